@@ -1,0 +1,50 @@
+#include "api/errors.h"
+
+namespace distcomm {
+
+// Out-of-line destructors anchor each type's vtable and typeinfo in libdistcomm.so, so a
+// plugin that throws PeerFailure and the core that catches it agree on the type.
+Error::~Error() = default;
+InvalidArgument::~InvalidArgument() = default;
+Timeout::~Timeout() = default;
+PeerFailure::~PeerFailure() = default;
+Desync::~Desync() = default;
+BackendUnavailable::~BackendUnavailable() = default;
+StoreError::~StoreError() = default;
+Unsupported::~Unsupported() = default;
+
+}  // namespace distcomm
+
+namespace distcomm {
+
+std::exception_ptr with_context(std::exception_ptr e, const std::string& context) {
+  if (!e || context.empty()) return e;
+  auto msg = [&](const std::exception& x) {
+    const std::string w = x.what();
+    // Do not stack the same context twice when an error passes through two layers.
+    return w.rfind(context, 0) == 0 ? w : context + ": " + w;
+  };
+  try {
+    std::rethrow_exception(e);
+  } catch (const InvalidArgument& x) {
+    return std::make_exception_ptr(InvalidArgument(msg(x)));
+  } catch (const Timeout& x) {
+    return std::make_exception_ptr(Timeout(msg(x)));
+  } catch (const PeerFailure& x) {
+    return std::make_exception_ptr(PeerFailure(msg(x)));
+  } catch (const Desync& x) {
+    return std::make_exception_ptr(Desync(msg(x)));
+  } catch (const BackendUnavailable& x) {
+    return std::make_exception_ptr(BackendUnavailable(msg(x)));
+  } catch (const StoreError& x) {
+    return std::make_exception_ptr(StoreError(msg(x)));
+  } catch (const Unsupported& x) {
+    return std::make_exception_ptr(Unsupported(msg(x)));
+  } catch (const std::exception& x) {
+    return std::make_exception_ptr(Error(msg(x)));
+  } catch (...) {
+    return std::make_exception_ptr(Error(context + ": unknown exception"));
+  }
+}
+
+}  // namespace distcomm

@@ -1,0 +1,79 @@
+// The one exception hierarchy of distcomm. Every error a user can see derives from Error.
+//
+// Messages say where (rank, group, op, sequence number) and what to do. Context is
+// attached where it is known: the ProcessGroup adds rank/group/op/seq to errors raised by
+// backends, so backends can throw short messages.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace distcomm {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  ~Error() override;
+};
+
+// Caught before any byte is sent: wrong shape, dtype, root, rank, op/dtype pair...
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+  ~InvalidArgument() override;
+};
+
+// An operation or a store wait did not finish in time.
+class Timeout : public Error {
+ public:
+  using Error::Error;
+  ~Timeout() override;
+};
+
+// A peer died, or a connection closed or broke. The group is unusable afterwards.
+class PeerFailure : public Error {
+ public:
+  using Error::Error;
+  ~PeerFailure() override;
+};
+
+// Ranks disagree on which collective they are running (debug checks).
+class Desync : public Error {
+ public:
+  using Error::Error;
+  ~Desync() override;
+};
+
+// A backend could not be loaded or cannot run here (no plugin, ABI mismatch, no GPU).
+class BackendUnavailable : public Error {
+ public:
+  using Error::Error;
+  ~BackendUnavailable() override;
+};
+
+// A store failed: connection, protocol, or file error (a wait timeout is Timeout).
+class StoreError : public Error {
+ public:
+  using Error::Error;
+  ~StoreError() override;
+};
+
+// An operation a backend does not implement.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+  ~Unsupported() override;
+};
+
+}  // namespace distcomm
+
+#include <exception>
+
+namespace distcomm {
+
+// The same exception type with "context: " put before its message, so that an error a
+// backend raised says which rank, group, op and sequence number it belongs to.
+// Unknown exception types become Error.
+std::exception_ptr with_context(std::exception_ptr e, const std::string& context);
+
+}  // namespace distcomm

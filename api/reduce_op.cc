@@ -1,0 +1,154 @@
+#include "api/reduce_op.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace {
+
+template <typename T>
+constexpr bool kIsReduced16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// One loop per (op, type): simple enough for the compiler to vectorise the native types.
+template <typename T, typename F>
+void combine(T* __restrict acc, const T* __restrict in, size_t n, F f) {
+  if constexpr (kIsReduced16<T>) {
+    // 16-bit floats are combined in float and rounded once per step, like gloo/NCCL do.
+    for (size_t i = 0; i < n; ++i) acc[i] = T(f(static_cast<float>(acc[i]), static_cast<float>(in[i])));
+  } else {
+    for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(f(acc[i], in[i]));
+  }
+}
+
+template <typename T>
+void reduce_typed(T* acc, const T* in, size_t n, ReduceOp::Kind kind) {
+  if constexpr (std::is_same_v<T, bool>) {
+    // bool: sum and max are "any", product and min are "all".
+    switch (kind) {
+      case ReduceOp::SUM: case ReduceOp::MAX: case ReduceOp::BOR:
+        return combine(acc, in, n, [](bool a, bool b) { return a || b; });
+      case ReduceOp::PRODUCT: case ReduceOp::MIN: case ReduceOp::BAND:
+        return combine(acc, in, n, [](bool a, bool b) { return a && b; });
+      case ReduceOp::BXOR:
+        return combine(acc, in, n, [](bool a, bool b) { return a != b; });
+      default: break;
+    }
+  } else {
+    switch (kind) {
+      case ReduceOp::SUM: case ReduceOp::AVG: case ReduceOp::PREMUL_SUM:
+        return combine(acc, in, n, [](auto a, auto b) { return a + b; });
+      case ReduceOp::PRODUCT:
+        return combine(acc, in, n, [](auto a, auto b) { return a * b; });
+      case ReduceOp::MIN:
+        // NaN propagates (std::min would drop it depending on argument order).
+        return combine(acc, in, n, [](auto a, auto b) { return (b < a || b != b) ? b : a; });
+      case ReduceOp::MAX:
+        return combine(acc, in, n, [](auto a, auto b) { return (b > a || b != b) ? b : a; });
+      default:
+        if constexpr (std::is_integral_v<T>) {
+          if (kind == ReduceOp::BAND) return combine(acc, in, n, [](T a, T b) { return a & b; });
+          if (kind == ReduceOp::BOR) return combine(acc, in, n, [](T a, T b) { return a | b; });
+          if (kind == ReduceOp::BXOR) return combine(acc, in, n, [](T a, T b) { return a ^ b; });
+        }
+        break;
+    }
+  }
+  throw InvalidArgument("internal: reduce_typed reached an unsupported op");
+}
+
+}  // namespace
+
+const char* ReduceOp::name() const {
+  switch (kind) {
+    case SUM: return "sum";
+    case AVG: return "avg";
+    case PRODUCT: return "prod";
+    case MIN: return "min";
+    case MAX: return "max";
+    case BAND: return "band";
+    case BOR: return "bor";
+    case BXOR: return "bxor";
+    case PREMUL_SUM: return "premul_sum";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(const std::string& name) {
+  if (name == "sum") return ReduceOp::SUM;
+  if (name == "avg") return ReduceOp::AVG;
+  if (name == "prod" || name == "product") return ReduceOp::PRODUCT;
+  if (name == "min") return ReduceOp::MIN;
+  if (name == "max") return ReduceOp::MAX;
+  if (name == "band") return ReduceOp::BAND;
+  if (name == "bor") return ReduceOp::BOR;
+  if (name == "bxor") return ReduceOp::BXOR;
+  throw InvalidArgument("unknown reduce op '" + name +
+                        "': expected sum, avg, prod, min, max, band, bor or bxor");
+}
+
+bool reduce_supported(ReduceOp op, DType dtype, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const bool bitwise = op.kind == ReduceOp::BAND || op.kind == ReduceOp::BOR || op.kind == ReduceOp::BXOR;
+  if (bitwise && is_floating(dtype)) {
+    return no(std::string("reduce op ") + op.name() + " is bitwise and needs an integer or bool tensor, not " +
+              dtype_name(dtype));
+  }
+  if (op.kind == ReduceOp::AVG && dtype == DType::kBool) return no("reduce op avg is not defined for bool");
+  if (op.kind == ReduceOp::PREMUL_SUM && !is_floating(dtype)) {
+    return no(std::string("reduce op premul_sum needs a floating-point tensor, not ") + dtype_name(dtype));
+  }
+  return true;
+}
+
+void check_reduce_supported(ReduceOp op, DType dtype) {
+  std::string why;
+  if (!reduce_supported(op, dtype, &why)) throw InvalidArgument(why);
+}
+
+void reduce_into(void* acc, const void* in, size_t count, DType dtype, ReduceOp op) {
+  check_reduce_supported(op, dtype);
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    reduce_typed(static_cast<T*>(acc), static_cast<const T*>(in), count, op.kind);
+  });
+}
+
+void scale_in_place(void* data, size_t count, DType dtype, double factor) {
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(data);
+    if constexpr (kIsReduced16<T>) {
+      const float f = static_cast<float>(factor);
+      for (size_t i = 0; i < count; ++i) p[i] = T(static_cast<float>(p[i]) * f);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      const T f = static_cast<T>(factor);
+      for (size_t i = 0; i < count; ++i) p[i] *= f;
+    } else {
+      throw InvalidArgument(std::string("cannot scale a ") + dtype_name(dtype) + " tensor by a real factor");
+    }
+  });
+}
+
+void divide_in_place(void* data, size_t count, DType dtype, int64_t divisor) {
+  if (divisor == 0) throw InvalidArgument("divide_in_place: divisor is 0");
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(data);
+    if constexpr (std::is_same_v<T, bool>) {
+      throw InvalidArgument("cannot average a bool tensor");
+    } else if constexpr (kIsReduced16<T>) {
+      const float d = static_cast<float>(divisor);
+      for (size_t i = 0; i < count; ++i) p[i] = T(static_cast<float>(p[i]) / d);
+    } else {
+      const T d = static_cast<T>(divisor);
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / d);
+    }
+  });
+}
+
+}  // namespace distcomm

@@ -1,0 +1,51 @@
+// Reduction operators, and the CPU kernels that apply them.
+//
+// Backends whose library lacks an (op, dtype) pair -- gloo has no bfloat16, MPI no AVG --
+// combine buffers with these kernels instead of refusing, so every backend supports the
+// same table (see reduce_supported).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "api/dtype.h"
+
+namespace distcomm {
+
+struct ReduceOp {
+  enum Kind : uint8_t { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM };
+
+  Kind kind = SUM;
+  // PREMUL_SUM only: every input is multiplied by this before the sum (c10d's
+  // _make_nccl_premul_sum; DDP uses it to fold the 1/world_size into the reduction).
+  double factor = 1.0;
+
+  ReduceOp(Kind k = SUM) : kind(k) {}  // NOLINT: ReduceOp::MAX reads naturally at call sites
+  static ReduceOp premul_sum(double factor) {
+    ReduceOp op(PREMUL_SUM);
+    op.factor = factor;
+    return op;
+  }
+  const char* name() const;  // "sum", "avg", "premul_sum", ...
+};
+
+// Parses "sum", "avg", "prod"/"product", "min", "max", "band", "bor", "bxor".
+ReduceOp parse_reduce_op(const std::string& name);
+
+// Whether op makes sense for dtype. Bitwise ops need integers or bool; AVG and PREMUL_SUM
+// need numbers (AVG on integers truncates, as NCCL's ncclAvg does; PREMUL_SUM needs floats).
+bool reduce_supported(ReduceOp op, DType dtype, std::string* why = nullptr);
+// Throws InvalidArgument with the reason when !reduce_supported.
+void check_reduce_supported(ReduceOp op, DType dtype);
+
+// acc[i] = acc[i] (op) in[i] for i < count. AVG and PREMUL_SUM combine with +: their
+// scaling is applied by premultiply / finish_average around the combination.
+void reduce_into(void* acc, const void* in, size_t count, DType dtype, ReduceOp op);
+
+// data[i] *= factor (floats; PREMUL_SUM's input scaling).
+void scale_in_place(void* data, size_t count, DType dtype, double factor);
+
+// data[i] /= divisor (AVG after the sum; integer division for integer types).
+void divide_in_place(void* data, size_t count, DType dtype, int64_t divisor);
+
+}  // namespace distcomm

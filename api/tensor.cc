@@ -1,0 +1,179 @@
+#include "api/tensor.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <type_traits>
+#include <cstring>
+#include <sstream>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace {
+
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      throw InvalidArgument("shape " + shape_str(shape) + " has a negative size in dimension " +
+                            std::to_string(i));
+    }
+    n *= shape[i];
+  }
+  return n;
+}
+
+void require_cpu(const Tensor& t, const char* what) {
+  if (!t.is_cpu()) {
+    throw InvalidArgument(std::string(what) + " works on host tensors only; this one is on " +
+                          t.device().str());
+  }
+}
+
+}  // namespace
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void check_element_type(const Tensor& t, DType requested) {
+  if (t.dtype() != requested) {
+    throw InvalidArgument(std::string("tensor holds ") + dtype_name(t.dtype()) + ", read as " +
+                          dtype_name(requested));
+  }
+}
+
+Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
+  if (!device.is_cpu()) {
+    throw InvalidArgument("distcomm does not allocate " + device.str() +
+                          " memory: allocate it with cudaMalloc and wrap it with Tensor::from_blob");
+  }
+  Tensor t;
+  t.numel_ = checked_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.dtype_set_ = true;
+  // 64-byte alignment: whole cache lines, and what vectorised kernels like.
+  const size_t bytes = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  t.storage_ = std::shared_ptr<void>(p, std::free);
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype) {
+  Tensor t = empty(std::move(shape), dtype);
+  std::memset(t.data_, 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dtype, Device device) {
+  Tensor t;
+  t.numel_ = checked_numel(shape);
+  if (!data && t.numel_ > 0) throw InvalidArgument("from_blob: null data for a non-empty tensor");
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.dtype_set_ = true;
+  t.device_ = device;
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
+  if (offset < 0 || count < 0 || offset + count > numel_) {
+    throw InvalidArgument("flat_slice(" + std::to_string(offset) + ", " + std::to_string(count) +
+                          ") is outside a tensor of " + std::to_string(numel_) + " elements");
+  }
+  Tensor t = *this;
+  t.data_ = data_ ? static_cast<char*>(data_) + offset * element_size(dtype_) : nullptr;
+  t.shape_ = {count};
+  t.numel_ = count;
+  return t;
+}
+
+Tensor Tensor::reshape(std::vector<int64_t> shape) const {
+  if (checked_numel(shape) != numel_) {
+    throw InvalidArgument("cannot reshape " + describe() + " to " + shape_str(shape));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  require_cpu(*this, "clone");
+  Tensor t = empty(shape_, dtype_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  require_cpu(*this, "copy_from");
+  require_cpu(src, "copy_from");
+  if (src.dtype_ != dtype_ || src.numel_ != numel_) {
+    throw InvalidArgument("copy_from: source " + src.describe() + " does not match destination " +
+                          describe());
+  }
+  if (nbytes() && src.data_ != data_) std::memmove(data_, src.data_, nbytes());
+}
+
+void Tensor::fill(double value) {
+  require_cpu(*this, "fill");
+  dispatch_dtype(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    T v;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      v = T(static_cast<float>(value));
+    } else {
+      v = static_cast<T>(value);
+    }
+    T* p = static_cast<T*>(data_);
+    for (int64_t i = 0; i < numel_; ++i) p[i] = v;
+  });
+}
+
+double Tensor::item(int64_t i) const {
+  require_cpu(*this, "item");
+  if (i < 0 || i >= numel_) throw InvalidArgument("item index " + std::to_string(i) + " out of range");
+  return dispatch_dtype(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    const T v = static_cast<const T*>(data_)[i];
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      return static_cast<double>(static_cast<float>(v));
+    } else {
+      return static_cast<double>(v);
+    }
+  });
+}
+
+void Tensor::set_item(int64_t i, double value) {
+  flat_slice(i, 1).fill(value);
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  std::vector<double> out(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) out[static_cast<size_t>(i)] = item(i);
+  return out;
+}
+
+std::string Tensor::str(int64_t max_elements) const {
+  std::ostringstream os;
+  os << "tensor([";
+  if (is_cpu()) {
+    for (int64_t i = 0; i < numel_ && i < max_elements; ++i) os << (i ? ", " : "") << item(i);
+    if (numel_ > max_elements) os << ", ...";
+  } else {
+    os << "<" << device_.str() << " memory>";
+  }
+  os << "], dtype=" << dtype_name(dtype_) << ")";
+  return os.str();
+}
+
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_str(shape_) + " on " + device_.str();
+}
+
+}  // namespace distcomm

@@ -1,0 +1,111 @@
+#include "api/work.h"
+
+#include "api/errors.h"
+
+namespace distcomm {
+
+const char* op_type_name(OpType op) {
+  switch (op) {
+    case OpType::kAllReduce: return "all_reduce";
+    case OpType::kAllReduceCoalesced: return "all_reduce_coalesced";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kReduce: return "reduce";
+    case OpType::kAllGather: return "all_gather";
+    case OpType::kGather: return "gather";
+    case OpType::kScatter: return "scatter";
+    case OpType::kReduceScatter: return "reduce_scatter";
+    case OpType::kAllToAll: return "all_to_all";
+    case OpType::kBarrier: return "barrier";
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
+    case OpType::kRecvAnySource: return "recv_any_source";
+  }
+  return "?";
+}
+
+Work::Work(OpType op, uint64_t seq, std::string description)
+    : op_(op), seq_(seq), description_(std::move(description)), start_(Clock::now()) {}
+
+Work::~Work() = default;
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout < std::chrono::milliseconds::zero()) {
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    throw Timeout((description_.empty() ? std::string(op_type_name(op_)) : description_) +
+                  ": not finished after " + std::to_string(timeout.count()) +
+                  " ms of waiting (Work::wait timeout); the op is still running");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_;
+}
+
+bool Work::is_success() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ && !error_;
+}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+std::chrono::nanoseconds Work::duration() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return (completed_ ? end_ : Clock::now()) - start_;
+}
+
+int Work::source_rank() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return source_rank_;
+}
+
+void Work::set_source_rank(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  source_rank_ = rank;
+}
+
+void Work::finish(std::exception_ptr error) {
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finishing_) return;
+    finishing_ = true;
+    error_ = with_context(error, description_);
+    error = error_;
+    callbacks.swap(callbacks_);
+  }
+  // Callbacks first (outside the lock: they may touch this Work), then wake the waiters,
+  // so a wait() that returns sees everything the callbacks did.
+  for (auto& cb : callbacks) cb(error);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_ = Clock::now();
+    completed_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Work::on_finish(std::function<void(std::exception_ptr)> cb) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!finishing_) {
+    callbacks_.push_back(std::move(cb));  // finish() will run it
+    return;
+  }
+  auto err = error_;  // finish() has begun: the outcome is known, run it here
+  lock.unlock();
+  cb(err);
+}
+
+WorkPtr completed_work(OpType op, uint64_t seq, std::exception_ptr error) {
+  auto w = std::make_shared<Work>(op, seq);
+  w->finish(error);
+  return w;
+}
+
+}  // namespace distcomm

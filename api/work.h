@@ -1,0 +1,92 @@
+// Work: the handle of one asynchronous operation.
+//
+// Every ProcessGroup op returns a Work at once; the backend finishes it from its own
+// thread. Blocking use is `pg.all_reduce(t)->wait()`.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace distcomm {
+
+enum class OpType : uint8_t {
+  kAllReduce,
+  kAllReduceCoalesced,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
+  kSend,
+  kRecv,
+  kRecvAnySource,
+};
+const char* op_type_name(OpType op);  // "all_reduce", ...
+
+class Work {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kNoTimeout{-1};
+
+  // description: "rank 1/4 group 'world' all_reduce #12", put before error messages.
+  Work(OpType op, uint64_t seq, std::string description = "");
+  virtual ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the op ends. Rethrows the op's error. With a timeout, throws Timeout if
+  // the op has not ended by then (the op itself goes on; the group's timeout aborts it).
+  virtual void wait(std::chrono::milliseconds timeout = kNoTimeout);
+  virtual bool is_completed() const;
+  bool is_success() const;  // completed without error
+  std::exception_ptr exception() const;
+  uint64_t seq() const { return seq_; }
+  OpType op() const { return op_; }
+  const std::string& description() const { return description_; }
+  // From creation to completion (so far, while running).
+  std::chrono::nanoseconds duration() const;
+  // recv from any source: the rank the message came from (-1 before completion).
+  int source_rank() const;
+
+  // --- for backends and the ProcessGroup ---
+  // Marks the op ended, with an error or not. The error gets the description as context.
+  // Callbacks run on this thread, then waiters wake. Only the first call counts.
+  void finish(std::exception_ptr error = nullptr);
+  void set_source_rank(int rank);
+  // Runs cb(error) when the op ends (at once if it has). A callback that throws turns a
+  // success into that error for works chained on it (see ProcessGroup's list ops).
+  void on_finish(std::function<void(std::exception_ptr)> cb);
+
+ protected:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+
+ private:
+  const OpType op_;
+  const uint64_t seq_;
+  const std::string description_;
+  const Clock::time_point start_;
+  Clock::time_point end_;
+  bool finishing_ = false;  // finish() has begun: error_ is final
+  bool completed_ = false;
+  std::exception_ptr error_;
+  int source_rank_ = -1;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// A Work that is already finished (ops with nothing to do, e.g. a world of one).
+WorkPtr completed_work(OpType op, uint64_t seq, std::exception_ptr error = nullptr);
+
+}  // namespace distcomm

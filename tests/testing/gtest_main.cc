@@ -1,0 +1,7 @@
+// main() for distcomm's gtest binaries (Debian ships libgtest without a shared gtest_main).
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

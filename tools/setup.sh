@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every system package distcomm's build and tests need (Debian, apt-get only).
+# Safe to re-run: packages already present are skipped, and apt-get is not called at all
+# when nothing is missing. CUDA/NCCL are not Debian packages here: they are found at
+# /usr/local/cuda when present, and the nccl plugin builds a dummy otherwise.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap      # Bazel 4.2.3, the build
+  g++                  # the compiler Bazel drives
+  libgloo-dev          # gloo backend
+  libopenmpi-dev       # mpi backend: headers and libmpi
+  openmpi-bin          # mpirun, for the mpi tests
+  libgflags-dev        # command-line flags in tools/ and examples/
+  libgtest-dev         # GoogleTest
+  googletest
+  libbenchmark-dev     # Google Benchmark
+  iproute2             # ip netns / veth for the two-host tests
+  procps               # pgrep/ps used by launcher tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup.sh: done"
