@@ -1,0 +1,106 @@
+// Backend: what a plugin implements. One Backend serves one group on one device type.
+//
+// The ProcessGroup has already validated every argument (shapes, dtypes, roots, ranks,
+// op/dtype pairs), assigned the sequence number and resolved the timeout before it calls
+// a Backend, so a backend only moves and reduces bytes. Tensors are flat and contiguous:
+// list-shaped ops (all_gather into a list, scatter from a list, ...) are packed into one
+// tensor by the ProcessGroup. Each op returns a Work at once and finishes it later, from
+// the backend's own thread or stream, in issue order within the group.
+//
+// Every op has a default that throws Unsupported("backend X does not support Y"), so a
+// plugin implements what its library can do and says so in supported_ops().
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/device.h"
+#include "api/options.h"
+#include "api/store.h"
+#include "api/tensor.h"
+#include "api/work.h"
+
+namespace distcomm {
+
+struct BackendOptions {
+  StorePtr store;              // private to this group and backend (already prefixed)
+  int rank = 0;                // rank in the group
+  int size = 1;                // group size
+  std::vector<int> global_ranks;  // global_ranks[group rank] = rank in the world group
+  std::string group_name = "world";
+  std::chrono::milliseconds timeout{1800000};
+  DeviceType device = DeviceType::kCPU;
+  // Backend-specific settings, filled at the edge from flags or the environment:
+  // gloo reads "ifname", "hostname", "algorithm"; nccl reads "blocking_wait", ...
+  std::map<std::string, std::string> config;
+};
+
+// What the ProcessGroup passes with each op.
+struct OpContext {
+  uint64_t seq = 0;
+  std::chrono::milliseconds timeout{0};  // resolved: never kGroupTimeout
+  std::string description;  // "rank 1/4 group 'world' all_reduce #12 (float32[1000] on cpu)"
+};
+
+class Backend {
+ public:
+  explicit Backend(BackendOptions options);
+  virtual ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string name() const = 0;
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+  const BackendOptions& options() const { return options_; }
+
+  // Capability queries. The ProcessGroup refuses an op not listed here before sending.
+  virtual std::vector<OpType> supported_ops() const = 0;
+  // Whether the backend reduces (op, dtype) itself. When false for AVG or PREMUL_SUM, the
+  // ProcessGroup runs SUM and does the scaling on the host (CPU tensors).
+  virtual bool reduces_natively(ReduceOp op, DType dtype) const;
+
+  virtual WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx);
+  virtual WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx);
+  // Result on root only; other ranks' tensors are inputs (and may be used as scratch).
+  virtual WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx);
+  // output holds size() * input.numel() elements, rank r's input at offset r * input.numel().
+  virtual WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
+                             const OpContext& ctx);
+  // Like all_gather, into output on root only (undefined Tensor elsewhere).
+  virtual WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
+                         const OpContext& ctx);
+  // root's input holds size() * output.numel() elements (undefined Tensor elsewhere).
+  virtual WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
+                          const OpContext& ctx);
+  // input holds size() * output.numel() elements; rank r gets the reduction of block r.
+  virtual WorkPtr reduce_scatter(Tensor& output, const Tensor& input,
+                                 const ReduceScatterOptions& opts, const OpContext& ctx);
+  // Element counts: input block for rank r is input_counts[r] elements (in rank order),
+  // output block from rank r is output_counts[r] elements. Equal splits are just equal counts.
+  virtual WorkPtr all_to_all(Tensor& output, const Tensor& input,
+                             const std::vector<int64_t>& output_counts,
+                             const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
+                             const OpContext& ctx);
+  virtual WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx);
+  virtual WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx);
+  virtual WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx);
+  // Completes with Work::source_rank() set to the sender.
+  virtual WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx);
+
+  // Stops the backend's threads and fails what is in flight (fast, never waits on peers).
+  // Called by the ProcessGroup's destructor and abort(); must be idempotent.
+  virtual void shutdown() {}
+
+ protected:
+  // "backend gloo does not support recv_any_source"
+  [[noreturn]] void unsupported(OpType op) const;
+
+ private:
+  BackendOptions options_;
+};
+
+}  // namespace distcomm

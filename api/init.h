@@ -1,0 +1,54 @@
+// init_process_group: from a launcher's environment (or explicit options) to a ready group.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/process_group.h"
+#include "api/store.h"
+
+namespace distcomm {
+
+// Where this process sits in the job, as its launcher described it.
+struct LaunchEnv {
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;
+  int local_world_size = -1;
+  std::string master_addr;
+  int master_port = -1;
+  std::string source;  // "torchrun" (RANK...), "mpirun" (OMPI_COMM_WORLD_*), "slurm", or ""
+};
+
+// Reads RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT, then Open MPI's
+// OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, then Slurm's SLURM_{PROCID,NTASKS,LOCALID}.
+// Malformed numbers throw InvalidArgument naming the variable.
+LaunchEnv read_launch_env();
+
+struct InitOptions {
+  // "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl"; empty: $DISTCOMM_BACKEND, else "gloo".
+  std::string backend;
+  // "env://" (MASTER_ADDR/MASTER_PORT), "tcp://host:port", "file:///path".
+  std::string init_method = "env://";
+  int rank = -1;        // -1: from the environment
+  int world_size = -1;  // -1: from the environment
+  std::chrono::milliseconds timeout{1800000};  // 30 min, torch's default
+  StorePtr store;  // if set, used instead of init_method
+  std::map<std::string, std::string> backend_config;
+};
+
+// Creates the world group and makes it the default group. Throws InvalidArgument for
+// missing or inconsistent rank/world/address, StoreError/Timeout when peers do not come,
+// BackendUnavailable when the backend cannot be loaded.
+ProcessGroupPtr init_process_group(InitOptions options = {});
+
+bool is_initialized();
+// The group made by init_process_group; throws if there is none.
+ProcessGroup& default_group();
+ProcessGroupPtr default_group_ptr();
+// Drops the default group (aborting nothing in flight that has finished).
+void destroy_process_group();
+
+}  // namespace distcomm

@@ -1,0 +1,95 @@
+// The plugin contract: how a shared object libdistcomm_<name>.so offers a Backend.
+//
+// A plugin exports one C entry point, DISTCOMM_PLUGIN_ENTRY (versioned in its name), that
+// returns a static descriptor. The loader (plugin_registry.h) checks the descriptor's
+// struct size, ABI major version and toolchain tag before it calls anything else, because
+// Backend is a C++ class: a plugin built by another compiler or standard library ABI
+// would crash instead of failing clearly.
+//
+// Write a plugin with DISTCOMM_DEFINE_PLUGIN (backends/template/ is a worked example):
+//
+//   static int my_available(std::string* why) { return 1; }
+//   static distcomm::Backend* my_create(const distcomm::BackendOptions& o) {
+//     return new MyBackend(o);
+//   }
+//   DISTCOMM_DEFINE_PLUGIN("mine", "mine 1.0", DISTCOMM_DEVICE_CPU, 0, my_available, my_create)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "api/backend.h"
+
+// Bumped when Backend, BackendOptions, OpContext, Tensor or Work change layout or vtable:
+// a plugin of another major is refused. Minor bumps add only (new descriptor fields at
+// the end, guarded by struct_size).
+#define DISTCOMM_PLUGIN_ABI_MAJOR 1
+#define DISTCOMM_PLUGIN_ABI_MINOR 0
+
+#define DISTCOMM_STR2(x) #x
+#define DISTCOMM_STR(x) DISTCOMM_STR2(x)
+
+// Compiler family and major version, C++ standard library and its string ABI: what must
+// agree for C++ objects and exceptions to cross between core and plugin.
+#if defined(__clang__)
+#define DISTCOMM_COMPILER_TAG "clang-" DISTCOMM_STR(__clang_major__)
+#elif defined(__GNUC__)
+#define DISTCOMM_COMPILER_TAG "gcc-" DISTCOMM_STR(__GNUC__)
+#else
+#define DISTCOMM_COMPILER_TAG "unknown-compiler"
+#endif
+#if defined(_GLIBCXX_USE_CXX11_ABI)
+#define DISTCOMM_STDLIB_TAG "libstdc++-cxx11abi" DISTCOMM_STR(_GLIBCXX_USE_CXX11_ABI)
+#elif defined(_LIBCPP_VERSION)
+#define DISTCOMM_STDLIB_TAG "libc++"
+#else
+#define DISTCOMM_STDLIB_TAG "unknown-stdlib"
+#endif
+#define DISTCOMM_TOOLCHAIN_TAG DISTCOMM_COMPILER_TAG "/" DISTCOMM_STDLIB_TAG
+
+// Device types a plugin serves (bit mask).
+#define DISTCOMM_DEVICE_CPU 1u
+#define DISTCOMM_DEVICE_CUDA 2u
+
+// Plugin flags.
+// The backend finds its peers by itself (MPI): it needs no store and no MASTER_ADDR, and
+// rank and world size come from its launcher (mpirun), which init reads from the
+// environment and the backend checks against its own view.
+#define DISTCOMM_PLUGIN_SELF_RENDEZVOUS 1u
+
+extern "C" {
+
+struct distcomm_plugin_v1 {
+  uint32_t struct_size;  // sizeof(distcomm_plugin_v1) as the plugin saw it
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* toolchain;  // DISTCOMM_TOOLCHAIN_TAG as the plugin was compiled
+  const char* name;       // "gloo": must match the file name libdistcomm_<name>.so
+  const char* version;    // free text, e.g. "gloo 0.5.0 (tcp)"
+  uint32_t devices;       // DISTCOMM_DEVICE_* bits
+  uint32_t flags;         // DISTCOMM_PLUGIN_* bits
+  // Whether the backend can run on this machine; if not, *why says what is missing
+  // ("no CUDA device: cudaGetDeviceCount: CUDA driver version is insufficient...").
+  int (*available)(std::string* why);
+  // Creates the backend for one group. Runs the group's rendezvous: every rank of the
+  // group calls it. May throw distcomm errors; returns an object the core deletes.
+  distcomm::Backend* (*create)(const distcomm::BackendOptions& options);
+};
+
+typedef const distcomm_plugin_v1* (*distcomm_plugin_entry_v1)();
+
+}  // extern "C"
+
+#define DISTCOMM_PLUGIN_ENTRY "distcomm_backend_plugin_v1"
+
+#define DISTCOMM_DEFINE_PLUGIN(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE)          \
+  extern "C" __attribute__((visibility("default"))) const distcomm_plugin_v1*             \
+  distcomm_backend_plugin_v1() {                                                           \
+    static const distcomm_plugin_v1 descriptor = {                                         \
+        sizeof(distcomm_plugin_v1), DISTCOMM_PLUGIN_ABI_MAJOR, DISTCOMM_PLUGIN_ABI_MINOR,  \
+        DISTCOMM_TOOLCHAIN_TAG,     NAME,                      VERSION,                    \
+        DEVICES,                    FLAGS,                     AVAILABLE,                  \
+        CREATE};                                                                           \
+    return &descriptor;                                                                    \
+  }

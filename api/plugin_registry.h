@@ -1,0 +1,44 @@
+// Finding, checking and loading backend plugins.
+//
+// Search order for libdistcomm_<name>.so (DESIGN.md, plugin contract):
+//   1. each folder in DISTCOMM_PLUGIN_PATH (colon-separated),
+//   2. the folder of the running binary, and its Bazel runfiles (backends/<name>/),
+//   3. the folder of libdistcomm.so itself.
+// A plugin that cannot be used is refused with the reason (not a shared object, no entry
+// point, ABI major or toolchain differs: both values are named), and the search goes on.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/backend.h"
+#include "api/plugin.h"
+
+namespace distcomm {
+
+struct PluginInfo {
+  std::string name;
+  std::string path;
+  std::string version;
+  uint32_t devices = 0;
+  uint32_t flags = 0;
+  bool available = false;
+  std::string unavailable_reason;  // when !available
+  const distcomm_plugin_v1* descriptor = nullptr;
+};
+
+// The folders searched, in order (existing or not), for messages and tools.
+std::vector<std::string> plugin_search_path();
+
+// Loads (once per process) and checks the plugin for `name`. Throws BackendUnavailable
+// naming the backend, every path tried, why each was refused and the backends that exist.
+const PluginInfo& load_plugin(const std::string& name);
+
+// Every plugin found on the search path, loaded and probed (for tools and messages).
+std::vector<PluginInfo> list_backends();
+
+// load_plugin(name), its available() probe, then its factory.
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
+
+}  // namespace distcomm

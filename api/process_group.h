@@ -1,0 +1,152 @@
+// ProcessGroup: the one API for collectives and point-to-point ops.
+//
+// It validates every argument before anything is sent (InvalidArgument naming the
+// argument, the rank and what was expected), numbers each collective, routes each tensor
+// to the backend of its device type ("cpu:gloo,cuda:nccl"), adapts list-shaped ops to the
+// flat ops backends implement, and supplies AVG / PREMUL_SUM where a backend lacks them.
+// Every op returns a Work at once; ops on one group run in the order they were issued.
+// All ranks of a group must issue the same collectives in the same order.
+//
+// Ranks in arguments (root, dst, src) are ranks in this group.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/backend.h"
+#include "api/options.h"
+#include "api/store.h"
+#include "api/tensor.h"
+#include "api/work.h"
+
+namespace distcomm {
+
+// "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type.
+struct BackendSpec {
+  std::map<DeviceType, std::string> by_device;
+  std::string text;  // as given, for messages
+  static BackendSpec parse(const std::string& spec);
+};
+
+struct ProcessGroupOptions {
+  StorePtr store;  // the world's store; the group works under its own prefix
+  int rank = 0;
+  int size = 1;
+  std::string backend = "gloo";  // a BackendSpec
+  std::chrono::milliseconds timeout{1800000};
+  std::string group_name = "world";
+  std::vector<int> global_ranks;  // empty for the world group: 0..size-1
+  std::map<std::string, std::string> backend_config;
+};
+
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
+ public:
+  // Creates the backends (a collective: every rank of the group calls it).
+  static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+  const std::string& name() const { return options_.group_name; }
+  std::string backend_name() const { return spec_.text; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  const StorePtr& store() const { return options_.store; }
+  // World rank of a rank of this group.
+  int global_rank(int group_rank) const;
+  const std::vector<int>& global_ranks() const { return options_.global_ranks; }
+  // Sequence number the next collective will get.
+  uint64_t next_seq() const { return seq_.load(); }
+
+  // --- collectives ---
+  WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts = {});
+  // Many tensors of one dtype and device in one reduction (packed into one buffer).
+  WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts = {});
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts = {});
+  // Result lands in root's tensor; other ranks' tensors are left unchanged.
+  WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts = {});
+  // outputs: size() tensors shaped like input.
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts = {});
+  // output: size() * input.numel() elements.
+  WorkPtr all_gather_into_tensor(Tensor& output, const Tensor& input, const AllGatherOptions& opts = {});
+  // outputs: size() tensors on root, empty elsewhere.
+  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts = {});
+  // inputs: size() tensors on root, empty elsewhere.
+  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts = {});
+  // inputs: size() tensors shaped like output; rank r gets the reduction of inputs[r].
+  WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                         const ReduceScatterOptions& opts = {});
+  // input: size() * output.numel() elements.
+  WorkPtr reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts = {});
+  // Split sizes count rows of dim 0, as in torch.distributed.all_to_all_single; empty
+  // means equal splits (dim 0 divisible by size()).
+  WorkPtr all_to_all_single(Tensor& output, const Tensor& input,
+                            const std::vector<int64_t>& output_split_sizes = {},
+                            const std::vector<int64_t>& input_split_sizes = {},
+                            const AllToAllOptions& opts = {});
+  // inputs[r] goes to rank r; outputs[r] comes from rank r. Sizes may differ per rank.
+  WorkPtr all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                     const AllToAllOptions& opts = {});
+  WorkPtr barrier(const BarrierOptions& opts = {});
+
+  // --- point to point ---
+  WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts = {});
+  WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts = {});
+  // Work::source_rank() tells who sent it.
+  WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts = {});
+
+  // --- subgroups (collective over this group: every rank calls it, in the same order) ---
+  // A group of the given ranks of this group; nullptr on ranks not in it.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks,
+                                          const std::string& backend = "");
+  // Ranks with the same color form a group, ordered by (key, rank); a negative color
+  // means "no group" (nullptr), as MPI_UNDEFINED does.
+  std::shared_ptr<ProcessGroup> split(int color, int key);
+
+  // Fails what is in flight and stops the backends; later ops fail at once.
+  void abort();
+
+  // The backend serving a device type (loading errors surface here).
+  Backend& backend_for(DeviceType device);
+
+ private:
+  explicit ProcessGroup(ProcessGroupOptions options);
+  void create_backends();
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
+                                              const std::string& tag);
+
+  // Validation helpers: throw InvalidArgument naming op, argument and rank.
+  std::string where(OpType op) const;
+  void check_tensor(OpType op, const Tensor& t, const char* arg) const;
+  void check_same(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+  void check_root(OpType op, int root) const;
+  void check_peer(OpType op, int peer, const char* arg) const;
+  void check_reduce(OpType op, ReduceOp rop, const Tensor& t) const;
+  void check_count(OpType op, const Tensor& t, int64_t expected, const char* arg,
+                   const std::string& why) const;
+
+  OpContext next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout, bool p2p = false);
+  Backend& route(OpType op, const Tensor& t);
+  // AVG / PREMUL_SUM fallback around a SUM.
+  ReduceOp effective_op(Backend& b, ReduceOp op, DType dtype) const;
+  void finish_reduction(ReduceOp requested, ReduceOp used, Tensor& result) const;
+
+  ProcessGroupOptions options_;
+  BackendSpec spec_;
+  std::map<DeviceType, std::unique_ptr<Backend>> backends_;
+  std::map<DeviceType, std::string> backend_errors_;  // backends that could not be created
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> p2p_seq_{0};
+  std::atomic<uint64_t> subgroups_{0};
+  std::atomic<bool> aborted_{false};
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+}  // namespace distcomm

@@ -1,0 +1,26 @@
+// spawn: start nprocs ranks of a function on this machine, like torch.multiprocessing.spawn.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace distcomm {
+
+struct SpawnOptions {
+  std::string backend = "gloo";  // exported as DISTCOMM_BACKEND to each rank
+  // How long the whole job may run before every rank is stopped (0: no limit).
+  std::chrono::seconds timeout{0};
+  // Seconds between SIGTERM and SIGKILL when stopping the ranks after a failure.
+  std::chrono::seconds grace{5};
+};
+
+// Forks nprocs children; child r gets RANK=r, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR=127.0.0.1 and a free MASTER_PORT in its environment and runs fn(r, nprocs)
+// (fn usually starts with init_process_group()). If a rank throws, exits non-zero or dies
+// on a signal, the others are stopped and spawn throws Error naming that rank and how it
+// failed. Returns when every rank has exited 0.
+void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn,
+           const SpawnOptions& options = {});
+
+}  // namespace distcomm
