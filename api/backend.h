@@ -65,7 +65,7 @@ class Backend {
 
   virtual WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx);
   virtual WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx);
-  // Result on root only; other ranks' tensors are inputs (and may be used as scratch).
+  // Result on root only; other ranks' tensors are inputs and must be left unchanged.
   virtual WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx);
   // output holds size() * input.numel() elements, rank r's input at offset r * input.numel().
   virtual WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,

@@ -128,6 +128,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void check_root(OpType op, int root) const;
   void check_peer(OpType op, int peer, const char* arg) const;
   void check_reduce(OpType op, ReduceOp rop, const Tensor& t) const;
+  void require_host(OpType op, const Tensor& t, const std::string& what) const;
   void check_count(OpType op, const Tensor& t, int64_t expected, const char* arg,
                    const std::string& why) const;
 
@@ -135,7 +136,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   Backend& route(OpType op, const Tensor& t);
   // AVG / PREMUL_SUM fallback around a SUM.
   ReduceOp effective_op(Backend& b, ReduceOp op, DType dtype) const;
-  void finish_reduction(ReduceOp requested, ReduceOp used, Tensor& result) const;
+  static void finish_reduction(ReduceOp requested, ReduceOp used, Tensor& result, int group_size);
 
   ProcessGroupOptions options_;
   BackendSpec spec_;

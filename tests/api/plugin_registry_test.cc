@@ -1,0 +1,107 @@
+// The loader against real shared objects: a good plugin loads and runs; each kind of bad
+// one is refused with its reason; a missing backend lists what was searched and what exists.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "api/errors.h"
+#include "api/plugin_registry.h"
+#include "api/process_group.h"
+#include "tests/api/plugin_test_env.h"
+
+namespace distcomm {
+namespace {
+
+class PluginRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { use_test_plugins(); }
+};
+
+std::string load_error(const std::string& name) {
+  try {
+    load_plugin(name);
+  } catch (const BackendUnavailable& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(PluginRegistryTest, LoadsAGoodPluginAndChecksItsDescriptor) {
+  const PluginInfo& info = load_plugin("single_rank");
+  EXPECT_EQ(info.name, "single_rank");
+  EXPECT_TRUE(info.available);
+  EXPECT_NE(info.path.find("libdistcomm_single_rank.so"), std::string::npos);
+  EXPECT_EQ(info.devices, DISTCOMM_DEVICE_CPU);
+  // Loading twice gives the same plugin (loaded once per process).
+  EXPECT_EQ(&load_plugin("single_rank"), &info);
+}
+
+TEST_F(PluginRegistryTest, RefusesAnotherAbiMajorNamingBothValues) {
+  const std::string msg = load_error("old_abi");
+  EXPECT_NE(msg.find("plugin ABI major 99 differs from the core's " + std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR)),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(PluginRegistryTest, RefusesAnotherToolchainNamingBoth) {
+  const std::string msg = load_error("other_toolchain");
+  EXPECT_NE(msg.find("'msvc-19/msvcprt'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(DISTCOMM_TOOLCHAIN_TAG), std::string::npos) << msg;
+}
+
+TEST_F(PluginRegistryTest, RefusesASharedObjectWithoutEntryPoint) {
+  const std::string msg = load_error("no_entry");
+  EXPECT_NE(msg.find("no entry point distcomm_backend_plugin_v1"), std::string::npos) << msg;
+}
+
+TEST_F(PluginRegistryTest, MissingBackendListsSearchPathAndAvailableBackends) {
+  const std::string msg = load_error("does_not_exist");
+  EXPECT_NE(msg.find("cannot load backend 'does_not_exist'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(test_plugin_dir() + "/libdistcomm_does_not_exist.so: not found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Available backends:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("single_rank"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("DISTCOMM_PLUGIN_PATH"), std::string::npos) << msg;
+}
+
+TEST_F(PluginRegistryTest, UnavailableBackendSaysWhyOnCreate) {
+  const PluginInfo& info = load_plugin("unavailable");
+  EXPECT_FALSE(info.available);
+  EXPECT_NE(info.unavailable_reason.find("no test device"), std::string::npos);
+  BackendOptions o;
+  o.device = DeviceType::kCUDA;
+  try {
+    create_backend("unavailable", o);
+    FAIL() << "expected BackendUnavailable";
+  } catch (const BackendUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run here: no test device"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PluginRegistryTest, ListBackendsFindsEveryPluginFile) {
+  bool single = false, old_abi = false;
+  for (const auto& p : list_backends()) {
+    if (p.name == "single_rank") single = p.available;
+    if (p.name == "old_abi") old_abi = !p.unavailable_reason.empty();
+  }
+  EXPECT_TRUE(single);
+  EXPECT_TRUE(old_abi);
+}
+
+TEST_F(PluginRegistryTest, EnvironmentPathIsSearchedFirst) {
+  const auto path = plugin_search_path();
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(path.front(), test_plugin_dir());
+}
+
+// An exception type thrown inside the dlopen'ed plugin is caught by its type here: there
+// is one copy of the core's typeinfo in the process.
+TEST_F(PluginRegistryTest, PluginExceptionsKeepTheirType) {
+  BackendOptions o;
+  o.size = 2;  // the single_rank backend refuses this with InvalidArgument
+  o.rank = 0;
+  EXPECT_THROW(create_backend("single_rank", o), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace distcomm
