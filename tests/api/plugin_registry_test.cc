@@ -88,6 +88,15 @@ TEST_F(PluginRegistryTest, ListBackendsFindsEveryPluginFile) {
   EXPECT_TRUE(old_abi);
 }
 
+// backends/template is found without DISTCOMM_PLUGIN_PATH: through the Bazel runfiles.
+TEST_F(PluginRegistryTest, FindsInTreePluginsInTheRunfiles) {
+  const PluginInfo& info = load_plugin("template");
+  EXPECT_NE(info.path.find("/backends/template/libdistcomm_template.so"), std::string::npos) << info.path;
+  BackendOptions o;
+  auto backend = create_backend("template", o);
+  EXPECT_EQ(backend->name(), "template");
+}
+
 TEST_F(PluginRegistryTest, EnvironmentPathIsSearchedFirst) {
   const auto path = plugin_search_path();
   ASSERT_FALSE(path.empty());
