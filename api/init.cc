@@ -1,0 +1,191 @@
+#include "api/init.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "api/errors.h"
+#include "api/file_store.h"
+#include "api/hash_store.h"
+#include "api/logging.h"
+#include "api/plugin_registry.h"
+#include "api/tcp_store.h"
+
+namespace distcomm {
+namespace {
+
+std::mutex g_mu;
+ProcessGroupPtr g_default;
+
+// An integer environment variable, or -1 when unset; malformed is an error naming it.
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 30) {
+    throw InvalidArgument(std::string("environment variable ") + name + "='" + v +
+                          "' is not a non-negative integer");
+  }
+  return static_cast<int>(x);
+}
+
+std::string env_str(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// "host:port" -> (host, port); IPv6 as "[::1]:port".
+std::pair<std::string, int> split_host_port(const std::string& s, const std::string& what) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon + 1 == s.size()) {
+    throw InvalidArgument(what + " '" + s + "' is not host:port");
+  }
+  std::string host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = s.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535) {
+    throw InvalidArgument(what + " '" + s + "': port '" + port + "' is not a number in [0, 65535]");
+  }
+  return {host, std::stoi(port)};
+}
+
+StorePtr make_store(const InitOptions& o, int rank, int world, std::map<std::string, std::string>* config) {
+  if (o.store) return o.store;
+  const std::string& m = o.init_method;
+  auto tcp = [&](const std::string& host, int port) -> StorePtr {
+    (*config)["master_addr"] = host;
+    TCPStoreOptions so;
+    so.host = host;
+    so.port = port;
+    so.is_server = rank == 0;
+    so.num_workers = world;
+    so.timeout = o.timeout;
+    return std::make_shared<TCPStore>(so);
+  };
+  if (m.rfind("env://", 0) == 0) {
+    const std::string addr = env_str("MASTER_ADDR");
+    const int port = env_int("MASTER_PORT");
+    if (addr.empty() || port < 0) {
+      throw InvalidArgument("init_method env:// needs MASTER_ADDR and MASTER_PORT (rank " + std::to_string(rank) +
+                            "): set them, start the job with tools/launch, or use tcp://host:port");
+    }
+    return tcp(addr, port);
+  }
+  if (m.rfind("tcp://", 0) == 0) {
+    auto [host, port] = split_host_port(m.substr(6), "init_method");
+    return tcp(host, port);
+  }
+  if (m.rfind("file://", 0) == 0) {
+    const std::string path = m.substr(7);
+    if (path.empty()) throw InvalidArgument("init_method '" + m + "' has no path");
+    auto store = std::make_shared<FileStore>(path, world);
+    store->set_timeout(o.timeout);
+    return store;
+  }
+  throw InvalidArgument("init_method '" + m + "': expected env://, tcp://host:port or file:///path");
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv e;
+  if (env_int("RANK") >= 0 || env_int("WORLD_SIZE") >= 0) {
+    e.source = "torchrun";
+    e.rank = env_int("RANK");
+    e.world_size = env_int("WORLD_SIZE");
+    e.local_rank = env_int("LOCAL_RANK");
+    e.local_world_size = env_int("LOCAL_WORLD_SIZE");
+  } else if (env_int("OMPI_COMM_WORLD_RANK") >= 0) {
+    e.source = "mpirun";
+    e.rank = env_int("OMPI_COMM_WORLD_RANK");
+    e.world_size = env_int("OMPI_COMM_WORLD_SIZE");
+    e.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    e.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+  } else if (env_int("SLURM_PROCID") >= 0) {
+    e.source = "slurm";
+    e.rank = env_int("SLURM_PROCID");
+    e.world_size = env_int("SLURM_NTASKS");
+    e.local_rank = env_int("SLURM_LOCALID");
+    e.local_world_size = env_int("SLURM_NTASKS_PER_NODE");
+  }
+  e.master_addr = env_str("MASTER_ADDR");
+  e.master_port = env_int("MASTER_PORT");
+  return e;
+}
+
+ProcessGroupPtr init_process_group(InitOptions o) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_default) {
+      throw InvalidArgument("init_process_group called twice; call destroy_process_group() first");
+    }
+  }
+  if (o.backend.empty()) o.backend = env_str("DISTCOMM_BACKEND");
+  if (o.backend.empty()) o.backend = "gloo";
+  const LaunchEnv env = read_launch_env();
+  int rank = o.rank >= 0 ? o.rank : env.rank;
+  int world = o.world_size >= 0 ? o.world_size : env.world_size;
+
+  // A self-rendezvous backend (MPI) knows its peers; it needs no store or address.
+  const bool single = BackendSpec::parse(o.backend).by_device.empty();
+  const bool self_rendezvous = single && (load_plugin(o.backend).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS);
+  if (self_rendezvous && rank < 0 && world < 0) {
+    rank = 0;  // a singleton run without mpirun; the backend checks its own view
+    world = 1;
+  }
+  if (rank < 0 || world < 0) {
+    throw InvalidArgument(
+        "init_process_group: rank and world size are unknown: pass InitOptions.rank/world_size, or set "
+        "RANK and WORLD_SIZE (tools/launch does), or run under mpirun or srun");
+  }
+  if (world < 1 || rank >= world) {
+    throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is outside world size " +
+                          std::to_string(world));
+  }
+  std::map<std::string, std::string> config = o.backend_config;
+  // Configuration from the environment is read here, at the edge, once.
+  if (!config.count("ifname") && !env_str("DISTCOMM_SOCKET_IFNAME").empty()) {
+    config["ifname"] = env_str("DISTCOMM_SOCKET_IFNAME");
+  }
+  if (!config.count("algorithm") && !env_str("DISTCOMM_GLOO_ALGORITHM").empty()) {
+    config["algorithm"] = env_str("DISTCOMM_GLOO_ALGORITHM");
+  }
+  set_log_identity(rank, world);
+
+  ProcessGroupOptions po;
+  if (self_rendezvous) {
+    po.store = o.store ? o.store : std::make_shared<HashStore>();
+  } else {
+    po.store = make_store(o, rank, world, &config);
+  }
+  po.store->set_timeout(o.timeout);
+  po.rank = rank;
+  po.size = world;
+  po.backend = o.backend;
+  po.timeout = o.timeout;
+  po.backend_config = config;
+  ProcessGroupPtr pg = ProcessGroup::create(po);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_default = pg;
+  return pg;
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_default != nullptr;
+}
+
+ProcessGroupPtr default_group_ptr() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_default) throw InvalidArgument("no default process group: call init_process_group() first");
+  return g_default;
+}
+
+ProcessGroup& default_group() { return *default_group_ptr(); }
+
+void destroy_process_group() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_default.reset();
+}
+
+}  // namespace distcomm

@@ -1,0 +1,80 @@
+// Ordered output: four real processes post their lines in reverse order of time, and
+// rank 0 still prints them in rank order.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "api/file_store.h"
+#include "api/logging.h"
+#include "api/process_group.h"
+#include "tests/api/plugin_test_env.h"
+
+namespace distcomm {
+namespace {
+
+TEST(Logging, PrefixCarriesRankAndWorld) {
+  EXPECT_EQ(log_prefix(), "");
+  set_log_identity(2, 8);
+  EXPECT_EQ(log_prefix(), "[rank 2/8] ");
+  set_log_identity(-1, -1);
+}
+
+TEST(Logging, OrderedPrintComesOutInRankOrder) {
+  use_test_plugins();
+  char dir[] = "/tmp/distcomm_logging_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string store_path = std::string(dir) + "/store";
+  const std::string out_path = std::string(dir) + "/out";
+  const int world = 4;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        if (r == 0) {
+          const int fd = ::open(out_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+          ::dup2(fd, STDOUT_FILENO);
+        }
+        ProcessGroupOptions o;
+        o.store = std::make_shared<FileStore>(store_path, world);
+        o.rank = r;
+        o.size = world;
+        o.backend = "any_size";
+        auto pg = ProcessGroup::create(o);
+        // The highest rank speaks first: arrival order is the reverse of rank order.
+        std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
+        ordered_print(*pg, "hello from " + std::to_string(r) + "\nsecond line " + std::to_string(r));
+        ordered_print(*pg, "again " + std::to_string(r), /*prefix=*/false);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < world; ++r) {
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r;
+  }
+  std::ifstream in(out_path);
+  std::stringstream got;
+  got << in.rdbuf();
+  std::string expected;
+  for (int r = 0; r < world; ++r) {
+    expected += "[rank " + std::to_string(r) + "/4] hello from " + std::to_string(r) + "\n";
+    expected += "[rank " + std::to_string(r) + "/4] second line " + std::to_string(r) + "\n";
+  }
+  for (int r = 0; r < world; ++r) expected += "again " + std::to_string(r) + "\n";
+  EXPECT_EQ(got.str(), expected);
+}
+
+}  // namespace
+}  // namespace distcomm
