@@ -1,0 +1,67 @@
+// The few POSIX socket operations TCPStore needs, with deadlines instead of blocking
+// forever, and errno turned into messages that say what was attempted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace distcomm {
+namespace internal {
+
+using Clock = std::chrono::steady_clock;
+
+// Owns a file descriptor.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { reset(); }
+  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+std::string errno_message(int err);
+std::string host_port(const std::string& host, int port);
+
+// Listens on host:port; an empty host means every interface (IPv6 and IPv4 where the
+// machine has both). Port 0 picks a free port: see local_port(). The socket is
+// non-blocking. Throws StoreError naming the address and the OS error.
+Socket listen_tcp(const std::string& host, int port);
+int local_port(int fd);
+
+// Connects to host:port, retrying refused and unreachable attempts with backoff until
+// `timeout` has passed, since the server may start after its clients. Throws StoreError
+// "<who>: cannot connect to host:port after T: <last OS error>".
+Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
+                   const std::string& who);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+
+enum class IoStatus { kOk, kTimeout, kClosed, kError };
+
+// Move exactly n bytes on a blocking socket, waiting at most until deadline. kError
+// leaves errno set. Sends never raise SIGPIPE.
+IoStatus send_all(int fd, const void* data, size_t n, Clock::time_point deadline);
+IoStatus recv_all(int fd, void* data, size_t n, Clock::time_point deadline);
+
+}  // namespace internal
+}  // namespace distcomm
