@@ -1,0 +1,75 @@
+#include "examples/self_launch.h"
+
+#include <gflags/gflags.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+#include "tools/launch/job.h"
+#include "tools/launch/launch_options.h"
+
+DEFINE_int32(nproc, 3, "ranks to start when no launcher started this program");
+DEFINE_string(backend, "", "gloo, mpi, nccl... (default: $DISTCOMM_BACKEND, else gloo)");
+
+namespace distcomm {
+namespace examples {
+namespace {
+
+bool is_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// The running binary itself: argv[0] may be a bare name found through $PATH, or a path
+// relative to a folder the ranks do not start in.
+std::string this_binary() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe to re-run this program");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+InitOptions self_launch(int argc, char** argv, int default_nproc) {
+  // Each example has its own default; set before parsing so that --help shows it.
+  gflags::SetCommandLineOptionWithMode("nproc", std::to_string(default_nproc).c_str(), gflags::SET_FLAGS_DEFAULT);
+  // The original argv is what the copies get: keep the flags in it.
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
+  if (!started_as_rank()) std::exit(launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend));
+  InitOptions init;
+  init.backend = FLAGS_backend;
+  return init;
+}
+
+bool started_as_rank() { return is_set("RANK") || is_set("OMPI_COMM_WORLD_RANK") || is_set("SLURM_PROCID"); }
+
+int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend) {
+  std::string name = argc > 0 ? argv[0] : "example";
+  name = name.substr(name.find_last_of('/') + 1);
+  if (nproc < 1) {
+    std::cerr << name << ": --nproc=" << nproc << ": must be at least 1\n";
+    return 2;
+  }
+  launch::LaunchOptions options;
+  options.command.assign(argv, argv + argc);
+  options.nproc_per_node = nproc;
+  options.backend = backend;
+  options.prefix_output = false;
+  options.tag = name;
+  try {
+    options.command[0] = this_binary();
+    return launch::run_job(options).exit_code;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": cannot start the ranks: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace examples
+}  // namespace distcomm

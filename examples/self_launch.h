@@ -1,0 +1,41 @@
+// How the examples start their own ranks, so that one command runs a whole job:
+//
+//   bazel run //examples:all_reduce -- --nproc=3
+//
+// Started by hand (no rank in the environment), an example re-runs its own binary --nproc
+// times through the launcher library (tools/launch), each copy with RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT... set, and exits with the job's status. Started by a launcher
+// (tools/launch, torchrun-style variables, mpirun or srun), it simply is one rank:
+//
+//   int main(int argc, char** argv) {
+//     distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/3);
+//     distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);  // only ranks get here
+//     ...
+#pragma once
+
+#include <string>
+
+#include "api/init.h"
+
+namespace distcomm {
+namespace examples {
+
+// Parses the command line (gflags: the example's own flags plus --nproc and --backend, which
+// this library defines). Run by hand, it starts --nproc copies of this program and exits
+// with their status without returning. In a rank it returns the options for
+// init_process_group (the backend from --backend; otherwise $DISTCOMM_BACKEND, else gloo).
+InitOptions self_launch(int argc, char** argv, int default_nproc);
+
+// True when a launcher gave this process a rank: RANK (tools/launch, torchrun, spawn),
+// OMPI_COMM_WORLD_RANK (mpirun) or SLURM_PROCID (srun).
+bool started_as_rank();
+
+// Runs nproc copies of this program with the same arguments as one job on this machine and
+// returns what main should return: 0 when every rank exited 0. The ranks' output passes
+// through unchanged (no "[rank R]" prefix), whole lines at a time. backend, when not empty,
+// is exported as DISTCOMM_BACKEND. If a rank fails, the others are stopped and the failure
+// is reported on stderr; Ctrl-C stops them all.
+int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend);
+
+}  // namespace examples
+}  // namespace distcomm

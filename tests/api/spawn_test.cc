@@ -1,0 +1,171 @@
+// distcomm::spawn: real forked ranks, real exits and signals.
+#include "api/spawn.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "api/logging.h"
+#include "tests/api/plugin_test_env.h"
+
+namespace distcomm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+// The message spawn threw, or "" if it returned.
+template <typename E = Error>
+std::string spawn_error(int nprocs, const std::function<void(int, int)>& fn, SpawnOptions options = {}) {
+  try {
+    spawn(nprocs, fn, options);
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void wait_forever() {
+  for (;;) ::pause();
+}
+
+// Every child was reaped: nothing is left to wait for.
+void expect_no_children() {
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST(Spawn, GivesEachRankItsEnvironment) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  SpawnOptions options;
+  options.backend = "any_size";
+  spawn(
+      3,
+      [&](int rank, int world) {
+        std::string line = std::to_string(rank) + "/" + std::to_string(world) + " RANK=" + env("RANK") +
+                           " WORLD_SIZE=" + env("WORLD_SIZE") + " LOCAL_RANK=" + env("LOCAL_RANK") +
+                           " LOCAL_WORLD_SIZE=" + env("LOCAL_WORLD_SIZE") + " MASTER_ADDR=" + env("MASTER_ADDR") +
+                           " DISTCOMM_BACKEND=" + env("DISTCOMM_BACKEND") + " MASTER_PORT=" + env("MASTER_PORT") + "\n";
+        if (::write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) throw Error("write");
+      },
+      options);
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+
+  std::set<std::string> lines, ports;
+  std::stringstream in(all);
+  for (std::string line; std::getline(in, line);) {
+    ports.insert(line.substr(line.find("MASTER_PORT=") + 12));
+    lines.insert(line.substr(0, line.find(" MASTER_PORT=")));
+  }
+  std::set<std::string> expected;
+  for (int r = 0; r < 3; ++r) {
+    std::string s = std::to_string(r);
+    expected.insert(s + "/3 RANK=" + s + " WORLD_SIZE=3 LOCAL_RANK=" + s +
+                    " LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 DISTCOMM_BACKEND=any_size");
+  }
+  EXPECT_EQ(lines, expected);
+  ASSERT_EQ(ports.size(), 1u) << all;
+  EXPECT_GT(std::stoi(*ports.begin()), 0);
+  expect_no_children();
+}
+
+TEST(Spawn, RanksRendezvousOnTheGivenPort) {
+  use_test_plugins();
+  SpawnOptions options;
+  options.backend = "any_size";  // a store-only backend: init_process_group and ordered_print work
+  options.timeout = std::chrono::seconds(30);
+  spawn(
+      4,
+      [](int rank, int world) {
+        ProcessGroupPtr pg = init_process_group();
+        if (pg->rank() != rank || pg->size() != world) throw Error("group disagrees with spawn");
+        ordered_print(*pg, "rank " + std::to_string(rank) + " joined");
+      },
+      options);
+}
+
+TEST(Spawn, RankExitingNonZeroStopsTheOthers) {
+  Clock::time_point start = Clock::now();
+  std::string message = spawn_error(3, [](int rank, int) {
+    if (rank != 1) wait_forever();
+    ::_exit(3);
+  });
+  EXPECT_EQ(message, "spawn: rank 1 of 3 failed: exit code 3; the other ranks were stopped");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "SIGTERM should end them, not the 5 s grace";
+  expect_no_children();
+}
+
+TEST(Spawn, RankKilledBySignalIsNamed) {
+  std::string message = spawn_error(2, [](int rank, int) {
+    if (rank == 0) wait_forever();
+    ::raise(SIGKILL);
+  });
+  EXPECT_EQ(message, "spawn: rank 1 of 2 failed: killed by signal SIGKILL (Killed); the other ranks were stopped");
+  expect_no_children();
+}
+
+TEST(Spawn, WhatARankThrewIsReported) {
+  std::string message = spawn_error(3, [](int rank, int) {
+    if (rank != 2) wait_forever();
+    throw InvalidArgument("tensor has the wrong shape");
+  });
+  EXPECT_EQ(message,
+            "spawn: rank 2 of 3 failed: it threw distcomm::InvalidArgument: tensor has the wrong shape; "
+            "the other ranks were stopped");
+  expect_no_children();
+}
+
+TEST(Spawn, RanksIgnoringSigtermAreKilledAfterTheGrace) {
+  SpawnOptions options;
+  options.grace = std::chrono::seconds(1);
+  Clock::time_point start = Clock::now();
+  std::string message = spawn_error(
+      3,
+      [](int rank, int) {
+        if (rank == 0) ::_exit(1);
+        ::signal(SIGTERM, SIG_IGN);
+        wait_forever();
+      },
+      options);
+  EXPECT_NE(message.find("rank 0 of 3 failed: exit code 1"), std::string::npos) << message;
+  EXPECT_GE(Clock::now() - start, std::chrono::seconds(1));
+  expect_no_children();
+}
+
+TEST(Spawn, TimeoutStopsEveryRank) {
+  SpawnOptions options;
+  options.timeout = std::chrono::seconds(1);
+  std::string message = spawn_error<Timeout>(2, [](int, int) { wait_forever(); }, options);
+  EXPECT_NE(message.find("still running after 1s"), std::string::npos) << message;
+  expect_no_children();
+}
+
+TEST(Spawn, BadArgumentsAreRefusedBeforeAnythingStarts) {
+  EXPECT_EQ(spawn_error<InvalidArgument>(0, [](int, int) {}), "spawn: nprocs must be at least 1, got 0");
+  EXPECT_EQ(spawn_error<InvalidArgument>(2, nullptr), "spawn: fn is empty");
+  expect_no_children();
+}
+
+}  // namespace
+}  // namespace distcomm

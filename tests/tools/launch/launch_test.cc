@@ -1,0 +1,236 @@
+// The launcher binary end to end: real processes, real pipes, real signals.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/tools/launch/subprocess.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/distcomm/" + path;
+}
+
+const std::string kLaunch = runfile("tools/launch/launch");
+const std::string kProbe = runfile("tests/tools/launch/rank_probe");
+
+std::vector<std::string> launch(std::vector<std::string> flags, std::vector<std::string> command) {
+  std::vector<std::string> argv = {kLaunch};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+int exit_code(const Finished& f) { return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : -1; }
+
+// The pids of "ready <pid> <grandchild>" lines: every rank and what it started.
+std::vector<pid_t> ready_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  std::regex ready(R"(ready (\d+) (\d+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), ready), end; it != end; ++it) {
+    pids.push_back(std::stoi((*it)[1]));
+    pids.push_back(std::stoi((*it)[2]));
+  }
+  return pids;
+}
+
+// The test process adopts what the launcher leaves behind (a child subreaper), so a rank or
+// a grandchild the launcher did not reap shows up here as a zombie instead of being reaped
+// quietly by init.
+class AdoptOrphans : public ::testing::Environment {
+ public:
+  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
+};
+const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
+
+void expect_all_gone(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) EXPECT_FALSE(process_exists(pid)) << "pid " << pid << " survived the job (or was not reaped)";
+}
+
+TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
+  Finished f = run(launch({"--nproc_per_node=3", "--backend=gloo"}, {kProbe, "env"}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::regex line(R"(\[rank (\d)\] RANK=(\d) WORLD_SIZE=3 LOCAL_RANK=(\d) LOCAL_WORLD_SIZE=3 )"
+                  R"(MASTER_ADDR=127\.0\.0\.1 MASTER_PORT=(\d+) DISTCOMM_BACKEND=gloo OMPI_COMM_WORLD_RANK=<unset> .*)");
+  std::set<int> ranks, ports;
+  for (const std::string& l : lines_of(f.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+    EXPECT_EQ(m[1], m[2]) << "prefix and RANK differ: " << l;
+    EXPECT_EQ(m[2], m[3]) << "one machine: LOCAL_RANK is RANK: " << l;
+    ranks.insert(std::stoi(m[2]));
+    ports.insert(std::stoi(m[4]));
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+  ASSERT_EQ(ports.size(), 1u) << "every rank must be given the same port";
+  EXPECT_GT(*ports.begin(), 0) << "port 0 must be replaced by a real free port";
+}
+
+TEST(Launch, MultiNodeRanksAndExplicitAddressPassThrough) {
+  Finished f = run(launch({"--nproc_per_node=2", "--nnodes=3", "--node_rank=1", "--master_addr=10.1.2.3",
+                           "--master_port=29876"},
+                          {kProbe, "env"}),
+                   seconds(60), {"OMPI_COMM_WORLD_RANK=7"});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::string out = f.out;
+  EXPECT_NE(out.find("[rank 2] RANK=2 WORLD_SIZE=6 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.1.2.3 "
+                     "MASTER_PORT=29876 DISTCOMM_BACKEND=<unset> OMPI_COMM_WORLD_RANK=<unset>"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[rank 3] RANK=3 WORLD_SIZE=6 LOCAL_RANK=1"), std::string::npos) << out;
+}
+
+TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
+  auto start = std::chrono::steady_clock::now();
+  Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "fail", "1", "3"}));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(exit_code(f), 3) << "the launcher exits with the failed rank's code";
+  EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed: exit code 3"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("stopping 2 ranks"), std::string::npos) << f.err;
+  EXPECT_EQ(ready_pids(f.out).size(), 4u) << f.out;
+  expect_all_gone(ready_pids(f.out));
+  EXPECT_LT(took, seconds(4)) << "SIGTERM, not the 5 s grace period, should end the others";
+}
+
+TEST(Launch, RankKilledBySignalIsNamed) {
+  Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "signal", "2", std::to_string(SIGSEGV)}));
+  EXPECT_EQ(exit_code(f), 128 + SIGSEGV);
+  EXPECT_NE(f.err.find("rank 2 (local rank 2, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed: signal SIGSEGV (Segmentation fault)"), std::string::npos) << f.err;
+  expect_all_gone(ready_pids(f.out));
+}
+
+TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  Subprocess p(launch({"--nproc_per_node=2", "--grace_period_s=0.5"}, {kProbe, "wait", "ignore_term"}));
+  ASSERT_TRUE(p.wait_for_stdout("ready", 2, seconds(30)));
+  p.send_signal(SIGTERM);
+  Finished f = p.finish(seconds(10));
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM);
+  EXPECT_NE(f.err.find("got SIGTERM: stopping 2 ranks (SIGTERM, then SIGKILL after 0.5s)"), std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("rank 0 is still running: SIGKILL"), std::string::npos) << f.err;
+  expect_all_gone(ready_pids(f.out));
+}
+
+TEST(Launch, CtrlCStopsEveryRankAndWhatTheyStarted) {
+  Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "wait"}));
+  ASSERT_TRUE(p.wait_for_stdout("ready", 3, seconds(30)));
+  auto start = std::chrono::steady_clock::now();
+  p.send_signal(SIGINT);
+  Finished f = p.finish(seconds(10));
+  ASSERT_FALSE(f.timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3)) << "SIGTERM, not SIGKILL after 5 s, ends them";
+  EXPECT_EQ(exit_code(f), 128 + SIGINT);
+  EXPECT_NE(f.err.find("launch: got SIGINT: stopping 3 ranks"), std::string::npos) << f.err;
+  std::vector<pid_t> pids = ready_pids(f.out);
+  EXPECT_EQ(pids.size(), 6u);
+  expect_all_gone(pids);
+}
+
+TEST(Launch, LogDirHoldsOneFilePerRankAndTeeCopiesToTheTerminal) {
+  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/logs/nested";
+  Finished quiet = run(launch({"--nproc_per_node=2", "--log_dir=" + dir}, {kProbe, "lines", "3"}));
+  ASSERT_EQ(exit_code(quiet), 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "") << "without --tee the output goes to the files only";
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream file(dir + "/rank_" + std::to_string(rank) + ".log");
+    std::stringstream content;
+    content << file.rdbuf();
+    std::vector<std::string> lines = lines_of(content.str());
+    ASSERT_EQ(lines.size(), 6u) << "3 lines to stdout and 3 to stderr";
+    for (const std::string& l : lines) {
+      EXPECT_EQ(l.rfind("rank " + std::to_string(rank) + " line ", 0), 0u) << "unprefixed, own rank only: " << l;
+    }
+  }
+  Finished tee = run(launch({"--nproc_per_node=2", "--log_dir=" + dir, "--tee"}, {kProbe, "lines", "3"}));
+  ASSERT_EQ(exit_code(tee), 0) << tee.err;
+  EXPECT_EQ(lines_of(tee.out).size(), 6u);
+  EXPECT_NE(tee.out.find("[rank 1] rank 1 line 2 "), std::string::npos);
+}
+
+TEST(Launch, RanksFilterChoosesWhoseOutputIsShown) {
+  Finished f = run(launch({"--nproc_per_node=4", "--ranks_filter=0,2"}, {kProbe, "env"}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::vector<std::string> lines = lines_of(f.out);
+  ASSERT_EQ(lines.size(), 2u) << f.out;
+  std::set<std::string> prefixes = {lines[0].substr(0, 8), lines[1].substr(0, 8)};
+  EXPECT_EQ(prefixes, (std::set<std::string>{"[rank 0]", "[rank 2]"}));
+}
+
+TEST(Launch, LinesAreNeverSplitOrMixed) {
+  const int kLines = 300;
+  Finished f = run(launch({"--nproc_per_node=4"}, {kProbe, "lines", std::to_string(kLines)}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  for (const std::string* stream : {&f.out, &f.err}) {
+    std::map<int, int> next_line;  // per rank: lines arrive whole and in order
+    std::regex line(R"(\[rank (\d)\] rank (\d) line (\d+) (x+))");
+    for (const std::string& l : lines_of(*stream)) {
+      std::smatch m;
+      ASSERT_TRUE(std::regex_match(l, m, line)) << "a broken line: " << l.substr(0, 80);
+      int rank = std::stoi(m[1]);
+      ASSERT_EQ(m[1], m[2]);
+      ASSERT_EQ(std::stoi(m[3]), next_line[rank]++);
+      ASSERT_EQ(m[4].length(), static_cast<size_t>(200 + 37 * rank));
+    }
+    for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(next_line[rank], kLines) << "rank " << rank;
+  }
+}
+
+TEST(Launch, OrderedPrintComesOutInRankOrder) {
+  Finished f = run(launch({"--nproc_per_node=4", "--backend=any_size"}, {runfile("tests/tools/launch/ordered_probe")}),
+                   seconds(60), {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins")});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::string expected;
+  for (int r = 0; r < 4; ++r) {
+    expected += "[rank 0] [rank " + std::to_string(r) + "/4] hello from rank " + std::to_string(r) + "\n";
+    expected += "[rank 0] [rank " + std::to_string(r) + "/4] second line of rank " + std::to_string(r) + "\n";
+  }
+  EXPECT_EQ(f.out, expected);
+}
+
+TEST(Launch, MissingProgramIsReportedBeforeAnythingStarts) {
+  Finished f = run(launch({"--nproc_per_node=2"}, {"no_such_program_xyz"}));
+  EXPECT_EQ(exit_code(f), 2);
+  EXPECT_NE(f.err.find("'no_such_program_xyz' not found in $PATH"), std::string::npos) << f.err;
+}
+
+TEST(Launch, BadFlagsAreRefusedWithTheirName) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--nproc_per_node=0"}, "--nproc_per_node=0: must be at least 1"},
+           {{"--nnodes=2", "--node_rank=2", "--master_port=1234"}, "--node_rank=2: must be in [0, 2)"},
+           {{"--nnodes=2"}, "--master_port=0: with --nnodes > 1"},
+           {{"--ranks_filter=0,x"}, "'x' is not a rank"},
+           {{"--nproc_per_node=2", "--ranks_filter=2"}, "--ranks_filter=2: no such rank in a world of 2"},
+           {{"--tee"}, "--tee=true: tee copies output to --log_dir"},
+       }) {
+    Finished f = run(launch(c.flags, {kProbe, "env"}));
+    EXPECT_EQ(exit_code(f), 2) << c.message;
+    EXPECT_NE(f.err.find(c.message), std::string::npos) << f.err;
+    EXPECT_EQ(f.out, "") << "nothing may start: " << c.message;
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm

@@ -1,0 +1,120 @@
+// The launcher library's pieces that need no process: options, environment, line cutting.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include "tools/launch/launch_options.h"
+#include "tools/launch/output_pump.h"
+#include "tools/launch/rank_environment.h"
+#include "tools/launch/rank_process.h"
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+std::vector<std::string> split(LineSplitter& s, const std::vector<std::string>& chunks) {
+  std::vector<std::string> lines;
+  auto emit = [&](std::string_view l) { lines.emplace_back(l); };
+  for (const std::string& c : chunks) s.feed(c.data(), c.size(), emit);
+  s.finish(emit);
+  return lines;
+}
+
+TEST(LineSplitter, JoinsPiecesAndSplitsChunks) {
+  LineSplitter s;
+  EXPECT_EQ(split(s, {"he", "llo\nwor", "ld\n\nlast", " words"}),
+            (std::vector<std::string>{"hello", "world", "", "last words"}));
+}
+
+TEST(LineSplitter, CutsALineThatNeverEnds) {
+  LineSplitter s(/*max_line=*/4);
+  EXPECT_EQ(split(s, {"abcdefghij", "\n"}), (std::vector<std::string>{"abcd", "efgh", "ij"}));
+  // A line that arrives whole is never cut.
+  EXPECT_EQ(split(s, {"abcdefghij\n"}), (std::vector<std::string>{"abcdefghij"}));
+}
+
+TEST(RankList, ParsesCommaListsAndRefusesTheRest) {
+  EXPECT_EQ(parse_rank_list(""), std::set<int>{});
+  EXPECT_EQ(parse_rank_list("3,0,3"), (std::set<int>{0, 3}));
+  EXPECT_EQ(parse_rank_list("0, 2"), (std::set<int>{0, 2}));
+  for (const char* bad : {"a", "1,", ",1", "-1", "1;2", "1 2"}) {
+    EXPECT_THROW(parse_rank_list(bad), std::invalid_argument) << bad;
+  }
+}
+
+LaunchOptions valid() {
+  LaunchOptions o;
+  o.command = {"/bin/true"};
+  o.nproc_per_node = 2;
+  return o;
+}
+
+TEST(Validate, NamesTheFlagThatIsWrong) {
+  auto message = [](LaunchOptions o) {
+    try {
+      validate(o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message(valid()), "accepted");
+  LaunchOptions o = valid();
+  o.command.clear();
+  EXPECT_NE(message(o).find("no program to run"), std::string::npos);
+  o = valid();
+  o.master_port = 70000;
+  EXPECT_NE(message(o).find("--master_port=70000"), std::string::npos);
+  o = valid();
+  o.nnodes = 2;
+  o.node_rank = -1;
+  EXPECT_NE(message(o).find("--node_rank=-1"), std::string::npos);
+  o = valid();
+  o.master_addr = "";
+  EXPECT_NE(message(o).find("--master_addr"), std::string::npos);
+}
+
+std::string get(const std::vector<std::string>& env, const std::string& name) {
+  std::string value = "<unset>";
+  for (const std::string& e : env) {
+    if (e.rfind(name + "=", 0) == 0) {
+      EXPECT_EQ(value, "<unset>") << name << " is set twice";
+      value = e.substr(name.size() + 1);
+    }
+  }
+  return value;
+}
+
+TEST(RankEnvironment, PlacesTheRankInTheWholeJobAndOverridesStaleValues) {
+  LaunchOptions o = valid();
+  o.nproc_per_node = 4;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "head";
+  o.backend = "mpi";
+  const char* base[] = {"PATH=/bin", "RANK=99", "OMPI_COMM_WORLD_RANK=5", "SLURM_PROCID=5", nullptr};
+  std::vector<std::string> env = rank_environment(o, /*local_rank=*/3, /*master_port=*/1234, base);
+  EXPECT_EQ(get(env, "RANK"), "7");
+  EXPECT_EQ(get(env, "WORLD_SIZE"), "8");
+  EXPECT_EQ(get(env, "LOCAL_RANK"), "3");
+  EXPECT_EQ(get(env, "LOCAL_WORLD_SIZE"), "4");
+  EXPECT_EQ(get(env, "MASTER_ADDR"), "head");
+  EXPECT_EQ(get(env, "MASTER_PORT"), "1234");
+  EXPECT_EQ(get(env, "DISTCOMM_BACKEND"), "mpi");
+  EXPECT_EQ(get(env, "PATH"), "/bin");
+  EXPECT_EQ(get(env, "OMPI_COMM_WORLD_RANK"), "<unset>");
+  EXPECT_EQ(get(env, "SLURM_PROCID"), "<unset>");
+}
+
+TEST(WaitStatus, SaysHowAProcessEnded) {
+  EXPECT_EQ(describe_wait_status(3 << 8), "exit code 3");
+  EXPECT_EQ(describe_wait_status(SIGKILL), "signal SIGKILL (Killed)");
+  EXPECT_EQ(shell_exit_code(SIGKILL), 128 + SIGKILL);
+  EXPECT_TRUE(is_success(0));
+  EXPECT_FALSE(is_success(SIGTERM));
+}
+
+}  // namespace
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,98 @@
+// A stand-in for a rank in the launcher tests: it does what its arguments say.
+//
+//   rank_probe env                    print this rank's launch variables on one line
+//   rank_probe wait [ignore_term]     start a grandchild, print "ready <pid> <grandchild pid>",
+//                                     then wait to be stopped (ignoring SIGTERM if asked)
+//   rank_probe fail <rank> <code>     like wait, but that rank exits with code once ready
+//   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
+//   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
+//                                     several ragged write() calls
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : -1;
+}
+
+std::string env_str(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+void write_text(int fd, const std::string& s) {
+  if (::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) std::_Exit(99);
+}
+
+void print_env() {
+  std::string line;
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                           "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK"}) {
+    line += std::string(line.empty() ? "" : " ") + name + "=" + env_str(name);
+  }
+  char cwd[4096];
+  line += std::string(" cwd=") + (::getcwd(cwd, sizeof(cwd)) ? cwd : "?") + "\n";
+  write_text(1, line);
+}
+
+// "ready <pid> <grandchild>" once a grandchild (same process group) exists, then waits.
+[[noreturn]] void wait_to_be_stopped(bool ignore_term) {
+  if (ignore_term) ::signal(SIGTERM, SIG_IGN);
+  pid_t grandchild = ::fork();
+  if (grandchild == 0) {
+    for (;;) ::pause();
+  }
+  write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + "\n");
+  for (;;) ::pause();
+}
+
+void print_lines(int n) {
+  const int rank = env_int("RANK");
+  const std::string padding(200 + 37 * rank, 'x');
+  for (int i = 0; i < n; ++i) {
+    std::string line = "rank " + std::to_string(rank) + " line " + std::to_string(i) + " " + padding + "\n";
+    for (int fd : {1, 2}) {
+      // Ragged pieces: the launcher must put them back together, never mixing ranks.
+      size_t cut1 = (i * 7 + rank) % line.size(), cut2 = std::max(cut1, line.size() - (i % 5));
+      write_text(fd, line.substr(0, cut1));
+      if (i % 10 == 0) ::usleep(1000);  // make sure the launcher sees half a line now and then
+      write_text(fd, line.substr(cut1, cut2 - cut1));
+      write_text(fd, line.substr(cut2));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "env") {
+    print_env();
+    return 0;
+  }
+  if (mode == "lines" && argc > 2) {
+    print_lines(std::atoi(argv[2]));
+    return 0;
+  }
+  if (mode == "wait") wait_to_be_stopped(argc > 2 && std::string(argv[2]) == "ignore_term");
+  if ((mode == "fail" || mode == "signal") && argc > 3) {
+    if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(false);
+    ::usleep(300000);  // let the other ranks report ready first
+    if (mode == "fail") return std::atoi(argv[3]);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::kill(::getpid(), std::atoi(argv[3]));
+    ::pause();
+  }
+  std::fprintf(stderr, "rank_probe: bad arguments\n");
+  return 64;
+}

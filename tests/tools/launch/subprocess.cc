@@ -1,0 +1,129 @@
+#include "tests/tools/launch/subprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace distcomm {
+namespace testing {
+
+using Clock = std::chrono::steady_clock;
+
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  // getenv() returns the first match: the extra entries go first to override.
+  std::vector<std::string> env = extra_env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  std::vector<char*> argv_c, env_c;
+  for (const auto& a : argv) argv_c.push_back(const_cast<char*>(a.c_str()));
+  argv_c.push_back(nullptr);
+  for (const auto& e : env) env_c.push_back(const_cast<char*>(e.c_str()));
+  env_c.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execve(argv_c[0], argv_c.data(), env_c.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+}
+
+Subprocess::~Subprocess() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (err_fd_ >= 0) ::close(err_fd_);
+}
+
+bool Subprocess::pump(std::chrono::milliseconds wait) {
+  std::vector<pollfd> fds;
+  if (out_fd_ >= 0) fds.push_back({out_fd_, POLLIN, 0});
+  if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
+  if (fds.empty()) return false;
+  ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
+  for (const pollfd& p : fds) {
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char buf[65536];
+    ssize_t n = ::read(p.fd, buf, sizeof(buf));
+    std::string& sink = p.fd == out_fd_ ? result_.out : result_.err;
+    if (n > 0) {
+      sink.append(buf, static_cast<size_t>(n));
+    } else {
+      ::close(p.fd);
+      (p.fd == out_fd_ ? out_fd_ : err_fd_) = -1;
+    }
+  }
+  return true;
+}
+
+bool Subprocess::wait_for_stdout(const std::string& text, int count, std::chrono::milliseconds deadline) {
+  Clock::time_point end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    int seen = 0;
+    for (size_t pos = result_.out.find(text); pos != std::string::npos; pos = result_.out.find(text, pos + 1)) ++seen;
+    if (seen >= count) return true;
+    if (!pump(std::chrono::milliseconds(20))) return false;
+  }
+  return false;
+}
+
+void Subprocess::send_signal(int sig) { ::kill(pid_, sig); }
+
+Finished Subprocess::finish(std::chrono::milliseconds deadline) {
+  Clock::time_point end = Clock::now() + deadline;
+  int status = 0;
+  while (true) {
+    pump(std::chrono::milliseconds(20));
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) break;
+    if (Clock::now() >= end) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      result_.timed_out = true;
+      break;
+    }
+  }
+  // The output that was still in the pipes (short deadline: leftovers may hold them open).
+  Clock::time_point drain_end = Clock::now() + std::chrono::seconds(2);
+  while ((out_fd_ >= 0 || err_fd_ >= 0) && Clock::now() < drain_end) pump(std::chrono::milliseconds(20));
+  reaped_ = true;
+  result_.status = result_.timed_out ? -1 : status;
+  return result_;
+}
+
+Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds deadline,
+             const std::vector<std::string>& extra_env) {
+  Subprocess p(argv, extra_env);
+  return p.finish(deadline);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+bool process_exists(pid_t pid) {
+  struct stat st;
+  return ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0;
+}
+
+}  // namespace testing
+}  // namespace distcomm

@@ -1,0 +1,214 @@
+#include "tools/launch/job.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <stdexcept>
+#include <vector>
+
+#include "tools/launch/free_port.h"
+#include "tools/launch/output_pump.h"
+#include "tools/launch/rank_environment.h"
+#include "tools/launch/rank_process.h"
+#include "tools/launch/signal_watch.h"
+
+extern char** environ;
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Output written after the last rank exited (by processes they left behind, or still in
+// the pipes) is read for this long at most.
+constexpr std::chrono::milliseconds kDrainAfterExit{500};
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  std::string s = std::to_string(ms.count() / 1000.0);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s + "s";
+}
+
+class Job {
+ public:
+  explicit Job(const LaunchOptions& options) : options_(options), router_(options), pump_(router_) {}
+
+  JobResult run();
+
+ private:
+  void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
+  void start_all(const std::string& path, int port);
+  void handle_signals();
+  void reap();
+  // SIGTERM to every rank, SIGKILL at the deadline.
+  void begin_stop(const std::string& why);
+  void kill_stragglers();
+  bool reap_leftovers();
+  int running_count() const;
+  int poll_timeout_ms() const;
+
+  const LaunchOptions options_;
+  OutputRouter router_;
+  OutputPump pump_;
+  SignalWatch signals_;
+  std::vector<RankProcess> ranks_;
+  JobResult result_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_;
+};
+
+int Job::running_count() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const RankProcess& p) { return p.running; }));
+}
+
+void Job::start_all(const std::string& path, int port) {
+  for (int local = 0; local < options_.nproc_per_node; ++local) {
+    std::vector<std::string> env = rank_environment(options_, local, port, environ);
+    RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
+    pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
+    pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
+    ranks_.push_back(p);
+  }
+}
+
+void Job::begin_stop(const std::string& why) {
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + options_.grace_period;
+  int n = running_count();
+  if (n > 0) {
+    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
+        " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
+  }
+  // Ranks that already exited may have left processes in their group: stop those too.
+  for (const RankProcess& p : ranks_) signal_rank(p, SIGTERM);
+}
+
+void Job::kill_stragglers() {
+  for (const RankProcess& p : ranks_) {
+    if (p.running) say("rank " + std::to_string(p.rank) + " is still running: SIGKILL");
+    signal_rank(p, SIGKILL);
+  }
+  killed_ = true;
+}
+
+void Job::handle_signals() {
+  for (int sig : signals_.take()) {
+    if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
+    if (!stopping_) {
+      result_.interrupted_by = sig;
+      begin_stop("got " + signal_name(sig));
+    } else if (!killed_) {
+      // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
+      kill_stragglers();
+    }
+  }
+}
+
+void Job::reap() {
+  for (RankProcess& p : ranks_) {
+    if (!poll_exit(p) || is_success(p.wait_status) || stopping_) continue;
+    result_.failed_rank = p.rank;
+    result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
+                      ", pid " + std::to_string(p.pid) + ") failed: " + describe_wait_status(p.wait_status);
+    result_.exit_code = shell_exit_code(p.wait_status);
+    say(result_.failure);
+    std::string log = router_.log_path(p.rank);
+    if (!log.empty()) say("its output is in " + log);
+    begin_stop("rank " + std::to_string(p.rank) + " failed");
+  }
+}
+
+// Processes a rank started and left behind when it exited come to the launcher (a child
+// subreaper) and keep the rank's process group. Reaps those that ended; true while some of
+// them live. Only groups of ranks already reaped are waited on, so that a rank's own exit
+// status is never taken here.
+bool Job::reap_leftovers() {
+  bool alive = false;
+  for (const RankProcess& p : ranks_) {
+    if (p.running) continue;
+    pid_t r;
+    while ((r = ::waitpid(-p.pid, nullptr, WNOHANG)) > 0) {
+    }
+    if (r == 0) alive = true;
+  }
+  return alive;
+}
+
+int Job::poll_timeout_ms() const {
+  if (stopping_ && !killed_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  }
+  // SIGCHLD wakes the poll; the timeout only guards against a lost wake-up.
+  return 1000;
+}
+
+JobResult Job::run() {
+  // Orphans of the ranks are reparented to the launcher, which can then reap them, instead
+  // of to init, which may leave them as zombies for a while.
+  int was_subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct RestoreSubreaper {
+    int value;
+    ~RestoreSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, value); }
+  } restore{was_subreaper};
+  std::string path = find_program(options_.command[0], options_.working_dir);
+  result_.master_port = options_.master_port != 0 ? options_.master_port : pick_free_port();
+  try {
+    start_all(path, result_.master_port);
+  } catch (...) {
+    for (const RankProcess& p : ranks_) signal_rank(p, SIGKILL);
+    for (RankProcess& p : ranks_) {
+      while (p.running && !poll_exit(p)) ::usleep(1000);
+    }
+    throw;
+  }
+
+  Clock::time_point drain_deadline;
+  while (true) {
+    int running = running_count();
+    bool leftovers = reap_leftovers();
+    // A stopped job ends when its last process does; after a clean exit the launcher does
+    // not wait for daemons the ranks chose to leave running.
+    if (running == 0 && !(stopping_ && leftovers)) {
+      if (drain_deadline == Clock::time_point()) drain_deadline = Clock::now() + kDrainAfterExit;
+      if (pump_.all_closed() || Clock::now() >= drain_deadline) break;
+    }
+    std::vector<pollfd> fds = pump_.poll_set();
+    fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
+    int timeout = running == 0 ? 50 : poll_timeout_ms();
+    int n = ::poll(fds.data(), fds.size(), timeout);
+    if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("poll: ") + strerror(errno));
+    for (const pollfd& p : fds) {
+      if (p.fd != signals_.fd() && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
+    }
+    handle_signals();
+    reap();
+    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_stragglers();
+  }
+  pump_.close_all();
+  if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
+  return result_;
+}
+
+}  // namespace
+
+JobResult run_job(const LaunchOptions& options) {
+  validate(options);
+  Job job(options);
+  return job.run();
+}
+
+}  // namespace launch
+}  // namespace distcomm

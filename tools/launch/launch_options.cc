@@ -1,0 +1,63 @@
+#include "tools/launch/launch_options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+[[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why) {
+  throw std::invalid_argument("--" + flag + "=" + value + ": " + why);
+}
+
+}  // namespace
+
+std::set<int> parse_rank_list(const std::string& text) {
+  std::set<int> ranks;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    errno = 0;
+    long r = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || r < 0 || r > 1000000) {
+      reject("ranks_filter", text, "'" + item + "' is not a rank (expected e.g. 0,2,3)");
+    }
+    ranks.insert(static_cast<int>(r));
+  }
+  if (!text.empty() && text.back() == ',') reject("ranks_filter", text, "trailing comma");
+  return ranks;
+}
+
+void validate(const LaunchOptions& o) {
+  if (o.command.empty() || o.command[0].empty()) {
+    throw std::invalid_argument("no program to run: put it after '--', e.g. launch --nproc_per_node=2 -- ./my_program");
+  }
+  if (o.nproc_per_node < 1) reject("nproc_per_node", std::to_string(o.nproc_per_node), "must be at least 1");
+  if (o.nnodes < 1) reject("nnodes", std::to_string(o.nnodes), "must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    reject("node_rank", std::to_string(o.node_rank),
+           "must be in [0, " + std::to_string(o.nnodes) + ") for --nnodes=" + std::to_string(o.nnodes));
+  }
+  if (o.master_port < 0 || o.master_port > 65535) {
+    reject("master_port", std::to_string(o.master_port), "must be in [0, 65535] (0: pick a free port)");
+  }
+  if (o.master_addr.empty()) reject("master_addr", "", "must name the host of rank 0");
+  if (o.nnodes > 1 && o.master_port == 0) {
+    reject("master_port", "0", "with --nnodes > 1 every machine must be given the same port");
+  }
+  for (int r : o.ranks_filter) {
+    if (r >= o.world_size()) {
+      reject("ranks_filter", std::to_string(r),
+             "no such rank in a world of " + std::to_string(o.world_size()));
+    }
+  }
+  if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
+  if (o.grace_period.count() < 0) reject("grace_period_s", std::to_string(o.grace_period.count() / 1000.0), "must be >= 0");
+}
+
+}  // namespace launch
+}  // namespace distcomm

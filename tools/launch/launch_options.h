@@ -1,0 +1,58 @@
+// What a job launch needs: how many ranks, where they rendezvous, what they run and where
+// their output goes. Filled from flags by tools/launch/main.cc and by examples/self_launch.cc.
+//
+// This library is plain POSIX and does not link the distcomm core, so that the launcher
+// can start any program (including ones that are not distcomm programs at all).
+#pragma once
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace distcomm {
+namespace launch {
+
+struct LaunchOptions {
+  // The program and its arguments; every rank runs the same command. A program name
+  // without '/' is looked up in $PATH, as a shell would.
+  std::vector<std::string> command;
+  // Ranks on this machine, and the job's shape across machines:
+  // RANK = node_rank * nproc_per_node + LOCAL_RANK, WORLD_SIZE = nnodes * nproc_per_node.
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  // Where rank 0 serves the store. Port 0: pick a free port once and hand it to every
+  // rank (single machine only: other machines could not know it).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  // Exported as DISTCOMM_BACKEND when not empty.
+  std::string backend;
+  // When not empty: each rank's output also goes to <log_dir>/rank_<R>.log (created), and
+  // reaches the terminal only with tee.
+  std::string log_dir;
+  bool tee = false;
+  // Global ranks whose output reaches the terminal; empty: all of them.
+  std::set<int> ranks_filter;
+  // Put "[rank R] " before each line on the terminal. Self-launching examples turn it off
+  // so that their output reads exactly as the program printed it.
+  bool prefix_output = true;
+  // Between SIGTERM and SIGKILL when the job is stopped.
+  std::chrono::milliseconds grace_period{5000};
+  // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
+  std::string working_dir;
+  // Name used in the launcher's own messages ("launch: rank 1 exited with exit code 3").
+  std::string tag = "launch";
+
+  int world_size() const { return nnodes * nproc_per_node; }
+  int global_rank(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
+};
+
+// Throws std::invalid_argument naming the flag and the bad value, before anything starts.
+void validate(const LaunchOptions& options);
+
+// "0,2,5" -> {0, 2, 5}; "" -> {}. Throws std::invalid_argument on anything else.
+std::set<int> parse_rank_list(const std::string& text);
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,94 @@
+// launch: start N ranks of a program the way torchrun does.
+//
+//   launch --nproc_per_node=3 -- bazel-bin/examples/all_reduce
+//
+// Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
+// its output lines reach the terminal prefixed with "[rank R]". If a rank fails, the launcher
+// says which and how, stops the others and exits non-zero; Ctrl-C stops the whole job.
+#include <gflags/gflags.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tools/launch/job.h"
+#include "tools/launch/launch_options.h"
+
+DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
+DEFINE_int32(nnodes, 1, "machines in the job (each runs its own launcher)");
+DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
+DEFINE_string(master_addr, "127.0.0.1", "host where rank 0 serves the store");
+DEFINE_int32(master_port, 0, "port of rank 0's store; 0: pick a free one (single machine only)");
+DEFINE_string(backend, "", "backend for the program, exported as DISTCOMM_BACKEND (gloo, mpi, nccl...)");
+DEFINE_string(log_dir, "", "write each rank's output to <log_dir>/rank_<R>.log (terminal only with --tee)");
+DEFINE_bool(tee, false, "with --log_dir: print the output on the terminal as well");
+DEFINE_string(ranks_filter, "", "comma list of ranks whose output reaches the terminal, e.g. 0 (default: all)");
+DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the job is stopped");
+
+namespace {
+
+const char kUsage[] =
+    "starts N ranks of a program with torchrun's environment variables.\n"
+    "usage: launch [flags] -- program [args...]\n"
+    "example: launch --nproc_per_node=3 -- bazel-bin/examples/all_reduce";
+
+// Where the program starts in argv: after "--", else at the first argument that is not a
+// launcher flag (so that `launch --nproc_per_node=2 prog --its_flag` leaves --its_flag alone).
+int command_start(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") return i;
+    if (arg.size() < 2 || arg[0] != '-') return i;
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+    if (name.find('=') != std::string::npos) continue;
+    gflags::CommandLineFlagInfo info;
+    // "--flag value": a non-bool flag takes the next argument as its value.
+    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) && info.type != "bool") ++i;
+  }
+  return argc;
+}
+
+distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> command) {
+  distcomm::launch::LaunchOptions o;
+  o.command = std::move(command);
+  o.nproc_per_node = FLAGS_nproc_per_node;
+  o.nnodes = FLAGS_nnodes;
+  o.node_rank = FLAGS_node_rank;
+  o.master_addr = FLAGS_master_addr;
+  o.master_port = FLAGS_master_port;
+  o.backend = FLAGS_backend;
+  o.log_dir = FLAGS_log_dir;
+  o.tee = FLAGS_tee;
+  o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
+  o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
+  // Under `bazel run` this process starts in its runfiles; relative paths the user typed
+  // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(kUsage);
+  int start = command_start(argc, argv);
+  std::vector<std::string> command(argv + start + (start < argc && std::string(argv[start]) == "--"), argv + argc);
+  int flag_argc = start;
+  gflags::ParseCommandLineFlags(&flag_argc, &argv, /*remove_flags=*/true);
+  if (flag_argc > 1) {
+    std::cerr << "launch: unexpected argument '" << argv[1] << "' among the launcher's flags\n";
+    return 2;
+  }
+  try {
+    distcomm::launch::JobResult result = distcomm::launch::run_job(options_from_flags(std::move(command)));
+    return result.exit_code;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "launch: " << e.what() << "\n" << kUsage << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "launch: cannot start the job: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,151 @@
+#include "tools/launch/output_pump.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+// mkdir -p: the log folder may be several levels new.
+void make_dirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw std::runtime_error("cannot create log folder " + prefix + ": " + std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace
+
+bool write_fully(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void LineSplitter::feed(const char* data, size_t n, const Emit& emit) {
+  const char* end = data + n;
+  while (data < end) {
+    const char* nl = static_cast<const char*>(std::memchr(data, '\n', end - data));
+    if (nl == nullptr) {
+      pending_.append(data, end);
+      break;
+    }
+    if (pending_.empty()) {
+      emit(std::string_view(data, nl - data));
+    } else {
+      pending_.append(data, nl);
+      emit(pending_);
+      pending_.clear();
+    }
+    data = nl + 1;
+  }
+  while (pending_.size() >= max_line_) {
+    emit(std::string_view(pending_).substr(0, max_line_));
+    pending_.erase(0, max_line_);
+  }
+}
+
+void LineSplitter::finish(const Emit& emit) {
+  if (!pending_.empty()) emit(pending_);
+  pending_.clear();
+}
+
+OutputRouter::OutputRouter(const LaunchOptions& options, int terminal_out, int terminal_err)
+    : options_(options), terminal_out_(terminal_out), terminal_err_(terminal_err) {
+  if (options_.log_dir.empty()) return;
+  make_dirs(options_.log_dir);
+  for (int local = 0; local < options_.nproc_per_node; ++local) {
+    int rank = options_.global_rank(local);
+    std::string path = log_path(rank);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot create log file " + path + ": " + std::strerror(errno));
+    log_fds_[rank] = fd;
+  }
+}
+
+OutputRouter::~OutputRouter() {
+  for (auto& kv : log_fds_) ::close(kv.second);
+}
+
+std::string OutputRouter::log_path(int rank) const {
+  if (options_.log_dir.empty()) return "";
+  return options_.log_dir + "/rank_" + std::to_string(rank) + ".log";
+}
+
+bool OutputRouter::to_terminal(int rank) const {
+  if (!options_.log_dir.empty() && !options_.tee) return false;
+  return options_.ranks_filter.empty() || options_.ranks_filter.count(rank) > 0;
+}
+
+void OutputRouter::route(int rank, Stream stream, std::string_view line) {
+  auto log = log_fds_.find(rank);
+  if (log != log_fds_.end()) {
+    std::string text(line);
+    text += '\n';
+    write_fully(log->second, text);
+  }
+  if (!to_terminal(rank)) return;
+  std::string text = options_.prefix_output ? "[rank " + std::to_string(rank) + "] " : "";
+  text.append(line);
+  text += '\n';
+  // A terminal that went away (`launch ... | head`) must not stop the job: drop the line.
+  write_fully(stream == Stream::kStdout ? terminal_out_ : terminal_err_, text);
+}
+
+OutputPump::~OutputPump() { close_all(); }
+
+void OutputPump::add(int fd, int rank, Stream stream) { sources_.emplace(fd, Source{rank, stream, LineSplitter()}); }
+
+std::vector<pollfd> OutputPump::poll_set() const {
+  std::vector<pollfd> set;
+  for (const auto& kv : sources_) set.push_back(pollfd{kv.first, POLLIN, 0});
+  return set;
+}
+
+void OutputPump::read_from(int fd) {
+  auto it = sources_.find(fd);
+  if (it == sources_.end()) return;
+  Source& s = it->second;
+  auto emit = [this, &s](std::string_view line) { router_.route(s.rank, s.stream, line); };
+  char buf[65536];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    s.splitter.feed(buf, static_cast<size_t>(n), emit);
+    return;
+  }
+  close_source(fd);  // end of stream (or a read error, which ends it as well)
+}
+
+void OutputPump::close_source(int fd) {
+  auto it = sources_.find(fd);
+  if (it == sources_.end()) return;
+  Source& s = it->second;
+  s.splitter.finish([this, &s](std::string_view line) { router_.route(s.rank, s.stream, line); });
+  ::close(fd);
+  sources_.erase(it);
+}
+
+void OutputPump::close_all() {
+  while (!sources_.empty()) close_source(sources_.begin()->first);
+}
+
+}  // namespace launch
+}  // namespace distcomm

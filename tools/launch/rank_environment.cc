@@ -1,0 +1,51 @@
+#include "tools/launch/rank_environment.h"
+
+#include <cstring>
+#include <map>
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+// Variables a launcher sets to say which rank a process is. Inherited from an outer
+// launcher (the launcher itself run under mpirun or srun), they would contradict ours.
+bool is_foreign_rank_variable(const std::string& name) {
+  static const char* const kForeign[] = {
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+      "SLURM_LOCALID",
+  };
+  for (const char* f : kForeign) {
+    if (name == f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
+                                          const char* const* base) {
+  std::map<std::string, std::string> ours = {
+      {"RANK", std::to_string(options.global_rank(local_rank))},
+      {"WORLD_SIZE", std::to_string(options.world_size())},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+  };
+  if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
+
+  std::vector<std::string> env;
+  for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
+    if (ours.count(name) || is_foreign_rank_variable(name)) continue;
+    env.emplace_back(*e);
+  }
+  for (const auto& kv : ours) env.push_back(kv.first + "=" + kv.second);
+  return env;
+}
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,21 @@
+// The environment each rank starts with: the launcher's own, plus torchrun's variables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/launch/launch_options.h"
+
+namespace distcomm {
+namespace launch {
+
+// "KEY=VALUE" entries: `base` (usually the launcher's environ) with RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and DISTCOMM_BACKEND when a
+// backend is set) replaced or added. Rank variables of other launchers (mpirun's
+// OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID...) are dropped so that a rank cannot read two
+// different answers to "who am I".
+std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
+                                          const char* const* base);
+
+}  // namespace launch
+}  // namespace distcomm

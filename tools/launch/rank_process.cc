@@ -1,0 +1,170 @@
+#include "tools/launch/rank_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// In the child: hands errno to the parent through the close-on-exec pipe `report`.
+[[noreturn]] void report_and_exit(int report) {
+  int err = errno;
+  ssize_t ignored = ::write(report, &err, sizeof(err));
+  (void)ignored;
+  ::_exit(127);
+}
+
+// Runs in the forked child: only async-signal-safe calls until execve.
+[[noreturn]] void exec_child(const char* path, char* const* argv, char* const* envp,
+                             const char* working_dir, int out_w, int err_w, int report, pid_t parent) {
+  ::setpgid(0, 0);
+  // The launcher's death (even SIGKILL) must not leave ranks running on their own.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) report_and_exit(report);
+  // Ignored signals and the blocked mask survive execve; the launcher ignores SIGPIPE.
+  ::signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (working_dir[0] != '\0' && ::chdir(working_dir) != 0) report_and_exit(report);
+  ::execve(path, argv, envp);
+  report_and_exit(report);
+}
+
+}  // namespace
+
+std::string find_program(const std::string& program, const std::string& working_dir) {
+  if (program.find('/') != std::string::npos) {
+    std::string path = (program[0] == '/' || working_dir.empty()) ? program : working_dir + "/" + program;
+    if (!is_executable_file(path)) {
+      throw std::invalid_argument("'" + path + "' is not an executable file");
+    }
+    return program;  // execve runs after chdir(working_dir), so keep it relative
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string dirs = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  std::stringstream in(dirs);
+  std::string dir;
+  while (std::getline(in, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  throw std::invalid_argument("'" + program + "' not found in $PATH (" + dirs + ")");
+}
+
+RankProcess start_rank(const std::string& path, const std::vector<std::string>& argv,
+                       const std::vector<std::string>& env, const std::string& working_dir,
+                       int local_rank, int rank) {
+  int out[2], err[2], report[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::vector<char*> argv_c = c_strings(argv);
+  std::vector<char*> env_c = c_strings(env);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    exec_child(path.c_str(), argv_c.data(), env_c.data(), working_dir.c_str(), out[1], err[1], report[1], parent);
+  }
+  // Also set here: the parent may signal the group before the child has run setpgid.
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(report[1]);
+
+  RankProcess p;
+  p.local_rank = local_rank;
+  p.rank = rank;
+  p.pid = pid;
+  p.stdout_fd = out[0];
+  p.stderr_fd = err[0];
+  p.running = true;
+
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n > 0) {  // execve failed: the pipe would have closed silently on success
+    ::waitpid(pid, nullptr, 0);
+    close_fd(p.stdout_fd);
+    close_fd(p.stderr_fd);
+    throw std::runtime_error("rank " + std::to_string(rank) + " could not run '" + path + "'" +
+                             (working_dir.empty() ? "" : " in " + working_dir) + ": " +
+                             std::strerror(child_errno));
+  }
+  return p;
+}
+
+void signal_rank(const RankProcess& p, int sig) {
+  if (p.pid > 0) ::kill(-p.pid, sig);
+}
+
+bool poll_exit(RankProcess& p) {
+  if (!p.running) return false;
+  int status = 0;
+  pid_t r = ::waitpid(p.pid, &status, WNOHANG);
+  if (r != p.pid) return false;
+  p.running = false;
+  p.wait_status = status;
+  return true;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  if (abbrev != nullptr) return std::string("SIG") + abbrev;
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
+  return "SIG" + std::to_string(sig);
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "signal " + signal_name(sig) + " (" + ::strsignal(sig) + ")" + (WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return "wait status " + std::to_string(status);
+}
+
+bool is_success(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+int shell_exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,54 @@
+// One rank as an operating-system process: started, watched and stopped.
+//
+// Each rank leads its own process group, so that stopping a rank also stops whatever it
+// started (a shell script's children, a data loader), and the launcher can stop the whole
+// job itself on Ctrl-C instead of relying on the terminal's signal reaching everyone.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace distcomm {
+namespace launch {
+
+struct RankProcess {
+  int local_rank = -1;
+  int rank = -1;
+  pid_t pid = -1;
+  int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes
+  int stderr_fd = -1;
+  bool running = false;
+  int wait_status = 0;  // from waitpid, once !running
+};
+
+// The file execve will run: `program` itself when it holds a '/' (relative to working_dir
+// when that is set), else the first match in $PATH. Throws std::invalid_argument saying
+// where it looked when there is no such executable.
+std::string find_program(const std::string& program, const std::string& working_dir);
+
+// Forks and execs one rank: stdin from /dev/null (a rank outside the terminal's foreground
+// group that read the terminal would be stopped), stdout and stderr into fresh pipes, its
+// own process group, killed if the launcher dies. Throws std::runtime_error when the
+// program cannot be executed, with the reason the kernel gave.
+RankProcess start_rank(const std::string& path, const std::vector<std::string>& argv,
+                       const std::vector<std::string>& env, const std::string& working_dir,
+                       int local_rank, int rank);
+
+// Sends sig to the rank's process group (the rank and everything it started).
+void signal_rank(const RankProcess& p, int sig);
+
+// Reaps the rank if it has exited; returns true when it did just now.
+bool poll_exit(RankProcess& p);
+
+// "SIGSEGV", "SIGRTMIN+3".
+std::string signal_name(int sig);
+// "exit code 3", "signal SIGSEGV (Segmentation fault)" for a waitpid status.
+std::string describe_wait_status(int status);
+bool is_success(int status);
+// The shell's convention: the exit code, or 128 + the signal number.
+int shell_exit_code(int status);
+
+}  // namespace launch
+}  // namespace distcomm
