@@ -1,0 +1,90 @@
+#include "ddp/comm_hooks.h"
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace ddp {
+namespace {
+
+template <typename T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<float>(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// dst[i] = src[i] * scale, converting between floating dtypes.
+void convert(const Tensor& src, Tensor& dst, double scale) {
+  dispatch_dtype(src.dtype(), [&](auto src_zero) {
+    using S = decltype(src_zero);
+    dispatch_dtype(dst.dtype(), [&](auto dst_zero) {
+      using D = decltype(dst_zero);
+      const S* in = static_cast<const S*>(src.data());
+      D* out = static_cast<D*>(dst.data());
+      for (int64_t i = 0; i < src.numel(); ++i) out[i] = from_double<D>(to_double(in[i]) * scale);
+    });
+  });
+}
+
+CommHook compress_hook(DType wire_dtype) {
+  return [wire_dtype](ProcessGroup& pg, GradBucket& bucket) -> WorkPtr {
+    const DType dtype = bucket.buffer.dtype();
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat64) {
+      AllReduceOptions avg;
+      avg.op = ReduceOp::AVG;
+      return pg.all_reduce(bucket.buffer, avg);
+    }
+    // Held by shared_ptr and captured below: the wire buffer lives until the op ends.
+    auto wire = std::make_shared<Tensor>(Tensor::empty({bucket.buffer.numel()}, wire_dtype));
+    convert(bucket.buffer, *wire, 1.0 / pg.size());
+    WorkPtr work = pg.all_reduce(*wire);
+    Tensor result = bucket.buffer;
+    return then(work, [wire, result]() mutable { convert(*wire, result, 1.0); });
+  };
+}
+
+}  // namespace
+
+CommHook allreduce_hook() {
+  return [](ProcessGroup& pg, GradBucket& bucket) {
+    AllReduceOptions avg;
+    avg.op = ReduceOp::AVG;
+    return pg.all_reduce(bucket.buffer, avg);
+  };
+}
+
+CommHook fp16_compress_hook() { return compress_hook(DType::kFloat16); }
+CommHook bf16_compress_hook() { return compress_hook(DType::kBFloat16); }
+
+WorkPtr then(const WorkPtr& first, std::function<void()> next) {
+  auto chained = std::make_shared<Work>(first->op(), first->seq(), first->description());
+  first->on_finish([chained, next = std::move(next)](std::exception_ptr error) {
+    if (!error) {
+      try {
+        next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    chained->finish(error);
+  });
+  return chained;
+}
+
+}  // namespace ddp
+}  // namespace distcomm

@@ -1,0 +1,48 @@
+// Communication hooks: how one bucket of gradients is reduced across ranks.
+//
+// A hook receives the bucket (a flat buffer holding this rank's gradients) and returns the
+// Work of its communication at once; when that Work completes, the buffer must hold the
+// average of every rank's gradients. DDP calls the hook as soon as a bucket is full, in
+// bucket order, on every rank, so a hook must issue the same collectives on every rank and
+// issue them before it returns. The default hook averages with one all_reduce.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "api/process_group.h"
+#include "api/tensor.h"
+#include "api/work.h"
+
+namespace distcomm {
+namespace ddp {
+
+struct GradBucket {
+  size_t index = 0;        // launch order, 0 first
+  size_t num_buckets = 0;
+  Tensor buffer;           // flat; one dtype; gradients of locally unused parameters are zero
+  std::vector<size_t> parameter_indices;  // which parameters, in buffer order
+  std::vector<int64_t> offsets;           // element offset of each in buffer
+  bool is_last() const { return index + 1 == num_buckets; }
+};
+
+using CommHook = std::function<WorkPtr(ProcessGroup& pg, GradBucket& bucket)>;
+
+// all_reduce with ReduceOp::AVG (native in the backend, or SUM then a division).
+CommHook allreduce_hook();
+
+// Casts the bucket to float16 (bfloat16), divided by the world size first so the sum
+// cannot overflow, all_reduces the half-size buffer with SUM and casts the result back:
+// half the bytes on the wire for about 3 (float16) or 2 (bfloat16) significant digits.
+// Buckets that are not float32/float64 are averaged uncompressed.
+CommHook fp16_compress_hook();
+CommHook bf16_compress_hook();
+
+// A Work that completes when `first` has completed and then `next` has run on the thread
+// that completed it; an error of either becomes its error. For hooks that post-process.
+WorkPtr then(const WorkPtr& first, std::function<void()> next);
+
+}  // namespace ddp
+}  // namespace distcomm

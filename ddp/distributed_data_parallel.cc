@@ -1,0 +1,156 @@
+#include "ddp/distributed_data_parallel.h"
+
+#include <set>
+#include <utility>
+
+#include "api/errors.h"
+#include "ddp/broadcast_coalesced.h"
+#include "ddp/reducer.h"
+#include "ddp/replica_check.h"
+
+namespace distcomm {
+namespace ddp {
+namespace {
+
+// Parameters and buffers are copied from rank 0 in flat buffers of about this size.
+constexpr size_t kBroadcastBucketBytes = 64u << 20;
+
+// Everything wrong with this rank's arguments, "; "-separated ("" when fine). Collected
+// rather than thrown, so that verify_replicas can make every rank fail together.
+std::string find_local_problems(const std::vector<NamedParameter>& params, const std::vector<NamedBuffer>& buffers,
+                                const DdpOptions& options) {
+  std::vector<std::string> problems;
+  auto check_tensor = [&](const std::string& what, const Tensor* t, const char* role) {
+    if (!t) {
+      problems.push_back(what + ": " + role + " is a null pointer");
+    } else if (!t->defined()) {
+      problems.push_back(what + ": " + role + " is an undefined tensor");
+    } else if (!t->is_cpu()) {
+      problems.push_back(what + ": " + role + " is on " + t->device().str() +
+                         "; DDP keeps its buckets in host memory and supports host tensors only");
+    }
+  };
+  std::set<std::string> names;
+  auto check_name = [&](const std::string& what, const std::string& name) {
+    if (name.empty()) problems.push_back(what + " has an empty name");
+    if (!names.insert(name).second) problems.push_back(what + ": the name '" + name + "' is used twice");
+  };
+  if (params.empty()) problems.push_back("no parameters: there are no gradients to synchronise");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const NamedParameter& p = params[i];
+    const std::string what = "parameter " + std::to_string(i) + " ('" + p.name + "')";
+    check_name(what, p.name);
+    const size_t before = problems.size();
+    check_tensor(what, p.value, "value");
+    check_tensor(what, p.grad, "grad");
+    if (problems.size() != before) continue;
+    if (p.grad->dtype() != p.value->dtype() || p.grad->shape() != p.value->shape()) {
+      problems.push_back(what + ": grad " + p.grad->describe() + " does not match value " + p.value->describe());
+    }
+    std::string why;
+    if (!reduce_supported(ReduceOp::AVG, p.grad->dtype(), &why)) {
+      problems.push_back(what + ": gradients of dtype " + dtype_name(p.grad->dtype()) + " cannot be averaged: " + why);
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const std::string what = "buffer " + std::to_string(i) + " ('" + buffers[i].name + "')";
+    check_name(what, buffers[i].name);
+    check_tensor(what, buffers[i].value, "value");
+  }
+  try {
+    mebibytes_to_bytes(options.bucket_cap_mb, "bucket_cap_mb");
+    mebibytes_to_bytes(options.first_bucket_cap_mb, "first_bucket_cap_mb");
+  } catch (const InvalidArgument& e) {
+    problems.push_back(e.what());
+  }
+  if (options.log_every_n < 0) problems.push_back("log_every_n must be >= 0");
+  std::string joined;
+  for (const std::string& p : problems) joined += (joined.empty() ? "" : "; ") + p;
+  return joined;
+}
+
+ReplicaDescription describe(const std::vector<NamedParameter>& params, const std::vector<NamedBuffer>& buffers,
+                            std::string problems) {
+  ReplicaDescription d;
+  d.local_problems = std::move(problems);
+  if (!d.local_problems.empty()) return d;
+  for (const NamedParameter& p : params) d.entries.push_back("parameter '" + p.name + "' " + p.value->describe());
+  for (const NamedBuffer& b : buffers) d.entries.push_back("buffer '" + b.name + "' " + b.value->describe());
+  return d;
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::vector<NamedParameter> parameters,
+                                                 DdpOptions options, std::vector<NamedBuffer> buffers)
+    : pg_(pg), parameters_(std::move(parameters)), buffers_(std::move(buffers)), options_(std::move(options)) {
+  verify_replicas(pg_, describe(parameters_, buffers_, find_local_problems(parameters_, buffers_, options_)));
+
+  std::vector<Tensor*> state;
+  for (const NamedParameter& p : parameters_) state.push_back(p.value);
+  for (const NamedBuffer& b : buffers_) state.push_back(b.value);
+  broadcast_coalesced(pg_, state, /*root=*/0, kBroadcastBucketBytes);
+
+  ReducerOptions ro;
+  ro.caps.bucket_bytes = mebibytes_to_bytes(options_.bucket_cap_mb, "bucket_cap_mb");
+  ro.caps.first_bucket_bytes = mebibytes_to_bytes(options_.first_bucket_cap_mb, "first_bucket_cap_mb");
+  ro.find_unused_parameters = options_.find_unused_parameters;
+  ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
+  ro.rebuild_buckets = options_.rebuild_buckets;
+  ro.comm_hook = options_.comm_hook;
+  std::vector<GradientRef> grads;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    grads.push_back({parameters_[i].name, parameters_[i].grad});
+    index_of_[parameters_[i].name] = i;
+  }
+  reducer_ = std::make_unique<Reducer>(pg_, std::move(grads), std::move(ro));
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::mark_grad_ready(size_t index) { reducer_->mark_ready(index); }
+
+void DistributedDataParallel::mark_grad_ready(const std::string& name) {
+  auto it = index_of_.find(name);
+  if (it == index_of_.end()) throw InvalidArgument("DDP mark_grad_ready: no parameter is named '" + name + "'");
+  reducer_->mark_ready(it->second);
+}
+
+void DistributedDataParallel::finish_backward() {
+  if (!reducer_->finish_backward()) return;  // under no_sync()
+  if (options_.broadcast_buffers && !buffers_.empty()) sync_buffers();
+  const IterationStats& stats = reducer_->last_stats();
+  if (options_.log_every_n > 0 && stats.iteration % static_cast<uint64_t>(options_.log_every_n) == 0) {
+    log_with_mode(options_.log_mode, &pg_, "DDP " + stats.summary());
+  }
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(Reducer* reducer) : reducer_(reducer), previous_(reducer->sync()) {
+  reducer_->set_sync(false);
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : reducer_(other.reducer_), previous_(other.previous_) {
+  other.reducer_ = nullptr;
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (reducer_) reducer_->set_sync(previous_);
+}
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() { return NoSyncGuard(reducer_.get()); }
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) { reducer_->set_comm_hook(std::move(hook)); }
+
+void DistributedDataParallel::sync_buffers() {
+  std::vector<Tensor*> values;
+  for (const NamedBuffer& b : buffers_) values.push_back(b.value);
+  broadcast_coalesced(pg_, values, /*root=*/0, kBroadcastBucketBytes);
+}
+
+const IterationStats& DistributedDataParallel::last_stats() const { return reducer_->last_stats(); }
+std::vector<BucketSpec> DistributedDataParallel::buckets() const { return reducer_->buckets(); }
+size_t DistributedDataParallel::buckets_launched() const { return reducer_->buckets_launched(); }
+
+}  // namespace ddp
+}  // namespace distcomm

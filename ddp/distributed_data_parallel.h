@@ -1,0 +1,132 @@
+// DistributedDataParallel: train one model on N ranks and get the result one rank would
+// get on N times the batch.
+//
+// The model code stays the user's: DDP is given the parameters (name, value, gradient) and
+// is told, during backward, as each gradient becomes final. A training step is
+//
+//   model.forward(...); loss ...;
+//   model.backward(grad, [&](size_t i) { ddp.mark_grad_ready(i); });
+//   ddp.finish_backward();   // gradients now hold the average over all ranks
+//   optimizer.step();
+//
+// Gradients are packed into buckets (bucket_assignment.h) whose all_reduce starts as soon
+// as the bucket is full, overlapping communication with the rest of backward (reducer.h).
+// Every rank must construct DDP with the same parameters and run the same number of
+// synchronised backward passes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api/logging.h"
+#include "api/process_group.h"
+#include "api/tensor.h"
+#include "ddp/bucket_assignment.h"
+#include "ddp/comm_hooks.h"
+#include "ddp/ddp_stats.h"
+
+namespace distcomm {
+namespace ddp {
+
+class Reducer;
+
+// A parameter and its gradient (same shape and dtype, host memory). The Tensor objects
+// belong to the caller and must outlive DDP; DDP reads `grad` when the parameter is marked
+// ready and writes the averaged gradient back into it.
+struct NamedParameter {
+  std::string name;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+};
+
+// State that is not trained but must match across ranks (running statistics, ...).
+struct NamedBuffer {
+  std::string name;
+  Tensor* value = nullptr;
+};
+
+struct DdpOptions {
+  // Bucket size cap; 0 gives one all_reduce per parameter.
+  double bucket_cap_mb = 25;
+  // Cap of the first bucket (the last layers' gradients), small so communication starts early.
+  double first_bucket_cap_mb = 1;
+  // Parameters may get no gradient in some backward passes, on some ranks (see
+  // finish_backward). Without it, a parameter never marked ready is an error.
+  bool find_unused_parameters = false;
+  // The gradient tensors become views into the buckets (DDP reassigns *grad at
+  // construction and when buckets are rebuilt): no copy in or out, less memory.
+  bool gradient_as_bucket_view = false;
+  // Re-broadcast the buffers from rank 0 after every synchronised backward pass.
+  bool broadcast_buffers = true;
+  // Rebuild the buckets after the first iteration from the order gradients were marked.
+  bool rebuild_buckets = true;
+  CommHook comm_hook;  // empty: averaging all_reduce (allreduce_hook())
+  // Log IterationStats every N synchronised iterations (0: never), in log_mode. kOrdered
+  // prints every rank's line in rank order (a collective: all ranks log together).
+  int log_every_n = 0;
+  LogMode log_mode = LogMode::kOrdered;
+};
+
+class DistributedDataParallel {
+ public:
+  // Collective. Checks that every rank passes the same parameters and buffers (names,
+  // dtypes, shapes, order) -- InvalidArgument on every rank naming the differences and the
+  // ranks otherwise -- then copies rank 0's parameter and buffer values to every rank.
+  DistributedDataParallel(ProcessGroup& pg, std::vector<NamedParameter> parameters, DdpOptions options = {},
+                          std::vector<NamedBuffer> buffers = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // The gradient of parameters[index] is final for this backward pass (call it from the
+  // backward hook). May start a bucket's all_reduce.
+  void mark_grad_ready(size_t index);
+  void mark_grad_ready(const std::string& name);
+
+  // Ends a backward pass: waits for the buckets and writes the averaged gradients back.
+  // With find_unused_parameters, a parameter no rank marked keeps its gradient untouched,
+  // and one marked on some ranks only gets the average with zeros from the others. Without
+  // it, a parameter some rank did not mark makes every rank throw Error naming it (never a
+  // hang). Under no_sync() it only ends the pass (gradients stay local). Collective.
+  void finish_backward();
+
+  // While the guard lives, backward passes accumulate gradients locally; the next
+  // synchronised pass reduces the accumulated sums. Enter and leave it between passes.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(Reducer* reducer);
+    NoSyncGuard(NoSyncGuard&& other) noexcept;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+    ~NoSyncGuard();
+
+   private:
+    Reducer* reducer_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync();
+
+  // Replaces the comm hook (every rank must do the same, between backward passes).
+  void register_comm_hook(CommHook hook);
+  // Copies rank 0's buffers to every rank now (collective).
+  void sync_buffers();
+
+  const IterationStats& last_stats() const;
+  std::vector<BucketSpec> buckets() const;
+  size_t buckets_launched() const;  // in the backward pass under way
+  size_t num_parameters() const { return parameters_.size(); }
+  ProcessGroup& process_group() { return pg_; }
+
+ private:
+  ProcessGroup& pg_;
+  std::vector<NamedParameter> parameters_;
+  std::vector<NamedBuffer> buffers_;
+  DdpOptions options_;
+  std::unordered_map<std::string, size_t> index_of_;
+  std::unique_ptr<Reducer> reducer_;
+};
+
+}  // namespace ddp
+}  // namespace distcomm

@@ -1,0 +1,305 @@
+#include "ddp/reducer.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "api/errors.h"
+#include "ddp/message_format.h"
+
+namespace distcomm {
+namespace ddp {
+namespace {
+
+// Bits of the per-gradient usage byte every rank contributes in finish_backward().
+constexpr uint8_t kMarkedThisBackward = 1;
+constexpr uint8_t kUsedSinceSync = 2;  // also in no_sync backward passes since the last sync
+constexpr size_t kMaxNamed = 10;       // gradients named in one error message
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Reducer::Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Reducer::Reducer(ProcessGroup& pg, std::vector<GradientRef> gradients, ReducerOptions options)
+    : pg_(pg), grads_(std::move(gradients)), options_(std::move(options)) {
+  if (!options_.comm_hook) options_.comm_hook = allreduce_hook();
+  const size_t n = grads_.size();
+  bucket_of_.assign(n, 0);
+  slot_of_.assign(n, 0);
+  marked_.assign(n, false);
+  used_.assign(n, false);
+  stashed_.assign(n, Tensor());
+  build_buckets(assignment_for(reverse_order(n)));
+}
+
+Reducer::~Reducer() = default;  // in-flight reductions keep their buffers alive (see launch)
+
+void Reducer::set_comm_hook(CommHook hook) {
+  if (in_backward_) throw InvalidArgument("DDP: a comm hook cannot be changed during a backward pass");
+  options_.comm_hook = hook ? std::move(hook) : allreduce_hook();
+}
+
+std::vector<BucketSpec> Reducer::buckets() const {
+  std::vector<BucketSpec> specs;
+  for (const Bucket& b : buckets_) specs.push_back(b.spec);
+  return specs;
+}
+
+std::vector<BucketSpec> Reducer::assignment_for(const std::vector<size_t>& order) const {
+  std::vector<GradientSpec> specs;
+  for (const GradientRef& g : grads_) specs.push_back({g.grad->numel(), g.grad->dtype(), g.grad->device()});
+  return assign_buckets(specs, order, options_.caps);
+}
+
+void Reducer::build_buckets(const std::vector<BucketSpec>& assignment) {
+  std::vector<Bucket> fresh(assignment.size());
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    Bucket& bucket = fresh[b];
+    bucket.spec = assignment[b];
+    bucket.buffer = Tensor::zeros({bucket.spec.numel}, bucket.spec.dtype);
+    bucket.pending = bucket.spec.gradients.size();
+    bucket.hook_view.index = b;
+    bucket.hook_view.num_buckets = assignment.size();
+    bucket.hook_view.buffer = bucket.buffer;
+    bucket.hook_view.parameter_indices = bucket.spec.gradients;
+    bucket.hook_view.offsets = bucket.spec.offsets;
+    for (size_t k = 0; k < bucket.spec.gradients.size(); ++k) {
+      const size_t i = bucket.spec.gradients[k];
+      Tensor& grad = *grads_[i].grad;
+      Tensor view = bucket.buffer.flat_slice(bucket.spec.offsets[k], grad.numel()).reshape(grad.shape());
+      if (options_.gradient_as_bucket_view) {
+        view.copy_from(grad);  // keep what the gradient holds, then make it live in the bucket
+        grad = view;
+      }
+      bucket.views.push_back(view);
+      bucket_of_[i] = b;
+      slot_of_[i] = k;
+    }
+  }
+  buckets_ = std::move(fresh);
+}
+
+bool Reducer::is_bucket_view(size_t i) const {
+  // The user may have replaced a gradient tensor; then it is copied like any other.
+  return options_.gradient_as_bucket_view &&
+         grads_[i].grad->data() == buckets_[bucket_of_[i]].views[slot_of_[i]].data();
+}
+
+void Reducer::mark_ready(size_t index) {
+  if (index >= grads_.size()) {
+    throw InvalidArgument("DDP mark_grad_ready(" + std::to_string(index) + "): there are only " +
+                          std::to_string(grads_.size()) + " parameters");
+  }
+  if (marked_[index]) {
+    throw Error("DDP: gradient of '" + grads_[index].name + "' (parameter " + std::to_string(index) +
+                ") was marked ready twice in one backward pass; call finish_backward() at the end of "
+                "every backward pass, also under no_sync()");
+  }
+  if (!in_backward_) {
+    in_backward_ = true;
+    syncing_ = sync_;
+    backward_start_ = Clock::now();
+  }
+  marked_[index] = used_[index] = true;
+  ready_order_.push_back(index);
+  if (!syncing_) return;
+  Bucket& bucket = buckets_[bucket_of_[index]];
+  if (!is_bucket_view(index)) bucket.views[slot_of_[index]].copy_from(*grads_[index].grad);
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Strictly in bucket order, so every rank issues the reductions in the same order.
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) launch(next_bucket_++);
+}
+
+void Reducer::launch(size_t index) {
+  Bucket& bucket = buckets_[index];
+  bucket.launched = Clock::now();
+  bucket.done_ns->store(0);
+  bucket.work = options_.comm_hook(pg_, bucket.hook_view);
+  if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
+  // The callback holds the buffer: if the reducer goes away mid-flight, the memory the
+  // backend writes into stays alive until the reduction ends.
+  bucket.work->on_finish([done = bucket.done_ns, keep_alive = bucket.buffer](std::exception_ptr) {
+    done->store(now_ns());
+  });
+}
+
+void Reducer::fill_unmarked(Bucket& bucket) {
+  for (size_t k = 0; k < bucket.spec.gradients.size(); ++k) {
+    const size_t i = bucket.spec.gradients[k];
+    if (marked_[i]) continue;
+    Tensor& view = bucket.views[k];
+    if (used_[i]) {  // accumulated under no_sync(): that sum is this rank's contribution
+      if (!is_bucket_view(i)) view.copy_from(*grads_[i].grad);
+      continue;
+    }
+    // Unused here: contribute zero. A gradient living in the bucket is saved first, to be
+    // given back untouched if no rank used the parameter.
+    if (is_bucket_view(i)) stashed_[i] = view.clone();
+    view.fill(0.0);
+  }
+}
+
+std::string Reducer::bucket_name(size_t index) const {
+  const BucketSpec& spec = buckets_[index].spec;
+  std::string s = "bucket " + std::to_string(index) + " of " + std::to_string(buckets_.size()) + " (" +
+                  dtype_name(spec.dtype) + ", " + format_bytes(static_cast<double>(spec.nbytes())) + ": ";
+  for (size_t k = 0; k < spec.gradients.size() && k < kMaxNamed; ++k) s += (k ? ", " : "") + grads_[spec.gradients[k]].name;
+  if (spec.gradients.size() > kMaxNamed) s += ", ...";
+  return s + ")";
+}
+
+bool Reducer::finish_backward() {
+  if (!in_backward_) syncing_ = sync_;
+  if (!syncing_) {  // no_sync(): gradients stay local and accumulate
+    end_iteration(/*synced=*/false);
+    return false;
+  }
+  const Clock::time_point finish_called = Clock::now();
+  if (!in_backward_) backward_start_ = finish_called;
+  // Launch what is left, gradients this rank never produced included, so that every rank
+  // issues the same reductions whatever its own backward pass did.
+  for (size_t b = next_bucket_; b < buckets_.size(); ++b) fill_unmarked(buckets_[b]);
+  while (next_bucket_ < buckets_.size()) launch(next_bucket_++);
+  const size_t n = grads_.size();
+  Tensor mine = Tensor::zeros({static_cast<int64_t>(n)}, DType::kUInt8);
+  uint8_t* bits = mine.data_as<uint8_t>();
+  for (size_t i = 0; i < n; ++i) bits[i] = (marked_[i] ? kMarkedThisBackward : 0) | (used_[i] ? kUsedSinceSync : 0);
+  Tensor usage = Tensor::empty({static_cast<int64_t>(n) * pg_.size()}, DType::kUInt8);
+  WorkPtr usage_work = pg_.all_gather_into_tensor(usage, mine);
+  const std::exception_ptr error = wait_all(usage_work);
+  ++iterations_;
+  record_stats(finish_called, Clock::now());
+  try {
+    if (error) std::rethrow_exception(error);
+    if (!options_.find_unused_parameters) check_all_marked(usage);
+    write_back(usage);
+    if (!rebuilt_ && options_.rebuild_buckets) rebuild_buckets();
+  } catch (...) {
+    for (size_t i = 0; i < n; ++i) {
+      if (stashed_[i].defined()) buckets_[bucket_of_[i]].views[slot_of_[i]].copy_from(stashed_[i]);
+    }
+    end_iteration(/*synced=*/true);
+    throw;
+  }
+  end_iteration(/*synced=*/true);
+  return true;
+}
+
+std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
+  // Wait for everything even after a failure: nothing may still write into the buckets
+  // when the next iteration starts.
+  std::exception_ptr first;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    try {
+      buckets_[b].work->wait();
+    } catch (...) {
+      if (!first) first = with_context(std::current_exception(), "DDP: reducing " + bucket_name(b));
+    }
+  }
+  try {
+    usage_work->wait();
+  } catch (...) {
+    if (!first) first = with_context(std::current_exception(), "DDP: exchanging which gradients each rank produced");
+  }
+  return first;
+}
+
+void Reducer::check_all_marked(const Tensor& usage) const {
+  const size_t n = grads_.size();
+  const uint8_t* bits = usage.data_as<uint8_t>();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int> ranks;
+    for (int r = 0; r < pg_.size(); ++r) {
+      if (!(bits[static_cast<size_t>(r) * n + i] & kMarkedThisBackward)) ranks.push_back(r);
+    }
+    if (!ranks.empty()) missing.push_back("'" + grads_[i].name + "' (parameter " + std::to_string(i) + ") on " + rank_list(ranks));
+  }
+  if (missing.empty()) return;
+  std::string names;
+  for (size_t k = 0; k < missing.size() && k < kMaxNamed; ++k) names += (k ? ", " : "") + missing[k];
+  if (missing.size() > kMaxNamed) names += ", and " + std::to_string(missing.size() - kMaxNamed) + " more";
+  throw Error("DistributedDataParallel (rank " + std::to_string(pg_.rank()) + "): " +
+              std::to_string(missing.size()) + " parameter(s) got no gradient in this backward pass: " + names +
+              ". If some parameters take no part in the loss on some iterations or ranks, construct "
+              "DistributedDataParallel with find_unused_parameters = true; otherwise call "
+              "mark_grad_ready for every parameter in every backward pass. This iteration's gradients "
+              "were not averaged; the next iteration starts clean.");
+}
+
+void Reducer::write_back(const Tensor& usage) {
+  const size_t n = grads_.size();
+  const uint8_t* bits = usage.data_as<uint8_t>();
+  for (size_t i = 0; i < n; ++i) {
+    bool used_anywhere = !options_.find_unused_parameters;
+    for (int r = 0; r < pg_.size() && !used_anywhere; ++r) used_anywhere = bits[static_cast<size_t>(r) * n + i] & kUsedSinceSync;
+    const Tensor& view = buckets_[bucket_of_[i]].views[slot_of_[i]];
+    if (used_anywhere) {
+      if (!is_bucket_view(i)) grads_[i].grad->copy_from(view);
+    } else if (stashed_[i].defined()) {
+      // No rank used it: its gradient is left as it was, as if DDP were not there.
+      buckets_[bucket_of_[i]].views[slot_of_[i]].copy_from(stashed_[i]);
+    }
+  }
+}
+
+void Reducer::rebuild_buckets() {
+  rebuilt_ = true;
+  const size_t n = grads_.size();
+  Tensor order = Tensor::empty({static_cast<int64_t>(n)}, DType::kInt64);
+  int64_t* o = order.data_as<int64_t>();
+  if (pg_.rank() == 0) {
+    // Rank 0's ready order, then the gradients it never marked, last parameter first.
+    size_t k = 0;
+    for (size_t i : ready_order_) o[k++] = static_cast<int64_t>(i);
+    for (size_t i = n; i-- > 0;) {
+      if (!marked_[i]) o[k++] = static_cast<int64_t>(i);
+    }
+  }
+  pg_.broadcast(order)->wait();
+  std::vector<BucketSpec> assignment = assignment_for(std::vector<size_t>(o, o + n));
+  if (assignment != buckets()) build_buckets(assignment);
+}
+
+void Reducer::record_stats(Clock::time_point finish_called, Clock::time_point waited) {
+  auto ms = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - backward_start_).count();
+  };
+  stats_ = IterationStats();
+  stats_.iteration = iterations_;
+  std::vector<Interval> intervals;
+  for (const Bucket& b : buckets_) {
+    stats_.bucket_bytes.push_back(b.spec.nbytes());
+    stats_.bucket_grads.push_back(b.spec.gradients.size());
+    stats_.bytes_reduced += b.spec.nbytes();
+    const int64_t done = b.done_ns->load();
+    const Clock::time_point end = done ? Clock::time_point(std::chrono::nanoseconds(done)) : waited;
+    intervals.push_back({ms(b.launched), ms(end)});
+  }
+  stats_.backward_ms = ms(finish_called);
+  const double inf = std::numeric_limits<double>::infinity();
+  stats_.comm_ms = covered_length(intervals, -inf, inf);
+  stats_.overlapped_ms = covered_length(intervals, 0.0, stats_.backward_ms);
+  stats_.wait_ms = std::chrono::duration<double, std::milli>(waited - finish_called).count();
+}
+
+void Reducer::end_iteration(bool synced) {
+  std::fill(marked_.begin(), marked_.end(), false);
+  if (synced) std::fill(used_.begin(), used_.end(), false);
+  std::fill(stashed_.begin(), stashed_.end(), Tensor());
+  ready_order_.clear();
+  for (Bucket& b : buckets_) {
+    b.pending = b.spec.gradients.size();
+    b.work.reset();
+  }
+  next_bucket_ = 0;
+  in_backward_ = false;
+}
+
+}  // namespace ddp
+}  // namespace distcomm

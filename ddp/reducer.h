@@ -1,0 +1,129 @@
+// Reducer: the engine of DistributedDataParallel. It owns the gradient buckets, learns
+// from mark_ready() which gradients are final, launches a bucket's reduction (through the
+// comm hook) as soon as the bucket is full -- while backward goes on -- and, in
+// finish_backward(), waits, checks that every rank marked every gradient (or handles
+// unused parameters), and writes the averaged gradients back.
+//
+// Collective discipline: buckets are launched strictly in bucket order, which is the same
+// on every rank, and finish_backward() always launches the buckets that are still missing
+// (with zeros for gradients this rank never produced) plus one small all_gather of the
+// per-rank "which gradients were marked" table. So however the ranks' backward passes
+// differ, they issue the same collectives, and a rank that skipped a gradient makes every
+// rank raise the same error instead of leaving the others waiting.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/process_group.h"
+#include "api/tensor.h"
+#include "api/work.h"
+#include "ddp/bucket_assignment.h"
+#include "ddp/comm_hooks.h"
+#include "ddp/ddp_stats.h"
+
+namespace distcomm {
+namespace ddp {
+
+// A gradient the reducer manages: the Tensor object is the caller's (with
+// gradient_as_bucket_view the reducer points it at bucket memory).
+struct GradientRef {
+  std::string name;
+  Tensor* grad = nullptr;
+};
+
+struct ReducerOptions {
+  BucketCaps caps;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  // After the first synchronised iteration, rebuild the buckets in the order gradients
+  // actually became ready on rank 0 (broadcast, so every rank agrees).
+  bool rebuild_buckets = true;
+  CommHook comm_hook;  // empty: allreduce_hook()
+};
+
+class Reducer {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Not collective (the caller has checked the ranks agree). The gradients must be valid
+  // host tensors; the caller validates them.
+  Reducer(ProcessGroup& pg, std::vector<GradientRef> gradients, ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // The gradient `index` is final for this backward pass. When it completes a bucket (and
+  // every earlier bucket has been launched), the bucket's reduction starts now.
+  void mark_ready(size_t index);
+  // Ends a backward pass (see the class comment). Rethrows a failed reduction with the
+  // bucket named, or throws Error naming gradients some rank never marked ready. Returns
+  // whether the pass was synchronised (false under no_sync).
+  bool finish_backward();
+
+  // With sync off (DDP's no_sync), mark_ready only records use and gradients accumulate
+  // locally; the next synchronised backward reduces the accumulated sums.
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+  void set_comm_hook(CommHook hook);
+
+  // Buckets in launch order (as of now; the first iteration may rebuild them).
+  std::vector<BucketSpec> buckets() const;
+  // Buckets whose reduction has started in the backward pass under way.
+  size_t buckets_launched() const { return next_bucket_; }
+  const IterationStats& last_stats() const { return stats_; }
+
+ private:
+  struct Bucket {
+    BucketSpec spec;
+    Tensor buffer;             // flat, spec.numel elements
+    std::vector<Tensor> views; // per member, shaped like its gradient, into buffer
+    size_t pending = 0;        // members not yet marked ready in this backward
+    GradBucket hook_view;      // what the comm hook gets; lives as long as the bucket
+    WorkPtr work;
+    Clock::time_point launched;
+    // Set from the backend's thread when the reduction ends (ns on Clock).
+    std::shared_ptr<std::atomic<int64_t>> done_ns = std::make_shared<std::atomic<int64_t>>(0);
+  };
+
+  std::vector<BucketSpec> assignment_for(const std::vector<size_t>& order) const;
+  void build_buckets(const std::vector<BucketSpec>& assignment);
+  bool is_bucket_view(size_t index) const;
+  void launch_ready_buckets();
+  void launch(size_t bucket_index);
+  void fill_unmarked(Bucket& bucket);
+  std::exception_ptr wait_all(const WorkPtr& usage_work);
+  void check_all_marked(const Tensor& usage) const;
+  void write_back(const Tensor& usage);
+  void rebuild_buckets();
+  void record_stats(Clock::time_point finish_called, Clock::time_point waited);
+  void end_iteration(bool synced);
+  std::string bucket_name(size_t index) const;
+
+  ProcessGroup& pg_;
+  std::vector<GradientRef> grads_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // gradient -> its bucket
+  std::vector<size_t> slot_of_;    // gradient -> its position in that bucket
+  std::vector<bool> marked_;       // marked ready in this backward pass
+  std::vector<bool> used_;         // marked in any backward since the last synchronised one
+  std::vector<size_t> ready_order_;
+  std::vector<Tensor> stashed_;    // bucket-view mode: local gradients zeroed while reduced
+  size_t next_bucket_ = 0;
+  bool sync_ = true;
+  bool syncing_ = true;  // sync_ as it was when this backward pass began
+  bool rebuilt_ = false;
+  bool in_backward_ = false;
+  Clock::time_point backward_start_;
+  uint64_t iterations_ = 0;
+  IterationStats stats_;
+};
+
+}  // namespace ddp
+}  // namespace distcomm

@@ -1,0 +1,176 @@
+// Parameters that get no gradient on some ranks (a layer one rank skips): with
+// find_unused_parameters they contribute zero and the result is the average of what each
+// rank computed; parameters no rank used keep their gradient untouched. Without it, every
+// rank gets an error naming the parameters -- not a hang -- and the next iteration works.
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
+#include "tests/ddp/training.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace ddp {
+namespace test {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+constexpr size_t kSkippableLayer = 4;  // fc2 in fc0, relu, fc1, relu, fc2, relu, fc3
+constexpr size_t kSkippableWeight = 4, kSkippableBias = 5;
+
+Problem skippable_problem() {
+  Problem p;
+  p.widths = {16, 48, 48, 48, 4};
+  return p;
+}
+
+nn::Dataset data_for(const Problem& p, int world) {
+  return nn::make_regression(p.steps * world * p.batch_per_rank, p.widths.front(), p.widths.back(), 7);
+}
+
+int64_t slice_begin(const Problem& p, int world, int step, int rank) {
+  return (static_cast<int64_t>(step) * world + rank) * p.batch_per_rank;
+}
+
+void forward_backward(nn::Sequential& model, const nn::Dataset& data, int64_t begin, int64_t count,
+                      const nn::GradReadyHook& hook = {}) {
+  Tensor out = model.forward(nn::rows(data.inputs, begin, count));
+  model.backward(nn::mse_loss(out, nn::rows(data.targets, begin, count)).grad, hook);
+}
+
+// What DDP must produce when ranks run different models: each rank's own gradient on its
+// own slice, averaged over the ranks (zeros where a rank skipped the layer). Computed in
+// this process alone, on `model` (whose parameters equal rank 0's).
+std::vector<Tensor> averaged_local_gradients(nn::Sequential& model, const Problem& p, const nn::Dataset& data,
+                                             int world, int step, const std::function<bool(int)>& uses_layer) {
+  std::vector<Tensor> sum;
+  for (nn::Parameter* param : model.parameters()) sum.push_back(Tensor::zeros(param->grad.shape()));
+  for (int r = 0; r < world; ++r) {
+    model.zero_grad();
+    model.set_enabled(kSkippableLayer, uses_layer(r));
+    forward_backward(model, data, slice_begin(p, world, step, r), p.batch_per_rank);
+    const auto params = model.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      for (int64_t k = 0; k < sum[i].numel(); ++k) sum[i].set_item(k, sum[i].item(k) + params[i]->grad.item(k) / world);
+    }
+  }
+  model.set_enabled(kSkippableLayer, true);
+  return sum;
+}
+
+class DdpUnusedParameters : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpUnusedParameters, ALayerOneRankSkipsIsAveragedWithZeros) {
+  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
+    const Problem p = skippable_problem();
+    const nn::Dataset data = data_for(p, pg.size());
+    auto uses_layer = [](int rank) { return rank != 1; };
+    for (double cap : {0.0, 1000.0}) {
+      for (bool view : {false, true}) {
+        const std::string context = "bucket_cap_mb=" + std::to_string(static_cast<int>(cap)) + (view ? ", bucket view" : "");
+        auto model = make_model(p, pg.rank());
+        auto reference = make_model(p, 0);
+        DdpOptions options;
+        options.find_unused_parameters = true;
+        options.bucket_cap_mb = cap;
+        options.gradient_as_bucket_view = view;
+        DistributedDataParallel ddp(pg, ddp_parameters(*model), options);
+        model->set_enabled(kSkippableLayer, uses_layer(pg.rank()));
+        nn::Sgd sgd(model->parameters(), p.learning_rate), reference_sgd(reference->parameters(), p.learning_rate);
+        for (int step = 0; step < p.steps; ++step) {
+          sgd.zero_grad();
+          forward_backward(*model, data, slice_begin(p, pg.size(), step, pg.rank()), p.batch_per_rank,
+                           [&](size_t i) { ddp.mark_grad_ready(i); });
+          ddp.finish_backward();
+          const auto expected = averaged_local_gradients(*reference, p, data, pg.size(), step, uses_layer);
+          const auto params = model->parameters(), reference_params = reference->parameters();
+          for (size_t i = 0; i < params.size(); ++i) {
+            EXPECT_LE(relative_error(params[i]->grad, expected[i]), kTolerance)
+                << context << ": " << params[i]->name << " step " << step;
+            reference_params[i]->grad.copy_from(expected[i]);
+          }
+          sgd.step();
+          reference_sgd.step();
+        }
+      }
+    }
+  });
+}
+
+TEST_P(DdpUnusedParameters, AParameterNoRankUsesKeepsItsGradient) {
+  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
+    const Problem p = skippable_problem();
+    const nn::Dataset data = data_for(p, pg.size());
+    for (bool view : {false, true}) {
+      auto model = make_model(p, pg.rank());
+      auto reference = make_model(p, 0);
+      DdpOptions options;
+      options.find_unused_parameters = true;
+      options.bucket_cap_mb = 0.001;
+      options.gradient_as_bucket_view = view;
+      DistributedDataParallel ddp(pg, ddp_parameters(*model), options);
+      model->set_enabled(kSkippableLayer, false);
+      model->zero_grad();
+      const auto params = model->parameters();
+      params[kSkippableWeight]->grad.fill(0.5);  // left over from earlier: DDP must not touch it
+      forward_backward(*model, data, slice_begin(p, pg.size(), 0, pg.rank()), p.batch_per_rank,
+                       [&](size_t i) { ddp.mark_grad_ready(i); });
+      ddp.finish_backward();
+      for (int64_t k = 0; k < params[kSkippableWeight]->grad.numel(); ++k) {
+        ASSERT_EQ(params[kSkippableWeight]->grad.item(k), 0.5) << (view ? "bucket view" : "copy");
+      }
+      const auto expected = averaged_local_gradients(*reference, p, data, pg.size(), 0, [](int) { return false; });
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (i == kSkippableWeight || i == kSkippableBias) continue;
+        EXPECT_LE(relative_error(params[i]->grad, expected[i]), kTolerance) << params[i]->name;
+      }
+    }
+  });
+}
+
+TEST_P(DdpUnusedParameters, WithoutFindUnusedEveryRankGetsAnErrorNamingTheParameter) {
+  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
+    const Problem p = skippable_problem();
+    const nn::Dataset data = data_for(p, pg.size());
+    auto model = make_model(p, pg.rank());
+    auto reference = make_model(p, 0);
+    DdpOptions options;
+    options.bucket_cap_mb = 0.001;  // several buckets: some launch during backward, some not
+    DistributedDataParallel ddp(pg, ddp_parameters(*model), options);
+    auto mark = [&](size_t i) { ddp.mark_grad_ready(i); };
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      model->zero_grad();
+      model->set_enabled(kSkippableLayer, pg.rank() != 1);
+      forward_backward(*model, data, slice_begin(p, pg.size(), 0, pg.rank()), p.batch_per_rank, mark);
+      try {
+        ddp.finish_backward();
+        ADD_FAILURE() << "rank " << pg.rank() << ": finish_backward did not throw";
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("'fc2.weight' (parameter 4) on rank 1"), std::string::npos) << m;
+        EXPECT_NE(m.find("'fc2.bias' (parameter 5) on rank 1"), std::string::npos) << m;
+        EXPECT_NE(m.find("find_unused_parameters = true"), std::string::npos) << m;
+      }
+    }
+    // The group and DDP are still in step: a normal iteration works and is right.
+    model->set_enabled(kSkippableLayer, true);
+    model->zero_grad();
+    forward_backward(*model, data, slice_begin(p, pg.size(), 0, pg.rank()), p.batch_per_rank, mark);
+    ddp.finish_backward();
+    const auto expected = averaged_local_gradients(*reference, p, data, pg.size(), 0, [](int) { return true; });
+    const auto params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_LE(relative_error(params[i]->grad, expected[i]), kTolerance) << params[i]->name;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DdpUnusedParameters, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
+
+}  // namespace
+}  // namespace test
+}  // namespace ddp
+}  // namespace distcomm
