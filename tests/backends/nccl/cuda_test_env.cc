@@ -1,0 +1,91 @@
+#include "tests/backends/nccl/cuda_test_env.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+
+#include "backends/nccl/missing_reason.h"
+
+#if DISTCOMM_NCCL_BUILT
+#include <cuda_runtime_api.h>
+#endif
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+struct Answer {
+  int devices = 0;
+  std::string reason;
+};
+
+#if DISTCOMM_NCCL_BUILT
+// Runs in the child: CUDA's answer as "<count>\n<reason>".
+std::string ask_cuda() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return "0\nno CUDA device: cudaGetDeviceCount: " + std::string(cudaGetErrorString(e));
+  if (count == 0) return "0\nno CUDA device: cudaGetDeviceCount found 0 devices";
+  return std::to_string(count) + "\n";
+}
+
+Answer ask_cuda_in_a_child() {
+  int fds[2];
+  if (::pipe(fds) != 0) return {0, "no CUDA device: the test could not make a pipe to ask CUDA"};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string text = ask_cuda();
+    ssize_t ignored = ::write(fds[1], text.data(), text.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos) return {0, "no CUDA device: asking CUDA crashed the probe process"};
+  return {std::stoi(text.substr(0, nl)), text.substr(nl + 1)};
+}
+#endif
+
+const Answer& answer() {
+  static std::once_flag once;
+  static Answer a;
+  std::call_once(once, [] {
+#if DISTCOMM_NCCL_BUILT
+    a = ask_cuda_in_a_child();
+#else
+    a = {0, DISTCOMM_NCCL_MISSING_REASON};
+#endif
+  });
+  return a;
+}
+
+}  // namespace
+
+std::string expected_nccl_unavailable_reason() { return answer().reason; }
+
+int visible_cuda_devices_for_tests() { return answer().devices; }
+
+int test_device_of_rank(int rank) { return answer().devices > 0 ? rank % answer().devices : 0; }
+
+std::string missing_gpus(int n) {
+  const int have = answer().devices;
+  if (have == 0) return answer().reason;
+  if (have < n) {
+    return "needs " + std::to_string(n) + " GPUs (NCCL refuses two ranks on one GPU); this machine has " +
+           std::to_string(have);
+  }
+  return "";
+}
+
+}  // namespace testing
+}  // namespace distcomm

@@ -1,0 +1,148 @@
+// The nccl backend's stream contract on a real GPU (one rank per GPU; one GPU suffices):
+// an op starts after the work already queued on the caller's stream; Work::wait() holds
+// that stream, not the host; "blocking_wait" holds the host. Also what is refused before
+// anything is sent.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/process_group.h"
+#include "tests/backends/nccl/cuda_tensor.h"
+#include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
+
+// Host function queued on a stream: holds everything queued after it for a while, so an
+// op that did not wait for the stream would visibly run too early.
+void CUDART_CB hold_stream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
+}
+int g_hold_ms = 400;
+
+// On `stream`: hold, then write 3.0 into t, then all_reduce PREMUL_SUM(2) ordered after the
+// stream, then copy back. Every rank contributes 2 * 3, so the result is 6 * size; an op
+// that ran before the write would see zeros or only its own 3.
+struct StreamedAllReduce {
+  float* pinned = nullptr;
+  WorkPtr work;
+  Clock::duration wait_took{};
+};
+
+StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream) {
+  StreamedAllReduce s;
+  cudaMallocHost(reinterpret_cast<void**>(&s.pinned), sizeof(float));
+  *s.pinned = 3.0f;
+  cudaLaunchHostFunc(stream, hold_stream, &g_hold_ms);
+  cudaMemcpyAsync(t.tensor().data(), s.pinned, sizeof(float), cudaMemcpyHostToDevice, stream);
+  AllReduceOptions o;
+  o.op = ReduceOp::premul_sum(2.0);
+  o.cuda_stream = stream;
+  s.work = pg.all_reduce(t.tensor(), o);
+  const auto start = Clock::now();
+  s.work->wait();
+  s.wait_took = Clock::now() - start;
+  *s.pinned = -1.0f;
+  cudaMemcpyAsync(s.pinned, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream);
+  cudaStreamSynchronize(stream);
+  return s;
+}
+
+class NcclStreamsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = missing_gpus(1);
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  int world() const { return std::min(2, visible_cuda_devices_for_tests()); }
+};
+
+TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHost) {
+  run_group(world(), "nccl", [](ProcessGroup& pg) {
+    CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
+    cudaStream_t stream;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
+    EXPECT_EQ(*s.pinned, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
+                                              "back did not wait for the op";
+    EXPECT_LT(s.wait_took, std::chrono::milliseconds(g_hold_ms / 2)) << "wait() blocked the host";
+    cudaFreeHost(s.pinned);
+    cudaStreamDestroy(stream);
+  });
+}
+
+TEST_F(NcclStreamsTest, BlockingWaitHoldsTheHostUntilTheOpEnds) {
+  GroupHarnessOptions opts;
+  opts.backend_config["blocking_wait"] = "1";
+  run_group(
+      world(), "nccl",
+      [](ProcessGroup& pg) {
+        CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
+        cudaStream_t stream;
+        check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
+        EXPECT_TRUE(s.work->is_completed());
+        EXPECT_GE(s.wait_took, std::chrono::milliseconds(g_hold_ms * 3 / 4)) << "wait() returned early";
+        EXPECT_EQ(*s.pinned, 6.0f * pg.size());
+        cudaFreeHost(s.pinned);
+        cudaStreamDestroy(stream);
+      },
+      opts);
+}
+
+TEST_F(NcclStreamsTest, WorkCompletesOnItsOwnAndManyOpsMayBeInFlight) {
+  run_group(world(), "nccl", [](ProcessGroup& pg) {
+    const int device = test_device_of_rank(pg.rank());
+    std::vector<CudaTensor> tensors;
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 50; ++i) tensors.emplace_back(Tensor::of<int32_t>({i, 1}), device);
+    for (auto& t : tensors) works.push_back(pg.all_reduce(t.tensor()));
+    for (auto& w : works) w->wait();
+    for (int i = 0; i < 50; ++i) {
+      EXPECT_EQ(tensors[i].to_host().to_doubles(), (std::vector<double>{1.0 * i * pg.size(), 1.0 * pg.size()}));
+    }
+    // The watchdog (or is_completed's own query) ends every Work without a host wait.
+    const auto deadline = Clock::now() + 10s;
+    for (auto& w : works) {
+      while (!w->is_completed() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+      EXPECT_TRUE(w->is_success());
+    }
+  });
+}
+
+TEST_F(NcclStreamsTest, WhatNcclCannotDoIsRefusedBeforeAnythingIsSent) {
+  run_group(world(), "nccl", [](ProcessGroup& pg) {
+    const int device = test_device_of_rank(pg.rank());
+    CudaTensor ints(Tensor::of<int32_t>({1, 2, 3}), device);
+    AllReduceOptions band;
+    band.op = ReduceOp::BAND;
+    try {
+      pg.all_reduce(ints.tensor(), band);
+      ADD_FAILURE() << "BAND on int32 was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("NCCL has no bitwise reductions"), std::string::npos) << e.what();
+    }
+    Tensor elsewhere = Tensor::from_blob(ints.tensor().data(), {3}, DType::kInt32,
+                                         Device::cuda(visible_cuda_devices_for_tests()));
+    EXPECT_THROW(pg.all_reduce(elsewhere), InvalidArgument);
+    Tensor host = Tensor::of<float>({1.0f});
+    EXPECT_THROW(pg.all_reduce(host), InvalidArgument) << "backend nccl has no CPU side";
+    // Nothing was sent: the group goes on.
+    pg.all_reduce(ints.tensor())->wait();
+    EXPECT_EQ(ints.to_host().item(2), 3.0 * pg.size());
+  });
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
