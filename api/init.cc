@@ -150,6 +150,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   if (!config.count("algorithm") && !env_str("DISTCOMM_GLOO_ALGORITHM").empty()) {
     config["algorithm"] = env_str("DISTCOMM_GLOO_ALGORITHM");
   }
+  if (!config.count("local_rank") && env.local_rank >= 0) config["local_rank"] = std::to_string(env.local_rank);
   set_log_identity(rank, world);
 
   ProcessGroupOptions po;

@@ -373,6 +373,9 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   constexpr OpType kOp = OpType::kGather;
   check_tensor(kOp, input, "input");
   check_root(kOp, opts.root);
+  // Checked on every rank, not just the root: a root that refused alone would leave the
+  // others waiting for it until the timeout.
+  require_host(kOp, input, "gather into a list");
   const bool root = rank() == opts.root;
   Tensor flat;
   if (root) {
@@ -381,7 +384,6 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
                             std::to_string(size()) + "), got " + std::to_string(outputs.size()));
     }
     for (auto& o : outputs) check_same(kOp, o, "outputs[i]", input, "input");
-    require_host(kOp, input, "gather into a list");
     flat = Tensor::empty({input.numel() * size()}, input.dtype());
   } else if (!outputs.empty()) {
     throw InvalidArgument(where(kOp) + ": 'outputs' must be empty on non-root ranks (root is " +
@@ -399,6 +401,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   constexpr OpType kOp = OpType::kScatter;
   check_tensor(kOp, output, "output");
   check_root(kOp, opts.root);
+  require_host(kOp, output, "scatter from a list");  // on every rank, as in gather
   Tensor flat;
   if (rank() == opts.root) {
     if (static_cast<int>(inputs.size()) != size()) {
@@ -406,7 +409,6 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                             std::to_string(size()) + "), got " + std::to_string(inputs.size()));
     }
     for (auto& i : inputs) check_same(kOp, i, "inputs[i]", output, "output");
-    require_host(kOp, output, "scatter from a list");
     flat = pack(inputs, output.dtype());
   } else if (!inputs.empty()) {
     throw InvalidArgument(where(kOp) + ": 'inputs' must be empty on non-root ranks (root is " +
