@@ -22,7 +22,10 @@ namespace ddp {
 struct GradBucket {
   size_t index = 0;        // launch order, 0 first
   size_t num_buckets = 0;
-  Tensor buffer;           // flat; one dtype; gradients of locally unused parameters are zero
+  // Flat, one dtype; gradients of locally unused parameters are zero. The last bucket's
+  // buffer ends with one extra element per parameter (which ranks produced which
+  // gradients): reduce the whole buffer, the extra elements like the rest.
+  Tensor buffer;
   std::vector<size_t> parameter_indices;  // which parameters, in buffer order
   std::vector<int64_t> offsets;           // element offset of each in buffer
   bool is_last() const { return index + 1 == num_buckets; }

@@ -11,7 +11,7 @@ namespace distcomm {
 namespace ddp {
 namespace {
 
-// Bits of the per-gradient usage byte every rank contributes in finish_backward().
+// Bits of the per-gradient usage byte each rank contributes when usage is gathered.
 constexpr uint8_t kMarkedThisBackward = 1;
 constexpr uint8_t kUsedSinceSync = 2;  // also in no_sync backward passes since the last sync
 constexpr size_t kMaxNamed = 10;       // gradients named in one error message
@@ -55,10 +55,16 @@ std::vector<BucketSpec> Reducer::assignment_for(const std::vector<size_t>& order
 
 void Reducer::build_buckets(const std::vector<BucketSpec>& assignment) {
   std::vector<Bucket> fresh(assignment.size());
+  usage_tail_ = Tensor();
   for (size_t b = 0; b < assignment.size(); ++b) {
     Bucket& bucket = fresh[b];
     bucket.spec = assignment[b];
-    bucket.buffer = Tensor::zeros({bucket.spec.numel}, bucket.spec.dtype);
+    // The last bucket of a floating dtype carries one extra element per gradient: the
+    // usage flags (fill_usage_tail), reduced with the gradients at no extra collective.
+    const bool carries_usage = b + 1 == assignment.size() && is_floating(bucket.spec.dtype);
+    const int64_t tail = carries_usage ? static_cast<int64_t>(grads_.size()) : 0;
+    bucket.buffer = Tensor::zeros({bucket.spec.numel + tail}, bucket.spec.dtype);
+    if (carries_usage) usage_tail_ = bucket.buffer.flat_slice(bucket.spec.numel, tail);
     bucket.pending = bucket.spec.gradients.size();
     bucket.hook_view.index = b;
     bucket.hook_view.num_buckets = assignment.size();
@@ -119,6 +125,7 @@ void Reducer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   bucket.launched = Clock::now();
   bucket.done_ns->store(0);
+  if (index + 1 == buckets_.size() && usage_tail_.defined()) fill_usage_tail();
   bucket.work = options_.comm_hook(pg_, bucket.hook_view);
   if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
   // The callback holds the buffer: if the reducer goes away mid-flight, the memory the
@@ -165,22 +172,19 @@ bool Reducer::finish_backward() {
   // issues the same reductions whatever its own backward pass did.
   for (size_t b = next_bucket_; b < buckets_.size(); ++b) fill_unmarked(buckets_[b]);
   while (next_bucket_ < buckets_.size()) launch(next_bucket_++);
-  const size_t n = grads_.size();
-  Tensor mine = Tensor::zeros({static_cast<int64_t>(n)}, DType::kUInt8);
-  uint8_t* bits = mine.data_as<uint8_t>();
-  for (size_t i = 0; i < n; ++i) bits[i] = (marked_[i] ? kMarkedThisBackward : 0) | (used_[i] ? kUsedSinceSync : 0);
-  Tensor usage = Tensor::empty({static_cast<int64_t>(n) * pg_.size()}, DType::kUInt8);
-  WorkPtr usage_work = pg_.all_gather_into_tensor(usage, mine);
+  // Which gradients each rank produced normally rides in the last bucket's tail; only
+  // when that bucket cannot carry it is it exchanged by its own collective.
+  Tensor gathered;
+  WorkPtr usage_work = usage_tail_.defined() ? nullptr : gather_usage(gathered);
   const std::exception_ptr error = wait_all(usage_work);
   ++iterations_;
   record_stats(finish_called, Clock::now());
   try {
     if (error) std::rethrow_exception(error);
-    if (!options_.find_unused_parameters) check_all_marked(usage);
-    write_back(usage);
+    write_back(agree_on_usage(gathered));
     if (!rebuilt_ && options_.rebuild_buckets) rebuild_buckets();
   } catch (...) {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < grads_.size(); ++i) {
       if (stashed_[i].defined()) buckets_[bucket_of_[i]].views[slot_of_[i]].copy_from(stashed_[i]);
     }
     end_iteration(/*synced=*/true);
@@ -188,6 +192,52 @@ bool Reducer::finish_backward() {
   }
   end_iteration(/*synced=*/true);
   return true;
+}
+
+WorkPtr Reducer::gather_usage(Tensor& gathered) const {
+  const size_t n = grads_.size();
+  Tensor mine = Tensor::zeros({static_cast<int64_t>(n)}, DType::kUInt8);
+  uint8_t* bits = mine.data_as<uint8_t>();
+  for (size_t i = 0; i < n; ++i) bits[i] = (marked_[i] ? kMarkedThisBackward : 0) | (used_[i] ? kUsedSinceSync : 0);
+  gathered = Tensor::empty({static_cast<int64_t>(n) * pg_.size()}, DType::kUInt8);
+  return pg_.all_gather_into_tensor(gathered, mine);
+}
+
+void Reducer::fill_usage_tail() {
+  // Called when the last bucket launches: by then this rank's usage is final (that bucket
+  // launches after every other, either because every gradient is marked or from
+  // finish_backward). Averaged across ranks, an element is non-zero iff some rank set it.
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    const bool flag = options_.find_unused_parameters ? used_[i] : !marked_[i];
+    usage_tail_.set_item(static_cast<int64_t>(i), flag ? 1.0 : 0.0);
+  }
+}
+
+std::vector<bool> Reducer::agree_on_usage(Tensor gathered) {
+  const size_t n = grads_.size();
+  const bool find_unused = options_.find_unused_parameters;
+  std::vector<bool> flagged(n, false);
+  if (!gathered.defined()) {
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+      flagged[i] = usage_tail_.item(static_cast<int64_t>(i)) != 0;
+      any = any || flagged[i];
+    }
+    if (find_unused) return flagged;                  // used by some rank
+    if (!any) return std::vector<bool>(n, true);      // every rank marked every gradient
+    // Some rank missed a gradient. Every rank sees the same reduced flags, so all of them
+    // gather the details together, to name the gradients and the ranks.
+    gather_usage(gathered)->wait();
+  }
+  if (!find_unused) {
+    check_all_marked(gathered);
+    return std::vector<bool>(n, true);
+  }
+  const uint8_t* bits = gathered.data_as<uint8_t>();
+  for (size_t i = 0; i < n; ++i) {
+    for (int r = 0; r < pg_.size(); ++r) flagged[i] = flagged[i] || (bits[static_cast<size_t>(r) * n + i] & kUsedSinceSync);
+  }
+  return flagged;
 }
 
 std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
@@ -202,7 +252,7 @@ std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
     }
   }
   try {
-    usage_work->wait();
+    if (usage_work) usage_work->wait();
   } catch (...) {
     if (!first) first = with_context(std::current_exception(), "DDP: exchanging which gradients each rank produced");
   }
@@ -232,18 +282,14 @@ void Reducer::check_all_marked(const Tensor& usage) const {
               "were not averaged; the next iteration starts clean.");
 }
 
-void Reducer::write_back(const Tensor& usage) {
-  const size_t n = grads_.size();
-  const uint8_t* bits = usage.data_as<uint8_t>();
-  for (size_t i = 0; i < n; ++i) {
-    bool used_anywhere = !options_.find_unused_parameters;
-    for (int r = 0; r < pg_.size() && !used_anywhere; ++r) used_anywhere = bits[static_cast<size_t>(r) * n + i] & kUsedSinceSync;
-    const Tensor& view = buckets_[bucket_of_[i]].views[slot_of_[i]];
-    if (used_anywhere) {
+void Reducer::write_back(const std::vector<bool>& used_anywhere) {
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    Tensor& view = buckets_[bucket_of_[i]].views[slot_of_[i]];
+    if (used_anywhere[i]) {
       if (!is_bucket_view(i)) grads_[i].grad->copy_from(view);
     } else if (stashed_[i].defined()) {
       // No rank used it: its gradient is left as it was, as if DDP were not there.
-      buckets_[bucket_of_[i]].views[slot_of_[i]].copy_from(stashed_[i]);
+      view.copy_from(stashed_[i]);
     }
   }
 }

@@ -6,10 +6,12 @@
 //
 // Collective discipline: buckets are launched strictly in bucket order, which is the same
 // on every rank, and finish_backward() always launches the buckets that are still missing
-// (with zeros for gradients this rank never produced) plus one small all_gather of the
-// per-rank "which gradients were marked" table. So however the ranks' backward passes
-// differ, they issue the same collectives, and a rank that skipped a gradient makes every
-// rank raise the same error instead of leaving the others waiting.
+// (with zeros for gradients this rank never produced). Which gradients each rank produced
+// travels with the last bucket (a flag per gradient after its gradients, averaged with
+// them; a separate all_gather only where that bucket is not floating point, and when a
+// rank missed a gradient, to name it). So however the ranks' backward passes differ, they
+// issue the same collectives, and a rank that skipped a gradient makes every rank raise
+// the same error instead of leaving the others waiting.
 #pragma once
 
 #include <atomic>
@@ -98,8 +100,11 @@ class Reducer {
   void launch(size_t bucket_index);
   void fill_unmarked(Bucket& bucket);
   std::exception_ptr wait_all(const WorkPtr& usage_work);
+  WorkPtr gather_usage(Tensor& gathered) const;
+  void fill_usage_tail();
+  std::vector<bool> agree_on_usage(Tensor gathered);
   void check_all_marked(const Tensor& usage) const;
-  void write_back(const Tensor& usage);
+  void write_back(const std::vector<bool>& used_anywhere);
   void rebuild_buckets();
   void record_stats(Clock::time_point finish_called, Clock::time_point waited);
   void end_iteration(bool synced);
@@ -115,6 +120,7 @@ class Reducer {
   std::vector<bool> used_;         // marked in any backward since the last synchronised one
   std::vector<size_t> ready_order_;
   std::vector<Tensor> stashed_;    // bucket-view mode: local gradients zeroed while reduced
+  Tensor usage_tail_;              // in the last bucket's buffer, after its gradients (or undefined)
   size_t next_bucket_ = 0;
   bool sync_ = true;
   bool syncing_ = true;  // sync_ as it was when this backward pass began

@@ -1,0 +1,160 @@
+// ddp_bench: what DistributedDataParallel costs and what bucketing buys.
+//
+//   $ bazel run -c opt //tools/ddp_bench -- --nproc=2
+//
+// Every rank trains the same MLP (a few million parameters) on its own batch. The first
+// row runs forward, backward and the SGD step with no communication at all ("local": the
+// same per-rank work); the next rows add DDP with bucket caps from 0 MiB (one all_reduce
+// per parameter) up to a single bucket (communication can only start after backward).
+// Times are the median iteration of each rank, the slowest rank reported. Started by hand
+// it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/init.h"
+#include "api/spawn.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/message_format.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
+
+DEFINE_int32(nproc, 2, "ranks to fork when started by hand");
+DEFINE_string(backend, "gloo", "backend");
+DEFINE_int32(layers, 8, "hidden Linear layers of width x width");
+DEFINE_int32(width, 640, "hidden width (8 x 640 is about 3.3M parameters)");
+DEFINE_int32(batch, 16, "samples per rank per iteration");
+DEFINE_int32(iters, 20, "timed iterations per row");
+DEFINE_int32(warmup, 3, "untimed iterations per row (DDP rebuilds its buckets in the first)");
+DEFINE_string(caps, "0,0.25,1,4,25,one", "bucket_cap_mb values; 'one' is a single bucket");
+
+namespace {
+
+using distcomm::Tensor;
+namespace ddp = distcomm::ddp;
+using Clock = std::chrono::steady_clock;
+
+struct RowResult {
+  double median_ms = 0;
+  size_t buckets = 0;
+  double comm_ms = 0, overlapped_ms = 0, wait_ms = 0;  // means over timed iterations
+};
+
+std::vector<int64_t> model_widths() {
+  std::vector<int64_t> widths = {64};
+  for (int i = 0; i < FLAGS_layers; ++i) widths.push_back(FLAGS_width);
+  widths.push_back(16);
+  return widths;
+}
+
+// The slowest rank's value (every rank gets it).
+double max_over_ranks(distcomm::ProcessGroup& pg, double value) {
+  Tensor t = Tensor::of<double>({value});
+  distcomm::AllReduceOptions max;
+  max.op = distcomm::ReduceOp::MAX;
+  pg.all_reduce(t, max)->wait();
+  return t.item();
+}
+
+// One row: `ddp_options` null means no DDP at all.
+RowResult run_row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options) {
+  auto model = nn::make_mlp(model_widths(), /*seed=*/1);
+  std::unique_ptr<ddp::DistributedDataParallel> ddp_model;
+  if (ddp_options) {
+    std::vector<ddp::NamedParameter> params;
+    for (nn::Parameter* p : model->parameters()) params.push_back({p->name, &p->value, &p->grad});
+    ddp_model = std::make_unique<ddp::DistributedDataParallel>(pg, params, *ddp_options);
+  }
+  nn::Sgd sgd(model->parameters(), 1e-3f);
+  const nn::Dataset data = nn::make_regression(FLAGS_batch, 64, 16, /*seed=*/pg.rank() + 1);
+  nn::GradReadyHook hook;
+  if (ddp_model) hook = [&](size_t i) { ddp_model->mark_grad_ready(i); };
+  std::vector<double> times;
+  RowResult r;
+  pg.barrier()->wait();
+  for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
+    const Clock::time_point start = Clock::now();
+    sgd.zero_grad();
+    Tensor out = model->forward(data.inputs);
+    model->backward(nn::mse_loss(out, data.targets).grad, hook);
+    if (ddp_model) ddp_model->finish_backward();
+    sgd.step();
+    if (it < FLAGS_warmup) continue;
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (ddp_model) {
+      const ddp::IterationStats& s = ddp_model->last_stats();
+      r.buckets = s.bucket_bytes.size();
+      r.comm_ms += s.comm_ms / FLAGS_iters;
+      r.overlapped_ms += s.overlapped_ms / FLAGS_iters;
+      r.wait_ms += s.wait_ms / FLAGS_iters;
+    }
+  }
+  std::sort(times.begin(), times.end());
+  r.median_ms = max_over_ranks(pg, times[times.size() / 2]);
+  r.comm_ms = max_over_ranks(pg, r.comm_ms);
+  r.overlapped_ms = max_over_ranks(pg, r.overlapped_ms);
+  r.wait_ms = max_over_ranks(pg, r.wait_ms);
+  return r;
+}
+
+std::vector<std::string> split_caps(const std::string& text) {
+  std::vector<std::string> caps;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) caps.push_back(item);
+  return caps;
+}
+
+void run_rank() {
+  distcomm::InitOptions init;
+  init.backend = FLAGS_backend;
+  distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
+  auto probe = nn::make_mlp(model_widths(), 1);
+  int64_t params = 0;
+  for (nn::Parameter* p : probe->parameters()) params += p->value.numel();
+  const bool print = pg->rank() == 0;
+  if (print) {
+    std::printf("ddp_bench: %d ranks (%s), MLP 64-%dx%d-16: %.2fM parameters (%s of float32 gradients), "
+                "batch %d per rank, median of %d iterations after %d warm-up\n\n",
+                pg->size(), pg->backend_name().c_str(), FLAGS_layers, FLAGS_width, params / 1e6,
+                ddp::format_bytes(4.0 * params).c_str(), FLAGS_batch, FLAGS_iters, FLAGS_warmup);
+    std::printf("%-26s %7s %10s %9s %9s %11s %9s\n", "mode", "buckets", "iter ms", "vs local", "comm ms",
+                "overlapped", "waited ms");
+  }
+  const RowResult local = run_row(*pg, nullptr);
+  if (print) std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-", "-");
+  for (const std::string& cap : split_caps(FLAGS_caps)) {
+    ddp::DdpOptions options;
+    options.bucket_cap_mb = cap == "one" ? 1e6 : std::atof(cap.c_str());
+    if (cap == "one") options.first_bucket_cap_mb = 1e6;
+    const RowResult r = run_row(*pg, &options);
+    if (!print) continue;
+    const std::string mode = cap == "one" ? "DDP, one bucket" : "DDP, bucket_cap_mb=" + cap;
+    const double overlap = r.comm_ms > 0 ? 100 * r.overlapped_ms / r.comm_ms : 0;
+    std::printf("%-26s %7zu %10.1f %+8.1f%% %9.1f %10.0f%% %9.1f\n", mode.c_str(), r.buckets, r.median_ms,
+                100 * (r.median_ms / local.median_ms - 1), r.comm_ms, overlap, r.wait_ms);
+  }
+  if (print) std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("DDP iteration time vs no communication, across bucket caps");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+    run_rank();
+    return 0;
+  }
+  distcomm::SpawnOptions options;
+  options.backend = FLAGS_backend;
+  distcomm::spawn(FLAGS_nproc, [](int, int) { run_rank(); }, options);
+  return 0;
+}
