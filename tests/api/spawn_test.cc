@@ -17,6 +17,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/tensor.h"
 #include "tests/api/plugin_test_env.h"
 
 namespace distcomm {
@@ -101,6 +102,21 @@ TEST(Spawn, RanksRendezvousOnTheGivenPort) {
         ProcessGroupPtr pg = init_process_group();
         if (pg->rank() != rank || pg->size() != world) throw Error("group disagrees with spawn");
         ordered_print(*pg, "rank " + std::to_string(rank) + " joined");
+      },
+      options);
+}
+
+TEST(Spawn, RunsACollectiveOverGloo) {
+  SpawnOptions options;
+  options.backend = "gloo";
+  options.timeout = std::chrono::seconds(60);
+  spawn(
+      3,
+      [](int rank, int) {
+        ProcessGroupPtr pg = init_process_group();
+        Tensor t = Tensor::of({float(rank + 1)});
+        pg->all_reduce(t)->wait();
+        if (t.item() != 6) throw Error("all_reduce gave " + t.str() + ", expected 6");
       },
       options);
 }

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     distcomm::launch::JobResult result = distcomm::launch::run_job(options_from_flags(std::move(command)));
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
-    std::cerr << "launch: " << e.what() << "\n" << kUsage << "\n";
+    std::cerr << "launch: " << e.what() << "\n(usage: launch [flags] -- program [args...]; launch --help lists the flags)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "launch: cannot start the job: " << e.what() << "\n";

@@ -21,11 +21,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/distcomm/" + path;
-}
-
 const std::string kLaunch = runfile("tools/launch/launch");
 const std::string kProbe = runfile("tests/tools/launch/rank_probe");
 
@@ -36,8 +31,6 @@ std::vector<std::string> launch(std::vector<std::string> flags, std::vector<std:
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }
-
-int exit_code(const Finished& f) { return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : -1; }
 
 // The pids of "ready <pid> <grandchild>" lines: every rank and what it started.
 std::vector<pid_t> ready_pids(const std::string& out) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -110,6 +111,13 @@ Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds dea
              const std::vector<std::string>& extra_env) {
   Subprocess p(argv, extra_env);
   return p.finish(deadline);
+}
+
+int exit_code(const Finished& f) { return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : -1; }
+
+std::string runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/distcomm/" + path;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

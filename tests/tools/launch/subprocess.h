@@ -48,6 +48,12 @@ class Subprocess {
 Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds deadline = std::chrono::seconds(60),
              const std::vector<std::string>& extra_env = {});
 
+// The exit code of a finished process, -1 if a signal ended it.
+int exit_code(const Finished& f);
+
+// The absolute path of a file in the test's runfiles ("tools/launch/launch").
+std::string runfile(const std::string& path);
+
 // The lines of text, without their '\n'.
 std::vector<std::string> lines_of(const std::string& text);
 

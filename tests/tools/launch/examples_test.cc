@@ -1,0 +1,97 @@
+// The examples as a user runs them: started by hand (they launch their own ranks) and
+// through the launcher, over the real gloo plugin.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/tools/launch/subprocess.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+std::string example(const std::string& name) { return runfile("examples/" + name); }
+
+TEST(Examples, AllReducePrintsEveryRankInOrder) {
+  Finished f = run({example("all_reduce"), "--nproc=3"});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out, "Rank 0 has 0\nRank 1 has 0\nRank 2 has 0\n");
+}
+
+TEST(Examples, AllReduceWithFourRanksStaysInRankOrder) {
+  Finished f = run({example("all_reduce"), "--nproc=4"});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out, "Rank 0 has 0\nRank 1 has 0\nRank 2 has 0\nRank 3 has 0\n");
+}
+
+TEST(Examples, AllReduceThroughTheLauncher) {
+  Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=3", "--", example("all_reduce")});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out, "[rank 0] Rank 0 has 0\n[rank 0] Rank 1 has 0\n[rank 0] Rank 2 has 0\n");
+}
+
+TEST(Examples, AnUnknownBackendFailsTheJobWithItsName) {
+  Finished f = run({example("all_reduce"), "--nproc=2", "--backend=no_such_backend"});
+  EXPECT_NE(exit_code(f), 0);
+  EXPECT_NE(f.err.find("no_such_backend"), std::string::npos) << f.err;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(all_reduce: rank \d \(local rank \d, pid \d+\) failed)"))) << f.err;
+}
+
+TEST(Examples, CollectivesShowWhatEveryRankHolds) {
+  Finished f = run({example("collectives"), "--nproc=4"});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  for (const char* expected : {
+           "broadcast from rank 0:\n  rank 0 has [1, 2, 3]\n  rank 1 has [1, 2, 3]\n  rank 2 has [1, 2, 3]\n"
+           "  rank 3 has [1, 2, 3]\n",
+           "reduce (sum of rank+1) to rank 0:\n  rank 0 has [10]\n  rank 1 has [2]\n",
+           "  rank 3 has [0] [10] [20] [30]\n",
+           "gather of rank*rank to rank 0:\n  rank 0 has [0] [1] [4] [9]\n  rank 1 has nothing\n",
+           "scatter from rank 0:\n  rank 0 has [100]\n  rank 1 has [101]\n  rank 2 has [102]\n  rank 3 has [103]\n",
+           "  rank 2 has [2] (rank 1 of 2 in the group)\n  rank 3 has nothing: not in the group\n",
+       }) {
+    EXPECT_NE(f.out.find(expected), std::string::npos) << "missing:\n" << expected << "in:\n" << f.out;
+  }
+}
+
+TEST(Examples, PointToPointPingPongs) {
+  Finished f = run({example("point_to_point"), "--nproc=3"});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out,
+            "rank 0: sent 0, got back 1; sent 2, got back 3; sent 4, got back 5\n"
+            "rank 1: got 0, sent back 1; got 2, sent back 3; got 4, sent back 5\n"
+            "rank 2: no partner, sitting out\n"
+            "rank 0: exchanged without blocking: sent 0, received 1000\n"
+            "rank 1: exchanged without blocking: sent 1000, received 0\n"
+            "rank 2: no partner, sitting out\n");
+}
+
+TEST(Examples, AverageGradientsKeepsReplicasEqualAndSavesOnce) {
+  const std::string model = std::string(std::getenv("TEST_TMPDIR")) + "/model.txt";
+  Finished f = run({example("average_gradients"), "--nproc=3", "--epochs=4", "--model_path=" + model});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::vector<double> losses;
+  std::set<std::string> checksums;
+  std::regex loss(R"(epoch \d: mean loss ([0-9.e-]+))"), checksum(R"(rank \d: parameter checksum (\S+))");
+  for (const std::string& line : lines_of(f.out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, loss)) losses.push_back(std::stod(m[1]));
+    if (std::regex_match(line, m, checksum)) checksums.insert(m[1]);
+  }
+  ASSERT_EQ(losses.size(), 4u) << "only rank 0 reports the loss:\n" << f.out;
+  EXPECT_LT(losses.back(), losses.front() / 2) << f.out;
+  EXPECT_EQ(checksums.size(), 1u) << "the replicas diverged:\n" << f.out;
+  EXPECT_NE(f.out.find("rank 0 saved the model to " + model), std::string::npos) << f.out;
+  std::ifstream saved(model);
+  std::stringstream content;
+  content << saved.rdbuf();
+  EXPECT_EQ(content.str().rfind("fc0.weight float32[4, 16] on cpu\n", 0), 0u) << content.str().substr(0, 200);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
