@@ -167,6 +167,38 @@ TEST_P(DdpUnusedParameters, WithoutFindUnusedEveryRankGetsAnErrorNamingTheParame
   });
 }
 
+// A parameter used in a no_sync() pass but not in the synchronised one still counts as
+// used: its accumulated gradient is reduced.
+TEST_P(DdpUnusedParameters, UseUnderNoSyncCounts) {
+  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
+    const Problem p = skippable_problem();
+    const nn::Dataset data = data_for(p, pg.size());
+    auto model = make_model(p, pg.rank());
+    auto reference = make_model(p, 0);
+    DdpOptions options;
+    options.find_unused_parameters = true;
+    DistributedDataParallel ddp(pg, ddp_parameters(*model), options);
+    auto mark = [&](size_t i) { ddp.mark_grad_ready(i); };
+    model->zero_grad();
+    {
+      auto guard = ddp.no_sync();
+      forward_backward(*model, data, slice_begin(p, pg.size(), 0, pg.rank()), p.batch_per_rank, mark);
+      ddp.finish_backward();
+    }
+    model->set_enabled(kSkippableLayer, false);  // on every rank, in the synchronised pass
+    forward_backward(*model, data, slice_begin(p, pg.size(), 1, pg.rank()), p.batch_per_rank, mark);
+    ddp.finish_backward();
+    const auto first = averaged_local_gradients(*reference, p, data, pg.size(), 0, [](int) { return true; });
+    const auto second = averaged_local_gradients(*reference, p, data, pg.size(), 1, [](int) { return false; });
+    const auto params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor expected = first[i].clone();
+      for (int64_t k = 0; k < expected.numel(); ++k) expected.set_item(k, expected.item(k) + second[i].item(k));
+      EXPECT_LE(relative_error(params[i]->grad, expected), kTolerance) << params[i]->name;
+    }
+  });
+}
+
 // Integer gradients: the last bucket cannot carry the usage flags (an integer average
 // truncates them), so they travel in a separate exchange; the outcome must be the same.
 TEST_P(DdpUnusedParameters, IntegerGradientsExchangeUsageSeparately) {
