@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 #include "api/errors.h"
@@ -60,10 +61,15 @@ void log_rank_zero(const std::string& text) {
 }
 
 void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix) {
-  // Each call gets its own key space; every rank counts calls the same way because
-  // ordered_print is collective.
-  static std::atomic<uint64_t> calls{0};
-  const uint64_t id = calls++;
+  // Each call gets its own key space. Calls are counted per group: every member of a group
+  // makes the same calls on it, but a subgroup's calls are not made by the other ranks.
+  static std::mutex mu;
+  static std::map<std::string, uint64_t> calls;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    id = calls[pg.name()]++;
+  }
   const std::string base = "ordered_print/" + pg.name() + "/" + std::to_string(id) + "/";
   const std::string mine =
       prefix ? prefixed("[rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + "] ", text)

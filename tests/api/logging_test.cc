@@ -50,6 +50,10 @@ TEST(Logging, OrderedPrintComesOutInRankOrder) {
         // The highest rank speaks first: arrival order is the reverse of rank order.
         std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
         ordered_print(*pg, "hello from " + std::to_string(r) + "\nsecond line " + std::to_string(r));
+        // A subgroup's ordered print, made by its members only, must not shift the
+        // world's next one.
+        auto low = pg->new_group({0, 1});
+        if (low) ordered_print(*low, "low " + std::to_string(r), /*prefix=*/false);
         ordered_print(*pg, "again " + std::to_string(r), /*prefix=*/false);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
@@ -72,6 +76,7 @@ TEST(Logging, OrderedPrintComesOutInRankOrder) {
     expected += "[rank " + std::to_string(r) + "/4] hello from " + std::to_string(r) + "\n";
     expected += "[rank " + std::to_string(r) + "/4] second line " + std::to_string(r) + "\n";
   }
+  expected += "low 0\nlow 1\n";
   for (int r = 0; r < world; ++r) expected += "again " + std::to_string(r) + "\n";
   EXPECT_EQ(got.str(), expected);
 }
