@@ -6,7 +6,8 @@
 // row runs forward, backward and the SGD step with no communication at all ("local": the
 // same per-rank work); the next rows add DDP with bucket caps from 0 MiB (one all_reduce
 // per parameter) up to a single bucket (communication can only start after backward).
-// Times are the median iteration of each rank, the slowest rank reported. Started by hand
+// Times are the median iteration of each rank, the slowest rank reported; the rows take
+// turns iteration by iteration, so a busy machine slows them alike. Started by hand
 // it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
 #include <gflags/gflags.h>
 
@@ -64,46 +65,58 @@ double max_over_ranks(distcomm::ProcessGroup& pg, double value) {
   return t.item();
 }
 
-// One row: `ddp_options` null means no DDP at all.
-RowResult run_row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options) {
-  auto model = nn::make_mlp(model_widths(), /*seed=*/1);
-  std::unique_ptr<ddp::DistributedDataParallel> ddp_model;
-  if (ddp_options) {
+// One row of the table: a model of its own, with DDP or without.
+class Row {
+ public:
+  // ddp_options null: no DDP, no communication at all.
+  Row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options)
+      : model_(nn::make_mlp(model_widths(), /*seed=*/1)),
+        sgd_(model_->parameters(), 1e-3f),
+        data_(nn::make_regression(FLAGS_batch, 64, 16, /*seed=*/pg.rank() + 1)) {
+    if (!ddp_options) return;
     std::vector<ddp::NamedParameter> params;
-    for (nn::Parameter* p : model->parameters()) params.push_back({p->name, &p->value, &p->grad});
-    ddp_model = std::make_unique<ddp::DistributedDataParallel>(pg, params, *ddp_options);
+    for (nn::Parameter* p : model_->parameters()) params.push_back({p->name, &p->value, &p->grad});
+    ddp_ = std::make_unique<ddp::DistributedDataParallel>(pg, params, *ddp_options);
+    hook_ = [this](size_t i) { ddp_->mark_grad_ready(i); };
   }
-  nn::Sgd sgd(model->parameters(), 1e-3f);
-  const nn::Dataset data = nn::make_regression(FLAGS_batch, 64, 16, /*seed=*/pg.rank() + 1);
-  nn::GradReadyHook hook;
-  if (ddp_model) hook = [&](size_t i) { ddp_model->mark_grad_ready(i); };
-  std::vector<double> times;
-  RowResult r;
-  pg.barrier()->wait();
-  for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
+
+  void iteration(bool timed) {
     const Clock::time_point start = Clock::now();
-    sgd.zero_grad();
-    Tensor out = model->forward(data.inputs);
-    model->backward(nn::mse_loss(out, data.targets).grad, hook);
-    if (ddp_model) ddp_model->finish_backward();
-    sgd.step();
-    if (it < FLAGS_warmup) continue;
-    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    if (ddp_model) {
-      const ddp::IterationStats& s = ddp_model->last_stats();
-      r.buckets = s.bucket_bytes.size();
-      r.comm_ms += s.comm_ms / FLAGS_iters;
-      r.overlapped_ms += s.overlapped_ms / FLAGS_iters;
-      r.wait_ms += s.wait_ms / FLAGS_iters;
-    }
+    sgd_.zero_grad();
+    Tensor out = model_->forward(data_.inputs);
+    model_->backward(nn::mse_loss(out, data_.targets).grad, hook_);
+    if (ddp_) ddp_->finish_backward();
+    sgd_.step();
+    if (!timed) return;
+    times_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (!ddp_) return;
+    const ddp::IterationStats& s = ddp_->last_stats();
+    result_.buckets = s.bucket_bytes.size();
+    result_.comm_ms += s.comm_ms / FLAGS_iters;
+    result_.overlapped_ms += s.overlapped_ms / FLAGS_iters;
+    result_.wait_ms += s.wait_ms / FLAGS_iters;
   }
-  std::sort(times.begin(), times.end());
-  r.median_ms = max_over_ranks(pg, times[times.size() / 2]);
-  r.comm_ms = max_over_ranks(pg, r.comm_ms);
-  r.overlapped_ms = max_over_ranks(pg, r.overlapped_ms);
-  r.wait_ms = max_over_ranks(pg, r.wait_ms);
-  return r;
-}
+
+  // Collective: the slowest rank's numbers.
+  RowResult result(distcomm::ProcessGroup& pg) {
+    std::sort(times_.begin(), times_.end());
+    RowResult r = result_;
+    r.median_ms = max_over_ranks(pg, times_[times_.size() / 2]);
+    r.comm_ms = max_over_ranks(pg, r.comm_ms);
+    r.overlapped_ms = max_over_ranks(pg, r.overlapped_ms);
+    r.wait_ms = max_over_ranks(pg, r.wait_ms);
+    return r;
+  }
+
+ private:
+  std::unique_ptr<nn::Sequential> model_;
+  nn::Sgd sgd_;
+  nn::Dataset data_;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp_;
+  nn::GradReadyHook hook_;
+  std::vector<double> times_;
+  RowResult result_;
+};
 
 std::vector<std::string> split_caps(const std::string& text) {
   std::vector<std::string> caps;
@@ -128,15 +141,27 @@ void run_rank() {
     std::printf("%-26s %7s %10s %9s %9s %11s %9s\n", "mode", "buckets", "iter ms", "vs local", "comm ms",
                 "overlapped", "waited ms");
   }
-  const RowResult local = run_row(*pg, nullptr);
-  if (print) std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-", "-");
-  for (const std::string& cap : split_caps(FLAGS_caps)) {
+  // The rows take turns, one iteration each, so that a change in the machine's load
+  // (other processes, frequency) affects every row alike.
+  const std::vector<std::string> caps = split_caps(FLAGS_caps);
+  std::vector<std::unique_ptr<Row>> rows;
+  rows.push_back(std::make_unique<Row>(*pg, nullptr));
+  for (const std::string& cap : caps) {
     ddp::DdpOptions options;
     options.bucket_cap_mb = cap == "one" ? 1e6 : std::atof(cap.c_str());
     if (cap == "one") options.first_bucket_cap_mb = 1e6;
-    const RowResult r = run_row(*pg, &options);
+    rows.push_back(std::make_unique<Row>(*pg, &options));
+  }
+  pg->barrier()->wait();
+  for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
+    for (auto& row : rows) row->iteration(/*timed=*/it >= FLAGS_warmup);
+  }
+  const RowResult local = rows[0]->result(*pg);
+  if (print) std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-", "-");
+  for (size_t i = 0; i < caps.size(); ++i) {
+    const RowResult r = rows[i + 1]->result(*pg);
     if (!print) continue;
-    const std::string mode = cap == "one" ? "DDP, one bucket" : "DDP, bucket_cap_mb=" + cap;
+    const std::string mode = caps[i] == "one" ? "DDP, one bucket" : "DDP, bucket_cap_mb=" + caps[i];
     const double overlap = r.comm_ms > 0 ? 100 * r.overlapped_ms / r.comm_ms : 0;
     std::printf("%-26s %7zu %10.1f %+8.1f%% %9.1f %10.0f%% %9.1f\n", mode.c_str(), r.buckets, r.median_ms,
                 100 * (r.median_ms / local.median_ms - 1), r.comm_ms, overlap, r.wait_ms);
