@@ -1,0 +1,287 @@
+#include "backends/mpi/mpi_backend.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <string>
+
+#include "api/errors.h"
+#include "backends/mpi/mpi_types.h"
+#include "backends/mpi/mpi_work.h"
+
+namespace distcomm {
+namespace mpi {
+namespace {
+
+int64_t parse_max_count(const std::map<std::string, std::string>& config) {
+  auto it = config.find("max_count_per_call");
+  if (it == config.end()) return INT_MAX;
+  int64_t value = 0;
+  try {
+    size_t used = 0;
+    value = std::stoll(it->second, &used);
+    if (used != it->second.size()) value = 0;
+  } catch (const std::exception&) {
+    value = 0;
+  }
+  if (value < 1 || value > INT_MAX) {
+    throw InvalidArgument("mpi backend: config max_count_per_call='" + it->second +
+                          "' must be an integer from 1 to 2147483647");
+  }
+  return value;
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const char* a0 = static_cast<const char*>(a.data());
+  const char* b0 = static_cast<const char*>(b.data());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// Tag for MPI_Comm_create_group: the same on every member, and distinct between groups
+// that a process may be creating at the same time (one per thread).
+int creation_tag(const std::string& group_name) {
+  return static_cast<int>(std::hash<std::string>()(group_name) & 0x7fff);
+}
+
+}  // namespace
+
+bool is_world_in_order(const std::vector<int>& global_ranks, int world_size) {
+  if (global_ranks.empty()) return true;
+  if (static_cast<int>(global_ranks.size()) != world_size) return false;
+  for (size_t i = 0; i < global_ranks.size(); ++i) {
+    if (global_ranks[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+MpiBackend::MpiBackend(BackendOptions options, Runtime& runtime)
+    : Backend(std::move(options)), runtime_(runtime), max_count_(parse_max_count(this->options().config)) {
+  MPI_Comm comm = create_comm();
+  queue_ = runtime_.attach(comm);
+}
+
+MpiBackend::~MpiBackend() { shutdown(); }
+
+MPI_Comm MpiBackend::create_comm() const {
+  const BackendOptions& o = options();
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_SUCCESS;
+  runtime_.run_setup([&] {
+    if (is_world_in_order(o.global_ranks, runtime_.world_size())) {
+      rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    } else {
+      MPI_Group world_group, group;
+      MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+      MPI_Group_incl(world_group, static_cast<int>(o.global_ranks.size()), o.global_ranks.data(), &group);
+      rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, creation_tag(o.group_name), &comm);
+      MPI_Group_free(&group);
+      MPI_Group_free(&world_group);
+    }
+    if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  });
+  if (rc != MPI_SUCCESS) {
+    std::rethrow_exception(error_from("mpi backend: creating the communicator of group '" + o.group_name + "'", rc));
+  }
+  int rank = -1, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (rank != o.rank || size != o.size) {
+    runtime_.run_setup([&] { MPI_Comm_free(&comm); });
+    throw InvalidArgument("mpi backend: group '" + o.group_name + "' expects rank " + std::to_string(o.rank) +
+                          " of " + std::to_string(o.size) + ", but its MPI communicator has rank " +
+                          std::to_string(rank) + " of " + std::to_string(size));
+  }
+  return comm;
+}
+
+std::vector<OpType> MpiBackend::supported_ops() const {
+  return {OpType::kAllReduce, OpType::kAllReduceCoalesced, OpType::kBroadcast, OpType::kReduce,
+          OpType::kAllGather, OpType::kGather, OpType::kScatter, OpType::kReduceScatter,
+          OpType::kAllToAll, OpType::kBarrier, OpType::kSend, OpType::kRecv, OpType::kRecvAnySource};
+}
+
+std::unique_ptr<Op> MpiBackend::make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data) {
+  auto op = std::make_unique<Op>();
+  op->call = call;
+  std::string description = ctx.description;
+  if (description.empty()) {
+    description = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" +
+                  options().group_name + "' " + op_type_name(type) + " #" + std::to_string(ctx.seq);
+  }
+  op->work = std::make_shared<MpiWork>(type, ctx.seq, std::move(description), runtime_);
+  // A zero or negative timeout means none (the ProcessGroup always resolves one).
+  op->timeout = ctx.timeout;
+  if (ctx.timeout.count() > 0) op->deadline = Op::Clock::now() + ctx.timeout;
+  op->max_count = max_count_;
+  if (data.defined()) {
+    op->data = static_cast<char*>(data.data());
+    op->count = data.numel();
+    op->element_size = element_size(data.dtype());
+    op->type = datatype_of(data.dtype());
+    if (data.owns_memory()) op->keep_alive[0] = data;
+  }
+  return op;
+}
+
+WorkPtr MpiBackend::submit(std::unique_ptr<Op> op) {
+  WorkPtr work = op->work;
+  queue_->submit(std::move(op));
+  return work;
+}
+
+void MpiBackend::check_count(OpType type, int64_t count, const char* what) const {
+  if (count > INT_MAX) {
+    throw InvalidArgument(std::string("mpi backend: ") + op_type_name(type) + " of " + std::to_string(count) +
+                          " " + what + " exceeds MPI's int count (2147483647); split the tensor");
+  }
+}
+
+void MpiBackend::check_tag(OpType type, int tag) const {
+  if (tag < 0 || tag > runtime_.tag_upper_bound()) {
+    throw InvalidArgument(std::string("mpi backend: ") + op_type_name(type) + " tag " + std::to_string(tag) +
+                          " is outside MPI's range 0.." + std::to_string(runtime_.tag_upper_bound()));
+  }
+}
+
+const char* MpiBackend::separate_input(Op& op, const Tensor& input, const Tensor& output) {
+  op.keep_alive[1] = overlaps(input, output) ? input.clone() : input;
+  return static_cast<const char*>(op.keep_alive[1].data());
+}
+
+WorkPtr MpiBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
+  auto op = make_op(Call::kAllreduce, OpType::kAllReduce, ctx, tensor);
+  op->reduce_op = op_of(opts.op, tensor.dtype());
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
+  auto op = make_op(Call::kBcast, OpType::kBroadcast, ctx, tensor);
+  op->root = opts.root;
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
+  auto op = make_op(Call::kReduce, OpType::kReduce, ctx, tensor);
+  op->reduce_op = op_of(opts.op, tensor.dtype());
+  op->root = opts.root;
+  op->is_root = opts.root == rank();
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&,
+                               const OpContext& ctx) {
+  check_count(OpType::kAllGather, input.numel(), "elements per rank");
+  auto op = make_op(Call::kAllgather, OpType::kAllGather, ctx, output);
+  op->count = input.numel();
+  const char* own_block = op->data + rank() * op->count * static_cast<int64_t>(op->element_size);
+  op->in_place = input.data() == own_block;
+  if (!op->in_place) op->input = separate_input(*op, input, output);
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
+                           const OpContext& ctx) {
+  check_count(OpType::kGather, input.numel(), "elements per rank");
+  const bool is_root = opts.root == rank();
+  auto op = make_op(Call::kGather, OpType::kGather, ctx, is_root ? output : Tensor());
+  op->count = input.numel();
+  op->type = datatype_of(input.dtype());
+  op->element_size = element_size(input.dtype());
+  op->root = opts.root;
+  op->in_place = is_root && input.data() == op->data + rank() * op->count * static_cast<int64_t>(op->element_size);
+  if (!op->in_place) op->input = separate_input(*op, input, is_root ? output : Tensor());
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
+                            const OpContext& ctx) {
+  check_count(OpType::kScatter, output.numel(), "elements per rank");
+  auto op = make_op(Call::kScatter, OpType::kScatter, ctx, output);
+  op->root = opts.root;
+  if (opts.root == rank()) {
+    const char* own_block = static_cast<const char*>(input.data()) + rank() * op->count * static_cast<int64_t>(op->element_size);
+    op->in_place = output.data() == own_block;
+    op->input = separate_input(*op, input, op->in_place ? Tensor() : output);
+    }
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                                   const OpContext& ctx) {
+  check_count(OpType::kReduceScatter, output.numel(), "elements per rank");
+  auto op = make_op(Call::kReduceScatter, OpType::kReduceScatter, ctx, output);
+  op->reduce_op = op_of(opts.op, output.dtype());
+  op->input = separate_input(*op, input, output);
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                               const std::vector<int64_t>& input_counts, const AllToAllOptions&,
+                               const OpContext& ctx) {
+  check_count(OpType::kAllToAll, input.numel(), "input elements");
+  check_count(OpType::kAllToAll, output.numel(), "output elements");
+  auto op = make_op(Call::kAlltoall, OpType::kAllToAll, ctx, output);
+  op->input = separate_input(*op, input, output);
+  const bool equal = std::all_of(input_counts.begin(), input_counts.end(), [&](int64_t c) { return c == input_counts[0]; }) &&
+                     output_counts == input_counts;
+  if (equal && !input_counts.empty()) {
+    op->count = input_counts[0];
+  } else {
+    op->call = Call::kAlltoallv;
+    auto to_ints = [](const std::vector<int64_t>& counts, std::vector<int>* out, std::vector<int>* displs) {
+      out->assign(counts.begin(), counts.end());
+      displs->resize(counts.size());
+      std::exclusive_scan(out->begin(), out->end(), displs->begin(), 0);
+    };
+    to_ints(input_counts, &op->send_counts, &op->send_displs);
+    to_ints(output_counts, &op->recv_counts, &op->recv_displs);
+  }
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::barrier(const BarrierOptions&, const OpContext& ctx) {
+  return submit(make_op(Call::kBarrier, OpType::kBarrier, ctx, Tensor()));
+}
+
+WorkPtr MpiBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
+  check_tag(OpType::kSend, opts.tag);
+  auto op = make_op(Call::kSend, OpType::kSend, ctx, tensor);
+  op->root = dst;
+  op->tag = opts.tag;
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
+  check_tag(OpType::kRecv, opts.tag);
+  auto op = make_op(Call::kRecv, OpType::kRecv, ctx, tensor);
+  op->root = src;
+  op->tag = opts.tag;
+  return submit(std::move(op));
+}
+
+WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
+  check_tag(OpType::kRecvAnySource, opts.tag);
+  // The slices of a split message must all come from one sender, unknown until the first
+  // arrives: refuse rather than risk interleaving two senders' slices.
+  if (tensor.numel() > max_count_) {
+    throw InvalidArgument("mpi backend: recv_any_source of " + std::to_string(tensor.numel()) +
+                          " elements exceeds the " + std::to_string(max_count_) +
+                          " elements of one MPI call; recv from a known source instead");
+  }
+  auto op = make_op(Call::kRecv, OpType::kRecvAnySource, ctx, tensor);
+  op->root = MPI_ANY_SOURCE;
+  op->tag = opts.tag;
+  return submit(std::move(op));
+}
+
+void MpiBackend::shutdown() {
+  if (!queue_) return;
+  runtime_.detach(queue_, std::make_exception_ptr(Error(
+                              "mpi backend: group '" + options().group_name +
+                              "' was shut down (ProcessGroup::abort or destruction) before this op finished")));
+  queue_.reset();
+}
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,83 @@
+// MpiBackend: one distcomm group over one MPI communicator.
+//
+// The world group gets a duplicate of MPI_COMM_WORLD (the program's own MPI traffic on
+// MPI_COMM_WORLD cannot mix with distcomm's); a subgroup gets MPI_Comm_create_group over
+// its ranks, a call that involves only the group's members, as ProcessGroup::new_group
+// requires. Each op becomes an mpi::Op on the group's queue, which the process's MPI
+// thread runs (mpi_runtime.h); the op returns its Work at once.
+//
+// Configuration (BackendOptions::config):
+//   "max_count_per_call": elements per MPI call (default and maximum 2^31-1, MPI's int
+//   count); larger all_reduce/reduce/broadcast/send/recv are split into several calls.
+//   "progress": "waiters" (default) or "thread", see mpi_runtime.h; read by the plugin
+//   when the first group of the process is created.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/backend.h"
+#include "backends/mpi/mpi_op.h"
+#include "backends/mpi/mpi_runtime.h"
+#include "backends/mpi/op_queue.h"
+
+namespace distcomm {
+namespace mpi {
+
+// Whether a group's global ranks are the whole MPI world in MPI's order (its communicator
+// is then a duplicate of MPI_COMM_WORLD; a reordered one, from split, needs its own).
+bool is_world_in_order(const std::vector<int>& global_ranks, int world_size);
+
+class MpiBackend : public Backend {
+ public:
+  // Collective over the group's ranks. Throws InvalidArgument when the options' rank and
+  // size disagree with MPI's view of the job.
+  MpiBackend(BackendOptions options, Runtime& runtime);
+  ~MpiBackend() override;
+
+  std::string name() const override { return "mpi"; }
+  std::vector<OpType> supported_ops() const override;
+
+  WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
+  WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;
+  WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
+                     const OpContext& ctx) override;
+  WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
+                 const OpContext& ctx) override;
+  WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
+                  const OpContext& ctx) override;
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                         const OpContext& ctx) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                     const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
+                     const OpContext& ctx) override;
+  WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
+  WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) override;
+
+  void shutdown() override;
+
+ private:
+  MPI_Comm create_comm() const;
+  // An op on `data` (dtype, count) with its Work and deadline filled in.
+  std::unique_ptr<Op> make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data);
+  WorkPtr submit(std::unique_ptr<Op> op);
+  // MPI counts are int: refuses (before anything is sent) a count that cannot be split.
+  void check_count(OpType type, int64_t count, const char* what) const;
+  void check_tag(OpType type, int tag) const;
+  // The input of a gather-like op, kept alive by the op: a copy when it overlaps `output`
+  // (MPI forbids aliased buffers; the exact in-place layouts use MPI_IN_PLACE instead).
+  const char* separate_input(Op& op, const Tensor& input, const Tensor& output);
+
+  Runtime& runtime_;
+  int64_t max_count_ = INT_MAX;
+  std::shared_ptr<OpQueue> queue_;
+};
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,94 @@
+// One distcomm op expressed as MPI nonblocking calls, and how it advances.
+//
+// Every op runs as MPI's nonblocking variant (MPI_Iallreduce, MPI_Isend, ...) so that the
+// backend's thread can watch deadlines with MPI_Test instead of sitting inside MPI.
+// MPI counts are int: an elementwise op (all_reduce, reduce, broadcast, send, recv) on more
+// than max_count elements runs as several calls on consecutive slices -- a collective one
+// call after another, a send or recv all calls at once, so that the order of messages
+// between two ranks stays the order of the ops.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <exception>
+#include <vector>
+
+#include "api/tensor.h"
+#include "api/work.h"
+
+namespace distcomm {
+namespace mpi {
+
+enum class Call : uint8_t {
+  kAllreduce,
+  kReduce,
+  kBcast,
+  kAllgather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAlltoall,
+  kAlltoallv,
+  kBarrier,
+  kSend,
+  kRecv,
+};
+
+const char* call_name(Call call);  // "MPI_Iallreduce"
+
+// Point-to-point calls do not hold their group's queue (see op_queue.h).
+inline bool is_p2p(Call call) { return call == Call::kSend || call == Call::kRecv; }
+
+struct Op {
+  using Clock = std::chrono::steady_clock;
+
+  Call call = Call::kBarrier;
+  WorkPtr work;
+  Clock::time_point deadline = Clock::time_point::max();
+  std::chrono::milliseconds timeout{0};  // for the Timeout message
+
+  // data: the tensor reduced or broadcast in place, the output, or what send sends.
+  // input: the separate input of gather-like ops.
+  char* data = nullptr;
+  const char* input = nullptr;
+  // all_gather/gather: this rank's input already sits in its block of the output;
+  // scatter: the root's output already sits in its block of the input (MPI_IN_PLACE).
+  bool in_place = false;
+  int64_t count = 0;  // elements: the whole tensor, or one rank's block
+  size_t element_size = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op reduce_op = MPI_OP_NULL;
+  int root = 0;  // root, dst, or src (MPI_ANY_SOURCE)
+  bool is_root = false;
+  int tag = 0;
+  int64_t max_count = INT_MAX;
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;  // alltoallv
+  Tensor keep_alive[2];  // owned storage and scratch copies that the MPI calls use
+
+  // Progress, on the MPI thread only: the requests started so far, and how many are done.
+  std::vector<MPI_Request> requests;
+  size_t completed = 0;
+};
+
+// How many MPI calls the op takes (1 unless an elementwise op exceeds max_count).
+int64_t call_count(const Op& op);
+
+// Starts the op: its first call, or every call of a send or recv. Null or the error.
+std::exception_ptr start(Op& op, MPI_Comm comm);
+
+// Tests the running calls and starts the next slice of a split collective. Sets *done
+// when every call has finished. Null or the error (MPI's, or a recv of the wrong size).
+std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done);
+
+// Cancels the receives of an op that is given up, so MPI does not write into the tensor
+// later (a started collective cannot be cancelled).
+void cancel_receives(Op& op);
+
+// Tests an abandoned op's requests; true once all have finished (or failed).
+bool test_abandoned(Op& op);
+
+}  // namespace mpi
+}  // namespace distcomm

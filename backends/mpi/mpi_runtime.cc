@@ -1,0 +1,371 @@
+#include "backends/mpi/mpi_runtime.h"
+
+#include <sched.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "api/errors.h"
+#include "backends/mpi/mpi_types.h"
+
+namespace distcomm {
+namespace mpi {
+namespace {
+
+// With nothing to poll, the MPI thread naps this long at a time, for kNapWindow after it
+// last had something to do, before it sleeps for good. While it naps, a submit needs no
+// wake-up (a futex call costs about as much as a small all_reduce), yet an op that nobody
+// waits for is picked up within a nap.
+constexpr auto kNap = std::chrono::microseconds(20);
+constexpr auto kNapWindow = std::chrono::milliseconds(10);
+// On an oversubscribed host, a polling thread that has seen nothing start or end for this
+// long yields between tests, so that ranks sharing a core let each other run.
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+// Ops given up after a timeout are tested this often while nothing else runs.
+constexpr auto kAbandonedTestInterval = std::chrono::milliseconds(50);
+
+std::mutex g_start_mu;
+// Never deleted: static destructors that run after exit (a default group being
+// destroyed) may still reach it, and must find it finalised rather than gone.
+Runtime* g_runtime = nullptr;
+
+// Set while this thread runs a round: run() then runs its task inline, and drive() must
+// not start a nested round (a Work callback that waits would wait for itself).
+thread_local bool t_in_round = false;
+
+std::exception_ptr exiting_error() {
+  return std::make_exception_ptr(BackendUnavailable(
+      "mpi backend: the process is exiting and MPI is being finalized; no new operation can start"));
+}
+
+// Whether this host runs more ranks than this process may use cores: then a polling thread
+// must yield, or it would hold a core a peer needs to make progress (Open MPI's own rule
+// for its blocking calls).
+bool host_is_oversubscribed() {
+  int local_ranks = 1;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* v = std::getenv(name)) {
+      local_ranks = std::max(1, std::atoi(v));
+      break;
+    }
+  }
+  cpu_set_t cpus;
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return local_ranks > cores;
+}
+
+// Tracks progress of a polling loop; once nothing has moved for a while, yields the CPU
+// between tests if the host is oversubscribed.
+class Backoff {
+ public:
+  explicit Backoff(bool yield) : yield_(yield) {}
+  void after(bool progressed, Runtime::Clock::time_point now) {
+    if (progressed) {
+      last_progress_ = now;
+    } else if (yield_ && now - last_progress_ > kSpinBeforeYield) {
+      sched_yield();
+    }
+  }
+
+ private:
+  const bool yield_;
+  Runtime::Clock::time_point last_progress_ = Runtime::Clock::now();
+};
+
+}  // namespace
+
+Runtime& Runtime::start(bool waiters_drive) {
+  std::unique_lock<std::mutex> start_lock(g_start_mu);
+  if (!g_runtime) {
+    g_runtime = new Runtime();
+    g_runtime->waiters_drive_ = waiters_drive;
+    g_runtime->thread_ = std::thread([] { g_runtime->thread_main(); });
+  }
+  Runtime& rt = *g_runtime;
+  std::unique_lock<std::mutex> lock(rt.mu_);
+  rt.done_cv_.wait(lock, [&] { return rt.state_ != State::kStarting; });
+  switch (rt.state_) {
+    case State::kRunning:
+      return rt;
+    case State::kFailed:
+      std::rethrow_exception(rt.start_error_);
+    default:
+      throw BackendUnavailable(
+          "mpi backend: MPI was finalized at exit in this process and cannot be initialized again");
+  }
+}
+
+void Runtime::thread_main() {
+  try {
+    initialize();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_error_ = std::current_exception();
+    state_ = State::kFailed;
+    done_cv_.notify_all();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = State::kRunning;
+  }
+  done_cv_.notify_all();
+  serve();
+  close();
+}
+
+void Runtime::initialize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    throw BackendUnavailable("mpi backend: MPI was already finalized in this process; it cannot be "
+                             "initialized again");
+  }
+  if (initialized) {
+    MPI_Query_thread(&thread_level_);
+    if (thread_level_ < MPI_THREAD_MULTIPLE) {
+      throw BackendUnavailable(
+          std::string("mpi backend: the program initialized MPI with ") + thread_level_name(thread_level_) +
+          ", but the backend calls MPI from its own thread and needs MPI_THREAD_MULTIPLE: call "
+          "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), or leave initializing MPI "
+          "to distcomm");
+    }
+  } else {
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_);
+    if (rc != MPI_SUCCESS) {
+      throw BackendUnavailable("mpi backend: MPI_Init_thread failed: " + error_string(rc));
+    }
+    owns_mpi_ = true;
+    // Known only now; FUNNELED is all this thread needs to make every call itself.
+    if (thread_level_ < MPI_THREAD_FUNNELED) {
+      throw BackendUnavailable(std::string("mpi backend: the MPI library gives only ") +
+                               thread_level_name(thread_level_) +
+                               "; the backend needs at least MPI_THREAD_FUNNELED");
+    }
+    // Registered after MPI_Init, so it runs before the handlers MPI registered itself.
+    std::atexit([] { g_runtime->stop_at_exit(); });
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  int* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+  if (found && tag_ub) tag_upper_bound_ = *tag_ub;
+  register_reduced_float_types();
+  yield_when_idle_ = host_is_oversubscribed();
+  waiters_drive_ = waiters_drive_ && thread_level_ == MPI_THREAD_MULTIPLE;
+}
+
+Runtime::RoundResult Runtime::round(bool refuse_new) {
+  t_in_round = true;
+  run_tasks();
+  if (refuse_new) {
+    for (auto& queue : queues_) queue->refuse_new(exiting_error());
+  }
+  RoundResult result;
+  const Clock::time_point now = Clock::now();
+  // By index, holding each queue: a Work callback may detach a queue (erasing it here).
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    std::shared_ptr<OpQueue> queue = queues_[i];
+    const OpQueue::State state = queue->progress(now);
+    result.running |= state != OpQueue::State::kIdle;
+    result.progressed |= state == OpQueue::State::kProgressed;
+  }
+  if (!abandoned_.empty() && (result.running || now - last_abandoned_test_ > kAbandonedTestInterval)) {
+    abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
+                                    [](const std::unique_ptr<Op>& op) { return test_abandoned(*op); }),
+                     abandoned_.end());
+    last_abandoned_test_ = now;
+  }
+  t_in_round = false;
+  return result;
+}
+
+void Runtime::serve() {
+  // Naps of 20 us need a timer slack below the default 50 us.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  Backoff backoff(yield_when_idle_);
+  bool idle_before = true;
+  while (true) {
+    const uint64_t seen = epoch_.load();
+    const bool exiting = exiting_.load();
+    // A thread in Work::wait drives the rounds: stand back rather than compete for the
+    // lock and the CPU. Its ops are looked at again when it leaves.
+    if (!exiting && drivers_.load() > 0) {
+      wait_for_work(seen);
+      continue;
+    }
+    RoundResult r;
+    {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      r = round(exiting);
+    }
+    if (r.running) {
+      backoff.after(r.progressed || idle_before, Clock::now());
+      idle_before = false;
+      continue;
+    }
+    if (exiting) return;  // drained
+    idle_before = true;
+    wait_for_work(seen);
+  }
+}
+
+void Runtime::wait_for_work(uint64_t seen) {
+  // Something to do: a task or wake-up (epoch), or ops in flight that no thread drives.
+  auto work_came = [&] { return epoch_.load() != seen || (drivers_.load() == 0 && in_flight_.load() > 0); };
+  const Clock::time_point nap_until = Clock::now() + kNapWindow;
+  while (Clock::now() < nap_until) {
+    std::this_thread::sleep_for(kNap);
+    if (work_came()) return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  sleeping_.store(true);
+  // Woken by wake(); and now and then anyway, to test ops given up after a timeout.
+  wake_cv_.wait_for(lock, kAbandonedTestInterval, work_came);
+  sleeping_.store(false);
+}
+
+void Runtime::wake() {
+  // Pairs with wait_for_work: either the sleeper sees the new epoch before it sleeps, or
+  // this sees sleeping_ and notifies under the lock the sleeper waits with. A napping
+  // thread needs no notification: it looks at the epoch after every nap.
+  epoch_.fetch_add(1);
+  if (sleeping_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_cv_.notify_one();
+  }
+}
+
+void Runtime::submitted() {
+  if (waiters_drive_ && !t_in_round && progress_mu_.try_lock()) {
+    round(false);
+    progress_mu_.unlock();
+  }
+  // The caller may never wait: unless a waiter is driving, the MPI thread takes over.
+  if (drivers_.load() == 0) wake();
+}
+
+bool Runtime::in_round() { return t_in_round; }
+
+bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadline) {
+  if (!waiters_drive_ || t_in_round) return false;
+  drivers_.fetch_add(1);
+  Backoff backoff(yield_when_idle_);
+  while (!done() && Clock::now() < deadline) {
+    bool progressed = false;
+    if (progress_mu_.try_lock()) {
+      progressed = round(false).progressed;
+      progress_mu_.unlock();
+    }
+    backoff.after(progressed, Clock::now());
+  }
+  // Pairs with submitted(): a submit that saw this driver still here is counted in
+  // in_flight_ by the time it is read below.
+  if (drivers_.fetch_sub(1) == 1 && in_flight_.load() > 0) wake();
+  return true;
+}
+
+void Runtime::run_tasks() {
+  if (task_count_.load() == 0) return;
+  std::vector<Task*> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+    task_count_.store(0);
+  }
+  for (Task* task : tasks) {
+    try {
+      (*task->fn)();
+    } catch (...) {
+      task->error = std::current_exception();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Task* task : tasks) task->done = true;
+  }
+  done_cv_.notify_all();
+}
+
+void Runtime::run(const std::function<void()>& fn) {
+  if (t_in_round) {  // from a Work callback: this thread already holds the progress lock
+    fn();
+    return;
+  }
+  Task task{&fn, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kRunning) std::rethrow_exception(exiting_error());
+    tasks_.push_back(&task);
+    task_count_.fetch_add(1);
+  }
+  wake();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return task.done; });
+  if (task.error) std::rethrow_exception(task.error);
+}
+
+void Runtime::run_setup(const std::function<void()>& fn) {
+  if (thread_level_ == MPI_THREAD_MULTIPLE) {
+    fn();
+  } else {
+    run(fn);
+  }
+}
+
+std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm) {
+  auto queue = std::make_shared<OpQueue>(comm, in_flight_, [this] { submitted(); });
+  run([&] {
+    queue->set_abandoned_sink(&abandoned_);
+    queues_.push_back(queue);
+  });
+  return queue;
+}
+
+void Runtime::detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept {
+  try {
+    run([&] {
+      queue->fail_all(error, &abandoned_);
+      queue->free_comm();
+      queues_.erase(std::remove(queues_.begin(), queues_.end(), queue), queues_.end());
+    });
+  } catch (...) {
+    // MPI is finalized (the exit handler failed and freed every queue) or exiting.
+  }
+}
+
+void Runtime::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = State::kExiting;  // run() refuses from now on
+  }
+  std::lock_guard<std::mutex> progress(progress_mu_);
+  t_in_round = true;
+  run_tasks();  // those queued before the refusal
+  for (auto& queue : queues_) {
+    queue->fail_all(exiting_error(), &abandoned_);
+    queue->free_comm();
+  }
+  queues_.clear();
+  t_in_round = false;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // Open MPI finalizes cleanly with abandoned (timed-out) requests still pending.
+  if (owns_mpi_ && !finalized) MPI_Finalize();
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = State::kFinalized;
+}
+
+void Runtime::stop_at_exit() {
+  if (t_in_round || std::this_thread::get_id() == thread_.get_id()) return;  // exit() from a callback
+  exiting_.store(true);
+  wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,118 @@
+#include "backends/mpi/mpi_types.h"
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace mpi {
+namespace {
+
+MPI_Datatype g_float16 = MPI_DATATYPE_NULL;
+MPI_Datatype g_bfloat16 = MPI_DATATYPE_NULL;
+MPI_Op g_reduced_float_ops[ReduceOp::PREMUL_SUM + 1];
+
+// MPI calls this with its own buffers: the datatype handle tells float16 from bfloat16.
+template <ReduceOp::Kind kKind>
+void reduce_reduced_floats(void* in, void* inout, int* len, MPI_Datatype* type) {
+  const DType dtype = *type == g_bfloat16 ? DType::kBFloat16 : DType::kFloat16;
+  // inout = inout (op) in. The kernels do not throw for these four ops on 16-bit floats,
+  // which matters: an exception must not unwind through MPI's C frames.
+  reduce_into(inout, in, static_cast<size_t>(*len), dtype, ReduceOp(kKind));
+}
+
+MPI_Datatype two_byte_type() {
+  MPI_Datatype t;
+  MPI_Type_contiguous(2, MPI_BYTE, &t);
+  MPI_Type_commit(&t);
+  return t;
+}
+
+}  // namespace
+
+void register_reduced_float_types() {
+  g_float16 = two_byte_type();
+  g_bfloat16 = two_byte_type();
+  MPI_Type_set_name(g_float16, const_cast<char*>("distcomm_float16"));
+  MPI_Type_set_name(g_bfloat16, const_cast<char*>("distcomm_bfloat16"));
+  for (auto& op : g_reduced_float_ops) op = MPI_OP_NULL;
+  MPI_Op_create(&reduce_reduced_floats<ReduceOp::SUM>, 1, &g_reduced_float_ops[ReduceOp::SUM]);
+  MPI_Op_create(&reduce_reduced_floats<ReduceOp::PRODUCT>, 1, &g_reduced_float_ops[ReduceOp::PRODUCT]);
+  MPI_Op_create(&reduce_reduced_floats<ReduceOp::MIN>, 1, &g_reduced_float_ops[ReduceOp::MIN]);
+  MPI_Op_create(&reduce_reduced_floats<ReduceOp::MAX>, 1, &g_reduced_float_ops[ReduceOp::MAX]);
+}
+
+MPI_Datatype datatype_of(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return MPI_FLOAT;
+    case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kFloat16: return g_float16;
+    case DType::kBFloat16: return g_bfloat16;
+    case DType::kInt8: return MPI_INT8_T;
+    case DType::kUInt8: return MPI_UINT8_T;
+    case DType::kInt32: return MPI_INT32_T;
+    case DType::kInt64: return MPI_INT64_T;
+    case DType::kBool: return MPI_C_BOOL;
+  }
+  throw InvalidArgument("mpi backend: unknown dtype");
+}
+
+MPI_Op op_of(ReduceOp op, DType dtype) {
+  if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
+    const MPI_Op user_op = g_reduced_float_ops[op.kind];
+    if (user_op != MPI_OP_NULL) return user_op;
+  } else if (dtype == DType::kBool) {
+    // MPI_C_BOOL takes only the logical ops: sum and max are "any", product and min "all".
+    switch (op.kind) {
+      case ReduceOp::SUM: case ReduceOp::MAX: case ReduceOp::BOR: return MPI_LOR;
+      case ReduceOp::PRODUCT: case ReduceOp::MIN: case ReduceOp::BAND: return MPI_LAND;
+      case ReduceOp::BXOR: return MPI_LXOR;
+      default: break;
+    }
+  } else {
+    switch (op.kind) {
+      case ReduceOp::SUM: return MPI_SUM;
+      case ReduceOp::PRODUCT: return MPI_PROD;
+      case ReduceOp::MIN: return MPI_MIN;
+      case ReduceOp::MAX: return MPI_MAX;
+      case ReduceOp::BAND: return MPI_BAND;
+      case ReduceOp::BOR: return MPI_BOR;
+      case ReduceOp::BXOR: return MPI_BXOR;
+      default: break;
+    }
+  }
+  throw InvalidArgument(std::string("mpi backend: no MPI op for reduce op ") + op.name() + " on " +
+                        dtype_name(dtype));
+}
+
+std::string error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+std::exception_ptr error_from(const std::string& call, int code) {
+  int error_class = MPI_ERR_UNKNOWN;
+  MPI_Error_class(code, &error_class);
+  const std::string what = call + " failed: " + error_string(code);
+  switch (error_class) {
+    case MPI_ERR_BUFFER: case MPI_ERR_COUNT: case MPI_ERR_TYPE: case MPI_ERR_TAG:
+    case MPI_ERR_RANK: case MPI_ERR_ROOT: case MPI_ERR_OP: case MPI_ERR_ARG:
+    case MPI_ERR_TRUNCATE:
+      return std::make_exception_ptr(InvalidArgument(what));
+    default:
+      return std::make_exception_ptr(PeerFailure(what));
+  }
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown MPI thread level";
+}
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,29 @@
+#include "backends/mpi/mpi_work.h"
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace mpi {
+
+void MpiWork::wait(std::chrono::milliseconds timeout) {
+  if (!is_completed() && Runtime::in_round()) {
+    // A Work callback runs inside a round: the op it would wait for cannot move meanwhile.
+    throw Error(description() + ": Work::wait called from a Work callback (on_finish) would wait "
+                "for itself; chain the next step with on_finish instead");
+  }
+  if (!is_completed()) {
+    const auto deadline = timeout < std::chrono::milliseconds::zero()
+                              ? Runtime::Clock::time_point::max()
+                              : Runtime::Clock::now() + timeout;
+    // Where this thread may not call MPI, Work::wait blocks until the MPI thread is done.
+    if (runtime_.drive([this] { return is_completed(); }, deadline) && !is_completed()) {
+      throw Timeout((description().empty() ? std::string(op_type_name(op())) : description()) +
+                    ": not finished after " + std::to_string(timeout.count()) +
+                    " ms of waiting (Work::wait timeout); the op is still running");
+    }
+  }
+  Work::wait(timeout);  // rethrows the op's error
+}
+
+}  // namespace mpi
+}  // namespace distcomm

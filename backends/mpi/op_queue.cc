@@ -1,0 +1,182 @@
+#include "backends/mpi/op_queue.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace mpi {
+namespace {
+
+std::exception_ptr timeout_error(const Op& op) {
+  return std::make_exception_ptr(Timeout(
+      std::string(op_type_name(op.work->op())) + " #" + std::to_string(op.work->seq()) +
+      " did not finish within " + std::to_string(op.timeout.count()) +
+      " ms: a peer has not joined it or is stuck. MPI cannot cancel a started operation, so "
+      "this group is now unusable: destroy it and create a new one, or exit"));
+}
+
+}  // namespace
+
+OpQueue::OpQueue(MPI_Comm comm, std::atomic<int64_t>& in_flight, std::function<void()> submitted)
+    : comm_(comm), in_flight_(in_flight), submitted_(std::move(submitted)) {}
+
+void OpQueue::end(Op& op, std::exception_ptr error) {
+  op.work->finish(error);
+  in_flight_.fetch_sub(1);
+}
+
+void OpQueue::submit(std::unique_ptr<Op> op) {
+  // Counted before it is visible to any round, so that a round never sees it uncounted.
+  in_flight_.fetch_add(1);
+  std::exception_ptr refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused = refused_;
+    if (!refused) {
+      incoming_.push_back(std::move(op));
+      incoming_count_.fetch_add(1, std::memory_order_release);
+    }
+  }
+  if (refused) {
+    end(*op, refused);
+    return;
+  }
+  submitted_();
+}
+
+void OpQueue::refuse_new(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!refused_) refused_ = std::move(error);
+}
+
+void OpQueue::take_incoming() {
+  if (incoming_count_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& op : incoming_) waiting_.push_back(std::move(op));
+  incoming_.clear();
+  incoming_count_.store(0, std::memory_order_relaxed);
+}
+
+bool OpQueue::start_waiting() {
+  bool started = false;
+  while (!waiting_.empty() && !collective_) {
+    std::unique_ptr<Op> op = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (auto error = start(*op, comm_)) {
+      break_group(std::move(op), error);
+      return true;
+    }
+    started = true;
+    if (is_p2p(op->call)) {
+      p2p_.push_back(std::move(op));
+    } else {
+      collective_ = std::move(op);
+    }
+  }
+  return started;
+}
+
+OpQueue::State OpQueue::progress(Op::Clock::time_point now) {
+  const State state = step(now);
+  for (auto& op : ended_) end(*op);
+  ended_.clear();
+  return state;
+}
+
+OpQueue::State OpQueue::step(Op::Clock::time_point now) {
+  take_incoming();
+  if (waiting_.empty() && !collective_ && p2p_.empty()) return State::kIdle;
+  bool progressed = start_waiting();
+
+  if (collective_) {
+    bool done = false;
+    if (auto error = advance(*collective_, comm_, &done)) {
+      break_group(std::move(collective_), error);
+      return State::kProgressed;
+    }
+    if (done) {
+      ended_.push_back(std::move(collective_));
+      progressed = true;
+      start_waiting();
+    }
+  }
+  for (size_t i = 0; i < p2p_.size();) {
+    bool done = false;
+    auto error = advance(*p2p_[i], comm_, &done);
+    if (!error && !done) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Op> ended = std::move(p2p_[i]);
+    p2p_.erase(p2p_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (error) {
+      break_group(std::move(ended), error);
+      return State::kProgressed;
+    }
+    ended_.push_back(std::move(ended));
+    progressed = true;
+  }
+
+  if (std::unique_ptr<Op> late = take_expired(now)) {
+    auto error = timeout_error(*late);
+    break_group(std::move(late), error);
+    return State::kProgressed;
+  }
+  if (waiting_.empty() && !collective_ && p2p_.empty()) return State::kProgressed;
+  return progressed ? State::kProgressed : State::kWaiting;
+}
+
+std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
+  auto expired = [now](const std::unique_ptr<Op>& op) { return now > op->deadline; };
+  if (collective_ && expired(collective_)) return std::move(collective_);
+  // Ops waiting behind a slow collective count too: their clock runs from when they were
+  // issued, as the caller's timeout does.
+  auto take_from = [&](auto& list) -> std::unique_ptr<Op> {
+    auto it = std::find_if(list.begin(), list.end(), expired);
+    if (it == list.end()) return nullptr;
+    std::unique_ptr<Op> late = std::move(*it);
+    list.erase(it);
+    return late;
+  };
+  if (auto late = take_from(p2p_)) return late;
+  return take_from(waiting_);
+}
+
+void OpQueue::break_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
+  cancel_receives(*failed);
+  end(*failed, error);
+  // The failed op's Work now carries its description (rank, group, op, seq): later errors
+  // quote it, so every failure names the first one.
+  auto first = with_context(failed->work->exception(), "the group is unusable after an earlier error");
+  if (failed->completed < failed->requests.size() && abandoned_) abandoned_->push_back(std::move(failed));
+  fail_all(first, abandoned_);
+}
+
+void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned) {
+  refuse_new(error);
+  take_incoming();
+  auto give_up = [&](std::unique_ptr<Op> op) {
+    cancel_receives(*op);
+    end(*op, error);
+    if (abandoned && op->completed < op->requests.size()) abandoned->push_back(std::move(op));
+  };
+  if (collective_) give_up(std::move(collective_));
+  for (auto& op : p2p_) give_up(std::move(op));
+  p2p_.clear();
+  for (auto& op : waiting_) end(*op, error);
+  waiting_.clear();
+}
+
+void OpQueue::free_comm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // Freeing is allowed with operations still pending: MPI releases it once they end.
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+}
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,89 @@
+// The ops of one group (one communicator), in issue order, as the MPI thread runs them.
+//
+// Order rules -- a group's ops must see each other's results, yet a send and its matching
+// recv, issued in either order on two ranks, must not deadlock:
+//   - an op starts only when no collective of the group is running, and after every op
+//     issued before it has started;
+//   - a collective holds the queue until it finishes; a send or recv does not (it finishes
+//     in the background, and MPI keeps the order of messages per peer and tag).
+// The first error or timeout leaves the group unusable: what is queued fails with it at
+// once, and so does every later op. MPI cannot cancel a started collective, and after one
+// is given up the ranks' collectives on this communicator would no longer match.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/mpi/mpi_op.h"
+
+namespace distcomm {
+namespace mpi {
+
+class OpQueue {
+ public:
+  enum class State { kIdle, kWaiting, kProgressed };
+
+  // in_flight: the process's count of submitted ops whose Works have not finished.
+  // submitted: called after each submit (the runtime starts the op or wakes its thread).
+  OpQueue(MPI_Comm comm, std::atomic<int64_t>& in_flight, std::function<void()> submitted);
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+
+  // Any thread: hands the op to the MPI thread, or fails its Work at once when the queue
+  // refuses new ops (broken, shut down, process exiting).
+  void submit(std::unique_ptr<Op> op);
+  // Any thread: later submits fail with `error`; what is already queued still runs.
+  void refuse_new(std::exception_ptr error);
+
+  // --- whoever holds the runtime's progress lock (the MPI thread or a waiting thread) ---
+  // Starts what may start, tests what runs, enforces deadlines, then finishes the Works
+  // of the ops that ended (last, so that their callbacks find the queue consistent).
+  State progress(Op::Clock::time_point now);
+  // Fails every queued and running op with `error` and refuses later ones. Running ops
+  // that MPI still holds are moved to *abandoned (their buffers must stay alive).
+  void fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned);
+  // Frees the communicator (after fail_all, or once idle).
+  void free_comm();
+  // Where ops given up by a timeout or error go.
+  void set_abandoned_sink(std::vector<std::unique_ptr<Op>>* sink) { abandoned_ = sink; }
+
+ private:
+  State step(Op::Clock::time_point now);
+  void take_incoming();
+  bool start_waiting();
+  // The first op (running or waiting) whose deadline has passed, taken out of its list.
+  std::unique_ptr<Op> take_expired(Op::Clock::time_point now);
+  // The op failed (MPI error or timeout): the whole group becomes unusable.
+  void break_group(std::unique_ptr<Op> failed, std::exception_ptr error);
+  // Finishes the op's Work; it no longer counts as in flight.
+  void end(Op& op, std::exception_ptr error = nullptr);
+
+  MPI_Comm comm_;
+  std::atomic<int64_t>& in_flight_;
+  const std::function<void()> submitted_;
+
+  std::mutex mu_;
+  std::deque<std::unique_ptr<Op>> incoming_;  // guarded by mu_
+  std::exception_ptr refused_;                // guarded by mu_
+  std::atomic<size_t> incoming_count_{0};
+
+  // Progress lock holder only.
+  std::deque<std::unique_ptr<Op>> waiting_;  // taken from incoming_, not started yet
+  std::unique_ptr<Op> collective_;           // the running collective
+  std::vector<std::unique_ptr<Op>> p2p_;     // running sends and recvs
+  std::vector<std::unique_ptr<Op>> ended_;   // finished in this step, Works not yet told
+  std::vector<std::unique_ptr<Op>>* abandoned_ = nullptr;
+};
+
+}  // namespace mpi
+}  // namespace distcomm

@@ -1,0 +1,34 @@
+"""mpirun_test: runs a program under mpirun with np ranks (mpirun_test.sh).
+
+The program is `program` (a label), or one built here from `srcs` against the core. The
+mpi plugin always travels in the runfiles. Built without Open MPI, the test prints
+SKIPPED with the reason the build found.
+"""
+
+load("@system_mpi//:info.bzl", "FOUND", "REASON")
+
+PLUGIN = "//backends/mpi:libdistcomm_mpi.so"
+
+def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], expect_failure_within = None,
+                size = "medium", **kwargs):
+    if srcs:
+        program = ":%s_program" % name
+        native.cc_binary(
+            name = "%s_program" % name,
+            testonly = 1,
+            srcs = srcs,
+            deps = ["//api:distcomm"] + deps,
+        )
+    if FOUND:
+        expect = ["--expect-failure-within", str(expect_failure_within)] if expect_failure_within else []
+        test_args = [str(np)] + expect + ["$(location %s)" % program] + args
+    else:
+        test_args = [str(np), "skip", "'%s'" % (REASON or "Open MPI was not found").replace("'", "")]
+    native.sh_test(
+        name = name,
+        size = size,
+        srcs = ["mpirun_test.sh"],
+        args = test_args,
+        data = [program, PLUGIN],
+        **kwargs
+    )
