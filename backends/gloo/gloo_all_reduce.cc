@@ -1,0 +1,99 @@
+// all_reduce over gloo, with the algorithm chosen per group (gloo_all_reduce.h).
+#include "backends/gloo/gloo_all_reduce.h"
+
+#include <climits>
+
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+
+#include "api/errors.h"
+#include "backends/gloo/gloo_op.h"
+#include "backends/gloo/gloo_reduction.h"
+
+namespace distcomm {
+namespace gloo_backend {
+namespace {
+
+// gloo's algorithm classes are templates on the element type and build their buffers
+// (and take context slots) per instance, so one is built per op. They wait with the
+// connections' timeout, which is the group's: a per-op timeout does not reach them.
+template <typename T, DType D>
+void run_algorithm_class(AllReduceAlgorithm algorithm, const std::shared_ptr<::gloo::Context>& context,
+                         void* data, int count, ReduceOp op) {
+  const std::vector<T*> ptrs{static_cast<T*>(data)};
+  const ::gloo::ReductionFunction<T>* fn = reduction_for_algorithm<T, D>(op);
+  if (algorithm == AllReduceAlgorithm::kRingChunked) {
+    ::gloo::AllreduceRingChunked<T>(context, ptrs, count, fn).run();
+  } else {
+    ::gloo::AllreduceHalvingDoubling<T>(context, ptrs, count, fn).run();
+  }
+}
+
+}  // namespace
+
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name) {
+  if (name.empty() || name == "auto") return AllReduceAlgorithm::kAuto;
+  if (name == "ring") return AllReduceAlgorithm::kRing;
+  if (name == "ring_chunked") return AllReduceAlgorithm::kRingChunked;
+  if (name == "halving_doubling") return AllReduceAlgorithm::kHalvingDoubling;
+  if (name == "bcube") return AllReduceAlgorithm::kBcube;
+  throw InvalidArgument("gloo: unknown all_reduce algorithm '" + name +
+                        "' (config 'algorithm'); expected auto, ring, ring_chunked, halving_doubling or bcube");
+}
+
+const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto: return "auto";
+    case AllReduceAlgorithm::kRing: return "ring";
+    case AllReduceAlgorithm::kRingChunked: return "ring_chunked";
+    case AllReduceAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case AllReduceAlgorithm::kBcube: return "bcube";
+  }
+  return "?";
+}
+
+AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, size_t bytes) {
+  if (configured != AllReduceAlgorithm::kAuto) return configured;
+  return bytes <= kAutoBcubeMaxBytes ? AllReduceAlgorithm::kBcube : AllReduceAlgorithm::kRing;
+}
+
+void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
+  Tensor& t = op.out;
+  const auto count = static_cast<size_t>(t.numel());
+  AllReduceAlgorithm algorithm = resolve_all_reduce_algorithm(env.algorithm, t.nbytes());
+  // The algorithm classes count elements in an int.
+  const bool class_based = algorithm == AllReduceAlgorithm::kRingChunked ||
+                           algorithm == AllReduceAlgorithm::kHalvingDoubling;
+  if (class_based && count > static_cast<size_t>(INT_MAX)) algorithm = AllReduceAlgorithm::kRing;
+
+  if (class_based && algorithm != AllReduceAlgorithm::kRing) {
+    const int n = static_cast<int>(count);
+    switch (t.dtype()) {
+      case DType::kFloat32: return run_algorithm_class<float, DType::kFloat32>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kFloat64: return run_algorithm_class<double, DType::kFloat64>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kFloat16: return run_algorithm_class<Half, DType::kFloat16>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kBFloat16: return run_algorithm_class<BFloat16, DType::kBFloat16>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kInt8: return run_algorithm_class<int8_t, DType::kInt8>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kUInt8: return run_algorithm_class<uint8_t, DType::kUInt8>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kInt32: return run_algorithm_class<int32_t, DType::kInt32>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kInt64: return run_algorithm_class<int64_t, DType::kInt64>(algorithm, env.context, t.data(), n, op.reduce);
+      case DType::kBool: return run_algorithm_class<uint8_t, DType::kBool>(algorithm, env.context, t.data(), n, op.reduce);
+    }
+    return;
+  }
+  ::gloo::AllreduceOptions opts(env.context);
+  opts.setAlgorithm(algorithm == AllReduceAlgorithm::kBcube ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                                                            : ::gloo::AllreduceOptions::Algorithm::RING);
+  with_element_type(element_size(t.dtype()), [&](auto zero) {
+    using U = decltype(zero);
+    opts.setOutput(static_cast<U*>(t.data()), count);
+  });
+  opts.setReduceFunction(reduce_function(t.dtype(), op.reduce));
+  opts.setTag(op.tag);
+  opts.setTimeout(op.timeout);
+  ::gloo::allreduce(opts);
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm

@@ -1,0 +1,171 @@
+#include "backends/gloo/gloo_backend.h"
+
+#include <gloo/types.h>
+
+#include "api/errors.h"
+#include "backends/gloo/gloo_slots.h"
+
+namespace distcomm {
+namespace gloo_backend {
+namespace {
+
+uint64_t p2p_slot(int tag) {
+  return ::gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag));
+}
+
+std::vector<int> other_ranks(int rank, int size) {
+  std::vector<int> ranks;
+  for (int r = 0; r < size; ++r) {
+    if (r != rank) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+GlooBackend::GlooBackend(BackendOptions options)
+    : Backend(std::move(options)),
+      // Parsed before the rendezvous: a bad name fails at once, not after connecting.
+      algorithm_(parse_all_reduce_algorithm(Backend::options().config.count("algorithm")
+                                                ? Backend::options().config.at("algorithm")
+                                                : std::string())) {
+  comm_ = std::make_unique<GlooComm>(Backend::options());
+  failure_ = std::make_unique<GroupFailure>(Backend::options().store, rank(), [this] {
+    comm_->interrupt();
+    transfers_->abort_all();
+  });
+  transfers_ = std::make_unique<TransferWaiters>(*failure_);
+  CollectiveEnv env;
+  env.context = comm_->context();
+  env.algorithm = algorithm_;
+  worker_ = std::make_unique<CollectiveWorker>(std::move(env), *failure_);
+}
+
+GlooBackend::~GlooBackend() { shutdown(); }
+
+std::vector<OpType> GlooBackend::supported_ops() const {
+  return {OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather,
+          OpType::kGather,    OpType::kScatter,   OpType::kReduceScatter, OpType::kAllToAll,
+          OpType::kBarrier,   OpType::kSend,      OpType::kRecv,     OpType::kRecvAnySource};
+}
+
+WorkPtr GlooBackend::enqueue(OpType type, const OpContext& ctx, const Tensor& out, const Tensor& in, int root,
+                             ReduceOp reduce, std::vector<int64_t> out_counts, std::vector<int64_t> in_counts) {
+  auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
+  GlooOp op;
+  op.type = type;
+  op.work = work;
+  op.out = out;
+  op.in = in;
+  op.root = root;
+  op.reduce = reduce;
+  op.out_counts = std::move(out_counts);
+  op.in_counts = std::move(in_counts);
+  op.tag = static_cast<uint32_t>(ctx.seq);
+  op.timeout = ctx.timeout;
+  worker_->submit(std::move(op));  // after a failure the worker refuses it, in order
+  return work;
+}
+
+WorkPtr GlooBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
+  return enqueue(OpType::kAllReduce, ctx, tensor, Tensor(), 0, opts.op);
+}
+
+WorkPtr GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
+  return enqueue(OpType::kBroadcast, ctx, tensor, Tensor(), opts.root);
+}
+
+WorkPtr GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
+  return enqueue(OpType::kReduce, ctx, tensor, Tensor(), opts.root, opts.op);
+}
+
+WorkPtr GlooBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&, const OpContext& ctx) {
+  return enqueue(OpType::kAllGather, ctx, output, input);
+}
+
+WorkPtr GlooBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) {
+  return enqueue(OpType::kGather, ctx, output, input, opts.root);
+}
+
+WorkPtr GlooBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) {
+  return enqueue(OpType::kScatter, ctx, output, input, opts.root);
+}
+
+WorkPtr GlooBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                                    const OpContext& ctx) {
+  return enqueue(OpType::kReduceScatter, ctx, output, input, 0, opts.op);
+}
+
+WorkPtr GlooBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                                const std::vector<int64_t>& input_counts, const AllToAllOptions&,
+                                const OpContext& ctx) {
+  // gloo copies this rank's own block locally and requires both sides to agree on it;
+  // catch a mismatch here rather than as a gloo assertion on the worker.
+  const auto me = static_cast<size_t>(rank());
+  if (output_counts.size() != static_cast<size_t>(size()) || input_counts.size() != static_cast<size_t>(size()) ||
+      output_counts[me] != input_counts[me]) {
+    throw InvalidArgument(ctx.description + ": this rank sends itself " +
+                          (input_counts.size() > me ? std::to_string(input_counts[me]) : std::string("?")) +
+                          " elements but expects " +
+                          (output_counts.size() > me ? std::to_string(output_counts[me]) : std::string("?")) +
+                          " from itself; the two splits must agree on this rank's own block");
+  }
+  return enqueue(OpType::kAllToAll, ctx, output, input, 0, ReduceOp::SUM, output_counts, input_counts);
+}
+
+WorkPtr GlooBackend::barrier(const BarrierOptions&, const OpContext& ctx) { return enqueue(OpType::kBarrier, ctx); }
+
+template <typename Post>
+WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx,
+                                   Post&& post) {
+  auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
+  if (failure_->failed()) {
+    work->finish(failure_->refusal());
+    return work;
+  }
+  auto transfer = std::make_unique<Transfer>();
+  transfer->buffer = comm_->context()->createUnboundBuffer(tensor.data(), tensor.nbytes());
+  transfer->work = work;
+  transfer->tensor = tensor;
+  transfer->is_send = is_send;
+  transfer->timeout = ctx.timeout;
+  try {
+    post(*transfer->buffer);
+  } catch (...) {
+    // A closed connection shows when posting; it is the group's failure like any other.
+    work->finish(failure_->record(std::current_exception(), ctx.description, ctx.timeout));
+    return work;
+  }
+  transfers_->add(std::move(transfer));
+  return work;
+}
+
+WorkPtr GlooBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
+  return post_transfer(OpType::kSend, tensor, true, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+    b.send(dst, p2p_slot(opts.tag), 0, tensor.nbytes());
+  });
+}
+
+WorkPtr GlooBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
+  return post_transfer(OpType::kRecv, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+    b.recv(src, p2p_slot(opts.tag), 0, tensor.nbytes());
+  });
+}
+
+WorkPtr GlooBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
+  return post_transfer(OpType::kRecvAnySource, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+    b.recv(other_ranks(rank(), size()), p2p_slot(opts.tag), 0, tensor.nbytes());
+  });
+}
+
+void GlooBackend::shutdown() {
+  if (shut_down_.exchange(true)) return;
+  // Marked first, then asked: an op either sees the mark and is refused, or is seen busy
+  // here and gets interrupted (CollectiveWorker::loop decides under the lock busy() takes).
+  failure_->shut_down([this] { return worker_->busy() || transfers_->busy(); });
+  worker_->stop();
+  transfers_->stop();
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm

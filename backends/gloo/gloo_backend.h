@@ -1,0 +1,77 @@
+// GlooBackend: distcomm's CPU backend over Gloo's TCP transport (libgloo 0.5).
+//
+// Collectives are queued to one worker thread per group and run in issue order
+// (gloo_worker.h); send/recv are posted at once and completed by waiter threads
+// (gloo_p2p.h). Every op waits at most its OpContext timeout (gloo's per-op timeout; the
+// ring_chunked and halving_doubling all_reduce classes use the group's), then fails with
+// Timeout; a lost connection is PeerFailure. After either, the group is unusable: later
+// ops fail at once with the first error, and peers are told and cut loose (gloo_failure.h).
+//
+// config keys: "ifname" / "hostname" / "master_addr" (gloo_device.h), "algorithm"
+// (gloo_all_reduce.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/backend.h"
+#include "backends/gloo/gloo_all_reduce.h"
+#include "backends/gloo/gloo_comm.h"
+#include "backends/gloo/gloo_failure.h"
+#include "backends/gloo/gloo_op.h"
+#include "backends/gloo/gloo_p2p.h"
+#include "backends/gloo/gloo_worker.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+class GlooBackend final : public Backend {
+ public:
+  // Runs the group's rendezvous (every rank of the group constructs one).
+  explicit GlooBackend(BackendOptions options);
+  ~GlooBackend() override;
+
+  std::string name() const override { return "gloo"; }
+  std::vector<OpType> supported_ops() const override;
+
+  WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
+  WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;
+  WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
+                     const OpContext& ctx) override;
+  WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) override;
+  WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) override;
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                         const OpContext& ctx) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                     const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
+                     const OpContext& ctx) override;
+  WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
+  WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) override;
+
+  void shutdown() override;
+
+ private:
+  // Queues a collective: what it writes (out) and reads (in), its root, its reduction,
+  // and all_to_all's element counts per rank.
+  WorkPtr enqueue(OpType type, const OpContext& ctx, const Tensor& out = Tensor(), const Tensor& in = Tensor(),
+                  int root = 0, ReduceOp reduce = ReduceOp::SUM, std::vector<int64_t> out_counts = {},
+                  std::vector<int64_t> in_counts = {});
+  // Posts one transfer; `post` calls send/recv on the buffer.
+  template <typename Post>
+  WorkPtr post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx, Post&& post);
+
+  const AllReduceAlgorithm algorithm_;
+  std::unique_ptr<GlooComm> comm_;
+  std::unique_ptr<GroupFailure> failure_;
+  std::unique_ptr<TransferWaiters> transfers_;
+  std::unique_ptr<CollectiveWorker> worker_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace gloo_backend
+}  // namespace distcomm

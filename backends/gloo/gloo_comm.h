@@ -1,0 +1,52 @@
+// One group's gloo connections: a TCP device on the chosen interface and a full mesh of
+// pairs, set up through the group's own store.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/device.h>
+
+#include "api/backend.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+// gloo's rendezvous context, plus access to the timeout its transport applies to waits
+// that gloo's algorithms start without one (gloo::allreduce's bcube path does): the worker
+// sets it to each op's timeout, so that every op honours its own.
+class GlooContext : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+  void set_transport_timeout(std::chrono::milliseconds timeout) {
+    if (transportContext_) transportContext_->setTimeout(timeout);
+  }
+};
+
+class GlooComm {
+ public:
+  // The rendezvous: every rank of the group constructs one. Connecting waits up to the
+  // group's timeout. Throws InvalidArgument for a bad interface, Timeout when peers do not
+  // arrive, PeerFailure when they cannot be reached.
+  explicit GlooComm(const BackendOptions& options);
+
+  const std::shared_ptr<GlooContext>& context() const { return context_; }
+  // "address 127.0.0.1 (the route to master localhost)": for messages.
+  const std::string& listening_on() const { return listening_on_; }
+
+  // Fails everything blocked on this group's connections and closes them, so that the
+  // worker thread returns from a collective that will never finish and peers blocked on
+  // this rank see the connections end. Idempotent; never waits on a peer.
+  void interrupt();
+
+ private:
+  std::shared_ptr<::gloo::transport::Device> device_;
+  std::shared_ptr<GlooContext> context_;
+  std::string listening_on_;
+};
+
+}  // namespace gloo_backend
+}  // namespace distcomm

@@ -1,0 +1,29 @@
+// Which address gloo's TCP transport listens on: the interface choice of a gloo group.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <gloo/transport/device.h>
+
+namespace distcomm {
+namespace gloo_backend {
+
+// Reads BackendOptions.config, first match wins:
+//   "ifname"      an interface name (eth0): its first address;
+//   "hostname"    an address or a name that resolves to one of this host's addresses;
+//   "master_addr" the local address that routes to the job's master (127.0.0.1 for a
+//                 loopback master), so ranks bind where their peers can reach them;
+//   otherwise     this host's name if it resolves, else 127.0.0.1.
+// The ProcessGroup fills "ifname" from DISTCOMM_SOCKET_IFNAME and "master_addr" from the
+// rendezvous; this code reads no environment. *chosen says what was picked and why.
+std::shared_ptr<::gloo::transport::Device> create_tcp_device(
+    const std::map<std::string, std::string>& config, std::string* chosen);
+
+// The local IPv4/IPv6 address the kernel would use to reach `host` (no packet is sent).
+// Throws InvalidArgument when host does not resolve or no route leads there.
+std::string local_address_towards(const std::string& host);
+
+}  // namespace gloo_backend
+}  // namespace distcomm

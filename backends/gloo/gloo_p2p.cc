@@ -1,0 +1,89 @@
+#include "backends/gloo/gloo_p2p.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+TransferWaiters::~TransferWaiters() { stop(); }
+
+void TransferWaiters::add(std::unique_ptr<Transfer> t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(std::move(t));
+      if (idle_ < queue_.size()) threads_.emplace_back([this] { loop(); });
+    }
+  }
+  if (t) {  // posted while the group shut down: no thread will wait for it
+    t->work->finish(failure_.refusal());
+    return;
+  }
+  cv_.notify_one();
+}
+
+bool TransferWaiters::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !queue_.empty() || !waiting_.empty();
+}
+
+void TransferWaiters::abort_locked(Transfer& t) {
+  // The abort flag stays set until a wait consumes it, so this also covers a transfer
+  // whose waiter has not started waiting yet.
+  if (t.is_send) {
+    t.buffer->abortWaitSend();
+  } else {
+    t.buffer->abortWaitRecv();
+  }
+}
+
+void TransferWaiters::abort_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& t : queue_) abort_locked(*t);
+  for (Transfer* t : waiting_) abort_locked(*t);
+}
+
+void TransferWaiters::stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  abort_all();
+  cv_.notify_all();
+  for (auto& th : threads) th.join();
+}
+
+void TransferWaiters::loop() {
+  for (;;) {
+    std::unique_ptr<Transfer> t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++idle_;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // stopping; aborted transfers still queued are taken first
+      t = std::move(queue_.front());
+      queue_.pop_front();
+      waiting_.insert(t.get());
+    }
+    std::exception_ptr error;
+    int peer = -1;
+    try {
+      const bool done = t->is_send ? t->buffer->waitSend(&peer, t->timeout) : t->buffer->waitRecv(&peer, t->timeout);
+      if (!done) error = failure_.refusal();  // aborted: the group failed or was shut down
+    } catch (...) {
+      error = failure_.record(std::current_exception(), t->work->description(), t->timeout);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_.erase(t.get());
+    }
+    if (!error && !t->is_send) t->work->set_source_rank(peer);
+    WorkPtr work = std::move(t->work);
+    t.reset();
+    work->finish(error);
+  }
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm

@@ -1,0 +1,73 @@
+// Point-to-point transfers of a gloo group.
+//
+// send/recv are posted at once on the calling thread (not queued behind collectives), as
+// in c10d: a rank may block in recv() while its peer has queued collectives before the
+// matching send, and a queued send would then never go out. gloo matches them by
+// (peer, slot) in posting order, and p2p slots never collide with collectives' (gloo_slots.h).
+//
+// Completion needs a thread to wait on each transfer. One thread waiting on them in order
+// would deadlock a correct program (rank 0 waits for its recv to complete before the
+// waiter gets to its send, which the peer needs first), so each pending transfer has its
+// own waiter, from a pool that grows to the number of transfers in flight and then reuses
+// its threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include "api/tensor.h"
+#include "api/work.h"
+#include "backends/gloo/gloo_failure.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+struct Transfer {
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;  // already posted
+  WorkPtr work;
+  Tensor tensor;  // keeps owned storage alive until the transfer ends
+  bool is_send = false;
+  std::chrono::milliseconds timeout{0};
+};
+
+class TransferWaiters {
+ public:
+  explicit TransferWaiters(GroupFailure& failure) : failure_(failure) {}
+  ~TransferWaiters();
+  TransferWaiters(const TransferWaiters&) = delete;
+  TransferWaiters& operator=(const TransferWaiters&) = delete;
+
+  // Waits for t on a pool thread and finishes its Work (set_source_rank for receives).
+  void add(std::unique_ptr<Transfer> t);
+  bool busy() const;
+  // Makes every pending wait return; those Works fail with the group's refusal. Receives
+  // from any source wait on no connection, so cutting the connections alone would not
+  // end them.
+  void abort_all();
+  // abort_all(), then joins the threads; later add()s are refused at once. Idempotent.
+  void stop();
+
+ private:
+  void loop();
+  void abort_locked(Transfer& t);
+
+  GroupFailure& failure_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Transfer>> queue_;
+  std::set<Transfer*> waiting_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace gloo_backend
+}  // namespace distcomm

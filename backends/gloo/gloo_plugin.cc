@@ -1,0 +1,22 @@
+// The plugin entry point of libdistcomm_gloo.so.
+#include <gloo/config.h>
+
+#include "api/plugin.h"
+#include "backends/gloo/gloo_backend.h"
+
+namespace {
+
+#define GLOO_VERSION_TEXT \
+  "gloo " DISTCOMM_STR(GLOO_VERSION_MAJOR) "." DISTCOMM_STR(GLOO_VERSION_MINOR) "." DISTCOMM_STR(GLOO_VERSION_PATCH) " (tcp)"
+
+// gloo's TCP transport needs nothing the loader has not already checked: libgloo.so is
+// linked in, and sockets exist everywhere.
+int gloo_available(std::string*) { return 1; }
+
+distcomm::Backend* gloo_create(const distcomm::BackendOptions& options) {
+  return new distcomm::gloo_backend::GlooBackend(options);
+}
+
+}  // namespace
+
+DISTCOMM_DEFINE_PLUGIN("gloo", GLOO_VERSION_TEXT, DISTCOMM_DEVICE_CPU, 0, gloo_available, gloo_create)

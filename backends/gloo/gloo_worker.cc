@@ -1,0 +1,70 @@
+#include "backends/gloo/gloo_worker.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
+    : env_(std::move(env)), failure_(failure), thread_([this] { loop(); }) {}
+
+CollectiveWorker::~CollectiveWorker() { stop(); }
+
+void CollectiveWorker::submit(GlooOp op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+}
+
+bool CollectiveWorker::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_ || !queue_.empty();
+}
+
+void CollectiveWorker::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CollectiveWorker::loop() {
+  for (;;) {
+    GlooOp op;
+    bool refuse = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and every op has been answered
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      // Decided under the lock that busy() takes: once the group is marked failed, either
+      // this op is refused here or busy() has seen it running (and the caller interrupts it).
+      refuse = failure_.failed();
+      running_ = !refuse;
+    }
+    std::exception_ptr error;
+    if (refuse) {
+      error = failure_.refusal();
+    } else {
+      try {
+        run_collective(env_, op);
+      } catch (...) {
+        error = failure_.record(std::current_exception(), op.work->description(), op.timeout);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    // Finishing runs the Work's callbacks (the ProcessGroup unpacks list outputs in them).
+    WorkPtr work = std::move(op.work);
+    op = GlooOp();  // drop the tensor handles before waking the waiter
+    work->finish(error);
+  }
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm

@@ -1,0 +1,221 @@
+// Conformance checks of the collectives (conformance.h).
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "tests/backends/conformance/conformance.h"
+#include "tests/backends/conformance/conformance_values.h"
+
+namespace distcomm {
+namespace conformance {
+
+using internal::data_value;
+using internal::expect_elements;
+using internal::Guarded;
+using internal::host_tensor;
+using internal::reduce_expected;
+using internal::reduce_input;
+using internal::reduce_tolerance;
+
+namespace {
+
+std::string describe(const std::string& op, DType dtype, int64_t count, const std::string& more = "") {
+  return op + " " + dtype_name(dtype) + " count=" + std::to_string(count) + (more.empty() ? "" : " " + more);
+}
+
+std::string root_str(int root) { return "root=" + std::to_string(root); }
+
+// What rank `rank` contributes at element i to a data-movement op (distinct per rank).
+double rank_value(DType dtype, int rank, int64_t i) { return data_value(dtype, rank * 1009 + i * 3 + 1); }
+
+// A value a rank writes where it expects the op to overwrite it.
+double junk_value(DType dtype, int rank, int64_t i) { return data_value(dtype, rank * 7 + i + 57); }
+
+std::vector<Tensor> device_list(int n, DType dtype, int64_t count, const Placement& p,
+                                const std::function<double(int index, int64_t i)>& value) {
+  std::vector<Tensor> out;
+  for (int k = 0; k < n; ++k) {
+    out.push_back(p.to_device(host_tensor(dtype, {count}, [&](int64_t i) { return value(k, i); })));
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_all_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, const Placement& p) {
+  const std::string what = describe("all_reduce", dtype, count, op.name());
+  Guarded t(dtype, count, [&](int64_t i) { return reduce_input(dtype, op, pg.rank(), i); }, p);
+  AllReduceOptions o;
+  o.op = op;
+  pg.all_reduce(t.view(), o)->wait();
+  t.check([&](int64_t i) { return reduce_expected(dtype, op, pg.size(), i); }, what, reduce_tolerance(dtype, op));
+}
+
+void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
+  const std::string what = describe("broadcast", dtype, count, root_str(root));
+  const int me = pg.rank();
+  Guarded t(dtype, count, [&](int64_t i) { return me == root ? rank_value(dtype, root, i) : junk_value(dtype, me, i); },
+            p);
+  BroadcastOptions o;
+  o.root = root;
+  pg.broadcast(t.view(), o)->wait();
+  t.check([&](int64_t i) { return rank_value(dtype, root, i); }, what);
+}
+
+void check_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, int root, const Placement& p) {
+  const std::string what = describe("reduce", dtype, count, std::string(op.name()) + " " + root_str(root));
+  const int me = pg.rank();
+  Guarded t(dtype, count, [&](int64_t i) { return reduce_input(dtype, op, me, i); }, p);
+  ReduceOptions o;
+  o.op = op;
+  o.root = root;
+  pg.reduce(t.view(), o)->wait();
+  if (me == root) {
+    t.check([&](int64_t i) { return reduce_expected(dtype, op, pg.size(), i); }, what, reduce_tolerance(dtype, op));
+  } else {
+    t.check([&](int64_t i) { return reduce_input(dtype, op, me, i); }, what + " (non-root tensor must not change)");
+  }
+}
+
+void check_all_gather(ProcessGroup& pg, DType dtype, int64_t count, Layout layout, const Placement& p) {
+  const int me = pg.rank();
+  const int size = pg.size();
+  auto gathered = [&](int64_t i) { return rank_value(dtype, static_cast<int>(i / count), i % count); };
+  if (layout == Layout::kList) {
+    const std::string what = describe("all_gather(list)", dtype, count);
+    Tensor input = p.to_device(host_tensor(dtype, {count}, [&](int64_t i) { return rank_value(dtype, me, i); }));
+    std::vector<Tensor> outputs = device_list(size, dtype, count, p, [&](int, int64_t i) { return junk_value(dtype, me, i); });
+    pg.all_gather(outputs, input)->wait();
+    for (int r = 0; r < size; ++r) {
+      expect_elements(p.to_host(outputs[static_cast<size_t>(r)]), [&](int64_t i) { return rank_value(dtype, r, i); },
+                      what + " outputs[" + std::to_string(r) + "]");
+    }
+    return;
+  }
+  const bool in_place = layout == Layout::kInPlace;
+  const std::string what = describe(in_place ? "all_gather_into_tensor(in place)" : "all_gather_into_tensor", dtype, count);
+  Guarded output(dtype, count * size, [&](int64_t i) {
+    return in_place && i / count == me ? rank_value(dtype, me, i % count) : junk_value(dtype, me, i);
+  }, p);
+  Tensor input = in_place ? output.view().flat_slice(me * count, count)
+                          : p.to_device(host_tensor(dtype, {count}, [&](int64_t i) { return rank_value(dtype, me, i); }));
+  pg.all_gather_into_tensor(output.view(), input)->wait();
+  output.check(gathered, what);
+}
+
+void check_gather(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
+  const std::string what = describe("gather", dtype, count, root_str(root));
+  const int me = pg.rank();
+  Tensor input = p.to_device(host_tensor(dtype, {count}, [&](int64_t i) { return rank_value(dtype, me, i); }));
+  std::vector<Tensor> outputs;
+  if (me == root) outputs = device_list(pg.size(), dtype, count, p, [&](int, int64_t i) { return junk_value(dtype, me, i); });
+  GatherOptions o;
+  o.root = root;
+  pg.gather(outputs, input, o)->wait();
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    expect_elements(p.to_host(outputs[r]), [&](int64_t i) { return rank_value(dtype, static_cast<int>(r), i); },
+                    what + " outputs[" + std::to_string(r) + "]");
+  }
+}
+
+void check_scatter(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
+  const std::string what = describe("scatter", dtype, count, root_str(root));
+  const int me = pg.rank();
+  // The data depends on the root too, so that a scatter from the wrong root shows.
+  auto block_value = [&](int dst, int64_t i) { return data_value(dtype, root * 53 + dst * 1009 + i * 3 + 2); };
+  std::vector<Tensor> inputs;
+  if (me == root) inputs = device_list(pg.size(), dtype, count, p, block_value);
+  Guarded output(dtype, count, [&](int64_t i) { return junk_value(dtype, me, i); }, p);
+  ScatterOptions o;
+  o.root = root;
+  pg.scatter(output.view(), inputs, o)->wait();
+  output.check([&](int64_t i) { return block_value(me, i); }, what);
+}
+
+void check_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, Layout layout,
+                          const Placement& p) {
+  const bool list = layout == Layout::kList;
+  const std::string what = describe(list ? "reduce_scatter(list)" : "reduce_scatter_tensor", dtype, count, op.name());
+  const int me = pg.rank();
+  const int size = pg.size();
+  Guarded output(dtype, count, [&](int64_t i) { return data_value(dtype, i + 3); }, p);
+  ReduceScatterOptions o;
+  o.op = op;
+  if (list) {
+    std::vector<Tensor> inputs = device_list(size, dtype, count, p, [&](int block, int64_t i) {
+      return reduce_input(dtype, op, me, block * count + i);
+    });
+    pg.reduce_scatter(output.view(), inputs, o)->wait();
+  } else {
+    Tensor input = p.to_device(host_tensor(dtype, {count * size}, [&](int64_t j) { return reduce_input(dtype, op, me, j); }));
+    pg.reduce_scatter_tensor(output.view(), input, o)->wait();
+  }
+  output.check([&](int64_t i) { return reduce_expected(dtype, op, size, me * count + i); }, what,
+               reduce_tolerance(dtype, op));
+}
+
+namespace {
+
+// Rows rank `src` sends to rank `dst` in check_all_to_all_single.
+int64_t a2a_rows(int src, int dst, int64_t rows_per_peer, bool uneven) {
+  return uneven ? (src + 2 * dst + rows_per_peer) % 3 : rows_per_peer;
+}
+
+// Element (row, col) of the block src sends to dst, row width 2.
+double a2a_value(DType dtype, int src, int dst, int64_t row, int col) {
+  return data_value(dtype, src * 1009 + dst * 101 + row * 2 + col + 1);
+}
+
+}  // namespace
+
+void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, bool uneven, const Placement& p) {
+  const std::string what = describe("all_to_all_single", dtype, rows_per_peer, uneven ? "uneven" : "even");
+  const int me = pg.rank();
+  const int size = pg.size();
+  std::vector<int64_t> in_splits, out_splits;
+  for (int r = 0; r < size; ++r) {
+    in_splits.push_back(a2a_rows(me, r, rows_per_peer, uneven));
+    out_splits.push_back(a2a_rows(r, me, rows_per_peer, uneven));
+  }
+  // Flattened contents of both sides, block by block in rank order.
+  std::vector<double> in_values, expected;
+  for (int r = 0; r < size; ++r) {
+    for (int64_t row = 0; row < in_splits[static_cast<size_t>(r)]; ++row) {
+      for (int col = 0; col < 2; ++col) in_values.push_back(a2a_value(dtype, me, r, row, col));
+    }
+    for (int64_t row = 0; row < out_splits[static_cast<size_t>(r)]; ++row) {
+      for (int col = 0; col < 2; ++col) expected.push_back(a2a_value(dtype, r, me, row, col));
+    }
+  }
+  const auto in_rows = static_cast<int64_t>(in_values.size() / 2);
+  const auto out_rows = static_cast<int64_t>(expected.size() / 2);
+  Tensor input = p.to_device(host_tensor(dtype, {in_rows, 2}, [&](int64_t i) { return in_values[static_cast<size_t>(i)]; }));
+  Tensor output = p.to_device(host_tensor(dtype, {out_rows, 2}, [&](int64_t i) { return junk_value(dtype, me, i); }));
+  if (uneven) {
+    pg.all_to_all_single(output, input, out_splits, in_splits)->wait();
+  } else {
+    pg.all_to_all_single(output, input)->wait();
+  }
+  expect_elements(p.to_host(output), [&](int64_t i) { return expected[static_cast<size_t>(i)]; }, what);
+}
+
+void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p) {
+  const std::string what = describe("all_to_all(list)", dtype, extra);
+  const int me = pg.rank();
+  const int size = pg.size();
+  auto elements = [&](int src, int dst) { return static_cast<int64_t>((src + 2 * dst) % 3) + extra; };
+  auto value = [&](int src, int dst, int64_t k) { return data_value(dtype, src * 1009 + dst * 101 + k + 1); };
+  std::vector<Tensor> inputs, outputs;
+  for (int r = 0; r < size; ++r) {
+    inputs.push_back(p.to_device(host_tensor(dtype, {elements(me, r)}, [&](int64_t k) { return value(me, r, k); })));
+    outputs.push_back(p.to_device(host_tensor(dtype, {elements(r, me)}, [&](int64_t k) { return junk_value(dtype, me, k); })));
+  }
+  pg.all_to_all(outputs, inputs)->wait();
+  for (int r = 0; r < size; ++r) {
+    expect_elements(p.to_host(outputs[static_cast<size_t>(r)]), [&](int64_t k) { return value(r, me, k); },
+                    what + " outputs[" + std::to_string(r) + "]");
+  }
+}
+
+}  // namespace conformance
+}  // namespace distcomm

@@ -1,0 +1,178 @@
+// Conformance checks of coalescing, ops in flight, subgroups and argument validation.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "tests/backends/conformance/conformance.h"
+#include "tests/backends/conformance/conformance_values.h"
+
+namespace distcomm {
+namespace conformance {
+
+using internal::expect_elements;
+using internal::host_tensor;
+using internal::reduce_expected;
+using internal::reduce_input;
+using internal::reduce_tolerance;
+
+void check_all_reduce_coalesced(ProcessGroup& pg, DType dtype, ReduceOp op, const Placement& p) {
+  const std::string what = std::string("all_reduce_coalesced ") + dtype_name(dtype) + " " + op.name();
+  const std::vector<std::vector<int64_t>> shapes = {{3}, {2, 4}, {1}, {0}, {5}};
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> offsets;  // where each tensor's elements sit in the packed buffer
+  int64_t offset = 0;
+  for (const auto& shape : shapes) {
+    offsets.push_back(offset);
+    Tensor t = host_tensor(dtype, shape, [&](int64_t i) { return reduce_input(dtype, op, pg.rank(), offset + i); });
+    offset += t.numel();
+    tensors.push_back(p.to_device(t));
+  }
+  AllReduceOptions o;
+  o.op = op;
+  pg.all_reduce_coalesced(tensors, o)->wait();
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    EXPECT_EQ(tensors[k].shape(), shapes[k]) << what << ": tensor " << k << " changed shape";
+    expect_elements(p.to_host(tensors[k]),
+                    [&](int64_t i) { return reduce_expected(dtype, op, pg.size(), offsets[k] + i); },
+                    what + " tensor " + std::to_string(k), reduce_tolerance(dtype, op));
+  }
+}
+
+void check_many_in_flight(ProcessGroup& pg, int n, int64_t count, const Placement& p) {
+  const DType dtype = DType::kFloat32;
+  const ReduceOp op = ReduceOp::SUM;
+  std::vector<Tensor> tensors;
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < n; ++k) {
+    tensors.push_back(p.to_device(host_tensor(dtype, {count}, [&](int64_t i) { return reduce_input(dtype, op, pg.rank(), i + k); })));
+  }
+  for (int k = 0; k < n; ++k) works.push_back(pg.all_reduce(tensors[static_cast<size_t>(k)]));
+  for (int k = n - 1; k >= 0; --k) works[static_cast<size_t>(k)]->wait();
+  for (int k = 0; k < n; ++k) {
+    if (k > 0) {
+      EXPECT_LT(works[k - 1]->seq(), works[k]->seq()) << "sequence numbers follow issue order";
+    }
+    expect_elements(p.to_host(tensors[static_cast<size_t>(k)]),
+                    [&](int64_t i) { return reduce_expected(dtype, op, pg.size(), i + k); },
+                    "all_reduce " + std::to_string(k) + " of " + std::to_string(n) + " in flight");
+  }
+}
+
+namespace {
+
+// all_reduce and all_gather of the world ranks of sub's members: checks membership, order
+// and that the subgroup's ops run among its members only.
+void check_members(ProcessGroup& sub, int world_rank, const std::vector<int>& members, const std::string& what) {
+  ASSERT_EQ(sub.size(), static_cast<int>(members.size())) << what;
+  const auto me = std::find(members.begin(), members.end(), world_rank) - members.begin();
+  EXPECT_EQ(sub.rank(), me) << what << ": rank in the subgroup";
+  Tensor sum = Tensor::of<int64_t>({world_rank});
+  sub.all_reduce(sum)->wait();
+  int64_t want = 0;
+  for (int r : members) want += r;
+  EXPECT_EQ(sum.item(0), want) << what << ": all_reduce over the members";
+  Tensor gathered = Tensor::zeros({sub.size()}, DType::kInt64);
+  sub.all_gather_into_tensor(gathered, Tensor::of<int64_t>({world_rank}))->wait();
+  expect_elements(gathered, [&](int64_t i) { return members[static_cast<size_t>(i)]; }, what + ": all_gather of world ranks");
+}
+
+void check_world_still_works(ProcessGroup& pg, const std::string& what) {
+  Tensor t = Tensor::of<int32_t>({1});
+  pg.all_reduce(t)->wait();
+  EXPECT_EQ(t.item(0), pg.size()) << what << ": all_reduce on the parent group afterwards";
+}
+
+}  // namespace
+
+void check_new_group(ProcessGroup& pg) {
+  std::vector<int> evens, odds;
+  for (int r = 0; r < pg.size(); ++r) (r % 2 ? odds : evens).push_back(r);
+  auto even_group = pg.new_group(evens);
+  auto odd_group = odds.empty() ? nullptr : pg.new_group(odds);
+  const bool even = pg.rank() % 2 == 0;
+  ProcessGroupPtr mine = even ? even_group : odd_group;
+  ProcessGroupPtr other = even ? odd_group : even_group;
+  ASSERT_NE(mine, nullptr) << "new_group: a member got no group";
+  EXPECT_EQ(other, nullptr) << "new_group: a rank outside the group got one";
+  // Both subgroups run at the same time, each among its own members only.
+  check_members(*mine, pg.rank(), even ? evens : odds, even ? "new_group(evens)" : "new_group(odds)");
+  mine.reset();
+  check_world_still_works(pg, "new_group");
+}
+
+void check_split(ProcessGroup& pg) {
+  const int size = pg.size();
+  const bool opt_out = size >= 3 && pg.rank() == size - 1;
+  const int color = opt_out ? -1 : pg.rank() % 2;
+  auto sub = pg.split(color, -pg.rank());
+  if (opt_out) {
+    EXPECT_EQ(sub, nullptr) << "split with a negative color must give no group";
+  } else {
+    ASSERT_NE(sub, nullptr) << "split: no group for color " << color;
+    std::vector<int> members;  // ordered by key = -rank: descending ranks
+    for (int r = size - 1; r >= 0; --r) {
+      if (r % 2 == color && !(size >= 3 && r == size - 1)) members.push_back(r);
+    }
+    check_members(*sub, pg.rank(), members, "split(color " + std::to_string(color) + ", key -rank)");
+  }
+  sub.reset();
+  check_world_still_works(pg, "split");
+}
+
+void check_invalid_arguments(ProcessGroup& pg) {
+  const int size = pg.size();
+  const int me = pg.rank();
+  const uint64_t seq_before = pg.next_seq();
+  if (me == 0) {
+    Tensor f = Tensor::zeros({4});
+    Tensor i32 = Tensor::zeros({4}, DType::kInt32);
+    BroadcastOptions bad_root;
+    bad_root.root = size;
+    EXPECT_THROW(pg.broadcast(f, bad_root), InvalidArgument) << "broadcast root == size()";
+    bad_root.root = -1;
+    EXPECT_THROW(pg.broadcast(f, bad_root), InvalidArgument) << "broadcast root -1";
+    ReduceOptions bad_reduce_root;
+    bad_reduce_root.root = size + 3;
+    EXPECT_THROW(pg.reduce(f, bad_reduce_root), InvalidArgument) << "reduce root out of range";
+    AllReduceOptions bxor;
+    bxor.op = ReduceOp::BXOR;
+    EXPECT_THROW(pg.all_reduce(f, bxor), InvalidArgument) << "bxor on float32";
+    AllReduceOptions premul;
+    premul.op = ReduceOp::premul_sum(0.5);
+    EXPECT_THROW(pg.all_reduce(i32, premul), InvalidArgument) << "premul_sum on int32";
+    Tensor undefined;
+    EXPECT_THROW(pg.all_reduce(undefined), InvalidArgument) << "undefined tensor";
+    Tensor too_big = Tensor::zeros({4 * size + 1});
+    EXPECT_THROW(pg.all_gather_into_tensor(too_big, f), InvalidArgument) << "all_gather output of the wrong size";
+    Tensor right_size_int = Tensor::zeros({4 * size}, DType::kInt32);
+    EXPECT_THROW(pg.all_gather_into_tensor(right_size_int, f), InvalidArgument) << "all_gather dtype mismatch";
+    std::vector<Tensor> one_too_many(static_cast<size_t>(size + 1), Tensor::zeros({4}));
+    EXPECT_THROW(pg.all_gather(one_too_many, f), InvalidArgument) << "all_gather list of size()+1";
+    std::vector<Tensor> mismatched(static_cast<size_t>(size), Tensor::zeros({5}));
+    EXPECT_THROW(pg.all_gather(mismatched, f), InvalidArgument) << "all_gather outputs shaped unlike the input";
+    Tensor rs_input = Tensor::zeros({4 * size + 2});
+    EXPECT_THROW(pg.reduce_scatter_tensor(f, rs_input), InvalidArgument) << "reduce_scatter input of the wrong size";
+    EXPECT_THROW(pg.send(f, me), InvalidArgument) << "send to itself";
+    EXPECT_THROW(pg.send(f, size), InvalidArgument) << "send to a rank outside the group";
+    if (size > 1) {
+      P2POptions negative;
+      negative.tag = -1;
+      EXPECT_THROW(pg.send(f, 1, negative), InvalidArgument) << "negative tag";
+      Tensor odd_rows = Tensor::zeros({size + 1});
+      Tensor out = Tensor::zeros({size + 1});
+      EXPECT_THROW(pg.all_to_all_single(out, odd_rows), InvalidArgument) << "all_to_all rows not divisible by size()";
+      ScatterOptions from_one;
+      from_one.root = 1;
+      std::vector<Tensor> inputs_off_root(static_cast<size_t>(size), Tensor::zeros({4}));
+      EXPECT_THROW(pg.scatter(f, inputs_off_root, from_one), InvalidArgument) << "scatter inputs on a non-root rank";
+    }
+    EXPECT_EQ(pg.next_seq(), seq_before) << "a refused call used up a sequence number";
+  }
+  // Only rank 0 made the bad calls. Had any of them sent something, this collective would
+  // not match across ranks (or would carry the wrong data).
+  check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 5);
+}
+
+}  // namespace conformance
+}  // namespace distcomm

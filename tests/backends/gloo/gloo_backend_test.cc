@@ -1,0 +1,106 @@
+// The gloo plugin as the loader and a user see it: its descriptor, its configuration
+// (interface and algorithm choice, with clear errors), and its rendezvous.
+#include <cctype>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/hash_store.h"
+#include "api/plugin_registry.h"
+#include "api/process_group.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A group of `size` created on this process alone (size 1 needs no peers).
+ProcessGroupPtr make_local_group(int size, std::map<std::string, std::string> config,
+                                 milliseconds timeout = milliseconds(60000)) {
+  auto store = std::make_shared<HashStore>();
+  store->set_timeout(timeout);
+  ProcessGroupOptions o;
+  o.store = store;
+  o.size = size;
+  o.backend = "gloo";
+  o.timeout = timeout;
+  o.backend_config = std::move(config);
+  return ProcessGroup::create(o);
+}
+
+std::string creation_error(std::map<std::string, std::string> config) {
+  try {
+    make_local_group(1, std::move(config));
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "group creation succeeded";
+  return "";
+}
+
+TEST(GlooPlugin, DescribesItself) {
+  const PluginInfo& info = load_plugin("gloo");
+  EXPECT_EQ(info.name, "gloo");
+  EXPECT_EQ(info.version.rfind("gloo 0.5", 0), 0u) << info.version;
+  EXPECT_EQ(info.devices, DISTCOMM_DEVICE_CPU);
+  EXPECT_TRUE(info.available) << info.unavailable_reason;
+}
+
+TEST(GlooPlugin, WorldOfOneRunsWithoutPeers) {
+  auto pg = make_local_group(1, {});
+  Tensor t = Tensor::of<float>({1, 2, 3});
+  pg->all_reduce(t)->wait();
+  EXPECT_EQ(t.to_doubles(), (std::vector<double>{1, 2, 3}));
+  pg->barrier()->wait();
+}
+
+TEST(GlooConfig, UnknownAlgorithmIsRefusedWithTheChoices) {
+  const std::string msg = creation_error({{"algorithm", "fastest"}});
+  EXPECT_NE(msg.find("'fastest'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("halving_doubling"), std::string::npos) << msg;
+}
+
+TEST(GlooConfig, UnknownInterfaceIsRefusedByName) {
+  const std::string msg = creation_error({{"ifname", "nosuchif0"}});
+  EXPECT_NE(msg.find("nosuchif0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("DISTCOMM_SOCKET_IFNAME"), std::string::npos) << "the message says what to do: " << msg;
+}
+
+TEST(GlooConfig, UnresolvableMasterIsRefusedByName) {
+  const std::string msg = creation_error({{"master_addr", "no-such-host.invalid"}});
+  EXPECT_NE(msg.find("no-such-host.invalid"), std::string::npos) << msg;
+}
+
+TEST(GlooRendezvous, MissingPeerTimesOutNamingTheStoreWait) {
+  // Rank 0 of a group of two whose rank 1 never comes.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(make_local_group(2, {}, milliseconds(1000)), Timeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Every way of choosing the interface, on a real two-rank group.
+class GlooInterface : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(GlooInterface, ConnectsAndReduces) {
+  testing::GroupHarnessOptions o;
+  if (!GetParam().first.empty()) o.backend_config[GetParam().first] = GetParam().second;
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    Tensor t = Tensor::of<int64_t>({pg.rank() + 1});
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(t.item(0), 3);
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(Choices, GlooInterface,
+                         ::testing::Values(std::make_pair("ifname", "lo"), std::make_pair("hostname", "127.0.0.1"),
+                                           std::make_pair("master_addr", "localhost"),
+                                           std::make_pair("master_addr", "127.0.0.1"), std::make_pair("", "")),
+                         [](const auto& info) {
+                           std::string name = info.param.first.empty() ? "default" : info.param.first + "_" + info.param.second;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace distcomm

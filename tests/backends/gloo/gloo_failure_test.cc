@@ -1,0 +1,186 @@
+// How a gloo group fails: timeouts, dead peers, abort. The rule under test: a failure on
+// one rank never becomes a hang on another, and a failed group fails later ops at once.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using testing::GroupHarnessOptions;
+using testing::run_group;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Runs op, expects it to throw E within [min_s, max_s] seconds, returns the message.
+template <typename E>
+std::string expect_failure_within(const std::function<void()>& op, double min_s, double max_s, const char* what) {
+  const auto start = Clock::now();
+  std::string message;
+  try {
+    op();
+    ADD_FAILURE() << what << ": succeeded, expected " << typeid(E).name();
+  } catch (const E& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
+  }
+  const double took = seconds_since(start);
+  EXPECT_GE(took, min_s) << what << " failed too early: " << message;
+  EXPECT_LE(took, max_s) << what << " took too long to fail: " << message;
+  return message;
+}
+
+// Ranks tell a bystander rank they are done, so it stays alive (and connected) until then.
+void mark_done(ProcessGroup& pg) { pg.store()->set("test/done/" + std::to_string(pg.rank()), "1"); }
+void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks) {
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back("test/done/" + std::to_string(r));
+  pg.store()->wait(keys, milliseconds(60000));
+}
+
+TEST(GlooFailure, RankThatNeverJoinsMakesOthersTimeOut) {
+  GroupHarnessOptions options;
+  options.op_timeout = milliseconds(2000);
+  run_group(3, "gloo", [](ProcessGroup& pg) {
+    if (pg.rank() == 2) {
+      wait_for_done(pg, {0, 1});  // never joins the all_reduce
+      // The others cut their connections when they gave up: this rank's next op fails at
+      // once, and reports the timeout they published rather than a bare closed socket.
+      expect_failure_within<Timeout>([&] { pg.barrier()->wait(); }, 0, 3, "barrier after the others timed out");
+      return;
+    }
+    Tensor t = Tensor::zeros({1000});
+    const std::string msg = expect_failure_within<Timeout>([&] { pg.all_reduce(t)->wait(); }, 1.5, 2 + 3,
+                                                           "all_reduce with a rank missing");
+    EXPECT_NE(msg.find("all_reduce #0"), std::string::npos) << "the error names the op and its sequence: " << msg;
+    // The group is unusable now: the next op fails at once, with the first error.
+    const std::string later = expect_failure_within<Timeout>([&] { pg.barrier()->wait(); }, 0, 0.5, "barrier after");
+    EXPECT_NE(later.find("all_reduce #0"), std::string::npos) << "a later op names the first failure: " << later;
+    mark_done(pg);
+  }, options);
+}
+
+// Rank 0 runs fn while rank 1 stays in the group (60 s timeout) without taking part.
+void with_silent_peer(const std::function<void(ProcessGroup&)>& fn) {
+  run_group(2, "gloo", [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      wait_for_done(pg, {0});
+      return;
+    }
+    fn(pg);
+    mark_done(pg);
+  });
+}
+
+TEST(GlooFailure, PerOpTimeoutOverridesTheGroupTimeout) {
+  with_silent_peer([](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({10});
+    AllReduceOptions o;
+    o.timeout = milliseconds(500);
+    expect_failure_within<Timeout>([&] { pg.all_reduce(t, o)->wait(); }, 0.4, 3, "all_reduce with a 500 ms timeout");
+  });
+}
+
+TEST(GlooFailure, RecvFromASilentPeerTimesOut) {
+  with_silent_peer([](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({10});
+    P2POptions o;
+    o.timeout = milliseconds(500);
+    expect_failure_within<Timeout>([&] { pg.recv(t, 1, o)->wait(); }, 0.4, 3, "recv nobody sends");
+  });
+}
+
+TEST(GlooFailure, KilledRankFailsTheOthersWithoutWaitingForTheTimeout) {
+  GroupHarnessOptions options;
+  options.op_timeout = milliseconds(60000);
+  options.run.may_be_killed = {3};
+  // Four ranks in a ring: rank 1 exchanges data only with ranks 0 and 2, so it learns of
+  // rank 3's death only because the ranks that saw it cut their connections.
+  run_group(4, "gloo", [](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({1 << 20});
+    if (pg.rank() == 3) {
+      for (int i = 0; i < 3; ++i) pg.all_reduce(t)->wait();
+      pg.all_reduce(t);  // dies in the middle of the fourth
+      std::this_thread::sleep_for(milliseconds(20));
+      ::raise(SIGKILL);
+    }
+    int failed_at = -1;
+    Clock::time_point started;
+    for (int i = 0; i < 100 && failed_at < 0; ++i) {
+      started = Clock::now();
+      try {
+        pg.all_reduce(t)->wait();
+      } catch (const PeerFailure&) {
+        failed_at = i;
+      } catch (const Timeout&) {
+        failed_at = i;  // cut off by a peer that reported a timeout
+      }
+    }
+    ASSERT_GE(failed_at, 3) << "the first three all_reduces had every rank";
+    EXPECT_LE(failed_at, 4) << "the fourth or fifth all_reduce needs the dead rank";
+    // Far below the 60 s op timeout: the dead connection is noticed, not waited out.
+    EXPECT_LT(seconds_since(started), 5.0);
+    const auto start = Clock::now();
+    EXPECT_THROW(pg.barrier()->wait(), Error) << "a later op fails too";
+    EXPECT_LT(seconds_since(start), 0.5) << "and fails at once";
+    // Keep the group open until every survivor is through: closing it would tell the
+    // others about the failure, which is the backend's job here.
+    mark_done(pg);
+    wait_for_done(pg, {0, 1, 2});
+  }, options);
+}
+
+TEST(GlooFailure, SenderToADeadPeerFailsInsteadOfDyingOfSigpipe) {
+  GroupHarnessOptions options;
+  options.run.may_be_killed = {1};
+  run_group(2, "gloo", [](ProcessGroup& pg) {
+    Tensor big = Tensor::zeros({32 << 20});  // 128 MiB: still being written when the peer dies
+    if (pg.rank() == 1) {
+      pg.recv(big, 0);
+      std::this_thread::sleep_for(milliseconds(30));
+      ::raise(SIGKILL);
+    }
+    // Writing to the dead peer's socket raises SIGPIPE, which by default kills the process
+    // (the harness would report rank 0 "killed by signal 13").
+    WorkPtr send = pg.send(big, 1);
+    std::this_thread::sleep_for(milliseconds(500));
+    Tensor small = Tensor::zeros({1});
+    EXPECT_THROW(pg.recv(small, 1)->wait(), PeerFailure) << "the connection to the dead rank is gone";
+    // gloo does not fail a send whose bytes are already queued on the socket; the group's
+    // failure, recorded by the recv above, ends it.
+    const auto start = Clock::now();
+    EXPECT_THROW(send->wait(), Error);
+    EXPECT_LT(seconds_since(start), 3.0) << "the send was left to its 60 s timeout";
+  }, options);
+}
+
+TEST(GlooFailure, AbortEndsAnOpInFlightAndTellsThePeers) {
+  run_group(2, "gloo", [](ProcessGroup& pg) {  // the group's timeout: 60 s
+    if (pg.rank() == 1) {
+      wait_for_done(pg, {0});  // never joins rank 0's all_reduce
+      expect_failure_within<PeerFailure>([&] { pg.barrier()->wait(); }, 0, 3, "barrier after the peer aborted");
+      return;
+    }
+    Tensor t = Tensor::zeros({10});
+    WorkPtr w = pg.all_reduce(t);
+    std::this_thread::sleep_for(milliseconds(200));
+    const auto start = Clock::now();
+    pg.abort();
+    EXPECT_LT(seconds_since(start), 2.0) << "abort() must not wait for the op in flight";
+    const std::string msg = expect_failure_within<PeerFailure>([&] { w->wait(); }, 0, 1, "the aborted all_reduce");
+    EXPECT_NE(msg.find("shut down"), std::string::npos) << msg;
+    mark_done(pg);
+  });
+}
+
+}  // namespace
+}  // namespace distcomm
