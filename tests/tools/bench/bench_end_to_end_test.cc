@@ -1,0 +1,179 @@
+// The bench binary as a user runs it: real ranks (--nproc), the real gloo plugin, the
+// table on stdout, JSON and SVG files, and the exit status.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/tools/bench/run_program.h"
+#include "tools/bench/bench_record.h"
+
+namespace distcomm {
+namespace bench {
+namespace {
+
+using Outcome = ProgramOutcome;
+
+Outcome run_bench(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {runfile("tools/bench/bench")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv);
+}
+
+std::vector<BenchRecord> run_to_json(const std::vector<std::string>& args, const std::string& json, Outcome* out) {
+  std::vector<std::string> all = args;
+  all.push_back("--json=" + json);
+  *out = run_bench(all);
+  return records_from_json_lines(read_file(json), json);
+}
+
+const std::vector<std::string> kSmall = {"-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+// Every op with 2, 3 and 4 ranks: the run succeeds, every result is checked and right.
+TEST(BenchEndToEnd, EveryOpIsRightWithTwoThreeAndFourRanks) {
+  const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                        "all_to_all", "gather",     "scatter",        "send_recv", "barrier"};
+  for (int nproc : {2, 3, 4}) {
+    for (const std::string& op : ops) {
+      SCOPED_TRACE(op + " with " + std::to_string(nproc) + " ranks");
+      Outcome out;
+      // A root other than 0 where there is one.
+      const std::string json = temp_path(op + std::to_string(nproc) + ".json");
+      const auto records = run_to_json(
+          with(kSmall, {"--op=" + op, "--nproc=" + std::to_string(nproc), "-r", std::to_string(nproc - 1)}),
+          json, &out);
+      ASSERT_EQ(out.exit_code, 0) << out.output;
+      EXPECT_NE(out.output.find("# Out of bounds values : 0 OK"), std::string::npos) << out.output;
+      ASSERT_FALSE(records.empty()) << out.output;
+      // 8, 64, 512, 4096 bytes; one row for a barrier.
+      const size_t rows = op == "barrier" ? 1 : 4;
+      const size_t forms = (op == "barrier" || op == "all_reduce" || op == "broadcast" || op == "reduce" ||
+                            op == "all_to_all" || op == "send_recv") ? 1 : 2;
+      EXPECT_EQ(records.size(), rows * forms) << out.output;
+      for (const BenchRecord& r : records) {
+        EXPECT_EQ(r.op, op);
+        EXPECT_EQ(r.nranks, nproc);
+        EXPECT_EQ(r.wrong, 0) << out.output;
+        EXPECT_GT(r.time_us, 0);
+        EXPECT_LE(r.time_min_us, r.time_median_us);
+        EXPECT_LE(r.time_median_us, r.time_max_us);
+        EXPECT_EQ(r.backend, "gloo");
+      }
+    }
+  }
+}
+
+TEST(BenchEndToEnd, TableLooksLikeNcclTests) {
+  const Outcome out = run_bench(with(kSmall, {"--op=all_gather", "--nproc=2", "-d", "int32"}));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("out-of-place"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("#wrong"), std::string::npos);
+  EXPECT_NE(out.output.find("# Avg bus bandwidth"), std::string::npos);
+  // The 4096-byte row: size, per-rank count, type, redop, root.
+  EXPECT_NE(out.output.find("        4096           512     int32    none      -1"), std::string::npos)
+      << out.output;
+}
+
+// A deliberately corrupted element is counted, reported, and fails the run.
+TEST(BenchEndToEnd, CorruptedResultIsCountedAndFailsTheRun) {
+  for (const std::vector<std::string>& op : std::vector<std::vector<std::string>>{
+           {"--op=all_reduce"}, {"--op=reduce", "-r", "1"}, {"--op=all_gather"}, {"--op=scatter", "-r", "2"}}) {
+    SCOPED_TRACE(op[0]);
+    Outcome out;
+    const auto records = run_to_json(with(with(kSmall, op), {"--nproc=3", "--corrupt_for_test"}),
+                                     temp_path("corrupt.json"), &out);
+    EXPECT_EQ(out.exit_code, 1) << out.output;
+    ASSERT_FALSE(records.empty());
+    // 8 bytes on 3 ranks leaves chunked ops no element to corrupt: those results stay right.
+    int with_data = 0;
+    for (const BenchRecord& r : records) {
+      EXPECT_EQ(r.wrong, r.bytes > 0 ? 1 : 0) << out.output;
+      with_data += r.bytes > 0;
+    }
+    EXPECT_GT(with_data, 0);
+    EXPECT_NE(out.output.find("Out of bounds values : " + std::to_string(with_data) + " FAILED"),
+              std::string::npos)
+        << out.output;
+  }
+}
+
+TEST(BenchEndToEnd, TypesRedopsAndVaryingData) {
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+           {"--op=all_reduce", "-d", "float16", "-o", "max"},
+           {"--op=all_reduce", "-d", "bfloat16", "-o", "avg"},
+           {"--op=reduce_scatter", "-d", "int8", "-o", "prod"},
+           {"--op=all_reduce", "-d", "int64", "-o", "bxor", "-a"},
+           {"--op=all_reduce", "-d", "bool", "-o", "min"},
+           {"--op=all_reduce", "--data_varying", "-c", "2"}}) {
+    SCOPED_TRACE(extra[0] + " " + (extra.size() > 2 ? extra[2] : ""));
+    const Outcome out = run_bench(with(with(kSmall, extra), {"--nproc=3"}));
+    EXPECT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_NE(out.output.find("Out of bounds values : 0 OK"), std::string::npos) << out.output;
+  }
+}
+
+TEST(BenchEndToEnd, NoCheckPrintsNA) {
+  Outcome out;
+  const auto records = run_to_json(with(kSmall, {"--nproc=2", "-c", "0"}), temp_path("nocheck.json"), &out);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  for (const BenchRecord& r : records) EXPECT_EQ(r.wrong, -1);
+}
+
+TEST(BenchEndToEnd, BadInputFailsClearlyWithoutHanging) {
+  Outcome out = run_bench({"-b", "64M", "-e", "8"});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("larger than -e"), std::string::npos) << out.output;
+
+  out = run_bench({"--op=gather", "-r", "5", "--nproc=2", "-b", "8", "-e", "8"});
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.output.find("root 5 is not a rank of this 2-rank job"), std::string::npos) << out.output;
+
+  out = run_bench({"--op=send_recv", "-b", "8", "-e", "8"});  // one rank, no launcher
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("at least 2 ranks"), std::string::npos) << out.output;
+
+  out = run_bench({"--backend=nosuch", "--nproc=2", "-b", "8", "-e", "8"});
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.output.find("nosuch"), std::string::npos) << out.output;
+}
+
+TEST(BenchEndToEnd, OneRankWithoutALauncher) {
+  const Outcome out = run_bench(with(kSmall, {"--op=all_reduce"}));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("1 ranks"), std::string::npos) << out.output;
+}
+
+TEST(BenchEndToEnd, PlotsThisRunAndEarlierRuns) {
+  const std::string a = temp_path("a.json"), b = temp_path("b.json");
+  const std::string svg_run = temp_path("run.svg"), svg_both = temp_path("both.svg");
+  Outcome out = run_bench(with(kSmall, {"--nproc=2", "--op=all_gather", "--json=" + a, "--plot=" + svg_run}));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  out = run_bench(with(kSmall, {"--nproc=3", "--op=all_gather", "--json=" + b}));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const std::string run_svg = read_file(svg_run);
+  EXPECT_NE(run_svg.find("<polyline"), std::string::npos) << run_svg;
+
+  out = run_bench({"--plot=" + svg_both, "--plot_inputs=" + a + "," + b});
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const std::string both = read_file(svg_both);
+  size_t lines = 0;
+  for (size_t at = both.find("class=\"series\""); at != std::string::npos; at = both.find("class=\"series\"", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u);
+  EXPECT_NE(both.find("a.json: all_gather gloo 2 ranks"), std::string::npos);
+  EXPECT_NE(both.find("b.json: all_gather gloo 3 ranks"), std::string::npos);
+
+  out = run_bench({"--plot=" + svg_both, "--plot_inputs=" + temp_path("missing.json")});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("missing.json"), std::string::npos) << out.output;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace distcomm

@@ -1,0 +1,152 @@
+#include "tools/bench/bench_flags.h"
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace bench {
+namespace {
+
+TEST(ParseSize, PlainAndSuffixed) {
+  EXPECT_EQ(parse_size("0"), 0);
+  EXPECT_EQ(parse_size("8"), 8);
+  EXPECT_EQ(parse_size("64K"), 64 * 1024);
+  EXPECT_EQ(parse_size("64k"), 64 * 1024);
+  EXPECT_EQ(parse_size("1M"), 1 << 20);
+  EXPECT_EQ(parse_size("64M"), int64_t{64} << 20);
+  EXPECT_EQ(parse_size("2G"), int64_t{2} << 30);
+  EXPECT_EQ(parse_size("3g"), int64_t{3} << 30);
+}
+
+TEST(ParseSize, RejectsMalformed) {
+  for (const char* bad : {"", "K", "-8", "8KB", "1.5M", "8 ", "0x10", "12T", "9999999999999"}) {
+    EXPECT_THROW(parse_size(bad, "-b"), InvalidArgument) << bad;
+  }
+  try {
+    parse_size("lots", "-e");
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("-e"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lots"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParseFlags, DefaultsAreNcclTests) {
+  const BenchFlags f = parse_bench_flags({});
+  EXPECT_EQ(f.op, BenchOp::kAllReduce);
+  EXPECT_EQ(f.min_bytes, 32 << 20);
+  EXPECT_EQ(f.max_bytes, 32 << 20);
+  EXPECT_EQ(f.iters, 20);
+  EXPECT_EQ(f.warmup_iters, 5);
+  EXPECT_EQ(f.check_iters, 1);
+  EXPECT_EQ(f.dtype, DType::kFloat32);
+  EXPECT_EQ(f.redop.kind, ReduceOp::SUM);
+  EXPECT_FALSE(f.average);
+  EXPECT_EQ(f.nproc, 0);
+}
+
+TEST(ParseFlags, ShortAndLongForms) {
+  const BenchFlags f = parse_bench_flags({"--op=all_gather", "--backend", "mpi", "-b", "8", "-e64M", "-f", "4",
+                                          "-n", "7", "-w", "2", "-c", "3", "-d", "int32", "-o", "max", "-r",
+                                          "1", "-a", "--nproc=3", "--json=/tmp/x.json", "--data_varying",
+                                          "--plot", "p.svg", "--timeout=9"});
+  EXPECT_EQ(f.op, BenchOp::kAllGather);
+  EXPECT_EQ(f.backend, "mpi");
+  EXPECT_EQ(f.min_bytes, 8);
+  EXPECT_EQ(f.max_bytes, int64_t{64} << 20);
+  EXPECT_EQ(f.step_factor, 4);
+  EXPECT_EQ(f.iters, 7);
+  EXPECT_EQ(f.warmup_iters, 2);
+  EXPECT_EQ(f.check_iters, 3);
+  EXPECT_EQ(f.dtype, DType::kInt32);
+  EXPECT_EQ(f.redop.kind, ReduceOp::MAX);
+  EXPECT_EQ(f.root, 1);
+  EXPECT_TRUE(f.average);
+  EXPECT_EQ(f.nproc, 3);
+  EXPECT_EQ(f.json_path, "/tmp/x.json");
+  EXPECT_TRUE(f.data_varying);
+  EXPECT_EQ(f.plot_path, "p.svg");
+  EXPECT_EQ(f.timeout_s, 9);
+  EXPECT_FALSE(f.corrupt_for_test);
+
+  const BenchFlags g = parse_bench_flags({"--minbytes=1K", "--maxbytes", "4K", "--stepbytes=1K", "--average=0",
+                                          "--plot=a.svg", "--plot_inputs=a.json,b.json"});
+  EXPECT_EQ(g.min_bytes, 1024);
+  EXPECT_EQ(g.step_bytes, 1024);
+  EXPECT_FALSE(g.average);
+  EXPECT_EQ(g.plot_inputs, (std::vector<std::string>{"a.json", "b.json"}));
+
+  // nccl-tests' "-a 1" / "-a 0" spelling of the switch.
+  EXPECT_TRUE(parse_bench_flags({"-a", "1", "-n", "3"}).average);
+  EXPECT_FALSE(parse_bench_flags({"-a", "0"}).average);
+  EXPECT_EQ(parse_bench_flags({"-a", "0", "-n", "3"}).iters, 3);
+}
+
+TEST(ParseFlags, MistakesNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"--op=allreduce"}, "all_reduce"},
+      {{"-b"}, "-b needs a value"},
+      {{"-n", "0"}, "-n"},
+      {{"-n", "x"}, "-n"},
+      {{"-w", "-1"}, "-w"},
+      {{"--frobnicate"}, "--frobnicate"},
+      {{"-b", "64M", "-e", "8"}, "larger than -e"},
+      {{"-b", "0", "-e", "8", "-f", "2"}, "never grows"},
+      {{"-f", "2", "-i", "8"}, "not both"},
+      {{"-d", "float128"}, "float128"},
+      {{"-o", "mean"}, "mean"},
+      {{"-d", "float32", "-o", "band"}, "bitwise"},
+      {{"-d", "bool", "-o", "avg"}, "bool"},
+      {{"--corrupt_for_test", "-c", "0"}, "-c 1"},
+      {{"--plot_inputs=a.json"}, "--plot"},
+      {{"--nproc=0"}, "--nproc"},
+      {{"--data_varying=maybe"}, "--data_varying"},
+  };
+  for (const Case& c : cases) {
+    try {
+      parse_bench_flags(c.args);
+      ADD_FAILURE() << "accepted " << testing::PrintToString(c.args);
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(c.mentions), std::string::npos)
+          << testing::PrintToString(c.args) << " -> " << e.what();
+    }
+  }
+  // A bitwise op on floats only matters for ops that reduce.
+  EXPECT_NO_THROW(parse_bench_flags({"--op=all_gather", "-o", "band"}));
+}
+
+TEST(SizeSweep, FactorStepAndSingle) {
+  BenchFlags f = parse_bench_flags({"-b", "8", "-e", "64M", "-f", "4"});
+  std::vector<int64_t> sizes = size_sweep(f);
+  ASSERT_EQ(sizes.size(), 12u);
+  EXPECT_EQ(sizes.front(), 8);
+  EXPECT_EQ(sizes[1], 32);
+  EXPECT_EQ(sizes.back(), int64_t{32} << 20);  // 8 * 4^11 = 32M; 8 * 4^12 = 128M is past -e
+
+  f = parse_bench_flags({"-b", "1K", "-e", "4K", "-i", "1K"});
+  EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{1024, 2048, 3072, 4096}));
+
+  f = parse_bench_flags({"-b", "100", "-e", "100"});
+  EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{100}));
+
+  f = parse_bench_flags({"-b", "0", "-e", "0"});
+  EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{0}));
+}
+
+TEST(Usage, MentionsEveryFlag) {
+  const std::string u = bench_usage("bench");
+  for (const char* flag : {"--op", "--backend", "--nproc", "-b", "-e", "-f", "-i", "-n", "-w", "-c", "-d", "-o",
+                           "-r", "-a", "--json", "--plot", "--plot_inputs", "--data_varying", "--timeout"}) {
+    EXPECT_NE(u.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_EQ(u.find("corrupt"), std::string::npos) << "the test-only flag stays hidden";
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace distcomm

@@ -1,0 +1,56 @@
+// Command-line flags of the benchmark, in nccl-tests' spelling (-b 8 -e 64M -f 2 ...) plus
+// distcomm's own (--op, --backend, --nproc, --json, --plot). Parsing is pure so that it is
+// tested without starting any rank; every mistake is an InvalidArgument naming the flag.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/dtype.h"
+#include "api/reduce_op.h"
+#include "tools/bench/bench_op.h"
+
+namespace distcomm {
+namespace bench {
+
+struct BenchFlags {
+  BenchOp op = BenchOp::kAllReduce;
+  std::string backend;  // empty: $DISTCOMM_BACKEND, else gloo (init_process_group decides)
+  // nccl-tests' defaults: one size of 32 MiB.
+  int64_t min_bytes = 32 << 20;
+  int64_t max_bytes = 32 << 20;
+  int64_t step_bytes = 1 << 20;  // used when step_factor is 1
+  int64_t step_factor = 1;
+  int iters = 20;
+  int warmup_iters = 5;
+  int check_iters = 1;  // 0: no correctness check (#wrong prints N/A)
+  DType dtype = DType::kFloat32;
+  ReduceOp redop = ReduceOp::SUM;
+  int root = 0;
+  bool average = false;  // -a: average time across ranks instead of the slowest rank's
+  int nproc = 0;         // > 0: start this many ranks here (self-launch)
+  int timeout_s = 300;   // group timeout, so that a lost rank fails the run instead of hanging
+  bool data_varying = false;
+  std::string json_path;
+  std::string plot_path;
+  std::vector<std::string> plot_inputs;  // JSON files to plot instead of running
+  // Hidden: the checking rank changes one element of its result before counting, so a
+  // test can see a wrong value counted, reported and turned into a failing exit status.
+  bool corrupt_for_test = false;
+  bool help = false;
+};
+
+// "8", "64K", "1M", "2G" (binary multiples, either case). Throws InvalidArgument.
+int64_t parse_size(const std::string& text, const std::string& flag = "size");
+
+// Parses argv[1..]; throws InvalidArgument naming the flag and what was expected.
+BenchFlags parse_bench_flags(const std::vector<std::string>& args);
+
+// The sizes of the sweep, min to max inclusive: times step_factor, or plus step_bytes.
+std::vector<int64_t> size_sweep(const BenchFlags& flags);
+
+std::string bench_usage(const std::string& program);
+
+}  // namespace bench
+}  // namespace distcomm

@@ -1,0 +1,158 @@
+// bench: distcomm's collective benchmark, in nccl-tests' language.
+//
+//   bench --op=all_reduce --backend=gloo --nproc=2 -b 8 -e 64M -f 4
+//
+// Ranks come from --nproc (started here with distcomm::spawn), or from a launcher or
+// mpirun (read by init_process_group), or there is one rank. Rank 0 prints the table and
+// writes --json / --plot. Exit status: 0 all right, 1 wrong values or a failed rank,
+// 2 bad flags.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/hash_store.h"
+#include "api/init.h"
+#include "api/spawn.h"
+#include "tools/bench/bench_flags.h"
+#include "tools/bench/bench_run.h"
+#include "tools/bench/svg_plot.h"
+
+namespace distcomm {
+namespace bench {
+namespace {
+
+constexpr int kExitWrong = 1;
+constexpr int kExitBadFlags = 2;
+const char* const kPlotTitle = "distcomm bench: bus bandwidth against message size";
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) throw Error("cannot write " + path);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InvalidArgument("cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// `bazel run` starts the program in its runfiles: relative paths the user typed mean the
+// folder the user was in, which Bazel passes as BUILD_WORKING_DIRECTORY.
+std::string user_path(const std::string& path) {
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || cwd == nullptr || cwd[0] == '\0') return path;
+  return std::string(cwd) + "/" + path;
+}
+
+void resolve_user_paths(BenchFlags& flags) {
+  flags.json_path = user_path(flags.json_path);
+  flags.plot_path = user_path(flags.plot_path);
+  for (std::string& p : flags.plot_inputs) p = user_path(p);
+}
+
+// --plot with --plot_inputs: draws earlier runs, runs nothing.
+int plot_inputs(const BenchFlags& flags) {
+  std::vector<PlotSeries> series;
+  for (const std::string& path : flags.plot_inputs) {
+    series.push_back(series_from_records(records_from_json_lines(read_file(path), path), base_name(path)));
+  }
+  write_file(flags.plot_path, render_busbw_svg(series, kPlotTitle));
+  printf("# wrote %s (%zu series)\n", flags.plot_path.c_str(), series.size());
+  return 0;
+}
+
+void write_outputs(const BenchFlags& flags, const std::vector<BenchRecord>& records) {
+  if (!flags.json_path.empty()) {
+    std::string text;
+    for (const BenchRecord& r : records) text += to_json(r) + "\n";
+    write_file(flags.json_path, text);
+  }
+  if (!flags.plot_path.empty()) {
+    const std::string name = flags.json_path.empty() ? "this run" : base_name(flags.json_path);
+    write_file(flags.plot_path, render_busbw_svg({series_from_records(records, name)}, kPlotTitle));
+  }
+}
+
+// One rank's whole run. Returns the number of results with wrong values (rank 0 only:
+// the other ranks return 0, so that under a launcher that stops the job when one rank
+// fails, rank 0 is never stopped before it has written the table and the files).
+int run_rank(const BenchFlags& flags) {
+  InitOptions opts;
+  opts.backend = flags.backend;
+  opts.timeout = std::chrono::seconds(flags.timeout_s);
+  if (read_launch_env().rank < 0) {  // started by hand, without a launcher: a world of one
+    opts.rank = 0;
+    opts.world_size = 1;
+    opts.store = std::make_shared<HashStore>();
+  }
+  ProcessGroupPtr pg = init_process_group(opts);
+  const std::vector<BenchRecord> records = run_sweep(*pg, flags, stdout);
+  const bool rank0 = pg->rank() == 0;
+  if (rank0) write_outputs(flags, records);
+  pg.reset();
+  destroy_process_group();
+  fflush(stdout);
+  return rank0 ? count_failed(records) : 0;
+}
+
+int run(const BenchFlags& flags) {
+  if (flags.nproc == 0) return run_rank(flags) ? kExitWrong : 0;
+  if (!read_launch_env().source.empty()) {
+    throw InvalidArgument("--nproc starts its own ranks, but this process was started by a launcher (" +
+                          read_launch_env().source + "): drop --nproc or the launcher");
+  }
+  SpawnOptions spawn_options;
+  const char* env_backend = std::getenv("DISTCOMM_BACKEND");
+  spawn_options.backend = !flags.backend.empty() ? flags.backend : env_backend ? env_backend : "gloo";
+  fflush(stdout);  // children inherit the buffer otherwise
+  spawn(flags.nproc, [&](int, int) {
+    const int failed = run_rank(flags);
+    if (failed > 0) throw Error(std::to_string(failed) + " result(s) had wrong values");
+  }, spawn_options);
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace distcomm
+
+int main(int argc, char** argv) {
+  using namespace distcomm;
+  using namespace distcomm::bench;
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  BenchFlags flags;
+  try {
+    flags = parse_bench_flags(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const Error& e) {
+    fprintf(stderr, "bench: %s\n", e.what());
+    return kExitBadFlags;
+  }
+  if (flags.help) {
+    fputs(bench_usage(argv[0]).c_str(), stdout);
+    return 0;
+  }
+  resolve_user_paths(flags);
+  try {
+    return flags.plot_inputs.empty() ? run(flags) : plot_inputs(flags);
+  } catch (const InvalidArgument& e) {
+    fprintf(stderr, "bench: %s\n", e.what());
+    return kExitBadFlags;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bench: %s\n", e.what());
+    return kExitWrong;
+  }
+}

@@ -1,0 +1,67 @@
+// One measured result (a size, in one of out-of-place / in-place), and how it is printed:
+// the nccl-tests style table row, the footer, and one JSON object per line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace distcomm {
+namespace bench {
+
+struct BenchRecord {
+  std::string op;       // "all_reduce"
+  std::string backend;  // "gloo"
+  int64_t bytes = 0;    // the size column: the larger buffer of one rank
+  int64_t count = 0;    // elements the op is called with per rank
+  std::string dtype;    // "float32"
+  std::string redop;    // "sum", or "none" for ops that do not reduce
+  int root = -1;        // -1 for ops without a root
+  int nranks = 0;
+  bool inplace = false;
+  // Per-iteration times are first combined across ranks (the slowest rank's, or the
+  // average with -a); time_us is the mean over iterations of that, min/median/max its spread.
+  double time_us = 0;
+  double time_min_us = 0;
+  double time_median_us = 0;
+  double time_max_us = 0;
+  double algbw = 0;  // GB/s, GB = 1e9 bytes: bytes / time
+  double busbw = 0;  // GB/s: algbw * the op's bus factor
+  int64_t wrong = -1;  // wrong elements summed over ranks; -1: not checked (-c 0)
+  int iters = 0;
+  std::string timing;  // "max" or "avg": how ranks' times were combined
+};
+
+struct TimingSummary {
+  double mean_us = 0;
+  double min_us = 0;
+  double median_us = 0;
+  double max_us = 0;
+};
+
+// times_us holds nranks * iters values, rank-major (rank r's iteration i at r * iters + i).
+// Each iteration's times are combined across ranks (max, or mean when average), then
+// summarised over iterations.
+TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, bool average);
+
+// algbw and busbw in GB/s (1e9 bytes) for bytes moved in time_us.
+double gigabytes_per_second(int64_t bytes, double time_us);
+
+// The column titles: three lines, as nccl-tests prints them.
+std::string table_header();
+// One row: either result may be null (that form does not exist for the op): its columns
+// print N/A. Ends with a newline.
+std::string table_row(const BenchRecord* out_of_place, const BenchRecord* in_place);
+// "# Out of bounds values : N OK|FAILED" (N: results with wrong values) and the average busbw.
+std::string table_footer(const std::vector<BenchRecord>& records);
+// Results that had wrong values (the N of the footer).
+int count_failed(const std::vector<BenchRecord>& records);
+
+// One JSON object, no newline.
+std::string to_json(const BenchRecord& r);
+// Parses the output of to_json, one object per line (blank lines skipped). Throws
+// InvalidArgument naming `source` and the line for malformed input.
+std::vector<BenchRecord> records_from_json_lines(const std::string& text, const std::string& source);
+
+}  // namespace bench
+}  // namespace distcomm

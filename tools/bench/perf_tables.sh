@@ -1,0 +1,48 @@
+#!/bin/bash
+# Runs every measurement behind README's performance section and keeps the outputs:
+#   tools/bench/perf_tables.sh [OUT_DIR]      (default: $TMPDIR/distcomm_bench or /tmp/...)
+# - every op over gloo with 2, 3 and 4 ranks (8 B .. 64 MiB, x4), JSON per run, #wrong = 0;
+# - the same over mpi under mpirun when Open MPI is here;
+# - the layer's cost: gloo_overhead and mpi_overhead, 2 ranks;
+# - busbw plots of all_reduce for both backends.
+# Exits non-zero when any run fails or finds a wrong value. Numbers from a busy machine are
+# noisy: the script prints the load average with each table.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${1:-${TMPDIR:-/tmp}/distcomm_bench}"
+mkdir -p "$out"
+bazel build -c opt //tools/bench //tools/bench/overhead:gloo_overhead //tools/bench/overhead:mpi_overhead
+bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+bench="$bin/tools/bench/bench"
+ops="all_reduce all_gather reduce_scatter broadcast reduce all_to_all gather scatter send_recv barrier"
+sweep=(-b 8 -e 64M -f 4)
+
+run() {  # run NAME COMMAND...: prints the command and load, keeps the output in OUT/NAME.txt
+  local name="$1"
+  shift
+  { echo "\$ $*"; echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg)"; } | tee "$out/$name.txt"
+  "$@" 2>&1 | tee -a "$out/$name.txt"
+}
+
+for n in 2 3 4; do
+  for op in $ops; do
+    run "gloo_${op}_np$n" "$bench" --backend=gloo --op="$op" --nproc="$n" "${sweep[@]}" --json="$out/gloo_${op}_np$n.json"
+  done
+done
+
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader,tcp --mca pml ob1)
+  for n in 2 3 4; do
+    for op in $ops; do
+      run "mpi_${op}_np$n" "${mpi[@]}" -np "$n" "$bench" --backend=mpi --op="$op" "${sweep[@]}" \
+        --json="$out/mpi_${op}_np$n.json"
+    done
+  done
+  run mpi_overhead "${mpi[@]}" -np 2 "$bin/tools/bench/overhead/mpi_overhead" --rounds=10
+  "$bench" --plot="$out/all_reduce_np2.svg" --plot_inputs="$out/gloo_all_reduce_np2.json,$out/mpi_all_reduce_np2.json"
+else
+  echo "# mpirun not found: no mpi tables"
+fi
+run gloo_overhead "$bin/tools/bench/overhead/gloo_overhead" --nproc=2 --rounds=10
+echo "# outputs in $out/"
