@@ -501,6 +501,15 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   };
   const auto out_counts = counts(output, output_split_sizes, "output");
   const auto in_counts = counts(input, input_split_sizes, "input");
+  // The one pairing visible locally: what this rank sends itself must fit what it expects
+  // from itself. (Mismatches between two ranks surface as a failed op on both.)
+  const auto me = static_cast<size_t>(rank());
+  if (in_counts[me] != out_counts[me]) {
+    throw InvalidArgument(where(kOp) + ": this rank sends itself " + std::to_string(in_counts[me]) +
+                          " elements but expects " + std::to_string(out_counts[me]) +
+                          " from itself; input split " + std::to_string(rank()) + " must equal output split " +
+                          std::to_string(rank()));
+  }
   Backend& b = route(kOp, input);
   return b.all_to_all(output, input, out_counts, in_counts, opts, next_context(kOp, &input, opts.timeout));
 }

@@ -98,6 +98,13 @@ TEST_F(ProcessGroupTest, InvalidArgumentsNameOpRankAndArgument) {
     pg_->all_to_all_single(a, b, {3}, {4});
   });
   EXPECT_NE(splits.find("output split sizes add up to 3 rows but the tensor has 4"), std::string::npos) << splits;
+
+  const std::string self_block = error_of([&] {
+    Tensor out4 = Tensor::empty({4});
+    Tensor in3 = Tensor::empty({3});
+    pg_->all_to_all_single(out4, in3);
+  });
+  EXPECT_NE(self_block.find("this rank sends itself 3 elements but expects 4"), std::string::npos) << self_block;
 }
 
 TEST_F(ProcessGroupTest, InvalidArgumentDoesNotConsumeASequenceNumber) {
