@@ -1,7 +1,6 @@
 // init_process_group and the launch environment: which variables are read, what a
 // missing or malformed one says, and real rendezvous over env://, tcp:// and file://.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "tests/api/plugin_test_env.h"
+#include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
@@ -124,38 +124,21 @@ TEST_F(InitTest, FileRendezvousAndSplitAcrossProcesses) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   ::unlink(path);
-  const int world = 4;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        InitOptions o;
-        o.backend = "any_size";
-        o.rank = r;
-        o.world_size = world;
-        o.init_method = std::string("file://") + path;
-        o.timeout = std::chrono::seconds(20);
-        auto pg = init_process_group(o);
-        auto half = pg->split(r % 2, -r);  // key -r: reversed order inside each group
-        if (!half || half->size() != 2) code = 2;
-        // Ranks {1, 3} with keys {-1, -3}: rank 3 comes first.
-        else if (half->rank() != (r < 2 ? 1 : 0)) code = 3;
-        else if (half->global_rank(0) != (r % 2 == 0 ? 2 : 3)) code = 4;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  for (int r = 0; r < world; ++r) {
-    int status = 0;
-    ::waitpid(pids[r], &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " status " << status;
-  }
+  testing::run_ranks(4, [&](int r, int world) {
+    InitOptions o;
+    o.backend = "any_size";
+    o.rank = r;
+    o.world_size = world;
+    o.init_method = std::string("file://") + path;
+    o.timeout = std::chrono::seconds(20);
+    auto pg = init_process_group(o);
+    auto half = pg->split(r % 2, -r);  // key -r: reversed order inside each group
+    ASSERT_NE(half, nullptr);
+    EXPECT_EQ(half->size(), 2);
+    // Ranks {1, 3} with keys {-1, -3}: rank 3 comes first.
+    EXPECT_EQ(half->rank(), r < 2 ? 1 : 0);
+    EXPECT_EQ(half->global_rank(0), r % 2 == 0 ? 2 : 3);
+  });
   ::unlink(path);
 }
 

@@ -2,7 +2,6 @@
 // rank 0 still prints them in rank order.
 #include <gtest/gtest.h>
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "api/logging.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
+#include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
@@ -31,43 +31,27 @@ TEST(Logging, OrderedPrintComesOutInRankOrder) {
   const std::string store_path = std::string(dir) + "/store";
   const std::string out_path = std::string(dir) + "/out";
   const int world = 4;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        if (r == 0) {
-          const int fd = ::open(out_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-          ::dup2(fd, STDOUT_FILENO);
-        }
-        ProcessGroupOptions o;
-        o.store = std::make_shared<FileStore>(store_path, world);
-        o.rank = r;
-        o.size = world;
-        o.backend = "any_size";
-        auto pg = ProcessGroup::create(o);
-        // The highest rank speaks first: arrival order is the reverse of rank order.
-        std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
-        ordered_print(*pg, "hello from " + std::to_string(r) + "\nsecond line " + std::to_string(r));
-        // A subgroup's ordered print, made by its members only, must not shift the
-        // world's next one.
-        auto low = pg->new_group({0, 1});
-        if (low) ordered_print(*low, "low " + std::to_string(r), /*prefix=*/false);
-        ordered_print(*pg, "again " + std::to_string(r), /*prefix=*/false);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      ::_exit(code);
+  testing::run_ranks(world, [&](int r, int) {
+    if (r == 0) {
+      const int fd = ::open(out_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+      ::dup2(fd, STDOUT_FILENO);
     }
-    pids.push_back(pid);
-  }
-  for (int r = 0; r < world; ++r) {
-    int status = 0;
-    ::waitpid(pids[r], &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r;
-  }
+    ProcessGroupOptions o;
+    o.store = std::make_shared<FileStore>(store_path, world);
+    o.rank = r;
+    o.size = world;
+    o.backend = "any_size";
+    auto pg = ProcessGroup::create(o);
+    // The highest rank speaks first: arrival order is the reverse of rank order.
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
+    ordered_print(*pg, "hello from " + std::to_string(r) + "\nsecond line " + std::to_string(r));
+    // A subgroup's ordered print, made by its members only, must not shift the world's
+    // next one.
+    auto low = pg->new_group({0, 1});
+    if (low) ordered_print(*low, "low " + std::to_string(r), /*prefix=*/false);
+    ordered_print(*pg, "again " + std::to_string(r), /*prefix=*/false);
+  }, std::chrono::seconds(60));
+  if (::testing::Test::HasFailure()) return;
   std::ifstream in(out_path);
   std::stringstream got;
   got << in.rdbuf();
