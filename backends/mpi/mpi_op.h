@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "api/tensor.h"
-#include "api/work.h"
+#include "backends/mpi/mpi_work.h"
 
 namespace distcomm {
 namespace mpi {
@@ -46,7 +46,7 @@ struct Op {
   using Clock = std::chrono::steady_clock;
 
   Call call = Call::kBarrier;
-  WorkPtr work;
+  std::shared_ptr<MpiWork> work;
   Clock::time_point deadline = Clock::time_point::max();
   std::chrono::milliseconds timeout{0};  // for the Timeout message
 

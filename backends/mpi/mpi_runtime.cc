@@ -15,11 +15,15 @@ namespace mpi {
 namespace {
 
 // With nothing to poll, the MPI thread naps this long at a time, for kNapWindow after it
-// last had something to do, before it sleeps for good. While it naps, a submit needs no
-// wake-up (a futex call costs about as much as a small all_reduce), yet an op that nobody
-// waits for is picked up within a nap.
-constexpr auto kNap = std::chrono::microseconds(20);
+// last had something to do, before it sleeps until woken. While it naps, a small op's
+// submit needs no wake-up (a futex call costs more than a small all_reduce), yet an op
+// nobody drives is picked up within two naps. Shorter naps would cost CPU that the ranks'
+// own threads need when cores are few.
+constexpr auto kNap = std::chrono::microseconds(200);
 constexpr auto kNapWindow = std::chrono::milliseconds(10);
+// Ops this large wake the MPI thread at once when nobody drives them: their many steps
+// need steady polling, and a wake-up is small next to their duration.
+constexpr int64_t kWakeAtOnceBytes = 64 << 10;
 // On an oversubscribed host, a polling thread that has seen nothing start or end for this
 // long yields between tests, so that ranks sharing a core let each other run.
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
@@ -134,6 +138,14 @@ void Runtime::initialize() {
           "to distcomm");
     }
   } else {
+#if defined(OPEN_MPI)
+    // Open MPI's nonblocking all_reduce (libnbc) picks a binomial tree -- a reduce to one
+    // rank and a broadcast back -- for any call in place or any group under 4 ranks: the
+    // plugin's all_reduces (always in place) ran at a third to a half of MPI_Allreduce's
+    // speed from 256 KiB to 2 MiB. Reduce-scatter + allgather (algorithm 3) matched
+    // MPI_Allreduce from 8 B to 16 MiB on 2 ranks. A value set by the user wins.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
+#endif
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_);
     if (rc != MPI_SUCCESS) {
       throw BackendUnavailable("mpi backend: MPI_Init_thread failed: " + error_string(rc));
@@ -215,24 +227,37 @@ void Runtime::serve() {
 }
 
 void Runtime::wait_for_work(uint64_t seen) {
-  // Something to do: a task or wake-up (epoch), or ops in flight that no thread drives.
-  auto work_came = [&] { return epoch_.load() != seen || (drivers_.load() == 0 && in_flight_.load() > 0); };
   const Clock::time_point nap_until = Clock::now() + kNapWindow;
-  while (Clock::now() < nap_until) {
-    std::this_thread::sleep_for(kNap);
-    if (work_came()) return;
-  }
   std::unique_lock<std::mutex> lock(mu_);
   sleeping_.store(true);
-  // Woken by wake(); and now and then anyway, to test ops given up after a timeout.
-  wake_cv_.wait_for(lock, kAbandonedTestInterval, work_came);
+  bool unattended_before = false;
+  uint64_t ended_before = ops_.ended.load();
+  while (epoch_.load() == seen) {
+    const bool unattended = drivers_.load() == 0 && ops_.in_flight.load() > 0;
+    const uint64_t ended = ops_.ended.load();
+    // Ops in flight, no thread driving them, none finished for a whole nap: step in.
+    if (unattended && unattended_before && ended == ended_before) break;
+    unattended_before = unattended;
+    ended_before = ended;
+    if (!unattended && Clock::now() >= nap_until) {
+      // Pairs with submitted(): either that sees deep_sleep_ and wakes this thread, or
+      // this sees its op counted in flight and stays awake.
+      deep_sleep_.store(true);
+      if (ops_.in_flight.load() == 0 || drivers_.load() > 0) {
+        // Woken by wake(); and now and then anyway, to test ops given up after a timeout.
+        wake_cv_.wait_for(lock, kAbandonedTestInterval, [&] { return epoch_.load() != seen; });
+      }
+      deep_sleep_.store(false);
+      break;
+    }
+    wake_cv_.wait_for(lock, kNap);
+  }
   sleeping_.store(false);
 }
 
 void Runtime::wake() {
-  // Pairs with wait_for_work: either the sleeper sees the new epoch before it sleeps, or
-  // this sees sleeping_ and notifies under the lock the sleeper waits with. A napping
-  // thread needs no notification: it looks at the epoch after every nap.
+  // Pairs with wait_for_work: either the sleeper sees the new epoch before it waits, or
+  // this sees sleeping_ and notifies under the lock the sleeper waits with.
   epoch_.fetch_add(1);
   if (sleeping_.load()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -240,13 +265,15 @@ void Runtime::wake() {
   }
 }
 
-void Runtime::submitted() {
+void Runtime::submitted(int64_t bytes) {
   if (waiters_drive_ && !t_in_round && progress_mu_.try_lock()) {
     round(false);
     progress_mu_.unlock();
   }
-  // The caller may never wait: unless a waiter is driving, the MPI thread takes over.
-  if (drivers_.load() == 0) wake();
+  // The caller may never wait. A napping MPI thread steps in by itself if no one drives
+  // the op; a sleeping one must be woken, and so must it for a large op, whose many steps
+  // want steady polling from the start, and whenever it makes every MPI call itself.
+  if (drivers_.load() == 0 && (bytes >= kWakeAtOnceBytes || !waiters_drive_ || deep_sleep_.load())) wake();
 }
 
 bool Runtime::in_round() { return t_in_round; }
@@ -264,8 +291,8 @@ bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadlin
     backoff.after(progressed, Clock::now());
   }
   // Pairs with submitted(): a submit that saw this driver still here is counted in
-  // in_flight_ by the time it is read below.
-  if (drivers_.fetch_sub(1) == 1 && in_flight_.load() > 0) wake();
+  // ops_.in_flight by the time it is read below.
+  if (drivers_.fetch_sub(1) == 1 && ops_.in_flight.load() > 0) wake();
   return true;
 }
 
@@ -318,7 +345,7 @@ void Runtime::run_setup(const std::function<void()>& fn) {
 }
 
 std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm) {
-  auto queue = std::make_shared<OpQueue>(comm, in_flight_, [this] { submitted(); });
+  auto queue = std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); });
   run([&] {
     queue->set_abandoned_sink(&abandoned_);
     queues_.push_back(queue);

@@ -21,8 +21,11 @@
 // itself, the plugin needs MULTIPLE.
 //
 // Polling. A thread running rounds tests running ops in a loop; when the host has more
-// ranks than cores it yields the CPU after a while without progress. Idle, the MPI thread
-// naps briefly for a while (so a submit need not wake it), then sleeps until woken.
+// ranks than cores it yields the CPU after a while without progress. With nothing to poll,
+// the MPI thread naps: it steps in for ops that no thread drives and that stop finishing
+// for a whole nap, so that a rank's own threads keep the cores while they submit and wait
+// (on a small machine a second busy thread slows every rank). After a quiet while it
+// sleeps until woken.
 //
 // Exit. An atexit handler refuses new ops, lets queued and running ones finish (or time
 // out), frees the communicators and, if the plugin initialised MPI, calls MPI_Finalize.
@@ -74,9 +77,9 @@ class Runtime {
   // Never throws; does nothing once MPI is finalised.
   void detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept;
 
-  // An op was submitted: start it on this thread if it may call MPI, and make sure
-  // someone keeps it moving.
-  void submitted();
+  // An op of `bytes` was submitted: start it on this thread if it may call MPI, and make
+  // sure someone keeps it moving.
+  void submitted(int64_t bytes);
   // Runs rounds on this thread until done() or the deadline. False, at once, when this
   // thread may not call MPI (thread level below MULTIPLE) or already runs a round (a Work
   // callback): the caller must then block instead.
@@ -100,6 +103,7 @@ class Runtime {
   void run_tasks();
   void close();
   void stop_at_exit();
+  // Bumps the epoch and, if the MPI thread waits, notifies it.
   void wake();
 
   std::thread thread_;
@@ -124,10 +128,11 @@ class Runtime {
   std::vector<Task*> tasks_;  // guarded by mu_
   std::atomic<size_t> task_count_{0};
   std::atomic<uint64_t> epoch_{0};  // bumped by every wake()
-  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> sleeping_{false};    // in wait_for_work (napping or deeply)
+  std::atomic<bool> deep_sleep_{false};  // past the naps: only a notification wakes it
   std::atomic<bool> exiting_{false};
   std::atomic<int> drivers_{0};            // threads running rounds in drive()
-  std::atomic<int64_t> in_flight_{0};      // submitted ops whose Works have not finished
+  OpCounters ops_;
 
   // Whoever holds progress_mu_ runs rounds; it guards everything below.
   std::mutex progress_mu_;

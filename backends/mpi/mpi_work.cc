@@ -1,6 +1,7 @@
 #include "backends/mpi/mpi_work.h"
 
 #include "api/errors.h"
+#include "backends/mpi/mpi_runtime.h"
 
 namespace distcomm {
 namespace mpi {

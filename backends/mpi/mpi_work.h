@@ -2,14 +2,16 @@
 // the waiting thread, not a thread hand-off, sees the op end.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
 #include "api/work.h"
-#include "backends/mpi/mpi_runtime.h"
 
 namespace distcomm {
 namespace mpi {
+
+class Runtime;
 
 class MpiWork : public Work {
  public:
@@ -17,9 +19,15 @@ class MpiWork : public Work {
       : Work(op, seq, std::move(description)), runtime_(runtime) {}
 
   void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // Without the Work's lock: a waiter polls it between MPI tests.
+  bool is_completed() const override { return done_.load(std::memory_order_acquire); }
+
+  // The op's queue calls this once finish() has returned (every MpiWork ends that way).
+  void mark_done() { done_.store(true, std::memory_order_release); }
 
  private:
   Runtime& runtime_;
+  std::atomic<bool> done_{false};
 };
 
 }  // namespace mpi

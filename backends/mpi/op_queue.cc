@@ -20,17 +20,20 @@ std::exception_ptr timeout_error(const Op& op) {
 
 }  // namespace
 
-OpQueue::OpQueue(MPI_Comm comm, std::atomic<int64_t>& in_flight, std::function<void()> submitted)
-    : comm_(comm), in_flight_(in_flight), submitted_(std::move(submitted)) {}
+OpQueue::OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted)
+    : comm_(comm), counters_(counters), submitted_(std::move(submitted)) {}
 
 void OpQueue::end(Op& op, std::exception_ptr error) {
   op.work->finish(error);
-  in_flight_.fetch_sub(1);
+  op.work->mark_done();
+  counters_.ended.fetch_add(1);
+  counters_.in_flight.fetch_sub(1);
 }
 
 void OpQueue::submit(std::unique_ptr<Op> op) {
   // Counted before it is visible to any round, so that a round never sees it uncounted.
-  in_flight_.fetch_add(1);
+  counters_.in_flight.fetch_add(1);
+  const int64_t bytes = op->count * static_cast<int64_t>(op->element_size);
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,7 +47,7 @@ void OpQueue::submit(std::unique_ptr<Op> op) {
     end(*op, refused);
     return;
   }
-  submitted_();
+  submitted_(bytes);
 }
 
 void OpQueue::refuse_new(std::exception_ptr error) {

@@ -27,13 +27,20 @@
 namespace distcomm {
 namespace mpi {
 
+// The process's op counts, kept by every queue, read by the runtime to decide whether the
+// MPI thread must step in.
+struct OpCounters {
+  std::atomic<int64_t> in_flight{0};  // submitted, Work not finished yet
+  std::atomic<uint64_t> ended{0};     // Works finished so far
+};
+
 class OpQueue {
  public:
   enum class State { kIdle, kWaiting, kProgressed };
 
-  // in_flight: the process's count of submitted ops whose Works have not finished.
-  // submitted: called after each submit (the runtime starts the op or wakes its thread).
-  OpQueue(MPI_Comm comm, std::atomic<int64_t>& in_flight, std::function<void()> submitted);
+  // submitted(bytes): called after each submit (the runtime starts the op or wakes its
+  // thread).
+  OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted);
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
@@ -69,8 +76,8 @@ class OpQueue {
   void end(Op& op, std::exception_ptr error = nullptr);
 
   MPI_Comm comm_;
-  std::atomic<int64_t>& in_flight_;
-  const std::function<void()> submitted_;
+  OpCounters& counters_;
+  const std::function<void(int64_t)> submitted_;
 
   std::mutex mu_;
   std::deque<std::unique_ptr<Op>> incoming_;  // guarded by mu_

@@ -9,16 +9,20 @@ load("@system_mpi//:info.bzl", "FOUND", "REASON")
 
 PLUGIN = "//backends/mpi:libdistcomm_mpi.so"
 
+def mpirun_program(name, srcs, deps = []):
+    """A program that mpirun_test runs on every rank, linked against the core."""
+    native.cc_binary(
+        name = name,
+        testonly = 1,
+        srcs = srcs,
+        deps = ["//api:distcomm"] + deps,
+    )
+
 def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], expect_failure_within = None,
                 size = "medium", **kwargs):
     if srcs:
         program = ":%s_program" % name
-        native.cc_binary(
-            name = "%s_program" % name,
-            testonly = 1,
-            srcs = srcs,
-            deps = ["//api:distcomm"] + deps,
-        )
+        mpirun_program(name = "%s_program" % name, srcs = srcs, deps = deps)
     if FOUND:
         expect = ["--expect-failure-within", str(expect_failure_within)] if expect_failure_within else []
         test_args = [str(np)] + expect + ["$(location %s)" % program] + args

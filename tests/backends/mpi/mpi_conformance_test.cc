@@ -1,0 +1,79 @@
+// The conformance suite (tests/backends/conformance) on the mpi backend. mpirun_test.sh
+// starts the ranks (-np 1 to 4); each makes the world group with init_process_group and
+// runs every check, in the same order as the others.
+//
+// Counts 0, 1, 7 and 1000 run every supported (dtype, op) pair and every dtype; 1 << 20
+// runs the subset in conformance::sweep_large, to keep the suite short on two cores.
+//
+// The world's store is a FileStore in the test's temporary folder rather than the local
+// HashStore init gives a self-rendezvous backend: ProcessGroup::split exchanges colors and
+// keys through the store, so with a store no other rank can read, split cannot work.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "api/file_store.h"
+#include "api/init.h"
+#include "tests/backends/conformance/conformance.h"
+
+namespace distcomm {
+namespace {
+
+using namespace conformance;  // NOLINT: the suite's check_* names read best unqualified here
+
+const int64_t kCounts[] = {0, 1, 7, 1000};
+constexpr int64_t kLargeCount = 1 << 20;
+
+class MpiWorld : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    InitOptions o;
+    o.backend = "mpi";
+    o.timeout = std::chrono::seconds(60);
+    o.store = std::make_shared<FileStore>(std::string(tmp ? tmp : "/tmp") + "/mpi_conformance_store",
+                                          world ? std::atoi(world) : 1);
+    init_process_group(o);
+  }
+  void TearDown() override { destroy_process_group(); }
+};
+[[maybe_unused]] ::testing::Environment* const kWorld = ::testing::AddGlobalTestEnvironment(new MpiWorld);
+
+ProcessGroup& world() { return default_group(); }
+
+TEST(MpiConformance, Reductions) {
+  for (int64_t count : kCounts) sweep_reductions(world(), count);
+}
+
+TEST(MpiConformance, DataMovement) {
+  for (int64_t count : kCounts) sweep_data_movement(world(), count);
+}
+
+TEST(MpiConformance, LargeCount) { sweep_large(world(), kLargeCount); }
+
+TEST(MpiConformance, InFlightAndCoalesced) {
+  check_many_in_flight(world(), 50, 1000);
+  for (const ReduceCase& c : supported_reduce_cases()) check_all_reduce_coalesced(world(), c.dtype, c.op);
+}
+
+TEST(MpiConformance, PointToPoint) {
+  if (world().size() < 2) GTEST_SKIP() << "point-to-point needs two ranks";
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}}) check_send_recv(world(), dtype, count);
+  }
+  check_send_recv(world(), DType::kFloat32, kLargeCount);
+  check_recv_any_source(world(), 0);
+  check_recv_any_source(world(), 100);
+  check_barrier(world());
+}
+
+TEST(MpiConformance, SubgroupsAndBadArguments) {
+  check_new_group(world());
+  check_split(world());
+  check_invalid_arguments(world());
+}
+
+}  // namespace
+}  // namespace distcomm
