@@ -197,7 +197,7 @@ Runtime::RoundResult Runtime::round(bool refuse_new) {
 }
 
 void Runtime::serve() {
-  // Naps of 20 us need a timer slack below the default 50 us.
+  // Naps as short as kNap want a timer slack well below the default 50 us.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   Backoff backoff(yield_when_idle_);
   bool idle_before = true;
@@ -233,7 +233,9 @@ void Runtime::wait_for_work(uint64_t seen) {
   bool unattended_before = false;
   uint64_t ended_before = ops_.ended.load();
   while (epoch_.load() == seen) {
-    const bool unattended = drivers_.load() == 0 && ops_.in_flight.load() > 0;
+    const bool no_driver = drivers_.load() == 0;
+    if (no_driver && task_count_.load() > 0) break;  // a task posted while a driver left
+    const bool unattended = no_driver && ops_.in_flight.load() > 0;
     const uint64_t ended = ops_.ended.load();
     // Ops in flight, no thread driving them, none finished for a whole nap: step in.
     if (unattended && unattended_before && ended == ended_before) break;
@@ -290,9 +292,9 @@ bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadlin
     }
     backoff.after(progressed, Clock::now());
   }
-  // Pairs with submitted(): a submit that saw this driver still here is counted in
-  // ops_.in_flight by the time it is read below.
-  if (drivers_.fetch_sub(1) == 1 && ops_.in_flight.load() > 0) wake();
+  // Pairs with submitted() and run(): an op or task posted while this driver was still
+  // here is counted by the time it is read below.
+  if (drivers_.fetch_sub(1) == 1 && (ops_.in_flight.load() > 0 || task_count_.load() > 0)) wake();
   return true;
 }
 

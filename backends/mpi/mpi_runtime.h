@@ -10,8 +10,8 @@
 //     rounds until its op ends. The MPI thread runs rounds only while ops are in flight
 //     that no thread is waiting for (compute overlapping communication), and sleeps while
 //     a waiter drives. So a rank keeps one busy thread, not two, and an op costs no
-//     thread hand-off: on a machine with as many ranks as cores, that is the difference
-//     between ~1 us and ~100 us for a small all_reduce.
+//     thread hand-off: with 2 ranks on 2 cores an 8-byte all_reduce took 2.5 us this way
+//     and over 100 us with a thread that made every call.
 //   - With less (MPI_THREAD_FUNNELED or SERIALIZED), only the MPI thread calls MPI: it
 //     runs every round, waiters block on their Work. FUNNELED is the least the plugin
 //     needs, and every MPI library gives it.

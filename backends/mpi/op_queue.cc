@@ -10,10 +10,10 @@ namespace distcomm {
 namespace mpi {
 namespace {
 
+// The Work's description, put before this, names rank, group, op and sequence number.
 std::exception_ptr timeout_error(const Op& op) {
   return std::make_exception_ptr(Timeout(
-      std::string(op_type_name(op.work->op())) + " #" + std::to_string(op.work->seq()) +
-      " did not finish within " + std::to_string(op.timeout.count()) +
+      "did not finish within " + std::to_string(op.timeout.count()) +
       " ms: a peer has not joined it or is stuck. MPI cannot cancel a started operation, so "
       "this group is now unusable: destroy it and create a new one, or exit"));
 }
