@@ -44,5 +44,6 @@ if command -v mpirun >/dev/null; then
 else
   echo "# mpirun not found: no mpi tables"
 fi
-run gloo_overhead "$bin/tools/bench/overhead/gloo_overhead" --nproc=2 --rounds=10
+run gloo_overhead_ring "$bin/tools/bench/overhead/gloo_overhead" --nproc=2 --rounds=10 --algorithm=ring
+run gloo_overhead_bcube "$bin/tools/bench/overhead/gloo_overhead" --nproc=2 --rounds=10 --algorithm=bcube
 echo "# outputs in $out/"
