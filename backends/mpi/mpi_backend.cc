@@ -125,6 +125,7 @@ std::unique_ptr<Op> MpiBackend::make_op(Call call, OpType type, const OpContext&
 }
 
 WorkPtr MpiBackend::submit(std::unique_ptr<Op> op) {
+  op->work->set_waiter_drives(runtime_.waiter_drives(op->bytes()));
   WorkPtr work = op->work;
   queue_->submit(std::move(op));
   return work;

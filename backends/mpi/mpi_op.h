@@ -68,7 +68,9 @@ struct Op {
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;  // alltoallv
   Tensor keep_alive[2];  // owned storage and scratch copies that the MPI calls use
 
-  // Progress, on the MPI thread only: the requests started so far, and how many are done.
+  int64_t bytes() const { return count * static_cast<int64_t>(element_size); }
+
+  // Progress, under the progress lock only: the requests started so far, how many are done.
   std::vector<MPI_Request> requests;
   size_t completed = 0;
 };

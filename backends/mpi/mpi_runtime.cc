@@ -15,15 +15,15 @@ namespace mpi {
 namespace {
 
 // With nothing to poll, the MPI thread naps this long at a time, for kNapWindow after it
-// last had something to do, before it sleeps until woken. While it naps, a small op's
-// submit needs no wake-up (a futex call costs more than a small all_reduce), yet an op
-// nobody drives is picked up within two naps. Shorter naps would cost CPU that the ranks'
-// own threads need when cores are few.
-constexpr auto kNap = std::chrono::microseconds(200);
+// last had something to do, before it sleeps until woken. While it naps, a submit needs no
+// wake-up (a futex call costs more than a small all_reduce), and an op nobody drives is
+// picked up within two naps. Every nap's end interrupts a rank's busy thread when cores
+// are few: at 200 us naps a 16 MiB all_reduce on 2 ranks and 2 cores took 40% longer.
+constexpr auto kNap = std::chrono::milliseconds(1);
 constexpr auto kNapWindow = std::chrono::milliseconds(10);
-// Ops this large wake the MPI thread at once when nobody drives them: their many steps
-// need steady polling, and a wake-up is small next to their duration.
-constexpr int64_t kWakeAtOnceBytes = 64 << 10;
+// Ops below this size are driven by the threads that submit and wait for them; larger
+// ones by the MPI thread (see mpi_runtime.h).
+constexpr int64_t kWaiterDrivesBelowBytes = 256 << 10;
 // On an oversubscribed host, a polling thread that has seen nothing start or end for this
 // long yields between tests, so that ranks sharing a core let each other run.
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
@@ -61,14 +61,16 @@ bool host_is_oversubscribed() {
 }
 
 // Tracks progress of a polling loop; once nothing has moved for a while, yields the CPU
-// between tests if the host is oversubscribed.
+// between tests if the host is oversubscribed (and only then reads the clock).
 class Backoff {
  public:
   explicit Backoff(bool yield) : yield_(yield) {}
-  void after(bool progressed, Runtime::Clock::time_point now) {
+  void after(bool progressed) {
+    if (!yield_) return;
+    const Runtime::Clock::time_point now = Runtime::Clock::now();
     if (progressed) {
       last_progress_ = now;
-    } else if (yield_ && now - last_progress_ > kSpinBeforeYield) {
+    } else if (now - last_progress_ > kSpinBeforeYield) {
       sched_yield();
     }
   }
@@ -216,7 +218,7 @@ void Runtime::serve() {
       r = round(exiting);
     }
     if (r.running) {
-      backoff.after(r.progressed || idle_before, Clock::now());
+      backoff.after(r.progressed || idle_before);
       idle_before = false;
       continue;
     }
@@ -267,15 +269,17 @@ void Runtime::wake() {
   }
 }
 
+bool Runtime::waiter_drives(int64_t bytes) const { return waiters_drive_ && bytes < kWaiterDrivesBelowBytes; }
+
 void Runtime::submitted(int64_t bytes) {
-  if (waiters_drive_ && !t_in_round && progress_mu_.try_lock()) {
+  const bool waiter = waiter_drives(bytes);
+  if (waiter && !t_in_round && progress_mu_.try_lock()) {
     round(false);
     progress_mu_.unlock();
   }
-  // The caller may never wait. A napping MPI thread steps in by itself if no one drives
-  // the op; a sleeping one must be woken, and so must it for a large op, whose many steps
-  // want steady polling from the start, and whenever it makes every MPI call itself.
-  if (drivers_.load() == 0 && (bytes >= kWakeAtOnceBytes || !waiters_drive_ || deep_sleep_.load())) wake();
+  // The caller may never wait. For a small op a napping MPI thread steps in by itself if
+  // no one drives it, a sleeping one must be woken; a large op is the MPI thread's anyway.
+  if (drivers_.load() == 0 && (!waiter || deep_sleep_.load())) wake();
 }
 
 bool Runtime::in_round() { return t_in_round; }
@@ -284,13 +288,14 @@ bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadlin
   if (!waiters_drive_ || t_in_round) return false;
   drivers_.fetch_add(1);
   Backoff backoff(yield_when_idle_);
-  while (!done() && Clock::now() < deadline) {
+  const bool timed = deadline != Clock::time_point::max();
+  while (!done() && !(timed && Clock::now() >= deadline)) {
     bool progressed = false;
     if (progress_mu_.try_lock()) {
       progressed = round(false).progressed;
       progress_mu_.unlock();
     }
-    backoff.after(progressed, Clock::now());
+    backoff.after(progressed);
   }
   // Pairs with submitted() and run(): an op or task posted while this driver was still
   // here is counted by the time it is read below.

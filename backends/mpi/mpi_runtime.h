@@ -5,13 +5,17 @@
 // for MPI_THREAD_MULTIPLE. Every MPI call of an op happens in a "round": one pass that
 // starts the ops that may start, tests the running ones with MPI_Test (which is what
 // drives MPI's progress engine) and enforces deadlines, under one progress lock.
-//   - With MPI_THREAD_MULTIPLE, rounds run on the threads that need them: the thread that
-//     submits an op runs one (so the op starts at once), and a thread in Work::wait runs
-//     rounds until its op ends. The MPI thread runs rounds only while ops are in flight
-//     that no thread is waiting for (compute overlapping communication), and sleeps while
-//     a waiter drives. So a rank keeps one busy thread, not two, and an op costs no
-//     thread hand-off: with 2 ranks on 2 cores an 8-byte all_reduce took 2.5 us this way
-//     and over 100 us with a thread that made every call.
+//   - With MPI_THREAD_MULTIPLE, small ops (under kWaiterDrivesBelowBytes) run their rounds
+//     on the threads that need them: the thread that submits one runs a round (so the op
+//     starts at once), and a thread in Work::wait runs rounds until its op ends. The MPI
+//     thread runs rounds only for ops in flight that no thread is waiting for (compute
+//     overlapping communication), and sleeps while a waiter drives. So a rank keeps one
+//     busy thread, not two, and a small op costs no thread hand-off: with 2 ranks on 2
+//     cores an 8-byte all_reduce took 2.5 us this way and over 100 us with a thread that
+//     made every call. Large ops are started and polled by the MPI thread while their
+//     waiter blocks: the hand-off is small beside them, and MPI's large scratch buffers
+//     (libnbc allocates one per all_reduce) then come from that thread's malloc arena
+//     instead of the program's, which made a 16 MiB all_reduce a third faster.
 //   - With less (MPI_THREAD_FUNNELED or SERIALIZED), only the MPI thread calls MPI: it
 //     runs every round, waiters block on their Work. FUNNELED is the least the plugin
 //     needs, and every MPI library gives it.
@@ -77,8 +81,10 @@ class Runtime {
   // Never throws; does nothing once MPI is finalised.
   void detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept;
 
-  // An op of `bytes` was submitted: start it on this thread if it may call MPI, and make
-  // sure someone keeps it moving.
+  // Whether the thread that submits and waits for an op of `bytes` runs its progress.
+  bool waiter_drives(int64_t bytes) const;
+  // An op of `bytes` was submitted: start it on this thread if it is the waiter's to
+  // drive, and make sure someone keeps it moving.
   void submitted(int64_t bytes);
   // Runs rounds on this thread until done() or the deadline. False, at once, when this
   // thread may not call MPI (thread level below MULTIPLE) or already runs a round (a Work

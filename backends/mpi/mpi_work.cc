@@ -12,11 +12,12 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
     throw Error(description() + ": Work::wait called from a Work callback (on_finish) would wait "
                 "for itself; chain the next step with on_finish instead");
   }
-  if (!is_completed()) {
+  if (!is_completed() && waiter_drives_) {
     const auto deadline = timeout < std::chrono::milliseconds::zero()
                               ? Runtime::Clock::time_point::max()
                               : Runtime::Clock::now() + timeout;
-    // Where this thread may not call MPI, Work::wait blocks until the MPI thread is done.
+    // Where this thread may not call MPI, Work::wait below blocks until the MPI thread is
+    // done, as it does for large ops.
     if (runtime_.drive([this] { return is_completed(); }, deadline) && !is_completed()) {
       throw Timeout((description().empty() ? std::string(op_type_name(op())) : description()) +
                     ": not finished after " + std::to_string(timeout.count()) +

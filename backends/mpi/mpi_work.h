@@ -24,10 +24,14 @@ class MpiWork : public Work {
 
   // The op's queue calls this once finish() has returned (every MpiWork ends that way).
   void mark_done() { done_.store(true, std::memory_order_release); }
+  // Whether wait() runs MPI's progress itself (small ops) or blocks while the MPI thread
+  // does (large ones); see Runtime::waiter_drives. Set before the Work is handed out.
+  void set_waiter_drives(bool drives) { waiter_drives_ = drives; }
 
  private:
   Runtime& runtime_;
   std::atomic<bool> done_{false};
+  bool waiter_drives_ = true;
 };
 
 }  // namespace mpi

@@ -33,7 +33,7 @@ void OpQueue::end(Op& op, std::exception_ptr error) {
 void OpQueue::submit(std::unique_ptr<Op> op) {
   // Counted before it is visible to any round, so that a round never sees it uncounted.
   counters_.in_flight.fetch_add(1);
-  const int64_t bytes = op->count * static_cast<int64_t>(op->element_size);
+  const int64_t bytes = op->bytes();
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
