@@ -156,6 +156,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   ProcessGroupOptions po;
   if (self_rendezvous) {
     po.store = o.store ? o.store : std::make_shared<HashStore>();
+    po.store_is_shared = o.store != nullptr;
   } else {
     po.store = make_store(o, rank, world, &config);
   }

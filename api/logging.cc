@@ -74,15 +74,21 @@ void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix) {
   const std::string mine =
       prefix ? prefixed("[rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + "] ", text)
              : prefixed("", text);
-  if (pg.rank() != 0) {
-    pg.store()->set(base + std::to_string(pg.rank()), mine);
+  std::string all;
+  if (!pg.store_is_shared()) {
+    // MPI groups have no shared store: one exchange through the group's collectives.
+    for (const auto& text_of_rank : pg.all_gather_strings(mine)) all += text_of_rank;
+    if (pg.rank() != 0) return;
+  } else if (pg.rank() != 0) {
+    pg.store()->set(base + std::to_string(pg.rank()), mine);  // post and go on
     return;
-  }
-  std::string all = mine;
-  for (int r = 1; r < pg.size(); ++r) {
-    const std::string key = base + std::to_string(r);
-    all += pg.store()->get_string(key);
-    pg.store()->delete_key(key);
+  } else {
+    all = mine;
+    for (int r = 1; r < pg.size(); ++r) {
+      const std::string key = base + std::to_string(r);
+      all += pg.store()->get_string(key);
+      pg.store()->delete_key(key);
+    }
   }
   std::fflush(stdout);  // what the program printed before comes first
   write_all(STDOUT_FILENO, all);

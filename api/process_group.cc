@@ -135,6 +135,7 @@ void ProcessGroup::create_backends() {
     bo.config = options_.backend_config;
     try {
       backends_[device] = create_backend(name, bo);
+      supported_ops_[device] = backends_[device]->supported_ops();
     } catch (const BackendUnavailable& e) {
       // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU)
       // fails the ops of its device only, as c10d's lazy backends do; alone, it fails now.
@@ -244,7 +245,7 @@ Backend& ProcessGroup::route(OpType op, const Tensor& t) {
   } catch (const Error&) {
     std::rethrow_exception(with_context(std::current_exception(), where(op)));
   }
-  const auto ops = b->supported_ops();
+  const auto& ops = supported_ops_[t.device().type];
   if (std::find(ops.begin(), ops.end(), op) == ops.end()) {
     throw Unsupported(where(op) + ": backend " + b->name() + " does not support " + op_type_name(op));
   }
@@ -621,24 +622,49 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   const uint64_t id = subgroups_++;
-  // Everyone posts (color, key) through the store, then reads everyone's: one round.
-  const std::string base = "pg/" + name() + "/split" + std::to_string(id) + "/";
-  options_.store->set(base + std::to_string(rank()), std::to_string(color) + " " + std::to_string(key));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
-  options_.store->wait(keys, options_.timeout);
-  std::vector<std::tuple<int, int, int>> members;  // (key, rank) of my color
+  // One round: everyone learns everyone's (color, key).
+  const auto all = all_gather_strings(std::to_string(color) + " " + std::to_string(key));
+  if (color < 0) return nullptr;
+  std::vector<std::pair<int, int>> members;  // (key, rank) of my color
   for (int r = 0; r < size(); ++r) {
-    std::istringstream in(options_.store->get_string(keys[static_cast<size_t>(r)]));
+    std::istringstream in(all[static_cast<size_t>(r)]);
     int c = 0, k = 0;
     in >> c >> k;
-    if (c == color && color >= 0) members.emplace_back(k, r, c);
+    if (c == color) members.emplace_back(k, r);
   }
-  if (color < 0) return nullptr;
   std::sort(members.begin(), members.end());
   std::vector<int> ranks;
-  for (auto& m : members) ranks.push_back(std::get<1>(m));
+  for (auto& m : members) ranks.push_back(m.second);
   return make_subgroup(ranks, "", "s" + std::to_string(id) + "c" + std::to_string(color));
+}
+
+std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& mine) {
+  const uint64_t id = string_exchanges_++;
+  std::vector<std::string> out(static_cast<size_t>(size()));
+  if (options_.store_is_shared) {
+    const std::string base = "pg/" + name() + "/strings" + std::to_string(id) + "/";
+    options_.store->set(base + std::to_string(rank()), mine);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
+    options_.store->wait(keys, options_.timeout);
+    for (int r = 0; r < size(); ++r) out[static_cast<size_t>(r)] = options_.store->get_string(keys[static_cast<size_t>(r)]);
+    return out;
+  }
+  // No shared store: lengths first, then the bytes padded to the longest.
+  Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
+  Tensor lengths = Tensor::empty({size()}, DType::kInt64);
+  all_gather_into_tensor(lengths, length)->wait();
+  int64_t longest = 0;
+  for (int r = 0; r < size(); ++r) longest = std::max(longest, lengths.data_as<int64_t>()[r]);
+  Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
+  if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
+  Tensor all = Tensor::empty({longest * size()}, DType::kUInt8);
+  all_gather_into_tensor(all, padded)->wait();
+  const char* bytes = static_cast<const char*>(all.data());
+  for (int r = 0; r < size(); ++r) {
+    out[static_cast<size_t>(r)].assign(bytes + r * longest, static_cast<size_t>(lengths.data_as<int64_t>()[r]));
+  }
+  return out;
 }
 
 }  // namespace distcomm

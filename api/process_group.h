@@ -42,6 +42,10 @@ struct ProcessGroupOptions {
   std::string group_name = "world";
   std::vector<int> global_ranks;  // empty for the world group: 0..size-1
   std::map<std::string, std::string> backend_config;
+  // Whether every rank of the group reaches the same store. False for self-rendezvous
+  // backends (MPI), whose store is process-local: the group then exchanges what it would
+  // have put in the store (split, ordered_print) through its own host collectives.
+  bool store_is_shared = true;
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -101,6 +105,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Work::source_rank() tells who sent it.
   WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts = {});
 
+  // Every rank's bytes, in rank order, on every rank (torch's all_gather_object, for
+  // strings). Collective. Through the store when it is shared, else host collectives.
+  std::vector<std::string> all_gather_strings(const std::string& mine);
+  bool store_is_shared() const { return options_.store_is_shared; }
+
   // --- subgroups (collective over this group: every rank calls it, in the same order) ---
   // A group of the given ranks of this group; nullptr on ranks not in it.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks,
@@ -141,10 +150,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   ProcessGroupOptions options_;
   BackendSpec spec_;
   std::map<DeviceType, std::unique_ptr<Backend>> backends_;
+  std::map<DeviceType, std::vector<OpType>> supported_ops_;  // asked once, not per op
   std::map<DeviceType, std::string> backend_errors_;  // backends that could not be created
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   std::atomic<uint64_t> subgroups_{0};
+  std::atomic<uint64_t> string_exchanges_{0};
   std::atomic<bool> aborted_{false};
 };
 

@@ -24,7 +24,12 @@ TEST(Logging, PrefixCarriesRankAndWorld) {
   set_log_identity(-1, -1);
 }
 
-TEST(Logging, OrderedPrintComesOutInRankOrder) {
+// Through the store (any backend), and through host collectives (groups without a shared
+// store, like MPI's; gloo stands in for it here).
+class OrderedPrint : public ::testing::TestWithParam<bool> {};
+
+TEST_P(OrderedPrint, ComesOutInRankOrder) {
+  const bool shared_store = GetParam();
   use_test_plugins();
   char dir[] = "/tmp/distcomm_logging_test_XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -40,7 +45,8 @@ TEST(Logging, OrderedPrintComesOutInRankOrder) {
     o.store = std::make_shared<FileStore>(store_path, world);
     o.rank = r;
     o.size = world;
-    o.backend = "any_size";
+    o.backend = shared_store ? "any_size" : "gloo";
+    o.store_is_shared = shared_store;
     auto pg = ProcessGroup::create(o);
     // The highest rank speaks first: arrival order is the reverse of rank order.
     std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
@@ -64,6 +70,11 @@ TEST(Logging, OrderedPrintComesOutInRankOrder) {
   for (int r = 0; r < world; ++r) expected += "again " + std::to_string(r) + "\n";
   EXPECT_EQ(got.str(), expected);
 }
+
+INSTANTIATE_TEST_SUITE_P(Logging, OrderedPrint, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("SharedStore") : std::string("Collectives");
+                         });
 
 }  // namespace
 }  // namespace distcomm
