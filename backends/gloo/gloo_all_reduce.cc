@@ -1,4 +1,4 @@
-// all_reduce over gloo, with the algorithm chosen per group (gloo_all_reduce.h).
+// all_reduce over gloo, with the algorithm chosen per group and op (gloo_all_reduce.h).
 #include "backends/gloo/gloo_all_reduce.h"
 
 #include <climits>
@@ -7,7 +7,6 @@
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
 
-#include "api/errors.h"
 #include "backends/gloo/gloo_op.h"
 #include "backends/gloo/gloo_reduction.h"
 
@@ -32,36 +31,11 @@ void run_algorithm_class(AllReduceAlgorithm algorithm, const std::shared_ptr<::g
 
 }  // namespace
 
-AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name) {
-  if (name.empty() || name == "auto") return AllReduceAlgorithm::kAuto;
-  if (name == "ring") return AllReduceAlgorithm::kRing;
-  if (name == "ring_chunked") return AllReduceAlgorithm::kRingChunked;
-  if (name == "halving_doubling") return AllReduceAlgorithm::kHalvingDoubling;
-  if (name == "bcube") return AllReduceAlgorithm::kBcube;
-  throw InvalidArgument("gloo: unknown all_reduce algorithm '" + name +
-                        "' (config 'algorithm'); expected auto, ring, ring_chunked, halving_doubling or bcube");
-}
-
-const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm) {
-  switch (algorithm) {
-    case AllReduceAlgorithm::kAuto: return "auto";
-    case AllReduceAlgorithm::kRing: return "ring";
-    case AllReduceAlgorithm::kRingChunked: return "ring_chunked";
-    case AllReduceAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case AllReduceAlgorithm::kBcube: return "bcube";
-  }
-  return "?";
-}
-
-AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, size_t bytes) {
-  if (configured != AllReduceAlgorithm::kAuto) return configured;
-  return bytes <= kAutoBcubeMaxBytes ? AllReduceAlgorithm::kBcube : AllReduceAlgorithm::kRing;
-}
-
 void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
   Tensor& t = op.out;
   const auto count = static_cast<size_t>(t.numel());
-  AllReduceAlgorithm algorithm = resolve_all_reduce_algorithm(env.algorithm, t.nbytes());
+  AllReduceAlgorithm algorithm =
+      resolve_all_reduce_algorithm(env.algorithm, count, element_size(t.dtype()), env.context->size);
   // The algorithm classes count elements in an int.
   const bool class_based = algorithm == AllReduceAlgorithm::kRingChunked ||
                            algorithm == AllReduceAlgorithm::kHalvingDoubling;

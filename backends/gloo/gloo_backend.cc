@@ -26,9 +26,8 @@ std::vector<int> other_ranks(int rank, int size) {
 GlooBackend::GlooBackend(BackendOptions options)
     : Backend(std::move(options)),
       // Parsed before the rendezvous: a bad name fails at once, not after connecting.
-      algorithm_(parse_all_reduce_algorithm(Backend::options().config.count("algorithm")
-                                                ? Backend::options().config.at("algorithm")
-                                                : std::string())) {
+      algorithm_(parse_all_reduce_algorithm(config_value("algorithm"))),
+      worker_scheduling_(parse_worker_scheduling(config_value("worker_sched"))) {
   comm_ = std::make_unique<GlooComm>(Backend::options());
   failure_ = std::make_unique<GroupFailure>(Backend::options().store, rank(), [this] {
     comm_->interrupt();
@@ -38,10 +37,15 @@ GlooBackend::GlooBackend(BackendOptions options)
   CollectiveEnv env;
   env.context = comm_->context();
   env.algorithm = algorithm_;
-  worker_ = std::make_unique<CollectiveWorker>(std::move(env), *failure_);
+  worker_ = std::make_unique<CollectiveWorker>(std::move(env), *failure_, worker_scheduling_);
 }
 
 GlooBackend::~GlooBackend() { shutdown(); }
+
+std::string GlooBackend::config_value(const std::string& key) const {
+  auto it = Backend::options().config.find(key);
+  return it == Backend::options().config.end() ? std::string() : it->second;
+}
 
 std::vector<OpType> GlooBackend::supported_ops() const {
   return {OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather,

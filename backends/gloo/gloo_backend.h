@@ -8,7 +8,7 @@
 // ops fail at once with the first error, and peers are told and cut loose (gloo_failure.h).
 //
 // config keys: "ifname" / "hostname" / "master_addr" (gloo_device.h), "algorithm"
-// (gloo_all_reduce.h).
+// (gloo_all_reduce.h), "worker_sched" (gloo_worker.h).
 #pragma once
 
 #include <atomic>
@@ -65,7 +65,11 @@ class GlooBackend final : public Backend {
   template <typename Post>
   WorkPtr post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx, Post&& post);
 
+  // The config value of key, "" where it is not set.
+  std::string config_value(const std::string& key) const;
+
   const AllReduceAlgorithm algorithm_;
+  const WorkerScheduling worker_scheduling_;
   std::unique_ptr<GlooComm> comm_;
   std::unique_ptr<GroupFailure> failure_;
   std::unique_ptr<TransferWaiters> transfers_;

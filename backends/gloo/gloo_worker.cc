@@ -1,10 +1,40 @@
 #include "backends/gloo/gloo_worker.h"
 
+#include <pthread.h>
+#include <sched.h>
+
+#include "api/errors.h"
+
 namespace distcomm {
 namespace gloo_backend {
+namespace {
 
-CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
-    : env_(std::move(env)), failure_(failure), thread_([this] { loop(); }) {}
+// Done by the constructing thread, so that it has happened when the worker is handed out.
+// Best effort: a refusal leaves the thread as it was.
+void set_up_worker_thread(pthread_t thread, WorkerScheduling scheduling) {
+  pthread_setname_np(thread, "dc-gloo-worker");
+  int policy = 0;
+  sched_param param{};
+  if (scheduling != WorkerScheduling::kBatch || pthread_getschedparam(thread, &policy, &param) != 0 ||
+      policy != SCHED_OTHER) {
+    return;
+  }
+  param.sched_priority = 0;  // SCHED_BATCH keeps the thread's nice value
+  pthread_setschedparam(thread, SCHED_BATCH, &param);
+}
+
+}  // namespace
+
+WorkerScheduling parse_worker_scheduling(const std::string& name) {
+  if (name.empty() || name == "normal") return WorkerScheduling::kNormal;
+  if (name == "batch") return WorkerScheduling::kBatch;
+  throw InvalidArgument("gloo: unknown worker_sched '" + name + "' (config 'worker_sched'); expected normal or batch");
+}
+
+CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure, WorkerScheduling scheduling)
+    : env_(std::move(env)), failure_(failure), thread_([this] { loop(); }) {
+  set_up_worker_thread(thread_.native_handle(), scheduling);
+}
 
 CollectiveWorker::~CollectiveWorker() { stop(); }
 

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "backends/gloo/gloo_failure.h"
@@ -15,9 +16,29 @@
 namespace distcomm {
 namespace gloo_backend {
 
+// How the worker thread is scheduled: config["worker_sched"].
+//
+// "normal" (the default): SCHED_OTHER, as created.
+// "batch": SCHED_BATCH, whose effect on Linux is that the worker, when woken, does not
+// preempt the thread running on that core but waits for it to block, or for the tick. Each
+// op wakes the worker two or more times (the caller's submit, gloo's loop thread when data
+// arrives), and those wakers block a moment later: preempting them costs a switch away and
+// one back. Measured on 2 cores with 2 ranks and nothing else running (tools/bench/overhead/
+// gloo_overhead, ring, median of 600, direct/distcomm time in one run, 6 runs each): 8 B
+// 0.47-0.76 normal, 0.57-1.14 batch; 1 MiB 0.83-0.86 normal, 1.25-1.35 batch (the worker
+// then beats gloo called from a normal thread); context switches per 8 B op and rank 7.9
+// normal, 6.2 batch, 4.4 gloo called directly. But with CPU-bound threads on every core (2
+// busy loops) the woken worker waits for the tick: 8 B took 2.5-2.8 ms batch, 0.3-1.0 ms
+// normal. So batch is for hosts whose cores the ranks have to themselves. A worker the
+// program runs with a real-time policy keeps it.
+enum class WorkerScheduling { kNormal, kBatch };
+// "" is the default; throws InvalidArgument naming the choices.
+WorkerScheduling parse_worker_scheduling(const std::string& name);
+
 class CollectiveWorker {
  public:
-  CollectiveWorker(CollectiveEnv env, GroupFailure& failure);
+  // The thread is named "dc-gloo-worker" (ps -L, perf, gdb).
+  CollectiveWorker(CollectiveEnv env, GroupFailure& failure, WorkerScheduling scheduling);
   ~CollectiveWorker();
   CollectiveWorker(const CollectiveWorker&) = delete;
   CollectiveWorker& operator=(const CollectiveWorker&) = delete;

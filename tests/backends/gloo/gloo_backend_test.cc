@@ -1,6 +1,11 @@
 // The gloo plugin as the loader and a user see it: its descriptor, its configuration
-// (interface and algorithm choice, with clear errors), and its rendezvous.
+// (interface, algorithm and worker scheduling, with clear errors), and its rendezvous.
+#include <dirent.h>
+#include <sched.h>
+
 #include <cctype>
+#include <fstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +64,38 @@ TEST(GlooConfig, UnknownAlgorithmIsRefusedWithTheChoices) {
   const std::string msg = creation_error({{"algorithm", "fastest"}});
   EXPECT_NE(msg.find("'fastest'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("halving_doubling"), std::string::npos) << msg;
+}
+
+// The scheduling policies of this process's threads named `name`.
+std::vector<int> policies_of_threads_named(const std::string& name) {
+  std::vector<int> policies;
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return policies;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    std::string comm;
+    std::getline(std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"), comm);
+    if (comm == name) policies.push_back(sched_getscheduler(std::stoi(e->d_name)));
+  }
+  closedir(tasks);
+  return policies;
+}
+
+TEST(GlooConfig, WorkerRunsAsNormalUnlessToldBatch) {
+  {
+    auto pg = make_local_group(1, {});
+    EXPECT_EQ(policies_of_threads_named("dc-gloo-worker"), std::vector<int>{SCHED_OTHER});
+  }
+  auto pg = make_local_group(1, {{"worker_sched", "batch"}});
+  EXPECT_EQ(policies_of_threads_named("dc-gloo-worker"), std::vector<int>{SCHED_BATCH});
+  Tensor t = Tensor::of<float>({1});
+  pg->all_reduce(t)->wait();
+}
+
+TEST(GlooConfig, UnknownWorkerSchedulingIsRefusedWithTheChoices) {
+  const std::string msg = creation_error({{"worker_sched", "fifo"}});
+  EXPECT_NE(msg.find("'fifo'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("normal or batch"), std::string::npos) << msg;
 }
 
 TEST(GlooConfig, UnknownInterfaceIsRefusedByName) {

@@ -1,0 +1,39 @@
+// The all_reduce algorithm names and the auto rule (gloo_all_reduce.h). No gloo here, so
+// that the rule is unit-tested on its own.
+#include "api/errors.h"
+#include "backends/gloo/gloo_all_reduce.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name) {
+  if (name.empty() || name == "auto") return AllReduceAlgorithm::kAuto;
+  if (name == "ring") return AllReduceAlgorithm::kRing;
+  if (name == "ring_chunked") return AllReduceAlgorithm::kRingChunked;
+  if (name == "halving_doubling") return AllReduceAlgorithm::kHalvingDoubling;
+  if (name == "bcube") return AllReduceAlgorithm::kBcube;
+  throw InvalidArgument("gloo: unknown all_reduce algorithm '" + name +
+                        "' (config 'algorithm'); expected auto, ring, ring_chunked, halving_doubling or bcube");
+}
+
+const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto: return "auto";
+    case AllReduceAlgorithm::kRing: return "ring";
+    case AllReduceAlgorithm::kRingChunked: return "ring_chunked";
+    case AllReduceAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case AllReduceAlgorithm::kBcube: return "bcube";
+  }
+  return "?";
+}
+
+AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, size_t count, size_t element_bytes,
+                                                int group_size) {
+  if (configured != AllReduceAlgorithm::kAuto) return configured;
+  // Fewer elements than the ring's 2P segments: the ring sends only the non-empty ones.
+  if (count < 2 * static_cast<size_t>(group_size)) return AllReduceAlgorithm::kRing;
+  return count * element_bytes <= kAutoBcubeMaxBytes ? AllReduceAlgorithm::kBcube : AllReduceAlgorithm::kRing;
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm

@@ -1,0 +1,54 @@
+// The gloo plugin's all_reduce algorithm names and auto rule (backends/gloo/gloo_all_reduce.h).
+#include "backends/gloo/gloo_all_reduce.h"
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace gloo_backend {
+namespace {
+
+constexpr size_t kFloat = 4;
+
+AllReduceAlgorithm automatic(size_t count, size_t element_bytes, int group_size) {
+  return resolve_all_reduce_algorithm(AllReduceAlgorithm::kAuto, count, element_bytes, group_size);
+}
+
+TEST(GlooAllReduceChoice, NamesRoundTripAndEmptyIsAuto) {
+  for (auto a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRingChunked,
+                 AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kBcube}) {
+    EXPECT_EQ(parse_all_reduce_algorithm(all_reduce_algorithm_name(a)), a);
+  }
+  EXPECT_EQ(parse_all_reduce_algorithm(""), AllReduceAlgorithm::kAuto);
+  EXPECT_THROW(parse_all_reduce_algorithm("Ring"), InvalidArgument);
+}
+
+TEST(GlooAllReduceChoice, AutoTakesTheRingBelowTwoElementsPerRank) {
+  // 8 B of float32 on 2 ranks: 2 elements, fewer than the ring's 4 segments.
+  EXPECT_EQ(automatic(1, kFloat, 2), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(automatic(3, kFloat, 2), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(automatic(4, kFloat, 2), AllReduceAlgorithm::kBcube);
+  EXPECT_EQ(automatic(7, kFloat, 4), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(automatic(8, kFloat, 4), AllReduceAlgorithm::kBcube);
+  // Counted in elements, not bytes: 8 bytes of int8 are 8 elements.
+  EXPECT_EQ(automatic(8, 1, 2), AllReduceAlgorithm::kBcube);
+}
+
+TEST(GlooAllReduceChoice, AutoTakesBcubeUpToTheLimitAndTheRingAbove) {
+  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / kFloat, kFloat, 2), AllReduceAlgorithm::kBcube);
+  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / kFloat + 1, kFloat, 2), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / 8 + 1, 8, 16), AllReduceAlgorithm::kRing);
+}
+
+TEST(GlooAllReduceChoice, AnExplicitChoiceIsKept) {
+  for (auto a : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRingChunked, AllReduceAlgorithm::kHalvingDoubling,
+                 AllReduceAlgorithm::kBcube}) {
+    EXPECT_EQ(resolve_all_reduce_algorithm(a, 1, kFloat, 4), a);
+    EXPECT_EQ(resolve_all_reduce_algorithm(a, 1 << 20, kFloat, 4), a);
+  }
+}
+
+}  // namespace
+}  // namespace gloo_backend
+}  // namespace distcomm
