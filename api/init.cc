@@ -144,11 +144,14 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   }
   std::map<std::string, std::string> config = o.backend_config;
   // Configuration from the environment is read here, at the edge, once.
-  if (!config.count("ifname") && !env_str("DISTCOMM_SOCKET_IFNAME").empty()) {
-    config["ifname"] = env_str("DISTCOMM_SOCKET_IFNAME");
-  }
-  if (!config.count("algorithm") && !env_str("DISTCOMM_GLOO_ALGORITHM").empty()) {
-    config["algorithm"] = env_str("DISTCOMM_GLOO_ALGORITHM");
+  // Backend settings that may come from the environment: (config key, variable).
+  const std::pair<const char*, const char*> from_env[] = {
+      {"ifname", "DISTCOMM_SOCKET_IFNAME"},
+      {"algorithm", "DISTCOMM_GLOO_ALGORITHM"},
+      {"worker_sched", "DISTCOMM_GLOO_WORKER_SCHED"},
+  };
+  for (const auto& [key, var] : from_env) {
+    if (!config.count(key) && !env_str(var).empty()) config[key] = env_str(var);
   }
   if (!config.count("local_rank") && env.local_rank >= 0) config["local_rank"] = std::to_string(env.local_rank);
   set_log_identity(rank, world);
