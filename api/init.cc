@@ -88,25 +88,30 @@ StorePtr make_store(const InitOptions& o, int rank, int world, std::map<std::str
 }  // namespace
 
 LaunchEnv read_launch_env() {
+  // Launchers in order of precedence, each with its names for rank, world size, local rank
+  // and local world size. The first whose rank (or world size) is set wins.
+  struct Launcher {
+    const char* source;
+    const char* rank;
+    const char* world;
+    const char* local_rank;
+    const char* local_world;
+  };
+  static const Launcher kLaunchers[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+  };
   LaunchEnv e;
-  if (env_int("RANK") >= 0 || env_int("WORLD_SIZE") >= 0) {
-    e.source = "torchrun";
-    e.rank = env_int("RANK");
-    e.world_size = env_int("WORLD_SIZE");
-    e.local_rank = env_int("LOCAL_RANK");
-    e.local_world_size = env_int("LOCAL_WORLD_SIZE");
-  } else if (env_int("OMPI_COMM_WORLD_RANK") >= 0) {
-    e.source = "mpirun";
-    e.rank = env_int("OMPI_COMM_WORLD_RANK");
-    e.world_size = env_int("OMPI_COMM_WORLD_SIZE");
-    e.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
-    e.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
-  } else if (env_int("SLURM_PROCID") >= 0) {
-    e.source = "slurm";
-    e.rank = env_int("SLURM_PROCID");
-    e.world_size = env_int("SLURM_NTASKS");
-    e.local_rank = env_int("SLURM_LOCALID");
-    e.local_world_size = env_int("SLURM_NTASKS_PER_NODE");
+  for (const Launcher& l : kLaunchers) {
+    if (env_int(l.rank) < 0 && env_int(l.world) < 0) continue;
+    e.source = l.source;
+    e.rank = env_int(l.rank);
+    e.world_size = env_int(l.world);
+    e.local_rank = env_int(l.local_rank);
+    e.local_world_size = env_int(l.local_world);
+    break;
   }
   e.master_addr = env_str("MASTER_ADDR");
   e.master_port = env_int("MASTER_PORT");
