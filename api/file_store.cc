@@ -20,12 +20,22 @@ using internal::encode_message;
 
 namespace {
 
-// Record kinds of the log. Values are file format: never renumber.
+// Record kinds of the log. Values are file format: never renumber. A record of a run
+// with a run id has it as one more field at the end.
 enum Record : uint8_t {
   kSetRecord = 1,         // key, value
   kDeleteRecord = 2,      // key
   kWorkerDoneRecord = 3,  // (none): a store of num_workers was destroyed
 };
+
+// Fields of each record kind before the run id.
+size_t base_fields(uint8_t kind) { return kind == kSetRecord ? 2 : kind == kDeleteRecord ? 1 : 0; }
+
+// A record of a run: its fields, and the run id when it has one.
+Store::Bytes make_record(const std::string& run_id, uint8_t kind, std::vector<internal::FieldRef> fields) {
+  if (!run_id.empty()) fields.emplace_back(run_id);
+  return encode_message(kind, fields);
+}
 
 constexpr std::chrono::milliseconds kFirstPause{10};
 constexpr std::chrono::milliseconds kMaxPause{100};
@@ -77,19 +87,39 @@ auto FileStore::locked(bool exclusive, Fn&& fn) {
   return fn();
 }
 
-FileStore::FileStore(std::string path, int num_workers)
-    : path_(std::move(path)), num_workers_(num_workers),
+FileStore::FileStore(std::string path, int num_workers, std::string run_id)
+    : path_(std::move(path)), num_workers_(num_workers), run_id_(std::move(run_id)),
       map_(std::make_unique<internal::KeyValueMap>()) {
   // O_CREAT without O_EXCL: processes racing to create the file all open the same one.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0) throw StoreError(io_error("open", path_));
+  struct stat st {};
+  std::string refused;
+  if (fstat(fd_, &st) != 0) {
+    refused = io_error("stat", path_);
+  } else if (st.st_uid != geteuid()) {
+    refused = "FileStore: " + path_ + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+              std::to_string(geteuid()) + "): its owner could read and change this job's rendezvous; use a path "
+              "in a folder only you can write";
+  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    refused = "FileStore: " + path_ + " can be written by other users (mode " +
+              std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+              std::to_string(st.st_mode & 7) + "): they could change this job's rendezvous; chmod go-w it, or "
+              "remove it";
+  }
+  if (!refused.empty()) {
+    ::close(fd_);
+    throw StoreError(refused);
+  }
 }
+
+
 
 FileStore::~FileStore() {
   if (num_workers_ > 0) {
     try {
       locked(true, [&] {
-        append_locked(encode_message(kWorkerDoneRecord, {}));
+        append_locked(make_record(run_id_, kWorkerDoneRecord, {}));
         if (workers_done_ >= num_workers_) ::unlink(path_.c_str());
       });
     } catch (const std::exception&) {
@@ -100,7 +130,7 @@ FileStore::~FileStore() {
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {
-  locked(true, [&] { append_locked(encode_message(kSetRecord, {key, value})); });
+  locked(true, [&] { append_locked(make_record(run_id_, kSetRecord, {key, value})); });
 }
 
 Store::Bytes FileStore::get(const std::string& key) {
@@ -121,7 +151,7 @@ Store::Bytes FileStore::get(const std::string& key) {
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   return locked(true, [&] {
     const int64_t v = internal::added_value(key, map_->find(key), delta);
-    append_locked(encode_message(kSetRecord, {key, internal::encode_integer(v)}));
+    append_locked(make_record(run_id_, kSetRecord, {key, internal::encode_integer(v)}));
     return v;
   });
 }
@@ -131,7 +161,7 @@ Store::Bytes FileStore::compare_set(const std::string& key, const Bytes& expecte
   return locked(true, [&] {
     const Bytes* current = map_->find(key);
     if (!internal::compare_set_matches(current, expected)) return current ? *current : Bytes();
-    append_locked(encode_message(kSetRecord, {key, desired}));
+    append_locked(make_record(run_id_, kSetRecord, {key, desired}));
     return desired;
   });
 }
@@ -147,7 +177,7 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
 bool FileStore::delete_key(const std::string& key) {
   return locked(true, [&] {
     if (!map_->contains(key)) return false;
-    append_locked(encode_message(kDeleteRecord, {key}));
+    append_locked(make_record(run_id_, kDeleteRecord, {key}));
     return true;
   });
 }
@@ -222,7 +252,15 @@ size_t FileStore::consume(const uint8_t* data, size_t size) {
 }
 
 void FileStore::apply(internal::Message& record) {
-  const size_t n = record.fields.size();
+  size_t n = record.fields.size();
+  // Another run's records (a previous job's, left in the file) are skipped.
+  const size_t base = base_fields(record.kind);
+  if (n == base + 1) {
+    if (run_id_.empty() || record.fields.back() != to_bytes(run_id_)) return;
+    --n;
+  } else if (n == base && !run_id_.empty()) {
+    return;
+  }
   auto key = [&] { return std::string(record.fields[0].begin(), record.fields[0].end()); };
   if (record.kind == kSetRecord && n == 2) {
     map_->set(key(), std::move(record.fields[1]));

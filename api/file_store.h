@@ -7,6 +7,12 @@
 // Create the store after fork(): a child that inherits its parent's store shares its
 // open file, and so its lock. A record (key and value) is limited to 256 MiB, and the file
 // grows with every change: it suits rendezvous, not heavy traffic.
+//
+// With a run id, every record carries it and the store reads only its own run's: the
+// keys of a previous job left in the same file (it crashed before cleaning up) are never
+// read, and only this run's workers count towards deleting the file. The file is created
+// readable by its owner only, and a file that another user owns or may write is refused:
+// whoever can write it can change the job's rendezvous.
 #pragma once
 
 #include <functional>
@@ -25,9 +31,9 @@ struct Message;
 class FileStore : public Store {
  public:
   // Opens path, creating it if no process has yet. With num_workers > 0, the last of
-  // that many stores to be destroyed deletes the file, so that the next job starts
-  // empty; otherwise the file is left for the caller to remove.
-  explicit FileStore(std::string path, int num_workers = -1);
+  // that many stores (of this run) to be destroyed deletes the file, so that the next job
+  // starts empty; otherwise the file is left for the caller to remove.
+  explicit FileStore(std::string path, int num_workers = -1, std::string run_id = "");
   ~FileStore() override;
   FileStore(const FileStore&) = delete;
   FileStore& operator=(const FileStore&) = delete;
@@ -63,6 +69,7 @@ class FileStore : public Store {
 
   std::string path_;
   int num_workers_;
+  std::string run_id_;
   int fd_ = -1;
   std::mutex mu_;  // flock() does not exclude threads sharing our descriptor
   uint64_t offset_ = 0;

@@ -60,6 +60,8 @@ StorePtr make_store(const InitOptions& o, int rank, int world, std::map<std::str
     so.is_server = rank == 0;
     so.num_workers = world;
     so.timeout = o.timeout;
+    so.identity = o.identity;
+    so.bind_address = o.store_bind;
     return std::make_shared<TCPStore>(so);
   };
   if (m.rfind("env://", 0) == 0) {
@@ -78,7 +80,7 @@ StorePtr make_store(const InitOptions& o, int rank, int world, std::map<std::str
   if (m.rfind("file://", 0) == 0) {
     const std::string path = m.substr(7);
     if (path.empty()) throw InvalidArgument("init_method '" + m + "' has no path");
-    auto store = std::make_shared<FileStore>(path, world);
+    auto store = std::make_shared<FileStore>(path, world, o.identity.run_id);
     store->set_timeout(o.timeout);
     return store;
   }
@@ -159,6 +161,10 @@ ProcessGroupPtr init_process_group(InitOptions o) {
     if (!config.count(key) && !env_str(var).empty()) config[key] = env_str(var);
   }
   if (!config.count("local_rank") && env.local_rank >= 0) config["local_rank"] = std::to_string(env.local_rank);
+  if (o.identity.run_id.empty() && o.identity.token.empty()) {
+    o.identity = identity_from_environment();
+  }
+  if (o.store_bind.empty()) o.store_bind = env_str("DISTCOMM_STORE_BIND");
   set_log_identity(rank, world);
 
   ProcessGroupOptions po;

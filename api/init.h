@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "api/job_identity.h"
 #include "api/process_group.h"
 #include "api/store.h"
 
@@ -37,6 +38,14 @@ struct InitOptions {
   std::chrono::milliseconds timeout{1800000};  // 30 min, torch's default
   StorePtr store;  // if set, used instead of init_method
   std::map<std::string, std::string> backend_config;
+  // The job's identity (README, Security): rank 0's TCPStore admits only ranks with its run
+  // id and token, and a FileStore reads only its run's keys. Both empty: from
+  // $DISTCOMM_RUN_ID and $DISTCOMM_STORE_TOKEN (tools/launch and spawn() set them); none
+  // at all: the store is unauthenticated, and rank 0 warns.
+  JobIdentity identity;
+  // Where rank 0's TCPStore listens: "" is $DISTCOMM_STORE_BIND, else MASTER_ADDR's
+  // address; "*" every interface; else that address.
+  std::string store_bind;
 };
 
 // Creates the world group and makes it the default group. Throws InvalidArgument for

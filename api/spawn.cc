@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/job_identity.h"
 
 namespace distcomm {
 namespace {
@@ -65,8 +66,8 @@ std::string type_name(const std::type_info& type) {
 
 // The child's whole life: environment, fn, and an exit that skips the parent's atexit
 // handlers and static destructors (they belong to the parent's copy of the program).
-[[noreturn]] void run_rank(int rank, int nprocs, int port, pid_t parent, const SpawnOptions& options,
-                           const std::function<void(int, int)>& fn, int error_fd) {
+[[noreturn]] void run_rank(int rank, int nprocs, int port, const JobIdentity& identity, pid_t parent,
+                           const SpawnOptions& options, const std::function<void(int, int)>& fn, int error_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a dead parent must not leave ranks waiting forever
   if (::getppid() != parent) ::_exit(1);
   ::setenv("RANK", std::to_string(rank).c_str(), 1);
@@ -75,6 +76,8 @@ std::string type_name(const std::type_info& type) {
   ::setenv("LOCAL_WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv(kRunIdVariable, identity.run_id.c_str(), 1);
+  ::setenv(kStoreTokenVariable, identity.token.c_str(), 1);
   if (!options.backend.empty()) ::setenv("DISTCOMM_BACKEND", options.backend.c_str(), 1);
   std::string thrown;
   try {
@@ -162,6 +165,8 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
     throw InvalidArgument("spawn: timeout and grace must not be negative");
   }
   const int port = pick_free_port();
+  // Each call is its own job: a stray rank of another spawn() cannot join it.
+  const JobIdentity identity = new_job_identity();
   const pid_t parent = ::getpid();
   std::fflush(nullptr);  // or buffered output would be printed once by each child as well
 
@@ -174,7 +179,7 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
       pid = ::fork();
       if (pid == 0) {
         ::close(fds[0]);
-        run_rank(rank, nprocs, port, parent, options, fn, fds[1]);
+        run_rank(rank, nprocs, port, identity, parent, options, fn, fds[1]);
       }
       ::close(fds[1]);
     }

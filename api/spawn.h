@@ -16,7 +16,8 @@ struct SpawnOptions {
 };
 
 // Forks nprocs children; child r gets RANK=r, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR=127.0.0.1 and a free MASTER_PORT in its environment and runs fn(r, nprocs)
+// MASTER_ADDR=127.0.0.1, a free MASTER_PORT, and a fresh DISTCOMM_RUN_ID and
+// DISTCOMM_STORE_TOKEN for this call (api/job_identity.h) in its environment and runs fn(r, nprocs)
 // (fn usually starts with init_process_group()). If a rank throws, exits non-zero or dies
 // on a signal, the others are stopped and spawn throws Error naming that rank and how it
 // failed. Returns when every rank has exited 0.

@@ -9,6 +9,7 @@
 #include "api/errors.h"
 #include "api/internal/key_value_map.h"
 #include "api/internal/socket.h"
+#include "api/internal/store_handshake.h"
 #include "api/internal/store_protocol.h"
 
 namespace distcomm {
@@ -26,7 +27,6 @@ constexpr std::chrono::milliseconds kReconnectTimeout{1000};
 // trip; it is given this long before the message falls back to all the keys.
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
 constexpr char kInitKey[] = "init/";
-constexpr size_t kReplyHeaderBytes = 5;  // u8 status, u32 length
 
 }  // namespace
 
@@ -43,7 +43,14 @@ struct TCPStore::Request {
 TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
   timeout_ = options_.timeout;
   if (options_.is_server) {
-    server_ = std::make_unique<TCPStoreServer>("", options_.port);
+    TCPStoreServerOptions so;
+    so.bind_address = options_.bind_address == "*" ? "" : options_.bind_address.empty() ? options_.host
+                                                                                        : options_.bind_address;
+    so.port = options_.port;
+    so.identity = options_.identity;
+    so.world_size = options_.num_workers;
+    so.limits = options_.limits;
+    server_ = std::make_unique<TCPStoreServer>(so);
     server_->start();
     options_.port = server_->port();
   } else if (options_.port <= 0 || options_.port > 65535) {
@@ -120,37 +127,30 @@ Store::Bytes TCPStore::call_locked(const Request& r) {
     }
   }
   const Bytes msg = internal::encode_message(static_cast<uint8_t>(r.command), r.fields);
-  if (msg.size() > internal::kMaxMessageBytes) {
-    throw InvalidArgument("TCPStore: a " + std::string(name) + " request of " +
-                          std::to_string(msg.size()) + " bytes is over the limit of " +
-                          std::to_string(internal::kMaxMessageBytes));
+  if (msg.size() > max_request_bytes_) {
+    throw InvalidArgument("TCPStore: a " + std::string(name) + " request of " + std::to_string(msg.size()) +
+                          " bytes is over the limit of " + std::to_string(max_request_bytes_) + " of the store at " +
+                          server + " (TCPStoreLimits::max_buffered_bytes on rank 0)");
   }
   const auto deadline = internal::Clock::now() + r.timeout;
-  uint8_t header[kReplyHeaderBytes];
-  Bytes payload;
+  internal::Reply reply;
   IoStatus s = internal::send_all(fd_, msg.data(), msg.size(), deadline);
-  if (s == IoStatus::kOk) s = internal::recv_all(fd_, header, sizeof(header), deadline);
-  if (s == IoStatus::kOk) {
-    const uint32_t len = internal::get_u32(header + 1);
-    if (len > internal::kMaxMessageBytes) {
-      disconnect_locked();
-      throw StoreError("TCPStore: " + server + " sent a reply of " + std::to_string(len) +
-                       " bytes to " + name + "; is it a TCPStore server?");
-    }
-    payload.resize(len);
-    s = internal::recv_all(fd_, payload.data(), len, deadline);
-  }
-  if (s != IoStatus::kOk) fail_locked(r, s);
-  if (header[0] == static_cast<uint8_t>(internal::Status::kError)) {
-    throw StoreError("TCPStore: " + server + ": " + to_string(payload));
-  }
-  if (header[0] != static_cast<uint8_t>(internal::Status::kOk) ||
-      (r.reply_size >= 0 && payload.size() != static_cast<size_t>(r.reply_size))) {
+  if (s == IoStatus::kOk) s = internal::recv_reply(fd_, &reply, internal::kMaxMessageBytes, deadline);
+  if (s == IoStatus::kError && errno == EMSGSIZE) {
     disconnect_locked();
     throw StoreError("TCPStore: " + server + " sent a malformed reply to " + name +
                      "; is it a TCPStore server of the same version?");
   }
-  return payload;
+  if (s != IoStatus::kOk) fail_locked(r, s);
+  if (reply.status == internal::Status::kError) {
+    throw StoreError("TCPStore: " + server + ": " + to_string(reply.payload));
+  }
+  if (r.reply_size >= 0 && reply.payload.size() != static_cast<size_t>(r.reply_size)) {
+    disconnect_locked();
+    throw StoreError("TCPStore: " + server + " sent a malformed reply to " + name +
+                     "; is it a TCPStore server of the same version?");
+  }
+  return std::move(reply.payload);
 }
 
 void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
@@ -195,7 +195,30 @@ std::vector<std::string> TCPStore::missing_after_timeout(const std::vector<std::
 
 void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
   disconnect_locked();
-  fd_ = internal::connect_tcp(options_.host, options_.port, timeout, "TCPStore").release();
+  const std::string server = internal::host_port(options_.host, options_.port);
+  const auto deadline = internal::Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(10);
+  for (bool first = true;; first = false) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - internal::Clock::now());
+    internal::Socket s = internal::connect_tcp(options_.host, options_.port,
+                                               first ? timeout : std::max(left, std::chrono::milliseconds(1)),
+                                               "TCPStore");
+    bool closed_early = false;
+    const internal::ServerHello hello =
+        internal::client_handshake(s.fd(), server, options_.identity, deadline, &closed_early);
+    if (!closed_early) {
+      max_request_bytes_ = hello.max_request_bytes;
+      fd_ = s.release();
+      return;
+    }
+    // A server flooded with connections closes the oldest ones still in the handshake.
+    if (internal::Clock::now() + pause >= deadline) {
+      throw StoreError("TCPStore: the store at " + server + " kept closing this connection during the handshake "
+                       "for " + internal::format_duration(timeout) + "; is it flooded with connections?");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
 }
 
 void TCPStore::disconnect_locked() {

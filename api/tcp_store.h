@@ -4,19 +4,27 @@
 //   o.host = "10.0.0.1"; o.port = 29500; o.is_server = (rank == 0);
 //   auto store = std::make_shared<TCPStore>(o);
 //
-// With is_server the store also runs the server, in its own thread of this process,
-// listening on every interface so that any name of this host reaches it; port 0 picks a
-// free port, which port() returns for the caller to publish.
+// With is_server the store also runs the server (tcp_store_server.h), in its own thread
+// of this process, listening on host's address (or bind_address); port 0 picks a free
+// port, which port() returns for the caller to publish.
 //
-// Keys are limited to 64 KiB and a request (so a value) to 256 MiB: larger ones throw
-// InvalidArgument. A get() or wait() that times out closes the connection, and the next
-// request opens a new one.
+// Every connection starts with a handshake: the client names identity.run_id and, when
+// the server has a token, both prove they know identity.token (see
+// internal/store_handshake.h). A store of another job, or a wrong token, is a StoreError
+// at once: "the store at HOST:PORT belongs to another job (run id ...)", "... wrong store
+// token".
+//
+// Keys are limited to 64 KiB and a request (so a value) to what the server takes (64 MiB
+// by default, TCPStoreLimits::max_buffered_bytes): larger ones throw InvalidArgument. A
+// get() or wait() that times out closes the connection, and the next request opens a new
+// one.
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "api/job_identity.h"
 #include "api/store.h"
 #include "api/tcp_store_server.h"
 
@@ -30,6 +38,14 @@ struct TCPStoreOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   bool is_server = false;
+  // The job this store belongs to. Every client must have the server's run id and token.
+  // An empty token: no authentication (the server warns once).
+  JobIdentity identity;
+  // For the server: "" listens on host's address (the interface that reaches it), "*" on
+  // every interface, anything else on that address.
+  std::string bind_address;
+  // For the server; num_workers is the world size its default connection caps scale with.
+  TCPStoreLimits limits;
   // When > 0, each store counts itself in on the server (the key "init/", which
   // num_keys() then includes), and a server store with wait_for_workers returns from its
   // constructor only once that many stores have.
@@ -76,6 +92,8 @@ class TCPStore : public Store {
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mu_;
   int fd_ = -1;
+  // The largest request the server takes, from the handshake.
+  uint64_t max_request_bytes_ = 0;
 };
 
 }  // namespace distcomm

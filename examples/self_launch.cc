@@ -57,6 +57,7 @@ int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& b
   options.command.assign(argv, argv + argc);
   options.nproc_per_node = nproc;
   options.backend = backend;
+  options.identity = identity_from_environment();
   options.prefix_output = false;
   options.tag = name;
   try {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -90,7 +91,32 @@ Socket try_connect(const addrinfo& a, Clock::time_point deadline, std::string* e
   return s;
 }
 
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&v6) ||
+           (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string peer_name(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST];
+  char port[NI_MAXSERV];
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return host_port(host, std::atoi(port));
+}
 
 void Socket::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -122,7 +148,14 @@ Socket listen_tcp(const std::string& host, int port) {
     std::stable_sort(addrs.begin(), addrs.end(), [](const addrinfo* x, const addrinfo* y) {
       return x->ai_family == AF_INET6 && y->ai_family != AF_INET6;
     });
+  } else {
+    // A host name can resolve to loopback as well as to the address other hosts use
+    // (Debian maps its own name to 127.0.1.1): ranks elsewhere need the latter.
+    std::stable_sort(addrs.begin(), addrs.end(), [](const addrinfo* x, const addrinfo* y) {
+      return !is_loopback(x->ai_addr) && is_loopback(y->ai_addr);
+    });
   }
+  int last_errno = 0;
   for (const addrinfo* a : addrs) {
     Socket s(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.valid()) {
@@ -137,10 +170,18 @@ Socket listen_tcp(const std::string& host, int port) {
       setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
     if (bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0 || listen(s.fd(), SOMAXCONN) != 0) {
+      last_errno = errno;
       error = errno_message(errno);
       continue;
     }
     return s;
+  }
+  if (last_errno == EADDRINUSE) {
+    error += "; another job (or another program) is using port " + std::to_string(port) +
+             ": give each job its own MASTER_PORT";
+  } else if (last_errno == EADDRNOTAVAIL) {
+    error += "; '" + host + "' is not an address of this host: rank 0's store listens on MASTER_ADDR, which "
+             "must name rank 0's host (or set DISTCOMM_STORE_BIND)";
   }
   throw StoreError(where + error);
 }

@@ -42,10 +42,14 @@ std::string errno_message(int err);
 std::string host_port(const std::string& host, int port);
 
 // Listens on host:port; an empty host means every interface (IPv6 and IPv4 where the
-// machine has both). Port 0 picks a free port: see local_port(). The socket is
-// non-blocking. Throws StoreError naming the address and the OS error.
+// machine has both). A name is resolved, and its first address that is not loopback is
+// preferred. Port 0 picks a free port: see local_port(). The socket is non-blocking.
+// Throws StoreError naming the address and the OS error (and, for a port in use, that
+// another job may hold it).
 Socket listen_tcp(const std::string& host, int port);
 int local_port(int fd);
+// "10.0.0.5:41234" for the other end of a connected socket, "?" when unknown.
+std::string peer_name(int fd);
 
 // Connects to host:port, retrying refused and unreachable attempts with backoff until
 // `timeout` has passed, since the server may start after its clients. Throws StoreError

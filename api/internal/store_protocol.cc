@@ -29,6 +29,8 @@ const char* command_name(Command c) {
     case Command::kWait: return "WAIT";
     case Command::kDelete: return "DELETE";
     case Command::kNumKeys: return "NUM_KEYS";
+    case Command::kHello: return "HELLO";
+    case Command::kProve: return "PROVE";
   }
   return "UNKNOWN";
 }
@@ -70,20 +72,22 @@ Store::Bytes encode_message(uint8_t kind, const std::vector<FieldRef>& fields) {
   return out;
 }
 
-Store::Bytes encode_reply(Status status, FieldRef field) {
-  Store::Bytes out;
-  out.reserve(kKindBytes + kU32Bytes + field.size);
-  out.push_back(static_cast<uint8_t>(status));
-  put_u32(&out, static_cast<uint32_t>(field.size));
-  out.insert(out.end(), field.data, field.data + field.size);
+Store::Bytes encode_reply_header(Status status, size_t payload_bytes) {
+  Store::Bytes out{static_cast<uint8_t>(status)};
+  put_u32(&out, static_cast<uint32_t>(payload_bytes));
   return out;
 }
 
 ParseResult parse_message(const uint8_t* data, size_t size, Message* out, size_t* consumed,
-                          std::string* error) {
+                          std::string* error, size_t max_bytes, size_t* needed) {
+  max_bytes = std::min(max_bytes, kMaxMessageBytes);
   // First walk the headers without copying, so that a message is only materialised once
   // all of it has arrived, and a bad length is refused before its bytes are waited for.
-  if (size < kKindBytes + kU32Bytes) return ParseResult::kIncomplete;
+  auto incomplete = [&](size_t at_least) {
+    if (needed) *needed = at_least;
+    return ParseResult::kIncomplete;
+  };
+  if (size < kKindBytes + kU32Bytes) return incomplete(kKindBytes + kU32Bytes);
   const uint32_t count = get_u32(data + kKindBytes);
   if (count > kMaxFields) {
     *error = "field count " + std::to_string(count) + " exceeds " + std::to_string(kMaxFields);
@@ -91,16 +95,21 @@ ParseResult parse_message(const uint8_t* data, size_t size, Message* out, size_t
   }
   size_t pos = kKindBytes + kU32Bytes;
   for (uint32_t i = 0; i < count; ++i) {
-    if (size - pos < kU32Bytes) return ParseResult::kIncomplete;
+    if (pos + kU32Bytes > max_bytes) {
+      *error = "message exceeds " + std::to_string(max_bytes) + " bytes (" +
+               std::to_string(count) + " fields)";
+      return ParseResult::kInvalid;
+    }
+    if (size - pos < kU32Bytes) return incomplete(pos + kU32Bytes);
     const uint32_t len = get_u32(data + pos);
     // pos <= kMaxMessageBytes and len < 4 GiB: the sum cannot overflow a 64-bit size_t.
-    if (pos + kU32Bytes + size_t{len} > kMaxMessageBytes) {
-      *error = "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes (field " +
+    if (pos + kU32Bytes + size_t{len} > max_bytes) {
+      *error = "message exceeds " + std::to_string(max_bytes) + " bytes (field " +
                std::to_string(i) + " is " + std::to_string(len) + " bytes)";
       return ParseResult::kInvalid;
     }
     pos += kU32Bytes;
-    if (size - pos < len) return ParseResult::kIncomplete;
+    if (size - pos < len) return incomplete(pos + len);
     pos += len;
   }
 
@@ -137,6 +146,8 @@ std::string validate_request(const Message& m) {
     case Command::kNumKeys: expected = 0; break;
     case Command::kCheck:
     case Command::kWait: expected = n; break;
+    case Command::kHello:
+    case Command::kProve: return "the handshake is over";
   }
   if (n != expected) {
     return std::string(command_name(cmd)) + " takes " + std::to_string(expected) +

@@ -206,7 +206,19 @@ JobResult Job::run() {
 
 JobResult run_job(const LaunchOptions& options) {
   validate(options);
-  Job job(options);
+  LaunchOptions with_identity = options;
+  if (options.nnodes == 1) {
+    // The launcher starts every rank of the job: it can give the job its own identity.
+    const JobIdentity fresh = new_job_identity();
+    if (with_identity.identity.run_id.empty()) with_identity.identity.run_id = fresh.run_id;
+    if (with_identity.identity.token.empty()) with_identity.identity.token = fresh.token;
+  } else if (options.identity.token.empty()) {
+    write_fully(2, options.tag + ": warning: --nnodes=" + std::to_string(options.nnodes) + " without " +
+                       kStoreTokenVariable + ": the job's store is unauthenticated; give every machine's "
+                       "launcher the same " + kRunIdVariable + " and " + kStoreTokenVariable +
+                       " in its environment\n");
+  }
+  Job job(with_identity);
   return job.run();
 }
 

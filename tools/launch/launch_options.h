@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "api/job_identity.h"
+
 namespace distcomm {
 namespace launch {
 
@@ -28,6 +30,9 @@ struct LaunchOptions {
   int master_port = 0;
   // Exported as DISTCOMM_BACKEND when not empty.
   std::string backend;
+  // Exported as DISTCOMM_RUN_ID and DISTCOMM_STORE_TOKEN. On one machine, what is empty
+  // is made fresh for the job; across machines every launcher must be given the same.
+  JobIdentity identity;
   // When not empty: each rank's output also goes to <log_dir>/rank_<R>.log (created), and
   // reaches the terminal only with tee.
   std::string log_dir;

@@ -59,6 +59,8 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.master_addr = FLAGS_master_addr;
   o.master_port = FLAGS_master_port;
   o.backend = FLAGS_backend;
+  // From the environment, never from flags: a command line is visible to every user.
+  o.identity = distcomm::identity_from_environment();
   o.log_dir = FLAGS_log_dir;
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);

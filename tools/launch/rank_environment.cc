@@ -35,6 +35,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
       {"MASTER_PORT", std::to_string(master_port)},
   };
   if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
+  if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;
+  if (!options.identity.token.empty()) ours[kStoreTokenVariable] = options.identity.token;
 
   std::vector<std::string> env;
   for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {

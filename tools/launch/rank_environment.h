@@ -10,8 +10,8 @@ namespace distcomm {
 namespace launch {
 
 // "KEY=VALUE" entries: `base` (usually the launcher's environ) with RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and DISTCOMM_BACKEND when a
-// backend is set) replaced or added. Rank variables of other launchers (mpirun's
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and DISTCOMM_BACKEND,
+// DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN when set) replaced or added. Rank variables of other launchers (mpirun's
 // OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID...) are dropped so that a rank cannot read two
 // different answers to "who am I".
 std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,

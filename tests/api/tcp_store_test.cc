@@ -1,0 +1,226 @@
+// TCPStore and its server: connecting, failing, big values, waiting for workers, and
+// clients that break the protocol. Identity and limits: tcp_store_auth_test.cc,
+// tcp_store_limits_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/tcp_store.h"
+#include "tests/api/store_test_util.h"
+
+namespace distcomm {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+using Bytes = Store::Bytes;
+
+TCPStoreServerOptions on_port(int port) {
+  TCPStoreServerOptions o;
+  o.port = port;
+  return o;
+}
+
+
+TEST(TCPStoreTest, ServerPicksAPortAndAStandaloneServerServesClients) {
+  TCPStoreServer server;
+  server.start();
+  ASSERT_GT(server.port(), 0);
+  EXPECT_TRUE(server.running());
+  TCPStore a(client_of(server.port())), b(client_of(server.port()));
+  a.set("k", "v");
+  EXPECT_EQ(b.get_string("k"), "v");
+  EXPECT_EQ(a.port(), server.port());
+  EXPECT_THROW(server.start(), StoreError);
+  // Over the server's limits: refused before sending, and the connection stays usable.
+  EXPECT_THROW(a.set(std::string(70000, 'k'), "v"), InvalidArgument);
+  EXPECT_EQ(a.get_string("k"), "v");
+}
+
+TEST(TCPStoreTest, ConnectFailureNamesTheAddressAndTheOsError) {
+  const int port = unused_port();
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port, 300ms)); });
+  EXPECT_NE(message.find("cannot connect to 127.0.0.1:" + std::to_string(port) + " after 300 ms"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Connection refused"), std::string::npos) << message;
+  EXPECT_LT(took, 2s);
+  EXPECT_THROW(TCPStore(client_of(0)), InvalidArgument);
+}
+
+TEST(TCPStoreTest, ClientRetriesUntilTheServerStarts) {
+  const int port = unused_port();
+  TCPStoreServer server(on_port(port));
+  std::thread late([&] {
+    std::this_thread::sleep_for(300ms);
+    server.start();
+  });
+  TCPStore s(client_of(port));
+  late.join();
+  s.set("k", "v");
+  EXPECT_EQ(s.get_string("k"), "v");
+}
+
+TEST(TCPStoreTest, ServerGoneIsAStoreErrorNotAHang) {
+  TCPStoreServer server;
+  server.start();
+  TCPStore s(client_of(server.port()));
+  s.set("k", "v");
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    server.stop();
+  });
+  // A get parked on the server when it stops.
+  const auto [message, took] = error_of<StoreError>([&] { s.get("never"); });
+  EXPECT_NE(message.find("closed the connection"), std::string::npos) << message;
+  stopper.join();
+  // Reconnecting to a server that is gone fails quickly.
+  EXPECT_LT(time_of([&] { EXPECT_THROW(s.set("k", "v"), StoreError); }), 3s);
+}
+
+TEST(TCPStoreTest, LargeValuesRoundTrip) {
+  TCPStore server([] {
+    TCPStoreOptions o;
+    o.is_server = true;
+    o.timeout = kTestTimeout;
+    return o;
+  }());
+  TCPStore c(client_of(server.port()));
+  Bytes big(24 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 31 + 7);
+  c.set("big", big);
+  EXPECT_EQ(server.get("big"), big);
+  EXPECT_EQ(c.compare_set("big", big, Bytes{1}), Bytes{1});
+}
+
+TEST(TCPStoreTest, WaitForWorkers) {
+  const int port = unused_port();
+  TCPStoreOptions o;
+  o.port = port;
+  o.is_server = true;
+  o.num_workers = 3;
+  o.wait_for_workers = true;
+  o.timeout = kTestTimeout;
+  std::thread workers([&] {
+    std::this_thread::sleep_for(100ms);
+    TCPStoreOptions w = client_of(port);
+    w.num_workers = 3;
+    TCPStore a(w), b(w);
+    a.wait({"server_ready"});
+  });
+  TCPStore server(o);  // returns once both workers counted themselves in
+  EXPECT_EQ(server.add("init/", 0), 3);
+  server.set("server_ready", "");
+  workers.join();
+
+  o.port = 0;
+  o.num_workers = 2;
+  o.timeout = 300ms;
+  const auto [message, took] = error_of<Timeout>([&] { TCPStore alone(o); });
+  EXPECT_NE(message.find("only 1 of 2 workers"), std::string::npos) << message;
+  EXPECT_LT(took, 1300ms);
+}
+
+TEST(TCPStoreTest, HostileClientsAreDisconnectedWhileOthersAreServed) {
+  const JobIdentity id = new_job_identity();
+  TCPStoreServerOptions so;
+  so.identity = id;
+  TCPStoreServer server(so);
+  server.start();
+  const int port = server.port();
+  // Well-behaved ranks keep adding in other processes until the hostile clients are done.
+  constexpr int kProcs = 3;
+  Children ranks(kProcs, [&](int rank) {
+    TCPStore s(client_of(port, kTestTimeout, id));
+    s.add("started", 1);
+    int64_t mine = 0;
+    while (!s.check({"hostile_done"})) {
+      s.add("counter", 1);
+      ++mine;
+    }
+    s.set("count" + std::to_string(rank), std::to_string(mine));
+  });
+  TCPStore check(client_of(port, kTestTimeout, id));
+  while (check.add("started", 0) < kProcs) std::this_thread::sleep_for(5ms);
+
+  constexpr uint8_t kHello = 9, kProve = 10;
+  const std::string nonce(32, 'n');
+  // Strangers: anything but a well-formed HELLO is closed at once.
+  const std::vector<std::pair<std::string, std::string>> before_handshake = {
+      {"a SET before the handshake", request(kSet, {"k", "v"})},
+      {"unknown command", std::string(1, '\0') + "xyz"},
+      {"a HELLO over 1 KiB", request(kHello, {"distcomm-store/2", std::string(2000, 'r'), nonce})},
+      {"a HELLO that declares 200 MiB", std::string(1, kHello) + u32(3) + u32(200u << 20)},
+      {"a HELLO of another protocol", request(kHello, {"redis", "", nonce})},
+      {"a HELLO with a short nonce", request(kHello, {"distcomm-store/2", "", "n"})},
+      {"a PROVE before HELLO", request(kProve, {std::string(32, 'p')})},
+  };
+  for (const auto& [what, bytes] : before_handshake) {
+    RawClient raw(port);
+    raw.send_bytes(bytes);
+    EXPECT_TRUE(raw.closed_by_server()) << what;
+  }
+  // Clients that know the token and then break the protocol.
+  const std::vector<std::pair<std::string, std::string>> after_handshake = {
+      {"unknown command", std::string(1, '\0') + "xyz"},
+      {"command 255", std::string(1, '\xff')},
+      {"a second HELLO", request(kHello, {"distcomm-store/2", id.run_id, nonce})},
+      {"4 GiB field", std::string(1, kSet) + u32(2) + u32(0xffffffffu)},
+      {"a field over the server's 64 MiB", std::string(1, kSet) + u32(2) + u32((64u << 20) + 1)},
+      {"4 billion fields", std::string(1, kGet) + u32(0xffffffffu)},
+      {"key over 64 KiB", request(kSet, {std::string(70000, 'k'), "v"})},
+      {"GET with two fields", request(kGet, {"a", "b"})},
+      {"ADD with a 3-byte delta", request(kAdd, {"counter", "abc"})},
+  };
+  for (const auto& [what, bytes] : after_handshake) {
+    RawClient raw(port);
+    raw.handshake(id);
+    raw.send_bytes(bytes);
+    EXPECT_TRUE(raw.closed_by_server()) << what;
+  }
+
+  // Random bytes and truncated messages, closed by the client before they complete, from
+  // strangers and from clients through the handshake.
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 200; ++i) {
+    RawClient raw(port);
+    if (i % 4 >= 2) raw.handshake(id);
+    std::string junk(1 + rng() % 300, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    if (i % 2) junk = request(kSet, {"key", std::string(1000, 'v')}).substr(0, rng() % 1000);
+    raw.send_bytes(junk);
+  }
+  // A client that stalls mid-message holds only its own connection.
+  RawClient stalled(port);
+  stalled.handshake(id);
+  stalled.send_bytes(request(kSet, {"stalled", "value"}).substr(0, 7));
+
+  check.set("hostile_done", "");
+  EXPECT_EQ(ranks.join(), "");
+  int64_t total = 0;
+  for (int r = 0; r < kProcs; ++r) {
+    total += std::stoll(check.get_string("count" + std::to_string(r)));
+  }
+  EXPECT_GT(total, 0);
+  EXPECT_EQ(check.add("counter", 0), total);
+  EXPECT_FALSE(check.check({"stalled"}));
+}
+
+TEST(TCPStoreTest, AClientThatTimedOutDoesNotDisturbOtherWaiters) {
+  TCPStoreServer server;
+  server.start();
+  TCPStore impatient(client_of(server.port())), patient(client_of(server.port()));
+  std::thread waiter([&] { EXPECT_EQ(patient.get_string("slow"), "finally"); });
+  impatient.set_timeout(100ms);
+  EXPECT_THROW(impatient.get("slow"), Timeout);
+  TCPStore(client_of(server.port())).set("slow", "finally");
+  waiter.join();
+  // The timed-out client reconnects and sees the value.
+  EXPECT_EQ(impatient.get_string("slow"), "finally");
+}
+
+}  // namespace
+}  // namespace distcomm
