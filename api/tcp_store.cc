@@ -53,6 +53,8 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
     server_ = std::make_unique<TCPStoreServer>(so);
     server_->start();
     options_.port = server_->port();
+    // Listening elsewhere than host: this store's own connection goes there.
+    if (!so.bind_address.empty() && options_.bind_address != "*") options_.host = so.bind_address;
   } else if (options_.port <= 0 || options_.port > 65535) {
     throw InvalidArgument("TCPStore: a client needs the server's port, got " +
                           std::to_string(options_.port) + " (port 0 is for is_server only)");

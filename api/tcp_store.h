@@ -42,7 +42,7 @@ struct TCPStoreOptions {
   // An empty token: no authentication (the server warns once).
   JobIdentity identity;
   // For the server: "" listens on host's address (the interface that reaches it), "*" on
-  // every interface, anything else on that address.
+  // every interface, anything else on that address (and host() becomes it).
   std::string bind_address;
   // For the server; num_workers is the world size its default connection caps scale with.
   TCPStoreLimits limits;

@@ -14,11 +14,11 @@ constexpr size_t kReplyHeaderBytes = 5;  // u8 status, u32 length
 
 std::string text_of(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 
-std::string describe_run_id(const std::string& id) {
-  return id.empty() ? "no run id" : "run id " + id;
-}
-
 }  // namespace
+
+std::string describe_run_id(const std::string& id) {
+  return id.empty() ? "no run id" : "run id " + printable(id);
+}
 
 std::string printable(const std::string& s) {
   std::string out;
@@ -125,7 +125,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
                      " answered the handshake with something else; is it a TCPStore server of the same version?");
   }
   const std::string ours = describe_run_id(identity.run_id);
-  const std::string their_id = describe_run_id(printable(theirs.run_id));
+  const std::string their_id = describe_run_id(theirs.run_id);
   if (theirs.run_id != identity.run_id) {
     throw StoreError(who + " belongs to another job (" + their_id + "; this rank has " + ours +
                      "): is another job using this port? Give each job its own MASTER_PORT, and every rank of a "

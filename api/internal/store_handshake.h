@@ -58,6 +58,8 @@ Digest handshake_proof(Prover who, const std::string& token, const std::string& 
 // Text from the other side as a message may show it (a hostile peer's could hold
 // anything): printable ASCII, at most 64 characters.
 std::string printable(const std::string& s);
+// "run id 1a2b...", or "no run id".
+std::string describe_run_id(const std::string& id);
 
 // A reply's status and payload: what the client reads after each request.
 struct Reply {

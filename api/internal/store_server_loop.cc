@@ -224,7 +224,7 @@ void TCPStoreServer::Loop::on_writable(int fd) {
     drop(fd);
   } else if (c->out.size() == 0) {
     if (c->stage == Stage::kClosing) {
-      drop(fd);
+      drop(fd, Close::kGraceful);  // its refusal was sent whole
     } else {
       serve(fd);
     }
@@ -273,7 +273,11 @@ void TCPStoreServer::Loop::serve(int fd) {
     c->in.consume(pos);
     if (c->in.size() > 0) c->in_since = Clock::now();
   }
-  if (!flush(fd, *c) || (c->stage == Stage::kClosing && c->out.size() == 0)) drop(fd);
+  if (!flush(fd, *c)) {
+    drop(fd);
+  } else if (c->stage == Stage::kClosing && c->out.size() == 0) {
+    drop(fd, Close::kGraceful);
+  }
 }
 
 bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
@@ -289,7 +293,7 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
       reply(c, Status::kOk, internal::encode_server_hello(mine));
       c.stage = Stage::kClosing;
       note("run id", "refused a connection from " + internal::peer_name(c.sock.fd()) +
-                         ": it belongs to another job (run id '" + internal::printable(hello.run_id) + "')");
+                         ": it belongs to another job (" + internal::describe_run_id(hello.run_id) + ")");
       return true;
     }
     if (!mine.token_required && at_connection_cap(c)) return true;
@@ -363,9 +367,15 @@ bool TCPStoreServer::Loop::flush(int fd, Client& c) {
   return true;
 }
 
-void TCPStoreServer::Loop::drop(int fd) {
+void TCPStoreServer::Loop::drop(int fd, Close how) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
+  if (how == Close::kReset) {
+    // A reset, not a FIN queued behind unsent replies: the kernel frees the connection's
+    // buffers at once, and the client learns at once.
+    const linger abort{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  }
   unpark(fd, *it->second);
   if (it->second->stage == Stage::kReady) {
     --ready_;

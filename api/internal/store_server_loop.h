@@ -73,7 +73,9 @@ class TCPStoreServer::Loop {
   void refuse(Client& c, const std::string& kind, const std::string& why);
   void note(const std::string& kind, const std::string& what);
   bool flush(int fd, Client& c);
-  void drop(int fd);
+  // kReset for a client that broke a rule or a deadline; kGraceful after a refusal.
+  enum class Close { kGraceful, kReset };
+  void drop(int fd, Close how = Close::kReset);
   Client* find(int fd);
 
   // Requests (store_server_requests.cc).

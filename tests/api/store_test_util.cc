@@ -99,11 +99,16 @@ TCPStoreOptions server_of(const JobIdentity& identity, int port) {
 }
 
 int unused_port() {
-  TCPStoreServerOptions o;
-  o.bind_address = "127.0.0.1";
-  TCPStoreServer probe(o);
-  probe.start();
-  return probe.port();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free port");
+  return ntohs(a.sin_port);
 }
 
 RawClient::RawClient(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
@@ -140,6 +145,12 @@ bool RawClient::closed_by_server(std::chrono::milliseconds limit) {
     if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
   }
   return false;
+}
+
+bool RawClient::hung_up(std::chrono::milliseconds limit) {
+  pollfd p{fd_, POLLRDHUP, 0};
+  const int n = poll(&p, 1, static_cast<int>(limit.count()));
+  return n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 std::string u32(uint32_t v) {

@@ -91,8 +91,11 @@ class RawClient {
   void handshake(const JobIdentity& identity = {});
   // Sends what it can without blocking; returns the bytes sent.
   size_t send_bytes(const std::string& b);
-  // True when the server closes the connection within the limit.
+  // True when the server closes the connection within the limit (reading what it sent).
   bool closed_by_server(std::chrono::milliseconds limit = std::chrono::seconds(5));
+  // True when the server closes or resets the connection within the limit, without
+  // reading anything.
+  bool hung_up(std::chrono::milliseconds limit = std::chrono::seconds(5));
 
  private:
   int fd_;

@@ -1,0 +1,279 @@
+// Whole jobs and their store: two jobs on one port, a job under attack, and the identity
+// that tools/launch, spawn() and init_process_group pass along.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iostream>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "api/spawn.h"
+#include "api/job_identity.h"
+#include "tests/api/store_test_util.h"
+#include "tests/tools/launch/subprocess.h"
+
+namespace distcomm {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+std::vector<std::string> job(int port, const std::string& gate, int rounds_after_gate = 20) {
+  return {runfile("tools/launch/launch"), "--nproc_per_node=3", "--backend=gloo",
+          "--master_port=" + std::to_string(port), "--",
+          runfile("tests/api/store_job_probe"), gate, std::to_string(rounds_after_gate)};
+}
+
+std::vector<std::string> with_identity(const JobIdentity& id) {
+  return {std::string(kRunIdVariable) + "=" + id.run_id, std::string(kStoreTokenVariable) + "=" + id.token};
+}
+
+void open_gate(const std::string& gate) { std::ofstream(gate) << "open"; }
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Jobs, ASecondJobOnTheSamePortFailsFastAndTheFirstCompletes) {
+  const int port = unused_port();
+  const std::string gate = temp_path("gate");
+  const JobIdentity first_id = new_job_identity(), second_id = new_job_identity();
+  Subprocess first(job(port, gate), with_identity(first_id));
+  ASSERT_TRUE(first.wait_for_stdout("ready", 3, 30s));
+
+  Finished second = run(job(port, gate), 30s, with_identity(second_id));
+  EXPECT_NE(exit_code(second), 0) << second.out << second.err;
+  // Its rank 0 cannot take the port; its other ranks reach the first job's store and are
+  // told whose it is. Each says so in one line, within a second of starting.
+  const std::string in_use = "Address already in use; another job (or another program) is using port " +
+                             std::to_string(port);
+  const std::string other_job = "the store at 127.0.0.1:" + std::to_string(port) + " belongs to another job (run id " +
+                                first_id.run_id + "; this rank has run id " + second_id.run_id + ")";
+  EXPECT_TRUE(second.err.find(in_use) != std::string::npos || second.err.find(other_job) != std::string::npos)
+      << second.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(second.err, m, std::regex(R"(error after (\d+) ms: )"))) << second.err;
+  EXPECT_LT(std::stoi(m[1]), 1000) << second.err;
+  EXPECT_EQ(second.out.find("ready"), std::string::npos) << "a rank of the second job joined: " << second.out;
+
+  // Stray ranks started by hand towards the running job: another job's, and one with no
+  // identity at all. Neither joins; each is told whose store it reached.
+  const std::vector<std::string> stray_env = {"RANK=1", "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                                              "MASTER_PORT=" + std::to_string(port), "DISTCOMM_BACKEND=gloo"};
+  for (const std::string& ours : {"run id " + second_id.run_id, std::string("no run id")}) {
+    std::vector<std::string> env = stray_env;
+    if (ours != "no run id") {
+      for (const auto& v : with_identity(second_id)) env.push_back(v);
+    } else {
+      env.push_back(std::string(kRunIdVariable) + "=");
+      env.push_back(std::string(kStoreTokenVariable) + "=");
+    }
+    Finished stray = run({runfile("tests/api/store_job_probe"), gate, "1"}, 30s, env);
+    EXPECT_EQ(exit_code(stray), 1) << stray.err;
+    EXPECT_NE(stray.err.find("the store at 127.0.0.1:" + std::to_string(port) + " belongs to another job (run id " +
+                             first_id.run_id + "; this rank has " + ours + ")"),
+              std::string::npos)
+        << stray.err;
+    ASSERT_TRUE(std::regex_search(stray.err, m, std::regex(R"(error after (\d+) ms: )"))) << stray.err;
+    EXPECT_LT(std::stoi(m[1]), 1000) << stray.err;
+  }
+
+  open_gate(gate);
+  Finished done = first.finish(60s);
+  EXPECT_EQ(exit_code(done), 0) << done.err;
+  EXPECT_EQ(count_of(done.out, "] done "), 3) << done.out << done.err;
+  // The first job's rank 0 says once that it turned a stranger away.
+  EXPECT_NE(done.err.find(": it belongs to another job (run id " + second_id.run_id + ")"), std::string::npos)
+      << done.err;
+  for (int r = 0; r < 3; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
+  std::remove(gate.c_str());
+}
+
+// A field of /proc/<pid>/status in KiB ("VmRSS", "VmHWM"), -1 when unreadable.
+long status_kib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// The header of a SET whose value of `bytes` bytes would follow.
+std::string set_header(const std::string& key, uint32_t bytes) {
+  return std::string(1, kSet) + u32(2) + u32(static_cast<uint32_t>(key.size())) + key + u32(bytes);
+}
+
+TEST(Jobs, AJobUnderAttackCompletesAndRankZeroStaysSmall) {
+  const int port = unused_port();
+  const std::string gate = temp_path("gate");
+  const JobIdentity id = new_job_identity();  // the attackers know the token: the worst case
+  Subprocess victim(job(port, gate), with_identity(id));
+  ASSERT_TRUE(victim.wait_for_stdout("ready", 3, 30s));
+  // From here the ranks run rounds (an all_reduce and a store add each) until the gate.
+  pid_t rank0 = 0;
+  ASSERT_TRUE(std::ifstream(gate + ".pid0") >> rank0);
+  const long baseline = status_kib(rank0, "VmRSS");
+  ASSERT_GT(baseline, 0);
+  // The peak from now on: the kernel's high-water mark, reset here, and samples in case
+  // the reset is refused.
+  bool hwm_reset = false;
+  {
+    std::ofstream clear("/proc/" + std::to_string(rank0) + "/clear_refs");
+    hwm_reset = static_cast<bool>(clear << "5" << std::flush);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<long> sampled{baseline};
+  std::thread sampler([&] {
+    while (!stop) {
+      const long v = status_kib(rank0, "VmRSS");
+      if (v > sampled) sampled = v;
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+
+  // 200 connections that never say a word (a port scanner, a slowloris).
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 200; ++i) idle.push_back(std::make_unique<RawClient>(port));
+  // 4 clients with the token announcing 250 MiB SETs: refused at the header.
+  for (int i = 0; i < 4; ++i) {
+    RawClient huge(port);
+    huge.handshake(id);
+    huge.send_bytes(set_header("huge", 250u << 20));
+    EXPECT_TRUE(huge.hung_up(5s)) << i;
+  }
+  // 4 clients with the token streaming the largest SET the store takes, never finishing.
+  constexpr uint32_t kValueBytes = (64u << 20) - 4096;
+  std::vector<std::unique_ptr<RawClient>> hogs;
+  std::vector<size_t> left;  // each stops one byte short of its value
+  for (int i = 0; i < 4; ++i) {
+    hogs.push_back(std::make_unique<RawClient>(port));
+    hogs.back()->handshake(id);
+    hogs.back()->send_bytes(set_header("hog" + std::to_string(i), kValueBytes));
+    left.push_back(kValueBytes - 1);
+  }
+  const std::string chunk(kMiB, 'x');
+  size_t streamed = 0;
+  auto last_progress = Clock::now();
+  const auto give_up = Clock::now() + 20s;
+  while (Clock::now() - last_progress < 500ms && Clock::now() < give_up) {
+    for (size_t i = 0; i < hogs.size(); ++i) {
+      const size_t n = hogs[i]->send_bytes(chunk.substr(0, std::min(chunk.size(), left[i])));
+      if (n > 0) last_progress = Clock::now();
+      left[i] -= n;
+      streamed += n;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  for (auto& hog : hogs) EXPECT_FALSE(hog->hung_up(0ms)) << "an unfinished SET within the limits is not an error";
+  // The store is still the job's: its rounds go on under all this.
+  std::this_thread::sleep_for(300ms);
+  long peak = sampled;
+  if (hwm_reset) peak = std::max(peak, status_kib(rank0, "VmHWM"));
+
+  open_gate(gate);
+  Finished done = victim.finish(60s);
+  stop = true;
+  sampler.join();
+  EXPECT_EQ(exit_code(done), 0) << done.err;
+  EXPECT_EQ(count_of(done.out, "] done "), 3) << done.out << done.err;
+  // The attack was real: one hog had the whole budget's worth accepted.
+  EXPECT_GE(streamed, 64 * kMiB);
+  std::cout << "rank 0 RSS " << baseline / 1024 << " MiB before, peak " << peak / 1024 << " MiB ("
+            << (hwm_reset ? "VmHWM" : "sampled VmRSS") << "); " << streamed / kMiB
+            << " MiB streamed by the hogs\n";
+  EXPECT_LT(peak - baseline, 100 * 1024) << "KiB of growth";
+  for (int r = 0; r < 3; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
+  std::remove(gate.c_str());
+}
+
+// "id=<run id> token=<length>" from every rank of a launched job.
+std::set<std::string> identities_seen(const std::vector<std::string>& env = {}) {
+  Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=2", "--", "/bin/sh", "-c",
+                    "echo id=$DISTCOMM_RUN_ID token=${#DISTCOMM_STORE_TOKEN}"},
+                   30s, env);
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  std::set<std::string> seen;
+  for (const std::string& line : lines_of(f.out)) seen.insert(line.substr(line.find("] ") + 2));
+  return seen;
+}
+
+TEST(Identity, TheLauncherGivesEachJobItsOwnAndPassesOnAGivenOne) {
+  const std::set<std::string> first = identities_seen(), second = identities_seen();
+  ASSERT_EQ(first.size(), 1u) << "both ranks of a job have one identity";
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(*first.begin(), *second.begin()) << "two jobs, two identities";
+  EXPECT_TRUE(std::regex_match(*first.begin(), std::regex("id=[0-9a-f]{16} token=64"))) << *first.begin();
+  // Given to the launcher (several machines must share one): passed on as it is.
+  const std::set<std::string> given = identities_seen({"DISTCOMM_RUN_ID=shared", "DISTCOMM_STORE_TOKEN=secret"});
+  EXPECT_EQ(given, std::set<std::string>{"id=shared token=6"});
+  // Only a run id given: the token is still made for the job.
+  EXPECT_EQ(identities_seen({"DISTCOMM_RUN_ID=named", "DISTCOMM_STORE_TOKEN="}),
+            std::set<std::string>{"id=named token=64"});
+}
+
+TEST(Identity, SpawnGivesEachCallItsOwn) {
+  auto identities = [] {
+    const std::string path = temp_path("spawn_ids");
+    spawn(2, [&](int rank, int) {
+      std::ofstream(path + std::to_string(rank)) << std::getenv("DISTCOMM_RUN_ID") << " "
+                                                 << std::getenv("DISTCOMM_STORE_TOKEN");
+    });
+    std::set<std::string> seen;
+    for (int r = 0; r < 2; ++r) {
+      std::string id, token;
+      std::ifstream(path + std::to_string(r)) >> id >> token;
+      EXPECT_EQ(token.size(), 64u);
+      seen.insert(id + " " + token);
+      std::remove((path + std::to_string(r)).c_str());
+    }
+    return seen;
+  };
+  const std::set<std::string> first = identities(), second = identities();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(*first.begin(), *second.begin());
+}
+
+// init_process_group takes the identity from the environment: a rank given the wrong
+// token fails its init at once, saying so, and rank 0 gives up at its own timeout.
+TEST(Identity, InitReadsItFromTheEnvironment) {
+  const int port = unused_port();
+  const JobIdentity id = new_job_identity();
+  Children ranks(2, [&](int rank) {
+    ::setenv(kRunIdVariable, id.run_id.c_str(), 1);
+    ::setenv(kStoreTokenVariable, rank == 0 ? id.token.c_str() : "not the token", 1);
+    InitOptions o;
+    o.backend = "gloo";
+    o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout = rank == 0 ? 1500ms : kTestTimeout;
+    if (rank == 0) {
+      const auto [message, took] = error_of<Timeout>([&] { init_process_group(o); });
+      CHILD_CHECK(message != "nothing was thrown");  // waiting for rank 1, which never came
+      CHILD_CHECK(took >= 1500ms);
+      return;
+    }
+    const auto [message, took] = error_of<StoreError>([&] { init_process_group(o); });
+    CHILD_CHECK(message.find("wrong store token") != std::string::npos);
+    CHILD_CHECK(took < 3s);  // rank 0 may start a moment later: the connection is retried
+  });
+  EXPECT_EQ(ranks.join(30s), "");
+}
+
+}  // namespace
+}  // namespace distcomm

@@ -1,0 +1,237 @@
+// A TCPStore admits only its own job: the run id and the token, proven without sending it,
+// checked both ways; and it listens only where it is asked to.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/internal/store_handshake.h"
+#include "api/tcp_store.h"
+#include "tests/api/store_test_util.h"
+
+namespace distcomm {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<TCPStore>(server_of(job_));
+    server_->set("secret/key", "job A's value");
+  }
+  int port() const { return server_->port(); }
+  std::string where() const { return "127.0.0.1:" + std::to_string(port()); }
+
+  const JobIdentity job_ = new_job_identity();
+  std::unique_ptr<TCPStore> server_;
+};
+
+TEST_F(AuthTest, TheJobsOwnRanksAreAdmitted) {
+  TCPStore rank1(client_of(port(), kTestTimeout, job_));
+  EXPECT_EQ(rank1.get_string("secret/key"), "job A's value");
+}
+
+TEST_F(AuthTest, AWrongTokenIsRefusedAtOnce) {
+  const JobIdentity wrong{job_.run_id, new_job_identity().token};
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, wrong)); });
+  EXPECT_NE(message.find("the store at " + where() + " refused this connection: wrong store token"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("every rank needs rank 0's DISTCOMM_STORE_TOKEN"), std::string::npos) << message;
+  EXPECT_LT(took, 1s);
+  // The refusal left the job's store as it was.
+  EXPECT_EQ(TCPStore(client_of(port(), kTestTimeout, job_)).get_string("secret/key"), "job A's value");
+}
+
+TEST_F(AuthTest, AnotherJobsRunIdIsRefusedNamingBoth) {
+  const JobIdentity other = new_job_identity();
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, other)); });
+  EXPECT_NE(message.find("the store at " + where() + " belongs to another job (run id " + job_.run_id +
+                         "; this rank has run id " + other.run_id + ")"),
+            std::string::npos)
+      << message;
+  EXPECT_LT(took, 1s);
+}
+
+TEST_F(AuthTest, ARankWithoutIdentityIsRefused) {
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port())); });
+  EXPECT_NE(message.find("belongs to another job (run id " + job_.run_id + "; this rank has no run id)"),
+            std::string::npos)
+      << message;
+  // The right run id without the token.
+  const auto [no_token, took2] =
+      error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, {job_.run_id, ""})); });
+  EXPECT_NE(no_token.find("asks for a store token and this rank has none"), std::string::npos) << no_token;
+}
+
+TEST(Auth, ARankWithATokenRefusesAStoreWithout) {
+  TCPStore open_store(server_of());
+  const auto [message, took] =
+      error_of<StoreError>([&] { TCPStore s(client_of(open_store.port(), kTestTimeout, {"", "a token"})); });
+  EXPECT_NE(message.find("has no store token but this rank has one"), std::string::npos) << message;
+}
+
+// A stand-in for rank 0 that does not know the token: it answers HELLO as the server
+// would, then sends a made-up proof. It records everything the client sent.
+class ImpostorServer {
+ public:
+  explicit ImpostorServer(const JobIdentity& claimed) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(listener_, 1) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("impostor cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, claimed] { serve_one(claimed); });
+  }
+  ~ImpostorServer() { finish(); }
+  int port() const { return port_; }
+  // Everything the client sent, once it is done.
+  std::string finish() {
+    if (thread_.joinable()) thread_.join();
+    if (listener_ >= 0) close(listener_);
+    listener_ = -1;
+    return received_;
+  }
+
+ private:
+  void serve_one(const JobIdentity& claimed) {
+    const int fd = accept(listener_, nullptr, nullptr);
+    const auto deadline = Clock::now() + kTestTimeout;
+    auto read_message = [&] {
+      uint8_t header[5];
+      if (internal::recv_all(fd, header, 5, deadline) != internal::IoStatus::kOk) return;
+      received_.append(reinterpret_cast<char*>(header), 5);
+      for (uint32_t i = 0; i < internal::get_u32(header + 1); ++i) {
+        uint8_t len[4];
+        if (internal::recv_all(fd, len, 4, deadline) != internal::IoStatus::kOk) return;
+        std::string field(internal::get_u32(len), '\0');
+        if (internal::recv_all(fd, field.data(), field.size(), deadline) != internal::IoStatus::kOk) return;
+        received_.append(reinterpret_cast<char*>(len), 4).append(field);
+      }
+    };
+    auto send_reply = [&](const Store::Bytes& payload) {
+      Store::Bytes r = internal::encode_reply_header(internal::Status::kOk, payload.size());
+      r.insert(r.end(), payload.begin(), payload.end());
+      internal::send_all(fd, r.data(), r.size(), deadline);
+    };
+    read_message();
+    send_reply(internal::encode_server_hello({claimed.run_id, std::string(32, 'n'), true, 1 << 20}));
+    read_message();
+    send_reply(Store::Bytes(32, 0));
+    close(fd);
+  }
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::string received_;
+};
+
+TEST(Auth, TheServerMustProveTheTokenTooAndTheTokenNeverCrossesTheWire) {
+  const JobIdentity job = new_job_identity();
+  ImpostorServer impostor(job);
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(impostor.port(), kTestTimeout, job)); });
+  EXPECT_NE(message.find("did not prove that it knows the store token: something other than this job's rank 0 "
+                         "serves this port"),
+            std::string::npos)
+      << message;
+  const std::string sent = impostor.finish();
+  EXPECT_NE(sent.find(job.run_id), std::string::npos) << "the client names its run id";
+  EXPECT_EQ(sent.find(job.token), std::string::npos) << "the token itself went over the wire";
+  // HELLO (magic, run id, nonce) and PROVE (a 32-byte proof), nothing else.
+  EXPECT_EQ(sent.size(), (5 + 4 + 16 + 4 + job.run_id.size() + 4 + 32) + (5 + 4 + 32));
+}
+
+// What a client that watched a connection could try: the same client nonce, the proof it
+// saw. The server's fresh nonce makes the proof worthless.
+TEST_F(AuthTest, ARecordedProofIsUselessOnAnotherConnection) {
+  const std::string client_nonce(32, 'c');
+  const auto deadline = Clock::now() + kTestTimeout;
+  auto hello = [&](RawClient& raw) {
+    const Store::Bytes h = internal::encode_client_hello({job_.run_id, client_nonce});
+    EXPECT_EQ(internal::send_all(raw.fd(), h.data(), h.size(), deadline), internal::IoStatus::kOk);
+    internal::Reply reply;
+    EXPECT_EQ(internal::recv_reply(raw.fd(), &reply, 1024, deadline), internal::IoStatus::kOk);
+    internal::ServerHello theirs;
+    EXPECT_TRUE(internal::parse_server_hello(reply.payload, &theirs));
+    return theirs.nonce;
+  };
+  auto prove = [&](RawClient& raw, const internal::Digest& proof) {
+    const Store::Bytes p =
+        internal::encode_message(10, {internal::FieldRef(proof.data(), proof.size())});
+    EXPECT_EQ(internal::send_all(raw.fd(), p.data(), p.size(), deadline), internal::IoStatus::kOk);
+    internal::Reply reply;
+    EXPECT_EQ(internal::recv_reply(raw.fd(), &reply, 1024, deadline), internal::IoStatus::kOk);
+    return reply;
+  };
+  RawClient watched(port());
+  const std::string server_nonce = hello(watched);
+  const internal::Digest proof =
+      internal::handshake_proof(internal::Prover::kClient, job_.token, job_.run_id, client_nonce, server_nonce);
+  EXPECT_EQ(prove(watched, proof).status, internal::Status::kOk);
+
+  RawClient replay(port());
+  EXPECT_NE(hello(replay), server_nonce);
+  const internal::Reply refused = prove(replay, proof);
+  EXPECT_EQ(refused.status, internal::Status::kError);
+  EXPECT_EQ(to_string(refused.payload), "wrong store token");
+  EXPECT_TRUE(replay.closed_by_server());
+}
+
+// ---------------------------------------------------------------------------------------
+// Where the server listens. The whole of 127.0.0.0/8 reaches this host, so 127.0.0.2 is
+// "another interface" without a network of its own.
+
+TCPStoreOptions client_via(const std::string& host, int port) {
+  TCPStoreOptions o = client_of(port, 300ms);
+  o.host = host;
+  return o;
+}
+
+TEST(Listen, OnTheMasterAddressOnlyUnlessAskedOtherwise) {
+  TCPStore on_host(server_of());  // host 127.0.0.1: listens there only
+  EXPECT_NO_THROW(TCPStore(client_via("127.0.0.1", on_host.port())));
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_via("127.0.0.2", on_host.port())); });
+  EXPECT_NE(message.find("Connection refused"), std::string::npos) << message;
+
+  TCPStoreOptions everywhere = server_of();
+  everywhere.bind_address = "*";
+  TCPStore all(everywhere);
+  EXPECT_NO_THROW(TCPStore(client_via("127.0.0.2", all.port())));
+  EXPECT_NO_THROW(TCPStore(client_via("127.0.0.1", all.port())));
+
+  TCPStoreOptions elsewhere = server_of();
+  elsewhere.bind_address = "127.0.0.2";  // an override wins over host
+  TCPStore other(elsewhere);
+  EXPECT_NO_THROW(TCPStore(client_via("127.0.0.2", other.port())));
+  EXPECT_THROW(TCPStore(client_via("127.0.0.1", other.port())), StoreError);
+}
+
+TEST(Listen, APortInUseAndAnAddressOfAnotherHostAreClearErrors) {
+  TCPStore first(server_of());
+  const auto [in_use, took] = error_of<StoreError>([&] { TCPStore second(server_of({}, first.port())); });
+  EXPECT_NE(in_use.find("cannot listen on 127.0.0.1:" + std::to_string(first.port()) +
+                        ": Address already in use; another job (or another program) is using port " +
+                        std::to_string(first.port())),
+            std::string::npos)
+      << in_use;
+  TCPStoreOptions remote = server_of();
+  remote.host = "192.0.2.1";  // TEST-NET-1: never an address of this host
+  const auto [not_here, took2] = error_of<StoreError>([&] { TCPStore s(remote); });
+  EXPECT_NE(not_here.find("'192.0.2.1' is not an address of this host"), std::string::npos) << not_here;
+}
+
+}  // namespace
+}  // namespace distcomm
