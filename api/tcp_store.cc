@@ -23,6 +23,9 @@ namespace {
 // After a broken connection or a timeout the next request reconnects. A server that is
 // gone should fail it promptly, not after the whole store timeout.
 constexpr std::chrono::milliseconds kReconnectTimeout{1000};
+// A TCPStore server answers the handshake in a round trip, and closes connections that
+// take longer than its own handshake deadline (10 s): past this, what listens is not one.
+constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 // Naming exactly which keys are missing after a wait timed out costs one more round
 // trip; it is given this long before the message falls back to all the keys.
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
@@ -206,8 +209,9 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
                                                first ? timeout : std::max(left, std::chrono::milliseconds(1)),
                                                "TCPStore");
     bool closed_early = false;
-    const internal::ServerHello hello =
-        internal::client_handshake(s.fd(), server, options_.identity, deadline, &closed_early);
+    const internal::ServerHello hello = internal::client_handshake(
+        s.fd(), server, options_.identity, std::min(deadline, internal::Clock::now() + kHandshakeTimeout),
+        &closed_early);
     if (!closed_early) {
       max_request_bytes_ = hello.max_request_bytes;
       fd_ = s.release();

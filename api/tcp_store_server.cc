@@ -53,6 +53,14 @@ void TCPStoreServer::start() {
   options_.port = internal::local_port(listener.fd());
   const std::string where = internal::host_port(options_.bind_address, options_.port);
   if (options_.identity.token.empty()) warn_unauthenticated(where);
+  const std::string& name = options_.bind_address;
+  if (!name.empty() && name != "localhost" && !internal::is_numeric_address(name) &&
+      internal::bound_to_loopback(listener.fd())) {
+    // Debian maps a host's own name to 127.0.1.1: other hosts could not reach the store.
+    log_line("warning: the TCP store listens on " + where + ", and '" + name + "' is a loopback address on this "
+             "host: ranks on other hosts cannot reach it. Set MASTER_ADDR to an address they reach, or "
+             "DISTCOMM_STORE_BIND=* (README, Security)");
+  }
   loop_ = std::make_unique<Loop>(std::move(listener), options_, where);
   thread_ = std::thread([this, where] {
     try {

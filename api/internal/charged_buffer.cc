@@ -10,6 +10,9 @@ namespace {
 
 // The smallest buffer a connection gets once it sends or is sent anything.
 constexpr size_t kFirstCapacity = 256;
+// An emptied buffer keeps up to this much for the next request; more is given back, so
+// that a thousand idle connections hold a few KiB each.
+constexpr size_t kKeepCapacity = size_t{4} << 10;
 
 }  // namespace
 
@@ -45,7 +48,9 @@ bool ChargedBuffer::reserve(size_t n) {
 void ChargedBuffer::consume(size_t n) {
   n = std::min(n, bytes_.size());
   bytes_.erase(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(n));
-  if (charged_ > 0 && bytes_.size() <= free_) set_capacity(bytes_.empty() ? 0 : free_);
+  if (bytes_.empty() ? bytes_.capacity() > kKeepCapacity : charged_ > 0 && bytes_.size() <= free_) {
+    set_capacity(bytes_.size());
+  }
 }
 
 void ChargedBuffer::set_capacity(size_t n) {

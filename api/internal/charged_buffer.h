@@ -50,7 +50,7 @@ class ChargedBuffer {
   // it, to exactly n. False, and nothing changes, when the pool has not the room.
   bool reserve(size_t n);
   // Drops the first n bytes, and gives back what the capacity holds beyond the free
-  // allowance once the rest fits in it.
+  // allowance once the rest fits in it (all but a little once it is empty).
   void consume(size_t n);
 
  private:

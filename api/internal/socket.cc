@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -116,6 +117,19 @@ std::string peer_name(int fd) {
     return "?";
   }
   return host_port(host, std::atoi(port));
+}
+
+bool bound_to_loopback(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+         is_loopback(reinterpret_cast<sockaddr*>(&addr));
+}
+
+bool is_numeric_address(const std::string& host) {
+  in6_addr v6{};
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
 void Socket::reset(int fd) {

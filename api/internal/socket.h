@@ -50,6 +50,10 @@ Socket listen_tcp(const std::string& host, int port);
 int local_port(int fd);
 // "10.0.0.5:41234" for the other end of a connected socket, "?" when unknown.
 std::string peer_name(int fd);
+// Whether a socket is bound to a loopback address (127.0.0.0/8, ::1).
+bool bound_to_loopback(int fd);
+// Whether host is a numeric IPv4 or IPv6 address rather than a name.
+bool is_numeric_address(const std::string& host);
 
 // Connects to host:port, retrying refused and unreachable attempts with backoff until
 // `timeout` has passed, since the server may start after its clients. Throws StoreError

@@ -101,7 +101,8 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
     if (s == IoStatus::kOk) s = recv_reply(fd, reply, kMaxHandshakeBytes, deadline);
     if (s == IoStatus::kClosed) return false;
     if (s == IoStatus::kTimeout) {
-      throw StoreError("TCPStore: no answer to the handshake from " + server + " before the connect timeout");
+      throw StoreError("TCPStore: " + server + " accepted the connection but did not answer the handshake; is "
+                       "it a TCPStore server (of the same version)?");
     }
     if (s == IoStatus::kError) {
       throw StoreError("TCPStore: the handshake with " + server + " failed: " + errno_message(errno) +

@@ -159,18 +159,17 @@ void TCPStoreServer::Loop::make_room_for_pending() {
   drop(oldest);
 }
 
+size_t TCPStoreServer::Loop::read_limit(const Client& c) const {
+  return std::max(c.in.capacity(), c.stage == Stage::kReady ? kFreeBufferBytes : internal::kMaxHandshakeBytes);
+}
+
 short TCPStoreServer::Loop::events_for(Client& c, Clock::time_point now) {
   if (c.out_sent < c.out.size()) return POLLOUT;
   if (c.stage == Stage::kClosing) return 0;
-  if (c.in.size() < c.in.capacity()) return POLLIN;
-  // The buffer is full: grow it for the partial request at its front, if there is one
-  // (a blocked client's buffered requests wait for it to be answered).
-  size_t want = 0;
-  if (c.in.capacity() == 0) {
-    want = c.stage == Stage::kReady ? kReadChunk : internal::kMaxHandshakeBytes;
-  } else if (!c.blocked && c.in_needed > c.in.size()) {
-    want = c.in_needed;
-  }
+  if (c.in.size() < read_limit(c)) return POLLIN;
+  // The free allowance is full: grow the buffer for the partial request at its front, if
+  // there is one (a blocked client's buffered requests wait for it to be answered).
+  const size_t want = !c.blocked && c.in_needed > c.in.size() ? c.in_needed : 0;
   if (want == 0) return 0;
   if (!c.in.reserve(want)) {
     c.starved = true;
@@ -200,16 +199,18 @@ void TCPStoreServer::Loop::close_expired(Clock::time_point now) {
 void TCPStoreServer::Loop::on_readable(int fd) {
   Client* c = find(fd);
   if (!c) return;
-  // POLLIN is only asked for while the buffer has room.
-  auto& in = c->in.bytes();
-  const size_t old = in.size();
-  const size_t room = std::min(kReadChunk, in.capacity() - old);
+  // POLLIN is only asked for while the buffer has room. Read into scratch and append what
+  // came, so that a connection's buffer holds what it was sent, not a whole read chunk.
+  const size_t old = c->in.size();
+  const size_t room = std::min(kReadChunk, read_limit(*c) - old);
   if (room == 0) return;
-  in.resize(old + room);  // within the capacity: no reallocation
-  const ssize_t r = recv(fd, in.data() + old, room, MSG_DONTWAIT);
+  scratch_.resize(kReadChunk);
+  const ssize_t r = recv(fd, scratch_.data(), room, MSG_DONTWAIT);
   const int err = errno;
-  in.resize(old + static_cast<size_t>(std::max<ssize_t>(r, 0)));
   if (r > 0) {
+    // Within the free allowance, or within the room reserved for the request: no charge.
+    if (!c->in.reserve(old + static_cast<size_t>(r))) throw StoreError("TCPStoreServer: no room for a read");
+    c->in.append(scratch_.data(), static_cast<size_t>(r));
     if (old == 0) c->in_since = Clock::now();
     serve(fd);
   } else if (r == 0 || (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)) {

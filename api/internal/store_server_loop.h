@@ -59,6 +59,9 @@ class TCPStoreServer::Loop {
   // Connections (store_server_loop.cc).
   void accept_clients();
   void make_room_for_pending();
+  // How much of a request the server reads before it must make room: the free allowance
+  // (1 KiB before the handshake is over), or the room already made for the request.
+  size_t read_limit(const Client& c) const;
   short events_for(Client& c, Clock::time_point now);
   Clock::time_point deadline_of(const Client& c) const;
   void close_expired(Clock::time_point now);
@@ -109,6 +112,7 @@ class TCPStoreServer::Loop {
   int pending_ = 0;
   Clock::time_point accept_paused_until_;
   std::set<std::string> noted_;
+  Store::Bytes scratch_;  // what each recv() lands in
 };
 
 }  // namespace distcomm

@@ -1,6 +1,8 @@
 // Whole jobs and their store: two jobs on one port, a job under attack, and the identity
 // that tools/launch, spawn() and init_process_group pass along.
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,6 +199,54 @@ TEST(Jobs, AJobUnderAttackCompletesAndRankZeroStaysSmall) {
             << " MiB streamed by the hogs\n";
   EXPECT_LT(peak - baseline, 100 * 1024) << "KiB of growth";
   for (int r = 0; r < 3; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
+  std::remove(gate.c_str());
+}
+
+// Whether a host name resolves to a loopback address here.
+bool resolves_to_loopback(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool loopback = true;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    loopback &= a->ai_family == AF_INET
+                    ? (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127
+                    : IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+  }
+  freeaddrinfo(res);
+  return loopback;
+}
+
+TEST(Jobs, StartedByHandWithoutATokenItWorksAndRankZeroWarnsOnce) {
+  const int port = unused_port();
+  const std::string gate = temp_path("gate");
+  open_gate(gate);
+  // MASTER_ADDR as the host's name, as scripts often set it.
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{runfile("tests/api/store_job_probe"), gate, "5"},
+        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2", std::string("MASTER_ADDR=") + host,
+                                 "MASTER_PORT=" + std::to_string(port), "DISTCOMM_BACKEND=gloo",
+                                 std::string(kRunIdVariable) + "=", std::string(kStoreTokenVariable) + "="}));
+  }
+  const Finished rank0 = ranks[0]->finish(60s), rank1 = ranks[1]->finish(60s);
+  EXPECT_EQ(exit_code(rank0), 0) << rank0.err;
+  EXPECT_EQ(exit_code(rank1), 0) << rank1.err;
+  EXPECT_EQ(count_of(rank0.err, "has no token: any process that can connect to it can read and change this job's "
+                                "keys"),
+            1)
+      << rank0.err;
+  EXPECT_EQ(count_of(rank1.err, "has no token"), 0) << rank1.err;
+  // A name that is loopback here (Debian maps the host's name to 127.0.1.1) would keep
+  // other hosts out: rank 0 says so.
+  EXPECT_EQ(count_of(rank0.err, "is a loopback address on this host: ranks on other hosts cannot reach it"),
+            resolves_to_loopback(host) ? 1 : 0)
+      << rank0.err;
+  for (int r = 0; r < 2; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
   std::remove(gate.c_str());
 }
 
