@@ -95,7 +95,8 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
                              Clock::time_point deadline, bool* closed_early) {
   *closed_early = false;
   const std::string who = "TCPStore: the store at " + server;
-  // One exchange: send (unless empty), read the reply. False when the server closed first.
+  std::string their_id;  // known after the first reply
+  // One exchange: send, read the reply. False when the server closed first.
   auto exchange = [&](const Store::Bytes& request, Reply* reply) {
     IoStatus s = send_all(fd, request.data(), request.size(), deadline);
     if (s == IoStatus::kOk) s = recv_reply(fd, reply, kMaxHandshakeBytes, deadline);
@@ -109,7 +110,11 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
                        "; is it a TCPStore server of the same version?");
     }
     if (reply->status == Status::kError) {
-      throw StoreError(who + " refused this connection: " + printable(text_of(reply->payload)));
+      const std::string why = printable(text_of(reply->payload));
+      throw StoreError(who + (their_id.empty() ? "" : " (" + their_id + ")") + " refused this connection: " + why +
+                       (why == "wrong store token"
+                            ? std::string("; every rank needs rank 0's ") + kStoreTokenVariable
+                            : std::string()));
     }
     return true;
   };
@@ -126,7 +131,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
                      " answered the handshake with something else; is it a TCPStore server of the same version?");
   }
   const std::string ours = describe_run_id(identity.run_id);
-  const std::string their_id = describe_run_id(theirs.run_id);
+  their_id = describe_run_id(theirs.run_id);
   if (theirs.run_id != identity.run_id) {
     throw StoreError(who + " belongs to another job (" + their_id + "; this rank has " + ours +
                      "): is another job using this port? Give each job its own MASTER_PORT, and every rank of a "
@@ -146,12 +151,8 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
   }
   const Digest mine = handshake_proof(Prover::kClient, identity.token, identity.run_id, hello.nonce, theirs.nonce);
   const Store::Bytes prove = encode_message(static_cast<uint8_t>(Command::kProve), {FieldRef(mine.data(), mine.size())});
-  try {
-    if (!exchange(prove, &reply)) {
-      throw StoreError(who + " (" + their_id + ") closed the connection after this rank's proof of the token");
-    }
-  } catch (const StoreError& e) {
-    throw StoreError(std::string(e.what()) + " (" + their_id + "); every rank needs rank 0's " + kStoreTokenVariable);
+  if (!exchange(prove, &reply)) {
+    throw StoreError(who + " (" + their_id + ") closed the connection after this rank's proof of the token");
   }
   const Digest expected = handshake_proof(Prover::kServer, identity.token, identity.run_id, hello.nonce, theirs.nonce);
   if (reply.payload.size() != expected.size() ||

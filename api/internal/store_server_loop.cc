@@ -27,6 +27,7 @@ constexpr size_t kReadChunk = size_t{64} << 10;
 constexpr size_t kFreeBufferBytes = size_t{64} << 10;
 // A full file table makes the listener readable with nothing to accept: rest this long.
 constexpr std::chrono::milliseconds kAcceptPause{100};
+constexpr int kAcceptsPerTurn = 64;
 
 }  // namespace
 
@@ -116,7 +117,9 @@ void TCPStoreServer::Loop::run() {
 }
 
 void TCPStoreServer::Loop::accept_clients() {
-  while (true) {
+  // A bounded batch per turn, so that a flood of connections cannot keep the loop from
+  // serving the ones it has.
+  for (int i = 0; i < kAcceptsPerTurn; ++i) {
     const int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       Socket s(fd);

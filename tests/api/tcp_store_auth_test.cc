@@ -41,7 +41,8 @@ TEST_F(AuthTest, TheJobsOwnRanksAreAdmitted) {
 TEST_F(AuthTest, AWrongTokenIsRefusedAtOnce) {
   const JobIdentity wrong{job_.run_id, new_job_identity().token};
   const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, wrong)); });
-  EXPECT_NE(message.find("the store at " + where() + " refused this connection: wrong store token"),
+  EXPECT_NE(message.find("the store at " + where() + " (run id " + job_.run_id +
+                         ") refused this connection: wrong store token"),
             std::string::npos)
       << message;
   EXPECT_NE(message.find("every rank needs rank 0's DISTCOMM_STORE_TOKEN"), std::string::npos) << message;
