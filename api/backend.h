@@ -26,7 +26,10 @@
 namespace distcomm {
 
 struct BackendOptions {
-  StorePtr store;              // private to this group and backend (already prefixed)
+  // Private to this group and backend (already prefixed), shared by the group's ranks. Null
+  // when the group has no shared store: only for plugins that find their peers by
+  // themselves (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
+  StorePtr store;
   int rank = 0;                // rank in the group
   int size = 1;                // group size
   std::vector<int> global_ranks;  // global_ranks[group rank] = rank in the world group

@@ -5,9 +5,7 @@
 
 #include "api/errors.h"
 #include "api/file_store.h"
-#include "api/hash_store.h"
 #include "api/logging.h"
-#include "api/plugin_registry.h"
 #include "api/tcp_store.h"
 
 namespace distcomm {
@@ -133,10 +131,9 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   int rank = o.rank >= 0 ? o.rank : env.rank;
   int world = o.world_size >= 0 ? o.world_size : env.world_size;
 
-  // A self-rendezvous backend (MPI) knows its peers; it needs no store or address.
-  const bool single = BackendSpec::parse(o.backend).by_device.empty();
-  const bool self_rendezvous = single && (load_plugin(o.backend).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS);
-  if (self_rendezvous && rank < 0 && world < 0) {
+  // A backend that finds its peers by itself (MPI) needs no store or address.
+  const bool finds_peers_itself = !ProcessGroup::needs_store(o.backend);
+  if (finds_peers_itself && rank < 0 && world < 0) {
     rank = 0;  // a singleton run without mpirun; the backend checks its own view
     world = 1;
   }
@@ -168,13 +165,8 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   set_log_identity(rank, world);
 
   ProcessGroupOptions po;
-  if (self_rendezvous) {
-    po.store = o.store ? o.store : std::make_shared<HashStore>();
-    po.store_is_shared = o.store != nullptr;
-  } else {
-    po.store = make_store(o, rank, world, &config);
-  }
-  po.store->set_timeout(o.timeout);
+  if (o.store || !finds_peers_itself) po.store = make_store(o, rank, world, &config);
+  if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;
   po.backend = o.backend;

@@ -4,8 +4,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <map>
-#include <mutex>
 
 #include "api/errors.h"
 #include "api/process_group.h"
@@ -61,35 +59,12 @@ void log_rank_zero(const std::string& text) {
 }
 
 void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix) {
-  // Each call gets its own key space. Calls are counted per group: every member of a group
-  // makes the same calls on it, but a subgroup's calls are not made by the other ranks.
-  static std::mutex mu;
-  static std::map<std::string, uint64_t> calls;
-  uint64_t id;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    id = calls[pg.name()]++;
-  }
-  const std::string base = "ordered_print/" + pg.name() + "/" + std::to_string(id) + "/";
   const std::string mine =
-      prefix ? prefixed("[rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + "] ", text)
-             : prefixed("", text);
+      prefixed(prefix ? "[rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + "] " : "", text);
+  const std::vector<std::string> texts = pg.exchange().gather(mine, 0);
+  if (pg.rank() != 0) return;
   std::string all;
-  if (!pg.store_is_shared()) {
-    // MPI groups have no shared store: one exchange through the group's collectives.
-    for (const auto& text_of_rank : pg.all_gather_strings(mine)) all += text_of_rank;
-    if (pg.rank() != 0) return;
-  } else if (pg.rank() != 0) {
-    pg.store()->set(base + std::to_string(pg.rank()), mine);  // post and go on
-    return;
-  } else {
-    all = mine;
-    for (int r = 1; r < pg.size(); ++r) {
-      const std::string key = base + std::to_string(r);
-      all += pg.store()->get_string(key);
-      pg.store()->delete_key(key);
-    }
-  }
+  for (const std::string& text_of_rank : texts) all += text_of_rank;
   std::fflush(stdout);  // what the program printed before comes first
   write_all(STDOUT_FILENO, all);
 }

@@ -1,8 +1,8 @@
 // Rank-aware logging: every line carries "[rank R/W]".
 //
-// Three modes (DESIGN.md, Logging): every rank prints; rank 0 only; and ordered, where the
-// lines of all ranks come out in rank order -- the answer to "every rank prints and the
-// lines come out jumbled", done through the store in one round (each rank posts its text,
+// Three modes: every rank prints; rank 0 only; and ordered, where the lines of all ranks
+// come out in rank order -- the answer to "every rank prints and the lines come out
+// jumbled", done in one gather of the group's host exchange (each rank posts its text,
 // rank 0 prints them in order) instead of one barrier per rank.
 #pragma once
 
@@ -27,7 +27,8 @@ void log_rank_zero(const std::string& text);
 
 // Collective over pg: every rank calls it; rank 0 prints every rank's text in rank order
 // (each line prefixed), to stdout. Text may hold several lines. Returns when rank 0 has
-// printed; other ranks return as soon as their text is posted.
+// printed; other ranks return as soon as their text is posted (over a shared store; a
+// group without one waits for the exchange's collective).
 void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix = true);
 
 // Dispatches on mode (kOrdered needs pg).

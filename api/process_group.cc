@@ -1,7 +1,6 @@
 #include "api/process_group.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -98,7 +97,6 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
     throw InvalidArgument("ProcessGroup: rank " + std::to_string(options.rank) + " is outside [0, " +
                           std::to_string(options.size) + ")");
   }
-  if (!options.store) throw InvalidArgument("ProcessGroup: no store given");
   if (options.global_ranks.empty()) {
     options.global_ranks.resize(static_cast<size_t>(options.size));
     std::iota(options.global_ranks.begin(), options.global_ranks.end(), 0);
@@ -107,10 +105,47 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
     throw InvalidArgument("ProcessGroup: global_ranks has " + std::to_string(options.global_ranks.size()) +
                           " entries for a group of " + std::to_string(options.size));
   }
+  if (!options.store && needs_store(options.backend)) {
+    throw InvalidArgument("ProcessGroup: backend '" + options.backend +
+                          "' finds its peers through a store shared by every rank, and none was given");
+  }
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
   pg->create_backends();
+  pg->create_exchange();
   return pg;
+}
+
+bool ProcessGroup::needs_store(const std::string& backend_spec) {
+  const BackendSpec spec = BackendSpec::parse(backend_spec);
+  std::vector<std::string> names;
+  for (const auto& [device, name] : spec.by_device) names.push_back(name);
+  if (names.empty()) names.push_back(spec.text);
+  for (const std::string& name : names) {
+    if (!(load_plugin(name).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS)) return true;
+  }
+  return false;
+}
+
+void ProcessGroup::create_exchange() {
+  HostExchangeOptions o;
+  o.rank = rank();
+  o.size = size();
+  o.timeout = options_.timeout;
+  o.where = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + name() + "'";
+  if (options_.store) {
+    exchange_ = make_store_exchange(o, options_.store, "pg/" + name() + "/exchange/");
+  } else {
+    exchange_ = make_collective_exchange(o, [this](Tensor& out, const Tensor& in) { host_all_gather(out, in); });
+  }
+}
+
+void ProcessGroup::host_all_gather(Tensor& out, const Tensor& in) {
+  constexpr OpType kOp = OpType::kAllGather;
+  Backend& b = route(kOp, in);
+  OpContext ctx = next_context(kOp, &in, options_.timeout);
+  ctx.description += " (host message exchange)";
+  b.all_gather(out, in, AllGatherOptions(), ctx)->wait();
 }
 
 void ProcessGroup::create_backends() {
@@ -124,8 +159,10 @@ void ProcessGroup::create_backends() {
   const bool several = plan.size() > 1;
   for (const auto& [device, name] : plan) {
     BackendOptions bo;
-    bo.store = std::make_shared<PrefixStore>(
-        "pg/" + options_.group_name + "/" + device_type_name(device) + "/" + name, options_.store);
+    if (options_.store) {
+      bo.store = std::make_shared<PrefixStore>(
+          "pg/" + options_.group_name + "/" + device_type_name(device) + "/" + name, options_.store);
+    }
     bo.rank = options_.rank;
     bo.size = options_.size;
     bo.global_ranks = options_.global_ranks;
@@ -623,7 +660,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   const uint64_t id = subgroups_++;
   // One round: everyone learns everyone's (color, key).
-  const auto all = all_gather_strings(std::to_string(color) + " " + std::to_string(key));
+  const auto all = exchange().all_gather(std::to_string(color) + " " + std::to_string(key));
   if (color < 0) return nullptr;
   std::vector<std::pair<int, int>> members;  // (key, rank) of my color
   for (int r = 0; r < size(); ++r) {
@@ -636,35 +673,6 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   std::vector<int> ranks;
   for (auto& m : members) ranks.push_back(m.second);
   return make_subgroup(ranks, "", "s" + std::to_string(id) + "c" + std::to_string(color));
-}
-
-std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& mine) {
-  const uint64_t id = string_exchanges_++;
-  std::vector<std::string> out(static_cast<size_t>(size()));
-  if (options_.store_is_shared) {
-    const std::string base = "pg/" + name() + "/strings" + std::to_string(id) + "/";
-    options_.store->set(base + std::to_string(rank()), mine);
-    std::vector<std::string> keys;
-    for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
-    options_.store->wait(keys, options_.timeout);
-    for (int r = 0; r < size(); ++r) out[static_cast<size_t>(r)] = options_.store->get_string(keys[static_cast<size_t>(r)]);
-    return out;
-  }
-  // No shared store: lengths first, then the bytes padded to the longest.
-  Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
-  Tensor lengths = Tensor::empty({size()}, DType::kInt64);
-  all_gather_into_tensor(lengths, length)->wait();
-  int64_t longest = 0;
-  for (int r = 0; r < size(); ++r) longest = std::max(longest, lengths.data_as<int64_t>()[r]);
-  Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
-  if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
-  Tensor all = Tensor::empty({longest * size()}, DType::kUInt8);
-  all_gather_into_tensor(all, padded)->wait();
-  const char* bytes = static_cast<const char*>(all.data());
-  for (int r = 0; r < size(); ++r) {
-    out[static_cast<size_t>(r)].assign(bytes + r * longest, static_cast<size_t>(lengths.data_as<int64_t>()[r]));
-  }
-  return out;
 }
 
 }  // namespace distcomm

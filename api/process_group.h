@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/host_exchange.h"
 #include "api/options.h"
 #include "api/store.h"
 #include "api/tensor.h"
@@ -34,7 +35,11 @@ struct BackendSpec {
 };
 
 struct ProcessGroupOptions {
-  StorePtr store;  // the world's store; the group works under its own prefix
+  // The world's store, reached by every rank; the group works under its own prefix. Null
+  // only for backends that find their peers by themselves (needs_store() is false, MPI):
+  // their backends then get no store, and the group exchanges host messages through its
+  // own collectives.
+  StorePtr store;
   int rank = 0;
   int size = 1;
   std::string backend = "gloo";  // a BackendSpec
@@ -42,16 +47,15 @@ struct ProcessGroupOptions {
   std::string group_name = "world";
   std::vector<int> global_ranks;  // empty for the world group: 0..size-1
   std::map<std::string, std::string> backend_config;
-  // Whether every rank of the group reaches the same store. False for self-rendezvous
-  // backends (MPI), whose store is process-local: the group then exchanges what it would
-  // have put in the store (split, ordered_print) through its own host collectives.
-  bool store_is_shared = true;
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Creates the backends (a collective: every rank of the group calls it).
   static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options);
+  // Whether a group of this backend spec needs a store shared by its ranks: false when
+  // every backend in it finds its peers by itself (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
+  static bool needs_store(const std::string& backend_spec);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -61,6 +65,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::string& name() const { return options_.group_name; }
   std::string backend_name() const { return spec_.text; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // The world's store (null for a group that has none, see ProcessGroupOptions::store).
   const StorePtr& store() const { return options_.store; }
   // World rank of a rank of this group.
   int global_rank(int group_rank) const;
@@ -105,10 +110,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Work::source_rank() tells who sent it.
   WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts = {});
 
-  // Every rank's bytes, in rank order, on every rank (torch's all_gather_object, for
-  // strings). Collective. Through the store when it is shared, else host collectives.
-  std::vector<std::string> all_gather_strings(const std::string& mine);
-  bool store_is_shared() const { return options_.store_is_shared; }
+  // Small host messages between the ranks of this group (host_exchange.h): what the core,
+  // DDP and tools use to agree on anything outside the ops.
+  HostExchange& exchange() { return *exchange_; }
 
   // --- subgroups (collective over this group: every rank calls it, in the same order) ---
   // A group of the given ranks of this group; nullptr on ranks not in it.
@@ -127,6 +131,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  private:
   explicit ProcessGroup(ProcessGroupOptions options);
   void create_backends();
+  void create_exchange();
+  // The CPU backend's all_gather, outside the op sequence's checks (the exchange's transport
+  // when there is no shared store).
+  void host_all_gather(Tensor& out, const Tensor& in);
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag);
 
@@ -155,7 +163,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   std::atomic<uint64_t> subgroups_{0};
-  std::atomic<uint64_t> string_exchanges_{0};
+  std::unique_ptr<HostExchange> exchange_;
   std::atomic<bool> aborted_{false};
 };
 

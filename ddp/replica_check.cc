@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "api/errors.h"
@@ -60,23 +59,6 @@ std::string who_has_what(const std::vector<std::pair<std::string, std::vector<in
 
 }  // namespace
 
-std::vector<std::string> all_gather_strings(ProcessGroup& pg, const std::string& mine) {
-  const int world = pg.size();
-  Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
-  Tensor lengths = Tensor::empty({world}, DType::kInt64);
-  pg.all_gather_into_tensor(lengths, length)->wait();
-  int64_t longest = 0;
-  for (int r = 0; r < world; ++r) longest = std::max(longest, lengths.data_as<int64_t>()[r]);
-  Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
-  if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
-  Tensor all = Tensor::empty({world * longest}, DType::kUInt8);
-  pg.all_gather_into_tensor(all, padded)->wait();
-  std::vector<std::string> out;
-  const char* bytes = static_cast<const char*>(all.data());
-  for (int r = 0; r < world; ++r) out.emplace_back(bytes + r * longest, lengths.data_as<int64_t>()[r]);
-  return out;
-}
-
 std::string describe_replica_mismatch(const std::vector<ReplicaDescription>& ranks) {
   std::string problems;
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -113,7 +95,7 @@ std::string describe_replica_mismatch(const std::vector<ReplicaDescription>& ran
 
 void verify_replicas(ProcessGroup& pg, const ReplicaDescription& mine) {
   std::vector<ReplicaDescription> ranks;
-  for (const std::string& text : all_gather_strings(pg, encode(mine))) ranks.push_back(decode(text));
+  for (const std::string& text : pg.exchange().all_gather(encode(mine))) ranks.push_back(decode(text));
   const std::string mismatch = describe_replica_mismatch(ranks);
   if (!mismatch.empty()) {
     throw InvalidArgument("DistributedDataParallel (rank " + std::to_string(pg.rank()) + "/" +

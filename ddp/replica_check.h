@@ -17,14 +17,11 @@ struct ReplicaDescription {
   std::string local_problems;
 };
 
-// Collective over pg (two all_gathers). Returns when every rank has no local problems and
+// Collective over pg (one exchange of host messages). Returns when every rank has no local problems and
 // the same entries. Otherwise throws InvalidArgument on EVERY rank -- a problem on one rank
 // must not leave the others waiting in the next collective -- with a message naming each
 // differing entry and which ranks hold which version.
 void verify_replicas(ProcessGroup& pg, const ReplicaDescription& mine);
-
-// The text each rank holds, gathered to every rank (rank order). Collective.
-std::vector<std::string> all_gather_strings(ProcessGroup& pg, const std::string& mine);
 
 // Pure part of verify_replicas, for tests: "" when all ranks agree, else the message.
 std::string describe_replica_mismatch(const std::vector<ReplicaDescription>& ranks);

@@ -143,33 +143,5 @@ TEST_F(InitTest, FileRendezvousAndSplitAcrossProcesses) {
   ::unlink(path);
 }
 
-// A group whose store is not shared (MPI's) splits through its own collectives.
-TEST_F(InitTest, SplitWithoutASharedStoreUsesCollectives) {
-  char path[] = "/tmp/distcomm_split_test_XXXXXX";
-  ASSERT_NE(::mkdtemp(path), nullptr);
-  testing::run_ranks(3, [&](int r, int world) {
-    ProcessGroupOptions o;
-    o.store = std::make_shared<FileStore>(std::string(path) + "/store", world);  // gloo's rendezvous
-    o.store_is_shared = false;
-    o.rank = r;
-    o.size = world;
-    o.backend = "gloo";
-    o.timeout = std::chrono::seconds(20);
-    auto pg = ProcessGroup::create(o);
-    const auto all = pg->all_gather_strings(std::string(static_cast<size_t>(r), 'x'));
-    ASSERT_EQ(all.size(), 3u);
-    EXPECT_EQ(all[2], "xx");
-    EXPECT_EQ(all[0], "");
-    auto sub = pg->split(r == 1 ? -1 : 7, r);
-    if (r == 1) {
-      EXPECT_EQ(sub, nullptr);
-    } else {
-      ASSERT_NE(sub, nullptr);
-      EXPECT_EQ(sub->size(), 2);
-      EXPECT_EQ(sub->rank(), r == 0 ? 0 : 1);
-    }
-  });
-}
-
 }  // namespace
 }  // namespace distcomm

@@ -24,12 +24,9 @@ TEST(Logging, PrefixCarriesRankAndWorld) {
   set_log_identity(-1, -1);
 }
 
-// Through the store (any backend), and through host collectives (groups without a shared
-// store, like MPI's; gloo stands in for it here).
-class OrderedPrint : public ::testing::TestWithParam<bool> {};
-
-TEST_P(OrderedPrint, ComesOutInRankOrder) {
-  const bool shared_store = GetParam();
+// Through the group's host exchange (both of its transports: host_exchange_test.cc; MPI's
+// in the mpi examples test), with a backend that implements no op at all.
+TEST(OrderedPrint, ComesOutInRankOrder) {
   use_test_plugins();
   char dir[] = "/tmp/distcomm_logging_test_XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -45,8 +42,7 @@ TEST_P(OrderedPrint, ComesOutInRankOrder) {
     o.store = std::make_shared<FileStore>(store_path, world);
     o.rank = r;
     o.size = world;
-    o.backend = shared_store ? "any_size" : "gloo";
-    o.store_is_shared = shared_store;
+    o.backend = "any_size";
     auto pg = ProcessGroup::create(o);
     // The highest rank speaks first: arrival order is the reverse of rank order.
     std::this_thread::sleep_for(std::chrono::milliseconds(40 * (world - r)));
@@ -70,11 +66,6 @@ TEST_P(OrderedPrint, ComesOutInRankOrder) {
   for (int r = 0; r < world; ++r) expected += "again " + std::to_string(r) + "\n";
   EXPECT_EQ(got.str(), expected);
 }
-
-INSTANTIATE_TEST_SUITE_P(Logging, OrderedPrint, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? std::string("SharedStore") : std::string("Collectives");
-                         });
 
 }  // namespace
 }  // namespace distcomm

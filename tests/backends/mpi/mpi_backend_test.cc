@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
 #include "api/init.h"
 #include "api/process_group.h"
 
@@ -318,8 +317,7 @@ TEST(MpiBackend, RecvAnySourceTellsTheSender) {
 
 // With max_count_per_call = 4, elementwise ops run as several MPI calls.
 TEST(MpiBackend, OpsAboveTheCountOfOneCallAreSplit) {
-  ProcessGroupOptions o;
-  o.store = std::make_shared<HashStore>();
+  ProcessGroupOptions o;  // no store: MPI finds the peers
   o.rank = rank();
   o.size = size();
   o.backend = "mpi";
@@ -374,8 +372,7 @@ TEST(MpiBackend, SubgroupsOfEvenRanks) {
 TEST(MpiBackend, SubgroupInAnotherOrderThanTheWorld) {
   std::vector<int> reversed;
   for (int r = size() - 1; r >= 0; --r) reversed.push_back(r);
-  ProcessGroupOptions o;
-  o.store = std::make_shared<HashStore>();
+  ProcessGroupOptions o;  // no store: MPI finds the peers
   o.rank = size() - 1 - rank();
   o.size = size();
   o.backend = "mpi";
@@ -386,6 +383,33 @@ TEST(MpiBackend, SubgroupInAnotherOrderThanTheWorld) {
   Tensor t = Tensor::of<int32_t>({rank()});
   pg->broadcast(t, {0})->wait();  // group rank 0 is the last world rank
   EXPECT_EQ(t.item(0), size() - 1);
+  world().barrier()->wait();
+}
+
+// MPI groups have no shared store: host messages (split, ordered_print, DDP's replica
+// check) travel through the group's own collectives.
+TEST(MpiBackend, HostMessagesTravelThroughCollectivesWithoutAStore) {
+  EXPECT_EQ(world().store(), nullptr);
+  const uint64_t seq_before = world().next_seq();
+  const auto all = world().exchange().all_gather(std::string(static_cast<size_t>(rank()), 'm'));
+  ASSERT_EQ(all.size(), static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], std::string(static_cast<size_t>(r), 'm'));
+  EXPECT_EQ(world().next_seq(), seq_before + 2) << "two all_gathers: lengths, then bytes";
+  // Same parity, ordered by descending rank (key -rank).
+  auto half = world().split(rank() % 2, -rank());
+  ASSERT_NE(half, nullptr);
+  int above = 0;
+  for (int r = rank() + 2; r < size(); r += 2) ++above;
+  EXPECT_EQ(half->rank(), above);
+  EXPECT_EQ(half->store(), nullptr);
+  Tensor t = Tensor::of<int64_t>({rank()});
+  half->all_reduce(t)->wait();
+  int64_t sum = 0;
+  for (int r = rank() % 2; r < size(); r += 2) sum += r;
+  EXPECT_EQ(t.item(0), sum);
+  const auto gathered = half->exchange().gather(std::to_string(rank()), 0);
+  EXPECT_EQ(gathered.size(), half->rank() == 0 ? static_cast<size_t>(half->size()) : 0u);
+  if (!gathered.empty()) EXPECT_EQ(gathered.back(), std::to_string(rank() % 2));
   world().barrier()->wait();
 }
 
@@ -458,8 +482,7 @@ TEST(MpiBackend, AbortFailsPendingOpsAtOnce) {
 }
 
 TEST(MpiBackend, RankThatDisagreesWithMpiIsRefused) {
-  ProcessGroupOptions o;
-  o.store = std::make_shared<HashStore>();
+  ProcessGroupOptions o;  // no store: MPI finds the peers
   o.backend = "mpi";
   o.size = size() == 1 ? 2 : size();
   o.rank = (rank() + 1) % o.size;

@@ -5,15 +5,12 @@
 // Counts 0, 1, 7 and 1000 run every supported (dtype, op) pair and every dtype; 1 << 20
 // runs the subset in conformance::sweep_large, to keep the suite short on two cores.
 //
-// The world's store is a FileStore in the test's temporary folder rather than the local
-// HashStore init gives a self-rendezvous backend: ProcessGroup::split exchanges colors and
-// keys through the store, so with a store no other rank can read, split cannot work.
+// As init makes it for mpi, the world has no store: split's colors and keys travel
+// through the group's own collectives (ProcessGroup::exchange()).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
-#include "api/file_store.h"
 #include "api/init.h"
 #include "tests/backends/conformance/conformance.h"
 
@@ -28,13 +25,9 @@ constexpr int64_t kLargeCount = 1 << 20;
 class MpiWorld : public ::testing::Environment {
  public:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
     InitOptions o;
     o.backend = "mpi";
     o.timeout = std::chrono::seconds(60);
-    o.store = std::make_shared<FileStore>(std::string(tmp ? tmp : "/tmp") + "/mpi_conformance_store",
-                                          world ? std::atoi(world) : 1);
     init_process_group(o);
   }
   void TearDown() override { destroy_process_group(); }

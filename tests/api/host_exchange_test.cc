@@ -1,0 +1,149 @@
+// The host message exchange, over both transports, with real processes: what every rank
+// gets, in which order, what stays in the store, and what a missing rank makes the others
+// say.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/file_store.h"
+#include "api/host_exchange.h"
+#include "api/process_group.h"
+#include "tests/api/plugin_test_env.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/distcomm_exchange_test_XXXXXX";
+    path_ = ::mkdtemp(pattern) ? pattern : "";
+  }
+  ~TempDir() {
+    ::unlink((path_ + "/store").c_str());
+    ::rmdir(path_.c_str());
+  }
+  std::string store() const { return path_ + "/store"; }
+
+ private:
+  std::string path_;
+};
+
+HostExchangeOptions options_for(int rank, int size, milliseconds timeout = milliseconds(20000)) {
+  HostExchangeOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.timeout = timeout;
+  o.where = "rank " + std::to_string(rank) + "/" + std::to_string(size) + " group 'test'";
+  return o;
+}
+
+// Messages of different lengths (the empty one too), posted in reverse rank order.
+void expect_all_gather_and_gather(HostExchange& exchange, int rank, int size) {
+  std::this_thread::sleep_for(milliseconds(20 * (size - rank)));
+  const auto all = exchange.all_gather(std::string(static_cast<size_t>(rank), 'x'));
+  ASSERT_EQ(all.size(), static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], std::string(static_cast<size_t>(r), 'x'));
+  const auto at_one = exchange.gather("from " + std::to_string(rank), 1);
+  if (rank == 1) {
+    ASSERT_EQ(at_one.size(), static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) EXPECT_EQ(at_one[static_cast<size_t>(r)], "from " + std::to_string(r));
+  } else {
+    EXPECT_TRUE(at_one.empty());
+  }
+  // A second all_gather after the gather: numbered calls keep them apart.
+  EXPECT_EQ(exchange.all_gather(std::to_string(rank * 10))[static_cast<size_t>(size - 1)],
+            std::to_string((size - 1) * 10));
+}
+
+TEST(HostExchange, OverAStoreEveryRankGetsEveryMessageInRankOrder) {
+  TempDir dir;
+  testing::run_ranks(4, [&](int rank, int size) {
+    auto store = std::make_shared<FileStore>(dir.store(), size);
+    auto exchange = make_store_exchange(options_for(rank, size), store, "ex/");
+    expect_all_gather_and_gather(*exchange, rank, size);
+  });
+}
+
+TEST(HostExchange, OverAStoreKeysDoNotPileUp) {
+  TempDir dir;
+  testing::run_ranks(3, [&](int rank, int size) {
+    auto store = std::make_shared<FileStore>(dir.store(), size);
+    const int64_t before = store->num_keys();
+    auto exchange = make_store_exchange(options_for(rank, size), store, "ex/");
+    for (int i = 0; i < 50; ++i) {
+      exchange->all_gather(std::to_string(i));
+      exchange->gather(std::to_string(i), i % size);
+    }
+    const auto counts = exchange->all_gather(std::to_string(store->num_keys() - before));
+    // What one all_gather leaves until the next (one key a rank), and a gather's keys on
+    // their way to a root that has not read them yet: never a key per call.
+    for (const std::string& c : counts) EXPECT_LE(std::stoll(c), 3 * size) << "keys left in the store";
+  });
+}
+
+TEST(HostExchange, OverAStoreAMissingRankIsNamed) {
+  TempDir dir;
+  testing::run_ranks(3, [&](int rank, int size) {
+    auto store = std::make_shared<FileStore>(dir.store(), size);
+    auto exchange = make_store_exchange(options_for(rank, size, milliseconds(1500)), store, "ex/");
+    if (rank == 2) {
+      store->wait({"test/done"}, milliseconds(30000));  // never takes part
+      return;
+    }
+    const auto start = Clock::now();
+    try {
+      exchange->all_gather("hello");
+      ADD_FAILURE() << "an exchange without rank 2 succeeded";
+    } catch (const Timeout& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("ranks [2] did not post"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("group 'test'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("exchange #0"), std::string::npos) << msg;
+    }
+    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_GE(took, 1.4);
+    EXPECT_LE(took, 1.5 + 5);
+    if (rank == 0) store->set("test/done", "1");
+  });
+}
+
+// The transport of groups without a shared store (MPI's), here over gloo's all_gather.
+TEST(HostExchange, OverCollectivesEveryRankGetsEveryMessageInRankOrder) {
+  use_test_plugins();
+  TempDir dir;
+  testing::run_ranks(3, [&](int rank, int size) {
+    ProcessGroupOptions o;
+    o.store = std::make_shared<FileStore>(dir.store(), size);  // gloo's rendezvous
+    o.rank = rank;
+    o.size = size;
+    o.backend = "gloo";
+    o.timeout = std::chrono::seconds(20);
+    auto pg = ProcessGroup::create(o);
+    int calls = 0;
+    auto exchange = make_collective_exchange(options_for(rank, size), [&](Tensor& out, const Tensor& in) {
+      ++calls;
+      pg->all_gather_into_tensor(out, in)->wait();
+    });
+    expect_all_gather_and_gather(*exchange, rank, size);
+    EXPECT_EQ(calls, 6) << "two all_gathers (lengths, bytes) per call";
+  });
+}
+
+TEST(HostExchange, GatherRefusesARootOutsideTheGroup) {
+  TempDir dir;
+  auto store = std::make_shared<FileStore>(dir.store(), 1);
+  auto exchange = make_store_exchange(options_for(0, 2), store, "ex/");
+  EXPECT_THROW(exchange->gather("x", 2), InvalidArgument);
+  EXPECT_THROW(exchange->gather("x", -1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace distcomm
