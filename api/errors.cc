@@ -47,4 +47,15 @@ std::exception_ptr with_context(std::exception_ptr e, const std::string& context
   }
 }
 
+std::string message_of(std::exception_ptr e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 }  // namespace distcomm

@@ -76,4 +76,7 @@ namespace distcomm {
 // Unknown exception types become Error.
 std::exception_ptr with_context(std::exception_ptr e, const std::string& context);
 
+// The message of any exception ("unknown exception" for one that is not a std::exception).
+std::string message_of(std::exception_ptr e);
+
 }  // namespace distcomm

@@ -3,6 +3,7 @@
 #include <gloo/types.h>
 
 #include "api/errors.h"
+#include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
@@ -29,7 +30,8 @@ GlooBackend::GlooBackend(BackendOptions options)
       algorithm_(parse_all_reduce_algorithm(config_value("algorithm"))),
       worker_scheduling_(parse_worker_scheduling(config_value("worker_sched"))) {
   comm_ = std::make_unique<GlooComm>(Backend::options());
-  failure_ = std::make_unique<GroupFailure>(Backend::options().store, rank(), [this] {
+  failure_ = std::make_unique<GroupFailure>(rank(), Backend::options().store);
+  failure_->on_abort([this] {
     comm_->interrupt();
     transfers_->abort_all();
   });
@@ -137,7 +139,7 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
     post(*transfer->buffer);
   } catch (...) {
     // A closed connection shows when posting; it is the group's failure like any other.
-    work->finish(failure_->record(std::current_exception(), ctx.description, ctx.timeout));
+    work->finish(failure_->record(to_distcomm_error(std::current_exception(), ctx.timeout), *work));
     return work;
   }
   transfers_->add(std::move(transfer));
@@ -166,7 +168,9 @@ void GlooBackend::shutdown() {
   if (shut_down_.exchange(true)) return;
   // Marked first, then asked: an op either sees the mark and is refused, or is seen busy
   // here and gets interrupted (CollectiveWorker::loop decides under the lock busy() takes).
-  failure_->shut_down([this] { return worker_->busy() || transfers_->busy(); });
+  failure_->shut_down(std::make_exception_ptr(PeerFailure(
+                          "the group was shut down on this rank (ProcessGroup::abort or destruction)")),
+                      [this] { return worker_->busy() || transfers_->busy(); });
   worker_->stop();
   transfers_->stop();
 }

@@ -5,7 +5,8 @@
 // (gloo_p2p.h). Every op waits at most its OpContext timeout (gloo's per-op timeout; the
 // ring_chunked and halving_doubling all_reduce classes use the group's), then fails with
 // Timeout; a lost connection is PeerFailure. After either, the group is unusable: later
-// ops fail at once with the first error, and peers are told and cut loose (gloo_failure.h).
+// ops fail at once with the first error, and peers are told and cut loose
+// (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
 //
 // config keys: "ifname" / "hostname" / "master_addr" (gloo_device.h), "algorithm"
 // (gloo_all_reduce.h), "worker_sched" (gloo_worker.h).
@@ -17,9 +18,9 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/group_failure.h"
 #include "backends/gloo/gloo_all_reduce.h"
 #include "backends/gloo/gloo_comm.h"
-#include "backends/gloo/gloo_failure.h"
 #include "backends/gloo/gloo_op.h"
 #include "backends/gloo/gloo_p2p.h"
 #include "backends/gloo/gloo_worker.h"

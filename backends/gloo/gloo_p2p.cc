@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_p2p.h"
 
+#include "backends/gloo/gloo_errors.h"
+
 namespace distcomm {
 namespace gloo_backend {
 
@@ -72,7 +74,7 @@ void TransferWaiters::loop() {
       const bool done = t->is_send ? t->buffer->waitSend(&peer, t->timeout) : t->buffer->waitRecv(&peer, t->timeout);
       if (!done) error = failure_.refusal();  // aborted: the group failed or was shut down
     } catch (...) {
-      error = failure_.record(std::current_exception(), t->work->description(), t->timeout);
+      error = failure_.record(to_distcomm_error(std::current_exception(), t->timeout), *t->work);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

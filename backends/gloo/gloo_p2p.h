@@ -25,7 +25,7 @@
 
 #include "api/tensor.h"
 #include "api/work.h"
-#include "backends/gloo/gloo_failure.h"
+#include "api/group_failure.h"
 
 namespace distcomm {
 namespace gloo_backend {

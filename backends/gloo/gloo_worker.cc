@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include "api/errors.h"
+#include "backends/gloo/gloo_errors.h"
 
 namespace distcomm {
 namespace gloo_backend {
@@ -82,7 +83,7 @@ void CollectiveWorker::loop() {
       try {
         run_collective(env_, op);
       } catch (...) {
-        error = failure_.record(std::current_exception(), op.work->description(), op.timeout);
+        error = failure_.record(to_distcomm_error(std::current_exception(), op.timeout), *op.work);
       }
     }
     {

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "backends/gloo/gloo_failure.h"
+#include "api/group_failure.h"
 #include "backends/gloo/gloo_op.h"
 
 namespace distcomm {

@@ -58,7 +58,9 @@ bool is_world_in_order(const std::vector<int>& global_ranks, int world_size) {
 MpiBackend::MpiBackend(BackendOptions options, Runtime& runtime)
     : Backend(std::move(options)), runtime_(runtime), max_count_(parse_max_count(this->options().config)) {
   MPI_Comm comm = create_comm();
-  queue_ = runtime_.attach(comm);
+  // No board: an MPI group has no shared store, and its failures are found on the progress
+  // thread, which must not wait on a store.
+  queue_ = runtime_.attach(comm, std::make_shared<GroupFailure>(rank(), nullptr));
 }
 
 MpiBackend::~MpiBackend() { shutdown(); }

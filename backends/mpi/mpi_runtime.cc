@@ -353,8 +353,9 @@ void Runtime::run_setup(const std::function<void()>& fn) {
   }
 }
 
-std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm) {
-  auto queue = std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); });
+std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure) {
+  auto queue =
+      std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); }, std::move(failure));
   run([&] {
     queue->set_abandoned_sink(&abandoned_);
     queues_.push_back(queue);

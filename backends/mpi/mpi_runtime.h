@@ -75,8 +75,8 @@ class Runtime {
   // (other groups' ops go on meanwhile), on the MPI thread otherwise.
   void run_setup(const std::function<void()>& fn);
 
-  // Serves a new communicator's ops from now on.
-  std::shared_ptr<OpQueue> attach(MPI_Comm comm);
+  // Serves a new communicator's ops from now on; failure is its group's.
+  std::shared_ptr<OpQueue> attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure);
   // Fails the queue's ops with `error`, stops serving it and frees its communicator.
   // Never throws; does nothing once MPI is finalised.
   void detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept;

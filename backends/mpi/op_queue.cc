@@ -20,8 +20,9 @@ std::exception_ptr timeout_error(const Op& op) {
 
 }  // namespace
 
-OpQueue::OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted)
-    : comm_(comm), counters_(counters), submitted_(std::move(submitted)) {}
+OpQueue::OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted,
+                 std::shared_ptr<GroupFailure> failure)
+    : comm_(comm), counters_(counters), submitted_(std::move(submitted)), failure_(std::move(failure)) {}
 
 void OpQueue::end(Op& op, std::exception_ptr error) {
   op.work->finish(error);
@@ -37,7 +38,7 @@ void OpQueue::submit(std::unique_ptr<Op> op) {
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    refused = refused_;
+    refused = failure_->refusal();
     if (!refused) {
       incoming_.push_back(std::move(op));
       incoming_count_.fetch_add(1, std::memory_order_release);
@@ -50,10 +51,7 @@ void OpQueue::submit(std::unique_ptr<Op> op) {
   submitted_(bytes);
 }
 
-void OpQueue::refuse_new(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!refused_) refused_ = std::move(error);
-}
+void OpQueue::refuse_new(std::exception_ptr error) { failure_->shut_down(std::move(error)); }
 
 void OpQueue::take_incoming() {
   if (incoming_count_.load(std::memory_order_acquire) == 0) return;
@@ -69,7 +67,7 @@ bool OpQueue::start_waiting() {
     std::unique_ptr<Op> op = std::move(waiting_.front());
     waiting_.pop_front();
     if (auto error = start(*op, comm_)) {
-      break_group(std::move(op), error);
+      fail_group(std::move(op), error);
       return true;
     }
     started = true;
@@ -97,7 +95,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
   if (collective_) {
     bool done = false;
     if (auto error = advance(*collective_, comm_, &done)) {
-      break_group(std::move(collective_), error);
+      fail_group(std::move(collective_), error);
       return State::kProgressed;
     }
     if (done) {
@@ -116,7 +114,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
     std::unique_ptr<Op> ended = std::move(p2p_[i]);
     p2p_.erase(p2p_.begin() + static_cast<std::ptrdiff_t>(i));
     if (error) {
-      break_group(std::move(ended), error);
+      fail_group(std::move(ended), error);
       return State::kProgressed;
     }
     ended_.push_back(std::move(ended));
@@ -125,7 +123,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
 
   if (std::unique_ptr<Op> late = take_expired(now)) {
     auto error = timeout_error(*late);
-    break_group(std::move(late), error);
+    fail_group(std::move(late), error);
     return State::kProgressed;
   }
   if (waiting_.empty() && !collective_ && p2p_.empty()) return State::kProgressed;
@@ -148,18 +146,16 @@ std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
   return take_from(waiting_);
 }
 
-void OpQueue::break_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
+void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
   cancel_receives(*failed);
-  end(*failed, error);
-  // The failed op's Work now carries its description (rank, group, op, seq): later errors
-  // quote it, so every failure names the first one.
-  auto first = with_context(failed->work->exception(), "the group is unusable after an earlier error");
+  end(*failed, failure_->record(error, *failed->work));
   if (failed->completed < failed->requests.size() && abandoned_) abandoned_->push_back(std::move(failed));
-  fail_all(first, abandoned_);
+  fail_all(failure_->refusal(), abandoned_);  // quotes the first failure: rank, group, op, seq
 }
 
 void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned) {
   refuse_new(error);
+  error = failure_->refusal();  // the group's first failure, if it failed before
   take_incoming();
   auto give_up = [&](std::unique_ptr<Op> op) {
     cancel_receives(*op);

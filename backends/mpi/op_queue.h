@@ -6,9 +6,10 @@
 //     issued before it has started;
 //   - a collective holds the queue until it finishes; a send or recv does not (it finishes
 //     in the background, and MPI keeps the order of messages per peer and tag).
-// The first error or timeout leaves the group unusable: what is queued fails with it at
-// once, and so does every later op. MPI cannot cancel a started collective, and after one
-// is given up the ranks' collectives on this communicator would no longer match.
+// The first error or timeout leaves the group unusable (the group's GroupFailure records
+// it): what is queued fails at once, and so does every later op. MPI cannot cancel a
+// started collective, and after one is given up the ranks' collectives on this
+// communicator would no longer match.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "api/group_failure.h"
 #include "backends/mpi/mpi_op.h"
 
 namespace distcomm {
@@ -39,17 +41,19 @@ class OpQueue {
   enum class State { kIdle, kWaiting, kProgressed };
 
   // submitted(bytes): called after each submit (the runtime starts the op or wakes its
-  // thread).
-  OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted);
+  // thread). failure: the group's, shared with its backend.
+  OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted,
+          std::shared_ptr<GroupFailure> failure);
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
   MPI_Comm comm() const { return comm_; }
 
-  // Any thread: hands the op to the MPI thread, or fails its Work at once when the queue
-  // refuses new ops (broken, shut down, process exiting).
+  // Any thread: hands the op to the MPI thread, or fails its Work at once when the group
+  // refuses new ops (failed, shut down, process exiting).
   void submit(std::unique_ptr<Op> op);
-  // Any thread: later submits fail with `error`; what is already queued still runs.
+  // Any thread: later submits fail with `error` (unless the group failed before: then with
+  // its failure); what is already queued still runs.
   void refuse_new(std::exception_ptr error);
 
   // --- whoever holds the runtime's progress lock (the MPI thread or a waiting thread) ---
@@ -70,18 +74,21 @@ class OpQueue {
   bool start_waiting();
   // The first op (running or waiting) whose deadline has passed, taken out of its list.
   std::unique_ptr<Op> take_expired(Op::Clock::time_point now);
-  // The op failed (MPI error or timeout): the whole group becomes unusable.
-  void break_group(std::unique_ptr<Op> failed, std::exception_ptr error);
+  // The op failed (MPI error or timeout): recorded as the group's failure, after which
+  // everything queued or running fails with it.
+  void fail_group(std::unique_ptr<Op> failed, std::exception_ptr error);
   // Finishes the op's Work; it no longer counts as in flight.
   void end(Op& op, std::exception_ptr error = nullptr);
 
   MPI_Comm comm_;
   OpCounters& counters_;
   const std::function<void(int64_t)> submitted_;
+  const std::shared_ptr<GroupFailure> failure_;
 
+  // Guards incoming_; submit() checks the group's failure and queues under it, so that an
+  // op is either refused or seen by the fail_all() that follows the failure.
   std::mutex mu_;
-  std::deque<std::unique_ptr<Op>> incoming_;  // guarded by mu_
-  std::exception_ptr refused_;                // guarded by mu_
+  std::deque<std::unique_ptr<Op>> incoming_;
   std::atomic<size_t> incoming_count_{0};
 
   // Progress lock holder only.

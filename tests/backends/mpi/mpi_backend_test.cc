@@ -441,7 +441,9 @@ TEST(MpiBackend, TimeoutNamesOpAndSeqAndLaterOpsFailFast) {
       group->broadcast(t, {0})->wait();
       ADD_FAILURE() << "an op on a timed-out group succeeded";
     } catch (const Timeout& e) {
-      EXPECT_NE(std::string(e.what()).find("unusable after an earlier error"), std::string::npos) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("unusable since an earlier failure"), std::string::npos) << what;
+      EXPECT_NE(what.find("all_reduce #0"), std::string::npos) << "names the first failure: " << what;
     }
     EXPECT_LT(Clock::now() - later, milliseconds(200));
   }

@@ -1,0 +1,253 @@
+#include "api/group_failure.h"
+
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace {
+
+// Where a failing rank leaves its record, in the backend's (already prefixed) store.
+const char kBoardKey[] = "failure";
+const char kFormat[] = "distcomm-failure-1";
+
+// How long a rank whose op a peer cut off looks for that peer's record, and how long the
+// failing rank waits for its record to be stored before it runs the abort hooks.
+constexpr std::chrono::milliseconds kLookupWindow{1000};
+constexpr std::chrono::milliseconds kPublishWait{500};
+
+const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
+
+// Runs fn on its own thread and waits at most `limit` for it. A store can block much longer
+// than that (a TCPStore whose server died retries its connection until the store timeout),
+// and a failing group must not turn into a hang: a call still running after `limit` is
+// abandoned (its thread holds what it needs and ends when the store gives up).
+template <typename R>
+std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit) {
+  std::packaged_task<R()> task(std::move(fn));
+  std::future<R> result = task.get_future();
+  std::thread(std::move(task)).detach();
+  if (result.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  try {
+    return result.get();
+  } catch (...) {
+    return std::nullopt;  // the store itself failed: there is nothing to be had from it
+  }
+}
+
+// A distcomm error as it is; anything else becomes Error with its message.
+std::exception_ptr as_distcomm_error(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error&) {
+    return e;
+  } catch (...) {
+    return std::make_exception_ptr(Error(message_of(e)));
+  }
+}
+
+FailureRecord::Kind kind_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Timeout&) {
+    return FailureRecord::Kind::kTimeout;
+  } catch (const PeerFailure&) {
+    return FailureRecord::Kind::kPeerFailure;
+  } catch (...) {
+    return FailureRecord::Kind::kOther;
+  }
+}
+
+// What an op cut off by `cause` (another rank's failure) ends with.
+std::exception_ptr explained_by(const FailureRecord& cause) {
+  const std::string who = "rank " + std::to_string(cause.rank) + " of the group";
+  switch (cause.kind) {
+    case FailureRecord::Kind::kTimeout:
+      return std::make_exception_ptr(
+          Timeout(who + " timed out and aborted the group, which cut this op off. Its error: " + cause.message));
+    case FailureRecord::Kind::kShutDown:
+      return std::make_exception_ptr(
+          PeerFailure(who + " shut the group down (abort or destruction) while this op was in flight"));
+    default:
+      return std::make_exception_ptr(
+          PeerFailure(who + " failed and aborted the group, which cut this op off. Its error: " + cause.message));
+  }
+}
+
+}  // namespace
+
+std::string FailureRecord::encode() const {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+  std::ostringstream out;
+  out << kFormat << "\n"
+      << static_cast<int>(kind) << "\n"
+      << rank << "\n"
+      << culprit << "\n"
+      << op << "\n"
+      << seq << "\n"
+      << ms << "\n"
+      << message;
+  return out.str();
+}
+
+std::optional<FailureRecord> FailureRecord::decode(const std::string& text) {
+  std::istringstream in(text);
+  std::string format, kind, rank, culprit, op, seq, ms;
+  if (!std::getline(in, format) || format != kFormat || !std::getline(in, kind) || !std::getline(in, rank) ||
+      !std::getline(in, culprit) || !std::getline(in, op) || !std::getline(in, seq) || !std::getline(in, ms)) {
+    return std::nullopt;
+  }
+  FailureRecord r;
+  try {
+    const int k = std::stoi(kind);
+    if (k < 0 || k > static_cast<int>(Kind::kOther)) return std::nullopt;
+    r.kind = static_cast<Kind>(k);
+    r.rank = std::stoi(rank);
+    r.culprit = std::stoi(culprit);
+    r.seq = std::stoll(seq);
+    r.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(std::stoll(ms)));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  r.op = op;
+  const auto start = static_cast<size_t>(in.tellg());
+  r.message = start < text.size() ? text.substr(start) : "";
+  return r;
+}
+
+GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
+
+void GroupFailure::on_abort(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hooks_.push_back(std::move(hook));
+}
+
+std::exception_ptr GroupFailure::refusal() const {
+  if (!failed()) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  return refusal_;
+}
+
+void GroupFailure::check_usable() const {
+  if (std::exception_ptr e = refusal()) std::rethrow_exception(e);
+}
+
+std::optional<FailureRecord> GroupFailure::first() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_;
+}
+
+std::exception_ptr GroupFailure::record(std::exception_ptr error, const Work& op, int culprit) {
+  return record_failure(std::move(error), op.description(), op_type_name(op.op()), static_cast<int64_t>(op.seq()),
+                        culprit);
+}
+
+std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::string& where, int culprit) {
+  return record_failure(std::move(error), where, "", -1, culprit);
+}
+
+std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where,
+                                                const std::string& op, int64_t seq, int culprit) {
+  if (failed()) return refusal();  // a consequence of the first failure, which says more
+  error = as_distcomm_error(error);
+  FailureRecord r;
+  r.kind = kind_of(error);
+  if (r.kind == FailureRecord::Kind::kPeerFailure) {
+    if (std::optional<FailureRecord> cause = look_up_cause()) {
+      error = explained_by(*cause);
+      r.kind = kind_of(error);
+      culprit = cause->rank;
+    }
+  }
+  r.rank = rank_;
+  r.culprit = culprit;
+  r.op = op;
+  r.seq = seq;
+  const std::exception_ptr described = with_context(error, where);
+  r.message = message_of(described);
+  r.time = std::chrono::system_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.load()) return error;  // another thread recorded first meanwhile
+    first_ = r;
+    refusal_ = with_context(described, kUnusable);
+    failed_.store(true, std::memory_order_release);
+  }
+  publish(r);
+  run_abort_hooks();
+  return error;
+}
+
+void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<bool()>& ops_in_flight) {
+  FailureRecord r;
+  r.kind = FailureRecord::Kind::kShutDown;
+  r.rank = rank_;
+  r.message = message_of(refusal);
+  r.time = std::chrono::system_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.load()) return;  // already cut off, and the peers already told
+    first_ = r;
+    refusal_ = std::move(refusal);
+    failed_.store(true, std::memory_order_release);
+  }
+  // Marked first, then asked: an op either sees the mark and is refused, or is seen here.
+  if (!ops_in_flight || !ops_in_flight()) return;  // a clean close: nobody waits on this rank
+  publish(r);
+  run_abort_hooks();
+}
+
+std::optional<FailureRecord> GroupFailure::look_up_cause() const {
+  if (!board_) return std::nullopt;
+  StorePtr board = board_;
+  const auto deadline = std::chrono::steady_clock::now() + kLookupWindow;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto found = call_with_limit<std::string>(
+        [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, left);
+    if (!found) return std::nullopt;  // the store does not answer (its server may be the rank that died)
+    if (!found->empty()) {
+      std::optional<FailureRecord> cause = FailureRecord::decode(*found);
+      if (cause && cause->rank != rank_) return cause;
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
+void GroupFailure::publish(const FailureRecord& record) const {
+  if (!board_) return;
+  StorePtr board = board_;
+  const Store::Bytes value = to_bytes(record.encode());
+  // compare_set: only the first rank to fail leaves its record; later ones would only
+  // describe the cascade it started.
+  call_with_limit<bool>(
+      [board, value] {
+        board->compare_set(kBoardKey, {}, value);
+        return true;
+      },
+      kPublishWait);
+}
+
+void GroupFailure::run_abort_hooks() {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hooks_ran_) return;
+    hooks_ran_ = true;
+    hooks = hooks_;
+  }
+  for (const auto& hook : hooks) {
+    try {
+      hook();
+    } catch (...) {
+      // A hook that fails must not hide the failure it was run for, nor escape a thread.
+    }
+  }
+}
+
+}  // namespace distcomm

@@ -1,0 +1,108 @@
+// GroupFailure: "this group has failed", written once for every backend.
+//
+// After its first failure a group is unusable: a started collective cannot be cancelled
+// (MPI), a communicator must be aborted (NCCL), connections are closed (gloo), and the
+// ranks' op sequences no longer match. So a backend does the same things on a failure, and
+// does them here:
+//   1. record the first failure -- its kind (the error's type), this rank, the op and its
+//      sequence number, the culprit rank when known, the time -- and keep it;
+//   2. refuse every later op at once, with an error of the same type that quotes the first;
+//   3. run the backend's abort hooks once (cut connections, abort communicators), so that
+//      neither a local thread nor a peer stays blocked on the group;
+//   4. where the group's ranks share a store, publish the first failure there, and explain
+//      an op that a peer cut off (PeerFailure) with what that peer published, so that every
+//      rank reports the cause (another rank's Timeout) and names its rank, rather than the
+//      consequence ("connection closed").
+// A shutdown by this rank (ProcessGroup::abort or destruction) also makes the group
+// unusable, with its own refusal; the peers are told when ops were in flight.
+//
+// Thread-safe. failed() is one atomic load, cheap enough for every op's issue path.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/store.h"
+#include "api/work.h"
+
+namespace distcomm {
+
+struct FailureRecord {
+  enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther };
+  Kind kind = Kind::kOther;
+  int rank = -1;     // the group rank that recorded it
+  int culprit = -1;  // the rank held responsible; -1 when unknown
+  std::string op;    // "all_reduce"; "" when the failure was not an op's
+  int64_t seq = -1;  // the op's sequence number; -1 when none
+  std::string message;  // what went wrong, with the op's description in front
+  std::chrono::system_clock::time_point time;
+
+  // One line of text per field (the message last), as published in the store.
+  std::string encode() const;
+  static std::optional<FailureRecord> decode(const std::string& text);
+};
+
+class GroupFailure {
+ public:
+  // rank: this rank in the group. board: a store every rank of the group reaches (the
+  // backend's BackendOptions::store), or null: failures are then not published.
+  GroupFailure(int rank, StorePtr board);
+  GroupFailure(const GroupFailure&) = delete;
+  GroupFailure& operator=(const GroupFailure&) = delete;
+
+  // Run once, in the order added, by the thread that records the first failure (and by a
+  // shutdown with ops in flight). They must not block on peers. Add them before any op.
+  void on_abort(std::function<void()> hook);
+
+  // Failed or shut down: later ops must be refused.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // What an op issued now must end with: null while the group is usable, else an error of
+  // the first failure's type that quotes it ("the group is unusable since an earlier
+  // failure; ...") or the shutdown's refusal.
+  std::exception_ptr refusal() const;
+  // Throws refusal() if there is one.
+  void check_usable() const;
+
+  // The op `op` failed with `error` (a distcomm error; others become Error). Returns what
+  // the op must end with: the error itself for the group's first failure (or, for a
+  // PeerFailure, what the peer that caused it published); refusal() for a failure that
+  // follows an earlier one. The first failure is recorded and published, then the abort
+  // hooks run. culprit: the rank held responsible, when the backend knows it.
+  std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
+  // The same for a failure outside an op (setup, a background check); where: what failed.
+  std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
+
+  // This rank stops the group: later ops end with `refusal` (unless the group had failed
+  // before: its failure stays the answer). ops_in_flight is asked after the group is
+  // marked; when it says yes, the peers are told (published) and the abort hooks run.
+  void shut_down(std::exception_ptr refusal, const std::function<bool()>& ops_in_flight = {});
+
+  // The first failure or shutdown, if any.
+  std::optional<FailureRecord> first() const;
+
+ private:
+  std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const std::string& op,
+                                    int64_t seq, int culprit);
+  // A PeerFailure may be a peer's failure seen from here: its published record, if any.
+  std::optional<FailureRecord> look_up_cause() const;
+  void publish(const FailureRecord& record) const;
+  void run_abort_hooks();
+
+  const int rank_;
+  const StorePtr board_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  std::optional<FailureRecord> first_;
+  std::exception_ptr refusal_;
+  bool shut_down_here_ = false;
+  std::vector<std::function<void()>> hooks_;
+  bool hooks_ran_ = false;
+};
+
+}  // namespace distcomm

@@ -1,0 +1,182 @@
+// GroupFailure, the record of a group's first failure that every backend shares: what it
+// keeps, what later ops get, when the abort hooks run, and how a rank whose op a peer cut
+// off learns the peer's reason. Two objects over one store stand for two ranks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/group_failure.h"
+#include "api/hash_store.h"
+
+namespace distcomm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::exception_ptr timeout(const std::string& m) { return std::make_exception_ptr(Timeout(m)); }
+std::exception_ptr peer_failure(const std::string& m) { return std::make_exception_ptr(PeerFailure(m)); }
+
+Work op(OpType type, uint64_t seq) {
+  return Work(type, seq, "rank 1/4 group 'world' " + std::string(op_type_name(type)) + " #" + std::to_string(seq));
+}
+
+template <typename E>
+std::string thrown_by(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const E& x) {
+    return x.what();
+  } catch (const std::exception& x) {
+    ADD_FAILURE() << "wrong type: " << x.what();
+  }
+  return "";
+}
+
+TEST(GroupFailure, UsableUntilTheFirstFailure) {
+  GroupFailure f(1, nullptr);
+  EXPECT_FALSE(f.failed());
+  EXPECT_EQ(f.refusal(), nullptr);
+  EXPECT_NO_THROW(f.check_usable());
+  EXPECT_FALSE(f.first().has_value());
+}
+
+TEST(GroupFailure, RecordsTheFirstFailureAndRefusesLaterOpsWithItsType) {
+  GroupFailure f(1, nullptr);
+  int hooks = 0;
+  f.on_abort([&] { ++hooks; });
+  const Work first = op(OpType::kAllReduce, 12);
+  const std::exception_ptr reported = f.record(timeout("did not finish within 500 ms"), first, /*culprit=*/3);
+  EXPECT_EQ(thrown_by<Timeout>(reported), "did not finish within 500 ms") << "the first failure ends its op as it is";
+  EXPECT_TRUE(f.failed());
+  EXPECT_EQ(hooks, 1);
+  const FailureRecord r = *f.first();
+  EXPECT_EQ(r.kind, FailureRecord::Kind::kTimeout);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.culprit, 3);
+  EXPECT_EQ(r.op, "all_reduce");
+  EXPECT_EQ(r.seq, 12);
+  EXPECT_EQ(r.message, "rank 1/4 group 'world' all_reduce #12: did not finish within 500 ms");
+
+  const std::string later = thrown_by<Timeout>(f.refusal());
+  EXPECT_NE(later.find("unusable since an earlier failure"), std::string::npos) << later;
+  EXPECT_NE(later.find("all_reduce #12: did not finish"), std::string::npos) << "quotes the first: " << later;
+  EXPECT_THROW(f.check_usable(), Timeout);
+
+  // A failure after the first is its consequence: the op gets the refusal, nothing changes.
+  const std::exception_ptr second = f.record(peer_failure("connection closed"), op(OpType::kBarrier, 13));
+  EXPECT_EQ(thrown_by<Timeout>(second), later);
+  EXPECT_EQ(f.first()->seq, 12);
+  EXPECT_EQ(hooks, 1) << "the abort hooks run once";
+}
+
+TEST(GroupFailure, OtherExceptionsBecomeErrors) {
+  GroupFailure f(0, nullptr);
+  const auto reported = f.record(std::make_exception_ptr(std::runtime_error("boom")), "setting up");
+  try {
+    std::rethrow_exception(reported);
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "boom");
+  }
+  EXPECT_EQ(f.first()->kind, FailureRecord::Kind::kOther);
+  EXPECT_EQ(f.first()->op, "");
+  EXPECT_EQ(f.first()->seq, -1);
+  EXPECT_EQ(f.first()->message, "setting up: boom");
+}
+
+TEST(GroupFailure, ShutdownRefusesAndTellsPeersOnlyWithOpsInFlight) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure quiet(0, board);
+  int hooks = 0;
+  quiet.on_abort([&] { ++hooks; });
+  quiet.shut_down(peer_failure("the group was shut down on this rank"), [] { return false; });
+  EXPECT_EQ(thrown_by<PeerFailure>(quiet.refusal()), "the group was shut down on this rank");
+  EXPECT_EQ(hooks, 0);
+  EXPECT_FALSE(board->check({"failure"})) << "a clean close publishes nothing";
+
+  GroupFailure busy(0, board);
+  busy.on_abort([&] { ++hooks; });
+  busy.shut_down(peer_failure("shut down"), [] { return true; });
+  EXPECT_EQ(hooks, 1);
+  EXPECT_TRUE(board->check({"failure"}));
+  // An op cut off by the shutdown ends with the shutdown's refusal, not as a new failure.
+  EXPECT_EQ(thrown_by<PeerFailure>(busy.record(peer_failure("connection closed"), op(OpType::kSend, 0))), "shut down");
+  EXPECT_EQ(busy.first()->kind, FailureRecord::Kind::kShutDown);
+}
+
+TEST(GroupFailure, AFailedGroupKeepsItsFailureThroughShutdown) {
+  GroupFailure f(0, nullptr);
+  f.record(timeout("late"), op(OpType::kBroadcast, 2));
+  f.shut_down(peer_failure("shut down"), [] { return true; });
+  EXPECT_NE(thrown_by<Timeout>(f.refusal()).find("broadcast #2: late"), std::string::npos);
+}
+
+// Rank 2 times out and publishes; rank 0, cut off, reports rank 2's timeout as the cause.
+TEST(GroupFailure, APeerFailureIsExplainedByWhatTheCulpritPublished) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure culprit(2, board), victim(0, board);
+  culprit.record(timeout("did not finish within 500 ms"), op(OpType::kAllReduce, 7));
+  const auto start = Clock::now();
+  const std::string msg = thrown_by<Timeout>(victim.record(peer_failure("connection closed"), op(OpType::kAllReduce, 7)));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500)) << "the record was there: no waiting";
+  EXPECT_NE(msg.find("rank 2 of the group timed out"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("all_reduce #7: did not finish within 500 ms"), std::string::npos) << msg;
+  EXPECT_EQ(victim.first()->culprit, 2);
+  EXPECT_EQ(victim.first()->kind, FailureRecord::Kind::kTimeout);
+  // Only the first record stays on the board: the victim's does not replace the cause.
+  EXPECT_EQ(FailureRecord::decode(to_string(board->get("failure")))->rank, 2);
+}
+
+// Nobody published (a peer was killed): after looking for a second, the PeerFailure stays.
+TEST(GroupFailure, AnUnexplainedPeerFailureStaysAfterABoundedLook) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure f(0, board);
+  const auto start = Clock::now();
+  const std::string msg = thrown_by<PeerFailure>(f.record(peer_failure("connection closed"), op(OpType::kRecv, 1)));
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(msg, "connection closed");
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+  EXPECT_LT(took, std::chrono::milliseconds(3000));
+  EXPECT_EQ(f.first()->culprit, -1);
+}
+
+TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
+  GroupFailure f(0, nullptr);
+  std::atomic<int> hooks{0};
+  f.on_abort([&] { ++hooks; });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&f, i] { f.record(timeout("t" + std::to_string(i)), op(OpType::kAllReduce, i)); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(hooks.load(), 1);
+  const int64_t seq = f.first()->seq;
+  EXPECT_NE(thrown_by<Timeout>(f.refusal()).find("#" + std::to_string(seq) + ": t" + std::to_string(seq)),
+            std::string::npos);
+}
+
+TEST(GroupFailure, RecordsSurviveTheirTextForm) {
+  FailureRecord r;
+  r.kind = FailureRecord::Kind::kPeerFailure;
+  r.rank = 3;
+  r.culprit = 1;
+  r.op = "all_to_all";
+  r.seq = 99;
+  r.message = "two\nlines";
+  r.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123));
+  const auto back = FailureRecord::decode(r.encode());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->kind, r.kind);
+  EXPECT_EQ(back->rank, 3);
+  EXPECT_EQ(back->culprit, 1);
+  EXPECT_EQ(back->op, "all_to_all");
+  EXPECT_EQ(back->seq, 99);
+  EXPECT_EQ(back->message, "two\nlines");
+  EXPECT_EQ(back->time, r.time);
+  EXPECT_FALSE(FailureRecord::decode("something else").has_value());
+}
+
+}  // namespace
+}  // namespace distcomm
