@@ -36,8 +36,9 @@ struct BackendOptions {
   std::string group_name = "world";
   std::chrono::milliseconds timeout{1800000};
   DeviceType device = DeviceType::kCPU;
-  // Backend-specific settings, filled at the edge from flags or the environment:
-  // gloo reads "ifname", "hostname", "algorithm"; nccl reads "blocking_wait", ...
+  // Backend settings, filled at the edge (init_process_group, from the program and the
+  // environment). The plugin's descriptor declares the keys it reads (plugin.h); the keys
+  // init sets for every backend are plugin_registry.h's core_config_keys().
   std::map<std::string, std::string> config;
 };
 

@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/file_store.h"
 #include "api/logging.h"
+#include "api/plugin_registry.h"
 #include "api/tcp_store.h"
 
 namespace distcomm {
@@ -14,9 +15,10 @@ namespace {
 std::mutex g_mu;
 ProcessGroupPtr g_default;
 
-// An integer environment variable, or -1 when unset; malformed is an error naming it.
+// An integer environment variable, or -1 when unset (or unnamed); malformed is an error
+// naming it.
 int env_int(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = name ? std::getenv(name) : nullptr;
   if (!v || !*v) return -1;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
@@ -27,9 +29,25 @@ int env_int(const char* name) {
   return static_cast<int>(x);
 }
 
-std::string env_str(const char* name) {
-  const char* v = std::getenv(name);
+std::string env_str(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
   return v ? v : "";
+}
+
+// What init gives every backend (core_config_keys()), then each declared key's variable;
+// what the program set in backend_config wins.
+void fill_config(std::map<std::string, std::string>& config, const std::string& backend, const LaunchEnv& env) {
+  auto fill = [&](const std::string& key, const std::string& value) {
+    if (!value.empty()) config.emplace(key, value);  // emplace keeps a value already set
+  };
+  if (env.local_rank >= 0) fill("local_rank", std::to_string(env.local_rank));
+  if (env.local_world_size >= 0) fill("local_world_size", std::to_string(env.local_world_size));
+  fill("launcher", env.source);
+  for (const std::string& name : BackendSpec::parse(backend).names()) {
+    for (const ConfigKey& key : load_plugin(name).config_keys) {
+      if (!key.env.empty()) fill(key.name, env_str(key.env));
+    }
+  }
 }
 
 // "host:port" -> (host, port); IPv6 as "[::1]:port".
@@ -102,6 +120,9 @@ LaunchEnv read_launch_env() {
       {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
        "OMPI_COMM_WORLD_LOCAL_SIZE"},
       {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+      // PMI-1/2 launchers (MPICH's mpiexec, srun --mpi=pmi2) and PMIx ones (prterun).
+      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"pmix", "PMIX_RANK", nullptr, nullptr, nullptr},
   };
   LaunchEnv e;
   for (const Launcher& l : kLaunchers) {
@@ -146,18 +167,9 @@ ProcessGroupPtr init_process_group(InitOptions o) {
     throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is outside world size " +
                           std::to_string(world));
   }
-  std::map<std::string, std::string> config = o.backend_config;
   // Configuration from the environment is read here, at the edge, once.
-  // Backend settings that may come from the environment: (config key, variable).
-  const std::pair<const char*, const char*> from_env[] = {
-      {"ifname", "DISTCOMM_SOCKET_IFNAME"},
-      {"algorithm", "DISTCOMM_GLOO_ALGORITHM"},
-      {"worker_sched", "DISTCOMM_GLOO_WORKER_SCHED"},
-  };
-  for (const auto& [key, var] : from_env) {
-    if (!config.count(key) && !env_str(var).empty()) config[key] = env_str(var);
-  }
-  if (!config.count("local_rank") && env.local_rank >= 0) config["local_rank"] = std::to_string(env.local_rank);
+  std::map<std::string, std::string> config = o.backend_config;
+  fill_config(config, o.backend, env);
   if (o.identity.run_id.empty() && o.identity.token.empty()) {
     o.identity = identity_from_environment();
   }

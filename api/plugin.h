@@ -6,13 +6,33 @@
 // Backend is a C++ class: a plugin built by another compiler or standard library ABI
 // would crash instead of failing clearly.
 //
-// Write a plugin with DISTCOMM_DEFINE_PLUGIN (backends/template/ is a worked example):
+// Write a plugin with DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG (backends/template/ is a worked
+// example):
 //
+//   static const distcomm_config_key my_keys[] = {
+//       {"depth", "4", "DISTCOMM_MINE_DEPTH", "how many messages each rank keeps in flight"},
+//       {nullptr, nullptr, nullptr, nullptr}};
 //   static int my_available(std::string* why) { return 1; }
 //   static distcomm::Backend* my_create(const distcomm::BackendOptions& o) {
 //     return new MyBackend(o);
 //   }
-//   DISTCOMM_DEFINE_PLUGIN("mine", "mine 1.0", DISTCOMM_DEVICE_CPU, 0, my_available, my_create)
+//   DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("mine", "mine 1.0", DISTCOMM_DEVICE_CPU, 0, my_available,
+//                                      my_create, my_keys)
+//
+// How the contract grows without breaking plugins already built (the ABI rules):
+//   - A new descriptor field goes at the end of distcomm_plugin_v1, with a minor bump; the
+//     loader reads it only when the plugin's struct_size covers it (older plugins: the
+//     field's "not given" meaning).
+//   - A new op: its OpType value is appended to the enum (values are never renumbered), its
+//     virtual is appended at the end of Backend (after every existing virtual, so existing
+//     vtable slots keep their places) with a default that throws Unsupported, and the minor
+//     is bumped. A plugin built before has no such slot, so the core calls an appended
+//     virtual only where the plugin has it: an op's only when supported_ops() lists the op
+//     (which an older plugin cannot do), any other only when the plugin's ABI minor is at
+//     least the one that added it. An op the ProcessGroup builds from others
+//     (all_reduce_coalesced) needs no virtual.
+//   - Anything else in Backend, BackendOptions, OpContext, Tensor or Work that changes
+//     layout or vtable is a major bump: plugins of another major are refused.
 #pragma once
 
 #include <cstddef>
@@ -21,11 +41,9 @@
 
 #include "api/backend.h"
 
-// Bumped when Backend, BackendOptions, OpContext, Tensor or Work change layout or vtable:
-// a plugin of another major is refused. Minor bumps add only (new descriptor fields at
-// the end, guarded by struct_size).
+// See the ABI rules above. Minor 1: config_keys.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 0
+#define DISTCOMM_PLUGIN_ABI_MINOR 1
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)
@@ -60,6 +78,14 @@
 
 extern "C" {
 
+// One setting a backend reads from BackendOptions::config.
+struct distcomm_config_key {
+  const char* name;           // "algorithm"
+  const char* default_value;  // as text, or "" when it is computed (the help says how)
+  const char* env;            // the variable init_process_group reads it from, or nullptr
+  const char* help;           // one line: what it does and which values it takes
+};
+
 struct distcomm_plugin_v1 {
   uint32_t struct_size;  // sizeof(distcomm_plugin_v1) as the plugin saw it
   uint32_t abi_major;
@@ -75,7 +101,15 @@ struct distcomm_plugin_v1 {
   // Creates the backend for one group. Runs the group's rendezvous: every rank of the
   // group calls it. May throw distcomm errors; returns an object the core deletes.
   distcomm::Backend* (*create)(const distcomm::BackendOptions& options);
+  // ABI 1.1 (read only when struct_size covers it). The keys the backend reads from
+  // BackendOptions::config, ended by an entry whose name is nullptr. With them, init
+  // refuses a key no backend of the group declares and reads each key's environment
+  // variable. nullptr: not declared (a group with such a backend is not checked).
+  const distcomm_config_key* config_keys;
 };
+
+// The descriptor of an ABI 1.0 plugin ends before config_keys.
+#define DISTCOMM_PLUGIN_V1_0_SIZE offsetof(distcomm_plugin_v1, config_keys)
 
 typedef const distcomm_plugin_v1* (*distcomm_plugin_entry_v1)();
 
@@ -83,13 +117,17 @@ typedef const distcomm_plugin_v1* (*distcomm_plugin_entry_v1)();
 
 #define DISTCOMM_PLUGIN_ENTRY "distcomm_backend_plugin_v1"
 
-#define DISTCOMM_DEFINE_PLUGIN(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE)          \
-  extern "C" __attribute__((visibility("default"))) const distcomm_plugin_v1*             \
-  distcomm_backend_plugin_v1() {                                                           \
-    static const distcomm_plugin_v1 descriptor = {                                         \
-        sizeof(distcomm_plugin_v1), DISTCOMM_PLUGIN_ABI_MAJOR, DISTCOMM_PLUGIN_ABI_MINOR,  \
-        DISTCOMM_TOOLCHAIN_TAG,     NAME,                      VERSION,                    \
-        DEVICES,                    FLAGS,                     AVAILABLE,                  \
-        CREATE};                                                                           \
-    return &descriptor;                                                                    \
+#define DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE, CONFIG_KEYS) \
+  extern "C" __attribute__((visibility("default"))) const distcomm_plugin_v1*                       \
+  distcomm_backend_plugin_v1() {                                                                     \
+    static const distcomm_plugin_v1 descriptor = {                                                   \
+        sizeof(distcomm_plugin_v1), DISTCOMM_PLUGIN_ABI_MAJOR, DISTCOMM_PLUGIN_ABI_MINOR,            \
+        DISTCOMM_TOOLCHAIN_TAG,     NAME,                      VERSION,                              \
+        DEVICES,                    FLAGS,                     AVAILABLE,                            \
+        CREATE,                     CONFIG_KEYS};                                                    \
+    return &descriptor;                                                                              \
   }
+
+// A plugin that declares no config keys (its group's config is then not checked).
+#define DISTCOMM_DEFINE_PLUGIN(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE) \
+  DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE, nullptr)

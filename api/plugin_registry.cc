@@ -92,7 +92,7 @@ const distcomm_plugin_v1* try_load(const std::string& path, const std::string& n
   }
   const distcomm_plugin_v1* d = entry();
   // The handle stays open from here on: the descriptor lives in the plugin's memory.
-  if (!d || d->struct_size < sizeof(distcomm_plugin_v1)) {
+  if (!d || d->struct_size < DISTCOMM_PLUGIN_V1_0_SIZE) {
     *why = "descriptor is missing or too small";
     return nullptr;
   }
@@ -125,9 +125,18 @@ PluginInfo describe(const distcomm_plugin_v1* d, const std::string& path) {
   info.name = d->name;
   info.path = path;
   info.version = d->version ? d->version : "";
+  info.abi_minor = d->abi_minor;
   info.devices = d->devices;
   info.flags = d->flags;
   info.descriptor = d;
+  // The ABI 1.1 field, where the plugin's descriptor has it.
+  if (d->struct_size >= DISTCOMM_PLUGIN_V1_0_SIZE + sizeof(d->config_keys) && d->config_keys) {
+    info.declares_config = true;
+    for (const distcomm_config_key* k = d->config_keys; k->name; ++k) {
+      info.config_keys.push_back(
+          {k->name, k->default_value ? k->default_value : "", k->env ? k->env : "", k->help ? k->help : ""});
+    }
+  }
   try {
     info.available = d->available(&info.unavailable_reason) != 0;
   } catch (const std::exception& e) {
@@ -237,6 +246,41 @@ std::vector<PluginInfo> list_backends() {
     }
   }
   return out;
+}
+
+const std::vector<ConfigKey>& core_config_keys() {
+  static const std::vector<ConfigKey> keys = {
+      {"master_addr", "", "", "set by init: the host of the rendezvous store (env:// or tcp://)"},
+      {"local_rank", "", "", "set by init from the launcher: this rank's index on its host"},
+      {"local_world_size", "", "", "set by init from the launcher: how many ranks run on this host"},
+      {"launcher", "", "",
+       "set by init: what started the process (torchrun, mpirun, slurm, pmi, pmix), empty when none did"},
+  };
+  return keys;
+}
+
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config) {
+  std::set<std::string> known;
+  for (const ConfigKey& k : core_config_keys()) known.insert(k.name);
+  std::string theirs;
+  for (const std::string& name : backends) {
+    const PluginInfo& info = load_plugin(name);
+    if (!info.declares_config) return;
+    std::string keys;
+    for (const ConfigKey& k : info.config_keys) {
+      known.insert(k.name);
+      keys += (keys.empty() ? "" : ", ") + k.name;
+    }
+    theirs += (theirs.empty() ? "" : "; ") + name + ": " + (keys.empty() ? "none" : keys);
+  }
+  for (const auto& [key, value] : config) {
+    if (known.count(key)) continue;
+    std::string core;
+    for (const ConfigKey& k : core_config_keys()) core += (core.empty() ? "" : ", ") + k.name;
+    throw InvalidArgument("backend config key '" + key + "' (= '" + value + "') is not a setting of " +
+                          (backends.size() == 1 ? "backend " + backends[0] : "any backend of the group") +
+                          ". Known keys: " + theirs + "; set by init for every backend: " + core);
+  }
 }
 
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options) {

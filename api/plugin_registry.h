@@ -8,6 +8,7 @@
 // point, ABI major or toolchain differs: both values are named), and the search goes on.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,25 @@
 
 namespace distcomm {
 
+// A config key as a plugin declares it (distcomm_config_key).
+struct ConfigKey {
+  std::string name;
+  std::string default_value;  // "" when computed
+  std::string env;            // "" when none
+  std::string help;
+};
+
 struct PluginInfo {
   std::string name;
   std::string path;
   std::string version;
+  uint32_t abi_minor = 0;
   uint32_t devices = 0;
   uint32_t flags = 0;
+  // The keys the plugin reads; declares_config is false for a plugin that declares none
+  // (ABI 1.0, or config_keys null): its keys are unknown.
+  bool declares_config = false;
+  std::vector<ConfigKey> config_keys;
   bool available = false;
   std::string unavailable_reason;  // when !available
   const distcomm_plugin_v1* descriptor = nullptr;
@@ -37,6 +51,15 @@ const PluginInfo& load_plugin(const std::string& name);
 
 // Every plugin found on the search path, loaded and probed (for tools and messages).
 std::vector<PluginInfo> list_backends();
+
+// Keys init_process_group fills in for every backend, from the launcher and the rendezvous
+// (master_addr, local_rank, local_world_size, launcher). Every backend may read them.
+const std::vector<ConfigKey>& core_config_keys();
+
+// Throws InvalidArgument for a key of `config` that neither the core nor any of the
+// `backends` (plugin names) declares, naming the keys they do. A group with a backend that
+// declares no keys is not checked.
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config);
 
 // load_plugin(name), its available() probe, then its factory.
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);

@@ -91,7 +91,20 @@ BackendSpec BackendSpec::parse(const std::string& spec) {
 
 ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(options)) {}
 
+std::vector<std::string> BackendSpec::names() const {
+  if (by_device.empty()) return {text};
+  std::vector<std::string> out;
+  for (const auto& [device, name] : by_device) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) {
+  return build(std::move(options), /*check_config=*/true);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, bool check_config) {
   if (options.size < 1) throw InvalidArgument("ProcessGroup: size must be >= 1, got " + std::to_string(options.size));
   if (options.rank < 0 || options.rank >= options.size) {
     throw InvalidArgument("ProcessGroup: rank " + std::to_string(options.rank) + " is outside [0, " +
@@ -111,17 +124,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
   }
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
+  if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
   pg->create_backends();
   pg->create_exchange();
   return pg;
 }
 
 bool ProcessGroup::needs_store(const std::string& backend_spec) {
-  const BackendSpec spec = BackendSpec::parse(backend_spec);
-  std::vector<std::string> names;
-  for (const auto& [device, name] : spec.by_device) names.push_back(name);
-  if (names.empty()) names.push_back(spec.text);
-  for (const std::string& name : names) {
+  for (const std::string& name : BackendSpec::parse(backend_spec).names()) {
     if (!(load_plugin(name).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS)) return true;
   }
   return false;
@@ -635,7 +645,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.backend = backend.empty() ? options_.backend : backend;
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
-  return create(std::move(o));
+  return build(std::move(o), /*check_config=*/false);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {

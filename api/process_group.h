@@ -32,6 +32,8 @@ struct BackendSpec {
   std::map<DeviceType, std::string> by_device;
   std::string text;  // as given, for messages
   static BackendSpec parse(const std::string& spec);
+  // The plugins it names, each once.
+  std::vector<std::string> names() const;
 };
 
 struct ProcessGroupOptions {
@@ -46,6 +48,8 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout{1800000};
   std::string group_name = "world";
   std::vector<int> global_ranks;  // empty for the world group: 0..size-1
+  // Settings of the group's backends (each plugin declares its keys, plugin.h); a key no
+  // backend of the group declares is refused when the group is created.
   std::map<std::string, std::string> backend_config;
 };
 
@@ -130,6 +134,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
  private:
   explicit ProcessGroup(ProcessGroupOptions options);
+  // create(), where subgroups skip the config check: they inherit their parent's config,
+  // which may hold keys of backends they do not use.
+  static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, bool check_config);
   void create_backends();
   void create_exchange();
   // The CPU backend's all_gather, outside the op sequence's checks (the exchange's transport

@@ -8,8 +8,7 @@
 // ops fail at once with the first error, and peers are told and cut loose
 // (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
 //
-// config keys: "ifname" / "hostname" / "master_addr" (gloo_device.h), "algorithm"
-// (gloo_all_reduce.h), "worker_sched" (gloo_worker.h).
+// Config keys: gloo_config.h.
 #pragma once
 
 #include <atomic>

@@ -16,7 +16,7 @@ namespace gloo_backend {
 //   "master_addr" the local address that routes to the job's master (127.0.0.1 for a
 //                 loopback master), so ranks bind where their peers can reach them;
 //   otherwise     this host's name if it resolves, else 127.0.0.1.
-// The ProcessGroup fills "ifname" from DISTCOMM_SOCKET_IFNAME and "master_addr" from the
+// init_process_group fills "ifname" from DISTCOMM_SOCKET_IFNAME and "master_addr" from the
 // rendezvous; this code reads no environment. *chosen says what was picked and why.
 std::shared_ptr<::gloo::transport::Device> create_tcp_device(
     const std::map<std::string, std::string>& config, std::string* chosen);

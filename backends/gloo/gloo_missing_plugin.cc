@@ -1,6 +1,7 @@
 // Built instead of the real plugin where libgloo is not installed: it loads, and says why
 // the backend cannot run (GLOO_MISSING_REASON, from @system_gloo//:info.bzl).
 #include "api/plugin.h"
+#include "backends/gloo/gloo_config.h"
 
 namespace {
 
@@ -13,5 +14,5 @@ distcomm::Backend* gloo_create(const distcomm::BackendOptions&) { return nullptr
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN("gloo", "gloo (not built: library missing)", DISTCOMM_DEVICE_CPU, 0, gloo_available,
-                       gloo_create)
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("gloo", "gloo (not built: library missing)", DISTCOMM_DEVICE_CPU, 0,
+                                   gloo_available, gloo_create, distcomm::gloo_backend::kConfigKeys)

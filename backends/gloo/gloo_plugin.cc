@@ -3,6 +3,7 @@
 
 #include "api/plugin.h"
 #include "backends/gloo/gloo_backend.h"
+#include "backends/gloo/gloo_config.h"
 
 namespace {
 
@@ -19,4 +20,5 @@ distcomm::Backend* gloo_create(const distcomm::BackendOptions& options) {
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN("gloo", GLOO_VERSION_TEXT, DISTCOMM_DEVICE_CPU, 0, gloo_available, gloo_create)
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("gloo", GLOO_VERSION_TEXT, DISTCOMM_DEVICE_CPU, 0, gloo_available, gloo_create,
+                                   distcomm::gloo_backend::kConfigKeys)

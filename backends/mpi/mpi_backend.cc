@@ -13,24 +13,6 @@ namespace distcomm {
 namespace mpi {
 namespace {
 
-int64_t parse_max_count(const std::map<std::string, std::string>& config) {
-  auto it = config.find("max_count_per_call");
-  if (it == config.end()) return INT_MAX;
-  int64_t value = 0;
-  try {
-    size_t used = 0;
-    value = std::stoll(it->second, &used);
-    if (used != it->second.size()) value = 0;
-  } catch (const std::exception&) {
-    value = 0;
-  }
-  if (value < 1 || value > INT_MAX) {
-    throw InvalidArgument("mpi backend: config max_count_per_call='" + it->second +
-                          "' must be an integer from 1 to 2147483647");
-  }
-  return value;
-}
-
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (a.nbytes() == 0 || b.nbytes() == 0) return false;
   const char* a0 = static_cast<const char*>(a.data());
@@ -55,8 +37,8 @@ bool is_world_in_order(const std::vector<int>& global_ranks, int world_size) {
   return true;
 }
 
-MpiBackend::MpiBackend(BackendOptions options, Runtime& runtime)
-    : Backend(std::move(options)), runtime_(runtime), max_count_(parse_max_count(this->options().config)) {
+MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime)
+    : Backend(std::move(options)), runtime_(runtime), max_count_(config.max_count_per_call) {
   MPI_Comm comm = create_comm();
   // No board: an MPI group has no shared store, and its failures are found on the progress
   // thread, which must not wait on a store.

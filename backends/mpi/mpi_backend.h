@@ -6,11 +6,7 @@
 // requires. Each op becomes an mpi::Op on the group's queue, which the process's MPI
 // thread runs (mpi_runtime.h); the op returns its Work at once.
 //
-// Configuration (BackendOptions::config):
-//   "max_count_per_call": elements per MPI call (default and maximum 2^31-1, MPI's int
-//   count); larger all_reduce/reduce/broadcast/send/recv are split into several calls.
-//   "progress": "waiters" (default) or "thread", see mpi_runtime.h; read by the plugin
-//   when the first group of the process is created.
+// Configuration: mpi_config.h (the plugin parses it once per group).
 #pragma once
 
 #include <mpi.h>
@@ -20,6 +16,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "backends/mpi/mpi_config.h"
 #include "backends/mpi/mpi_op.h"
 #include "backends/mpi/mpi_runtime.h"
 #include "backends/mpi/op_queue.h"
@@ -35,7 +32,7 @@ class MpiBackend : public Backend {
  public:
   // Collective over the group's ranks. Throws InvalidArgument when the options' rank and
   // size disagree with MPI's view of the job.
-  MpiBackend(BackendOptions options, Runtime& runtime);
+  MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime);
   ~MpiBackend() override;
 
   std::string name() const override { return "mpi"; }

@@ -5,7 +5,6 @@
 // rank and size are checked against MPI's.
 #include <mpi.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "api/errors.h"
@@ -17,26 +16,25 @@ namespace distcomm {
 namespace mpi {
 namespace {
 
-// Variables a process started by an MPI launcher finds in its environment: Open MPI's
-// mpirun, a PMIx launcher (prterun, srun --mpi=pmix), a PMI-1/2 one (MPICH's hydra, srun).
-bool started_by_mpi_launcher() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
-    if (std::getenv(name)) return true;
-  }
-  return false;
+// Whether init found an MPI-capable launcher (config "launcher"): Open MPI's mpirun, srun,
+// a PMI-1/2 one (MPICH's hydra) or a PMIx one (prterun). torchrun-style variables alone
+// (tools/launch, spawn) do not make an MPI job.
+bool started_by_mpi_launcher(const MpiConfig& config) {
+  return !config.launcher.empty() && config.launcher != "torchrun";
 }
 
-void check_launch(const BackendOptions& options) {
+void check_launch(const BackendOptions& options, const MpiConfig& config) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   // Without a launcher, MPI_Init makes a world of one ("singleton"): a bigger world can
   // only hang or fail later, so say how to start the job now.
-  if (options.size > 1 && !initialized && !started_by_mpi_launcher()) {
+  if (options.size > 1 && !initialized && !started_by_mpi_launcher(config)) {
     throw BackendUnavailable(
         "mpi backend: a world of " + std::to_string(options.size) +
         " processes must be started by an MPI launcher, e.g. `mpirun -np " + std::to_string(options.size) +
-        " <program> ...` (or srun with PMIx); this process has none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, "
-        "PMI_RANK in its environment");
+        " <program> ...` (or srun with PMIx); init found none of OMPI_COMM_WORLD_RANK, SLURM_PROCID, "
+        "PMI_RANK, PMIX_RANK in the environment" +
+        (config.launcher.empty() ? std::string() : " (only " + config.launcher + "'s variables)"));
   }
 }
 
@@ -58,15 +56,6 @@ void check_world(const BackendOptions& options, const Runtime& runtime) {
   }
 }
 
-// config "progress": "waiters" (default: threads that wait run MPI's progress, when MPI
-// allows it) or "thread" (only the plugin's MPI thread calls MPI; waiters block).
-bool waiters_drive(const BackendOptions& options) {
-  auto it = options.config.find("progress");
-  if (it == options.config.end() || it->second == "waiters") return true;
-  if (it->second == "thread") return false;
-  throw InvalidArgument("mpi backend: config progress='" + it->second + "' must be 'waiters' or 'thread'");
-}
-
 int available(std::string* why) {
   (void)why;  // linked against libmpi: it is here. Whether a launcher started us is checked at create.
   return 1;
@@ -77,18 +66,19 @@ Backend* create(const BackendOptions& options) {
     throw BackendUnavailable(std::string("mpi backend serves cpu tensors only, not ") +
                              device_type_name(options.device));
   }
-  check_launch(options);
-  Runtime& runtime = Runtime::start(waiters_drive(options));
+  const MpiConfig config = MpiConfig::parse(options.config);
+  check_launch(options, config);
+  Runtime& runtime = Runtime::start(config);
   check_world(options, runtime);
-  return new MpiBackend(options, runtime);
+  return new MpiBackend(options, config, runtime);
 }
 
 }  // namespace
 }  // namespace mpi
 }  // namespace distcomm
 
-DISTCOMM_DEFINE_PLUGIN("mpi",
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("mpi",
                        "Open MPI " DISTCOMM_STR(OMPI_MAJOR_VERSION) "." DISTCOMM_STR(OMPI_MINOR_VERSION) "." DISTCOMM_STR(
                            OMPI_RELEASE_VERSION),
                        DISTCOMM_DEVICE_CPU, DISTCOMM_PLUGIN_SELF_RENDEZVOUS, distcomm::mpi::available,
-                       distcomm::mpi::create)
+                       distcomm::mpi::create, distcomm::mpi::kConfigKeys)

@@ -49,17 +49,36 @@ std::exception_ptr exiting_error() {
 // Whether this host runs more ranks than this process may use cores: then a polling thread
 // must yield, or it would hold a core a peer needs to make progress (Open MPI's own rule
 // for its blocking calls).
-bool host_is_oversubscribed() {
-  int local_ranks = 1;
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* v = std::getenv(name)) {
-      local_ranks = std::max(1, std::atoi(v));
-      break;
-    }
-  }
+bool host_is_oversubscribed(int local_ranks) {
   cpu_set_t cpus;
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   return local_ranks > cores;
+}
+
+// Open MPI's nonblocking all_reduce (libnbc) picks a binomial tree -- a reduce to one rank
+// and a broadcast back -- for any call in place or any group under 4 ranks, and the
+// plugin's all_reduces are always in place: they ran 2-3x slower than MPI_Allreduce from
+// 256 KiB to 2 MiB (README, MPI). Reduce-scatter + allgather (algorithm 3) kept up with it.
+// libnbc reads the setting at every call, so it is set through the MPI tool interface
+// after MPI_Init -- unless it is not 0 any more: then the user chose (OMPI_MCA_..., --mca).
+// thread_level: what MPI_Init_thread gave. Open MPI 4.1's MPI_T_init_thread overwrites the
+// level MPI_Query_thread reports with the one it is asked for, so it asks for that one.
+void choose_iallreduce_algorithm(int algorithm, int thread_level) {
+#if defined(OPEN_MPI)
+  int provided = 0, index = -1, count = 0;
+  MPI_T_cvar_handle handle;
+  if (algorithm <= 0 || MPI_T_init_thread(thread_level, &provided) != MPI_SUCCESS) return;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    int current = -1;
+    if (MPI_T_cvar_read(handle, &current) == MPI_SUCCESS && current == 0) MPI_T_cvar_write(handle, &algorithm);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+#else
+  (void)algorithm;
+  (void)thread_level;
+#endif
 }
 
 // Tracks progress of a polling loop; once nothing has moved for a while, yields the CPU
@@ -84,11 +103,12 @@ class Backoff {
 
 }  // namespace
 
-Runtime& Runtime::start(bool waiters_drive) {
+Runtime& Runtime::start(const MpiConfig& config) {
   std::unique_lock<std::mutex> start_lock(g_start_mu);
   if (!g_runtime) {
     g_runtime = new Runtime();
-    g_runtime->waiters_drive_ = waiters_drive;
+    g_runtime->config_ = config;
+    g_runtime->waiters_drive_ = config.waiters_drive;
     g_runtime->thread_ = std::thread([] { g_runtime->thread_main(); });
   }
   Runtime& rt = *g_runtime;
@@ -142,14 +162,6 @@ void Runtime::initialize() {
           "to distcomm");
     }
   } else {
-#if defined(OPEN_MPI)
-    // Open MPI's nonblocking all_reduce (libnbc) picks a binomial tree -- a reduce to one
-    // rank and a broadcast back -- for any call in place or any group under 4 ranks: the
-    // plugin's all_reduces (always in place) ran at a third to a half of MPI_Allreduce's
-    // speed from 256 KiB to 2 MiB. Reduce-scatter + allgather (algorithm 3) matched
-    // MPI_Allreduce from 8 B to 16 MiB on 2 ranks. A value set by the user wins.
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
-#endif
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_);
     if (rc != MPI_SUCCESS) {
       throw BackendUnavailable("mpi backend: MPI_Init_thread failed: " + error_string(rc));
@@ -161,6 +173,7 @@ void Runtime::initialize() {
                                thread_level_name(thread_level_) +
                                "; the backend needs at least MPI_THREAD_FUNNELED");
     }
+    choose_iallreduce_algorithm(config_.iallreduce_algorithm, thread_level_);
     // Registered after MPI_Init, so it runs before the handlers MPI registered itself.
     std::atexit([] { g_runtime->stop_at_exit(); });
   }
@@ -171,7 +184,7 @@ void Runtime::initialize() {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
   if (found && tag_ub) tag_upper_bound_ = *tag_ub;
   register_reduced_float_types();
-  yield_when_idle_ = host_is_oversubscribed();
+  yield_when_idle_ = host_is_oversubscribed(config_.local_ranks);
   waiters_drive_ = waiters_drive_ && thread_level_ == MPI_THREAD_MULTIPLE;
 }
 

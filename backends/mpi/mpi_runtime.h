@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/mpi/mpi_config.h"
 #include "backends/mpi/op_queue.h"
 
 namespace distcomm {
@@ -56,12 +57,13 @@ class Runtime {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // The process's runtime, started on first use (MPI is initialised on its thread).
-  // waiters_drive: whether threads that submit and wait may run rounds themselves (with
-  // MPI_THREAD_MULTIPLE); false leaves every MPI call to the MPI thread. Only the first
-  // call's choice counts. Throws BackendUnavailable when MPI cannot be initialised, gives
-  // too low a thread level, or was already finalised.
-  static Runtime& start(bool waiters_drive = true);
+  // The process's runtime, started on first use (MPI is initialised on its thread). From
+  // config: waiters_drive, whether threads that submit and wait may run rounds themselves
+  // (with MPI_THREAD_MULTIPLE; false leaves every MPI call to the MPI thread), local_ranks
+  // and iallreduce_algorithm. Only the first call's config counts. Throws
+  // BackendUnavailable when MPI cannot be initialised, gives too low a thread level, or
+  // was already finalised.
+  static Runtime& start(const MpiConfig& config);
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
@@ -120,6 +122,7 @@ class Runtime {
   int tag_upper_bound_ = 32767;  // the least MPI guarantees
   bool yield_when_idle_ = false;  // more local ranks than cores
   bool waiters_drive_ = true;     // MPI_THREAD_MULTIPLE, and not switched off
+  MpiConfig config_;              // the first group's
 
   std::mutex mu_;
   std::condition_variable wake_cv_;  // the MPI thread sleeps on it

@@ -7,6 +7,17 @@
 
 namespace distcomm {
 namespace nccl {
+
+const distcomm_config_key kConfigKeys[] = {
+    {"blocking_wait", "0", nullptr,
+     "1: Work::wait() blocks the host until the op has ended; 0: it makes the caller's stream wait for it"},
+    {"eager_init", "0", nullptr, "1: create the communicator of device_id with the group, not at the first op"},
+    {"device_id", "-1", nullptr, "the device of eager init and barrier; -1: local_rank modulo the visible devices"},
+    {"nonblocking", "1", nullptr, "1: NCCL's nonblocking communicators, polled against the op's timeout"},
+    {"watchdog_poll_us", "1000", nullptr, "how often the watchdog checks the ops in flight, in microseconds"},
+    {nullptr, nullptr, nullptr, nullptr},
+};
+
 namespace {
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const char* expected) {

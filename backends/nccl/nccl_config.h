@@ -8,8 +8,14 @@
 #include <map>
 #include <string>
 
+#include "api/plugin.h"
+
 namespace distcomm {
 namespace nccl {
+
+// The keys below as the plugin declares them, ended by an entry whose name is nullptr
+// ("local_rank" is one init sets for every backend).
+extern const distcomm_config_key kConfigKeys[];
 
 struct NcclConfig {
   // "blocking_wait": Work::wait() blocks the host until the op has ended (and throws its

@@ -55,6 +55,14 @@ class TemplateBackend : public Backend {
   }
 };
 
+// Every key your backend reads from options().config, with its default, the environment
+// variable init_process_group reads it from (or nullptr) and one line of help. init then
+// refuses keys no backend of the group declares, and README's table lists them. This one
+// reads none.
+const distcomm_config_key kConfigKeys[] = {
+    {nullptr, nullptr, nullptr, nullptr},
+};
+
 // Probe without side effects: is the library/device there? Say what is missing if not.
 int template_available(std::string* why) { return 1; }
 
@@ -62,5 +70,5 @@ Backend* template_create(const BackendOptions& options) { return new TemplateBac
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN("template", "template 1.0 (example plugin)", DISTCOMM_DEVICE_CPU, 0,
-                       template_available, template_create)
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("template", "template 1.0 (example plugin)", DISTCOMM_DEVICE_CPU, 0,
+                                   template_available, template_create, kConfigKeys)

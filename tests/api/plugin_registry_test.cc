@@ -37,6 +37,26 @@ TEST_F(PluginRegistryTest, LoadsAGoodPluginAndChecksItsDescriptor) {
   EXPECT_EQ(&load_plugin("single_rank"), &info);
 }
 
+// The descriptor grows at its end (ABI minor bumps): a plugin built against 1.0 loads, and
+// declares no config keys.
+TEST_F(PluginRegistryTest, LoadsAPluginOfAnEarlierAbiMinor) {
+  const PluginInfo& info = load_plugin("abi_1_0");
+  EXPECT_TRUE(info.available);
+  EXPECT_EQ(info.abi_minor, 0u);
+  EXPECT_FALSE(info.declares_config);
+  EXPECT_TRUE(info.config_keys.empty());
+  BackendOptions o;
+  EXPECT_EQ(create_backend("abi_1_0", o)->name(), "abi_1_0");
+}
+
+TEST_F(PluginRegistryTest, ReadsTheConfigKeysAPluginDeclares) {
+  const PluginInfo& info = load_plugin("template");
+  EXPECT_EQ(info.abi_minor, static_cast<uint32_t>(DISTCOMM_PLUGIN_ABI_MINOR));
+  EXPECT_TRUE(info.declares_config) << "an empty list declares that it reads none";
+  EXPECT_TRUE(info.config_keys.empty());
+  EXPECT_FALSE(load_plugin("single_rank").declares_config) << "DISTCOMM_DEFINE_PLUGIN declares nothing";
+}
+
 TEST_F(PluginRegistryTest, RefusesAnotherAbiMajorNamingBothValues) {
   const std::string msg = load_error("old_abi");
   EXPECT_NE(msg.find("plugin ABI major 99 differs from the core's " + std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR)),

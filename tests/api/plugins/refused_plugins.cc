@@ -17,6 +17,7 @@ extern "C" __attribute__((visibility("default"))) const distcomm_plugin_v1* dist
                                        DISTCOMM_DEVICE_CPU,
                                        0,
                                        available,
-                                       create};
+                                       create,
+                                       nullptr};
   return &d;
 }

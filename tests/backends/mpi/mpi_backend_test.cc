@@ -409,7 +409,9 @@ TEST(MpiBackend, HostMessagesTravelThroughCollectivesWithoutAStore) {
   EXPECT_EQ(t.item(0), sum);
   const auto gathered = half->exchange().gather(std::to_string(rank()), 0);
   EXPECT_EQ(gathered.size(), half->rank() == 0 ? static_cast<size_t>(half->size()) : 0u);
-  if (!gathered.empty()) EXPECT_EQ(gathered.back(), std::to_string(rank() % 2));
+  if (!gathered.empty()) {
+    EXPECT_EQ(gathered.back(), std::to_string(rank() % 2));
+  }
   world().barrier()->wait();
 }
 

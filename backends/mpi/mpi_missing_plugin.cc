@@ -5,19 +5,21 @@
 
 #include "api/errors.h"
 #include "api/plugin.h"
-#include "backends/mpi/mpi_unavailable_reason.h"
+#include "backends/mpi/mpi_config.h"
+#include "backends/mpi/mpi_missing_reason.h"
 
 namespace {
 
 int available(std::string* why) {
-  if (why) *why = kMpiUnavailableReason;
+  if (why) *why = kMpiMissingReason;
   return 0;
 }
 
 distcomm::Backend* create(const distcomm::BackendOptions&) {
-  throw distcomm::BackendUnavailable(std::string("mpi backend: ") + kMpiUnavailableReason);
+  throw distcomm::BackendUnavailable(std::string("mpi backend: ") + kMpiMissingReason);
 }
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN("mpi", "unavailable", DISTCOMM_DEVICE_CPU, DISTCOMM_PLUGIN_SELF_RENDEZVOUS, available, create)
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("mpi", "unavailable", DISTCOMM_DEVICE_CPU, DISTCOMM_PLUGIN_SELF_RENDEZVOUS, available,
+                                   create, distcomm::mpi::kConfigKeys)
