@@ -1,9 +1,27 @@
 #include "backends/nccl/cuda_status.h"
 
+#include <cuda.h>  // driver types only: the functions are looked up through the runtime
+
 #include "api/errors.h"
 
 namespace distcomm {
 namespace nccl {
+namespace {
+
+// A driver function, or nullptr when the driver does not have it.
+template <typename Fn>
+Fn driver_function(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+}  // namespace
 
 std::string cuda_error_text(const char* call, cudaError_t e) {
   return std::string(call) + ": " + cudaGetErrorString(e);
@@ -57,13 +75,48 @@ int visible_cuda_devices(std::string* why) {
   return count;
 }
 
+bool has_primary_context(int device) {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const auto device_get = driver_function<DeviceGet>("cuDeviceGet");
+  static const auto get_state = driver_function<PrimaryCtxGetState>("cuDevicePrimaryCtxGetState");
+  if (!device_get || !get_state) return true;
+  CUdevice handle;
+  unsigned int flags = 0;
+  int active = 0;
+  if (device_get(&handle, device) != CUDA_SUCCESS || get_state(handle, &flags, &active) != CUDA_SUCCESS) return true;
+  return active != 0;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  if (previous_ == device) {
+    previous_ = -1;  // nothing to restore
+    return;
+  }
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (previous_ >= 0) cudaSetDevice(previous_);
+  if (previous_ >= 0 && has_primary_context(previous_)) cudaSetDevice(previous_);
+}
+
+void bind_thread_to_device(int device) {
+  thread_local bool bound = false;
+  if (bound) return;
+  bound = true;
+  if (cudaSetDevice(device) != cudaSuccess) cudaGetLastError();  // the poll that follows reports the error
+}
+
+int stream_device(cudaStream_t stream) {
+  int device = -1;
+  const cudaError_t e = cudaStreamGetDevice(stream, &device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw InvalidArgument("the CUDA stream passed in the op's options (cuda_stream) is not usable: " +
+                          cuda_error_text("cudaStreamGetDevice", e));
+  }
+  return device;
 }
 
 }  // namespace nccl

@@ -27,8 +27,16 @@ std::string nccl_error_text(const char* call, ncclResult_t r, ncclComm_t comm = 
 // the words the plugin's available() probe reports: "no CUDA device: cudaGetDeviceCount: ...".
 int visible_cuda_devices(std::string* why);
 
+// Whether `device` has an active primary context in this process, asked of the driver
+// through the runtime's entry-point lookup (distcomm does not link libcuda). True when the
+// driver cannot say.
+bool has_primary_context(int device);
+
 // Makes `device` current for a scope (CUDA's current device is per thread, and NCCL
-// creates communicators and streams on it), then restores the previous one.
+// creates communicators and streams on it), then restores the previous one, but only if
+// that one has a context: a thread that never chose a device reports device 0, and since
+// CUDA 12 making a device current creates its context, so restoring blindly would give
+// every rank a context (about 0.5 GiB) on GPU 0.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
@@ -39,6 +47,15 @@ class DeviceGuard {
  private:
   int previous_ = -1;
 };
+
+// For threads distcomm owns (the watchdog): makes `device` current once, before the
+// thread's first CUDA call, which would otherwise create a context on device 0.
+void bind_thread_to_device(int device);
+
+// The device a caller's stream belongs to; nullptr (the legacy default stream) and
+// cudaStreamPerThread mean the current device's. InvalidArgument if CUDA does not know
+// the stream.
+int stream_device(cudaStream_t stream);
 
 }  // namespace nccl
 }  // namespace distcomm

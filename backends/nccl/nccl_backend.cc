@@ -1,4 +1,4 @@
-// The nccl backend's machinery: setup, communicators, streams, the issue path, faults.
+// The nccl backend's machinery: setup, communicators, the issue path, shutdown, faults.
 // The ops themselves are in nccl_ops.cc.
 #include "backends/nccl/nccl_backend.h"
 
@@ -6,6 +6,9 @@
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/nccl_work.h"
+#include "backends/nccl/op_checks.h"
+#include "backends/nccl/polling.h"
+#include "backends/nccl/unique_id_exchange.h"
 
 namespace distcomm {
 namespace nccl {
@@ -18,24 +21,22 @@ int count_devices_or_throw() {
   return n;
 }
 
+// How long closing the communicators may take once no op is in flight.
+constexpr std::chrono::seconds kCloseTime{10};
+
 }  // namespace
 
 NcclBackend::NcclBackend(BackendOptions options)
     : Backend(std::move(options)),
       config_(NcclConfig::parse(this->options().config)),
-      visible_devices_(count_devices_or_throw()) {
+      visible_devices_(count_devices_or_throw()),
+      key_prefix_(fresh_key_prefix(*this->options().store, rank())),
+      watchdog_(std::make_unique<Watchdog>(config_.watchdog_poll)) {
   if (config_.device_id >= visible_devices_) {
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");
   }
-  watchdog_ = std::make_unique<Watchdog>([this](std::exception_ptr e) { record_fault(e); },
-                                         config_.watchdog_poll);
-  if (config_.eager_init) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int device = default_device();
-    DeviceGuard guard(device);
-    group_comm(device);
-  }
+  if (config_.eager_init) group_comm(default_device())->initialize(this->options().timeout);
 }
 
 NcclBackend::~NcclBackend() { shutdown(); }
@@ -50,63 +51,54 @@ std::vector<OpType> NcclBackend::supported_ops() const {
 bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl_reduces(op, dtype); }
 
 void NcclBackend::shutdown() {
-  {
-    std::lock_guard<std::mutex> lock(fault_mu_);
-    if (shut_down_) return;
-    shut_down_ = true;
-  }
-  // Aborts the communicators of ops still in flight, so the teardown below never waits.
-  watchdog_->stop("the nccl backend of group '" + options().group_name +
-                  "' was shut down while this op was in flight");
-  std::lock_guard<std::mutex> lock(mu_);
-  group_comms_.clear();
-  pair_comms_.clear();
-  for (auto& [device, s] : streams_) {
+  if (shut_down_.exchange(true)) return;
+  const std::string group = "the nccl backend of group '" + options().group_name + "'";
+  // Ops issued before the shutdown end first, unless the group has failed (they were
+  // failed with it) or the grace runs out.
+  if (!watchdog_->fault()) watchdog_->drain(deadline_after(config_.shutdown_grace));
+  watchdog_->stop(group + " was shut down while this op was in flight (still running after the " +
+                  std::to_string(config_.shutdown_grace.count()) + " ms shutdown grace)");
+  const auto close_by = NcclComm::Clock::now() + kCloseTime;
+  for (auto& comm : comms_.close(group + " was shut down")) comm->close(close_by);
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  for (auto& [device, scratch] : barrier_scratch_) {
     try {
       DeviceGuard guard(device);
-      if (s.barrier_scratch) cudaFree(s.barrier_scratch);
-      if (s.ready) cudaEventDestroy(s.ready);
-      if (s.stream) cudaStreamDestroy(s.stream);
+      cudaFree(scratch);
     } catch (const Error&) {
       // The device is gone (the driver failed): nothing left to free on it.
     }
   }
-  streams_.clear();
+  barrier_scratch_.clear();
 }
 
 // ---------------------------------------------------------------------------------------
 // Issue path
 
-WorkPtr NcclBackend::launch(Launch l, const OpCalls& calls) {
+WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, const NcclComm::Calls& calls) {
   check_usable();
   const OpContext& ctx = *l.ctx;
-  const std::string label = op_label(l.op, ctx, l.device);
   const cudaStream_t caller = l.caller_stream;  // cudaStream_t is CUstream_st*
-  auto work = std::make_shared<NcclWork>(l.op, ctx, label, l.device, caller,
+  {
+    // The legacy default stream (nullptr) is the current device's: ask with the op's.
+    DeviceGuard guard(l.device);
+    check_stream_device(l.op, l.device, stream_device(caller));
+  }
+  auto work = std::make_shared<NcclWork>(l.op, ctx, op_label(l.op, ctx, l.device), comm, l.device, caller,
                                          l.blocking_wait || config_.blocking_wait, std::move(l.tensors));
-  std::shared_ptr<NcclComm> comm;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
     DeviceGuard guard(l.device);
     last_device_ = l.device;
-    comm = l.peer >= 0 ? pair_comm(l.device, l.peer) : group_comm(l.device);
-    DeviceStreams& s = streams(l.device);
-    // Order the internal stream behind what the caller queued so far (the event is reused:
-    // a wait takes the event's state at the time of the call).
-    check_cuda(cudaEventRecord(s.ready, caller), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(s.stream, s.ready, 0), "cudaStreamWaitEvent");
-    const auto deadline = ctx.timeout > std::chrono::milliseconds::zero()
-                              ? NcclComm::Clock::now() + ctx.timeout
-                              : NcclComm::Clock::time_point::max();
-    comm->enqueue(label, [&](ncclComm_t c, ncclRedOp_t redop) { return calls(c, redop, s.stream); },
-                  deadline, l.reduction ? &*l.reduction : nullptr);
-    work->record_end(s.stream);
+    comm->initialize(ctx.timeout);
+    const cudaStream_t stream = comm->enqueue(work->label(), caller, calls, deadline_after(ctx.timeout),
+                                              l.reduction ? &*l.reduction : nullptr);
+    work->record_end(stream);
   } catch (...) {
     // Arguments were checked before: a failure here (a communicator that could not be set
     // up, an op NCCL refused or did not take in time) leaves this rank out of step with
     // the others, so the group cannot go on.
-    auto error = std::current_exception();
-    record_fault(error);
+    const std::exception_ptr error = std::current_exception();
+    watchdog_->fail(error, comm);
     work->complete(error);
     return work;
   }
@@ -115,95 +107,69 @@ WorkPtr NcclBackend::launch(Launch l, const OpCalls& calls) {
 }
 
 std::shared_ptr<NcclComm> NcclBackend::group_comm(int device) {
-  auto it = group_comms_.find(device);
-  if (it != group_comms_.end()) return it->second;
-  // Every rank creates its communicators in the same order (the order of its ops), so a
-  // counter names the store key all of them agree on.
-  const int n = comms_created_++;
-  NcclComm::Setup s;
-  s.store = options().store.get();
-  s.key = "nccl/comm" + std::to_string(n) + "/unique_id";
-  s.rank = rank();
-  s.size = size();
-  s.device = device;
-  s.nonblocking = config_.nonblocking;
-  s.timeout = options().timeout;
-  s.label = "NCCL communicator #" + std::to_string(n) + " of group '" + options().group_name + "' on cuda:" +
-            std::to_string(device);
-  auto comm = NcclComm::create(s);
-  group_comms_[device] = comm;
-  return comm;
+  return comms_.get_or_make("group on cuda:" + std::to_string(device), [&] {
+    // Every rank makes its communicators in the same order (the order of its ops), so a
+    // counter names the store key all of them agree on.
+    const int n = group_comms_made_++;
+    NcclComm::Setup s;
+    s.store = options().store.get();
+    s.key = key_prefix_ + "comm" + std::to_string(n) + "/unique_id";
+    s.rank = rank();
+    s.size = size();
+    s.device = device;
+    s.nonblocking = config_.nonblocking;
+    s.label = "NCCL communicator #" + std::to_string(n) + " of group '" + options().group_name + "' on cuda:" +
+              std::to_string(device);
+    return std::make_shared<NcclComm>(s);
+  });
 }
 
-std::shared_ptr<NcclComm> NcclBackend::pair_comm(int device, int peer) {
-  auto it = pair_comms_.find(peer);
-  if (it != pair_comms_.end()) return it->second;  // on `device`: check_pair_device said so
+std::shared_ptr<NcclComm> NcclBackend::pair_comm(OpType op, int device, int peer) {
   const int lo = std::min(rank(), peer);
   const int hi = std::max(rank(), peer);
-  NcclComm::Setup s;
-  s.store = options().store.get();
-  s.key = "nccl/p2p" + std::to_string(lo) + "-" + std::to_string(hi) + "/unique_id";
-  s.rank = rank() == lo ? 0 : 1;
-  s.size = 2;
-  s.device = device;
-  s.nonblocking = config_.nonblocking;
-  s.timeout = options().timeout;
-  s.label = "NCCL communicator of ranks " + std::to_string(lo) + " and " + std::to_string(hi) + " of group '" +
-            options().group_name + "' on cuda:" + std::to_string(device);
-  auto comm = NcclComm::create(s);
-  pair_comms_[peer] = comm;
+  auto comm = comms_.get_or_make("pair with rank " + std::to_string(peer), [&] {
+    NcclComm::Setup s;
+    s.store = options().store.get();
+    s.key = key_prefix_ + "p2p" + std::to_string(lo) + "-" + std::to_string(hi) + "/unique_id";
+    s.rank = rank() == lo ? 0 : 1;
+    s.size = 2;
+    s.device = device;
+    s.nonblocking = config_.nonblocking;
+    s.label = "NCCL communicator of ranks " + std::to_string(lo) + " and " + std::to_string(hi) + " of group '" +
+              options().group_name + "' on cuda:" + std::to_string(device);
+    return std::make_shared<NcclComm>(s);
+  });
+  if (comm->device() != device) {
+    throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " with rank " + std::to_string(peer) +
+                          " on cuda:" + std::to_string(device) + ", but this pair of ranks already exchanges on cuda:" +
+                          std::to_string(comm->device()) + " (one device per pair of ranks)");
+  }
   return comm;
 }
 
-NcclBackend::DeviceStreams& NcclBackend::streams(int device) {
-  DeviceStreams& s = streams_[device];
-  if (!s.stream) {
-    // Non-blocking: the internal stream must not synchronise with the legacy stream by
-    // itself, only through the events distcomm records.
-    check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check_cuda(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+void* NcclBackend::barrier_scratch(int device) {
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  void*& scratch = barrier_scratch_[device];
+  if (!scratch) {
+    DeviceGuard guard(device);
+    check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc");
   }
-  return s;
+  return scratch;
 }
 
 // ---------------------------------------------------------------------------------------
 // Checks and faults
 
-int NcclBackend::device_of(OpType op, const Tensor& t) const {
-  if (!t.is_cuda()) {
-    throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " got a tensor on " +
-                          t.device().str() + "; NCCL moves CUDA tensors only");
-  }
-  if (t.device().index < 0 || t.device().index >= visible_devices_) {
-    throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " got a tensor on " +
-                          t.device().str() + " but this process sees " + std::to_string(visible_devices_) +
-                          " CUDA device(s)");
-  }
-  return t.device().index;
-}
+int NcclBackend::device_of(OpType op, const Tensor& t) const { return cuda_device_of(op, t, visible_devices_); }
 
 int NcclBackend::same_device(OpType op, const Tensor& a, const Tensor& b) const {
-  const int device = device_of(op, a);
-  if (device_of(op, b) != device) {
-    throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " got tensors on " +
-                          a.device().str() + " and " + b.device().str() + "; they must share one device");
-  }
-  return device;
-}
-
-void NcclBackend::check_pair_device(OpType op, int peer, int device) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pair_comms_.find(peer);
-  if (it != pair_comms_.end() && it->second->device() != device) {
-    throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " with rank " + std::to_string(peer) +
-                          " on cuda:" + std::to_string(device) + ", but this pair of ranks already exchanges on cuda:" +
-                          std::to_string(it->second->device()) + " (one device per pair of ranks)");
-  }
+  return same_cuda_device(op, a, b, visible_devices_);
 }
 
 int NcclBackend::default_device() const {
   if (config_.device_id >= 0) return config_.device_id;
-  if (last_device_ >= 0) return last_device_;
+  const int last = last_device_;
+  if (last >= 0) return last;
   // One GPU per rank on each host is the usual layout. Without the local rank, the world
   // rank stands in for it (right on one host).
   if (config_.local_rank >= 0) return config_.local_rank % visible_devices_;
@@ -221,16 +187,8 @@ NcclBackend::Launch NcclBackend::reducing(OpType op, const OpContext& ctx, int d
 }
 
 void NcclBackend::check_usable() const {
-  std::lock_guard<std::mutex> lock(fault_mu_);
-  if (fault_) std::rethrow_exception(fault_);
-  if (shut_down_) {
-    throw PeerFailure("the nccl backend of group '" + options().group_name + "' was shut down");
-  }
-}
-
-void NcclBackend::record_fault(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(fault_mu_);
-  if (!fault_) fault_ = error;
+  if (std::exception_ptr fault = watchdog_->fault()) std::rethrow_exception(fault);
+  if (shut_down_) throw PeerFailure("the nccl backend of group '" + options().group_name + "' was shut down");
 }
 
 std::string NcclBackend::op_label(OpType op, const OpContext& ctx, int device) const {

@@ -1,22 +1,28 @@
 // The nccl backend: CUDA tensors through NCCL, for one group.
 //
 // Communicators: one per device this rank uses in the group (rank 0 makes the
-// ncclUniqueId and shares it through the group's store), created at the first op on that
-// device or, with "eager_init", with the group; point to point uses one two-rank
-// communicator per peer, so a send involves only its two ranks. Subgroups get their own
-// backend, hence their own communicators.
+// ncclUniqueId and shares it through the group's store), set up by the first op on that
+// device or, with "eager_init", with the group; send and recv use one two-rank
+// communicator per peer, so they involve only their two ranks; a batch of sends and
+// receives runs as one grouped call on the group's communicator. Subgroups get their own
+// backend, hence their own communicators. All of them sit in a registry (comm_registry.h)
+// whose lock is never held while a rank waits on its peers, so shutdown and the watchdog
+// reach every communicator, including one still being set up.
 //
-// Streams: every op runs on one internal stream per device, after an event that orders it
-// behind the caller's stream (the op options' cuda_stream; nullptr: the legacy default
-// stream). Work::wait() then orders the caller's stream behind the op (nccl_work.h).
+// Streams: every communicator has its own internal stream; an op runs there after an
+// event that orders it behind the caller's stream (the op options' cuda_stream; nullptr:
+// the legacy default stream). Work::wait() then orders the caller's stream behind the op
+// (nccl_work.h). Separate streams let a send on a pair's communicator and a collective on
+// the group's progress independently, as NCCL needs when ranks issue them in different
+// orders.
 //
 // Faults: a watchdog (watchdog.h) ends ops, aborts communicators on NCCL errors and
-// timeouts, and poisons the backend, whose later ops throw the first fault at once.
+// timeouts, and holds the group's first fault; later ops throw it at once.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "backends/nccl/comm_registry.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_config.h"
 #include "backends/nccl/watchdog.h"
@@ -58,6 +65,10 @@ class NcclBackend : public Backend {
   WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
   WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
 
+  // Lets the ops in flight end (up to the "shutdown_grace_ms" setting), then aborts what
+  // is left and closes every communicator. Work::wait() returns before the GPU has run the
+  // op, so a program may destroy its group with ops still queued: aborting them at once
+  // would hand its kernels garbage and leave the peers hanging.
   void shutdown() override;
 
  private:
@@ -68,59 +79,47 @@ class NcclBackend : public Backend {
     int device;
     CUstream_st* caller_stream;
     std::vector<Tensor> tensors;  // held until the op ends
-    int peer = -1;                // point to point: the other rank (a two-rank communicator)
     std::optional<NcclComm::Reduction> reduction = std::nullopt;
-    bool blocking_wait = false;   // barrier waits on the host whatever the setting
-  };
-  // The internal stream of a device, and the event that orders it behind callers' streams.
-  struct DeviceStreams {
-    cudaStream_t stream = nullptr;
-    cudaEvent_t ready = nullptr;
-    void* barrier_scratch = nullptr;  // one float on the device, for barrier
+    bool blocking_wait = false;  // barrier waits on the host whatever the setting
   };
 
-  // Runs calls(comm, redop, internal stream) for the op; returns its Work. A failure here,
-  // after validation, ends the Work with the error and poisons the backend.
-  using OpCalls = std::function<ncclResult_t(ncclComm_t comm, ncclRedOp_t redop, cudaStream_t stream)>;
-  WorkPtr launch(Launch launch, const OpCalls& calls);
+  // Sets comm up if this is its first op, issues calls on it, returns the op's Work. A
+  // failure here, after the arguments were checked, ends the Work with the error and
+  // fails the group (this rank is out of step with the others).
+  WorkPtr launch(Launch launch, const std::shared_ptr<NcclComm>& comm, const NcclComm::Calls& calls);
   // send (op kSend) or recv of tensor with peer, on the pair's communicator.
   WorkPtr point_to_point(OpType op, const Tensor& tensor, int peer, const P2POptions& opts, const OpContext& ctx);
   // The Launch of a reducing op, once its reduction is one NCCL has (else InvalidArgument).
   Launch reducing(OpType op, const OpContext& ctx, int device, CUstream_st* caller_stream,
                   std::vector<Tensor> tensors, ReduceOp rop, DType dtype) const;
 
-  // Communicators and streams (callers hold mu_ with the device current).
+  // The group's communicator on a device, and the one shared with a peer (one device per
+  // pair of ranks: InvalidArgument otherwise). Made empty here; set up by launch().
   std::shared_ptr<NcclComm> group_comm(int device);
-  std::shared_ptr<NcclComm> pair_comm(int device, int peer);
-  DeviceStreams& streams(int device);
+  std::shared_ptr<NcclComm> pair_comm(OpType op, int device, int peer);
+  // One float on the device, for barrier.
+  void* barrier_scratch(int device);
 
-  // The CUDA device of t, checked: InvalidArgument naming the op otherwise.
   int device_of(OpType op, const Tensor& t) const;
   int same_device(OpType op, const Tensor& a, const Tensor& b) const;
-  // Point to point: a pair of ranks has one communicator, on one device.
-  void check_pair_device(OpType op, int peer, int device);
   // The device of ops that have no tensor (barrier, eager init).
   int default_device() const;
-  // Throws the first fault (or says the backend was shut down).
+  // Throws the group's first fault, or says the backend was shut down.
   void check_usable() const;
-  void record_fault(std::exception_ptr error);
   std::string op_label(OpType op, const OpContext& ctx, int device) const;
 
   const NcclConfig config_;
   const int visible_devices_;
+  const std::string key_prefix_;  // fresh per backend: unique_id_exchange.h
 
-  std::mutex mu_;  // issue path: communicators, streams, counters
-  std::map<int, std::shared_ptr<NcclComm>> group_comms_;  // by device
-  std::map<int, std::shared_ptr<NcclComm>> pair_comms_;   // by peer rank
-  std::map<int, DeviceStreams> streams_;                  // by device
-  int comms_created_ = 0;
-  int last_device_ = -1;
+  CommRegistry<NcclComm> comms_;
+  int group_comms_made_ = 0;  // under the registry's lock (get_or_make's make runs there)
+  std::atomic<int> last_device_{-1};
+  std::mutex scratch_mu_;
+  std::map<int, void*> barrier_scratch_;  // by device
+  std::atomic<bool> shut_down_{false};
 
-  mutable std::mutex fault_mu_;
-  std::exception_ptr fault_;
-  bool shut_down_ = false;
-
-  // Last member: its thread stops first, before the maps above go away.
+  // Last member: destroyed first, so its thread stops before the communicators go.
   std::unique_ptr<Watchdog> watchdog_;
 };
 

@@ -1,151 +1,215 @@
 #include "backends/nccl/nccl_comm.h"
 
 #include <algorithm>
-#include <cstring>
-#include <thread>
 
 #include "api/errors.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
+#include "backends/nccl/polling.h"
+#include "backends/nccl/unique_id_exchange.h"
 
 namespace distcomm {
 namespace nccl {
 namespace {
 
-NcclComm::Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
-  return timeout > std::chrono::milliseconds::zero() ? NcclComm::Clock::now() + timeout
-                                                     : NcclComm::Clock::time_point::max();
-}
+// How long abort() waits for a call in progress before leaving the abort to its thread:
+// nonblocking calls return in microseconds, a blocking one may never.
+constexpr std::chrono::milliseconds kAbortLockWait{100};
 
-ncclUniqueId exchange_unique_id(const NcclComm::Setup& s) {
+Store::Bytes new_unique_id() {
   ncclUniqueId id;
-  if (s.rank == 0) {
-    const ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) throw_nccl_error("ncclGetUniqueId", r);
-    s.store->set(s.key, Store::Bytes(id.internal, id.internal + sizeof(id.internal)));
-    return id;
-  }
-  // Store::wait throws Timeout naming the key when rank 0 never publishes it.
-  s.store->wait({s.key}, s.timeout > std::chrono::milliseconds::zero() ? s.timeout : Store::kUseDefault);
-  const Store::Bytes bytes = s.store->get(s.key);
-  if (bytes.size() != sizeof(id.internal)) {
-    throw Error(s.label + ": the ncclUniqueId under store key '" + s.key + "' has " +
-                std::to_string(bytes.size()) + " bytes, expected " + std::to_string(sizeof(id.internal)) +
-                " (is another job using the same store?)");
-  }
-  std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
-  return id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) throw_nccl_error("ncclGetUniqueId", r);
+  return Store::Bytes(id.internal, id.internal + sizeof(id.internal));
 }
 
 }  // namespace
 
-NcclComm::NcclComm(int device, std::string label) : device_(device), label_(std::move(label)) {}
+struct NcclComm::Settled {
+  Waited how;
+  ncclResult_t result;
+};
 
-std::shared_ptr<NcclComm> NcclComm::create(const Setup& s) {
-  const auto deadline = deadline_after(s.timeout);
-  const ncclUniqueId id = exchange_unique_id(s);
-  std::shared_ptr<NcclComm> c(new NcclComm(s.device, s.label));
-  DeviceGuard device(s.device);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = s.nonblocking ? 0 : 1;
-  ncclResult_t r;
-  {
-    std::unique_lock<std::shared_mutex> lock(c->handle_mu_);
-    r = ncclCommInitRankConfig(&c->comm_, s.size, id, s.rank, &config);
-  }
-  r = c->settle(r, deadline);
-  if (r == ncclInProgress) {
-    c->abort();
-    throw Timeout(s.label + ": rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
-                  " waited " + std::to_string(s.timeout.count()) +
-                  " ms for the other ranks to join the communicator; a rank may have died or not yet "
-                  "issued its first op on this device");
-  }
-  if (r != ncclSuccess) {
-    const std::string text = s.label + ": " + nccl_error_text("ncclCommInitRankConfig", r, c->comm_);
-    c->abort();
-    throw_nccl_text(r, text);
-  }
-  return c;
-}
+NcclComm::NcclComm(Setup setup) : setup_(std::move(setup)) {}
 
 NcclComm::~NcclComm() {
-  std::unique_lock<std::shared_mutex> lock(handle_mu_);
-  if (!comm_) return;
+  close(Clock::now() + std::chrono::seconds(10));
+  if (!stream_ && !ready_) return;
   try {
-    DeviceGuard device(device_);
-    // Finalize flushes this rank's work (nonblocking: polled, bounded), then destroy.
-    // If it does not settle, abort: a destructor must not wait on peers.
-    ncclResult_t r = ncclCommFinalize(comm_);
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (r == ncclInProgress && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
+    DeviceGuard device(setup_.device);
+    if (ready_) cudaEventDestroy(ready_);
+    if (stream_) cudaStreamDestroy(stream_);  // CUDA frees it once queued work is done
+  } catch (const Error&) {
+    // The device is gone (the driver failed): nothing left to free on it.
+  }
+}
+
+void NcclComm::initialize(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> issue(issue_mu_);
+  if (set_up_) return;
+  if (setup_error_) std::rethrow_exception(setup_error_);
+  const auto deadline = deadline_after(timeout);
+  try {
+    const std::string setting_up = "rank " + std::to_string(setup_.rank) + " of " + std::to_string(setup_.size) +
+                                   " setting up";
+    if (aborted_) throw_aborted(setting_up);
+    DeviceGuard device(setup_.device);
+    // Non-blocking: the internal stream must not synchronise with the legacy stream by
+    // itself, only through the events distcomm records.
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    UniqueIdExchange x;
+    x.store = setup_.store;
+    x.key = setup_.key;
+    x.root = setup_.rank == 0;
+    x.id_size = sizeof(ncclUniqueId::internal);
+    x.label = setup_.label;
+    x.rank = setup_.rank;
+    x.size = setup_.size;
+    const Store::Bytes bytes = exchange_unique_id(x, new_unique_id, deadline, aborted_);
+    ncclUniqueId id;
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+    ncclResult_t r;
+    {
+      std::lock_guard<std::timed_mutex> call(call_mu_);
+      if (aborted_ || closed_) throw_aborted(setting_up);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = setup_.nonblocking ? 0 : 1;
+      r = ncclCommInitRankConfig(&comm_, setup_.size, id, setup_.rank, &config);
+      abort_if_asked();
     }
-    if (r == ncclSuccess) {
-      ncclCommDestroy(comm_);
-    } else {
-      ncclCommAbort(comm_);
+    const Settled s = settle(r, deadline);
+    if (s.how == Waited::kAborted || aborted_) throw_aborted(setting_up);
+    if (s.how == Waited::kTimedOut) {
+      const std::string text = setup_.label + ": rank " + std::to_string(setup_.rank) + " of " +
+                               std::to_string(setup_.size) + " waited " + std::to_string(timeout.count()) +
+                               " ms for the other ranks to join the communicator; a rank may have died or not yet "
+                               "issued its first op on this communicator";
+      abort(text);
+      throw Timeout(text);
     }
+    if (s.result != ncclSuccess) {
+      std::string text;
+      {
+        std::lock_guard<std::timed_mutex> call(call_mu_);
+        text = setup_.label + ": " + nccl_error_text("ncclCommInitRankConfig", s.result, comm_);
+      }
+      abort(text);
+      throw_nccl_text(s.result, text);
+    }
+    set_up_ = true;
+    ready_to_close_ = true;
   } catch (...) {
-    ncclCommAbort(comm_);  // no device to switch to: free the handle all the same
+    setup_error_ = std::current_exception();
+    throw;
   }
-  comm_ = nullptr;
 }
 
-ncclResult_t NcclComm::settle(ncclResult_t r, Clock::time_point deadline) {
-  auto pause = std::chrono::microseconds(10);
-  while (r == ncclInProgress) {
-    if (Clock::now() >= deadline) return ncclInProgress;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    std::shared_lock<std::shared_mutex> lock(handle_mu_);
-    if (!comm_) return ncclInvalidUsage;  // aborted meanwhile: enqueue() says so
-    const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
-    if (q != ncclSuccess) return q;
-  }
-  return r;
-}
-
-void NcclComm::enqueue(const std::string& what, const Calls& calls, Clock::time_point deadline,
-                       const Reduction* reduction) {
-  std::lock_guard<std::mutex> order(enqueue_mu_);
+cudaStream_t NcclComm::enqueue(const std::string& what, cudaStream_t caller, const Calls& calls,
+                               Clock::time_point deadline, const Reduction* reduction) {
+  std::lock_guard<std::mutex> issue(issue_mu_);
+  if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
+  if (aborted_) throw_aborted(what);
+  // Order the internal stream behind what the caller queued so far (the event is reused:
+  // a wait takes the event's state at the time of the call).
+  check_cuda(cudaEventRecord(ready_, caller), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
   ncclResult_t r;
   ncclRedOp_t redop = ncclSum;
   bool created = false;
   {
-    std::shared_lock<std::shared_mutex> lock(handle_mu_);
-    if (!comm_) throw PeerFailure(what + ": " + label_ + " was aborted after an earlier fault");
+    std::lock_guard<std::timed_mutex> call(call_mu_);
+    if (!comm_) throw_aborted(what);
     if (reduction) redop = make_redop(reduction->op, reduction->dtype, comm_, &created);
     r = ncclGroupStart();
     if (r == ncclSuccess) {
-      r = calls(comm_, redop);
+      r = calls(comm_, redop, stream_);
       // Close the group whatever happened inside it, or this thread's next group nests.
       const ncclResult_t end = ncclGroupEnd();
       if (r == ncclSuccess) r = end;
     }
+    abort_if_asked();
   }
-  r = settle(r, deadline);
+  const Settled s = settle(r, deadline);
   std::string error_text;
   {
-    std::shared_lock<std::shared_mutex> lock(handle_mu_);
-    // The op has been issued (or failed): a premultiplied sum may go now, if the
+    std::lock_guard<std::timed_mutex> call(call_mu_);
+    // The op has been taken (or failed): a premultiplied sum may go now, if the
     // communicator it belongs to still exists.
     if (created && comm_) ncclRedOpDestroy(redop, comm_);
-    if (r != ncclSuccess && r != ncclInProgress && comm_) error_text = nccl_error_text("NCCL", r, comm_);
+    if (s.how == Waited::kDone && s.result != ncclSuccess) {
+      error_text = what + ": " + nccl_error_text("NCCL", s.result, comm_);
+    }
   }
-  if (aborted_) throw PeerFailure(what + ": " + label_ + " was aborted while the op was being issued");
-  if (r == ncclInProgress) {
-    abort();
-    throw Timeout(what + ": NCCL did not accept the op before its timeout; aborted " + label_ +
-                  " (a peer may have died or not issued the matching op)");
+  if (s.how == Waited::kAborted || aborted_) throw_aborted(what);
+  if (s.how == Waited::kTimedOut) {
+    const std::string text = what + ": NCCL did not take the op before its timeout; aborted " + setup_.label +
+                             " (a peer may have died or not issued the matching op)";
+    abort(text);
+    throw Timeout(text);
   }
-  if (r != ncclSuccess) throw_nccl_text(r, what + ": " + error_text);
+  if (s.result != ncclSuccess) throw_nccl_text(s.result, error_text);
+  return stream_;
+}
+
+NcclComm::Settled NcclComm::settle(ncclResult_t r, Clock::time_point deadline) {
+  if (r != ncclInProgress) return {Waited::kDone, r};
+  ncclResult_t state = ncclInProgress;
+  bool gone = false;
+  const Waited how = poll_until(
+      [&] {
+        std::lock_guard<std::timed_mutex> call(call_mu_);
+        if (!comm_) {
+          gone = true;  // aborted or closed meanwhile
+          return true;
+        }
+        const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+        if (q != ncclSuccess) state = q;
+        return state != ncclInProgress;
+      },
+      deadline, &aborted_);
+  return {gone ? Waited::kAborted : how, state};
+}
+
+void NcclComm::close(Clock::time_point deadline) {
+  std::unique_lock<std::timed_mutex> call(call_mu_, std::defer_lock);
+  if (!call.try_lock_for(kAbortLockWait)) {
+    abort(setup_.label + " was closed while a call on it was still waiting");
+    return;
+  }
+  if (closed_) return;
+  closed_ = true;
+  if (!comm_) return;
+  if (!ready_to_close_ || aborted_) {
+    // Still being set up on another thread (which sees the abort), or an abort was left
+    // to a call that has returned since.
+    keep_reason(setup_.label + " was closed before it was set up");
+    abort_handle();
+    return;
+  }
+  try {
+    DeviceGuard device(setup_.device);
+    // Finalize flushes this rank's work; nonblocking, it is polled until the deadline.
+    ncclResult_t r = ncclCommFinalize(comm_);
+    if (r == ncclInProgress) {
+      poll_until([&] { return ncclCommGetAsyncError(comm_, &r) != ncclSuccess || r != ncclInProgress; }, deadline);
+    }
+    if (r == ncclSuccess) {
+      ncclCommDestroy(comm_);
+      comm_ = nullptr;
+      return;
+    }
+  } catch (const Error&) {
+    // No device to switch to: abort below frees the handle all the same.
+  }
+  keep_reason(setup_.label + " did not finalize when it was closed");
+  abort_handle();
 }
 
 std::string NcclComm::async_error() {
-  std::shared_lock<std::shared_mutex> lock(handle_mu_);
-  if (!comm_) return "";
+  bind_thread_to_device(setup_.device);
+  std::unique_lock<std::timed_mutex> call(call_mu_, std::try_to_lock);
+  if (!call.owns_lock() || !comm_) return "";  // busy issuing (asked again next round), or gone
   ncclResult_t r = ncclSuccess;
   const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
   if (q != ncclSuccess) return nccl_error_text("ncclCommGetAsyncError", q, comm_);
@@ -153,14 +217,48 @@ std::string NcclComm::async_error() {
   return nccl_error_text("ncclCommGetAsyncError", r, comm_);
 }
 
-void NcclComm::abort() {
-  std::unique_lock<std::shared_mutex> lock(handle_mu_);
-  aborted_ = true;
+void NcclComm::keep_reason(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (abort_reason_.empty()) abort_reason_ = reason.empty() ? setup_.label + " was aborted" : reason;
+  }
+  aborted_ = true;  // after the reason: whoever sees the flag finds the reason
+}
+
+void NcclComm::abort(const std::string& reason) {
+  keep_reason(reason);
+  std::unique_lock<std::timed_mutex> call(call_mu_, std::defer_lock);
+  if (call.try_lock_for(kAbortLockWait)) abort_handle();
+  // Otherwise a blocking call holds it: abort_if_asked() runs when that call returns.
+}
+
+std::string NcclComm::abort_reason() const {
+  if (!aborted_) return "";
+  std::lock_guard<std::mutex> lock(reason_mu_);
+  return abort_reason_;
+}
+
+void NcclComm::abort_if_asked() {
+  if (aborted_) abort_handle();
+}
+
+void NcclComm::abort_handle() {
   if (!comm_) return;
-  // ncclCommAbort switches to the communicator's device itself and does not wait for
-  // peers or for kernels in flight: those are torn down.
-  ncclCommAbort(comm_);
+  // ncclCommAbort leaves the communicator's device current on the calling thread (its
+  // teardown switches to it); the guard puts the caller's back.
+  try {
+    DeviceGuard device(setup_.device);
+    ncclCommAbort(comm_);
+  } catch (const Error&) {
+    ncclCommAbort(comm_);  // no device to switch to: free the handle all the same
+  }
   comm_ = nullptr;
+}
+
+void NcclComm::throw_aborted(const std::string& what) const {
+  const std::string reason = abort_reason();
+  throw PeerFailure(what + ": " + setup_.label +
+                    (reason.empty() ? std::string(" was closed (the backend was shut down)") : " was aborted: " + reason));
 }
 
 }  // namespace nccl

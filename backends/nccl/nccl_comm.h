@@ -1,15 +1,23 @@
 // One NCCL communicator: the ranks of one group (or two of them, for point to point) on
-// one CUDA device, created through the group's store and watched by the watchdog.
+// one CUDA device, with the internal stream its ops run on. Created empty by the backend's
+// registry, set up by the first op that uses it, watched by the watchdog.
+//
+// Locks: issue_mu_ orders setup and enqueues (ops reach NCCL in issue order; a thread
+// waiting on peers holds it). call_mu_ is held for each NCCL call on the handle only (NCCL's
+// calls on one communicator are not thread-safe); in nonblocking mode those calls are
+// short, so abort() from any thread gets it at once and aborts a communicator that is
+// still being set up or is taking an op. A blocking-mode call can wait on peers for ever:
+// abort() then records the reason and leaves ncclCommAbort to that call's thread, so the
+// aborting thread never waits on a peer.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "api/dtype.h"
@@ -26,62 +34,83 @@ class NcclComm : public WatchedComm {
 
   struct Setup {
     Store* store = nullptr;
-    std::string key;  // where rank 0 publishes the ncclUniqueId; unique per communicator
+    std::string key;  // where rank 0 publishes the ncclUniqueId; fresh per communicator
     int rank = 0;     // in the communicator
     int size = 1;
     int device = 0;
     bool nonblocking = true;
-    std::chrono::milliseconds timeout{0};
-    std::string label;  // "communicator #0 of group 'world' on cuda:0"
+    std::string label;  // "NCCL communicator #0 of group 'world' on cuda:0"
   };
 
-  // Collective over the communicator's ranks: rank 0 makes the ncclUniqueId and publishes
-  // it; the others read it, then all join. A rank that does not come within the timeout
-  // makes a Timeout (the half-made communicator is aborted), never a hang.
-  static std::shared_ptr<NcclComm> create(const Setup& setup);
-  // Destroys the communicator; an aborted one is already gone.
+  // Cheap: nothing is created until initialize().
+  explicit NcclComm(Setup setup);
+  // close()s it if nobody did, then frees its stream and event.
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
-  int device() const { return device_; }
+  int device() const { return setup_.device; }
+
+  // Collective over the communicator's ranks, through each rank's first op on it (or eager
+  // init): rank 0 makes the ncclUniqueId and publishes it, the others read it, all join.
+  // Later calls return at once, or throw the setup's error again. A rank that does not
+  // come within `timeout` makes a Timeout; abort() from another thread ends the wait.
+  void initialize(std::chrono::milliseconds timeout);
 
   // The reduction an op uses, when it reduces.
   struct Reduction {
     ReduceOp op;
     DType dtype;
   };
-  using Calls = std::function<ncclResult_t(ncclComm_t comm, ncclRedOp_t redop)>;
+  using Calls = std::function<ncclResult_t(ncclComm_t comm, ncclRedOp_t redop, cudaStream_t stream)>;
 
-  // Issues `calls` (NCCL calls on this communicator; returns the first failure) between
-  // ncclGroupStart and ncclGroupEnd, so a single op and a batch of sends and receives take
-  // the same path, then waits until NCCL has taken them (nonblocking mode answers
-  // ncclInProgress while it connects). With a reduction, `redop` is its NCCL op, made
-  // before and released after (PREMUL_SUM is made per call). Throws the NCCL error; past
-  // the deadline aborts the communicator and throws Timeout.
-  void enqueue(const std::string& what, const Calls& calls, Clock::time_point deadline,
-               const Reduction* reduction = nullptr);
+  // Issues `calls` (NCCL calls on this communicator and the stream given; returns the
+  // first failure) after the work queued so far on `caller` (a stream of this device),
+  // between ncclGroupStart and ncclGroupEnd, and waits until NCCL has taken them. With a
+  // reduction, `redop` is its NCCL op (PREMUL_SUM is made for the call and released
+  // after). Returns the stream the op runs on, to record its end. Throws NCCL's error;
+  // past the deadline aborts the communicator and throws Timeout.
+  cudaStream_t enqueue(const std::string& what, cudaStream_t caller, const Calls& calls, Clock::time_point deadline,
+                       const Reduction* reduction = nullptr);
 
-  // WatchedComm
+  // Ends the communicator when no op of it is in flight: finalize (flushes this rank's
+  // work, polled until the deadline) and destroy; abort when that fails or when it was
+  // never set up. Idempotent, from any thread; ops issued afterwards fail.
+  void close(Clock::time_point deadline);
+
+  // WatchedComm. async_error() is "" once aborted: its ops then fail on abort_reason().
   std::string async_error() override;
-  void abort() override;
-  std::string label() const override { return label_; }
-  bool aborted() const { return aborted_.load(); }
+  void abort(const std::string& reason) override;
+  std::string abort_reason() const override;
+  std::string label() const override { return setup_.label; }
 
  private:
-  NcclComm(int device, std::string label);
-  // Waits while r is ncclInProgress. Returns the final result, or ncclInProgress when the
-  // deadline passed first.
-  ncclResult_t settle(ncclResult_t r, Clock::time_point deadline);
+  struct Settled;
+  // Waits while r is ncclInProgress, until the deadline or an abort.
+  Settled settle(ncclResult_t r, Clock::time_point deadline);
+  // Keeps the first abort reason, then raises aborted_.
+  void keep_reason(const std::string& reason);
+  // With call_mu_ held: ncclCommAbort once, if abort() was asked for.
+  void abort_if_asked();
+  // With call_mu_ held: ncclCommAbort now.
+  void abort_handle();
+  [[noreturn]] void throw_aborted(const std::string& what) const;
 
-  const int device_;
-  const std::string label_;
-  // Serialises enqueue(): ops reach NCCL in issue order.
-  std::mutex enqueue_mu_;
-  // Guards the handle's life: calls share it, abort() takes it alone, so the watchdog never
-  // frees the communicator under a call in progress (nonblocking calls are short).
-  std::shared_mutex handle_mu_;
-  ncclComm_t comm_ = nullptr;
+  const Setup setup_;
+
+  std::mutex issue_mu_;
+  bool set_up_ = false;          // under issue_mu_
+  std::exception_ptr setup_error_;  // under issue_mu_
+  cudaStream_t stream_ = nullptr;   // made by initialize(), freed by the destructor
+  cudaEvent_t ready_ = nullptr;     // orders stream_ behind callers' streams
+  std::atomic<bool> ready_to_close_{false};  // set up, so close() may finalize
+
+  std::timed_mutex call_mu_;
+  ncclComm_t comm_ = nullptr;  // under call_mu_; null before setup and once closed
+  bool closed_ = false;        // under call_mu_
+
+  mutable std::mutex reason_mu_;
+  std::string abort_reason_;
   std::atomic<bool> aborted_{false};
 };
 

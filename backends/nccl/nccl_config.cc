@@ -59,6 +59,9 @@ NcclConfig NcclConfig::parse(const std::map<std::string, std::string>& config) {
   get("watchdog_poll_us", [&](const std::string& k, const std::string& v) {
     c.watchdog_poll = std::chrono::microseconds(parse_int(k, v, 10, 10000000, "microseconds in [10, 10000000]"));
   });
+  get("shutdown_grace_ms", [&](const std::string& k, const std::string& v) {
+    c.shutdown_grace = std::chrono::milliseconds(parse_int(k, v, 0, 3600000, "milliseconds in [0, 3600000]"));
+  });
   return c;
 }
 

@@ -36,6 +36,9 @@ struct NcclConfig {
   bool nonblocking = true;
   // "watchdog_poll_us": how often the watchdog checks the ops in flight.
   std::chrono::microseconds watchdog_poll{1000};
+  // "shutdown_grace_ms": how long destroying the group waits for ops still running on the
+  // GPU (Work::wait() does not wait for them) before it aborts them. 0: abort at once.
+  std::chrono::milliseconds shutdown_grace{10000};
 
   static NcclConfig parse(const std::map<std::string, std::string>& config);
 };

@@ -39,7 +39,7 @@ ncclResult_t recv_block(char* data, int64_t n, DType dtype, int peer, ncclComm_t
 WorkPtr NcclBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   const int device = device_of(OpType::kAllReduce, tensor);
   Launch l = reducing(OpType::kAllReduce, ctx, device, opts.cuda_stream, {tensor}, opts.op, tensor.dtype());
-  return launch(std::move(l), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, comm, s);
   });
@@ -47,7 +47,7 @@ WorkPtr NcclBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, co
 
 WorkPtr NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
   const int device = device_of(OpType::kBroadcast, tensor);
-  return launch({OpType::kBroadcast, &ctx, device, opts.cuda_stream, {tensor}},
+  return launch({OpType::kBroadcast, &ctx, device, opts.cuda_stream, {tensor}}, group_comm(device),
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
                   return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()),
@@ -60,7 +60,7 @@ WorkPtr NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpC
   Launch l = reducing(OpType::kReduce, ctx, device, opts.cuda_stream, {tensor}, opts.op, tensor.dtype());
   // In place: NCCL writes the receive buffer on the root only, so other ranks' tensors
   // stay as they were.
-  return launch(std::move(l), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, opts.root,
                       comm, s);
@@ -70,7 +70,7 @@ WorkPtr NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpC
 WorkPtr NcclBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
                                 const OpContext& ctx) {
   const int device = same_device(OpType::kAllGather, output, input);
-  return launch({OpType::kAllGather, &ctx, device, opts.cuda_stream, {output, input}},
+  return launch({OpType::kAllGather, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (input.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
                   return ncclAllGather(input.data(), output.data(), count(input), nccl_dtype(input.dtype()), comm, s);
@@ -82,7 +82,7 @@ WorkPtr NcclBackend::reduce_scatter(Tensor& output, const Tensor& input, const R
   const int device = same_device(OpType::kReduceScatter, output, input);
   Launch l = reducing(OpType::kReduceScatter, ctx, device, opts.cuda_stream, {output, input}, opts.op,
                       output.dtype());
-  return launch(std::move(l), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (output.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclReduceScatter(input.data(), output.data(), count(output), nccl_dtype(output.dtype()), redop, comm, s);
   });
@@ -93,7 +93,7 @@ WorkPtr NcclBackend::gather(Tensor& output, const Tensor& input, const GatherOpt
   const int device = root ? same_device(OpType::kGather, output, input) : device_of(OpType::kGather, input);
   const int64_t n = input.numel();
   const DType dtype = input.dtype();
-  return launch({OpType::kGather, &ctx, device, opts.cuda_stream, {output, input}},
+  return launch({OpType::kGather, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = send_block(at(input, 0), n, dtype, opts.root, comm, s);
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
@@ -109,7 +109,7 @@ WorkPtr NcclBackend::scatter(Tensor& output, const Tensor& input, const ScatterO
   const int device = root ? same_device(OpType::kScatter, output, input) : device_of(OpType::kScatter, output);
   const int64_t n = output.numel();
   const DType dtype = output.dtype();
-  return launch({OpType::kScatter, &ctx, device, opts.cuda_stream, {output, input}},
+  return launch({OpType::kScatter, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = ncclSuccess;
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
@@ -124,7 +124,7 @@ WorkPtr NcclBackend::all_to_all(Tensor& output, const Tensor& input, const std::
                                 const OpContext& ctx) {
   const int device = same_device(OpType::kAllToAll, output, input);
   const DType dtype = input.dtype();
-  return launch({OpType::kAllToAll, &ctx, device, opts.cuda_stream, {output, input}},
+  return launch({OpType::kAllToAll, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = ncclSuccess;
                   int64_t in_offset = 0, out_offset = 0;
@@ -139,23 +139,13 @@ WorkPtr NcclBackend::all_to_all(Tensor& output, const Tensor& input, const std::
 }
 
 WorkPtr NcclBackend::barrier(const BarrierOptions& opts, const OpContext& ctx) {
-  int device;
-  void* scratch;
-  {
-    // One float on the device to all-reduce: NCCL has no barrier, and an all_reduce
-    // ends on no rank before every rank has started it.
-    std::lock_guard<std::mutex> lock(mu_);
-    device = default_device();
-    DeviceGuard guard(device);
-    DeviceStreams& s = streams(device);
-    if (!s.barrier_scratch) {
-      check_cuda(cudaMalloc(&s.barrier_scratch, sizeof(float)), "cudaMalloc");
-    }
-    scratch = s.barrier_scratch;
-  }
+  // One float on the device to all-reduce: NCCL has no barrier, and an all_reduce ends on
+  // no rank before every rank has started it.
+  const int device = default_device();
+  void* scratch = barrier_scratch(device);
   Launch l{OpType::kBarrier, &ctx, device, opts.cuda_stream, {}};
   l.blocking_wait = true;  // a barrier holds the host, as c10d's does
-  return launch(std::move(l), [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
+  return launch(std::move(l), group_comm(device), [scratch](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }
@@ -173,15 +163,15 @@ WorkPtr NcclBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const
 WorkPtr NcclBackend::point_to_point(OpType op, const Tensor& tensor, int peer, const P2POptions& opts,
                                     const OpContext& ctx) {
   const int device = device_of(op, tensor);
-  check_pair_device(op, peer, device);
-  Launch l{op, &ctx, device, opts.cuda_stream, {tensor}};
-  l.peer = peer;
+  std::shared_ptr<NcclComm> comm = pair_comm(op, device, peer);
   // The pair's communicator ranks the lower group rank 0.
   const int peer_in_pair = peer < rank() ? 0 : 1;
-  return launch(std::move(l), [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
-    return op == OpType::kSend ? send_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, comm, s)
-                               : recv_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, comm, s);
-  });
+  return launch({op, &ctx, device, opts.cuda_stream, {tensor}}, comm,
+                [&](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
+                  return op == OpType::kSend
+                             ? send_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, c, s)
+                             : recv_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, c, s);
+                });
 }
 
 }  // namespace nccl

@@ -1,4 +1,5 @@
-// The Work of one NCCL op. It ends when the op's end event has passed on the GPU.
+// The Work of one NCCL op: a TrackedWork (tracked_work.h: when it ends, and how) whose end
+// marker is a CUDA event recorded on the communicator's stream after the op.
 //
 // wait() follows c10d: it makes the caller's CUDA stream wait for the end event and returns
 // at once, so the host keeps queueing work while the collective runs. With the
@@ -9,47 +10,34 @@
 
 #include <cuda_runtime_api.h>
 
-#include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
-#include "api/tensor.h"
-#include "api/work.h"
-#include "backends/nccl/watchdog.h"
+#include "backends/nccl/nccl_comm.h"
+#include "backends/nccl/tracked_work.h"
 
 namespace distcomm {
 namespace nccl {
 
-class NcclWork : public Work, public TrackedOp {
+class NcclWork : public TrackedWork {
  public:
-  // label names op, seq and rank (the OpContext's description where there is one).
-  // in_flight: copies of the op's tensors, so memory they own outlives the op.
-  NcclWork(OpType op, const OpContext& ctx, std::string label, int device, cudaStream_t caller_stream,
-           bool blocking_wait, std::vector<Tensor> in_flight);
+  NcclWork(OpType op, const OpContext& ctx, std::string label, std::shared_ptr<NcclComm> comm, int device,
+           cudaStream_t caller_stream, bool blocking_wait, std::vector<Tensor> in_flight);
   ~NcclWork() override;
 
   // Records the op's end on the stream it was issued on. Called once, after enqueueing.
   void record_end(cudaStream_t stream);
 
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  bool is_completed() const override;
-
-  // TrackedOp
-  Poll poll(std::string* error) override;
-  void complete(std::exception_ptr error) override;
-  std::string label() const override { return label_; }
+ protected:
+  Marker query_marker(std::string* error) const override;
+  void wait_on_device() override;
+  void prepare_watchdog_thread() override;
 
  private:
-  void host_wait(std::chrono::milliseconds timeout);
-
-  const std::string label_;
   const int device_;
   const cudaStream_t caller_stream_;
-  const bool blocking_wait_;
   cudaEvent_t end_ = nullptr;
-  std::mutex in_flight_mu_;
-  std::vector<Tensor> in_flight_;
 };
 
 }  // namespace nccl

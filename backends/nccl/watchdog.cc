@@ -1,6 +1,9 @@
 #include "backends/nccl/watchdog.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
 
 #include "api/errors.h"
 
@@ -20,87 +23,140 @@ std::string what_of(const std::exception_ptr& e) {
 
 }  // namespace
 
-Watchdog::Watchdog(std::function<void(std::exception_ptr)> on_fault,
-                   std::chrono::microseconds poll_interval)
-    : on_fault_(std::move(on_fault)), poll_interval_(poll_interval) {
-  thread_ = std::thread([this] { run(); });
+struct Watchdog::Core {
+  struct Entry {
+    std::shared_ptr<WatchedComm> comm;
+    std::shared_ptr<TrackedOp> op;
+    Clock::time_point deadline;
+    std::chrono::milliseconds timeout;
+  };
+
+  explicit Core(std::chrono::microseconds poll) : poll_interval(poll) {}
+
+  void run();
+  // One pass over the ops in flight: finishes ended ones, detects faults.
+  void check_once();
+  // Records error as the group's fault if it is the first, aborts `comm` and the
+  // communicators of every op in flight, then fails those ops: `culprit` with error, the
+  // others with a PeerFailure that points at the first fault.
+  void raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
+             const std::shared_ptr<TrackedOp>& culprit);
+  // Aborts the communicators of `entries` (and `extra`) with `reason`, then completes each
+  // op with error_for(op).
+  template <typename ErrorFor>
+  static void abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
+                             const std::string& reason, ErrorFor&& error_for);
+
+  const std::chrono::microseconds poll_interval;
+  mutable std::mutex mu;
+  std::condition_variable wake;     // new ops, or stopping
+  std::condition_variable drained;  // no op left in flight
+  std::vector<Entry> entries;       // in issue order
+  std::exception_ptr fault;
+  bool stopping = false;
+};
+
+Watchdog::Watchdog(std::chrono::microseconds poll_interval) : core_(std::make_shared<Core>(poll_interval)) {
+  // The thread owns a reference to the core: a Work callback on this thread may destroy
+  // the Watchdog, and the loop it returns to must still find its state.
+  thread_ = std::thread([core = core_] { core->run(); });
 }
 
 Watchdog::~Watchdog() {
   stop("the nccl backend was shut down while this op was in flight");
-  // stop() does not join when it runs on the watchdog thread itself (a Work callback that
-  // shut the backend down); the object is going away, so let the thread finish alone.
-  if (thread_.joinable()) thread_.detach();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // destroyed by a callback on the watchdog thread: it ends by itself
+  } else {
+    thread_.join();
+  }
 }
 
 void Watchdog::track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedOp> op,
                      std::chrono::milliseconds timeout) {
   std::exception_ptr refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (fault_) {
-      refused = fault_;
-    } else if (stopping_) {
-      refused = std::make_exception_ptr(PeerFailure("the nccl backend was shut down"));
+    std::lock_guard<std::mutex> lock(core_->mu);
+    if (core_->fault) {
+      refused = core_->fault;
+    } else if (core_->stopping) {
+      refused = std::make_exception_ptr(PeerFailure(op->label() + ": the nccl backend was shut down"));
     } else {
-      // A zero or negative timeout means none (OpContext's default, for direct backend use).
       const auto deadline = timeout > std::chrono::milliseconds::zero() ? Clock::now() + timeout
                                                                         : Clock::time_point::max();
-      entries_.push_back({std::move(comm), std::move(op), deadline, timeout});
-      cv_.notify_all();
+      core_->entries.push_back({std::move(comm), std::move(op), deadline, timeout});
+      core_->wake.notify_all();
       return;
     }
   }
   // Raced with a fault or a shutdown: the op was enqueued on a communicator nobody will
   // watch again, so free its kernels now rather than let them spin.
-  comm->abort();
+  comm->abort(what_of(refused));
   op->complete(refused);
 }
 
+void Watchdog::fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm) {
+  core_->raise(std::move(error), comm, nullptr);
+}
+
+bool Watchdog::drain(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(core_->mu);
+  auto empty = [&] { return core_->entries.empty(); };
+  if (thread_.get_id() == std::this_thread::get_id()) return empty();
+  if (deadline == Clock::time_point::max()) {
+    core_->drained.wait(lock, empty);
+    return true;
+  }
+  return core_->drained.wait_until(lock, deadline, empty);
+}
+
 void Watchdog::stop(const std::string& why) {
-  std::vector<Entry> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->stopping = true;
   }
+  core_->wake.notify_all();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  std::vector<Core::Entry> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    left.swap(entries_);
+    std::lock_guard<std::mutex> lock(core_->mu);
+    left.swap(core_->entries);
   }
-  if (!left.empty()) fail_all(std::move(left), nullptr, std::make_exception_ptr(PeerFailure(why)));
+  core_->drained.notify_all();
+  Core::abort_and_fail(left, nullptr, why, [&](const TrackedOp& op) {
+    return std::make_exception_ptr(PeerFailure(op.label() + ": " + why));
+  });
 }
 
 size_t Watchdog::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->entries.size();
 }
 
 std::exception_ptr Watchdog::fault() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return fault_;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->fault;
 }
 
-void Watchdog::run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    if (entries_.empty()) {
-      cv_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
+void Watchdog::Core::run() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    if (entries.empty()) {
+      wake.wait(lock, [&] { return stopping || !entries.empty(); });
       continue;
     }
     lock.unlock();
     check_once();
     lock.lock();
-    cv_.wait_for(lock, poll_interval_, [&] { return stopping_; });
+    wake.wait_for(lock, poll_interval, [&] { return stopping; });
   }
 }
 
-void Watchdog::check_once() {
+void Watchdog::Core::check_once() {
   std::vector<Entry> snapshot;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    snapshot = entries_;
+    std::lock_guard<std::mutex> lock(mu);
+    snapshot = entries;
   }
   // Polling happens outside the lock: CUDA and NCCL queries must not block track().
   std::exception_ptr error;
@@ -125,15 +181,14 @@ void Watchdog::check_once() {
   std::vector<std::shared_ptr<TrackedOp>> done;
   const auto now = Clock::now();
   for (const Entry& e : snapshot) {
-    std::string why;
-    switch (e.op->poll(&why)) {
+    std::exception_ptr op_error;
+    switch (e.op->poll(&op_error)) {
       case TrackedOp::Poll::kDone:
         done.push_back(e.op);
         break;
       case TrackedOp::Poll::kFailed:
         if (!error) {
-          error = std::make_exception_ptr(
-              Error(e.op->label() + ": CUDA reported an error while the op ran: " + why));
+          error = op_error;
           culprit = &e;
         }
         break;
@@ -149,47 +204,52 @@ void Watchdog::check_once() {
         break;
     }
   }
-
-  std::vector<Entry> to_fail;
+  bool now_empty = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                  [&](const Entry& e) {
-                                    return std::find(done.begin(), done.end(), e.op) != done.end();
-                                  }),
-                   entries_.end());
-    if (error) {
-      if (!fault_) fault_ = error;
-      to_fail.swap(entries_);
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                 [&](const Entry& e) { return std::find(done.begin(), done.end(), e.op) != done.end(); }),
+                  entries.end());
+    now_empty = entries.empty();
   }
-  // Completions run Work callbacks: outside the lock, in issue order.
+  if (now_empty) drained.notify_all();
+  // The fault is recorded (and the group refuses new ops) before any Work callback runs.
+  if (error) raise(error, culprit->comm, culprit->op);
+  // Completions run Work callbacks: outside the lock, in issue order. A callback may
+  // destroy the Watchdog; this object stays alive through the thread's reference.
   for (auto& op : done) op->complete(nullptr);
-  if (error) {
-    fail_all(std::move(to_fail), culprit, error);
-    on_fault_(error);
-  }
 }
 
-void Watchdog::fail_all(std::vector<Entry> entries, const Entry* culprit, std::exception_ptr error) {
+void Watchdog::Core::raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
+                           const std::shared_ptr<TrackedOp>& culprit) {
+  std::vector<Entry> to_fail;
+  std::exception_ptr first;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!fault) fault = error;
+    first = fault;
+    to_fail.swap(entries);
+  }
+  drained.notify_all();
+  const std::string reason = what_of(first);
+  abort_and_fail(to_fail, comm, reason, [&](const TrackedOp& op) {
+    if (&op == culprit.get()) return error;
+    return std::make_exception_ptr(PeerFailure(op.label() + ": aborted because of an earlier fault: " + reason));
+  });
+}
+
+template <typename ErrorFor>
+void Watchdog::Core::abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
+                                    const std::string& reason, ErrorFor&& error_for) {
   std::vector<WatchedComm*> aborted;
   auto abort_once = [&](WatchedComm* c) {
-    if (std::find(aborted.begin(), aborted.end(), c) != aborted.end()) return;
+    if (!c || std::find(aborted.begin(), aborted.end(), c) != aborted.end()) return;
     aborted.push_back(c);
-    c->abort();
+    c->abort(reason);
   };
-  if (culprit) abort_once(culprit->comm.get());
+  abort_once(extra.get());
   for (const Entry& e : entries) abort_once(e.comm.get());
-
-  const std::string first = what_of(error);
-  for (const Entry& e : entries) {
-    if (culprit && e.op == culprit->op) {
-      e.op->complete(error);
-    } else {
-      const char* link = culprit ? ": aborted because of an earlier fault: " : ": ";
-      e.op->complete(std::make_exception_ptr(PeerFailure(e.op->label() + link + first)));
-    }
-  }
+  for (const Entry& e : entries) e.op->complete(error_for(*e.op));
 }
 
 }  // namespace nccl

@@ -1,26 +1,23 @@
 // The nccl backend's watchdog: one thread per backend that follows every op in flight
-// until it ends.
+// until it ends, and the one place where the group's first fault is recorded.
 //
 // A GPU collective whose peer died or never arrived does not end by itself: the kernel
 // spins. Only ncclCommAbort frees it, so something on the host has to notice. The watchdog
 // polls each op (its end event), each communicator (ncclCommGetAsyncError) and each op's
-// deadline; on the first fault it aborts every communicator with ops in flight and fails
-// those ops, so no rank hangs after a peer dies. The backend is then poisoned with that
-// first fault (on_fault) and fails later ops at once.
+// deadline. A fault, found here or reported by the issuing thread (fail()), is handled in
+// one order: record it as the group's fault if it is the first (later ops are refused from
+// then on), then abort the communicators (each keeps the reason before ncclCommAbort, so an
+// op whose end event passes because of the abort can tell), then fail the ops in flight.
 //
 // It knows ops and communicators only through the two small interfaces below, so its
 // logic (deadlines, fault fan-out, completion order) is tested on machines without a GPU.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace distcomm {
 namespace nccl {
@@ -30,8 +27,9 @@ class TrackedOp {
  public:
   enum class Poll { kRunning, kDone, kFailed };
   virtual ~TrackedOp() = default;
-  // Whether the op has ended; kFailed puts the reason in *error (a CUDA error).
-  virtual Poll poll(std::string* error) = 0;
+  // Whether the op has ended; kFailed puts the error in *error. Called on the watchdog
+  // thread only.
+  virtual Poll poll(std::exception_ptr* error) = 0;
   // Ends the op (nullptr: success). May be called more than once (the op may also have
   // ended itself, e.g. in a blocking wait): only the first call counts.
   virtual void complete(std::exception_ptr error) = 0;
@@ -44,9 +42,14 @@ class WatchedComm {
  public:
   virtual ~WatchedComm() = default;
   // "" while healthy, else what went wrong (ncclCommGetAsyncError and ncclGetLastError).
+  // Called on the watchdog thread only.
   virtual std::string async_error() = 0;
-  // ncclCommAbort: frees kernels stuck on this communicator. Idempotent.
-  virtual void abort() = 0;
+  // ncclCommAbort: frees kernels stuck on this communicator. Keeps `reason` first, so that
+  // abort_reason() says so before any kernel can end because of the abort. Idempotent:
+  // the first reason stays.
+  virtual void abort(const std::string& reason) = 0;
+  // "" until abort() was called, then its reason.
+  virtual std::string abort_reason() const = 0;
   virtual std::string label() const = 0;  // "communicator #0 of group 'world' on cuda:0"
 };
 
@@ -54,20 +57,29 @@ class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // on_fault runs once, on the watchdog thread, with the first fault. poll_interval is how
-  // often ops in flight are checked (the thread sleeps while none are).
-  Watchdog(std::function<void(std::exception_ptr)> on_fault, std::chrono::microseconds poll_interval);
+  // poll_interval: how often ops in flight are checked (the thread sleeps while none are).
+  explicit Watchdog(std::chrono::microseconds poll_interval);
+  // Stops the thread (see stop()). Safe on the watchdog thread itself, from a Work callback
+  // that destroys the group: the thread then finishes alone, touching only state it owns.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Follows op until it ends. timeout is reported in the message when the deadline passes.
-  // After a fault, the op fails at once with that fault.
-  void track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedOp> op,
-             std::chrono::milliseconds timeout);
+  // Follows op until it ends. A timeout of zero or less means no deadline. After a fault
+  // or stop(), the op fails at once and its communicator is aborted.
+  void track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedOp> op, std::chrono::milliseconds timeout);
+
+  // A fault the issuing thread found (a setup that failed, an op NCCL refused or did not
+  // take in time): handled as the watchdog's own, in the order above; comm (may be null)
+  // is aborted with the others.
+  void fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm);
+
+  // Waits until no op is in flight, for at most until `deadline`. False if some are left,
+  // and at once on the watchdog thread (it cannot wait for itself).
+  bool drain(Clock::time_point deadline);
 
   // Stops the thread. Ops still in flight have their communicators aborted and fail with
-  // PeerFailure(why). Idempotent; the destructor calls it.
+  // PeerFailure(why). Idempotent.
   void stop(const std::string& why);
 
   size_t in_flight() const;
@@ -75,28 +87,8 @@ class Watchdog {
   std::exception_ptr fault() const;
 
  private:
-  struct Entry {
-    std::shared_ptr<WatchedComm> comm;
-    std::shared_ptr<TrackedOp> op;
-    Clock::time_point deadline;
-    std::chrono::milliseconds timeout;
-  };
-
-  void run();
-  // One pass over the ops in flight: finishes ended ones, detects faults.
-  void check_once();
-  // Aborts every communicator in `entries` and fails their ops: `culprit` (if any) with
-  // `error`, the others with a PeerFailure that points at it.
-  void fail_all(std::vector<Entry> entries, const Entry* culprit, std::exception_ptr error);
-
-  const std::function<void(std::exception_ptr)> on_fault_;
-  const std::chrono::microseconds poll_interval_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Entry> entries_;  // in issue order
-  std::exception_ptr fault_;
-  bool stopping_ = false;
+  struct Core;  // shared with the thread, so that it outlives a Watchdog destroyed under it
+  std::shared_ptr<Core> core_;
   std::thread thread_;
 };
 

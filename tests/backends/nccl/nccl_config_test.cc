@@ -16,6 +16,7 @@ TEST(NcclConfigTest, DefaultsAreStreamWaitLazyNonblocking) {
   EXPECT_EQ(c.device_id, -1);
   EXPECT_EQ(c.local_rank, -1);
   EXPECT_EQ(c.watchdog_poll, std::chrono::microseconds(1000));
+  EXPECT_EQ(c.shutdown_grace, std::chrono::milliseconds(10000));
 }
 
 TEST(NcclConfigTest, ReadsItsKeysAndIgnoresOtherBackends) {
@@ -25,6 +26,7 @@ TEST(NcclConfigTest, ReadsItsKeysAndIgnoresOtherBackends) {
                                           {"device_id", "3"},
                                           {"local_rank", "5"},
                                           {"watchdog_poll_us", "250"},
+                                          {"shutdown_grace_ms", "0"},
                                           {"ifname", "eth0"}});  // gloo's, in a mixed group
   EXPECT_TRUE(c.blocking_wait);
   EXPECT_TRUE(c.eager_init);
@@ -32,6 +34,7 @@ TEST(NcclConfigTest, ReadsItsKeysAndIgnoresOtherBackends) {
   EXPECT_EQ(c.device_id, 3);
   EXPECT_EQ(c.local_rank, 5);
   EXPECT_EQ(c.watchdog_poll, std::chrono::microseconds(250));
+  EXPECT_EQ(c.shutdown_grace, std::chrono::milliseconds(0));
 }
 
 TEST(NcclConfigTest, BadValuesNameTheKeyAndWhatItAccepts) {
@@ -49,6 +52,7 @@ TEST(NcclConfigTest, BadValuesNameTheKeyAndWhatItAccepts) {
   EXPECT_NE(message("device_id", "-2").find("a CUDA device index"), std::string::npos);
   EXPECT_NE(message("watchdog_poll_us", "5").find("[10, 10000000]"), std::string::npos);
   EXPECT_NE(message("eager_init", "").find("eager_init=''"), std::string::npos);
+  EXPECT_NE(message("shutdown_grace_ms", "-1").find("[0, 3600000]"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,22 @@
+// What only NCCL imposes on an op's arguments, checked before anything is issued: CUDA
+// tensors on a device this process sees, on one device per op, and a caller's stream on
+// that device. Each failure is an InvalidArgument naming the op, so the group goes on
+// (nothing was sent). No CUDA here: the stream's device is asked by the caller.
+#pragma once
+
+#include "api/tensor.h"
+#include "api/work.h"
+
+namespace distcomm {
+namespace nccl {
+
+// The CUDA device of t.
+int cuda_device_of(OpType op, const Tensor& t, int visible_devices);
+// The one CUDA device of a and b.
+int same_cuda_device(OpType op, const Tensor& a, const Tensor& b, int visible_devices);
+// A caller's stream on another device than the op's tensors would order nothing (and CUDA
+// refuses the event that would tie them), so it is refused before the op is issued.
+void check_stream_device(OpType op, int op_device, int stream_device);
+
+}  // namespace nccl
+}  // namespace distcomm

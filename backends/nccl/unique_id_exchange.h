@@ -1,0 +1,40 @@
+// How the ranks of a communicator agree on its ncclUniqueId through the group's store.
+// No NCCL here: the id is bytes, so the exchange is tested on machines without a GPU.
+//
+// Keys are fresh per backend: a store can outlive a group (a program that destroys its
+// group and makes another one of the same name over the same store), and a rank that read
+// the earlier group's id would join a communicator that no longer exists. Each rank
+// counts the nccl backends it has made over this store (one store counter per rank), and
+// the count is part of every key, so ranks of the second group never see the first's.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "api/store.h"
+
+namespace distcomm {
+namespace nccl {
+
+// "nccl/<n>/": n is how many nccl backends `rank` had made over `store` before this one.
+std::string fresh_key_prefix(Store& store, int rank);
+
+struct UniqueIdExchange {
+  Store* store = nullptr;
+  std::string key;      // where the root publishes the id
+  bool root = false;    // rank 0 of the communicator makes the id
+  size_t id_size = 0;   // bytes of an id (NCCL_UNIQUE_ID_BYTES)
+  std::string label;    // the communicator, for messages
+  int rank = 0, size = 1;
+};
+
+// The root calls make() and publishes its bytes; the others wait for them, polling the
+// store so that `aborted` (another thread's abort) ends the wait at once. Throws Timeout
+// past the deadline, PeerFailure when aborted, Error for an id of the wrong size.
+Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<Store::Bytes()>& make,
+                                std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& aborted);
+
+}  // namespace nccl
+}  // namespace distcomm

@@ -1,0 +1,159 @@
+// The communicator registry and the ncclUniqueId exchange, on the CPU: looking a
+// communicator up never waits for one being set up, a shutdown on another thread reaches
+// a communicator whose rank is still waiting for its peers and ends that wait at once,
+// and a group made again over the same store never reads the earlier group's id.
+#include "backends/nccl/comm_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/hash_store.h"
+#include "backends/nccl/unique_id_exchange.h"
+
+namespace distcomm {
+namespace nccl {
+namespace testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A communicator whose setup is the real id exchange of a rank that is not the root.
+struct SettingUp {
+  explicit SettingUp(Store* store) { x.store = store; }
+  void initialize(std::chrono::milliseconds timeout) {
+    exchange_unique_id(x, nullptr, Clock::now() + timeout, aborted);
+  }
+  void abort() { aborted = true; }
+  UniqueIdExchange x{nullptr, "nccl/1/comm0/unique_id", false, 128, "NCCL communicator #0 of group 'world'", 1, 2};
+  std::atomic<bool> aborted{false};
+};
+
+TEST(CommRegistryTest, ANameGivesOneCommunicatorMadeOnce) {
+  CommRegistry<int> registry;
+  std::atomic<int> made{0};
+  auto make = [&] {
+    ++made;
+    return std::make_shared<int>(42);
+  };
+  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<int>> got(8);
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { got[i] = registry.get_or_make("group on cuda:0", make); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(made, 1);
+  for (auto& g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(registry.find("group on cuda:0"), got[0]);
+  EXPECT_EQ(registry.find("pair with rank 1"), nullptr);
+}
+
+TEST(CommRegistryTest, ShutdownReachesACommunicatorWhoseRankWaitsForItsPeers) {
+  HashStore store;
+  CommRegistry<SettingUp> registry;
+  auto comm = registry.get_or_make("group on cuda:0", [&] { return std::make_shared<SettingUp>(&store); });
+  // Rank 0 never publishes the id: the setup waits, holding no lock of the registry.
+  auto setup = std::async(std::launch::async, [&] {
+    try {
+      comm->initialize(60000ms);
+      return std::string("setup returned");
+    } catch (const PeerFailure& e) {
+      return std::string(e.what());
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  auto start = Clock::now();
+  auto other = registry.get_or_make("pair with rank 1", [&] { return std::make_shared<SettingUp>(&store); });
+  EXPECT_LT(Clock::now() - start, 1s) << "a lookup waited for a communicator being set up";
+  start = Clock::now();
+  auto all = registry.close("the nccl backend of group 'world' was shut down");
+  ASSERT_EQ(all.size(), 2u);
+  for (auto& c : all) c->abort();
+  ASSERT_EQ(setup.wait_for(5s), std::future_status::ready) << "the setup did not see the abort";
+  EXPECT_LT(Clock::now() - start, 2s);
+  const std::string m = setup.get();
+  EXPECT_NE(m.find("aborted while rank 1 of 2 waited for rank 0's ncclUniqueId"), std::string::npos) << m;
+  try {
+    registry.get_or_make("group on cuda:1", [&] { return std::make_shared<SettingUp>(&store); });
+    ADD_FAILURE() << "a closed registry made a communicator";
+  } catch (const PeerFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("was shut down"), std::string::npos) << e.what();
+  }
+}
+
+UniqueIdExchange exchange(Store& store, const std::string& key, int rank) {
+  return {&store, key, rank == 0, 4, "NCCL communicator #0 of group 'world' on cuda:0", rank, 2};
+}
+
+TEST(UniqueIdExchangeTest, RankZeroPublishesAndTheOthersRead) {
+  HashStore store;
+  std::atomic<bool> aborted{false};
+  auto reader = std::async(std::launch::async, [&] {
+    return exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 1), nullptr, Clock::now() + 10s, aborted);
+  });
+  const Store::Bytes id{1, 2, 3, 4};
+  EXPECT_EQ(exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 0), [&] { return id; },
+                               Clock::now() + 10s, aborted),
+            id);
+  EXPECT_EQ(reader.get(), id);
+}
+
+TEST(UniqueIdExchangeTest, AMissingRootIsATimeoutNamingTheKeyNotBeforeTheDeadline) {
+  HashStore store;
+  std::atomic<bool> aborted{false};
+  const auto start = Clock::now();
+  try {
+    exchange_unique_id(exchange(store, "nccl/1/comm3/unique_id", 1), nullptr, start + 80ms, aborted);
+    ADD_FAILURE() << "no timeout";
+  } catch (const Timeout& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 1 of 2 waited"), std::string::npos) << m;
+    EXPECT_NE(m.find("'nccl/1/comm3/unique_id'"), std::string::npos) << m;
+  }
+  EXPECT_GE(Clock::now() - start, 80ms);
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST(UniqueIdExchangeTest, AnIdOfTheWrongSizeIsRefused) {
+  HashStore store;
+  store.set("k", Store::Bytes{1, 2, 3});
+  std::atomic<bool> aborted{false};
+  try {
+    exchange_unique_id(exchange(store, "k", 1), nullptr, Clock::now() + 1s, aborted);
+    ADD_FAILURE() << "a 3-byte id was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has 3 bytes, expected 4"), std::string::npos) << e.what();
+  }
+}
+
+// The same store and group name twice (a program that destroys its group and makes it
+// again): the second group's ranks wait for the second id, never reading the first.
+TEST(UniqueIdExchangeTest, AGroupMadeAgainOverTheSameStoreGetsFreshKeys) {
+  HashStore store;
+  std::atomic<bool> aborted{false};
+  const std::string first0 = fresh_key_prefix(store, 0), first1 = fresh_key_prefix(store, 1);
+  EXPECT_EQ(first0, first1) << "the ranks of one group agree on the keys";
+  exchange_unique_id(exchange(store, first0 + "comm0/unique_id", 0), [] { return Store::Bytes{1, 1, 1, 1}; },
+                     Clock::now() + 1s, aborted);
+  exchange_unique_id(exchange(store, first1 + "comm0/unique_id", 1), nullptr, Clock::now() + 1s, aborted);
+
+  const std::string second0 = fresh_key_prefix(store, 0), second1 = fresh_key_prefix(store, 1);
+  EXPECT_EQ(second0, second1);
+  EXPECT_NE(second0, first0);
+  // Rank 1 of the second group comes first: the first group's id is still in the store.
+  EXPECT_THROW(exchange_unique_id(exchange(store, second1 + "comm0/unique_id", 1), nullptr, Clock::now() + 50ms,
+                                  aborted),
+               Timeout)
+      << "rank 1 read the earlier group's id";
+  exchange_unique_id(exchange(store, second0 + "comm0/unique_id", 0), [] { return Store::Bytes{2, 2, 2, 2}; },
+                     Clock::now() + 1s, aborted);
+  EXPECT_EQ(exchange_unique_id(exchange(store, second1 + "comm0/unique_id", 1), nullptr, Clock::now() + 1s, aborted),
+            (Store::Bytes{2, 2, 2, 2}));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nccl
+}  // namespace distcomm

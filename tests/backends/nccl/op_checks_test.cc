@@ -1,0 +1,53 @@
+// What the nccl backend refuses before anything is issued, each an InvalidArgument that
+// leaves the group usable: host tensors, devices this process does not see, tensors on two
+// devices, and a caller's stream of another device.
+#include "backends/nccl/op_checks.h"
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace nccl {
+namespace {
+
+// Never dereferenced: the checks look at the device only.
+Tensor on(Device device) {
+  static float word = 0;
+  return Tensor::from_blob(&word, {1}, DType::kFloat32, device);
+}
+
+template <typename Fn>
+std::string refusal(Fn fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(OpChecksTest, CudaTensorsOnAVisibleDevice) {
+  EXPECT_EQ(cuda_device_of(OpType::kAllReduce, on(Device::cuda(1)), 2), 1);
+  EXPECT_EQ(refusal([] { cuda_device_of(OpType::kAllReduce, on(Device::cpu()), 2); }),
+            "nccl backend: all_reduce got a tensor on cpu; NCCL moves CUDA tensors only");
+  EXPECT_EQ(refusal([] { cuda_device_of(OpType::kBroadcast, on(Device::cuda(2)), 2); }),
+            "nccl backend: broadcast got a tensor on cuda:2 but this process sees 2 CUDA device(s)");
+}
+
+TEST(OpChecksTest, OneDevicePerOp) {
+  EXPECT_EQ(same_cuda_device(OpType::kAllGather, on(Device::cuda(1)), on(Device::cuda(1)), 2), 1);
+  EXPECT_EQ(refusal([] { same_cuda_device(OpType::kAllGather, on(Device::cuda(0)), on(Device::cuda(1)), 2); }),
+            "nccl backend: all_gather got tensors on cuda:0 and cuda:1; they must share one device");
+}
+
+TEST(OpChecksTest, TheCallersStreamMustBeOnTheOpsDevice) {
+  EXPECT_EQ(refusal([] { check_stream_device(OpType::kAllReduce, 0, 0); }), "accepted");
+  EXPECT_EQ(refusal([] { check_stream_device(OpType::kAllReduce, 0, 1); }),
+            "nccl backend: all_reduce on cuda:0 was given a CUDA stream of cuda:1 (options.cuda_stream); pass a "
+            "stream of the tensors' device");
+}
+
+}  // namespace
+}  // namespace nccl
+}  // namespace distcomm

@@ -1,0 +1,142 @@
+// The Work of a device op, with a fake end marker: when it counts as ended, and why an op
+// whose communicator was aborted never succeeds, although its end marker passes (a kernel
+// torn down by ncclCommAbort exits, and its end event fires).
+#include "backends/nccl/tracked_work.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "api/errors.h"
+#include "backends/nccl/watchdog.h"
+#include "tests/backends/nccl/fake_device.h"
+
+namespace distcomm {
+namespace nccl {
+namespace testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Marker = TrackedWork::Marker;
+
+// Aborting the fake communicator lets the ops' markers pass (as the kernels exit), then
+// holds the abort for a while, the window in which a poll of the marker alone would have
+// called the op a success.
+void markers_pass_on_abort(FakeComm& comm, const std::vector<std::shared_ptr<FakeWork>>& works) {
+  std::vector<std::weak_ptr<FakeWork>> weak(works.begin(), works.end());  // Works hold the comm
+  comm.on_abort = [weak] {
+    for (auto& w : weak) {
+      if (auto work = w.lock()) work->marker = Marker::kPassed;
+    }
+    std::this_thread::sleep_for(30ms);
+  };
+}
+
+TEST(TrackedWorkTest, AnOpWhoseCommunicatorWasAbortedNeverSucceeds) {
+  for (bool timeout : {true, false}) {
+    SCOPED_TRACE(timeout ? "aborted on a timeout" : "aborted on an NCCL error");
+    Watchdog dog(200us);
+    auto comm = std::make_shared<FakeComm>();
+    auto stuck = std::make_shared<FakeWork>("all_reduce #1", comm);
+    auto behind = std::make_shared<FakeWork>("all_reduce #2", comm);
+    markers_pass_on_abort(*comm, {stuck, behind});
+    dog.track(comm, stuck, timeout ? 30ms : 0ms);
+    dog.track(comm, behind, 0ms);
+    if (!timeout) comm->set_error("ncclCommGetAsyncError: remote process exited");
+    // The user's thread polls as callers do, racing the watchdog.
+    ASSERT_TRUE(eventually([&] { return stuck->is_completed() && behind->is_completed(); }));
+    EXPECT_FALSE(stuck->is_success());
+    EXPECT_FALSE(behind->is_success()) << "an op queued behind the stuck one passed as a success";
+    EXPECT_EQ(comm->aborts, 1);
+    ASSERT_NE(dog.fault(), nullptr);
+  }
+}
+
+// The enqueue of another op timed out and its thread aborted the communicator itself (no
+// watchdog round in between): ops of that communicator still in flight fail.
+TEST(TrackedWorkTest, AnAbortByAnotherPathAlsoFailsTheOpsInFlight) {
+  Watchdog dog(200us);
+  auto comm = std::make_shared<FakeComm>();
+  auto running = std::make_shared<FakeWork>("broadcast #4", comm);
+  dog.track(comm, running, 0ms);
+  comm->abort("all_reduce #5: NCCL did not take the op before its timeout");
+  running->marker = Marker::kPassed;  // the kernel exits because of the abort
+  ASSERT_TRUE(eventually([&] { return running->is_completed(); }));
+  const std::string m = message_of<PeerFailure>(running->exception());
+  EXPECT_NE(m.find("broadcast #4"), std::string::npos) << m;
+  EXPECT_NE(m.find("was aborted before the op was seen to end: all_reduce #5"), std::string::npos) << m;
+  EXPECT_EQ(dog.fault(), running->exception()) << "the watchdog records the failure before it fails the Work";
+}
+
+TEST(TrackedWorkTest, IsCompletedAsksTheMarkerWithoutWaitingForTheWatchdog) {
+  Watchdog dog(std::chrono::seconds(10));  // its next round is far away
+  auto comm = std::make_shared<FakeComm>();
+  auto w = std::make_shared<FakeWork>("all_reduce #0", comm);
+  dog.track(comm, w, 0ms);
+  EXPECT_FALSE(w->is_completed());
+  w->marker = Marker::kPassed;
+  EXPECT_TRUE(w->is_completed());
+  EXPECT_TRUE(w->is_success());
+  EXPECT_EQ(comm->aborts, 0);
+}
+
+TEST(TrackedWorkTest, ACudaErrorFailsTheWorkAndTheGroup) {
+  Watchdog dog(200us);
+  auto comm = std::make_shared<FakeComm>();
+  auto w = std::make_shared<FakeWork>("reduce #3", comm);
+  dog.track(comm, w, 0ms);
+  w->marker = Marker::kError;
+  ASSERT_TRUE(eventually([&] { return w->is_completed(); }));
+  const std::string m = message_of<Error>(w->exception());
+  EXPECT_NE(m.find("reduce #3: CUDA reported an error while the op ran"), std::string::npos) << m;
+  EXPECT_EQ(dog.fault(), w->exception());
+}
+
+TEST(TrackedWorkTest, WaitHoldsTheDeviceNotTheHostUnlessBlocking) {
+  auto comm = std::make_shared<FakeComm>();
+  auto w = std::make_shared<FakeWork>("all_reduce #0", comm);
+  w->wait();
+  EXPECT_EQ(w->device_waits, 1);
+  EXPECT_FALSE(w->is_completed());
+
+  auto blocking = std::make_shared<FakeWork>("all_reduce #1", comm, /*blocking_wait=*/true);
+  std::thread ends([&] {
+    std::this_thread::sleep_for(50ms);
+    blocking->marker = Marker::kPassed;
+  });
+  const auto start = Clock::now();
+  blocking->wait();
+  EXPECT_GE(Clock::now() - start, 50ms) << "a blocking wait returned before the op ended";
+  EXPECT_TRUE(blocking->is_success());
+  EXPECT_EQ(blocking->device_waits, 0);
+  ends.join();
+}
+
+TEST(TrackedWorkTest, ABlockingWaitWithATimeoutThrowsTimeoutInTime) {
+  auto comm = std::make_shared<FakeComm>();
+  auto w = std::make_shared<FakeWork>("all_reduce #9", comm, /*blocking_wait=*/true);
+  const auto start = Clock::now();
+  try {
+    w->wait(60ms);
+    ADD_FAILURE() << "wait returned for an op that never ends";
+  } catch (const Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce #9: not finished after 60 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(Clock::now() - start, 60ms);
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST(TrackedWorkTest, AFailedWorkRethrowsOnWait) {
+  auto comm = std::make_shared<FakeComm>();
+  auto w = std::make_shared<FakeWork>("all_reduce #2", comm);
+  w->complete(std::make_exception_ptr(PeerFailure("all_reduce #2: peer died")));
+  EXPECT_THROW(w->wait(), PeerFailure);
+  EXPECT_EQ(w->device_waits, 0);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nccl
+}  // namespace distcomm
