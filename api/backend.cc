@@ -42,6 +42,9 @@ WorkPtr Backend::all_to_all(Tensor&, const Tensor&, const std::vector<int64_t>&,
   unsupported(OpType::kAllToAll);
 }
 WorkPtr Backend::barrier(const BarrierOptions&, const OpContext&) { unsupported(OpType::kBarrier); }
+WorkPtr Backend::batch_p2p(std::vector<P2POp>&, const P2POptions&, const OpContext&) {
+  unsupported(OpType::kBatchP2P);
+}
 WorkPtr Backend::send(const Tensor&, int, const P2POptions&, const OpContext&) {
   unsupported(OpType::kSend);
 }

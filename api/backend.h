@@ -42,6 +42,16 @@ struct BackendOptions {
   std::map<std::string, std::string> config;
 };
 
+// One send or receive of a batch (ProcessGroup::batch_isend_irecv).
+struct P2POp {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  Tensor tensor;  // sent from, or received into
+  int peer = -1;  // rank in the group
+  static P2POp send(const Tensor& tensor, int dst) { return {Kind::kSend, tensor, dst}; }
+  static P2POp recv(const Tensor& tensor, int src) { return {Kind::kRecv, tensor, src}; }
+};
+
 // What the ProcessGroup passes with each op.
 struct OpContext {
   uint64_t seq = 0;
@@ -98,6 +108,13 @@ class Backend {
   // Stops the backend's threads and fails what is in flight (fast, never waits on peers).
   // Called by the ProcessGroup's destructor and abort(); must be idempotent.
   virtual void shutdown() {}
+
+  // Appended in ABI minor 2: only called where supported_ops() lists
+  // kBatchP2P, so plugins built before it are never asked.
+  // Sends and receives that progress together (one NCCL group), each tensor its own: a
+  // ring (send to the next rank, receive from the previous) cannot deadlock. One Work for
+  // the batch. All tensors are on this backend's device type; peers differ from rank().
+  virtual WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx);
 
  protected:
   // "backend gloo does not support recv_any_source"

@@ -41,9 +41,9 @@
 
 #include "api/backend.h"
 
-// See the ABI rules above. Minor 1: config_keys.
+// See the ABI rules above. Minor 1: config_keys. Minor 2: Backend::batch_p2p (OpType::kBatchP2P).
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 1
+#define DISTCOMM_PLUGIN_ABI_MINOR 2
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

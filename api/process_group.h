@@ -113,6 +113,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts = {});
   // Work::source_rank() tells who sent it.
   WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts = {});
+  // Sends and receives issued together, each tensor its own, as torch's batch_isend_irecv:
+  // a ring (send to the next rank, receive from the previous) in one call cannot deadlock.
+  // One Work for the batch. All tensors on one device type. The nccl backend runs the
+  // batch as one grouped call on the group's communicator (the first batch sets it up if
+  // no collective did: every rank of the group takes part then); other backends get the
+  // ops one by one, in order.
+  WorkPtr batch_isend_irecv(std::vector<P2POp>& ops, const P2POptions& opts = {});
 
   // Small host messages between the ranks of this group (host_exchange.h): what the core,
   // DDP and tools use to agree on anything outside the ops.

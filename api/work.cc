@@ -19,6 +19,7 @@ const char* op_type_name(OpType op) {
     case OpType::kSend: return "send";
     case OpType::kRecv: return "recv";
     case OpType::kRecvAnySource: return "recv_any_source";
+    case OpType::kBatchP2P: return "batch_isend_irecv";
   }
   return "?";
 }

@@ -30,6 +30,7 @@ enum class OpType : uint8_t {
   kSend,
   kRecv,
   kRecvAnySource,
+  kBatchP2P,  // ProcessGroup::batch_isend_irecv
 };
 const char* op_type_name(OpType op);  // "all_reduce", ...
 

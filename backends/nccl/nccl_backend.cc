@@ -45,7 +45,7 @@ std::vector<OpType> NcclBackend::supported_ops() const {
   // No recv_any_source: NCCL receives only from a named peer.
   return {OpType::kAllReduce, OpType::kBroadcast,     OpType::kReduce,   OpType::kAllGather,
           OpType::kGather,    OpType::kScatter,       OpType::kReduceScatter, OpType::kAllToAll,
-          OpType::kBarrier,   OpType::kSend,          OpType::kRecv};
+          OpType::kBarrier,   OpType::kSend,          OpType::kRecv,     OpType::kBatchP2P};
 }
 
 bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl_reduces(op, dtype); }

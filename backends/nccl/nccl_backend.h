@@ -64,6 +64,9 @@ class NcclBackend : public Backend {
   WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
   WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
   WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
+  // One grouped call on the group's communicator (which the first batch sets up, with
+  // every rank of the group, if no collective did).
+  WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) override;
 
   // Lets the ops in flight end (up to the "shutdown_grace_ms" setting), then aborts what
   // is left and closes every communicator. Work::wait() returns before the GPU has run the

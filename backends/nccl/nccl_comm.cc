@@ -179,10 +179,9 @@ void NcclComm::close(Clock::time_point deadline) {
   }
   if (closed_) return;
   closed_ = true;
-  if (!comm_) return;
   if (!ready_to_close_ || aborted_) {
-    // Still being set up on another thread (which sees the abort), or an abort was left
-    // to a call that has returned since.
+    // Never set up, or being set up on another thread (whose wait for the unique id or
+    // for NCCL sees the abort), or an abort was left to a call that has returned since.
     keep_reason(setup_.label + " was closed before it was set up");
     abort_handle();
     return;

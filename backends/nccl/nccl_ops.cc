@@ -174,5 +174,30 @@ WorkPtr NcclBackend::point_to_point(OpType op, const Tensor& tensor, int peer, c
                 });
 }
 
+WorkPtr NcclBackend::batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) {
+  const int device = device_of(OpType::kBatchP2P, ops.front().tensor);
+  std::vector<Tensor> held;
+  for (const P2POp& op : ops) {
+    if (device_of(OpType::kBatchP2P, op.tensor) != device) {
+      throw InvalidArgument("nccl backend: batch_isend_irecv has tensors on cuda:" + std::to_string(device) +
+                            " and " + op.tensor.device().str() + "; a batch runs on one device");
+    }
+    held.push_back(op.tensor);
+  }
+  // On the group's communicator, peers are group ranks. NCCL runs the grouped sends and
+  // receives together, so their order within the batch does not matter.
+  return launch({OpType::kBatchP2P, &ctx, device, opts.cuda_stream, std::move(held)}, group_comm(device),
+                [&](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
+                  ncclResult_t r = ncclSuccess;
+                  for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
+                    const Tensor& t = ops[i].tensor;
+                    r = ops[i].kind == P2POp::Kind::kSend
+                            ? send_block(at(t, 0), t.numel(), t.dtype(), ops[i].peer, c, s)
+                            : recv_block(at(t, 0), t.numel(), t.dtype(), ops[i].peer, c, s);
+                  }
+                  return r;
+                });
+}
+
 }  // namespace nccl
 }  // namespace distcomm

@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "backends/nccl/missing_reason.h"
@@ -77,11 +79,34 @@ int visible_cuda_devices_for_tests() { return answer().devices; }
 
 int test_device_of_rank(int rank) { return answer().devices > 0 ? rank % answer().devices : 0; }
 
+bool gpu_sharing_enabled() {
+  const char* v = std::getenv("DISTCOMM_TEST_SHARE_GPU");
+  return v && std::string(v) == "1";
+}
+
+void prepare_rank_for_nccl(int rank) {
+  if (!gpu_sharing_enabled()) return;
+  ::setenv("NCCL_HOSTID", ("distcomm-test-rank" + std::to_string(rank)).c_str(), 1);
+  ::setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  ::setenv("NCCL_IB_DISABLE", "1", 1);
+}
+
+int gpu_ranks_that_fit(int wanted) {
+  const int per_gpu = gpu_sharing_enabled() ? kRanksPerSharedGpu : 1;
+  return std::max(1, std::min(wanted, answer().devices * per_gpu));
+}
+
 std::string missing_gpus(int n) {
   const int have = answer().devices;
   if (have == 0) return answer().reason;
+  if (gpu_sharing_enabled()) {
+    if (have * kRanksPerSharedGpu >= n) return "";
+    return "needs " + std::to_string(n) + " ranks on GPUs; DISTCOMM_TEST_SHARE_GPU=1 puts at most " +
+           std::to_string(kRanksPerSharedGpu) + " on each of this machine's " + std::to_string(have);
+  }
   if (have < n) {
-    return "needs " + std::to_string(n) + " GPUs (NCCL refuses two ranks on one GPU); this machine has " +
+    return "needs " + std::to_string(n) + " GPUs (NCCL refuses two ranks on one GPU; DISTCOMM_TEST_SHARE_GPU=1 "
+           "lets up to " + std::to_string(kRanksPerSharedGpu) + " share one over sockets); this machine has " +
            std::to_string(have);
   }
   return "";

@@ -19,11 +19,28 @@ std::string expected_nccl_unavailable_reason();
 // CUDA devices this process would see (0 when none or when built without CUDA).
 int visible_cuda_devices_for_tests();
 
-// Why a test that needs `n` GPUs cannot run here ("" when it can), for GTEST_SKIP. NCCL
-// refuses two ranks on one GPU, so a test of n ranks needs n GPUs.
+// DISTCOMM_TEST_SHARE_GPU=1 (tests only) lets up to kRanksPerSharedGpu ranks share a GPU.
+// NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"), but it takes
+// the host's identity from NCCL_HOSTID: each rank then poses as a host of its own, and the
+// ranks talk over sockets on the loopback interface (NCCL_SOCKET_IFNAME=lo,
+// NCCL_IB_DISABLE=1). Slower than NVLink or shared memory, but real multi-rank NCCL on a
+// machine with one GPU.
+constexpr int kRanksPerSharedGpu = 3;
+bool gpu_sharing_enabled();
+
+// With sharing on, sets NCCL's environment for rank `rank` (its own NCCL_HOSTID, sockets
+// on loopback). Must run in the rank's process before its first NCCL call: NCCL reads the
+// host identity once.
+void prepare_rank_for_nccl(int rank);
+
+// Why a test that needs `n` ranks on GPUs cannot run here ("" when it can), for
+// GTEST_SKIP: one GPU per rank, or kRanksPerSharedGpu per GPU with sharing on.
 std::string missing_gpus(int n);
 
-// The GPU of a rank in the tests: one per rank, in rank order.
+// How many of `wanted` ranks this machine's GPUs take (at least 1 where there is a GPU).
+int gpu_ranks_that_fit(int wanted);
+
+// The GPU of a rank in the tests: rank modulo the GPUs, so shared GPUs fill evenly.
 int test_device_of_rank(int rank);
 
 }  // namespace testing

@@ -17,6 +17,7 @@
 #include "tests/backends/conformance/conformance.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/backends/nccl/gpu_group.h"
 #include "tests/backends/nccl/gpu_world_size_test.h"
 #include "tests/testing/multiprocess.h"
 
@@ -78,13 +79,13 @@ void sweep(ProcessGroup& pg, int64_t count) {
 class NcclConformanceTest : public GpuWorldSizeTest {};
 
 TEST_P(NcclConformanceTest, SweepsAtCounts0To1000) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     for (int64_t count : {0, 1, 7, 1000}) sweep(pg, count);
   });
 }
 
 TEST_P(NcclConformanceTest, LargeCountsInFlightAndBarrier) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     CudaArena arena(test_device_of_rank(pg.rank()));
     conformance::sweep_large(pg, 1 << 20, arena.placement());
     conformance::check_many_in_flight(pg, 50, 1000, arena.placement());

@@ -8,6 +8,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/backends/nccl/gpu_group.h"
 #include "tests/backends/nccl/gpu_world_size_test.h"
 #include "tests/backends/nccl/gpu_reference.h"
 #include "tests/testing/multiprocess.h"
@@ -41,7 +42,7 @@ Tensor concatenated(const std::vector<Tensor>& parts) {
 class NcclCudaOpsTest : public GpuWorldSizeTest {};
 
 TEST_P(NcclCudaOpsTest, AllReduceEveryDTypeAndReduction) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : reductions_for(dtype)) {
@@ -65,7 +66,7 @@ TEST_P(NcclCudaOpsTest, AllReduceEveryDTypeAndReduction) {
 }
 
 TEST_P(NcclCudaOpsTest, RootedCollectivesWithTheLastRankAsRoot) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     const int root = pg.size() - 1;
     for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
@@ -116,7 +117,7 @@ TEST_P(NcclCudaOpsTest, RootedCollectivesWithTheLastRankAsRoot) {
 }
 
 TEST_P(NcclCudaOpsTest, AllGatherReduceScatterAndUnevenAllToAll) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     const int size = pg.size();
     const auto inputs = every_rank_input(size, 9, DType::kFloat16);
@@ -158,7 +159,7 @@ TEST_P(NcclCudaOpsTest, AllGatherReduceScatterAndUnevenAllToAll) {
 }
 
 TEST_P(NcclCudaOpsTest, SendRecvBetweenPairsAndBarrier) {
-  run_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     pg.barrier()->wait();
     if (pg.size() < 2) return;

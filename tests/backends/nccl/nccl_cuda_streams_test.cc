@@ -1,7 +1,7 @@
-// The nccl backend's stream contract on a real GPU (one rank per GPU; one GPU suffices):
-// an op starts after the work already queued on the caller's stream; Work::wait() holds
-// that stream, not the host; "blocking_wait" holds the host. Also what is refused before
-// anything is sent.
+// The nccl backend's stream contract on a real GPU (one GPU suffices; two ranks with
+// DISTCOMM_TEST_SHARE_GPU=1): an op starts after the work already queued on the caller's
+// stream; Work::wait() holds that stream, not the host; "blocking_wait" holds the host.
+// Also what is refused before anything is sent.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
-#include "tests/testing/multiprocess.h"
+#include "tests/backends/nccl/gpu_group.h"
 
 namespace distcomm {
 namespace testing {
@@ -25,26 +25,45 @@ void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); 
 
 // Host function queued on a stream: holds everything queued after it for a while, so an
 // op that did not wait for the stream would visibly run too early.
-void CUDART_CB hold_stream(void* ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
-}
-int g_hold_ms = 400;
+constexpr int kHoldMs = 400;
+void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(kHoldMs)); }
 
-// On `stream`: hold, then write 3.0 into t, then all_reduce PREMUL_SUM(2) ordered after the
-// stream, then copy back. Every rank contributes 2 * 3, so the result is 6 * size; an op
-// that ran before the write would see zeros or only its own 3.
-struct StreamedAllReduce {
-  float* pinned = nullptr;
-  WorkPtr work;
-  Clock::duration wait_took{};
+// Pinned host words: `in` is copied to the device behind the hold, `out` receives the
+// result. Two words, because the copy in is still queued when the host reads the result
+// back, and a word reused for both would be overwritten before it was sent.
+struct Pinned {
+  Pinned() {
+    check(cudaMallocHost(reinterpret_cast<void**>(&in), sizeof(float)));
+    check(cudaMallocHost(reinterpret_cast<void**>(&out), sizeof(float)));
+  }
+  ~Pinned() {
+    cudaFreeHost(in);
+    cudaFreeHost(out);
+  }
+  float* in = nullptr;
+  float* out = nullptr;
 };
 
+struct StreamedAllReduce {
+  WorkPtr work;
+  Clock::duration wait_took{};
+  float result = 0;
+};
+
+// On `stream`: hold, then write 3.0 into t, then all_reduce PREMUL_SUM(2) ordered after
+// the stream, then copy back. Every rank contributes 2 * 3, so the result is 6 * size; an
+// op that ran before the write would see zeros or only its own 3.
 StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream) {
+  // The communicator is set up (and its connections made) before the timed part: setup
+  // waits for the peers and would eat the hold.
+  pg.all_reduce(t.tensor())->wait();
+  check(cudaDeviceSynchronize());
+  Pinned words;
+  *words.in = 3.0f;
+  *words.out = -1.0f;
   StreamedAllReduce s;
-  cudaMallocHost(reinterpret_cast<void**>(&s.pinned), sizeof(float));
-  *s.pinned = 3.0f;
-  cudaLaunchHostFunc(stream, hold_stream, &g_hold_ms);
-  cudaMemcpyAsync(t.tensor().data(), s.pinned, sizeof(float), cudaMemcpyHostToDevice, stream);
+  check(cudaLaunchHostFunc(stream, hold_stream, nullptr));
+  check(cudaMemcpyAsync(t.tensor().data(), words.in, sizeof(float), cudaMemcpyHostToDevice, stream));
   AllReduceOptions o;
   o.op = ReduceOp::premul_sum(2.0);
   o.cuda_stream = stream;
@@ -52,9 +71,9 @@ StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStrea
   const auto start = Clock::now();
   s.work->wait();
   s.wait_took = Clock::now() - start;
-  *s.pinned = -1.0f;
-  cudaMemcpyAsync(s.pinned, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream);
-  cudaStreamSynchronize(stream);
+  check(cudaMemcpyAsync(words.out, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream));
+  check(cudaStreamSynchronize(stream));
+  s.result = *words.out;
   return s;
 }
 
@@ -64,19 +83,18 @@ class NcclStreamsTest : public ::testing::Test {
     const std::string why = missing_gpus(1);
     if (!why.empty()) GTEST_SKIP() << why;
   }
-  int world() const { return std::min(2, visible_cuda_devices_for_tests()); }
+  int world() const { return gpu_ranks_that_fit(2); }
 };
 
 TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHost) {
-  run_group(world(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
     cudaStream_t stream;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
-    EXPECT_EQ(*s.pinned, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
-                                              "back did not wait for the op";
-    EXPECT_LT(s.wait_took, std::chrono::milliseconds(g_hold_ms / 2)) << "wait() blocked the host";
-    cudaFreeHost(s.pinned);
+    EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
+                                             "back did not wait for the op";
+    EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
     cudaStreamDestroy(stream);
   });
 }
@@ -84,7 +102,7 @@ TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHo
 TEST_F(NcclStreamsTest, BlockingWaitHoldsTheHostUntilTheOpEnds) {
   GroupHarnessOptions opts;
   opts.backend_config["blocking_wait"] = "1";
-  run_group(
+  run_gpu_group(
       world(), "nccl",
       [](ProcessGroup& pg) {
         CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
@@ -92,16 +110,16 @@ TEST_F(NcclStreamsTest, BlockingWaitHoldsTheHostUntilTheOpEnds) {
         check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
         EXPECT_TRUE(s.work->is_completed());
-        EXPECT_GE(s.wait_took, std::chrono::milliseconds(g_hold_ms * 3 / 4)) << "wait() returned early";
-        EXPECT_EQ(*s.pinned, 6.0f * pg.size());
-        cudaFreeHost(s.pinned);
+        // The hold began before the op was issued; issuing takes well under 100 ms.
+        EXPECT_GE(s.wait_took, std::chrono::milliseconds(kHoldMs * 3 / 4)) << "wait() returned early";
+        EXPECT_EQ(s.result, 6.0f * pg.size());
         cudaStreamDestroy(stream);
       },
       opts);
 }
 
 TEST_F(NcclStreamsTest, WorkCompletesOnItsOwnAndManyOpsMayBeInFlight) {
-  run_group(world(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     std::vector<CudaTensor> tensors;
     std::vector<WorkPtr> works;
@@ -121,7 +139,7 @@ TEST_F(NcclStreamsTest, WorkCompletesOnItsOwnAndManyOpsMayBeInFlight) {
 }
 
 TEST_F(NcclStreamsTest, WhatNcclCannotDoIsRefusedBeforeAnythingIsSent) {
-  run_group(world(), "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     CudaTensor ints(Tensor::of<int32_t>({1, 2, 3}), device);
     AllReduceOptions band;
@@ -140,6 +158,30 @@ TEST_F(NcclStreamsTest, WhatNcclCannotDoIsRefusedBeforeAnythingIsSent) {
     // Nothing was sent: the group goes on.
     pg.all_reduce(ints.tensor())->wait();
     EXPECT_EQ(ints.to_host().item(2), 3.0 * pg.size());
+  });
+}
+
+// A stream of another GPU cannot order the op: refused before anything is sent, and the
+// group goes on (it used to fail the whole group).
+TEST_F(NcclStreamsTest, AStreamOfAnotherGpuIsRefusedAndTheGroupGoesOn) {
+  if (visible_cuda_devices_for_tests() < 2) GTEST_SKIP() << "needs 2 GPUs in one process for a stream of the other";
+  run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
+    CudaTensor t(Tensor::of<float>({1.0f}), 0);
+    check(cudaSetDevice(1));
+    cudaStream_t other;
+    check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    check(cudaSetDevice(0));
+    AllReduceOptions o;
+    o.cuda_stream = other;
+    try {
+      pg.all_reduce(t.tensor(), o);
+      ADD_FAILURE() << "a stream of cuda:1 was taken for an op on cuda:0";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("was given a CUDA stream of cuda:1"), std::string::npos) << e.what();
+    }
+    pg.all_reduce(t.tensor())->wait();
+    EXPECT_EQ(t.to_host().item(0), 1.0);
+    cudaStreamDestroy(other);
   });
 }
 
