@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the nccl backend's GPU checks here (no GPU needed) and stages them in .device_bin/
 # (git-ignored) for tools/gpu_check.sh, which runs them on a GPU machine without Bazel:
-#   .device_bin/bin/  the nccl test binaries and the all_reduce bandwidth program
+#   .device_bin/bin/  the nccl test binaries, the GPU probe and the all_reduce bandwidth program
 #   .device_bin/lib/  libdistcomm.so, the nccl and gloo plugins, and the shared libraries
 #                     they resolve here, except glibc's own, the GPU driver and NCCL itself
 #                     (218 MB: gpu_check.sh finds it on the GPU machine)
@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 
 OUT=.device_bin
 TESTS=(nccl_plugin_test nccl_init_test nccl_mixed_group_test nccl_cuda_ops_test nccl_cuda_streams_test
-       nccl_cuda_failure_test nccl_conformance_test)
-PROGRAMS=("${TESTS[@]}" nccl_all_reduce_bandwidth)
+       nccl_cuda_failure_test nccl_cuda_lifecycle_test nccl_cuda_p2p_test nccl_conformance_test)
+PROGRAMS=("${TESTS[@]}" gpu_probe nccl_all_reduce_bandwidth)
 
 targets=(//api:libdistcomm.so //backends/nccl:libdistcomm_nccl.so //backends/gloo:libdistcomm_gloo.so)
 for p in "${PROGRAMS[@]}"; do targets+=("//tests/backends/nccl:$p"); done

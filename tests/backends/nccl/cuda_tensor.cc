@@ -6,29 +6,25 @@
 
 namespace distcomm {
 namespace testing {
-namespace {
-
-void check(cudaError_t e, const char* call) {
+void cuda_check(cudaError_t e, const char* call) {
   if (e != cudaSuccess) throw Error(std::string("test CUDA call ") + call + ": " + cudaGetErrorString(e));
 }
 
-}  // namespace
-
 CudaTensor::CudaTensor(std::vector<int64_t> shape, DType dtype, int device) {
-  check(cudaSetDevice(device), "cudaSetDevice");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
   Tensor probe = Tensor::empty(shape, dtype);  // for the byte count, and shape checks
   // Never zero bytes: an empty tensor still gets a valid device address.
-  check(cudaMalloc(&data_, probe.nbytes() > 0 ? probe.nbytes() : 1), "cudaMalloc");
+  cuda_check(cudaMalloc(&data_, probe.nbytes() > 0 ? probe.nbytes() : 1), "cudaMalloc");
   view_ = Tensor::from_blob(data_, std::move(shape), dtype, Device::cuda(device));
 }
 
 CudaTensor::CudaTensor(const Tensor& host, int device) : CudaTensor(host.shape(), host.dtype(), device) {
-  if (host.nbytes() > 0) check(cudaMemcpy(data_, host.data(), host.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (host.nbytes() > 0) cuda_check(cudaMemcpy(data_, host.data(), host.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 CudaTensor CudaTensor::zeros(std::vector<int64_t> shape, DType dtype, int device) {
   CudaTensor t(std::move(shape), dtype, device);
-  check(cudaMemset(t.data_, 0, t.view_.nbytes()), "cudaMemset");
+  cuda_check(cudaMemset(t.data_, 0, t.view_.nbytes()), "cudaMemset");
   return t;
 }
 
@@ -42,10 +38,10 @@ CudaTensor::~CudaTensor() {
 }
 
 Tensor copy_to_host(const Tensor& on_device) {
-  check(cudaSetDevice(on_device.device().index), "cudaSetDevice");
+  cuda_check(cudaSetDevice(on_device.device().index), "cudaSetDevice");
   Tensor host = Tensor::empty(on_device.shape(), on_device.dtype());
   if (on_device.nbytes() > 0) {
-    check(cudaMemcpy(host.data(), on_device.data(), on_device.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cuda_check(cudaMemcpy(host.data(), on_device.data(), on_device.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
   return host;
 }

@@ -7,12 +7,17 @@
 // exactly what wait() promises.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <vector>
 
 #include "api/tensor.h"
 
 namespace distcomm {
 namespace testing {
+
+// Throws Error naming the call when a test's CUDA call failed.
+void cuda_check(cudaError_t e, const char* call);
 
 // The contents of any tensor on a CUDA device (a CudaTensor's, or a slice of one), copied to
 // a new host tensor.

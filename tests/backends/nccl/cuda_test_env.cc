@@ -84,8 +84,8 @@ bool gpu_sharing_enabled() {
   return v && std::string(v) == "1";
 }
 
-void prepare_rank_for_nccl(int rank) {
-  if (!gpu_sharing_enabled()) return;
+void prepare_rank_for_nccl(int rank, int size) {
+  if (!gpu_sharing_enabled() || size <= answer().devices) return;
   ::setenv("NCCL_HOSTID", ("distcomm-test-rank" + std::to_string(rank)).c_str(), 1);
   ::setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   ::setenv("NCCL_IB_DISABLE", "1", 1);

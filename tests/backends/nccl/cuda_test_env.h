@@ -28,10 +28,11 @@ int visible_cuda_devices_for_tests();
 constexpr int kRanksPerSharedGpu = 3;
 bool gpu_sharing_enabled();
 
-// With sharing on, sets NCCL's environment for rank `rank` (its own NCCL_HOSTID, sockets
-// on loopback). Must run in the rank's process before its first NCCL call: NCCL reads the
-// host identity once.
-void prepare_rank_for_nccl(int rank);
+// With sharing on and more ranks than GPUs, sets NCCL's environment for rank `rank` of
+// `size` (its own NCCL_HOSTID, sockets on loopback); with a GPU per rank it changes
+// nothing, so NVLink and shared memory stay in use. Must run in the rank's process before
+// its first NCCL call: NCCL reads the host identity once.
+void prepare_rank_for_nccl(int rank, int size);
 
 // Why a test that needs `n` ranks on GPUs cannot run here ("" when it can), for
 // GTEST_SKIP: one GPU per rank, or kRanksPerSharedGpu per GPU with sharing on.

@@ -15,7 +15,7 @@ void run_gpu_group(int size, const std::string& backend, const std::function<voi
   run_group(
       size, backend,
       [&fn](ProcessGroup& pg) {
-        prepare_rank_for_nccl(pg.global_rank(pg.rank()));
+        prepare_rank_for_nccl(pg.global_rank(pg.rank()), pg.size());
         fn(pg);
       },
       std::move(options));

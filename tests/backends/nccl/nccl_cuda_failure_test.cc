@@ -1,19 +1,22 @@
 // Faults on a real GPU: an op that cannot finish in time, a peer that never arrives, a
-// peer that skips a collective or dies. Each ends in a Timeout or PeerFailure naming op,
-// sequence number and rank, later ops fail at once, and no process hangs.
+// peer that skips a collective or dies, an abort from another thread during setup. Each
+// ends in a Timeout or PeerFailure naming op, sequence number and rank, no op caught in it
+// passes as a success, later ops fail at once, and no process hangs. Two-rank cases run
+// on one GPU with DISTCOMM_TEST_SHARE_GPU=1.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "api/errors.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
-#include "tests/testing/multiprocess.h"
+#include "tests/backends/nccl/gpu_group.h"
 
 namespace distcomm {
 namespace testing {
@@ -24,12 +27,14 @@ using namespace std::chrono_literals;
 
 void CUDART_CB sleep_3s(void*) { std::this_thread::sleep_for(3s); }
 
-// Waits (host) until w ends, for at most `limit`; returns its error message ("" if none).
+// Polls w as callers do (is_completed asks the GPU) until it ends, for at most `limit`;
+// returns its error message ("" if it succeeded).
 template <typename E>
 std::string error_of(const WorkPtr& w, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
-  while (!w->is_completed() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  while (!w->is_completed() && Clock::now() < deadline) std::this_thread::sleep_for(100us);
   if (!w->is_completed()) return "still running after " + std::to_string(limit.count()) + " s";
+  if (w->is_success()) return "";
   try {
     std::rethrow_exception(w->exception());
   } catch (const E& e) {
@@ -55,25 +60,36 @@ void expect_later_ops_fail_fast(ProcessGroup& pg, CudaTensor& t) {
   EXPECT_LT(Clock::now() - start, 1s);
 }
 
+// A rank that leaves its part undone stays alive until rank 0 has checked what it
+// wanted: a peer that exits would close its sockets, and rank 0 would see a PeerFailure
+// where the case is about a timeout.
+void hold_until_rank0_is_done(ProcessGroup& pg) { pg.store()->wait({"rank0 done"}, 120000ms); }
+void release_the_others(ProcessGroup& pg) { pg.store()->set("rank0 done", "1"); }
+
 TEST(NcclFailureTest, AnOpStuckPastItsTimeoutIsAbortedAndFailsTheGroup) {
   const std::string why = missing_gpus(1);
   if (!why.empty()) GTEST_SKIP() << why;
-  run_group(1, "nccl", [](ProcessGroup& pg) {
+  run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1024}, DType::kFloat32, test_device_of_rank(pg.rank()));
     pg.all_reduce(t.tensor())->wait();  // the communicator exists: only the op can stall now
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    cudaLaunchHostFunc(stream, sleep_3s, nullptr);  // the op waits behind this
+    cudaLaunchHostFunc(stream, sleep_3s, nullptr);  // the ops wait behind this
     AllReduceOptions o;
     o.cuda_stream = stream;
     o.timeout = 300ms;
-    WorkPtr w = pg.all_reduce(t.tensor(), o);
-    const std::string m = error_of<Timeout>(w, 10s);
+    WorkPtr stuck = pg.all_reduce(t.tensor(), o);
+    o.timeout = 60000ms;
+    WorkPtr behind = pg.all_reduce(t.tensor(), o);
+    const std::string m = error_of<Timeout>(stuck, 10s);
     expect_contains(m, "all_reduce #1");
     expect_contains(m, "rank 0/1");
     expect_contains(m, "did not finish within 300 ms");
+    // Its end event passes once the hold is over; it was aborted, so it is no success.
+    expect_contains(error_of<PeerFailure>(behind, 10s), "all_reduce #2");
     expect_later_ops_fail_fast(pg, t);
     cudaStreamSynchronize(stream);
+    EXPECT_FALSE(behind->is_success());
     cudaStreamDestroy(stream);
   });
 }
@@ -85,57 +101,74 @@ TEST(NcclFailureTest, APeerThatNeverArrivesMakesSetupTimeOut) {
   opts.op_timeout = 3000ms;
   // Rank 1 never issues an op, so it never joins the communicator (and never touches the
   // GPU, which rank 0 may share).
-  run_group(
+  run_gpu_group(
       2, "nccl",
       [](ProcessGroup& pg) {
-        if (pg.rank() == 1) return;
+        if (pg.rank() == 1) return hold_until_rank0_is_done(pg);
         CudaTensor t = CudaTensor::zeros({8}, DType::kFloat32, test_device_of_rank(0));
         const auto start = Clock::now();
         const std::string m = error_of<Timeout>(pg.all_reduce(t.tensor()), 30s);
         expect_contains(m, "rank 0 of 2 waited 3000 ms for the other ranks");
+        EXPECT_GE(Clock::now() - start, 3000ms);
         EXPECT_LT(Clock::now() - start, 15s);
         expect_later_ops_fail_fast(pg, t);
+        release_the_others(pg);
       },
       opts);
 }
 
-// Two ranks on two GPUs with blocking waits: once a first all_reduce has set up the
-// communicator, rank 1 runs `rank1_fault` (leaves, or dies) and rank 0 runs `rank0_check`.
-void after_a_first_all_reduce(GroupHarnessOptions opts, const std::function<void()>& rank1_fault,
+// Two ranks with blocking waits: once a first all_reduce has set up the communicator,
+// rank 1 runs `rank1_fault` (skips an op, or dies) and rank 0 runs `rank0_check`.
+void after_a_first_all_reduce(GroupHarnessOptions opts, const std::function<void(ProcessGroup&)>& rank1_fault,
                               const std::function<void(ProcessGroup&, CudaTensor&)>& rank0_check) {
   opts.backend_config["blocking_wait"] = "1";
-  run_group(
+  run_gpu_group(
       2, "nccl",
       [&](ProcessGroup& pg) {
         CudaTensor t = CudaTensor::zeros({1 << 20}, DType::kFloat32, test_device_of_rank(pg.rank()));
         pg.all_reduce(t.tensor())->wait();
         if (pg.rank() == 1) {
-          rank1_fault();
+          rank1_fault(pg);
         } else {
           rank0_check(pg, t);
+          release_the_others(pg);
         }
       },
       opts);
 }
 
-TEST(NcclFailureTest, APeerThatSkipsACollectiveMakesTheOthersTimeOut) {
+// Also with blocking NCCL calls (nonblocking=0): the watchdog's abort must not wait for
+// the lock of a call in progress.
+class NcclSkippedCollectiveTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NcclSkippedCollectiveTest, APeerThatSkipsACollectiveMakesTheOthersTimeOutAndNothingSucceeds) {
   const std::string why = missing_gpus(2);
   if (!why.empty()) GTEST_SKIP() << why;
+  GroupHarnessOptions opts;
+  opts.backend_config["nonblocking"] = GetParam() ? "1" : "0";
   after_a_first_all_reduce(
-      {}, [] {},  // rank 1 skips all_reduce #1
+      opts, hold_until_rank0_is_done,  // rank 1 skips all_reduce #1 and #2
       [](ProcessGroup& pg, CudaTensor& t) {
         AllReduceOptions o;
         o.timeout = 2000ms;
-        try {
-          pg.all_reduce(t.tensor(), o)->wait();
-          ADD_FAILURE() << "all_reduce #1 finished without rank 1";
-        } catch (const Timeout& e) {
-          expect_contains(e.what(), "all_reduce #1");
-          expect_contains(e.what(), "rank 0/2");
-        }
+        WorkPtr first = pg.all_reduce(t.tensor(), o);
+        // Queued behind #1: its kernel exits when the watchdog aborts the communicator,
+        // and its end event fires; it must still fail.
+        CudaTensor other = CudaTensor::zeros({1 << 20}, DType::kFloat32, test_device_of_rank(0));
+        o.timeout = 60000ms;
+        WorkPtr second = pg.all_reduce(other.tensor(), o);
+        const std::string m = error_of<Timeout>(first, 30s);
+        expect_contains(m, "all_reduce #1");
+        expect_contains(m, "rank 0/2");
+        expect_contains(error_of<PeerFailure>(second, 30s), "all_reduce #2");
+        EXPECT_FALSE(first->is_success());
+        EXPECT_FALSE(second->is_success());
         expect_later_ops_fail_fast(pg, t);
       });
 }
+
+INSTANTIATE_TEST_SUITE_P(NcclCalls, NcclSkippedCollectiveTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "nonblocking" : "blocking"; });
 
 TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
   const std::string why = missing_gpus(2);
@@ -143,7 +176,7 @@ TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
   GroupHarnessOptions opts;
   opts.run.may_be_killed = {1};
   after_a_first_all_reduce(
-      opts, [] { ::raise(SIGKILL); },
+      opts, [](ProcessGroup&) { ::raise(SIGKILL); },
       [](ProcessGroup& pg, CudaTensor& t) {
         AllReduceOptions o;
         o.timeout = 10000ms;
@@ -158,6 +191,34 @@ TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
         }
         EXPECT_LT(Clock::now() - start, 20s);
       });
+}
+
+// A thread waits in setup for a peer that does not come; abort() from another thread
+// ends that wait at once instead of after the group's timeout, and does not itself wait
+// on the peer.
+TEST(NcclFailureTest, AnAbortFromAnotherThreadEndsASetupThatWaitsForAPeer) {
+  const std::string why = missing_gpus(1);
+  if (!why.empty()) GTEST_SKIP() << why;
+  GroupHarnessOptions opts;
+  opts.op_timeout = 60000ms;
+  run_gpu_group(
+      2, "nccl",
+      [](ProcessGroup& pg) {
+        if (pg.rank() == 1) return hold_until_rank0_is_done(pg);
+        CudaTensor t = CudaTensor::zeros({8}, DType::kFloat32, test_device_of_rank(0));
+        auto issued = std::async(std::launch::async, [&] { return pg.all_reduce(t.tensor()); });
+        EXPECT_EQ(issued.wait_for(500ms), std::future_status::timeout) << "setup ended without rank 1";
+        auto start = Clock::now();
+        pg.abort();
+        EXPECT_LT(Clock::now() - start, 5s) << "abort() waited";
+        ASSERT_EQ(issued.wait_for(10s), std::future_status::ready) << "the setup did not see the abort";
+        EXPECT_LT(Clock::now() - start, 10s);
+        const std::string m = error_of<PeerFailure>(issued.get(), 1s);
+        expect_contains(m, "all_reduce #0");
+        expect_contains(m, "was shut down");
+        release_the_others(pg);
+      },
+      opts);
 }
 
 }  // namespace

@@ -21,8 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
-
 // Host function queued on a stream: holds everything queued after it for a while, so an
 // op that did not wait for the stream would visibly run too early.
 constexpr int kHoldMs = 400;
@@ -33,8 +31,8 @@ void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::mil
 // back, and a word reused for both would be overwritten before it was sent.
 struct Pinned {
   Pinned() {
-    check(cudaMallocHost(reinterpret_cast<void**>(&in), sizeof(float)));
-    check(cudaMallocHost(reinterpret_cast<void**>(&out), sizeof(float)));
+    cuda_check(cudaMallocHost(reinterpret_cast<void**>(&in), sizeof(float)), "cudaMallocHost");
+    cuda_check(cudaMallocHost(reinterpret_cast<void**>(&out), sizeof(float)), "cudaMallocHost");
   }
   ~Pinned() {
     cudaFreeHost(in);
@@ -57,13 +55,13 @@ StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStrea
   // The communicator is set up (and its connections made) before the timed part: setup
   // waits for the peers and would eat the hold.
   pg.all_reduce(t.tensor())->wait();
-  check(cudaDeviceSynchronize());
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   Pinned words;
   *words.in = 3.0f;
   *words.out = -1.0f;
   StreamedAllReduce s;
-  check(cudaLaunchHostFunc(stream, hold_stream, nullptr));
-  check(cudaMemcpyAsync(t.tensor().data(), words.in, sizeof(float), cudaMemcpyHostToDevice, stream));
+  cuda_check(cudaLaunchHostFunc(stream, hold_stream, nullptr), "cudaLaunchHostFunc");
+  cuda_check(cudaMemcpyAsync(t.tensor().data(), words.in, sizeof(float), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
   AllReduceOptions o;
   o.op = ReduceOp::premul_sum(2.0);
   o.cuda_stream = stream;
@@ -71,8 +69,8 @@ StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStrea
   const auto start = Clock::now();
   s.work->wait();
   s.wait_took = Clock::now() - start;
-  check(cudaMemcpyAsync(words.out, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream));
-  check(cudaStreamSynchronize(stream));
+  cuda_check(cudaMemcpyAsync(words.out, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   s.result = *words.out;
   return s;
 }
@@ -90,7 +88,7 @@ TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHo
   run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
     cudaStream_t stream;
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
     EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
                                              "back did not wait for the op";
@@ -107,7 +105,7 @@ TEST_F(NcclStreamsTest, BlockingWaitHoldsTheHostUntilTheOpEnds) {
       [](ProcessGroup& pg) {
         CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
         cudaStream_t stream;
-        check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
         EXPECT_TRUE(s.work->is_completed());
         // The hold began before the op was issued; issuing takes well under 100 ms.
@@ -164,13 +162,13 @@ TEST_F(NcclStreamsTest, WhatNcclCannotDoIsRefusedBeforeAnythingIsSent) {
 // A stream of another GPU cannot order the op: refused before anything is sent, and the
 // group goes on (it used to fail the whole group).
 TEST_F(NcclStreamsTest, AStreamOfAnotherGpuIsRefusedAndTheGroupGoesOn) {
-  if (visible_cuda_devices_for_tests() < 2) GTEST_SKIP() << "needs 2 GPUs in one process for a stream of the other";
+  if (visible_cuda_devices_for_tests() < 2) GTEST_SKIP() << "needs 2 GPUs, for a stream of the other one";
   run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
     CudaTensor t(Tensor::of<float>({1.0f}), 0);
-    check(cudaSetDevice(1));
+    cuda_check(cudaSetDevice(1), "cudaSetDevice");
     cudaStream_t other;
-    check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
-    check(cudaSetDevice(0));
+    cuda_check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cuda_check(cudaSetDevice(0), "cudaSetDevice");
     AllReduceOptions o;
     o.cuda_stream = other;
     try {

@@ -12,6 +12,7 @@
 
 #if DISTCOMM_NCCL_BUILT
 #include "tests/backends/nccl/cuda_tensor.h"
+#include "tests/backends/nccl/gpu_group.h"
 #endif
 
 namespace distcomm {
@@ -54,7 +55,7 @@ TEST(NcclMixedGroupTest, WithoutAGpuCpuOpsRunThroughGlooAndCudaOpsFailWithTheRea
 TEST(NcclMixedGroupTest, WithGpusEachDeviceTypeGoesToItsBackend) {
   const std::string why = testing::missing_gpus(1);
   if (!why.empty()) GTEST_SKIP() << why;
-  testing::run_group(std::min(2, testing::visible_cuda_devices_for_tests()), "cpu:gloo,cuda:nccl",
+  testing::run_gpu_group(testing::gpu_ranks_that_fit(2), "cpu:gloo,cuda:nccl",
                      [](ProcessGroup& pg) {
                        EXPECT_EQ(pg.backend_for(DeviceType::kCUDA).name(), "nccl");
                        testing::CudaTensor t(Tensor::of<float>({1.0f + pg.rank()}),
