@@ -55,11 +55,13 @@ void NcclBackend::shutdown() {
   const std::string group = "the nccl backend of group '" + options().group_name + "'";
   // Ops issued before the shutdown end first, unless the group has failed (they were
   // failed with it) or the grace runs out.
-  if (!watchdog_->fault()) watchdog_->drain(deadline_after(config_.shutdown_grace));
+  if (!watchdog_->fault() && config_.shutdown_grace.count() > 0) {
+    watchdog_->drain(NcclComm::Clock::now() + config_.shutdown_grace);
+  }
   watchdog_->stop(group + " was shut down while this op was in flight (still running after the " +
                   std::to_string(config_.shutdown_grace.count()) + " ms shutdown grace)");
   const auto close_by = NcclComm::Clock::now() + kCloseTime;
-  for (auto& comm : comms_.close(group + " was shut down")) comm->close(close_by);
+  for (auto& comm : comms_.close(group + " was shut down")) comm->close(close_by, group + " was shut down");
   std::lock_guard<std::mutex> lock(scratch_mu_);
   for (auto& [device, scratch] : barrier_scratch_) {
     try {

@@ -33,7 +33,7 @@ struct NcclComm::Settled {
 NcclComm::NcclComm(Setup setup) : setup_(std::move(setup)) {}
 
 NcclComm::~NcclComm() {
-  close(Clock::now() + std::chrono::seconds(10));
+  close(Clock::now() + std::chrono::seconds(10), setup_.label + " was destroyed");
   if (!stream_ && !ready_) return;
   try {
     DeviceGuard device(setup_.device);
@@ -171,10 +171,10 @@ NcclComm::Settled NcclComm::settle(ncclResult_t r, Clock::time_point deadline) {
   return {gone ? Waited::kAborted : how, state};
 }
 
-void NcclComm::close(Clock::time_point deadline) {
+void NcclComm::close(Clock::time_point deadline, const std::string& why) {
   std::unique_lock<std::timed_mutex> call(call_mu_, std::defer_lock);
   if (!call.try_lock_for(kAbortLockWait)) {
-    abort(setup_.label + " was closed while a call on it was still waiting");
+    abort(why);
     return;
   }
   if (closed_) return;
@@ -182,7 +182,7 @@ void NcclComm::close(Clock::time_point deadline) {
   if (!ready_to_close_ || aborted_) {
     // Never set up, or being set up on another thread (whose wait for the unique id or
     // for NCCL sees the abort), or an abort was left to a call that has returned since.
-    keep_reason(setup_.label + " was closed before it was set up");
+    keep_reason(why);
     abort_handle();
     return;
   }
@@ -201,7 +201,7 @@ void NcclComm::close(Clock::time_point deadline) {
   } catch (const Error&) {
     // No device to switch to: abort below frees the handle all the same.
   }
-  keep_reason(setup_.label + " did not finalize when it was closed");
+  keep_reason(why + "; " + setup_.label + " did not finalize");
   abort_handle();
 }
 

@@ -75,8 +75,9 @@ class NcclComm : public WatchedComm {
 
   // Ends the communicator when no op of it is in flight: finalize (flushes this rank's
   // work, polled until the deadline) and destroy; abort when that fails or when it was
-  // never set up. Idempotent, from any thread; ops issued afterwards fail.
-  void close(Clock::time_point deadline);
+  // never set up (with `why` as the abort's reason). Idempotent, from any thread; ops
+  // issued afterwards fail.
+  void close(Clock::time_point deadline, const std::string& why);
 
   // WatchedComm. async_error() is "" once aborted: its ops then fail on abort_reason().
   std::string async_error() override;
