@@ -110,6 +110,8 @@ cudaStream_t NcclComm::enqueue(const std::string& what, cudaStream_t caller, con
   std::lock_guard<std::mutex> issue(issue_mu_);
   if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
   if (aborted_) throw_aborted(what);
+  // The legacy default stream (caller nullptr) is the current device's.
+  DeviceGuard device(setup_.device);
   // Order the internal stream behind what the caller queued so far (the event is reused:
   // a wait takes the event's state at the time of the call).
   check_cuda(cudaEventRecord(ready_, caller), "cudaEventRecord");
