@@ -15,6 +15,8 @@ const distcomm_config_key kConfigKeys[] = {
     {"device_id", "-1", nullptr, "the device of eager init and barrier; -1: local_rank modulo the visible devices"},
     {"nonblocking", "1", nullptr, "1: NCCL's nonblocking communicators, polled against the op's timeout"},
     {"watchdog_poll_us", "1000", nullptr, "how often the watchdog checks the ops in flight, in microseconds"},
+    {"shutdown_grace_ms", "10000", nullptr,
+     "how long destroying the group waits for ops still running on the GPU (Work::wait() does not wait for them) before it aborts them, in milliseconds; 0: at once"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
