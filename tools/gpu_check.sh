@@ -15,6 +15,7 @@
 # although nvidia-smi lists one, and when no GPU case ran at all.
 #
 #   tools/gpu_check.sh [suite ...]     (default: all; names as in SUITES below)
+#   GPU_CHECK_LOGS=dir                  also leaves every suite's full log there (one .tgz)
 #
 # libnccl.so.2 comes from $NCCL_LIB_DIR, the CUDA toolkit, or the nvidia-nccl-cu13 Python
 # package; the CUDA runtime was staged with the binaries; the driver is the machine's.
@@ -56,7 +57,11 @@ export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export DISTCOMM_TEST_SHARE_GPU=${DISTCOMM_TEST_SHARE_GPU:-1}
 TEST_TMPDIR=$(mktemp -d)
 export TEST_TMPDIR
-trap 'rm -rf "$TEST_TMPDIR"' EXIT
+keep_logs() {
+  [[ -n "${GPU_CHECK_LOGS:-}" ]] && (cd "$TEST_TMPDIR" && tar czf "$GPU_CHECK_LOGS/gpu_check_logs.tgz" ./*.log)
+  rm -rf "$TEST_TMPDIR"
+}
+trap keep_logs EXIT
 
 echo "=== machine"
 listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -84,7 +89,7 @@ run_suite() {
   local name=$1 limit=$2 log="$TEST_TMPDIR/$1.log"
   timeout -k 10 "$limit" "$BIN/bin/$name" --gtest_brief=1 >"$log" 2>&1
   local rc=$?
-  grep -v -e '^\[ *\(RUN\|OK\) *\]' -e ': Skipped$' "$log" | grep -v -F -f <(skip_reasons "$log") | head -n 150
+  show "$log"
   local total passed skipped failed
   total=$(sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran\..*/\1/p' "$log" | tail -n 1)
   passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -n 1)
@@ -101,6 +106,21 @@ run_suite() {
   ((rc == 0))
 }
 
+# A suite's log without the lines of passing and skipped cases (reasons come once, counted,
+# below); a long one is cut in the middle.
+show() {
+  local shown="$1.shown" lines
+  grep -v -e '^\[ *\(RUN\|OK\) *\]' -e ': Skipped$' "$1" | grep -v -F -f <(skip_reasons "$1") >"$shown"
+  lines=$(wc -l <"$shown")
+  if ((lines <= 200)); then
+    cat "$shown"
+  else
+    head -n 120 "$shown"
+    echo "... $((lines - 180)) lines left out (GPU_CHECK_LOGS=dir keeps them) ..."
+    tail -n 60 "$shown"
+  fi
+}
+
 # The message under each "file:line: Skipped" line of a gtest log.
 skip_reasons() { awk 'prev ~ /: Skipped$/ { print } { prev = $0 }' "$1"; }
 
@@ -108,8 +128,8 @@ skip_reasons() { awk 'prev ~ /: Skipped$/ { print } { prev = $0 }' "$1"; }
 run_bandwidth() {
   local limit=$1
   timeout -k 10 "$limit" "$BIN/bin/nccl_all_reduce_bandwidth" --nproc 2 --min_bytes 1024 \
-    --max_bytes $((256 << 20)) --iters 20 --warmup 5
-  local rc=$?
+    --max_bytes $((256 << 20)) --iters 20 --warmup 5 2>&1 | tee "$TEST_TMPDIR/bandwidth.log"
+  local rc=${PIPESTATUS[0]}
   ((rc == 124 || rc == 137)) && echo "--- bandwidth: TIMED OUT after ${limit}s"
   ran=$((rc == 0 ? 1 : 0))
   echo "--- bandwidth: exit $rc, $((SECONDS - suite_start))s"
