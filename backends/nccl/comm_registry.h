@@ -56,6 +56,14 @@ class CommRegistry {
     return all;
   }
 
+  // Every communicator, the registry unchanged.
+  std::vector<std::shared_ptr<Comm>> all() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<Comm>> out;
+    for (const auto& [name, c] : comms_) out.push_back(c);
+    return out;
+  }
+
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return comms_.size();

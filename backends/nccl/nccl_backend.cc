@@ -3,6 +3,7 @@
 #include "backends/nccl/nccl_backend.h"
 
 #include "api/errors.h"
+#include "api/prefix_store.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/nccl_work.h"
@@ -31,7 +32,17 @@ NcclBackend::NcclBackend(BackendOptions options)
       config_(NcclConfig::parse(this->options().config)),
       visible_devices_(count_devices_or_throw()),
       key_prefix_(fresh_key_prefix(*this->options().store, rank())),
-      watchdog_(std::make_unique<Watchdog>(config_.watchdog_poll)) {
+      // Failure records go under the fresh prefix too: a store reused by a group of the
+      // same name must not show this group an earlier one's failure.
+      failure_(std::make_shared<GroupFailure>(rank(), std::make_shared<PrefixStore>(key_prefix_, this->options().store))),
+      watchdog_(std::make_unique<Watchdog>(failure_, config_.watchdog_poll)) {
+  // The group's first failure aborts every communicator, so that no local thread and no
+  // peer stays blocked on one (ops in flight then fail through the watchdog).
+  failure_->on_abort([comms = comms_, failure = std::weak_ptr<GroupFailure>(failure_)] {
+    std::optional<FailureRecord> first;
+    if (auto f = failure.lock()) first = f->first();
+    for (auto& comm : comms->all()) comm->abort(first ? first->message : "the group failed");
+  });
   if (config_.device_id >= visible_devices_) {
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");
@@ -53,15 +64,17 @@ bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl
 void NcclBackend::shutdown() {
   if (shut_down_.exchange(true)) return;
   const std::string group = "the nccl backend of group '" + options().group_name + "'";
-  // Ops issued before the shutdown end first, unless the group has failed (they were
-  // failed with it) or the grace runs out.
-  if (!watchdog_->fault() && config_.shutdown_grace.count() > 0) {
-    watchdog_->drain(NcclComm::Clock::now() + config_.shutdown_grace);
-  }
+  // Later ops are refused from here on; then the ops issued before may end on the GPU
+  // (unless the group has failed: they failed with it), up to the grace. What is still
+  // in flight after it is aborted (the abort hook) and failed (stop), and the peers told.
+  failure_->shut_down(std::make_exception_ptr(PeerFailure(group + " was shut down")), [&] {
+    if (config_.shutdown_grace.count() > 0) watchdog_->drain(NcclComm::Clock::now() + config_.shutdown_grace);
+    return watchdog_->in_flight() > 0;
+  });
   watchdog_->stop(group + " was shut down while this op was in flight (still running after the " +
                   std::to_string(config_.shutdown_grace.count()) + " ms shutdown grace)");
   const auto close_by = NcclComm::Clock::now() + kCloseTime;
-  for (auto& comm : comms_.close(group + " was shut down")) comm->close(close_by, group + " was shut down");
+  for (auto& comm : comms_->close(group + " was shut down")) comm->close(close_by, group + " was shut down");
   std::lock_guard<std::mutex> lock(scratch_mu_);
   for (auto& [device, scratch] : barrier_scratch_) {
     try {
@@ -78,7 +91,7 @@ void NcclBackend::shutdown() {
 // Issue path
 
 WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, const NcclComm::Calls& calls) {
-  check_usable();
+  failure_->check_usable();
   const OpContext& ctx = *l.ctx;
   const cudaStream_t caller = l.caller_stream;  // cudaStream_t is CUstream_st*
   {
@@ -99,9 +112,7 @@ WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, con
     // Arguments were checked before: a failure here (a communicator that could not be set
     // up, an op NCCL refused or did not take in time) leaves this rank out of step with
     // the others, so the group cannot go on.
-    const std::exception_ptr error = std::current_exception();
-    watchdog_->fail(error, comm);
-    work->complete(error);
+    work->complete(watchdog_->fail(std::current_exception(), comm, *work));
     return work;
   }
   watchdog_->track(comm, work, ctx.timeout);
@@ -109,7 +120,7 @@ WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, con
 }
 
 std::shared_ptr<NcclComm> NcclBackend::group_comm(int device) {
-  return comms_.get_or_make("group on cuda:" + std::to_string(device), [&] {
+  return comms_->get_or_make("group on cuda:" + std::to_string(device), [&] {
     // Every rank makes its communicators in the same order (the order of its ops), so a
     // counter names the store key all of them agree on.
     const int n = group_comms_made_++;
@@ -129,7 +140,7 @@ std::shared_ptr<NcclComm> NcclBackend::group_comm(int device) {
 std::shared_ptr<NcclComm> NcclBackend::pair_comm(OpType op, int device, int peer) {
   const int lo = std::min(rank(), peer);
   const int hi = std::max(rank(), peer);
-  auto comm = comms_.get_or_make("pair with rank " + std::to_string(peer), [&] {
+  auto comm = comms_->get_or_make("pair with rank " + std::to_string(peer), [&] {
     NcclComm::Setup s;
     s.store = options().store.get();
     s.key = key_prefix_ + "p2p" + std::to_string(lo) + "-" + std::to_string(hi) + "/unique_id";
@@ -186,11 +197,6 @@ NcclBackend::Launch NcclBackend::reducing(OpType op, const OpContext& ctx, int d
   Launch l{op, &ctx, device, caller_stream, std::move(tensors)};
   l.reduction = NcclComm::Reduction{rop, dtype};
   return l;
-}
-
-void NcclBackend::check_usable() const {
-  if (std::exception_ptr fault = watchdog_->fault()) std::rethrow_exception(fault);
-  if (shut_down_) throw PeerFailure("the nccl backend of group '" + options().group_name + "' was shut down");
 }
 
 std::string NcclBackend::op_label(OpType op, const OpContext& ctx, int device) const {

@@ -16,8 +16,9 @@
 // the group's progress independently, as NCCL needs when ranks issue them in different
 // orders.
 //
-// Faults: a watchdog (watchdog.h) ends ops, aborts communicators on NCCL errors and
-// timeouts, and holds the group's first fault; later ops throw it at once.
+// Faults: a watchdog (watchdog.h) ends ops and takes every fault to the group's
+// GroupFailure (api/group_failure.h), which records the first, refuses later ops and runs
+// the abort hook: every communicator of the backend is aborted.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/group_failure.h"
 #include "backends/nccl/comm_registry.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_config.h"
@@ -107,15 +109,15 @@ class NcclBackend : public Backend {
   int same_device(OpType op, const Tensor& a, const Tensor& b) const;
   // The device of ops that have no tensor (barrier, eager init).
   int default_device() const;
-  // Throws the group's first fault, or says the backend was shut down.
-  void check_usable() const;
   std::string op_label(OpType op, const OpContext& ctx, int device) const;
 
   const NcclConfig config_;
   const int visible_devices_;
   const std::string key_prefix_;  // fresh per backend: unique_id_exchange.h
 
-  CommRegistry<NcclComm> comms_;
+  // Shared with the abort hook and the watchdog's thread, which may outlive this object.
+  const std::shared_ptr<CommRegistry<NcclComm>> comms_ = std::make_shared<CommRegistry<NcclComm>>();
+  const std::shared_ptr<GroupFailure> failure_;
   int group_comms_made_ = 0;  // under the registry's lock (get_or_make's make runs there)
   std::atomic<int> last_device_{-1};
   std::mutex scratch_mu_;

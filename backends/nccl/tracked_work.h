@@ -42,6 +42,7 @@ class TrackedWork : public Work, public TrackedOp {
   Poll poll(std::exception_ptr* error) override;
   void complete(std::exception_ptr error) override;
   std::string label() const override { return label_; }
+  const Work* work() const override { return this; }
 
  protected:
   // Where the op's end marker stands; *error says what failed for kError.

@@ -9,19 +9,6 @@
 
 namespace distcomm {
 namespace nccl {
-namespace {
-
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-}  // namespace
 
 struct Watchdog::Core {
   struct Entry {
@@ -31,32 +18,33 @@ struct Watchdog::Core {
     std::chrono::milliseconds timeout;
   };
 
-  explicit Core(std::chrono::microseconds poll) : poll_interval(poll) {}
+  Core(std::shared_ptr<GroupFailure> f, std::chrono::microseconds poll) : failure(std::move(f)), poll_interval(poll) {}
 
   void run();
   // One pass over the ops in flight: finishes ended ones, detects faults.
   void check_once();
-  // Records error as the group's fault if it is the first, aborts `comm` and the
-  // communicators of every op in flight, then fails those ops: `culprit` with error, the
-  // others with a PeerFailure that points at the first fault.
-  void raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
-             const std::shared_ptr<TrackedOp>& culprit);
+  // Records error with the group's failure (the first one runs the abort hooks), aborts
+  // `comm` and the communicators of every op in flight, then fails those ops with the
+  // group's refusal. Returns what `culprit` ends with (it is failed here if in flight).
+  std::exception_ptr raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
+                           const TrackedOp* culprit);
   // Aborts the communicators of `entries` (and `extra`) with `reason`, then completes each
   // op with error_for(op).
   template <typename ErrorFor>
   static void abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
                              const std::string& reason, ErrorFor&& error_for);
 
+  const std::shared_ptr<GroupFailure> failure;
   const std::chrono::microseconds poll_interval;
   mutable std::mutex mu;
   std::condition_variable wake;     // new ops, or stopping
   std::condition_variable drained;  // no op left in flight
   std::vector<Entry> entries;       // in issue order
-  std::exception_ptr fault;
   bool stopping = false;
 };
 
-Watchdog::Watchdog(std::chrono::microseconds poll_interval) : core_(std::make_shared<Core>(poll_interval)) {
+Watchdog::Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval)
+    : core_(std::make_shared<Core>(std::move(failure), poll_interval)) {
   // The thread owns a reference to the core: a Work callback on this thread may destroy
   // the Watchdog, and the loop it returns to must still find its state.
   thread_ = std::thread([core = core_] { core->run(); });
@@ -77,8 +65,8 @@ void Watchdog::track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedO
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(core_->mu);
-    if (core_->fault) {
-      refused = core_->fault;
+    if (core_->failure->failed()) {
+      refused = core_->failure->refusal();
     } else if (core_->stopping) {
       refused = std::make_exception_ptr(PeerFailure(op->label() + ": the nccl backend was shut down"));
     } else {
@@ -91,12 +79,12 @@ void Watchdog::track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedO
   }
   // Raced with a fault or a shutdown: the op was enqueued on a communicator nobody will
   // watch again, so free its kernels now rather than let them spin.
-  comm->abort(what_of(refused));
+  comm->abort(message_of(refused));
   op->complete(refused);
 }
 
-void Watchdog::fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm) {
-  core_->raise(std::move(error), comm, nullptr);
+std::exception_ptr Watchdog::fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm, const TrackedOp& op) {
+  return core_->raise(std::move(error), comm, &op);
 }
 
 bool Watchdog::drain(Clock::time_point deadline) {
@@ -131,11 +119,6 @@ void Watchdog::stop(const std::string& why) {
 size_t Watchdog::in_flight() const {
   std::lock_guard<std::mutex> lock(core_->mu);
   return core_->entries.size();
-}
-
-std::exception_ptr Watchdog::fault() const {
-  std::lock_guard<std::mutex> lock(core_->mu);
-  return core_->fault;
 }
 
 void Watchdog::Core::run() {
@@ -214,28 +197,29 @@ void Watchdog::Core::check_once() {
   }
   if (now_empty) drained.notify_all();
   // The fault is recorded (and the group refuses new ops) before any Work callback runs.
-  if (error) raise(error, culprit->comm, culprit->op);
+  if (error) raise(error, culprit->comm, culprit->op.get());
   // Completions run Work callbacks: outside the lock, in issue order. A callback may
   // destroy the Watchdog; this object stays alive through the thread's reference.
   for (auto& op : done) op->complete(nullptr);
 }
 
-void Watchdog::Core::raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
-                           const std::shared_ptr<TrackedOp>& culprit) {
+std::exception_ptr Watchdog::Core::raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
+                                         const TrackedOp* culprit) {
+  // First: the group refuses new ops from here on, and its abort hooks have run.
+  const Work* work = culprit ? culprit->work() : nullptr;
+  const std::exception_ptr own = work ? failure->record(error, *work)
+                                      : failure->record(error, culprit ? culprit->label() : std::string());
   std::vector<Entry> to_fail;
-  std::exception_ptr first;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!fault) fault = error;
-    first = fault;
     to_fail.swap(entries);
   }
   drained.notify_all();
-  const std::string reason = what_of(first);
-  abort_and_fail(to_fail, comm, reason, [&](const TrackedOp& op) {
-    if (&op == culprit.get()) return error;
-    return std::make_exception_ptr(PeerFailure(op.label() + ": aborted because of an earlier fault: " + reason));
+  const std::exception_ptr refusal = failure->refusal();
+  abort_and_fail(to_fail, comm, message_of(refusal), [&](const TrackedOp& op) {
+    return &op == culprit ? own : refusal;
   });
+  return own;
 }
 
 template <typename ErrorFor>

@@ -1,13 +1,14 @@
 // The nccl backend's watchdog: one thread per backend that follows every op in flight
-// until it ends, and the one place where the group's first fault is recorded.
+// until it ends, and the one way by which a fault reaches the group's GroupFailure.
 //
 // A GPU collective whose peer died or never arrived does not end by itself: the kernel
 // spins. Only ncclCommAbort frees it, so something on the host has to notice. The watchdog
 // polls each op (its end event), each communicator (ncclCommGetAsyncError) and each op's
 // deadline. A fault, found here or reported by the issuing thread (fail()), is handled in
-// one order: record it as the group's fault if it is the first (later ops are refused from
-// then on), then abort the communicators (each keeps the reason before ncclCommAbort, so an
-// op whose end event passes because of the abort can tell), then fail the ops in flight.
+// one order: GroupFailure records it if it is the first (later ops are refused from then
+// on) and runs the group's abort hooks; then the communicators of the ops in flight are
+// aborted (each keeps the reason before ncclCommAbort, so an op whose end event passes
+// because of the abort can tell), then those ops fail.
 //
 // It knows ops and communicators only through the two small interfaces below, so its
 // logic (deadlines, fault fan-out, completion order) is tested on machines without a GPU.
@@ -18,6 +19,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+
+#include "api/group_failure.h"
+#include "api/work.h"
 
 namespace distcomm {
 namespace nccl {
@@ -35,6 +39,8 @@ class TrackedOp {
   virtual void complete(std::exception_ptr error) = 0;
   // Names op, sequence number and rank: "all_reduce #12 on rank 1/4 of group 'world' (cuda:0)".
   virtual std::string label() const = 0;
+  // The op's Work, for the failure record (op and sequence number), if it is one.
+  virtual const Work* work() const { return nullptr; }
 };
 
 // A communicator the watchdog can question and abort.
@@ -57,8 +63,9 @@ class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // failure: the group's, shared with the backend (the thread may outlive the backend).
   // poll_interval: how often ops in flight are checked (the thread sleeps while none are).
-  explicit Watchdog(std::chrono::microseconds poll_interval);
+  Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval);
   // Stops the thread (see stop()). Safe on the watchdog thread itself, from a Work callback
   // that destroys the group: the thread then finishes alone, touching only state it owns.
   ~Watchdog();
@@ -69,10 +76,10 @@ class Watchdog {
   // or stop(), the op fails at once and its communicator is aborted.
   void track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedOp> op, std::chrono::milliseconds timeout);
 
-  // A fault the issuing thread found (a setup that failed, an op NCCL refused or did not
-  // take in time): handled as the watchdog's own, in the order above; comm (may be null)
-  // is aborted with the others.
-  void fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm);
+  // A fault the issuing thread found in op (a setup that failed, an op NCCL refused or did
+  // not take in time): handled as the watchdog's own, in the order above; comm (may be
+  // null) is aborted with the others. Returns what op must end with (GroupFailure::record).
+  std::exception_ptr fail(std::exception_ptr error, std::shared_ptr<WatchedComm> comm, const TrackedOp& op);
 
   // Waits until no op is in flight, for at most until `deadline`. False if some are left,
   // and at once on the watchdog thread (it cannot wait for itself).
@@ -83,8 +90,6 @@ class Watchdog {
   void stop(const std::string& why);
 
   size_t in_flight() const;
-  // The first fault, or nullptr.
-  std::exception_ptr fault() const;
 
  private:
   struct Core;  // shared with the thread, so that it outlives a Watchdog destroyed under it

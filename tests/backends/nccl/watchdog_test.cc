@@ -18,10 +18,19 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+std::shared_ptr<GroupFailure> new_failure() { return std::make_shared<GroupFailure>(0, nullptr); }
+
+// The group's first failure, as recorded ("" if none).
+std::string first_failure(const GroupFailure& f) {
+  const auto first = f.first();
+  return first ? first->message : "";
+}
+
 class WatchdogTest : public ::testing::Test {
  protected:
   std::shared_ptr<FakeComm> comm_ = std::make_shared<FakeComm>();
-  Watchdog dog_{200us};
+  std::shared_ptr<GroupFailure> failure_ = new_failure();
+  Watchdog dog_{failure_, 200us};
 };
 
 TEST_F(WatchdogTest, FinishedOpsCompleteOnceWithSuccess) {
@@ -39,7 +48,7 @@ TEST_F(WatchdogTest, FinishedOpsCompleteOnceWithSuccess) {
   EXPECT_EQ(b->completions(), 1);
   EXPECT_EQ(a->error(), nullptr);
   EXPECT_EQ(comm_->aborts, 0);
-  EXPECT_EQ(dog_.fault(), nullptr);
+  EXPECT_FALSE(failure_->failed());
 }
 
 TEST_F(WatchdogTest, TimeoutAbortsTheCommunicatorAndFailsEveryOpInFlight) {
@@ -54,12 +63,13 @@ TEST_F(WatchdogTest, TimeoutAbortsTheCommunicatorAndFailsEveryOpInFlight) {
   EXPECT_NE(m.find("rank 1/2 group 'world' all_reduce #7"), std::string::npos) << m;
   EXPECT_NE(m.find("did not finish within 50 ms"), std::string::npos) << m;
   EXPECT_NE(m.find("ncclCommAbort"), std::string::npos) << m;
-  const std::string b = message_of<PeerFailure>(behind->error());
-  EXPECT_NE(b.find("broadcast #8"), std::string::npos) << b;
-  EXPECT_NE(b.find("earlier fault"), std::string::npos) << b;
+  // The others end with the group's refusal: the first failure's type, quoting it.
+  const std::string b = message_of<Timeout>(behind->error());
+  EXPECT_NE(b.find("the group is unusable since an earlier failure"), std::string::npos) << b;
+  EXPECT_NE(b.find("all_reduce #7"), std::string::npos) << b;
   EXPECT_EQ(comm_->aborts, 1);
   EXPECT_NE(comm_->abort_reason().find("all_reduce #7"), std::string::npos) << comm_->abort_reason();
-  EXPECT_EQ(dog_.fault(), stuck->error());
+  EXPECT_NE(first_failure(*failure_).find("did not finish within 50 ms"), std::string::npos);
 }
 
 TEST_F(WatchdogTest, OpsThatEndedBeforeAFaultStillSucceed) {
@@ -99,7 +109,7 @@ TEST_F(WatchdogTest, CudaErrorOfAnOpFailsIt) {
 TEST_F(WatchdogTest, AfterAFaultNewOpsFailAtOnceAndTheirCommunicatorIsAborted) {
   auto stuck = std::make_shared<FakeOp>("all_reduce #0");
   dog_.track(comm_, stuck, 20ms);
-  ASSERT_TRUE(eventually([&] { return dog_.fault() != nullptr; }));
+  ASSERT_TRUE(eventually([&] { return failure_->failed(); }));
   auto other = std::make_shared<FakeComm>();
   auto late = std::make_shared<FakeOp>("all_reduce #1");
   dog_.track(other, late, 10s);
@@ -130,7 +140,7 @@ TEST_F(WatchdogTest, StopFailsWhatIsInFlightAndAbortsItsCommunicator) {
   EXPECT_EQ(comm_->aborts, 1);
   dog_.stop("again");  // idempotent
   EXPECT_EQ(op->completions(), 1);
-  EXPECT_EQ(dog_.fault(), nullptr) << "a shutdown is not a fault";
+  EXPECT_FALSE(failure_->failed()) << "stopping the watchdog is not a failure";
 }
 
 // The fault is the group's before anything else happens: an op issued while the
@@ -139,10 +149,11 @@ TEST_F(WatchdogTest, StopFailsWhatIsInFlightAndAbortsItsCommunicator) {
 TEST_F(WatchdogTest, AFaultIsRecordedBeforeAnyAbortOrCompletion) {
   for (bool from_issuer : {false, true}) {
     SCOPED_TRACE(from_issuer ? "reported by the issuer" : "found by the watchdog");
-    Watchdog dog(200us);
+    auto failure = new_failure();
+    Watchdog dog(failure, 200us);
     auto comm = std::make_shared<FakeComm>();
     std::atomic<int> saw_fault{0}, saw_none{0};
-    auto check = [&] { ++(dog.fault() ? saw_fault : saw_none); };
+    auto check = [&] { ++(failure->failed() ? saw_fault : saw_none); };
     comm->on_abort = check;
     auto a = std::make_shared<FakeOp>("all_reduce #0");
     auto b = std::make_shared<FakeOp>("all_reduce #1");
@@ -150,7 +161,8 @@ TEST_F(WatchdogTest, AFaultIsRecordedBeforeAnyAbortOrCompletion) {
     b->on_complete = check;
     dog.track(comm, a, from_issuer ? 10000ms : 20ms);
     dog.track(comm, b, 10s);
-    if (from_issuer) dog.fail(std::make_exception_ptr(Timeout("all_reduce #2: NCCL did not take the op")), comm);
+    FakeOp issuing("all_reduce #2");
+    if (from_issuer) dog.fail(std::make_exception_ptr(Timeout("all_reduce #2: NCCL did not take the op")), comm, issuing);
     ASSERT_TRUE(eventually([&] { return a->completions() == 1 && b->completions() == 1; }));
     EXPECT_EQ(saw_none, 0);
     EXPECT_EQ(saw_fault, 3);  // one abort, two completions
@@ -166,16 +178,19 @@ TEST_F(WatchdogTest, AFailureReportedByTheIssuerFailsEveryOpInFlight) {
   dog_.track(comm_, a, 10s);
   dog_.track(other, b, 10s);
   const auto first = std::make_exception_ptr(Timeout("all_reduce #4: NCCL did not take the op before its timeout"));
-  dog_.fail(first, comm_);
+  FakeOp issuing("all_reduce #4");
+  EXPECT_EQ(dog_.fail(first, comm_, issuing), first) << "the first failure is the issuing op's own error";
   EXPECT_EQ(a->completions(), 1);
   EXPECT_EQ(b->completions(), 1);
-  EXPECT_NE(message_of<PeerFailure>(a->error()).find("all_reduce #4: NCCL did not take"), std::string::npos);
+  EXPECT_NE(message_of<Timeout>(a->error()).find("all_reduce #4: NCCL did not take"), std::string::npos);
   EXPECT_EQ(comm_->aborts, 1);
   EXPECT_EQ(other->aborts, 1);
-  EXPECT_EQ(dog_.fault(), first);
-  // A later failure does not replace the first.
-  dog_.fail(std::make_exception_ptr(PeerFailure("secondary")), nullptr);
-  EXPECT_EQ(dog_.fault(), first);
+  EXPECT_NE(first_failure(*failure_).find("all_reduce #4: NCCL did not take"), std::string::npos);
+  // A later failure does not replace the first, and its op ends with the group's refusal.
+  const std::string later = message_of<Timeout>(
+      dog_.fail(std::make_exception_ptr(PeerFailure("secondary")), nullptr, FakeOp("all_reduce #5")));
+  EXPECT_NE(later.find("the group is unusable since an earlier failure"), std::string::npos) << later;
+  EXPECT_NE(first_failure(*failure_).find("all_reduce #4"), std::string::npos);
 }
 
 TEST_F(WatchdogTest, DrainWaitsForOpsInFlightAndIsBounded) {
@@ -201,7 +216,7 @@ TEST_F(WatchdogTest, DrainWaitsForOpsInFlightAndIsBounded) {
 // The thread then ends by itself, and the ops still in flight fail instead of being lost.
 // (Under --config=asan this also shows that nothing freed is touched afterwards.)
 TEST(WatchdogLifetimeTest, ACallbackMayDestroyTheWatchdogOnItsThread) {
-  auto dog = std::make_unique<Watchdog>(200us);
+  auto dog = std::make_unique<Watchdog>(new_failure(), 200us);
   auto comm = std::make_shared<FakeComm>();
   auto both_done = std::make_shared<std::atomic<bool>>(false);
   auto first = std::make_shared<FakeOp>("all_reduce #0", both_done);
