@@ -39,7 +39,7 @@ GlooBackend::GlooBackend(BackendOptions options)
   CollectiveEnv env;
   env.context = comm_->context();
   env.algorithm = algorithm_;
-  worker_ = std::make_unique<CollectiveWorker>(std::move(env), *failure_, worker_scheduling_);
+  worker_ = CollectiveWorker::start(std::move(env), *failure_, worker_scheduling_);
 }
 
 GlooBackend::~GlooBackend() { shutdown(); }
@@ -57,20 +57,17 @@ std::vector<OpType> GlooBackend::supported_ops() const {
 
 WorkPtr GlooBackend::enqueue(OpType type, const OpContext& ctx, const Tensor& out, const Tensor& in, int root,
                              ReduceOp reduce, std::vector<int64_t> out_counts, std::vector<int64_t> in_counts) {
-  auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
   GlooOp op;
   op.type = type;
-  op.work = work;
   op.out = out;
   op.in = in;
   op.root = root;
   op.reduce = reduce;
   op.out_counts = std::move(out_counts);
   op.in_counts = std::move(in_counts);
-  op.tag = static_cast<uint32_t>(ctx.seq);
+  op.tag = collective_tag(ctx);
   op.timeout = ctx.timeout;
-  worker_->submit(std::move(op));  // after a failure the worker refuses it, in order
-  return work;
+  return worker_->submit(std::move(op), ctx);  // after a failure the worker refuses it, in order
 }
 
 WorkPtr GlooBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {

@@ -73,7 +73,7 @@ class GlooBackend final : public Backend {
   std::unique_ptr<GlooComm> comm_;
   std::unique_ptr<GroupFailure> failure_;
   std::unique_ptr<TransferWaiters> transfers_;
-  std::unique_ptr<CollectiveWorker> worker_;
+  std::shared_ptr<CollectiveWorker> worker_;  // its Works hold weak references
   std::atomic<bool> shut_down_{false};
 };
 

@@ -8,6 +8,7 @@
 
 #include <gloo/context.h>
 
+#include "api/backend.h"
 #include "api/reduce_op.h"
 #include "api/tensor.h"
 #include "api/work.h"
@@ -28,9 +29,13 @@ struct GlooOp {
   int root = 0;
   std::vector<int64_t> out_counts;  // all_to_all: elements from / to each rank
   std::vector<int64_t> in_counts;
-  uint32_t tag = 0;  // gloo tag: unique among ops in flight on the group
+  uint32_t tag = 0;  // gloo tag: collective_tag()
   std::chrono::milliseconds timeout{0};
 };
+
+// The gloo tag of a collective: its sequence number, unique among the group's ops in
+// flight. The one place it is computed, so that what a tag carries can change here alone.
+inline uint32_t collective_tag(const OpContext& ctx) { return static_cast<uint32_t>(ctx.seq); }
 
 // Grow-only memory for ops that need room besides their tensors (reduce's non-root
 // output, reduce_scatter's blocks in flight). Used by the worker thread only, so steady

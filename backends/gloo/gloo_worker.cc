@@ -5,6 +5,7 @@
 
 #include "api/errors.h"
 #include "backends/gloo/gloo_errors.h"
+#include "backends/gloo/gloo_work.h"
 
 namespace distcomm {
 namespace gloo_backend {
@@ -32,19 +33,43 @@ WorkerScheduling parse_worker_scheduling(const std::string& name) {
   throw InvalidArgument("gloo: unknown worker_sched '" + name + "' (config 'worker_sched'); expected normal or batch");
 }
 
-CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure, WorkerScheduling scheduling)
-    : env_(std::move(env)), failure_(failure), thread_([this] { loop(); }) {
-  set_up_worker_thread(thread_.native_handle(), scheduling);
+CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
+    : env_(std::move(env)), failure_(failure) {}
+
+std::shared_ptr<CollectiveWorker> CollectiveWorker::start(CollectiveEnv env, GroupFailure& failure,
+                                                          WorkerScheduling scheduling) {
+  std::shared_ptr<CollectiveWorker> worker(new CollectiveWorker(std::move(env), failure));
+  CollectiveWorker* self = worker.get();  // the thread ends in stop(), before the object
+  worker->thread_ = std::thread([self] { self->loop(); });
+  set_up_worker_thread(worker->thread_.native_handle(), scheduling);
+  return worker;
 }
 
 CollectiveWorker::~CollectiveWorker() { stop(); }
 
-void CollectiveWorker::submit(GlooOp op) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(op));
+WorkPtr CollectiveWorker::submit(GlooOp op, const OpContext& ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    auto refused = std::make_shared<Work>(op.type, ctx.seq, ctx.description);
+    refused->finish(failure_.refusal());
+    return refused;
   }
-  cv_.notify_one();
+  const uint64_t ticket = next_ticket_++;
+  auto work = std::make_shared<GlooWork>(op.type, ctx.seq, ctx.description, weak_from_this(), ticket);
+  op.work = work;
+  const Clock::time_point due = Clock::now() + kGrace;
+  queue_.push_back(Queued{std::move(op), ticket, due});
+  if (idle_locked()) {
+    if (queue_.size() == 1 && !urgent_) {
+      timer_.ring_at(due);  // a waiter that takes it first clears this
+      timer_set_ = true;
+    } else {
+      wake_worker_locked();  // an earlier op is still queued: its caller is not waiting for it
+    }
+  }
+  // Otherwise whoever runs or finishes an op now looks at the queue when done.
+  return work;
 }
 
 bool CollectiveWorker::busy() const {
@@ -52,48 +77,120 @@ bool CollectiveWorker::busy() const {
   return running_ || !queue_.empty();
 }
 
+void CollectiveWorker::wake_worker_locked() {
+  urgent_ = true;
+  timer_set_ = false;
+  timer_.ring_now();
+}
+
 void CollectiveWorker::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
     stopping_ = true;
+    wake_worker_locked();
   }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+}
+
+CollectiveWorker::Taken CollectiveWorker::take_locked() {
+  Taken taken;
+  taken.queued = std::move(queue_.front());
+  queue_.pop_front();
+  ++next_taken_;
+  // Decided under the lock that busy() takes: once the group is marked failed, either this
+  // op is refused here or busy() has seen it running (and the caller interrupts it).
+  taken.refuse = failure_.failed();
+  running_ = !taken.refuse;
+  finishing_ = taken.refuse;
+  return taken;
+}
+
+void CollectiveWorker::run_and_finish(Taken taken) {
+  GlooOp& op = taken.queued.op;
+  std::exception_ptr error;
+  if (taken.refuse) {
+    error = failure_.refusal();
+  } else {
+    try {
+      run_collective(env_, op);
+    } catch (...) {
+      error = failure_.record(to_distcomm_error(std::current_exception(), op.timeout), *op.work);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+    finishing_ = true;
+    finisher_ = std::this_thread::get_id();
+  }
+  // Finishing runs the Work's callbacks (the ProcessGroup unpacks list outputs in them);
+  // the next op starts after them, as it would on one thread.
+  WorkPtr work = std::move(op.work);
+  op = GlooOp();  // drop the tensor handles before waking the waiter
+  work->finish(error);
+  std::lock_guard<std::mutex> lock(mu_);
+  finishing_ = false;
+  finisher_ = std::thread::id();
+}
+
+void CollectiveWorker::drive(uint64_t ticket, const std::string& description) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finishing_ && finisher_ == std::this_thread::get_id()) {
+    // Nothing else runs until this callback returns: waiting here would wait for itself.
+    throw Error(description + ": Work::wait called from a Work callback (on_finish) would wait for an op that "
+                "cannot start before the callback returns; chain the next step with on_finish instead");
+  }
+  while (ticket >= next_taken_ && idle_locked() && !stopping_ && !queue_.empty()) {
+    if (timer_set_) {
+      timer_.clear();  // the worker need not wake for this op
+      timer_set_ = false;
+    }
+    Taken taken = take_locked();
+    lock.unlock();
+    run_and_finish(std::move(taken));
+    lock.lock();
+  }
+  // Ops issued meanwhile by other threads, or the worker waiting to stop: hand over.
+  if ((stopping_ || !queue_.empty()) && idle_locked()) wake_worker_locked();
+}
+
+void CollectiveWorker::hurry(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ticket < next_taken_ || urgent_) return;  // taken already, or the worker is on it
+  if (idle_locked()) {
+    wake_worker_locked();
+  } else {
+    urgent_ = true;  // whoever runs the current op hands the rest to the worker
+  }
 }
 
 void CollectiveWorker::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    GlooOp op;
-    bool refuse = false;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and every op has been answered
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      // Decided under the lock that busy() takes: once the group is marked failed, either
-      // this op is refused here or busy() has seen it running (and the caller interrupts it).
-      refuse = failure_.failed();
-      running_ = !refuse;
+    if (idle_locked() && !queue_.empty() &&
+        (urgent_ || stopping_ || queue_.front().due <= Clock::now())) {
+      // Once running, the worker keeps going through the queue: what is queued behind an
+      // op it runs was issued before anyone waited for that op.
+      urgent_ = true;
+      timer_set_ = false;
+      Taken taken = take_locked();
+      lock.unlock();
+      run_and_finish(std::move(taken));
+      lock.lock();
+      continue;
     }
-    std::exception_ptr error;
-    if (refuse) {
-      error = failure_.refusal();
-    } else {
-      try {
-        run_collective(env_, op);
-      } catch (...) {
-        error = failure_.record(to_distcomm_error(std::current_exception(), op.timeout), *op.work);
-      }
+    if (stopping_ && queue_.empty() && idle_locked()) return;  // every op has been answered
+    if (queue_.empty()) urgent_ = false;
+    if (idle_locked() && !queue_.empty() && !urgent_ && !timer_set_) {
+      timer_.ring_at(queue_.front().due);  // woken early: sleep until the head's grace ends
+      timer_set_ = true;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      running_ = false;
-    }
-    // Finishing runs the Work's callbacks (the ProcessGroup unpacks list outputs in them).
-    WorkPtr work = std::move(op.work);
-    op = GlooOp();  // drop the tensor handles before waking the waiter
-    work->finish(error);
+    // Anything else (an op running on a waiter) wakes the worker when it is done.
+    lock.unlock();
+    timer_.wait();
+    lock.lock();
+    timer_set_ = false;
   }
 }
 

@@ -1,17 +1,35 @@
-// Runs a gloo group's collectives on one thread, one at a time, in the order they were
-// issued. Every rank issues collectives in the same order, so running them in order on
-// each rank is what makes their messages meet; one thread per group also keeps gloo's
-// context (slots, scratch) single-threaded.
+// Runs a gloo group's collectives one at a time, in the order they were issued. Every rank
+// issues collectives in the same order, so running them in order on each rank is what
+// makes their messages meet; one op at a time also keeps gloo's context (slots, scratch)
+// single-threaded.
+//
+// Who runs an op: the thread that waits for it, or the group's worker thread.
+// - A thread that calls wait() (without a timeout) on an op that nobody has started runs
+//   it itself, and any ops issued before it that nobody has started, then returns. The
+//   common `pg->all_reduce(t)->wait()` thus runs gloo on the caller's thread, as a program
+//   calling gloo directly does: no hand-off to another thread and back (each one a
+//   context switch and a wake-up in the op's critical path).
+// - The worker runs what nobody waits for: an op that is still queued `kGrace` after it
+//   was issued, every op queued behind one the worker is running, and at once an op that
+//   someone polls (is_completed), waits for with a timeout, or that was issued while an
+//   earlier one was still queued. Async use (issue now, wait later, DDP's buckets) keeps
+//   its overlap: the ops run while the caller computes.
+// The worker sleeps on a timer (gloo_wake_timer.h) that submit() sets to the op's grace
+// and a waiter that takes the op clears, so a caller that waits costs no wake-up at all.
+// An op's Work is finished (its callbacks run) before the next op starts, whoever runs it.
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "api/backend.h"
 #include "api/group_failure.h"
 #include "backends/gloo/gloo_op.h"
+#include "backends/gloo/gloo_wake_timer.h"
 
 namespace distcomm {
 namespace gloo_backend {
@@ -20,46 +38,84 @@ namespace gloo_backend {
 //
 // "normal" (the default): SCHED_OTHER, as created.
 // "batch": SCHED_BATCH, whose effect on Linux is that the worker, when woken, does not
-// preempt the thread running on that core but waits for it to block, or for the tick. Each
-// op wakes the worker two or more times (the caller's submit, gloo's loop thread when data
-// arrives), and those wakers block a moment later: preempting them costs a switch away and
-// one back. Measured on 2 cores with 2 ranks and nothing else running (tools/bench/overhead/
-// gloo_overhead, ring, median of 600, direct/distcomm time in one run, 6 runs each): 8 B
-// 0.47-0.76 normal, 0.57-1.14 batch; 1 MiB 0.83-0.86 normal, 1.25-1.35 batch (the worker
-// then beats gloo called from a normal thread); context switches per 8 B op and rank 7.9
-// normal, 6.2 batch, 4.4 gloo called directly. But with CPU-bound threads on every core (2
-// busy loops) the woken worker waits for the tick: 8 B took 2.5-2.8 ms batch, 0.3-1.0 ms
-// normal. So batch is for hosts whose cores the ranks have to themselves. A worker the
-// program runs with a real-time policy keeps it.
+// preempt the thread running on that core but waits for it to block, or for the tick. This
+// matters for ops nobody waits for (those the worker runs): each wakes it, and its wakers
+// block a moment later, so preempting them costs a switch away and one back. Measured
+// before waiters ran their own ops, on 2 cores with 2 ranks and nothing else running,
+// context switches per 8 B op and rank: 7.9 normal, 6.2 batch, 4.4 gloo called directly;
+// but with CPU-bound threads on every core the woken worker waits for the tick (8 B took
+// 2.5-2.8 ms batch, 0.3-1.0 ms normal). So batch is for hosts whose cores the ranks have to
+// themselves. A worker the program runs with a real-time policy keeps it.
 enum class WorkerScheduling { kNormal, kBatch };
 // "" is the default; throws InvalidArgument naming the choices.
 WorkerScheduling parse_worker_scheduling(const std::string& name);
 
-class CollectiveWorker {
+class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
  public:
-  // The thread is named "dc-gloo-worker" (ps -L, perf, gdb).
-  CollectiveWorker(CollectiveEnv env, GroupFailure& failure, WorkerScheduling scheduling);
+  using Clock = WakeTimer::Clock;
+  // How long an op waits for a thread to wait() on it before the worker runs it: far longer
+  // than `pg->op(...)` takes to return and call wait(), far shorter than the ops that async
+  // callers overlap with their own work.
+  static constexpr std::chrono::microseconds kGrace{100};
+
+  // The thread is named "dc-gloo-worker" (ps -L, perf, gdb). Works hold a weak reference.
+  static std::shared_ptr<CollectiveWorker> start(CollectiveEnv env, GroupFailure& failure,
+                                                 WorkerScheduling scheduling);
   ~CollectiveWorker();
   CollectiveWorker(const CollectiveWorker&) = delete;
   CollectiveWorker& operator=(const CollectiveWorker&) = delete;
 
-  void submit(GlooOp op);
+  // Queues op (op.work is set here) and returns its Work. After stop() the Work is
+  // already finished with the group's refusal.
+  WorkPtr submit(GlooOp op, const OpContext& ctx);
   // Whether an op is queued or running. Read after the group is marked failed or shut
   // down, false means no op will touch the connections again.
   bool busy() const;
-  // Ends the thread after it has refused the queued ops (the group must already be marked
-  // failed or shut down, and a running op interrupted). Idempotent.
+  // Ends the thread after it has refused the queued ops and an op a waiter runs has ended
+  // (the group must already be marked failed or shut down, and a running op interrupted).
+  // Idempotent. Later waiters run nothing.
   void stop();
 
+  // For GlooWork. ticket: the op's place in issue order.
+  // Runs the queued ops up to and including `ticket` on this thread, as far as no other
+  // thread is running one; returns when that op is done or another thread has it.
+  void drive(uint64_t ticket, const std::string& description);
+  // Someone polls the op or waits with a deadline: if it is still queued, the worker
+  // runs it (and what is queued before it) now.
+  void hurry(uint64_t ticket);
+
  private:
+  struct Queued {
+    GlooOp op;
+    uint64_t ticket = 0;
+    Clock::time_point due;  // when the worker takes it if no waiter has
+  };
+  struct Taken {
+    Queued queued;
+    bool refuse = false;
+  };
+
+  CollectiveWorker(CollectiveEnv env, GroupFailure& failure);
   void loop();
+  // Pops the head (mu_ held); the caller must then run_and_finish it.
+  Taken take_locked();
+  void run_and_finish(Taken taken);
+  bool idle_locked() const { return !running_ && !finishing_; }
+  // Ops are queued and nobody will run them: the worker runs them now (mu_ held).
+  void wake_worker_locked();
 
   CollectiveEnv env_;
   GroupFailure& failure_;
+  WakeTimer timer_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<GlooOp> queue_;
-  bool running_ = false;
+  std::deque<Queued> queue_;
+  uint64_t next_ticket_ = 0;  // the next op submitted gets this
+  uint64_t next_taken_ = 0;   // the queue's head has this; smaller ones are taken
+  bool running_ = false;      // an op is running (on the worker or a waiter)
+  bool finishing_ = false;    // its Work is being finished; the next op waits for that
+  std::thread::id finisher_;  // the thread that finishes it
+  bool urgent_ = false;       // the worker takes queued ops without waiting for their grace
+  bool timer_set_ = false;    // for the head's grace
   bool stopping_ = false;
   std::thread thread_;
 };

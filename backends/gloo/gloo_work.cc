@@ -1,0 +1,29 @@
+#include "backends/gloo/gloo_work.h"
+
+#include "backends/gloo/gloo_worker.h"
+
+namespace distcomm {
+namespace gloo_backend {
+
+void GlooWork::wait(std::chrono::milliseconds timeout) {
+  if (!Work::is_completed()) {
+    if (auto worker = worker_.lock()) {
+      // With a deadline this thread must be free to give up, so it cannot run the op.
+      if (timeout < std::chrono::milliseconds::zero()) {
+        worker->drive(ticket_, description());
+      } else {
+        worker->hurry(ticket_);
+      }
+    }
+  }
+  Work::wait(timeout);  // rethrows the op's error
+}
+
+bool GlooWork::is_completed() const {
+  if (Work::is_completed()) return true;
+  if (auto worker = worker_.lock()) worker->hurry(ticket_);  // polled: nobody will wait() for it soon
+  return false;
+}
+
+}  // namespace gloo_backend
+}  // namespace distcomm
