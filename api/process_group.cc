@@ -12,10 +12,42 @@
 namespace distcomm {
 namespace {
 
+// Waiting for it waits for `inner` first, so that a backend whose waiters run their own op
+// (gloo) does so for this Work's waiter too.
+class ChainedWork : public Work {
+ public:
+  ChainedWork(WorkPtr inner, OpType op, const OpContext& ctx)
+      : Work(op, ctx.seq, ctx.description), inner_(std::move(inner)) {}
+
+  void wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    if (!Work::is_completed()) {
+      if (timeout < std::chrono::milliseconds::zero()) {
+        try {
+          inner_->wait();
+        } catch (...) {
+          // inner's error reaches this Work through the callback; Work::wait rethrows it
+        }
+      } else {
+        inner_->is_completed();  // a poll: lets the backend start the op now
+      }
+    }
+    Work::wait(timeout);
+  }
+
+  bool is_completed() const override {
+    if (Work::is_completed()) return true;
+    inner_->is_completed();
+    return Work::is_completed();
+  }
+
+ private:
+  const WorkPtr inner_;
+};
+
 // A Work that ends when `inner` ends, after `after` ran (on the thread that finished inner).
 // Used to unpack list outputs and to finish host-side AVG after the backend's SUM.
 WorkPtr then(const WorkPtr& inner, OpType op, const OpContext& ctx, std::function<void()> after) {
-  auto outer = std::make_shared<Work>(op, ctx.seq, ctx.description);
+  auto outer = std::make_shared<ChainedWork>(inner, op, ctx);
   inner->on_finish([outer, after = std::move(after)](std::exception_ptr error) {
     if (!error) {
       try {

@@ -61,6 +61,12 @@ TEST(GlooWorker, AWaiterRunsItsOpAndTheWorkerSleeps) {
     // Handed to the worker, each op would wake it at least once (twice counting its sleep).
     // A caller preempted for longer than the grace leaves an op to the worker now and then.
     EXPECT_LT(worker_switches() - before, kOps / 2);
+    // AVG: the ProcessGroup divides after the backend's SUM, in a Work chained on it.
+    AllReduceOptions avg;
+    avg.op = ReduceOp::AVG;
+    const long before_avg = worker_switches();
+    for (int i = 0; i < kOps; ++i) pg.all_reduce(t, avg)->wait();
+    EXPECT_LT(worker_switches() - before_avg, kOps / 2) << "AVG";
   });
 }
 
