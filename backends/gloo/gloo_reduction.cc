@@ -2,6 +2,8 @@
 
 #include <gloo/math.h>
 
+#include "backends/gloo/gloo_sum_kernels.h"
+
 namespace distcomm {
 namespace gloo_backend {
 namespace {
@@ -25,7 +27,9 @@ using GlooKernel = void (*)(void*, const void*, const void*, size_t);
 template <typename T>
 ReduceFn gloo_kernel(ReduceOp::Kind kind) {
   switch (kind) {
-    case ReduceOp::SUM: return static_cast<GlooKernel>(&::gloo::sum<T>);
+    case ReduceOp::SUM:
+      if constexpr (has_sum_kernel<T>()) return &add_arrays<T>;  // vectorised (gloo_sum_kernels.h)
+      return static_cast<GlooKernel>(&::gloo::sum<T>);
     case ReduceOp::PRODUCT: return static_cast<GlooKernel>(&::gloo::product<T>);
     case ReduceOp::MIN: return static_cast<GlooKernel>(&::gloo::min<T>);
     case ReduceOp::MAX: return static_cast<GlooKernel>(&::gloo::max<T>);

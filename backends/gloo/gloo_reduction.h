@@ -17,6 +17,7 @@
 
 #include "api/dtype.h"
 #include "api/reduce_op.h"
+#include "backends/gloo/gloo_sum_kernels.h"
 
 namespace distcomm {
 namespace gloo_backend {
@@ -62,7 +63,12 @@ const ::gloo::ReductionFunction<T>* reduction_for_algorithm(ReduceOp op) {
   if constexpr (D != DType::kBool && std::is_arithmetic_v<T>) {
     if (gloo_kernel_fits<T>(kind)) {
       switch (kind) {
-        case ReduceOp::SUM: return ::gloo::ReductionFunction<T>::sum;
+        case ReduceOp::SUM:
+          if constexpr (has_sum_kernel<T>()) {
+            static const ::gloo::ReductionFunction<T> vectorised(::gloo::SUM, &add_into<T>);
+            return &vectorised;
+          }
+          return ::gloo::ReductionFunction<T>::sum;
         case ReduceOp::PRODUCT: return ::gloo::ReductionFunction<T>::product;
         case ReduceOp::MIN: return ::gloo::ReductionFunction<T>::min;
         case ReduceOp::MAX: return ::gloo::ReductionFunction<T>::max;
