@@ -113,17 +113,42 @@ TEST(OverheadPrograms, MpiOverheadWithoutMpirunSaysHow) {
   EXPECT_NE(out.output.find("mpirun -np 2"), std::string::npos) << out.output;
 }
 
-TEST(OverheadPrograms, GlooOverheadPrintsTheSideBySideTable) {
-  const ProgramOutcome out = run_program(
-      {runfile("tools/bench/overhead/gloo_overhead"), "--sizes=8,1M", "--iters=2", "--rounds=2", "--warmup=1"});
+TEST(OverheadPrograms, GlooOverheadRunsSeparateJobsAndPrintsTheTable) {
+  const ProgramOutcome out =
+      run_program({runfile("tools/bench/overhead/gloo_overhead"), "--sizes=8,1M", "--iters=2", "--large_iters=2",
+                   "--rounds=2", "--warmup=1"});
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_NE(out.output.find("vs gloo::allreduce called directly, algorithm ring, 2 ranks"), std::string::npos)
+  EXPECT_NE(out.output.find("vs gloo called directly (gloo::allreduce ring), 2 ranks"), std::string::npos)
       << out.output;
-  EXPECT_NE(out.output.find("     1048576 "), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("separate jobs, 2 alternating rounds"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("\n           8 "), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("\n     1048576 "), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("gloo_overhead: done"), std::string::npos) << out.output;
+
+  const ProgramOutcome gather = run_program({runfile("tools/bench/overhead/gloo_overhead"), "--op=all_gather",
+                                             "--nproc=3", "--sizes=96", "--iters=2", "--rounds=1", "--warmup=1"});
+  ASSERT_EQ(gather.exit_code, 0) << gather.output;
+  EXPECT_NE(gather.output.find("distcomm all_gather"), std::string::npos) << gather.output;
 
   const ProgramOutcome bad = run_program({runfile("tools/bench/overhead/gloo_overhead"), "--algorithm=tree"});
-  EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.output.find("--algorithm must be ring or bcube"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--algorithm expects ring or bcube"), std::string::npos) << bad.output;
+}
+
+TEST(OverheadPrograms, RawGlooBenchPrintsOneLinePerSize) {
+  for (const char* op : {"all_reduce", "broadcast", "all_gather", "reduce_scatter"}) {
+    const ProgramOutcome out =
+        run_program({runfile("tools/bench/overhead/raw_gloo_bench"), std::string("--op=") + op, "--nproc=3",
+                     "--sizes=96,3K", "--iters=2", "--warmup=1"});
+    ASSERT_EQ(out.exit_code, 0) << op << ": " << out.output;
+    const std::string line = std::string("impl=raw_gloo op=") + op + " nranks=3 bytes=";
+    EXPECT_NE(out.output.find(line + "96 iters=2 median_us="), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find(line + "3072 iters=2 median_us="), std::string::npos) << out.output;
+  }
+  const ProgramOutcome bad = run_program({runfile("tools/bench/overhead/raw_gloo_bench"), "--op=gather"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--op expects all_reduce, broadcast, all_gather or reduce_scatter"), std::string::npos)
+      << bad.output;
 }
 
 }  // namespace
