@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +42,16 @@ struct Child {
   std::string thrown;  // collected from error_fd
   bool running = true;
   int status = 0;
+  int exit_fd = -1;  // a pidfd: readable once the child has exited (-1 where the kernel has none)
 };
+
+// So that the parent sleeps until a child exits instead of polling for it.
+int open_exit_fd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+void close_exit_fd(Child& c) {
+  if (c.exit_fd >= 0) ::close(c.exit_fd);
+  c.exit_fd = -1;
+}
 
 // A port nobody listens on now; rank 0's store binds it a moment later.
 int pick_free_port() {
@@ -108,19 +118,28 @@ void collect_thrown(Child& c, bool last = false) {
   }
 }
 
-// Waits up to `wait` for children to end, reading their error pipes meanwhile.
+// Waits up to `wait` for children to end, reading their error pipes meanwhile. Sleeps until
+// a child exits or writes (its pidfd or pipe), or, without pidfds, looks every 5 ms.
 void reap_for(std::vector<Child>& children, std::chrono::milliseconds wait) {
   Clock::time_point deadline = Clock::now() + wait;
   while (true) {
     bool any_running = false;
+    bool every_exit_seen = true;
     std::vector<pollfd> fds;
     for (Child& c : children) {
       if (c.running && ::waitpid(c.pid, &c.status, WNOHANG) == c.pid) c.running = false;
+      if (!c.running) close_exit_fd(c);
       any_running |= c.running;
+      if (c.running) {
+        every_exit_seen &= c.exit_fd >= 0;
+        if (c.exit_fd >= 0) fds.push_back(pollfd{c.exit_fd, POLLIN, 0});
+      }
       if (c.error_fd >= 0) fds.push_back(pollfd{c.error_fd, POLLIN, 0});
     }
-    if (!any_running || Clock::now() >= deadline) return;
-    ::poll(fds.data(), fds.size(), 5);
+    const auto now = Clock::now();
+    if (!any_running || now >= deadline) return;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+    ::poll(fds.data(), fds.size(), every_exit_seen ? static_cast<int>(left) : 5);
     for (const pollfd& p : fds) {
       for (Child& c : children) {
         if (c.error_fd == p.fd && (p.revents & (POLLIN | POLLHUP))) collect_thrown(c);
@@ -140,6 +159,7 @@ void stop_all(std::vector<Child>& children, std::chrono::seconds grace) {
   for (Child& c : children) {
     if (c.running && ::waitpid(c.pid, &c.status, 0) == c.pid) c.running = false;
     if (c.error_fd >= 0) collect_thrown(c, /*last=*/true);
+    close_exit_fd(c);
   }
 }
 
@@ -192,12 +212,19 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
     c.rank = rank;
     c.pid = pid;
     c.error_fd = fds[0];
+    c.exit_fd = open_exit_fd(pid);
     children.push_back(c);
   }
 
   const Clock::time_point start = Clock::now();
   while (true) {
-    reap_for(children, std::chrono::milliseconds(50));
+    // Woken early by any child's exit; the limit is for SpawnOptions::timeout.
+    auto wait = std::chrono::milliseconds(1000);
+    if (options.timeout.count() > 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(start + options.timeout - Clock::now());
+      wait = std::clamp(left, std::chrono::milliseconds(1), wait);
+    }
+    reap_for(children, wait);
     const Child* first_failure = nullptr;
     bool all_done = true;
     for (const Child& c : children) {
