@@ -12,8 +12,9 @@ const distcomm_config_key kConfigKeys[] = {
      "all_reduce algorithm: auto, ring, ring_chunked, halving_doubling or bcube (auto: bcube up to 1 MiB, the "
      "ring above and below 2 elements per rank)"},
     {"worker_sched", "normal", "DISTCOMM_GLOO_WORKER_SCHED",
-     "scheduling of the group's worker thread: normal, or batch (SCHED_BATCH: fewer context switches where the "
-     "ranks have the cores to themselves, slower when other threads keep every core busy)"},
+     "scheduling of the group's worker thread, which runs the ops nobody waits for (a waiter runs its own): "
+     "normal, or batch (SCHED_BATCH: fewer context switches where the ranks have the cores to themselves, slower "
+     "when other threads keep every core busy)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
