@@ -8,7 +8,9 @@
 // the backend's own thread or stream, in issue order within the group.
 //
 // Every op has a default that throws Unsupported("backend X does not support Y"), so a
-// plugin implements what its library can do and says so in supported_ops().
+// plugin implements what its library can do and says so in supported_ops(); the
+// ProcessGroup calls no op a backend does not list. Ops are added without breaking built
+// plugins by the rules in plugin.h.
 #pragma once
 
 #include <chrono>
@@ -72,6 +74,8 @@ class Backend {
   const BackendOptions& options() const { return options_; }
 
   // Capability queries. The ProcessGroup refuses an op not listed here before sending.
+  // Ops the ProcessGroup builds from others are not listed (all_reduce_coalesced is an
+  // all_reduce of a packed buffer).
   virtual std::vector<OpType> supported_ops() const = 0;
   // Whether the backend reduces (op, dtype) itself. When false for AVG or PREMUL_SUM, the
   // ProcessGroup runs SUM and does the scaling on the host (CPU tensors).

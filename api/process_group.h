@@ -152,22 +152,53 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag);
 
-  // Validation helpers: throw InvalidArgument naming op, argument and rank.
+  // Validation helpers (process_group_checks.cc): throw InvalidArgument naming op, argument
+  // and rank.
   std::string where(OpType op) const;
   void check_tensor(OpType op, const Tensor& t, const char* arg) const;
   void check_same(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+  // Same dtype and device (the counts differ by design).
+  void check_alike(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+  // The tensor forms of all_gather and reduce_scatter: `whole` holds size() times `part`.
+  void check_whole_and_part(OpType op, const Tensor& whole, const char* whole_name, const Tensor& part,
+                            const char* part_name) const;
+  // A list argument: one tensor per rank, each like `like`. For a rooted op (root >= 0) the
+  // list is the root's and must be empty elsewhere. Returns whether this rank holds it.
+  bool check_list(OpType op, const std::vector<Tensor>& list, const char* arg, const Tensor& like,
+                  const char* like_name, int root = -1) const;
   void check_root(OpType op, int root) const;
   void check_peer(OpType op, int peer, const char* arg) const;
+  // A point-to-point op's tensor, peer (peer_arg null: any source) and tag.
+  void check_p2p(OpType op, const Tensor& t, const char* peer_arg, int peer, int tag) const;
   void check_reduce(OpType op, ReduceOp rop, const Tensor& t) const;
   void require_host(OpType op, const Tensor& t, const std::string& what) const;
   void check_count(OpType op, const Tensor& t, int64_t expected, const char* arg,
                    const std::string& why) const;
 
   OpContext next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout, bool p2p = false);
-  Backend& route(OpType op, const Tensor& t);
-  // AVG / PREMUL_SUM fallback around a SUM.
-  ReduceOp effective_op(Backend& b, ReduceOp op, DType dtype) const;
-  static void finish_reduction(ReduceOp requested, ReduceOp used, Tensor& result, int group_size);
+  // The backend of the device, once it lists op in supported_ops().
+  Backend& route(OpType op, DeviceType device);
+  Backend& route(OpType op, const Tensor& t) { return route(op, t.device().type); }
+
+  // How a reducing op runs: what the backend is asked, and what the host does around it
+  // when the backend lacks the op for the dtype (AVG: a SUM, then a division; PREMUL_SUM:
+  // the inputs scaled, then a SUM). Host tensors only; others are refused.
+  struct ReductionPlan {
+    ReduceOp run;
+    double premultiply_by = 1.0;
+    int64_t divide_by = 1;
+  };
+  ReductionPlan plan_reduction(OpType op, Backend& b, ReduceOp requested, const Tensor& t) const;
+  // input scaled for the plan (itself when in_place, else a copy), or input as it is.
+  static Tensor premultiplied(const ReductionPlan& plan, const Tensor& input, bool in_place);
+  // work, followed by the plan's division of result.
+  static WorkPtr divided_after(const ReductionPlan& plan, const WorkPtr& work, const Tensor& result);
+  // The op's options with the reduction the backend is asked for.
+  template <typename Options>
+  static Options planned(Options opts, const ReductionPlan& plan) {
+    opts.op = plan.run;
+    return opts;
+  }
 
   ProcessGroupOptions options_;
   BackendSpec spec_;

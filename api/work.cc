@@ -103,10 +103,54 @@ void Work::on_finish(std::function<void(std::exception_ptr)> cb) {
   cb(err);
 }
 
-WorkPtr completed_work(OpType op, uint64_t seq, std::exception_ptr error) {
-  auto w = std::make_shared<Work>(op, seq);
-  w->finish(error);
-  return w;
+namespace {
+
+// then()'s Work. Waiting for it waits for `first` before, so that a backend whose waiters
+// run their own op (gloo) or drive its progress (mpi) does so for this Work's waiter too.
+class ChainedWork : public Work {
+ public:
+  ChainedWork(WorkPtr first, OpType op) : Work(op, first->seq(), first->description()), first_(std::move(first)) {}
+
+  void wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    if (!Work::is_completed()) {
+      if (timeout < std::chrono::milliseconds::zero()) {
+        try {
+          first_->wait();
+        } catch (...) {
+          // first's error reaches this Work through the callback; Work::wait rethrows it
+        }
+      } else {
+        first_->is_completed();  // a poll: lets the backend start the op now
+      }
+    }
+    Work::wait(timeout);
+  }
+
+  bool is_completed() const override {
+    if (Work::is_completed()) return true;
+    first_->is_completed();
+    return Work::is_completed();
+  }
+
+ private:
+  const WorkPtr first_;
+};
+
+}  // namespace
+
+WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as) {
+  auto chained = std::make_shared<ChainedWork>(first, as.value_or(first->op()));
+  first->on_finish([chained, next = std::move(next)](std::exception_ptr error) {
+    if (!error) {
+      try {
+        next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    chained->finish(error);
+  });
+  return chained;
 }
 
 }  // namespace distcomm

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,10 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
-// A Work that is already finished (ops with nothing to do, e.g. a world of one).
-WorkPtr completed_work(OpType op, uint64_t seq, std::exception_ptr error = nullptr);
+// A Work that ends when `first` has ended and then `next` has run, on the thread that
+// ended `first`; an error of either becomes its error (next does not run after an error).
+// It carries first's sequence number and description, and first's op unless `as` is given.
+// For post-processing: unpacking list outputs, AVG's division, a comm hook's cast back.
+WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as = std::nullopt);
 
 }  // namespace distcomm

@@ -71,20 +71,5 @@ CommHook allreduce_hook() {
 CommHook fp16_compress_hook() { return compress_hook(DType::kFloat16); }
 CommHook bf16_compress_hook() { return compress_hook(DType::kBFloat16); }
 
-WorkPtr then(const WorkPtr& first, std::function<void()> next) {
-  auto chained = std::make_shared<Work>(first->op(), first->seq(), first->description());
-  first->on_finish([chained, next = std::move(next)](std::exception_ptr error) {
-    if (!error) {
-      try {
-        next();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    chained->finish(error);
-  });
-  return chained;
-}
-
 }  // namespace ddp
 }  // namespace distcomm

@@ -43,9 +43,9 @@ CommHook allreduce_hook();
 CommHook fp16_compress_hook();
 CommHook bf16_compress_hook();
 
-// A Work that completes when `first` has completed and then `next` has run on the thread
-// that completed it; an error of either becomes its error. For hooks that post-process.
-WorkPtr then(const WorkPtr& first, std::function<void()> next);
+// then(first, next): a Work that completes when `first` has and `next` has run after it
+// (api/work.h), for hooks that post-process.
+using distcomm::then;
 
 }  // namespace ddp
 }  // namespace distcomm

@@ -80,9 +80,9 @@ MPI_Comm MpiBackend::create_comm() const {
 }
 
 std::vector<OpType> MpiBackend::supported_ops() const {
-  return {OpType::kAllReduce, OpType::kAllReduceCoalesced, OpType::kBroadcast, OpType::kReduce,
-          OpType::kAllGather, OpType::kGather, OpType::kScatter, OpType::kReduceScatter,
-          OpType::kAllToAll, OpType::kBarrier, OpType::kSend, OpType::kRecv, OpType::kRecvAnySource};
+  return {OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather,
+          OpType::kGather,    OpType::kScatter,   OpType::kReduceScatter, OpType::kAllToAll,
+          OpType::kBarrier,   OpType::kSend,      OpType::kRecv,     OpType::kRecvAnySource};
 }
 
 std::unique_ptr<Op> MpiBackend::make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data) {

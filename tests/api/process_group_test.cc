@@ -15,10 +15,14 @@ class ProcessGroupTest : public ::testing::Test {
  protected:
   void SetUp() override {
     use_test_plugins();
+    pg_ = group_of("single_rank");
+  }
+  // A world of one over a store of this process.
+  static ProcessGroupPtr group_of(const std::string& backend) {
     ProcessGroupOptions o;
     o.store = std::make_shared<HashStore>();
-    o.backend = "single_rank";
-    pg_ = ProcessGroup::create(o);
+    o.backend = backend;
+    return ProcessGroup::create(o);
   }
   std::string error_of(const std::function<void()>& fn) {
     try {
@@ -167,10 +171,7 @@ TEST_F(ProcessGroupTest, BackendSpecParsing) {
 
 // In a mixed group a backend that cannot run here fails only the ops of its device.
 TEST_F(ProcessGroupTest, MixedGroupDefersAnUnavailableBackend) {
-  ProcessGroupOptions o;
-  o.store = std::make_shared<HashStore>();
-  o.backend = "cpu:single_rank,cuda:unavailable";
-  auto pg = ProcessGroup::create(o);
+  auto pg = group_of("cpu:single_rank,cuda:unavailable");
   Tensor cpu = Tensor::of<float>({1});
   pg->all_reduce(cpu)->wait();
   float device_memory[1];
@@ -184,10 +185,7 @@ TEST_F(ProcessGroupTest, MixedGroupDefersAnUnavailableBackend) {
 }
 
 TEST_F(ProcessGroupTest, AloneAnUnavailableBackendFailsAtCreation) {
-  ProcessGroupOptions o;
-  o.store = std::make_shared<HashStore>();
-  o.backend = "unavailable";
-  EXPECT_THROW(ProcessGroup::create(o), BackendUnavailable);
+  EXPECT_THROW(group_of("unavailable"), BackendUnavailable);
 }
 
 TEST_F(ProcessGroupTest, SubgroupsOfOne) {
@@ -202,6 +200,29 @@ TEST_F(ProcessGroupTest, SubgroupsOfOne) {
   auto mine = pg_->split(5, 0);
   ASSERT_NE(mine, nullptr);
   EXPECT_EQ(mine->size(), 1);
+}
+
+// The rule that lets ops be added without breaking built plugins: an op the backend does not
+// list in supported_ops() never reaches its virtual (any_size's would say so).
+TEST_F(ProcessGroupTest, AnOpTheBackendDoesNotListNeverReachesIt) {
+  auto pg = group_of("any_size");
+  Tensor t = Tensor::of<float>({1});
+  std::vector<Tensor> list = {Tensor::of<float>({1})};
+  for (const auto& [what, op] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"barrier", [&] { pg->barrier(); }},
+           {"all_reduce", [&] { pg->all_reduce(t); }},
+           {"all_reduce", [&] { pg->all_reduce_coalesced(list); }},
+       }) {
+    try {
+      op();
+      ADD_FAILURE() << what << " succeeded";
+    } catch (const Unsupported& e) {
+      EXPECT_EQ(std::string(e.what()), "rank 0/1 group 'world' " + what + ": backend any_size does not support " + what);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": " << e.what();
+    }
+  }
+  EXPECT_EQ(pg->next_seq(), 0u) << "a refused op takes no sequence number";
 }
 
 TEST_F(ProcessGroupTest, AbortFailsLaterOpsFast) {

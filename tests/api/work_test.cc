@@ -65,5 +65,34 @@ TEST(Work, OnlyTheFirstFinishCounts) {
   EXPECT_TRUE(w.is_success());
 }
 
+// then(): the one way to post-process an op (list unpacking, AVG's division, comm hooks).
+TEST(Work, ThenRunsAfterTheFirstAndCarriesItsIdentity) {
+  auto first = std::make_shared<Work>(OpType::kAllReduce, 7, "rank 0/2 group 'world' all_reduce #7");
+  int ran = 0;
+  WorkPtr chained = then(first, [&] { ++ran; });
+  EXPECT_FALSE(chained->is_completed());
+  first->finish();
+  chained->wait();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(chained->op(), OpType::kAllReduce);
+  EXPECT_EQ(chained->seq(), 7u);
+  EXPECT_EQ(chained->description(), first->description());
+  EXPECT_EQ(then(first, [] {}, OpType::kAllReduceCoalesced)->op(), OpType::kAllReduceCoalesced);
+}
+
+TEST(Work, ThenPassesTheFirstErrorOnAndTurnsItsOwnIntoOne) {
+  auto failed = std::make_shared<Work>(OpType::kBroadcast, 1);
+  bool ran = false;
+  WorkPtr after_failure = then(failed, [&] { ran = true; });
+  failed->finish(std::make_exception_ptr(Timeout("late")));
+  EXPECT_THROW(after_failure->wait(), Timeout);
+  EXPECT_FALSE(ran) << "next does not run after an error";
+
+  auto ok = std::make_shared<Work>(OpType::kBroadcast, 2);
+  WorkPtr throwing = then(ok, [] { throw InvalidArgument("cannot unpack"); });
+  ok->finish();
+  EXPECT_THROW(throwing->wait(), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace distcomm
