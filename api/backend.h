@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/device.h"
+#include "api/op_fingerprint.h"
 #include "api/options.h"
 #include "api/store.h"
 #include "api/tensor.h"
@@ -54,11 +55,14 @@ struct P2POp {
   static P2POp recv(const Tensor& tensor, int src) { return {Kind::kRecv, tensor, src}; }
 };
 
-// What the ProcessGroup passes with each op.
+// What the ProcessGroup passes with each op. Fields are only ever appended (plugin.h).
 struct OpContext {
   uint64_t seq = 0;
   std::chrono::milliseconds timeout{0};  // resolved: never kGroupTimeout
   std::string description;  // "rank 1/4 group 'world' all_reduce #12 (float32[1000] on cpu)"
+  // ABI 1.3 (read it only where core_abi_minor() >= 3, plugin.h): what this rank says the
+  // op is, for backends to keep ops that ranks disagree on from moving bytes.
+  OpFingerprint fingerprint;
 };
 
 class Backend {

@@ -62,7 +62,7 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   Backend& b = backend_for(ops[0].tensor.device().type);
   const auto& native = supported_ops_[ops[0].tensor.device().type];
   if (std::find(native.begin(), native.end(), kOp) != native.end()) {
-    OpContext ctx = next_context(kOp, nullptr, opts.timeout, true);
+    OpContext ctx = next_context(kOp, nullptr, opts.timeout, OpKind::kPointToPoint);
     ctx.description += " (" + std::to_string(ops.size()) + " sends and receives)";
     return b.batch_p2p(ops, opts, ctx);
   }

@@ -31,6 +31,11 @@
 //     (which an older plugin cannot do), any other only when the plugin's ABI minor is at
 //     least the one that added it. An op the ProcessGroup builds from others
 //     (all_reduce_coalesced) needs no virtual.
+//   - A new field of OpContext goes at its end, with a minor bump. The core builds every
+//     OpContext and a plugin only reads one through a reference, so an older plugin never
+//     sees the field; a newer plugin reads it only where core_abi_minor() (the core's own
+//     minor, below) is at least the one that added it (an older core's OpContext ends
+//     before it).
 //   - Anything else in Backend, BackendOptions, OpContext, Tensor or Work that changes
 //     layout or vtable is a major bump: plugins of another major are refused.
 #pragma once
@@ -42,8 +47,9 @@
 #include "api/backend.h"
 
 // See the ABI rules above. Minor 1: config_keys. Minor 2: Backend::batch_p2p (OpType::kBatchP2P).
+// Minor 3: OpContext::fingerprint.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 2
+#define DISTCOMM_PLUGIN_ABI_MINOR 3
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)
@@ -116,6 +122,16 @@ typedef const distcomm_plugin_v1* (*distcomm_plugin_entry_v1)();
 }  // extern "C"
 
 #define DISTCOMM_PLUGIN_ENTRY "distcomm_backend_plugin_v1"
+
+// The ABI minor of the core that loaded the plugin. Weak: a core older than minor 3 does
+// not define it, and the plugin then sees a null function.
+extern "C" uint32_t distcomm_core_abi_minor() __attribute__((weak));
+
+namespace distcomm {
+// What a plugin asks before it reads a field appended to OpContext (see the rules above);
+// 0 for a core older than minor 3.
+inline uint32_t core_abi_minor() { return distcomm_core_abi_minor ? distcomm_core_abi_minor() : 0; }
+}  // namespace distcomm
 
 #define DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE, CONFIG_KEYS) \
   extern "C" __attribute__((visibility("default"))) const distcomm_plugin_v1*                       \

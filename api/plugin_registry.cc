@@ -300,3 +300,5 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
 }
 
 }  // namespace distcomm
+
+extern "C" uint32_t distcomm_core_abi_minor() { return DISTCOMM_PLUGIN_ABI_MINOR; }

@@ -117,7 +117,7 @@ void ProcessGroup::create_exchange() {
 void ProcessGroup::host_all_gather(Tensor& out, const Tensor& in) {
   constexpr OpType kOp = OpType::kAllGather;
   Backend& b = route(kOp, in);
-  OpContext ctx = next_context(kOp, &in, options_.timeout);
+  OpContext ctx = next_context(kOp, &in, options_.timeout, OpKind::kInternal);
   ctx.description += " (host message exchange)";
   b.all_gather(out, in, AllGatherOptions(), ctx)->wait();
 }

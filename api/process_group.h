@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/backend.h"
@@ -175,7 +176,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void check_count(OpType op, const Tensor& t, int64_t expected, const char* arg,
                    const std::string& why) const;
 
-  OpContext next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout, bool p2p = false);
+  // Which sequence an op is numbered in: the group's collectives, its point-to-point ops,
+  // or the host exchange's own collectives (groups without a store).
+  enum class OpKind { kCollective, kPointToPoint, kInternal };
+  // Numbers the op, resolves its timeout, describes it and starts its fingerprint (op, seq,
+  // the tensor's dtype, count and shape); callers add root, reduction and splits.
+  OpContext next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout,
+                         OpKind kind = OpKind::kCollective);
+  // A send's or recv's context: its fingerprint names the peer (-1: any), tag and ordinal.
+  OpContext p2p_context(OpType op, const Tensor& t, int peer, const P2POptions& opts);
+  static void with_reduction(OpContext& ctx, ReduceOp op);
   // The backend of the device, once it lists op in supported_ops().
   Backend& route(OpType op, DeviceType device);
   Backend& route(OpType op, const Tensor& t) { return route(op, t.device().type); }
@@ -207,6 +217,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::map<DeviceType, std::string> backend_errors_;  // backends that could not be created
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
+  std::atomic<uint64_t> exchange_seq_{0};
+  // Point-to-point transfers so far per (is send, peer, tag): each one's ordinal.
+  std::mutex ordinals_mu_;
+  std::map<std::tuple<bool, int, int>, int64_t> transfers_;
   std::atomic<uint64_t> subgroups_{0};
   std::unique_ptr<HostExchange> exchange_;
   std::atomic<bool> aborted_{false};

@@ -103,14 +103,41 @@ void ProcessGroup::check_count(OpType op, const Tensor& t, int64_t expected, con
   }
 }
 
-OpContext ProcessGroup::next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout, bool p2p) {
+OpContext ProcessGroup::next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout, OpKind kind) {
   if (aborted_) throw PeerFailure(where(op) + ": the group was aborted; create a new group");
+  const bool p2p = kind == OpKind::kPointToPoint;
   OpContext ctx;
-  ctx.seq = p2p ? p2p_seq_++ : seq_++;
+  std::atomic<uint64_t>& counter = p2p ? p2p_seq_ : kind == OpKind::kInternal ? exchange_seq_ : seq_;
+  ctx.seq = counter++;
   ctx.timeout = timeout < std::chrono::milliseconds::zero() ? options_.timeout : timeout;
   ctx.description = where(op) + (p2p ? " p2p#" : " #") + std::to_string(ctx.seq);
   if (t) ctx.description += " (" + t->describe() + ")";
+  OpFingerprint& f = ctx.fingerprint;
+  f.op = op;
+  f.seq = ctx.seq;
+  f.p2p = p2p;
+  f.internal = kind == OpKind::kInternal;
+  if (t) f.set_tensor(*t);
   return ctx;
+}
+
+OpContext ProcessGroup::p2p_context(OpType op, const Tensor& t, int peer, const P2POptions& opts) {
+  OpContext ctx = next_context(op, &t, opts.timeout, OpKind::kPointToPoint);
+  OpFingerprint& f = ctx.fingerprint;
+  f.root = peer;
+  f.tag = opts.tag;
+  if (peer < 0) {
+    f.ordinal = -1;  // pairs with whichever send arrives first
+  } else {
+    std::lock_guard<std::mutex> lock(ordinals_mu_);
+    f.ordinal = transfers_[std::make_tuple(op == OpType::kSend, peer, opts.tag)]++;
+  }
+  return ctx;
+}
+
+void ProcessGroup::with_reduction(OpContext& ctx, ReduceOp op) {
+  ctx.fingerprint.has_reduction = true;
+  ctx.fingerprint.reduction = op;
 }
 
 Backend& ProcessGroup::route(OpType op, DeviceType device) {

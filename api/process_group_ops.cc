@@ -48,6 +48,7 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   Backend& b = route(kOp, tensor);
   const ReductionPlan plan = plan_reduction(kOp, b, opts.op, tensor);
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
+  with_reduction(ctx, opts.op);
   premultiplied(plan, tensor, /*in_place=*/true);
   return divided_after(plan, b.all_reduce(tensor, planned(opts, plan), ctx), tensor);
 }
@@ -76,7 +77,9 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   check_tensor(kOp, tensor, "tensor");
   check_root(kOp, opts.root);
   Backend& b = route(kOp, tensor);
-  return b.broadcast(tensor, opts, next_context(kOp, &tensor, opts.timeout));
+  OpContext ctx = next_context(kOp, &tensor, opts.timeout);
+  ctx.fingerprint.root = opts.root;
+  return b.broadcast(tensor, opts, ctx);
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -87,6 +90,8 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Backend& b = route(kOp, tensor);
   ReductionPlan plan = plan_reduction(kOp, b, opts.op, tensor);
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
+  ctx.fingerprint.root = opts.root;
+  with_reduction(ctx, opts.op);
   // Off the root, a scaled copy: reduce leaves the other ranks' tensors unchanged.
   const bool root = rank() == opts.root;
   Tensor input = premultiplied(plan, tensor, /*in_place=*/root);
@@ -121,6 +126,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   Tensor flat = root ? Tensor::empty({input.numel() * size()}, input.dtype()) : Tensor();
   Backend& b = route(kOp, input);
   OpContext ctx = next_context(kOp, &input, opts.timeout);
+  ctx.fingerprint.root = opts.root;
   WorkPtr w = b.gather(flat, input, opts, ctx);
   return root ? unpacked_after(w, flat, outputs) : w;
 }
@@ -133,7 +139,9 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   const bool root = check_list(kOp, inputs, "inputs", output, "output", opts.root);
   Tensor flat = root ? pack(inputs, output.dtype()) : Tensor();
   Backend& b = route(kOp, output);
-  return b.scatter(output, flat, opts, next_context(kOp, &output, opts.timeout));
+  OpContext ctx = next_context(kOp, &output, opts.timeout);
+  ctx.fingerprint.root = opts.root;
+  return b.scatter(output, flat, opts, ctx);
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
@@ -143,6 +151,7 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
   Backend& b = route(kOp, output);
   const ReductionPlan plan = plan_reduction(kOp, b, opts.op, output);
   OpContext ctx = next_context(kOp, &output, opts.timeout);
+  with_reduction(ctx, opts.op);
   const Tensor in = premultiplied(plan, input, /*in_place=*/false);  // the input is the caller's
   return divided_after(plan, b.reduce_scatter(output, in, planned(opts, plan), ctx), output);
 }
@@ -206,7 +215,10 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
                           std::to_string(rank()));
   }
   Backend& b = route(kOp, input);
-  return b.all_to_all(output, input, out_counts, in_counts, opts, next_context(kOp, &input, opts.timeout));
+  OpContext ctx = next_context(kOp, &input, opts.timeout);
+  ctx.fingerprint.send_counts = in_counts;
+  ctx.fingerprint.recv_counts = out_counts;
+  return b.all_to_all(output, input, out_counts, in_counts, opts, ctx);
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -231,7 +243,9 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
   Tensor in = pack(inputs, inputs[0].dtype());
   Tensor out = Tensor::empty({std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0})}, inputs[0].dtype());
   Backend& b = route(kOp, in);
-  const OpContext ctx = next_context(kOp, &in, opts.timeout);
+  OpContext ctx = next_context(kOp, &in, opts.timeout);
+  ctx.fingerprint.send_counts = in_counts;
+  ctx.fingerprint.recv_counts = out_counts;
   return unpacked_after(b.all_to_all(out, in, out_counts, in_counts, opts, ctx), out, outputs);
 }
 
@@ -250,21 +264,21 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts
   constexpr OpType kOp = OpType::kSend;
   check_p2p(kOp, tensor, "dst", dst, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.send(tensor, dst, opts, next_context(kOp, &tensor, opts.timeout, true));
+  return b.send(tensor, dst, opts, p2p_context(kOp, tensor, dst, opts));
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecv;
   check_p2p(kOp, tensor, "src", src, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.recv(tensor, src, opts, next_context(kOp, &tensor, opts.timeout, true));
+  return b.recv(tensor, src, opts, p2p_context(kOp, tensor, src, opts));
 }
 
 WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecvAnySource;
   check_p2p(kOp, tensor, nullptr, -1, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.recv_any_source(tensor, opts, next_context(kOp, &tensor, opts.timeout, true));
+  return b.recv_any_source(tensor, opts, p2p_context(kOp, tensor, -1, opts));
 }
 
 }  // namespace distcomm
