@@ -6,14 +6,13 @@ namespace distcomm {
 namespace gloo_backend {
 
 void GlooWork::wait(std::chrono::milliseconds timeout) {
-  if (!Work::is_completed()) {
-    if (auto worker = worker_.lock()) {
-      // With a deadline this thread must be free to give up, so it cannot run the op.
-      if (timeout < std::chrono::milliseconds::zero()) {
-        worker->drive(ticket_, description());
-      } else {
-        worker->hurry(ticket_);
-      }
+  if (auto worker = worker_.lock()) {
+    if (Work::is_completed()) {
+      worker->note_waited(ticket_);  // the caller waits for its ops: it will for the next
+    } else if (timeout < std::chrono::milliseconds::zero()) {
+      worker->drive(ticket_, description());
+    } else {
+      worker->hurry(ticket_);  // with a deadline this thread must be free to give up
     }
   }
   Work::wait(timeout);  // rethrows the op's error

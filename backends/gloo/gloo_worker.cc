@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
+
 #include "api/errors.h"
 #include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_work.h"
@@ -61,11 +63,17 @@ WorkPtr CollectiveWorker::submit(GlooOp op, const OpContext& ctx) {
   const Clock::time_point due = Clock::now() + kGrace;
   queue_.push_back(Queued{std::move(op), ticket, due});
   if (idle_locked()) {
-    if (queue_.size() == 1 && !urgent_) {
-      timer_.ring_at(due);  // a waiter that takes it first clears this
-      timer_set_ = true;
+    // The caller waited for its previous op: it most likely waits for this one too.
+    const bool caller_waits = ticket == 0 || waited_below_ >= ticket;
+    if (queue_.size() == 1 && caller_waits && !urgent_) {
+      if (!timer_set_) {
+        timer_.ring_at(due);
+        timer_set_ = true;
+      }
+      // Else the timer rings sooner and the worker sets it again for `due`. A waiter that
+      // takes the op leaves the timer set: the worker wakes at most once per grace.
     } else {
-      wake_worker_locked();  // an earlier op is still queued: its caller is not waiting for it
+      wake_worker_locked();  // an earlier op was issued without waiting: so is this one
     }
   }
   // Otherwise whoever runs or finishes an op now looks at the queue when done.
@@ -79,7 +87,7 @@ bool CollectiveWorker::busy() const {
 
 void CollectiveWorker::wake_worker_locked() {
   urgent_ = true;
-  timer_set_ = false;
+  timer_set_ = true;  // for now: nothing may set it later
   timer_.ring_now();
 }
 
@@ -141,11 +149,8 @@ void CollectiveWorker::drive(uint64_t ticket, const std::string& description) {
     throw Error(description + ": Work::wait called from a Work callback (on_finish) would wait for an op that "
                 "cannot start before the callback returns; chain the next step with on_finish instead");
   }
+  waited_below_ = std::max(waited_below_, ticket + 1);
   while (ticket >= next_taken_ && idle_locked() && !stopping_ && !queue_.empty()) {
-    if (timer_set_) {
-      timer_.clear();  // the worker need not wake for this op
-      timer_set_ = false;
-    }
     Taken taken = take_locked();
     lock.unlock();
     run_and_finish(std::move(taken));
@@ -153,6 +158,11 @@ void CollectiveWorker::drive(uint64_t ticket, const std::string& description) {
   }
   // Ops issued meanwhile by other threads, or the worker waiting to stop: hand over.
   if ((stopping_ || !queue_.empty()) && idle_locked()) wake_worker_locked();
+}
+
+void CollectiveWorker::note_waited(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  waited_below_ = std::max(waited_below_, ticket + 1);
 }
 
 void CollectiveWorker::hurry(uint64_t ticket) {
@@ -173,7 +183,6 @@ void CollectiveWorker::loop() {
       // Once running, the worker keeps going through the queue: what is queued behind an
       // op it runs was issued before anyone waited for that op.
       urgent_ = true;
-      timer_set_ = false;
       Taken taken = take_locked();
       lock.unlock();
       run_and_finish(std::move(taken));

@@ -9,13 +9,19 @@
 //   common `pg->all_reduce(t)->wait()` thus runs gloo on the caller's thread, as a program
 //   calling gloo directly does: no hand-off to another thread and back (each one a
 //   context switch and a wake-up in the op's critical path).
-// - The worker runs what nobody waits for: an op that is still queued `kGrace` after it
-//   was issued, every op queued behind one the worker is running, and at once an op that
-//   someone polls (is_completed), waits for with a timeout, or that was issued while an
-//   earlier one was still queued. Async use (issue now, wait later, DDP's buckets) keeps
-//   its overlap: the ops run while the caller computes.
-// The worker sleeps on a timer (gloo_wake_timer.h) that submit() sets to the op's grace
-// and a waiter that takes the op clears, so a caller that waits costs no wake-up at all.
+// - The worker runs what nobody waits for. An op issued while the caller's previous op
+//   went unwaited (issue, issue, ...: DDP's buckets, a list of async ops) wakes it at once;
+//   so do polling an op (is_completed), waiting with a timeout, and ops queued behind one
+//   the worker runs. Async use thus keeps its overlap: the ops run while the caller
+//   computes.
+// - An op whose caller waited for its previous one is left for that caller, who most likely
+//   calls wait() next. Should it not, the worker takes the op once it has waited `kGrace`.
+// The worker sleeps on a timer (gloo_wake_timer.h). Setting a timer is costly on a VM (each
+// set or clear reprograms the host's timer: 4.5 us a pair here, and measured 2 vCPUs, 2
+// ranks, paired runs: an arm at submit and a clear at claim made 1 MiB 0.84x gloo's busbw,
+// a 1 ms grace left set 0.92x, no timer 0.98x, a 10 ms grace 0.97x). So submit sets it
+// only when it is not set, nothing clears it, and a caller that waits for every op makes
+// the worker wake at most once per grace, finding nothing to do.
 // An op's Work is finished (its callbacks run) before the next op starts, whoever runs it.
 #pragma once
 
@@ -53,10 +59,10 @@ WorkerScheduling parse_worker_scheduling(const std::string& name);
 class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
  public:
   using Clock = WakeTimer::Clock;
-  // How long an op waits for a thread to wait() on it before the worker runs it: far longer
-  // than `pg->op(...)` takes to return and call wait(), far shorter than the ops that async
-  // callers overlap with their own work.
-  static constexpr std::chrono::microseconds kGrace{100};
+  // How long an op whose caller waited for its previous one waits for that caller before
+  // the worker runs it: the longest an op can start late when its caller, after waiting
+  // for every op so far, neither waits for it nor polls it nor issues another.
+  static constexpr std::chrono::milliseconds kGrace{10};
 
   // The thread is named "dc-gloo-worker" (ps -L, perf, gdb). Works hold a weak reference.
   static std::shared_ptr<CollectiveWorker> start(CollectiveEnv env, GroupFailure& failure,
@@ -80,6 +86,8 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   // Runs the queued ops up to and including `ticket` on this thread, as far as no other
   // thread is running one; returns when that op is done or another thread has it.
   void drive(uint64_t ticket, const std::string& description);
+  // wait() on the op, which had ended: its caller waits for its ops (see submit).
+  void note_waited(uint64_t ticket);
   // Someone polls the op or waits with a deadline: if it is still queued, the worker
   // runs it (and what is queued before it) now.
   void hurry(uint64_t ticket);
@@ -111,11 +119,12 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   std::deque<Queued> queue_;
   uint64_t next_ticket_ = 0;  // the next op submitted gets this
   uint64_t next_taken_ = 0;   // the queue's head has this; smaller ones are taken
+  uint64_t waited_below_ = 0;  // ops before this one have had a waiter (drive)
   bool running_ = false;      // an op is running (on the worker or a waiter)
   bool finishing_ = false;    // its Work is being finished; the next op waits for that
   std::thread::id finisher_;  // the thread that finishes it
   bool urgent_ = false;       // the worker takes queued ops without waiting for their grace
-  bool timer_set_ = false;    // for the head's grace
+  bool timer_set_ = false;    // the timer will ring (the worker has not seen it yet)
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -72,20 +72,45 @@ TEST(GlooWorker, AWaiterRunsItsOpAndTheWorkerSleeps) {
 
 TEST(GlooWorker, AnOpNobodyWaitsForStillRuns) {
   run_group(2, "gloo", [](ProcessGroup& pg) {
-    Tensor t = Tensor::of<float>({1.0f + pg.rank()});
-    if (pg.rank() == 1) {
-      pg.all_reduce(t)->wait();
+    // Twice: as the first op, and after one its caller waited for (the worker then leaves
+    // it to the caller for the grace first).
+    for (int round = 0; round < 2; ++round) {
+      Tensor t = Tensor::of<float>({1.0f + pg.rank()});
+      if (pg.rank() == 1) {
+        pg.all_reduce(t)->wait();
+        EXPECT_EQ(t.data_as<float>()[0], 3.0f);
+        continue;
+      }
+      // Neither wait() nor is_completed(): only the worker can run it.
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      WorkPtr w = pg.all_reduce(t);
+      w->on_finish([done](std::exception_ptr) { done->store(true); });
+      const auto start = Clock::now();
+      while (!done->load() && seconds_since(start) < 20) std::this_thread::sleep_for(milliseconds(1));
+      ASSERT_TRUE(done->load()) << "round " << round << ": an all_reduce nobody waited for did not run within 20 s";
+      EXPECT_LT(seconds_since(start), 5.0) << "round " << round << ": the grace is 10 ms";
       EXPECT_EQ(t.data_as<float>()[0], 3.0f);
-      return;
+      w->wait();  // the caller waited for this one: the next op is left to it first
     }
-    // Neither wait() nor is_completed(): only the worker can run it.
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    WorkPtr w = pg.all_reduce(t);
-    w->on_finish([done](std::exception_ptr) { done->store(true); });
+  });
+}
+
+TEST(GlooWorker, OpsIssuedWithoutWaitingRunWhileTheCallerIsBusy) {
+  run_group(2, "gloo", [](ProcessGroup& pg) {
+    std::vector<Tensor> ts;
+    for (int k = 0; k < 3; ++k) ts.push_back(Tensor::of<float>({1.0f + pg.rank()}));
+    auto done = std::make_shared<std::atomic<int>>(0);
+    std::vector<WorkPtr> works;
+    for (auto& t : ts) {
+      works.push_back(pg.all_reduce(t));
+      works.back()->on_finish([done](std::exception_ptr) { ++*done; });
+    }
+    // A caller computing instead of waiting: the worker runs all three meanwhile.
     const auto start = Clock::now();
-    while (!done->load() && seconds_since(start) < 20) std::this_thread::sleep_for(milliseconds(1));
-    ASSERT_TRUE(done->load()) << "an all_reduce nobody waited for did not run within 20 s";
-    EXPECT_EQ(t.data_as<float>()[0], 3.0f);
+    while (done->load() < 3 && seconds_since(start) < 20) std::this_thread::sleep_for(milliseconds(1));
+    EXPECT_EQ(done->load(), 3) << "three async all_reduces did not run within 20 s";
+    for (auto& w : works) w->wait();
+    for (auto& t : ts) EXPECT_EQ(t.data_as<float>()[0], 3.0f);
   });
 }
 
