@@ -32,7 +32,8 @@ AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, s
   if (configured != AllReduceAlgorithm::kAuto) return configured;
   // Fewer elements than the ring's 2P segments: the ring sends only the non-empty ones.
   if (count < 2 * static_cast<size_t>(group_size)) return AllReduceAlgorithm::kRing;
-  return count * element_bytes <= kAutoBcubeMaxBytes ? AllReduceAlgorithm::kBcube : AllReduceAlgorithm::kRing;
+  return count * element_bytes <= auto_bcube_max_bytes(group_size) ? AllReduceAlgorithm::kBcube
+                                                                     : AllReduceAlgorithm::kRing;
 }
 
 }  // namespace gloo_backend

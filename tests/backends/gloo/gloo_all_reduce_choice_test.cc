@@ -36,9 +36,16 @@ TEST(GlooAllReduceChoice, AutoTakesTheRingBelowTwoElementsPerRank) {
 }
 
 TEST(GlooAllReduceChoice, AutoTakesBcubeUpToTheLimitAndTheRingAbove) {
-  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / kFloat, kFloat, 2), AllReduceAlgorithm::kBcube);
-  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / kFloat + 1, kFloat, 2), AllReduceAlgorithm::kRing);
-  EXPECT_EQ(automatic(kAutoBcubeMaxBytes / 8 + 1, 8, 16), AllReduceAlgorithm::kRing);
+  // 2 ranks: up to 512 KiB.
+  EXPECT_EQ(automatic((512 << 10) / kFloat, kFloat, 2), AllReduceAlgorithm::kBcube);
+  EXPECT_EQ(automatic((512 << 10) / kFloat + 1, kFloat, 2), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(automatic((1 << 20) / kFloat, kFloat, 2), AllReduceAlgorithm::kRing);
+  // More ranks: up to 1 MiB.
+  for (int ranks : {3, 4, 16}) {
+    EXPECT_EQ(automatic((1 << 20) / kFloat, kFloat, ranks), AllReduceAlgorithm::kBcube) << ranks;
+    EXPECT_EQ(automatic((1 << 20) / kFloat + 1, kFloat, ranks), AllReduceAlgorithm::kRing) << ranks;
+  }
+  EXPECT_EQ(automatic((1 << 20) / 8 + 1, 8, 16), AllReduceAlgorithm::kRing);
 }
 
 TEST(GlooAllReduceChoice, AnExplicitChoiceIsKept) {

@@ -3,7 +3,7 @@
 //   bazel build -c opt //tools/bench/overhead:gloo_overhead
 //   bazel-bin/tools/bench/overhead/gloo_overhead --nproc=2 [--op=all_reduce|broadcast|all_gather|reduce_scatter]
 //       [--algorithm=ring|bcube] [--distcomm_algorithm=auto|ring|bcube|...] [--rounds=3] [--sizes=8,64K,1M]
-//       [--iters=200] [--large_iters=20] [--warmup=5]
+//       [--iters=200] [--large_iters=20] [--warmup=5] [--only=distcomm]
 //
 // Separate jobs: each round starts the ranks twice from this process, once running gloo's
 // own call on a context of their own with nothing of distcomm in the process
@@ -12,7 +12,9 @@
 // (timed_loop.h). A gloo call made inside a distcomm process would share the cores with
 // distcomm's threads and be slowed with them, which flatters the layer. --algorithm is
 // gloo::allreduce's algorithm for the raw side; distcomm uses the same one unless
-// --distcomm_algorithm says otherwise ("auto" checks the plugin's own choice).
+// --distcomm_algorithm says otherwise ("auto" checks the plugin's own choice). --only=distcomm
+// runs the distcomm job alone (once per round) and prints its result lines, for profiling
+// and for scripts that alternate it with other programs.
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -39,6 +41,7 @@ struct Flags {
   JobSpec spec;
   int rounds = 3;
   std::string distcomm_algorithm;  // "" : --algorithm
+  bool only_distcomm = false;
 };
 
 Flags parse_flags(std::vector<std::string> args) {
@@ -50,6 +53,8 @@ Flags parse_flags(std::vector<std::string> args) {
     if (name == "--rounds") {
       f.rounds = std::stoi(value);
       if (f.rounds < 1) throw std::invalid_argument("--rounds expects a positive integer, got '" + value + "'");
+    } else if (name == "--only" && value == "distcomm") {
+      f.only_distcomm = true;
     } else if (name == "--distcomm_algorithm" && !value.empty()) {
       f.distcomm_algorithm = value;  // the plugin checks the name
     } else {
@@ -176,6 +181,13 @@ int main(int argc, char** argv) {
   }
   try {
     std::vector<std::vector<SizeResult>> raw, layer;
+    if (flags.only_distcomm) {
+      for (int round = 0; round < flags.rounds; ++round) {
+        for (const SizeResult& r : run_job(false, flags)) printf("%s\n", format_result(r).c_str());
+      }
+      printf("# gloo_overhead: done\n");
+      return 0;
+    }
     for (int round = 0; round < flags.rounds; ++round) {
       const bool raw_first = round % 2 == 0;
       for (int k = 0; k < 2; ++k) {
