@@ -5,7 +5,6 @@
 // launcher (tools/launch) is the full-featured way to start ranks of a program.
 #include "api/spawn.h"
 
-#include <cxxabi.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -23,12 +22,14 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
-#include <typeinfo>
 #include <vector>
 
 #include "api/errors.h"
+#include "api/failure_report.h"
 #include "api/job_identity.h"
+#include "api/run_main.h"
 
 namespace distcomm {
 namespace {
@@ -43,6 +44,8 @@ struct Child {
   bool running = true;
   int status = 0;
   int exit_fd = -1;  // a pidfd: readable once the child has exited (-1 where the kernel has none)
+  int64_t ended_ns = 0;        // when its exit was seen
+  bool stopped_by_us = false;  // still running when the job was stopped
 };
 
 // So that the parent sleeps until a child exits instead of polling for it.
@@ -67,13 +70,6 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-std::string type_name(const std::type_info& type) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
-                                               std::free);
-  return status == 0 && name ? name.get() : type.name();
-}
-
 // The child's whole life: environment, fn, and an exit that skips the parent's atexit
 // handlers and static destructors (they belong to the parent's copy of the program).
 [[noreturn]] void run_rank(int rank, int nprocs, int port, const JobIdentity& identity, pid_t parent,
@@ -92,10 +88,11 @@ std::string type_name(const std::type_info& type) {
   std::string thrown;
   try {
     fn(rank, nprocs);
-  } catch (const std::exception& e) {
-    thrown = type_name(typeid(e)) + ": " + e.what();
   } catch (...) {
-    thrown = "an exception that is not a std::exception";
+    FailureReport report;
+    report.unix_time_ns = FailureReport::now_ns();
+    report.message = type_and_message(std::current_exception());
+    thrown = report.encode();
   }
   std::fflush(nullptr);
   if (!thrown.empty()) {
@@ -127,7 +124,10 @@ void reap_for(std::vector<Child>& children, std::chrono::milliseconds wait) {
     bool every_exit_seen = true;
     std::vector<pollfd> fds;
     for (Child& c : children) {
-      if (c.running && ::waitpid(c.pid, &c.status, WNOHANG) == c.pid) c.running = false;
+      if (c.running && ::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
+        c.running = false;
+        c.ended_ns = FailureReport::now_ns();
+      }
       if (!c.running) close_exit_fd(c);
       any_running |= c.running;
       if (c.running) {
@@ -150,7 +150,10 @@ void reap_for(std::vector<Child>& children, std::chrono::milliseconds wait) {
 
 void stop_all(std::vector<Child>& children, std::chrono::seconds grace) {
   for (Child& c : children) {
-    if (c.running) ::kill(c.pid, SIGTERM);
+    if (c.running) {
+      c.stopped_by_us = true;
+      ::kill(c.pid, SIGTERM);
+    }
   }
   reap_for(children, grace);
   for (Child& c : children) {
@@ -165,7 +168,32 @@ void stop_all(std::vector<Child>& children, std::chrono::seconds grace) {
 
 bool failed(const Child& c) { return !c.running && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0); }
 
+// When the child failed: the time it reported with what it threw, else when its exit was
+// seen. Ranks that the stop itself ended did not fail on their own.
+std::optional<int64_t> failure_time(const Child& c) {
+  if (!failed(c)) return std::nullopt;
+  if (auto report = FailureReport::decode(c.thrown)) return report->unix_time_ns;
+  if (c.stopped_by_us) return std::nullopt;
+  return c.ended_ns;
+}
+
+// The rank that failed first, by time: the cause of a cascade, where the others failed
+// because it did (a closed connection, a timeout waiting for it).
+const Child* first_failure(const std::vector<Child>& children) {
+  const Child* first = nullptr;
+  std::optional<int64_t> first_time;
+  for (const Child& c : children) {
+    const std::optional<int64_t> t = failure_time(c);
+    if (t && (!first_time || *t < *first_time)) {
+      first = &c;
+      first_time = t;
+    }
+  }
+  return first;
+}
+
 std::string how_it_failed(const Child& c) {
+  if (auto report = FailureReport::decode(c.thrown)) return "it threw " + report->message;
   if (!c.thrown.empty()) return "it threw " + c.thrown;
   if (WIFSIGNALED(c.status)) {
     int sig = WTERMSIG(c.status);
@@ -225,17 +253,19 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
       wait = std::clamp(left, std::chrono::milliseconds(1), wait);
     }
     reap_for(children, wait);
-    const Child* first_failure = nullptr;
+    const Child* seen_failing = nullptr;
     bool all_done = true;
     for (const Child& c : children) {
-      if (failed(c) && first_failure == nullptr) first_failure = &c;
+      if (failed(c) && seen_failing == nullptr) seen_failing = &c;
       all_done &= !c.running;
     }
-    if (first_failure != nullptr) {
-      const int rank = first_failure->rank;
+    if (seen_failing != nullptr) {
       stop_all(children, options.grace);
-      throw Error("spawn: rank " + std::to_string(rank) + " of " + std::to_string(nprocs) +
-                  " failed: " + how_it_failed(children[rank]) + "; the other ranks were stopped");
+      // Now that every rank has ended and said why, the one that failed first by time.
+      const Child* cause = first_failure(children);
+      if (cause == nullptr) cause = seen_failing;
+      throw Error("spawn: rank " + std::to_string(cause->rank) + " of " + std::to_string(nprocs) +
+                  " failed first: " + how_it_failed(*cause) + "; the other ranks were stopped");
     }
     if (all_done) break;
     if (options.timeout.count() > 0 && Clock::now() - start >= options.timeout) {

@@ -19,8 +19,10 @@ struct SpawnOptions {
 // MASTER_ADDR=127.0.0.1, a free MASTER_PORT, and a fresh DISTCOMM_RUN_ID and
 // DISTCOMM_STORE_TOKEN for this call (api/job_identity.h) in its environment and runs fn(r, nprocs)
 // (fn usually starts with init_process_group()). If a rank throws, exits non-zero or dies
-// on a signal, the others are stopped and spawn throws Error naming that rank and how it
-// failed. Returns when every rank has exited 0.
+// on a signal, the others are stopped and spawn throws Error naming the rank that failed
+// first -- by the time it threw (or was seen to die), not the order failures were noticed:
+// in a cascade (rank 1 throws, rank 0 then loses its connection to rank 1), rank 1 is the
+// cause -- and how it failed. Returns when every rank has exited 0.
 void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn,
            const SpawnOptions& options = {});
 

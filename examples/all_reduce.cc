@@ -12,22 +12,25 @@
 
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/run_main.h"
 #include "examples/self_launch.h"
 
 int main(int argc, char** argv) {
-  // Run by hand, this starts --nproc copies of the program and exits; each copy is a rank.
-  distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/3);
-  distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
+  return distcomm::run_main("all_reduce", [&] {
+    // Run by hand, this starts --nproc copies of the program and exits; each copy is a rank.
+    distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/3);
+    distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
 
-  const float start_values[] = {1, 2, -3};
-  const float mine = pg->rank() < 3 ? start_values[pg->rank()] : 0;
-  distcomm::Tensor x = distcomm::Tensor::of({mine});
+    const float start_values[] = {1, 2, -3};
+    const float mine = pg->rank() < 3 ? start_values[pg->rank()] : 0;
+    distcomm::Tensor x = distcomm::Tensor::of({mine});
 
-  pg->all_reduce(x)->wait();  // ReduceOp::SUM unless AllReduceOptions says otherwise
+    pg->all_reduce(x)->wait();  // ReduceOp::SUM unless AllReduceOptions says otherwise
 
-  // Printed by rank 0 in rank order, however the ranks' outputs would otherwise interleave.
-  std::ostringstream line;
-  line << "Rank " << pg->rank() << " has " << x.item();
-  distcomm::ordered_print(*pg, line.str(), /*prefix=*/false);
-  return 0;
+    // Printed by rank 0 in rank order, however the ranks' outputs would otherwise interleave.
+    std::ostringstream line;
+    line << "Rank " << pg->rank() << " has " << x.item();
+    distcomm::ordered_print(*pg, line.str(), /*prefix=*/false);
+    return 0;
+  });
 }

@@ -20,6 +20,7 @@
 
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/run_main.h"
 #include "examples/nn/loss.h"
 #include "examples/nn/sequential.h"
 #include "examples/nn/sgd.h"
@@ -75,44 +76,46 @@ void save(nn::Sequential& model, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Run by hand, this starts --nproc copies of the program and exits; each copy is a rank.
-  distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/3);
-  distcomm::ProcessGroupPtr world = distcomm::init_process_group(init);
-  ProcessGroup& pg = *world;
+  return distcomm::run_main("average_gradients", [&] {
+    // Run by hand, this starts --nproc copies of the program and exits; each copy is a rank.
+    distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/3);
+    distcomm::ProcessGroupPtr world = distcomm::init_process_group(init);
+    ProcessGroup& pg = *world;
 
-  // The same seed on every rank: the same data set and the same initial weights.
-  const int64_t batch = FLAGS_batch_per_rank;
-  const int64_t global_batch = batch * pg.size();
-  const nn::Dataset data = nn::make_regression(/*size=*/global_batch * 8, /*features=*/4, /*outputs=*/1, /*seed=*/7);
-  std::unique_ptr<nn::Sequential> model = nn::make_mlp({4, 16, 1}, /*seed=*/42);
-  nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_learning_rate));
+    // The same seed on every rank: the same data set and the same initial weights.
+    const int64_t batch = FLAGS_batch_per_rank;
+    const int64_t global_batch = batch * pg.size();
+    const nn::Dataset data = nn::make_regression(/*size=*/global_batch * 8, /*features=*/4, /*outputs=*/1, /*seed=*/7);
+    std::unique_ptr<nn::Sequential> model = nn::make_mlp({4, 16, 1}, /*seed=*/42);
+    nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_learning_rate));
 
-  for (int epoch = 0; epoch < FLAGS_epochs; ++epoch) {
-    double epoch_loss = 0;
-    int steps = 0;
-    for (int64_t start = 0; start + global_batch <= data.size(); start += global_batch, ++steps) {
-      // This rank's slice of the global batch.
-      const int64_t first = start + pg.rank() * batch;
-      Tensor prediction = model->forward(nn::rows(data.inputs, first, batch));
-      nn::LossResult loss = nn::mse_loss(prediction, nn::rows(data.targets, first, batch));
-      sgd.zero_grad();
-      model->backward(loss.grad);
-      average_gradients(pg, *model);
-      sgd.step();
-      epoch_loss += reduce_mean(pg, loss.value);
+    for (int epoch = 0; epoch < FLAGS_epochs; ++epoch) {
+      double epoch_loss = 0;
+      int steps = 0;
+      for (int64_t start = 0; start + global_batch <= data.size(); start += global_batch, ++steps) {
+        // This rank's slice of the global batch.
+        const int64_t first = start + pg.rank() * batch;
+        Tensor prediction = model->forward(nn::rows(data.inputs, first, batch));
+        nn::LossResult loss = nn::mse_loss(prediction, nn::rows(data.targets, first, batch));
+        sgd.zero_grad();
+        model->backward(loss.grad);
+        average_gradients(pg, *model);
+        sgd.step();
+        epoch_loss += reduce_mean(pg, loss.value);
+      }
+      if (pg.rank() == 0) std::cout << "epoch " << epoch << ": mean loss " << epoch_loss / steps << std::endl;
     }
-    if (pg.rank() == 0) std::cout << "epoch " << epoch << ": mean loss " << epoch_loss / steps << std::endl;
-  }
 
-  std::ostringstream sum;
-  sum.precision(9);
-  sum << "rank " << pg.rank() << ": parameter checksum " << checksum(*model);
-  distcomm::ordered_print(pg, sum.str(), /*prefix=*/false);
+    std::ostringstream sum;
+    sum.precision(9);
+    sum << "rank " << pg.rank() << ": parameter checksum " << checksum(*model);
+    distcomm::ordered_print(pg, sum.str(), /*prefix=*/false);
 
-  // Every replica is identical, so one copy is enough: only rank 0 writes it.
-  if (pg.rank() == 0) {
-    save(*model, FLAGS_model_path);
-    std::cout << "rank 0 saved the model to " << FLAGS_model_path << std::endl;
-  }
-  return 0;
+    // Every replica is identical, so one copy is enough: only rank 0 writes it.
+    if (pg.rank() == 0) {
+      save(*model, FLAGS_model_path);
+      std::cout << "rank 0 saved the model to " << FLAGS_model_path << std::endl;
+    }
+    return 0;
+  });
 }

@@ -17,6 +17,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/run_main.h"
 #include "ddp/distributed_data_parallel.h"
 #include "examples/nn/loss.h"
 #include "examples/nn/sequential.h"
@@ -69,56 +70,58 @@ double weight_checksum(nn::Sequential& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/2);
-  distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
-  const int rank = pg->rank(), world = pg->size();
+  return distcomm::run_main("ddp_train", [&] {
+    distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/2);
+    distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
+    const int rank = pg->rank(), world = pg->size();
 
-  // A different seed per rank on purpose: DDP starts every replica from rank 0's weights.
-  auto model = nn::make_mlp({kFeatures, FLAGS_hidden, FLAGS_hidden, kClasses}, /*seed=*/1 + rank);
-  std::vector<ddp::NamedParameter> params;
-  for (nn::Parameter* p : model->parameters()) params.push_back({p->name, &p->value, &p->grad});
-  ddp::DdpOptions options;
-  options.bucket_cap_mb = FLAGS_bucket_cap_mb;
-  options.gradient_as_bucket_view = FLAGS_bucket_view;
-  options.comm_hook = hook_named(FLAGS_hook);
-  options.log_every_n = FLAGS_log_every;
-  ddp::DistributedDataParallel ddp_model(*pg, params, options);
-  nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_lr));
+    // A different seed per rank on purpose: DDP starts every replica from rank 0's weights.
+    auto model = nn::make_mlp({kFeatures, FLAGS_hidden, FLAGS_hidden, kClasses}, /*seed=*/1 + rank);
+    std::vector<ddp::NamedParameter> params;
+    for (nn::Parameter* p : model->parameters()) params.push_back({p->name, &p->value, &p->grad});
+    ddp::DdpOptions options;
+    options.bucket_cap_mb = FLAGS_bucket_cap_mb;
+    options.gradient_as_bucket_view = FLAGS_bucket_view;
+    options.comm_hook = hook_named(FLAGS_hook);
+    options.log_every_n = FLAGS_log_every;
+    ddp::DistributedDataParallel ddp_model(*pg, params, options);
+    nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_lr));
 
-  const nn::Dataset data = nn::make_blobs(FLAGS_samples, kFeatures, kClasses, /*seed=*/2024);
-  const int64_t global_batch = static_cast<int64_t>(world) * FLAGS_batch;
-  const int64_t steps_per_epoch = data.size() / global_batch;
-  if (rank == 0) {
-    std::printf("training a %lld-%d-%d-%lld MLP on %d ranks, %lld samples, global batch %lld; %s\n",
-                static_cast<long long>(kFeatures), FLAGS_hidden, FLAGS_hidden, static_cast<long long>(kClasses), world,
-                static_cast<long long>(data.size()), static_cast<long long>(global_batch),
-                ddp::describe_buckets(ddp_model.buckets()).c_str());
-  }
-  for (int epoch = 1; epoch <= FLAGS_epochs; ++epoch) {
-    double loss_sum = 0, accuracy_sum = 0;
-    for (int64_t step = 0; step < steps_per_epoch; ++step) {
-      const int64_t begin = step * global_batch + rank * FLAGS_batch;
-      const std::vector<int64_t> labels = nn::rows(data.labels, begin, FLAGS_batch);
-      sgd.zero_grad();
-      Tensor logits = model->forward(nn::rows(data.inputs, begin, FLAGS_batch));
-      nn::LossResult loss = nn::softmax_cross_entropy(logits, labels);
-      // Backward visits the layers last to first; DDP starts reducing a bucket of
-      // gradients as soon as it is full, while the earlier layers are still computed.
-      model->backward(loss.grad, [&](size_t i) { ddp_model.mark_grad_ready(i); });
-      ddp_model.finish_backward();  // the gradients are now averaged over all ranks
-      sgd.step();
-      loss_sum += loss.value;
-      accuracy_sum += nn::accuracy(logits, labels);
+    const nn::Dataset data = nn::make_blobs(FLAGS_samples, kFeatures, kClasses, /*seed=*/2024);
+    const int64_t global_batch = static_cast<int64_t>(world) * FLAGS_batch;
+    const int64_t steps_per_epoch = data.size() / global_batch;
+    if (rank == 0) {
+      std::printf("training a %lld-%d-%d-%lld MLP on %d ranks, %lld samples, global batch %lld; %s\n",
+                  static_cast<long long>(kFeatures), FLAGS_hidden, FLAGS_hidden, static_cast<long long>(kClasses), world,
+                  static_cast<long long>(data.size()), static_cast<long long>(global_batch),
+                  ddp::describe_buckets(ddp_model.buckets()).c_str());
     }
-    const double loss = mean_over_ranks(*pg, loss_sum / steps_per_epoch);
-    const double accuracy = mean_over_ranks(*pg, accuracy_sum / steps_per_epoch);
-    if (rank == 0) std::printf("epoch %d/%d: loss %.4f, accuracy %.1f%%\n", epoch, FLAGS_epochs, loss, 100 * accuracy);
-  }
-  std::fflush(stdout);
+    for (int epoch = 1; epoch <= FLAGS_epochs; ++epoch) {
+      double loss_sum = 0, accuracy_sum = 0;
+      for (int64_t step = 0; step < steps_per_epoch; ++step) {
+        const int64_t begin = step * global_batch + rank * FLAGS_batch;
+        const std::vector<int64_t> labels = nn::rows(data.labels, begin, FLAGS_batch);
+        sgd.zero_grad();
+        Tensor logits = model->forward(nn::rows(data.inputs, begin, FLAGS_batch));
+        nn::LossResult loss = nn::softmax_cross_entropy(logits, labels);
+        // Backward visits the layers last to first; DDP starts reducing a bucket of
+        // gradients as soon as it is full, while the earlier layers are still computed.
+        model->backward(loss.grad, [&](size_t i) { ddp_model.mark_grad_ready(i); });
+        ddp_model.finish_backward();  // the gradients are now averaged over all ranks
+        sgd.step();
+        loss_sum += loss.value;
+        accuracy_sum += nn::accuracy(logits, labels);
+      }
+      const double loss = mean_over_ranks(*pg, loss_sum / steps_per_epoch);
+      const double accuracy = mean_over_ranks(*pg, accuracy_sum / steps_per_epoch);
+      if (rank == 0) std::printf("epoch %d/%d: loss %.4f, accuracy %.1f%%\n", epoch, FLAGS_epochs, loss, 100 * accuracy);
+    }
+    std::fflush(stdout);
 
-  const double checksum = weight_checksum(*model);
-  const bool in_sync = mean_over_ranks(*pg, checksum) == checksum;  // exact: identical replicas
-  distcomm::ordered_print(*pg, "DDP " + ddp_model.last_stats().summary() + "; weights " +
-                                   (in_sync ? "identical to the other ranks'" : "DIFFER from the other ranks'"));
-  return in_sync ? 0 : 1;
+    const double checksum = weight_checksum(*model);
+    const bool in_sync = mean_over_ranks(*pg, checksum) == checksum;  // exact: identical replicas
+    distcomm::ordered_print(*pg, "DDP " + ddp_model.last_stats().summary() + "; weights " +
+                                     (in_sync ? "identical to the other ranks'" : "DIFFER from the other ranks'"));
+    return in_sync ? 0 : 1;
+  });
 }

@@ -127,7 +127,7 @@ TEST(Spawn, RankExitingNonZeroStopsTheOthers) {
     if (rank != 1) wait_forever();
     ::_exit(3);
   });
-  EXPECT_EQ(message, "spawn: rank 1 of 3 failed: exit code 3; the other ranks were stopped");
+  EXPECT_EQ(message, "spawn: rank 1 of 3 failed first: exit code 3; the other ranks were stopped");
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "SIGTERM should end them, not the 5 s grace";
   expect_no_children();
 }
@@ -137,7 +137,7 @@ TEST(Spawn, RankKilledBySignalIsNamed) {
     if (rank == 0) wait_forever();
     ::raise(SIGKILL);
   });
-  EXPECT_EQ(message, "spawn: rank 1 of 2 failed: killed by signal SIGKILL (Killed); the other ranks were stopped");
+  EXPECT_EQ(message, "spawn: rank 1 of 2 failed first: killed by signal SIGKILL (Killed); the other ranks were stopped");
   expect_no_children();
 }
 
@@ -147,8 +147,44 @@ TEST(Spawn, WhatARankThrewIsReported) {
     throw InvalidArgument("tensor has the wrong shape");
   });
   EXPECT_EQ(message,
-            "spawn: rank 2 of 3 failed: it threw distcomm::InvalidArgument: tensor has the wrong shape; "
+            "spawn: rank 2 of 3 failed first: it threw distcomm::InvalidArgument: tensor has the wrong shape; "
             "the other ranks were stopped");
+  expect_no_children();
+}
+
+// An error whose message takes a while to build: the rank that throws it has failed (the
+// time is taken when it is caught) but has not exited yet.
+class SlowToDescribe : public Error {
+ public:
+  SlowToDescribe(std::string marker) : Error("the cause"), marker_(std::move(marker)) {}
+  const char* what() const noexcept override {
+    std::FILE* f = std::fopen(marker_.c_str(), "w");
+    if (f) std::fclose(f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return Error::what();
+  }
+
+ private:
+  std::string marker_;
+};
+
+// The cascade the bench once reported backwards: rank 1 fails, then rank 0 fails because
+// of it and is seen exiting first. The cause is the rank that failed first by time.
+TEST(Spawn, TheRankThatFailedFirstIsTheCauseNotTheFirstSeen) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string marker = std::string(tmp ? tmp : "/tmp") + "/spawn_cascade_" + std::to_string(::getpid());
+  std::remove(marker.c_str());
+  std::string message = spawn_error(2, [&](int rank, int) {
+    if (rank == 1) {
+      ::signal(SIGTERM, SIG_IGN);  // it must live to report, as a rank busy failing would
+      throw SlowToDescribe(marker);
+    }
+    while (::access(marker.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    throw PeerFailure("lost the connection to rank 1");  // after rank 1 failed, but exits first
+  });
+  std::remove(marker.c_str());
+  EXPECT_EQ(message, "spawn: rank 1 of 2 failed first: it threw distcomm::(anonymous namespace)::SlowToDescribe: "
+                     "the cause; the other ranks were stopped");
   expect_no_children();
 }
 
@@ -164,7 +200,7 @@ TEST(Spawn, RanksIgnoringSigtermAreKilledAfterTheGrace) {
         wait_forever();
       },
       options);
-  EXPECT_NE(message.find("rank 0 of 3 failed: exit code 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 0 of 3 failed first: exit code 1"), std::string::npos) << message;
   EXPECT_GE(Clock::now() - start, std::chrono::seconds(1));
   expect_no_children();
 }

@@ -17,6 +17,7 @@
 #include "api/errors.h"
 #include "api/hash_store.h"
 #include "api/init.h"
+#include "api/run_main.h"
 #include "api/spawn.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_run.h"
@@ -146,13 +147,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   resolve_user_paths(flags);
-  try {
-    return flags.plot_inputs.empty() ? run(flags) : plot_inputs(flags);
-  } catch (const InvalidArgument& e) {
-    fprintf(stderr, "bench: %s\n", e.what());
-    return kExitBadFlags;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "bench: %s\n", e.what());
-    return kExitWrong;
-  }
+  // Any other failure: "bench: <message>", exit status 1 (kExitWrong), and the launcher's
+  // error file when there is one.
+  return run_main("bench", [&] {
+    try {
+      return flags.plot_inputs.empty() ? run(flags) : plot_inputs(flags);
+    } catch (const InvalidArgument& e) {
+      fprintf(stderr, "bench: %s\n", e.what());
+      return kExitBadFlags;
+    }
+  });
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/init.h"
+#include "api/run_main.h"
 #include "api/spawn.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/message_format.h"
@@ -174,12 +175,14 @@ void run_rank() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("DDP iteration time vs no communication, across bucket caps");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) {
-    run_rank();
+  return distcomm::run_main("ddp_bench", [] {
+    if (std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+      run_rank();
+      return 0;
+    }
+    distcomm::SpawnOptions options;
+    options.backend = FLAGS_backend;
+    distcomm::spawn(FLAGS_nproc, [](int, int) { run_rank(); }, options);
     return 0;
-  }
-  distcomm::SpawnOptions options;
-  options.backend = FLAGS_backend;
-  distcomm::spawn(FLAGS_nproc, [](int, int) { run_rank(); }, options);
-  return 0;
+  });
 }

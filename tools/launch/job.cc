@@ -10,8 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <vector>
+
+#include "api/failure_report.h"
 
 #include "tools/launch/free_port.h"
 #include "tools/launch/output_pump.h"
@@ -52,6 +56,13 @@ class Job {
   // SIGTERM to every rank, SIGKILL at the deadline.
   void begin_stop(const std::string& why);
   void kill_stragglers();
+  // After every rank has ended: the rank that failed first by time (its error file's time,
+  // else when its exit was seen) becomes the job's failure, and is named once more if the
+  // ranks' own reports change or add to what was said when the first failure was seen.
+  void name_first_failure();
+  // A folder for the ranks' error files (DISTCOMM_ERROR_FILE), removed by remove_error_files.
+  void make_error_dir();
+  void remove_error_files();
   bool reap_leftovers();
   int running_count() const;
   int poll_timeout_ms() const;
@@ -60,6 +71,7 @@ class Job {
   OutputRouter router_;
   OutputPump pump_;
   SignalWatch signals_;
+  std::string error_dir_;
   std::vector<RankProcess> ranks_;
   JobResult result_;
   bool stopping_ = false;
@@ -73,8 +85,11 @@ int Job::running_count() const {
 
 void Job::start_all(const std::string& path, int port) {
   for (int local = 0; local < options_.nproc_per_node; ++local) {
-    std::vector<std::string> env = rank_environment(options_, local, port, environ);
+    const std::string error_file =
+        error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
+    std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
     RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
+    p.error_file = error_file;
     pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
     pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
     ranks_.push_back(p);
@@ -90,7 +105,53 @@ void Job::begin_stop(const std::string& why) {
         " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
   }
   // Ranks that already exited may have left processes in their group: stop those too.
-  for (const RankProcess& p : ranks_) signal_rank(p, SIGTERM);
+  for (RankProcess& p : ranks_) {
+    p.stopped_by_launcher = p.running;
+    signal_rank(p, SIGTERM);
+  }
+}
+
+void Job::name_first_failure() {
+  const RankProcess* cause = nullptr;
+  int64_t cause_time = 0;
+  std::optional<FailureReport> cause_report;
+  for (const RankProcess& p : ranks_) {
+    if (p.running || is_success(p.wait_status)) continue;
+    std::optional<FailureReport> report;
+    if (!p.error_file.empty()) report = FailureReport::read(p.error_file);
+    if (!report && p.stopped_by_launcher) continue;  // ended by the stop, not by a failure of its own
+    const int64_t t = report ? report->unix_time_ns : p.ended_ns;
+    if (cause == nullptr || t < cause_time) {
+      cause = &p;
+      cause_time = t;
+      cause_report = report;
+    }
+  }
+  if (cause == nullptr || result_.interrupted_by != 0) return;
+  const bool seen_first = cause->rank == result_.failed_rank;
+  result_.failed_rank = cause->rank;
+  result_.exit_code = shell_exit_code(cause->wait_status);
+  result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
+                    ", pid " + std::to_string(cause->pid) + ") failed first (" +
+                    describe_wait_status(cause->wait_status) + ")" +
+                    (cause_report ? ": " + cause_report->message : std::string());
+  // The rank printed its own error; say it again only when it was not the first one seen.
+  if (!seen_first) say(result_.failure);
+}
+
+void Job::make_error_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/distcomm-launch-XXXXXX";
+  // Without a folder the ranks report nothing, and the first failure seen is the cause.
+  if (::mkdtemp(pattern.data()) != nullptr) error_dir_ = pattern;
+}
+
+void Job::remove_error_files() {
+  if (error_dir_.empty()) return;
+  for (const RankProcess& p : ranks_) {
+    if (!p.error_file.empty()) ::unlink(p.error_file.c_str());
+  }
+  ::rmdir(error_dir_.c_str());
 }
 
 void Job::kill_stragglers() {
@@ -165,6 +226,11 @@ JobResult Job::run() {
   } restore{was_subreaper};
   std::string path = find_program(options_.command[0], options_.working_dir);
   result_.master_port = options_.master_port != 0 ? options_.master_port : pick_free_port();
+  make_error_dir();
+  struct RemoveErrorFiles {
+    Job* job;
+    ~RemoveErrorFiles() { job->remove_error_files(); }
+  } remove{this};
   try {
     start_all(path, result_.master_port);
   } catch (...) {
@@ -198,6 +264,7 @@ JobResult Job::run() {
     if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_stragglers();
   }
   pump_.close_all();
+  name_first_failure();
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
   return result_;
 }

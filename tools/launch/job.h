@@ -9,12 +9,15 @@ namespace distcomm {
 namespace launch {
 
 struct JobResult {
-  // What the launcher should exit with: 0 when every rank exited 0; else the first failed
-  // rank's exit code (128 + signal number for a signal); 128 + signal when the launcher
-  // itself was interrupted.
+  // What the launcher should exit with: 0 when every rank exited 0; else the exit code of
+  // the rank that failed first (128 + signal number for a signal); 128 + signal when the
+  // launcher itself was interrupted.
   int exit_code = 0;
-  int failed_rank = -1;     // the first rank seen failing, -1 if none
-  std::string failure;      // "rank 1 failed: exit code 3", "" if none
+  // The rank that failed first, -1 if none: by the time in its error file (the ranks get
+  // DISTCOMM_ERROR_FILE; run_main writes it), else the first seen failing. In a cascade
+  // the rank that failed first is the cause, even when another one's exit was seen first.
+  int failed_rank = -1;
+  std::string failure;      // "rank 1 (local rank 1, pid 7) failed: exit code 3", "" if none
   int interrupted_by = 0;   // SIGINT/SIGTERM/SIGHUP that stopped the job, 0 if none
   int master_port = 0;      // the port every rank was given
 };

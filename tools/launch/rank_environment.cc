@@ -3,6 +3,8 @@
 #include <cstring>
 #include <map>
 
+#include "api/failure_report.h"
+
 namespace distcomm {
 namespace launch {
 namespace {
@@ -24,7 +26,7 @@ bool is_foreign_rank_variable(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
-                                          const char* const* base) {
+                                          const char* const* base, const std::string& error_file) {
   std::map<std::string, std::string> ours = {
       {"RANK", std::to_string(options.global_rank(local_rank))},
       {"WORLD_SIZE", std::to_string(options.world_size())},
@@ -37,6 +39,7 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
   if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
   if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;
   if (!options.identity.token.empty()) ours[kStoreTokenVariable] = options.identity.token;
+  if (!error_file.empty()) ours[kErrorFileVariable] = error_file;
 
   std::vector<std::string> env;
   for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "api/failure_report.h"
+
 namespace distcomm {
 namespace launch {
 namespace {
@@ -139,6 +141,7 @@ bool poll_exit(RankProcess& p) {
   if (r != p.pid) return false;
   p.running = false;
   p.wait_status = status;
+  p.ended_ns = FailureReport::now_ns();
   return true;
 }
 

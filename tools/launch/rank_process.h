@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct RankProcess {
   int stderr_fd = -1;
   bool running = false;
   int wait_status = 0;  // from waitpid, once !running
+  int64_t ended_ns = 0;  // wall-clock time its exit was seen (FailureReport::now_ns)
+  bool stopped_by_launcher = false;  // still running when the launcher stopped the job
+  std::string error_file;  // where it reports a failure (DISTCOMM_ERROR_FILE), "" if nowhere
 };
 
 // The file execve will run: `program` itself when it holds a '/' (relative to working_dir

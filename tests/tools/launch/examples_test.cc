@@ -42,6 +42,20 @@ TEST(Examples, AnUnknownBackendFailsTheJobWithItsName) {
   EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(all_reduce: rank \d \(local rank \d, pid \d+\) failed)"))) << f.err;
 }
 
+// A program that cannot run ends with one clear line and exit status 1: no "terminate
+// called", no SIGABRT. Every example's main() goes through run_main; one of each kind here.
+TEST(Examples, AFailureEndsEachProgramWithOneLineAndStatusOne) {
+  for (const std::string name : {"all_reduce", "collectives", "point_to_point", "average_gradients"}) {
+    Finished f = run({example(name), "--nproc=1", "--backend=no_such_backend"}, std::chrono::seconds(60));
+    EXPECT_EQ(exit_code(f), 1) << name << ": " << f.err;
+    EXPECT_EQ(f.err.find("terminate called"), std::string::npos) << f.err;
+    EXPECT_EQ(f.err.find("SIGABRT"), std::string::npos) << f.err;
+    // The rank's own line, then the launcher's.
+    EXPECT_EQ(f.err.rfind(name + ": cannot load backend 'no_such_backend'", 0), 0u) << f.err;
+    EXPECT_NE(f.err.find(name + ": rank 0 (local rank 0, pid "), std::string::npos) << f.err;
+  }
+}
+
 TEST(Examples, CollectivesShowWhatEveryRankHolds) {
   Finished f = run({example("collectives"), "--nproc=4"});
   ASSERT_EQ(exit_code(f), 0) << f.err;

@@ -102,6 +102,15 @@ TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
   EXPECT_LT(took, seconds(4)) << "SIGTERM, not the 5 s grace period, should end the others";
 }
 
+// Rank 1 fails first but is still exiting when rank 0, failing because of it, is seen
+// exiting: the launcher names rank 1, from the time in its error file.
+TEST(Launch, TheRankThatFailedFirstIsTheCause) {
+  Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "cascade", "1"}));
+  EXPECT_EQ(exit_code(f), 5) << "the launcher exits with the first failure's code: " << f.err;
+  EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed first (exit code 5): the cause"), std::string::npos) << f.err;
+}
+
 TEST(Launch, RankKilledBySignalIsNamed) {
   Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "signal", "2", std::to_string(SIGSEGV)}));
   EXPECT_EQ(exit_code(f), 128 + SIGSEGV);

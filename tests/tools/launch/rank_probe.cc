@@ -7,6 +7,9 @@
 //   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
+//   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
+//                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
+//                                     the others exit with code 1 as soon as it has reported
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,7 +18,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+
+#include "api/failure_report.h"
 
 namespace {
 
@@ -84,6 +90,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "wait") wait_to_be_stopped(argc > 2 && std::string(argv[2]) == "ignore_term");
+  if (mode == "cascade" && argc > 2) {
+    const std::string cause_file = env_str(distcomm::kErrorFileVariable);
+    const std::string dir = cause_file.substr(0, cause_file.find_last_of('/') + 1);
+    const std::string cause_report = dir + "rank_" + argv[2] + ".error";
+    if (env_int("RANK") == std::atoi(argv[2])) {
+      ::signal(SIGTERM, SIG_IGN);
+      distcomm::FailureReport report;
+      report.unix_time_ns = distcomm::FailureReport::now_ns();
+      report.message = "the cause";
+      std::ofstream(cause_file) << report.encode();
+      ::usleep(500000);
+      return 5;
+    }
+    while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
+    return 1;
+  }
   if ((mode == "fail" || mode == "signal") && argc > 3) {
     if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(false);
     ::usleep(300000);  // let the other ranks report ready first

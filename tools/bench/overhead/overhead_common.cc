@@ -6,6 +6,7 @@
 
 #include "api/errors.h"
 #include "api/init.h"
+#include "api/run_main.h"
 #include "api/spawn.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_op.h"
@@ -143,7 +144,7 @@ void run_overhead_sweep(ProcessGroup& pg, const OverheadFlags& flags, const std:
 int overhead_main(int argc, char** argv, const std::string& name, bool needs_mpirun,
                   const std::function<void(const OverheadFlags&)>& run_rank) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  try {
+  return run_main(name, [&] {
     const OverheadFlags flags = parse_overhead_flags(std::vector<std::string>(argv + 1, argv + argc));
     const std::string launcher = read_launch_env().source;
     if (needs_mpirun && launcher != "mpirun") {
@@ -155,10 +156,7 @@ int overhead_main(int argc, char** argv, const std::string& name, bool needs_mpi
       spawn(flags.nproc, [&](int, int) { run_rank(flags); });
     }
     return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
-    return 1;
-  }
+  });
 }
 
 }  // namespace bench

@@ -1,0 +1,61 @@
+// FailureReport: what a failed rank leaves for whoever started it -- its message and when
+// it failed -- so that in a cascade (rank 1 fails, then rank 0 loses its connection to it)
+// the job names the rank that failed first as the cause, not the first one it noticed.
+//
+// run_main (api/run_main.h) writes one to the file named by DISTCOMM_ERROR_FILE, which
+// tools/launch sets per rank (torchrun's error files work the same way); spawn() passes
+// the same text through a pipe. Header-only: the launcher does not link the core.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace distcomm {
+
+constexpr char kErrorFileVariable[] = "DISTCOMM_ERROR_FILE";
+
+struct FailureReport {
+  // Wall-clock time of the failure (comparable across the processes of one host, and
+  // across hosts as far as their clocks agree).
+  int64_t unix_time_ns = 0;
+  std::string message;  // "InvalidArgument: rank 1/2 group 'world' gather: root 5 is ..."
+
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  std::string encode() const { return "distcomm-failure-report-1\n" + std::to_string(unix_time_ns) + "\n" + message; }
+
+  static std::optional<FailureReport> decode(const std::string& text) {
+    std::istringstream in(text);
+    std::string format, time;
+    if (!std::getline(in, format) || format != "distcomm-failure-report-1" || !std::getline(in, time)) {
+      return std::nullopt;
+    }
+    FailureReport r;
+    try {
+      r.unix_time_ns = std::stoll(time);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    const auto start = static_cast<size_t>(in.tellg());
+    r.message = start < text.size() ? text.substr(start) : "";
+    return r;
+  }
+
+  static std::optional<FailureReport> read(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return std::nullopt;
+    std::ostringstream text;
+    text << f.rdbuf();
+    return decode(text.str());
+  }
+};
+
+}  // namespace distcomm

@@ -1,0 +1,86 @@
+#include "api/run_main.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <typeinfo>
+
+#include "api/errors.h"
+#include "api/failure_report.h"
+
+namespace distcomm {
+namespace {
+
+// Set once by run_main, read by the terminate handler.
+std::string* g_program = nullptr;
+std::string* g_error_file = nullptr;
+
+std::string demangled(const std::type_info* type) {
+  if (!type) return "unknown";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? name.get() : type->name();
+}
+
+// One write, so that the line never interleaves with another rank's on a shared terminal.
+void say(const std::string& program, const std::string& message) {
+  std::fflush(stdout);
+  const std::string line = program + ": " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void leave_report(const std::string& text) {
+  if (!g_error_file || g_error_file->empty()) return;
+  FailureReport report;
+  report.unix_time_ns = FailureReport::now_ns();
+  report.message = text;
+  std::ofstream f(*g_error_file, std::ios::binary | std::ios::trunc);
+  f << report.encode();
+}
+
+[[noreturn]] void on_terminate() {
+  const std::exception_ptr e = std::current_exception();
+  const std::string what = e ? "an exception escaped a thread: " + type_and_message(e)
+                             : std::string("std::terminate was called without an exception");
+  leave_report(what);
+  say(g_program ? *g_program : "distcomm", what);
+  std::fflush(nullptr);
+  ::_exit(1);
+}
+
+}  // namespace
+
+std::string type_and_message(std::exception_ptr e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return demangled(&typeid(x)) + ": " + x.what();
+  } catch (...) {
+    return demangled(abi::__cxa_current_exception_type()) + " (not a std::exception)";
+  }
+}
+
+int run_main(const std::string& program, const std::function<int()>& body) {
+  if (!g_program) {
+    g_program = new std::string(program);
+    const char* file = std::getenv(kErrorFileVariable);  // read here, at the program's edge
+    g_error_file = new std::string(file ? file : "");
+    std::set_terminate(on_terminate);
+  }
+  try {
+    return body();
+  } catch (...) {
+    const std::exception_ptr e = std::current_exception();
+    leave_report(type_and_message(e));
+    say(program, message_of(e));
+    return 1;
+  }
+}
+
+}  // namespace distcomm

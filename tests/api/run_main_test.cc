@@ -1,0 +1,98 @@
+// run_main: what a program's main() goes through, in a forked child each time (its exit
+// status, its stderr, its error file).
+#include "api/run_main.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/failure_report.h"
+
+namespace distcomm {
+namespace {
+
+struct Outcome {
+  int status = 0;
+  std::string err;
+};
+
+// Runs fn in a child with stderr captured; the child exits with what fn returns.
+Outcome in_child(const std::function<int()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::_exit(fn());
+  }
+  ::close(fds[1]);
+  Outcome o;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) o.err.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  ::waitpid(pid, &o.status, 0);
+  return o;
+}
+
+std::string temp_file(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name + std::to_string(::getpid());
+}
+
+TEST(RunMain, ReturnsWhatTheBodyReturns) {
+  const Outcome o = in_child([] { return run_main("prog", [] { return 7; }); });
+  ASSERT_TRUE(WIFEXITED(o.status));
+  EXPECT_EQ(WEXITSTATUS(o.status), 7);
+  EXPECT_EQ(o.err, "");
+}
+
+TEST(RunMain, AnErrorIsOneLineAndStatusOne) {
+  const Outcome o = in_child([] {
+    return run_main("prog", []() -> int { throw Timeout("rank 0/2 group 'world' all_reduce #3: timed out"); });
+  });
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.err;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1);
+  EXPECT_EQ(o.err, "prog: rank 0/2 group 'world' all_reduce #3: timed out\n");
+}
+
+TEST(RunMain, TheErrorFileGetsTypeMessageAndTime) {
+  const std::string file = temp_file("run_main_error");
+  const int64_t before = FailureReport::now_ns();
+  const Outcome o = in_child([&] {
+    ::setenv(kErrorFileVariable, file.c_str(), 1);
+    return run_main("prog", []() -> int { throw PeerFailure("rank 2 died"); });
+  });
+  EXPECT_EQ(WEXITSTATUS(o.status), 1);
+  const auto report = FailureReport::read(file);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->message, "distcomm::PeerFailure: rank 2 died");
+  EXPECT_GE(report->unix_time_ns, before);
+  EXPECT_LE(report->unix_time_ns, FailureReport::now_ns());
+  std::remove(file.c_str());
+}
+
+// The last line of defence: an exception escaping a thread of the program (or of a
+// library) would call std::terminate and abort; the process ends with one line instead.
+TEST(RunMain, AnExceptionEscapingAThreadEndsTheProcessWithOneLine) {
+  const Outcome o = in_child([] {
+    return run_main("prog", [] {
+      std::thread([] { throw InvalidArgument("thrown on a library's thread"); }).join();
+      return 0;
+    });
+  });
+  ASSERT_TRUE(WIFEXITED(o.status)) << "not killed by a signal: " << o.err;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1);
+  EXPECT_EQ(o.err, "prog: an exception escaped a thread: distcomm::InvalidArgument: thrown on a library's thread\n");
+}
+
+}  // namespace
+}  // namespace distcomm
