@@ -103,6 +103,9 @@ void sweep_data_movement(ProcessGroup& pg, int64_t count, const Placement& p = h
 // small machine): all_reduce float32 sum/max, bfloat16 sum, int64 sum; reduce float16 sum;
 // reduce_scatter float32 sum; broadcast float32; all_gather float32 into a tensor.
 void sweep_large(ProcessGroup& pg, int64_t count, const Placement& p = host());
+// send/recv of float32, bfloat16, int64 and bool at 0, 1 and 1000 elements, float32 at
+// large_count, recv_any_source at 0 and 100, barrier (size() >= 2).
+void sweep_point_to_point(ProcessGroup& pg, int64_t large_count, const Placement& p = host());
 
 }  // namespace conformance
 }  // namespace distcomm

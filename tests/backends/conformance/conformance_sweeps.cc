@@ -60,6 +60,16 @@ void sweep_large(ProcessGroup& pg, int64_t count, const Placement& p) {
   check_all_gather(pg, DType::kFloat32, count, Layout::kTensor, p);
 }
 
+void sweep_point_to_point(ProcessGroup& pg, int64_t large_count, const Placement& p) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}}) check_send_recv(pg, dtype, count, p);
+  }
+  check_send_recv(pg, DType::kFloat32, large_count, p);
+  check_recv_any_source(pg, 0, p);
+  check_recv_any_source(pg, 100, p);
+  check_barrier(pg);
+}
+
 const Placement& host() {
   static const Placement identity{[](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }};
   return identity;

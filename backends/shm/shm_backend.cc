@@ -1,0 +1,142 @@
+#include "backends/shm/shm_backend.h"
+
+#include "api/errors.h"
+#include "backends/shm/shm_rendezvous.h"
+#include "backends/shm/shm_work.h"
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+CollectiveSpec spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::SUM, int root = 0) {
+  CollectiveSpec s;
+  s.type = type;
+  s.out = out;
+  s.in = in;
+  s.op = op;
+  s.root = root;
+  return s;
+}
+
+}  // namespace
+
+void ShmWork::wait(std::chrono::milliseconds timeout) {
+  if (!is_completed()) {
+    engine_->wait_for(*this, timeout);
+    if (!is_completed()) {
+      throw Timeout(description() + ": not finished after " + std::to_string(timeout.count()) +
+                    " ms of waiting (Work::wait timeout); the op is still running");
+    }
+  }
+  Work::wait(timeout);  // rethrows the op's error
+}
+
+ShmBackend::ShmBackend(BackendOptions options)
+    : Backend(std::move(options)), config_(parse_shm_config(Backend::options().config)) {
+  engine_ = std::make_shared<Engine>(join_group(Backend::options(), config_), config_);
+  engine_->start();
+  shape_.rank = rank();
+  shape_.size = size();
+  shape_.slot_bytes = engine_->group().layout().slot_bytes();
+  shape_.small_bytes = config_.small_bytes;
+}
+
+ShmBackend::~ShmBackend() { shutdown(); }
+
+void ShmBackend::shutdown() { engine_->shutdown(); }
+
+std::vector<OpType> ShmBackend::supported_ops() const {
+  return {OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather,
+          OpType::kGather,    OpType::kScatter,   OpType::kReduceScatter, OpType::kAllToAll,
+          OpType::kBarrier,   OpType::kSend,      OpType::kRecv,     OpType::kRecvAnySource};
+}
+
+bool ShmBackend::reduces_natively(ReduceOp op, DType) const { return op.kind != ReduceOp::PREMUL_SUM; }
+
+WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
+  auto work = std::make_shared<ShmWork>(spec.type, ctx, engine_);
+  CollectiveTask task;
+  task.work = work;
+  task.op = make_collective(spec, shape_);
+  task.spec = std::move(spec);
+  task.timeout = ctx.timeout;
+  engine_->submit(std::move(task));
+  return work;
+}
+
+WorkPtr ShmBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kAllReduce, tensor, Tensor(), opts.op));
+}
+
+WorkPtr ShmBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kBroadcast, tensor, Tensor(), ReduceOp::SUM, opts.root));
+}
+
+WorkPtr ShmBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kReduce, tensor, Tensor(), opts.op, opts.root));
+}
+
+WorkPtr ShmBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kAllGather, output, input));
+}
+
+WorkPtr ShmBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kGather, output, input, ReduceOp::SUM, opts.root));
+}
+
+WorkPtr ShmBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kScatter, output, input, ReduceOp::SUM, opts.root));
+}
+
+WorkPtr ShmBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                                   const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kReduceScatter, output, input, opts.op));
+}
+
+WorkPtr ShmBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                               const std::vector<int64_t>& input_counts, const AllToAllOptions&,
+                               const OpContext& ctx) {
+  if (output_counts.size() != static_cast<size_t>(size()) || input_counts.size() != static_cast<size_t>(size())) {
+    throw InvalidArgument(ctx.description + ": all_to_all needs one count per rank (" + std::to_string(size()) +
+                          "), got " + std::to_string(output_counts.size()) + " and " +
+                          std::to_string(input_counts.size()));
+  }
+  CollectiveSpec s = spec_of(OpType::kAllToAll, output, input);
+  s.out_counts = output_counts;
+  s.in_counts = input_counts;
+  return collective(ctx, std::move(s));
+}
+
+WorkPtr ShmBackend::barrier(const BarrierOptions&, const OpContext& ctx) {
+  return collective(ctx, spec_of(OpType::kBarrier, Tensor(), Tensor()));
+}
+
+WorkPtr ShmBackend::transfer(OpType type, const OpContext& ctx, const Tensor& tensor, int peer, int tag) {
+  auto work = std::make_shared<ShmWork>(type, ctx, engine_);
+  P2PRequest r;
+  r.work = work;
+  r.tensor = tensor;
+  r.data = static_cast<uint8_t*>(tensor.data());
+  r.bytes = tensor.nbytes();
+  r.peer = peer;
+  r.tag = tag;
+  r.is_send = type == OpType::kSend;
+  r.timeout = ctx.timeout;
+  engine_->submit(std::move(r));
+  return work;
+}
+
+WorkPtr ShmBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
+  return transfer(OpType::kSend, ctx, tensor, dst, opts.tag);
+}
+
+WorkPtr ShmBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
+  return transfer(OpType::kRecv, ctx, tensor, src, opts.tag);
+}
+
+WorkPtr ShmBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
+  return transfer(OpType::kRecvAnySource, ctx, tensor, -1, opts.tag);
+}
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,113 @@
+// A collective as the shm engine runs it: a fixed number of rounds of the round protocol
+// (shm_rounds.h), each split into what this rank writes to its own slot before posting
+// and what it reads from its peers' slots once they have posted.
+//
+// Every rank builds the same op from the same arguments, so rounds() agrees everywhere.
+// Data goes through the fixed-size slots in chunks, so the segment's size does not depend
+// on the message's (a 2 GiB all_reduce takes more rounds, not more memory).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/reduce_op.h"
+#include "api/tensor.h"
+#include "api/work.h"
+#include "backends/shm/shm_rounds.h"
+
+namespace distcomm {
+namespace shm {
+
+// One round as an op sees it.
+struct RoundView {
+  int rank = 0;
+  int size = 1;
+  uint64_t round = 0;  // the group's round number
+  uint8_t* mine = nullptr;  // this rank's slot of this round
+  // This rank's slot of the next round. An op that waits for every peer in this round may
+  // write it in read(): every peer is then done with that slot's previous use.
+  uint8_t* next = nullptr;
+  const RoundCursor* cursor = nullptr;
+
+  const uint8_t* of(int peer) const { return peer == rank ? mine : cursor->slot_of(peer, round); }
+};
+
+class CollectiveOp {
+ public:
+  virtual ~CollectiveOp() = default;
+  // May change after read() of an early round (all_to_all learns its sizes in round 0),
+  // identically on every rank.
+  virtual uint64_t rounds() const = 0;
+  virtual void write(uint64_t r, const RoundView& v) = 0;
+  // Whether round r needs `peer`'s slot.
+  virtual bool waits_for(uint64_t r, int peer) const = 0;
+  virtual void read(uint64_t r, const RoundView& v) = 0;
+};
+
+// Thrown by read() for a problem every rank finds at the same round (split sizes that do
+// not pair up): the op fails on every rank, and the group stays in step and usable.
+class AgreedError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// What the Backend call described. Tensors are flat; in-place ops pass their tensor as `out`.
+struct CollectiveSpec {
+  OpType type = OpType::kBarrier;
+  Tensor out;
+  Tensor in;
+  ReduceOp op = ReduceOp::SUM;
+  int root = 0;
+  std::vector<int64_t> out_counts;  // all_to_all: elements from / to each rank
+  std::vector<int64_t> in_counts;
+};
+
+struct GroupShape {
+  int rank = 0;
+  int size = 1;
+  size_t slot_bytes = 0;
+  size_t small_bytes = 0;
+};
+
+std::unique_ptr<CollectiveOp> make_collective(const CollectiveSpec& spec, const GroupShape& group);
+
+// --- pieces the op files share ---
+
+std::unique_ptr<CollectiveOp> make_all_reduce(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_reduce(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_reduce_scatter(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_broadcast(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_all_gather(const CollectiveSpec& spec, const GroupShape& g, bool root_only);
+std::unique_ptr<CollectiveOp> make_scatter(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_all_to_all(const CollectiveSpec& spec, const GroupShape& g);
+std::unique_ptr<CollectiveOp> make_barrier();
+
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// The bytes of a slot each of `parts` ranks gets in a round: whole 128-byte lines, so
+// sub-slots of different ranks never share a cache line (and every dtype fits evenly).
+size_t part_bytes(size_t slot_bytes, int parts);
+
+// memcpy that tolerates dst == src (an in-place op's own block) and zero bytes.
+void copy_bytes(void* dst, const void* src, size_t bytes);
+
+// Reduces one range: dst = init (if given) (op) srcs[0] (op) srcs[1] ..., in blocks small
+// enough to stay in the L1 cache across the sources; each finished block is divided by
+// `average_over` (AVG; 0 for none) and then copied to `copy_to` (if given).
+struct ReduceTask {
+  uint8_t* dst = nullptr;
+  const uint8_t* init = nullptr;
+  std::vector<const uint8_t*> srcs;
+  size_t bytes = 0;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::SUM;
+  int average_over = 0;
+  uint8_t* copy_to = nullptr;
+};
+void run_reduce(const ReduceTask& task);
+
+}  // namespace shm
+}  // namespace distcomm

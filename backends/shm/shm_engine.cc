@@ -1,0 +1,313 @@
+#include "backends/shm/shm_engine.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+// How often a waiter asks whether the peer it waits for is still alive, and so the longest
+// it sleeps without looking.
+constexpr std::chrono::milliseconds kLivenessInterval{10};
+// How long a waiter that could not poll (another thread does) waits for news.
+constexpr std::chrono::microseconds kPollerWait{200};
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// Spinning only helps when every rank of the group can have a core while it waits; with
+// more ranks than cores a spinning rank takes the core the awaited one needs.
+WaitPolicy make_policy(const ShmConfig& c, int group_size) {
+  WaitPolicy p;
+  p.spin = group_size <= available_cores() ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  p.yield = c.yield;
+  return p;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config)
+    : group_(std::move(group)),
+      config_(config),
+      policy_(make_policy(config, group_->size())),
+      failure_(group_->self()),
+      cursor_(*group_),
+      p2p_(*group_) {}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::start() {
+  thread_ = std::thread([this] { progress_loop(); });
+  pthread_setname_np(thread_.native_handle(), "dc-shm-progress");
+}
+
+template <typename Item>
+void Engine::enqueue(std::deque<Item>& queue, Item item) {
+  WorkPtr work = item.work;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    if (!failure_.refusing()) {
+      pending_.fetch_add(1);
+      queue.push_back(std::move(item));
+      has_new_.store(true, std::memory_order_release);
+      work.reset();
+    }
+  }
+  if (work) return work->finish(failure_.refusal());
+  wake_progress_thread();
+}
+
+void Engine::submit(CollectiveTask task) { enqueue(new_collectives_, std::move(task)); }
+
+void Engine::submit(P2PRequest request) { enqueue(new_requests_, std::move(request)); }
+
+void Engine::wake_progress_thread() {
+  if (!thread_asleep_.load()) return;
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  thread_cv_.notify_one();
+}
+
+void Engine::take_submissions(std::vector<Completion>& done) {
+  if (!has_new_.load(std::memory_order_acquire)) return;
+  std::deque<CollectiveTask> collectives;
+  std::deque<P2PRequest> requests;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    collectives.swap(new_collectives_);
+    requests.swap(new_requests_);
+    has_new_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& t : collectives) collectives_.push_back(std::move(t));
+  for (auto& r : requests) p2p_.add(std::move(r), done);
+}
+
+Engine::Poll Engine::poll(std::vector<Completion>& done) {
+  polls_.fetch_add(1, std::memory_order_relaxed);
+  Poll result;
+  Blocker collective_blocker;
+  try {
+    take_submissions(done);
+    result.progressed = advance_collectives(done, &collective_blocker);
+    const bool p2p_pending = !p2p_.idle();
+    if (p2p_pending) result.progressed |= p2p_.progress(done);
+    if (!result.progressed && (!collectives_.empty() || p2p_pending)) {
+      check_blocked(collective_blocker, Clock::now(), &result);
+    }
+  } catch (const GroupFailedError& e) {
+    fail_group(e.failure(), done);
+    result.progressed = true;
+  } catch (const std::exception& e) {
+    fail_group({FailureKind::kOther, -1, std::string("shm: ") + e.what()}, done);
+    result.progressed = true;
+  }
+  result.blocker = collectives_.empty() ? p2p_.blocker() : collective_blocker;
+  return result;
+}
+
+bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker) {
+  bool progressed = false;
+  const int rank = group_->rank(), size = group_->size();
+  while (!collectives_.empty() && !stopping_.load(std::memory_order_relaxed)) {
+    CollectiveTask& t = collectives_.front();
+    if (!t.started) {
+      t.started = true;
+      t.deadline = Clock::now() + t.timeout;
+    }
+    if (t.round >= t.op->rounds()) {
+      done.push_back({t.work, nullptr, -1});
+      collectives_.pop_front();
+      progressed = true;
+      continue;
+    }
+    RoundView v;
+    v.rank = rank;
+    v.size = size;
+    v.round = cursor_.round();
+    v.mine = cursor_.my_slot(v.round);
+    v.next = cursor_.my_slot(v.round + 1);
+    v.cursor = &cursor_;
+    if (!t.written) {
+      if (!cursor_.may_write(v.round, blocker)) return progressed;
+      t.op->write(t.round, v);
+      cursor_.post();
+      t.written = true;
+      progressed = true;
+    }
+    for (int p = 0; p < size; ++p) {
+      if (p != rank && t.op->waits_for(t.round, p) && !cursor_.reached(p, v.round + 1, blocker)) return progressed;
+    }
+    std::exception_ptr agreed;
+    try {
+      t.op->read(t.round, v);
+    } catch (const AgreedError&) {
+      agreed = std::current_exception();
+    }
+    cursor_.advance();
+    ++t.round;
+    t.written = false;
+    progressed = true;
+    if (agreed) {
+      done.push_back({t.work, agreed, -1});
+      collectives_.pop_front();
+    }
+  }
+  return progressed;
+}
+
+void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result) {
+  const bool check_liveness = now >= next_liveness_check_;
+  if (check_liveness) next_liveness_check_ = now + kLivenessInterval;
+  result->wake_by = next_liveness_check_;
+  if (!collectives_.empty() && collectives_.front().started) {
+    const CollectiveTask& t = collectives_.front();
+    const int peer = collective_blocker.peer;
+    const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer");
+    if (now >= t.deadline) {
+      throw GroupFailedError({FailureKind::kTimeout, peer,
+                              "timed out after " + std::to_string(t.timeout.count()) + " ms waiting for " + who +
+                                  " (round " + std::to_string(t.round + 1) + " of " + std::to_string(t.op->rounds()) +
+                                  "): it has not joined this op, or is stuck"});
+    }
+    // A changed word means news since the last look: poll again before judging.
+    const bool news = collective_blocker.word &&
+                      collective_blocker.word->load(std::memory_order_acquire) != collective_blocker.seen;
+    if (check_liveness && peer >= 0 && !news && !group_->alive(peer)) {
+      throw GroupFailedError({FailureKind::kPeerFailure, peer,
+                              who + " (pid " + std::to_string(group_->pid(peer)) +
+                                  ") died: its process ended while this op waited for it"});
+    }
+    result->wake_by = std::min(result->wake_by, t.deadline);
+  }
+  if (!p2p_.idle()) {
+    p2p_.check(now, check_liveness);
+    result->wake_by = std::min(result->wake_by, p2p_.next_deadline());
+  }
+}
+
+void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
+  const std::exception_ptr first = failure_.record(failure);
+  fail_everything(first, failure_.refusal(), done);
+}
+
+void Engine::fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest,
+                             std::vector<Completion>& done) {
+  for (const CollectiveTask& t : collectives_) done.push_back({t.work, t.started ? first : rest, -1});
+  collectives_.clear();
+  p2p_.fail_all(first, done);
+  std::lock_guard<std::mutex> lock(submit_mu_);  // failure_ refuses new ops from here on
+  for (const CollectiveTask& t : new_collectives_) done.push_back({t.work, rest, -1});
+  for (const P2PRequest& r : new_requests_) done.push_back({r.work, rest, -1});
+  new_collectives_.clear();
+  new_requests_.clear();
+}
+
+void Engine::complete(std::vector<Completion>& done) {
+  if (done.empty()) return;
+  for (Completion& c : done) {
+    if (c.source >= 0) c.work->set_source_rank(c.source);
+    try {
+      c.work->finish(c.error);
+    } catch (...) {
+      // A callback that throws is the caller's bug; it must not stop the other completions
+      // or escape the progress thread. Works chained through then() carry such errors.
+    }
+  }
+  pending_.fetch_sub(static_cast<int64_t>(done.size()));
+  done.clear();
+  if (waiters_.load() > 0) {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_cv_.notify_all();
+  }
+}
+
+template <typename Stop>
+void Engine::drive(Stop stop, Clock::time_point give_up) {
+  Backoff backoff(policy_);
+  std::vector<Completion> done;
+  while (!stop()) {
+    std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::unique_lock<std::mutex> wait_lock(done_mu_);
+      done_cv_.wait_for(wait_lock, kPollerWait);
+      continue;
+    }
+    const Poll r = poll(done);
+    lock.unlock();
+    complete(done);
+    if (r.progressed) {
+      backoff.reset();
+      continue;
+    }
+    if (stop()) break;
+    const Clock::time_point now = Clock::now();
+    if (now >= give_up) break;
+    const Clock::time_point until = std::min(r.wake_by, give_up);
+    backoff.idle(r.blocker, std::min<Clock::duration>(until - now, kLivenessInterval));
+  }
+}
+
+void Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
+  if (work.is_completed()) return;
+  const Clock::time_point give_up =
+      timeout < std::chrono::milliseconds::zero() ? Clock::time_point::max() : Clock::now() + timeout;
+  struct Waiting {
+    std::atomic<int>& count;
+    explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
+    ~Waiting() { count.fetch_sub(1); }
+  } waiting(waiters_);
+  drive([&] { return work.is_completed(); }, give_up);
+}
+
+void Engine::progress_loop() {
+  std::unique_lock<std::mutex> lock(thread_mu_);
+  while (!stopping_.load()) {
+    if (pending_.load() == 0) {
+      thread_asleep_.store(true);
+      thread_cv_.wait(lock, [&] { return stopping_.load() || pending_.load() > 0; });
+      thread_asleep_.store(false);
+      continue;
+    }
+    // Ops are pending: give a waiting thread the chance to run them without a hand-off.
+    const uint64_t polls = polls_.load();
+    thread_cv_.wait_for(lock, config_.nap, [&] { return stopping_.load(); });
+    if (stopping_.load() || pending_.load() == 0 || waiters_.load() > 0 || polls_.load() != polls) continue;
+    lock.unlock();
+    drive([&] { return stopping_.load() || pending_.load() == 0 || waiters_.load() > 0; },
+          Clock::time_point::max());
+    {
+      std::lock_guard<std::mutex> done_lock(done_mu_);  // a waiter may have parked while this thread polled
+      done_cv_.notify_all();
+    }
+    lock.lock();
+  }
+}
+
+void Engine::shutdown() {
+  if (stopping_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    thread_cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::vector<Completion> done;
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
+    failure_.close();
+    const auto error = std::make_exception_ptr(PeerFailure(
+        "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));
+    fail_everything(error, error, done);
+  }
+  complete(done);
+}
+
+}  // namespace shm
+}  // namespace distcomm

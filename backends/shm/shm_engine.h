@@ -1,0 +1,127 @@
+// The progress engine of one shm group: runs its collectives (in issue order, round by
+// round) and its point-to-point transfers, without a thread hand-off on the fast path.
+//
+// Nothing here ever blocks on a peer: poll() moves whatever can move and says what it is
+// waiting for. Progress is made by
+//   - the thread that waits on a Work (ShmWork::wait): it polls, and between polls spins,
+//     yields, then sleeps on the futex word of the peer it waits for (shm_wait.h), so an
+//     issue-then-wait costs no context switch at all;
+//   - the group's progress thread, for ops nobody waits on (DDP's overlapped buckets, a
+//     send whose receiver waits): when an op has been pending for `nap` with no poll
+//     from anyone, it drives until nothing is pending or a waiter arrives.
+// One thread polls at a time (the progress lock). Work callbacks run after it is released.
+//
+// Every blocked poll checks the running op's deadline (Timeout) and the state of the peer
+// it waits for (kFailed / kClosed: that rank's published reason); every 10 ms of waiting it
+// also asks whether that peer is still alive (shm_segment.h). The first failure fails
+// everything queued and is published for the peers (shm_failure.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/shm/shm_collective.h"
+#include "backends/shm/shm_config.h"
+#include "backends/shm/shm_failure.h"
+#include "backends/shm/shm_group.h"
+#include "backends/shm/shm_p2p.h"
+#include "backends/shm/shm_rounds.h"
+#include "backends/shm/shm_wait.h"
+
+namespace distcomm {
+namespace shm {
+
+struct CollectiveTask {
+  WorkPtr work;
+  CollectiveSpec spec;  // holds the tensors for as long as the op runs
+  std::unique_ptr<CollectiveOp> op;
+  std::chrono::milliseconds timeout{0};
+  // Set when the op starts running.
+  bool started = false;
+  bool written = false;  // this round's write is posted
+  uint64_t round = 0;    // the op's own round
+  Clock::time_point deadline;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts the progress thread (named dc-shm-progress).
+  void start();
+  // Queues an op. After a failure or shutdown it ends at once with the group's refusal.
+  void submit(CollectiveTask task);
+  void submit(P2PRequest request);
+  // Makes progress until `work` has ended or `timeout` (negative: none) has passed.
+  void wait_for(const Work& work, std::chrono::milliseconds timeout);
+  // Fails what is queued or running with "shut down" and stops the progress thread. Never
+  // waits for peers. Idempotent.
+  void shutdown();
+
+  const MappedGroup& group() const { return *group_; }
+
+ private:
+  struct Poll {
+    bool progressed = false;
+    Blocker blocker;
+    Clock::time_point wake_by = Clock::time_point::max();  // next deadline or liveness check
+  };
+
+  template <typename Item>
+  void enqueue(std::deque<Item>& queue, Item item);
+  // Needs progress_mu_.
+  Poll poll(std::vector<Completion>& done);
+  void take_submissions(std::vector<Completion>& done);
+  bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
+  void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
+  void fail_group(const Failure& failure, std::vector<Completion>& done);
+  void fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest, std::vector<Completion>& done);
+
+  // Polls with backoff until stop() says so.
+  template <typename Stop>
+  void drive(Stop stop, Clock::time_point give_up);
+  void complete(std::vector<Completion>& done);
+  void progress_loop();
+  void wake_progress_thread();
+
+  const std::unique_ptr<MappedGroup> group_;
+  const ShmConfig config_;
+  const WaitPolicy policy_;
+  GroupFailure failure_;
+
+  std::mutex submit_mu_;
+  std::deque<CollectiveTask> new_collectives_;
+  std::deque<P2PRequest> new_requests_;
+  std::atomic<bool> has_new_{false};
+  std::atomic<int64_t> pending_{0};  // submitted, not yet completed
+
+  std::mutex progress_mu_;  // held by the one thread that polls; guards what follows
+  RoundCursor cursor_;
+  std::deque<CollectiveTask> collectives_;
+  PointToPoint p2p_;
+  Clock::time_point next_liveness_check_;
+
+  std::atomic<uint64_t> polls_{0};
+  std::atomic<int> waiters_{0};  // threads in wait_for
+  std::atomic<bool> stopping_{false};
+  std::mutex done_mu_;  // waiters that could not poll sleep here until a poller finishes works
+  std::condition_variable done_cv_;
+
+  std::mutex thread_mu_;
+  std::condition_variable thread_cv_;
+  std::atomic<bool> thread_asleep_{false};
+  std::thread thread_;
+};
+
+}  // namespace shm
+}  // namespace distcomm

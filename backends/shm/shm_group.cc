@@ -1,0 +1,14 @@
+#include "backends/shm/shm_group.h"
+
+namespace distcomm {
+namespace shm {
+
+MappedGroup::MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids)
+    : rank_(rank), layout_(layout), segments_(std::move(segments)), pids_(std::move(pids)) {
+  for (const Segment& s : segments_) views_.emplace_back(s.base(), &layout_);
+}
+
+bool MappedGroup::alive(int r) const { return r == rank_ || segments_[static_cast<size_t>(r)].owner_alive(); }
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,38 @@
+// The segments of one group as this rank sees them: its own, written here, and every
+// peer's, mapped read-write from the peers' memfds (shm_rendezvous.h builds it).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/shm/shm_layout.h"
+#include "backends/shm/shm_segment.h"
+
+namespace distcomm {
+namespace shm {
+
+class MappedGroup {
+ public:
+  // segments[r] is rank r's segment; segments[rank] is this rank's own.
+  MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids);
+
+  int rank() const { return rank_; }
+  int size() const { return layout_.size(); }
+  const Layout& layout() const { return layout_; }
+  const SegmentView& self() const { return views_[static_cast<size_t>(rank_)]; }
+  const SegmentView& of(int r) const { return views_[static_cast<size_t>(r)]; }
+  // Whether rank r's process still exists (its segment lock is held). Always true for self.
+  bool alive(int r) const;
+  int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
+
+ private:
+  const int rank_;
+  const Layout layout_;
+  std::vector<Segment> segments_;
+  std::vector<SegmentView> views_;
+  std::vector<int> pids_;
+};
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,299 @@
+#include "backends/shm/shm_p2p.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "api/errors.h"
+#include "backends/shm/shm_failure.h"
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+std::exception_ptr size_mismatch(const P2PRequest& r, int src, int tag, uint64_t bytes) {
+  return std::make_exception_ptr(InvalidArgument(
+      "rank " + std::to_string(src) + " sent a message of " + std::to_string(bytes) + " bytes with tag " +
+      std::to_string(tag) + ", but this receive holds " + std::to_string(r.bytes) + " bytes"));
+}
+
+std::string describe(const P2PRequest& r) {
+  const std::string peer = r.peer < 0 ? std::string("any rank") : "rank " + std::to_string(r.peer);
+  return std::string(r.is_send ? "send to " : "receive from ") + peer + " (tag " + std::to_string(r.tag) + ", " +
+         std::to_string(r.bytes) + " bytes)";
+}
+
+}  // namespace
+
+PointToPoint::PointToPoint(const MappedGroup& group)
+    : group_(group),
+      sends_(static_cast<size_t>(group.size())),
+      incoming_(static_cast<size_t>(group.size())),
+      unexpected_(static_cast<size_t>(group.size())),
+      head_(static_cast<size_t>(group.size()), 0),
+      tail_seen_(static_cast<size_t>(group.size()), 0),
+      tail_(static_cast<size_t>(group.size()), 0),
+      head_seen_(static_cast<size_t>(group.size()), 0) {
+  Doorbell& bell = group_.self().control().doorbell;
+  blocker_.word = &bell.ring;
+  blocker_.sleepers = &bell.sleepers;
+}
+
+bool PointToPoint::idle() const {
+  if (!recvs_.empty()) return false;
+  for (const auto& q : sends_) {
+    if (!q.empty()) return false;
+  }
+  for (const auto& in : incoming_) {
+    if (in.recv) return false;
+  }
+  for (const auto& list : unexpected_) {
+    for (const auto& u : list) {
+      if (u.claimed) return false;
+    }
+  }
+  return true;
+}
+
+void PointToPoint::add(P2PRequest r, std::vector<Completion>& done) {
+  r.deadline = Clock::now() + r.timeout;
+  if (r.is_send) {
+    sends_[static_cast<size_t>(r.peer)].push_back(std::move(r));
+    return;
+  }
+  int src = -1;
+  auto it = find_unexpected(r, &src);
+  if (src >= 0) {
+    take_unexpected(src, it, std::move(r), done);
+    return;
+  }
+  recvs_.push_back(std::move(r));
+}
+
+std::list<PointToPoint::Unexpected>::iterator PointToPoint::find_unexpected(const P2PRequest& r, int* src) {
+  std::list<Unexpected>::iterator best;
+  for (int s = 0; s < group_.size(); ++s) {
+    if (r.peer >= 0 && s != r.peer) continue;
+    auto& list = unexpected_[static_cast<size_t>(s)];
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const Unexpected& u) { return u.tag == r.tag && !u.claimed && !u.dropped; });
+    if (it != list.end() && (*src < 0 || it->arrival < best->arrival)) {
+      best = it;
+      *src = s;
+    }
+  }
+  return best;
+}
+
+void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r,
+                                   std::vector<Completion>& done) {
+  auto& list = unexpected_[static_cast<size_t>(src)];
+  if (it->bytes != r.bytes) {
+    done.push_back({r.work, size_mismatch(r, src, it->tag, it->bytes), src});
+    if (it->received == it->bytes) list.erase(it);
+    else it->dropped = true;
+    return;
+  }
+  if (it->received < it->bytes) {
+    it->claimed = std::move(r);  // still arriving: delivered when its last chunk is in
+    return;
+  }
+  if (r.bytes) std::memcpy(r.data, it->data.data(), r.bytes);
+  done.push_back({r.work, nullptr, src});
+  list.erase(it);
+}
+
+bool PointToPoint::progress(std::vector<Completion>& done) {
+  blocker_.seen = blocker_.word->load(std::memory_order_acquire);
+  bool moved = false;
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.rank()) continue;
+    moved |= pull_chunks(p, done);
+    if (!sends_[static_cast<size_t>(p)].empty()) moved |= push_sends(p, done);
+  }
+  return moved;
+}
+
+bool PointToPoint::push_sends(int dest, std::vector<Completion>& done) {
+  const size_t d = static_cast<size_t>(dest);
+  const SegmentView& self = group_.self();
+  const uint64_t depth = static_cast<uint64_t>(group_.layout().depth());
+  const size_t payload = group_.layout().chunk_payload();
+  auto& queue = sends_[d];
+  uint64_t head = head_[d];
+  if (head - tail_seen_[d] >= depth) tail_seen_[d] = group_.of(dest).in_tail(group_.rank()).load(std::memory_order_acquire);
+  bool moved = false;
+  while (!queue.empty() && head - tail_seen_[d] < depth) {
+    P2PRequest& r = queue.front();
+    const uint64_t len = std::min<uint64_t>(payload, r.bytes - r.done);
+    ChunkHeader& h = self.chunk_header(dest, head);
+    h.tag = r.tag;
+    h.message_bytes = r.bytes;
+    h.offset = r.done;
+    h.bytes = len;
+    if (len) std::memcpy(self.chunk_payload(dest, head), r.data + r.done, len);
+    r.done += len;
+    r.started = true;
+    ++head;
+    moved = true;
+    if (r.done == r.bytes) {
+      done.push_back({r.work, nullptr, -1});
+      queue.pop_front();
+    }
+  }
+  if (!moved) return false;
+  head_[d] = head;
+  self.out_head(dest).store(head, std::memory_order_release);
+  Doorbell& bell = group_.of(dest).control().doorbell;
+  publish(bell.ring, bell.sleepers);
+  return true;
+}
+
+bool PointToPoint::pull_chunks(int src, std::vector<Completion>& done) {
+  const size_t s = static_cast<size_t>(src);
+  const SegmentView& peer = group_.of(src);
+  uint64_t tail = tail_[s];
+  if (tail >= head_seen_[s]) head_seen_[s] = peer.out_head(group_.rank()).load(std::memory_order_acquire);
+  if (tail >= head_seen_[s]) return false;
+  while (tail < head_seen_[s]) {
+    const ChunkHeader& h = peer.chunk_header(group_.rank(), tail);
+    if (!incoming_[s].active) start_message(src, h, done);
+    deliver(src, h, peer.chunk_payload(group_.rank(), tail), done);
+    ++tail;
+  }
+  tail_[s] = tail;
+  group_.self().in_tail(src).store(tail, std::memory_order_release);
+  Doorbell& bell = peer.control().doorbell;
+  publish(bell.ring, bell.sleepers);
+  return true;
+}
+
+void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Completion>& done) {
+  Incoming& in = incoming_[static_cast<size_t>(src)];
+  in = Incoming();
+  in.active = true;
+  in.bytes = h.message_bytes;
+  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const P2PRequest& r) {
+    return (r.peer == src || r.peer < 0) && r.tag == h.tag;
+  });
+  if (match != recvs_.end()) {
+    if (match->bytes != h.message_bytes) {
+      done.push_back({match->work, size_mismatch(*match, src, h.tag, h.message_bytes), src});
+    } else {
+      in.recv = std::move(*match);
+    }
+    recvs_.erase(match);
+    return;
+  }
+  auto& list = unexpected_[static_cast<size_t>(src)];
+  list.emplace_back();
+  Unexpected& u = list.back();
+  u.tag = h.tag;
+  u.bytes = h.message_bytes;
+  u.data.resize(h.message_bytes);
+  u.arrival = arrivals_++;
+  in.unexpected = &u;
+}
+
+void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done) {
+  Incoming& in = incoming_[static_cast<size_t>(src)];
+  if (in.recv) {
+    if (h.bytes) std::memcpy(in.recv->data + h.offset, payload, h.bytes);
+  } else if (in.unexpected) {
+    if (h.bytes) std::memcpy(in.unexpected->data.data() + h.offset, payload, h.bytes);
+    in.unexpected->received += h.bytes;
+  }
+  in.received += h.bytes;
+  if (in.received < in.bytes) return;
+  in.active = false;
+  if (in.recv) {
+    done.push_back({in.recv->work, nullptr, src});
+    in.recv.reset();
+  } else if (in.unexpected) {
+    Unexpected* u = in.unexpected;
+    in.unexpected = nullptr;
+    auto& list = unexpected_[static_cast<size_t>(src)];
+    auto it = std::find_if(list.begin(), list.end(), [&](const Unexpected& x) { return &x == u; });
+    if (u->dropped) {
+      list.erase(it);
+    } else if (u->claimed) {
+      P2PRequest r = std::move(*u->claimed);
+      u->claimed.reset();
+      take_unexpected(src, it, std::move(r), done);
+    }
+  }
+}
+
+void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const {
+  if (now >= r.deadline) {
+    throw GroupFailedError({FailureKind::kTimeout, peer,
+                            describe(r) + " did not finish within " + std::to_string(r.timeout.count()) + " ms"});
+  }
+  const SegmentView& v = group_.of(peer);
+  const bool active = v.round_line().state.load(std::memory_order_acquire) == kActive;
+  const bool alive = !check_liveness || group_.alive(peer);
+  if (active && alive) return;
+  // A rank that sent and then closed or died still has its chunks in its ring: serve them.
+  if (!r.is_send && v.out_head(group_.rank()).load(std::memory_order_acquire) > tail_[static_cast<size_t>(peer)]) return;
+  if (!active) throw GroupFailedError(failure_of_peer(v, peer));
+  throw GroupFailedError({FailureKind::kPeerFailure, peer,
+                          "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
+                              ") died during a " + describe(r)});
+}
+
+void PointToPoint::check(Clock::time_point now, bool check_liveness) const {
+  for (const auto& q : sends_) {
+    for (const P2PRequest& r : q) check_peer(r.peer, r, now, check_liveness);
+  }
+  auto check_recv = [&](const P2PRequest& r, int src) {
+    if (src >= 0) return check_peer(src, r, now, check_liveness);
+    for (int p = 0; p < group_.size(); ++p) {
+      if (p != group_.rank()) check_peer(p, r, now, check_liveness);
+    }
+  };
+  for (const P2PRequest& r : recvs_) check_recv(r, r.peer);
+  for (int s = 0; s < group_.size(); ++s) {
+    if (incoming_[static_cast<size_t>(s)].recv) check_recv(*incoming_[static_cast<size_t>(s)].recv, s);
+    for (const Unexpected& u : unexpected_[static_cast<size_t>(s)]) {
+      if (u.claimed) check_recv(*u.claimed, s);
+    }
+  }
+}
+
+Clock::time_point PointToPoint::next_deadline() const {
+  Clock::time_point t = Clock::time_point::max();
+  for (const auto& q : sends_) {
+    for (const P2PRequest& r : q) t = std::min(t, r.deadline);
+  }
+  for (const P2PRequest& r : recvs_) t = std::min(t, r.deadline);
+  for (const Incoming& in : incoming_) {
+    if (in.recv) t = std::min(t, in.recv->deadline);
+  }
+  for (const auto& list : unexpected_) {
+    for (const Unexpected& u : list) {
+      if (u.claimed) t = std::min(t, u.claimed->deadline);
+    }
+  }
+  return t;
+}
+
+void PointToPoint::fail_all(const std::exception_ptr& error, std::vector<Completion>& done) {
+  for (auto& q : sends_) {
+    for (P2PRequest& r : q) done.push_back({r.work, error, -1});
+    q.clear();
+  }
+  for (P2PRequest& r : recvs_) done.push_back({r.work, error, -1});
+  recvs_.clear();
+  for (Incoming& in : incoming_) {
+    if (in.recv) done.push_back({in.recv->work, error, -1});
+    in = Incoming();
+  }
+  for (auto& list : unexpected_) {
+    for (Unexpected& u : list) {
+      if (u.claimed) done.push_back({u.claimed->work, error, -1});
+    }
+    list.clear();
+  }
+}
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,110 @@
+// send / recv / recv_any_source through per-pair rings.
+//
+// Each rank's segment holds, for every destination, a ring of `depth` chunks. A message
+// goes as one or more chunks (tag, message size, offset); the sender publishes them by
+// advancing its out_head for that destination, the receiver frees them by advancing its
+// in_tail for that source, and each rings the other's doorbell so a sleeping side wakes.
+// Messages between two ranks stay in order. A message nobody has posted a receive for yet
+// is copied out to private memory ("unexpected"), so it never blocks the ones behind it;
+// a later receive takes it from there, as MPI does. A send completes once its last chunk is
+// in the ring (the caller's buffer is then free).
+//
+// Not thread-safe: the engine calls it under its progress lock.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <exception>
+#include <list>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "api/tensor.h"
+#include "api/work.h"
+#include "backends/shm/shm_group.h"
+#include "backends/shm/shm_wait.h"
+
+namespace distcomm {
+namespace shm {
+
+using Clock = std::chrono::steady_clock;
+
+struct P2PRequest {
+  WorkPtr work;
+  Tensor tensor;  // keeps owned memory alive until the request ends
+  uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+  int peer = -1;  // destination of a send, source of a recv; -1: any source
+  int tag = 0;
+  bool is_send = false;
+  std::chrono::milliseconds timeout{0};
+  Clock::time_point deadline;
+  uint64_t done = 0;  // bytes moved so far
+  bool started = false;  // a send has published its first chunk
+};
+
+// A request that ended: its Work, its error (null on success), the sender (receives).
+struct Completion {
+  WorkPtr work;
+  std::exception_ptr error;
+  int source = -1;
+};
+
+class PointToPoint {
+ public:
+  explicit PointToPoint(const MappedGroup& group);
+
+  // A receive may end at once, taking an unexpected message.
+  void add(P2PRequest request, std::vector<Completion>& done);
+  bool idle() const;
+  // Moves every chunk that can move now. Returns whether anything moved.
+  bool progress(std::vector<Completion>& done);
+  // This rank's doorbell, as read at the start of the last progress().
+  Blocker blocker() const { return blocker_; }
+  // Throws GroupFailedError when a request's deadline has passed or a rank it needs has
+  // failed, closed, or (check_liveness) died.
+  void check(Clock::time_point now, bool check_liveness) const;
+  Clock::time_point next_deadline() const;
+  void fail_all(const std::exception_ptr& error, std::vector<Completion>& done);
+
+ private:
+  struct Unexpected {
+    int tag = 0;
+    uint64_t bytes = 0;
+    std::vector<uint8_t> data;
+    uint64_t received = 0;
+    uint64_t arrival = 0;
+    bool dropped = false;  // claimed by a receive of another size: its error is out already
+    std::optional<P2PRequest> claimed;
+  };
+  // The message whose chunks are arriving from one source.
+  struct Incoming {
+    bool active = false;
+    uint64_t bytes = 0;
+    uint64_t received = 0;
+    std::optional<P2PRequest> recv;  // its receive, or
+    Unexpected* unexpected = nullptr;  // where it is kept until one is posted (or neither: dropped)
+  };
+
+  bool push_sends(int dest, std::vector<Completion>& done);
+  bool pull_chunks(int src, std::vector<Completion>& done);
+  void start_message(int src, const ChunkHeader& h, std::vector<Completion>& done);
+  void deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done);
+  std::list<Unexpected>::iterator find_unexpected(const P2PRequest& r, int* src);
+  void take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r, std::vector<Completion>& done);
+  void check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
+
+  const MappedGroup& group_;
+  std::vector<std::deque<P2PRequest>> sends_;  // per destination, in issue order
+  std::list<P2PRequest> recvs_;                // posted and unmatched, in posting order
+  std::vector<Incoming> incoming_;              // per source
+  std::vector<std::list<Unexpected>> unexpected_;  // per source, in arrival order
+  std::vector<uint64_t> head_, tail_seen_;  // sends: chunks published, peer's in_tail as last read
+  std::vector<uint64_t> tail_, head_seen_;  // receives: chunks consumed, peer's out_head as last read
+  uint64_t arrivals_ = 0;
+  Blocker blocker_;
+};
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,122 @@
+#include "backends/shm/shm_rendezvous.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include "api/errors.h"
+#include "backends/shm/shm_segment.h"
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+// What a rank publishes about its segment, one field per line.
+struct SegmentAddress {
+  std::string domain;     // shared_memory_domain()
+  std::string host;       // hostname, for messages
+  int proc_pid = -1;
+  int fd = -1;
+  size_t bytes = 0;
+  uint64_t nonce = 0;
+  std::string settings;   // ShmConfig::shared_signature()
+
+  std::string encode() const {
+    std::ostringstream out;
+    out << "shm-segment-v1\n" << domain << "\n" << host << "\n" << proc_pid << "\n" << fd << "\n" << bytes << "\n"
+        << nonce << "\n" << settings;
+    return out.str();
+  }
+  static SegmentAddress decode(const std::string& text, int rank) {
+    std::istringstream in(text);
+    std::string magic, line;
+    SegmentAddress a;
+    std::getline(in, magic);
+    std::getline(in, a.domain);
+    std::getline(in, a.host);
+    in >> a.proc_pid >> a.fd >> a.bytes >> a.nonce;
+    std::getline(in, line);  // end of the nonce's line
+    std::getline(in, a.settings);
+    if (magic != "shm-segment-v1" || (!in.good() && !in.eof())) {
+      throw BackendUnavailable("shm: rank " + std::to_string(rank) + " published an unreadable segment address");
+    }
+    return a;
+  }
+};
+
+std::string key_of(int rank) { return "shm/segment/" + std::to_string(rank); }
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+uint64_t fresh_nonce() {
+  std::random_device rd;
+  const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return (static_cast<uint64_t>(rd()) << 32 ^ rd()) ^ t ^ static_cast<uint64_t>(::getpid()) << 16;
+}
+
+Segment open_and_check(const SegmentAddress& a, int peer, const SegmentAddress& mine, const BackendOptions& o) {
+  if (a.domain != mine.domain) {
+    throw BackendUnavailable("shm: every rank of group '" + o.group_name +
+                             "' must run on this host, in one PID namespace: rank " + std::to_string(peer) +
+                             " runs on host '" + a.host + "', this rank (" + std::to_string(o.rank) + ") on '" +
+                             mine.host + "' (boot id and PID namespace: '" + a.domain + "' vs '" + mine.domain +
+                             "'). Use backend gloo, or auto to choose by placement");
+  }
+  if (a.settings != mine.settings) {
+    throw InvalidArgument("shm: rank " + std::to_string(peer) + " of group '" + o.group_name +
+                          "' has other shm settings than this rank (" + std::to_string(o.rank) + "): '" + a.settings +
+                          "' vs '" + mine.settings + "'; give every rank the same shm_* config");
+  }
+  Segment s = Segment::open_peer(a.proc_pid, a.fd, a.bytes);
+  const SegmentHeader& h = reinterpret_cast<const ControlBlock*>(s.base())->header;
+  if (h.magic != kSegmentMagic || h.nonce != a.nonce || h.rank != peer || h.version != kLayoutVersion) {
+    throw BackendUnavailable("shm: the segment at /proc/" + std::to_string(a.proc_pid) + "/fd/" +
+                             std::to_string(a.fd) + " is not rank " + std::to_string(peer) +
+                             "'s (did that rank exit or create the group twice?)");
+  }
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<MappedGroup> join_group(const BackendOptions& o, const ShmConfig& config) {
+  Layout layout(o.size, config);
+  SegmentAddress mine;
+  mine.domain = shared_memory_domain();
+  mine.host = hostname();
+  mine.proc_pid = proc_self_pid();
+  if (mine.proc_pid < 0) throw BackendUnavailable("shm: /proc/self is not readable, so peers cannot map this rank's segment");
+  mine.bytes = layout.total_bytes();
+  mine.nonce = fresh_nonce();
+  mine.settings = config.shared_signature();
+
+  Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes);
+  mine.fd = own.fd();
+  SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
+  o.store->set(key_of(o.rank), mine.encode());
+
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(key_of(r));
+  o.store->wait(keys, o.timeout);
+
+  std::vector<Segment> segments(static_cast<size_t>(o.size));
+  std::vector<int> pids(static_cast<size_t>(o.size), -1);
+  for (int r = 0; r < o.size; ++r) {
+    if (r == o.rank) continue;
+    const SegmentAddress a = SegmentAddress::decode(o.store->get_string(key_of(r)), r);
+    segments[static_cast<size_t>(r)] = open_and_check(a, r, mine, o);
+    pids[static_cast<size_t>(r)] = a.proc_pid;
+  }
+  segments[static_cast<size_t>(o.rank)] = std::move(own);
+  pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
+  return std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids));
+}
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,51 @@
+#include "backends/shm/shm_rounds.h"
+
+#include "backends/shm/shm_failure.h"
+
+namespace distcomm {
+namespace shm {
+
+RoundCursor::RoundCursor(const MappedGroup& group)
+    : group_(group), known_(static_cast<size_t>(group.size()), 0) {}
+
+bool RoundCursor::reached(int peer, uint64_t posted, Blocker* blocker) {
+  uint64_t& known = known_[static_cast<size_t>(peer)];
+  if (known >= posted) return true;
+  RoundLine& line = group_.of(peer).round_line();
+  // The futex word first: a post after this read changes it, so a sleep on the value read
+  // here cannot miss that post.
+  const uint32_t wake = line.wake.load(std::memory_order_acquire);
+  known = line.posted.load(std::memory_order_acquire);
+  if (known >= posted) return true;
+  if (line.state.load(std::memory_order_acquire) != kActive) {
+    known = line.posted.load(std::memory_order_acquire);  // it may have posted just before
+    if (known >= posted) return true;
+    throw GroupFailedError(failure_of_peer(group_.of(peer), peer));
+  }
+  blocker->word = &line.wake;
+  blocker->sleepers = &line.sleepers;
+  blocker->seen = wake;
+  blocker->peer = peer;
+  return false;
+}
+
+bool RoundCursor::may_write(uint64_t round, Blocker* blocker) {
+  const uint64_t slots = static_cast<uint64_t>(group_.layout().slots());
+  if (round < slots) return true;  // the slot's first use
+  // Its previous use was round - slots; a peer that has posted round - slots + 1 is done
+  // reading that one.
+  const uint64_t needed = round - slots + 2;
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p != group_.rank() && !reached(p, needed, blocker)) return false;
+  }
+  return true;
+}
+
+void RoundCursor::post() {
+  RoundLine& line = group_.self().round_line();
+  line.posted.store(round_ + 1, std::memory_order_release);
+  publish(line.wake, line.sleepers);
+}
+
+}  // namespace shm
+}  // namespace distcomm

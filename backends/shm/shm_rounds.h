@@ -1,0 +1,47 @@
+// The round protocol that every collective of a group runs on.
+//
+// A group's collectives advance in rounds, numbered alike on every rank (every rank runs
+// the same ops with the same round counts). In round G a rank writes its slot G % slots,
+// then posts (posted = G + 1, release); a peer that needs the data waits until the rank's
+// posted exceeds G, then reads the slot in place. A rank finishes every read of round G
+// before it posts round G + 1, so "posted >= G + 1" also says "done reading round G - 1":
+// a rank may overwrite slot G once every peer has posted round G - slots + 1. That one
+// counter per rank is all the synchronisation: sequence-numbered flags, no locks, no
+// per-round acknowledgements.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/shm/shm_group.h"
+#include "backends/shm/shm_wait.h"
+
+namespace distcomm {
+namespace shm {
+
+class RoundCursor {
+ public:
+  explicit RoundCursor(const MappedGroup& group);
+
+  uint64_t round() const { return round_; }
+  uint8_t* my_slot(uint64_t round) const { return group_.self().slot(round); }
+  const uint8_t* slot_of(int peer, uint64_t round) const { return group_.of(peer).slot(round); }
+
+  // Whether `peer` has posted at least `posted` rounds. If not, fills *blocker with what to
+  // sleep on. Throws GroupFailedError when the peer has failed or closed before posting it.
+  bool reached(int peer, uint64_t posted, Blocker* blocker);
+  // Whether this rank may write its slot of round `round`: every peer is done reading the
+  // previous use of that slot.
+  bool may_write(uint64_t round, Blocker* blocker);
+  // Publishes the current round and moves to the next.
+  void post();
+  void advance() { ++round_; }
+
+ private:
+  const MappedGroup& group_;
+  uint64_t round_ = 0;
+  std::vector<uint64_t> known_;  // each peer's posted count as last read
+};
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,123 @@
+#include "backends/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The owner's lock covers byte 0 of its file; peers test for it with the same range.
+struct flock lock_range(short type) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  return fl;
+}
+
+uint8_t* map_shared(int fd, size_t bytes, const std::string& what) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw BackendUnavailable(system_error("shm: mmap of " + what + " (" + std::to_string(bytes) + " bytes)"));
+  return static_cast<uint8_t*>(p);
+}
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+Segment::~Segment() { release(); }
+
+Segment::Segment(Segment&& other) noexcept { *this = std::move(other); }
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+    base_ = std::exchange(other.base_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void Segment::release() {
+  if (base_) ::munmap(base_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  base_ = nullptr;
+  fd_ = -1;
+}
+
+Segment Segment::create(const std::string& name, size_t bytes) {
+  Segment s;
+  s.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (s.fd_ < 0) throw BackendUnavailable(system_error("shm: memfd_create"));
+  if (::ftruncate(s.fd_, static_cast<off_t>(bytes)) != 0) {
+    throw BackendUnavailable(system_error("shm: sizing the segment to " + std::to_string(bytes) + " bytes"));
+  }
+  struct flock fl = lock_range(F_WRLCK);
+  if (::fcntl(s.fd_, F_OFD_SETLK, &fl) != 0) throw BackendUnavailable(system_error("shm: locking the segment"));
+  s.base_ = map_shared(s.fd_, bytes, "this rank's segment");
+  s.bytes_ = bytes;
+  return s;
+}
+
+Segment Segment::open_peer(int proc_pid, int fd, size_t bytes) {
+  const std::string path = "/proc/" + std::to_string(proc_pid) + "/fd/" + std::to_string(fd);
+  Segment s;
+  s.fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (s.fd_ < 0) {
+    throw BackendUnavailable(system_error("shm: cannot open the peer's segment " + path) +
+                             " (both processes must run as the same user in one PID namespace, and the peer must "
+                             "not be marked non-dumpable)");
+  }
+  struct stat st {};
+  if (::fstat(s.fd_, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    throw BackendUnavailable("shm: " + path + " is " + std::to_string(st.st_size) + " bytes, expected " +
+                             std::to_string(bytes) + ": not the peer's segment (did the peer exit?)");
+  }
+  s.base_ = map_shared(s.fd_, bytes, path);
+  s.bytes_ = bytes;
+  return s;
+}
+
+bool Segment::owner_alive() const {
+  struct flock fl = lock_range(F_WRLCK);
+  if (::fcntl(fd_, F_OFD_GETLK, &fl) != 0) return true;  // cannot tell: assume alive, the timeout still holds
+  return fl.l_type != F_UNLCK;
+}
+
+int proc_self_pid() {
+  char buf[32];
+  const ssize_t n = ::readlink("/proc/self", buf, sizeof(buf) - 1);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  return std::atoi(buf);
+}
+
+std::string shared_memory_domain() {
+  std::string domain = first_line("/proc/sys/kernel/random/boot_id");
+  char ns[64];
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (n > 0) domain += " " + std::string(ns, static_cast<size_t>(n));
+  return domain;
+}
+
+}  // namespace shm
+}  // namespace distcomm

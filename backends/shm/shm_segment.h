@@ -1,0 +1,59 @@
+// One shared memory segment: an anonymous memfd, never a name in /dev/shm.
+//
+// The owner creates it and holds an open-file-description lock on its first byte for as
+// long as it has the file open. Peers open the same file through /proc/<pid>/fd/<fd>
+// (the owner's pid and descriptor travel through the group's store) and map it. So:
+//   - nothing is ever left behind: the memory goes when the last process unmaps it,
+//     however the processes end (SIGKILL included);
+//   - a peer learns that the owner died without asking the owner: the kernel drops the lock
+//     when the owner's descriptor closes, which happens at exit, even before the dead
+//     process is reaped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace distcomm {
+namespace shm {
+
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment();
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // A zero-filled segment of `bytes`, mapped and locked by this process. `name` shows in
+  // /proc/<pid>/maps ("memfd:<name>"). Throws BackendUnavailable with the system's reason.
+  static Segment create(const std::string& name, size_t bytes);
+  // Maps the segment another process of this host created (its /proc pid and descriptor).
+  // Throws BackendUnavailable saying what could not be opened and why.
+  static Segment open_peer(int proc_pid, int fd, size_t bytes);
+
+  uint8_t* base() const { return base_; }
+  size_t bytes() const { return bytes_; }
+  int fd() const { return fd_; }
+  // For a peer's segment: whether its owner still holds its lock (is alive).
+  bool owner_alive() const;
+
+ private:
+  void release();
+
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// This process's pid as /proc shows it (which can differ from getpid() inside a PID
+// namespace whose /proc is the parent's). -1 when /proc is not readable.
+int proc_self_pid();
+
+// What identifies "this host" for sharing memory: the kernel's boot id and this process's
+// PID namespace (processes in one namespace can open each other's /proc/<pid>/fd).
+std::string shared_memory_domain();
+
+}  // namespace shm
+}  // namespace distcomm

@@ -1,0 +1,79 @@
+#include "backends/shm/shm_wait.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace distcomm {
+namespace shm {
+namespace {
+
+// Not FUTEX_PRIVATE: the words live in memory shared between processes.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  const auto ns = timeout.count() > 0 ? timeout.count() : 1;
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Pauses between two looks at the clock while spinning.
+constexpr uint32_t kSpinsPerClockRead = 32;
+
+}  // namespace
+
+void wake_all(std::atomic<uint32_t>& word) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
+  // seq_cst on both sides (here and in Backoff::idle) orders "bump, then look for sleepers"
+  // against "become a sleeper, then compare the word": one of the two sees the other.
+  word.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) {
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+void Backoff::idle(const Blocker& blocker, std::chrono::nanoseconds max_sleep) {
+  if (!idle_since_valid_) {
+    idle_since_ = Clock::now();
+    idle_since_valid_ = true;
+    sleeping_ = false;
+  }
+  if (spins_ < kSpinsPerClockRead && policy_.spin.count() > 0) {
+    ++spins_;
+    cpu_relax();
+    return;
+  }
+  spins_ = 0;
+  const auto idle_for = Clock::now() - idle_since_;
+  if (idle_for < policy_.spin) {
+    cpu_relax();
+    return;
+  }
+  if (idle_for < policy_.spin + policy_.yield || blocker.word == nullptr) {
+    ::sched_yield();
+    return;
+  }
+  sleeping_ = true;
+  blocker.sleepers->fetch_add(1, std::memory_order_seq_cst);
+  futex_wait(blocker.word, blocker.seen, max_sleep);
+  blocker.sleepers->fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace shm
+}  // namespace distcomm

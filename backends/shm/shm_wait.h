@@ -1,0 +1,59 @@
+// How a rank waits for its peers: spin, then yield, then sleep on a futex in shared memory.
+//
+// Spinning answers within a cache-line transfer but burns the core; yielding lets another
+// runnable thread of this core go first; sleeping frees the core entirely and is what lets a
+// group with more ranks than cores progress. Whoever changes a word a peer may sleep on
+// bumps it and wakes sleepers (publish), so a sleeper wakes as soon as there is news; the
+// sleep is still cut into slices so the waiter can check deadlines and dead peers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace distcomm {
+namespace shm {
+
+// Bumps a futex word and wakes whoever sleeps on it. `sleepers` counts them, so that a
+// post with nobody asleep costs no system call.
+void publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers);
+// Wakes every sleeper on `word` unconditionally (state changes: failure, close).
+void wake_all(std::atomic<uint32_t>& word);
+
+// What a waiter would sleep on: a futex word and its value read *before* the awaited
+// condition was found false, so that a change in between makes the sleep return at once.
+struct Blocker {
+  std::atomic<uint32_t>* word = nullptr;
+  std::atomic<uint32_t>* sleepers = nullptr;
+  uint32_t seen = 0;
+  int peer = -1;  // the rank waited for, when there is one
+};
+
+struct WaitPolicy {
+  std::chrono::nanoseconds spin{0};
+  std::chrono::nanoseconds yield{0};
+};
+
+// One wait's state. Call idle() after each attempt that made no progress and reset() after
+// one that did.
+class Backoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Backoff(const WaitPolicy& policy) : policy_(policy) {}
+
+  void reset() { idle_since_valid_ = false; spins_ = 0; }
+  // Spins a little, yields, or sleeps on the blocker for at most max_sleep.
+  void idle(const Blocker& blocker, std::chrono::nanoseconds max_sleep);
+  // Whether idle() has reached its sleeping phase (the caller then checks liveness).
+  bool sleeping() const { return sleeping_; }
+
+ private:
+  const WaitPolicy policy_;
+  Clock::time_point idle_since_;
+  bool idle_since_valid_ = false;
+  bool sleeping_ = false;
+  uint32_t spins_ = 0;
+};
+
+}  // namespace shm
+}  // namespace distcomm

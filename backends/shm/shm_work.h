@@ -1,0 +1,27 @@
+// The Work of an shm op: waiting on it drives the group's engine, so the waiting thread
+// runs the op itself (no hand-off to another thread and back).
+#pragma once
+
+#include <memory>
+
+#include "api/backend.h"
+#include "api/work.h"
+#include "backends/shm/shm_engine.h"
+
+namespace distcomm {
+namespace shm {
+
+class ShmWork final : public Work {
+ public:
+  ShmWork(OpType op, const OpContext& ctx, std::shared_ptr<Engine> engine)
+      : Work(op, ctx.seq, ctx.description), engine_(std::move(engine)) {}
+
+  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+
+ private:
+  // Keeps the group's memory mapped while this Work can still be waited on.
+  const std::shared_ptr<Engine> engine_;
+};
+
+}  // namespace shm
+}  // namespace distcomm
