@@ -119,6 +119,7 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
   while (!collectives_.empty() && !stopping_.load(std::memory_order_relaxed)) {
     CollectiveTask& t = collectives_.front();
     if (!t.started) {
+      check_peers_usable();
       t.started = true;
       t.deadline = Clock::now() + t.timeout;
     }
@@ -193,8 +194,24 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
   }
 }
 
+void Engine::check_peers_usable() const {
+  // A peer that failed may have posted this round before it did: its data would still be
+  // read, but the group is broken, and every later op must fail on every rank.
+  for (int p = 0; p < group_->size(); ++p) {
+    const SegmentView& v = group_->of(p);
+    if (p != group_->rank() && v.round_line().state.load(std::memory_order_acquire) == kFailed) {
+      throw GroupFailedError(failure_of_peer(v, p));
+    }
+  }
+}
+
+std::string Engine::running_op() const {
+  if (collectives_.empty() || !collectives_.front().started) return "";
+  return collectives_.front().work->description();
+}
+
 void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
-  const std::exception_ptr first = failure_.record(failure);
+  const std::exception_ptr first = failure_.record(failure, running_op());
   fail_everything(first, failure_.refusal(), done);
 }
 
@@ -301,6 +318,14 @@ void Engine::shutdown() {
   std::vector<Completion> done;
   {
     std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
+    if (!collectives_.empty() || !p2p_.idle() || has_new_.load()) {
+      // Peers may be in these ops: they must fail too, and learn why.
+      const int me = group_->rank();
+      failure_.record({FailureKind::kPeerFailure, me,
+                       "rank " + std::to_string(me) + " shut the group down (ProcessGroup::abort or destruction) "
+                       "while ops were in flight"},
+                      running_op());
+    }
     failure_.close();
     const auto error = std::make_exception_ptr(PeerFailure(
         "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));

@@ -85,6 +85,10 @@ class Engine {
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
   void fail_group(const Failure& failure, std::vector<Completion>& done);
+  // The op a failure is charged to: the running collective's, else "" (p2p errors say theirs).
+  std::string running_op() const;
+  // Throws GroupFailedError when a peer has published a failure.
+  void check_peers_usable() const;
   void fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest, std::vector<Completion>& done);
 
   // Polls with backoff until stop() says so.

@@ -36,16 +36,17 @@ Failure failure_of_peer(const SegmentView& peer, int peer_rank) {
   return f;
 }
 
-std::exception_ptr GroupFailure::record(const Failure& f) {
+std::exception_ptr GroupFailure::record(const Failure& f, const std::string& op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.load(std::memory_order_relaxed)) return refusal_locked();
     first_ = f;
+    if (!op.empty()) first_.message = op + ": " + f.message;
     ControlBlock& c = self_.control();
     c.failure.culprit = f.culprit;
     c.failure.kind = static_cast<uint32_t>(f.kind);
-    const size_t n = std::min(f.message.size(), sizeof(c.failure.message) - 1);
-    std::memcpy(c.failure.message, f.message.data(), n);
+    const size_t n = std::min(first_.message.size(), sizeof(c.failure.message) - 1);
+    std::memcpy(c.failure.message, first_.message.data(), n);
     c.failure.message[n] = '\0';
     c.round.state.store(kFailed, std::memory_order_release);
     failed_.store(true, std::memory_order_release);

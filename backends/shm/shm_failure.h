@@ -48,9 +48,10 @@ class GroupFailure {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Failed, or shut down on this rank: new ops are refused.
   bool refusing() const { return refusing_.load(std::memory_order_acquire); }
-  // Records the group's first failure and publishes it; returns the error for the op that
-  // hit it. Once failed, returns refusal().
-  std::exception_ptr record(const Failure& f);
+  // Records the group's first failure and publishes it, as "<op>: <message>" (op: the
+  // description of the op that hit it); returns that op's error. Once failed, returns
+  // refusal().
+  std::exception_ptr record(const Failure& f, const std::string& op);
   // The error for ops issued after the failure or shutdown.
   std::exception_ptr refusal() const;
   // This rank shuts the group down: later ops are refused, and peers that wait for rounds

@@ -16,10 +16,11 @@ std::exception_ptr size_mismatch(const P2PRequest& r, int src, int tag, uint64_t
       std::to_string(tag) + ", but this receive holds " + std::to_string(r.bytes) + " bytes"));
 }
 
+// "<description>: send to rank 2 (tag 0, 400 bytes)": p2p failures name their op.
 std::string describe(const P2PRequest& r) {
   const std::string peer = r.peer < 0 ? std::string("any rank") : "rank " + std::to_string(r.peer);
-  return std::string(r.is_send ? "send to " : "receive from ") + peer + " (tag " + std::to_string(r.tag) + ", " +
-         std::to_string(r.bytes) + " bytes)";
+  return r.work->description() + ": " + (r.is_send ? "send to " : "receive from ") + peer + " (tag " +
+         std::to_string(r.tag) + ", " + std::to_string(r.bytes) + " bytes)";
 }
 
 }  // namespace
@@ -237,7 +238,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   if (!active) throw GroupFailedError(failure_of_peer(v, peer));
   throw GroupFailedError({FailureKind::kPeerFailure, peer,
                           "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
-                              ") died during a " + describe(r)});
+                              ") died; waiting in " + describe(r)});
 }
 
 void PointToPoint::check(Clock::time_point now, bool check_liveness) const {

@@ -8,44 +8,20 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using testing::Clock;
+using testing::expect_failure_within;
 using testing::GroupHarnessOptions;
+using testing::mark_done;
 using testing::run_group;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Runs op, expects it to throw E within [min_s, max_s] seconds, returns the message.
-template <typename E>
-std::string expect_failure_within(const std::function<void()>& op, double min_s, double max_s, const char* what) {
-  const auto start = Clock::now();
-  std::string message;
-  try {
-    op();
-    ADD_FAILURE() << what << ": succeeded, expected " << typeid(E).name();
-  } catch (const E& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
-  }
-  const double took = seconds_since(start);
-  EXPECT_GE(took, min_s) << what << " failed too early: " << message;
-  EXPECT_LE(took, max_s) << what << " took too long to fail: " << message;
-  return message;
-}
-
-// Ranks tell a bystander rank they are done, so it stays alive (and connected) until then.
-void mark_done(ProcessGroup& pg) { pg.store()->set("test/done/" + std::to_string(pg.rank()), "1"); }
-void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks) {
-  std::vector<std::string> keys;
-  for (int r : ranks) keys.push_back("test/done/" + std::to_string(r));
-  pg.store()->wait(keys, milliseconds(60000));
-}
+using testing::seconds_since;
+using testing::wait_for_done;
 
 TEST(GlooFailure, RankThatNeverJoinsMakesOthersTimeOut) {
   GroupHarnessOptions options;
