@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/auto_backend.h"
 #include "api/errors.h"
 #include "api/plugin_registry.h"
 #include "api/prefix_store.h"
@@ -29,6 +30,10 @@ BackendSpec BackendSpec::parse(const std::string& spec) {
   BackendSpec out;
   out.text = spec;
   if (spec.empty()) throw InvalidArgument("backend: empty name; expected e.g. 'gloo' or 'cpu:gloo,cuda:nccl'");
+  if (spec == "auto") {
+    out.by_device[DeviceType::kCPU] = spec;  // auto_backend.h: decided per group, at creation
+    return out;
+  }
   if (spec.find(':') == std::string::npos) {
     if (spec.find(',') != std::string::npos) {
       throw InvalidArgument("backend '" + spec + "': a list needs device types, e.g. 'cpu:gloo,cuda:nccl'");
@@ -129,6 +134,14 @@ void ProcessGroup::create_backends() {
     const PluginInfo& info = load_plugin(spec_.text);
     if (info.devices & DISTCOMM_DEVICE_CPU) plan[DeviceType::kCPU] = spec_.text;
     if (info.devices & DISTCOMM_DEVICE_CUDA) plan[DeviceType::kCUDA] = spec_.text;
+  }
+  auto cpu = plan.find(DeviceType::kCPU);
+  if (cpu != plan.end() && cpu->second == "auto") {
+    if (!options_.store_is_shared) {
+      throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
+    }
+    cpu->second = choose_auto_cpu_backend(all_gather_strings(auto_backend_placement()));
+    spec_.text += " (cpu: " + cpu->second + ")";
   }
   const bool several = plan.size() > 1;
   for (const auto& [device, name] : plan) {

@@ -28,7 +28,8 @@
 
 namespace distcomm {
 
-// "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type.
+// "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type. "auto" (alone,
+// or for cpu) chooses shm or gloo per group by where its ranks run (auto_backend.h).
 struct BackendSpec {
   std::map<DeviceType, std::string> by_device;
   std::string text;  // as given, for messages
@@ -68,6 +69,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
   const std::string& name() const { return options_.group_name; }
+  // The spec as given; "auto" says what it chose: "auto (cpu: shm)".
   std::string backend_name() const { return spec_.text; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   // The world's store (null for a group that has none, see ProcessGroupOptions::store).

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <random>
+#include <thread>
 #include <sstream>
 
+#include "api/auto_backend.h"
 #include "api/errors.h"
 #include "backends/shm/shm_segment.h"
 
@@ -47,6 +49,30 @@ struct SegmentAddress {
 };
 
 std::string key_of(int rank) { return "shm/segment/" + std::to_string(rank); }
+std::string mapped_key_of(int rank) { return "shm/mapped/" + std::to_string(rank); }
+// Where the first rank that cannot join says why, so the others stop waiting for it.
+const char kErrorKey[] = "shm/error";
+
+std::vector<std::string> keys_for(int size, std::string (*key)(int)) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(key(r));
+  return keys;
+}
+
+// Waits until every key exists, or a rank has published why it cannot join, or the timeout.
+void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + o.timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!store.check(keys)) {
+    if (store.check({kErrorKey})) {
+      throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " + store.get_string(kErrorKey));
+    }
+    if (Clock::now() >= give_up) store.wait(keys, std::chrono::milliseconds(0));  // throws Timeout naming them
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
 
 std::string hostname() {
   char buf[256] = {};
@@ -83,9 +109,7 @@ Segment open_and_check(const SegmentAddress& a, int peer, const SegmentAddress& 
   return s;
 }
 
-}  // namespace
-
-std::unique_ptr<MappedGroup> join_group(const BackendOptions& o, const ShmConfig& config) {
+std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig& config) {
   Layout layout(o.size, config);
   SegmentAddress mine;
   mine.domain = shared_memory_domain();
@@ -100,10 +124,7 @@ std::unique_ptr<MappedGroup> join_group(const BackendOptions& o, const ShmConfig
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
-
-  std::vector<std::string> keys;
-  for (int r = 0; r < o.size; ++r) keys.push_back(key_of(r));
-  o.store->wait(keys, o.timeout);
+  wait_for_keys(*o.store, keys_for(o.size, key_of), o);
 
   std::vector<Segment> segments(static_cast<size_t>(o.size));
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
@@ -115,7 +136,28 @@ std::unique_ptr<MappedGroup> join_group(const BackendOptions& o, const ShmConfig
   }
   segments[static_cast<size_t>(o.rank)] = std::move(own);
   pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
+  // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
+  // once would otherwise close its memfd before a slower peer opened it.
+  o.store->set(mapped_key_of(o.rank), "1");
+  wait_for_keys(*o.store, keys_for(o.size, mapped_key_of), o);
   return std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids));
+}
+
+}  // namespace
+
+std::unique_ptr<MappedGroup> join_group(const BackendOptions& o, const ShmConfig& config) {
+  try {
+    return map_group(o, config);
+  } catch (const std::exception& e) {
+    // First reason wins; the others' waits end with it instead of their timeout.
+    const std::string reason = "rank " + std::to_string(o.rank) + ": " + e.what();
+    try {
+      o.store->compare_set(kErrorKey, {}, to_bytes(reason));
+    } catch (const std::exception&) {
+      // The store itself failed: the others find out through their own waits.
+    }
+    throw;
+  }
 }
 
 }  // namespace shm

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "api/errors.h"
@@ -32,13 +31,6 @@ uint8_t* map_shared(int fd, size_t bytes, const std::string& what) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw BackendUnavailable(system_error("shm: mmap of " + what + " (" + std::to_string(bytes) + " bytes)"));
   return static_cast<uint8_t*>(p);
-}
-
-std::string first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
 }
 
 }  // namespace
@@ -109,14 +101,6 @@ int proc_self_pid() {
   if (n <= 0) return -1;
   buf[n] = '\0';
   return std::atoi(buf);
-}
-
-std::string shared_memory_domain() {
-  std::string domain = first_line("/proc/sys/kernel/random/boot_id");
-  char ns[64];
-  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
-  if (n > 0) domain += " " + std::string(ns, static_cast<size_t>(n));
-  return domain;
 }
 
 }  // namespace shm

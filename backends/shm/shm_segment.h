@@ -51,9 +51,5 @@ class Segment {
 // namespace whose /proc is the parent's). -1 when /proc is not readable.
 int proc_self_pid();
 
-// What identifies "this host" for sharing memory: the kernel's boot id and this process's
-// PID namespace (processes in one namespace can open each other's /proc/<pid>/fd).
-std::string shared_memory_domain();
-
 }  // namespace shm
 }  // namespace distcomm

@@ -1,0 +1,28 @@
+// The backend name "auto": per group, the fastest CPU backend its ranks' placement allows.
+//
+// Rule: "shm" when every rank of the group can share memory with every other (the same
+// shared_memory_domain(): one host, one PID namespace) and can load the shm plugin; else
+// "gloo". "auto" alone means "cpu:auto"; "cpu:auto,cuda:nccl" adds NCCL for CUDA tensors.
+// Each group decides for itself, so a subgroup of the ranks of one host gets shm inside a
+// multi-host job. The ranks exchange their placement through the group's store once, when
+// the group is created.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace distcomm {
+
+// What two processes compare to know they can map each other's memory: the kernel's boot
+// id and the PID namespace (shared memory between processes of one host goes through
+// /proc/<pid>, which only shows the processes of one's own namespace).
+std::string shared_memory_domain();
+
+// This process's placement, as the ranks exchange it: its domain, and whether the shm
+// plugin loads and can run here.
+std::string auto_backend_placement();
+
+// The rule above, over every rank's auto_backend_placement(): "shm" or "gloo".
+std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);
+
+}  // namespace distcomm

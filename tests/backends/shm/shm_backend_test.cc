@@ -1,0 +1,198 @@
+// The shm backend beyond the conformance suite: backend "auto", groups running at once
+// (also with overlapping members), ops nobody waits on, settings that must agree, and
+// groups that leave nothing mapped or open behind them.
+#include <dirent.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::GroupHarnessOptions;
+using testing::run_group;
+
+// A float32 tensor of n elements, all `value`.
+Tensor filled(int64_t n, float value) {
+  Tensor t = Tensor::empty({n});
+  t.fill(value);
+  return t;
+}
+
+void expect_all(const Tensor& t, double value, const std::string& what) {
+  const float* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (p[i] != value) {
+      ADD_FAILURE() << what << ": element " << i << " is " << p[i] << ", expected " << value;
+      return;
+    }
+  }
+}
+
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+int mapped_shm_segments() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find("memfd:distcomm-shm-") != std::string::npos;
+  return n;
+}
+
+TEST(ShmBackend, AutoChoosesShmForRanksOfOneHost) {
+  run_group(3, "auto", [](ProcessGroup& pg) {
+    EXPECT_EQ(pg.backend_name(), "auto (cpu: shm)");
+    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), "shm");
+    Tensor t = filled(1000, 1.0f);
+    pg.all_reduce(t)->wait();
+    expect_all(t, 3.0, "all_reduce over auto");
+    ProcessGroupPtr sub = pg.new_group({0, 2});  // a subgroup decides for itself
+    if (sub) {
+      EXPECT_EQ(sub->backend_for(DeviceType::kCPU).name(), "shm");
+    }
+  });
+}
+
+// Each group runs in its own order on each rank: rank 0 waits on the world group's op
+// while rank 1 first waits on the other group's. Both finish only if every group
+// progresses on its own (a rank's waiting thread drives one group, the other group's
+// progress thread the other).
+TEST(ShmBackend, TwoGroupsAtOnceInOppositeOrders) {
+  run_group(2, "shm", [](ProcessGroup& world) {
+    ProcessGroupPtr other = world.new_group({0, 1});
+    constexpr int64_t kCount = 3 << 20;  // many rounds each
+    Tensor a = filled(kCount, 1.0f), b = filled(kCount, 2.0f);
+    if (world.rank() == 0) {
+      WorkPtr wa = world.all_reduce(a);
+      WorkPtr wb = other->all_reduce(b);
+      wa->wait();
+      wb->wait();
+    } else {
+      WorkPtr wb = other->all_reduce(b);
+      WorkPtr wa = world.all_reduce(a);
+      wb->wait();
+      wa->wait();
+    }
+    expect_all(a, 2.0, "the world group's all_reduce");
+    expect_all(b, 4.0, "the other group's all_reduce");
+  });
+}
+
+TEST(ShmBackend, OverlappingSubgroupsRunTogether) {
+  run_group(3, "shm", [](ProcessGroup& world) {
+    ProcessGroupPtr left = world.new_group({0, 1});
+    ProcessGroupPtr right = world.new_group({1, 2});
+    constexpr int64_t kCount = 1 << 20;
+    Tensor l = filled(kCount, 1.0f + world.rank()), r = filled(kCount, 10.0f * world.rank());
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 3; ++i) {
+      if (left) works.push_back(left->all_reduce(l));
+      if (right) works.push_back(right->all_reduce(r));
+    }
+    for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();
+    if (left) expect_all(l, 3.0 * 4, "left group, three all_reduces of 1 + 2");  // 3 -> 6 -> 12
+    if (right) expect_all(r, 30.0 * 4, "right group, three all_reduces of 10 + 20");
+  });
+}
+
+// Rank 0 leaves its all_reduce unwaited and blocks in a receive that rank 1 sends only after
+// its own all_reduce is through: rank 0's group must progress without rank 0 waiting on it.
+TEST(ShmBackend, AnOpNobodyWaitsOnStillProgresses) {
+  run_group(2, "shm", [](ProcessGroup& pg) {
+    Tensor t = filled(1 << 20, 1.0f);
+    Tensor msg = filled(10, 0.0f);
+    if (pg.rank() == 0) {
+      WorkPtr unwaited = pg.all_reduce(t);
+      pg.recv(msg, 1)->wait();
+      EXPECT_TRUE(unwaited->is_completed());
+      expect_all(msg, 7.0, "the message sent after the all_reduce");
+    } else {
+      pg.all_reduce(t)->wait();
+      Tensor seven = filled(10, 7.0f);
+      pg.send(seven, 0)->wait();
+    }
+    // And an op only polled with is_completed() ends too.
+    Tensor u = filled(100, 1.0f);
+    WorkPtr w = pg.all_reduce(u);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!w->is_completed() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ASSERT_TRUE(w->is_completed());
+    expect_all(u, 2.0, "a polled all_reduce");
+  });
+}
+
+// A second group over the world's store, with this rank's settings.
+ProcessGroupPtr group_with(ProcessGroup& world, const std::string& name, const std::string& key,
+                           const std::string& value) {
+  ProcessGroupOptions o;
+  o.store = world.store();
+  o.rank = world.rank();
+  o.size = world.size();
+  o.backend = "shm";
+  o.group_name = name;
+  o.timeout = milliseconds(20000);
+  o.backend_config[key] = value;
+  return ProcessGroup::create(o);
+}
+
+std::string invalid_argument_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InvalidArgument";
+  return "";
+}
+
+TEST(ShmBackend, SettingsThatShapeTheSegmentMustAgree) {
+  run_group(2, "shm", [](ProcessGroup& world) {
+    const std::string msg = invalid_argument_of(
+        [&] { group_with(world, "mismatched", "shm_slot_bytes", world.rank() == 0 ? "65536" : "131072"); });
+    EXPECT_NE(msg.find(world.rank() == 0 ? "rank 1" : "rank 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("slot_bytes"), std::string::npos) << msg;
+  });
+}
+
+TEST(ShmBackend, BadSettingIsRefusedNamingTheKey) {
+  run_group(1, "shm", [](ProcessGroup& world) {
+    const std::string msg = invalid_argument_of([&] { group_with(world, "bad", "shm_slots", "1"); });
+    EXPECT_NE(msg.find("shm_slots"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 64]"), std::string::npos) << msg;
+  });
+}
+
+TEST(ShmBackend, DestroyedGroupsLeaveNothingMappedOrOpen) {
+  run_group(2, "shm", [](ProcessGroup& world) {
+    const int fds = open_descriptors();
+    const int maps = mapped_shm_segments();
+    for (int i = 0; i < 20; ++i) {
+      ProcessGroupPtr g = world.new_group({0, 1});
+      Tensor t = filled(1000, 1.0f);
+      g->all_reduce(t)->wait();
+      expect_all(t, 2.0, "all_reduce in a short-lived group");
+      EXPECT_GT(mapped_shm_segments(), maps);
+    }
+    world.barrier()->wait();
+    EXPECT_EQ(open_descriptors(), fds) << "descriptors left open by 20 destroyed groups";
+    EXPECT_EQ(mapped_shm_segments(), maps) << "segments left mapped by 20 destroyed groups";
+  });
+}
+
+}  // namespace
+}  // namespace distcomm
