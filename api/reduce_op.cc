@@ -11,15 +11,33 @@ namespace {
 template <typename T>
 constexpr bool kIsReduced16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-// One loop per (op, type): simple enough for the compiler to vectorise the native types.
+// Elements per step of the main loop: 64 bytes, a cache line. The inner loop's fixed trip
+// count, over pointers declared __restrict in its own scope, is what lets GCC vectorise at
+// -O2 (its default cost model there only vectorises loops whose count is a known multiple
+// of the vector width, with no aliasing checks); the tail goes one by one.
+template <typename T>
+constexpr size_t kStep = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+
+// a[j] = a[j] (f) b[j] for j < n. Inlined into both loops of combine(), so that the
+// vectoriser sees the restrict-qualified pointers of its caller.
+template <typename T, typename F>
+inline void combine_run(T* __restrict a, const T* __restrict b, size_t n, F f) {
+  for (size_t j = 0; j < n; ++j) {
+    if constexpr (kIsReduced16<T>) {
+      // 16-bit floats are combined in float and rounded once per step, like gloo/NCCL do.
+      a[j] = T(f(static_cast<float>(a[j]), static_cast<float>(b[j])));
+    } else {
+      a[j] = static_cast<T>(f(a[j], b[j]));
+    }
+  }
+}
+
+// One loop per (op, type), vectorised for the native types.
 template <typename T, typename F>
 void combine(T* __restrict acc, const T* __restrict in, size_t n, F f) {
-  if constexpr (kIsReduced16<T>) {
-    // 16-bit floats are combined in float and rounded once per step, like gloo/NCCL do.
-    for (size_t i = 0; i < n; ++i) acc[i] = T(f(static_cast<float>(acc[i]), static_cast<float>(in[i])));
-  } else {
-    for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(f(acc[i], in[i]));
-  }
+  size_t i = 0;
+  for (; i + kStep<T> <= n; i += kStep<T>) combine_run(acc + i, in + i, kStep<T>, f);
+  combine_run(acc + i, in + i, n - i, f);
 }
 
 template <typename T>
