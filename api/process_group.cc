@@ -58,7 +58,10 @@ BackendSpec BackendSpec::parse(const std::string& spec) {
 // ---------------------------------------------------------------------------------------
 // Construction
 
-ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(options)) {}
+ProcessGroup::ProcessGroup(ProcessGroupOptions options)
+    : options_(std::move(options)),
+      where_prefix_("rank " + std::to_string(options_.rank) + "/" + std::to_string(options_.size) + " group '" +
+                    options_.group_name + "' ") {}
 
 std::vector<std::string> BackendSpec::names() const {
   if (by_device.empty()) return {text};

@@ -213,6 +213,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   }
 
   ProcessGroupOptions options_;
+  const std::string where_prefix_;  // "rank 1/4 group 'world' "
   BackendSpec spec_;
   std::map<DeviceType, std::unique_ptr<Backend>> backends_;
   std::map<DeviceType, std::vector<OpType>> supported_ops_;  // asked once, not per op

@@ -6,10 +6,7 @@
 
 namespace distcomm {
 
-std::string ProcessGroup::where(OpType op) const {
-  return "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + name() + "' " +
-         op_type_name(op);
-}
+std::string ProcessGroup::where(OpType op) const { return where_prefix_ + op_type_name(op); }
 
 void ProcessGroup::check_tensor(OpType op, const Tensor& t, const char* arg) const {
   if (!t.defined()) throw InvalidArgument(where(op) + ": argument '" + arg + "' is an undefined tensor");
@@ -110,8 +107,18 @@ OpContext ProcessGroup::next_context(OpType op, const Tensor* t, std::chrono::mi
   std::atomic<uint64_t>& counter = p2p ? p2p_seq_ : kind == OpKind::kInternal ? exchange_seq_ : seq_;
   ctx.seq = counter++;
   ctx.timeout = timeout < std::chrono::milliseconds::zero() ? options_.timeout : timeout;
-  ctx.description = where(op) + (p2p ? " p2p#" : " #") + std::to_string(ctx.seq);
-  if (t) ctx.description += " (" + t->describe() + ")";
+  // Appended in place: every op pays for this string.
+  std::string& d = ctx.description;
+  d.reserve(where_prefix_.size() + 64);
+  d = where_prefix_;
+  d += op_type_name(op);
+  d += p2p ? " p2p#" : " #";
+  d += std::to_string(ctx.seq);
+  if (t) {
+    d += " (";
+    d += t->describe();
+    d += ')';
+  }
   OpFingerprint& f = ctx.fingerprint;
   f.op = op;
   f.seq = ctx.seq;

@@ -37,8 +37,12 @@ void require_cpu(const Tensor& t, const char* what) {
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
 }
 
 void check_element_type(const Tensor& t, DType requested) {
@@ -180,8 +184,17 @@ std::string Tensor::str(int64_t max_elements) const {
   return os.str();
 }
 
+// Built by appending: it is part of every op's description, so of every op's cost.
 std::string Tensor::describe() const {
-  return std::string(dtype_name(dtype_)) + shape_str(shape_) + " on " + device_.str();
+  std::string s = dtype_name(dtype_);
+  s += shape_str(shape_);
+  s += " on ";
+  if (device_.is_cpu()) {
+    s += "cpu";
+  } else {
+    s += device_.str();
+  }
+  return s;
 }
 
 }  // namespace distcomm
