@@ -58,7 +58,7 @@ WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
   CollectiveTask task;
   task.work = work;
   task.op = make_collective(spec, shape_);
-  task.spec = std::move(spec);
+  task.op->hold(std::move(spec));
   task.timeout = ctx.timeout;
   engine_->submit(std::move(task));
   return work;

@@ -36,7 +36,9 @@ void run_reduce(const ReduceTask& t) {
     const size_t count = len / esize;
     uint8_t* dst = t.dst + done;
     if (t.init) copy_bytes(dst, t.init + done, len);
-    for (const uint8_t* src : t.srcs) reduce_into(dst, src + done, count, t.dtype, t.op);
+    for (int p = t.first; p < t.view->size; ++p) {
+      if (p != t.skip) reduce_into(dst, t.view->of(p) + t.offset + done, count, t.dtype, t.op);
+    }
     if (t.average_over > 0) divide_in_place(dst, count, t.dtype, t.average_over);
     if (t.copy_to) std::memcpy(t.copy_to + done, dst, len);
   }

@@ -35,25 +35,6 @@ struct RoundView {
   const uint8_t* of(int peer) const { return peer == rank ? mine : cursor->slot_of(peer, round); }
 };
 
-class CollectiveOp {
- public:
-  virtual ~CollectiveOp() = default;
-  // May change after read() of an early round (all_to_all learns its sizes in round 0),
-  // identically on every rank.
-  virtual uint64_t rounds() const = 0;
-  virtual void write(uint64_t r, const RoundView& v) = 0;
-  // Whether round r needs `peer`'s slot.
-  virtual bool waits_for(uint64_t r, int peer) const = 0;
-  virtual void read(uint64_t r, const RoundView& v) = 0;
-};
-
-// Thrown by read() for a problem every rank finds at the same round (split sizes that do
-// not pair up): the op fails on every rank, and the group stays in step and usable.
-class AgreedError : public InvalidArgument {
- public:
-  using InvalidArgument::InvalidArgument;
-};
-
 // What the Backend call described. Tensors are flat; in-place ops pass their tensor as `out`.
 struct CollectiveSpec {
   OpType type = OpType::kBarrier;
@@ -63,6 +44,31 @@ struct CollectiveSpec {
   int root = 0;
   std::vector<int64_t> out_counts;  // all_to_all: elements from / to each rank
   std::vector<int64_t> in_counts;
+};
+
+class CollectiveOp {
+ public:
+  virtual ~CollectiveOp() = default;
+  // Keeps the op's tensors (and so their memory) alive until the op is destroyed.
+  void hold(CollectiveSpec spec) { held_ = std::move(spec); }
+
+  // May change after read() of an early round (all_to_all learns its sizes in round 0),
+  // identically on every rank.
+  virtual uint64_t rounds() const = 0;
+  virtual void write(uint64_t r, const RoundView& v) = 0;
+  // Whether round r needs `peer`'s slot.
+  virtual bool waits_for(uint64_t r, int peer) const = 0;
+  virtual void read(uint64_t r, const RoundView& v) = 0;
+
+ private:
+  CollectiveSpec held_;
+};
+
+// Thrown by read() for a problem every rank finds at the same round (split sizes that do
+// not pair up): the op fails on every rank, and the group stays in step and usable.
+class AgreedError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
 };
 
 struct GroupShape {
@@ -94,13 +100,18 @@ size_t part_bytes(size_t slot_bytes, int parts);
 // memcpy that tolerates dst == src (an in-place op's own block) and zero bytes.
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
-// Reduces one range: dst = init (if given) (op) srcs[0] (op) srcs[1] ..., in blocks small
-// enough to stay in the L1 cache across the sources; each finished block is divided by
-// `average_over` (AVG; 0 for none) and then copied to `copy_to` (if given).
+// Reduces one range: dst = init (if given) (op) the sources, in blocks small enough to
+// stay in the L1 cache across the sources; each finished block is divided by
+// `average_over` (AVG; 0 for none) and then copied to `copy_to` (if given). The sources
+// are the slots of ranks first, first + 1, ... (all but `skip`) of `view`, at `offset`,
+// taken in rank order so that every rank reducing the same range gets the same bits.
 struct ReduceTask {
   uint8_t* dst = nullptr;
   const uint8_t* init = nullptr;
-  std::vector<const uint8_t*> srcs;
+  const RoundView* view = nullptr;
+  size_t offset = 0;
+  int first = 0;
+  int skip = -1;
   size_t bytes = 0;
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::SUM;

@@ -14,6 +14,9 @@ namespace {
 // How often a waiter asks whether the peer it waits for is still alive, and so the longest
 // it sleeps without looking.
 constexpr std::chrono::milliseconds kLivenessInterval{10};
+// Naps without pending ops before the progress thread sleeps until the next submit: a
+// program issuing ops back to back never pays for waking it.
+constexpr int kNapsBeforeSleep = 100;
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
@@ -78,16 +81,12 @@ void Engine::wake_progress_thread() {
 
 void Engine::take_submissions(std::vector<Completion>& done) {
   if (!has_new_.load(std::memory_order_acquire)) return;
-  std::deque<CollectiveTask> collectives;
-  std::deque<P2PRequest> requests;
-  {
-    std::lock_guard<std::mutex> lock(submit_mu_);
-    collectives.swap(new_collectives_);
-    requests.swap(new_requests_);
-    has_new_.store(false, std::memory_order_relaxed);
-  }
-  for (auto& t : collectives) collectives_.push_back(std::move(t));
-  for (auto& r : requests) p2p_.add(std::move(r), done);
+  std::lock_guard<std::mutex> lock(submit_mu_);  // moves only: short
+  for (auto& t : new_collectives_) collectives_.push_back(std::move(t));
+  new_collectives_.clear();
+  for (auto& r : new_requests_) p2p_.add(std::move(r), done);
+  new_requests_.clear();
+  has_new_.store(false, std::memory_order_relaxed);
 }
 
 Engine::Poll Engine::poll(std::vector<Completion>& done) {
@@ -286,17 +285,27 @@ void Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
 
 void Engine::progress_loop() {
   std::unique_lock<std::mutex> lock(thread_mu_);
+  int idle_naps = 0;
   while (!stopping_.load()) {
-    if (pending_.load() == 0) {
+    if (pending_.load() == 0 && idle_naps >= kNapsBeforeSleep) {
+      // Idle for a while: sleep until an op is submitted (submit() wakes this thread then;
+      // while it naps, submitting costs no system call).
       thread_asleep_.store(true);
       thread_cv_.wait(lock, [&] { return stopping_.load() || pending_.load() > 0; });
       thread_asleep_.store(false);
+      idle_naps = 0;
       continue;
     }
-    // Ops are pending: give a waiting thread the chance to run them without a hand-off.
+    // Give a waiting thread the chance to run pending ops without a hand-off.
     const uint64_t polls = polls_.load();
     thread_cv_.wait_for(lock, config_.nap, [&] { return stopping_.load(); });
-    if (stopping_.load() || pending_.load() == 0 || waiters_.load() > 0 || polls_.load() != polls) continue;
+    if (stopping_.load()) break;
+    if (pending_.load() == 0) {
+      ++idle_naps;
+      continue;
+    }
+    idle_naps = 0;
+    if (waiters_.load() > 0 || polls_.load() != polls) continue;
     lock.unlock();
     drive([&] { return stopping_.load() || pending_.load() == 0 || waiters_.load() > 0; },
           Clock::time_point::max());

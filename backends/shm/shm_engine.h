@@ -40,8 +40,7 @@ namespace shm {
 
 struct CollectiveTask {
   WorkPtr work;
-  CollectiveSpec spec;  // holds the tensors for as long as the op runs
-  std::unique_ptr<CollectiveOp> op;
+  std::unique_ptr<CollectiveOp> op;  // holds its tensors
   std::chrono::milliseconds timeout{0};
   // Set when the op starts running.
   bool started = false;

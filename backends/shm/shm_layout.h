@@ -48,6 +48,7 @@ struct alignas(kLineBytes) RoundLine {
   std::atomic<uint32_t> wake;      // futex word, changed by every post and state change
   std::atomic<uint32_t> sleepers;  // peers asleep on `wake` (they add and remove themselves)
   std::atomic<uint32_t> state;     // RankState
+  std::atomic<int32_t> cpu;        // the core the owner last posted from (see Backoff)
 };
 
 // Point-to-point: peers ring it after they publish a chunk to this rank or consume one of

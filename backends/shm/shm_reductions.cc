@@ -20,14 +20,17 @@ namespace {
 
 uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
 
-// A reduction of `bytes` into dst: the sources are added by the caller.
-ReduceTask reduce_task(uint8_t* dst, size_t bytes, DType dtype, ReduceOp op, int size) {
+// A reduction of `bytes` into dst from every slot of v but this rank's, at `offset`.
+ReduceTask reduce_task(uint8_t* dst, size_t bytes, DType dtype, ReduceOp op, const RoundView& v, size_t offset) {
   ReduceTask t;
   t.dst = dst;
+  t.view = &v;
+  t.offset = offset;
+  t.skip = v.rank;
   t.bytes = bytes;
   t.dtype = dtype;
   t.op = op;
-  t.average_over = op.kind == ReduceOp::AVG ? size : 0;
+  t.average_over = op.kind == ReduceOp::AVG ? v.size : 0;
   return t;
 }
 
@@ -43,9 +46,10 @@ class OneRoundReduce final : public CollectiveOp {
   bool waits_for(uint64_t, int) const override { return gets_result_; }
   void read(uint64_t, const RoundView& v) override {
     if (!gets_result_) return;
-    ReduceTask t = reduce_task(data_, bytes_, dtype_, op_, size_);
+    ReduceTask t = reduce_task(data_, bytes_, dtype_, op_, v, 0);
     t.init = v.of(0);  // this rank's own input too comes from its slot: data_ is overwritten
-    for (int p = 1; p < size_; ++p) t.srcs.push_back(v.of(p));
+    t.first = 1;
+    t.skip = -1;
     run_reduce(t);
   }
 
@@ -96,12 +100,10 @@ class ChunkedReduce final : public CollectiveOp {
     uint8_t* const own = data_ + s.begin * esize_;
     // In place where this rank gets the result (own holds its input); off the root of a
     // reduce, into the slot, since the input must stay unchanged.
-    ReduceTask t = reduce_task(gathers_here() ? own : v.next + result_offset, s.len * esize_, dtype_, op_, size_);
+    ReduceTask t = reduce_task(gathers_here() ? own : v.next + result_offset, s.len * esize_, dtype_, op_, v,
+                               static_cast<size_t>(rank_) * slice_bytes_);
     if (!gathers_here()) t.init = own;
     if (all_) t.copy_to = v.next + result_offset;
-    for (int p = 0; p < size_; ++p) {
-      if (p != rank_) t.srcs.push_back(v.of(p) + static_cast<size_t>(rank_) * slice_bytes_);
-    }
     run_reduce(t);
   }
 
@@ -154,11 +156,9 @@ class ChunkedReduceScatter final : public CollectiveOp {
 
   void read(uint64_t r, const RoundView& v) override {
     const size_t off = r * part_;
-    ReduceTask t = reduce_task(out_ + off, std::min(part_, block_bytes_ - off), dtype_, op_, size_);
+    ReduceTask t = reduce_task(out_ + off, std::min(part_, block_bytes_ - off), dtype_, op_, v,
+                               static_cast<size_t>(rank_) * part_);
     t.init = in_ + static_cast<size_t>(rank_) * block_bytes_ + off;
-    for (int p = 0; p < size_; ++p) {
-      if (p != rank_) t.srcs.push_back(v.of(p) + static_cast<size_t>(rank_) * part_);
-    }
     run_reduce(t);
   }
 

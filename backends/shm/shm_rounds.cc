@@ -1,5 +1,7 @@
 #include "backends/shm/shm_rounds.h"
 
+#include <sched.h>
+
 #include "backends/shm/shm_failure.h"
 
 namespace distcomm {
@@ -26,6 +28,7 @@ bool RoundCursor::reached(int peer, uint64_t posted, Blocker* blocker) {
   blocker->sleepers = &line.sleepers;
   blocker->seen = wake;
   blocker->peer = peer;
+  blocker->peer_cpu = &line.cpu;
   return false;
 }
 
@@ -43,6 +46,7 @@ bool RoundCursor::may_write(uint64_t round, Blocker* blocker) {
 
 void RoundCursor::post() {
   RoundLine& line = group_.self().round_line();
+  line.cpu.store(::sched_getcpu(), std::memory_order_relaxed);
   line.posted.store(round_ + 1, std::memory_order_release);
   publish(line.wake, line.sleepers);
 }

@@ -54,14 +54,15 @@ void Backoff::idle(const Blocker& blocker, std::chrono::nanoseconds max_sleep) {
     idle_since_valid_ = true;
     sleeping_ = false;
   }
-  if (spins_ < kSpinsPerClockRead && policy_.spin.count() > 0) {
+  const bool same_core = blocker.peer_cpu && blocker.peer_cpu->load(std::memory_order_relaxed) == ::sched_getcpu();
+  if (spins_ < kSpinsPerClockRead && policy_.spin.count() > 0 && !same_core) {
     ++spins_;
     cpu_relax();
     return;
   }
   spins_ = 0;
   const auto idle_for = Clock::now() - idle_since_;
-  if (idle_for < policy_.spin) {
+  if (idle_for < policy_.spin && !same_core) {
     cpu_relax();
     return;
   }

@@ -27,6 +27,7 @@ struct Blocker {
   std::atomic<uint32_t>* sleepers = nullptr;
   uint32_t seen = 0;
   int peer = -1;  // the rank waited for, when there is one
+  const std::atomic<int32_t>* peer_cpu = nullptr;  // the core that rank last posted from
 };
 
 struct WaitPolicy {
@@ -35,7 +36,10 @@ struct WaitPolicy {
 };
 
 // One wait's state. Call idle() after each attempt that made no progress and reset() after
-// one that did.
+// one that did. Spinning only pays while the awaited rank runs on another core: when it
+// last posted from this waiter's core, the waiter yields at once instead (on a loaded host
+// the scheduler often puts two ranks on one core, and a spin there only delays the rank
+// it waits for).
 class Backoff {
  public:
   using Clock = std::chrono::steady_clock;
