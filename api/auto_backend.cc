@@ -27,13 +27,21 @@ std::string shared_memory_domain() {
   return domain;
 }
 
-std::string auto_backend_placement() {
-  bool shm = false;
+// Whether the shm plugin loads (and, with `runs`, can run here).
+bool shm_plugin(bool runs) {
   try {
-    shm = load_plugin("shm").available;
+    const PluginInfo& info = load_plugin("shm");
+    return !runs || info.available;
   } catch (const BackendUnavailable&) {
+    return false;
   }
-  return shared_memory_domain() + (shm ? kShmReady : "");
+}
+
+std::string auto_backend_placement() { return shared_memory_domain() + (shm_plugin(true) ? kShmReady : ""); }
+
+std::vector<std::string> auto_backend_candidates() {
+  if (shm_plugin(false)) return {"shm", "gloo"};
+  return {"gloo"};
 }
 
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements) {

@@ -4,8 +4,8 @@
 // shared_memory_domain(): one host, one PID namespace) and can load the shm plugin; else
 // "gloo". "auto" alone means "cpu:auto"; "cpu:auto,cuda:nccl" adds NCCL for CUDA tensors.
 // Each group decides for itself, so a subgroup of the ranks of one host gets shm inside a
-// multi-host job. The ranks exchange their placement through the group's store once, when
-// the group is created.
+// multi-host job. The ranks exchange their placement once, when the group is created
+// (ProcessGroup::exchange(), over the group's store).
 #pragma once
 
 #include <string>
@@ -21,6 +21,10 @@ std::string shared_memory_domain();
 // This process's placement, as the ranks exchange it: its domain, and whether the shm
 // plugin loads and can run here.
 std::string auto_backend_placement();
+
+// The backends "auto" may pick here, whose settings a group with it accepts: shm (when its
+// plugin loads) and gloo.
+std::vector<std::string> auto_backend_candidates();
 
 // The rule above, over every rank's auto_backend_placement(): "shm" or "gloo".
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);

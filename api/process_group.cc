@@ -66,8 +66,12 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options)
 std::vector<std::string> BackendSpec::names() const {
   if (by_device.empty()) return {text};
   std::vector<std::string> out;
-  for (const auto& [device, name] : by_device) {
+  auto add = [&](const std::string& name) {
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  for (const auto& [device, name] : by_device) {
+    if (name != "auto") add(name);
+    else for (const std::string& candidate : auto_backend_candidates()) add(candidate);
   }
   return out;
 }
@@ -97,8 +101,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
   if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
+  // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
+  if (pg->options_.store) pg->create_exchange();
   pg->create_backends();
-  pg->create_exchange();
+  if (!pg->exchange_) pg->create_exchange();
   return pg;
 }
 
@@ -140,10 +146,8 @@ void ProcessGroup::create_backends() {
   }
   auto cpu = plan.find(DeviceType::kCPU);
   if (cpu != plan.end() && cpu->second == "auto") {
-    if (!options_.store_is_shared) {
-      throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
-    }
-    cpu->second = choose_auto_cpu_backend(all_gather_strings(auto_backend_placement()));
+    if (!exchange_) throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
+    cpu->second = choose_auto_cpu_backend(exchange_->all_gather(auto_backend_placement()));
     spec_.text += " (cpu: " + cpu->second + ")";
   }
   const bool several = plan.size() > 1;

@@ -7,6 +7,26 @@
 
 namespace distcomm {
 namespace shm {
+
+const distcomm_config_key kConfigKeys[] = {
+    {"shm_slot_bytes", "1048576", nullptr,
+     "staging per rank for one round of a collective; larger messages go through in rounds of this size, so "
+     "memory stays fixed whatever the message size (same on every rank)"},
+    {"shm_slots", "4", nullptr, "rounds a rank may run ahead of its slowest peer, 2 to 64 (same on every rank)"},
+    {"shm_small_bytes", "16384", nullptr,
+     "all_reduce and reduce up to this size take one round in which every rank reduces everything; above it, a "
+     "pipelined reduce-scatter + all-gather (same on every rank)"},
+    {"shm_p2p_chunk_bytes", "32768", nullptr,
+     "send/recv: bytes per chunk of the ring between two ranks (same on every rank)"},
+    {"shm_p2p_depth", "4", nullptr, "send/recv: chunks per ring (same on every rank)"},
+    {"shm_spin_us", "20", nullptr,
+     "how long a waiting rank spins before it yields; no spinning when this host runs more ranks than it has cores"},
+    {"shm_yield_us", "200", nullptr, "how long a waiting rank then yields its core before it sleeps on a futex"},
+    {"shm_nap_us", "1000", nullptr,
+     "how long an op nobody waits on may wait before the group's progress thread runs it"},
+    {nullptr, nullptr, nullptr, nullptr},
+};
+
 namespace {
 
 // An integer in [low, high] from config[key], or `fallback` when the key is absent.
@@ -48,6 +68,7 @@ ShmConfig parse_shm_config(const std::map<std::string, std::string>& config) {
   c.spin = std::chrono::microseconds(read_int(config, "shm_spin_us", c.spin.count(), 0, 10000000));
   c.yield = std::chrono::microseconds(read_int(config, "shm_yield_us", c.yield.count(), 0, 10000000));
   c.nap = std::chrono::microseconds(read_int(config, "shm_nap_us", c.nap.count(), 10, 10000000));
+  c.local_world_size = static_cast<int>(read_int(config, "local_world_size", 0, 0, 1 << 30));
   return c;
 }
 

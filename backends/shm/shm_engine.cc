@@ -27,11 +27,13 @@ int available_cores() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-// Spinning only helps when every rank of the group can have a core while it waits; with
-// more ranks than cores a spinning rank takes the core the awaited one needs.
+// Spinning only helps when every rank can have a core while it waits; with more ranks than
+// cores a spinning rank takes the core the awaited one needs. The ranks of this host are
+// the launcher's count when known, else at least this group's.
 WaitPolicy make_policy(const ShmConfig& c, int group_size) {
   WaitPolicy p;
-  p.spin = group_size <= available_cores() ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  const int ranks_here = std::max(group_size, c.local_world_size);
+  p.spin = ranks_here <= available_cores() ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
   p.yield = c.yield;
   return p;
 }
@@ -42,13 +44,16 @@ Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config)
     : group_(std::move(group)),
       config_(config),
       policy_(make_policy(config, group_->size())),
-      failure_(group_->self()),
+      failure_(group_->rank(), nullptr),  // peers learn of failures through the segments, not a store
       cursor_(*group_),
       p2p_(*group_) {}
 
 Engine::~Engine() { shutdown(); }
 
 void Engine::start() {
+  failure_.on_abort([this] {
+    if (auto first = failure_.first()) publish_failure(group_->self(), *first);
+  });
   thread_ = std::thread([this] { progress_loop(); });
   pthread_setname_np(thread_.native_handle(), "dc-shm-progress");
 }
@@ -58,7 +63,7 @@ void Engine::enqueue(std::deque<Item>& queue, Item item) {
   WorkPtr work = item.work;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
-    if (!failure_.refusing()) {
+    if (!failure_.failed()) {
       pending_.fetch_add(1);
       queue.push_back(std::move(item));
       has_new_.store(true, std::memory_order_release);
@@ -204,13 +209,16 @@ void Engine::check_peers_usable() const {
   }
 }
 
-std::string Engine::running_op() const {
-  if (collectives_.empty() || !collectives_.front().started) return "";
-  return collectives_.front().work->description();
+const Work* Engine::running_op() const {
+  if (collectives_.empty() || !collectives_.front().started) return nullptr;
+  return collectives_.front().work.get();
 }
 
 void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
-  const std::exception_ptr first = failure_.record(failure, running_op());
+  const Work* op = failure.op ? failure.op : running_op();
+  const std::exception_ptr error = to_exception(failure);
+  const std::exception_ptr first =
+      op ? failure_.record(error, *op, failure.culprit) : failure_.record(error, "", failure.culprit);
   fail_everything(first, failure_.refusal(), done);
 }
 
@@ -327,15 +335,13 @@ void Engine::shutdown() {
   std::vector<Completion> done;
   {
     std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
-    if (!collectives_.empty() || !p2p_.idle() || has_new_.load()) {
-      // Peers may be in these ops: they must fail too, and learn why.
-      const int me = group_->rank();
-      failure_.record({FailureKind::kPeerFailure, me,
-                       "rank " + std::to_string(me) + " shut the group down (ProcessGroup::abort or destruction) "
-                       "while ops were in flight"},
-                      running_op());
-    }
-    failure_.close();
+    // With ops in flight, peers may be in them: the abort hook tells them (kFailed);
+    // otherwise this is a clean close (kClosed).
+    const bool in_flight = !collectives_.empty() || !p2p_.idle() || has_new_.load();
+    failure_.shut_down(std::make_exception_ptr(PeerFailure(
+                           "the group was shut down on this rank (ProcessGroup::abort or destruction)")),
+                       [in_flight] { return in_flight; });
+    publish_close(group_->self());
     const auto error = std::make_exception_ptr(PeerFailure(
         "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));
     fail_everything(error, error, done);

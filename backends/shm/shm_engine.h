@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/group_failure.h"
 #include "backends/shm/shm_collective.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_failure.h"
@@ -84,8 +85,8 @@ class Engine {
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
   void fail_group(const Failure& failure, std::vector<Completion>& done);
-  // The op a failure is charged to: the running collective's, else "" (p2p errors say theirs).
-  std::string running_op() const;
+  // The running collective's Work, null when none is running.
+  const Work* running_op() const;
   // Throws GroupFailedError when a peer has published a failure.
   void check_peers_usable() const;
   void fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest, std::vector<Completion>& done);
@@ -100,7 +101,7 @@ class Engine {
   const std::unique_ptr<MappedGroup> group_;
   const ShmConfig config_;
   const WaitPolicy policy_;
-  GroupFailure failure_;
+  GroupFailure failure_;  // api's: first failure, refusals; its abort hook publishes to peers
 
   std::mutex submit_mu_;
   std::deque<CollectiveTask> new_collectives_;

@@ -8,11 +8,30 @@
 
 namespace distcomm {
 namespace shm {
+namespace {
+
+FailureKind kind_of(FailureRecord::Kind k) {
+  switch (k) {
+    case FailureRecord::Kind::kTimeout: return FailureKind::kTimeout;
+    case FailureRecord::Kind::kPeerFailure: return FailureKind::kPeerFailure;
+    case FailureRecord::Kind::kShutDown: return FailureKind::kShutDown;
+    case FailureRecord::Kind::kOther: break;
+  }
+  return FailureKind::kOther;
+}
+
+void wake_peers(const SegmentView& self) {
+  wake_all(self.control().round.wake);
+  wake_all(self.control().doorbell.ring);
+}
+
+}  // namespace
 
 std::exception_ptr to_exception(const Failure& f) {
   switch (f.kind) {
     case FailureKind::kTimeout: return std::make_exception_ptr(Timeout(f.message));
-    case FailureKind::kPeerFailure: return std::make_exception_ptr(PeerFailure(f.message));
+    case FailureKind::kPeerFailure:
+    case FailureKind::kShutDown: return std::make_exception_ptr(PeerFailure(f.message));
     case FailureKind::kOther: break;
   }
   return std::make_exception_ptr(Error(f.message));
@@ -23,67 +42,38 @@ Failure failure_of_peer(const SegmentView& peer, int peer_rank) {
   Failure f;
   f.kind = FailureKind::kPeerFailure;
   f.culprit = peer_rank;
+  const std::string who = "rank " + std::to_string(peer_rank);
   if (c.round.state.load(std::memory_order_acquire) == kClosed) {
-    f.message = "rank " + std::to_string(peer_rank) +
-                " shut the group down (ProcessGroup destroyed or aborted) before this op finished";
+    f.message = who + " shut the group down (ProcessGroup destroyed or aborted) before this op finished";
     return f;
   }
   // state == kFailed was read with acquire: the record written before it is complete.
-  const size_t n = strnlen(c.failure.message, sizeof(c.failure.message));
+  const std::string why(c.failure.message, strnlen(c.failure.message, sizeof(c.failure.message)));
+  if (static_cast<FailureKind>(c.failure.kind) == FailureKind::kShutDown) {
+    f.message = who + " shut the group down (ProcessGroup destroyed or aborted) while ops were in flight";
+    return f;
+  }
   f.kind = static_cast<FailureKind>(c.failure.kind);
-  f.culprit = c.failure.culprit;
-  f.message = "rank " + std::to_string(peer_rank) + " failed: " + std::string(c.failure.message, n);
+  f.culprit = c.failure.culprit >= 0 ? c.failure.culprit : peer_rank;
+  f.message = who + " failed: " + why;
   return f;
 }
 
-std::exception_ptr GroupFailure::record(const Failure& f, const std::string& op) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (failed_.load(std::memory_order_relaxed)) return refusal_locked();
-    first_ = f;
-    if (!op.empty()) first_.message = op + ": " + f.message;
-    ControlBlock& c = self_.control();
-    c.failure.culprit = f.culprit;
-    c.failure.kind = static_cast<uint32_t>(f.kind);
-    const size_t n = std::min(first_.message.size(), sizeof(c.failure.message) - 1);
-    std::memcpy(c.failure.message, first_.message.data(), n);
-    c.failure.message[n] = '\0';
-    c.round.state.store(kFailed, std::memory_order_release);
-    failed_.store(true, std::memory_order_release);
-    refusing_.store(true, std::memory_order_release);
-  }
-  wake_all(self_.control().round.wake);
-  wake_all(self_.control().doorbell.ring);
-  return to_exception(f);
+void publish_failure(const SegmentView& self, const FailureRecord& first) {
+  ControlBlock& c = self.control();
+  c.failure.culprit = first.culprit;
+  c.failure.kind = static_cast<uint32_t>(kind_of(first.kind));
+  const size_t n = std::min(first.message.size(), sizeof(c.failure.message) - 1);
+  std::memcpy(c.failure.message, first.message.data(), n);
+  c.failure.message[n] = '\0';
+  c.round.state.store(kFailed, std::memory_order_release);
+  wake_peers(self);
 }
 
-std::exception_ptr GroupFailure::refusal() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return refusal_locked();
-}
-
-std::exception_ptr GroupFailure::refusal_locked() const {
-  if (closed_ && !failed_.load(std::memory_order_relaxed)) {
-    return std::make_exception_ptr(
-        PeerFailure("the group was shut down on this rank (ProcessGroup::abort or destruction)"));
-  }
-  Failure f = first_;
-  f.message = "the group is unusable since an earlier failure; create a new group. First failure: " + f.message;
-  return to_exception(f);
-}
-
-void GroupFailure::close() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    closed_ = true;
-    refusing_.store(true, std::memory_order_release);
-    if (!failed_.load(std::memory_order_relaxed)) {
-      self_.control().round.state.store(kClosed, std::memory_order_release);
-    }
-  }
-  wake_all(self_.control().round.wake);
-  wake_all(self_.control().doorbell.ring);
+void publish_close(const SegmentView& self) {
+  uint32_t active = kActive;
+  self.control().round.state.compare_exchange_strong(active, kClosed, std::memory_order_acq_rel);
+  wake_peers(self);
 }
 
 }  // namespace shm

@@ -1,17 +1,19 @@
-// How an shm group fails, and how every rank learns why.
+// How the ranks of an shm group tell each other that the group failed.
 //
-// The first failure a rank sees (a peer that died, a timeout, its own shutdown with ops in
-// flight) is kept: later ops fail at once with it. It is also written to this rank's
-// segment (culprit, kind, message) before the rank's state turns kFailed, and every futex
-// word a peer may sleep on is woken, so peers waiting on this rank stop within a wake-up
-// and report the same cause, naming the same culprit.
+// The group's own side -- its first failure, the refusal of later ops, the abort hooks --
+// is api's GroupFailure (api/group_failure.h). What shm adds is the cross-process part:
+// the first failure is written to this rank's segment (culprit, kind, message) before the
+// rank's state turns kFailed, and every futex word a peer may sleep on is woken, so peers
+// waiting on this rank stop within a wake-up and report the same cause and culprit. A
+// clean close (no op in flight) only turns the state to kClosed: peers fail then only if
+// they wait for rounds this rank will never post.
 #pragma once
 
-#include <atomic>
 #include <exception>
-#include <mutex>
 #include <string>
 
+#include "api/group_failure.h"
+#include "api/work.h"
 #include "backends/shm/shm_layout.h"
 
 namespace distcomm {
@@ -21,6 +23,7 @@ struct Failure {
   FailureKind kind = FailureKind::kOther;
   int culprit = -1;  // the rank to blame, -1 when unknown
   std::string message;
+  const Work* op = nullptr;  // the op that hit it, when it is not the running collective
 };
 
 // Thrown inside the engine when a group-level failure is detected; the engine records it
@@ -41,33 +44,11 @@ std::exception_ptr to_exception(const Failure& f);
 // What rank `peer` published about its failure or close (its state is not kActive).
 Failure failure_of_peer(const SegmentView& peer, int peer_rank);
 
-class GroupFailure {
- public:
-  explicit GroupFailure(const SegmentView& self) : self_(self) {}
-
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
-  // Failed, or shut down on this rank: new ops are refused.
-  bool refusing() const { return refusing_.load(std::memory_order_acquire); }
-  // Records the group's first failure and publishes it, as "<op>: <message>" (op: the
-  // description of the op that hit it); returns that op's error. Once failed, returns
-  // refusal().
-  std::exception_ptr record(const Failure& f, const std::string& op);
-  // The error for ops issued after the failure or shutdown.
-  std::exception_ptr refusal() const;
-  // This rank shuts the group down: later ops are refused, and peers that wait for rounds
-  // this rank will never post see kClosed and stop.
-  void close();
-
- private:
-  std::exception_ptr refusal_locked() const;
-
-  const SegmentView self_;
-  mutable std::mutex mu_;
-  std::atomic<bool> failed_{false};
-  std::atomic<bool> refusing_{false};
-  bool closed_ = false;
-  Failure first_;
-};
+// Writes the group's first failure (or a shutdown with ops in flight) to this rank's
+// segment, turns its state to kFailed and wakes every sleeper on its words.
+void publish_failure(const SegmentView& self, const FailureRecord& first);
+// This rank shut the group down cleanly: kClosed (unless it failed first), sleepers woken.
+void publish_close(const SegmentView& self);
 
 }  // namespace shm
 }  // namespace distcomm

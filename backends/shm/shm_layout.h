@@ -58,10 +58,10 @@ struct alignas(kLineBytes) Doorbell {
   std::atomic<uint32_t> sleepers;
 };
 
-enum class FailureKind : uint32_t { kPeerFailure = 0, kTimeout = 1, kOther = 2 };
+enum class FailureKind : uint32_t { kPeerFailure = 0, kTimeout = 1, kOther = 2, kShutDown = 3 };
 
 // Why this rank's group failed: written once, before state becomes kFailed (release).
-struct alignas(kLineBytes) FailureRecord {
+struct alignas(kLineBytes) PublishedFailure {
   int32_t culprit;  // the rank blamed (a dead one, or this rank when it timed out); -1 unknown
   uint32_t kind;    // FailureKind
   char message[1000];
@@ -71,7 +71,7 @@ struct ControlBlock {
   alignas(kLineBytes) SegmentHeader header;
   RoundLine round;
   Doorbell doorbell;
-  FailureRecord failure;
+  PublishedFailure failure;
 };
 
 struct alignas(kLineBytes) Counter {

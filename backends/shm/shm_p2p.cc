@@ -16,11 +16,11 @@ std::exception_ptr size_mismatch(const P2PRequest& r, int src, int tag, uint64_t
       std::to_string(tag) + ", but this receive holds " + std::to_string(r.bytes) + " bytes"));
 }
 
-// "<description>: send to rank 2 (tag 0, 400 bytes)": p2p failures name their op.
+// "send to rank 2 (tag 0, 400 bytes)"
 std::string describe(const P2PRequest& r) {
   const std::string peer = r.peer < 0 ? std::string("any rank") : "rank " + std::to_string(r.peer);
-  return r.work->description() + ": " + (r.is_send ? "send to " : "receive from ") + peer + " (tag " +
-         std::to_string(r.tag) + ", " + std::to_string(r.bytes) + " bytes)";
+  return std::string(r.is_send ? "send to " : "receive from ") + peer + " (tag " + std::to_string(r.tag) + ", " +
+         std::to_string(r.bytes) + " bytes)";
 }
 
 }  // namespace
@@ -227,7 +227,8 @@ void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload
 void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const {
   if (now >= r.deadline) {
     throw GroupFailedError({FailureKind::kTimeout, peer,
-                            describe(r) + " did not finish within " + std::to_string(r.timeout.count()) + " ms"});
+                            describe(r) + " did not finish within " + std::to_string(r.timeout.count()) + " ms",
+                            r.work.get()});
   }
   const SegmentView& v = group_.of(peer);
   const bool active = v.round_line().state.load(std::memory_order_acquire) == kActive;
@@ -235,10 +236,12 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   if (active && alive) return;
   // A rank that sent and then closed or died still has its chunks in its ring: serve them.
   if (!r.is_send && v.out_head(group_.rank()).load(std::memory_order_acquire) > tail_[static_cast<size_t>(peer)]) return;
-  if (!active) throw GroupFailedError(failure_of_peer(v, peer));
-  throw GroupFailedError({FailureKind::kPeerFailure, peer,
-                          "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
-                              ") died; waiting in " + describe(r)});
+  Failure f = active ? Failure{FailureKind::kPeerFailure, peer,
+                               "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
+                                   ") died while this rank waited in a " + describe(r)}
+                     : failure_of_peer(v, peer);
+  f.op = r.work.get();
+  throw GroupFailedError(f);
 }
 
 void PointToPoint::check(Clock::time_point now, bool check_liveness) const {

@@ -4,6 +4,7 @@
 
 #include "api/plugin.h"
 #include "backends/shm/shm_backend.h"
+#include "backends/shm/shm_config.h"
 
 namespace {
 
@@ -28,4 +29,5 @@ distcomm::Backend* shm_create(const distcomm::BackendOptions& options) {
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN("shm", "shm 1.0 (shared memory, one host)", DISTCOMM_DEVICE_CPU, 0, shm_available, shm_create)
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("shm", "shm 1.0 (shared memory, one host)", DISTCOMM_DEVICE_CPU, 0, shm_available,
+                                   shm_create, distcomm::shm::kConfigKeys)

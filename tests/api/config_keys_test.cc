@@ -111,7 +111,7 @@ std::string table_from_descriptors() {
   for (const ConfigKey& k : core_config_keys()) {
     table += "| (all) |" + cell(k.name) + "|" + cell(k.env) + "|" + cell(k.default_value) + "| " + k.help + " |\n";
   }
-  for (const char* backend : {"gloo", "mpi", "nccl"}) {
+  for (const char* backend : {"gloo", "mpi", "nccl", "shm"}) {
     for (const ConfigKey& k : load_plugin(backend).config_keys) {
       table += "|" + cell(backend) + "|" + cell(k.name) + "|" + cell(k.env) + "|" + cell(k.default_value) + "| " +
                k.help + " |\n";
