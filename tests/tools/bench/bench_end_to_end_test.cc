@@ -1,5 +1,5 @@
-// The bench binary as a user runs it: real ranks (--nproc), the real gloo plugin, the
-// table on stdout, JSON and SVG files, and the exit status.
+// The bench binary as a user runs it: real ranks (--nproc), the real gloo and shm plugins,
+// the table on stdout, JSON and SVG files, and the exit status.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -63,6 +63,29 @@ TEST(BenchEndToEnd, EveryOpIsRightWithTwoThreeAndFourRanks) {
         EXPECT_LE(r.time_min_us, r.time_median_us);
         EXPECT_LE(r.time_median_us, r.time_max_us);
         EXPECT_EQ(r.backend, "gloo");
+      }
+    }
+  }
+}
+
+// The same over the shm backend, up to 1 MiB: every op through its one-round and chunked
+// paths, with more ranks than this machine's two cores.
+TEST(BenchEndToEnd, EveryOpIsRightOverShm) {
+  const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                        "all_to_all", "gather",     "scatter",        "send_recv", "barrier"};
+  for (int nproc : {2, 4}) {
+    for (const std::string& op : ops) {
+      SCOPED_TRACE(op + " over shm with " + std::to_string(nproc) + " ranks");
+      Outcome out;
+      const std::string json = temp_path("shm_" + op + std::to_string(nproc) + ".json");
+      const auto records = run_to_json({"--backend=shm", "--op=" + op, "--nproc=" + std::to_string(nproc), "-b", "8",
+                                        "-e", "1M", "-f", "64", "-n", "3", "-w", "1", "-r", std::to_string(nproc - 1)},
+                                       json, &out);
+      ASSERT_EQ(out.exit_code, 0) << out.output;
+      ASSERT_FALSE(records.empty()) << out.output;
+      for (const BenchRecord& r : records) {
+        EXPECT_EQ(r.wrong, 0) << out.output;
+        EXPECT_EQ(r.backend, "shm");
       }
     }
   }
