@@ -33,6 +33,8 @@ DEFINE_int32(nproc, 2, "ranks to fork when started by hand");
 DEFINE_string(backend, "gloo", "backend");
 DEFINE_int32(layers, 8, "hidden Linear layers of width x width");
 DEFINE_int32(width, 640, "hidden width (8 x 640 is about 3.3M parameters)");
+DEFINE_int32(in_width, 64, "input features (the first Linear is in_width x width)");
+DEFINE_int32(out_width, 16, "outputs (the last Linear is width x out_width)");
 DEFINE_int32(batch, 16, "samples per rank per iteration");
 DEFINE_int32(iters, 20, "timed iterations per row");
 DEFINE_int32(warmup, 3, "untimed iterations per row (DDP rebuilds its buckets in the first)");
@@ -51,9 +53,9 @@ struct RowResult {
 };
 
 std::vector<int64_t> model_widths() {
-  std::vector<int64_t> widths = {64};
+  std::vector<int64_t> widths = {FLAGS_in_width};
   for (int i = 0; i < FLAGS_layers; ++i) widths.push_back(FLAGS_width);
-  widths.push_back(16);
+  widths.push_back(FLAGS_out_width);
   return widths;
 }
 
@@ -73,7 +75,7 @@ class Row {
   Row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options)
       : model_(nn::make_mlp(model_widths(), /*seed=*/1)),
         sgd_(model_->parameters(), 1e-3f),
-        data_(nn::make_regression(FLAGS_batch, 64, 16, /*seed=*/pg.rank() + 1)) {
+        data_(nn::make_regression(FLAGS_batch, FLAGS_in_width, FLAGS_out_width, /*seed=*/pg.rank() + 1)) {
     if (!ddp_options) return;
     std::vector<ddp::NamedParameter> params;
     for (nn::Parameter* p : model_->parameters()) params.push_back({p->name, &p->value, &p->grad});
@@ -135,9 +137,10 @@ void run_rank() {
   for (nn::Parameter* p : probe->parameters()) params += p->value.numel();
   const bool print = pg->rank() == 0;
   if (print) {
-    std::printf("ddp_bench: %d ranks (%s), MLP 64-%dx%d-16: %.2fM parameters (%s of float32 gradients), "
+    std::printf("ddp_bench: %d ranks (%s), MLP %d-%dx%d-%d: %.2fM parameters (%s of float32 gradients), "
                 "batch %d per rank, median of %d iterations after %d warm-up\n\n",
-                pg->size(), pg->backend_name().c_str(), FLAGS_layers, FLAGS_width, params / 1e6,
+                pg->size(), pg->backend_name().c_str(), FLAGS_in_width, FLAGS_layers, FLAGS_width, FLAGS_out_width,
+                params / 1e6,
                 ddp::format_bytes(4.0 * params).c_str(), FLAGS_batch, FLAGS_iters, FLAGS_warmup);
     std::printf("%-26s %7s %10s %9s %9s %11s %9s\n", "mode", "buckets", "iter ms", "vs local", "comm ms",
                 "overlapped", "waited ms");
