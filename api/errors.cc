@@ -17,13 +17,11 @@ Unsupported::~Unsupported() = default;
 
 namespace distcomm {
 
-std::exception_ptr with_context(std::exception_ptr e, const std::string& context) {
-  if (!e || context.empty()) return e;
-  auto msg = [&](const std::exception& x) {
-    const std::string w = x.what();
-    // Do not stack the same context twice when an error passes through two layers.
-    return w.rfind(context, 0) == 0 ? w : context + ": " + w;
-  };
+namespace {
+
+// The same exception type with the message msg(e) makes; unknown types become Error.
+template <typename Msg>
+std::exception_ptr rebuilt(std::exception_ptr e, const Msg& msg, const std::string& unknown) {
   try {
     std::rethrow_exception(e);
   } catch (const InvalidArgument& x) {
@@ -43,8 +41,26 @@ std::exception_ptr with_context(std::exception_ptr e, const std::string& context
   } catch (const std::exception& x) {
     return std::make_exception_ptr(Error(msg(x)));
   } catch (...) {
-    return std::make_exception_ptr(Error(context + ": unknown exception"));
+    return std::make_exception_ptr(Error(unknown));
   }
+}
+
+}  // namespace
+
+std::exception_ptr with_context(std::exception_ptr e, const std::string& context) {
+  if (!e || context.empty()) return e;
+  auto msg = [&](const std::exception& x) {
+    const std::string w = x.what();
+    // Do not stack the same context twice when an error passes through two layers.
+    return w.rfind(context, 0) == 0 ? w : context + ": " + w;
+  };
+  return rebuilt(e, msg, context + ": unknown exception");
+}
+
+std::exception_ptr with_detail(std::exception_ptr e, const std::string& detail) {
+  if (!e || detail.empty()) return e;
+  auto msg = [&](const std::exception& x) { return std::string(x.what()) + "; " + detail; };
+  return rebuilt(e, msg, "unknown exception; " + detail);
 }
 
 std::string message_of(std::exception_ptr e) {

@@ -76,6 +76,9 @@ namespace distcomm {
 // Unknown exception types become Error.
 std::exception_ptr with_context(std::exception_ptr e, const std::string& context);
 
+// The same exception type with "; detail" after its message.
+std::exception_ptr with_detail(std::exception_ptr e, const std::string& detail);
+
 // The message of any exception ("unknown exception" for one that is not a std::exception).
 std::string message_of(std::exception_ptr e);
 

@@ -55,6 +55,10 @@ FailureRecord::Kind kind_of(std::exception_ptr e) {
     return FailureRecord::Kind::kTimeout;
   } catch (const PeerFailure&) {
     return FailureRecord::Kind::kPeerFailure;
+  } catch (const Desync&) {
+    return FailureRecord::Kind::kDesync;
+  } catch (const InvalidArgument&) {
+    return FailureRecord::Kind::kInvalidArgument;
   } catch (...) {
     return FailureRecord::Kind::kOther;
   }
@@ -70,6 +74,13 @@ std::exception_ptr explained_by(const FailureRecord& cause) {
     case FailureRecord::Kind::kShutDown:
       return std::make_exception_ptr(
           PeerFailure(who + " shut the group down (abort or destruction) while this op was in flight"));
+    case FailureRecord::Kind::kDesync:
+      return std::make_exception_ptr(
+          Desync(who + " found that the ranks disagree and aborted the group, which cut this op off. Its error: " +
+                 cause.message));
+    case FailureRecord::Kind::kInvalidArgument:
+      return std::make_exception_ptr(InvalidArgument(
+          who + " found a mismatch and aborted the group, which cut this op off. Its error: " + cause.message));
     default:
       return std::make_exception_ptr(
           PeerFailure(who + " failed and aborted the group, which cut this op off. Its error: " + cause.message));
@@ -102,7 +113,7 @@ std::optional<FailureRecord> FailureRecord::decode(const std::string& text) {
   FailureRecord r;
   try {
     const int k = std::stoi(kind);
-    if (k < 0 || k > static_cast<int>(Kind::kOther)) return std::nullopt;
+    if (k < 0 || k > static_cast<int>(Kind::kInvalidArgument)) return std::nullopt;
     r.kind = static_cast<Kind>(k);
     r.rank = std::stoi(rank);
     r.culprit = std::stoi(culprit);
@@ -139,32 +150,55 @@ std::optional<FailureRecord> GroupFailure::first() const {
   return first_;
 }
 
+void GroupFailure::set_explainer(Explainer explainer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  explainer_ = std::move(explainer);
+}
+
 std::exception_ptr GroupFailure::record(std::exception_ptr error, const Work& op, int culprit) {
-  return record_failure(std::move(error), op.description(), op_type_name(op.op()), static_cast<int64_t>(op.seq()),
-                        culprit);
+  return record_failure(std::move(error), op.description(), &op, culprit);
 }
 
 std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::string& where, int culprit) {
-  return record_failure(std::move(error), where, "", -1, culprit);
+  return record_failure(std::move(error), where, nullptr, culprit);
 }
 
-std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where,
-                                                const std::string& op, int64_t seq, int culprit) {
-  if (failed()) return refusal();  // a consequence of the first failure, which says more
+std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
+                                                int culprit) {
+  if (failed()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op != nullptr && op == first_op_ && first_error_) return first_error_;
+    return refusal_;  // a consequence of the first failure, which says more
+  }
   error = as_distcomm_error(error);
   FailureRecord r;
   r.kind = kind_of(error);
+  bool explained = false;
   if (r.kind == FailureRecord::Kind::kPeerFailure) {
     if (std::optional<FailureRecord> cause = look_up_cause()) {
       error = explained_by(*cause);
       r.kind = kind_of(error);
-      culprit = cause->rank;
+      // Who the cause blamed, when it knew; else the rank that failed first.
+      culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
+      explained = true;
+    }
+  }
+  if (!explained && op != nullptr &&
+      (r.kind == FailureRecord::Kind::kPeerFailure || r.kind == FailureRecord::Kind::kTimeout)) {
+    Explainer explain;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      explain = explainer_;
+    }
+    if (explain) {
+      if (std::exception_ptr better = explain(*op, error)) error = better;
+      r.kind = kind_of(error);
     }
   }
   r.rank = rank_;
   r.culprit = culprit;
-  r.op = op;
-  r.seq = seq;
+  r.op = op ? op_type_name(op->op()) : "";
+  r.seq = op ? static_cast<int64_t>(op->seq()) : -1;
   const std::exception_ptr described = with_context(error, where);
   r.message = message_of(described);
   r.time = std::chrono::system_clock::now();
@@ -172,6 +206,8 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.load()) return error;  // another thread recorded first meanwhile
     first_ = r;
+    first_op_ = op;
+    first_error_ = error;
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
   }

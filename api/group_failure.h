@@ -34,7 +34,8 @@
 namespace distcomm {
 
 struct FailureRecord {
-  enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther };
+  // Appended only: the number is what a record published in the store carries.
+  enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther, kDesync, kInvalidArgument };
   Kind kind = Kind::kOther;
   int rank = -1;     // the group rank that recorded it
   int culprit = -1;  // the rank held responsible; -1 when unknown
@@ -59,6 +60,13 @@ class GroupFailure {
   // Run once, in the order added, by the thread that records the first failure (and by a
   // shutdown with ops in flight). They must not block on peers. Add them before any op.
   void on_abort(std::function<void()> hook);
+  // Asked when an op's own Timeout, or a PeerFailure no peer has explained, is about to
+  // become the group's first failure (before the abort hooks, while the other peers are
+  // still connected): returns the error to record instead -- the same one with where the
+  // other ranks are ("ranks [1] are still at all_reduce #11"), or what the ranks' reports
+  // show (a Desync). May wait a little for the peers to say (stall_watch.h).
+  using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
+  void set_explainer(Explainer explainer);
 
   // Failed or shut down: later ops must be refused.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -71,8 +79,9 @@ class GroupFailure {
 
   // The op `op` failed with `error` (a distcomm error; others become Error). Returns what
   // the op must end with: the error itself for the group's first failure (or, for a
-  // PeerFailure, what the peer that caused it published); refusal() for a failure that
-  // follows an earlier one. The first failure is recorded and published, then the abort
+  // PeerFailure, what the peer that caused it published), also when the op whose failure
+  // came first is recorded again (a watch recorded it, then the op's own wait failed);
+  // refusal() for a failure that follows an earlier one. The first failure is recorded and published, then the abort
   // hooks run. culprit: the rank held responsible, when the backend knows it.
   std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
   // The same for a failure outside an op (setup, a background check); where: what failed.
@@ -87,8 +96,8 @@ class GroupFailure {
   std::optional<FailureRecord> first() const;
 
  private:
-  std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const std::string& op,
-                                    int64_t seq, int culprit);
+  std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
+                                    int culprit);
   // A PeerFailure may be a peer's failure seen from here: its published record, if any.
   std::optional<FailureRecord> look_up_cause() const;
   void publish(const FailureRecord& record) const;
@@ -103,6 +112,10 @@ class GroupFailure {
   bool shut_down_here_ = false;
   std::vector<std::function<void()>> hooks_;
   bool hooks_ran_ = false;
+  Explainer explainer_;
+  // The first failure's op and the error it ended with.
+  const Work* first_op_ = nullptr;
+  std::exception_ptr first_error_;
 };
 
 }  // namespace distcomm

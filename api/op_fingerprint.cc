@@ -196,13 +196,12 @@ std::string rank_list_text(const std::vector<int>& ranks) {
   return s + "]";
 }
 
-std::string fingerprint_table(const std::vector<std::optional<OpFingerprint>>& by_rank,
-                              const std::string& missing_text) {
+std::string rank_table(const std::vector<std::string>& text_by_rank) {
   // Lines in the order their first rank appears.
   std::vector<std::string> texts;
   std::map<std::string, std::vector<int>> ranks_of;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    const std::string text = by_rank[r] ? by_rank[r]->describe() : missing_text;
+  for (size_t r = 0; r < text_by_rank.size(); ++r) {
+    const std::string& text = text_by_rank[r];
     if (!ranks_of.count(text)) texts.push_back(text);
     ranks_of[text].push_back(static_cast<int>(r));
   }
@@ -218,6 +217,13 @@ std::string fingerprint_table(const std::vector<std::optional<OpFingerprint>>& b
     table += "  " + heads[i] + std::string(width - heads[i].size() + 1, ' ') + texts[i] + "\n";
   }
   return table;
+}
+
+std::string fingerprint_table(const std::vector<std::optional<OpFingerprint>>& by_rank,
+                              const std::string& missing_text) {
+  std::vector<std::string> texts;
+  for (const auto& f : by_rank) texts.push_back(f ? f->describe() : missing_text);
+  return rank_table(texts);
 }
 
 std::string all_to_all_mismatches(const std::vector<OpFingerprint>& by_rank) {

@@ -92,6 +92,9 @@ struct OpFingerprint {
 std::string fingerprint_table(const std::vector<std::optional<OpFingerprint>>& by_rank,
                               const std::string& missing_text = "(nothing)");
 
+// The same for any text per rank (text_by_rank[r] is rank r's).
+std::string rank_table(const std::vector<std::string>& text_by_rank);
+
 // all_to_all: the pairs (s, d) where rank s sends d another count than d expects from s,
 // one per line ("rank 0 sends 2 elements to rank 1, which expects 3"); "" when all agree.
 // by_rank[r] is rank r's fingerprint of the same all_to_all.

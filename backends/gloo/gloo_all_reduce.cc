@@ -4,6 +4,7 @@
 #include <climits>
 
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
 
@@ -16,7 +17,8 @@ namespace {
 
 // gloo's algorithm classes are templates on the element type and build their buffers
 // (and take context slots) per instance, so one is built per op. They wait with the
-// connections' timeout, which is the group's: a per-op timeout does not reach them.
+// connections' timeout, which is the group's: a per-op timeout reaches them only through
+// the stall watch, which fails the group at the op's deadline.
 template <typename T, DType D>
 void run_algorithm_class(AllReduceAlgorithm algorithm, const std::shared_ptr<::gloo::Context>& context,
                          void* data, int count, ReduceOp op) {
@@ -42,6 +44,14 @@ void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
   if (class_based && count > static_cast<size_t>(INT_MAX)) algorithm = AllReduceAlgorithm::kRing;
 
   if (class_based && algorithm != AllReduceAlgorithm::kRing) {
+    // These classes take their slots from the context, not from the op's tag, so nothing
+    // would keep ranks that disagree on the count apart (a longer message than a receive
+    // aborts gloo's network thread). A barrier in the op's tag goes first: ranks whose ops
+    // differ never pass it. One round trip, paid only with these opt-in algorithms.
+    ::gloo::BarrierOptions agree(env.context);
+    agree.setTag(op.tag);
+    agree.setTimeout(op.timeout);
+    ::gloo::barrier(agree);
     const int n = static_cast<int>(count);
     switch (t.dtype()) {
       case DType::kFloat32: return run_algorithm_class<float, DType::kFloat32>(algorithm, env.context, t.data(), n, op.reduce);

@@ -10,8 +10,10 @@ namespace distcomm {
 namespace gloo_backend {
 namespace {
 
-uint64_t p2p_slot(int tag) {
-  return ::gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag));
+// The tag and the tensor's size: a send and a recv of different sizes or dtypes never
+// meet (gloo_slots.h); the stall watch names both counts.
+uint64_t p2p_slot(int tag, const Tensor& t) {
+  return sized_slot(kPointToPointSlotPrefix, static_cast<uint32_t>(tag), t.nbytes(), t.dtype());
 }
 
 std::vector<int> other_ranks(int rank, int size) {
@@ -40,6 +42,13 @@ GlooBackend::GlooBackend(BackendOptions options)
   env.context = comm_->context();
   env.algorithm = algorithm_;
   worker_ = CollectiveWorker::start(std::move(env), *failure_, worker_scheduling_);
+  if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
+    StallWatchOptions w;
+    w.rank = rank();
+    w.size = size();
+    w.board = Backend::options().store;
+    watch_ = std::make_unique<StallWatch>(w, *failure_);
+  }
 }
 
 GlooBackend::~GlooBackend() { shutdown(); }
@@ -67,7 +76,9 @@ WorkPtr GlooBackend::enqueue(OpType type, const OpContext& ctx, const Tensor& ou
   op.in_counts = std::move(in_counts);
   op.tag = collective_tag(ctx);
   op.timeout = ctx.timeout;
-  return worker_->submit(std::move(op), ctx);  // after a failure the worker refuses it, in order
+  WorkPtr work = worker_->submit(std::move(op), ctx);  // after a failure the worker refuses it, in order
+  if (watch_) watch_->issued(ctx.fingerprint, work, ctx.timeout);
+  return work;
 }
 
 WorkPtr GlooBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
@@ -140,24 +151,25 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
     return work;
   }
   transfers_->add(std::move(transfer));
+  if (watch_) watch_->issued(ctx.fingerprint, work, ctx.timeout);
   return work;
 }
 
 WorkPtr GlooBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
   return post_transfer(OpType::kSend, tensor, true, ctx, [&](::gloo::transport::UnboundBuffer& b) {
-    b.send(dst, p2p_slot(opts.tag), 0, tensor.nbytes());
+    b.send(dst, p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }
 
 WorkPtr GlooBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
   return post_transfer(OpType::kRecv, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
-    b.recv(src, p2p_slot(opts.tag), 0, tensor.nbytes());
+    b.recv(src, p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }
 
 WorkPtr GlooBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
   return post_transfer(OpType::kRecvAnySource, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
-    b.recv(other_ranks(rank(), size()), p2p_slot(opts.tag), 0, tensor.nbytes());
+    b.recv(other_ranks(rank(), size()), p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }
 
@@ -170,6 +182,7 @@ void GlooBackend::shutdown() {
                       [this] { return worker_->busy() || transfers_->busy(); });
   worker_->stop();
   transfers_->stop();
+  if (watch_) watch_->stop();  // after the ops: a Timeout they end with may ask it
 }
 
 }  // namespace gloo_backend

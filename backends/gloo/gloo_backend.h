@@ -2,11 +2,16 @@
 //
 // Collectives are queued to one worker thread per group and run in issue order
 // (gloo_worker.h); send/recv are posted at once and completed by waiter threads
-// (gloo_p2p.h). Every op waits at most its OpContext timeout (gloo's per-op timeout; the
-// ring_chunked and halving_doubling all_reduce classes use the group's), then fails with
+// (gloo_p2p.h). Every op waits at most its OpContext timeout, counted from its issue
+// (gloo's per-op timeout, and the stall watch for an op still queued), then fails with
 // Timeout; a lost connection is PeerFailure. After either, the group is unusable: later
 // ops fail at once with the first error, and peers are told and cut loose
 // (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
+//
+// Ranks that disagree on an op never exchange a byte: collectives' tags and point-to-point
+// slots carry the op's fingerprint and size (gloo_slots.h), so the op waits, and the stall
+// watch (api/stall_watch.h) turns the wait into Desync, or InvalidArgument naming both
+// sizes of a send and its recv, within seconds.
 //
 // Config keys: gloo_config.h.
 #pragma once
@@ -18,6 +23,7 @@
 
 #include "api/backend.h"
 #include "api/group_failure.h"
+#include "api/stall_watch.h"
 #include "backends/gloo/gloo_all_reduce.h"
 #include "backends/gloo/gloo_comm.h"
 #include "backends/gloo/gloo_op.h"
@@ -74,6 +80,7 @@ class GlooBackend final : public Backend {
   std::unique_ptr<GroupFailure> failure_;
   std::unique_ptr<TransferWaiters> transfers_;
   std::shared_ptr<CollectiveWorker> worker_;  // its Works hold weak references
+  std::unique_ptr<StallWatch> watch_;  // groups of more than one rank
   std::atomic<bool> shut_down_{false};
 };
 

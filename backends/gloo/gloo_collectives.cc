@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include <gloo/allgather.h>
-#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/gather.h>
@@ -111,17 +110,6 @@ void run_scatter(CollectiveEnv& env, GlooOp& op) {
   opts.setRoot(op.root);
   set_tag_and_timeout(opts, op);
   ::gloo::scatter(opts);
-}
-
-void run_all_to_all(CollectiveEnv& env, GlooOp& op) {
-  ::gloo::AlltoallvOptions opts(env.context);
-  with_element_type(element_size(op.out.dtype()), [&](auto zero) {
-    using U = decltype(zero);
-    opts.setInput(static_cast<U*>(op.in.data()), op.in_counts);
-    opts.setOutput(static_cast<U*>(op.out.data()), op.out_counts);
-  });
-  set_tag_and_timeout(opts, op);
-  ::gloo::alltoallv(opts);
 }
 
 void run_barrier(CollectiveEnv& env, GlooOp& op) {

@@ -9,11 +9,13 @@
 #include <gloo/context.h>
 
 #include "api/backend.h"
+#include "api/plugin.h"
 #include "api/reduce_op.h"
 #include "api/tensor.h"
 #include "api/work.h"
 #include "backends/gloo/gloo_all_reduce.h"
 #include "backends/gloo/gloo_comm.h"
+#include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
 namespace gloo_backend {
@@ -33,9 +35,14 @@ struct GlooOp {
   std::chrono::milliseconds timeout{0};
 };
 
-// The gloo tag of a collective: its sequence number, unique among the group's ops in
-// flight. The one place it is computed, so that what a tag carries can change here alone.
-inline uint32_t collective_tag(const OpContext& ctx) { return static_cast<uint32_t>(ctx.seq); }
+// The gloo tag of a collective: its fingerprint's agreement hash (op, sequence number,
+// dtype, count, root, reduction; gloo_slots.h), so that ranks that disagree on any of them
+// never exchange a byte, and ops in flight together (different sequence numbers) differ.
+// From a core that fills no fingerprint (ABI minor < 3), the sequence number.
+inline uint32_t collective_tag(const OpContext& ctx) {
+  if (core_abi_minor() < 3) return static_cast<uint32_t>(ctx.seq);
+  return fold_to_tag(ctx.fingerprint.agreement_hash());
+}
 
 // Grow-only memory for ops that need room besides their tensors (reduce's non-root
 // output, reduce_scatter's blocks in flight). Used by the worker thread only, so steady
@@ -64,9 +71,11 @@ struct CollectiveEnv {
 
 // Runs op to completion on the calling (worker) thread; throws what gloo throws.
 void run_collective(CollectiveEnv& env, GlooOp& op);
-// The two that need more than one gloo call (gloo_all_reduce.cc, gloo_reduce_scatter.cc).
+// The ones that need more than one gloo call (gloo_all_reduce.cc, gloo_reduce_scatter.cc,
+// gloo_all_to_all.cc).
 void run_all_reduce(CollectiveEnv& env, GlooOp& op);
 void run_reduce_scatter(CollectiveEnv& env, GlooOp& op);
+void run_all_to_all(CollectiveEnv& env, GlooOp& op);
 
 // The gloo element-type stand-in of a given size: gloo's typed setters only use sizeof(T),
 // and reductions are passed separately, so four instantiations serve every dtype.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <typeinfo>
@@ -30,6 +31,8 @@ std::string expect_failure_within(const std::function<void()>& op, double min_s,
     ADD_FAILURE() << what << ": succeeded, expected " << typeid(E).name();
   } catch (const E& e) {
     message = e.what();
+    // In the test's log: what a user would read.
+    std::fprintf(stderr, "[%s] %s\n", what, message.c_str());
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
   }
@@ -39,8 +42,9 @@ std::string expect_failure_within(const std::function<void()>& op, double min_s,
   return message;
 }
 
-// Ranks tell a bystander rank they are done (through the group's store), so it stays alive
-// and in the group until then.
+// Ranks tell a bystander rank they are done (through the group's store; a group without
+// one, mpi's, uses a file store in the test's folder), so it stays alive and in the group
+// until then.
 void mark_done(ProcessGroup& pg);
 void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks);
 

@@ -1,0 +1,141 @@
+// ProgressReport: the text form, and what comparing the ranks' reports concludes.
+#include <gtest/gtest.h>
+
+#include "api/progress_report.h"
+
+namespace distcomm {
+namespace {
+
+OpFingerprint collective(OpType op, uint64_t seq, int64_t count, DType dtype = DType::kFloat32) {
+  OpFingerprint f;
+  f.op = op;
+  f.seq = seq;
+  f.set_tensor(Tensor::zeros({count}, dtype));
+  if (op == OpType::kAllReduce) f.has_reduction = true;
+  if (op == OpType::kBroadcast) f.root = 0;
+  return f;
+}
+
+OpFingerprint transfer(OpType op, int peer, int64_t count, int64_t ordinal = 0, int tag = 0) {
+  OpFingerprint f;
+  f.op = op;
+  f.p2p = true;
+  f.set_tensor(Tensor::zeros({count}));
+  f.root = peer;
+  f.tag = tag;
+  f.ordinal = ordinal;
+  return f;
+}
+
+ProgressReport report(int rank, std::vector<OpFingerprint> pending, int64_t waiting_ms = 5000) {
+  ProgressReport r;
+  r.rank = rank;
+  for (auto& f : pending) {
+    r.pending.push_back({f, waiting_ms});
+    if (!f.p2p) r.last_collective = f;
+  }
+  return r;
+}
+
+TEST(ProgressReport, EncodesAndDecodes) {
+  ProgressReport r = report(2, {collective(OpType::kAllReduce, 4, 10), transfer(OpType::kSend, 1, 3)});
+  r.request = 17;
+  r.last_collective_finished = false;
+  const auto back = ProgressReport::decode(r.encode());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->encode(), r.encode());
+  EXPECT_EQ(back->request, 17);
+  ASSERT_EQ(back->pending.size(), 2u);
+  EXPECT_EQ(back->pending[1].fingerprint.describe(), "send p2p#0 float32[3] to 1 tag 0 (transfer 0)");
+  EXPECT_EQ(back->pending[0].waiting_ms, 5000);
+  EXPECT_FALSE(ProgressReport::decode("progress1 0 0 0 0 0 2\n").has_value()) << "two pending ops announced, none given";
+  EXPECT_FALSE(ProgressReport::decode("junk").has_value());
+}
+
+TEST(ProgressReport, CollectivesThatDifferAtOneSequenceNumberAreDesync) {
+  std::vector<std::optional<ProgressReport>> by_rank = {report(0, {collective(OpType::kAllReduce, 1, 10)}),
+                                                        report(1, {collective(OpType::kAllReduce, 1, 20)}),
+                                                        std::nullopt};
+  const Verdict v = compare_reports(by_rank, 0, 3000);
+  ASSERT_EQ(v.kind, Verdict::Kind::kDesync);
+  EXPECT_NE(v.message.find("disagree on collective #1"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("  rank 0: all_reduce #1 float32[10] sum\n"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("  rank 1: all_reduce #1 float32[20] sum\n"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("  rank 2: (did not report"), std::string::npos) << v.message;
+  ASSERT_TRUE(v.op.has_value());
+  EXPECT_EQ(v.op->count, 10);
+  // Too recent on one side: no verdict yet.
+  by_rank[1]->pending[0].waiting_ms = 100;
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+}
+
+TEST(ProgressReport, RanksThatAgreeOrLagAreNotAnError) {
+  const std::vector<std::optional<ProgressReport>> by_rank = {report(0, {collective(OpType::kAllReduce, 3, 10)}),
+                                                              report(1, {collective(OpType::kAllReduce, 3, 10)}),
+                                                              report(2, {collective(OpType::kBroadcast, 2, 10)})};
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+}
+
+TEST(ProgressReport, AllToAllSplitsThatDoNotPairAreDesync) {
+  std::vector<std::optional<ProgressReport>> by_rank;
+  for (int r = 0; r < 2; ++r) {
+    OpFingerprint f = collective(OpType::kAllToAll, 1, 4);
+    f.send_counts = r == 0 ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{1, 3};
+    f.recv_counts = {2, 2};
+    by_rank.push_back(report(r, {f}));
+  }
+  const Verdict v = compare_reports(by_rank, 0, 0);
+  ASSERT_EQ(v.kind, Verdict::Kind::kDesync);
+  EXPECT_NE(v.message.find("rank 1 sends 1 elements to rank 0, which expects 2"), std::string::npos) << v.message;
+}
+
+TEST(ProgressReport, SendAndRecvOfDifferentSizesNameBothCounts) {
+  const std::vector<std::optional<ProgressReport>> by_rank = {report(0, {transfer(OpType::kSend, 1, 4)}),
+                                                              report(1, {transfer(OpType::kRecv, 0, 2)})};
+  const Verdict at_sender = compare_reports(by_rank, 0, 3000);
+  ASSERT_EQ(at_sender.kind, Verdict::Kind::kSizeMismatch);
+  EXPECT_EQ(at_sender.message,
+            "send to rank 1 (tag 0, transfer 0): rank 1 receives into 2 float32 (8 bytes) but this rank sends 4 "
+            "float32 (16 bytes); a send and its recv must have the same count and dtype");
+  const Verdict at_receiver = compare_reports(by_rank, 1, 3000);
+  ASSERT_EQ(at_receiver.kind, Verdict::Kind::kSizeMismatch);
+  EXPECT_NE(at_receiver.message.find("this rank's tensor holds 2 float32 (8 bytes) but rank 0 sends 4 float32 (16 bytes)"),
+            std::string::npos)
+      << at_receiver.message;
+}
+
+TEST(ProgressReport, ATransferThatMayStillMatchIsLeftToWait) {
+  // The peer has a recv of the right size pending too (another ordinal): gloo may match it.
+  std::vector<std::optional<ProgressReport>> by_rank = {
+      report(0, {transfer(OpType::kSend, 1, 4)}),
+      report(1, {transfer(OpType::kRecv, 0, 2), transfer(OpType::kRecv, 0, 4, /*ordinal=*/1)})};
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+  // A recv from any rank may take it as well.
+  by_rank[1] = report(1, {transfer(OpType::kRecvAnySource, -1, 2, -1)});
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+  // Another tag is another conversation.
+  by_rank[1] = report(1, {transfer(OpType::kRecv, 0, 2, 0, /*tag=*/5)});
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+}
+
+TEST(ProgressReport, ExplainsWhereTheOthersAre) {
+  const OpFingerprint op = collective(OpType::kAllReduce, 11, 10);
+  ProgressReport behind = report(1, {collective(OpType::kBroadcast, 9, 10)});
+  ProgressReport idle;
+  idle.rank = 2;
+  idle.last_collective = collective(OpType::kAllReduce, 10, 10);
+  idle.last_collective_finished = true;
+  ProgressReport same = report(4, {op});
+  const std::vector<std::optional<ProgressReport>> by_rank = {report(0, {op}), behind, idle, std::nullopt, same,
+                                                              behind};
+  EXPECT_EQ(explain_wait(op, by_rank, 0),
+            "ranks [1, 5] are still at broadcast #9 float32[10] root 0; rank 2 has not issued #11 yet (its last "
+            "collective: all_reduce #10 float32[10] sum, finished); rank 3 did not report (busy outside distcomm, "
+            "stuck in the program, or gone); rank 4 waits in it too");
+  const OpFingerprint recv = transfer(OpType::kRecv, 1, 4);
+  EXPECT_EQ(explain_wait(recv, by_rank, 0), "rank 1 has no transfer with this rank pending (it waits in broadcast #9 "
+                                            "float32[10] root 0)");
+}
+
+}  // namespace
+}  // namespace distcomm

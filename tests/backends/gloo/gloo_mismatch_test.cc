@@ -1,0 +1,123 @@
+// Ranks that disagree on an op, over gloo, 3 ranks, default settings (no debug level): every
+// rank ends with a named distcomm error well before the group's timeout -- never a crash
+// on gloo's thread, never a success with wrong data. The rows of the issue's table, plus a
+// skipped collective, an all_to_all whose splits do not pair, and a per-op timeout behind
+// a stuck op.
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "tests/backends/mismatch/mismatch_cases.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using testing::GroupHarnessOptions;
+using testing::run_group;
+using namespace mismatch;
+
+// The group's timeout: far above what a named error may take (probe after 3 s, then a
+// tick or two; a loaded machine adds some).
+constexpr std::chrono::milliseconds kGroupTimeout{60000};
+constexpr double kNamedWithin = 25;
+
+void on_three_ranks(const std::function<void(ProcessGroup&)>& fn) {
+  GroupHarnessOptions options;
+  options.op_timeout = kGroupTimeout;
+  run_group(3, "gloo", fn, options);
+}
+
+TEST(GlooMismatch, CountsDifferIsDesyncWithTheTable) {
+  on_three_ranks([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_counts(pg), 0, kNamedWithin, "all_reduce 10 vs 20");
+    EXPECT_NE(msg.find("float32[10]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("float32[20]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ranks [1, 2]"), std::string::npos) << msg;
+  });
+}
+
+TEST(GlooMismatch, SameBytesOtherDtypeIsDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kInt32), 0, kNamedWithin, "int32");
+    EXPECT_NE(msg.find("int32[10]"), std::string::npos) << msg;
+  });
+}
+
+TEST(GlooMismatch, Float64AgainstFloat32IsDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kFloat64), 0, kNamedWithin, "float64");
+  });
+}
+
+TEST(GlooMismatch, SumAgainstMaxIsDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_ops(pg), 0, kNamedWithin, "sum vs max");
+    EXPECT_NE(msg.find(" max"), std::string::npos) << msg;
+  });
+}
+
+TEST(GlooMismatch, AllReduceAgainstBroadcastIsDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_or_broadcast(pg), 0, kNamedWithin, "op");
+    EXPECT_NE(msg.find("broadcast #1"), std::string::npos) << msg;
+  });
+}
+
+// Ranks 1 and 2 agree (root 1): rank 2 gets rank 1's tensor, as it asked, and may leave;
+// ranks 0 and 1 cannot finish, and learn why from the reports.
+TEST(GlooMismatch, RootsDifferIsDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    if (pg.rank() == 2) {
+      try {
+        broadcast_roots(pg)();
+      } catch (const Desync&) {
+        // also right: the others may have found the mismatch first
+      }
+      return;
+    }
+    const std::string msg = expect_failure_within<Desync>(broadcast_roots(pg), 0, kNamedWithin, "roots");
+    EXPECT_NE(msg.find("broadcast #1 float32[10] root 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("broadcast #1 float32[10] root 1"), std::string::npos) << msg;
+  });
+}
+
+TEST(GlooMismatch, AllToAllSplitsThatDoNotPairAreDesync) {
+  on_three_ranks([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_to_all_splits(pg), 0, kNamedWithin, "splits");
+    EXPECT_NE(msg.find("rank 2 sends 1 elements to rank 0, which expects 2"), std::string::npos) << msg;
+  });
+}
+
+// The receiver's tensor is smaller than the message (gloo would abort on its thread), or
+// larger (gloo would fill part of it): both ends get InvalidArgument naming both counts.
+TEST(GlooMismatch, RecvSmallerThanTheMessage) {
+  on_three_ranks([](ProcessGroup& pg) {
+    p2p_sizes(pg, /*sent=*/4, /*received=*/2, kNamedWithin);
+  });
+}
+
+TEST(GlooMismatch, RecvLargerThanTheMessage) {
+  on_three_ranks([](ProcessGroup& pg) {
+    p2p_sizes(pg, /*sent=*/2, /*received=*/4, kNamedWithin);
+  });
+}
+
+// Rank 2 skips an all_reduce: the others time out naming it, and where it is.
+TEST(GlooMismatch, SkippedCollectiveTimesOutNamingTheRank) {
+  GroupHarnessOptions options;
+  options.op_timeout = std::chrono::milliseconds(4000);
+  run_group(3, "gloo", [](ProcessGroup& pg) { skipped_collective(pg, 4.0); }, options);
+}
+
+// A 1.5 s per-op timeout on an op queued behind one that waits for a silent rank fires
+// 1.5 s after the op was issued, not after the op in front ends.
+TEST(GlooMismatch, PerOpTimeoutCountsFromIssueWhileQueued) {
+  on_three_ranks([](ProcessGroup& pg) { queued_op_times_out(pg); });
+}
+
+}  // namespace
+}  // namespace distcomm

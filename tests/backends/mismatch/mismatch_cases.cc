@@ -1,0 +1,135 @@
+#include "tests/backends/mismatch/mismatch_cases.h"
+
+#include <chrono>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace mismatch {
+namespace {
+
+using std::chrono::milliseconds;
+
+Tensor floats(int64_t n) { return Tensor::zeros({n}); }
+
+}  // namespace
+
+std::function<void()> all_reduce_counts(ProcessGroup& pg) {
+  return [&pg] {
+    pg.barrier()->wait();
+    Tensor t = floats(pg.rank() == 0 ? 10 : 20);
+    pg.all_reduce(t)->wait();
+  };
+}
+
+std::function<void()> all_reduce_dtypes(ProcessGroup& pg, DType other) {
+  return [&pg, other] {
+    pg.barrier()->wait();
+    Tensor t = Tensor::zeros({10}, pg.rank() == 0 ? DType::kFloat32 : other);
+    pg.all_reduce(t)->wait();
+  };
+}
+
+std::function<void()> all_reduce_ops(ProcessGroup& pg) {
+  return [&pg] {
+    pg.barrier()->wait();
+    Tensor t = floats(10);
+    AllReduceOptions o;
+    o.op = pg.rank() == 0 ? ReduceOp::SUM : ReduceOp::MAX;
+    pg.all_reduce(t, o)->wait();
+  };
+}
+
+std::function<void()> all_reduce_or_broadcast(ProcessGroup& pg) {
+  return [&pg] {
+    pg.barrier()->wait();
+    Tensor t = floats(10);
+    if (pg.rank() == 0) {
+      pg.all_reduce(t)->wait();
+    } else {
+      pg.broadcast(t)->wait();
+    }
+  };
+}
+
+std::function<void()> broadcast_roots(ProcessGroup& pg) {
+  return [&pg] {
+    pg.barrier()->wait();
+    Tensor t = floats(10);
+    BroadcastOptions o;
+    o.root = pg.rank() == 0 ? 0 : 1;
+    pg.broadcast(t, o)->wait();
+  };
+}
+
+std::function<void()> all_to_all_splits(ProcessGroup& pg) {
+  return [&pg] {
+    pg.barrier()->wait();
+    Tensor in = floats(6), out = floats(6);
+    const std::vector<int64_t> mine = pg.rank() == 2 ? std::vector<int64_t>{1, 3, 2} : std::vector<int64_t>{2, 2, 2};
+    pg.all_to_all_single(out, in, {2, 2, 2}, mine)->wait();
+  };
+}
+
+void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within) {
+  const std::string smaller = std::to_string(std::min(sent, received));
+  const std::string larger = std::to_string(std::max(sent, received));
+  auto names_both = [&](const std::string& msg) {
+    for (int64_t n : {sent, received}) {
+      const std::string count = std::to_string(n) + " float32 (" + std::to_string(4 * n) + " bytes)";
+      EXPECT_NE(msg.find(count), std::string::npos) << "names " << count << ": " << msg;
+    }
+  };
+  pg.barrier()->wait();
+  if (pg.rank() == 2) {
+    wait_for_done(pg, {0, 1});
+    return;
+  }
+  if (pg.rank() == 0) {
+    Tensor t = floats(sent);
+    t.fill(7);
+    names_both(expect_failure_within<InvalidArgument>([&] { pg.send(t, 1)->wait(); }, 0, within, "the send"));
+  } else {
+    Tensor t = floats(received);
+    names_both(expect_failure_within<InvalidArgument>([&] { pg.recv(t, 0)->wait(); }, 0, within, "the recv"));
+    // Never a partial fill: nothing of the message landed.
+    for (int64_t i = 0; i < received; ++i) EXPECT_EQ(t.item(i), 0) << "element " << i;
+  }
+  mark_done(pg);
+}
+
+void skipped_collective(ProcessGroup& pg, double timeout_s) {
+  pg.barrier()->wait();
+  if (pg.rank() == 2) {
+    wait_for_done(pg, {0, 1});  // skips the all_reduce: busy elsewhere
+    return;
+  }
+  Tensor t = floats(10);
+  const std::string msg =
+      expect_failure_within<Timeout>([&] { pg.all_reduce(t)->wait(); }, timeout_s - 0.5, timeout_s + 10, "the all_reduce");
+  EXPECT_NE(msg.find("rank 2 has not issued #1 yet (its last collective: barrier #0, finished)"), std::string::npos)
+      << msg;
+  mark_done(pg);
+}
+
+void queued_op_times_out(ProcessGroup& pg) {
+  pg.barrier()->wait();
+  if (pg.rank() == 2) {
+    wait_for_done(pg, {0, 1});
+    return;
+  }
+  Tensor a = floats(10), b = floats(10);
+  WorkPtr first = pg.all_reduce(a);  // rank 2 never joins: waits for the group's timeout
+  AllReduceOptions o;
+  o.timeout = milliseconds(1500);
+  const std::string msg =
+      expect_failure_within<Timeout>([&] { pg.all_reduce(b, o)->wait(); }, 1.4, 8, "the op queued with a 1.5 s timeout");
+  EXPECT_NE(msg.find("1500 ms"), std::string::npos) << msg;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(first->wait(), Error) << "the op in front ends with the group's failure";
+  EXPECT_LT(seconds_since(start), 3.0);
+  mark_done(pg);
+}
+
+}  // namespace mismatch
+}  // namespace distcomm

@@ -1,0 +1,47 @@
+// Ranks that disagree on an op: the cases of a 3-rank group, written once for every
+// backend's tests (gloo and mpi, default and DETAIL). Each rank calls the same function;
+// what it does depends on its rank. The functions that return an op make it fail
+// (expect_failure_within checks the type and when); the others check everything themselves.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "api/process_group.h"
+#include "tests/testing/failure_checks.h"
+
+namespace distcomm {
+namespace mismatch {
+
+using testing::expect_failure_within;
+using testing::mark_done;
+using testing::seconds_since;
+using testing::wait_for_done;
+
+// A barrier (#0), then the mismatched op (#1), waited for.
+// Rank 0 reduces 10 floats, the others 20.
+std::function<void()> all_reduce_counts(ProcessGroup& pg);
+// Rank 0 float32[10], the others `other`[10].
+std::function<void()> all_reduce_dtypes(ProcessGroup& pg, DType other);
+// Rank 0 sums, the others take the max.
+std::function<void()> all_reduce_ops(ProcessGroup& pg);
+// Rank 0 all_reduces, the others broadcast from rank 0.
+std::function<void()> all_reduce_or_broadcast(ProcessGroup& pg);
+// Rank 0 broadcasts from root 0, the others from root 1.
+std::function<void()> broadcast_roots(ProcessGroup& pg);
+// all_to_all_single of 6 floats: rank 2 splits its input [1, 3, 2], everyone expects 2
+// from each rank.
+std::function<void()> all_to_all_splits(ProcessGroup& pg);
+
+// Rank 0 sends `sent` floats to rank 1, which receives into `received`; rank 2 looks on.
+// Both ends must fail with InvalidArgument naming both counts within `within` seconds.
+void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within);
+// A barrier, then ranks 0 and 1 all_reduce while rank 2 does not: they time out after
+// timeout_s (their ops' timeout), naming rank 2 and where it is.
+void skipped_collective(ProcessGroup& pg, double timeout_s);
+// Ranks 0 and 1 issue an all_reduce that rank 2 never joins (group timeout), then one with
+// a 1.5 s timeout: that one fails 1.5 s after it was issued, with Timeout.
+void queued_op_times_out(ProcessGroup& pg);
+
+}  // namespace mismatch
+}  // namespace distcomm
