@@ -15,7 +15,9 @@ FailureKind kind_of(FailureRecord::Kind k) {
     case FailureRecord::Kind::kTimeout: return FailureKind::kTimeout;
     case FailureRecord::Kind::kPeerFailure: return FailureKind::kPeerFailure;
     case FailureRecord::Kind::kShutDown: return FailureKind::kShutDown;
-    case FailureRecord::Kind::kOther: break;
+    case FailureRecord::Kind::kOther:
+    case FailureRecord::Kind::kDesync:
+    case FailureRecord::Kind::kInvalidArgument: break;
   }
   return FailureKind::kOther;
 }

@@ -142,6 +142,41 @@ TEST(GroupFailure, AnUnexplainedPeerFailureStaysAfterABoundedLook) {
   EXPECT_EQ(f.first()->culprit, -1);
 }
 
+// The explainer sees a Timeout before the hooks run and may replace it (stall_watch.h
+// names where the other ranks are, or the Desync their reports show); the op whose failure
+// came first, recorded again, gets that error rather than the refusal.
+TEST(GroupFailure, TheExplainerNamesTheCauseBeforeTheHooksRun) {
+  GroupFailure f(1, nullptr);
+  bool hooks_ran = false;
+  f.on_abort([&] { hooks_ran = true; });
+  bool hooks_ran_before = true;
+  f.set_explainer([&](const Work& w, std::exception_ptr error) {
+    hooks_ran_before = hooks_ran;
+    EXPECT_EQ(w.seq(), 5u);
+    EXPECT_EQ(thrown_by<Timeout>(error), "timed out");
+    return std::make_exception_ptr(Desync("ranks disagree on collective #5"));
+  });
+  const Work first = op(OpType::kAllReduce, 5);
+  EXPECT_EQ(thrown_by<Desync>(f.record(timeout("timed out"), first)), "ranks disagree on collective #5");
+  EXPECT_FALSE(hooks_ran_before);
+  EXPECT_EQ(f.first()->kind, FailureRecord::Kind::kDesync);
+  EXPECT_EQ(thrown_by<Desync>(f.record(peer_failure("closed"), first)), "ranks disagree on collective #5");
+  const Work later = op(OpType::kBroadcast, 6);
+  EXPECT_NE(thrown_by<Desync>(f.record(peer_failure("closed"), later)).find("unusable since an earlier failure"),
+            std::string::npos);
+}
+
+TEST(GroupFailure, ADesyncCrossesToThePeersAsDesync) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure finder(0, board), peer(1, board);
+  const Work at_finder = op(OpType::kAllReduce, 3), at_peer = op(OpType::kAllReduce, 3);
+  finder.record(std::make_exception_ptr(Desync("the table")), at_finder);
+  const std::string msg = thrown_by<Desync>(peer.record(peer_failure("connection closed"), at_peer));
+  EXPECT_NE(msg.find("rank 0 of the group found that the ranks disagree"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the table"), std::string::npos) << msg;
+  EXPECT_EQ(peer.first()->culprit, 0);
+}
+
 TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
   GroupFailure f(0, nullptr);
   std::atomic<int> hooks{0};
