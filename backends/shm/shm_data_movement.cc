@@ -45,8 +45,11 @@ class Gather final : public CollectiveOp {
   uint64_t rounds() const override { return ceil_div(block_, step_); }
   void write(uint64_t r, const RoundView& v) override {
     const size_t off = r * step_, len = piece(r, step_, block_);
-    copy_bytes(v.mine, in_ + off, len);
-    if (gets_) copy_bytes(out_ + static_cast<size_t>(rank_) * block_ + off, in_ + off, len);
+    if (gets_) {
+      copy_twice(v.mine, out_ + static_cast<size_t>(rank_) * block_ + off, in_ + off, len);
+    } else {
+      copy_bytes(v.mine, in_ + off, len);
+    }
   }
   bool waits_for(uint64_t, int) const override { return gets_; }
   void read(uint64_t r, const RoundView& v) override {
