@@ -107,6 +107,22 @@ TEST_F(MpirunTest, MpiOverheadPrintsTheSideBySideTable) {
   EXPECT_NE(out.output.find("     1048576 "), std::string::npos) << out.output;
 }
 
+// Open MPI's own collectives, as tools/bench/shm_vs_mpi.sh runs them: one line per size, the
+// sizes laid out as bench lays them out.
+TEST_F(MpirunTest, RawMpiCollectivesPrintOneLinePerSize) {
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+    const ProgramOutcome out =
+        mpirun(2, {runfile("tools/bench/reference/raw_mpi_collectives"), std::string("--op=") + op, "8", "65536"});
+    ASSERT_EQ(out.exit_code, 0) << op << ": " << out.output;
+    const std::string line = std::string("raw-mpi op=") + op + " n=2 bytes=";
+    EXPECT_NE(out.output.find(line + "8 time_us="), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find(line + "65536 time_us="), std::string::npos) << out.output;
+  }
+  const ProgramOutcome bad = run_program({runfile("tools/bench/reference/raw_mpi_collectives"), "--op=gather"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("unknown --op=gather"), std::string::npos) << bad.output;
+}
+
 TEST(OverheadPrograms, MpiOverheadWithoutMpirunSaysHow) {
   const ProgramOutcome out = run_program({runfile("tools/bench/overhead/mpi_overhead")});
   EXPECT_EQ(out.exit_code, 1);

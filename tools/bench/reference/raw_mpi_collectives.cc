@@ -10,7 +10,9 @@
 // laid out as tools/bench lays them out (the larger buffer of one rank, float32), and busbw
 // uses nccl-tests' factors, so the lines compare with bench's rows. Per size: 3 warm-up
 // calls, a barrier, then `iters` calls (200 below 1 MiB, 10 from 1 MiB: the anchor's);
-// time_us is rank 0's wall time over the calls divided by their number. One line per size:
+// time_us is the slowest rank's wall time over the calls divided by their number, as
+// tools/bench reports it (rank 0 alone would understate a broadcast: its root returns once
+// its eager sends are queued, before the data has arrived anywhere). One line per size:
 //   raw-mpi op=all_gather n=2 bytes=65536 time_us=12.3 algbw=5.33 busbw=2.66
 // Build: mpicxx -O2 -std=c++17 raw_mpi_collectives.cc (or bazel build -c opt
 // //tools/bench/reference:raw_mpi_collectives).
@@ -100,7 +102,9 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) call(op, b);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    double s = mine;
+    MPI_Allreduce(&mine, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     const size_t larger = std::max(b.send.size(), b.recv.size()) * sizeof(float);
     const double algbw = larger / s / 1e9;
     if (rank == 0) {
