@@ -22,8 +22,7 @@ CollectiveSpec spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceO
 
 void ShmWork::wait(std::chrono::milliseconds timeout) {
   if (!is_completed()) {
-    engine_->wait_for(*this, timeout);
-    if (!is_completed()) {
+    if (!engine_->wait_for(*this, timeout)) {
       throw Timeout(description() + ": not finished after " + std::to_string(timeout.count()) +
                     " ms of waiting (Work::wait timeout); the op is still running");
     }

@@ -13,6 +13,7 @@ constexpr size_t kReduceBlockBytes = 8192;
 class Barrier final : public CollectiveOp {
  public:
   uint64_t rounds() const override { return 1; }
+  size_t round_bytes(uint64_t) const override { return 0; }
   void write(uint64_t, const RoundView&) override {}
   bool waits_for(uint64_t, int) const override { return true; }
   void read(uint64_t, const RoundView&) override {}

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <memory>
 #include <vector>
 
@@ -26,13 +27,19 @@ struct RoundView {
   int rank = 0;
   int size = 1;
   uint64_t round = 0;  // the group's round number
+  // The round goes through the inline lines (the op said it carries at most kInlineBytes):
+  // mine and of() are those lines' data, and `next` is not to be used.
+  bool in_line = false;
   uint8_t* mine = nullptr;  // this rank's slot of this round
   // This rank's slot of the next round. An op that waits for every peer in this round may
   // write it in read(): every peer is then done with that slot's previous use.
   uint8_t* next = nullptr;
   const RoundCursor* cursor = nullptr;
 
-  const uint8_t* of(int peer) const { return peer == rank ? mine : cursor->slot_of(peer, round); }
+  const uint8_t* of(int peer) const {
+    if (peer == rank) return mine;
+    return in_line ? cursor->inline_of(peer, round) : cursor->slot_of(peer, round);
+  }
 };
 
 // What the Backend call described. Tensors are flat; in-place ops pass their tensor as `out`.
@@ -55,6 +62,10 @@ class CollectiveOp {
   // May change after read() of an early round (all_to_all learns its sizes in round 0),
   // identically on every rank.
   virtual uint64_t rounds() const = 0;
+  // How many bytes at the start of its slot round r uses on this rank, where the op keeps to
+  // that (else SIZE_MAX). A round in which every rank uses at most kInlineBytes goes through
+  // the inline lines (RoundView::in_line); the answer must allow every rank the same choice.
+  virtual size_t round_bytes(uint64_t) const { return SIZE_MAX; }
   virtual void write(uint64_t r, const RoundView& v) = 0;
   // Whether round r needs `peer`'s slot.
   virtual bool waits_for(uint64_t r, int peer) const = 0;

@@ -20,6 +20,7 @@ class Broadcast final : public CollectiveOp {
       : data_(bytes_of(s.out)), bytes_(s.out.nbytes()), root_(s.root), rank_(g.rank), step_(g.slot_bytes) {}
 
   uint64_t rounds() const override { return ceil_div(bytes_, step_); }
+  size_t round_bytes(uint64_t r) const override { return piece(r, step_, bytes_); }
   void write(uint64_t r, const RoundView& v) override {
     if (rank_ == root_) copy_bytes(v.mine, data_ + r * step_, piece(r, step_, bytes_));
   }
@@ -43,6 +44,7 @@ class Gather final : public CollectiveOp {
         gets_(!root_only || g.rank == s.root), step_(g.slot_bytes) {}
 
   uint64_t rounds() const override { return ceil_div(block_, step_); }
+  size_t round_bytes(uint64_t r) const override { return piece(r, step_, block_); }
   void write(uint64_t r, const RoundView& v) override {
     const size_t off = r * step_, len = piece(r, step_, block_);
     if (gets_) {

@@ -104,7 +104,8 @@ Engine::Poll Engine::poll(std::vector<Completion>& done) {
     const bool p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
     if (!result.progressed && (!collectives_.empty() || p2p_pending)) {
-      check_blocked(collective_blocker, Clock::now(), &result);
+      result.now = Clock::now();
+      check_blocked(collective_blocker, result.now, &result);
     }
   } catch (const GroupFailedError& e) {
     fail_group(e.failure(), done);
@@ -125,7 +126,6 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     if (!t.started) {
       check_peers_usable();
       t.started = true;
-      t.deadline = Clock::now() + t.timeout;
     }
     if (t.round >= t.op->rounds()) {
       done.push_back({t.work, nullptr, -1});
@@ -137,18 +137,22 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     v.rank = rank;
     v.size = size;
     v.round = cursor_.round();
-    v.mine = cursor_.my_slot(v.round);
+    v.in_line = t.op->round_bytes(t.round) <= kInlineBytes;
+    v.mine = v.in_line ? cursor_.my_inline(v.round) : cursor_.my_slot(v.round);
     v.next = cursor_.my_slot(v.round + 1);
     v.cursor = &cursor_;
     if (!t.written) {
       if (!cursor_.may_write(v.round, blocker)) return progressed;
       t.op->write(t.round, v);
+      if (v.in_line) cursor_.tag(v.round);
       cursor_.post();
       t.written = true;
       progressed = true;
     }
     for (int p = 0; p < size; ++p) {
-      if (p != rank && t.op->waits_for(t.round, p) && !cursor_.reached(p, v.round + 1, blocker)) return progressed;
+      if (p == rank || !t.op->waits_for(t.round, p)) continue;
+      const bool ready = v.in_line ? cursor_.tagged(p, v.round, blocker) : cursor_.reached(p, v.round + 1, blocker);
+      if (!ready) return progressed;
     }
     std::exception_ptr agreed;
     try {
@@ -173,7 +177,8 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
   if (check_liveness) next_liveness_check_ = now + kLivenessInterval;
   result->wake_by = next_liveness_check_;
   if (!collectives_.empty() && collectives_.front().started) {
-    const CollectiveTask& t = collectives_.front();
+    CollectiveTask& t = collectives_.front();
+    if (t.deadline == Clock::time_point()) t.deadline = now + t.timeout;
     const int peer = collective_blocker.peer;
     const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer");
     if (now >= t.deadline) {
@@ -203,7 +208,7 @@ void Engine::check_peers_usable() const {
   // read, but the group is broken, and every later op must fail on every rank.
   for (int p = 0; p < group_->size(); ++p) {
     const SegmentView& v = group_->of(p);
-    if (p != group_->rank() && v.round_line().state.load(std::memory_order_acquire) == kFailed) {
+    if (p != group_->rank() && v.state().load(std::memory_order_acquire) == kFailed) {
       throw GroupFailedError(failure_of_peer(v, p));
     }
   }
@@ -253,34 +258,63 @@ void Engine::complete(std::vector<Completion>& done) {
   }
 }
 
+// A drive() collects completions in a vector and runs them after releasing the progress
+// lock. The thread's outermost drive() reuses one (an op issued and waited for costs no
+// allocation here); a drive() from inside a completion's callback gets its own.
+class Engine::DoneList {
+ public:
+  DoneList() : owner_(!busy()), list_(owner_ ? reused() : own_) { busy() = true; }
+  ~DoneList() {
+    if (owner_) busy() = false;
+  }
+  std::vector<Completion>& get() { return list_; }
+
+ private:
+  static bool& busy() {
+    thread_local bool b = false;
+    return b;
+  }
+  static std::vector<Completion>& reused() {
+    thread_local std::vector<Completion> v;
+    return v;
+  }
+  const bool owner_;
+  std::vector<Completion> own_;
+  std::vector<Completion>& list_;
+};
+
 template <typename Stop>
-void Engine::drive(Stop stop, Clock::time_point give_up) {
+bool Engine::drive(Stop stop, Clock::time_point give_up) {
   Backoff backoff(policy_);
-  std::vector<Completion> done;
-  while (!stop()) {
+  DoneList list;
+  std::vector<Completion>& done = list.get();
+  for (;;) {
     std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
-      std::unique_lock<std::mutex> wait_lock(done_mu_);
-      done_cv_.wait_for(wait_lock, kPollerWait);
+      {
+        std::unique_lock<std::mutex> wait_lock(done_mu_);
+        done_cv_.wait_for(wait_lock, kPollerWait);
+      }
+      if (stop()) return true;
+      if (Clock::now() >= give_up) return false;
       continue;
     }
     const Poll r = poll(done);
     lock.unlock();
     complete(done);
+    if (stop()) return true;
     if (r.progressed) {
       backoff.reset();
       continue;
     }
-    if (stop()) break;
-    const Clock::time_point now = Clock::now();
-    if (now >= give_up) break;
+    const Clock::time_point now = r.now != Clock::time_point() ? r.now : Clock::now();
+    if (now >= give_up) return false;
     const Clock::time_point until = std::min(r.wake_by, give_up);
-    backoff.idle(r.blocker, std::min<Clock::duration>(until - now, kLivenessInterval));
+    backoff.idle(r.blocker, now, std::min<Clock::duration>(until - now, kLivenessInterval));
   }
 }
 
-void Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
-  if (work.is_completed()) return;
+bool Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
   const Clock::time_point give_up =
       timeout < std::chrono::milliseconds::zero() ? Clock::time_point::max() : Clock::now() + timeout;
   struct Waiting {
@@ -288,7 +322,7 @@ void Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
     explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
     ~Waiting() { count.fetch_sub(1); }
   } waiting(waiters_);
-  drive([&] { return work.is_completed(); }, give_up);
+  return drive([&] { return work.is_completed(); }, give_up);
 }
 
 void Engine::progress_loop() {

@@ -43,10 +43,11 @@ struct CollectiveTask {
   WorkPtr work;
   std::unique_ptr<CollectiveOp> op;  // holds its tensors
   std::chrono::milliseconds timeout{0};
-  // Set when the op starts running.
   bool started = false;
   bool written = false;  // this round's write is posted
   uint64_t round = 0;    // the op's own round
+  // Set the first time the running op waits for a peer: the timeout bounds waiting, and an
+  // op that never waits costs no look at the clock.
   Clock::time_point deadline;
 };
 
@@ -62,8 +63,9 @@ class Engine {
   // Queues an op. After a failure or shutdown it ends at once with the group's refusal.
   void submit(CollectiveTask task);
   void submit(P2PRequest request);
-  // Makes progress until `work` has ended or `timeout` (negative: none) has passed.
-  void wait_for(const Work& work, std::chrono::milliseconds timeout);
+  // Makes progress until `work` has ended or `timeout` (negative: none) has passed; says
+  // whether it has ended. For a Work found not ended.
+  bool wait_for(const Work& work, std::chrono::milliseconds timeout);
   // Fails what is queued or running with "shut down" and stops the progress thread. Never
   // waits for peers. Idempotent.
   void shutdown();
@@ -75,6 +77,7 @@ class Engine {
     bool progressed = false;
     Blocker blocker;
     Clock::time_point wake_by = Clock::time_point::max();  // next deadline or liveness check
+    Clock::time_point now;  // when a blocked poll looked at the clock; unset otherwise
   };
 
   template <typename Item>
@@ -84,6 +87,8 @@ class Engine {
   void take_submissions(std::vector<Completion>& done);
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
+  // The completions a drive() collects, reused by the thread's outermost drive().
+  class DoneList;
   void fail_group(const Failure& failure, std::vector<Completion>& done);
   // The running collective's Work, null when none is running.
   const Work* running_op() const;
@@ -91,9 +96,9 @@ class Engine {
   void check_peers_usable() const;
   void fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest, std::vector<Completion>& done);
 
-  // Polls with backoff until stop() says so.
+  // Polls with backoff until stop() says so (asked after each poll); returns its last answer.
   template <typename Stop>
-  void drive(Stop stop, Clock::time_point give_up);
+  bool drive(Stop stop, Clock::time_point give_up);
   void complete(std::vector<Completion>& done);
   void progress_loop();
   void wake_progress_thread();

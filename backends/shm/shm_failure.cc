@@ -45,7 +45,7 @@ Failure failure_of_peer(const SegmentView& peer, int peer_rank) {
   f.kind = FailureKind::kPeerFailure;
   f.culprit = peer_rank;
   const std::string who = "rank " + std::to_string(peer_rank);
-  if (c.round.state.load(std::memory_order_acquire) == kClosed) {
+  if (c.state.value.load(std::memory_order_acquire) == kClosed) {
     f.message = who + " shut the group down (ProcessGroup destroyed or aborted) before this op finished";
     return f;
   }
@@ -68,13 +68,13 @@ void publish_failure(const SegmentView& self, const FailureRecord& first) {
   const size_t n = std::min(first.message.size(), sizeof(c.failure.message) - 1);
   std::memcpy(c.failure.message, first.message.data(), n);
   c.failure.message[n] = '\0';
-  c.round.state.store(kFailed, std::memory_order_release);
+  c.state.value.store(kFailed, std::memory_order_release);
   wake_peers(self);
 }
 
 void publish_close(const SegmentView& self) {
   uint32_t active = kActive;
-  self.control().round.state.compare_exchange_strong(active, kClosed, std::memory_order_acq_rel);
+  self.state().compare_exchange_strong(active, kClosed, std::memory_order_acq_rel);
   wake_peers(self);
 }
 

@@ -1,6 +1,7 @@
 #include "backends/shm/shm_layout.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <new>
 
 namespace distcomm {
@@ -14,6 +15,7 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 }  // namespace
 
 static_assert(sizeof(ChunkHeader) <= kLineBytes, "a chunk header fits its line");
+static_assert(offsetof(InlineLine, tag) + sizeof(uint32_t) <= 64, "inline data and tag share a 64-byte line");
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "atomics shared between processes must be lock-free");
 
@@ -29,7 +31,8 @@ Layout::Layout(int size, const ShmConfig& config)
   const size_t n = static_cast<size_t>(size);
   heads_ = round_up(sizeof(ControlBlock), kLineBytes);
   tails_ = heads_ + n * kLineBytes;
-  slots_offset_ = round_up(tails_ + n * kLineBytes, kPageBytes);
+  inline_ = tails_ + n * kLineBytes;
+  slots_offset_ = round_up(inline_ + static_cast<size_t>(slots_) * kLineBytes, kPageBytes);
   rings_ = round_up(slots_offset_ + static_cast<size_t>(slots_) * slot_bytes_, kPageBytes);
   ring_stride_ = kLineBytes + chunk_payload_;
   ring_bytes_ = round_up(static_cast<size_t>(depth_) * ring_stride_, kPageBytes);
@@ -46,6 +49,7 @@ void SegmentView::initialize(int rank, int pid, uint64_t nonce) const {
   c->header.size = layout_->size();
   c->header.pid = pid;
   c->failure.culprit = -1;
+  for (int r = 0; r < layout_->slots(); ++r) new (&inline_line(static_cast<uint64_t>(r))) InlineLine{};
   for (int r = 0; r < layout_->size(); ++r) {
     new (&at<Counter>(layout_->out_head_offset(r))) Counter{};
     new (&at<Counter>(layout_->in_tail_offset(r))) Counter{};

@@ -4,9 +4,11 @@
 // writes everything in it except the `sleepers` counts, which peers bump while they sleep on
 // the owner's futex words. One writer per line keeps the lines from bouncing between cores.
 //
-//   ControlBlock     header, the round line (collectives), the p2p doorbell, the failure record
+//   ControlBlock     header, the round line (collectives), the state line, the p2p doorbell,
+//                    the failure record
 //   out_head[size]   p2p: chunks this rank has published to each destination
 //   in_tail[size]    p2p: chunks this rank has consumed from each source
+//   inline[slots]    a round's few bytes with their tag in one line, one per round (round % slots)
 //   slots            `slots` staging areas of `slot_bytes`, one per round (round % slots)
 //   rings            p2p: per destination, `p2p_depth` chunks (ChunkHeader + payload)
 #pragma once
@@ -24,7 +26,7 @@ namespace shm {
 // writers closer than this would still share traffic.
 constexpr size_t kLineBytes = 128;
 constexpr uint64_t kSegmentMagic = 0x6d68732d6d6d6f63ULL;  // "comm-shm"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 
 enum RankState : uint32_t {
   kActive = 0,
@@ -47,8 +49,23 @@ struct alignas(kLineBytes) RoundLine {
   std::atomic<uint64_t> posted;    // rounds published: round r's slot is ready once posted > r
   std::atomic<uint32_t> wake;      // futex word, changed by every post and state change
   std::atomic<uint32_t> sleepers;  // peers asleep on `wake` (they add and remove themselves)
-  std::atomic<uint32_t> state;     // RankState
   std::atomic<int32_t> cpu;        // the core the owner last posted from (see Backoff)
+};
+
+// RankState, on a line of its own: it is read at every op's start and changes about never,
+// so the read hits the cache, where on the round line (written at every post) it would be a
+// miss between cores each time.
+struct alignas(kLineBytes) StateLine {
+  std::atomic<uint32_t> value;
+};
+
+// The data of a round that carries at most kInlineBytes, and the tag that says which round
+// it is (round + 1, truncated) in the same 64-byte line: a peer that sees the tag has the
+// data too, one transfer between cores instead of two (the round line, then the slot).
+constexpr size_t kInlineBytes = 56;
+struct alignas(kLineBytes) InlineLine {
+  uint8_t data[kInlineBytes];
+  std::atomic<uint32_t> tag;
 };
 
 // Point-to-point: peers ring it after they publish a chunk to this rank or consume one of
@@ -70,6 +87,7 @@ struct alignas(kLineBytes) PublishedFailure {
 struct ControlBlock {
   alignas(kLineBytes) SegmentHeader header;
   RoundLine round;
+  StateLine state;
   Doorbell doorbell;
   PublishedFailure failure;
 };
@@ -102,6 +120,7 @@ class Layout {
   size_t out_head_offset(int dest) const { return heads_ + static_cast<size_t>(dest) * kLineBytes; }
   size_t in_tail_offset(int src) const { return tails_ + static_cast<size_t>(src) * kLineBytes; }
   size_t slot_offset(uint64_t round) const { return slots_offset_ + (round % static_cast<uint64_t>(slots_)) * slot_bytes_; }
+  size_t inline_offset(uint64_t round) const { return inline_ + (round % static_cast<uint64_t>(slots_)) * kLineBytes; }
   size_t ring_slot_offset(int dest, uint64_t index) const {
     return rings_ + static_cast<size_t>(dest) * ring_bytes_ + (index % static_cast<uint64_t>(depth_)) * ring_stride_;
   }
@@ -112,7 +131,7 @@ class Layout {
   int slots_;
   size_t chunk_payload_;
   int depth_;
-  size_t heads_, tails_, slots_offset_, rings_;
+  size_t heads_, tails_, inline_, slots_offset_, rings_;
   size_t ring_stride_, ring_bytes_;
   size_t total_bytes_;
 };
@@ -125,6 +144,8 @@ class SegmentView {
 
   ControlBlock& control() const { return *reinterpret_cast<ControlBlock*>(base_); }
   RoundLine& round_line() const { return control().round; }
+  std::atomic<uint32_t>& state() const { return control().state.value; }  // RankState
+  InlineLine& inline_line(uint64_t round) const { return at<InlineLine>(layout_->inline_offset(round)); }
   std::atomic<uint64_t>& out_head(int dest) const { return at<Counter>(layout_->out_head_offset(dest)).value; }
   std::atomic<uint64_t>& in_tail(int src) const { return at<Counter>(layout_->in_tail_offset(src)).value; }
   uint8_t* slot(uint64_t round) const { return base_ + layout_->slot_offset(round); }

@@ -231,7 +231,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
                             r.work.get()});
   }
   const SegmentView& v = group_.of(peer);
-  const bool active = v.round_line().state.load(std::memory_order_acquire) == kActive;
+  const bool active = v.state().load(std::memory_order_acquire) == kActive;
   const bool alive = !check_liveness || group_.alive(peer);
   if (active && alive) return;
   // A rank that sent and then closed or died still has its chunks in its ring: serve them.

@@ -42,6 +42,7 @@ class OneRoundReduce final : public CollectiveOp {
         size_(g.size), gets_result_(all || g.rank == s.root) {}
 
   uint64_t rounds() const override { return 1; }
+  size_t round_bytes(uint64_t) const override { return bytes_; }
   void write(uint64_t, const RoundView& v) override { copy_bytes(v.mine, data_, bytes_); }
   bool waits_for(uint64_t, int) const override { return gets_result_; }
   void read(uint64_t, const RoundView& v) override {

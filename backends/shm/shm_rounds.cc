@@ -19,17 +19,50 @@ bool RoundCursor::reached(int peer, uint64_t posted, Blocker* blocker) {
   const uint32_t wake = line.wake.load(std::memory_order_acquire);
   known = line.posted.load(std::memory_order_acquire);
   if (known >= posted) return true;
-  if (line.state.load(std::memory_order_acquire) != kActive) {
+  if (group_.of(peer).state().load(std::memory_order_acquire) != kActive) {
     known = line.posted.load(std::memory_order_acquire);  // it may have posted just before
     if (known >= posted) return true;
     throw GroupFailedError(failure_of_peer(group_.of(peer), peer));
   }
+  sleep_on_post(peer, wake, blocker);
+  return false;
+}
+
+namespace {
+
+uint32_t tag_of(uint64_t round) { return static_cast<uint32_t>(round + 1); }
+
+}  // namespace
+
+bool RoundCursor::tagged(int peer, uint64_t round, Blocker* blocker) {
+  const std::atomic<uint32_t>& tag = group_.of(peer).inline_line(round).tag;
+  if (tag.load(std::memory_order_acquire) == tag_of(round)) return true;
+  // As in reached(): the futex word before the second look, so no post is missed.
+  const uint32_t wake = group_.of(peer).round_line().wake.load(std::memory_order_acquire);
+  const uint32_t seen = tag.load(std::memory_order_acquire);
+  if (seen == tag_of(round)) return true;
+  if (group_.of(peer).state().load(std::memory_order_acquire) != kActive) {
+    if (tag.load(std::memory_order_acquire) == tag_of(round)) return true;  // tagged just before
+    throw GroupFailedError(failure_of_peer(group_.of(peer), peer));
+  }
+  sleep_on_post(peer, wake, blocker);
+  blocker->spin_word = &tag;
+  blocker->spin_seen = seen;
+  return false;
+}
+
+void RoundCursor::tag(uint64_t round) {
+  group_.self().inline_line(round).tag.store(tag_of(round), std::memory_order_release);
+}
+
+void RoundCursor::sleep_on_post(int peer, uint32_t wake, Blocker* blocker) const {
+  RoundLine& line = group_.of(peer).round_line();
+  *blocker = Blocker();
   blocker->word = &line.wake;
   blocker->sleepers = &line.sleepers;
   blocker->seen = wake;
   blocker->peer = peer;
   blocker->peer_cpu = &line.cpu;
-  return false;
 }
 
 bool RoundCursor::may_write(uint64_t round, Blocker* blocker) {

@@ -8,6 +8,11 @@
 // a rank may overwrite slot G once every peer has posted round G - slots + 1. That one
 // counter per rank is all the synchronisation: sequence-numbered flags, no locks, no
 // per-round acknowledgements.
+//
+// A round that carries at most kInlineBytes per rank goes through the round's inline line
+// instead of its slot: the writer tags the line with the round before it posts, and a
+// reader waits for the tag rather than the post, so the data arrives with the news. The
+// inline line of round G is reused at round G + slots, like the slot.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +31,17 @@ class RoundCursor {
   uint64_t round() const { return round_; }
   uint8_t* my_slot(uint64_t round) const { return group_.self().slot(round); }
   const uint8_t* slot_of(int peer, uint64_t round) const { return group_.of(peer).slot(round); }
+  uint8_t* my_inline(uint64_t round) const { return group_.self().inline_line(round).data; }
+  const uint8_t* inline_of(int peer, uint64_t round) const { return group_.of(peer).inline_line(round).data; }
 
   // Whether `peer` has posted at least `posted` rounds. If not, fills *blocker with what to
   // sleep on. Throws GroupFailedError when the peer has failed or closed before posting it.
   bool reached(int peer, uint64_t posted, Blocker* blocker);
+  // Whether `peer` has written its inline line of `round`; if not, fills *blocker (spin on
+  // the tag, sleep on the peer's post). Throws as reached() does.
+  bool tagged(int peer, uint64_t round, Blocker* blocker);
+  // Marks this rank's inline line as round `round`'s (before post()).
+  void tag(uint64_t round);
   // Whether this rank may write its slot of round `round`: every peer is done reading the
   // previous use of that slot.
   bool may_write(uint64_t round, Blocker* blocker);
@@ -38,6 +50,9 @@ class RoundCursor {
   void advance() { ++round_; }
 
  private:
+  // Fills *blocker to sleep on `peer`'s post, whose futex word read `wake`.
+  void sleep_on_post(int peer, uint32_t wake, Blocker* blocker) const;
+
   const MappedGroup& group_;
   uint64_t round_ = 0;
   std::vector<uint64_t> known_;  // each peer's posted count as last read

@@ -29,8 +29,9 @@ inline void cpu_relax() {
 #endif
 }
 
-// Pauses between two looks at the clock while spinning.
-constexpr uint32_t kSpinsPerClockRead = 32;
+// Pauses per idle() while spinning: about a microsecond, between two polls (each of which
+// reads the clock).
+constexpr uint32_t kSpinsPerIdle = 32;
 
 }  // namespace
 
@@ -48,22 +49,23 @@ void publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers)
   }
 }
 
-void Backoff::idle(const Blocker& blocker, std::chrono::nanoseconds max_sleep) {
+void Backoff::idle(const Blocker& blocker, Clock::time_point now, std::chrono::nanoseconds max_sleep) {
   if (!idle_since_valid_) {
-    idle_since_ = Clock::now();
+    idle_since_ = now;
     idle_since_valid_ = true;
     sleeping_ = false;
   }
   const bool same_core = blocker.peer_cpu && blocker.peer_cpu->load(std::memory_order_relaxed) == ::sched_getcpu();
-  if (spins_ < kSpinsPerClockRead && policy_.spin.count() > 0 && !same_core) {
-    ++spins_;
-    cpu_relax();
-    return;
-  }
-  spins_ = 0;
-  const auto idle_for = Clock::now() - idle_since_;
+  const auto idle_for = now - idle_since_;
   if (idle_for < policy_.spin && !same_core) {
-    cpu_relax();
+    // Watch the one word the awaited post changes, not the whole engine: the news is seen
+    // within a cache-line transfer, and the caller polls only when there is some.
+    const std::atomic<uint32_t>* word = blocker.spin_word ? blocker.spin_word : blocker.word;
+    const uint32_t seen = blocker.spin_word ? blocker.spin_seen : blocker.seen;
+    for (uint32_t i = 0; i < kSpinsPerIdle; ++i) {
+      if (word && word->load(std::memory_order_relaxed) != seen) return;
+      cpu_relax();
+    }
     return;
   }
   if (idle_for < policy_.spin + policy_.yield || blocker.word == nullptr) {

@@ -28,6 +28,10 @@ struct Blocker {
   uint32_t seen = 0;
   int peer = -1;  // the rank waited for, when there is one
   const std::atomic<int32_t>* peer_cpu = nullptr;  // the core that rank last posted from
+  // What a spinning waiter watches instead of `word`, when set: a word that changes before
+  // `word` does (an inline line's tag, written before the post).
+  const std::atomic<uint32_t>* spin_word = nullptr;
+  uint32_t spin_seen = 0;
 };
 
 struct WaitPolicy {
@@ -45,9 +49,11 @@ class Backoff {
   using Clock = std::chrono::steady_clock;
   explicit Backoff(const WaitPolicy& policy) : policy_(policy) {}
 
-  void reset() { idle_since_valid_ = false; spins_ = 0; }
-  // Spins a little, yields, or sleeps on the blocker for at most max_sleep.
-  void idle(const Blocker& blocker, std::chrono::nanoseconds max_sleep);
+  void reset() { idle_since_valid_ = false; }
+  // Spins on the blocker's word until it changes (for at most a few pauses), yields, or
+  // sleeps on it for at most max_sleep. `now`: the caller's latest look at the clock (this
+  // is called between polls, and a clock read costs as much as a poll here).
+  void idle(const Blocker& blocker, Clock::time_point now, std::chrono::nanoseconds max_sleep);
   // Whether idle() has reached its sleeping phase (the caller then checks liveness).
   bool sleeping() const { return sleeping_; }
 
@@ -56,7 +62,6 @@ class Backoff {
   Clock::time_point idle_since_;
   bool idle_since_valid_ = false;
   bool sleeping_ = false;
-  uint32_t spins_ = 0;
 };
 
 }  // namespace shm

@@ -136,6 +136,47 @@ TEST(ShmBackend, AnOpNobodyWaitsOnStillProgresses) {
   });
 }
 
+// Rounds of at most 56 bytes travel through the inline lines, larger ones through the
+// slots; many of both in flight, with two of each (the lines and slots are reused every
+// other round), every op's values its own, so that a reader that takes a line or slot
+// before its round is written there reads another op's values.
+TEST(ShmBackend, InlineAndSlotRoundsInterleaveInFlight) {
+  GroupHarnessOptions options;
+  options.backend_config = {{"shm_slots", "2"}};
+  run_group(3, "shm", [](ProcessGroup& pg) {
+    struct Op {
+      WorkPtr work;
+      Tensor tensor;
+      double expected;  // every element
+    };
+    std::vector<Op> ops;
+    const double ranks_sum = 1 + 2 + 3;
+    for (int i = 0; i < 40; ++i) {
+      const float mine = static_cast<float>((pg.rank() + 1) * (i + 1));
+      Tensor inline_sum = filled(14, mine);  // 56 bytes: inline
+      ops.push_back({pg.all_reduce(inline_sum), inline_sum, ranks_sum * (i + 1)});
+      Tensor slot_sum = filled(15, mine);  // 60 bytes: the slot
+      ops.push_back({pg.all_reduce(slot_sum), slot_sum, ranks_sum * (i + 1)});
+      const int root = i % pg.size();
+      Tensor bcast = filled(2, pg.rank() == root ? static_cast<float>(1000 + i) : -1.0f);
+      BroadcastOptions bo;
+      bo.root = root;
+      ops.push_back({pg.broadcast(bcast, bo), bcast, 1000.0 + i});
+      ops.push_back({pg.barrier(), Tensor(), 0});
+    }
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) it->work->wait();
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (ops[k].tensor.numel() > 0) expect_all(ops[k].tensor, ops[k].expected, "op " + std::to_string(k));
+    }
+    Tensor in = filled(3, static_cast<float>(pg.rank()));  // all_gather of 12-byte blocks: inline
+    Tensor out = Tensor::empty({3 * pg.size()});
+    pg.all_gather_into_tensor(out, in)->wait();
+    for (int r = 0; r < pg.size(); ++r) {
+      for (int j = 0; j < 3; ++j) EXPECT_EQ(out.data_as<float>()[r * 3 + j], static_cast<float>(r));
+    }
+  }, options);
+}
+
 // A second group over the world's store, with this rank's settings.
 ProcessGroupPtr group_with(ProcessGroup& world, const std::string& name, const std::string& key,
                            const std::string& value) {
