@@ -139,6 +139,8 @@ LaunchEnv read_launch_env() {
   return e;
 }
 
+bool launched_as_rank() { return !read_launch_env().source.empty(); }
+
 ProcessGroupPtr init_process_group(InitOptions o) {
   {
     std::lock_guard<std::mutex> lock(g_mu);

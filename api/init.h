@@ -24,9 +24,15 @@ struct LaunchEnv {
 };
 
 // Reads RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT, then Open MPI's
-// OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, then Slurm's SLURM_{PROCID,NTASKS,LOCALID}.
+// OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, then Slurm's SLURM_{PROCID,NTASKS,LOCALID},
+// then PMI's PMI_{RANK,SIZE} with MPI_LOCAL{RANKID,NRANKS}, then PMIx's PMIX_RANK.
 // Malformed numbers throw InvalidArgument naming the variable.
 LaunchEnv read_launch_env();
+
+// Whether a launcher gave this process a rank (read_launch_env() found one: tools/launch,
+// torchrun, spawn, mpirun, srun, a PMI launcher). A program that starts its own ranks
+// when run by hand asks this first.
+bool launched_as_rank();
 
 struct InitOptions {
   // "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl"; empty: $DISTCOMM_BACKEND, else "gloo".

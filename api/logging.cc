@@ -7,25 +7,13 @@
 
 #include "api/errors.h"
 #include "api/process_group.h"
+#include "api/write_fully.h"
 
 namespace distcomm {
 namespace {
 
 std::atomic<int> g_rank{-1};
 std::atomic<int> g_world{-1};
-
-// One write() per line so that lines from ranks sharing a terminal or pipe never interleave
-// mid-line (writes up to PIPE_BUF bytes to a pipe are atomic).
-void write_all(int fd, const std::string& s) {
-  const char* p = s.data();
-  size_t left = s.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
 
 // Puts prefix before every line of text; a trailing newline does not make an empty line.
 std::string prefixed(const std::string& prefix, const std::string& text) {
@@ -52,7 +40,7 @@ std::string log_prefix() {
   return "[rank " + std::to_string(g_rank.load()) + "/" + std::to_string(g_world.load()) + "] ";
 }
 
-void log_line(const std::string& text) { write_all(STDERR_FILENO, prefixed(log_prefix(), text)); }
+void log_line(const std::string& text) { write_fully(STDERR_FILENO, prefixed(log_prefix(), text)); }
 
 void log_rank_zero(const std::string& text) {
   if (g_rank <= 0) log_line(text);
@@ -66,7 +54,7 @@ void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix) {
   std::string all;
   for (const std::string& text_of_rank : texts) all += text_of_rank;
   std::fflush(stdout);  // what the program printed before comes first
-  write_all(STDOUT_FILENO, all);
+  write_fully(STDOUT_FILENO, all);
 }
 
 void log_with_mode(LogMode mode, ProcessGroup* pg, const std::string& text) {

@@ -152,6 +152,28 @@ void scale_in_place(void* data, size_t count, DType dtype, double factor) {
   });
 }
 
+double reference_reduction(ReduceOp op, DType dtype, const std::vector<int64_t>& inputs) {
+  if (inputs.empty()) throw InvalidArgument("reference_reduction: no inputs");
+  int64_t acc = inputs[0];
+  for (size_t r = 1; r < inputs.size(); ++r) {
+    const int64_t v = inputs[r];
+    switch (op.kind) {
+      case ReduceOp::PRODUCT: acc *= v; break;
+      case ReduceOp::MIN: acc = std::min(acc, v); break;
+      case ReduceOp::MAX: acc = std::max(acc, v); break;
+      case ReduceOp::BAND: acc &= v; break;
+      case ReduceOp::BOR: acc |= v; break;
+      case ReduceOp::BXOR: acc ^= v; break;
+      default: acc += v; break;  // SUM, AVG, PREMUL_SUM
+    }
+  }
+  if (dtype == DType::kBool) return acc != 0 ? 1 : 0;
+  const auto n = static_cast<int64_t>(inputs.size());
+  if (op.kind == ReduceOp::AVG) return is_floating(dtype) ? static_cast<double>(acc) / n : static_cast<double>(acc / n);
+  if (op.kind == ReduceOp::PREMUL_SUM) return static_cast<double>(acc) * op.factor;
+  return static_cast<double>(acc);
+}
+
 void divide_in_place(void* data, size_t count, DType dtype, int64_t divisor) {
   if (divisor == 0) throw InvalidArgument("divide_in_place: divisor is 0");
   dispatch_dtype(dtype, [&](auto zero) {

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "api/dtype.h"
 
@@ -47,5 +49,12 @@ void scale_in_place(void* data, size_t count, DType dtype, double factor);
 
 // data[i] /= divisor (AVG after the sum; integer division for integer types).
 void divide_in_place(void* data, size_t count, DType dtype, int64_t divisor);
+
+// The reduction of one element over the ranks by op's definition, to check what a backend
+// computed (tests, the bench): `inputs` holds every rank's value, small integers exact in
+// every dtype. bool inputs are 0/1 (sum and max are "any", product and min "all"); AVG
+// truncates for integer dtypes, as NCCL's ncclAvg does, and divides exactly for floating
+// ones; PREMUL_SUM is the sum times op.factor.
+double reference_reduction(ReduceOp op, DType dtype, const std::vector<int64_t>& inputs);
 
 }  // namespace distcomm

@@ -1,16 +1,15 @@
 #include "api/run_main.h"
 
-#include <cxxabi.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <typeinfo>
 
 #include "api/errors.h"
 #include "api/failure_report.h"
+#include "api/local_processes.h"
+#include "api/write_fully.h"
 
 namespace distcomm {
 namespace {
@@ -19,19 +18,10 @@ namespace {
 std::string* g_program = nullptr;
 std::string* g_error_file = nullptr;
 
-std::string demangled(const std::type_info* type) {
-  if (!type) return "unknown";
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? name.get() : type->name();
-}
-
 // One write, so that the line never interleaves with another rank's on a shared terminal.
 void say(const std::string& program, const std::string& message) {
   std::fflush(stdout);
-  const std::string line = program + ": " + message + "\n";
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  write_fully(STDERR_FILENO, program + ": " + message + "\n");
 }
 
 void leave_report(const std::string& text) {
@@ -59,10 +49,8 @@ std::string type_and_message(std::exception_ptr e) {
   if (!e) return "";
   try {
     std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return demangled(&typeid(x)) + ": " + x.what();
   } catch (...) {
-    return demangled(abi::__cxa_current_exception_type()) + " (not a std::exception)";
+    return local::describe_current_exception();
   }
 }
 

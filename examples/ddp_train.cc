@@ -8,7 +8,7 @@
 // gradients across ranks in buckets while backward goes on. Rank 0 prints the loss per
 // epoch; at the end every rank's DDP statistics are printed in rank order.
 //
-// The model code is examples/nn: example code, not part of distcomm.
+// The model code is nn/: example code, not part of distcomm.
 #include <gflags/gflags.h>
 
 #include <cstdio>
@@ -19,10 +19,10 @@
 #include "api/logging.h"
 #include "api/run_main.h"
 #include "ddp/distributed_data_parallel.h"
-#include "examples/nn/loss.h"
-#include "examples/nn/sequential.h"
-#include "examples/nn/sgd.h"
-#include "examples/nn/synthetic_data.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
+#include "nn/sgd.h"
+#include "nn/synthetic_data.h"
 #include "examples/self_launch.h"
 
 DEFINE_int32(epochs, 5, "passes over the data set");

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "tools/launch/job.h"
-#include "tools/launch/launch_options.h"
+#include "launch/job.h"
+#include "launch/launch_options.h"
 
 DEFINE_int32(nproc, 3, "ranks to start when no launcher started this program");
 DEFINE_string(backend, "", "gloo, mpi, nccl... (default: $DISTCOMM_BACKEND, else gloo)");
@@ -16,11 +16,6 @@ DEFINE_string(backend, "", "gloo, mpi, nccl... (default: $DISTCOMM_BACKEND, else
 namespace distcomm {
 namespace examples {
 namespace {
-
-bool is_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
 
 // The running binary itself: argv[0] may be a bare name found through $PATH, or a path
 // relative to a folder the ranks do not start in.
@@ -38,13 +33,11 @@ InitOptions self_launch(int argc, char** argv, int default_nproc) {
   gflags::SetCommandLineOptionWithMode("nproc", std::to_string(default_nproc).c_str(), gflags::SET_FLAGS_DEFAULT);
   // The original argv is what the copies get: keep the flags in it.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  if (!started_as_rank()) std::exit(launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend));
+  if (!launched_as_rank()) std::exit(launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend));
   InitOptions init;
   init.backend = FLAGS_backend;
   return init;
 }
-
-bool started_as_rank() { return is_set("RANK") || is_set("OMPI_COMM_WORLD_RANK") || is_set("SLURM_PROCID"); }
 
 int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend) {
   std::string name = argc > 0 ? argv[0] : "example";

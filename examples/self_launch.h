@@ -3,7 +3,7 @@
 //   bazel run //examples:all_reduce -- --nproc=3
 //
 // Started by hand (no rank in the environment), an example re-runs its own binary --nproc
-// times through the launcher library (tools/launch), each copy with RANK, WORLD_SIZE,
+// times through the launcher library (launch/), each copy with RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT... set, and exits with the job's status. Started by a launcher
 // (tools/launch, torchrun-style variables, mpirun or srun), it simply is one rank:
 //
@@ -25,10 +25,6 @@ namespace examples {
 // with their status without returning. In a rank it returns the options for
 // init_process_group (the backend from --backend; otherwise $DISTCOMM_BACKEND, else gloo).
 InitOptions self_launch(int argc, char** argv, int default_nproc);
-
-// True when a launcher gave this process a rank: RANK (tools/launch, torchrun, spawn),
-// OMPI_COMM_WORLD_RANK (mpirun) or SLURM_PROCID (srun).
-bool started_as_rank();
 
 // Runs nproc copies of this program with the same arguments as one job on this machine and
 // returns what main should return: 0 when every rank exited 0. The ranks' output passes

@@ -121,12 +121,8 @@ std::string table_from_descriptors() {
 }
 
 TEST_F(ConfigKeys, ReadmeListsEveryKeyAsThePluginsDeclareIt) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  std::ifstream in(std::string(root ? root : ".") + "/distcomm/README.md");
-  ASSERT_TRUE(in) << "README.md is not in the runfiles";
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string readme = text.str();
+  const std::string readme = testing::read_file(testing::runfile("README.md"));
+  ASSERT_FALSE(readme.empty()) << "README.md is not in the runfiles";
   const std::string begin = "<!-- backend settings: begin -->\n", end = "<!-- backend settings: end -->";
   const size_t from = readme.find(begin), to = readme.find(end);
   ASSERT_NE(from, std::string::npos) << "README has no '" << begin << "'";

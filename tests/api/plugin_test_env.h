@@ -4,12 +4,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/testing/test_files.h"
+
 namespace distcomm {
 
-inline std::string test_plugin_dir() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/distcomm/tests/api/plugins";
-}
+inline std::string test_plugin_dir() { return testing::runfile("tests/api/plugins"); }
 
 inline void use_test_plugins() { ::setenv("DISTCOMM_PLUGIN_PATH", test_plugin_dir().c_str(), 1); }
 

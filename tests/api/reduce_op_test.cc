@@ -104,5 +104,27 @@ TEST(ReduceOp, ParseNames) {
   EXPECT_THROW(parse_reduce_op("median"), InvalidArgument);
 }
 
+// The reference the conformance suite, the mpi tests and the bench check results against.
+TEST(ReferenceReduction, FollowsEachOpsDefinition) {
+  const std::vector<int64_t> in = {3, -5, 6};
+  EXPECT_EQ(reference_reduction(ReduceOp::SUM, DType::kInt32, in), 4);
+  EXPECT_EQ(reference_reduction(ReduceOp::PRODUCT, DType::kInt64, in), -90);
+  EXPECT_EQ(reference_reduction(ReduceOp::MIN, DType::kFloat32, in), -5);
+  EXPECT_EQ(reference_reduction(ReduceOp::MAX, DType::kInt8, in), 6);
+  EXPECT_EQ(reference_reduction(ReduceOp::BAND, DType::kInt32, {6, 3}), 2);
+  EXPECT_EQ(reference_reduction(ReduceOp::BOR, DType::kInt32, {6, 3}), 7);
+  EXPECT_EQ(reference_reduction(ReduceOp::BXOR, DType::kInt32, {6, 3}), 5);
+  EXPECT_EQ(reference_reduction(ReduceOp::AVG, DType::kInt32, {-7, 0}), -3) << "integer avg truncates toward zero";
+  EXPECT_EQ(reference_reduction(ReduceOp::AVG, DType::kFloat64, {-7, 0}), -3.5);
+  EXPECT_EQ(reference_reduction(ReduceOp::premul_sum(0.5), DType::kFloat32, in), 2);
+  // bool: sum and max are "any", product and min "all", bxor the parity.
+  EXPECT_EQ(reference_reduction(ReduceOp::SUM, DType::kBool, {0, 1, 1}), 1);
+  EXPECT_EQ(reference_reduction(ReduceOp::MAX, DType::kBool, {0, 0}), 0);
+  EXPECT_EQ(reference_reduction(ReduceOp::PRODUCT, DType::kBool, {1, 0, 1}), 0);
+  EXPECT_EQ(reference_reduction(ReduceOp::MIN, DType::kBool, {1, 1}), 1);
+  EXPECT_EQ(reference_reduction(ReduceOp::BXOR, DType::kBool, {1, 1, 1}), 1);
+  EXPECT_THROW(reference_reduction(ReduceOp::SUM, DType::kInt32, {}), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace distcomm

@@ -22,7 +22,7 @@
 #include "api/spawn.h"
 #include "api/job_identity.h"
 #include "tests/api/store_test_util.h"
-#include "tests/tools/launch/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace distcomm {
 namespace {

@@ -1,12 +1,12 @@
-// The example model library (examples/nn) computes true gradients: checked against finite
+// The example model library (nn/) computes true gradients: checked against finite
 // differences, so the DDP tests that use it as their reference compare against real math.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "examples/nn/loss.h"
-#include "examples/nn/sequential.h"
-#include "examples/nn/synthetic_data.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
+#include "nn/synthetic_data.h"
 
 namespace nn {
 namespace {

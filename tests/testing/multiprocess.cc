@@ -1,13 +1,10 @@
 #include "tests/testing/multiprocess.h"
 
-#include <cxxabi.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +19,7 @@
 
 #include "api/errors.h"
 #include "api/file_store.h"
+#include "api/local_processes.h"
 #include "api/tcp_store.h"
 
 namespace distcomm {
@@ -48,90 +46,35 @@ class FailureRecorder : public ::testing::EmptyTestEventListener {
   std::string text_;
 };
 
-std::string exception_type_name() {
-  const std::type_info* type = abi::__cxa_current_exception_type();
-  if (!type) return "unknown";
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? name.get() : type->name();
-}
-
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
-// The child's side: run fn, report failures through the pipe, exit without running the
-// parent's atexit handlers or gtest's teardown.
-[[noreturn]] void run_child(int rank, int size, const std::function<void(int, int)>& fn, int report_fd,
-                            bool had_failure) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a harness that died
+// The child's side: runs fn with gtest's failures recorded, and returns what went wrong
+// (fork_child reports it and exits).
+std::string run_child(int rank, int size, const std::function<void(int, int)>& fn, bool had_failure) {
   auto* recorder = new FailureRecorder;  // owned by gtest's listener list from here on
   ::testing::UnitTest::GetInstance()->listeners().Append(recorder);
   std::string failure;
   try {
     fn(rank, size);
-  } catch (const std::exception& e) {
-    failure = "uncaught " + exception_type_name() + ": " + e.what();
   } catch (...) {
-    failure = "uncaught exception of type " + exception_type_name();
+    failure = "uncaught " + local::describe_current_exception();
   }
   std::string report = recorder->text();
   if (report.empty() && !had_failure && ::testing::Test::HasFailure()) report = "a gtest assertion failed";
   if (!failure.empty()) report += (report.empty() ? "" : "\n") + failure;
-  write_all(report_fd, report);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::_exit(report.empty() ? 0 : 1);
+  return report;
 }
 
-struct Child {
-  pid_t pid = -1;
-  int report_fd = -1;
-  std::string report;
-  bool exited = false;
-  int status = 0;
-  bool killed_by_harness = false;
-};
-
-void drain(Child& c) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(c.report_fd, buf, sizeof(buf));
-    if (n > 0) {
-      c.report.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return;  // EAGAIN or end of file
-  }
+bool failed(const local::Child& c, const RunOptions& options, int rank, bool killed_by_harness) {
+  if (c.running) return false;
+  if (killed_by_harness) return true;
+  return !local::exited_cleanly(c.status) &&
+         !(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL && options.may_be_killed.count(rank));
 }
 
-bool failed(const Child& c, const RunOptions& options, int rank) {
-  if (!c.exited) return false;
-  if (WIFEXITED(c.status)) return WEXITSTATUS(c.status) != 0;
-  return !(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL && !c.killed_by_harness &&
-           options.may_be_killed.count(rank));
-}
-
-std::string describe(const Child& c, int rank, const std::string& why_killed) {
-  std::ostringstream out;
-  out << "rank " << rank;
-  if (c.killed_by_harness) {
-    out << " " << why_killed;
-  } else if (WIFSIGNALED(c.status)) {
-    out << " killed by signal " << WTERMSIG(c.status) << " (" << strsignal(WTERMSIG(c.status)) << ")";
-  } else if (!c.report.empty()) {
-    out << " failed: " << c.report;
-  } else {
-    out << " exited with status " << WEXITSTATUS(c.status);
-  }
-  return out.str();
+std::string describe(const local::Child& c, int rank, bool killed_by_harness, const std::string& why_killed) {
+  const std::string who = "rank " + std::to_string(rank);
+  if (killed_by_harness) return who + " " + why_killed;
+  if (!c.report.empty() && WIFEXITED(c.status)) return who + " failed: " + c.report;
+  return who + " failed: " + local::describe_wait_status(c.status);
 }
 
 std::string temp_root() {
@@ -185,61 +128,39 @@ void run_ranks(int size, const std::function<void(int rank, int size)>& fn, std:
 
 void run_ranks(int size, const std::function<void(int rank, int size)>& fn, const RunOptions& options) {
   ASSERT_GE(size, 1) << "run_ranks needs at least one rank";
-  std::fflush(stdout);  // children would print the parent's buffered output again
-  std::fflush(stderr);
   const bool had_failure = ::testing::Test::HasFailure();
-  std::vector<Child> children(static_cast<size_t>(size));
+  local::ChildSet children;
   for (int r = 0; r < size; ++r) {
-    int fds[2];
-    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0) << std::strerror(errno);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0) << "fork: " << std::strerror(errno);
-    if (pid == 0) {
-      ::close(fds[0]);
-      run_child(r, size, fn, fds[1], had_failure);
+    try {
+      children.add(local::fork_child([&] { return run_child(r, size, fn, had_failure); }));
+    } catch (const std::exception& e) {
+      children.kill_all();
+      FAIL() << "cannot start rank " << r << ": " << e.what();
     }
-    ::close(fds[1]);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    children[static_cast<size_t>(r)].pid = pid;
-    children[static_cast<size_t>(r)].report_fd = fds[0];
   }
-
   auto deadline = Clock::now() + options.timeout;
   std::string why_killed = "timed out: still running after " + std::to_string(options.timeout.count()) + " s";
-  int running = size;
-  while (running > 0) {
-    std::vector<pollfd> fds;
-    for (auto& c : children) fds.push_back({c.report_fd, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 20);
-    for (int r = 0; r < size; ++r) {
-      Child& c = children[static_cast<size_t>(r)];
-      drain(c);
-      if (c.exited || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
-      c.exited = true;
-      --running;
-      drain(c);
-      if (failed(c, options, r) && Clock::now() + options.grace_after_failure < deadline) {
+  std::vector<bool> killed_by_harness(static_cast<size_t>(size), false);
+  while (children.running() > 0) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    for (size_t r : children.poll(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(1000)))) {
+      // Once a rank has failed, the others get the grace to end on their own.
+      if (failed(children[r], options, static_cast<int>(r), false) &&
+          Clock::now() + options.grace_after_failure < deadline) {
         deadline = Clock::now() + options.grace_after_failure;
         why_killed = "killed: still running " + std::to_string(options.grace_after_failure.count()) +
                      " s after rank " + std::to_string(r) + " failed";
       }
     }
-    if (running > 0 && Clock::now() > deadline) {
-      for (auto& c : children) {
-        if (c.exited) continue;
-        ::kill(c.pid, SIGKILL);
-        ::waitpid(c.pid, &c.status, 0);
-        c.exited = true;
-        c.killed_by_harness = true;
-        drain(c);
-      }
-      running = 0;
+    if (children.running() > 0 && Clock::now() > deadline) {
+      for (size_t r = 0; r < children.size(); ++r) killed_by_harness[r] = children[r].running;
+      children.kill_all();
     }
   }
   for (int r = 0; r < size; ++r) {
-    Child& c = children[static_cast<size_t>(r)];
-    ::close(c.report_fd);
-    if (c.killed_by_harness || failed(c, options, r)) ADD_FAILURE() << describe(c, r, why_killed);
+    const local::Child& c = children[static_cast<size_t>(r)];
+    const bool killed = killed_by_harness[static_cast<size_t>(r)];
+    if (failed(c, options, r, killed)) ADD_FAILURE() << describe(c, r, killed, why_killed);
   }
 }
 

@@ -9,8 +9,8 @@
 //   }
 //
 // Each child runs fn and exits; a gtest failure, an exception or a crash in any child fails
-// the calling test with "rank R failed: <message>" (or "rank R killed by signal S",
-// "timed out ..."). A rank that hangs is killed at the deadline, so a test never hangs.
+// the calling test with "rank R failed: <message>" (or "rank R failed: signal SIGABRT
+// (Aborted)", "rank R timed out ..."). A rank that hangs is killed at the deadline, so a test never hangs.
 #pragma once
 
 #include <chrono>

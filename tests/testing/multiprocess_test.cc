@@ -96,11 +96,11 @@ TEST(Harness, ReportsAnException) {
 }
 
 TEST(Harness, ReportsACrash) {
-  expect_scenario_fails_with("AbortInRank1", "rank 1 killed by signal 6");
+  expect_scenario_fails_with("AbortInRank1", "rank 1 failed: signal SIGABRT (Aborted)");
 }
 
 TEST(Harness, ReportsAnExitStatus) {
-  expect_scenario_fails_with("ExitStatus3", "rank 0 exited with status 3");
+  expect_scenario_fails_with("ExitStatus3", "rank 0 failed: exit code 3");
 }
 
 TEST(Harness, KillsAHangAtTheDeadline) {

@@ -116,26 +116,9 @@ int64_t DataPattern::value(int rank, int64_t index) const {
 }
 
 double DataPattern::reduced_value(int64_t index) const {
-  int64_t acc = value(0, index);
-  for (int r = 1; r < nranks_; ++r) {
-    const int64_t v = value(r, index);
-    switch (redop_.kind) {
-      case ReduceOp::SUM: case ReduceOp::AVG: case ReduceOp::PREMUL_SUM: acc += v; break;
-      case ReduceOp::PRODUCT: acc *= v; break;
-      case ReduceOp::MIN: acc = std::min(acc, v); break;
-      case ReduceOp::MAX: acc = std::max(acc, v); break;
-      case ReduceOp::BAND: acc &= v; break;
-      case ReduceOp::BOR: acc |= v; break;
-      case ReduceOp::BXOR: acc ^= v; break;
-    }
-  }
-  if (dtype_ == DType::kBool) return acc != 0;  // a bool sum is "any"
-  if (redop_.kind == ReduceOp::AVG) {
-    // Integer avg truncates, as NCCL's ncclAvg does.
-    return is_floating(dtype_) ? static_cast<double>(acc) / nranks_ : static_cast<double>(acc / nranks_);
-  }
-  if (redop_.kind == ReduceOp::PREMUL_SUM) return static_cast<double>(acc) * redop_.factor;
-  return static_cast<double>(acc);
+  std::vector<int64_t> inputs(static_cast<size_t>(nranks_));
+  for (int r = 0; r < nranks_; ++r) inputs[static_cast<size_t>(r)] = value(r, index);
+  return reference_reduction(redop_, dtype_, inputs);
 }
 
 bool DataPattern::matches(double got, double expected) const {

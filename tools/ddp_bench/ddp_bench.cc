@@ -24,10 +24,10 @@
 #include "api/spawn.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/message_format.h"
-#include "examples/nn/loss.h"
-#include "examples/nn/sequential.h"
-#include "examples/nn/sgd.h"
-#include "examples/nn/synthetic_data.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
+#include "nn/sgd.h"
+#include "nn/synthetic_data.h"
 
 DEFINE_int32(nproc, 2, "ranks to fork when started by hand");
 DEFINE_string(backend, "gloo", "backend");
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("DDP iteration time vs no communication, across bucket caps");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return distcomm::run_main("ddp_bench", [] {
-    if (std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+    if (distcomm::launched_as_rank()) {
       run_rank();
       return 0;
     }

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/launch/job.h"
-#include "tools/launch/launch_options.h"
+#include "launch/job.h"
+#include "launch/launch_options.h"
 
 DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
 DEFINE_int32(nnodes, 1, "machines in the job (each runs its own launcher)");

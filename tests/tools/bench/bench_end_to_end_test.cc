@@ -5,14 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "tests/tools/bench/run_program.h"
+#include "tests/testing/subprocess.h"
 #include "tools/bench/bench_record.h"
 
 namespace distcomm {
 namespace bench {
 namespace {
 
-using Outcome = ProgramOutcome;
+using testing::read_file;
+using testing::run_program;
+using testing::runfile;
+using testing::temp_path;
+
+using Outcome = testing::ProgramOutcome;
 
 Outcome run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {runfile("tools/bench/bench")};

@@ -1,37 +1,28 @@
 // The bench and the overhead programs started the other ways a user starts ranks: by
 // tools/launch, by mpirun (gloo and mpi backends), and the overhead programs' own runs.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "tests/tools/bench/run_program.h"
+#include "api/local_processes.h"
+#include "tests/testing/subprocess.h"
 
 namespace distcomm {
 namespace bench {
 namespace {
+
+using testing::on_path;
+using testing::ProgramOutcome;
+using testing::run_program;
+using testing::runfile;
 
 const std::vector<std::string> kSmall = {"-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"};
 
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // mpirun with the settings a 2-core test machine needs (as tests/backends/mpi does):
@@ -91,7 +82,7 @@ TEST_F(MpirunTest, BenchWithTheMpiBackend) {
 TEST_F(MpirunTest, BenchWithGlooRanksFromMpirun) {
   const ProgramOutcome out =
       mpirun(2, concat({runfile("tools/bench/bench"), "--backend=gloo", "--op=reduce_scatter"}, kSmall),
-             {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(free_port())});
+             {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(local::pick_free_port())});
   ASSERT_EQ(out.exit_code, 0) << out.output;
   EXPECT_NE(out.output.find("backend gloo, 2 ranks"), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("Out of bounds values : 0 OK"), std::string::npos) << out.output;

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/tools/launch/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace distcomm {
 namespace testing {

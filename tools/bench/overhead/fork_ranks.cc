@@ -1,54 +1,41 @@
 #include "tools/bench/overhead/fork_ranks.h"
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
-#include <vector>
+
+#include "api/failure_report.h"
+#include "api/local_processes.h"
 
 namespace distcomm {
 namespace bench {
 
 bool fork_ranks(int nproc, const std::string& name, const std::function<void(int rank)>& fn) {
-  std::fflush(nullptr);  // or each child would print the parent's buffered output again
-  std::vector<pid_t> children;
-  bool ok = true;
-  for (int rank = 0; rank < nproc && ok; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed parent takes its ranks with it
-      int status = 0;
-      try {
+  local::ChildSet children;
+  for (int rank = 0; rank < nproc; ++rank) {
+    try {
+      children.add(local::fork_child([&] {
         fn(rank);
-      } catch (const std::exception& e) {
-        fprintf(stderr, "%s rank %d: %s\n", name.c_str(), rank, e.what());
-        status = 1;
-      } catch (...) {
-        fprintf(stderr, "%s rank %d: unknown exception\n", name.c_str(), rank);
-        status = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(status);
-    }
-    if (pid < 0) {
-      perror("fork");
-      ok = false;
-    } else {
-      children.push_back(pid);
+        return std::string();
+      }));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: cannot start rank %d: %s\n", name.c_str(), rank, e.what());
+      children.kill_all();
+      return false;
     }
   }
-  while (!children.empty()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) return false;
-    children.erase(std::remove(children.begin(), children.end(), pid), children.end());
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && ok) {
+  bool ok = true;
+  while (children.running() > 0) {
+    // Sleeps on the children's pidfds: the parent takes nothing from the ranks meanwhile.
+    for (size_t rank : children.poll(std::chrono::hours(1))) {
+      const local::Child& c = children[rank];
+      if (local::exited_cleanly(c.status)) continue;
+      const auto thrown = FailureReport::decode(c.report);
+      std::fprintf(stderr, "%s rank %zu: %s\n", name.c_str(), rank,
+                   (thrown ? "it threw " + thrown->message : local::describe_wait_status(c.status)).c_str());
+      if (!ok) continue;
       ok = false;  // the others would wait for this rank until their timeout: stop them
-      for (pid_t c : children) ::kill(c, SIGKILL);
+      children.kill_all();
     }
   }
   return ok;

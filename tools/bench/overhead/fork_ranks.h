@@ -7,10 +7,10 @@
 namespace distcomm {
 namespace bench {
 
-// Forks nproc children; child r runs fn(r) and exits 0, or prints "<name> rank r: <what it
-// threw>" to stderr and exits 1. The parent blocks in waitpid (it never wakes while the
-// job runs, so it takes nothing from the ranks), and kills the rest once one rank fails.
-// Returns true when every rank exited 0.
+// Forks nproc children (api/local_processes.h); child r runs fn(r). The parent sleeps until
+// a rank exits (it takes nothing from the ranks while the job runs); a rank that throws or
+// exits non-zero is named on stderr ("<name> rank r: it threw ..."), and the others are
+// killed. Returns true when every rank exited 0.
 bool fork_ranks(int nproc, const std::string& name, const std::function<void(int rank)>& fn);
 
 }  // namespace bench

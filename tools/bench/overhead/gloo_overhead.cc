@@ -15,9 +15,7 @@
 // --distcomm_algorithm says otherwise ("auto" checks the plugin's own choice). --only=distcomm
 // runs the distcomm job alone (once per round) and prints its result lines, for profiling
 // and for scripts that alternate it with other programs.
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "api/local_processes.h"
 #include "tools/bench/overhead/distcomm_gloo_job.h"
 #include "tools/bench/overhead/fork_ranks.h"
 #include "tools/bench/overhead/raw_gloo_job.h"
@@ -65,20 +64,6 @@ Flags parse_flags(std::vector<std::string> args) {
   return f;
 }
 
-// A port nobody listens on now, for the distcomm job's store.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!ok) throw std::runtime_error("cannot find a free port on 127.0.0.1");
-  return ntohs(addr.sin_port);
-}
-
 // One job: the ranks are forked here; rank 0 leaves its result lines in a file.
 std::vector<SizeResult> run_job(bool raw, const Flags& flags) {
   char file[] = "/tmp/gloo_overhead_results.XXXXXX";
@@ -87,7 +72,7 @@ std::vector<SizeResult> run_job(bool raw, const Flags& flags) {
   if (fd < 0 || !mkdtemp(dir)) throw std::runtime_error("cannot create temporary files in /tmp");
   ::close(fd);
   DistcommJobOptions options;
-  options.port = free_port();
+  options.port = local::pick_free_port();
   options.identity = new_job_identity();
   options.algorithm = flags.distcomm_algorithm;
   const bool ok = fork_ranks(flags.spec.nproc, raw ? "gloo_overhead (raw gloo job)" : "gloo_overhead (distcomm job)",

@@ -1,5 +1,6 @@
-// Runs a program for a test and captures its stdout and stderr, with deadlines everywhere so
-// that a broken launcher fails the test instead of hanging it.
+// Runs a program for a test and captures its output, with deadlines everywhere so that a
+// broken program fails the test instead of hanging it. The program leads a process group
+// of its own, and at the deadline the whole group is killed (ranks it started included).
 #pragma once
 
 #include <sys/types.h>
@@ -8,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/test_files.h"
+
 namespace distcomm {
 namespace testing {
 
@@ -15,14 +18,16 @@ struct Finished {
   int status = -1;  // waitpid status; -1 if it had to be killed at the deadline
   bool timed_out = false;
   std::string out;
-  std::string err;
+  std::string err;  // empty when stderr was merged into out
 };
 
 class Subprocess {
  public:
-  // Starts argv[0] (a path) with the current environment plus `extra_env` ("KEY=VALUE").
-  explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
-  ~Subprocess();  // kills the process if it still runs
+  // Starts argv[0] (a path, or a name looked up in $PATH) with the current environment
+  // plus `extra_env` ("KEY=VALUE"). merge_stderr: stderr goes into out, in the order written.
+  explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                      bool merge_stderr = false);
+  ~Subprocess();  // kills the process group if the process still runs
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
@@ -30,7 +35,7 @@ class Subprocess {
   // Reads output until stdout holds `text` at least `count` times; false at the deadline.
   bool wait_for_stdout(const std::string& text, int count, std::chrono::milliseconds deadline);
   void send_signal(int sig);
-  // Reads everything until the process exits; kills it at the deadline.
+  // Reads everything until the process exits; kills its group at the deadline.
   Finished finish(std::chrono::milliseconds deadline);
 
  private:
@@ -51,14 +56,22 @@ Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds dea
 // The exit code of a finished process, -1 if a signal ended it.
 int exit_code(const Finished& f);
 
-// The absolute path of a file in the test's runfiles ("tools/launch/launch").
-std::string runfile(const std::string& path);
+// A program run as a user would, stdout and stderr together in the order written.
+struct ProgramOutcome {
+  int exit_code = -1;  // 128 + signal when a signal ended it (or the deadline)
+  std::string output;
+};
+ProgramOutcome run_program(const std::vector<std::string>& argv, int timeout_s = 120,
+                           const std::vector<std::string>& extra_env = {});
 
 // The lines of text, without their '\n'.
 std::vector<std::string> lines_of(const std::string& text);
 
 // Whether a process with this pid exists at all (a zombie counts: it was not reaped).
 bool process_exists(pid_t pid);
+
+// Whether an executable of this name is in $PATH.
+bool on_path(const std::string& program);
 
 }  // namespace testing
 }  // namespace distcomm

@@ -1,4 +1,4 @@
-#include "tools/launch/rank_environment.h"
+#include "launch/rank_environment.h"
 
 #include <cstring>
 #include <map>

@@ -1,10 +1,10 @@
 // EXAMPLE CODE: see synthetic_data.h.
-#include "examples/nn/synthetic_data.h"
+#include "nn/synthetic_data.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "examples/nn/random.h"
+#include "nn/random.h"
 
 namespace nn {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tools/launch/launch_options.h"
+#include "launch/launch_options.h"
 
 namespace distcomm {
 namespace launch {

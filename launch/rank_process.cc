@@ -1,4 +1,4 @@
-#include "tools/launch/rank_process.h"
+#include "launch/rank_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,8 +12,6 @@
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
-
-#include "api/failure_report.h"
 
 namespace distcomm {
 namespace launch {
@@ -111,7 +109,6 @@ RankProcess start_rank(const std::string& path, const std::vector<std::string>& 
   p.pid = pid;
   p.stdout_fd = out[0];
   p.stderr_fd = err[0];
-  p.running = true;
 
   int child_errno = 0;
   ssize_t n;
@@ -128,45 +125,6 @@ RankProcess start_rank(const std::string& path, const std::vector<std::string>& 
                              std::strerror(child_errno));
   }
   return p;
-}
-
-void signal_rank(const RankProcess& p, int sig) {
-  if (p.pid > 0) ::kill(-p.pid, sig);
-}
-
-bool poll_exit(RankProcess& p) {
-  if (!p.running) return false;
-  int status = 0;
-  pid_t r = ::waitpid(p.pid, &status, WNOHANG);
-  if (r != p.pid) return false;
-  p.running = false;
-  p.wait_status = status;
-  p.ended_ns = FailureReport::now_ns();
-  return true;
-}
-
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  if (abbrev != nullptr) return std::string("SIG") + abbrev;
-  if (sig >= SIGRTMIN && sig <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
-  return "SIG" + std::to_string(sig);
-}
-
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return "signal " + signal_name(sig) + " (" + ::strsignal(sig) + ")" + (WCOREDUMP(status) ? ", core dumped" : "");
-  }
-  return "wait status " + std::to_string(status);
-}
-
-bool is_success(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-int shell_exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
 }
 
 }  // namespace launch

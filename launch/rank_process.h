@@ -1,4 +1,5 @@
-// One rank as an operating-system process: started, watched and stopped.
+// One rank as an operating-system process: how it is started (the Job watches and stops
+// it through a local::ChildSet).
 //
 // Each rank leads its own process group, so that stopping a rank also stops whatever it
 // started (a shell script's children, a data loader), and the launcher can stop the whole
@@ -17,13 +18,9 @@ namespace launch {
 struct RankProcess {
   int local_rank = -1;
   int rank = -1;
-  pid_t pid = -1;
+  pid_t pid = -1;       // the leader of its own process group
   int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes
   int stderr_fd = -1;
-  bool running = false;
-  int wait_status = 0;  // from waitpid, once !running
-  int64_t ended_ns = 0;  // wall-clock time its exit was seen (FailureReport::now_ns)
-  bool stopped_by_launcher = false;  // still running when the launcher stopped the job
   std::string error_file;  // where it reports a failure (DISTCOMM_ERROR_FILE), "" if nowhere
 };
 
@@ -39,20 +36,6 @@ std::string find_program(const std::string& program, const std::string& working_
 RankProcess start_rank(const std::string& path, const std::vector<std::string>& argv,
                        const std::vector<std::string>& env, const std::string& working_dir,
                        int local_rank, int rank);
-
-// Sends sig to the rank's process group (the rank and everything it started).
-void signal_rank(const RankProcess& p, int sig);
-
-// Reaps the rank if it has exited; returns true when it did just now.
-bool poll_exit(RankProcess& p);
-
-// "SIGSEGV", "SIGRTMIN+3".
-std::string signal_name(int sig);
-// "exit code 3", "signal SIGSEGV (Segmentation fault)" for a waitpid status.
-std::string describe_wait_status(int status);
-bool is_success(int status);
-// The shell's convention: the exit code, or 128 + the signal number.
-int shell_exit_code(int status);
 
 }  // namespace launch
 }  // namespace distcomm

@@ -1,4 +1,4 @@
-#include "tools/launch/output_pump.h"
+#include "launch/output_pump.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+
+#include "api/write_fully.h"
 
 namespace distcomm {
 namespace launch {
@@ -24,18 +26,6 @@ void make_dirs(const std::string& path) {
 }
 
 }  // namespace
-
-bool write_fully(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
 
 void LineSplitter::feed(const char* data, size_t n, const Emit& emit) {
   const char* end = data + n;

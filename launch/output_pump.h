@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/launch/launch_options.h"
+#include "launch/launch_options.h"
 
 namespace distcomm {
 namespace launch {
@@ -90,9 +90,6 @@ class OutputPump {
   OutputRouter& router_;
   std::map<int, Source> sources_;  // by fd
 };
-
-// write() until every byte is written; false when the destination is gone (EPIPE...).
-bool write_fully(int fd, std::string_view data);
 
 }  // namespace launch
 }  // namespace distcomm

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "api/tensor.h"
-#include "examples/nn/parameter.h"
+#include "nn/parameter.h"
 
 namespace nn {
 

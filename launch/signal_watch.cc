@@ -1,4 +1,4 @@
-#include "tools/launch/signal_watch.h"
+#include "launch/signal_watch.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "tests/tools/launch/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,9 +19,13 @@ namespace testing {
 
 using Clock = std::chrono::steady_clock;
 
-Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                       bool merge_stderr) {
+  if (argv.empty()) throw std::invalid_argument("Subprocess: no program");
+  int out[2], err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || (!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0)) {
+    throw std::runtime_error("pipe failed");
+  }
   // getenv() returns the first match: the extra entries go first to override.
   std::vector<std::string> env = extra_env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
@@ -32,20 +36,24 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<s
   env_c.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
+    ::setpgid(0, 0);
     ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::execve(argv_c[0], argv_c.data(), env_c.data());
+    ::dup2(merge_stderr ? out[1] : err[1], 2);
+    ::execvpe(argv_c[0], argv_c.data(), env_c.data());
     ::_exit(127);
   }
+  ::setpgid(pid_, pid_);  // also here: the deadline may come before the child has run
   ::close(out[1]);
-  ::close(err[1]);
   out_fd_ = out[0];
-  err_fd_ = err[0];
+  if (!merge_stderr) {
+    ::close(err[1]);
+    err_fd_ = err[0];
+  }
 }
 
 Subprocess::~Subprocess() {
   if (!reaped_) {
-    ::kill(pid_, SIGKILL);
+    ::kill(-pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
   if (out_fd_ >= 0) ::close(out_fd_);
@@ -93,7 +101,7 @@ Finished Subprocess::finish(std::chrono::milliseconds deadline) {
     pump(std::chrono::milliseconds(20));
     if (::waitpid(pid_, &status, WNOHANG) == pid_) break;
     if (Clock::now() >= end) {
-      ::kill(pid_, SIGKILL);
+      ::kill(-pid_, SIGKILL);
       ::waitpid(pid_, &status, 0);
       result_.timed_out = true;
       break;
@@ -115,9 +123,19 @@ Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds dea
 
 int exit_code(const Finished& f) { return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : -1; }
 
-std::string runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/distcomm/" + path;
+ProgramOutcome run_program(const std::vector<std::string>& argv, int timeout_s,
+                           const std::vector<std::string>& extra_env) {
+  Subprocess p(argv, extra_env, /*merge_stderr=*/true);
+  const Finished f = p.finish(std::chrono::seconds(timeout_s));
+  ProgramOutcome outcome;
+  outcome.output = f.out;
+  if (f.timed_out) {
+    outcome.exit_code = 128 + SIGKILL;
+    outcome.output += "\n[test: killed after " + std::to_string(timeout_s) + " s]";
+  } else {
+    outcome.exit_code = WIFEXITED(f.status) ? WEXITSTATUS(f.status) : 128 + WTERMSIG(f.status);
+  }
+  return outcome;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -131,6 +149,16 @@ std::vector<std::string> lines_of(const std::string& text) {
 bool process_exists(pid_t pid) {
   struct stat st;
   return ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace testing

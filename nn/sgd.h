@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "examples/nn/parameter.h"
+#include "nn/parameter.h"
 
 namespace nn {
 

@@ -1,4 +1,4 @@
-#include "tools/launch/job.h"
+#include "launch/job.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "api/failure_report.h"
-
-#include "tools/launch/free_port.h"
-#include "tools/launch/output_pump.h"
-#include "tools/launch/rank_environment.h"
-#include "tools/launch/rank_process.h"
-#include "tools/launch/signal_watch.h"
+#include "api/local_processes.h"
+#include "api/write_fully.h"
+#include "launch/output_pump.h"
+#include "launch/rank_environment.h"
+#include "launch/rank_process.h"
+#include "launch/signal_watch.h"
 
 extern char** environ;
 
@@ -52,7 +52,8 @@ class Job {
   void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
   void start_all(const std::string& path, int port);
   void handle_signals();
-  void reap();
+  // Reports the first rank among `exited` that failed (unless the job is stopping).
+  void reap(const std::vector<size_t>& exited);
   // SIGTERM to every rank, SIGKILL at the deadline.
   void begin_stop(const std::string& why);
   void kill_stragglers();
@@ -72,16 +73,15 @@ class Job {
   OutputPump pump_;
   SignalWatch signals_;
   std::string error_dir_;
-  std::vector<RankProcess> ranks_;
+  std::vector<RankProcess> ranks_;  // ranks_[i] is children_[i]
+  local::ChildSet children_;
   JobResult result_;
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;
 };
 
-int Job::running_count() const {
-  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const RankProcess& p) { return p.running; }));
-}
+int Job::running_count() const { return children_.running(); }
 
 void Job::start_all(const std::string& path, int port) {
   for (int local = 0; local < options_.nproc_per_node; ++local) {
@@ -90,6 +90,7 @@ void Job::start_all(const std::string& path, int port) {
     std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
     RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
     p.error_file = error_file;
+    children_.add(local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true));
     pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
     pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
     ranks_.push_back(p);
@@ -105,35 +106,29 @@ void Job::begin_stop(const std::string& why) {
         " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
   }
   // Ranks that already exited may have left processes in their group: stop those too.
-  for (RankProcess& p : ranks_) {
-    p.stopped_by_launcher = p.running;
-    signal_rank(p, SIGTERM);
-  }
+  children_.mark_stopped();
+  children_.signal(SIGTERM);
 }
 
 void Job::name_first_failure() {
-  const RankProcess* cause = nullptr;
-  int64_t cause_time = 0;
-  std::optional<FailureReport> cause_report;
-  for (const RankProcess& p : ranks_) {
-    if (p.running || is_success(p.wait_status)) continue;
-    std::optional<FailureReport> report;
-    if (!p.error_file.empty()) report = FailureReport::read(p.error_file);
-    if (!report && p.stopped_by_launcher) continue;  // ended by the stop, not by a failure of its own
-    const int64_t t = report ? report->unix_time_ns : p.ended_ns;
-    if (cause == nullptr || t < cause_time) {
-      cause = &p;
-      cause_time = t;
-      cause_report = report;
-    }
+  std::vector<std::optional<FailureReport>> reports(ranks_.size());
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!ranks_[i].error_file.empty()) reports[i] = FailureReport::read(ranks_[i].error_file);
   }
-  if (cause == nullptr || result_.interrupted_by != 0) return;
+  const int first = children_.first_failure([&](size_t i) -> std::optional<int64_t> {
+    if (reports[i]) return reports[i]->unix_time_ns;
+    return std::nullopt;
+  });
+  if (first < 0 || result_.interrupted_by != 0) return;
+  const RankProcess* cause = &ranks_[static_cast<size_t>(first)];
+  const local::Child& process = children_[static_cast<size_t>(first)];
+  const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
   const bool seen_first = cause->rank == result_.failed_rank;
   result_.failed_rank = cause->rank;
-  result_.exit_code = shell_exit_code(cause->wait_status);
+  result_.exit_code = local::shell_exit_code(process.status);
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
-                    ", pid " + std::to_string(cause->pid) + ") failed first (" +
-                    describe_wait_status(cause->wait_status) + ")" +
+                    ", pid " + std::to_string(process.pid) + ") failed first (" +
+                    local::describe_wait_status(process.status) + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
   // The rank printed its own error; say it again only when it was not the first one seen.
   if (!seen_first) say(result_.failure);
@@ -155,10 +150,10 @@ void Job::remove_error_files() {
 }
 
 void Job::kill_stragglers() {
-  for (const RankProcess& p : ranks_) {
-    if (p.running) say("rank " + std::to_string(p.rank) + " is still running: SIGKILL");
-    signal_rank(p, SIGKILL);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (children_[i].running) say("rank " + std::to_string(ranks_[i].rank) + " is still running: SIGKILL");
   }
+  children_.signal(SIGKILL);
   killed_ = true;
 }
 
@@ -167,7 +162,7 @@ void Job::handle_signals() {
     if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
     if (!stopping_) {
       result_.interrupted_by = sig;
-      begin_stop("got " + signal_name(sig));
+      begin_stop("got " + local::signal_name(sig));
     } else if (!killed_) {
       // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
       kill_stragglers();
@@ -175,13 +170,15 @@ void Job::handle_signals() {
   }
 }
 
-void Job::reap() {
-  for (RankProcess& p : ranks_) {
-    if (!poll_exit(p) || is_success(p.wait_status) || stopping_) continue;
+void Job::reap(const std::vector<size_t>& exited) {
+  for (size_t i : exited) {
+    const RankProcess& p = ranks_[i];
+    const int status = children_[i].status;
+    if (local::exited_cleanly(status) || stopping_) continue;
     result_.failed_rank = p.rank;
     result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
-                      ", pid " + std::to_string(p.pid) + ") failed: " + describe_wait_status(p.wait_status);
-    result_.exit_code = shell_exit_code(p.wait_status);
+                      ", pid " + std::to_string(children_[i].pid) + ") failed: " + local::describe_wait_status(status);
+    result_.exit_code = local::shell_exit_code(status);
     say(result_.failure);
     std::string log = router_.log_path(p.rank);
     if (!log.empty()) say("its output is in " + log);
@@ -195,10 +192,10 @@ void Job::reap() {
 // status is never taken here.
 bool Job::reap_leftovers() {
   bool alive = false;
-  for (const RankProcess& p : ranks_) {
-    if (p.running) continue;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].running) continue;
     pid_t r;
-    while ((r = ::waitpid(-p.pid, nullptr, WNOHANG)) > 0) {
+    while ((r = ::waitpid(-children_[i].pid, nullptr, WNOHANG)) > 0) {
     }
     if (r == 0) alive = true;
   }
@@ -225,7 +222,7 @@ JobResult Job::run() {
     ~RestoreSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, value); }
   } restore{was_subreaper};
   std::string path = find_program(options_.command[0], options_.working_dir);
-  result_.master_port = options_.master_port != 0 ? options_.master_port : pick_free_port();
+  result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
   make_error_dir();
   struct RemoveErrorFiles {
     Job* job;
@@ -234,10 +231,7 @@ JobResult Job::run() {
   try {
     start_all(path, result_.master_port);
   } catch (...) {
-    for (const RankProcess& p : ranks_) signal_rank(p, SIGKILL);
-    for (RankProcess& p : ranks_) {
-      while (p.running && !poll_exit(p)) ::usleep(1000);
-    }
+    children_.kill_all();
     throw;
   }
 
@@ -253,14 +247,14 @@ JobResult Job::run() {
     }
     std::vector<pollfd> fds = pump_.poll_set();
     fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
-    int timeout = running == 0 ? 50 : poll_timeout_ms();
-    int n = ::poll(fds.data(), fds.size(), timeout);
-    if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("poll: ") + strerror(errno));
+    const int timeout = running == 0 ? 50 : poll_timeout_ms();
+    // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
+    const std::vector<size_t> exited = children_.poll(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
     }
     handle_signals();
-    reap();
+    reap(exited);
     if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_stragglers();
   }
   pump_.close_all();

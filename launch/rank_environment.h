@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/launch/launch_options.h"
+#include "launch/launch_options.h"
 
 namespace distcomm {
 namespace launch {

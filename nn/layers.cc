@@ -1,10 +1,10 @@
 // EXAMPLE CODE: see layers.h.
-#include "examples/nn/layers.h"
+#include "nn/layers.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "examples/nn/random.h"
+#include "nn/random.h"
 
 namespace nn {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/launch/launch_options.h"
+#include "launch/launch_options.h"
 
 #include <cerrno>
 #include <cstdlib>
