@@ -40,6 +40,31 @@ WaitPolicy make_policy(const ShmConfig& c, int group_size) {
 
 }  // namespace
 
+// A drive() collects completions in a vector and runs them after releasing the progress
+// lock. The thread's outermost drive() reuses one (an op issued and waited for costs no
+// allocation here); a drive() from inside a completion's callback gets its own.
+class Engine::DoneList {
+ public:
+  DoneList() : owner_(!busy()), list_(owner_ ? reused() : own_) { busy() = true; }
+  ~DoneList() {
+    if (owner_) busy() = false;
+  }
+  std::vector<Completion>& get() { return list_; }
+
+ private:
+  static bool& busy() {
+    thread_local bool b = false;
+    return b;
+  }
+  static std::vector<Completion>& reused() {
+    thread_local std::vector<Completion> v;
+    return v;
+  }
+  const bool owner_;
+  std::vector<Completion> own_;
+  std::vector<Completion>& list_;
+};
+
 Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config)
     : group_(std::move(group)),
       config_(config),
@@ -74,7 +99,23 @@ void Engine::enqueue(std::deque<Item>& queue, Item item) {
   wake_progress_thread();
 }
 
-void Engine::submit(CollectiveTask task) { enqueue(new_collectives_, std::move(task)); }
+void Engine::submit(CollectiveTask task) {
+  // The issuing thread starts the op itself when no thread is polling and nothing is queued
+  // before it: its first round is written and posted now, with no queue on the way.
+  std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || has_new_.load(std::memory_order_acquire) || failure_.failed()) {
+    if (lock.owns_lock()) lock.unlock();
+    return enqueue(new_collectives_, std::move(task));  // refuses it after a failure
+  }
+  pending_.fetch_add(1);
+  collectives_.push_back(std::move(task));
+  DoneList list;
+  std::vector<Completion>& done = list.get();
+  poll(done, /*look_when_blocked=*/false);  // a waiter or the progress thread goes on
+  lock.unlock();
+  complete(done);
+  wake_progress_thread();
+}
 
 void Engine::submit(P2PRequest request) { enqueue(new_requests_, std::move(request)); }
 
@@ -94,7 +135,7 @@ void Engine::take_submissions(std::vector<Completion>& done) {
   has_new_.store(false, std::memory_order_relaxed);
 }
 
-Engine::Poll Engine::poll(std::vector<Completion>& done) {
+Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked) {
   polls_.fetch_add(1, std::memory_order_relaxed);
   Poll result;
   Blocker collective_blocker;
@@ -103,7 +144,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done) {
     result.progressed = advance_collectives(done, &collective_blocker);
     const bool p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
-    if (!result.progressed && (!collectives_.empty() || p2p_pending)) {
+    if (look_when_blocked && !result.progressed && (!collectives_.empty() || p2p_pending)) {
       result.now = Clock::now();
       check_blocked(collective_blocker, result.now, &result);
     }
@@ -257,31 +298,6 @@ void Engine::complete(std::vector<Completion>& done) {
     done_cv_.notify_all();
   }
 }
-
-// A drive() collects completions in a vector and runs them after releasing the progress
-// lock. The thread's outermost drive() reuses one (an op issued and waited for costs no
-// allocation here); a drive() from inside a completion's callback gets its own.
-class Engine::DoneList {
- public:
-  DoneList() : owner_(!busy()), list_(owner_ ? reused() : own_) { busy() = true; }
-  ~DoneList() {
-    if (owner_) busy() = false;
-  }
-  std::vector<Completion>& get() { return list_; }
-
- private:
-  static bool& busy() {
-    thread_local bool b = false;
-    return b;
-  }
-  static std::vector<Completion>& reused() {
-    thread_local std::vector<Completion> v;
-    return v;
-  }
-  const bool owner_;
-  std::vector<Completion> own_;
-  std::vector<Completion>& list_;
-};
 
 template <typename Stop>
 bool Engine::drive(Stop stop, Clock::time_point give_up) {

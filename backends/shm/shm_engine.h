@@ -3,6 +3,8 @@
 //
 // Nothing here ever blocks on a peer: poll() moves whatever can move and says what it is
 // waiting for. Progress is made by
+//   - the thread that issues a collective, when no other thread is polling: it starts the
+//     op (writes and posts its first round) before it returns;
 //   - the thread that waits on a Work (ShmWork::wait): it polls, and between polls spins,
 //     yields, then sleeps on the futex word of the peer it waits for (shm_wait.h), so an
 //     issue-then-wait costs no context switch at all;
@@ -60,7 +62,8 @@ class Engine {
 
   // Starts the progress thread (named dc-shm-progress).
   void start();
-  // Queues an op. After a failure or shutdown it ends at once with the group's refusal.
+  // Queues an op, and starts it when no other thread is polling. After a failure or
+  // shutdown it ends at once with the group's refusal.
   void submit(CollectiveTask task);
   void submit(P2PRequest request);
   // Makes progress until `work` has ended or `timeout` (negative: none) has passed; says
@@ -82,8 +85,9 @@ class Engine {
 
   template <typename Item>
   void enqueue(std::deque<Item>& queue, Item item);
-  // Needs progress_mu_.
-  Poll poll(std::vector<Completion>& done);
+  // Needs progress_mu_. `look_when_blocked`: check the deadline and the awaited peer when
+  // nothing moved (a caller that will not wait skips that).
+  Poll poll(std::vector<Completion>& done, bool look_when_blocked = true);
   void take_submissions(std::vector<Completion>& done);
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
