@@ -37,7 +37,7 @@ struct BackendOptions {
   int size = 1;                // group size
   std::vector<int> global_ranks;  // global_ranks[group rank] = rank in the world group
   std::string group_name = "world";
-  std::chrono::milliseconds timeout{1800000};
+  std::chrono::milliseconds timeout = kDefaultGroupTimeout;
   DeviceType device = DeviceType::kCPU;
   // Backend settings, filled at the edge (init_process_group, from the program and the
   // environment). The plugin's descriptor declares the keys it reads (plugin.h); the keys
@@ -58,7 +58,7 @@ struct P2POp {
 // What the ProcessGroup passes with each op. Fields are only ever appended (plugin.h).
 struct OpContext {
   uint64_t seq = 0;
-  std::chrono::milliseconds timeout{0};  // resolved: never kGroupTimeout
+  std::chrono::milliseconds timeout{0};  // resolved: never kUseDefault
   std::string description;  // "rank 1/4 group 'world' all_reduce #12 (float32[1000] on cpu)"
   // ABI 1.3 (read it only where core_abi_minor() >= 3, plugin.h): what this rank says the
   // op is, for backends to keep ops that ranks disagree on from moving bytes.

@@ -41,7 +41,7 @@ struct InitOptions {
   std::string init_method = "env://";
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment
-  std::chrono::milliseconds timeout{1800000};  // 30 min, torch's default
+  std::chrono::milliseconds timeout = kDefaultGroupTimeout;
   StorePtr store;  // if set, used instead of init_method
   std::map<std::string, std::string> backend_config;
   // The job's identity (README, Security): rank 0's TCPStore admits only ranks with its run

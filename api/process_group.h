@@ -47,7 +47,7 @@ struct ProcessGroupOptions {
   int rank = 0;
   int size = 1;
   std::string backend = "gloo";  // a BackendSpec
-  std::chrono::milliseconds timeout{1800000};
+  std::chrono::milliseconds timeout = kDefaultGroupTimeout;
   std::string group_name = "world";
   std::vector<int> global_ranks;  // empty for the world group: 0..size-1
   // Settings of the group's backends (each plugin declares its keys, plugin.h); a key no

@@ -12,14 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "api/timeouts.h"
+
 namespace distcomm {
 
 class Store {
  public:
   using Bytes = std::vector<uint8_t>;
-  static constexpr std::chrono::milliseconds kDefaultTimeout{300000};
-  // Passed as a timeout: use the store's own timeout.
-  static constexpr std::chrono::milliseconds kUseDefault{-1};
+  // A store's timeout unless set: 5 minutes, as c10d's TCPStore. kUseDefault (timeouts.h)
+  // passed to a call means the store's timeout.
+  static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 
   virtual ~Store();
 
@@ -50,7 +52,7 @@ class Store {
 
  protected:
   std::chrono::milliseconds resolve(std::chrono::milliseconds t) const {
-    return t < std::chrono::milliseconds::zero() ? timeout_ : t;
+    return is_use_default(t) ? timeout_ : t;
   }
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
 };

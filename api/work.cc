@@ -31,7 +31,7 @@ Work::~Work() = default;
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (timeout < std::chrono::milliseconds::zero()) {
+  if (is_use_default(timeout)) {
     cv_.wait(lock, [&] { return completed_; });
   } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
     throw Timeout((description_.empty() ? std::string(op_type_name(op_)) : description_) +
@@ -111,9 +111,9 @@ class ChainedWork : public Work {
  public:
   ChainedWork(WorkPtr first, OpType op) : Work(op, first->seq(), first->description()), first_(std::move(first)) {}
 
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override {
     if (!Work::is_completed()) {
-      if (timeout < std::chrono::milliseconds::zero()) {
+      if (is_use_default(timeout)) {
         try {
           first_->wait();
         } catch (...) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "api/timeouts.h"
+
 namespace distcomm {
 
 enum class OpType : uint8_t {
@@ -38,7 +40,6 @@ const char* op_type_name(OpType op);  // "all_reduce", ...
 class Work {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kNoTimeout{-1};
 
   // description: "rank 1/4 group 'world' all_reduce #12", put before error messages.
   Work(OpType op, uint64_t seq, std::string description = "");
@@ -46,9 +47,10 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  // Blocks until the op ends. Rethrows the op's error. With a timeout, throws Timeout if
-  // the op has not ended by then (the op itself goes on; the group's timeout aborts it).
-  virtual void wait(std::chrono::milliseconds timeout = kNoTimeout);
+  // Blocks until the op ends. Rethrows the op's error. With a timeout (not kUseDefault),
+  // throws Timeout if the op has not ended by then (the op itself goes on; the group's
+  // timeout aborts it).
+  virtual void wait(std::chrono::milliseconds timeout = kUseDefault);
   virtual bool is_completed() const;
   bool is_success() const;  // completed without error
   std::exception_ptr exception() const;

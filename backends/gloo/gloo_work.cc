@@ -9,7 +9,7 @@ void GlooWork::wait(std::chrono::milliseconds timeout) {
   if (auto worker = worker_.lock()) {
     if (Work::is_completed()) {
       worker->note_waited(ticket_);  // the caller waits for its ops: it will for the next
-    } else if (timeout < std::chrono::milliseconds::zero()) {
+    } else if (is_use_default(timeout)) {
       worker->drive(ticket_, description());
     } else {
       worker->hurry(ticket_);  // with a deadline this thread must be free to give up

@@ -20,7 +20,7 @@ class GlooWork : public Work {
            uint64_t ticket)
       : Work(op, seq, std::move(description)), worker_(std::move(worker)), ticket_(ticket) {}
 
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override;
   bool is_completed() const override;
 
  private:

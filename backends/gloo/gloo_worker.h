@@ -17,11 +17,9 @@
 // - An op whose caller waited for its previous one is left for that caller, who most likely
 //   calls wait() next. Should it not, the worker takes the op once it has waited `kGrace`.
 // The worker sleeps on a timer (gloo_wake_timer.h). Setting a timer is costly on a VM (each
-// set or clear reprograms the host's timer: 4.5 us a pair here, and measured 2 vCPUs, 2
-// ranks, paired runs: an arm at submit and a clear at claim made 1 MiB 0.84x gloo's busbw,
-// a 1 ms grace left set 0.92x, no timer 0.98x, a 10 ms grace 0.97x). So submit sets it
-// only when it is not set, nothing clears it, and a caller that waits for every op makes
-// the worker wake at most once per grace, finding nothing to do.
+// set or clear reprograms the host's timer, a cost of the order of a small op), so submit
+// sets it only when it is not set, nothing clears it, and a caller that waits for every op
+// makes the worker wake at most once per grace, finding nothing to do.
 // An op's Work is finished (its callbacks run) before the next op starts, whoever runs it.
 #pragma once
 
@@ -46,12 +44,9 @@ namespace gloo_backend {
 // "batch": SCHED_BATCH, whose effect on Linux is that the worker, when woken, does not
 // preempt the thread running on that core but waits for it to block, or for the tick. This
 // matters for ops nobody waits for (those the worker runs): each wakes it, and its wakers
-// block a moment later, so preempting them costs a switch away and one back. Measured
-// before waiters ran their own ops, on 2 cores with 2 ranks and nothing else running,
-// context switches per 8 B op and rank: 7.9 normal, 6.2 batch, 4.4 gloo called directly;
-// but with CPU-bound threads on every core the woken worker waits for the tick (8 B took
-// 2.5-2.8 ms batch, 0.3-1.0 ms normal). So batch is for hosts whose cores the ranks have to
-// themselves. A worker the program runs with a real-time policy keeps it.
+// block a moment later, so preempting them costs a switch away and one back. But with
+// CPU-bound threads on every core the woken worker waits for the tick, milliseconds per
+// op. So batch is for hosts whose cores the ranks have to themselves. A worker the program runs with a real-time policy keeps it.
 enum class WorkerScheduling { kNormal, kBatch };
 // "" is the default; throws InvalidArgument naming the choices.
 WorkerScheduling parse_worker_scheduling(const std::string& name);

@@ -10,12 +10,11 @@
 //     starts at once), and a thread in Work::wait runs rounds until its op ends. The MPI
 //     thread runs rounds only for ops in flight that no thread is waiting for (compute
 //     overlapping communication), and sleeps while a waiter drives. So a rank keeps one
-//     busy thread, not two, and a small op costs no thread hand-off: with 2 ranks on 2
-//     cores an 8-byte all_reduce took 2.5 us this way and over 100 us with a thread that
-//     made every call. Large ops (1 MiB and up) are started and polled by the MPI thread
-//     while their waiter blocks: the hand-off is small beside them, and MPI's large
+//     busy thread, not two, and a small op costs no thread hand-off (which costs far more
+//     than a small op itself). Large ops (1 MiB and up) are started and polled by the MPI
+//     thread while their waiter blocks: the hand-off is small beside them, and MPI's large
 //     scratch buffers (libnbc allocates one per all_reduce) then come from that thread's
-//     malloc arena instead of the program's, which made a 16 MiB all_reduce a third faster.
+//     malloc arena instead of the program's, which is faster (README, MPI).
 //   - With less (MPI_THREAD_FUNNELED or SERIALIZED), only the MPI thread calls MPI: it
 //     runs every round, waiters block on their Work. FUNNELED is the least the plugin
 //     needs, and every MPI library gives it.

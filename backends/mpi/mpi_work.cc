@@ -13,7 +13,7 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
                 "for itself; chain the next step with on_finish instead");
   }
   if (!is_completed() && waiter_drives_) {
-    const auto deadline = timeout < std::chrono::milliseconds::zero()
+    const auto deadline = is_use_default(timeout)
                               ? Runtime::Clock::time_point::max()
                               : Runtime::Clock::now() + timeout;
     // Where this thread may not call MPI, Work::wait below blocks until the MPI thread is

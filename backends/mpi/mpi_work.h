@@ -18,7 +18,7 @@ class MpiWork : public Work {
   MpiWork(OpType op, uint64_t seq, std::string description, Runtime& runtime)
       : Work(op, seq, std::move(description)), runtime_(runtime) {}
 
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override;
   // Without the Work's lock: a waiter polls it between MPI tests.
   bool is_completed() const override { return done_.load(std::memory_order_acquire); }
 

@@ -71,7 +71,7 @@ void TrackedWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void TrackedWork::host_wait(std::chrono::milliseconds timeout) {
-  const auto deadline = timeout < std::chrono::milliseconds::zero() ? Clock::time_point::max() : Clock::now() + timeout;
+  const auto deadline = is_use_default(timeout) ? Clock::time_point::max() : Clock::now() + timeout;
   if (poll_until([&] { return is_completed(); }, deadline, nullptr, std::chrono::microseconds(200)) != Waited::kDone) {
     throw Timeout(label_ + ": not finished after " + std::to_string(timeout.count()) +
                   " ms of waiting (Work::wait timeout); the op is still running");

@@ -34,7 +34,7 @@ class TrackedWork : public Work, public TrackedOp {
 
   // With blocking_wait, blocks the host until the op has ended and throws its error;
   // otherwise throws the error of an op that has failed, else wait_on_device().
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override;
   // Asks the device rather than waiting for the watchdog's next round (callers poll this).
   bool is_completed() const override;
 

@@ -332,7 +332,7 @@ bool Engine::drive(Stop stop, Clock::time_point give_up) {
 
 bool Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
   const Clock::time_point give_up =
-      timeout < std::chrono::milliseconds::zero() ? Clock::time_point::max() : Clock::now() + timeout;
+      is_use_default(timeout) ? Clock::time_point::max() : Clock::now() + timeout;
   struct Waiting {
     std::atomic<int>& count;
     explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }

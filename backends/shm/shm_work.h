@@ -16,7 +16,7 @@ class ShmWork final : public Work {
   ShmWork(OpType op, const OpContext& ctx, std::shared_ptr<Engine> engine)
       : Work(op, ctx.seq, ctx.description), engine_(std::move(engine)) {}
 
-  void wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override;
 
  private:
   // Keeps the group's memory mapped while this Work can still be waited on.

@@ -4,7 +4,7 @@
 #
 #   tools/ddp_bench/compare_backends.sh [--rounds N] [--nproc N] [--backends "shm gloo mpi"] [--iters N]
 #
-# The model is the shm issue's: 8 Linear layers of 1024 x 1024 (ddp_bench --in_width=1024
+# The model: 8 Linear layers of 1024 x 1024 (ddp_bench --in_width=1024
 # --layers=7 --width=1024 --out_width=1024, 8.4M parameters), batch 64 per rank, DDP's
 # default 25 MiB buckets. Exposed communication is what DDP adds to an iteration: its
 # iteration time minus the same step without communication (ddp_bench's "local" row, run in

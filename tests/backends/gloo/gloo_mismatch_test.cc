@@ -1,6 +1,6 @@
 // Ranks that disagree on an op, over gloo, 3 ranks, default settings (no debug level): every
 // rank ends with a named distcomm error well before the group's timeout -- never a crash
-// on gloo's thread, never a success with wrong data. The rows of the table, plus a
+// on gloo's thread, never a success with wrong data. The cases of tests/backends/mismatch, plus a
 // skipped collective, an all_to_all whose splits do not pair, and a per-op timeout behind
 // a stuck op.
 #include <chrono>
@@ -22,12 +22,12 @@ using namespace mismatch;
 
 // The group's timeout: far above what a named error may take (probe after 3 s, then a
 // tick or two; a loaded machine adds some).
-constexpr std::chrono::milliseconds kGroupTimeout{60000};
+constexpr std::chrono::milliseconds kOpTimeout{60000};
 constexpr double kNamedWithin = 25;
 
 void on_three_ranks(const std::function<void(ProcessGroup&)>& fn) {
   GroupHarnessOptions options;
-  options.op_timeout = kGroupTimeout;
+  options.op_timeout = kOpTimeout;
   run_group(3, "gloo", fn, options);
 }
 

@@ -1,7 +1,6 @@
 #!/bin/bash
 # The tutorial examples under mpirun with --backend=mpi: rank and size come from Open MPI,
-# no MASTER_ADDR, and the output is the same as with the launcher (issue: examples run
-# under mpirun). Settings as in mpirun_test.sh.
+# no MASTER_ADDR, and the output is the same as with the launcher. Settings as in mpirun_test.sh.
 set -euo pipefail
 if ! command -v mpirun >/dev/null 2>&1; then
   echo "SKIPPED: mpirun not found; install openmpi-bin (tools/setup.sh)"

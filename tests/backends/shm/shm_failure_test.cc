@@ -54,7 +54,7 @@ void expect_names(const std::string& message, const std::string& what, const std
   EXPECT_NE(message.find(what), std::string::npos) << context << " should name " << what << ": " << message;
 }
 
-// The acceptance test of the issue: SIGKILL one rank in the middle of a 64 MiB all_reduce.
+// The failure shm is built to survive: SIGKILL one rank in the middle of a 64 MiB all_reduce.
 // Rank 1's input has an inaccessible page at its middle: the backend faults there while
 // copying it into its slot, half-way through the op, and the fault handler raises SIGKILL.
 TEST(ShmFailure, RankKilledInTheMiddleOfA64MiBAllReduce) {

@@ -1,4 +1,4 @@
-// mpi_overhead: the cost of distcomm's layer over calling MPI_Allreduce directly (issue 6).
+// mpi_overhead: the cost of distcomm's layer over calling MPI_Allreduce directly.
 //
 //   mpirun -np 2 bazel-bin/tools/bench/overhead/mpi_overhead [--sizes=8,64K,1M,16M,64M]
 //
@@ -47,7 +47,7 @@ void run_rank(const OverheadFlags& flags) {
   auto direct = [&](float* data, int64_t count) {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
   };
-  // Issue 6's aim at 8 B: at most 2 us more than MPI's own latency.
+  // The aim at 8 B: at most 2 us more than MPI's own latency.
   run_overhead_sweep(*pg, flags, title, direct, [](double) { return 2.0; });
   MPI_Comm_free(&comm);
   pg.reset();
