@@ -12,7 +12,7 @@
 #include "backends/gloo/gloo_reduction.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // gloo's algorithm classes are templates on the element type and build their buffers
@@ -79,5 +79,5 @@ void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
   ::gloo::allreduce(opts);
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -5,7 +5,7 @@
 #include <string>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 enum class AllReduceAlgorithm {
   kAuto,
@@ -43,5 +43,5 @@ inline size_t auto_bcube_max_bytes(int group_size) {
 AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, size_t count, size_t element_bytes,
                                                 int group_size);
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

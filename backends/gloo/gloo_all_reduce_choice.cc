@@ -4,7 +4,7 @@
 #include "backends/gloo/gloo_all_reduce.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name) {
   if (name.empty() || name == "auto") return AllReduceAlgorithm::kAuto;
@@ -36,5 +36,5 @@ AllReduceAlgorithm resolve_all_reduce_algorithm(AllReduceAlgorithm configured, s
                                                                      : AllReduceAlgorithm::kRing;
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -14,7 +14,7 @@
 #include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 void run_all_to_all(CollectiveEnv& env, GlooOp& op) {
   const auto& context = env.context;
@@ -68,5 +68,5 @@ void run_all_to_all(CollectiveEnv& env, GlooOp& op) {
   for (int i = 0; i < empty_sends; ++i) empty_send->waitSend(op.timeout);
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

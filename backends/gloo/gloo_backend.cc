@@ -7,7 +7,7 @@
 #include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // The tag and the tensor's size: a send and a recv of different sizes or dtypes never
@@ -185,5 +185,5 @@ void GlooBackend::shutdown() {
   if (watch_) watch_->stop();  // after the ops: a Timeout they end with may ask it
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

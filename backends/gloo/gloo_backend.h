@@ -31,7 +31,7 @@
 #include "backends/gloo/gloo_worker.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 class GlooBackend final : public Backend {
  public:
@@ -84,5 +84,5 @@ class GlooBackend final : public Backend {
   std::atomic<bool> shut_down_{false};
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -17,7 +17,7 @@
 #include "backends/gloo/gloo_reduction.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // gloo's option classes take typed pointers; the type only sets the element size.
@@ -163,5 +163,5 @@ void run_collective(CollectiveEnv& env, GlooOp& op) {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -12,7 +12,7 @@
 #include "backends/gloo/gloo_store_adapter.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // gloo writes to its sockets with writev(), which raises SIGPIPE when the peer has died;
@@ -80,5 +80,5 @@ void GlooComm::interrupt() {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -13,7 +13,7 @@
 #include "api/backend.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // gloo's rendezvous context, plus access to the timeout its transport applies to waits
 // that gloo's algorithms start without one (gloo::allreduce's bcube path does): the worker
@@ -48,5 +48,5 @@ class GlooComm {
   std::string listening_on_;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

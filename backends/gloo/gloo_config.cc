@@ -1,7 +1,7 @@
 #include "backends/gloo/gloo_config.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 const distcomm_config_key kConfigKeys[] = {
     {"ifname", "", "DISTCOMM_SOCKET_IFNAME",
@@ -18,5 +18,5 @@ const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

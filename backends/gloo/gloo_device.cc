@@ -12,7 +12,7 @@
 #include "api/errors.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 std::string config_value(const std::map<std::string, std::string>& config, const char* key) {
@@ -105,5 +105,5 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(
   return make_device(attr, *chosen);
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -8,7 +8,7 @@
 #include <gloo/transport/device.h>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // Reads BackendOptions.config, first match wins:
 //   "ifname"      an interface name (eth0): its first address;
@@ -25,5 +25,5 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(
 // Throws InvalidArgument when host does not resolve or no route leads there.
 std::string local_address_towards(const std::string& host);
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -7,7 +7,7 @@
 #include "api/errors.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::milliseconds timeout) {
   try {
@@ -29,5 +29,5 @@ std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::millis
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

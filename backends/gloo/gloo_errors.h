@@ -10,11 +10,11 @@
 #include <exception>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // Timeout for a gloo wait that timed out (naming `timeout`, the op's), PeerFailure for a
 // lost or closed connection, distcomm errors as they are, anything else as Error.
 std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::milliseconds timeout);
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

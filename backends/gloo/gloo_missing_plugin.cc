@@ -15,4 +15,4 @@ distcomm::Backend* gloo_create(const distcomm::BackendOptions&) { return nullptr
 }  // namespace
 
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("gloo", "gloo (not built: library missing)", DISTCOMM_DEVICE_CPU, 0,
-                                   gloo_available, gloo_create, distcomm::gloo_backend::kConfigKeys)
+                                   gloo_available, gloo_create, distcomm::gloo::kConfigKeys)

@@ -18,7 +18,7 @@
 #include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // One collective, as the Backend call described it. The Tensors are handles: holding them
 // keeps owned storage alive until the op has run (views stay the caller's to keep alive).
@@ -89,5 +89,5 @@ void with_element_type(size_t element_bytes, Fn&& fn) {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

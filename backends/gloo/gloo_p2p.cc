@@ -3,7 +3,7 @@
 #include "backends/gloo/gloo_errors.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 TransferWaiters::~TransferWaiters() { stop(); }
 
@@ -87,5 +87,5 @@ void TransferWaiters::loop() {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

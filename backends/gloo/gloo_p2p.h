@@ -28,7 +28,7 @@
 #include "api/group_failure.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 struct Transfer {
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;  // already posted
@@ -69,5 +69,5 @@ class TransferWaiters {
   bool stopping_ = false;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -15,10 +15,10 @@ namespace {
 int gloo_available(std::string*) { return 1; }
 
 distcomm::Backend* gloo_create(const distcomm::BackendOptions& options) {
-  return new distcomm::gloo_backend::GlooBackend(options);
+  return new distcomm::gloo::GlooBackend(options);
 }
 
 }  // namespace
 
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("gloo", GLOO_VERSION_TEXT, DISTCOMM_DEVICE_CPU, 0, gloo_available, gloo_create,
-                                   distcomm::gloo_backend::kConfigKeys)
+                                   distcomm::gloo::kConfigKeys)

@@ -14,7 +14,7 @@
 #include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 void run_reduce_scatter(CollectiveEnv& env, GlooOp& op) {
   const auto& context = env.context;
@@ -59,5 +59,5 @@ void run_reduce_scatter(CollectiveEnv& env, GlooOp& op) {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -5,7 +5,7 @@
 #include "backends/gloo/gloo_sum_kernels.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // reduce_into is acc (op)= in; gloo asks for c = a (op) b. Every op is commutative, so an
@@ -55,5 +55,5 @@ ReduceFn reduce_function(DType dtype, ReduceOp op) {
   };
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

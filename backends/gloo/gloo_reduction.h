@@ -20,7 +20,7 @@
 #include "backends/gloo/gloo_sum_kernels.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // c[i] = a[i] (op) b[i] for i < n; c may alias a or b. gloo::AllreduceOptions::Func's shape.
 using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
@@ -87,5 +87,5 @@ const ::gloo::ReductionFunction<T>* reduction_for_algorithm(ReduceOp op) {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -18,7 +18,7 @@
 #include "api/dtype.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 constexpr uint8_t kPointToPointSlotPrefix = 0x42;
@@ -47,5 +47,5 @@ inline uint64_t sized_slot(uint8_t prefix, uint32_t key, size_t bytes, DType dty
   return (uint64_t{prefix} << 56) | (uint64_t{key} << 24) | size_bits(bytes, dtype);
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

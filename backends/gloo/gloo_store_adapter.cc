@@ -1,7 +1,7 @@
 #include "backends/gloo/gloo_store_adapter.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // distcomm's errors (Timeout naming the missing keys, StoreError) pass through gloo's
 // rendezvous unchanged, so a rank that never arrives is reported by the store's own message.
@@ -23,5 +23,5 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys, const std::chr
   store_->wait(keys, timeout);
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -12,7 +12,7 @@
 #include "api/store.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 class GlooStoreAdapter : public ::gloo::rendezvous::Store {
  public:
@@ -27,5 +27,5 @@ class GlooStoreAdapter : public ::gloo::rendezvous::Store {
   StorePtr store_;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

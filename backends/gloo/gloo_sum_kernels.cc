@@ -3,7 +3,7 @@
 #include <type_traits>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // Distinct pointers by contract (__restrict), so the compiler vectorises without checks.
@@ -46,5 +46,5 @@ void add_into(T* acc, const T* in, size_t n) {
 DISTCOMM_GLOO_SUM_TYPES(DISTCOMM_GLOO_DEFINE_SUM)
 #undef DISTCOMM_GLOO_DEFINE_SUM
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

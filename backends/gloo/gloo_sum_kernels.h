@@ -9,7 +9,7 @@
 #include <type_traits>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // c[i] = a[i] + b[i] for i < n; c may be a or b (the two forms gloo uses), or neither.
 template <typename T>
@@ -33,5 +33,5 @@ constexpr bool has_sum_kernel() {
 #undef DISTCOMM_GLOO_IS
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

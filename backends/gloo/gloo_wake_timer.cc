@@ -10,7 +10,7 @@
 #include "api/errors.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 WakeTimer::WakeTimer() : fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC)) {
   if (fd_ < 0) throw Error(std::string("gloo: cannot create the worker's timer (timerfd_create): ") + std::strerror(errno));
@@ -44,5 +44,5 @@ void WakeTimer::wait() {
   (void)!::read(fd_, &expirations, sizeof(expirations));
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -7,7 +7,7 @@
 #include <chrono>
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 class WakeTimer {
  public:
@@ -29,5 +29,5 @@ class WakeTimer {
   int fd_ = -1;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -3,7 +3,7 @@
 #include "backends/gloo/gloo_worker.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 void GlooWork::wait(std::chrono::milliseconds timeout) {
   if (auto worker = worker_.lock()) {
@@ -24,5 +24,5 @@ bool GlooWork::is_completed() const {
   return false;
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

@@ -10,7 +10,7 @@
 #include "api/work.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 class CollectiveWorker;
 
@@ -29,5 +29,5 @@ class GlooWork : public Work {
   const uint64_t ticket_;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

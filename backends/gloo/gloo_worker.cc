@@ -10,7 +10,7 @@
 #include "backends/gloo/gloo_work.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 // Done by the constructing thread, so that it has happened when the worker is handed out.
@@ -203,5 +203,5 @@ void CollectiveWorker::loop() {
   }
 }
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

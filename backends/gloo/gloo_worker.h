@@ -36,7 +36,7 @@
 #include "backends/gloo/gloo_wake_timer.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 
 // How the worker thread is scheduled: config["worker_sched"].
 //
@@ -124,5 +124,5 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   std::thread thread_;
 };
 
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm

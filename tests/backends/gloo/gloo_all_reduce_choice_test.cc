@@ -6,7 +6,7 @@
 #include "api/errors.h"
 
 namespace distcomm {
-namespace gloo_backend {
+namespace gloo {
 namespace {
 
 constexpr size_t kFloat = 4;
@@ -57,5 +57,5 @@ TEST(GlooAllReduceChoice, AnExplicitChoiceIsKept) {
 }
 
 }  // namespace
-}  // namespace gloo_backend
+}  // namespace gloo
 }  // namespace distcomm
