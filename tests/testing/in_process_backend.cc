@@ -1,0 +1,374 @@
+// A test-only plugin, libdistcomm_in_process.so: the ranks of a group are ProcessGroups of
+// one process (one thread per rank, or one thread issuing every rank's op in turn), and
+// the backend moves bytes by reading the other ranks' tensors directly. It exists so the
+// ProcessGroup's own logic (AVG / PREMUL_SUM on the host, list packing, capability
+// refusal, validation, subgroups) runs at group sizes above one without processes or
+// sockets; the transports themselves are tested by the conformance suites.
+//
+// Each collective is a round keyed by its sequence number: every rank deposits its
+// tensors and Work, and the last rank to arrive computes every rank's result (reductions
+// in rank order, with the core's kernels) and finishes all the Works. An op that not
+// every rank joins fails at its timeout (the Work's wait has that deadline). Sends are
+// buffered; a receive matches by (source, tag) in the order the sends were made.
+//
+// Settings (BackendOptions::config):
+//   in_process_ops  the ops it lists in supported_ops(), comma-separated op names ("all":
+//                   every op it implements), to test the core's capability refusal.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "api/errors.h"
+#include "api/plugin.h"
+#include "api/reduce_op.h"
+
+namespace {
+
+using namespace distcomm;
+using Clock = std::chrono::steady_clock;
+
+// A Work whose wait() ends at the op's deadline: an op some rank never joined fails there.
+class DeadlineWork : public Work {
+ public:
+  DeadlineWork(OpType op, const OpContext& ctx)
+      : Work(op, ctx.seq, ctx.description), timeout_(ctx.timeout), deadline_(Clock::now() + ctx.timeout) {}
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
+    const auto until_deadline = std::max(left, std::chrono::milliseconds(0));
+    if (!is_use_default(timeout) && timeout < until_deadline) return Work::wait(timeout);
+    try {
+      Work::wait(until_deadline);
+      return;
+    } catch (const Timeout&) {
+    }
+    finish(std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
+                                           std::to_string(timeout_.count()) + " ms")));
+    Work::wait();
+  }
+
+ private:
+  const std::chrono::milliseconds timeout_;
+  const Clock::time_point deadline_;
+};
+
+// One rank's part of a collective.
+struct Part {
+  OpType op = OpType::kBarrier;
+  Tensor out;  // the tensor the rank's result goes to (in place: the same as in)
+  Tensor in;
+  ReduceOp reduction = ReduceOp::SUM;
+  int root = 0;
+  std::vector<int64_t> out_counts, in_counts;  // all_to_all
+  std::shared_ptr<Work> work;
+  bool arrived = false;
+};
+
+void copy_bytes(const Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
+  const size_t es = element_size(src.dtype());
+  if (count > 0 && (dst.data() != src.data() || dst_offset != src_offset)) {
+    std::memcpy(static_cast<char*>(dst.data()) + dst_offset * es, static_cast<const char*>(src.data()) + src_offset * es,
+                static_cast<size_t>(count) * es);
+  }
+}
+
+// The reduction over every rank of `count` elements of each part's input from `offset`.
+Tensor reduced(const std::vector<Part>& parts, int64_t offset, int64_t count) {
+  Tensor acc = Tensor::empty({count}, parts[0].in.dtype());
+  copy_bytes(acc, 0, parts[0].in, offset, count);
+  const size_t es = element_size(acc.dtype());
+  for (size_t r = 1; r < parts.size(); ++r) {
+    reduce_into(acc.data(), static_cast<const char*>(parts[r].in.data()) + offset * es, static_cast<size_t>(count),
+                acc.dtype(), parts[0].reduction);
+  }
+  return acc;
+}
+
+int64_t offset_of(const std::vector<int64_t>& counts, size_t block) {
+  int64_t o = 0;
+  for (size_t i = 0; i < block; ++i) o += counts[i];
+  return o;
+}
+
+// Every rank's result from every rank's part; throws when the parts disagree.
+void compute(std::vector<Part>& parts) {
+  const int n = static_cast<int>(parts.size());
+  const Part& first = parts[0];
+  for (const Part& p : parts) {
+    if (p.op != first.op || p.root != first.root || p.reduction.kind != first.reduction.kind) {
+      throw Desync(std::string("ranks ran different ops in one round: ") + op_type_name(first.op) + " and " +
+                   op_type_name(p.op));
+    }
+  }
+  switch (first.op) {
+    case OpType::kBarrier: return;
+    case OpType::kAllReduce: {
+      const Tensor acc = reduced(parts, 0, first.in.numel());
+      for (Part& p : parts) copy_bytes(p.out, 0, acc, 0, acc.numel());
+      return;
+    }
+    case OpType::kReduce: {
+      const Tensor acc = reduced(parts, 0, first.in.numel());
+      copy_bytes(parts[static_cast<size_t>(first.root)].out, 0, acc, 0, acc.numel());
+      return;
+    }
+    case OpType::kBroadcast: {
+      const Part& root = parts[static_cast<size_t>(first.root)];
+      for (Part& p : parts) copy_bytes(p.out, 0, root.in, 0, root.in.numel());
+      return;
+    }
+    case OpType::kAllGather:
+    case OpType::kGather: {
+      for (int r = 0; r < n; ++r) {
+        if (first.op == OpType::kGather && r != first.root) continue;
+        for (int s = 0; s < n; ++s) {
+          const Tensor& in = parts[static_cast<size_t>(s)].in;
+          copy_bytes(parts[static_cast<size_t>(r)].out, s * in.numel(), in, 0, in.numel());
+        }
+      }
+      return;
+    }
+    case OpType::kScatter: {
+      const Tensor& in = parts[static_cast<size_t>(first.root)].in;
+      for (int r = 0; r < n; ++r) {
+        Tensor& out = parts[static_cast<size_t>(r)].out;
+        copy_bytes(out, 0, in, r * out.numel(), out.numel());
+      }
+      return;
+    }
+    case OpType::kReduceScatter: {
+      for (int r = 0; r < n; ++r) {
+        Tensor& out = parts[static_cast<size_t>(r)].out;
+        copy_bytes(out, 0, reduced(parts, r * out.numel(), out.numel()), 0, out.numel());
+      }
+      return;
+    }
+    case OpType::kAllToAll: {
+      for (size_t r = 0; r < parts.size(); ++r) {
+        for (size_t s = 0; s < parts.size(); ++s) {
+          const int64_t count = parts[s].in_counts[r];
+          if (count != parts[r].out_counts[s]) {
+            throw InvalidArgument("all_to_all: rank " + std::to_string(s) + " sends " + std::to_string(count) +
+                                  " elements to rank " + std::to_string(r) + ", which expects " +
+                                  std::to_string(parts[r].out_counts[s]));
+          }
+          copy_bytes(parts[r].out, offset_of(parts[r].out_counts, s), parts[s].in, offset_of(parts[s].in_counts, r),
+                     count);
+        }
+      }
+      return;
+    }
+    default: throw Unsupported(std::string("in_process: no collective ") + op_type_name(first.op));
+  }
+}
+
+// What the ranks of one group share.
+struct Shared {
+  explicit Shared(int n) : size(n) {}
+  const int size;
+  std::mutex mu;
+  std::map<uint64_t, std::vector<Part>> rounds;  // collectives in progress, by sequence number
+  // Point to point: sends not yet received, per (src, dst, tag) in send order; receives
+  // waiting for a send.
+  std::map<std::tuple<int, int, int>, std::deque<Tensor>> mail;
+  struct PendingRecv {
+    Tensor into;
+    int src;  // -1: any
+    int tag;
+    std::shared_ptr<Work> work;
+  };
+  std::map<int, std::deque<PendingRecv>> receives;  // by receiving rank
+};
+
+// The groups of this process, by the id their rank 0 published in the group's store.
+std::mutex g_groups_mu;
+std::map<std::string, std::weak_ptr<Shared>> g_groups;
+std::atomic<uint64_t> g_next_group{0};
+
+std::vector<OpType> parse_ops(const std::string& list) {
+  static const std::vector<OpType> kAll = {
+      OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather, OpType::kGather,
+      OpType::kScatter,   OpType::kReduceScatter, OpType::kAllToAll, OpType::kBarrier,   OpType::kSend,
+      OpType::kRecv,      OpType::kRecvAnySource};
+  if (list == "all") return kAll;
+  std::vector<OpType> ops;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    auto it = std::find_if(kAll.begin(), kAll.end(), [&](OpType op) { return name == op_type_name(op); });
+    if (it == kAll.end()) throw InvalidArgument("in_process_ops: no op '" + name + "'");
+    ops.push_back(*it);
+  }
+  return ops;
+}
+
+class InProcessBackend : public Backend {
+ public:
+  explicit InProcessBackend(BackendOptions o) : Backend(std::move(o)) {
+    auto it = options().config.find("in_process_ops");
+    ops_ = parse_ops(it == options().config.end() ? "all" : it->second);
+    if (!options().store) throw InvalidArgument("in_process: needs the group's store");
+    std::lock_guard<std::mutex> lock(g_groups_mu);
+    if (rank() == 0) {
+      const std::string id = std::to_string(g_next_group++);
+      shared_ = std::make_shared<Shared>(size());
+      g_groups[id] = shared_;
+      options().store->set("in_process/id", id);
+    }
+  }
+
+  std::string name() const override { return "in_process"; }
+  std::vector<OpType> supported_ops() const override { return ops_; }
+  bool reduces_natively(ReduceOp op, DType) const override {
+    // The core's host fallback is what the tests exercise.
+    return op.kind != ReduceOp::AVG && op.kind != ReduceOp::PREMUL_SUM;
+  }
+
+  WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o, const OpContext& c) override {
+    return join(c, OpType::kAllReduce, t, t, o.op, 0);
+  }
+  WorkPtr broadcast(Tensor& t, const BroadcastOptions& o, const OpContext& c) override {
+    return join(c, OpType::kBroadcast, t, t, ReduceOp::SUM, o.root);
+  }
+  WorkPtr reduce(Tensor& t, const ReduceOptions& o, const OpContext& c) override {
+    return join(c, OpType::kReduce, t, t, o.op, o.root);
+  }
+  WorkPtr all_gather(Tensor& out, const Tensor& in, const AllGatherOptions&, const OpContext& c) override {
+    return join(c, OpType::kAllGather, out, in, ReduceOp::SUM, 0);
+  }
+  WorkPtr gather(Tensor& out, const Tensor& in, const GatherOptions& o, const OpContext& c) override {
+    return join(c, OpType::kGather, out, in, ReduceOp::SUM, o.root);
+  }
+  WorkPtr scatter(Tensor& out, const Tensor& in, const ScatterOptions& o, const OpContext& c) override {
+    return join(c, OpType::kScatter, out, in, ReduceOp::SUM, o.root);
+  }
+  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, const ReduceScatterOptions& o, const OpContext& c) override {
+    return join(c, OpType::kReduceScatter, out, in, o.op, 0);
+  }
+  WorkPtr all_to_all(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
+                     const std::vector<int64_t>& in_counts, const AllToAllOptions&, const OpContext& c) override {
+    return join(c, OpType::kAllToAll, out, in, ReduceOp::SUM, 0, out_counts, in_counts);
+  }
+  WorkPtr barrier(const BarrierOptions&, const OpContext& c) override {
+    return join(c, OpType::kBarrier, Tensor(), Tensor(), ReduceOp::SUM, 0);
+  }
+
+  WorkPtr send(const Tensor& t, int dst, const P2POptions& o, const OpContext& c) override {
+    auto work = std::make_shared<DeadlineWork>(OpType::kSend, c);
+    Shared& s = shared();
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto& waiting = s.receives[dst];
+    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+      if ((it->src == rank() || it->src < 0) && it->tag == o.tag) {
+        PendingRecv r = std::move(*it);
+        waiting.erase(it);
+        lock.unlock();
+        deliver(r, t, rank());
+        work->finish();
+        return work;
+      }
+    }
+    s.mail[{rank(), dst, o.tag}].push_back(t.clone());
+    lock.unlock();
+    work->finish();  // buffered
+    return work;
+  }
+  WorkPtr recv(Tensor& t, int src, const P2POptions& o, const OpContext& c) override {
+    return receive(OpType::kRecv, t, src, o.tag, c);
+  }
+  WorkPtr recv_any_source(Tensor& t, const P2POptions& o, const OpContext& c) override {
+    return receive(OpType::kRecvAnySource, t, -1, o.tag, c);
+  }
+
+ private:
+  using PendingRecv = Shared::PendingRecv;
+
+  Shared& shared() {
+    if (!shared_) {
+      // Ranks other than 0 attach at their first op: creating a group needs no thread per rank.
+      const std::string id = options().store->get_string("in_process/id");
+      std::lock_guard<std::mutex> lock(g_groups_mu);
+      shared_ = g_groups[id].lock();
+      if (!shared_ || shared_->size != size()) throw PeerFailure("in_process: group " + id + " is gone");
+    }
+    return *shared_;
+  }
+
+  static void deliver(PendingRecv& r, const Tensor& data, int src) {
+    if (data.nbytes() != r.into.nbytes()) {
+      r.work->finish(std::make_exception_ptr(InvalidArgument(
+          "recv of " + r.into.describe() + " matched a send of " + data.describe() + " from rank " + std::to_string(src))));
+      return;
+    }
+    copy_bytes(r.into, 0, data, 0, data.numel());
+    r.work->set_source_rank(src);
+    r.work->finish();
+  }
+
+  WorkPtr receive(OpType op, Tensor& t, int src, int tag, const OpContext& c) {
+    PendingRecv r{t, src, tag, std::make_shared<DeadlineWork>(op, c)};
+    Shared& s = shared();
+    std::unique_lock<std::mutex> lock(s.mu);
+    for (int from = 0; from < size(); ++from) {
+      if (src >= 0 && from != src) continue;
+      auto it = s.mail.find({from, rank(), tag});
+      if (it == s.mail.end() || it->second.empty()) continue;
+      Tensor data = std::move(it->second.front());
+      it->second.pop_front();
+      lock.unlock();
+      deliver(r, data, from);
+      return r.work;
+    }
+    s.receives[rank()].push_back(r);
+    return r.work;
+  }
+
+  WorkPtr join(const OpContext& c, OpType op, const Tensor& out, const Tensor& in, ReduceOp reduction, int root,
+               std::vector<int64_t> out_counts = {}, std::vector<int64_t> in_counts = {}) {
+    if (reduction.kind == ReduceOp::AVG || reduction.kind == ReduceOp::PREMUL_SUM) {
+      throw InvalidArgument(std::string("in_process got ") + reduction.name() + ", which it says it does not reduce natively");
+    }
+    auto work = std::make_shared<DeadlineWork>(op, c);
+    Shared& s = shared();
+    std::vector<Part> ready;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      auto& parts = s.rounds[c.seq];
+      parts.resize(static_cast<size_t>(size()));
+      Part& mine = parts[static_cast<size_t>(rank())];
+      mine = Part{op, out, in, reduction, root, std::move(out_counts), std::move(in_counts), work, true};
+      if (std::all_of(parts.begin(), parts.end(), [](const Part& p) { return p.arrived; })) {
+        ready = std::move(parts);
+        s.rounds.erase(c.seq);
+      }
+    }
+    if (!ready.empty()) {
+      std::exception_ptr error;
+      try {
+        compute(ready);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      for (Part& p : ready) p.work->finish(error);
+    }
+    return work;
+  }
+
+  std::vector<OpType> ops_;
+  std::shared_ptr<Shared> shared_;
+};
+
+const distcomm_config_key kKeys[] = {
+    {"in_process_ops", "all", nullptr, "the ops the backend lists, comma-separated op names, or all"},
+    {nullptr, nullptr, nullptr, nullptr}};
+
+int available(std::string*) { return 1; }
+Backend* create(const BackendOptions& o) { return new InProcessBackend(o); }
+
+}  // namespace
+
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("in_process", "in_process test plugin", DISTCOMM_DEVICE_CPU, 0, available, create,
+                                   kKeys)

@@ -1,0 +1,62 @@
+#include "tests/testing/in_process_group.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "api/hash_store.h"
+#include "tests/testing/test_files.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+// The loader searches DISTCOMM_PLUGIN_PATH first; the test's own plugin folders stay in it.
+void add_plugin_folder(const std::string& dir) {
+  const char* now = std::getenv("DISTCOMM_PLUGIN_PATH");
+  const std::string path = now ? now : "";
+  if ((path + ":").find(dir + ":") != std::string::npos) return;
+  const std::string joined = path.empty() ? dir : dir + ":" + path;
+  ::setenv("DISTCOMM_PLUGIN_PATH", joined.c_str(), 1);
+}
+
+}  // namespace
+
+std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& options) {
+  add_plugin_folder(runfile("tests/testing"));
+  auto store = std::make_shared<HashStore>();
+  std::vector<ProcessGroupPtr> groups;
+  for (int r = 0; r < n; ++r) {
+    ProcessGroupOptions o;
+    o.store = store;
+    o.rank = r;
+    o.size = n;
+    o.backend = "in_process";
+    o.timeout = options.timeout;
+    o.backend_config = options.config;
+    groups.push_back(ProcessGroup::create(o));
+  }
+  return groups;
+}
+
+void on_every_rank(const std::vector<ProcessGroupPtr>& groups, const std::function<void(ProcessGroup&)>& fn) {
+  std::vector<std::string> errors(groups.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < groups.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(*groups[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < groups.size(); ++r) {
+    if (!errors[r].empty()) ADD_FAILURE() << "rank " << r << ": " << errors[r];
+  }
+}
+
+}  // namespace testing
+}  // namespace distcomm

@@ -1,0 +1,32 @@
+// A group of N ranks in one process: N ProcessGroups over the in_process test plugin
+// (in_process_backend.cc), loaded through DISTCOMM_PLUGIN_PATH like any plugin. For
+// testing the ProcessGroup's own logic at sizes above one, without processes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/process_group.h"
+
+namespace distcomm {
+namespace testing {
+
+struct InProcessOptions {
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // Backend settings; "in_process_ops" lists the ops the backend offers (default: all).
+  std::map<std::string, std::string> config;
+};
+
+// Every rank's ProcessGroup of a new world of n ranks (created from this thread; the
+// ranks attach to each other at their first op).
+std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& options = {});
+
+// Runs fn(group) for every group on a thread of its own and joins them; an exception that
+// escapes fn fails the test, naming the rank.
+void on_every_rank(const std::vector<ProcessGroupPtr>& groups, const std::function<void(ProcessGroup&)>& fn);
+
+}  // namespace testing
+}  // namespace distcomm
