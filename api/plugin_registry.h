@@ -1,6 +1,6 @@
 // Finding, checking and loading backend plugins.
 //
-// Search order for libdistcomm_<name>.so (DESIGN.md, plugin contract):
+// Search order for libdistcomm_<name>.so (ARCHITECTURE.md, "The plugin contract"):
 //   1. each folder in DISTCOMM_PLUGIN_PATH (colon-separated),
 //   2. the folder of the running binary, and its Bazel runfiles (backends/<name>/),
 //   3. the folder of libdistcomm.so itself.

@@ -1,5 +1,5 @@
 // EXAMPLE CODE, not part of distcomm's API: a tiny model library for the examples and the
-// DDP tests (see DESIGN.md, Layout). It is just enough to train a small MLP on the CPU.
+// DDP tests (see ARCHITECTURE.md, Layers). It is just enough to train a small MLP on the CPU.
 //
 // A Parameter is a named float32 tensor with a gradient of the same shape. Backward passes
 // ADD into grad (as torch does), so gradients accumulate until zero_grad().
