@@ -94,6 +94,13 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dtype, De
   return t;
 }
 
+Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dtype, Device device,
+                         std::shared_ptr<void> owner) {
+  Tensor t = from_blob(data, std::move(shape), dtype, device);
+  t.storage_ = std::move(owner);
+  return t;
+}
+
 Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
   if (offset < 0 || count < 0 || offset + count > numel_) {
     throw InvalidArgument("flat_slice(" + std::to_string(offset) + ", " + std::to_string(count) +

@@ -33,6 +33,11 @@ class Tensor {
   // A view of memory the caller owns and keeps alive while distcomm uses it.
   static Tensor from_blob(void* data, std::vector<int64_t> shape, DType dtype,
                           Device device = Device::cpu());
+  // A view of memory another library owns (a torch tensor's storage): every copy of the
+  // Tensor holds `owner`, so the memory lives while distcomm uses it (an op in flight
+  // included); owns_memory() is then true.
+  static Tensor from_blob(void* data, std::vector<int64_t> shape, DType dtype, Device device,
+                          std::shared_ptr<void> owner);
 
   bool defined() const { return data_ != nullptr || dtype_set_; }
   void* data() const { return data_; }

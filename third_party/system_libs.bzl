@@ -68,7 +68,8 @@ cc_library(name = "lib")
         # Link only the library's own folder: putting /usr/include itself on the include
         # path as -isystem breaks libstdc++'s #include_next.
         for sub in ctx.attr.header_subdirs:
-            ctx.symlink(inc + "/" + sub, "include/" + sub)
+            if ctx.path(inc + "/" + sub).exists:  # some installs lack an optional one
+                ctx.symlink(inc + "/" + sub, "include/" + sub)
     else:
         ctx.symlink(inc, "include")
     linkopts = []
@@ -108,7 +109,7 @@ system_library = repository_rule(
         "soversions": attr.string_dict(),
         "extra_linkopts": attr.string_list(),
     },
-    environ = ["GLOO_ROOT", "MPI_ROOT", "CUDA_ROOT", "NCCL_ROOT", "GFLAGS_ROOT", "GTEST_ROOT"],
+    environ = ["GLOO_ROOT", "MPI_ROOT", "CUDA_ROOT", "NCCL_ROOT", "GFLAGS_ROOT", "GTEST_ROOT", "TORCH_ROOT"],
 )
 
 def system_libraries():
@@ -177,4 +178,18 @@ def system_libraries():
         header_subdirs = ["gtest", "gmock"],
         libs = ["gtest"],
         extra_linkopts = ["-lpthread"],
+    )
+    system_library(
+        # PyTorch's C++ library, for integrations/torch (Debian's libtorch-dev, CPU only;
+        # TORCH_ROOT may name an unpacked libtorch or a wheel's torch/ folder, whose
+        # include/ and lib/ have the same layout).
+        name = "system_torch",
+        display = "libtorch (libtorch-dev)",
+        root_env = "TORCH_ROOT",
+        include_dirs = ["/usr/include", "/usr/local/include"],
+        lib_dirs = ["/usr/lib/x86_64-linux-gnu", "/usr/local/lib"],
+        probe_header = "torch/csrc/api/include/torch/version.h",
+        header_subdirs = ["ATen", "c10", "caffe2", "torch"],
+        extra_include_subdirs = ["torch/csrc/api/include"],
+        libs = ["torch", "torch_cpu", "c10"],
     )

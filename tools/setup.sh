@@ -16,6 +16,8 @@ packages=(
   googletest
   libbenchmark-dev     # Google Benchmark
   iproute2             # ip netns / veth for the two-host tests
+  libtorch-dev         # integrations/torch: PyTorch's C++ library (tests skip without it)
+  python3-torch        # tools/torch_ddp_bench's comparison with PyTorch's DDP (no test needs it)
   procps               # pgrep/ps used by launcher tests
 )
 

@@ -37,6 +37,22 @@ TEST(Tensor, FromBlobIsAViewOfUserMemory) {
   EXPECT_THROW(cuda.clone(), InvalidArgument);  // host-only helpers refuse device memory
 }
 
+TEST(Tensor, FromBlobWithAnOwnerKeepsItAlive) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  std::weak_ptr<std::vector<float>> watch = owner;
+  Tensor slice;
+  {
+    Tensor t = Tensor::from_blob(owner->data(), {4}, DType::kFloat32, Device::cpu(), owner);
+    owner.reset();
+    EXPECT_TRUE(t.owns_memory());
+    slice = t.flat_slice(2, 2);  // views hold the owner too
+  }
+  ASSERT_FALSE(watch.expired());
+  EXPECT_EQ(slice.to_doubles(), (std::vector<double>{3, 4}));
+  slice = Tensor();
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST(Tensor, FlatSliceAndReshapeShareMemory) {
   Tensor t = Tensor::of<int64_t>({0, 1, 2, 3, 4, 5});
   Tensor s = t.flat_slice(2, 3);
