@@ -19,6 +19,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/tcp_store.h"
 #include "api/tensor.h"
 #include "tests/api/plugin_test_env.h"
 
@@ -93,19 +94,40 @@ TEST(Spawn, GivesEachRankItsEnvironment) {
   expect_no_children();
 }
 
+// Every rank's store is on the MASTER_PORT spawn gave (rank 0 serves it, the others
+// connect to it), and the ranks' lines come out of rank 0 in rank order.
 TEST(Spawn, RanksRendezvousOnTheGivenPort) {
   use_test_plugins();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
   SpawnOptions options;
   options.backend = "any_size";  // a store-only backend: init_process_group and ordered_print work
   options.timeout = std::chrono::seconds(30);
   spawn(
       4,
-      [](int rank, int world) {
+      [&](int rank, int world) {
+        ::close(fds[0]);
+        if (::dup2(fds[1], STDOUT_FILENO) < 0) throw Error("dup2");
         ProcessGroupPtr pg = init_process_group();
         if (pg->rank() != rank || pg->size() != world) throw Error("group disagrees with spawn");
-        ordered_print(*pg, "rank " + std::to_string(rank) + " joined");
+        auto* store = dynamic_cast<TCPStore*>(pg->store().get());
+        if (!store) throw Error("the world's store is not a TCPStore");
+        ordered_print(*pg, "rank " + std::to_string(rank) + " store port " + std::to_string(store->port()) +
+                               " MASTER_PORT " + env("MASTER_PORT"));
       },
       options);
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  const std::string port = all.substr(all.find("MASTER_PORT ") + 12, all.find('\n') - all.find("MASTER_PORT ") - 12);
+  ASSERT_GT(std::atoi(port.c_str()), 0) << all;
+  std::string expected;
+  for (int r = 0; r < 4; ++r) {
+    expected += "[rank " + std::to_string(r) + "/4] rank " + std::to_string(r) + " store port " + port + " MASTER_PORT " + port + "\n";
+  }
+  EXPECT_EQ(all, expected);
 }
 
 TEST(Spawn, RunsACollectiveOverGloo) {

@@ -25,6 +25,17 @@ constexpr std::chrono::milliseconds kTestTimeout{20000};
 std::string temp_path(const std::string& tag);
 bool file_exists(const std::string& path);
 
+// How late a store's timeout may fire on a loaded machine (scheduling and a poll round,
+// nothing the store waits for): a wait of T must end in [T, T + kTimeoutSlack].
+constexpr std::chrono::milliseconds kTimeoutSlack{500};
+
+// A gtest failure unless took lies in [timeout, timeout + kTimeoutSlack].
+#define EXPECT_ENDED_AT_TIMEOUT(took, timeout)                                                    \
+  do {                                                                                            \
+    EXPECT_GE(took, timeout) << "gave up before its timeout";                                     \
+    EXPECT_LE(took, (timeout) + ::distcomm::testing::kTimeoutSlack) << "gave up long after its timeout"; \
+  } while (0)
+
 template <typename Fn>
 std::chrono::milliseconds time_of(Fn&& fn) {
   const auto start = Clock::now();

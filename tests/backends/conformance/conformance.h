@@ -65,7 +65,8 @@ void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_pee
 // all_to_all with lists, blocks of (s + 2d) % 3 + extra elements from s to d.
 void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p = host());
 // Rank 0 enters late; the others must not leave before it arrives. Needs size() >= 2.
-void check_barrier(ProcessGroup& pg);
+// (p places the tensor that carries rank 0's entry time.)
+void check_barrier(ProcessGroup& pg, const Placement& p = host());
 // Many tensors of mixed shapes reduced as one (ProcessGroup::all_reduce_coalesced).
 void check_all_reduce_coalesced(ProcessGroup& pg, DType dtype, ReduceOp op, const Placement& p = host());
 // n asynchronous all_reduces issued back to back, then waited for in reverse order.

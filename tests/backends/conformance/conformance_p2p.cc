@@ -78,17 +78,20 @@ void check_recv_any_source(ProcessGroup& pg, int64_t count, const Placement& p) 
   EXPECT_EQ(static_cast<int>(sources.size()), pg.size() - 1) << what << ": every sender should be received once";
 }
 
-void check_barrier(ProcessGroup& pg) {
+// Rank 0 enters the second barrier late; no rank may leave it before rank 0 entered it.
+// The ranks share a host, so their steady clocks (CLOCK_MONOTONIC) are one clock: rank 0
+// sends the time it entered, and each rank compares it with the time it left.
+void check_barrier(ProcessGroup& pg, const Placement& p) {
   using Clock = std::chrono::steady_clock;
-  constexpr auto kLate = std::chrono::milliseconds(300);
-  pg.barrier()->wait();  // everyone leaves this one within a few milliseconds of each other
-  if (pg.rank() == 0) std::this_thread::sleep_for(kLate);
-  const auto start = Clock::now();
   pg.barrier()->wait();
-  if (pg.rank() != 0) {
-    EXPECT_GE(Clock::now() - start, kLate - std::chrono::milliseconds(100))
-        << "barrier returned on rank " << pg.rank() << " before rank 0 had entered it";
-  }
+  if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // makes a broken barrier visible
+  const int64_t entered = Clock::now().time_since_epoch().count();
+  pg.barrier()->wait();
+  const int64_t left = Clock::now().time_since_epoch().count();
+  Tensor rank0_entered = p.to_device(Tensor::of<int64_t>({entered}));
+  pg.broadcast(rank0_entered)->wait();
+  EXPECT_GE(left, p.to_host(rank0_entered).data_as<int64_t>()[0])
+      << "barrier returned on rank " << pg.rank() << " before rank 0 had entered it";
 }
 
 }  // namespace conformance

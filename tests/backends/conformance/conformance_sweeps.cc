@@ -67,7 +67,7 @@ void sweep_point_to_point(ProcessGroup& pg, int64_t large_count, const Placement
   check_send_recv(pg, DType::kFloat32, large_count, p);
   check_recv_any_source(pg, 0, p);
   check_recv_any_source(pg, 100, p);
-  check_barrier(pg);
+  check_barrier(pg, p);
 }
 
 const Placement& host() {

@@ -89,7 +89,7 @@ TEST_P(NcclConformanceTest, LargeCountsInFlightAndBarrier) {
     CudaArena arena(test_device_of_rank(pg.rank()));
     conformance::sweep_large(pg, 1 << 20, arena.placement());
     conformance::check_many_in_flight(pg, 50, 1000, arena.placement());
-    if (pg.size() >= 2) conformance::check_barrier(pg);
+    if (pg.size() >= 2) conformance::check_barrier(pg, arena.placement());
   });
 }
 

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -89,16 +90,21 @@ TEST(Examples, AverageGradientsKeepsReplicasEqualAndSavesOnce) {
   Finished f = run({example("average_gradients"), "--nproc=3", "--epochs=4", "--model_path=" + model});
   ASSERT_EQ(exit_code(f), 0) << f.err;
   std::vector<double> losses;
-  std::set<std::string> checksums;
-  std::regex loss(R"(epoch \d: mean loss ([0-9.e-]+))"), checksum(R"(rank \d: parameter checksum (\S+))");
+  std::map<int, std::string> checksum_of_rank;
+  std::regex loss(R"(epoch \d: mean loss ([0-9.e-]+))"), checksum(R"(rank (\d): parameter checksum (\S+))");
   for (const std::string& line : lines_of(f.out)) {
     std::smatch m;
     if (std::regex_match(line, m, loss)) losses.push_back(std::stod(m[1]));
-    if (std::regex_match(line, m, checksum)) checksums.insert(m[1]);
+    if (std::regex_match(line, m, checksum)) {
+      EXPECT_TRUE(checksum_of_rank.emplace(std::stoi(m[1]), m[2]).second) << "two checksums of rank " << m[1];
+    }
   }
   ASSERT_EQ(losses.size(), 4u) << "only rank 0 reports the loss:\n" << f.out;
   EXPECT_LT(losses.back(), losses.front() / 2) << f.out;
-  EXPECT_EQ(checksums.size(), 1u) << "the replicas diverged:\n" << f.out;
+  ASSERT_EQ(checksum_of_rank.size(), 3u) << "every rank prints its checksum:\n" << f.out;
+  for (const auto& [rank, sum] : checksum_of_rank) {
+    EXPECT_EQ(sum, checksum_of_rank.at(0)) << "rank " << rank << "'s replica diverged:\n" << f.out;
+  }
   EXPECT_NE(f.out.find("rank 0 saved the model to " + model), std::string::npos) << f.out;
   std::ifstream saved(model);
   std::stringstream content;

@@ -50,6 +50,28 @@ void print_env() {
   write_text(1, line);
 }
 
+// Where the ranks of one job tell each other they are ready: a file per rank in the test's
+// temporary folder, under the job's run id (the launcher gives every job its own).
+std::string ready_file(int rank) {
+  const char* run = std::getenv("DISTCOMM_RUN_ID");
+  return env_str("TEST_TMPDIR") + "/probe_" + (run ? run : env_str("MASTER_PORT")) + "_ready_" + std::to_string(rank);
+}
+
+// Until every other rank of the job has said "ready" (a handshake, not a sleep: the test
+// expects their lines before this rank fails and the launcher stops them).
+void wait_for_the_others_to_be_ready() {
+  for (int r = 0; r < env_int("WORLD_SIZE"); ++r) {
+    if (r == env_int("RANK")) continue;
+    for (int polls = 0; ::access(ready_file(r).c_str(), F_OK) != 0; ++polls) {
+      if (polls == 60000) {
+        std::fprintf(stderr, "rank_probe: rank %d never became ready\n", r);
+        std::_Exit(97);
+      }
+      ::usleep(1000);
+    }
+  }
+}
+
 // "ready <pid> <grandchild>" once a grandchild (same process group) exists, then waits.
 [[noreturn]] void wait_to_be_stopped(bool ignore_term) {
   if (ignore_term) ::signal(SIGTERM, SIG_IGN);
@@ -58,6 +80,7 @@ void print_env() {
     for (;;) ::pause();
   }
   write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + "\n");
+  std::ofstream(ready_file(env_int("RANK")));  // after the line: it is in the launcher's pipe by then
   for (;;) ::pause();
 }
 
@@ -108,7 +131,7 @@ int main(int argc, char** argv) {
   }
   if ((mode == "fail" || mode == "signal") && argc > 3) {
     if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(false);
-    ::usleep(300000);  // let the other ranks report ready first
+    wait_for_the_others_to_be_ready();
     if (mode == "fail") return std::atoi(argv[3]);
     rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
