@@ -23,6 +23,12 @@ struct IterationStats {
   double overlapped_ms = 0;
   // Time finish_backward() spent waiting for the reductions: the communication not hidden.
   double wait_ms = 0;
+  // Buckets whose reduction started during backward (from mark_grad_ready, before
+  // finish_backward() was called); the rest started in finish_backward().
+  size_t buckets_started_in_backward = 0;
+  // With find_unused_parameters: the parameters no rank used since the last synchronised
+  // pass (their gradients were left as they were).
+  std::vector<size_t> unused_parameters;
 
   double overlap_fraction() const { return comm_ms > 0 ? overlapped_ms / comm_ms : 0.0; }
   // "iteration 3: 2 buckets (1.00 MiB, 3.20 MiB), 4.20 MiB reduced; backward 12.1 ms;

@@ -170,6 +170,7 @@ bool Reducer::finish_backward() {
   if (!in_backward_) backward_start_ = finish_called;
   // Launch what is left, gradients this rank never produced included, so that every rank
   // issues the same reductions whatever its own backward pass did.
+  const size_t started_in_backward = next_bucket_;
   for (size_t b = next_bucket_; b < buckets_.size(); ++b) fill_unmarked(buckets_[b]);
   while (next_bucket_ < buckets_.size()) launch(next_bucket_++);
   // Which gradients each rank produced normally rides in the last bucket's tail; only
@@ -179,9 +180,14 @@ bool Reducer::finish_backward() {
   const std::exception_ptr error = wait_all(usage_work);
   ++iterations_;
   record_stats(finish_called, Clock::now());
+  stats_.buckets_started_in_backward = started_in_backward;
   try {
     if (error) std::rethrow_exception(error);
-    write_back(agree_on_usage(gathered));
+    const std::vector<bool> used_anywhere = agree_on_usage(gathered);
+    for (size_t i = 0; i < used_anywhere.size(); ++i) {
+      if (!used_anywhere[i]) stats_.unused_parameters.push_back(i);
+    }
+    write_back(used_anywhere);
     if (!rebuilt_ && options_.rebuild_buckets) rebuild_buckets();
   } catch (...) {
     for (size_t i = 0; i < grads_.size(); ++i) {

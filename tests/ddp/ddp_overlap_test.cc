@@ -54,6 +54,8 @@ TEST(DdpOverlap, FirstBucketIsReducedBeforeTheLastGradientIsReady) {
     const IterationStats& stats = ddp.last_stats();
     EXPECT_EQ(stats.iteration, 1u);
     EXPECT_EQ(stats.bucket_bytes.size(), 8u);
+    EXPECT_EQ(stats.buckets_started_in_backward, 8u);  // every gradient was marked before finish
+    EXPECT_TRUE(stats.unused_parameters.empty());
     EXPECT_GT(stats.overlapped_ms, 0.0) << stats.summary();
     EXPECT_LE(stats.overlapped_ms, stats.comm_ms + 1e-9) << stats.summary();
     size_t total = 0;

@@ -224,6 +224,7 @@ TEST_P(DdpUnusedParameters, IntegerGradientsExchangeUsageSeparately) {
       EXPECT_EQ(a_grad.item(0), 10 * (world - 1));  // rank 1 contributed zero
       EXPECT_EQ(b_grad.item(0), 100 * (world + 1) / 2);
       EXPECT_EQ(c_grad.item(0), 7);  // untouched
+      EXPECT_EQ(ddp.last_stats().unused_parameters, std::vector<size_t>{2});
     }
   });
 }
