@@ -112,10 +112,19 @@ TEST_F(InitTest, EnvRendezvousWithPortZeroMakesTheDefaultGroup) {
   auto pg = init_process_group();
   EXPECT_TRUE(is_initialized());
   EXPECT_EQ(&default_group(), pg.get());
+  EXPECT_EQ(default_group_ptr(), pg);
   EXPECT_EQ(pg->backend_name(), "single_rank");
   EXPECT_THROW(init_process_group(), InvalidArgument);  // twice
   destroy_process_group();
   EXPECT_FALSE(is_initialized());
+  try {
+    default_group_ptr();
+    ADD_FAILURE() << "default_group_ptr() returned after destroy_process_group()";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "no default process group: call init_process_group() first");
+  }
+  EXPECT_THROW(default_group(), InvalidArgument);
+  EXPECT_EQ(pg.use_count(), 1) << "the default group let go of it";
 }
 
 // Four real processes meet through one file and split into two groups by parity.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "api/plugin_registry.h"
+#include "tests/testing/require.h"
 
 namespace distcomm {
 namespace {
@@ -12,7 +13,7 @@ class RequireGloo : public ::testing::Environment {
  public:
   void SetUp() override {
     const PluginInfo& info = load_plugin("gloo");
-    if (!info.available) GTEST_SKIP() << "the gloo backend cannot run here: " << info.unavailable_reason;
+    if (!info.available) DISTCOMM_SKIP_WITHOUT("gloo") << "the gloo backend cannot run here: " << info.unavailable_reason;
   }
 };
 

@@ -2,12 +2,12 @@
 # The tutorial examples under mpirun with --backend=mpi: rank and size come from Open MPI,
 # no MASTER_ADDR, and the output is the same as with the launcher. Settings as in mpirun_test.sh.
 set -euo pipefail
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tests/testing/skip.sh"
 if ! command -v mpirun >/dev/null 2>&1; then
-  echo "SKIPPED: mpirun not found; install openmpi-bin (tools/setup.sh)"
-  exit 0
+  skip_test mpi "mpirun not found; install openmpi-bin (tools/setup.sh)"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset XML_OUTPUT_FILE GTEST_OUTPUT
+unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
 scratch="$(mktemp -d /tmp/distcomm-mpirun.XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
 examples="$TEST_SRCDIR/distcomm/examples"

@@ -2,7 +2,7 @@
 
 The program is `program` (a label), or one built here from `srcs` against the core. The
 mpi plugin always travels in the runfiles. Built without Open MPI, the test prints
-SKIPPED with the reason the build found.
+SKIPPED with the reason the build found (or fails where DISTCOMM_REQUIRE lists mpi).
 """
 
 load("@system_mpi//:info.bzl", "FOUND", "REASON")
@@ -33,6 +33,6 @@ def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], exp
         size = size,
         srcs = ["mpirun_test.sh"],
         args = test_args,
-        data = [program, PLUGIN],
+        data = [program, PLUGIN, "//tests/testing:skip.sh"],
         **kwargs
     )

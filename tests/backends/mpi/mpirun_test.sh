@@ -3,7 +3,8 @@
 #   mpirun_test.sh N path/to/program [args...]
 #   mpirun_test.sh N --expect-failure-within SECONDS path/to/program [args...]
 #       passes if the job fails (non-zero) within SECONDS: how a dead rank must end a job
-#   mpirun_test.sh N skip REASON      (built without Open MPI: prints SKIPPED and the reason)
+#   mpirun_test.sh N skip REASON      (built without Open MPI: skips with the reason, or fails
+#                                     where DISTCOMM_REQUIRE lists mpi: tests/testing/skip.sh)
 # The settings that matter on a small test machine:
 #   --oversubscribe       more ranks than cores (mpirun refuses that otherwise)
 #   --bind-to none        with 4 ranks on 2 cores, binding would pin two ranks to one core
@@ -21,17 +22,19 @@ if [[ "$1" == --expect-failure-within ]]; then
 fi
 program="$1"
 shift
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tests/testing/skip.sh"
 if [[ "$program" == skip ]]; then
-  echo "SKIPPED: $*"
-  exit 0
+  skip_test mpi "$*"
 fi
 if ! command -v mpirun >/dev/null 2>&1; then
-  echo "SKIPPED: mpirun not found; install openmpi-bin (tools/setup.sh)"
-  exit 0
+  skip_test mpi "mpirun not found; install openmpi-bin (tools/setup.sh)"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Every rank would write the same gtest XML file; Bazel writes one from the log instead.
-unset XML_OUTPUT_FILE GTEST_OUTPUT
+# Nor may the ranks touch Bazel's premature-exit file: each gtest run creates it at its start
+# and deletes it at its end, so a rank that ends while another starts would leave it behind
+# (Bazel then fails the test) or delete the one this script's own run is owed.
+unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
 # Open MPI names its session folder and shared-memory files after mpirun's PID. Bazel runs
 # tests side by side in PID namespaces, where two mpiruns can get the same PID: give each
 # run folders of its own (short: PMIx puts a Unix socket path in there).

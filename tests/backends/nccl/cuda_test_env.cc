@@ -77,6 +77,8 @@ std::string expected_nccl_unavailable_reason() { return answer().reason; }
 
 int visible_cuda_devices_for_tests() { return answer().devices; }
 
+const char* gpu_requirement() { return answer().devices == 0 ? "cuda" : "more_gpus"; }
+
 int test_device_of_rank(int rank) { return answer().devices > 0 ? rank % answer().devices : 0; }
 
 bool gpu_sharing_enabled() {

@@ -38,6 +38,10 @@ void prepare_rank_for_nccl(int rank, int size);
 // GTEST_SKIP: one GPU per rank, or kRanksPerSharedGpu per GPU with sharing on.
 std::string missing_gpus(int n);
 
+// The DISTCOMM_REQUIRE name (tests/testing/require.h) of what a GPU test lacks here:
+// "cuda" on a machine without a usable GPU, "more_gpus" where there are GPUs but too few.
+const char* gpu_requirement();
+
 // How many of `wanted` ranks this machine's GPUs take (at least 1 where there is a GPU).
 int gpu_ranks_that_fit(int wanted);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 
 namespace distcomm {
 namespace testing {
@@ -15,7 +16,7 @@ class GpuWorldSizeTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     const std::string why = missing_gpus(GetParam());
-    if (!why.empty()) GTEST_SKIP() << why;
+    if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   }
 };
 

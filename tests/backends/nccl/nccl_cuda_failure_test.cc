@@ -16,6 +16,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 #include "tests/backends/nccl/gpu_group.h"
 
 namespace distcomm {
@@ -68,7 +69,7 @@ void release_the_others(ProcessGroup& pg) { pg.store()->set("rank0 done", "1"); 
 
 TEST(NcclFailureTest, AnOpStuckPastItsTimeoutIsAbortedAndFailsTheGroup) {
   const std::string why = missing_gpus(1);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1024}, DType::kFloat32, test_device_of_rank(pg.rank()));
     pg.all_reduce(t.tensor())->wait();  // the communicator exists: only the op can stall now
@@ -99,7 +100,7 @@ TEST(NcclFailureTest, AnOpStuckPastItsTimeoutIsAbortedAndFailsTheGroup) {
 
 TEST(NcclFailureTest, APeerThatNeverArrivesMakesSetupTimeOut) {
   const std::string why = missing_gpus(1);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   GroupHarnessOptions opts;
   opts.op_timeout = 3000ms;
   // Rank 1 never issues an op, so it never joins the communicator (and never touches the
@@ -146,7 +147,7 @@ class NcclSkippedCollectiveTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(NcclSkippedCollectiveTest, APeerThatSkipsACollectiveMakesTheOthersTimeOutAndNothingSucceeds) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   GroupHarnessOptions opts;
   opts.backend_config["nonblocking"] = GetParam() ? "1" : "0";
   after_a_first_all_reduce(
@@ -177,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(NcclCalls, NcclSkippedCollectiveTest, ::testing::Bool()
 
 TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   GroupHarnessOptions opts;
   opts.run.may_be_killed = {1};
   after_a_first_all_reduce(
@@ -203,7 +204,7 @@ TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
 // on the peer.
 TEST(NcclFailureTest, AnAbortFromAnotherThreadEndsASetupThatWaitsForAPeer) {
   const std::string why = missing_gpus(1);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   GroupHarnessOptions opts;
   opts.op_timeout = 60000ms;
   run_gpu_group(

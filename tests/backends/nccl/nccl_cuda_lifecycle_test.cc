@@ -13,6 +13,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 #include "tests/backends/nccl/gpu_group.h"
 
 namespace distcomm {
@@ -85,7 +86,7 @@ DestroyedWithAnOpQueued destroy_with_an_op_queued(ProcessGroup& pg, const std::m
 
 TEST(NcclLifecycleTest, DestroyingTheBackendLetsOpsStillQueuedOnTheGpuFinish) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   run_gpu_group(2, "nccl", [](ProcessGroup& pg) {
     const DestroyedWithAnOpQueued d = destroy_with_an_op_queued(pg, {});
     EXPECT_GE(d.took, kHold / 2) << "the destroy did not wait for the op still queued";
@@ -99,7 +100,7 @@ TEST(NcclLifecycleTest, DestroyingTheBackendLetsOpsStillQueuedOnTheGpuFinish) {
 // time says little here; the outcome says whether the op was left to finish.
 TEST(NcclLifecycleTest, WithNoGraceTheDestroyAbortsWhatIsQueuedAndItFails) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   run_gpu_group(2, "nccl", [](ProcessGroup& pg) {
     const DestroyedWithAnOpQueued d = destroy_with_an_op_queued(pg, {{"shutdown_grace_ms", "0"}});
     ASSERT_TRUE(d.work->is_completed());
@@ -135,8 +136,8 @@ bool primary_context_active(int device) {
 // chose one made device 0 current.
 TEST(NcclLifecycleTest, ARankOnOneGpuMakesNoContextOnAnother) {
   const std::string why = missing_gpus(1);
-  if (!why.empty()) GTEST_SKIP() << why;
-  if (visible_cuda_devices_for_tests() < 2) GTEST_SKIP() << "needs 2 GPUs: the rank uses cuda:1, cuda:0 stays untouched";
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
+  if (visible_cuda_devices_for_tests() < 2) DISTCOMM_SKIP_WITHOUT("more_gpus") << "needs 2 GPUs: the rank uses cuda:1, cuda:0 stays untouched";
   run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
     CudaTensor t(Tensor::of<float>({1.0f, 2.0f}), 1);
     pg.all_reduce(t.tensor())->wait();

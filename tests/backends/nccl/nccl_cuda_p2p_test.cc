@@ -13,6 +13,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 #include "tests/backends/nccl/gpu_group.h"
 #include "tests/backends/nccl/gpu_reference.h"
 
@@ -42,7 +43,7 @@ void expect_success(const WorkPtr& w, const char* what, std::chrono::seconds lim
 
 TEST(NcclP2PTest, ASendAndACollectiveInOppositeOrdersBothComplete) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   run_gpu_group(2, "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());
     const int peer = 1 - pg.rank();
@@ -84,7 +85,7 @@ TEST(NcclP2PTest, ASendAndACollectiveInOppositeOrdersBothComplete) {
 // group's communicator, with every rank.
 TEST(NcclP2PTest, ARingOfSendsAndReceivesInOneBatch) {
   const std::string why = missing_gpus(2);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   const int world = gpu_ranks_that_fit(3);
   run_gpu_group(world, "nccl", [](ProcessGroup& pg) {
     const int device = test_device_of_rank(pg.rank());

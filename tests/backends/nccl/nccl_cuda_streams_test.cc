@@ -12,6 +12,7 @@
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 #include "tests/backends/nccl/gpu_group.h"
 
 namespace distcomm {
@@ -79,7 +80,7 @@ class NcclStreamsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string why = missing_gpus(1);
-    if (!why.empty()) GTEST_SKIP() << why;
+    if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
   }
   int world() const { return gpu_ranks_that_fit(2); }
 };
@@ -162,7 +163,7 @@ TEST_F(NcclStreamsTest, WhatNcclCannotDoIsRefusedBeforeAnythingIsSent) {
 // A stream of another GPU cannot order the op: refused before anything is sent, and the
 // group goes on (it used to fail the whole group).
 TEST_F(NcclStreamsTest, AStreamOfAnotherGpuIsRefusedAndTheGroupGoesOn) {
-  if (visible_cuda_devices_for_tests() < 2) GTEST_SKIP() << "needs 2 GPUs, for a stream of the other one";
+  if (visible_cuda_devices_for_tests() < 2) DISTCOMM_SKIP_WITHOUT("more_gpus") << "needs 2 GPUs, for a stream of the other one";
   run_gpu_group(1, "nccl", [](ProcessGroup& pg) {
     CudaTensor t(Tensor::of<float>({1.0f}), 0);
     cuda_check(cudaSetDevice(1), "cudaSetDevice");

@@ -8,6 +8,7 @@
 #include "api/errors.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_test_env.h"
+#include "tests/testing/require.h"
 #include "tests/testing/multiprocess.h"
 
 #if DISTCOMM_NCCL_BUILT
@@ -54,7 +55,7 @@ TEST(NcclMixedGroupTest, WithoutAGpuCpuOpsRunThroughGlooAndCudaOpsFailWithTheRea
 #if DISTCOMM_NCCL_BUILT
 TEST(NcclMixedGroupTest, WithGpusEachDeviceTypeGoesToItsBackend) {
   const std::string why = testing::missing_gpus(1);
-  if (!why.empty()) GTEST_SKIP() << why;
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(testing::gpu_requirement()) << why;
   testing::run_gpu_group(testing::gpu_ranks_that_fit(2), "cpu:gloo,cuda:nccl",
                      [](ProcessGroup& pg) {
                        EXPECT_EQ(pg.backend_for(DeviceType::kCUDA).name(), "nccl");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/local_processes.h"
+#include "tests/testing/require.h"
 #include "tests/testing/subprocess.h"
 
 namespace distcomm {
@@ -30,7 +31,7 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 class MpirunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!on_path("mpirun")) GTEST_SKIP() << "mpirun not found; install openmpi-bin (tools/setup.sh)";
+    if (!on_path("mpirun")) DISTCOMM_SKIP_WITHOUT("mpi") << "mpirun not found; install openmpi-bin (tools/setup.sh)";
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     char scratch[] = "/tmp/distcomm-bench.XXXXXX";  // short: PMIx puts a socket path in it
