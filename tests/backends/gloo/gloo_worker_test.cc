@@ -50,23 +50,41 @@ long worker_switches() {
 void mark(ProcessGroup& pg, const std::string& what) { pg.store()->set("test/" + what, "1"); }
 void wait_for(ProcessGroup& pg, const std::string& what) { pg.store()->wait({"test/" + what}, milliseconds(60000)); }
 
+// The fewest context switches the worker made in one of up to `rounds` rounds of kOps
+// waited-for ops (stops at the first round under `enough`). Handed to the worker, each op
+// would wake it at least once (twice counting its sleep), in every round. But the worker
+// also wakes once per grace (10 ms) while ops are queued, and a caller preempted for longer
+// than the grace leaves an op to it: on a loaded machine a round can be slow enough for
+// that, all rounds hardly ever.
+constexpr int kOps = 50;
+long fewest_worker_switches(ProcessGroup& pg, const AllReduceOptions& o, int rounds, long enough) {
+  Tensor t = Tensor::zeros({4});
+  long fewest = -1;
+  for (int round = 0; round < rounds; ++round) {
+    const long before = worker_switches();
+    for (int i = 0; i < kOps; ++i) pg.all_reduce(t, o)->wait();
+    const long made = worker_switches() - before;
+    if (fewest < 0 || made < fewest) fewest = made;
+    // Both ranks must run the same number of rounds: they decide together.
+    Tensor low = Tensor::of<int64_t>({fewest < enough ? 1 : 0});
+    AllReduceOptions min;
+    min.op = ReduceOp::MIN;
+    pg.all_reduce(low, min)->wait();
+    if (low.item() == 1) break;
+  }
+  return fewest;
+}
+
 TEST(GlooWorker, AWaiterRunsItsOpAndTheWorkerSleeps) {
   run_group(2, "gloo", [](ProcessGroup& pg) {
     Tensor t = Tensor::zeros({4});
     pg.all_reduce(t)->wait();  // connections warm
-    const long before = worker_switches();
-    ASSERT_GE(before, 0) << "no thread named dc-gloo-worker";
-    constexpr int kOps = 50;
-    for (int i = 0; i < kOps; ++i) pg.all_reduce(t)->wait();
-    // Handed to the worker, each op would wake it at least once (twice counting its sleep).
-    // A caller preempted for longer than the grace leaves an op to the worker now and then.
-    EXPECT_LT(worker_switches() - before, kOps / 2);
+    ASSERT_GE(worker_switches(), 0) << "no thread named dc-gloo-worker";
+    EXPECT_LT(fewest_worker_switches(pg, AllReduceOptions(), 5, kOps / 2), kOps / 2);
     // AVG: the ProcessGroup divides after the backend's SUM, in a Work chained on it.
     AllReduceOptions avg;
     avg.op = ReduceOp::AVG;
-    const long before_avg = worker_switches();
-    for (int i = 0; i < kOps; ++i) pg.all_reduce(t, avg)->wait();
-    EXPECT_LT(worker_switches() - before_avg, kOps / 2) << "AVG";
+    EXPECT_LT(fewest_worker_switches(pg, avg, 5, kOps / 2), kOps / 2) << "AVG";
   });
 }
 
