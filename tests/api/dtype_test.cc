@@ -29,6 +29,18 @@ TEST(DType, SizesAndNames) {
   EXPECT_THROW(parse_dtype("float128"), InvalidArgument);
 }
 
+// Floating or integral, never both; bool counts as integral.
+TEST(DType, KindOfEveryDType) {
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    EXPECT_TRUE(is_floating(t)) << dtype_name(t);
+    EXPECT_FALSE(is_integral(t)) << dtype_name(t);
+  }
+  for (DType t : {DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64, DType::kBool}) {
+    EXPECT_TRUE(is_integral(t)) << dtype_name(t);
+    EXPECT_FALSE(is_floating(t)) << dtype_name(t);
+  }
+}
+
 // Every one of the 65536 half bit patterns survives half -> float -> half (NaNs stay NaN).
 TEST(Half, RoundTripsEveryBitPattern) {
   for (uint32_t b = 0; b < 65536; ++b) {

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
+#include "api/errors.h"
 #include "api/file_store.h"
 #include "api/logging.h"
 #include "api/process_group.h"
@@ -21,6 +23,43 @@ TEST(Logging, PrefixCarriesRankAndWorld) {
   EXPECT_EQ(log_prefix(), "");
   set_log_identity(2, 8);
   EXPECT_EQ(log_prefix(), "[rank 2/8] ");
+  set_log_identity(-1, -1);
+}
+
+// What fn writes to stderr (fd 2), captured through a file.
+std::string stderr_of(const std::function<void()>& fn) {
+  const std::string path = testing::temp_path("stderr_capture");
+  const int file = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(file, STDERR_FILENO);
+  fn();
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::close(file);
+  return testing::read_file(path);
+}
+
+TEST(Logging, LogLinePrefixesEveryLineOfItsText) {
+  set_log_identity(1, 4);
+  EXPECT_EQ(stderr_of([] { log_line("one\ntwo\n"); }), "[rank 1/4] one\n[rank 1/4] two\n");
+  EXPECT_EQ(stderr_of([] { log_with_mode(LogMode::kEveryRank, nullptr, "x"); }), "[rank 1/4] x\n");
+  set_log_identity(-1, -1);
+  EXPECT_EQ(stderr_of([] { log_line("before init"); }), "before init\n");
+}
+
+TEST(Logging, OnlyRankZeroLogsInRankZeroMode) {
+  set_log_identity(1, 4);
+  EXPECT_EQ(stderr_of([] { log_rank_zero("quiet"); }), "");
+  EXPECT_EQ(stderr_of([] { log_with_mode(LogMode::kRankZero, nullptr, "quiet"); }), "");
+  set_log_identity(0, 4);
+  EXPECT_EQ(stderr_of([] { log_rank_zero("loud"); }), "[rank 0/4] loud\n");
+  EXPECT_EQ(stderr_of([] { log_with_mode(LogMode::kRankZero, nullptr, "loud"); }), "[rank 0/4] loud\n");
+  try {
+    log_with_mode(LogMode::kOrdered, nullptr, "x");
+    ADD_FAILURE() << "ordered logging without a group";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "log_with_mode: ordered logging needs a process group");
+  }
   set_log_identity(-1, -1);
 }
 
