@@ -55,4 +55,8 @@ WorkPtr Backend::recv_any_source(Tensor&, const P2POptions&, const OpContext&) {
   unsupported(OpType::kRecvAnySource);
 }
 
+void Backend::abort() { shutdown(); }
+
+Backend* Backend::create_subgroup_backend(const BackendOptions*, const std::vector<int>&) { return nullptr; }
+
 }  // namespace distcomm

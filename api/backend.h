@@ -113,8 +113,10 @@ class Backend {
   // Completes with Work::source_rank() set to the sender.
   virtual WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx);
 
-  // Stops the backend's threads and fails what is in flight (fast, never waits on peers).
-  // Called by the ProcessGroup's destructor and abort(); must be idempotent.
+  // Stops the backend's threads and fails what is in flight (never waits on peers; a
+  // backend may give ops already queued a bounded time to end first). Called by the
+  // ProcessGroup's destructor, and by its abort() for plugins older than ABI minor 4 (see
+  // abort() below); must be idempotent, also after abort().
   virtual void shutdown() {}
 
   // Appended in ABI minor 2: only called where supported_ops() lists
@@ -123,6 +125,25 @@ class Backend {
   // ring (send to the next rank, receive from the previous) cannot deadlock. One Work for
   // the batch. All tensors are on this backend's device type; peers differ from rank().
   virtual WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx);
+
+  // Appended in ABI minor 4: the core calls these only on plugins of minor 4 or later.
+
+  // ProcessGroup::abort(): as shutdown(), except that nothing in flight is given time to
+  // end. A backend whose shutdown() lets ops already queued finish (a clean destroy) must
+  // not wait for them here. Default: shutdown().
+  virtual void abort();
+
+  // A subgroup of this group (new_group, split) is being made, whose backend for this
+  // backend's device type is the same plugin. Called on every rank of this group, member
+  // of the subgroup or not, in the same order on each (both are collective over this
+  // group), where the subgroup's backend for this device type would be created.
+  // members: the subgroup's ranks as ranks of this group (subgroup rank i is members[i]);
+  // empty on a rank that split() leaves out. options: the subgroup's on its members,
+  // nullptr elsewhere. Returns the subgroup's backend, made from this one's resources
+  // (NCCL: ncclCommSplit of this group's communicator), which the core owns; or nullptr,
+  // and the core creates it through the plugin's create(). Returns nullptr where options
+  // is nullptr. Every rank must decide alike, on state the ranks share. Default: nullptr.
+  virtual Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members);
 
  protected:
   // "backend gloo does not support recv_any_source"

@@ -47,9 +47,11 @@
 #include "api/backend.h"
 
 // See the ABI rules above. Minor 1: config_keys. Minor 2: Backend::batch_p2p (OpType::kBatchP2P).
-// Minor 3: OpContext::fingerprint.
+// Minor 3: OpContext::fingerprint. Minor 4: Backend::abort and Backend::create_subgroup_backend
+// (called only on plugins of minor 4 or later: ProcessGroup::abort calls shutdown() on
+// older ones, and their subgroups are created through create() as before).
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 3
+#define DISTCOMM_PLUGIN_ABI_MINOR 4
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

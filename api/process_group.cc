@@ -80,7 +80,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
   return build(std::move(options), /*check_config=*/true);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, bool check_config) {
+std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, bool check_config, ProcessGroup* parent,
+                                                  const std::vector<int>& members) {
   if (options.size < 1) throw InvalidArgument("ProcessGroup: size must be >= 1, got " + std::to_string(options.size));
   if (options.rank < 0 || options.rank >= options.size) {
     throw InvalidArgument("ProcessGroup: rank " + std::to_string(options.rank) + " is outside [0, " +
@@ -103,7 +104,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
   // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
   if (pg->options_.store) pg->create_exchange();
-  pg->create_backends();
+  pg->create_backends(parent, members);
   if (!pg->exchange_) pg->create_exchange();
   return pg;
 }
@@ -136,14 +137,23 @@ void ProcessGroup::host_all_gather(Tensor& out, const Tensor& in) {
   b.all_gather(out, in, AllGatherOptions(), ctx)->wait();
 }
 
-void ProcessGroup::create_backends() {
-  std::map<DeviceType, std::string> plan = spec_.by_device;
+std::map<DeviceType, std::string> ProcessGroup::plan_of(const BackendSpec& spec) {
+  std::map<DeviceType, std::string> plan = spec.by_device;
   if (plan.empty()) {
     // One name: it serves every device type its plugin declares.
-    const PluginInfo& info = load_plugin(spec_.text);
-    if (info.devices & DISTCOMM_DEVICE_CPU) plan[DeviceType::kCPU] = spec_.text;
-    if (info.devices & DISTCOMM_DEVICE_CUDA) plan[DeviceType::kCUDA] = spec_.text;
+    const PluginInfo& info = load_plugin(spec.text);
+    if (info.devices & DISTCOMM_DEVICE_CPU) plan[DeviceType::kCPU] = spec.text;
+    if (info.devices & DISTCOMM_DEVICE_CUDA) plan[DeviceType::kCUDA] = spec.text;
   }
+  return plan;
+}
+
+void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>& members) {
+  std::map<DeviceType, std::string> plan = plan_of(spec_);
+  // Decided before "auto" is resolved below, as the parent's ranks outside this subgroup
+  // decide it (skip_subgroup): every rank of the parent must ask the same backends.
+  const std::map<DeviceType, Backend*> parents = parent ? parent->parents_of_subgroup(spec_.text)
+                                                        : std::map<DeviceType, Backend*>{};
   auto cpu = plan.find(DeviceType::kCPU);
   if (cpu != plan.end() && cpu->second == "auto") {
     if (!exchange_) throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
@@ -165,7 +175,13 @@ void ProcessGroup::create_backends() {
     bo.device = device;
     bo.config = options_.backend_config;
     try {
-      backends_[device] = create_backend(name, bo);
+      std::unique_ptr<Backend> backend;
+      auto from = parents.find(device);
+      if (from != parents.end()) backend.reset(from->second->create_subgroup_backend(&bo, members));
+      if (!backend) backend = create_backend(name, bo);
+      backends_[device] = std::move(backend);
+      plugin_of_[device] = name;
+      abi_minor_[device] = load_plugin(name).abi_minor;
       supported_ops_[device] = backends_[device]->supported_ops();
     } catch (const BackendUnavailable& e) {
       // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU)
@@ -182,7 +198,14 @@ ProcessGroup::~ProcessGroup() {
 
 void ProcessGroup::abort() {
   aborted_ = true;
-  for (auto& [device, backend] : backends_) backend->shutdown();
+  for (auto& [device, backend] : backends_) {
+    // Backend::abort is an ABI 1.4 virtual: an older plugin's vtable has no such slot.
+    if (abi_minor_[device] >= 4) {
+      backend->abort();
+    } else {
+      backend->shutdown();
+    }
+  }
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -204,18 +227,39 @@ Backend& ProcessGroup::backend_for(DeviceType device) {
 // ---------------------------------------------------------------------------------------
 // Subgroups
 
+std::map<DeviceType, Backend*> ProcessGroup::parents_of_subgroup(const std::string& spec) {
+  std::map<DeviceType, Backend*> out;
+  for (const auto& [device, name] : plan_of(BackendSpec::parse(spec))) {
+    auto mine = backends_.find(device);
+    if (mine == backends_.end() || plugin_of_[device] != name || abi_minor_[device] < 4) continue;
+    out[device] = mine->second.get();
+  }
+  return out;
+}
+
+void ProcessGroup::skip_subgroup(const std::string& spec, const std::vector<int>& members) {
+  for (const auto& [device, backend] : parents_of_subgroup(spec)) {
+    // A backend that breaks the rule and makes one anyway gets it deleted here.
+    std::unique_ptr<Backend> none(backend->create_subgroup_backend(nullptr, members));
+  }
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                                           const std::string& tag) {
+  const std::string spec = backend.empty() ? options_.backend : backend;
   const auto me = std::find(ranks.begin(), ranks.end(), rank());
-  if (me == ranks.end()) return nullptr;
+  if (me == ranks.end()) {
+    skip_subgroup(spec, ranks);
+    return nullptr;
+  }
   ProcessGroupOptions o = options_;
   o.rank = static_cast<int>(me - ranks.begin());
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
-  o.backend = backend.empty() ? options_.backend : backend;
+  o.backend = spec;
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
-  return build(std::move(o), /*check_config=*/false);
+  return build(std::move(o), /*check_config=*/false, this, ranks);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {
@@ -241,7 +285,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   const uint64_t id = subgroups_++;
   // One round: everyone learns everyone's (color, key).
   const auto all = exchange().all_gather(std::to_string(color) + " " + std::to_string(key));
-  if (color < 0) return nullptr;
+  if (color < 0) {
+    skip_subgroup(options_.backend, {});
+    return nullptr;
+  }
   std::vector<std::pair<int, int>> members;  // (key, rank) of my color
   for (int r = 0; r < size(); ++r) {
     std::istringstream in(all[static_cast<size_t>(r)]);

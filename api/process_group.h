@@ -146,8 +146,19 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   explicit ProcessGroup(ProcessGroupOptions options);
   // create(), where subgroups skip the config check: they inherit their parent's config,
   // which may hold keys of backends they do not use.
-  static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, bool check_config);
-  void create_backends();
+  // parent: the group a subgroup is made from (null otherwise), members: the subgroup's
+  // ranks in the parent (create_subgroup_backend).
+  static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, bool check_config,
+                                             ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
+  void create_backends(ProcessGroup* parent, const std::vector<int>& members);
+  // Which device type each plugin of a spec serves ("auto" left as it is).
+  static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec);
+  // This group's backends that a subgroup with backend spec `spec` would use again (the
+  // same plugin for the same device type, of ABI minor 4 or later): each is asked for the
+  // subgroup's backend (Backend::create_subgroup_backend), on every rank of this group.
+  std::map<DeviceType, Backend*> parents_of_subgroup(const std::string& spec);
+  // On a rank the subgroup leaves out: gives each of those backends its part.
+  void skip_subgroup(const std::string& spec, const std::vector<int>& members);
   void create_exchange();
   // The CPU backend's all_gather, outside the op sequence's checks (the exchange's transport
   // when there is no shared store).
@@ -218,6 +229,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::map<DeviceType, std::unique_ptr<Backend>> backends_;
   std::map<DeviceType, std::vector<OpType>> supported_ops_;  // asked once, not per op
   std::map<DeviceType, std::string> backend_errors_;  // backends that could not be created
+  std::map<DeviceType, std::string> plugin_of_;       // the plugin of each backend
+  std::map<DeviceType, uint32_t> abi_minor_;          // and its ABI minor (plugin.h)
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   std::atomic<uint64_t> exchange_seq_{0};

@@ -23,7 +23,7 @@ int count_devices_or_throw() {
 }
 
 // How long closing the communicators may take once no op is in flight.
-constexpr std::chrono::seconds kCloseTime{10};
+constexpr std::chrono::milliseconds kCloseTime{10000};
 
 }  // namespace
 
@@ -61,20 +61,17 @@ std::vector<OpType> NcclBackend::supported_ops() const {
 
 bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl_reduces(op, dtype); }
 
-void NcclBackend::shutdown() {
+void NcclBackend::shutdown() { end(Ending::kDestroy); }
+
+void NcclBackend::abort() { end(Ending::kAbort); }
+
+void NcclBackend::end(Ending how) {
   if (shut_down_.exchange(true)) return;
-  const std::string group = "the nccl backend of group '" + options().group_name + "'";
-  // Later ops are refused from here on; then the ops issued before may end on the GPU
-  // (unless the group has failed: they failed with it), up to the grace. What is still
-  // in flight after it is aborted (the abort hook) and failed (stop), and the peers told.
-  failure_->shut_down(std::make_exception_ptr(PeerFailure(group + " was shut down")), [&] {
-    if (config_.shutdown_grace.count() > 0) watchdog_->drain(NcclComm::Clock::now() + config_.shutdown_grace);
-    return watchdog_->in_flight() > 0;
-  });
-  watchdog_->stop(group + " was shut down while this op was in flight (still running after the " +
-                  std::to_string(config_.shutdown_grace.count()) + " ms shutdown grace)");
-  const auto close_by = NcclComm::Clock::now() + kCloseTime;
-  for (auto& comm : comms_->close(group + " was shut down")) comm->close(close_by, group + " was shut down");
+  EndingSettings s;
+  s.backend = "the nccl backend of group '" + options().group_name + "'";
+  s.grace = config_.shutdown_grace;
+  s.close_time = kCloseTime;
+  end_backend(how, s, *failure_, *watchdog_, *comms_);
   std::lock_guard<std::mutex> lock(scratch_mu_);
   for (auto& [device, scratch] : barrier_scratch_) {
     try {

@@ -33,6 +33,7 @@
 
 #include "api/backend.h"
 #include "api/group_failure.h"
+#include "backends/nccl/backend_ending.h"
 #include "backends/nccl/comm_registry.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_config.h"
@@ -75,8 +76,14 @@ class NcclBackend : public Backend {
   // op, so a program may destroy its group with ops still queued: aborting them at once
   // would hand its kernels garbage and leave the peers hanging.
   void shutdown() override;
+  // ProcessGroup::abort(): no grace; every communicator is aborted (ncclCommAbort) at once
+  // and what is in flight fails.
+  void abort() override;
 
  private:
+  // shutdown() and abort(): backend_ending.h, then the barrier scratch is freed. Once.
+  void end(Ending how);
+
   // What one op needs besides its NCCL calls.
   struct Launch {
     OpType op;

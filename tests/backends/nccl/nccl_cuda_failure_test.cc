@@ -199,6 +199,29 @@ TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
       });
 }
 
+// ProcessGroup::abort() gives nothing in flight the shutdown grace a destroy gives: an op
+// whose peer never comes is aborted at once and fails.
+TEST(NcclFailureTest, AnAbortDoesNotWaitTheShutdownGraceForAnOpThatCannotEnd) {
+  const std::string why = missing_gpus(2);
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
+  GroupHarnessOptions opts;
+  opts.backend_config["shutdown_grace_ms"] = "60000";
+  after_a_first_all_reduce(
+      opts, hold_until_rank0_is_done,  // rank 1 never joins all_reduce #1
+      [](ProcessGroup& pg, CudaTensor& t) {
+        AllReduceOptions o;
+        o.timeout = 120000ms;
+        WorkPtr stuck = pg.all_reduce(t.tensor(), o);
+        const auto start = Clock::now();
+        pg.abort();
+        EXPECT_LT(Clock::now() - start, 20s) << "abort() waited for the 60 s shutdown grace";
+        const std::string m = error_of<PeerFailure>(stuck, 10s);
+        expect_contains(m, "all_reduce #1");
+        expect_contains(m, "ProcessGroup::abort()");
+        EXPECT_FALSE(stuck->is_success());
+      });
+}
+
 // A thread waits in setup for a peer that does not come; abort() from another thread
 // ends that wait at once instead of after the group's timeout, and does not itself wait
 // on the peer.

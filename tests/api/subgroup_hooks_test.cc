@@ -1,0 +1,87 @@
+// The ABI 1.4 calls from the core to a backend (api/backend.h): ProcessGroup::abort()
+// reaches Backend::abort() rather than shutdown(), and new_group / split ask the parent's
+// backend for the subgroup's on every rank of the parent, members or not, in the same order.
+// The subgroup_hooks test plugin logs what it is asked in its group's store.
+#include <gtest/gtest.h>
+
+#include "api/prefix_store.h"
+#include "api/process_group.h"
+#include "tests/api/plugin_test_env.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using testing::run_group;
+
+// What the subgroup_hooks backend of `group` logged on `rank`.
+std::string log_of(ProcessGroup& world, const std::string& group, int rank) {
+  PrefixStore store("pg/" + group + "/cpu/subgroup_hooks", world.store());
+  const std::string key = "log/" + std::to_string(rank);
+  return store.check({key}) ? to_string(store.get(key)) : "(nothing)";
+}
+
+class SubgroupHooksTest : public ::testing::Test {
+ protected:
+  void SetUp() override { use_test_plugins(); }
+};
+
+TEST_F(SubgroupHooksTest, AbortReachesTheBackendsAbortAndDestructionItsShutdown) {
+  run_group(2, "subgroup_hooks", [](ProcessGroup& pg) {
+    auto sub = pg.new_group({0, 1});
+    pg.abort();
+    EXPECT_EQ(log_of(pg, "world", pg.rank()), "created; member of [0,1]; abort");
+    sub.reset();
+    EXPECT_EQ(log_of(pg, "world/g0", pg.rank()), "derived; shutdown");
+  });
+}
+
+TEST_F(SubgroupHooksTest, NewGroupAsksTheParentOnEveryRankAndMembersGetItsBackend) {
+  run_group(3, "subgroup_hooks", [](ProcessGroup& pg) {
+    auto sub = pg.new_group({2, 0});
+    if (pg.rank() == 1) {
+      EXPECT_EQ(sub, nullptr);
+      EXPECT_EQ(log_of(pg, "world", 1), "created; left out of [0,2]");
+    } else {
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(log_of(pg, "world", pg.rank()), "created; member of [0,2]");
+      EXPECT_EQ(log_of(pg, "world/g0", sub->rank()), "derived");
+    }
+    pg.exchange().all_gather("checked");  // no rank destroys its group before the others read
+  });
+}
+
+TEST_F(SubgroupHooksTest, SplitAsksTheRanksItLeavesOutTooInKeyOrder) {
+  run_group(3, "subgroup_hooks", [](ProcessGroup& pg) {
+    // Rank 1 is left out; ranks 0 and 2 order themselves by key: 2 first.
+    auto sub = pg.split(pg.rank() == 1 ? -1 : 0, -pg.rank());
+    if (pg.rank() == 1) {
+      EXPECT_EQ(log_of(pg, "world", 1), "created; left out of []");
+    } else {
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(sub->rank(), pg.rank() == 2 ? 0 : 1);
+      EXPECT_EQ(log_of(pg, "world", pg.rank()), "created; member of [2,0]");
+      EXPECT_EQ(log_of(pg, "world/s0c0", sub->rank()), "derived");
+    }
+    pg.exchange().all_gather("checked");
+  });
+}
+
+TEST_F(SubgroupHooksTest, ABackendTheParentDoesNotMakeIsCreatedAsBefore) {
+  run_group(2, "subgroup_hooks", [](ProcessGroup& pg) {
+    // subgroup_hooks leaves single-rank subgroups to create().
+    auto only0 = pg.new_group({0});
+    auto only1 = pg.new_group({1});
+    auto both = pg.new_group({0, 1});
+    EXPECT_EQ(log_of(pg, "world/g" + std::to_string(pg.rank()), 0), "created");
+    EXPECT_EQ(log_of(pg, "world/g2", pg.rank()), "derived");
+    // Another plugin for the subgroup: the parent is not asked.
+    auto elsewhere = pg.new_group({0, 1}, "any_size");
+    EXPECT_EQ(log_of(pg, "world", pg.rank()), pg.rank() == 0 ? "created; member of [0]; left out of [1]; member of [0,1]"
+                                                              : "created; left out of [0]; member of [1]; member of [0,1]");
+    pg.exchange().all_gather("checked");
+  });
+}
+
+}  // namespace
+}  // namespace distcomm
