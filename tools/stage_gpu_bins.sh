@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 
 OUT=.device_bin
 TESTS=(nccl_plugin_test nccl_init_test nccl_mixed_group_test nccl_cuda_ops_test nccl_cuda_streams_test
-       nccl_cuda_failure_test nccl_cuda_lifecycle_test nccl_cuda_p2p_test nccl_conformance_test)
+       nccl_cuda_failure_test nccl_cuda_lifecycle_test nccl_cuda_p2p_test nccl_cuda_subgroup_test
+       nccl_conformance_test)
 PROGRAMS=("${TESTS[@]}" gpu_probe nccl_all_reduce_bandwidth)
 
 targets=(//api:libdistcomm.so //backends/nccl:libdistcomm_nccl.so //backends/gloo:libdistcomm_gloo.so)

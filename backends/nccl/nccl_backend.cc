@@ -9,6 +9,7 @@
 #include "backends/nccl/nccl_work.h"
 #include "backends/nccl/op_checks.h"
 #include "backends/nccl/polling.h"
+#include "backends/nccl/subgroup_split.h"
 #include "backends/nccl/unique_id_exchange.h"
 
 namespace distcomm {
@@ -27,7 +28,7 @@ constexpr std::chrono::milliseconds kCloseTime{10000};
 
 }  // namespace
 
-NcclBackend::NcclBackend(BackendOptions options)
+NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
     : Backend(std::move(options)),
       config_(NcclConfig::parse(this->options().config)),
       visible_devices_(count_devices_or_throw()),
@@ -47,7 +48,40 @@ NcclBackend::NcclBackend(BackendOptions options)
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");
   }
+  if (split) {
+    // Now, not at the first op: the parent's ranks outside this subgroup are in the split.
+    last_device_ = split->parent->device();
+    group_comm(split->parent->device(), split)->initialize(this->options().timeout);
+  }
   if (config_.eager_init) group_comm(default_device())->initialize(this->options().timeout);
+}
+
+Backend* NcclBackend::create_subgroup_backend(const BackendOptions* sub, const std::vector<int>& members) {
+  // Every rank of this group decides alike: ranks set up their communicators in op order,
+  // so either all have #0 by now or none has.
+  const int device = first_comm_device_;
+  const std::shared_ptr<NcclComm> parent = device >= 0 ? comms_->find("group on cuda:" + std::to_string(device)) : nullptr;
+  if (!parent) return nullptr;
+  failure_->check_usable();  // a failed group cannot take part in a split
+  if (!parent->usable()) return nullptr;  // its setup is still to come (never on an op's path)
+  const SplitPart part = split_part(rank(), members, sub != nullptr);
+  const std::string what = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" +
+                           options().group_name + "' making a subgroup of its ranks " + [&] {
+                             std::string list;
+                             for (int m : members) list += (list.empty() ? "" : ",") + std::to_string(m);
+                             return "[" + list + "]";
+                           }();
+  try {
+    if (!sub) {
+      parent->split(part.color, part.key, what, deadline_after(this->options().timeout));
+      return nullptr;
+    }
+    SplitFrom split{parent, part.color, part.key};
+    return new NcclBackend(*sub, &split);
+  } catch (...) {
+    // The ranks are out of step, or the communicator was aborted: this group cannot go on.
+    std::rethrow_exception(failure_->record(std::current_exception(), what));
+  }
 }
 
 NcclBackend::~NcclBackend() { shutdown(); }
@@ -116,11 +150,12 @@ WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, con
   return work;
 }
 
-std::shared_ptr<NcclComm> NcclBackend::group_comm(int device) {
+std::shared_ptr<NcclComm> NcclBackend::group_comm(int device, const SplitFrom* split) {
   return comms_->get_or_make("group on cuda:" + std::to_string(device), [&] {
     // Every rank makes its communicators in the same order (the order of its ops), so a
     // counter names the store key all of them agree on.
     const int n = group_comms_made_++;
+    if (n == 0) first_comm_device_ = device;
     NcclComm::Setup s;
     s.store = options().store.get();
     s.key = key_prefix_ + "comm" + std::to_string(n) + "/unique_id";
@@ -130,6 +165,12 @@ std::shared_ptr<NcclComm> NcclBackend::group_comm(int device) {
     s.nonblocking = config_.nonblocking;
     s.label = "NCCL communicator #" + std::to_string(n) + " of group '" + options().group_name + "' on cuda:" +
               std::to_string(device);
+    if (split) {
+      s.split_from = split->parent;
+      s.split_color = split->color;
+      s.split_key = split->key;
+      s.label += " (split from " + split->parent->label() + ")";
+    }
     return std::make_shared<NcclComm>(s);
   });
 }

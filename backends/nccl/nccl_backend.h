@@ -5,7 +5,8 @@
 // device or, with "eager_init", with the group; send and recv use one two-rank
 // communicator per peer, so they involve only their two ranks; a batch of sends and
 // receives runs as one grouped call on the group's communicator. Subgroups get their own
-// backend, hence their own communicators. All of them sit in a registry (comm_registry.h)
+// backend, hence their own communicators: split from this group's first one when it is
+// set up (create_subgroup_backend), else through the store. All of them sit in a registry (comm_registry.h)
 // whose lock is never held while a rank waits on its peers, so shutdown and the watchdog
 // reach every communicator, including one still being set up.
 //
@@ -45,7 +46,14 @@ namespace nccl {
 class NcclBackend : public Backend {
  public:
   // Throws BackendUnavailable without a CUDA device, InvalidArgument for bad settings.
-  explicit NcclBackend(BackendOptions options);
+  // split: the subgroup's communicator comes from ncclCommSplit of its parent's, with this
+  // rank's color and key (create_subgroup_backend); null: through the store, as usual.
+  struct SplitFrom {
+    std::shared_ptr<NcclComm> parent;
+    int color = -1;
+    int key = 0;
+  };
+  explicit NcclBackend(BackendOptions options, const SplitFrom* split = nullptr);
   ~NcclBackend() override;
 
   std::string name() const override { return "nccl"; }
@@ -79,6 +87,11 @@ class NcclBackend : public Backend {
   // ProcessGroup::abort(): no grace; every communicator is aborted (ncclCommAbort) at once
   // and what is in flight fails.
   void abort() override;
+  // When this group's first communicator is set up, a subgroup's is split from it
+  // (ncclCommSplit, on every rank of this group) instead of set up through the store;
+  // otherwise nullptr: the subgroup's backend is made as any other. A failure of the split
+  // fails this group (its communicator was aborted, or the ranks are out of step).
+  Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) override;
 
  private:
   // shutdown() and abort(): backend_ending.h, then the barrier scratch is freed. Once.
@@ -107,7 +120,7 @@ class NcclBackend : public Backend {
 
   // The group's communicator on a device, and the one shared with a peer (one device per
   // pair of ranks: InvalidArgument otherwise). Made empty here; set up by launch().
-  std::shared_ptr<NcclComm> group_comm(int device);
+  std::shared_ptr<NcclComm> group_comm(int device, const SplitFrom* split = nullptr);
   std::shared_ptr<NcclComm> pair_comm(OpType op, int device, int peer);
   // One float on the device, for barrier.
   void* barrier_scratch(int device);
@@ -126,6 +139,9 @@ class NcclBackend : public Backend {
   const std::shared_ptr<CommRegistry<NcclComm>> comms_ = std::make_shared<CommRegistry<NcclComm>>();
   const std::shared_ptr<GroupFailure> failure_;
   int group_comms_made_ = 0;  // under the registry's lock (get_or_make's make runs there)
+  // The device of the group's first communicator (#0, the same one on every rank: ranks
+  // make them in op order), which subgroups split; -1 before it is made.
+  std::atomic<int> first_comm_device_{-1};
   std::atomic<int> last_device_{-1};
   std::mutex scratch_mu_;
   std::map<int, void*> barrier_scratch_;  // by device

@@ -58,26 +58,7 @@ void NcclComm::initialize(std::chrono::milliseconds timeout) {
     // itself, only through the events distcomm records.
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    UniqueIdExchange x;
-    x.store = setup_.store;
-    x.key = setup_.key;
-    x.root = setup_.rank == 0;
-    x.id_size = sizeof(ncclUniqueId::internal);
-    x.label = setup_.label;
-    x.rank = setup_.rank;
-    x.size = setup_.size;
-    const Store::Bytes bytes = exchange_unique_id(x, new_unique_id, deadline, aborted_);
-    ncclUniqueId id;
-    std::copy(bytes.begin(), bytes.end(), id.internal);
-    ncclResult_t r;
-    {
-      std::lock_guard<std::timed_mutex> call(call_mu_);
-      if (aborted_ || closed_) throw_aborted(setting_up);
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = setup_.nonblocking ? 0 : 1;
-      r = ncclCommInitRankConfig(&comm_, setup_.size, id, setup_.rank, &config);
-      abort_if_asked();
-    }
+    const ncclResult_t r = create_handle(setting_up, deadline);
     const Settled s = settle(r, deadline);
     if (s.how == Waited::kAborted || aborted_) throw_aborted(setting_up);
     if (s.how == Waited::kTimedOut) {
@@ -103,6 +84,104 @@ void NcclComm::initialize(std::chrono::milliseconds timeout) {
     setup_error_ = std::current_exception();
     throw;
   }
+}
+
+ncclResult_t NcclComm::create_handle(const std::string& setting_up, Clock::time_point deadline) {
+  if (setup_.split_from) {
+    // The split ran to its end (or threw) inside split(): the handle is set up.
+    const ncclComm_t handle =
+        setup_.split_from->split(setup_.split_color, setup_.split_key, setup_.label + ": " + setting_up, deadline);
+    std::lock_guard<std::timed_mutex> call(call_mu_);
+    comm_ = handle;
+    if (aborted_ || closed_) {
+      abort_handle();
+      throw_aborted(setting_up);
+    }
+    return ncclSuccess;
+  }
+  UniqueIdExchange x;
+  x.store = setup_.store;
+  x.key = setup_.key;
+  x.root = setup_.rank == 0;
+  x.id_size = sizeof(ncclUniqueId::internal);
+  x.label = setup_.label;
+  x.rank = setup_.rank;
+  x.size = setup_.size;
+  const Store::Bytes bytes = exchange_unique_id(x, new_unique_id, deadline, aborted_);
+  ncclUniqueId id;
+  std::copy(bytes.begin(), bytes.end(), id.internal);
+  std::lock_guard<std::timed_mutex> call(call_mu_);
+  if (aborted_ || closed_) throw_aborted(setting_up);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = setup_.nonblocking ? 0 : 1;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, setup_.size, id, setup_.rank, &config);
+  abort_if_asked();
+  return r;
+}
+
+ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::time_point deadline) {
+  std::lock_guard<std::mutex> issue(issue_mu_);
+  if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
+  if (aborted_) throw_aborted(what);
+  DeviceGuard device(setup_.device);
+  ncclResult_t r;
+  {
+    std::lock_guard<std::timed_mutex> call(call_mu_);
+    if (!comm_) throw_aborted(what);
+    split_child_ = nullptr;
+    // No config: the new communicator takes this one's, so its blocking mode too.
+    r = ncclCommSplit(comm_, color, key, &split_child_, nullptr);
+    abort_if_asked();
+  }
+  // Nonblocking, NCCL runs the split on a thread of its own and reports on this
+  // communicator's state; blocking, r is the outcome.
+  const Settled s = settle(r, deadline);
+  ncclComm_t child = nullptr;
+  std::string error_text;
+  {
+    std::lock_guard<std::timed_mutex> call(call_mu_);
+    child = split_child_;
+    split_child_ = nullptr;
+    if (s.how == Waited::kDone && s.result != ncclSuccess) {
+      error_text = what + ": " + nccl_error_text("ncclCommSplit", s.result, comm_);
+    }
+  }
+  // A new communicator that will not be used (NCCL hands it over even when its setup
+  // failed) is aborted, which frees it.
+  auto drop = [&] {
+    if (child) ncclCommAbort(child);
+    child = nullptr;
+  };
+  if (s.how == Waited::kAborted || aborted_) {
+    drop();
+    throw_aborted(what);
+  }
+  if (s.how == Waited::kTimedOut) {
+    const std::string text = what + ": not every rank of " + setup_.label +
+                             " joined ncclCommSplit before the timeout (every rank of a group takes part in "
+                             "making its subgroups); aborted it";
+    abort(text);
+    drop();
+    throw Timeout(text);
+  }
+  if (s.result != ncclSuccess) {
+    drop();
+    throw_nccl_text(s.result, error_text);
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) return nullptr;
+  if (!child) throw Error(what + ": ncclCommSplit of " + setup_.label + " returned no communicator");
+  // The split's job set the new communicator up; its own state says how that went.
+  ncclResult_t state = ncclInProgress;
+  ncclResult_t q = ncclSuccess;
+  poll_until([&] { return (q = ncclCommGetAsyncError(child, &state)) != ncclSuccess || state != ncclInProgress; },
+             deadline);
+  const ncclResult_t outcome = q != ncclSuccess ? q : state;
+  if (outcome != ncclSuccess) {
+    const std::string text = what + ": " + nccl_error_text("ncclCommSplit", outcome, child);
+    drop();
+    throw_nccl_text(outcome, text);
+  }
+  return child;
 }
 
 cudaStream_t NcclComm::enqueue(const std::string& what, cudaStream_t caller, const Calls& calls,

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -40,6 +41,11 @@ class NcclComm : public WatchedComm {
     int device = 0;
     bool nonblocking = true;
     std::string label;  // "NCCL communicator #0 of group 'world' on cuda:0"
+    // Set: made by ncclCommSplit of this communicator (a subgroup's, from its parent's;
+    // same device), with this rank's color and key, instead of through a unique id.
+    std::shared_ptr<NcclComm> split_from;
+    int split_color = -1;
+    int split_key = 0;
   };
 
   // Cheap: nothing is created until initialize().
@@ -50,6 +56,8 @@ class NcclComm : public WatchedComm {
   NcclComm& operator=(const NcclComm&) = delete;
 
   int device() const { return setup_.device; }
+  // Set up and not aborted: ops and splits may use it.
+  bool usable() const { return ready_to_close_ && !aborted_; }
 
   // Collective over the communicator's ranks, through each rank's first op on it (or eager
   // init): rank 0 makes the ncclUniqueId and publishes it, the others read it, all join.
@@ -73,6 +81,12 @@ class NcclComm : public WatchedComm {
   cudaStream_t enqueue(const std::string& what, cudaStream_t caller, const Calls& calls, Clock::time_point deadline,
                        const Reduction* reduction = nullptr);
 
+  // ncclCommSplit: collective over this communicator (every rank calls it, in the same
+  // order as its ops on it). Returns the new communicator of this rank's color, set up, or
+  // nullptr for NCCL_SPLIT_NOCOLOR. Throws as enqueue() does; past the deadline this
+  // communicator is aborted (which also ends NCCL's split) and Timeout thrown.
+  ncclComm_t split(int color, int key, const std::string& what, Clock::time_point deadline);
+
   // Ends the communicator when no op of it is in flight: finalize (flushes this rank's
   // work, polled until the deadline) and destroy; abort when that fails or when it was
   // never set up (with `why` as the abort's reason). Idempotent, from any thread; ops
@@ -89,6 +103,8 @@ class NcclComm : public WatchedComm {
   struct Settled;
   // Waits while r is ncclInProgress, until the deadline or an abort.
   Settled settle(ncclResult_t r, Clock::time_point deadline);
+  // The handle of a new communicator: from split_from, or through the unique id exchange.
+  ncclResult_t create_handle(const std::string& setting_up, Clock::time_point deadline);
   // Keeps the first abort reason, then raises aborted_.
   void keep_reason(const std::string& reason);
   // With call_mu_ held: ncclCommAbort once, if abort() was asked for.
@@ -108,6 +124,10 @@ class NcclComm : public WatchedComm {
 
   std::timed_mutex call_mu_;
   ncclComm_t comm_ = nullptr;  // under call_mu_; null before setup and once closed
+  // Where a nonblocking ncclCommSplit puts the new handle when it completes (NCCL's thread
+  // writes it then); read under call_mu_ once this communicator's state is no longer
+  // ncclInProgress. A member, not a local: an abort may end split() before NCCL has.
+  ncclComm_t split_child_ = nullptr;
   bool closed_ = false;        // under call_mu_
 
   mutable std::mutex reason_mu_;
