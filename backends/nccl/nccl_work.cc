@@ -1,5 +1,6 @@
 #include "backends/nccl/nccl_work.h"
 
+#include "api/errors.h"
 #include "backends/nccl/cuda_status.h"
 
 namespace distcomm {
@@ -12,8 +13,15 @@ NcclWork::NcclWork(OpType op, const OpContext& ctx, std::string label, std::shar
       caller_stream_(caller_stream) {}
 
 NcclWork::~NcclWork() {
-  // Safe even if the GPU has not reached it: CUDA frees the event once it has.
-  if (end_) cudaEventDestroy(end_);
+  if (!end_) return;
+  // The last reference may go on any thread, one that never chose a device included: a
+  // CUDA call there would make a context on device 0 (the guard's device has one).
+  try {
+    DeviceGuard device(device_);
+    cudaEventDestroy(end_);  // safe before the GPU reached it: CUDA frees it once it has
+  } catch (const Error&) {
+    // The device is gone (the driver failed): nothing left to free on it.
+  }
 }
 
 void NcclWork::record_end(cudaStream_t stream) {
@@ -23,7 +31,15 @@ void NcclWork::record_end(cudaStream_t stream) {
 
 TrackedWork::Marker NcclWork::query_marker(std::string* error) const {
   if (!end_) return Marker::kNotIssued;
-  const cudaError_t e = cudaEventQuery(end_);
+  // is_completed() may be polled from any thread (see the destructor).
+  cudaError_t e;
+  try {
+    DeviceGuard device(device_);
+    e = cudaEventQuery(end_);
+  } catch (const Error& x) {
+    if (error) *error = x.what();
+    return Marker::kError;
+  }
   if (e == cudaSuccess) return Marker::kPassed;
   if (e == cudaErrorNotReady) return Marker::kPending;
   cudaGetLastError();

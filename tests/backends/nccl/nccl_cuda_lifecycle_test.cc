@@ -133,7 +133,8 @@ bool primary_context_active(int device) {
 
 // Every rank used to get a context (about 0.5 GiB) on GPU 0: the watchdog thread's first
 // CUDA call made one there, and restoring "the previous device" of a thread that never
-// chose one made device 0 current.
+// chose one made device 0 current. A Work's event queried or destroyed on such a thread
+// would do the same.
 TEST(NcclLifecycleTest, ARankOnOneGpuMakesNoContextOnAnother) {
   const std::string why = missing_gpus(1);
   if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
@@ -144,9 +145,15 @@ TEST(NcclLifecycleTest, ARankOnOneGpuMakesNoContextOnAnother) {
     pg.barrier()->wait();
     // A thread that never chose a device issues an op too.
     std::thread([&] { pg.all_reduce(t.tensor())->wait(); }).join();
+    // And one polls a Work (is_completed asks its event) and lets go of it.
+    WorkPtr polled = pg.all_reduce(t.tensor());
+    std::thread([w = std::move(polled)]() mutable {
+      while (!w->is_completed()) std::this_thread::yield();
+      w.reset();
+    }).join();
     std::this_thread::sleep_for(50ms);  // the watchdog has polled
     EXPECT_FALSE(primary_context_active(0)) << "a context appeared on cuda:0 while the rank ran on cuda:1";
-    pg.abort();  // shutdown: communicators finalized, the watchdog stopped
+    pg.abort();  // communicators aborted, the watchdog stopped
     EXPECT_FALSE(primary_context_active(0)) << "a context appeared on cuda:0 at shutdown";
     EXPECT_TRUE(primary_context_active(1));
   });
