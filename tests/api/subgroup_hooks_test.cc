@@ -83,5 +83,17 @@ TEST_F(SubgroupHooksTest, ABackendTheParentDoesNotMakeIsCreatedAsBefore) {
   });
 }
 
+TEST_F(SubgroupHooksTest, APluginOlderThanTheHooksIsNeverAskedAndItsShutdownEndsIt) {
+  // abi_1_0 throws from the hooks, which a real 1.0 plugin would not have in its vtable.
+  run_group(2, "abi_1_0", [](ProcessGroup& pg) {
+    auto sub = pg.new_group({0, 1});
+    auto halves = pg.split(pg.rank(), 0);
+    ASSERT_NE(sub, nullptr);
+    ASSERT_NE(halves, nullptr);
+    pg.abort();
+    sub->abort();
+  });
+}
+
 }  // namespace
 }  // namespace distcomm

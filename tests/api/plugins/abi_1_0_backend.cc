@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api/errors.h"
 #include "api/plugin.h"
 
 namespace {
@@ -13,6 +14,12 @@ class Abi10Backend : public distcomm::Backend {
   using Backend::Backend;
   std::string name() const override { return "abi_1_0"; }
   std::vector<distcomm::OpType> supported_ops() const override { return {}; }
+  // Built from today's headers, this class has the slots of later minors; a real 1.0
+  // plugin has none, so the core must not call them (it reads the minor, 0).
+  void abort() override { throw distcomm::Error("abi_1_0: the core called Backend::abort (ABI 1.4)"); }
+  distcomm::Backend* create_subgroup_backend(const distcomm::BackendOptions*, const std::vector<int>&) override {
+    throw distcomm::Error("abi_1_0: the core called Backend::create_subgroup_backend (ABI 1.4)");
+  }
 };
 
 int available(std::string*) { return 1; }
