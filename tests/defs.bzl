@@ -1,4 +1,7 @@
-"""Test macros: one gtest binary per file, linked against the shared core."""
+"""Test macros: one gtest binary per file, linked against the shared core.
+
+A test sees the core's internal headers too (//api:internal_headers): tests are the one
+place outside api/ that may include them."""
 
 def distcomm_test(name, srcs = None, deps = [], data = [], size = "small", **kwargs):
     native.cc_test(
@@ -8,6 +11,7 @@ def distcomm_test(name, srcs = None, deps = [], data = [], size = "small", **kwa
         data = data,
         deps = deps + [
             "//api:distcomm",
+            "//api:internal_headers",
             "//tests/testing:gtest_main",
             "@system_gtest//:lib",
         ],

@@ -120,7 +120,7 @@ def main():
     skip = {s for s in args.skip.split(",") if s}
     jobs = [j for j in ("raw", "distcomm", "torch") if j not in skip]
     if not args.no_build:
-        run(["bazel", "build", "-c", "opt", "//tools:bench", "//tools/bench/overhead:raw_gloo_bench"], "bazel build")
+        run(["bazel", "build", "-c", "opt", "//tools/bench", "//tools/bench/overhead:raw_gloo_bench"], "bazel build")
     bin_dir = args.bin_dir or run(["bazel", "info", "-c", "opt", "bazel-bin"], "bazel info").strip()
 
     load_before = open("/proc/loadavg").read().split()[:3]
