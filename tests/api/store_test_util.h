@@ -30,10 +30,15 @@ bool file_exists(const std::string& path);
 constexpr std::chrono::milliseconds kTimeoutSlack{500};
 
 // A gtest failure unless took lies in [timeout, timeout + kTimeoutSlack].
-#define EXPECT_ENDED_AT_TIMEOUT(took, timeout)                                                    \
-  do {                                                                                            \
-    EXPECT_GE(took, timeout) << "gave up before its timeout";                                     \
-    EXPECT_LE(took, (timeout) + ::distcomm::testing::kTimeoutSlack) << "gave up long after its timeout"; \
+#define EXPECT_ENDED_AT_TIMEOUT(took, timeout)                                                       \
+  do {                                                                                               \
+    using ::std::chrono::milliseconds;                                                               \
+    const int64_t took_ms = ::std::chrono::duration_cast<milliseconds>(took).count();                 \
+    const int64_t timeout_ms = milliseconds(timeout).count();                                        \
+    EXPECT_GE(took_ms, timeout_ms) << "ms: gave up before its timeout";                              \
+    EXPECT_LE(took_ms, timeout_ms + ::distcomm::testing::kTimeoutSlack.count())                      \
+        << "ms: gave up long after its timeout (slack " << ::distcomm::testing::kTimeoutSlack.count() \
+        << " ms)";                                                                                   \
   } while (0)
 
 template <typename Fn>

@@ -108,7 +108,7 @@ TEST(GlooFailure, KilledRankFailsTheOthersWithoutWaitingForTheTimeout) {
     EXPECT_LT(seconds_since(started), 5.0);
     const auto start = Clock::now();
     EXPECT_THROW(pg.barrier()->wait(), Error) << "a later op fails too";
-    EXPECT_LT(seconds_since(start), 0.5) << "and fails at once";
+    EXPECT_LT(seconds_since(start), 5.0) << "and fails without waiting (the op timeout is 60 s)";
     // Keep the group open until every survivor is through: closing it would tell the
     // others about the failure, which is the backend's job here.
     mark_done(pg);
