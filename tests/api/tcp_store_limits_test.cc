@@ -104,18 +104,23 @@ TEST(Limits, APartialRequestIsClosedAtItsDeadlineWhileWaitsAndIdlersStay) {
 TEST(Limits, AClientThatDoesNotReadItsReplyIsClosedAtTheDeadline) {
   const JobIdentity id = new_job_identity();
   TCPStoreLimits limits;
-  limits.transfer_deadline = 500ms;
+  // Long enough that the test's own 32 MiB SET gets through it on a loaded machine.
+  limits.transfer_deadline = 2s;
   TCPStore server(limited(id, limits));
   server.set("big", Bytes(32 * kMiB, 7));  // more than the kernel's socket buffers hold
   RawClient reader(server.port());
   reader.handshake(id);
   const auto start = Clock::now();
   reader.send_bytes(request(kGet, {"big"}));
-  EXPECT_TRUE(reader.hung_up(5s));
+  EXPECT_TRUE(reader.hung_up(10s));
   const auto took = Clock::now() - start;
-  EXPECT_GE(took, 500ms);
-  EXPECT_LT(took, 3s);
-  EXPECT_EQ(server.get("big").size(), 32 * kMiB);
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 2s + 2500ms);
+  // The store goes on serving, and still holds the value. (Not by reading the 32 MiB back:
+  // that reply has the same 2 s deadline, which a loaded machine can miss.)
+  EXPECT_TRUE(server.check({"big"}));
+  server.set("after", "x");
+  EXPECT_EQ(server.get_string("after"), "x");
 }
 
 TEST(Limits, PastTheConnectionCapANewcomerIsRefusedAndTheEstablishedStay) {
@@ -130,7 +135,7 @@ TEST(Limits, PastTheConnectionCapANewcomerIsRefusedAndTheEstablishedStay) {
   EXPECT_NE(message.find("refused this connection: the store already holds 3 connections of this job"),
             std::string::npos)
       << message;
-  EXPECT_LT(took, 1s);
+  EXPECT_LT(took, kAtOnce);
   a.set("k", "v");
   EXPECT_EQ(b->get_string("k"), "v");
   EXPECT_EQ(server.get_string("k"), "v");
@@ -163,7 +168,7 @@ TEST(Limits, AtThePendingCapTheOldestHandshakeIsClosedAndARankStillGetsIn) {
     TCPStore rank(client_of(server.port(), kTestTimeout, id));
     rank.set("in", "yes");
   });
-  EXPECT_LT(took, 1s);
+  EXPECT_LT(took, kAtOnce);
   EXPECT_TRUE(crowd[22]->hung_up(3s));
   for (int i = 23; i < 30; ++i) EXPECT_FALSE(crowd[i]->hung_up(10ms)) << i;
 }
