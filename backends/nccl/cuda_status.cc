@@ -38,7 +38,7 @@ std::string nccl_error_text(const char* call, ncclResult_t r, ncclComm_t comm) {
   std::string text = std::string(call) + ": " + ncclGetErrorString(r);
   if (comm) {
     const char* detail = ncclGetLastError(comm);
-    if (detail && *detail) text += std::string(" (") + detail + ")";
+    if (detail && *detail) text += std::string(" (NCCL's last warning: ") + detail + ")";
   }
   return text;
 }

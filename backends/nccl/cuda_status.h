@@ -14,8 +14,9 @@ std::string cuda_error_text(const char* call, cudaError_t e);
 // Throws distcomm::Error naming the call when e is not cudaSuccess.
 void check_cuda(cudaError_t e, const char* call);
 
-// "ncclAllReduce: remote process exited or there was a network error (detail: ...)".
-// With a communicator, ncclGetLastError's detail is added.
+// "ncclAllReduce: remote process exited or there was a network error (NCCL's last warning:
+// ...)". With a communicator, ncclGetLastError's text is added, named for what it is: NCCL
+// keeps one buffer per process, so it may be about another communicator.
 std::string nccl_error_text(const char* call, ncclResult_t r, ncclComm_t comm = nullptr);
 // InvalidArgument for NCCL's argument and usage errors, PeerFailure for remote and system
 // errors (a peer died, a connection broke), Error for the rest.
