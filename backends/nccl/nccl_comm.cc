@@ -134,8 +134,11 @@ ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::t
     abort_if_asked();
   }
   // Nonblocking, NCCL runs the split on a thread of its own and reports on this
-  // communicator's state; blocking, r is the outcome.
-  const Settled s = settle(r, deadline);
+  // communicator's state, which is what is polled: NCCL 2.28's ncclCommSplit returns
+  // ncclSuccess, not ncclInProgress, while that thread still runs (unlike
+  // ncclCommInitRankConfig, it does not ask the state before returning). Blocking, r is
+  // the outcome.
+  const Settled s = settle(setup_.nonblocking && r == ncclSuccess ? ncclInProgress : r, deadline);
   ncclComm_t child = nullptr;
   std::string error_text;
   {
