@@ -26,7 +26,7 @@ BIN="$PWD/.device_bin"
 
 # suite:timeout in seconds (the overall budget caps them further).
 SUITES=(nccl_plugin_test:20 nccl_init_test:20 nccl_cuda_streams_test:45 nccl_cuda_lifecycle_test:45
-        nccl_cuda_p2p_test:45 nccl_cuda_subgroup_test:45 nccl_cuda_failure_test:90 nccl_mixed_group_test:45 bandwidth:45
+        nccl_cuda_p2p_test:45 nccl_cuda_subgroup_test:60 nccl_cuda_failure_test:90 nccl_mixed_group_test:45 bandwidth:45
         nccl_cuda_ops_test:120 nccl_conformance_test:90)
 BUDGET=${GPU_CHECK_BUDGET_S:-470}
 # Suites about the machine without a GPU (they mostly skip here): not counted as GPU cases.
