@@ -1,6 +1,7 @@
 #!/bin/bash
-# examples/libtorch_mnist_like end to end: 2 self-launched ranks print each epoch's loss in
-# rank order, the loss falls, the replicas stay identical, and rank 0 saves the model.
+# The libtorch programs end to end. examples/libtorch_mnist_like: 2 self-launched ranks print
+# each epoch's loss in rank order, the loss falls, the replicas stay identical, and rank 0
+# saves the model. tools/torch_ddp_bench on a tiny model: its one result line.
 set -euo pipefail
 root="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 model="${TEST_TMPDIR}/mnist_like.pt"
@@ -24,4 +25,9 @@ done
   { echo "FAIL: the last line is not the summary"; exit 1; }
 # torch::save writes a zip archive.
 [[ -s "${model}" && "$(head -c 2 "${model}")" == "PK" ]] || { echo "FAIL: no model saved at ${model}"; exit 1; }
+
+out=$("${root}/tools/torch_ddp_bench/torch_ddp_bench" --nproc=2 --layers=2 --width=32 --batch=8 --iters=2 --warmup=1 2>&1)
+echo "${out}"
+grep -Eq "^impl=distcomm_torch_ddp nproc=2 params=2112 bucket_mb=25 batch=8 local_ms=[0-9.]+ ddp_ms=[0-9.]+ exposed_ms=-?[0-9.]+ .* buckets=1$" <<<"${out}" ||
+  { echo "FAIL: no result line from torch_ddp_bench"; exit 1; }
 echo PASS
