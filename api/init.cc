@@ -179,7 +179,10 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   set_log_identity(rank, world);
 
   ProcessGroupOptions po;
-  if (o.store || !finds_peers_itself) po.store = make_store(o, rank, world, &config);
+  // It gets one all the same when the program names one (a store, or an init_method other
+  // than the default): then its failures can name the ranks that caused them.
+  const bool store_named = o.store || o.init_method != InitOptions().init_method;
+  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, &config);
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;

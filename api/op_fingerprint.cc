@@ -95,6 +95,17 @@ uint64_t OpFingerprint::p2p_hash() const {
   return Hasher().add(static_cast<uint64_t>(tag)).add(static_cast<uint64_t>(dtype)).add(static_cast<uint64_t>(count)).value();
 }
 
+uint64_t OpFingerprint::split_pairs_sum(int rank) const {
+  auto pair = [](size_t src, size_t dst, int64_t count) {
+    return Hasher().add(src).add(dst).add(static_cast<uint64_t>(count)).value();
+  };
+  uint64_t sum = 0;
+  const size_t me = static_cast<size_t>(rank);
+  for (size_t d = 0; d < send_counts.size(); ++d) sum += pair(me, d, send_counts[d]);
+  for (size_t s = 0; s < recv_counts.size(); ++s) sum -= pair(s, me, recv_counts[s]);
+  return sum;
+}
+
 std::string OpFingerprint::describe() const {
   std::string s = internal ? "host exchange " : "";
   s += op_type_name(op);
@@ -224,6 +235,11 @@ std::string fingerprint_table(const std::vector<std::optional<OpFingerprint>>& b
   std::vector<std::string> texts;
   for (const auto& f : by_rank) texts.push_back(f ? f->describe() : missing_text);
   return rank_table(texts);
+}
+
+std::string elements_text(int64_t count, DType dtype) {
+  return std::to_string(count) + " " + dtype_name(dtype) + " (" +
+         std::to_string(count * static_cast<int64_t>(element_size(dtype))) + " bytes)";
 }
 
 std::string all_to_all_mismatches(const std::vector<OpFingerprint>& by_rank) {

@@ -72,6 +72,11 @@ struct OpFingerprint {
   uint64_t agreement_hash() const;
   // Point to point: a hash of (tag, dtype, count), equal for a send and the recv it pairs with.
   uint64_t p2p_hash() const;
+  // all_to_all on rank `rank`: the wrapping sum of hash(rank, d, what it sends d) over its
+  // sends minus hash(s, rank, what it expects from s) over its receives. Summed over every
+  // rank of the group it is 0 when every pair agrees, and anything else when one does not
+  // (but for a 2^-64 chance): one integer per rank checks all n^2 pairs.
+  uint64_t split_pairs_sum(int rank) const;
 
   // "all_reduce #11 float32[10] sum", "broadcast #3 int64[2, 2] root 1",
   // "send p2p#4 float32[4] to 1 tag 0 (transfer 2)", "all_to_all #5 float32 sends [1, 2] receives [2, 1]"
@@ -99,6 +104,9 @@ std::string rank_table(const std::vector<std::string>& text_by_rank);
 // one per line ("rank 0 sends 2 elements to rank 1, which expects 3"); "" when all agree.
 // by_rank[r] is rank r's fingerprint of the same all_to_all.
 std::string all_to_all_mismatches(const std::vector<OpFingerprint>& by_rank);
+
+// "4 float32 (16 bytes)"
+std::string elements_text(int64_t count, DType dtype);
 
 // "[0, 2]"
 std::string rank_list_text(const std::vector<int>& ranks);

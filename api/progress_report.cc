@@ -19,10 +19,7 @@ const PendingOp* pending_at(const ProgressReport& r, uint64_t seq, int64_t min_w
   return nullptr;
 }
 
-std::string elements_text(const OpFingerprint& f) {
-  return std::to_string(f.count) + " " + dtype_name(f.dtype) + " (" +
-         std::to_string(f.count * static_cast<int64_t>(element_size(f.dtype))) + " bytes)";
-}
+std::string elements_text(const OpFingerprint& f) { return elements_text(f.count, f.dtype); }
 
 // "rank 2 is" / "ranks [1, 2] are"
 std::string subject(const std::vector<int>& ranks, const char* singular, const char* plural) {
@@ -165,10 +162,7 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
     if (differs || !pairs.empty()) {
       v.kind = Verdict::Kind::kDesync;
       v.op = op;
-      v.message = "the ranks disagree on collective #" + std::to_string(op.seq) +
-                  " (a rank skipped or added a collective, or passed other arguments; DISTCOMM_DEBUG=DETAIL "
-                  "checks every op before it runs). Each rank's op there:\n" +
-                  rank_table(texts) + (pairs.empty() ? "" : "the all_to_all's splits do not pair up:\n" + pairs);
+      v.message = desync_message(op.seq, rank_table(texts), pairs);
       return v;
     }
   }
@@ -206,6 +200,13 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
     return v;
   }
   return v;
+}
+
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs) {
+  return "the ranks disagree on collective #" + std::to_string(seq) +
+         " (a rank skipped or added a collective, or passed other arguments; DISTCOMM_DEBUG=DETAIL "
+         "checks every op before it runs). Each rank's op there:\n" +
+         table + (pairs.empty() ? "" : "the all_to_all's splits do not pair up:\n" + pairs);
 }
 
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,

@@ -72,6 +72,10 @@ struct Verdict {
 Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_rank, int mine,
                         int64_t min_waiting_ms);
 
+// A Desync's message: the ranks disagree on collective #seq; `table` shows each rank's op
+// there (rank_table), `pairs` the all_to_all splits that do not pair ("" for none).
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs);
+
 // For a Timeout of `op` on rank `mine`: where the other ranks are, one clause per group of
 // ranks ("ranks [1] are still at all_reduce #10; rank 2 has not issued #11 yet (its last
 // collective: broadcast #10, finished); rank 3 did not report (busy outside distcomm,

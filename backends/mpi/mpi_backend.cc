@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/errors.h"
+#include "api/plugin.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_work.h"
 
@@ -38,11 +39,29 @@ bool is_world_in_order(const std::vector<int>& global_ranks, int world_size) {
 }
 
 MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime)
-    : Backend(std::move(options)), runtime_(runtime), max_count_(config.max_count_per_call) {
+    : Backend(std::move(options)),
+      runtime_(runtime),
+      max_count_(config.max_count_per_call),
+      agreement_check_(config.agreement_check && core_abi_minor() >= 3) {
   MPI_Comm comm = create_comm();
-  // No board: an MPI group has no shared store, and its failures are found on the progress
-  // thread, which must not wait on a store.
-  queue_ = runtime_.attach(comm, std::make_shared<GroupFailure>(rank(), nullptr));
+  // The store, when there is one, is the failure's board: the failure is published for the
+  // peers, and a Timeout asks the stall watch where they are. Both wait at most a few
+  // seconds, on the thread that found the failure.
+  const StorePtr board = size() > 1 && core_abi_minor() >= 3 ? Backend::options().store : nullptr;
+  failure_ = std::make_shared<GroupFailure>(rank(), board);
+  queue_ = runtime_.attach(comm, failure_);
+  // A failure the watch records (a deadline, a disagreement the reports show) ends the
+  // group's ops as one the queue finds does.
+  failure_->on_abort([rt = &runtime_, queue = std::weak_ptr<OpQueue>(queue_)] {
+    if (std::shared_ptr<OpQueue> q = queue.lock()) rt->run([&q] { q->abort(); });
+  });
+  if (board) {
+    StallWatchOptions w;
+    w.rank = rank();
+    w.size = size();
+    w.board = board;
+    watch_ = std::make_unique<StallWatch>(w, *failure_);
+  }
 }
 
 MpiBackend::~MpiBackend() { shutdown(); }
@@ -98,20 +117,25 @@ std::unique_ptr<Op> MpiBackend::make_op(Call call, OpType type, const OpContext&
   op->timeout = ctx.timeout;
   if (ctx.timeout.count() > 0) op->deadline = Op::Clock::now() + ctx.timeout;
   op->max_count = max_count_;
+  if (agreement_check_ && !is_p2p(call) && size() > 1) {
+    op->agreement = std::make_unique<Agreement>(ctx.fingerprint, rank(), size());
+  }
   if (data.defined()) {
     op->data = static_cast<char*>(data.data());
     op->count = data.numel();
     op->element_size = element_size(data.dtype());
+    op->dtype = data.dtype();
     op->type = datatype_of(data.dtype());
     if (data.owns_memory()) op->keep_alive[0] = data;
   }
   return op;
 }
 
-WorkPtr MpiBackend::submit(std::unique_ptr<Op> op) {
+WorkPtr MpiBackend::submit(std::unique_ptr<Op> op, const OpContext& ctx) {
   op->work->set_waiter_drives(runtime_.waiter_drives(op->bytes()));
   WorkPtr work = op->work;
   queue_->submit(std::move(op));
+  if (watch_) watch_->issued(ctx.fingerprint, work, ctx.timeout);
   return work;
 }
 
@@ -137,13 +161,13 @@ const char* MpiBackend::separate_input(Op& op, const Tensor& input, const Tensor
 WorkPtr MpiBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   auto op = make_op(Call::kAllreduce, OpType::kAllReduce, ctx, tensor);
   op->reduce_op = op_of(opts.op, tensor.dtype());
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
   auto op = make_op(Call::kBcast, OpType::kBroadcast, ctx, tensor);
   op->root = opts.root;
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
@@ -151,7 +175,7 @@ WorkPtr MpiBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpCo
   op->reduce_op = op_of(opts.op, tensor.dtype());
   op->root = opts.root;
   op->is_root = opts.root == rank();
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&,
@@ -162,7 +186,7 @@ WorkPtr MpiBackend::all_gather(Tensor& output, const Tensor& input, const AllGat
   const char* own_block = op->data + rank() * op->count * static_cast<int64_t>(op->element_size);
   op->in_place = input.data() == own_block;
   if (!op->in_place) op->input = separate_input(*op, input, output);
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
@@ -176,7 +200,7 @@ WorkPtr MpiBackend::gather(Tensor& output, const Tensor& input, const GatherOpti
   op->root = opts.root;
   op->in_place = is_root && input.data() == op->data + rank() * op->count * static_cast<int64_t>(op->element_size);
   if (!op->in_place) op->input = separate_input(*op, input, is_root ? output : Tensor());
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
@@ -189,7 +213,7 @@ WorkPtr MpiBackend::scatter(Tensor& output, const Tensor& input, const ScatterOp
     op->in_place = output.data() == own_block;
     op->input = separate_input(*op, input, op->in_place ? Tensor() : output);
     }
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
@@ -198,7 +222,7 @@ WorkPtr MpiBackend::reduce_scatter(Tensor& output, const Tensor& input, const Re
   auto op = make_op(Call::kReduceScatter, OpType::kReduceScatter, ctx, output);
   op->reduce_op = op_of(opts.op, output.dtype());
   op->input = separate_input(*op, input, output);
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
@@ -222,11 +246,11 @@ WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::v
     to_ints(input_counts, &op->send_counts, &op->send_displs);
     to_ints(output_counts, &op->recv_counts, &op->recv_displs);
   }
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::barrier(const BarrierOptions&, const OpContext& ctx) {
-  return submit(make_op(Call::kBarrier, OpType::kBarrier, ctx, Tensor()));
+  return submit(make_op(Call::kBarrier, OpType::kBarrier, ctx, Tensor()), ctx);
 }
 
 WorkPtr MpiBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
@@ -234,7 +258,7 @@ WorkPtr MpiBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, 
   auto op = make_op(Call::kSend, OpType::kSend, ctx, tensor);
   op->root = dst;
   op->tag = opts.tag;
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
@@ -242,7 +266,7 @@ WorkPtr MpiBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const 
   auto op = make_op(Call::kRecv, OpType::kRecv, ctx, tensor);
   op->root = src;
   op->tag = opts.tag;
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
@@ -257,11 +281,12 @@ WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, cons
   auto op = make_op(Call::kRecv, OpType::kRecvAnySource, ctx, tensor);
   op->root = MPI_ANY_SOURCE;
   op->tag = opts.tag;
-  return submit(std::move(op));
+  return submit(std::move(op), ctx);
 }
 
 void MpiBackend::shutdown() {
   if (!queue_) return;
+  if (watch_) watch_->stop();
   runtime_.detach(queue_, std::make_exception_ptr(Error(
                               "mpi backend: group '" + options().group_name +
                               "' was shut down (ProcessGroup::abort or destruction) before this op finished")));

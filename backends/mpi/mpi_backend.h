@@ -6,6 +6,12 @@
 // requires. Each op becomes an mpi::Op on the group's queue, which the process's MPI
 // thread runs (mpi_runtime.h); the op returns its Work at once.
 //
+// Ranks that disagree: a collective runs its agreement check first (mpi_agreement.h), a
+// recv checks the size of its message before it lands (mpi_op.h). When the group has a
+// store the ranks share (InitOptions::store, or an init_method other than env://), a
+// stall watch (api/stall_watch.h) names, in a Timeout, the ranks that have not reached the
+// op, and the group's failure is published there for the peers.
+//
 // Configuration: mpi_config.h (the plugin parses it once per group).
 #pragma once
 
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/stall_watch.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/mpi_op.h"
 #include "backends/mpi/mpi_runtime.h"
@@ -63,7 +70,7 @@ class MpiBackend : public Backend {
   MPI_Comm create_comm() const;
   // An op on `data` (dtype, count) with its Work and deadline filled in.
   std::unique_ptr<Op> make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data);
-  WorkPtr submit(std::unique_ptr<Op> op);
+  WorkPtr submit(std::unique_ptr<Op> op, const OpContext& ctx);
   // MPI counts are int: refuses (before anything is sent) a count that cannot be split.
   void check_count(OpType type, int64_t count, const char* what) const;
   void check_tag(OpType type, int tag) const;
@@ -73,7 +80,10 @@ class MpiBackend : public Backend {
 
   Runtime& runtime_;
   int64_t max_count_ = INT_MAX;
+  bool agreement_check_ = true;
+  std::shared_ptr<GroupFailure> failure_;
   std::shared_ptr<OpQueue> queue_;
+  std::unique_ptr<StallWatch> watch_;  // with a store, groups of more than one rank
 };
 
 }  // namespace mpi

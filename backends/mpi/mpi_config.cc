@@ -16,6 +16,10 @@ const distcomm_config_key kConfigKeys[] = {
      "Open MPI's nonblocking all_reduce algorithm (MCA coll_libnbc_iallreduce_algorithm), set after MPI_Init "
      "when nobody chose one: 3 is reduce-scatter + allgather, 0 keeps Open MPI's choice (a binomial tree for "
      "every in-place call)"},
+    {"agreement_check", "1", "DISTCOMM_MPI_AGREEMENT_CHECK",
+     "1: before each collective the ranks compare a hash of the op they call (one 16-byte MPI_Iallreduce), so "
+     "ranks that disagree (counts, dtype, root, reduction, a skipped op) all get Desync instead of a crash or wrong "
+     "values; 0: off, faster for small ops, and a disagreement is undefined behaviour in MPI (same on every rank)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -50,6 +54,8 @@ MpiConfig MpiConfig::parse(const std::map<std::string, std::string>& config) {
       c.waiters_drive = value == "waiters";
     } else if (key == "iallreduce_algorithm") {
       c.iallreduce_algorithm = static_cast<int>(parse_integer(key, value, 0, 100));
+    } else if (key == "agreement_check") {
+      c.agreement_check = parse_integer(key, value, 0, 1) == 1;
     } else if (key == "local_world_size") {
       c.local_ranks = static_cast<int>(parse_integer(key, value, 1, INT_MAX));
     } else if (key == "launcher") {

@@ -23,6 +23,8 @@ struct MpiConfig {
   bool waiters_drive = true;
   // "iallreduce_algorithm": Open MPI's nonblocking all_reduce algorithm, 0 for its own choice.
   int iallreduce_algorithm = 3;
+  // "agreement_check": whether collectives run the agreement check (mpi_agreement.h).
+  bool agreement_check = true;
   // "local_world_size" (set by init): ranks on this host, to tell whether cores are shared.
   int local_ranks = 1;
   // "launcher" (set by init): empty when no launcher started the process.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/errors.h"
+#include "api/op_fingerprint.h"
 #include "backends/mpi/mpi_types.h"
 
 namespace distcomm {
@@ -65,20 +66,61 @@ std::exception_ptr start_next(Op& op, MPI_Comm comm) {
   return error_from(call_name(op.call), rc);
 }
 
-// A recv must get exactly the elements its tensor holds: MPI reports a longer message as
-// MPI_ERR_TRUNCATE, but a shorter one would silently leave the tail of the tensor stale.
-std::exception_ptr check_received(Op& op, size_t index, const MPI_Status& status) {
-  const int64_t expected =
-      std::min(op.count - static_cast<int64_t>(index) * op.max_count, op.max_count);
-  int got = 0;
-  MPI_Get_count(&status, op.type, &got);
-  if (got != expected) {
-    return std::make_exception_ptr(InvalidArgument(
-        "recv: the message from rank " + std::to_string(status.MPI_SOURCE) + " holds " +
-        std::to_string(got) + " elements but the tensor " + std::to_string(expected) +
-        "; send and recv must use tensors of the same size"));
+int slice_elements(const Op& op, int64_t index) {
+  return static_cast<int>(std::min(op.count - index * op.max_count, op.max_count));
+}
+
+// "4 float32 (16 bytes)", or "17 bytes" when the message is no whole number of elements.
+std::string message_text(MPI_Count bytes, const Op& op, DType dtype) {
+  const auto size = static_cast<MPI_Count>(op.element_size);
+  if (size > 0 && bytes % size == 0) return elements_text(static_cast<int64_t>(bytes / size), dtype);
+  return std::to_string(bytes) + " bytes";
+}
+
+std::exception_ptr size_error(const Op& op, int64_t index, int source, MPI_Count bytes) {
+  const DType dtype = op.dtype;
+  std::string which = op.max_count < op.count ? " (part " + std::to_string(index + 1) + " of a split recv)" : "";
+  return std::make_exception_ptr(InvalidArgument(
+      "recv from rank " + std::to_string(source) + " (tag " + std::to_string(op.tag) + ")" + which +
+      ": this rank's tensor holds " + elements_text(slice_elements(op, index), dtype) + " but rank " +
+      std::to_string(source) + " sends " + message_text(bytes, op, dtype) +
+      "; a send and its recv must have the same count and dtype. The message was discarded and the tensor "
+      "left untouched; the sender cannot tell (MPI completes its send), and the group stays usable"));
+}
+
+// Matches the recv's next messages (one per call, in order), and receives each into its
+// slice of the tensor -- or, when its size differs, into nothing.
+std::exception_ptr match_messages(Op& op, MPI_Comm comm) {
+  const int64_t calls = call_count(op);
+  while (op.matched < calls) {
+    int flag = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int rc = MPI_Improbe(op.root, op.tag, comm, &flag, &message, &status);
+    if (rc != MPI_SUCCESS) return error_from("MPI_Improbe", rc);
+    if (!flag) return nullptr;
+    const int64_t index = op.matched;
+    const int n = slice_elements(op, index);
+    MPI_Count bytes = 0;
+    MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
+    if (op.root == MPI_ANY_SOURCE) op.work->set_source_rank(status.MPI_SOURCE);
+    op.requests.push_back(MPI_REQUEST_NULL);
+    if (bytes == static_cast<MPI_Count>(n) * static_cast<MPI_Count>(op.element_size)) {
+      rc = MPI_Imrecv(op.data + index * op.max_count * static_cast<int64_t>(op.element_size), n, op.type, &message,
+                      &op.requests.back());
+      ++op.matched;
+    } else {
+      // Into a buffer of 0 bytes: MPI consumes the message (truncated) and its send completes.
+      rc = MPI_Imrecv(nullptr, 0, MPI_BYTE, &message, &op.requests.back());
+      op.op_error = size_error(op, index, status.MPI_SOURCE, bytes);
+      op.discard_index = op.requests.size() - 1;
+      op.matched = calls;  // the op's later parts, if any, are not received
+    }
+    if (rc != MPI_SUCCESS) {
+      op.requests.pop_back();
+      return error_from("MPI_Imrecv", rc);
+    }
   }
-  if (op.root == MPI_ANY_SOURCE) op.work->set_source_rank(status.MPI_SOURCE);
   return nullptr;
 }
 
@@ -108,6 +150,8 @@ int64_t call_count(const Op& op) {
 }
 
 std::exception_ptr start(Op& op, MPI_Comm comm) {
+  if (op.agreement) return op.agreement->start(comm);  // the op's own calls start once it passes
+  if (op.call == Call::kRecv) return nullptr;  // matched in advance()
   const int64_t calls = is_p2p(op.call) ? call_count(op) : 1;
   op.requests.reserve(static_cast<size_t>(calls));
   for (int64_t i = 0; i < calls; ++i) {
@@ -116,24 +160,43 @@ std::exception_ptr start(Op& op, MPI_Comm comm) {
   return nullptr;
 }
 
-std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done) {
+bool unmatched(const Op& op) { return op.call == Call::kRecv && op.matched < call_count(op); }
+
+bool mpi_holds(const Op& op) {
+  return op.completed < op.requests.size() || (op.agreement && op.agreement->pending());
+}
+
+std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done, bool may_match) {
   *done = false;
+  if (op.agreement) {
+    bool passed = false;
+    if (auto error = op.agreement->advance(comm, &passed)) return error;
+    if (!passed) return nullptr;
+    op.agreement.reset();
+    // The check was the barrier: no rank got its result before every rank had sent.
+    if (op.call == Call::kBarrier) {
+      *done = true;
+      return nullptr;
+    }
+    if (auto error = start_next(op, comm)) return error;
+  }
+  if (op.call == Call::kRecv && may_match) {
+    if (auto error = match_messages(op, comm)) return error;
+  }
   while (op.completed < op.requests.size()) {
     int flag = 0;
-    MPI_Status status;
-    const int rc = MPI_Test(&op.requests[op.completed], &flag, &status);
-    if (rc != MPI_SUCCESS) return error_from(call_name(op.call), rc);
-    if (!flag) return nullptr;
-    if (op.call == Call::kRecv) {
-      if (auto error = check_received(op, op.completed, status)) return error;
-    }
+    const int rc = MPI_Test(&op.requests[op.completed], &flag, MPI_STATUS_IGNORE);
+    // A discarded message ends truncated, as it must.
+    if (rc != MPI_SUCCESS && op.completed != op.discard_index) return error_from(call_name(op.call), rc);
+    if (!flag && rc == MPI_SUCCESS) return nullptr;
     ++op.completed;
     // A split collective starts its next slice when the previous one is done.
-    if (op.completed == op.requests.size() && static_cast<int64_t>(op.requests.size()) < call_count(op)) {
+    if (!is_p2p(op.call) && op.completed == op.requests.size() &&
+        static_cast<int64_t>(op.requests.size()) < call_count(op)) {
       if (auto error = start_next(op, comm)) return error;
     }
   }
-  *done = true;
+  *done = !unmatched(op);
   return nullptr;
 }
 
@@ -145,6 +208,7 @@ void cancel_receives(Op& op) {
 }
 
 bool test_abandoned(Op& op) {
+  if (op.agreement && !op.agreement->test_abandoned()) return false;
   while (op.completed < op.requests.size()) {
     int flag = 0;
     if (MPI_Test(&op.requests[op.completed], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag) {

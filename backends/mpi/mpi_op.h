@@ -6,6 +6,12 @@
 // than max_count elements runs as several calls on consecutive slices -- a collective one
 // call after another, a send or recv all calls at once, so that the order of messages
 // between two ranks stays the order of the ops.
+//
+// A collective first runs its agreement check (mpi_agreement.h) when it has one. A recv
+// matches its message before anything lands (MPI_Improbe, then MPI_Imrecv), so it knows
+// the message's size: a message of another size than the tensor is received into nothing
+// (MPI discards it, and its sender completes) and the recv alone ends with
+// InvalidArgument naming both sizes; the tensor is untouched and the group stays usable.
 #pragma once
 
 #include <mpi.h>
@@ -14,9 +20,11 @@
 #include <climits>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <vector>
 
 #include "api/tensor.h"
+#include "backends/mpi/mpi_agreement.h"
 #include "backends/mpi/mpi_work.h"
 
 namespace distcomm {
@@ -59,6 +67,7 @@ struct Op {
   bool in_place = false;
   int64_t count = 0;  // elements: the whole tensor, or one rank's block
   size_t element_size = 0;
+  DType dtype = DType::kFloat32;
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_Op reduce_op = MPI_OP_NULL;
   int root = 0;  // root, dst, or src (MPI_ANY_SOURCE)
@@ -70,9 +79,18 @@ struct Op {
 
   int64_t bytes() const { return count * static_cast<int64_t>(element_size); }
 
+  // Collectives when the check is on: runs before the op's own calls.
+  std::unique_ptr<Agreement> agreement;
+
   // Progress, under the progress lock only: the requests started so far, how many are done.
   std::vector<MPI_Request> requests;
   size_t completed = 0;
+  // A recv: how many of its calls have matched their message.
+  int64_t matched = 0;
+  // A recv whose message had another size: the request that discards it, and the error the
+  // op ends with once it has (the group stays usable).
+  size_t discard_index = SIZE_MAX;
+  std::exception_ptr op_error;
 };
 
 // How many MPI calls the op takes (1 unless an elementwise op exceeds max_count).
@@ -82,8 +100,17 @@ int64_t call_count(const Op& op);
 std::exception_ptr start(Op& op, MPI_Comm comm);
 
 // Tests the running calls and starts the next slice of a split collective. Sets *done
-// when every call has finished. Null or the error (MPI's, or a recv of the wrong size).
-std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done);
+// when every call has finished (op.op_error then says whether the op failed on its own).
+// Returns null or an error that leaves the group unusable (MPI's, a Desync).
+// may_match: whether a recv may match a message now; false while an earlier recv that
+// could take the same message has not matched yet (MPI's order of posted receives).
+std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done, bool may_match = true);
+
+// Whether a recv still has calls to match with a message.
+bool unmatched(const Op& op);
+
+// Whether MPI still holds requests of the op (its buffers must stay alive).
+bool mpi_holds(const Op& op);
 
 // Cancels the receives of an op that is given up, so MPI does not write into the tensor
 // later (a started collective cannot be cancelled).

@@ -2,8 +2,10 @@
 
 #include <sched.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -29,6 +31,9 @@ constexpr int64_t kWaiterDrivesBelowBytes = 1 << 20;
 // On an oversubscribed host, a polling thread that has seen nothing start or end for this
 // long yields between tests, so that ranks sharing a core let each other run.
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+// At exit, how long MPI_Finalize may wait for peers when a failed group left operations
+// MPI still holds (a peer that never joined them may be stuck, and never finalize).
+constexpr auto kFinalizeGrace = std::chrono::seconds(5);
 // Ops given up after a timeout are tested this often while nothing else runs.
 constexpr auto kAbandonedTestInterval = std::chrono::milliseconds(50);
 
@@ -175,7 +180,8 @@ void Runtime::initialize() {
     }
     choose_iallreduce_algorithm(config_.iallreduce_algorithm, thread_level_);
     // Registered after MPI_Init, so it runs before the handlers MPI registered itself.
-    std::atexit([] { g_runtime->stop_at_exit(); });
+    // on_exit, not atexit: a process that cannot finalize ends with the program's status.
+    on_exit([](int status, void*) { g_runtime->stop_at_exit(status); }, nullptr);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
@@ -404,17 +410,41 @@ void Runtime::close() {
   t_in_round = false;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  // Open MPI finalizes cleanly with abandoned (timed-out) requests still pending.
+  if (!abandoned_.empty()) {
+    // Open MPI finalizes cleanly with abandoned (timed-out) requests still pending -- once
+    // every peer calls MPI_Finalize too, which a stuck peer does not: the exit handler
+    // then stops waiting (stop_at_exit).
+    std::lock_guard<std::mutex> lock(mu_);
+    finalize_may_hang_ = true;
+    done_cv_.notify_all();
+  }
   if (owns_mpi_ && !finalized) MPI_Finalize();
   std::lock_guard<std::mutex> lock(mu_);
   state_ = State::kFinalized;
+  done_cv_.notify_all();
 }
 
-void Runtime::stop_at_exit() {
+void Runtime::stop_at_exit(int status) {
   if (t_in_round || std::this_thread::get_id() == thread_.get_id()) return;  // exit() from a callback
   exiting_.store(true);
   wake();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [this] { return state_ == State::kFinalized || finalize_may_hang_; });
+    if (!done_cv_.wait_for(lock, kFinalizeGrace, [this] { return state_ == State::kFinalized; })) {
+      lock.unlock();
+      std::fprintf(stderr,
+                   "distcomm: mpi backend: exiting without MPI_Finalize: a failed group left operations that a "
+                   "peer never joined, and MPI_Finalize waited %lld s for that peer (stuck or gone); mpirun may "
+                   "report that this process did not finalize, and end the job\n",
+                   static_cast<long long>(kFinalizeGrace.count()));
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(status);
+    }
+  }
+  thread_.join();
 }
 
 }  // namespace mpi

@@ -30,8 +30,11 @@
 // (on a small machine a second busy thread slows every rank). After a quiet while it
 // sleeps until woken.
 //
-// Exit. An atexit handler refuses new ops, lets queued and running ones finish (or time
+// Exit. An exit handler refuses new ops, lets queued and running ones finish (or time
 // out), frees the communicators and, if the plugin initialised MPI, calls MPI_Finalize.
+// When a failed group left operations MPI still holds, MPI_Finalize may wait for a peer
+// that never comes: after a few seconds the process then ends without it, and says so on
+// stderr.
 #pragma once
 
 #include <mpi.h>
@@ -109,7 +112,8 @@ class Runtime {
   void wait_for_work(uint64_t seen);
   void run_tasks();
   void close();
-  void stop_at_exit();
+  // The exit handler; status: the program's exit status.
+  void stop_at_exit(int status);
   // Bumps the epoch and, if the MPI thread waits, notifies it.
   void wake();
 
@@ -128,6 +132,7 @@ class Runtime {
   std::condition_variable done_cv_;  // callers of run() and start() wait on it
   enum class State { kStarting, kRunning, kFailed, kExiting, kFinalized } state_ = State::kStarting;
   std::exception_ptr start_error_;
+  bool finalize_may_hang_ = false;  // close() found operations MPI still holds
   struct Task {
     const std::function<void()>* fn;
     std::exception_ptr error;

@@ -82,7 +82,7 @@ bool OpQueue::start_waiting() {
 
 OpQueue::State OpQueue::progress(Op::Clock::time_point now) {
   const State state = step(now);
-  for (auto& op : ended_) end(*op);
+  for (auto& op : ended_) end(*op, op->op_error);
   ended_.clear();
   return state;
 }
@@ -104,10 +104,22 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
       start_waiting();
     }
   }
+  // A recv may match a message only when no earlier recv still waiting for one could take
+  // it: the order MPI gives receives posted in that order.
+  unmatched_.clear();
   for (size_t i = 0; i < p2p_.size();) {
+    Op& op = *p2p_[i];
+    bool may_match = true;
+    if (unmatched(op)) {
+      for (const auto& [source, tag] : unmatched_) {
+        const bool same_source = source == op.root || source == MPI_ANY_SOURCE || op.root == MPI_ANY_SOURCE;
+        may_match = may_match && !(same_source && tag == op.tag);
+      }
+    }
     bool done = false;
-    auto error = advance(*p2p_[i], comm_, &done);
+    auto error = advance(op, comm_, &done, may_match);
     if (!error && !done) {
+      if (unmatched(op)) unmatched_.emplace_back(op.root, op.tag);
       ++i;
       continue;
     }
@@ -149,7 +161,7 @@ std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
 void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
   cancel_receives(*failed);
   end(*failed, failure_->record(error, *failed->work));
-  if (failed->completed < failed->requests.size() && abandoned_) abandoned_->push_back(std::move(failed));
+  if (mpi_holds(*failed) && abandoned_) abandoned_->push_back(std::move(failed));
   fail_all(failure_->refusal(), abandoned_);  // quotes the first failure: rank, group, op, seq
 }
 
@@ -160,7 +172,7 @@ void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>
   auto give_up = [&](std::unique_ptr<Op> op) {
     cancel_receives(*op);
     end(*op, error);
-    if (abandoned && op->completed < op->requests.size()) abandoned->push_back(std::move(op));
+    if (abandoned && mpi_holds(*op)) abandoned->push_back(std::move(op));
   };
   if (collective_) give_up(std::move(collective_));
   for (auto& op : p2p_) give_up(std::move(op));

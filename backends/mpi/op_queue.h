@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/group_failure.h"
@@ -63,6 +64,8 @@ class OpQueue {
   // Fails every queued and running op with `error` and refuses later ones. Running ops
   // that MPI still holds are moved to *abandoned (their buffers must stay alive).
   void fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned);
+  // The group's failure has been recorded elsewhere: fails what is queued and running with it.
+  void abort() { fail_all(failure_->refusal(), abandoned_); }
   // Frees the communicator (after fail_all, or once idle).
   void free_comm();
   // Where ops given up by a timeout or error go.
@@ -96,6 +99,7 @@ class OpQueue {
   std::unique_ptr<Op> collective_;           // the running collective
   std::vector<std::unique_ptr<Op>> p2p_;     // running sends and recvs
   std::vector<std::unique_ptr<Op>> ended_;   // finished in this step, Works not yet told
+  std::vector<std::pair<int, int>> unmatched_;  // step(): (source, tag) of recvs not matched yet
   std::vector<std::unique_ptr<Op>>* abandoned_ = nullptr;
 };
 

@@ -68,6 +68,24 @@ TEST(OpFingerprint, AllToAllAgreesOnOpAndDtypeOnly) {
   EXPECT_EQ(all_to_all_mismatches({a, b}), "  rank 1 sends 4 elements to rank 0, which expects 3\n");
 }
 
+// The sum over ranks is 0 exactly when every pair agrees: one integer per rank checks them.
+TEST(OpFingerprint, SplitPairsSumIsZeroOnlyWhenEveryPairAgrees) {
+  OpFingerprint a, b, c;
+  for (OpFingerprint* f : {&a, &b, &c}) f->op = OpType::kAllToAll;
+  a.send_counts = {1, 2, 3};  // rank 0 sends 2 to rank 1, 3 to rank 2
+  a.recv_counts = {1, 4, 5};
+  b.send_counts = {4, 0, 6};
+  b.recv_counts = {2, 0, 7};
+  c.send_counts = {5, 7, 0};
+  c.recv_counts = {3, 6, 0};
+  EXPECT_EQ(a.split_pairs_sum(0) + b.split_pairs_sum(1) + c.split_pairs_sum(2), 0u);
+  c.recv_counts = {3, 7, 0};  // expects 7 from rank 1, which sends 6
+  EXPECT_NE(a.split_pairs_sum(0) + b.split_pairs_sum(1) + c.split_pairs_sum(2), 0u);
+  // Swapped counts between two pairs do not cancel out.
+  c.recv_counts = {6, 3, 0};
+  EXPECT_NE(a.split_pairs_sum(0) + b.split_pairs_sum(1) + c.split_pairs_sum(2), 0u);
+}
+
 TEST(OpFingerprint, PointToPointHashPairsSendAndRecv) {
   OpFingerprint send;
   send.op = OpType::kSend;

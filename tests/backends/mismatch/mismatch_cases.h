@@ -34,8 +34,11 @@ std::function<void()> broadcast_roots(ProcessGroup& pg);
 std::function<void()> all_to_all_splits(ProcessGroup& pg);
 
 // Rank 0 sends `sent` floats to rank 1, which receives into `received`; rank 2 looks on.
-// Both ends must fail with InvalidArgument naming both counts within `within` seconds.
-void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within);
+// The recv must fail with InvalidArgument naming both counts within `within` seconds,
+// leaving its tensor untouched. The send too when sender_told; else (a backend whose send
+// completes once the receiver has taken the message, as MPI's does) it must succeed within
+// `within`, never wait out the group's timeout.
+void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within, bool sender_told = true);
 // A barrier, then ranks 0 and 1 all_reduce while rank 2 does not: they time out after
 // timeout_s (their ops' timeout), naming rank 2 and where it is.
 void skipped_collective(ProcessGroup& pg, double timeout_s);

@@ -19,12 +19,14 @@ def mpirun_program(name, srcs, deps = []):
     )
 
 def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], expect_failure_within = None,
-                size = "medium", **kwargs):
+                expect_output = None, size = "medium", **kwargs):
     if srcs:
         program = ":%s_program" % name
         mpirun_program(name = "%s_program" % name, srcs = srcs, deps = deps)
     if FOUND:
         expect = ["--expect-failure-within", str(expect_failure_within)] if expect_failure_within else []
+        if expect_output:
+            expect += ["--expect-output", "'%s'" % expect_output]
         test_args = [str(np)] + expect + ["$(location %s)" % program] + args
     else:
         test_args = [str(np), "skip", "'%s'" % (REASON or "Open MPI was not found").replace("'", "")]

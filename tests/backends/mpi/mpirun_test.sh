@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs a test program under Open MPI's mpirun, N ranks on this host:
 #   mpirun_test.sh N path/to/program [args...]
-#   mpirun_test.sh N --expect-failure-within SECONDS path/to/program [args...]
-#       passes if the job fails (non-zero) within SECONDS: how a dead rank must end a job
+#   mpirun_test.sh N --expect-failure-within SECONDS [--expect-output TEXT] path/to/program [args...]
+#       passes if the job fails (non-zero) within SECONDS: how a dead rank must end a job;
+#       with --expect-output, only if its output (any rank, stdout or stderr) has TEXT too
 #   mpirun_test.sh N skip REASON      (built without Open MPI: skips with the reason, or fails
 #                                     where DISTCOMM_REQUIRE lists mpi: tests/testing/skip.sh)
 # The settings that matter on a small test machine:
@@ -18,6 +19,11 @@ shift
 expect_failure_within=""
 if [[ "$1" == --expect-failure-within ]]; then
   expect_failure_within="$2"
+  shift 2
+fi
+expect_output=""
+if [[ "$1" == --expect-output ]]; then
+  expect_output="$2"
   shift 2
 fi
 program="$1"
@@ -49,11 +55,15 @@ if [[ -z "$expect_failure_within" ]]; then
 fi
 start=$SECONDS
 status=0
-timeout "$((expect_failure_within + 30))" "${command[@]}" || status=$?
+timeout "$((expect_failure_within + 30))" "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
 elapsed=$((SECONDS - start))
 echo "mpirun exited with status $status after ${elapsed}s"
 if [[ $status -eq 0 || $status -eq 124 || $elapsed -gt $expect_failure_within ]]; then
   echo "FAILED: expected the job to fail within ${expect_failure_within}s"
+  exit 1
+fi
+if [[ -n "$expect_output" ]] && ! grep -qF -- "$expect_output" "$scratch/output"; then
+  echo "FAILED: expected the output to contain: $expect_output"
   exit 1
 fi
 echo "PASSED: the job failed within ${expect_failure_within}s, as it must"

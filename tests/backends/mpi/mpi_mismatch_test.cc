@@ -1,0 +1,143 @@
+// Ranks that disagree on an op, over mpi, 3 ranks under mpirun, default settings: every
+// rank ends with a named distcomm error well before the group's timeout -- never a rank
+// killed inside MPI, a corrupted heap, or a success with wrong data. The cases of
+// tests/backends/mismatch, as the gloo test runs them.
+//
+// Each test gets a group of its own (a failed group stays failed), over a file store in
+// the test's folder, so that a Timeout can name the rank that did not come.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "tests/backends/mismatch/mismatch_cases.h"
+
+namespace distcomm {
+namespace {
+
+using namespace mismatch;
+
+constexpr std::chrono::milliseconds kOpTimeout{60000};
+constexpr double kNamedWithin = 25;
+
+// A fresh world group for this test, with op timeout `timeout`; destroyed at the end.
+void in_group(const std::function<void(ProcessGroup&)>& fn, std::chrono::milliseconds timeout = kOpTimeout) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  InitOptions o;
+  o.backend = "mpi";
+  o.timeout = timeout;
+  o.init_method = std::string("file://") + (dir ? dir : "/tmp") + "/store_" + test->name();
+  if (const char* check = std::getenv("MISMATCH_AGREEMENT_CHECK")) o.backend_config["agreement_check"] = check;
+  ProcessGroupPtr pg = init_process_group(o);
+  ASSERT_EQ(pg->size(), 3) << "run with mpirun -np 3";
+  fn(*pg);
+  destroy_process_group();
+}
+
+TEST(MpiMismatch, CountsDifferIsDesyncWithTheTable) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_counts(pg), 0, kNamedWithin, "all_reduce 10 vs 20");
+    EXPECT_NE(msg.find("rank 0:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("float32[10]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ranks [1, 2]: all_reduce #1 float32[20]"), std::string::npos) << msg;
+  });
+}
+
+// 1000 against 100000 floats corrupted Open MPI's heap before the check.
+TEST(MpiMismatch, FarApartCountsAreDesync) {
+  in_group([](ProcessGroup& pg) {
+    auto op = [&pg] {
+      pg.barrier()->wait();
+      Tensor t = Tensor::zeros({pg.rank() == 0 ? 1000 : 100000});
+      pg.all_reduce(t)->wait();
+    };
+    expect_failure_within<Desync>(op, 0, kNamedWithin, "all_reduce 1000 vs 100000");
+  });
+}
+
+TEST(MpiMismatch, SameBytesOtherDtypeIsDesync) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kInt32), 0, kNamedWithin, "int32");
+    EXPECT_NE(msg.find("int32[10]"), std::string::npos) << msg;
+  });
+}
+
+TEST(MpiMismatch, Float64AgainstFloat32IsDesync) {
+  in_group([](ProcessGroup& pg) {
+    expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kFloat64), 0, kNamedWithin, "float64");
+  });
+}
+
+TEST(MpiMismatch, SumAgainstMaxIsDesync) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_ops(pg), 0, kNamedWithin, "sum vs max");
+    EXPECT_NE(msg.find(" max"), std::string::npos) << msg;
+  });
+}
+
+TEST(MpiMismatch, AllReduceAgainstBroadcastIsDesync) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_reduce_or_broadcast(pg), 0, kNamedWithin, "op");
+    EXPECT_NE(msg.find("broadcast #1"), std::string::npos) << msg;
+  });
+}
+
+// Every rank learns of it: the check runs before any rank's broadcast.
+TEST(MpiMismatch, RootsDifferIsDesync) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(broadcast_roots(pg), 0, kNamedWithin, "roots");
+    EXPECT_NE(msg.find("broadcast #1 float32[10] root 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("broadcast #1 float32[10] root 1"), std::string::npos) << msg;
+  });
+}
+
+TEST(MpiMismatch, AllToAllSplitsThatDoNotPairAreDesync) {
+  in_group([](ProcessGroup& pg) {
+    const std::string msg = expect_failure_within<Desync>(all_to_all_splits(pg), 0, kNamedWithin, "splits");
+    EXPECT_NE(msg.find("rank 2 sends 1 elements to rank 0, which expects 2"), std::string::npos) << msg;
+  });
+}
+
+// A recv smaller than the message (MPI_ERR_TRUNCATE before) or larger (a partial fill):
+// InvalidArgument on the receiver naming both counts, the tensor untouched; the sender's
+// send completes (MPI cannot tell it), and the group stays usable.
+TEST(MpiMismatch, RecvSmallerThanTheMessage) {
+  in_group([](ProcessGroup& pg) {
+    p2p_sizes(pg, /*sent=*/4, /*received=*/2, kNamedWithin, /*sender_told=*/false);
+    Tensor t = Tensor::zeros({4});
+    t.fill(1);
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(t.item(3), 3) << "the group is still usable";
+  });
+}
+
+TEST(MpiMismatch, RecvLargerThanTheMessage) {
+  in_group([](ProcessGroup& pg) {
+    p2p_sizes(pg, /*sent=*/2, /*received=*/4, kNamedWithin, /*sender_told=*/false);
+  });
+}
+
+// A message too large for MPI's eager protocol: the receiver discards it, and the sender's
+// send still completes.
+TEST(MpiMismatch, LargeMessageIntoASmallRecv) {
+  in_group([](ProcessGroup& pg) {
+    p2p_sizes(pg, /*sent=*/1 << 18, /*received=*/2, kNamedWithin, /*sender_told=*/false);
+  });
+}
+
+// Rank 2 skips an all_reduce: the others time out naming it, and where it is.
+TEST(MpiMismatch, SkippedCollectiveTimesOutNamingTheRank) {
+  in_group([](ProcessGroup& pg) { skipped_collective(pg, 4.0); }, std::chrono::milliseconds(4000));
+}
+
+TEST(MpiMismatch, PerOpTimeoutCountsFromIssueWhileQueued) {
+  in_group([](ProcessGroup& pg) { queued_op_times_out(pg); });
+}
+
+}  // namespace
+}  // namespace distcomm
