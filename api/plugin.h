@@ -149,3 +149,18 @@ inline uint32_t core_abi_minor() { return distcomm_core_abi_minor ? distcomm_cor
 // A plugin that declares no config keys (its group's config is then not checked).
 #define DISTCOMM_DEFINE_PLUGIN(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE) \
   DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(NAME, VERSION, DEVICES, FLAGS, AVAILABLE, CREATE, nullptr)
+
+// A plugin that loads but never runs: what a backend builds where its library is missing,
+// so that asking for it fails with REASON (a const char* expression: what the build did not
+// find) instead of "no such plugin". Its probe says REASON and it creates nothing. It
+// declares the real plugin's keys, so a group's settings are checked alike either way.
+#define DISTCOMM_DEFINE_UNAVAILABLE_PLUGIN(NAME, VERSION, DEVICES, FLAGS, REASON, CONFIG_KEYS)          \
+  namespace {                                                                                          \
+  int distcomm_unavailable_probe(std::string* why) {                                                   \
+    if (why) *why = (REASON);                                                                          \
+    return 0;                                                                                          \
+  }                                                                                                    \
+  distcomm::Backend* distcomm_unavailable_create(const distcomm::BackendOptions&) { return nullptr; } \
+  }                                                                                                    \
+  DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(NAME, VERSION, DEVICES, FLAGS, distcomm_unavailable_probe,        \
+                                     distcomm_unavailable_create, CONFIG_KEYS)

@@ -3,16 +3,5 @@
 #include "api/plugin.h"
 #include "backends/gloo/gloo_config.h"
 
-namespace {
-
-int gloo_available(std::string* why) {
-  if (why) *why = GLOO_MISSING_REASON;
-  return 0;
-}
-
-distcomm::Backend* gloo_create(const distcomm::BackendOptions&) { return nullptr; }
-
-}  // namespace
-
-DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("gloo", "gloo (not built: library missing)", DISTCOMM_DEVICE_CPU, 0,
-                                   gloo_available, gloo_create, distcomm::gloo::kConfigKeys)
+DISTCOMM_DEFINE_UNAVAILABLE_PLUGIN("gloo", "gloo (not built: library missing)", DISTCOMM_DEVICE_CPU, 0,
+                                   GLOO_MISSING_REASON, distcomm::gloo::kConfigKeys)

@@ -1,12 +1,6 @@
-// A test-only plugin whose available() probe says no, the way nccl does without a GPU.
+// A test-only plugin whose available() probe says no, the way nccl does without a GPU, and
+// the way every in-tree plugin built without its library does (the same macro).
 #include "api/plugin.h"
 
-namespace {
-int available(std::string* why) {
-  *why = "no test device: the probe is hard-wired to say no";
-  return 0;
-}
-distcomm::Backend* create(const distcomm::BackendOptions&) { return nullptr; }
-}  // namespace
-
-DISTCOMM_DEFINE_PLUGIN("unavailable", "unavailable test plugin", DISTCOMM_DEVICE_CUDA, 0, available, create)
+DISTCOMM_DEFINE_UNAVAILABLE_PLUGIN("unavailable", "unavailable test plugin", DISTCOMM_DEVICE_CUDA, 0,
+                                   "no test device: the probe is hard-wired to say no", nullptr)
