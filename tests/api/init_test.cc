@@ -52,6 +52,19 @@ TEST_F(InitTest, ReadsTorchrunThenOpenMpiThenSlurm) {
   EXPECT_EQ(e.master_port, 29500);
 }
 
+// What a self-launching program asks before it starts its own ranks.
+TEST_F(InitTest, LaunchedAsRankOnlyWhenALauncherGaveARank) {
+  EXPECT_FALSE(launched_as_rank());
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  EXPECT_TRUE(launched_as_rank());
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  EXPECT_TRUE(launched_as_rank());
+}
+
 TEST_F(InitTest, MalformedVariableIsNamed) {
   ::setenv("RANK", "one", 1);
   try {

@@ -289,6 +289,18 @@ TEST(ProcessGroupRanks, SubgroupsMapTheirRanksToTheWorld) {
   });
 }
 
+// A plugin that does not find its peers by itself needs the world's store.
+TEST(ProcessGroupRanks, ABackendThatNeedsAStoreIsRefusedWithoutOne) {
+  in_process_world(1);  // puts the plugin's folder on the search path
+  EXPECT_TRUE(ProcessGroup::needs_store("in_process"));
+  ProcessGroupOptions o;
+  o.size = 2;
+  o.backend = "in_process";
+  EXPECT_EQ(thrown([&] { ProcessGroup::create(o); }),
+            "InvalidArgument: ProcessGroup: backend 'in_process' finds its peers through a store shared by every "
+            "rank, and none was given");
+}
+
 // An op that not every rank joins fails with Timeout after the group's timeout (no op
 // timeout given), not before and not long after.
 TEST(ProcessGroupRanks, TheGroupTimeoutIsEveryOpsDefault) {
