@@ -23,6 +23,9 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --nproc) nproc="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
+    --rounds=*) rounds="${1#*=}"; shift ;;
+    --nproc=*) nproc="${1#*=}"; shift ;;
+    --iters=*) iters="${1#*=}"; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
