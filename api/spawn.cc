@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "api/failure_report.h"
+#include "api/init.h"
 #include "api/job_identity.h"
 #include "api/local_processes.h"
 
@@ -93,6 +94,14 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
                     "s (SpawnOptions::timeout); all were stopped");
     }
   }
+}
+
+void run_as_rank_or_spawn(int nprocs, const std::function<void()>& rank_body, const SpawnOptions& options) {
+  if (launched_as_rank()) {
+    rank_body();
+    return;
+  }
+  spawn(nprocs, [&rank_body](int, int) { rank_body(); }, options);
 }
 
 }  // namespace distcomm

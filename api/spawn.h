@@ -26,4 +26,9 @@ struct SpawnOptions {
 void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn,
            const SpawnOptions& options = {});
 
+// The body of a program that starts its own ranks: under a launcher (launched_as_rank():
+// tools/launch, torchrun, mpirun, srun) it runs rank_body once, as the rank it was given;
+// run by hand it spawns nprocs ranks that each run rank_body.
+void run_as_rank_or_spawn(int nprocs, const std::function<void()>& rank_body, const SpawnOptions& options = {});
+
 }  // namespace distcomm

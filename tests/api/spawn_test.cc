@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,39 @@ TEST(Spawn, GivesEachRankItsEnvironment) {
   EXPECT_EQ(lines, expected);
   ASSERT_EQ(ports.size(), 1u) << all;
   EXPECT_GT(std::stoi(*ports.begin()), 0);
+  expect_no_children();
+}
+
+// Run by hand it spawns the ranks; as a launched rank it runs the body once, in this process.
+TEST(RunAsRankOrSpawn, SpawnsByHandAndRunsOnceWhenLaunched) {
+  ASSERT_EQ(env("RANK"), "<unset>") << "the test expects to be run by hand";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  run_as_rank_or_spawn(3, [&] {
+    const std::string line = env("RANK") + " " + std::to_string(::getpid()) + "\n";
+    if (::write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) throw Error("write");
+  });
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  std::set<std::string> ranks;
+  std::stringstream in(all);
+  for (std::string rank, pid; in >> rank >> pid;) {
+    ranks.insert(rank);
+    EXPECT_NE(pid, std::to_string(::getpid())) << "a spawned rank ran in the parent";
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"})) << all;
+  expect_no_children();
+
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  std::vector<pid_t> ran_in;
+  run_as_rank_or_spawn(3, [&] { ran_in.push_back(::getpid()); });
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  EXPECT_EQ(ran_in, std::vector<pid_t>{::getpid()});
   expect_no_children();
 }
 

@@ -179,13 +179,9 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("DDP iteration time vs no communication, across bucket caps");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return distcomm::run_main("ddp_bench", [] {
-    if (distcomm::launched_as_rank()) {
-      run_rank();
-      return 0;
-    }
     distcomm::SpawnOptions options;
     options.backend = FLAGS_backend;
-    distcomm::spawn(FLAGS_nproc, [](int, int) { run_rank(); }, options);
+    distcomm::run_as_rank_or_spawn(FLAGS_nproc, run_rank, options);
     return 0;
   });
 }

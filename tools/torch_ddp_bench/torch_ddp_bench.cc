@@ -130,13 +130,9 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("libtorch training step with distcomm's DDP vs without communication");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return distcomm::run_main("torch_ddp_bench", [] {
-    if (distcomm::launched_as_rank()) {
-      run_rank();
-      return 0;
-    }
     distcomm::SpawnOptions options;
     options.backend = FLAGS_backend;
-    distcomm::spawn(FLAGS_nproc, [](int, int) { run_rank(); }, options);
+    distcomm::run_as_rank_or_spawn(FLAGS_nproc, run_rank, options);
     return 0;
   });
 }
