@@ -189,6 +189,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   po.backend = o.backend;
   po.timeout = o.timeout;
   po.backend_config = config;
+  po.debug = parse_debug_level(o.debug.empty() ? env_str("DISTCOMM_DEBUG") : o.debug);
   ProcessGroupPtr pg = ProcessGroup::create(po);
   std::lock_guard<std::mutex> lock(g_mu);
   g_default = pg;

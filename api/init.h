@@ -52,6 +52,8 @@ struct InitOptions {
   // Where rank 0's TCPStore listens: "" is $DISTCOMM_STORE_BIND, else MASTER_ADDR's
   // address; "*" every interface; else that address.
   std::string store_bind;
+  // "OFF", "INFO" or "DETAIL" (debug_level.h); "": $DISTCOMM_DEBUG, else OFF.
+  std::string debug;
 };
 
 // Creates the world group and makes it the default group. Throws InvalidArgument for

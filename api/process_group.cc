@@ -106,6 +106,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   if (pg->options_.store) pg->create_exchange();
   pg->create_backends(parent, members);
   if (!pg->exchange_) pg->create_exchange();
+  pg->log_created();
   return pg;
 }
 
@@ -193,6 +194,7 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
 }
 
 ProcessGroup::~ProcessGroup() {
+  log_destroyed();
   for (auto& [device, backend] : backends_) backend->shutdown();
 }
 

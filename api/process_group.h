@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/debug_level.h"
 #include "api/host_exchange.h"
 #include "api/options.h"
 #include "api/store.h"
@@ -53,6 +54,8 @@ struct ProcessGroupOptions {
   // Settings of the group's backends (each plugin declares its keys, plugin.h); a key no
   // backend of the group declares is refused when the group is created.
   std::map<std::string, std::string> backend_config;
+  // What the group checks and logs beyond its default (debug_level.h); subgroups inherit it.
+  DebugLevel debug = DebugLevel::kOff;
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -199,6 +202,17 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // A send's or recv's context: its fingerprint names the peer (-1: any), tag and ordinal.
   OpContext p2p_context(OpType op, const Tensor& t, int peer, const P2POptions& opts);
   static void with_reduction(OpContext& ctx, ReduceOp op);
+  // DISTCOMM_DEBUG=DETAIL (process_group_debug.cc; nothing at other levels). A collective:
+  // every rank's fingerprint through the host exchange, Desync with the table on every rank
+  // when they differ. A send: its fingerprint posted on the store for the recv. Returns ctx.
+  const OpContext& check_detail(const OpContext& ctx);
+  // A recv from a known source: once it has ended, compares its fingerprint with the one its
+  // sender posted, InvalidArgument naming both when they differ.
+  WorkPtr checked_recv(const WorkPtr& work, const OpContext& ctx);
+  // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
+  void log_created();
+  void log_destroyed() const;
+  std::string detail_p2p_key(int src, int dst, const OpFingerprint& f) const;
   // The backend of the device, once it lists op in supported_ops().
   Backend& route(OpType op, DeviceType device);
   Backend& route(OpType op, const Tensor& t) { return route(op, t.device().type); }

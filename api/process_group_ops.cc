@@ -49,6 +49,7 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   const ReductionPlan plan = plan_reduction(kOp, b, opts.op, tensor);
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
   with_reduction(ctx, opts.op);
+  check_detail(ctx);
   premultiplied(plan, tensor, /*in_place=*/true);
   return divided_after(plan, b.all_reduce(tensor, planned(opts, plan), ctx), tensor);
 }
@@ -79,7 +80,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Backend& b = route(kOp, tensor);
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  return b.broadcast(tensor, opts, ctx);
+  return b.broadcast(tensor, opts, check_detail(ctx));
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -92,6 +93,7 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
   ctx.fingerprint.root = opts.root;
   with_reduction(ctx, opts.op);
+  check_detail(ctx);
   // Off the root, a scaled copy: reduce leaves the other ranks' tensors unchanged.
   const bool root = rank() == opts.root;
   Tensor input = premultiplied(plan, tensor, /*in_place=*/root);
@@ -103,7 +105,7 @@ WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input
   constexpr OpType kOp = OpType::kAllGather;
   check_whole_and_part(kOp, output, "output", input, "input");
   Backend& b = route(kOp, input);
-  return b.all_gather(output, input, opts, next_context(kOp, &input, opts.timeout));
+  return b.all_gather(output, input, opts, check_detail(next_context(kOp, &input, opts.timeout)));
 }
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
@@ -127,7 +129,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   Backend& b = route(kOp, input);
   OpContext ctx = next_context(kOp, &input, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  WorkPtr w = b.gather(flat, input, opts, ctx);
+  WorkPtr w = b.gather(flat, input, opts, check_detail(ctx));
   return root ? unpacked_after(w, flat, outputs) : w;
 }
 
@@ -141,7 +143,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   Backend& b = route(kOp, output);
   OpContext ctx = next_context(kOp, &output, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  return b.scatter(output, flat, opts, ctx);
+  return b.scatter(output, flat, opts, check_detail(ctx));
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
@@ -152,6 +154,7 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
   const ReductionPlan plan = plan_reduction(kOp, b, opts.op, output);
   OpContext ctx = next_context(kOp, &output, opts.timeout);
   with_reduction(ctx, opts.op);
+  check_detail(ctx);
   const Tensor in = premultiplied(plan, input, /*in_place=*/false);  // the input is the caller's
   return divided_after(plan, b.reduce_scatter(output, in, planned(opts, plan), ctx), output);
 }
@@ -218,7 +221,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   OpContext ctx = next_context(kOp, &input, opts.timeout);
   ctx.fingerprint.send_counts = in_counts;
   ctx.fingerprint.recv_counts = out_counts;
-  return b.all_to_all(output, input, out_counts, in_counts, opts, ctx);
+  return b.all_to_all(output, input, out_counts, in_counts, opts, check_detail(ctx));
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -246,7 +249,7 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
   OpContext ctx = next_context(kOp, &in, opts.timeout);
   ctx.fingerprint.send_counts = in_counts;
   ctx.fingerprint.recv_counts = out_counts;
-  return unpacked_after(b.all_to_all(out, in, out_counts, in_counts, opts, ctx), out, outputs);
+  return unpacked_after(b.all_to_all(out, in, out_counts, in_counts, opts, check_detail(ctx)), out, outputs);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
@@ -254,7 +257,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   // Any backend of the group synchronises all its ranks: the host one where there is one
   // (with none, route() raises the host backend's deferred error).
   Backend& b = route(kOp, backends_.empty() ? DeviceType::kCPU : backends_.begin()->first);
-  return b.barrier(opts, next_context(kOp, nullptr, opts.timeout));
+  return b.barrier(opts, check_detail(next_context(kOp, nullptr, opts.timeout)));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,14 +267,15 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts
   constexpr OpType kOp = OpType::kSend;
   check_p2p(kOp, tensor, "dst", dst, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.send(tensor, dst, opts, p2p_context(kOp, tensor, dst, opts));
+  return b.send(tensor, dst, opts, check_detail(p2p_context(kOp, tensor, dst, opts)));
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecv;
   check_p2p(kOp, tensor, "src", src, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.recv(tensor, src, opts, p2p_context(kOp, tensor, src, opts));
+  const OpContext ctx = p2p_context(kOp, tensor, src, opts);
+  return checked_recv(b.recv(tensor, src, opts, ctx), ctx);
 }
 
 WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {

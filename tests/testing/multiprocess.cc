@@ -184,6 +184,7 @@ void run_group(int size, const std::string& backend, const std::function<void(Pr
         o.backend = backend;
         o.timeout = options.op_timeout;
         o.backend_config = options.backend_config;
+        o.debug = options.debug;
         auto pg = ProcessGroup::create(o);
         fn(*pg);
       },

@@ -50,6 +50,7 @@ struct GroupHarnessOptions {
   // The group's timeout (every op's, unless the op sets its own).
   std::chrono::milliseconds op_timeout{60000};
   std::map<std::string, std::string> backend_config;
+  DebugLevel debug = DebugLevel::kOff;
   RunOptions run;
 };
 

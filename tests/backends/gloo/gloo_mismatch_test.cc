@@ -119,5 +119,20 @@ TEST(GlooMismatch, PerOpTimeoutCountsFromIssueWhileQueued) {
   on_three_ranks([](ProcessGroup& pg) { queued_op_times_out(pg); });
 }
 
+// DISTCOMM_DEBUG=DETAIL: every collective case is found before the op runs, by comparing
+// whole fingerprints, and the group stays usable.
+TEST(GlooMismatch, DetailFindsEveryCollectiveCaseBeforeTheOp) {
+  GroupHarnessOptions options;
+  options.op_timeout = kOpTimeout;
+  options.debug = DebugLevel::kDetail;
+  run_group(3, "gloo", [](ProcessGroup& pg) { detail_finds_every_collective_case(pg, kNamedWithin); }, options);
+}
+
+// A float32 send into an int32 recv of the same bytes: gloo's slots carry the dtype, so the
+// transfer waits and the stall watch names both sides.
+TEST(GlooMismatch, P2PDtypesDifferIsInvalidArgument) {
+  on_three_ranks([](ProcessGroup& pg) { p2p_dtypes(pg, kNamedWithin, "int32", /*sender_told=*/true); });
+}
+
 }  // namespace
 }  // namespace distcomm

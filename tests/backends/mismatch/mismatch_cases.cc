@@ -1,6 +1,7 @@
 #include "tests/backends/mismatch/mismatch_cases.h"
 
 #include <chrono>
+#include <vector>
 
 #include "api/errors.h"
 
@@ -134,6 +135,55 @@ void queued_op_times_out(ProcessGroup& pg) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(first->wait(), Error) << "the op in front ends with the group's failure";
   EXPECT_LT(seconds_since(start), 3.0);
+  mark_done(pg);
+}
+
+void detail_finds_every_collective_case(ProcessGroup& pg, double within) {
+  struct Case {
+    const char* what;
+    std::function<void()> op;
+    const char* names;  // what the table must show
+  };
+  const std::vector<Case> cases = {
+      {"counts", all_reduce_counts(pg), "float32[20]"},
+      {"same bytes, other dtype", all_reduce_dtypes(pg, DType::kInt32), "int32[10]"},
+      {"float64 vs float32", all_reduce_dtypes(pg, DType::kFloat64), "float64[10]"},
+      {"sum vs max", all_reduce_ops(pg), " max"},
+      {"all_reduce vs broadcast", all_reduce_or_broadcast(pg), "broadcast #"},
+      {"roots", broadcast_roots(pg), "root 1"},
+      {"all_to_all splits", all_to_all_splits(pg), "rank 2 sends 1 elements to rank 0, which expects 2"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = expect_failure_within<Desync>(c.op, 0, within, c.what);
+    EXPECT_NE(msg.find("DISTCOMM_DEBUG=DETAIL"), std::string::npos) << c.what << ": " << msg;
+    EXPECT_NE(msg.find(c.names), std::string::npos) << c.what << ": " << msg;
+  }
+  // The check threw before any rank issued the op: the group is still usable.
+  Tensor t = floats(3);
+  t.fill(1);
+  pg.all_reduce(t)->wait();
+  EXPECT_EQ(t.item(2), pg.size());
+}
+
+void p2p_dtypes(ProcessGroup& pg, double within, const char* names, bool sender_told) {
+  pg.barrier()->wait();
+  if (pg.rank() == 2) {
+    wait_for_done(pg, {0, 1});
+    return;
+  }
+  if (pg.rank() == 0) {
+    auto send = [&] { pg.send(floats(4), 1)->wait(); };
+    if (sender_told) {
+      expect_failure_within<InvalidArgument>(send, 0, within, "send float32 to an int32 recv");
+    } else {
+      send();
+    }
+  } else {
+    Tensor t = Tensor::zeros({4}, DType::kInt32);
+    const std::string msg =
+        expect_failure_within<InvalidArgument>([&] { pg.recv(t, 0)->wait(); }, 0, within, "recv int32 from a float32 send");
+    EXPECT_NE(msg.find(names), std::string::npos) << msg;
+  }
   mark_done(pg);
 }
 

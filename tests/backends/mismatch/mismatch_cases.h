@@ -46,5 +46,15 @@ void skipped_collective(ProcessGroup& pg, double timeout_s);
 // a 1.5 s timeout: that one fails 1.5 s after it was issued, with Timeout.
 void queued_op_times_out(ProcessGroup& pg);
 
+// Under DISTCOMM_DEBUG=DETAIL: every collective case above, one after another in one group
+// (the check throws before any rank issues the op, so the group stays usable), each a
+// Desync on every rank within `within` seconds whose message says DETAIL found it; then an
+// all_reduce that must succeed.
+void detail_finds_every_collective_case(ProcessGroup& pg, double within);
+// Rank 0 sends float32[4] to rank 1, which receives into int32[4] (the same bytes): the recv
+// must fail with InvalidArgument within `within` seconds, its message containing `names`;
+// the send too when sender_told, else it must succeed.
+void p2p_dtypes(ProcessGroup& pg, double within, const char* names, bool sender_told);
+
 }  // namespace mismatch
 }  // namespace distcomm

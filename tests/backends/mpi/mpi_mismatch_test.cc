@@ -25,14 +25,16 @@ constexpr std::chrono::milliseconds kOpTimeout{60000};
 constexpr double kNamedWithin = 25;
 
 // A fresh world group for this test, with op timeout `timeout`; destroyed at the end.
-void in_group(const std::function<void(ProcessGroup&)>& fn, std::chrono::milliseconds timeout = kOpTimeout) {
+void in_group(const std::function<void(ProcessGroup&)>& fn, std::chrono::milliseconds timeout = kOpTimeout,
+              const std::string& debug = "", const std::string& agreement_check = "") {
   const char* dir = std::getenv("TEST_TMPDIR");
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   InitOptions o;
   o.backend = "mpi";
   o.timeout = timeout;
   o.init_method = std::string("file://") + (dir ? dir : "/tmp") + "/store_" + test->name();
-  if (const char* check = std::getenv("MISMATCH_AGREEMENT_CHECK")) o.backend_config["agreement_check"] = check;
+  o.debug = debug;
+  if (!agreement_check.empty()) o.backend_config["agreement_check"] = agreement_check;
   ProcessGroupPtr pg = init_process_group(o);
   ASSERT_EQ(pg->size(), 3) << "run with mpirun -np 3";
   fn(*pg);
@@ -137,6 +139,20 @@ TEST(MpiMismatch, SkippedCollectiveTimesOutNamingTheRank) {
 
 TEST(MpiMismatch, PerOpTimeoutCountsFromIssueWhileQueued) {
   in_group([](ProcessGroup& pg) { queued_op_times_out(pg); });
+}
+
+// DISTCOMM_DEBUG=DETAIL finds every collective case by comparing whole fingerprints before
+// the op -- here with the agreement check off, so that DETAIL is what finds them -- and the
+// group stays usable.
+TEST(MpiMismatch, DetailFindsEveryCollectiveCaseBeforeTheOp) {
+  in_group([](ProcessGroup& pg) { detail_finds_every_collective_case(pg, kNamedWithin); }, kOpTimeout, "DETAIL",
+           "0");
+}
+
+// A float32 send into an int32 recv of the same bytes, which MPI accepts: DETAIL compares
+// the recv's fingerprint with the one its sender posted, and names both.
+TEST(MpiMismatch, DetailFindsAP2PDtypeMismatch) {
+  in_group([](ProcessGroup& pg) { p2p_dtypes(pg, kNamedWithin, "DISTCOMM_DEBUG=DETAIL", /*sender_told=*/false); }, kOpTimeout, "DETAIL");
 }
 
 }  // namespace

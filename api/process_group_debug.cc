@@ -1,0 +1,104 @@
+// ProcessGroup: DISTCOMM_DEBUG's checks and logs (api/debug_level.h).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/logging.h"
+#include "api/process_group.h"
+#include "api/progress_report.h"
+
+namespace distcomm {
+
+DebugLevel parse_debug_level(const std::string& text) {
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper.empty() || upper == "OFF") return DebugLevel::kOff;
+  if (upper == "INFO") return DebugLevel::kInfo;
+  if (upper == "DETAIL") return DebugLevel::kDetail;
+  throw InvalidArgument("debug level '" + text + "' (DISTCOMM_DEBUG or InitOptions::debug) must be OFF, INFO or DETAIL");
+}
+
+const char* debug_level_name(DebugLevel level) {
+  switch (level) {
+    case DebugLevel::kOff: return "OFF";
+    case DebugLevel::kInfo: return "INFO";
+    case DebugLevel::kDetail: return "DETAIL";
+  }
+  return "?";
+}
+
+std::string ProcessGroup::detail_p2p_key(int src, int dst, const OpFingerprint& f) const {
+  return "pg/" + name() + "/detail/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+         std::to_string(f.tag) + "/" + std::to_string(f.ordinal);
+}
+
+const OpContext& ProcessGroup::check_detail(const OpContext& ctx) {
+  if (options_.debug != DebugLevel::kDetail || size() == 1) return ctx;
+  const OpFingerprint& mine = ctx.fingerprint;
+  if (mine.p2p) {
+    // A send posts what it sends for its recv to compare; nothing waits here (a send may
+    // be issued long before its recv).
+    if (mine.op == OpType::kSend && options_.store) {
+      options_.store->set(detail_p2p_key(rank(), mine.root, mine), to_bytes(mine.encode()));
+    }
+    return ctx;
+  }
+  const std::vector<std::string> texts = exchange().all_gather(mine.encode());
+  std::vector<std::optional<OpFingerprint>> by_rank;
+  std::vector<OpFingerprint> all_to_alls;
+  bool differs = false, every_one_all_to_all = true;
+  for (const std::string& text : texts) {
+    by_rank.push_back(OpFingerprint::decode(text));
+    differs = differs || !by_rank.back() || by_rank.back()->agreement_hash() != mine.agreement_hash();
+    every_one_all_to_all = every_one_all_to_all && by_rank.back() && by_rank.back()->op == OpType::kAllToAll;
+    all_to_alls.push_back(by_rank.back().value_or(OpFingerprint()));
+  }
+  const std::string pairs = !differs && every_one_all_to_all ? all_to_all_mismatches(all_to_alls) : "";
+  if (differs || !pairs.empty()) {
+    // Every rank saw the same fingerprints, so every rank throws here, and none has issued
+    // the op: the group stays usable.
+    throw Desync(ctx.description + ": DISTCOMM_DEBUG=DETAIL: " +
+                 desync_message(mine.seq, fingerprint_table(by_rank, "(unreadable)"), pairs));
+  }
+  return ctx;
+}
+
+WorkPtr ProcessGroup::checked_recv(const WorkPtr& work, const OpContext& ctx) {
+  if (options_.debug != DebugLevel::kDetail || size() == 1 || !options_.store) return work;
+  const OpFingerprint mine = ctx.fingerprint;
+  const std::string key = detail_p2p_key(mine.root, rank(), mine);
+  StorePtr store = options_.store;
+  const std::string description = ctx.description;
+  const std::chrono::milliseconds timeout = ctx.timeout;
+  return then(work, [store, key, mine, description, timeout] {
+    // The sender posted before it sent, so the key is there once the message is.
+    store->wait({key}, timeout);
+    const std::optional<OpFingerprint> sent = OpFingerprint::decode(to_string(store->get(key)));
+    store->delete_key(key);
+    if (!sent || sent->p2p_hash() != mine.p2p_hash()) {
+      throw InvalidArgument(description + ": DISTCOMM_DEBUG=DETAIL: this rank's " + mine.describe() +
+                            " received rank " + std::to_string(mine.root) + "'s " +
+                            (sent ? sent->describe() : std::string("(unreadable)")) +
+                            "; a send and its recv must have the same count and dtype");
+    }
+  });
+}
+
+void ProcessGroup::log_created() {
+  if (options_.debug == DebugLevel::kOff) return;
+  std::string ranks;
+  for (int r : options_.global_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  ordered_print(*this, "group '" + name() + "' created: rank " + std::to_string(rank()) + " of " +
+                           std::to_string(size()) + " (global ranks [" + ranks + "]), backend " + backend_name() +
+                           ", timeout " + std::to_string(timeout().count()) + " ms, DISTCOMM_DEBUG=" +
+                           debug_level_name(options_.debug));
+}
+
+void ProcessGroup::log_destroyed() const {
+  if (options_.debug == DebugLevel::kOff) return;
+  log_line("group '" + name() + "' destroyed: " + std::to_string(seq_.load()) + " collectives and " +
+           std::to_string(p2p_seq_.load()) + " point-to-point ops issued on this rank");
+}
+
+}  // namespace distcomm
