@@ -430,7 +430,7 @@ TEST(MpiBackend, TimeoutNamesOpAndSeqAndLaterOpsFailFast) {
       EXPECT_NE(what.find("unusable since an earlier failure"), std::string::npos) << what;
       EXPECT_NE(what.find("all_reduce #0"), std::string::npos) << "names the first failure: " << what;
     }
-    // Refused at its start, not after waiting: the group's own timeout is minutes.
+    // Refused at its start, not after waiting: the group's own timeout is 60 s.
     EXPECT_LT(Clock::now() - later, milliseconds(5000));
   }
   world().barrier()->wait();
