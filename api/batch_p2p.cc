@@ -64,7 +64,7 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   if (std::find(native.begin(), native.end(), kOp) != native.end()) {
     OpContext ctx = next_context(kOp, nullptr, opts.timeout, OpKind::kPointToPoint);
     ctx.description += " (" + std::to_string(ops.size()) + " sends and receives)";
-    return b.batch_p2p(ops, opts, ctx);
+    return recorded(ctx, [&] { return b.batch_p2p(ops, opts, ctx); });
   }
   // One by one, in order: backends whose sends and receives progress on their own.
   std::vector<WorkPtr> parts;

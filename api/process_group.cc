@@ -11,6 +11,8 @@
 #include "api/errors.h"
 #include "api/plugin_registry.h"
 #include "api/prefix_store.h"
+#include "api/timeline.h"
+#include "api/trace_dump.h"
 
 namespace distcomm {
 namespace {
@@ -105,6 +107,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
   if (pg->options_.store) pg->create_exchange();
   pg->create_backends(parent, members);
+  pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   pg->log_created();
   return pg;
@@ -135,7 +138,7 @@ void ProcessGroup::host_all_gather(Tensor& out, const Tensor& in) {
   Backend& b = route(kOp, in);
   OpContext ctx = next_context(kOp, &in, options_.timeout, OpKind::kInternal);
   ctx.description += " (host message exchange)";
-  b.all_gather(out, in, AllGatherOptions(), ctx)->wait();
+  recorded(ctx, [&] { return b.all_gather(out, in, AllGatherOptions(), ctx); })->wait();
 }
 
 std::map<DeviceType, std::string> ProcessGroup::plan_of(const BackendSpec& spec) {
@@ -191,6 +194,31 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
       backend_errors_[device] = e.what();
     }
   }
+}
+
+void ProcessGroup::create_recorder() {
+  size_t capacity = FlightRecorder::capacity_from_environment();
+  // The timeline draws ops from the recorder as they end: it keeps a small one on.
+  if (timeline_enabled()) capacity = std::max<size_t>(capacity, 64);
+  if (capacity == 0) return;
+  recorder_ = std::make_shared<FlightRecorder>(capacity);
+  TraceGroupInfo info;
+  info.name = name();
+  info.rank = rank();
+  info.size = size();
+  info.global_ranks = options_.global_ranks;
+  info.backend = spec_.text;
+  for (const auto& [device, backend] : backends_) {
+    std::string version = std::string(device_type_name(device)) + ": " + backend->name();
+    try {
+      version += " (" + load_plugin(backend->name()).version + ")";
+    } catch (const Error&) {
+      // a backend whose name is not its plugin's: its name alone
+    }
+    info.versions.push_back(version);
+  }
+  recorder_->set_info(std::move(info));
+  register_for_dumps(recorder_);
 }
 
 ProcessGroup::~ProcessGroup() {

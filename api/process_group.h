@@ -21,6 +21,7 @@
 
 #include "api/backend.h"
 #include "api/debug_level.h"
+#include "api/flight_recorder.h"
 #include "api/host_exchange.h"
 #include "api/options.h"
 #include "api/store.h"
@@ -145,6 +146,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // The backend serving a device type (loading errors surface here).
   Backend& backend_for(DeviceType device);
 
+  // This group's flight recorder (flight_recorder.h); null when DISTCOMM_TRACE_BUFFER=0.
+  const std::shared_ptr<FlightRecorder>& recorder() const { return recorder_; }
+
  private:
   explicit ProcessGroup(ProcessGroupOptions options);
   // create(), where subgroups skip the config check: they inherit their parent's config,
@@ -213,6 +217,25 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void log_created();
   void log_destroyed() const;
   std::string detail_p2p_key(int src, int dst, const OpFingerprint& f) const;
+  // Hands the op to its backend (call() returns the backend's Work) and records it in the
+  // flight recorder: issued now, ended when that Work ends.
+  template <typename Call>
+  WorkPtr recorded(const OpContext& ctx, Call&& call) {
+    if (!recorder_) return call();
+    const uint64_t id = recorder_->queued(ctx.fingerprint);
+    WorkPtr work;
+    try {
+      work = call();
+    } catch (...) {
+      recorder_->failed_to_issue(id, std::current_exception());
+      throw;
+    }
+    recorder_->watch(id, work);
+    return work;
+  }
+  // Creates the recorder (unless turned off) once the backends exist, and registers it for
+  // dumps (trace_dump.h).
+  void create_recorder();
   // The backend of the device, once it lists op in supported_ops().
   Backend& route(OpType op, DeviceType device);
   Backend& route(OpType op, const Tensor& t) { return route(op, t.device().type); }
@@ -254,6 +277,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<uint64_t> subgroups_{0};
   std::unique_ptr<HostExchange> exchange_;
   std::atomic<bool> aborted_{false};
+  std::shared_ptr<FlightRecorder> recorder_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

@@ -51,7 +51,7 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   with_reduction(ctx, opts.op);
   check_detail(ctx);
   premultiplied(plan, tensor, /*in_place=*/true);
-  return divided_after(plan, b.all_reduce(tensor, planned(opts, plan), ctx), tensor);
+  return divided_after(plan, recorded(ctx, [&] { return b.all_reduce(tensor, planned(opts, plan), ctx); }), tensor);
 }
 
 WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts) {
@@ -80,7 +80,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Backend& b = route(kOp, tensor);
   OpContext ctx = next_context(kOp, &tensor, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  return b.broadcast(tensor, opts, check_detail(ctx));
+  return recorded(ctx, [&] { return b.broadcast(tensor, opts, check_detail(ctx)); });
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -98,14 +98,15 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   const bool root = rank() == opts.root;
   Tensor input = premultiplied(plan, tensor, /*in_place=*/root);
   if (!root) plan.divide_by = 1;  // the result exists on the root only
-  return divided_after(plan, b.reduce(input, planned(opts, plan), ctx), input);
+  return divided_after(plan, recorded(ctx, [&] { return b.reduce(input, planned(opts, plan), ctx); }), input);
 }
 
 WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input, const AllGatherOptions& opts) {
   constexpr OpType kOp = OpType::kAllGather;
   check_whole_and_part(kOp, output, "output", input, "input");
   Backend& b = route(kOp, input);
-  return b.all_gather(output, input, opts, check_detail(next_context(kOp, &input, opts.timeout)));
+  const OpContext ctx = next_context(kOp, &input, opts.timeout);
+  return recorded(ctx, [&] { return b.all_gather(output, input, opts, check_detail(ctx)); });
 }
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
@@ -129,7 +130,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   Backend& b = route(kOp, input);
   OpContext ctx = next_context(kOp, &input, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  WorkPtr w = b.gather(flat, input, opts, check_detail(ctx));
+  WorkPtr w = recorded(ctx, [&] { return b.gather(flat, input, opts, check_detail(ctx)); });
   return root ? unpacked_after(w, flat, outputs) : w;
 }
 
@@ -143,7 +144,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   Backend& b = route(kOp, output);
   OpContext ctx = next_context(kOp, &output, opts.timeout);
   ctx.fingerprint.root = opts.root;
-  return b.scatter(output, flat, opts, check_detail(ctx));
+  return recorded(ctx, [&] { return b.scatter(output, flat, opts, check_detail(ctx)); });
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
@@ -156,7 +157,7 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
   with_reduction(ctx, opts.op);
   check_detail(ctx);
   const Tensor in = premultiplied(plan, input, /*in_place=*/false);  // the input is the caller's
-  return divided_after(plan, b.reduce_scatter(output, in, planned(opts, plan), ctx), output);
+  return divided_after(plan, recorded(ctx, [&] { return b.reduce_scatter(output, in, planned(opts, plan), ctx); }), output);
 }
 
 WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
@@ -221,7 +222,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   OpContext ctx = next_context(kOp, &input, opts.timeout);
   ctx.fingerprint.send_counts = in_counts;
   ctx.fingerprint.recv_counts = out_counts;
-  return b.all_to_all(output, input, out_counts, in_counts, opts, check_detail(ctx));
+  return recorded(ctx, [&] { return b.all_to_all(output, input, out_counts, in_counts, opts, check_detail(ctx)); });
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -249,7 +250,8 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
   OpContext ctx = next_context(kOp, &in, opts.timeout);
   ctx.fingerprint.send_counts = in_counts;
   ctx.fingerprint.recv_counts = out_counts;
-  return unpacked_after(b.all_to_all(out, in, out_counts, in_counts, opts, check_detail(ctx)), out, outputs);
+  return unpacked_after(
+      recorded(ctx, [&] { return b.all_to_all(out, in, out_counts, in_counts, opts, check_detail(ctx)); }), out, outputs);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
@@ -257,7 +259,8 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   // Any backend of the group synchronises all its ranks: the host one where there is one
   // (with none, route() raises the host backend's deferred error).
   Backend& b = route(kOp, backends_.empty() ? DeviceType::kCPU : backends_.begin()->first);
-  return b.barrier(opts, check_detail(next_context(kOp, nullptr, opts.timeout)));
+  const OpContext ctx = next_context(kOp, nullptr, opts.timeout);
+  return recorded(ctx, [&] { return b.barrier(opts, check_detail(ctx)); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -267,7 +270,8 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts
   constexpr OpType kOp = OpType::kSend;
   check_p2p(kOp, tensor, "dst", dst, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.send(tensor, dst, opts, check_detail(p2p_context(kOp, tensor, dst, opts)));
+  const OpContext ctx = p2p_context(kOp, tensor, dst, opts);
+  return recorded(ctx, [&] { return b.send(tensor, dst, opts, check_detail(ctx)); });
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
@@ -275,14 +279,15 @@ WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
   check_p2p(kOp, tensor, "src", src, opts.tag);
   Backend& b = route(kOp, tensor);
   const OpContext ctx = p2p_context(kOp, tensor, src, opts);
-  return checked_recv(b.recv(tensor, src, opts, ctx), ctx);
+  return checked_recv(recorded(ctx, [&] { return b.recv(tensor, src, opts, ctx); }), ctx);
 }
 
 WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecvAnySource;
   check_p2p(kOp, tensor, nullptr, -1, opts.tag);
   Backend& b = route(kOp, tensor);
-  return b.recv_any_source(tensor, opts, p2p_context(kOp, tensor, -1, opts));
+  const OpContext ctx = p2p_context(kOp, tensor, -1, opts);
+  return recorded(ctx, [&] { return b.recv_any_source(tensor, opts, ctx); });
 }
 
 }  // namespace distcomm

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/timeline.h"
 #include "ddp/message_format.h"
 
 namespace distcomm {
@@ -113,8 +114,18 @@ void Reducer::mark_ready(size_t index) {
   if (!syncing_) return;
   Bucket& bucket = buckets_[bucket_of_[index]];
   if (!is_bucket_view(index)) bucket.views[slot_of_[index]].copy_from(*grads_[index].grad);
-  if (--bucket.pending == 0) launch_ready_buckets();
+  if (--bucket.pending == 0) {
+    if (timeline_enabled()) {
+      timeline_instant(timeline_rank(), timeline_lane(), "bucket " + std::to_string(bucket_of_[index]) + " ready",
+                       timeline_now_ns(), "\"bucket\":" + std::to_string(bucket_of_[index]));
+    }
+    launch_ready_buckets();
+  }
 }
+
+int Reducer::timeline_rank() const { return pg_.global_rank(pg_.rank()); }
+
+std::string Reducer::timeline_lane() const { return "ddp " + pg_.name(); }
 
 void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the reductions in the same order.
@@ -133,6 +144,16 @@ void Reducer::launch(size_t index) {
   bucket.work->on_finish([done = bucket.done_ns, keep_alive = bucket.buffer](std::exception_ptr) {
     done->store(now_ns());
   });
+  if (timeline_enabled()) {
+    // The bucket's reduction on the timeline: from its launch to its end, on the backend's thread.
+    bucket.work->on_finish([rank = timeline_rank(), lane = timeline_lane(), started = timeline_now_ns(),
+                            name = "bucket " + std::to_string(index) + " all_reduce",
+                            args = "\"bucket\":" + std::to_string(index) +
+                                   ",\"bytes\":" + std::to_string(bucket.spec.nbytes())](std::exception_ptr error) {
+      timeline_async_span(rank, lane, name, started, timeline_now_ns(),
+                        args + ",\"state\":" + (error ? "\"failed\"" : "\"completed\""));
+    });
+  }
 }
 
 void Reducer::fill_unmarked(Bucket& bucket) {
@@ -251,8 +272,13 @@ std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
   // when the next iteration starts.
   std::exception_ptr first;
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    const int64_t wait_start = timeline_enabled() ? timeline_now_ns() : 0;
     try {
       buckets_[b].work->wait();
+      if (wait_start) {
+        timeline_complete(timeline_rank(), timeline_lane(), "bucket " + std::to_string(b) + " waited",
+                          wait_start, timeline_now_ns(), "\"bucket\":" + std::to_string(b));
+      }
     } catch (...) {
       if (!first) first = with_context(std::current_exception(), "DDP: reducing " + bucket_name(b));
     }

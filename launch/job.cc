@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include "api/failure_report.h"
 #include "api/local_processes.h"
 #include "api/write_fully.h"
+#include "launch/dump_request.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
@@ -54,8 +56,13 @@ class Job {
   void handle_signals();
   // Reports the first rank among `exited` that failed (unless the job is stopping).
   void reap(const std::vector<size_t>& exited);
-  // SIGTERM to every rank, SIGKILL at the deadline.
+  // With a trace folder: asks the ranks still running for their dumps first (they are
+  // stopped once the dumps are written, or dump_wait has passed). Then terminate().
   void begin_stop(const std::string& why);
+  // SIGTERM to every rank, SIGKILL at the deadline.
+  void terminate(const std::string& why);
+  // A folder for the trace dumps, and no timeline left from an earlier job.
+  void prepare_trace_files();
   void kill_stragglers();
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
@@ -79,6 +86,8 @@ class Job {
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;
+  DumpRequest dumps_;
+  std::string stop_reason_;  // why, while the dumps are awaited
 };
 
 int Job::running_count() const { return children_.running(); }
@@ -99,6 +108,28 @@ void Job::start_all(const std::string& path, int port) {
 
 void Job::begin_stop(const std::string& why) {
   stopping_ = true;
+  if (!options_.trace_dir.empty()) {
+    std::vector<std::pair<int, pid_t>> running;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (children_[i].running) running.emplace_back(ranks_[i].rank, children_[i].pid);
+    }
+    dumps_.ask(options_.trace_dir, running, options_.dump_wait);
+    if (dumps_.pending()) {
+      say(why + ": asking " + std::to_string(running.size()) + (running.size() == 1 ? " rank" : " ranks") +
+          " for a trace dump (SIGUSR1) into " + options_.trace_dir);
+      stop_reason_ = why;
+      return;  // terminate() once they are written (see run())
+    }
+  }
+  terminate(why);
+}
+
+void Job::prepare_trace_files() {
+  if (!options_.trace_dir.empty()) ::mkdir(options_.trace_dir.c_str(), 0755);  // may exist
+  if (!options_.timeline.empty()) ::unlink(options_.timeline.c_str());
+}
+
+void Job::terminate(const std::string& why) {
   kill_deadline_ = Clock::now() + options_.grace_period;
   int n = running_count();
   if (n > 0) {
@@ -203,6 +234,7 @@ bool Job::reap_leftovers() {
 }
 
 int Job::poll_timeout_ms() const {
+  if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
   if (stopping_ && !killed_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
     return static_cast<int>(std::max<int64_t>(0, left.count()));
@@ -224,6 +256,7 @@ JobResult Job::run() {
   std::string path = find_program(options_.command[0], options_.working_dir);
   result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
   make_error_dir();
+  prepare_trace_files();
   struct RemoveErrorFiles {
     Job* job;
     ~RemoveErrorFiles() { job->remove_error_files(); }
@@ -255,7 +288,24 @@ JobResult Job::run() {
     }
     handle_signals();
     reap(exited);
-    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_stragglers();
+    if (dumps_.pending()) {
+      const bool done = dumps_.finished([&](int rank) {
+        for (size_t i = 0; i < ranks_.size(); ++i) {
+          if (ranks_[i].rank == rank) return children_[i].running;
+        }
+        return false;
+      });
+      if (done) {
+        if (!dumps_.missing().empty()) {
+          std::string list;
+          for (int r : dumps_.missing()) list += (list.empty() ? "" : ", ") + std::to_string(r);
+          say("no trace dump from rank(s) " + list);
+        }
+        terminate(stop_reason_);
+      }
+    } else if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+      kill_stragglers();
+    }
   }
   pump_.close_all();
   name_first_failure();

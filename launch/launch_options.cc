@@ -56,6 +56,7 @@ void validate(const LaunchOptions& o) {
     }
   }
   if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
+  if (o.dump_wait.count() < 0) reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0), "must be >= 0");
   if (o.grace_period.count() < 0) reject("grace_period_s", std::to_string(o.grace_period.count() / 1000.0), "must be >= 0");
 }
 

@@ -44,6 +44,15 @@ struct LaunchOptions {
   bool prefix_output = true;
   // Between SIGTERM and SIGKILL when the job is stopped.
   std::chrono::milliseconds grace_period{5000};
+  // When not empty: exported as DISTCOMM_TRACE_DIR (absolute), so every rank dumps its
+  // flight recorder there on a failure and at exit; and when a rank fails or the job is
+  // stopped, the ranks still running are asked for a dump (SIGUSR1) and given up to
+  // dump_wait to write it before they are stopped.
+  std::string trace_dir;
+  std::chrono::milliseconds dump_wait{5000};
+  // When not empty: exported as DISTCOMM_TIMELINE (absolute); the file is removed first,
+  // and the ranks merge their timelines into it (api/timeline.h).
+  std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;
   // Name used in the launcher's own messages ("launch: rank 1 exited with exit code 3").

@@ -4,6 +4,8 @@
 #include <map>
 
 #include "api/failure_report.h"
+#include "api/timeline.h"
+#include "api/trace_dump.h"
 
 namespace distcomm {
 namespace launch {
@@ -40,6 +42,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
   if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;
   if (!options.identity.token.empty()) ours[kStoreTokenVariable] = options.identity.token;
   if (!error_file.empty()) ours[kErrorFileVariable] = error_file;
+  if (!options.trace_dir.empty()) ours[kTraceDirVariable] = options.trace_dir;
+  if (!options.timeline.empty()) ours[kTimelineVariable] = options.timeline;
 
   std::vector<std::string> env;
   for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {

@@ -19,6 +19,7 @@ packages=(
   libtorch-dev         # integrations/torch: PyTorch's C++ library (tests skip without it)
   python3-torch        # tools/torch_ddp_bench's comparison with PyTorch's DDP (no test needs it)
   procps               # pgrep/ps used by launcher tests
+  libxml2-utils        # xmllint: the trace test checks that its SVG is well-formed XML
 )
 
 missing=()

@@ -7,6 +7,8 @@
 // says which and how, stops the others and exits non-zero; Ctrl-C stops the whole job.
 #include <gflags/gflags.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -26,6 +28,11 @@ DEFINE_string(log_dir, "", "write each rank's output to <log_dir>/rank_<R>.log (
 DEFINE_bool(tee, false, "with --log_dir: print the output on the terminal as well");
 DEFINE_string(ranks_filter, "", "comma list of ranks whose output reaches the terminal, e.g. 0 (default: all)");
 DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the job is stopped");
+DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
+              "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
+DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
+DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this Chrome trace JSON file "
+              "(DISTCOMM_TIMELINE; tools/trace timeline FILE --svg OUT draws it)");
 
 namespace {
 
@@ -50,6 +57,14 @@ int command_start(int argc, char** argv) {
   return argc;
 }
 
+// The ranks may start elsewhere (--working_dir): paths they are given are absolute.
+std::string absolute(const std::string& path, const std::string& working_dir) {
+  if (path.empty() || path[0] == '/') return path;
+  if (!working_dir.empty()) return working_dir + "/" + path;
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof(cwd)) ? std::string(cwd) + "/" + path : path;
+}
+
 distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> command) {
   distcomm::launch::LaunchOptions o;
   o.command = std::move(command);
@@ -68,6 +83,9 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
+  o.trace_dir = absolute(FLAGS_trace_dir, o.working_dir);
+  o.dump_wait = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_dump_wait_s * 1000));
+  o.timeline = absolute(FLAGS_timeline, o.working_dir);
   return o;
 }
 

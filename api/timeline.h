@@ -1,0 +1,47 @@
+// Timeline: every op of every group, and what DDP does with its buckets, as Chrome trace
+// events (chrome://tracing, Perfetto; `tools/trace timeline FILE --svg OUT` draws it).
+//
+// With DISTCOMM_TIMELINE=FILE every rank keeps its events in memory and appends them to
+// FILE when it exits (and on the way, every kFlushEvery events), under an exclusive lock
+// on the file, so the ranks of a job -- on one machine or sharing a file system -- merge
+// into one document that is valid JSON after every append:
+//   {"otherData": {"run_id": ...}, "traceEvents": [ ...events... ]}
+// A file written by another run (another DISTCOMM_RUN_ID; tools/launch gives every job
+// one) is replaced, not appended to.
+//
+// One process per rank (pid = world rank, named "rank R"), one thread per lane: a group's
+// name for its ops, "ddp <group>" for DDP's buckets. Ops are complete events ("X") from
+// start to end (flight_recorder.h's states) with args bytes, dtype, count, seq, state and
+// the time queued before starting. DDP: "bucket I ready" (instant: its last gradient is
+// ready), "bucket I all_reduce" (async span: launched to finished; buckets overlap while
+// queued), "bucket I waited" (complete: finish_backward waiting for it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace distcomm {
+
+constexpr char kTimelineVariable[] = "DISTCOMM_TIMELINE";
+
+// Whether DISTCOMM_TIMELINE names a file (read once per process).
+bool timeline_enabled();
+// Now, as the events' times are: wall-clock nanoseconds (the flight recorder's clock).
+int64_t timeline_now_ns();
+
+// args: the members of a JSON object ("\"bytes\":8,\"seq\":3"), or "". Times are
+// timeline_now_ns()'s. No-ops when the timeline is off.
+void timeline_complete(int rank, const std::string& lane, const std::string& name, int64_t start_ns,
+                       int64_t end_ns, const std::string& args = "");
+void timeline_instant(int rank, const std::string& lane, const std::string& name, int64_t at_ns,
+                      const std::string& args = "");
+// A span that may overlap others of its lane (DDP's bucket reductions, queued behind one
+// another): an async pair ("b" / "e", category "distcomm", an id of its own).
+void timeline_async_span(int rank, const std::string& lane, const std::string& name, int64_t start_ns,
+                         int64_t end_ns, const std::string& args = "");
+
+// Appends the events held so far to the file and forgets them (done at exit by itself).
+// Throws Error when the file cannot be written.
+void timeline_flush();
+
+}  // namespace distcomm

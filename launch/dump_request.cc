@@ -1,0 +1,59 @@
+#include "launch/dump_request.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <ctime>
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+// File times come from the kernel's coarse clock, which may lag the precise one by a tick.
+constexpr int64_t kFileClockSlackNs = 20'000'000;
+
+int64_t wall_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+void DumpRequest::ask(const std::string& dir, const std::vector<std::pair<int, pid_t>>& ranks,
+                      std::chrono::milliseconds wait) {
+  dir_ = dir;
+  ranks_.clear();
+  missing_.clear();
+  asked_ns_ = wall_ns();
+  deadline_ = Clock::now() + wait;
+  for (const auto& [rank, pid] : ranks) {
+    if (::kill(pid, SIGUSR1) == 0) ranks_.push_back(rank);
+  }
+  pending_ = !ranks_.empty();
+}
+
+bool DumpRequest::fresh(int rank) const {
+  struct stat st;
+  const std::string path = dir_ + "/rank_" + std::to_string(rank) + ".json";
+  if (::stat(path.c_str(), &st) != 0) return false;
+  const int64_t written = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return written + kFileClockSlackNs >= asked_ns_;
+}
+
+bool DumpRequest::finished(const std::function<bool(int rank)>& running) {
+  if (!pending_) return true;
+  missing_.clear();
+  bool waiting = false;
+  for (int rank : ranks_) {
+    if (fresh(rank)) continue;
+    missing_.push_back(rank);
+    if (running(rank)) waiting = true;
+  }
+  if (waiting && Clock::now() < deadline_) return false;
+  pending_ = false;
+  return true;
+}
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,112 @@
+// A distcomm program for the trace tests, run under tools/launch on gloo:
+//   trace_probe skip     3+ ranks: three all_reduces, then rank 1 skips the fourth while
+//                        the others time out in it (group timeout 3 s) and check that
+//                        their dump (DISTCOMM_TRACE_DIR) was written before wait() threw;
+//                        rank 1 stays in the group until they are through.
+//   trace_probe sigusr1  rank 0 sends itself SIGUSR1 after six all_reduces, waits for its
+//                        dump to appear, and the ranks go on for six more.
+//   trace_probe die      three all_reduces, then the last rank dies (SIGKILL) and the others
+//                        sit in a long computation, until the launcher stops them.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "api/run_main.h"
+#include "tests/testing/test_files.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+void all_reduces(distcomm::ProcessGroup& pg, int n) {
+  for (int i = 0; i < n; ++i) {
+    distcomm::Tensor t = distcomm::Tensor::zeros({4});
+    pg.all_reduce(t)->wait();
+  }
+}
+
+// Polls until pred() or the deadline; false at the deadline.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::seconds deadline = 60s) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+int skip(distcomm::ProcessGroup& pg) {
+  all_reduces(pg, 3);
+  const std::string dump = std::string(std::getenv("DISTCOMM_TRACE_DIR")) + "/rank_" + std::to_string(pg.rank()) + ".json";
+  if (pg.rank() == 1) {
+    // Skips all_reduce #3; stays until the others have failed in it.
+    if (!eventually([&] { return pg.store()->add("trace_probe/failed", 0) == pg.size() - 1; })) {
+      throw distcomm::Error("rank 1: the others never reported their Timeout");
+    }
+    std::printf("rank 1: skipped all_reduce #3\n");
+    return 0;
+  }
+  try {
+    all_reduces(pg, 1);
+    throw distcomm::Error("all_reduce #3 succeeded without rank 1");
+  } catch (const distcomm::Timeout&) {
+    // Written before wait() threw: no waiting here.
+    const std::string text = distcomm::testing::read_file(dump);
+    if (text.find("\"reason\":\"Timeout in all_reduce #3\"") == std::string::npos) {
+      throw distcomm::Error("no dump on Timeout in " + dump + ": '" + text.substr(0, 200) + "'");
+    }
+    std::printf("rank %d: timed out in all_reduce #3, dump written\n", pg.rank());
+  }
+  pg.store()->add("trace_probe/failed", 1);
+  return 0;
+}
+
+int sigusr1(distcomm::ProcessGroup& pg) {
+  all_reduces(pg, 6);
+  if (pg.rank() == 0) {
+    const std::string tmp = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    const std::string dump = tmp + "/distcomm_trace/rank_0.json";
+    ::unlink(dump.c_str());
+    ::kill(::getpid(), SIGUSR1);
+    if (!eventually([&] { return distcomm::testing::read_file(dump).find("\"reason\":\"SIGUSR1\"") != std::string::npos; })) {
+      throw distcomm::Error("no dump in " + dump + " after SIGUSR1");
+    }
+    std::printf("rank 0: dump after SIGUSR1 in %s\n", dump.c_str());
+  }
+  all_reduces(pg, 6);
+  std::printf("rank %d: 12 all_reduces done\n", pg.rank());
+  return 0;
+}
+
+int die(distcomm::ProcessGroup& pg) {
+  all_reduces(pg, 3);
+  std::fflush(stdout);
+  if (pg.rank() == pg.size() - 1) ::raise(SIGKILL);
+  std::this_thread::sleep_for(120s);  // "computing": the launcher stops it long before
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return distcomm::run_main("trace_probe", [&] {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    distcomm::InitOptions o;
+    o.backend = "gloo";
+    if (mode == "skip") o.timeout = 3s;
+    distcomm::ProcessGroupPtr pg = distcomm::init_process_group(o);
+    if (mode == "skip") return skip(*pg);
+    if (mode == "sigusr1") return sigusr1(*pg);
+    if (mode == "die") return die(*pg);
+    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1 or die, got '" + mode + "'");
+  });
+}

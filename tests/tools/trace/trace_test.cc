@@ -1,0 +1,166 @@
+// tools/trace and the recorder end to end: real ranks under tools/launch over gloo, their
+// dumps, `trace analyze`, a DDP run's timeline and its SVG.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_files.h"
+#include "tools/trace/json_value.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+const std::string kLaunch = runfile("tools/launch/launch");
+const std::string kProbe = runfile("tests/tools/trace/trace_probe");
+const std::string kTrace = runfile("tools/trace/trace");
+const std::string kDdpTrain = runfile("examples/ddp_train");
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  run({"rm", "-rf", dir});
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+Finished analyze(const std::string& dir) {
+  Finished f = run({kTrace, "analyze", dir});
+  std::fprintf(stderr, "trace analyze %s:\n%s%s", dir.c_str(), f.out.c_str(), f.err.c_str());
+  return f;
+}
+
+TEST(Trace, ARankThatSkipsAnAllReduceIsNamedFromTheTimeoutDumps) {
+  const std::string dir = fresh_dir("skip");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "skip"}, std::chrono::seconds(90));
+  ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+  EXPECT_NE(job.out.find("rank 0: timed out in all_reduce #3, dump written"), std::string::npos) << job.out;
+  EXPECT_NE(job.out.find("rank 2: timed out in all_reduce #3, dump written"), std::string::npos) << job.out;
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(exists(dir + "/rank_" + std::to_string(r) + ".json")) << r;
+
+  Finished f = analyze(dir);
+  ASSERT_EQ(exit_code(f), 0);
+  EXPECT_NE(f.out.find("group 'world' (3 ranks, gloo)"), std::string::npos);
+  EXPECT_NE(f.out.find("rank 1: last completed all_reduce #2 float32[4] sum; nothing issued since"), std::string::npos);
+  EXPECT_NE(f.out.find("stuck at all_reduce #3 float32[4] sum:\n    behind: rank 1 never issued all_reduce #3"),
+            std::string::npos);
+  EXPECT_NE(f.out.find("failed in it: ranks [0, 2]"), std::string::npos);
+  EXPECT_NE(f.out.find("first failure: rank "), std::string::npos);
+  EXPECT_NE(f.out.find("all_reduce #3 float32[4] sum at "), std::string::npos);
+  EXPECT_NE(f.out.find("distcomm::Timeout"), std::string::npos);
+}
+
+TEST(Trace, SigusrOneDumpsARunningJobWithoutStoppingIt) {
+  const std::string dir = fresh_dir("sigusr1");
+  Finished job = run({kLaunch, "--nproc_per_node=2", "--", kProbe, "sigusr1"}, std::chrono::seconds(90),
+                     {"TMPDIR=" + dir});
+  ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+  EXPECT_NE(job.out.find("rank 0: dump after SIGUSR1"), std::string::npos) << job.out;
+  EXPECT_NE(job.out.find("rank 0: 12 all_reduces done"), std::string::npos) << job.out;
+  EXPECT_NE(job.out.find("rank 1: 12 all_reduces done"), std::string::npos) << job.out;
+  const std::string path = dir + "/distcomm_trace/rank_0.json";
+  const trace::JsonValue doc = trace::parse_json_file(path);
+  EXPECT_EQ(doc.str("reason"), "SIGUSR1");
+  EXPECT_EQ(doc.integer("rank"), 0);
+  EXPECT_FALSE(doc.str("host").empty());
+  ASSERT_EQ(doc["groups"].items.size(), 1u);
+  const trace::JsonValue& world = doc["groups"].items[0];
+  EXPECT_EQ(world.str("name"), "world");
+  ASSERT_FALSE(world["versions"].items.empty());
+  EXPECT_EQ(world["versions"].items[0].text.rfind("cpu: gloo", 0), 0u);
+  // The six all_reduces before the signal, completed, with their fingerprints.
+  int completed = 0;
+  for (const trace::JsonValue& op : world["ops"].items) {
+    if (op.str("op") == "all_reduce" && op.str("state") == "completed") {
+      EXPECT_EQ(op.integer("seq"), completed);
+      EXPECT_EQ(op.str("dtype"), "float32");
+      EXPECT_EQ(op.integer("count"), 4);
+      EXPECT_GE(op.integer("ended_ns"), op.integer("started_ns"));
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, 6);
+}
+
+TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
+  const std::string dir = fresh_dir("died");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "die"}, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 128 + 9) << job.out << job.err;
+  EXPECT_NE(job.err.find("rank 2 failed: asking 2 ranks for a trace dump (SIGUSR1) into " + dir), std::string::npos)
+      << job.err;
+  for (int r : {0, 1}) {
+    const std::string path = dir + "/rank_" + std::to_string(r) + ".json";
+    ASSERT_TRUE(exists(path)) << path << "\n" << job.err;
+    EXPECT_EQ(trace::parse_json_file(path).str("reason"), "SIGUSR1");
+  }
+  EXPECT_FALSE(exists(dir + "/rank_2.json"));
+  Finished f = analyze(dir);
+  EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
+  EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; nothing issued since"), std::string::npos);
+  EXPECT_NE(f.out.find("no op failed"), std::string::npos);
+}
+
+TEST(Trace, ADdpTimelineHasEveryRanksOpsAndBucketsAndDrawsAsSvg) {
+  const std::string dir = fresh_dir("timeline");
+  const std::string file = dir + "/timeline.json";
+  Finished job = run({kLaunch, "--nproc_per_node=2", "--timeline=" + file, "--", kDdpTrain, "--epochs=1",
+                      "--samples=256"},
+                     std::chrono::seconds(120));
+  ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+  const trace::JsonValue doc = trace::parse_json_file(file);
+  std::map<std::string, int> count;  // "<pid> <ph> <name>" -> events
+  std::set<std::string> lanes;
+  for (const trace::JsonValue& e : doc["traceEvents"].items) {
+    const std::string ph = e.str("ph");
+    std::string name = e.str("name");
+    if (name.rfind("bucket ", 0) == 0) name = "bucket " + name.substr(name.rfind(' ') + 1);  // "bucket 3 ready" -> "bucket ready"
+    ++count[std::to_string(e.integer("pid")) + " " + ph + " " + name];
+    if (ph == "M" && e.str("name") == "thread_name") lanes.insert(std::to_string(e.integer("pid")) + " " + e["args"].str("name"));
+    if (ph == "X" && e.str("name") == "all_reduce") {
+      const trace::JsonValue& args = e["args"];
+      EXPECT_GT(args.integer("bytes"), 0);
+      EXPECT_FALSE(args.str("dtype").empty());
+      EXPECT_TRUE(args.has("seq"));
+      EXPECT_GE(e.real("dur"), 0);
+      EXPECT_EQ(args.str("state"), "completed");
+    }
+  }
+  for (const std::string pid : {"0", "1"}) {
+    EXPECT_EQ(count[pid + " M process_name"], 1) << pid;
+    EXPECT_TRUE(lanes.count(pid + " world")) << pid;
+    EXPECT_TRUE(lanes.count(pid + " ddp world")) << pid;
+    EXPECT_GE(count[pid + " X broadcast"], 1) << pid;  // DDP's initial copy of rank 0's weights
+    const int reductions = count[pid + " X all_reduce"];
+    const int buckets = count[pid + " b bucket all_reduce"];
+    EXPECT_EQ(count[pid + " e bucket all_reduce"], buckets) << pid;
+    EXPECT_GE(buckets, 8) << pid;  // 8 steps of 2 x 32 samples, one bucket at least each
+    EXPECT_GE(reductions, buckets) << pid;  // every bucket's all_reduce is an op of the group
+    EXPECT_EQ(count[pid + " i bucket ready"], buckets) << pid;
+    EXPECT_EQ(count[pid + " X bucket waited"], buckets) << pid;
+  }
+  EXPECT_EQ(count["0 X all_reduce"], count["1 X all_reduce"]);
+
+  const std::string svg = dir + "/timeline.svg";
+  Finished drawn = run({kTrace, "timeline", file, "--svg", svg});
+  ASSERT_EQ(exit_code(drawn), 0) << drawn.out << drawn.err;
+  EXPECT_NE(drawn.out.find("2 ranks, 4 rows"), std::string::npos) << drawn.out;
+  Finished lint = run({"xmllint", "--noout", svg});
+  EXPECT_EQ(exit_code(lint), 0) << "not well-formed XML: " << lint.out << lint.err;
+  const std::string text = read_file(svg);
+  EXPECT_NE(text.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_NE(text.find(">rank 1 ddp world</text>"), std::string::npos);
+  EXPECT_NE(text.find(">all_reduce</text>"), std::string::npos);  // in the legend
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
