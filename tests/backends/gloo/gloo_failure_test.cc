@@ -104,11 +104,13 @@ TEST(GlooFailure, KilledRankFailsTheOthersWithoutWaitingForTheTimeout) {
     }
     ASSERT_GE(failed_at, 3) << "the first three all_reduces had every rank";
     EXPECT_LE(failed_at, 4) << "the fourth or fifth all_reduce needs the dead rank";
-    // Far below the 60 s op timeout: the dead connection is noticed, not waited out.
-    EXPECT_LT(seconds_since(started), 5.0);
+    // Far below the 60 s op timeout: the dead connection is noticed, not waited out. The
+    // bound leaves room for the explanation (the survivors' reports through the store) on a
+    // loaded 2-core machine, where 5.1-5.4 s was seen; waiting out the timeout would be 60 s.
+    EXPECT_LT(seconds_since(started), 15.0);
     const auto start = Clock::now();
     EXPECT_THROW(pg.barrier()->wait(), Error) << "a later op fails too";
-    EXPECT_LT(seconds_since(start), 5.0) << "and fails without waiting (the op timeout is 60 s)";
+    EXPECT_LT(seconds_since(start), 15.0) << "and fails without waiting (the op timeout is 60 s)";
     // Keep the group open until every survivor is through: closing it would tell the
     // others about the failure, which is the backend's job here.
     mark_done(pg);
