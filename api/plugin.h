@@ -45,6 +45,7 @@
 #include <string>
 
 #include "api/backend.h"
+#include "api/version.h"
 
 // See the ABI rules above. Minor 1: config_keys. Minor 2: Backend::batch_p2p (OpType::kBatchP2P).
 // Minor 3: OpContext::fingerprint. Minor 4: Backend::abort and Backend::create_subgroup_backend
@@ -100,7 +101,7 @@ struct distcomm_plugin_v1 {
   uint32_t abi_minor;
   const char* toolchain;  // DISTCOMM_TOOLCHAIN_TAG as the plugin was compiled
   const char* name;       // "gloo": must match the file name libdistcomm_<name>.so
-  const char* version;    // free text, e.g. "gloo 0.5.0 (tcp)"
+  const char* version;    // free text, e.g. "gloo 0.5.0 (tcp), distcomm 0.1.0"
   uint32_t devices;       // DISTCOMM_DEVICE_* bits
   uint32_t flags;         // DISTCOMM_PLUGIN_* bits
   // Whether the backend can run on this machine; if not, *why says what is missing

@@ -196,7 +196,10 @@ std::vector<std::string> plugin_search_path() {
   if (!exe.empty()) dirs.push_back(dirname_of(exe));
   for (auto& d : runfiles_plugin_dirs()) dirs.push_back(d);
   const std::string core = core_library_dir();
-  if (!core.empty()) dirs.push_back(core);
+  if (!core.empty()) {
+    dirs.push_back(core);
+    dirs.push_back(core + "/distcomm/plugins");
+  }
   // Drop repeats, keep order.
   std::vector<std::string> unique;
   std::set<std::string> seen;

@@ -3,7 +3,8 @@
 // Search order for libdistcomm_<name>.so (ARCHITECTURE.md, "The plugin contract"):
 //   1. each folder in DISTCOMM_PLUGIN_PATH (colon-separated),
 //   2. the folder of the running binary, and its Bazel runfiles (backends/<name>/),
-//   3. the folder of libdistcomm.so itself.
+//   3. the folder of libdistcomm.so itself, then its distcomm/plugins/ (where //:install and
+//      the Debian package put the plugins: <prefix>/lib/distcomm/plugins).
 // A plugin that cannot be used is refused with the reason (not a shared object, no entry
 // point, ABI major or toolchain differs: both values are named), and the search goes on.
 #pragma once

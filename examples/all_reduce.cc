@@ -10,9 +10,9 @@
 // own ranks; under tools/launch, mpirun or srun it is one of them.
 #include <sstream>
 
-#include "api/init.h"
-#include "api/logging.h"
-#include "api/run_main.h"
+#include <distcomm/api/init.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
 #include "examples/self_launch.h"
 
 int main(int argc, char** argv) {

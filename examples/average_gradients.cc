@@ -18,9 +18,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "api/init.h"
-#include "api/logging.h"
-#include "api/run_main.h"
+#include <distcomm/api/init.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
 #include "nn/loss.h"
 #include "nn/sequential.h"
 #include "nn/sgd.h"

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "api/init.h"
-#include "api/logging.h"
-#include "api/run_main.h"
+#include <distcomm/api/init.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
 #include "examples/self_launch.h"
 
 using distcomm::ProcessGroup;

@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <memory>
 
-#include "api/errors.h"
-#include "api/init.h"
-#include "api/logging.h"
-#include "api/run_main.h"
-#include "ddp/distributed_data_parallel.h"
+#include <distcomm/api/errors.h>
+#include <distcomm/api/init.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
+#include <distcomm/ddp/distributed_data_parallel.h>
 #include "nn/loss.h"
 #include "nn/sequential.h"
 #include "nn/sgd.h"

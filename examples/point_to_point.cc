@@ -12,9 +12,9 @@
 
 #include <sstream>
 
-#include "api/init.h"
-#include "api/logging.h"
-#include "api/run_main.h"
+#include <distcomm/api/init.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
 #include "examples/self_launch.h"
 
 DEFINE_int32(rounds, 3, "ping-pong rounds");

@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "api/init.h"
+#include <distcomm/api/init.h>
 
 namespace distcomm {
 namespace examples {

@@ -41,7 +41,7 @@ struct LaunchOptions {
   std::set<int> ranks_filter;
   // Put "[rank R] " before each line on the terminal. Self-launching examples turn it off
   // so that their output reads exactly as the program printed it.
-  bool prefix_output = true;
+  bool prefix_output = true;  // except on lines that already start with "[rank N"
   // Between SIGTERM and SIGKILL when the job is stopped.
   std::chrono::milliseconds grace_period{5000};
   // When not empty: exported as DISTCOMM_TRACE_DIR (absolute), so every rank dumps its

@@ -25,6 +25,19 @@ void make_dirs(const std::string& path) {
   }
 }
 
+// A line that already says which rank it is about: distcomm's own "[rank R/W] " (log_line,
+// ordered_print) or another launcher's "[rank R] ". Adding the launcher's prefix to it would
+// give the line two, and the second one names the rank that printed it (rank 0 prints
+// every rank's line of an ordered_print), not the rank it is about.
+bool has_rank_prefix(std::string_view line) {
+  constexpr std::string_view kOpen = "[rank ";
+  if (line.substr(0, kOpen.size()) != kOpen) return false;
+  size_t i = kOpen.size();
+  const size_t digits_start = i;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+  return i > digits_start && i < line.size() && (line[i] == ']' || line[i] == '/');
+}
+
 }  // namespace
 
 void LineSplitter::feed(const char* data, size_t n, const Emit& emit) {
@@ -90,7 +103,7 @@ void OutputRouter::route(int rank, Stream stream, std::string_view line) {
     write_fully(log->second, text);
   }
   if (!to_terminal(rank)) return;
-  std::string text = options_.prefix_output ? "[rank " + std::to_string(rank) + "] " : "";
+  std::string text = options_.prefix_output && !has_rank_prefix(line) ? "[rank " + std::to_string(rank) + "] " : "";
   text.append(line);
   text += '\n';
   // A terminal that went away (`launch ... | head`) must not stop the job: drop the line.

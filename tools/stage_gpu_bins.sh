@@ -2,7 +2,7 @@
 # Builds the nccl backend's GPU checks here (no GPU needed) and stages them in .device_bin/
 # (git-ignored) for tools/gpu_check.sh, which runs them on a GPU machine without Bazel:
 #   .device_bin/bin/  the nccl test binaries, the GPU probe and the all_reduce bandwidth program
-#   .device_bin/lib/  libdistcomm.so, the nccl and gloo plugins, and the shared libraries
+#   .device_bin/lib/  libdistcomm.so.<major>, the nccl and gloo plugins, and the shared libraries
 #                     they resolve here, except glibc's own, the GPU driver and NCCL itself
 #                     (218 MB: gpu_check.sh finds it on the GPU machine)
 # Everything is stripped of debug info so the folder stays small enough to carry.
@@ -15,11 +15,13 @@ TESTS=(nccl_plugin_test nccl_init_test nccl_mixed_group_test nccl_cuda_ops_test 
        nccl_conformance_test)
 PROGRAMS=("${TESTS[@]}" gpu_probe nccl_all_reduce_bandwidth)
 
-targets=(//api:libdistcomm.so //backends/nccl:libdistcomm_nccl.so //backends/gloo:libdistcomm_gloo.so)
+# The core is named by its SONAME, libdistcomm.so.<major> (version.bzl).
+CORE=libdistcomm.so.$(sed -n 's/^DISTCOMM_VERSION = "\([0-9]*\)\..*/\1/p' version.bzl)
+targets=(//api:$CORE //backends/nccl:libdistcomm_nccl.so //backends/gloo:libdistcomm_gloo.so)
 for p in "${PROGRAMS[@]}"; do targets+=("//tests/backends/nccl:$p"); done
 bazel build "${targets[@]}"
 
-LIBS=(bazel-bin/api/libdistcomm.so bazel-bin/backends/nccl/libdistcomm_nccl.so bazel-bin/backends/gloo/libdistcomm_gloo.so)
+LIBS=(bazel-bin/api/$CORE bazel-bin/backends/nccl/libdistcomm_nccl.so bazel-bin/backends/gloo/libdistcomm_gloo.so)
 BINS=()
 for p in "${PROGRAMS[@]}"; do BINS+=("bazel-bin/tests/backends/nccl/$p"); done
 

@@ -8,7 +8,7 @@
 namespace {
 
 #define GLOO_VERSION_TEXT \
-  "gloo " DISTCOMM_STR(GLOO_VERSION_MAJOR) "." DISTCOMM_STR(GLOO_VERSION_MINOR) "." DISTCOMM_STR(GLOO_VERSION_PATCH) " (tcp)"
+  "gloo " DISTCOMM_STR(GLOO_VERSION_MAJOR) "." DISTCOMM_STR(GLOO_VERSION_MINOR) "." DISTCOMM_STR(GLOO_VERSION_PATCH) " (tcp), distcomm " DISTCOMM_VERSION
 
 // gloo's TCP transport needs nothing the loader has not already checked: libgloo.so is
 // linked in, and sockets exist everywhere.

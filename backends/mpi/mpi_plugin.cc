@@ -79,6 +79,6 @@ Backend* create(const BackendOptions& options) {
 
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("mpi",
                        "Open MPI " DISTCOMM_STR(OMPI_MAJOR_VERSION) "." DISTCOMM_STR(OMPI_MINOR_VERSION) "." DISTCOMM_STR(
-                           OMPI_RELEASE_VERSION),
+                           OMPI_RELEASE_VERSION) ", distcomm " DISTCOMM_VERSION,
                        DISTCOMM_DEVICE_CPU, DISTCOMM_PLUGIN_SELF_RENDEZVOUS, distcomm::mpi::available,
                        distcomm::mpi::create, distcomm::mpi::kConfigKeys)

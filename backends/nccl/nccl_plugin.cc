@@ -30,5 +30,5 @@ distcomm::Backend* nccl_create(const distcomm::BackendOptions& options) {
 
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("nccl",
                        "nccl " DISTCOMM_STR(NCCL_MAJOR) "." DISTCOMM_STR(NCCL_MINOR) "." DISTCOMM_STR(
-                           NCCL_PATCH) " (CUDA runtime " DISTCOMM_STR(CUDART_VERSION) ")",
+                           NCCL_PATCH) " (CUDA runtime " DISTCOMM_STR(CUDART_VERSION) "), distcomm " DISTCOMM_VERSION,
                        DISTCOMM_DEVICE_CUDA, 0, nccl_available, nccl_create, distcomm::nccl::kConfigKeys)

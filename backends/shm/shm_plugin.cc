@@ -29,5 +29,5 @@ distcomm::Backend* shm_create(const distcomm::BackendOptions& options) {
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("shm", "shm 1.0 (shared memory, one host)", DISTCOMM_DEVICE_CPU, 0, shm_available,
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("shm", "shm " DISTCOMM_VERSION " (shared memory, one host)", DISTCOMM_DEVICE_CPU, 0, shm_available,
                                    shm_create, distcomm::shm::kConfigKeys)

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "api/errors.h"
 #include "api/plugin_registry.h"
 #include "api/process_group.h"
+#include "api/version.h"
 #include "tests/api/plugin_test_env.h"
 
 namespace distcomm {
@@ -121,6 +123,16 @@ TEST_F(PluginRegistryTest, EnvironmentPathIsSearchedFirst) {
   const auto path = plugin_search_path();
   ASSERT_FALSE(path.empty());
   EXPECT_EQ(path.front(), test_plugin_dir());
+}
+
+// Last come the folder of libdistcomm.so and its distcomm/plugins/, where an installed
+// distcomm keeps its plugins (<prefix>/lib/distcomm/plugins), found with no variable set.
+TEST_F(PluginRegistryTest, CoreFolderAndItsPluginsFolderComeLast) {
+  const auto path = plugin_search_path();
+  ASSERT_GE(path.size(), 2u);
+  EXPECT_EQ(path.back(), path[path.size() - 2] + "/distcomm/plugins");
+  EXPECT_TRUE(std::ifstream(path[path.size() - 2] + "/libdistcomm.so." + std::to_string(DISTCOMM_VERSION_MAJOR)).good())
+      << path[path.size() - 2];
 }
 
 // An exception type thrown inside the dlopen'ed plugin is caught by its type here: there

@@ -82,6 +82,7 @@ const std::vector<FlagSpec>& flag_specs() {
       {0, "plot_inputs", true, [](F& f, S, S v) { f.plot_inputs = split_commas(v); }},
       {0, "corrupt_for_test", false, [](F& f, S n, S v) { f.corrupt_for_test = parse_bool(v, n); }},
       {'h', "help", false, [](F& f, S n, S v) { f.help = parse_bool(v, n); }},
+      {0, "version", false, [](F& f, S n, S v) { f.version = parse_bool(v, n); }},
   };
   return specs;
 }
@@ -101,7 +102,7 @@ const FlagSpec* find_short(char letter) {
 }
 
 void check_consistency(const BenchFlags& f, bool factor_given, bool step_given) {
-  if (f.help) return;
+  if (f.help || f.version) return;
   if (factor_given && step_given) {
     throw InvalidArgument("give -f (step factor) or -i (step bytes), not both");
   }
@@ -227,6 +228,7 @@ Measures one collective over a range of sizes and prints an nccl-tests style tab
   --json FILE          one JSON object per result (out-of-place and in-place) per size
   --plot FILE.svg      draw busbw against size: of this run, or of --plot_inputs
   --plot_inputs A,B    JSON files to draw (one line each) instead of running
+  --version            print distcomm's version and exit
 Exit status: 0 when every checked value was right, 1 when any was wrong or a rank failed,
 2 for bad flags.
 )";

@@ -39,6 +39,7 @@ struct BenchFlags {
   // test can see a wrong value counted, reported and turned into a failing exit status.
   bool corrupt_for_test = false;
   bool help = false;
+  bool version = false;  // print the version and exit
 };
 
 // "8", "64K", "1M", "2G" (binary multiples, either case). Throws InvalidArgument.

@@ -19,6 +19,7 @@
 #include "api/init.h"
 #include "api/run_main.h"
 #include "api/spawn.h"
+#include "api/version.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_run.h"
 #include "tools/bench/svg_plot.h"
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
   }
   if (flags.help) {
     fputs(bench_usage(argv[0]).c_str(), stdout);
+    return 0;
+  }
+  if (flags.version) {
+    printf("bench (distcomm) %s\n", DISTCOMM_VERSION);
     return 0;
   }
   resolve_user_paths(flags);

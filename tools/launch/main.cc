@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api/version.h"
 #include "launch/job.h"
 #include "launch/launch_options.h"
 
@@ -89,6 +90,32 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   return o;
 }
 
+// --help lists the launcher's own flags, not those of every library linked in (gflags'
+// --help would), and --version prints distcomm's. Only the launcher's part of the command
+// line counts: `launch -- prog --help` asks the program.
+bool print_help_or_version(int flag_argc, char** argv) {
+  for (int i = 1; i < flag_argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--version" || arg == "-version") {
+      std::cout << "launch (distcomm) " << DISTCOMM_VERSION << "\n";
+      return true;
+    }
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      std::cout << "launch: " << kUsage << "\n\nflags:\n";
+      std::vector<gflags::CommandLineFlagInfo> flags;
+      gflags::GetAllFlags(&flags);
+      for (const auto& f : flags) {
+        if (f.filename != __FILE__) continue;
+        std::cout << "  --" << f.name << "=" << (f.type == "string" ? "\"" + f.default_value + "\"" : f.default_value)
+                  << "\n      " << f.description << "\n";
+      }
+      std::cout << "  --version\n      print distcomm's version and exit\n";
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +123,7 @@ int main(int argc, char** argv) {
   int start = command_start(argc, argv);
   std::vector<std::string> command(argv + start + (start < argc && std::string(argv[start]) == "--"), argv + argc);
   int flag_argc = start;
+  if (print_help_or_version(flag_argc, argv)) return 0;
   gflags::ParseCommandLineFlags(&flag_argc, &argv, /*remove_flags=*/true);
   if (flag_argc > 1) {
     std::cerr << "launch: unexpected argument '" << argv[1] << "' among the launcher's flags\n";

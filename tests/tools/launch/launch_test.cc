@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/version.h"
 #include "tests/testing/subprocess.h"
 
 namespace distcomm {
@@ -199,12 +200,31 @@ TEST(Launch, OrderedPrintComesOutInRankOrder) {
   Finished f = run(launch({"--nproc_per_node=4", "--backend=any_size"}, {runfile("tests/tools/launch/ordered_probe")}),
                    seconds(60), {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins")});
   ASSERT_EQ(exit_code(f), 0) << f.err;
+  // One prefix per line: the program's, which names the rank the line is about (rank 0
+  // printed them all), not the launcher's as well.
   std::string expected;
   for (int r = 0; r < 4; ++r) {
-    expected += "[rank 0] [rank " + std::to_string(r) + "/4] hello from rank " + std::to_string(r) + "\n";
-    expected += "[rank 0] [rank " + std::to_string(r) + "/4] second line of rank " + std::to_string(r) + "\n";
+    expected += "[rank " + std::to_string(r) + "/4] hello from rank " + std::to_string(r) + "\n";
+    expected += "[rank " + std::to_string(r) + "/4] second line of rank " + std::to_string(r) + "\n";
   }
   EXPECT_EQ(f.out, expected);
+}
+
+TEST(Launch, HelpListsTheLaunchersFlagsOnly) {
+  Finished f = run(launch({"--help"}, {}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  for (const char* flag : {"--nproc_per_node=", "--nnodes=", "--master_addr=", "--log_dir=", "--version"}) {
+    EXPECT_NE(f.out.find(flag), std::string::npos) << flag << " missing from:\n" << f.out;
+  }
+  // gflags' own flags (--flagfile, --helpfull, ...) are not the launcher's.
+  EXPECT_EQ(f.out.find("--flagfile"), std::string::npos) << f.out;
+  EXPECT_EQ(f.out.find("gflags"), std::string::npos) << f.out;
+}
+
+TEST(Launch, VersionIsDistcomms) {
+  Finished f = run(launch({"--version"}, {}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out, std::string("launch (distcomm) ") + DISTCOMM_VERSION + "\n");
 }
 
 TEST(Launch, MissingProgramIsReportedBeforeAnythingStarts) {

@@ -1,0 +1,7 @@
+#include "api/version.h"
+
+namespace distcomm {
+
+const char* version() { return DISTCOMM_VERSION; }
+
+}  // namespace distcomm
