@@ -15,6 +15,38 @@ def _first_existing(ctx, candidates, relpath):
             return c
     return None
 
+def _define_value(text, macro):
+    for line in text.split("\n"):
+        words = [w for w in line.replace("\t", " ").split(" ") if w]
+        if len(words) >= 3 and words[0] == "#define" and words[1] == macro:
+            return words[2]
+    return None
+
+def _debian_package_version(ctx, path):
+    """'libgtest-dev 1.12.1-0.2' for a file a Debian package installed, else None."""
+    owner = ctx.execute(["dpkg-query", "-S", path])
+    if owner.return_code != 0:
+        return None
+    package = owner.stdout.split("\n")[0].split(": ")[0].strip()
+    version = ctx.execute(["dpkg-query", "-W", "-f=${Version}", package])
+    if version.return_code != 0:
+        return None
+    return "%s %s" % (package.split(":")[0], version.stdout.strip())
+
+# What `bazel run //tools:versions` and the bench header print for the library: its version
+# macros (version_header, version_macros), and the Debian package that installed it.
+def _library_version(ctx, inc):
+    parts = []
+    if ctx.attr.version_header and ctx.path(inc + "/" + ctx.attr.version_header).exists:
+        text = ctx.read(inc + "/" + ctx.attr.version_header)
+        numbers = [_define_value(text, m) for m in ctx.attr.version_macros]
+        if numbers and None not in numbers:
+            parts.append(".".join(numbers))
+    package = _debian_package_version(ctx, inc + "/" + ctx.attr.probe_header)
+    if package:
+        parts.append("(Debian %s)" % package)
+    return " ".join(parts) if parts else "version unknown"
+
 def _system_library_impl(ctx):
     name = ctx.attr.name
     inc_candidates = []
@@ -57,7 +89,7 @@ def _system_library_impl(ctx):
             "; ".join(missing),
             (" or set " + ctx.attr.root_env) if ctx.attr.root_env else "",
         )
-        ctx.file("info.bzl", "FOUND = False\nREASON = %r\n" % reason)
+        ctx.file("info.bzl", "FOUND = False\nREASON = %r\nVERSION = 'not found'\n" % reason)
         ctx.file("BUILD", """package(default_visibility = ["//visibility:public"])
 # Dummy: {reason}
 cc_library(name = "lib")
@@ -77,7 +109,7 @@ cc_library(name = "lib")
         linkopts += ["-L" + d, "-Wl,-rpath," + d]
     linkopts += link_names
     linkopts += ctx.attr.extra_linkopts
-    ctx.file("info.bzl", "FOUND = True\nREASON = ''\nINCLUDE_DIR = %r\n" % inc)
+    ctx.file("info.bzl", "FOUND = True\nREASON = ''\nINCLUDE_DIR = %r\nVERSION = %r\n" % (inc, _library_version(ctx, inc)))
     ctx.file("BUILD", """package(default_visibility = ["//visibility:public"])
 # Found: headers in {inc}
 cc_library(
@@ -108,12 +140,15 @@ system_library = repository_rule(
         "libs": attr.string_list(),
         "soversions": attr.string_dict(),
         "extra_linkopts": attr.string_list(),
+        "version_header": attr.string(),
+        "version_macros": attr.string_list(),
     },
     environ = ["GLOO_ROOT", "MPI_ROOT", "CUDA_ROOT", "NCCL_ROOT", "GFLAGS_ROOT", "GTEST_ROOT", "TORCH_ROOT"],
 )
 
 def system_libraries():
     """Declares every system library distcomm can use."""
+    build_tools(name = "distcomm_build_tools", bazel_version = native.bazel_version)
     system_library(
         name = "system_gloo",
         display = "Gloo (libgloo-dev)",
@@ -124,6 +159,8 @@ def system_libraries():
         header_glob = "gloo/**",
         header_subdirs = ["gloo"],
         libs = ["gloo"],
+        version_header = "gloo/config.h",
+        version_macros = ["GLOO_VERSION_MAJOR", "GLOO_VERSION_MINOR", "GLOO_VERSION_PATCH"],
     )
     system_library(
         name = "system_mpi",
@@ -134,6 +171,8 @@ def system_libraries():
         probe_header = "mpi.h",
         extra_include_subdirs = ["openmpi"],
         libs = ["mpi"],
+        version_header = "mpi.h",
+        version_macros = ["OMPI_MAJOR_VERSION", "OMPI_MINOR_VERSION", "OMPI_RELEASE_VERSION"],
     )
     system_library(
         name = "system_cuda",
@@ -144,6 +183,8 @@ def system_libraries():
         probe_header = "cuda_runtime_api.h",
         libs = ["cudart"],
         soversions = {"cudart": "13"},
+        version_header = "cuda_runtime_api.h",
+        version_macros = ["CUDART_VERSION"],
     )
     system_library(
         name = "system_nccl",
@@ -155,6 +196,8 @@ def system_libraries():
         header_glob = "nccl*.h",
         libs = ["nccl"],
         soversions = {"nccl": "2"},
+        version_header = "nccl.h",
+        version_macros = ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"],
     )
     system_library(
         name = "system_gflags",
@@ -192,4 +235,22 @@ def system_libraries():
         header_subdirs = ["ATen", "c10", "caffe2", "torch"],
         extra_include_subdirs = ["torch/csrc/api/include"],
         libs = ["torch", "torch_cpu", "c10"],
+        version_header = "torch/csrc/api/include/torch/version.h",
+        version_macros = ["TORCH_VERSION_MAJOR", "TORCH_VERSION_MINOR", "TORCH_VERSION_PATCH"],
     )
+
+def _build_tools_impl(ctx):
+    version = ctx.attr.bazel_version
+    if not version:
+        # Debian's bazel-bootstrap is built without a release stamp: ask dpkg.
+        package = ctx.execute(["dpkg-query", "-W", "-f=${Version}", "bazel-bootstrap"])
+        version = "(Debian bazel-bootstrap %s)" % package.stdout.strip() if package.return_code == 0 else "unknown"
+    ctx.file("BUILD", "")
+    ctx.file("info.bzl", "BAZEL_VERSION = %r\n" % version)
+
+# The Bazel that runs the build, for the versions report (//tools:versions).
+build_tools = repository_rule(
+    implementation = _build_tools_impl,
+    local = True,
+    attrs = {"bazel_version": attr.string()},
+)

@@ -20,6 +20,9 @@ packages=(
   python3-torch        # tools/torch_ddp_bench's comparison with PyTorch's DDP (no test needs it)
   procps               # pgrep/ps used by launcher tests
   libxml2-utils        # xmllint: the trace test checks that its SVG is well-formed XML
+  cmake                # the install test builds a CMake project against an installed distcomm
+  pkg-config           # ... and one with pkg-config
+  binutils             # readelf: the install test checks SONAMEs and NEEDED entries
 )
 
 missing=()

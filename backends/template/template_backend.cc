@@ -13,16 +13,16 @@
 //   - after a transport fault, fail every later op fast,
 //   - shutdown() stops your threads without waiting on peers.
 //
-// Build it against the installed headers only (never link libdistcomm.so into a plugin:
-// the core is already in the process when you are loaded):
-//   cc_binary(name = "libdistcomm_template.so", linkshared = 1, srcs = [...],
-//             deps = ["//api:headers"])
-// Outside this repo: g++ -std=c++17 -shared -fPIC -I<distcomm>/ -o libdistcomm_mine.so mine.cc
-// and put the folder in DISTCOMM_PLUGIN_PATH.
+// Build it against the headers only (never link libdistcomm into a plugin: the core is
+// already in the process when you are loaded). Against an installed distcomm:
+//   g++ -std=c++17 -shared -fPIC $(pkg-config --cflags distcomm) -o libdistcomm_mine.so mine.cc
+// and put the file in <prefix>/lib/distcomm/plugins or a folder of DISTCOMM_PLUGIN_PATH.
+// In this repository: cc_binary(name = "libdistcomm_mine.so", linkshared = 1, srcs = [...],
+//                               deps = ["//api:headers"])
 #include <cstring>
 
-#include "api/errors.h"
-#include "api/plugin.h"
+#include <distcomm/api/errors.h>
+#include <distcomm/api/plugin.h>
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tools/bench/collective_runner.h"
+#include "tools/versions/build_versions.h"
 
 namespace distcomm {
 namespace bench {
@@ -89,6 +90,8 @@ std::string run_description(const BenchFlags& flags, const std::string& backend,
   std::string s = "# distcomm bench: " + std::string(bench_op_name(flags.op)) + ", backend " + backend +
                   ", " + std::to_string(nranks) + " ranks, " + dtype_name(flags.dtype);
   if (op_reduces(flags.op)) s += " " + std::string(flags.redop.name());
+  // What the run was built with, so that two runs' tables can be compared.
+  s += "\n# build: " + build_versions_line();
   s += "\n# minBytes " + std::to_string(flags.min_bytes) + " maxBytes " + std::to_string(flags.max_bytes) +
        " step: " + std::to_string(by_factor ? flags.step_factor : flags.step_bytes) +
        (by_factor ? "(factor)" : "(bytes)") + " warmup iters: " + std::to_string(flags.warmup_iters) +

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# distcomm used the way a project outside this repository uses it: installed into a fresh
+# prefix (tools/install), then, from a folder outside the tree,
+#   - the shared objects have the SONAMEs and NEEDED entries the layout promises;
+#   - a consumer built with CMake (find_package, distcomm::ddp) and one built with
+#     pkg-config run at 2 ranks under the installed distcomm-launch over gloo, which the
+#     loader finds in <prefix>/lib/distcomm/plugins with no DISTCOMM_PLUGIN_PATH;
+#   - a third-party plugin built against the installed headers loads by name;
+#   - every place that states the version states the same one.
+set -euo pipefail
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tests/testing/skip.sh"
+for tool in cmake pkg-config readelf g++; do
+  command -v "$tool" >/dev/null || skip_test cmake "$tool is not installed (tools/setup.sh installs it)"
+done
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_line() {  # expect_line OUTPUT LINE: LINE is one whole line of OUTPUT
+  grep -qxF -- "$2" <<<"$1" || fail "expected the line '$2' in:"$'\n'"$1"
+}
+
+src="$PWD"  # the runfiles: tools/install/install, the consumer's sources
+work="${TEST_TMPDIR:-$(mktemp -d)}/outside"
+prefix="$work/prefix"
+rm -rf "$work"
+mkdir -p "$work"
+unset DISTCOMM_PLUGIN_PATH DISTCOMM_BACKEND
+
+tools/install/install --prefix="$prefix"
+# From here on, as a user outside the tree: no Bazel runfiles for the loader to search.
+unset RUNFILES_DIR RUNFILES_MANIFEST_FILE TEST_SRCDIR
+
+# --- one version everywhere ---
+version="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --modversion distcomm)"
+major="${version%%.*}"
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "pkg-config version '$version'"
+[ "$("$prefix/bin/distcomm-launch" --version)" = "launch (distcomm) $version" ] || fail "distcomm-launch --version"
+[ "$("$prefix/bin/distcomm-bench" --version)" = "bench (distcomm) $version" ] || fail "distcomm-bench --version"
+# The trace tool runs from the prefix (it needs libdistcomm through its rpath).
+trace_usage="$("$prefix/bin/distcomm-trace" 2>&1 || true)"  # without arguments: usage, exit 2
+grep -q "usage: trace analyze" <<<"$trace_usage" || fail "distcomm-trace does not run: $trace_usage"
+grep -qx "#define DISTCOMM_VERSION \"$version\"" "$prefix/include/distcomm/api/version.h" || fail "version.h"
+
+# --- the layout, SONAMEs and NEEDED entries ---
+lib="$prefix/lib"
+dynamic() { readelf -d "$1" | sed -n "s/.*($2).*\[\(.*\)\]/\1/p"; }
+[ "$(dynamic "$lib/libdistcomm.so.$version" SONAME)" = "libdistcomm.so.$major" ] || fail "libdistcomm SONAME"
+[ "$(dynamic "$lib/libdistcomm_ddp.so.$version" SONAME)" = "libdistcomm_ddp.so.$major" ] || fail "ddp SONAME"
+dynamic "$lib/libdistcomm_ddp.so.$version" NEEDED | grep -qx "libdistcomm.so.$major" ||
+  fail "libdistcomm_ddp does not NEED libdistcomm.so.$major"
+for name in libdistcomm libdistcomm_ddp; do
+  [ "$(readlink "$lib/$name.so")" = "$name.so.$major" ] || fail "$name.so link"
+  [ "$(readlink "$lib/$name.so.$major")" = "$name.so.$version" ] || fail "$name.so.$major link"
+done
+[ -f "$lib/distcomm/plugins/libdistcomm_gloo.so" ] ||
+  skip_test gloo "no gloo plugin installed: the build found no libgloo (tools/setup.sh installs it)"
+[ -f "$lib/distcomm/plugins/libdistcomm_shm.so" ] || fail "no shm plugin in $lib/distcomm/plugins"
+for plugin in "$lib"/distcomm/plugins/*.so; do
+  # A plugin takes the core from the process that loads it; linking it would make two.
+  ! dynamic "$plugin" NEEDED | grep -q '^libdistcomm' || fail "$plugin links libdistcomm"
+done
+! grep -rq '#include "api/\|#include "ddp/' "$prefix/include" || fail "an installed header includes \"api/...\""
+
+# --- a CMake project and a pkg-config build, outside the tree ---
+cp -r "$src/tests/tools/install/consumer" "$work/cmake_project"
+cmake -S "$work/cmake_project" -B "$work/cmake_build" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1 ||
+  { cat "$work/cmake.log"; fail "cmake configure"; }
+grep -q "distcomm $version plugins in $lib/distcomm/plugins" "$work/cmake.log" || { cat "$work/cmake.log"; fail "find_package"; }
+cmake --build "$work/cmake_build" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "cmake build"; }
+
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046  # pkg-config's words are separate flags
+g++ -std=c++17 -o "$work/consumer_pc" "$work/cmake_project/consumer.cc" $(pkg-config --cflags --libs distcomm-ddp) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir distcomm)" || fail "pkg-config build"
+
+for program in "$work/cmake_build/consumer" "$work/consumer_pc"; do
+  out="$("$prefix/bin/distcomm-launch" --nproc_per_node=2 --backend=gloo -- "$program" --ddp)" ||
+    fail "$program at 2 ranks: $out"
+  echo "$out"
+  expect_line "$out" "[rank 0] distcomm $version (headers $version), backend gloo from $lib/distcomm/plugins/libdistcomm_gloo.so"
+  expect_line "$out" "[rank 0] Rank 0 has 3"
+  expect_line "$out" "[rank 0] Rank 1 has 3"
+  expect_line "$out" "[rank 0] Rank 0 averaged gradient 1.5"
+  expect_line "$out" "[rank 0] Rank 1 averaged gradient 1.5"
+done
+
+# --- a third-party plugin against the installed headers, loaded by name ---
+mkdir -p "$work/my_plugins"
+# shellcheck disable=SC2046
+g++ -std=c++17 -shared -fPIC -o "$work/my_plugins/libdistcomm_template.so" \
+  "$src/backends/template/template_backend.cc" $(pkg-config --cflags distcomm) || fail "plugin build"
+! dynamic "$work/my_plugins/libdistcomm_template.so" NEEDED | grep -q '^libdistcomm' || fail "plugin links libdistcomm"
+out="$(DISTCOMM_PLUGIN_PATH="$work/my_plugins" "$prefix/bin/distcomm-launch" --nproc_per_node=1 --backend=template \
+  -- "$work/consumer_pc")" || fail "the template plugin: $out"
+echo "$out"
+expect_line "$out" "[rank 0] distcomm $version (headers $version), backend template from $work/my_plugins/libdistcomm_template.so"
+expect_line "$out" "[rank 0] Rank 0 has 1"
+echo "PASS: distcomm $version installed, used from CMake and pkg-config, a plugin of our own loaded"
