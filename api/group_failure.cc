@@ -13,10 +13,17 @@ namespace {
 const char kBoardKey[] = "failure";
 const char kFormat[] = "distcomm-failure-1";
 
-// How long a rank whose op a peer cut off looks for that peer's record, and how long the
-// failing rank waits for its record to be stored before it runs the abort hooks.
+// The order that makes every rank report the cause: a failing rank stores its record, and
+// only then cuts its connections (the abort hooks); a peer that sees a connection closed
+// reads the board after that, so one read finds the record. Neither side may give up on a
+// store that is merely slow (a loaded machine), or the peer reports the closed connection
+// instead; only a store that does not answer for this long is taken as gone (its server
+// may be the rank that died), so that a failure never turns into a hang.
+constexpr std::chrono::milliseconds kStoreAnswerWait{3000};
+// How long a peer keeps looking when the first read found nothing: a rank whose
+// connections closed before its record was stored (gloo closes them all itself when one of
+// its waits times out; a publish that ran out of kStoreAnswerWait).
 constexpr std::chrono::milliseconds kLookupWindow{1000};
-constexpr std::chrono::milliseconds kPublishWait{500};
 
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
 
@@ -24,12 +31,18 @@ const char kUnusable[] = "the group is unusable since an earlier failure; create
 // than that (a TCPStore whose server died retries its connection until the store timeout),
 // and a failing group must not turn into a hang: a call still running after `limit` is
 // abandoned (its thread holds what it needs and ends when the store gives up).
+// `gone` is set when a call runs out of time, and then later calls are not made: a store
+// that did not answer once would cost every later step of the failure the same wait.
 template <typename R>
-std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit) {
+std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit, std::atomic<bool>& gone) {
+  if (gone.load()) return std::nullopt;
   std::packaged_task<R()> task(std::move(fn));
   std::future<R> result = task.get_future();
   std::thread(std::move(task)).detach();
-  if (result.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  if (result.wait_for(limit) != std::future_status::ready) {
+    gone.store(true);
+    return std::nullopt;
+  }
   try {
     return result.get();
   } catch (...) {
@@ -88,6 +101,11 @@ std::exception_ptr explained_by(const FailureRecord& cause) {
 }
 
 }  // namespace
+
+template <typename R>
+std::optional<R> GroupFailure::ask_board(std::function<R()> fn) const {
+  return call_with_limit<R>(std::move(fn), kStoreAnswerWait, board_gone_);
+}
 
 std::string FailureRecord::encode() const {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
@@ -238,21 +256,20 @@ void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<boo
 std::optional<FailureRecord> GroupFailure::look_up_cause() const {
   if (!board_) return std::nullopt;
   StorePtr board = board_;
-  const auto deadline = std::chrono::steady_clock::now() + kLookupWindow;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto found = call_with_limit<std::string>(
-        [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, left);
+  const auto read = [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); };
+  const auto until = std::chrono::steady_clock::now() + kLookupWindow;
+  for (;;) {
+    // Each read may take the store's time: the window only bounds how long nothing is found.
+    std::optional<std::string> found = ask_board<std::string>(read);
     if (!found) return std::nullopt;  // the store does not answer (its server may be the rank that died)
     if (!found->empty()) {
       std::optional<FailureRecord> cause = FailureRecord::decode(*found);
       if (cause && cause->rank != rank_) return cause;
       return std::nullopt;
     }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return std::nullopt;
 }
 
 void GroupFailure::publish(const FailureRecord& record) const {
@@ -260,13 +277,11 @@ void GroupFailure::publish(const FailureRecord& record) const {
   StorePtr board = board_;
   const Store::Bytes value = to_bytes(record.encode());
   // compare_set: only the first rank to fail leaves its record; later ones would only
-  // describe the cascade it started.
-  call_with_limit<bool>(
-      [board, value] {
-        board->compare_set(kBoardKey, {}, value);
-        return true;
-      },
-      kPublishWait);
+  // describe the cascade it started. Waited for: the abort hooks come after it.
+  ask_board<bool>([board, value] {
+    board->compare_set(kBoardKey, {}, value);
+    return true;
+  });
 }
 
 void GroupFailure::run_abort_hooks() {

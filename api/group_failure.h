@@ -7,12 +7,14 @@
 //   1. record the first failure -- its kind (the error's type), this rank, the op and its
 //      sequence number, the culprit rank when known, the time -- and keep it;
 //   2. refuse every later op at once, with an error of the same type that quotes the first;
-//   3. run the backend's abort hooks once (cut connections, abort communicators), so that
-//      neither a local thread nor a peer stays blocked on the group;
-//   4. where the group's ranks share a store, publish the first failure there, and explain
+//   3. where the group's ranks share a store, publish the first failure there, and explain
 //      an op that a peer cut off (PeerFailure) with what that peer published, so that every
-//      rank reports the cause (another rank's Timeout) and names its rank, rather than the
-//      consequence ("connection closed").
+//      rank reports the cause (another rank's Timeout or Desync) and names its rank, rather
+//      than the consequence ("connection closed");
+//   4. then, once the record is stored (or the store has not answered for seconds), run
+//      the backend's abort hooks once (cut connections, abort communicators), so that
+//      neither a local thread nor a peer stays blocked on the group. In this order a peer
+//      that sees the connection closed finds the record with its first read.
 // A shutdown by this rank (ProcessGroup::abort or destruction) also makes the group
 // unusable, with its own refusal; the peers are told when ops were in flight.
 //
@@ -101,10 +103,15 @@ class GroupFailure {
   // A PeerFailure may be a peer's failure seen from here: its published record, if any.
   std::optional<FailureRecord> look_up_cause() const;
   void publish(const FailureRecord& record) const;
+  // fn (a call on the board) on its own thread, waited for a few seconds at most; nullopt
+  // when it failed or ran out of time (then the board is taken as gone).
+  template <typename R>
+  std::optional<R> ask_board(std::function<R()> fn) const;
   void run_abort_hooks();
 
   const int rank_;
   const StorePtr board_;
+  mutable std::atomic<bool> board_gone_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
   std::optional<FailureRecord> first_;

@@ -177,6 +177,71 @@ TEST(GroupFailure, ADesyncCrossesToThePeersAsDesync) {
   EXPECT_EQ(peer.first()->culprit, 0);
 }
 
+// A store that answers, but slowly (a loaded machine): `delay` before each write, or each
+// read, of the failure record.
+class SlowBoard : public HashStore {
+ public:
+  SlowBoard(std::chrono::milliseconds write_delay, std::chrono::milliseconds read_delay)
+      : write_delay_(write_delay), read_delay_(read_delay) {}
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    std::this_thread::sleep_for(write_delay_);
+    return HashStore::compare_set(key, expected, desired);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    std::this_thread::sleep_for(read_delay_);
+    return HashStore::check(keys);
+  }
+
+ private:
+  const std::chrono::milliseconds write_delay_, read_delay_;
+};
+
+// The peers learn of a failure from the closed connections the abort hooks leave; they read
+// the board then. So the record is on the board before the first hook runs, even when the
+// store takes longer than a peer would keep looking (1 s) to store it.
+TEST(GroupFailure, TheRecordIsStoredBeforeTheConnectionsAreCut) {
+  auto board = std::make_shared<SlowBoard>(std::chrono::milliseconds(1500), std::chrono::milliseconds(0));
+  GroupFailure finder(0, board), peer(1, board);
+  std::string peer_got;
+  bool stored_before_hooks = false;
+  finder.on_abort([&] {
+    stored_before_hooks = board->HashStore::check({"failure"});
+    // What the peer does when its connection closes.
+    peer_got = thrown_by<Desync>(peer.record(peer_failure("connection closed by peer"), op(OpType::kBroadcast, 1)));
+  });
+  finder.record(std::make_exception_ptr(Desync("the table")), op(OpType::kBroadcast, 1));
+  EXPECT_TRUE(stored_before_hooks);
+  EXPECT_NE(peer_got.find("rank 0 of the group found that the ranks disagree"), std::string::npos) << peer_got;
+  EXPECT_EQ(peer.first()->culprit, 0);
+}
+
+// A peer whose reads of the board are slow still finds the record: a read is not cut short
+// by how long the peer keeps looking.
+TEST(GroupFailure, ASlowReadOfTheBoardStillFindsTheCause) {
+  auto board = std::make_shared<SlowBoard>(std::chrono::milliseconds(0), std::chrono::milliseconds(1500));
+  GroupFailure finder(0, board), peer(1, board);
+  finder.record(timeout("did not finish within 500 ms"), op(OpType::kAllReduce, 4));
+  const std::string msg = thrown_by<Timeout>(peer.record(peer_failure("connection closed"), op(OpType::kAllReduce, 4)));
+  EXPECT_NE(msg.find("rank 0 of the group timed out"), std::string::npos) << msg;
+}
+
+// A store that never answers (its server died) delays the cut by a few seconds at most,
+// once: a rank that found it silent does not wait for it again.
+TEST(GroupFailure, AStoreThatNeverAnswersDelaysTheCutBoundedly) {
+  auto board = std::make_shared<SlowBoard>(std::chrono::hours(1), std::chrono::hours(1));
+  GroupFailure finder(0, board), peer(1, board);
+  bool hooks_ran = false;
+  finder.on_abort([&] { hooks_ran = true; });
+  auto start = Clock::now();
+  thrown_by<Timeout>(finder.record(timeout("late"), op(OpType::kAllReduce, 2)));
+  EXPECT_TRUE(hooks_ran);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  start = Clock::now();
+  EXPECT_EQ(thrown_by<PeerFailure>(peer.record(peer_failure("connection closed"), op(OpType::kAllReduce, 2))),
+            "connection closed");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << "the look-up, then no publish";
+}
+
 TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
   GroupFailure f(0, nullptr);
   std::atomic<int> hooks{0};
