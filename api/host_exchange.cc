@@ -6,18 +6,13 @@
 #include <mutex>
 
 #include "api/errors.h"
+#include "api/op_fingerprint.h"
 
 namespace distcomm {
 
 HostExchange::~HostExchange() = default;
 
 namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
 
 void check_root(const HostExchangeOptions& options, int root) {
   if (root < 0 || root >= options.size) {
@@ -87,7 +82,7 @@ class StoreExchange final : public HostExchange {
       for (int r = 0; r < options_.size; ++r) {
         if (!store_->check({keys[static_cast<size_t>(r)]})) missing.push_back(r);
       }
-      throw Timeout(what + ": ranks " + rank_list(missing) + " did not post within " +
+      throw Timeout(what + ": ranks " + rank_list_text(missing) + " did not post within " +
                     std::to_string(options_.timeout.count()) +
                     " ms: they have not reached this call, or are stuck or gone");
     }

@@ -5,6 +5,8 @@
 
 #include "api/errors.h"
 #include "api/file_store.h"
+#include "api/init_wait.h"
+#include "api/internal/socket.h"
 #include "api/logging.h"
 #include "api/plugin_registry.h"
 #include "api/tcp_store.h"
@@ -65,17 +67,44 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   return {host, std::stoi(port)};
 }
 
-StorePtr make_store(const InitOptions& o, int rank, int world, std::map<std::string, std::string>* config) {
-  if (o.store) return o.store;
+// A rank other than 0 waits for rank 0's store to listen, saying so every report interval,
+// within what is left of init's deadline: connecting alone would wait silently.
+void wait_for_store_server(const std::string& host, int port, const InitWait& wait) {
+  const std::string where = internal::host_port(host, port);
+  wait.until(
+      "to start the store at " + where,
+      [&](std::chrono::milliseconds slice) {
+        try {
+          internal::connect_tcp(host, port, slice, "TCPStore");  // closed at once: a probe
+          return true;
+        } catch (const StoreError&) {
+          return false;
+        }
+      },
+      [] { return std::vector<int>{0}; },
+      "rank 0 has not called init_process_group yet, or " + where +
+          " is not its address (MASTER_ADDR/MASTER_PORT), or a firewall drops the connection");
+}
+
+StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& wait,
+                    std::map<std::string, std::string>* config, std::string* text) {
+  if (o.store) {
+    *text = "the program's store";
+    return o.store;
+  }
   const std::string& m = o.init_method;
+  *text = m.rfind("env://", 0) == 0 ? "env://, MASTER_ADDR " + env_str("MASTER_ADDR") + " MASTER_PORT " +
+                                         env_str("MASTER_PORT")
+                                    : m;
   auto tcp = [&](const std::string& host, int port) -> StorePtr {
     (*config)["master_addr"] = host;
+    if (rank != 0) wait_for_store_server(host, port, wait);
     TCPStoreOptions so;
     so.host = host;
     so.port = port;
     so.is_server = rank == 0;
     so.num_workers = world;
-    so.timeout = o.timeout;
+    so.timeout = o.timeout;  // also its gets' and waits' default, later
     so.identity = o.identity;
     so.bind_address = o.store_bind;
     return std::make_shared<TCPStore>(so);
@@ -142,6 +171,7 @@ LaunchEnv read_launch_env() {
 bool launched_as_rank() { return !read_launch_env().source.empty(); }
 
 ProcessGroupPtr init_process_group(InitOptions o) {
+  const auto started = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_default) {
@@ -177,12 +207,19 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   }
   if (o.store_bind.empty()) o.store_bind = env_str("DISTCOMM_STORE_BIND");
   set_log_identity(rank, world);
+  const std::chrono::milliseconds report_every =
+      o.init_report_interval > std::chrono::milliseconds::zero() ? o.init_report_interval
+                                                                 : init_report_interval_from_environment();
+  InitWait wait = InitWait::starting_now(o.timeout, report_every,
+                                         "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
+  wait.started = started;
+  wait.deadline = started + o.timeout;
 
   ProcessGroupOptions po;
   // It gets one all the same when the program names one (a store, or an init_method other
   // than the default): then its failures can name the ranks that caused them.
   const bool store_named = o.store || o.init_method != InitOptions().init_method;
-  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, &config);
+  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, wait, &config, &po.store_text);
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;
@@ -190,6 +227,8 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   po.timeout = o.timeout;
   po.backend_config = config;
   po.debug = parse_debug_level(o.debug.empty() ? env_str("DISTCOMM_DEBUG") : o.debug);
+  po.creation_deadline = wait.deadline;
+  po.creation_report_every = report_every;
   ProcessGroupPtr pg = ProcessGroup::create(po);
   std::lock_guard<std::mutex> lock(g_mu);
   g_default = pg;

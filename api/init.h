@@ -54,11 +54,16 @@ struct InitOptions {
   std::string store_bind;
   // "OFF", "INFO" or "DETAIL" (debug_level.h); "": $DISTCOMM_DEBUG, else OFF.
   std::string debug;
+  // While init waits for other ranks (rank 0's store, the others' arrival, the backend's
+  // rendezvous), every this often it logs which ranks it still waits for (init_wait.h).
+  // Zero: $DISTCOMM_INIT_REPORT_SECONDS, else 30 s. The whole of init ends within timeout.
+  std::chrono::milliseconds init_report_interval{0};
 };
 
 // Creates the world group and makes it the default group. Throws InvalidArgument for
-// missing or inconsistent rank/world/address, StoreError/Timeout when peers do not come,
-// BackendUnavailable when the backend cannot be loaded.
+// missing or inconsistent rank/world/address, Timeout naming the ranks that did not come
+// within options.timeout (counted from the call, for every phase together), StoreError
+// when the store refuses this rank, BackendUnavailable when the backend cannot be loaded.
 ProcessGroupPtr init_process_group(InitOptions options = {});
 
 bool is_initialized();

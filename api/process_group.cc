@@ -15,16 +15,6 @@
 #include "api/trace_dump.h"
 
 namespace distcomm {
-namespace {
-
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------------------------------
 // BackendSpec
 
@@ -104,9 +94,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
   if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
-  // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
-  if (pg->options_.store) pg->create_exchange();
-  pg->create_backends(parent, members);
+  const InitWait wait = pg->creation_wait();
+  if (pg->options_.store) pg->arrive(wait);
+  std::exception_ptr failure;
+  try {
+    // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
+    if (pg->options_.store) pg->create_exchange();
+    pg->create_backends(parent, members, wait);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (pg->options_.store) pg->confirm_created(wait, failure);
+  if (failure) std::rethrow_exception(failure);
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   pg->log_created();
@@ -127,7 +126,7 @@ void ProcessGroup::create_exchange() {
   o.timeout = options_.timeout;
   o.where = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + name() + "'";
   if (options_.store) {
-    exchange_ = make_store_exchange(o, options_.store, "pg/" + name() + "/exchange/");
+    exchange_ = make_store_exchange(o, options_.store, store_prefix_ + "exchange/");
   } else {
     exchange_ = make_collective_exchange(o, [this](Tensor& out, const Tensor& in) { host_all_gather(out, in); });
   }
@@ -152,7 +151,64 @@ std::map<DeviceType, std::string> ProcessGroup::plan_of(const BackendSpec& spec)
   return plan;
 }
 
-void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>& members) {
+InitWait ProcessGroup::creation_wait() const {
+  std::string where = where_prefix_;
+  where.pop_back();  // its trailing space
+  InitWait w = InitWait::starting_now(options_.timeout, options_.creation_report_every, std::move(where));
+  if (options_.creation_deadline != InitWait::Clock::time_point{}) w.deadline = options_.creation_deadline;
+  return w;
+}
+
+void ProcessGroup::arrive(const InitWait& wait) {
+  Store& store = *options_.store;
+  const std::string base = "pg/" + name();
+  // Each rank counts its own creations of this name: the n-th one of every rank is the
+  // same group.
+  const int64_t n = store.add(base + "/made_by/" + std::to_string(rank()), 1);
+  store_prefix_ = n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
+  // Every rank arrives before any backend waits for it (each in its own way, few of which
+  // can say whom they wait for): one that never comes is named here.
+  if (size() > 1) wait_for_arrivals(store, store_prefix_, rank(), size(), wait, options_.store_text);
+}
+
+void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_ptr& failure) {
+  if (size() == 1) return;
+  Store& store = *options_.store;
+  std::string mine = "ok";
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      mine = e.what();
+    } catch (...) {
+      mine = "an unknown exception";
+    }
+  }
+  auto key = [&](int r) { return store_prefix_ + "created/" + std::to_string(r); };
+  try {
+    store.set(key(rank()), mine);
+  } catch (const Error&) {
+    if (failure) return;  // the store is gone too; this rank's own failure says more
+    throw;
+  }
+  if (failure) return;  // others learn it from the store; this rank throws its own
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (int r = 0; r < size(); ++r) {
+    keys.push_back(key(r));
+    ranks.push_back(r);
+  }
+  wait_for_keys(store, keys, ranks, wait, "to finish creating the group's backends",
+                "they are still in (or stuck in) their backends' rendezvous");
+  for (int r = 0; r < size(); ++r) {
+    const std::string said = store.get_string(keys[static_cast<size_t>(r)]);
+    if (said == "ok") continue;
+    throw PeerFailure(where_prefix_ + "creation failed on rank " + std::to_string(r) + ", so the group is unusable here too: " +
+                      said);
+  }
+}
+
+void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>& members, const InitWait& wait) {
   std::map<DeviceType, std::string> plan = plan_of(spec_);
   // Decided before "auto" is resolved below, as the parent's ranks outside this subgroup
   // decide it (skip_subgroup): every rank of the parent must ask the same backends.
@@ -169,7 +225,7 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
     BackendOptions bo;
     if (options_.store) {
       bo.store = std::make_shared<PrefixStore>(
-          "pg/" + options_.group_name + "/" + device_type_name(device) + "/" + name, options_.store);
+          store_prefix_ + device_type_name(device) + "/" + name, options_.store);
     }
     bo.rank = options_.rank;
     bo.size = options_.size;
@@ -178,6 +234,9 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
     bo.timeout = options_.timeout;
     bo.device = device;
     bo.config = options_.backend_config;
+    // What is left of the creation's deadline goes to the backend's rendezvous (init_wait.h).
+    bo.config[kInitTimeLeftKey] = std::to_string(wait.left().count());
+    bo.config[kInitReportKey] = std::to_string(wait.report_every.count());
     try {
       std::unique_ptr<Backend> backend;
       auto from = parents.find(device);
@@ -287,6 +346,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
   o.backend = spec;
+  o.creation_deadline = {};  // a subgroup's creation counts from new_group
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
   return build(std::move(o), /*check_config=*/false, this, ranks);
@@ -305,7 +365,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
     }
     if (i && sorted[i] == sorted[i - 1]) {
       throw InvalidArgument("new_group on group '" + name() + "': rank " + std::to_string(sorted[i]) +
-                            " is listed twice in " + ranks_str(ranks));
+                            " is listed twice in " + rank_list_text(ranks));
     }
   }
   return make_subgroup(sorted, backend, "g" + std::to_string(id));

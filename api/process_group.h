@@ -23,6 +23,7 @@
 #include "api/debug_level.h"
 #include "api/flight_recorder.h"
 #include "api/host_exchange.h"
+#include "api/init_wait.h"
 #include "api/options.h"
 #include "api/store.h"
 #include "api/tensor.h"
@@ -57,6 +58,14 @@ struct ProcessGroupOptions {
   std::map<std::string, std::string> backend_config;
   // What the group checks and logs beyond its default (debug_level.h); subgroups inherit it.
   DebugLevel debug = DebugLevel::kOff;
+  // The deadline of the group's creation (init_wait.h): init_process_group sets it from its
+  // own start, so that connecting to the store counts; unset (the default), creation counts
+  // from its own start. Every phase of creation waits within it.
+  std::chrono::steady_clock::time_point creation_deadline{};
+  // How often a rank waiting at creation says whom it waits for.
+  std::chrono::milliseconds creation_report_every = kDefaultInitReportInterval;
+  // Where the store is, for messages ("tcp://10.0.0.1:29500").
+  std::string store_text = "the group's store";
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -157,7 +166,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // ranks in the parent (create_subgroup_backend).
   static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, bool check_config,
                                              ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
-  void create_backends(ProcessGroup* parent, const std::vector<int>& members);
+  void create_backends(ProcessGroup* parent, const std::vector<int>& members, const InitWait& wait);
+  // The deadline and reporting of this group's creation (from creation_deadline).
+  InitWait creation_wait() const;
+  // Creation's first and last steps over the store: every rank arrives (store_prefix_ is
+  // chosen here), and, once its backends are made, says whether that worked, so that no
+  // rank returns from creation while another is still failing it (init_wait.h).
+  void arrive(const InitWait& wait);
+  void confirm_created(const InitWait& wait, const std::exception_ptr& failure);
   // Which device type each plugin of a spec serves ("auto" left as it is).
   static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec);
   // This group's backends that a subgroup with backend spec `spec` would use again (the
@@ -262,6 +278,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   ProcessGroupOptions options_;
   const std::string where_prefix_;  // "rank 1/4 group 'world' "
+  // This group's keys in the store: "pg/<name>/", or "pg/<name>@<n>/" for the n-th group
+  // of that name over the same store (a group made again after destroy), so that nothing
+  // an earlier one left (peers' addresses above all) is read as this one's.
+  std::string store_prefix_;
   BackendSpec spec_;
   std::map<DeviceType, std::unique_ptr<Backend>> backends_;
   std::map<DeviceType, std::vector<OpType>> supported_ops_;  // asked once, not per op

@@ -29,7 +29,7 @@ const char* debug_level_name(DebugLevel level) {
 }
 
 std::string ProcessGroup::detail_p2p_key(int src, int dst, const OpFingerprint& f) const {
-  return "pg/" + name() + "/detail/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+  return store_prefix_ + "detail/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
          std::to_string(f.tag) + "/" + std::to_string(f.ordinal);
 }
 

@@ -9,7 +9,6 @@
 #include "api/errors.h"
 #include "backends/gloo/gloo_device.h"
 #include "backends/gloo/gloo_slots.h"
-#include "backends/gloo/gloo_store_adapter.h"
 
 namespace distcomm {
 namespace gloo {
@@ -36,23 +35,9 @@ GlooComm::GlooComm(const BackendOptions& options) {
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);
   if (options.size == 1) return;  // nobody to connect to
-  GlooStoreAdapter store(options.store);
-  try {
-    context_->connectFullMesh(store, device_);
-  } catch (const Error&) {
-    throw;  // the store's own Timeout / StoreError name the missing ranks
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    const std::string where = "gloo rendezvous of rank " + std::to_string(options.rank) + "/" +
-                              std::to_string(options.size) + " of group '" + options.group_name +
-                              "', listening on " + listening_on_ + ": ";
-    if (msg.find("imeout") != std::string::npos) {
-      throw Timeout(where + "peers did not connect within " + std::to_string(options.timeout.count()) +
-                    " ms (" + msg + ")");
-    }
-    throw PeerFailure(where + "cannot connect to the other ranks (" + msg +
-                      "); check that every rank listens on an address the others reach (DISTCOMM_SOCKET_IFNAME)");
-  }
+  const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
+                            " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
+  connect_full_mesh(*context_, device_, *options.store, InitWait::for_backend(options.config, options.timeout, where));
 }
 
 void GlooComm::interrupt() {

@@ -6,11 +6,11 @@
 #include <memory>
 #include <string>
 
-#include <gloo/rendezvous/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 
 #include "api/backend.h"
+#include "backends/gloo/gloo_rendezvous.h"
 
 namespace distcomm {
 namespace gloo {
@@ -18,9 +18,9 @@ namespace gloo {
 // gloo's rendezvous context, plus access to the timeout its transport applies to waits
 // that gloo's algorithms start without one (gloo::allreduce's bcube path does): the worker
 // sets it to each op's timeout, so that every op honours its own.
-class GlooContext : public ::gloo::rendezvous::Context {
+class GlooContext : public RendezvousContext {
  public:
-  using ::gloo::rendezvous::Context::Context;
+  using RendezvousContext::RendezvousContext;
   void set_transport_timeout(std::chrono::milliseconds timeout) {
     if (transportContext_) transportContext_->setTimeout(timeout);
   }
@@ -28,9 +28,10 @@ class GlooContext : public ::gloo::rendezvous::Context {
 
 class GlooComm {
  public:
-  // The rendezvous: every rank of the group constructs one. Connecting waits up to the
-  // group's timeout. Throws InvalidArgument for a bad interface, Timeout when peers do not
-  // arrive, PeerFailure when they cannot be reached.
+  // The rendezvous (gloo_rendezvous.h): every rank of the group constructs one. It ends
+  // within what is left of the group's creation deadline (options.config, init_wait.h).
+  // Throws InvalidArgument for a bad interface, Timeout naming the peers that did not
+  // publish or connect, PeerFailure naming one that cannot be reached.
   explicit GlooComm(const BackendOptions& options);
 
   const std::shared_ptr<GlooContext>& context() const { return context_; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <thread>
 
 #include "api/hash_store.h"
@@ -26,16 +27,31 @@ void add_plugin_folder(const std::string& dir) {
 std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& options) {
   add_plugin_folder(runfile("tests/testing"));
   auto store = std::make_shared<HashStore>();
-  std::vector<ProcessGroupPtr> groups;
+  // Created at once, one thread each, as ranks are: creation waits for every rank to arrive.
+  std::vector<ProcessGroupPtr> groups(static_cast<size_t>(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
-    ProcessGroupOptions o;
-    o.store = store;
-    o.rank = r;
-    o.size = n;
-    o.backend = "in_process";
-    o.timeout = options.timeout;
-    o.backend_config = options.config;
-    groups.push_back(ProcessGroup::create(o));
+    threads.emplace_back([&, r] {
+      ProcessGroupOptions o;
+      o.store = store;
+      o.rank = r;
+      o.size = n;
+      o.backend = "in_process";
+      o.timeout = options.timeout;
+      o.backend_config = options.config;
+      try {
+        groups[static_cast<size_t>(r)] = ProcessGroup::create(o);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!errors[static_cast<size_t>(r)].empty()) {
+      throw std::runtime_error("in_process_world: rank " + std::to_string(r) + ": " + errors[static_cast<size_t>(r)]);
+    }
   }
   return groups;
 }

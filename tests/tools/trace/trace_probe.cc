@@ -44,6 +44,15 @@ bool eventually(Pred pred, std::chrono::seconds deadline = 60s) {
   return true;
 }
 
+// Rank 0 serves the store: it leaves last, once every other rank is through with it.
+void leave(distcomm::ProcessGroup& pg) {
+  if (pg.rank() != 0) {
+    pg.store()->add("trace_probe/left", 1);
+  } else if (!eventually([&] { return pg.store()->add("trace_probe/left", 0) == pg.size() - 1; })) {
+    throw distcomm::Error("rank 0: the other ranks never finished");
+  }
+}
+
 int skip(distcomm::ProcessGroup& pg) {
   all_reduces(pg, 3);
   const std::string dump = std::string(std::getenv("DISTCOMM_TRACE_DIR")) + "/rank_" + std::to_string(pg.rank()) + ".json";
@@ -52,6 +61,7 @@ int skip(distcomm::ProcessGroup& pg) {
     if (!eventually([&] { return pg.store()->add("trace_probe/failed", 0) == pg.size() - 1; })) {
       throw distcomm::Error("rank 1: the others never reported their Timeout");
     }
+    leave(pg);
     std::printf("rank 1: skipped all_reduce #3\n");
     return 0;
   }
@@ -67,6 +77,7 @@ int skip(distcomm::ProcessGroup& pg) {
     std::printf("rank %d: timed out in all_reduce #3, dump written\n", pg.rank());
   }
   pg.store()->add("trace_probe/failed", 1);
+  leave(pg);
   return 0;
 }
 

@@ -1,0 +1,147 @@
+#include "api/init_wait.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "api/errors.h"
+#include "api/logging.h"
+#include "api/op_fingerprint.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string seconds_text(milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+int64_t config_ms(const std::map<std::string, std::string>& config, const char* key, int64_t fallback) {
+  auto it = config.find(key);
+  if (it == config.end() || it->second.empty()) return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (*end != '\0' || v < 0) {
+    throw InvalidArgument(std::string("backend config key '") + key + "' = '" + it->second +
+                          "' is not a non-negative number of milliseconds");
+  }
+  return v;
+}
+
+}  // namespace
+
+InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every, std::string where) {
+  InitWait w;
+  w.started = Clock::now();
+  w.deadline = w.started + timeout;
+  w.timeout = timeout;
+  w.report_every = report_every > milliseconds::zero() ? report_every : kDefaultInitReportInterval;
+  w.where = std::move(where);
+  return w;
+}
+
+InitWait InitWait::for_backend(const std::map<std::string, std::string>& config, milliseconds timeout,
+                               std::string where) {
+  const milliseconds left{config_ms(config, kInitTimeLeftKey, timeout.count())};
+  const milliseconds report{config_ms(config, kInitReportKey, kDefaultInitReportInterval.count())};
+  InitWait w = starting_now(left, report, std::move(where));
+  // Messages speak of the group's timeout, of which `left` is what the group had not used.
+  w.timeout = timeout;
+  return w;
+}
+
+milliseconds InitWait::left() const {
+  return std::max(milliseconds::zero(), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+std::string InitWait::waited_text() const {
+  return seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started));
+}
+
+namespace {
+
+// "ranks [2]", or, when the phase cannot tell which ranks it waits for (MPI_Init's fence),
+// "the other ranks".
+std::string whom(const std::vector<int>& missing) {
+  return missing.empty() ? "the other ranks" : "ranks " + rank_list_text(missing);
+}
+
+}  // namespace
+
+void InitWait::until(const std::string& what, const std::function<bool(milliseconds)>& poll,
+                     const std::function<std::vector<int>()>& missing, const std::string& hint) const {
+  Clock::time_point next_report = Clock::now() + report_every;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point until = std::min(deadline, next_report);
+    // At least a millisecond, so that a phase already done is seen even at the deadline.
+    const milliseconds slice =
+        std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
+    if (poll(slice)) return;
+    const Clock::time_point after = Clock::now();
+    if (after >= deadline) {
+      throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +
+                    seconds_text(timeout) + ") waiting for " + whom(missing()) + " " + what +
+                    (hint.empty() ? "" : "; " + hint));
+    }
+    if (after >= next_report) {
+      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + whom(missing()) + " " + what +
+               " (it gives up in " + seconds_text(left()) + ")");
+      next_report = after + report_every;
+    }
+  }
+}
+
+milliseconds init_report_interval_from_environment() {
+  const char* v = std::getenv("DISTCOMM_INIT_REPORT_SECONDS");
+  if (!v || !*v) return kDefaultInitReportInterval;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
+    throw InvalidArgument(std::string("DISTCOMM_INIT_REPORT_SECONDS='") + v +
+                          "' is not a positive number of seconds (fractions allowed)");
+  }
+  return milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
+}
+
+void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                   const InitWait& w, const std::string& what, const std::string& hint) {
+  w.until(
+      what,
+      [&](milliseconds slice) {
+        try {
+          store.wait(keys, slice);
+          return true;
+        } catch (const Timeout&) {
+          return false;
+        }
+      },
+      [&] {
+        std::vector<int> missing;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          if (!store.check({keys[i]})) missing.push_back(ranks[i]);
+        }
+        return missing;
+      },
+      hint);
+}
+
+void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
+                       const std::string& store_text) {
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (int r = 0; r < size; ++r) {
+    keys.push_back(prefix + "arrived/" + std::to_string(r));
+    ranks.push_back(r);
+  }
+  store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
+                "they have not called init_process_group (or new_group) yet, cannot reach the store, or are stuck or "
+                "gone");
+}
+
+}  // namespace distcomm

@@ -1,0 +1,200 @@
+#include "backends/gloo/gloo_rendezvous.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gloo/transport/context.h>
+#include <gloo/transport/pair.h>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace gloo {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Enough to overlap the round trips of many connects; a connect that waits for a peer
+// that never comes holds its thread, which the deadline frees.
+constexpr int kMaxConnectThreads = 8;
+
+std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
+
+// What `peer` published for this rank: its list holds one address per other rank, in
+// rank order.
+std::vector<char> address_for_me(Store& store, int rank, int size, int peer) {
+  const Store::Bytes all = store.get(address_key(peer));
+  const size_t others = static_cast<size_t>(size - 1);
+  if (all.empty() || all.size() % others != 0) {
+    throw StoreError("gloo rendezvous: rank " + std::to_string(peer) + " published " + std::to_string(all.size()) +
+                     " bytes of addresses, not a multiple of the " + std::to_string(others) +
+                     " other ranks: is it another version of distcomm's gloo plugin?");
+  }
+  const size_t each = all.size() / others;
+  const size_t index = static_cast<size_t>(rank > peer ? rank - 1 : rank);
+  return std::vector<char>(all.begin() + static_cast<std::ptrdiff_t>(index * each),
+                           all.begin() + static_cast<std::ptrdiff_t>((index + 1) * each));
+}
+
+// Connects the pairs to `peers` from up to kMaxConnectThreads threads. Its owner waits
+// for it (wait_for), and whatever happens, stop() leaves no thread running.
+class Connector {
+ public:
+  Connector(::gloo::transport::Context& transport, std::vector<int> peers, std::vector<std::vector<char>> addresses)
+      : transport_(transport),
+        peers_(std::move(peers)),
+        addresses_(std::move(addresses)),
+        started_(addresses_.size()),
+        done_(addresses_.size()) {
+    const int n = std::min<int>(kMaxConnectThreads, static_cast<int>(peers_.size()));
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { run(); });
+  }
+  ~Connector() { stop(); }
+
+  // Waits up to slice for every pair to connect or one to fail.
+  bool wait_for(milliseconds slice) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, slice, [&] { return finished_ == peers_.size() || failed_peer_ >= 0; });
+  }
+
+  std::vector<int> not_connected() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int> out;
+    for (int p : peers_) {
+      if (!done_[static_cast<size_t>(p)]) out.push_back(p);
+    }
+    return out;
+  }
+
+  // The first connect that failed: its peer (-1 if none) and gloo's message.
+  int failed_peer(std::string* message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *message = failure_;
+    return failed_peer_;
+  }
+
+  // No new connects; closes the pairs whose connect is still blocked (which wakes it) until
+  // none is, then joins the threads. Closing again is needed: a thread may start a
+  // connect on a pair just closed, which makes a new socket and waits on it.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    for (;;) {
+      std::vector<int> blocked;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (int p : peers_) {
+          if (started_[static_cast<size_t>(p)] && !done_[static_cast<size_t>(p)]) blocked.push_back(p);
+        }
+      }
+      if (blocked.empty()) break;
+      for (int p : blocked) transport_.getPair(p)->close();
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, milliseconds(50));
+    }
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      int peer = -1;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_ || next_ >= peers_.size()) return;
+        peer = peers_[next_++];
+        started_[static_cast<size_t>(peer)] = 1;
+      }
+      std::string error;
+      try {
+        transport_.getPair(peer)->connect(addresses_[static_cast<size_t>(peer)]);
+      } catch (const std::exception& e) {
+        error = e.what();
+      } catch (...) {
+        error = "an unknown exception";
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_[static_cast<size_t>(peer)] = 1;
+        ++finished_;
+        // After stop() began, failures are of its own closing.
+        if (!error.empty() && !stopping_ && failed_peer_ < 0) {
+          failed_peer_ = peer;
+          failure_ = error;
+        }
+      }
+      cv_.notify_all();
+    }
+  }
+
+  ::gloo::transport::Context& transport_;
+  const std::vector<int> peers_;
+  const std::vector<std::vector<char>> addresses_;  // by rank
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<char> started_;  // by rank
+  std::vector<char> done_;     // by rank
+  size_t next_ = 0;
+  size_t finished_ = 0;
+  bool stopping_ = false;
+  int failed_peer_ = -1;
+  std::string failure_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+void connect_full_mesh(RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device,
+                       Store& store, const InitWait& wait) {
+  const int rank = context.rank;
+  const int size = context.size;
+  auto device_copy = device;  // gloo's createContext is not const
+  std::shared_ptr<::gloo::transport::Context> transport = device_copy->createContext(rank, size);
+  transport->setTimeout(context.getTimeout());
+
+  // Each pair listens on its own port from its creation: one address per peer.
+  Store::Bytes mine;
+  std::vector<int> peers;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    peers.push_back(p);
+    const std::vector<char> bytes = transport->createPair(p)->address().bytes();
+    mine.insert(mine.end(), bytes.begin(), bytes.end());
+  }
+  store.set(address_key(rank), mine);
+
+  std::vector<std::string> keys;
+  for (int p : peers) keys.push_back(address_key(p));
+  wait_for_keys(store, keys, peers, wait, "to publish their gloo addresses",
+                "they have not reached the gloo rendezvous, or are stuck or gone");
+
+  std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
+  for (int p : peers) addresses[static_cast<size_t>(p)] = address_for_me(store, rank, size, p);
+
+  Connector connector(*transport, peers, std::move(addresses));
+  wait.until(
+      "to connect with this rank over gloo", [&](milliseconds slice) { return connector.wait_for(slice); },
+      [&] { return connector.not_connected(); },
+      "they published addresses and did not connect: they are stuck or gone, or their addresses are not "
+      "reachable from here (DISTCOMM_SOCKET_IFNAME)");
+  std::string failure;
+  const int failed = connector.failed_peer(&failure);
+  connector.stop();
+  if (failed >= 0) {
+    throw PeerFailure(wait.where + ": the gloo rendezvous cannot connect to rank " + std::to_string(failed) + " (" +
+                      failure + "): its process has gone since it published its address, or that address is "
+                      "not reachable from here (DISTCOMM_SOCKET_IFNAME)");
+  }
+  context.adopt(device, std::move(transport));
+}
+
+}  // namespace gloo
+}  // namespace distcomm

@@ -1,0 +1,53 @@
+// A gloo group's rendezvous: every pair of the full mesh connected within one deadline.
+//
+// gloo's own (rendezvous::Context::connectFullMesh) takes each peer in turn and waits for
+// each up to the context's timeout, and its TCP pair, when it is the listening side, waits
+// five times that for the peer to connect: a peer that published its address and never
+// connected (it crashed, or the address was stale) kept init 50 s against a 10 s timeout,
+// and nothing said whom it waited for. This one
+//   - publishes this rank's pair addresses under "addresses/<rank>" in the group's store,
+//   - waits for every peer's at once, naming those missing every report interval,
+//   - connects the pairs from a few threads at once (each connect blocks until the peer's
+//     side is there), naming the peers not yet connected every report interval,
+//   - and when the deadline passes closes the pairs still waiting, so no thread is left
+//     blocked, and throws Timeout naming their ranks. A peer that refuses the connection
+//     (its process has gone) is a PeerFailure naming it, at once.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+
+#include "api/init_wait.h"
+#include "api/store.h"
+
+namespace distcomm {
+namespace gloo {
+
+// The context's transport pairs, made here and given to the context by adopt().
+class RendezvousContext : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+
+ protected:
+  void adopt(std::shared_ptr<::gloo::transport::Device> device,
+             std::shared_ptr<::gloo::transport::Context> transport) {
+    device_ = std::move(device);
+    transportContext_ = std::move(transport);
+  }
+  friend void connect_full_mesh(RendezvousContext& context,
+                                const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
+                                const InitWait& wait);
+};
+
+// Connects context (rank and size its own) to every other rank of the group through store
+// (private to this group and backend) within wait's deadline. On success the context's
+// pairs are connected and its timeout is the transport's; on failure no thread of this
+// call is left running and the pairs are closed.
+void connect_full_mesh(RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device,
+                       Store& store, const InitWait& wait);
+
+}  // namespace gloo
+}  // namespace distcomm

@@ -1,0 +1,176 @@
+// InitWait: one deadline for every phase of a group's creation, a line every report
+// interval naming whom it waits for, a Timeout naming them; and the arrival step over a
+// real store, with ranks as threads.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/hash_store.h"
+#include "api/init_wait.h"
+#include "tests/testing/test_files.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Runs fn with this process's stderr going to a file; returns what was written.
+std::string stderr_of(const std::function<void()>& fn) {
+  const std::string path = ::testing::TempDir() + "/init_wait_stderr";
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ::dup2(fd, 2);
+  ::close(fd);
+  try {
+    fn();
+  } catch (...) {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  return testing::read_file(path);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(InitWait, ReportsEveryIntervalThenTimesOutNamingTheMissing) {
+  const InitWait w = InitWait::starting_now(milliseconds(600), milliseconds(100), "rank 0/3 group 'g'");
+  std::string message;
+  const auto start = Clock::now();
+  const std::string logged = stderr_of([&] {
+    try {
+      w.until("to do the thing", [](milliseconds slice) {
+        std::this_thread::sleep_for(slice);
+        return false;
+      }, [] { return std::vector<int>{1, 2}; }, "they are elsewhere");
+    } catch (const Timeout& e) {
+      message = e.what();
+    }
+  });
+  const double took = seconds_since(start);
+  EXPECT_GE(took, 0.6);
+  EXPECT_LT(took, 0.6 + 2.0) << "the deadline held (2 s of slack for a busy machine)";
+  EXPECT_NE(message.find("rank 0/3 group 'g': init timed out after 0.6 s"), std::string::npos) << message;
+  EXPECT_NE(message.find("waiting for ranks [1, 2] to do the thing; they are elsewhere"), std::string::npos) << message;
+  // Reports at 0.1, 0.2, ... 0.5 s: never more than one per interval, and at least one.
+  const size_t reports = count_of(logged, "init has waited");
+  EXPECT_GE(reports, 1u) << logged;
+  EXPECT_LE(reports, 6u) << logged;
+  EXPECT_NE(logged.find("for ranks [1, 2] to do the thing (it gives up in"), std::string::npos) << logged;
+}
+
+TEST(InitWait, APhaseThatEndsReturnsAtOnceAndSaysNothing) {
+  const InitWait w = InitWait::starting_now(milliseconds(5000), milliseconds(100), "here");
+  int polls = 0;
+  const std::string logged = stderr_of([&] {
+    w.until("x", [&](milliseconds) { return ++polls == 1; }, [] { return std::vector<int>{}; }, "");
+  });
+  EXPECT_EQ(polls, 1);
+  EXPECT_EQ(logged, "");
+}
+
+TEST(InitWait, UnknownMissingRanksAreTheOtherRanks) {
+  const InitWait w = InitWait::starting_now(milliseconds(50), milliseconds(1000), "here");
+  try {
+    w.until("to pass MPI_Init", [](milliseconds slice) {
+      std::this_thread::sleep_for(slice);
+      return false;
+    }, [] { return std::vector<int>{}; }, "");
+    ADD_FAILURE() << "no Timeout";
+  } catch (const Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("waiting for the other ranks to pass MPI_Init"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InitWait, ABackendGetsWhatIsLeftOfTheGroupsDeadline) {
+  const InitWait w = InitWait::for_backend({{kInitTimeLeftKey, "250"}, {kInitReportKey, "40"}}, milliseconds(60000), "b");
+  EXPECT_LE(w.left(), milliseconds(250));
+  EXPECT_GT(w.left(), milliseconds(0));
+  EXPECT_EQ(w.report_every, milliseconds(40));
+  EXPECT_EQ(w.timeout, milliseconds(60000)) << "messages speak of the group's timeout";
+  // Created outside a group: the whole timeout, the default interval.
+  const InitWait alone = InitWait::for_backend({}, milliseconds(7000), "b");
+  EXPECT_GT(alone.left(), milliseconds(6000));
+  EXPECT_EQ(alone.report_every, kDefaultInitReportInterval);
+  EXPECT_THROW(InitWait::for_backend({{kInitTimeLeftKey, "soon"}}, milliseconds(1), "b"), InvalidArgument);
+}
+
+TEST(InitWait, ReportIntervalFromTheEnvironment) {
+  ::unsetenv("DISTCOMM_INIT_REPORT_SECONDS");
+  EXPECT_EQ(init_report_interval_from_environment(), milliseconds(30000));
+  ::setenv("DISTCOMM_INIT_REPORT_SECONDS", "0.25", 1);
+  EXPECT_EQ(init_report_interval_from_environment(), milliseconds(250));
+  for (const char* bad : {"0", "-1", "soon", "1e9", "nan"}) {
+    ::setenv("DISTCOMM_INIT_REPORT_SECONDS", bad, 1);
+    try {
+      init_report_interval_from_environment();
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("DISTCOMM_INIT_REPORT_SECONDS='") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  ::unsetenv("DISTCOMM_INIT_REPORT_SECONDS");
+}
+
+// Ranks 0 and 1 of 3 arrive; rank 2 never does: both name it at the deadline.
+TEST(WaitForArrivals, NamesTheRankThatNeverArrives) {
+  HashStore store;
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  const auto start = Clock::now();
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      const InitWait w = InitWait::starting_now(milliseconds(400), milliseconds(10000), "rank " + std::to_string(r));
+      try {
+        wait_for_arrivals(store, "pg/g/", r, 3, w, "the test's store");
+      } catch (const Timeout& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_LT(seconds_since(start), 0.4 + 2.0);
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("waiting for ranks [2] to arrive at the store (the test's store)"), std::string::npos) << e;
+  }
+}
+
+TEST(WaitForArrivals, EndsWhenTheLastRankArrives) {
+  HashStore store;
+  std::atomic<int> done{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      const InitWait w = InitWait::starting_now(milliseconds(20000), milliseconds(10000), "r");
+      wait_for_arrivals(store, "pg/g/", r, 3, w, "s");
+      ++done;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(done.load(), 3);
+}
+
+}  // namespace
+}  // namespace distcomm

@@ -1,0 +1,187 @@
+// init_process_group over gloo ends within its timeout whoever is missing, says every
+// report interval whom it waits for, and names them when it gives up.
+//
+// The ranks are real processes meeting through a FileStore (or rank 0's TCPStore). The
+// "stale address" cases put a third rank's entries in the store by hand, as a rank that
+// published its gloo addresses and then went away would have left them: those addresses
+// are real gloo pairs', made and then closed, so nothing listens there any more.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <gloo/transport/context.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/device.h>
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "api/file_store.h"
+#include "api/init.h"
+#include "tests/testing/failure_checks.h"
+#include "tests/testing/multiprocess.h"
+#include "tests/testing/test_files.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{3000};
+constexpr milliseconds kReportEvery{500};
+// The bound: init ends no later than its timeout plus 5 s.
+constexpr double kMaxSeconds = 3.0 + 5.0;
+
+// A fresh path for a FileStore.
+std::string temp_store_path() {
+  char path[] = "/tmp/distcomm_init_deadline_XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd >= 0) ::close(fd);
+  ::unlink(path);
+  return path;
+}
+
+// This process's stderr, into a file, until the object goes: what the rank logged.
+class CapturedStderr {
+ public:
+  CapturedStderr() : path_(temp_store_path() + ".stderr") {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~CapturedStderr() { restore(); }
+  std::string text() {
+    restore();
+    return testing::read_file(path_);
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string path_;
+  int saved_ = -1;
+};
+
+InitOptions options_for(int rank, int world, const std::string& init_method) {
+  InitOptions o;
+  o.backend = "gloo";
+  o.rank = rank;
+  o.world_size = world;
+  o.init_method = init_method;
+  o.timeout = kTimeout;
+  o.init_report_interval = kReportEvery;
+  return o;
+}
+
+// Runs init, expects E within [timeout, timeout + 5 s] (from_s..to_s when given), and
+// that the Timeout's message and the lines logged while waiting name `waited_for`.
+template <typename E>
+std::string expect_init_fails(const InitOptions& o, const std::string& waited_for, double from_s, double to_s,
+                              std::string* logged) {
+  CapturedStderr err;
+  const std::string msg = testing::expect_failure_within<E>([&] { init_process_group(o); }, from_s, to_s, "init");
+  *logged = err.text();
+  std::fprintf(stderr, "rank %d logged:\n%s", o.rank, logged->c_str());
+  EXPECT_NE(msg.find(waited_for), std::string::npos) << msg;
+  return msg;
+}
+
+TEST(GlooInitDeadline, RankThatNeverCallsInitIsNamedEveryIntervalAndAtTheTimeout) {
+  const std::string path = temp_store_path();
+  testing::run_ranks(3, [&](int rank, int world) {
+    if (rank == 2) return;  // never calls init
+    std::string logged;
+    const std::string msg = expect_init_fails<Timeout>(options_for(rank, world, "file://" + path),
+                                                       "waiting for ranks [2] to arrive at the store", 2.9, kMaxSeconds,
+                                                       &logged);
+    EXPECT_NE(msg.find("rank " + std::to_string(rank) + "/3 group 'world'"), std::string::npos) << msg;
+    // Every 0.5 s of the 3 s: at least the first few said so, naming rank 2.
+    EXPECT_NE(logged.find("init has waited"), std::string::npos) << logged;
+    EXPECT_NE(logged.find("for ranks [2] to arrive at the store"), std::string::npos) << logged;
+  });
+  ::unlink(path.c_str());
+}
+
+TEST(GlooInitDeadline, MissingStoreServerNamesRankZero) {
+  // A port that is bound and not listening: connections to it are refused, as to a rank 0
+  // that has not started yet.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string where = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  std::string logged;
+  expect_init_fails<Timeout>(options_for(1, 3, "tcp://" + where), "waiting for ranks [0] to start the store at " + where,
+                             2.9, kMaxSeconds, &logged);
+  EXPECT_NE(logged.find("for ranks [0] to start the store at " + where), std::string::npos) << logged;
+  ::close(fd);
+  destroy_process_group();
+}
+
+// What a rank 2 that arrived, published its gloo addresses on `host` and went away leaves
+// in the store of a world of 3: real addresses of pairs that no longer listen.
+void leave_stale_rank_two(const std::string& path, const std::string& host) {
+  FileStore store(path, 3, "");
+  store.add("pg/world/made_by/2", 1);
+  store.set("pg/world/arrived/2", std::string("1"));
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = host;
+  auto device = ::gloo::transport::tcp::CreateDevice(attr);
+  auto context = device->createContext(2, 3);
+  Store::Bytes addresses;
+  for (int peer : {0, 1}) {
+    const std::vector<char> bytes = context->createPair(peer)->address().bytes();
+    addresses.insert(addresses.end(), bytes.begin(), bytes.end());
+  }
+  store.set("pg/world/cpu/gloo/addresses/2", addresses);
+}  // the pairs close here
+
+TEST(GlooInitDeadline, PeerThatPublishedAndNeverConnectsIsNamedAtTheTimeout) {
+  // Rank 2's addresses sort above ranks 0 and 1's (127.0.0.2 > 127.0.0.1), so they are the
+  // listening side: gloo alone waits five times the timeout for rank 2 to connect.
+  const std::string path = temp_store_path();
+  leave_stale_rank_two(path, "127.0.0.2");
+  testing::run_ranks(2, [&](int rank, int) {
+    InitOptions o = options_for(rank, 3, "file://" + path);
+    o.backend_config["hostname"] = "127.0.0.1";
+    std::string logged;
+    expect_init_fails<Timeout>(o, "waiting for ranks [2] to connect with this rank", 2.9, kMaxSeconds, &logged);
+    EXPECT_NE(logged.find("for ranks [2] to connect with this rank"), std::string::npos) << logged;
+  });
+  ::unlink(path.c_str());
+}
+
+TEST(GlooInitDeadline, PeerWhoseAddressRefusesIsAPeerFailureNamingIt) {
+  // Now ranks 0 and 1 sort above rank 2 and connect to it: refused at once, as a process that
+  // has gone; no need to wait for the timeout.
+  const std::string path = temp_store_path();
+  leave_stale_rank_two(path, "127.0.0.1");
+  testing::run_ranks(2, [&](int rank, int) {
+    InitOptions o = options_for(rank, 3, "file://" + path);
+    o.timeout = std::chrono::seconds(60);
+    o.backend_config["hostname"] = "127.0.0.2";
+    std::string logged;
+    const std::string msg =
+        expect_init_fails<PeerFailure>(o, "cannot connect to rank 2", 0, 20, &logged);
+    EXPECT_NE(msg.find("Connection refused"), std::string::npos) << msg;
+  });
+  ::unlink(path.c_str());
+}
+
+}  // namespace
+}  // namespace distcomm
