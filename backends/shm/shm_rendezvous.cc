@@ -9,6 +9,7 @@
 
 #include "api/auto_backend.h"
 #include "api/errors.h"
+#include "api/init_wait.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -59,19 +60,35 @@ std::vector<std::string> keys_for(int size, std::string (*key)(int)) {
   return keys;
 }
 
-// Waits until every key exists, or a rank has published why it cannot join, or the timeout.
-void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o) {
+// Waits until every key exists, or a rank has published why it cannot join, or the
+// group's creation deadline (what init left of it, init_wait.h), saying whom it waits for.
+void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o, const InitWait& w,
+                   const std::string& what) {
   using Clock = std::chrono::steady_clock;
-  const auto give_up = Clock::now() + o.timeout;
   auto pause = std::chrono::milliseconds(1);
-  while (!store.check(keys)) {
-    if (store.check({kErrorKey})) {
-      throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " + store.get_string(kErrorKey));
-    }
-    if (Clock::now() >= give_up) store.wait(keys, std::chrono::milliseconds(0));  // throws Timeout naming them
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-  }
+  w.until(
+      what,
+      [&](std::chrono::milliseconds slice) {
+        const auto until = Clock::now() + slice;
+        for (;;) {
+          if (store.check(keys)) return true;
+          if (store.check({kErrorKey})) {
+            throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " +
+                                     store.get_string(kErrorKey));
+          }
+          if (Clock::now() >= until) return false;
+          std::this_thread::sleep_for(std::min<Clock::duration>(pause, until - Clock::now()));
+          pause = std::min(pause * 2, std::chrono::milliseconds(50));
+        }
+      },
+      [&] {
+        std::vector<int> missing;
+        for (size_t r = 0; r < keys.size(); ++r) {
+          if (!store.check({keys[r]})) missing.push_back(static_cast<int>(r));
+        }
+        return missing;
+      },
+      "they have not reached the shm rendezvous, or are stuck or gone");
 }
 
 std::string hostname() {
@@ -124,7 +141,9 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
-  wait_for_keys(*o.store, keys_for(o.size, key_of), o);
+  const InitWait wait = InitWait::for_backend(
+      o.config, o.timeout, "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "' (shm)");
+  wait_for_keys(*o.store, keys_for(o.size, key_of), o, wait, "to publish their shm segments");
 
   std::vector<Segment> segments(static_cast<size_t>(o.size));
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
@@ -139,7 +158,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
   // once would otherwise close its memfd before a slower peer opened it.
   o.store->set(mapped_key_of(o.rank), "1");
-  wait_for_keys(*o.store, keys_for(o.size, mapped_key_of), o);
+  wait_for_keys(*o.store, keys_for(o.size, mapped_key_of), o, wait, "to map every rank's shm segment");
   return std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids));
 }
 
