@@ -50,7 +50,7 @@ void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
     // differ never pass it. One round trip, paid only with these opt-in algorithms.
     ::gloo::BarrierOptions agree(env.context);
     agree.setTag(op.tag);
-    agree.setTimeout(op.timeout);
+    agree.setTimeout(op.wait_limit);
     ::gloo::barrier(agree);
     const int n = static_cast<int>(count);
     switch (t.dtype()) {
@@ -75,7 +75,7 @@ void run_all_reduce(CollectiveEnv& env, GlooOp& op) {
   });
   opts.setReduceFunction(reduce_function(t.dtype(), op.reduce));
   opts.setTag(op.tag);
-  opts.setTimeout(op.timeout);
+  opts.setTimeout(op.wait_limit);
   ::gloo::allreduce(opts);
 }
 

@@ -62,10 +62,10 @@ void run_all_to_all(CollectiveEnv& env, GlooOp& op) {
       ++empty_sends;
     }
   }
-  for (int i = 0; i < recvs; ++i) out_buf->waitRecv(op.timeout);
-  for (int i = 0; i < empty_recvs; ++i) empty_recv->waitRecv(op.timeout);
-  for (int i = 0; i < sends; ++i) in_buf->waitSend(op.timeout);
-  for (int i = 0; i < empty_sends; ++i) empty_send->waitSend(op.timeout);
+  for (int i = 0; i < recvs; ++i) out_buf->waitRecv(op.wait_limit);
+  for (int i = 0; i < empty_recvs; ++i) empty_recv->waitRecv(op.wait_limit);
+  for (int i = 0; i < sends; ++i) in_buf->waitSend(op.wait_limit);
+  for (int i = 0; i < empty_sends; ++i) empty_send->waitSend(op.wait_limit);
 }
 
 }  // namespace gloo

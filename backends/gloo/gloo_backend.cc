@@ -16,6 +16,11 @@ uint64_t p2p_slot(int tag, const Tensor& t) {
   return sized_slot(kPointToPointSlotPrefix, static_cast<uint32_t>(tag), t.nbytes(), t.dtype());
 }
 
+// How much later than the op's deadline gloo's own wait ends where the stall watch enforces
+// the deadline: enough for the watch to wake (200 ms after the deadline), explain the
+// Timeout (about a tick of the others' watches) and store it.
+constexpr std::chrono::milliseconds kGlooBackstop{5000};
+
 std::vector<int> other_ranks(int rank, int size) {
   std::vector<int> ranks;
   for (int r = 0; r < size; ++r) {
@@ -53,6 +58,11 @@ GlooBackend::GlooBackend(BackendOptions options)
 
 GlooBackend::~GlooBackend() { shutdown(); }
 
+std::chrono::milliseconds GlooBackend::gloo_wait_limit(std::chrono::milliseconds timeout) const {
+  if (!watch_ || timeout > std::chrono::milliseconds::max() - kGlooBackstop) return timeout;
+  return timeout + kGlooBackstop;
+}
+
 std::string GlooBackend::config_value(const std::string& key) const {
   auto it = Backend::options().config.find(key);
   return it == Backend::options().config.end() ? std::string() : it->second;
@@ -76,6 +86,7 @@ WorkPtr GlooBackend::enqueue(OpType type, const OpContext& ctx, const Tensor& ou
   op.in_counts = std::move(in_counts);
   op.tag = collective_tag(ctx);
   op.timeout = ctx.timeout;
+  op.wait_limit = gloo_wait_limit(ctx.timeout);
   WorkPtr work = worker_->submit(std::move(op), ctx);  // after a failure the worker refuses it, in order
   if (watch_) watch_->issued(ctx.fingerprint, work, ctx.timeout);
   return work;
@@ -143,6 +154,7 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
   transfer->tensor = tensor;
   transfer->is_send = is_send;
   transfer->timeout = ctx.timeout;
+  transfer->wait_limit = gloo_wait_limit(ctx.timeout);
   try {
     post(*transfer->buffer);
   } catch (...) {

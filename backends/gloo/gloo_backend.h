@@ -2,9 +2,12 @@
 //
 // Collectives are queued to one worker thread per group and run in issue order
 // (gloo_worker.h); send/recv are posted at once and completed by waiter threads
-// (gloo_p2p.h). Every op waits at most its OpContext timeout, counted from its issue
-// (gloo's per-op timeout, and the stall watch for an op still queued), then fails with
-// Timeout; a lost connection is PeerFailure. After either, the group is unusable: later
+// (gloo_p2p.h). Every op waits at most its OpContext timeout, counted from its issue, then
+// fails with Timeout; a lost connection is PeerFailure. The stall watch enforces the
+// timeout where the group has one (always, beyond one rank): gloo itself closes every
+// connection of the group the moment one of its waits times out, before the Timeout could
+// be published, and a peer cut off that way would report "connection closed" rather than
+// the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After either, the group is unusable: later
 // ops fail at once with the first error, and peers are told and cut loose
 // (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
 //
@@ -73,6 +76,8 @@ class GlooBackend final : public Backend {
 
   // The config value of key, "" where it is not set.
   std::string config_value(const std::string& key) const;
+  // How long gloo's waits of an op with this timeout may take (see the top of this file).
+  std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;
 
   const AllReduceAlgorithm algorithm_;
   const WorkerScheduling worker_scheduling_;

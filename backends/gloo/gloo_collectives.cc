@@ -40,7 +40,7 @@ void set_input(Options& opts, const Tensor& t, size_t count) {
 template <typename Options>
 void set_tag_and_timeout(Options& opts, const GlooOp& op) {
   opts.setTag(op.tag);
-  opts.setTimeout(op.timeout);
+  opts.setTimeout(op.wait_limit);
 }
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
@@ -148,7 +148,7 @@ bool moves_nothing(const GlooOp& op) {
 void run_collective(CollectiveEnv& env, GlooOp& op) {
   if (moves_nothing(op)) return;
   if (env.context->size == 1) return run_alone(op);
-  env.context->set_transport_timeout(op.timeout);
+  env.context->set_transport_timeout(op.wait_limit);
   switch (op.type) {
     case OpType::kAllReduce: return run_all_reduce(env, op);
     case OpType::kBroadcast: return run_broadcast(env, op);

@@ -32,7 +32,10 @@ struct GlooOp {
   std::vector<int64_t> out_counts;  // all_to_all: elements from / to each rank
   std::vector<int64_t> in_counts;
   uint32_t tag = 0;  // gloo tag: collective_tag()
-  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds timeout{0};  // the op's own, as its errors name it
+  // How long gloo's waits may take: the timeout, or later where the stall watch enforces
+  // the timeout (GlooBackend::gloo_wait_limit).
+  std::chrono::milliseconds wait_limit{0};
 };
 
 // The gloo tag of a collective: its fingerprint's agreement hash (op, sequence number,

@@ -71,8 +71,11 @@ void TransferWaiters::loop() {
     std::exception_ptr error;
     int peer = -1;
     try {
-      const bool done = t->is_send ? t->buffer->waitSend(&peer, t->timeout) : t->buffer->waitRecv(&peer, t->timeout);
-      if (!done) error = failure_.refusal();  // aborted: the group failed or was shut down
+      const bool done =
+          t->is_send ? t->buffer->waitSend(&peer, t->wait_limit) : t->buffer->waitRecv(&peer, t->wait_limit);
+      // Aborted: the group failed or was shut down. The transfer whose failure came first
+      // (the stall watch's Timeout for it) gets that error, any other the refusal.
+      if (!done) error = failure_.record(failure_.refusal(), *t->work);
     } catch (...) {
       error = failure_.record(to_distcomm_error(std::current_exception(), t->timeout), *t->work);
     }

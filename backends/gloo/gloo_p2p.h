@@ -35,7 +35,8 @@ struct Transfer {
   WorkPtr work;
   Tensor tensor;  // keeps owned storage alive until the transfer ends
   bool is_send = false;
-  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds timeout{0};     // the op's own, as its errors name it
+  std::chrono::milliseconds wait_limit{0};  // gloo's wait (GlooOp::wait_limit)
 };
 
 class TransferWaiters {

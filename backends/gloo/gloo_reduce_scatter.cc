@@ -50,12 +50,12 @@ void run_reduce_scatter(CollectiveEnv& env, GlooOp& op) {
     const size_t send_offset = step == 0 ? static_cast<size_t>(send_block) * bytes
                                          : static_cast<size_t>((step - 1) & 1) * bytes;
     sender->send(right, slot, send_offset, bytes);
-    scratch_buf->waitRecv(op.timeout);
+    scratch_buf->waitRecv(op.wait_limit);
     // The last block to arrive is this rank's own (recv_block == rank): finish it in output.
     uint8_t* into = step == size - 2 ? output : scratch + recv_offset;
     reduce(into, scratch + recv_offset, block(recv_block), count);
     // The next step receives into the half this step sent from.
-    sender->waitSend(op.timeout);
+    sender->waitSend(op.wait_limit);
   }
 }
 

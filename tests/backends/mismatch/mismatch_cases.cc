@@ -53,13 +53,15 @@ std::function<void()> all_reduce_or_broadcast(ProcessGroup& pg) {
   };
 }
 
-std::function<void()> broadcast_roots(ProcessGroup& pg) {
-  return [&pg] {
+std::function<void()> broadcast_roots(ProcessGroup& pg, Tensor* result) {
+  return [&pg, result] {
     pg.barrier()->wait();
     Tensor t = floats(10);
+    t.fill(pg.rank() + 1);  // whoever receives can tell whose tensor came
     BroadcastOptions o;
     o.root = pg.rank() == 0 ? 0 : 1;
     pg.broadcast(t, o)->wait();
+    if (result) *result = t;
   };
 }
 

@@ -27,8 +27,9 @@ std::function<void()> all_reduce_dtypes(ProcessGroup& pg, DType other);
 std::function<void()> all_reduce_ops(ProcessGroup& pg);
 // Rank 0 all_reduces, the others broadcast from rank 0.
 std::function<void()> all_reduce_or_broadcast(ProcessGroup& pg);
-// Rank 0 broadcasts from root 0, the others from root 1.
-std::function<void()> broadcast_roots(ProcessGroup& pg);
+// Rank 0 broadcasts from root 0, the others from root 1; each rank's tensor holds rank + 1,
+// and is left in *result (when given) if the broadcast succeeds.
+std::function<void()> broadcast_roots(ProcessGroup& pg, Tensor* result = nullptr);
 // all_to_all_single of 6 floats: rank 2 splits its input [1, 3, 2], everyone expects 2
 // from each rank.
 std::function<void()> all_to_all_splits(ProcessGroup& pg);
