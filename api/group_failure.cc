@@ -253,15 +253,19 @@ void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<boo
   run_abort_hooks();
 }
 
-std::optional<FailureRecord> GroupFailure::look_up_cause() const {
+std::optional<std::string> GroupFailure::read_board() const {
   if (!board_) return std::nullopt;
   StorePtr board = board_;
-  const auto read = [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); };
+  return ask_board<std::string>(
+      [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); });
+}
+
+std::optional<FailureRecord> GroupFailure::look_up_cause() const {
   const auto until = std::chrono::steady_clock::now() + kLookupWindow;
   for (;;) {
     // Each read may take the store's time: the window only bounds how long nothing is found.
-    std::optional<std::string> found = ask_board<std::string>(read);
-    if (!found) return std::nullopt;  // the store does not answer (its server may be the rank that died)
+    std::optional<std::string> found = read_board();
+    if (!found) return std::nullopt;  // no board, or it does not answer (its server may be the rank that died)
     if (!found->empty()) {
       std::optional<FailureRecord> cause = FailureRecord::decode(*found);
       if (cause && cause->rank != rank_) return cause;
@@ -270,6 +274,14 @@ std::optional<FailureRecord> GroupFailure::look_up_cause() const {
     if (std::chrono::steady_clock::now() >= until) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+bool GroupFailure::peer_has_failed() const {
+  if (failed()) return false;
+  std::optional<std::string> found = read_board();
+  if (!found || found->empty()) return false;
+  std::optional<FailureRecord> cause = FailureRecord::decode(*found);
+  return cause && cause->rank != rank_;
 }
 
 void GroupFailure::publish(const FailureRecord& record) const {

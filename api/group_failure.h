@@ -97,11 +97,21 @@ class GroupFailure {
   // The first failure or shutdown, if any.
   std::optional<FailureRecord> first() const;
 
+  // Whether this group is still usable here while another rank has published the group's
+  // failure (one read of the board, bounded). A rank that no closed connection reaches (a
+  // recv from any rank, which gloo does not fail when one of the pairs closes; a rank with
+  // nothing in flight) learns of the failure this way: the stall watch asks every tick, and
+  // records a PeerFailure, which the published record then explains.
+  bool peer_has_failed() const;
+
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
                                     int culprit);
   // A PeerFailure may be a peer's failure seen from here: its published record, if any.
   std::optional<FailureRecord> look_up_cause() const;
+  // The board's record as text ("" when there is none); nullopt without a board, or when it
+  // does not answer.
+  std::optional<std::string> read_board() const;
   void publish(const FailureRecord& record) const;
   // fn (a call on the board) on its own thread, waited for a few seconds at most; nullopt
   // when it failed or ran out of time (then the board is taken as gone).

@@ -221,13 +221,18 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                          OpKind kind = OpKind::kCollective);
   // A send's or recv's context: its fingerprint names the peer (-1: any), tag and ordinal.
   OpContext p2p_context(OpType op, const Tensor& t, int peer, const P2POptions& opts);
+  // The next transfer's number among this rank's sends (or recvs) with `peer` and `tag`: a
+  // send and a recv pair up when their numbers agree (messages between two ranks with one
+  // tag do not overtake each other).
+  int64_t next_ordinal(bool is_send, int peer, int tag);
   static void with_reduction(OpContext& ctx, ReduceOp op);
   // DISTCOMM_DEBUG=DETAIL (process_group_debug.cc; nothing at other levels). A collective:
   // every rank's fingerprint through the host exchange, Desync with the table on every rank
   // when they differ. A send: its fingerprint posted on the store for the recv. Returns ctx.
   const OpContext& check_detail(const OpContext& ctx);
-  // A recv from a known source: once it has ended, compares its fingerprint with the one its
-  // sender posted, InvalidArgument naming both when they differ.
+  // A recv: once it has ended, compares its fingerprint with the one its sender posted,
+  // InvalidArgument naming both when they differ. A recv from any rank is compared once its
+  // source is known, as that source's next transfer with this rank.
   WorkPtr checked_recv(const WorkPtr& work, const OpContext& ctx);
   // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
   void log_created();

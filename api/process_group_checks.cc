@@ -133,13 +133,15 @@ OpContext ProcessGroup::p2p_context(OpType op, const Tensor& t, int peer, const 
   OpFingerprint& f = ctx.fingerprint;
   f.root = peer;
   f.tag = opts.tag;
-  if (peer < 0) {
-    f.ordinal = -1;  // pairs with whichever send arrives first
-  } else {
-    std::lock_guard<std::mutex> lock(ordinals_mu_);
-    f.ordinal = transfers_[std::make_tuple(op == OpType::kSend, peer, opts.tag)]++;
-  }
+  // A recv from any rank pairs with whichever send arrives first: its ordinal is taken
+  // when it has ended and its source is known (checked_recv).
+  f.ordinal = peer < 0 ? -1 : next_ordinal(op == OpType::kSend, peer, opts.tag);
   return ctx;
+}
+
+int64_t ProcessGroup::next_ordinal(bool is_send, int peer, int tag) {
+  std::lock_guard<std::mutex> lock(ordinals_mu_);
+  return transfers_[std::make_tuple(is_send, peer, tag)]++;
 }
 
 void ProcessGroup::with_reduction(OpContext& ctx, ReduceOp op) {

@@ -66,12 +66,20 @@ const OpContext& ProcessGroup::check_detail(const OpContext& ctx) {
 
 WorkPtr ProcessGroup::checked_recv(const WorkPtr& work, const OpContext& ctx) {
   if (options_.debug != DebugLevel::kDetail || size() == 1 || !options_.store) return work;
-  const OpFingerprint mine = ctx.fingerprint;
-  const std::string key = detail_p2p_key(mine.root, rank(), mine);
   StorePtr store = options_.store;
   const std::string description = ctx.description;
   const std::chrono::milliseconds timeout = ctx.timeout;
-  return then(work, [store, key, mine, description, timeout] {
+  // Runs while `work` finishes (then()), so the raw pointer is valid; so is the group,
+  // whose backend ends its ops before the group goes away.
+  Work* received = work.get();
+  return then(work, [this, store, mine = ctx.fingerprint, received, description, timeout]() mutable {
+    if (mine.root < 0) {
+      // From any rank: now that the source is known, this was its next transfer to here.
+      mine.root = received->source_rank();
+      if (mine.root < 0) return;  // the backend did not say (ABI before source ranks): nothing to compare
+      mine.ordinal = next_ordinal(false, mine.root, mine.tag);
+    }
+    const std::string key = detail_p2p_key(mine.root, rank(), mine);
     // The sender posted before it sent, so the key is there once the message is.
     store->wait({key}, timeout);
     const std::optional<OpFingerprint> sent = OpFingerprint::decode(to_string(store->get(key)));

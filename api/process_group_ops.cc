@@ -287,7 +287,7 @@ WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   check_p2p(kOp, tensor, nullptr, -1, opts.tag);
   Backend& b = route(kOp, tensor);
   const OpContext ctx = p2p_context(kOp, tensor, -1, opts);
-  return recorded(ctx, [&] { return b.recv_any_source(tensor, opts, ctx); });
+  return checked_recv(recorded(ctx, [&] { return b.recv_any_source(tensor, opts, ctx); }), ctx);
 }
 
 }  // namespace distcomm

@@ -48,6 +48,40 @@ class Clauses {
   std::map<std::string, std::vector<int>> ranks_;
 };
 
+// Whether `send` (of rank `sender`) pairs with one of the receiver's recvs from that rank:
+// the same tag and ordinal.
+bool paired_with_recv_from(const ProgressReport& receiver, int sender, const OpFingerprint& send) {
+  for (const PendingOp& q : receiver.pending) {
+    const OpFingerprint& g = q.fingerprint;
+    if (g.p2p && !is_send(g) && g.root == sender && g.tag == send.tag && g.ordinal == send.ordinal) return true;
+  }
+  return false;
+}
+
+// The pending sends that `receiver`'s pending recv from any rank (`any`) would take -- sent
+// to it with the same tag, waiting long enough, not paired with a recv from their own rank --
+// when none of them fits it (then whichever arrives first is a mismatch, as MPI would find
+// it); empty when one fits (that one may be what it takes) or there is none.
+std::vector<std::pair<int, const OpFingerprint*>> unfit_senders(const std::vector<std::optional<ProgressReport>>& by_rank,
+                                                               int receiver, const OpFingerprint& any,
+                                                               int64_t min_waiting_ms) {
+  std::vector<std::pair<int, const OpFingerprint*>> unfit;
+  if (receiver < 0 || receiver >= static_cast<int>(by_rank.size()) || !by_rank[receiver]) return unfit;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (static_cast<int>(r) == receiver || !by_rank[r]) continue;
+    for (const PendingOp& q : by_rank[r]->pending) {
+      const OpFingerprint& g = q.fingerprint;
+      if (!g.p2p || !is_send(g) || g.root != receiver || g.tag != any.tag || q.waiting_ms < min_waiting_ms) continue;
+      if (paired_with_recv_from(*by_rank[receiver], static_cast<int>(r), g)) continue;
+      if (g.p2p_hash() == any.p2p_hash()) return {};
+      unfit.push_back({static_cast<int>(r), &g});
+    }
+  }
+  return unfit;
+}
+
+const char kSameCountAndDtype[] = "; a send and its recv must have the same count and dtype";
+
 // Where rank r stands relative to collective #seq, as a clause (both grammatical numbers).
 std::pair<std::string, std::string> position(const std::optional<ProgressReport>& r, const OpFingerprint& op) {
   if (!r) {
@@ -170,33 +204,56 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
   // Point to point: a pending send or recv and its counterpart on the peer.
   for (const PendingOp& p : me.pending) {
     const OpFingerprint& f = p.fingerprint;
-    if (!f.p2p || f.root < 0 || f.ordinal < 0 || p.waiting_ms < min_waiting_ms) continue;
-    if (f.root >= static_cast<int>(by_rank.size()) || !by_rank[f.root]) continue;
+    if (!f.p2p || p.waiting_ms < min_waiting_ms) continue;
+    if (f.root < 0) {
+      // A recv from any rank: the sends to this rank it would take, when none fits.
+      if (is_send(f)) continue;
+      const auto unfit = unfit_senders(by_rank, mine, f, min_waiting_ms);
+      if (unfit.empty()) continue;
+      const std::string sender = "rank " + std::to_string(unfit.front().first);
+      v.kind = Verdict::Kind::kSizeMismatch;
+      v.op = f;
+      v.message = "recv from any rank (tag " + std::to_string(f.tag) + "): this rank's tensor holds " +
+                  elements_text(f) + " but " + sender + " sends " + elements_text(*unfit.front().second) +
+                  kSameCountAndDtype;
+      return v;
+    }
+    if (f.ordinal < 0 || f.root >= static_cast<int>(by_rank.size()) || !by_rank[f.root]) continue;
     const OpFingerprint* same_ordinal = nullptr;
+    const OpFingerprint* takes_it = nullptr;  // the peer's recv from any rank that would take this send
     bool could_match = false;
     for (const PendingOp& q : by_rank[f.root]->pending) {
       const OpFingerprint& g = q.fingerprint;
       if (!g.p2p || g.tag != f.tag || is_send(g) == is_send(f) || q.waiting_ms < min_waiting_ms) continue;
       if (g.root != mine && g.root >= 0) continue;  // another pair
-      if (g.root < 0 || g.p2p_hash() == f.p2p_hash()) {
-        could_match = true;  // a recv from any rank, or one that fits: the transfer may still happen
+      if (g.p2p_hash() == f.p2p_hash()) {
+        could_match = true;  // one that fits: the transfer may still happen
         break;
+      }
+      if (g.root < 0) {
+        for (const auto& [rank, send] : unfit_senders(by_rank, f.root, g, min_waiting_ms)) {
+          if (rank == mine && send->ordinal == f.ordinal) takes_it = &g;
+        }
+        continue;
       }
       if (g.ordinal == f.ordinal) same_ordinal = &g;
     }
-    if (could_match || !same_ordinal) continue;
+    if (could_match || !(same_ordinal || takes_it)) continue;
     const std::string peer = "rank " + std::to_string(f.root);
     const std::string which = " (tag " + std::to_string(f.tag) + ", transfer " + std::to_string(f.ordinal) + "): ";
     v.kind = Verdict::Kind::kSizeMismatch;
     v.op = f;
-    if (is_send(f)) {
+    if (!same_ordinal) {
+      v.message = "send to " + peer + which + peer + " receives from any rank into " + elements_text(*takes_it) +
+                  " but this rank sends " + elements_text(f);
+    } else if (is_send(f)) {
       v.message = "send to " + peer + which + peer + " receives into " + elements_text(*same_ordinal) +
                   " but this rank sends " + elements_text(f);
     } else {
       v.message = "recv from " + peer + which + "this rank's tensor holds " + elements_text(f) + " but " + peer +
                   " sends " + elements_text(*same_ordinal);
     }
-    v.message += "; a send and its recv must have the same count and dtype";
+    v.message += kSameCountAndDtype;
     return v;
   }
   return v;

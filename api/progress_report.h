@@ -69,6 +69,9 @@ struct Verdict {
 //   - A send or recv with a known peer: the peer's pending op of the same pair, tag and
 //     ordinal disagrees on count or dtype, and none of the peer's pending ops could match
 //     it -> kSizeMismatch, naming both counts.
+//   - A recv from any rank: ranks send to this one with its tag (sends that no recv from
+//     their own rank pairs with), and none of them fits -> kSizeMismatch, naming the first
+//     such send; and for such a send, the same verdict on its sender's side.
 Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_rank, int mine,
                         int64_t min_waiting_ms);
 

@@ -98,6 +98,29 @@ struct StallWatch::Shared {
     if (failure && work) failure->record(std::move(error), *work);
   }
 
+  // Another rank published the group's failure while this rank's group is still usable:
+  // the group is gone (that rank cut its connections), so it fails here too, as the cut-off
+  // oldest unfinished op, or outside an op when none is in flight.
+  void follow_a_failed_peer() {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (!failure || !failure->peer_has_failed()) return;
+    WorkPtr oldest;
+    {
+      std::lock_guard<std::mutex> ring_lock(mu);
+      const uint64_t first = issued_count > ring.size() ? issued_count - ring.size() : 0;
+      for (uint64_t i = first; i < issued_count && !oldest; ++i) {
+        const Entry& e = ring[i % ring.size()];
+        if (e.work && !e.work->is_completed()) oldest = e.work;
+      }
+    }
+    auto cut_off = std::make_exception_ptr(PeerFailure("another rank of the group failed and published why"));
+    if (oldest) {
+      failure->record(cut_off, *oldest);
+    } else {
+      failure->record(cut_off, "the group (no op in flight)");
+    }
+  }
+
   // Every rank's report on the board (nullopt where none), this rank's being `mine`.
   // Raises the request count, publishes this rank's report, and returns every rank's that
   // answers it (a rank that left answered already), waiting about a tick for them.
@@ -277,6 +300,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     // Answer the others' requests; when an op of this rank waits, ask and compare.
     const int64_t answered = shared->answered;
     lock.unlock();
+    shared->follow_a_failed_peer();
     try {
       const int64_t request = o.board->add(kRequestKey, stalled ? 1 : 0);
       if (stalled || request > answered) {

@@ -15,6 +15,9 @@
 //     InvalidArgument naming both counts; anything else is left to wait (a slow rank is
 //     not an error);
 //   - answers other ranks' requests with its report, every tick, even when idle;
+//   - fails the group here, every tick, once another rank has published the group's failure
+//     (GroupFailure::peer_has_failed): a rank that no closed connection reaches learns of
+//     it within a tick, with the cause;
 //   - explains a Timeout, or a connection a peer closed: which ranks are where ("ranks [1]
 //     are still at all_reduce #11", "rank 2 has left the group after broadcast #1"), or a
 //     Desync the reports show, for GroupFailure (explain()).
@@ -22,7 +25,7 @@
 //
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
 // kTracked ops; an op pushed out of the ring while unfinished is no longer watched). The
-// thread wakes every tick and makes one store call when nothing waits.
+// thread wakes every tick and makes two store calls when nothing waits.
 #pragma once
 
 #include <chrono>

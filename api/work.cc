@@ -140,7 +140,10 @@ class ChainedWork : public Work {
 
 WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as) {
   auto chained = std::make_shared<ChainedWork>(first, as.value_or(first->op()));
-  first->on_finish([chained, next = std::move(next)](std::exception_ptr error) {
+  // Runs while `first` finishes, so the raw pointer is valid (and holding it would be a cycle).
+  Work* source = first.get();
+  first->on_finish([chained, source, next = std::move(next)](std::exception_ptr error) {
+    chained->set_source_rank(source->source_rank());  // a recv from any rank keeps its source
     if (!error) {
       try {
         next();

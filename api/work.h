@@ -92,7 +92,8 @@ using WorkPtr = std::shared_ptr<Work>;
 
 // A Work that ends when `first` has ended and then `next` has run, on the thread that
 // ended `first`; an error of either becomes its error (next does not run after an error).
-// It carries first's sequence number and description, and first's op unless `as` is given.
+// It carries first's sequence number, description and source rank, and first's op unless
+// `as` is given.
 // For post-processing: unpacking list outputs, AVG's division, a comm hook's cast back.
 WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as = std::nullopt);
 

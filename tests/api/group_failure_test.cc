@@ -242,6 +242,21 @@ TEST(GroupFailure, AStoreThatNeverAnswersDelaysTheCutBoundedly) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << "the look-up, then no publish";
 }
 
+// What the stall watch asks every tick: has another rank published the group's failure
+// while the group is still usable here? Then a PeerFailure recorded here takes its cause.
+TEST(GroupFailure, APeerThatPublishedIsSeenByTheOthers) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure finder(1, board), idle(2, board);
+  EXPECT_FALSE(idle.peer_has_failed()) << "nothing published";
+  finder.record(std::make_exception_ptr(InvalidArgument("the sizes")), op(OpType::kRecvAnySource, 3));
+  EXPECT_FALSE(finder.peer_has_failed()) << "its own record";
+  ASSERT_TRUE(idle.peer_has_failed());
+  const std::string msg = thrown_by<InvalidArgument>(idle.record(peer_failure("followed"), "the group"));
+  EXPECT_NE(msg.find("rank 1 of the group found a mismatch"), std::string::npos) << msg;
+  EXPECT_FALSE(idle.peer_has_failed()) << "failed here now";
+  EXPECT_FALSE(GroupFailure(0, nullptr).peer_has_failed()) << "no board";
+}
+
 TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
   GroupFailure f(0, nullptr);
   std::atomic<int> hooks{0};

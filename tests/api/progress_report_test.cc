@@ -89,19 +89,23 @@ TEST(ProgressReport, AllToAllSplitsThatDoNotPairAreDesync) {
   EXPECT_NE(v.message.find("rank 1 sends 1 elements to rank 0, which expects 2"), std::string::npos) << v.message;
 }
 
+// The message of the size mismatch the reports show to rank `at` ("" and a failure if none).
+std::string size_mismatch_at(const std::vector<std::optional<ProgressReport>>& by_rank, int at) {
+  const Verdict v = compare_reports(by_rank, at, 3000);
+  EXPECT_EQ(v.kind, Verdict::Kind::kSizeMismatch) << "at rank " << at;
+  return v.kind == Verdict::Kind::kSizeMismatch ? v.message : "";
+}
+
 TEST(ProgressReport, SendAndRecvOfDifferentSizesNameBothCounts) {
   const std::vector<std::optional<ProgressReport>> by_rank = {report(0, {transfer(OpType::kSend, 1, 4)}),
                                                               report(1, {transfer(OpType::kRecv, 0, 2)})};
-  const Verdict at_sender = compare_reports(by_rank, 0, 3000);
-  ASSERT_EQ(at_sender.kind, Verdict::Kind::kSizeMismatch);
-  EXPECT_EQ(at_sender.message,
+  EXPECT_EQ(size_mismatch_at(by_rank, 0),
             "send to rank 1 (tag 0, transfer 0): rank 1 receives into 2 float32 (8 bytes) but this rank sends 4 "
             "float32 (16 bytes); a send and its recv must have the same count and dtype");
-  const Verdict at_receiver = compare_reports(by_rank, 1, 3000);
-  ASSERT_EQ(at_receiver.kind, Verdict::Kind::kSizeMismatch);
-  EXPECT_NE(at_receiver.message.find("this rank's tensor holds 2 float32 (8 bytes) but rank 0 sends 4 float32 (16 bytes)"),
+  const std::string at_receiver = size_mismatch_at(by_rank, 1);
+  EXPECT_NE(at_receiver.find("this rank's tensor holds 2 float32 (8 bytes) but rank 0 sends 4 float32 (16 bytes)"),
             std::string::npos)
-      << at_receiver.message;
+      << at_receiver;
 }
 
 TEST(ProgressReport, ATransferThatMayStillMatchIsLeftToWait) {
@@ -110,11 +114,40 @@ TEST(ProgressReport, ATransferThatMayStillMatchIsLeftToWait) {
       report(0, {transfer(OpType::kSend, 1, 4)}),
       report(1, {transfer(OpType::kRecv, 0, 2), transfer(OpType::kRecv, 0, 4, /*ordinal=*/1)})};
   EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
-  // A recv from any rank may take it as well.
-  by_rank[1] = report(1, {transfer(OpType::kRecvAnySource, -1, 2, -1)});
+  // A recv from any rank that fits may take it as well.
+  by_rank[1] = report(1, {transfer(OpType::kRecvAnySource, -1, 4, -1)});
   EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
   // Another tag is another conversation.
   by_rank[1] = report(1, {transfer(OpType::kRecv, 0, 2, 0, /*tag=*/5)});
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+}
+
+// A recv from any rank takes whichever send to it arrives first (as MPI and torch's gloo
+// match): when no pending send with its tag fits it, the first that arrives would not fit.
+TEST(ProgressReport, ARecvFromAnyRankThatNoSendFitsNamesBothSides) {
+  std::vector<std::optional<ProgressReport>> by_rank = {
+      report(0, {transfer(OpType::kRecvAnySource, -1, 2, -1)}),
+      report(1, {}),
+      report(2, {transfer(OpType::kSend, 0, 4)})};
+  EXPECT_EQ(size_mismatch_at(by_rank, 0),
+            "recv from any rank (tag 0): this rank's tensor holds 2 float32 (8 bytes) but rank 2 sends 4 float32 "
+            "(16 bytes); a send and its recv must have the same count and dtype");
+  EXPECT_EQ(size_mismatch_at(by_rank, 2),
+            "send to rank 0 (tag 0, transfer 0): rank 0 receives from any rank into 2 float32 (8 bytes) but this "
+            "rank sends 4 float32 (16 bytes); a send and its recv must have the same count and dtype");
+  EXPECT_EQ(compare_reports(by_rank, 1, 3000).kind, Verdict::Kind::kNone) << "a bystander";
+
+  // Another rank's send fits: that one may be the one it takes.
+  by_rank[1] = report(1, {transfer(OpType::kSend, 0, 2)});
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+  EXPECT_EQ(compare_reports(by_rank, 2, 3000).kind, Verdict::Kind::kNone);
+  // The send pairs with a recv from its own rank (same ordinal), which fits: not for this one.
+  by_rank[1] = report(1, {});
+  by_rank[0] = report(0, {transfer(OpType::kRecvAnySource, -1, 2, -1), transfer(OpType::kRecv, 2, 4)});
+  EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
+  // A send that waited less than the bound is not certain yet.
+  by_rank[0] = report(0, {transfer(OpType::kRecvAnySource, -1, 2, -1)});
+  by_rank[2] = report(2, {transfer(OpType::kSend, 0, 4)}, /*waiting_ms=*/100);
   EXPECT_EQ(compare_reports(by_rank, 0, 3000).kind, Verdict::Kind::kNone);
 }
 

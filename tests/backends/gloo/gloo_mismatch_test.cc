@@ -133,6 +133,25 @@ TEST(GlooMismatch, DetailFindsEveryCollectiveCaseBeforeTheOp) {
   run_group(3, "gloo", [](ProcessGroup& pg) { detail_finds_every_collective_case(pg, kNamedWithin); }, options);
 }
 
+// DISTCOMM_DEBUG=DETAIL with recv_any_source and batch_isend_irecv: matching transfers
+// deliver (each recv compared with what its sender posted); a float32 send into an int32
+// recv never matches in gloo (its slots carry the dtype), and the stall watch names both
+// sides on both ends, for a recv from any rank and for a batch's recv alike.
+TEST(GlooMismatch, DetailChecksRecvFromAnyRank) {
+  GroupHarnessOptions options;
+  options.op_timeout = kOpTimeout;
+  options.debug = DebugLevel::kDetail;
+  run_group(3, "gloo", [](ProcessGroup& pg) { detail_any_source(pg, kNamedWithin, "any rank", true); },
+            options);
+}
+
+TEST(GlooMismatch, DetailChecksBatchedTransfers) {
+  GroupHarnessOptions options;
+  options.op_timeout = kOpTimeout;
+  options.debug = DebugLevel::kDetail;
+  run_group(3, "gloo", [](ProcessGroup& pg) { detail_batch(pg, kNamedWithin, "same count and dtype", true); }, options);
+}
+
 // A float32 send into an int32 recv of the same bytes: gloo's slots carry the dtype, so the
 // transfer waits and the stall watch names both sides.
 TEST(GlooMismatch, P2PDtypesDifferIsInvalidArgument) {

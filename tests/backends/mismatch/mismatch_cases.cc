@@ -167,26 +167,97 @@ void detail_finds_every_collective_case(ProcessGroup& pg, double within) {
   EXPECT_EQ(t.item(2), pg.size());
 }
 
-void p2p_dtypes(ProcessGroup& pg, double within, const char* names, bool sender_told) {
-  pg.barrier()->wait();
+namespace {
+
+// Rank 0 runs `send` (float32[4] to rank 1), rank 1 `recv` (from rank 0 into the int32[4] it
+// is given) and rank 2 waits for them: the recv must fail naming both dtypes.
+void dtype_mismatch(ProcessGroup& pg, double within, bool sender_told, const char* what,
+                    const std::function<void(const Tensor&)>& send, const std::function<void(Tensor&)>& recv,
+                    const char* names = "") {
   if (pg.rank() == 2) {
     wait_for_done(pg, {0, 1});
     return;
   }
   if (pg.rank() == 0) {
-    auto send = [&] { pg.send(floats(4), 1)->wait(); };
+    Tensor t = floats(4);
     if (sender_told) {
-      expect_failure_within<InvalidArgument>(send, 0, within, "send float32 to an int32 recv");
+      expect_failure_within<InvalidArgument>([&] { send(t); }, 0, within, what);
     } else {
-      send();
+      send(t);
     }
   } else {
     Tensor t = Tensor::zeros({4}, DType::kInt32);
-    const std::string msg =
-        expect_failure_within<InvalidArgument>([&] { pg.recv(t, 0)->wait(); }, 0, within, "recv int32 from a float32 send");
+    const std::string msg = expect_failure_within<InvalidArgument>([&] { recv(t); }, 0, within, what);
+    EXPECT_NE(msg.find("int32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("float32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 0"), std::string::npos) << "names the sender: " << msg;
     EXPECT_NE(msg.find(names), std::string::npos) << msg;
   }
   mark_done(pg);
+}
+
+}  // namespace
+
+void p2p_dtypes(ProcessGroup& pg, double within, const char* names, bool sender_told) {
+  pg.barrier()->wait();
+  dtype_mismatch(
+      pg, within, sender_told, "recv int32 from a float32 send", [&](const Tensor& t) { pg.send(t, 1)->wait(); },
+      [&](Tensor& t) { pg.recv(t, 0)->wait(); }, names);
+}
+
+void detail_any_source(ProcessGroup& pg, double within, const char* names, bool sender_told) {
+  pg.barrier()->wait();
+  if (pg.rank() == 1) {
+    std::vector<int> sources;
+    for (int i = 0; i < 2; ++i) {
+      Tensor t = floats(3);
+      WorkPtr w = pg.recv_any_source(t);
+      w->wait();
+      const int source = w->source_rank();
+      EXPECT_TRUE(source == 0 || source == 2) << source;
+      EXPECT_EQ(t.item(2), source + 1) << "from rank " << source;
+      sources.push_back(source);
+    }
+    EXPECT_NE(sources[0], sources[1]) << "one message from each sender";
+  } else {
+    Tensor t = floats(3);
+    t.fill(pg.rank() + 1);
+    pg.send(t, 1)->wait();
+  }
+  pg.barrier()->wait();
+  P2POptions o;
+  o.tag = 1;
+  dtype_mismatch(
+      pg, within, sender_told, "recv_any_source int32 from a float32 send",
+      [&](const Tensor& t) { pg.send(t, 1, o)->wait(); },
+      [&](Tensor& t) {
+        pg.recv_any_source(t, o)->wait();
+      },
+      names);
+}
+
+void detail_batch(ProcessGroup& pg, double within, const char* names, bool sender_told) {
+  pg.barrier()->wait();
+  const int right = (pg.rank() + 1) % pg.size(), left = (pg.rank() + pg.size() - 1) % pg.size();
+  Tensor out = floats(2), in = floats(2);
+  out.fill(pg.rank() + 1);
+  std::vector<P2POp> ring = {P2POp::send(out, right), P2POp::recv(in, left)};
+  pg.batch_isend_irecv(ring)->wait();
+  EXPECT_EQ(in.item(1), left + 1) << "rank " << left << "'s values";
+  pg.barrier()->wait();
+  P2POptions o;
+  o.tag = 1;
+  dtype_mismatch(
+      pg, within, sender_told, "a batch's recv int32 from a float32 send",
+      [&](const Tensor& t) {
+        std::vector<P2POp> ops = {P2POp::send(t, 1)};
+        pg.batch_isend_irecv(ops, o)->wait();
+      },
+      [&](Tensor& t) {
+        std::vector<P2POp> ops = {P2POp::recv(t, 0)};
+        pg.batch_isend_irecv(ops, o)->wait();
+      },
+      names);
 }
 
 }  // namespace mismatch

@@ -57,5 +57,18 @@ void detail_finds_every_collective_case(ProcessGroup& pg, double within);
 // the send too when sender_told, else it must succeed.
 void p2p_dtypes(ProcessGroup& pg, double within, const char* names, bool sender_told);
 
+// Under DISTCOMM_DEBUG=DETAIL, recv_any_source: ranks 0 and 2 each send rank 1 three
+// floats holding rank + 1, which rank 1 takes with two recvs from any rank (each must hold
+// its source's values and name it). Then rank 0 sends float32[4] to rank 1, which takes it
+// from any rank into int32[4] (the same bytes): that recv must fail with InvalidArgument
+// within `within` seconds naming both dtypes, rank 0 and `names`; the send too when
+// sender_told, else it must succeed.
+void detail_any_source(ProcessGroup& pg, double within, const char* names, bool sender_told);
+// The same for batch_isend_irecv: a ring of batches (each rank sends its right neighbour
+// two floats and receives its left neighbour's) must deliver; then rank 0's batch sends
+// float32[4] to rank 1, whose batch receives it into int32[4]: rank 1's batch fails with
+// InvalidArgument naming both dtypes, rank 0 and `names` (rank 0's too when sender_told).
+void detail_batch(ProcessGroup& pg, double within, const char* names, bool sender_told);
+
 }  // namespace mismatch
 }  // namespace distcomm

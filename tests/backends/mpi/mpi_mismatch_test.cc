@@ -155,5 +155,18 @@ TEST(MpiMismatch, DetailFindsAP2PDtypeMismatch) {
   in_group([](ProcessGroup& pg) { p2p_dtypes(pg, kNamedWithin, "DISTCOMM_DEBUG=DETAIL", /*sender_told=*/false); }, kOpTimeout, "DETAIL");
 }
 
+// The same with recv_any_source and batch_isend_irecv (which mpi runs as single sends and
+// recvs): matching transfers deliver; a mismatched recv from any rank, or a batch's, is
+// compared once it has ended and its source is known.
+TEST(MpiMismatch, DetailChecksRecvFromAnyRank) {
+  in_group([](ProcessGroup& pg) { detail_any_source(pg, kNamedWithin, "DISTCOMM_DEBUG=DETAIL", /*sender_told=*/false); },
+           kOpTimeout, "DETAIL");
+}
+
+TEST(MpiMismatch, DetailChecksBatchedTransfers) {
+  in_group([](ProcessGroup& pg) { detail_batch(pg, kNamedWithin, "DISTCOMM_DEBUG=DETAIL", /*sender_told=*/false); },
+           kOpTimeout, "DETAIL");
+}
+
 }  // namespace
 }  // namespace distcomm
