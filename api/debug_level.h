@@ -4,8 +4,9 @@
 //   OFF     the default: the backends' own checks (gloo's tags and slots, mpi's agreement
 //           check, probed receives) and the stall watch still turn a disagreement into a
 //           named error.
-//   INFO    also logs each group's creation (in rank order) and, when it is destroyed, the
-//           ops it ran.
+//   INFO    also logs, to stderr, each group's creation (every rank's line, in rank order,
+//           printed by the group's rank 0) and, when it is destroyed, the ops this rank
+//           issued on it, per type (each rank its own line).
 //   DETAIL  also compares every op's whole fingerprint (api/op_fingerprint.h) before it
 //           runs: a collective's across the group (one host exchange per op), a recv's
 //           with the send it received (posted by the sender on the group's store; a recv

@@ -35,26 +35,33 @@ void set_log_identity(int rank, int world_size) {
   g_world = world_size;
 }
 
+std::string rank_prefix(int rank, int size) {
+  return "[rank " + std::to_string(rank) + "/" + std::to_string(size) + "] ";
+}
+
 std::string log_prefix() {
   if (g_rank < 0) return "";
-  return "[rank " + std::to_string(g_rank.load()) + "/" + std::to_string(g_world.load()) + "] ";
+  return rank_prefix(g_rank.load(), g_world.load());
 }
 
 void log_line(const std::string& text) { write_fully(STDERR_FILENO, prefixed(log_prefix(), text)); }
+
+void log_line_as(int rank, int size, const std::string& text) {
+  write_fully(STDERR_FILENO, prefixed(rank_prefix(rank, size), text));
+}
 
 void log_rank_zero(const std::string& text) {
   if (g_rank <= 0) log_line(text);
 }
 
-void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix) {
-  const std::string mine =
-      prefixed(prefix ? "[rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + "] " : "", text);
+void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix, bool to_stderr) {
+  const std::string mine = prefixed(prefix ? rank_prefix(pg.rank(), pg.size()) : "", text);
   const std::vector<std::string> texts = pg.exchange().gather(mine, 0);
   if (pg.rank() != 0) return;
   std::string all;
   for (const std::string& text_of_rank : texts) all += text_of_rank;
-  std::fflush(stdout);  // what the program printed before comes first
-  write_fully(STDOUT_FILENO, all);
+  std::fflush(to_stderr ? stderr : stdout);  // what the program printed before comes first
+  write_fully(to_stderr ? STDERR_FILENO : STDOUT_FILENO, all);
 }
 
 void log_with_mode(LogMode mode, ProcessGroup* pg, const std::string& text) {

@@ -22,14 +22,20 @@ std::string log_prefix();
 
 // One line from this rank, prefixed, written atomically to stderr.
 void log_line(const std::string& text);
+// The same from rank `rank` of a group of `size` (a subgroup's own numbering, which the
+// process-wide prefix does not show).
+void log_line_as(int rank, int size, const std::string& text);
+// "[rank 1/4] "
+std::string rank_prefix(int rank, int size);
 // Only rank 0 prints (other ranks return at once).
 void log_rank_zero(const std::string& text);
 
 // Collective over pg: every rank calls it; rank 0 prints every rank's text in rank order
-// (each line prefixed), to stdout. Text may hold several lines. Returns when rank 0 has
-// printed; other ranks return as soon as their text is posted (over a shared store; a
-// group without one waits for the exchange's collective).
-void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix = true);
+// (each line prefixed with the rank in pg), to stdout (to stderr with to_stderr, for logs).
+// Text may hold several lines. Returns when rank 0 has printed; other ranks return as soon
+// as their text is posted (over a shared store; a group without one waits for the
+// exchange's collective).
+void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix = true, bool to_stderr = false);
 
 // Dispatches on mode (kOrdered needs pg).
 void log_with_mode(LogMode mode, ProcessGroup* pg, const std::string& text);

@@ -10,6 +10,7 @@
 // Ranks in arguments (root, dst, src) are ranks in this group.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -295,6 +296,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::map<DeviceType, uint32_t> abi_minor_;          // and its ABI minor (plugin.h)
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
+  // Ops the program issued on this rank, per type (not the group's own internal ones): what
+  // DISTCOMM_DEBUG=INFO reports when the group is destroyed.
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(OpType::kBatchP2P) + 1> issued_{};
   std::atomic<uint64_t> exchange_seq_{0};
   // Point-to-point transfers so far per (is send, peer, tag): each one's ordinal.
   std::mutex ordinals_mu_;

@@ -106,6 +106,7 @@ OpContext ProcessGroup::next_context(OpType op, const Tensor* t, std::chrono::mi
   OpContext ctx;
   std::atomic<uint64_t>& counter = p2p ? p2p_seq_ : kind == OpKind::kInternal ? exchange_seq_ : seq_;
   ctx.seq = counter++;
+  if (kind != OpKind::kInternal) issued_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
   ctx.timeout = is_use_default(timeout) ? options_.timeout : timeout;
   // Appended in place: every op pays for this string.
   std::string& d = ctx.description;

@@ -97,16 +97,41 @@ void ProcessGroup::log_created() {
   if (options_.debug == DebugLevel::kOff) return;
   std::string ranks;
   for (int r : options_.global_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  ordered_print(*this, "group '" + name() + "' created: rank " + std::to_string(rank()) + " of " +
-                           std::to_string(size()) + " (global ranks [" + ranks + "]), backend " + backend_name() +
-                           ", timeout " + std::to_string(timeout().count()) + " ms, DISTCOMM_DEBUG=" +
-                           debug_level_name(options_.debug));
+  ordered_print(*this,
+                "group '" + name() + "' created: rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
+                    " (global ranks [" + ranks + "]), backend " + backend_name() + ", timeout " +
+                    std::to_string(timeout().count()) + " ms, DISTCOMM_DEBUG=" + debug_level_name(options_.debug),
+                /*prefix=*/true, /*to_stderr=*/true);
 }
+
+namespace {
+
+bool is_point_to_point(OpType op) {
+  return op == OpType::kSend || op == OpType::kRecv || op == OpType::kRecvAnySource || op == OpType::kBatchP2P;
+}
+
+}  // namespace
 
 void ProcessGroup::log_destroyed() const {
   if (options_.debug == DebugLevel::kOff) return;
-  log_line("group '" + name() + "' destroyed: " + std::to_string(seq_.load()) + " collectives and " +
-           std::to_string(p2p_seq_.load()) + " point-to-point ops issued on this rank");
+  // Each rank on its own, not in rank order: ordering needs the others, and a destructor
+  // must not wait for a rank that may be gone.
+  uint64_t totals[2] = {0, 0};  // collectives, point to point
+  std::string lists[2];
+  for (size_t i = 0; i < issued_.size(); ++i) {
+    const uint64_t n = issued_[i].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    const auto op = static_cast<OpType>(i);
+    const int which = is_point_to_point(op) ? 1 : 0;
+    totals[which] += n;
+    lists[which] += (lists[which].empty() ? "" : ", ") + std::to_string(n) + " " + op_type_name(op);
+  }
+  auto part = [&](int which, const char* what) {
+    return std::to_string(totals[which]) + " " + what + (lists[which].empty() ? "" : " (" + lists[which] + ")");
+  };
+  log_line_as(rank(), size(),
+              "group '" + name() + "' destroyed: this rank issued " + part(0, "collectives") + " and " +
+                  part(1, "point-to-point ops"));
 }
 
 }  // namespace distcomm
