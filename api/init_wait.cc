@@ -45,12 +45,13 @@ InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every,
 }
 
 InitWait InitWait::for_backend(const std::map<std::string, std::string>& config, milliseconds timeout,
-                               std::string where) {
+                               std::string where, const std::vector<int>& global_ranks) {
   const milliseconds left{config_ms(config, kInitTimeLeftKey, timeout.count())};
   const milliseconds report{config_ms(config, kInitReportKey, kDefaultInitReportInterval.count())};
   InitWait w = starting_now(left, report, std::move(where));
   // Messages speak of the group's timeout, of which `left` is what the group had not used.
   w.timeout = timeout;
+  w.global_ranks = global_ranks;
   return w;
 }
 
@@ -64,10 +65,21 @@ std::string InitWait::waited_text() const {
 
 namespace {
 
-// "ranks [2]", or, when the phase cannot tell which ranks it waits for (MPI_Init's fence),
-// "the other ranks".
-std::string whom(const std::vector<int>& missing) {
-  return missing.empty() ? "the other ranks" : "ranks " + rank_list_text(missing);
+// "ranks [2]", "ranks [1] (world ranks [5])" in a subgroup, or, when the phase cannot tell
+// which ranks it waits for (MPI_Init's fence), "the other ranks".
+std::string whom(const std::vector<int>& missing, const std::vector<int>& global_ranks) {
+  if (missing.empty()) return "the other ranks";
+  std::string text = "ranks " + rank_list_text(missing);
+  std::vector<int> world;
+  bool differs = false;
+  for (int r : missing) {
+    if (r < 0 || static_cast<size_t>(r) >= global_ranks.size()) return text;
+    world.push_back(global_ranks[static_cast<size_t>(r)]);
+    differs = differs || world.back() != r;
+  }
+  bool identity = true;
+  for (size_t r = 0; r < global_ranks.size(); ++r) identity = identity && global_ranks[r] == static_cast<int>(r);
+  return identity && !differs ? text : text + " (world ranks " + rank_list_text(world) + ")";
 }
 
 }  // namespace
@@ -85,11 +97,11 @@ void InitWait::until(const std::string& what, const std::function<bool(milliseco
     const Clock::time_point after = Clock::now();
     if (after >= deadline) {
       throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +
-                    seconds_text(timeout) + ") waiting for " + whom(missing()) + " " + what +
+                    seconds_text(timeout) + ") waiting for " + whom(missing(), global_ranks) + " " + what +
                     (hint.empty() ? "" : "; " + hint));
     }
     if (after >= next_report) {
-      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + whom(missing()) + " " + what +
+      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + whom(missing(), global_ranks) + " " + what +
                " (it gives up in " + seconds_text(left()) + ")");
       next_report = after + report_every;
     }

@@ -40,13 +40,17 @@ struct InitWait {
   std::chrono::milliseconds report_every = kDefaultInitReportInterval;
   Clock::time_point started;                  // for "has waited 30 s"
   std::string where;                          // "rank 0/3 group 'world'"
+  // The world rank of each group rank, for a subgroup whose ranks are not the world's:
+  // messages then name both ("ranks [1] (world ranks [5])"). Empty: the same.
+  std::vector<int> global_ranks;
 
   static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
                                std::string where);
   // From the config a group gave its backend (kInitTimeLeftKey, kInitReportKey); a config
   // without them (a backend created outside a group) starts a full timeout now.
   static InitWait for_backend(const std::map<std::string, std::string>& config,
-                              std::chrono::milliseconds timeout, std::string where);
+                              std::chrono::milliseconds timeout, std::string where,
+                              const std::vector<int>& global_ranks = {});
 
   std::chrono::milliseconds left() const;
   // How long since `started`, for messages ("12.5 s").

@@ -156,6 +156,7 @@ InitWait ProcessGroup::creation_wait() const {
   where.pop_back();  // its trailing space
   InitWait w = InitWait::starting_now(options_.timeout, options_.creation_report_every, std::move(where));
   if (options_.creation_deadline != InitWait::Clock::time_point{}) w.deadline = options_.creation_deadline;
+  w.global_ranks = options_.global_ranks;
   return w;
 }
 

@@ -37,7 +37,8 @@ GlooComm::GlooComm(const BackendOptions& options) {
   if (options.size == 1) return;  // nobody to connect to
   const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
                             " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
-  connect_full_mesh(*context_, device_, *options.store, InitWait::for_backend(options.config, options.timeout, where));
+  connect_full_mesh(*context_, device_, *options.store,
+                    InitWait::for_backend(options.config, options.timeout, where, options.global_ranks));
 }
 
 void GlooComm::interrupt() {

@@ -141,8 +141,9 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
-  const InitWait wait = InitWait::for_backend(
-      o.config, o.timeout, "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "' (shm)");
+  const std::string where =
+      "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "' (shm)";
+  const InitWait wait = InitWait::for_backend(o.config, o.timeout, where, o.global_ranks);
   wait_for_keys(*o.store, keys_for(o.size, key_of), o, wait, "to publish their shm segments");
 
   std::vector<Segment> segments(static_cast<size_t>(o.size));

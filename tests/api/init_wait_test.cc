@@ -79,6 +79,21 @@ TEST(InitWait, ReportsEveryIntervalThenTimesOutNamingTheMissing) {
   EXPECT_NE(logged.find("for ranks [1, 2] to do the thing (it gives up in"), std::string::npos) << logged;
 }
 
+TEST(InitWait, ASubgroupNamesWorldRanksToo) {
+  InitWait w = InitWait::starting_now(milliseconds(30), milliseconds(1000), "rank 0/2 group 'world/g0'");
+  w.global_ranks = {3, 5};
+  try {
+    w.until("to arrive", [](milliseconds slice) {
+      std::this_thread::sleep_for(slice);
+      return false;
+    }, [] { return std::vector<int>{1}; }, "");
+    ADD_FAILURE() << "no Timeout";
+  } catch (const Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("waiting for ranks [1] (world ranks [5]) to arrive"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(InitWait, APhaseThatEndsReturnsAtOnceAndSaysNothing) {
   const InitWait w = InitWait::starting_now(milliseconds(5000), milliseconds(100), "here");
   int polls = 0;

@@ -183,5 +183,30 @@ TEST(GlooInitDeadline, PeerWhoseAddressRefusesIsAPeerFailureNamingIt) {
   ::unlink(path.c_str());
 }
 
+// new_group counts its own deadline (the parent's timeout) from the call, and names the
+// member that never made the call.
+TEST(GlooInitDeadline, MemberThatNeverCallsNewGroupIsNamedByGroupAndWorldRank) {
+  testing::GroupHarnessOptions options;
+  options.op_timeout = kTimeout;
+  testing::run_group(3, "gloo", [](ProcessGroup& pg) {
+    if (pg.rank() == 2) {
+      testing::wait_for_done(pg, {0, 1});  // stays in the world group, never calls new_group
+      return;
+    }
+    // World ranks 1 and 2 are ranks 0 and 1 of the subgroup; rank 0 is not a member.
+    std::shared_ptr<ProcessGroup> sub;
+    if (pg.rank() == 0) {
+      EXPECT_EQ(pg.new_group({1, 2}), nullptr);
+    } else {
+      const std::string msg = testing::expect_failure_within<Timeout>(
+          [&] { sub = pg.new_group({1, 2}); }, 2.9, kMaxSeconds, "new_group without world rank 2");
+      EXPECT_NE(msg.find("rank 0/2 group 'world/g0'"), std::string::npos) << "names the subgroup: " << msg;
+      EXPECT_NE(msg.find("waiting for ranks [1] (world ranks [2]) to arrive at the store"), std::string::npos)
+          << msg;
+    }
+    testing::mark_done(pg);
+  }, options);
+}
+
 }  // namespace
 }  // namespace distcomm
