@@ -7,6 +7,7 @@
 
 #include "api/errors.h"
 #include "api/plugin.h"
+#include "backends/mpi/mpi_group_comm.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_work.h"
 
@@ -21,29 +22,14 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-// Tag for MPI_Comm_create_group: the same on every member, and distinct between groups
-// that a process may be creating at the same time (one per thread).
-int creation_tag(const std::string& group_name) {
-  return static_cast<int>(std::hash<std::string>()(group_name) & 0x7fff);
-}
-
 }  // namespace
 
-bool is_world_in_order(const std::vector<int>& global_ranks, int world_size) {
-  if (global_ranks.empty()) return true;
-  if (static_cast<int>(global_ranks.size()) != world_size) return false;
-  for (size_t i = 0; i < global_ranks.size(); ++i) {
-    if (global_ranks[i] != static_cast<int>(i)) return false;
-  }
-  return true;
-}
-
-MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime)
+MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait)
     : Backend(std::move(options)),
       runtime_(runtime),
       max_count_(config.max_count_per_call),
       agreement_check_(config.agreement_check && core_abi_minor() >= 3) {
-  MPI_Comm comm = create_comm();
+  MPI_Comm comm = create_comm(wait);
   // The store, when there is one, is the failure's board: the failure is published for the
   // peers, and a Timeout asks the stall watch where they are. Both wait at most a few
   // seconds, on the thread that found the failure.
@@ -66,26 +52,17 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
 
 MpiBackend::~MpiBackend() { shutdown(); }
 
-MPI_Comm MpiBackend::create_comm() const {
+MPI_Comm MpiBackend::create_comm(const InitWait& wait) const {
   const BackendOptions& o = options();
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_SUCCESS;
-  runtime_.run_setup([&] {
-    if (is_world_in_order(o.global_ranks, runtime_.world_size())) {
-      rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    } else {
-      MPI_Group world_group, group;
-      MPI_Comm_group(MPI_COMM_WORLD, &world_group);
-      MPI_Group_incl(world_group, static_cast<int>(o.global_ranks.size()), o.global_ranks.data(), &group);
-      rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, creation_tag(o.group_name), &comm);
-      MPI_Group_free(&group);
-      MPI_Group_free(&world_group);
-    }
-    if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  });
-  if (rc != MPI_SUCCESS) {
-    std::rethrow_exception(error_from("mpi backend: creating the communicator of group '" + o.group_name + "'", rc));
+  GroupCommSpec spec;
+  spec.group_name = o.group_name;
+  spec.world_ranks = o.global_ranks;
+  if (spec.world_ranks.empty()) {
+    spec.world_ranks.resize(static_cast<size_t>(o.size));
+    std::iota(spec.world_ranks.begin(), spec.world_ranks.end(), 0);
   }
+  spec.rank = o.rank;
+  MPI_Comm comm = create_group_comm(runtime_, spec, wait);
   int rank = -1, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);

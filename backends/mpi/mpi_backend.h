@@ -3,7 +3,8 @@
 // The world group gets a duplicate of MPI_COMM_WORLD (the program's own MPI traffic on
 // MPI_COMM_WORLD cannot mix with distcomm's); a subgroup gets MPI_Comm_create_group over
 // its ranks, a call that involves only the group's members, as ProcessGroup::new_group
-// requires. Each op becomes an mpi::Op on the group's queue, which the process's MPI
+// requires. Both are made within the group's creation deadline, after every member has
+// arrived (mpi_group_comm.h). Each op becomes an mpi::Op on the group's queue, which the process's MPI
 // thread runs (mpi_runtime.h); the op returns its Work at once.
 //
 // Ranks that disagree: a collective runs its agreement check first (mpi_agreement.h), a
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/init_wait.h"
 #include "api/stall_watch.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/mpi_op.h"
@@ -31,15 +33,12 @@
 namespace distcomm {
 namespace mpi {
 
-// Whether a group's global ranks are the whole MPI world in MPI's order (its communicator
-// is then a duplicate of MPI_COMM_WORLD; a reordered one, from split, needs its own).
-bool is_world_in_order(const std::vector<int>& global_ranks, int world_size);
-
 class MpiBackend : public Backend {
  public:
-  // Collective over the group's ranks. Throws InvalidArgument when the options' rank and
-  // size disagree with MPI's view of the job.
-  MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime);
+  // Collective over the group's ranks, within wait's deadline (Timeout naming the ranks
+  // that did not come). Throws InvalidArgument when the options' rank and size disagree
+  // with MPI's view of the job.
+  MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait);
   ~MpiBackend() override;
 
   std::string name() const override { return "mpi"; }
@@ -67,7 +66,7 @@ class MpiBackend : public Backend {
   void shutdown() override;
 
  private:
-  MPI_Comm create_comm() const;
+  MPI_Comm create_comm(const InitWait& wait) const;
   // An op on `data` (dtype, count) with its Work and deadline filled in.
   std::unique_ptr<Op> make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data);
   WorkPtr submit(std::unique_ptr<Op> op, const OpContext& ctx);

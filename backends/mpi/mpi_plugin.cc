@@ -68,9 +68,16 @@ Backend* create(const BackendOptions& options) {
   }
   const MpiConfig config = MpiConfig::parse(options.config);
   check_launch(options, config);
-  Runtime& runtime = Runtime::start(config);
+  // One deadline for starting MPI and creating the group's communicator: what is left of
+  // the group's creation (init_wait.h).
+  const InitWait wait = InitWait::for_backend(
+      options.config, options.timeout,
+      "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) + " group '" + options.group_name +
+          "' (mpi)",
+      options.global_ranks);
+  Runtime& runtime = Runtime::start(config, wait);
   check_world(options, runtime);
-  return new MpiBackend(options, config, runtime);
+  return new MpiBackend(options, config, runtime, wait);
 }
 
 }  // namespace

@@ -2,12 +2,10 @@
 
 #include <sched.h>
 #include <sys/prctl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "api/errors.h"
 #include "backends/mpi/mpi_types.h"
@@ -31,16 +29,8 @@ constexpr int64_t kWaiterDrivesBelowBytes = 1 << 20;
 // On an oversubscribed host, a polling thread that has seen nothing start or end for this
 // long yields between tests, so that ranks sharing a core let each other run.
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
-// At exit, how long MPI_Finalize may wait for peers when a failed group left operations
-// MPI still holds (a peer that never joined them may be stuck, and never finalize).
-constexpr auto kFinalizeGrace = std::chrono::seconds(5);
 // Ops given up after a timeout are tested this often while nothing else runs.
 constexpr auto kAbandonedTestInterval = std::chrono::milliseconds(50);
-
-std::mutex g_start_mu;
-// Never deleted: static destructors that run after exit (a default group being
-// destroyed) may still reach it, and must find it finalised rather than gone.
-Runtime* g_runtime = nullptr;
 
 // Set while this thread runs a round: run() then runs its task inline, and drive() must
 // not start a nested round (a Work callback that waits would wait for itself).
@@ -49,41 +39,6 @@ thread_local bool t_in_round = false;
 std::exception_ptr exiting_error() {
   return std::make_exception_ptr(BackendUnavailable(
       "mpi backend: the process is exiting and MPI is being finalized; no new operation can start"));
-}
-
-// Whether this host runs more ranks than this process may use cores: then a polling thread
-// must yield, or it would hold a core a peer needs to make progress (Open MPI's own rule
-// for its blocking calls).
-bool host_is_oversubscribed(int local_ranks) {
-  cpu_set_t cpus;
-  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return local_ranks > cores;
-}
-
-// Open MPI's nonblocking all_reduce (libnbc) picks a binomial tree -- a reduce to one rank
-// and a broadcast back -- for any call in place or any group under 4 ranks, and the
-// plugin's all_reduces are always in place: they ran 2-3x slower than MPI_Allreduce from
-// 256 KiB to 2 MiB (README, MPI). Reduce-scatter + allgather (algorithm 3) kept up with it.
-// libnbc reads the setting at every call, so it is set through the MPI tool interface
-// after MPI_Init -- unless it is not 0 any more: then the user chose (OMPI_MCA_..., --mca).
-// thread_level: what MPI_Init_thread gave. Open MPI 4.1's MPI_T_init_thread overwrites the
-// level MPI_Query_thread reports with the one it is asked for, so it asks for that one.
-void choose_iallreduce_algorithm(int algorithm, int thread_level) {
-#if defined(OPEN_MPI)
-  int provided = 0, index = -1, count = 0;
-  MPI_T_cvar_handle handle;
-  if (algorithm <= 0 || MPI_T_init_thread(thread_level, &provided) != MPI_SUCCESS) return;
-  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
-      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-    int current = -1;
-    if (MPI_T_cvar_read(handle, &current) == MPI_SUCCESS && current == 0) MPI_T_cvar_write(handle, &algorithm);
-    MPI_T_cvar_handle_free(&handle);
-  }
-  MPI_T_finalize();
-#else
-  (void)algorithm;
-  (void)thread_level;
-#endif
 }
 
 // Tracks progress of a polling loop; once nothing has moved for a while, yields the CPU
@@ -107,92 +62,6 @@ class Backoff {
 };
 
 }  // namespace
-
-Runtime& Runtime::start(const MpiConfig& config) {
-  std::unique_lock<std::mutex> start_lock(g_start_mu);
-  if (!g_runtime) {
-    g_runtime = new Runtime();
-    g_runtime->config_ = config;
-    g_runtime->waiters_drive_ = config.waiters_drive;
-    g_runtime->thread_ = std::thread([] { g_runtime->thread_main(); });
-  }
-  Runtime& rt = *g_runtime;
-  std::unique_lock<std::mutex> lock(rt.mu_);
-  rt.done_cv_.wait(lock, [&] { return rt.state_ != State::kStarting; });
-  switch (rt.state_) {
-    case State::kRunning:
-      return rt;
-    case State::kFailed:
-      std::rethrow_exception(rt.start_error_);
-    default:
-      throw BackendUnavailable(
-          "mpi backend: MPI was finalized at exit in this process and cannot be initialized again");
-  }
-}
-
-void Runtime::thread_main() {
-  try {
-    initialize();
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    start_error_ = std::current_exception();
-    state_ = State::kFailed;
-    done_cv_.notify_all();
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    state_ = State::kRunning;
-  }
-  done_cv_.notify_all();
-  serve();
-  close();
-}
-
-void Runtime::initialize() {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (finalized) {
-    throw BackendUnavailable("mpi backend: MPI was already finalized in this process; it cannot be "
-                             "initialized again");
-  }
-  if (initialized) {
-    MPI_Query_thread(&thread_level_);
-    if (thread_level_ < MPI_THREAD_MULTIPLE) {
-      throw BackendUnavailable(
-          std::string("mpi backend: the program initialized MPI with ") + thread_level_name(thread_level_) +
-          ", but the backend calls MPI from its own thread and needs MPI_THREAD_MULTIPLE: call "
-          "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), or leave initializing MPI "
-          "to distcomm");
-    }
-  } else {
-    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_);
-    if (rc != MPI_SUCCESS) {
-      throw BackendUnavailable("mpi backend: MPI_Init_thread failed: " + error_string(rc));
-    }
-    owns_mpi_ = true;
-    // Known only now; FUNNELED is all this thread needs to make every call itself.
-    if (thread_level_ < MPI_THREAD_FUNNELED) {
-      throw BackendUnavailable(std::string("mpi backend: the MPI library gives only ") +
-                               thread_level_name(thread_level_) +
-                               "; the backend needs at least MPI_THREAD_FUNNELED");
-    }
-    choose_iallreduce_algorithm(config_.iallreduce_algorithm, thread_level_);
-    // Registered after MPI_Init, so it runs before the handlers MPI registered itself.
-    // on_exit, not atexit: a process that cannot finalize ends with the program's status.
-    on_exit([](int status, void*) { g_runtime->stop_at_exit(status); }, nullptr);
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-  int* tag_ub = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
-  if (found && tag_ub) tag_upper_bound_ = *tag_ub;
-  register_reduced_float_types();
-  yield_when_idle_ = host_is_oversubscribed(config_.local_ranks);
-  waiters_drive_ = waiters_drive_ && thread_level_ == MPI_THREAD_MULTIPLE;
-}
 
 Runtime::RoundResult Runtime::round(bool refuse_new) {
   t_in_round = true;
@@ -372,6 +241,54 @@ void Runtime::run_setup(const std::function<void()>& fn) {
   }
 }
 
+void Runtime::run_setup_within(std::function<void()> fn, std::function<void()> if_late, const InitWait& wait,
+                                const std::string& what, const std::string& hint) {
+  if (thread_level_ != MPI_THREAD_MULTIPLE) {
+    run(fn);
+    return;
+  }
+  // Shared with the thread, which may outlive this call.
+  struct Call {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool given_up = false;
+    std::exception_ptr error;
+  };
+  auto call = std::make_shared<Call>();
+  std::thread thread([this, call, fn = std::move(fn), if_late = std::move(if_late)] {
+    std::exception_ptr error;
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(call->mu);
+    call->done = true;
+    call->error = error;
+    if (call->given_up) {
+      if_late();
+      stuck_setups_.fetch_sub(1);
+    }
+    call->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(call->mu);
+  try {
+    wait.until(
+        what, [&](std::chrono::milliseconds slice) { return call->cv.wait_for(lock, slice, [&] { return call->done; }); },
+        [] { return std::vector<int>{}; }, hint);
+  } catch (...) {
+    call->given_up = true;
+    stuck_setups_.fetch_add(1);
+    lock.unlock();
+    thread.detach();
+    throw;
+  }
+  lock.unlock();
+  thread.join();
+  if (call->error) std::rethrow_exception(call->error);
+}
+
 std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure) {
   auto queue =
       std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); }, std::move(failure));
@@ -407,6 +324,7 @@ void Runtime::close() {
     queue->free_comm();
   }
   queues_.clear();
+  if (arrival_comm_ != MPI_COMM_NULL) MPI_Comm_free(&arrival_comm_);
   t_in_round = false;
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -422,29 +340,6 @@ void Runtime::close() {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = State::kFinalized;
   done_cv_.notify_all();
-}
-
-void Runtime::stop_at_exit(int status) {
-  if (t_in_round || std::this_thread::get_id() == thread_.get_id()) return;  // exit() from a callback
-  exiting_.store(true);
-  wake();
-  if (!thread_.joinable()) return;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return state_ == State::kFinalized || finalize_may_hang_; });
-    if (!done_cv_.wait_for(lock, kFinalizeGrace, [this] { return state_ == State::kFinalized; })) {
-      lock.unlock();
-      std::fprintf(stderr,
-                   "distcomm: mpi backend: exiting without MPI_Finalize: a failed group left operations that a "
-                   "peer never joined, and MPI_Finalize waited %lld s for that peer (stuck or gone); mpirun may "
-                   "report that this process did not finalize, and end the job\n",
-                   static_cast<long long>(kFinalizeGrace.count()));
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(status);
-    }
-  }
-  thread_.join();
 }
 
 }  // namespace mpi

@@ -18,9 +18,10 @@
 //   - With less (MPI_THREAD_FUNNELED or SERIALIZED), only the MPI thread calls MPI: it
 //     runs every round, waiters block on their Work. FUNNELED is the least the plugin
 //     needs, and every MPI library gives it.
-// With MULTIPLE, the blocking calls that create a group's communicator (MPI_Comm_dup,
-// MPI_Comm_create_group) run on the calling thread, so other groups' ops go on meanwhile,
-// and the program may call MPI itself from any thread. If the program initialised MPI
+// With MULTIPLE, the calls that create a group's communicator run off the MPI thread (the
+// arrival messages on the creating thread, the blocking MPI_Comm_dup or
+// MPI_Comm_create_group on one of their own: mpi_group_comm.h), so other groups' ops go on
+// meanwhile, and the program may call MPI itself from any thread. If the program initialised MPI
 // itself, the plugin needs MULTIPLE.
 //
 // Polling. A thread running rounds tests running ops in a loop; when the host has more
@@ -30,11 +31,19 @@
 // (on a small machine a second busy thread slows every rank). After a quiet while it
 // sleeps until woken.
 //
+// Start. Open MPI's MPI_Init waits (in a PMIx fence) until every process of the mpirun job
+// calls it, with no timeout and no word on who is missing. So the thread that creates the
+// first group waits for the MPI thread within the group's creation deadline (init_wait.h),
+// reporting every interval, and throws Timeout at the deadline, leaving the MPI thread in
+// MPI_Init: nothing can call it off.
+//
 // Exit. An exit handler refuses new ops, lets queued and running ones finish (or time
 // out), frees the communicators and, if the plugin initialised MPI, calls MPI_Finalize.
 // When a failed group left operations MPI still holds, MPI_Finalize may wait for a peer
 // that never comes: after a few seconds the process then ends without it, and says so on
-// stderr.
+// stderr. A process whose MPI_Init, or a group's communicator creation (mpi_group_comm.h),
+// never finished cannot finalize at all (a thread is still inside MPI): it ends at once
+// without MPI_Finalize, and says so.
 #pragma once
 
 #include <mpi.h>
@@ -46,9 +55,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "api/init_wait.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/op_queue.h"
 
@@ -64,13 +75,18 @@ class Runtime {
   // (with MPI_THREAD_MULTIPLE; false leaves every MPI call to the MPI thread), local_ranks
   // and iallreduce_algorithm. Only the first call's config counts. Throws
   // BackendUnavailable when MPI cannot be initialised, gives too low a thread level, or
-  // was already finalised.
-  static Runtime& start(const MpiConfig& config);
+  // was already finalised. Waits for MPI_Init (or, when the program initialised MPI, the
+  // runtime's own collective start) within `wait`: Timeout at its deadline.
+  static Runtime& start(const MpiConfig& config, const InitWait& wait);
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   int thread_level() const { return thread_level_; }
   int tag_upper_bound() const { return tag_upper_bound_; }
+  // A duplicate of MPI_COMM_WORLD made at start, for the messages with which the members
+  // of a group being created find each other (mpi_group_comm.h): the program's own
+  // traffic on MPI_COMM_WORLD can never match them.
+  MPI_Comm arrival_comm() const { return arrival_comm_; }
 
   // Runs fn in a round (on the MPI thread or a driving thread) and waits for it;
   // rethrows what it throws.
@@ -78,6 +94,15 @@ class Runtime {
   // Runs a blocking group-setup call: on the calling thread with MPI_THREAD_MULTIPLE
   // (other groups' ops go on meanwhile), on the MPI thread otherwise.
   void run_setup(const std::function<void()>& fn);
+  // Runs fn, a blocking setup call that returns only once every member of a group makes
+  // it, and waits for it within `wait` (what and hint: for its reports and Timeout). With
+  // MPI_THREAD_MULTIPLE fn runs on a thread of its own, and at the deadline this throws
+  // Timeout and leaves fn inside MPI: fn must then own everything it touches, and
+  // if_late runs after it should it ever return. Until then the process cannot finalize
+  // MPI: at exit it ends without MPI_Finalize. Without MULTIPLE fn runs on the MPI thread,
+  // waited for without a deadline (it cannot be left behind there).
+  void run_setup_within(std::function<void()> fn, std::function<void()> if_late, const InitWait& wait,
+                        const std::string& what, const std::string& hint);
 
   // Serves a new communicator's ops from now on; failure is its group's.
   std::shared_ptr<OpQueue> attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure);
@@ -106,6 +131,11 @@ class Runtime {
   Runtime() = default;
   void thread_main();
   void initialize();
+  // Waits within `wait` until the MPI thread has started MPI (or failed to).
+  void wait_started(const InitWait& wait);
+  // The exit handler of a process that gave up waiting for MPI to start: if it still has
+  // not, the MPI thread is inside MPI_Init and the process must end without finalizing.
+  void exit_while_starting(int status);
   void serve();
   // One pass over tasks and queues. The caller holds progress_mu_.
   RoundResult round(bool refuse_new);
@@ -119,6 +149,9 @@ class Runtime {
 
   std::thread thread_;
   bool owns_mpi_ = false;  // the plugin called MPI_Init, so it calls MPI_Finalize
+  bool program_initialized_mpi_ = false;  // MPI was initialised before the runtime started
+  MPI_Comm arrival_comm_ = MPI_COMM_NULL;
+  std::atomic<int> stuck_setups_{0};  // run_setup_within calls given up and still in MPI
   int world_rank_ = -1;
   int world_size_ = 0;
   int thread_level_ = MPI_THREAD_SINGLE;

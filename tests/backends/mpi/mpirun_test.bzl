@@ -25,8 +25,9 @@ def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], exp
         mpirun_program(name = "%s_program" % name, srcs = srcs, deps = deps)
     if FOUND:
         expect = ["--expect-failure-within", str(expect_failure_within)] if expect_failure_within else []
-        if expect_output:
-            expect += ["--expect-output", "'%s'" % expect_output]
+        # One text or a list of them; in double quotes (the texts quote group names in single ones).
+        for text in ([expect_output] if type(expect_output) == "string" else (expect_output or [])):
+            expect += ["--expect-output", "\"%s\"" % text]
         test_args = [str(np)] + expect + ["$(location %s)" % program] + args
     else:
         test_args = [str(np), "skip", "'%s'" % (REASON or "Open MPI was not found").replace("'", "")]

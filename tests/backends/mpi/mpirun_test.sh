@@ -1,9 +1,10 @@
 #!/bin/bash
 # Runs a test program under Open MPI's mpirun, N ranks on this host:
 #   mpirun_test.sh N path/to/program [args...]
-#   mpirun_test.sh N --expect-failure-within SECONDS [--expect-output TEXT] path/to/program [args...]
-#       passes if the job fails (non-zero) within SECONDS: how a dead rank must end a job;
-#       with --expect-output, only if its output (any rank, stdout or stderr) has TEXT too
+#   mpirun_test.sh N [--expect-failure-within SECONDS] [--expect-output TEXT]... path/to/program [args...]
+#       --expect-failure-within: passes if the job fails (non-zero) within SECONDS, as a dead
+#       rank must end a job (else the job must succeed); --expect-output (repeatable): only
+#       if its output (any rank, stdout or stderr) has each TEXT too
 #   mpirun_test.sh N skip REASON      (built without Open MPI: skips with the reason, or fails
 #                                     where DISTCOMM_REQUIRE lists mpi: tests/testing/skip.sh)
 # The settings that matter on a small test machine:
@@ -17,15 +18,15 @@ set -euo pipefail
 np="$1"
 shift
 expect_failure_within=""
-if [[ "$1" == --expect-failure-within ]]; then
-  expect_failure_within="$2"
+expect_outputs=()
+while [[ "$1" == --expect-* ]]; do
+  case "$1" in
+    --expect-failure-within) expect_failure_within="$2" ;;
+    --expect-output) expect_outputs+=("$2") ;;
+    *) echo "mpirun_test.sh: unknown option $1" >&2; exit 2 ;;
+  esac
   shift 2
-fi
-expect_output=""
-if [[ "$1" == --expect-output ]]; then
-  expect_output="$2"
-  shift 2
-fi
+done
 program="$1"
 shift
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tests/testing/skip.sh"
@@ -49,21 +50,38 @@ trap 'rm -rf "$scratch"' EXIT
 command=(mpirun --oversubscribe --bind-to none -np "$np" --mca btl self,vader,tcp --mca pml ob1
   --mca orte_tmpdir_base "$scratch" --mca btl_vader_backing_directory "$scratch"
   --tag-output "$program" "$@")
-if [[ -z "$expect_failure_within" ]]; then
+if [[ -z "$expect_failure_within" && ${#expect_outputs[@]} -eq 0 ]]; then
   "${command[@]}"
   exit
 fi
 start=$SECONDS
 status=0
-timeout "$((expect_failure_within + 30))" "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
+if [[ -n "$expect_failure_within" ]]; then
+  timeout "$((expect_failure_within + 30))" "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
+else
+  "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
+fi
 elapsed=$((SECONDS - start))
+# The output's tee may still be writing: wait for it before reading the file.
+wait
 echo "mpirun exited with status $status after ${elapsed}s"
-if [[ $status -eq 0 || $status -eq 124 || $elapsed -gt $expect_failure_within ]]; then
+if [[ -z "$expect_failure_within" && $status -ne 0 ]]; then
+  echo "FAILED: the job failed"
+  exit 1
+fi
+if [[ -n "$expect_failure_within" ]] &&
+  [[ $status -eq 0 || $status -eq 124 || $elapsed -gt $expect_failure_within ]]; then
   echo "FAILED: expected the job to fail within ${expect_failure_within}s"
   exit 1
 fi
-if [[ -n "$expect_output" ]] && ! grep -qF -- "$expect_output" "$scratch/output"; then
-  echo "FAILED: expected the output to contain: $expect_output"
-  exit 1
+for text in "${expect_outputs[@]}"; do
+  if ! grep -qF -- "$text" "$scratch/output"; then
+    echo "FAILED: expected the output to contain: $text"
+    exit 1
+  fi
+done
+if [[ -n "$expect_failure_within" ]]; then
+  echo "PASSED: the job failed within ${expect_failure_within}s, as it must"
+else
+  echo "PASSED: the job succeeded and its output has what it must"
 fi
-echo "PASSED: the job failed within ${expect_failure_within}s, as it must"
