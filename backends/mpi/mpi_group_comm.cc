@@ -16,10 +16,12 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-// Between two tests of the arrival messages a waiting thread sleeps, from kFirstNap up to
-// kLongestNap: members that arrive together meet within microseconds, and one that is
-// late costs a test every 2 ms, not a busy core.
-constexpr microseconds kFirstNap{20};
+// A waiting thread tests the arrival messages back to back (yielding the core between
+// tests) for kSpinFor, then sleeps between tests, from kFirstNap up to kLongestNap: members
+// that arrive together meet within microseconds, and one that is late costs a test every
+// 2 ms, not a busy core.
+constexpr microseconds kSpinFor{1000};
+constexpr microseconds kFirstNap{50};
 constexpr microseconds kLongestNap{2000};
 
 // The same on every member, and distinct between groups that a process may be creating
@@ -111,7 +113,8 @@ void wait_for_members(Runtime& runtime, const GroupCommSpec& spec, int tag, cons
     wait.until(
         "to arrive at the creation of the group's MPI communicator",
         [&](milliseconds slice) {
-          const auto end = std::chrono::steady_clock::now() + slice;
+          const auto start = std::chrono::steady_clock::now();
+          const auto end = start + slice;
           microseconds nap = kFirstNap;
           for (;;) {
             bool done = false;
@@ -119,6 +122,10 @@ void wait_for_members(Runtime& runtime, const GroupCommSpec& spec, int tag, cons
             if (done) return true;
             const auto now = std::chrono::steady_clock::now();
             if (now >= end) return false;
+            if (now - start < kSpinFor) {
+              std::this_thread::yield();
+              continue;
+            }
             std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(nap, end - now));
             nap = std::min(nap * 2, kLongestNap);
           }
