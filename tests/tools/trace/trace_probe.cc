@@ -101,7 +101,15 @@ int sigusr1(distcomm::ProcessGroup& pg) {
 int die(distcomm::ProcessGroup& pg) {
   all_reduces(pg, 3);
   std::fflush(stdout);
-  if (pg.rank() == pg.size() - 1) ::raise(SIGKILL);
+  // The last rank dies only once every rank has finished all_reduce #2: a rank killed while
+  // a peer still reads its last bytes may reset the connection and fail that peer's op.
+  pg.store()->add("trace_probe/finished", 1);
+  if (pg.rank() == pg.size() - 1) {
+    if (!eventually([&] { return pg.store()->add("trace_probe/finished", 0) == pg.size(); })) {
+      throw distcomm::Error("the other ranks never finished all_reduce #2");
+    }
+    ::raise(SIGKILL);
+  }
   std::this_thread::sleep_for(120s);  // "computing": the launcher stops it long before
   return 0;
 }
