@@ -8,40 +8,6 @@
 #include "api/process_group.h"
 
 namespace distcomm {
-namespace {
-
-// A Work that ends when every part has ended, with the first error in the parts' order.
-WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description) {
-  auto outer = std::make_shared<Work>(op, seq, description);
-  struct State {
-    std::mutex mu;
-    size_t left;
-    std::vector<std::exception_ptr> errors;
-  };
-  auto state = std::make_shared<State>();
-  state->left = parts.size();
-  state->errors.resize(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    parts[i]->on_finish([outer, state, i](std::exception_ptr error) {
-      std::exception_ptr first;
-      {
-        std::lock_guard<std::mutex> lock(state->mu);
-        state->errors[i] = error;
-        if (--state->left > 0) return;
-        for (const auto& e : state->errors) {
-          if (e) {
-            first = e;
-            break;
-          }
-        }
-      }
-      outer->finish(first);
-    });
-  }
-  return outer;
-}
-
-}  // namespace
 
 WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kBatchP2P;
@@ -64,7 +30,7 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   if (std::find(native.begin(), native.end(), kOp) != native.end()) {
     OpContext ctx = next_context(kOp, nullptr, opts.timeout, OpKind::kPointToPoint);
     ctx.description += " (" + std::to_string(ops.size()) + " sends and receives)";
-    return recorded(ctx, [&] { return b.batch_p2p(ops, opts, ctx); });
+    return checked_batch(ops, opts, ctx, [&] { return recorded(ctx, [&] { return b.batch_p2p(ops, opts, ctx); }); });
   }
   // One by one, in order: backends whose sends and receives progress on their own.
   std::vector<WorkPtr> parts;

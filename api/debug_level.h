@@ -10,8 +10,8 @@
 //   DETAIL  also compares every op's whole fingerprint (api/op_fingerprint.h) before it
 //           runs: a collective's across the group (one host exchange per op), a recv's
 //           with the send it received (posted by the sender on the group's store; a recv
-//           from any rank once its source is known; a batch's sends and recvs where the
-//           backend runs them one by one, as single ops). Any
+//           from any rank once its source is known; a batch's sends and recvs as single
+//           ops, also where the backend takes the batch whole). Any
 //           difference is a Desync (collectives, on every rank, with the table of what
 //           each rank called) or an InvalidArgument (a recv, naming both sides). Costs a
 //           store round trip or a host collective per op: for finding a bug, not for

@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -238,7 +239,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
   void log_created();
   void log_destroyed() const;
+  // A batch the backend runs natively (nccl): each send and recv in it checked as the single
+  // ops are (call() hands the batch to the backend).
+  WorkPtr checked_batch(const std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx,
+                        const std::function<WorkPtr()>& call);
+  bool detail_p2p_on() const;
   std::string detail_p2p_key(int src, int dst, const OpFingerprint& f) const;
+  // DETAIL's point-to-point check: a send's fingerprint posted for its recv on the store;
+  // a recv's (peer and ordinal known) compared with it, InvalidArgument naming both.
+  void post_for_recv(const OpFingerprint& send);
+  void compare_with_sent(const OpFingerprint& recv, const std::string& description, std::chrono::milliseconds timeout);
   // Hands the op to its backend (call() returns the backend's Work) and records it in the
   // flight recorder: issued now, ended when that Work ends.
   template <typename Call>

@@ -33,15 +33,35 @@ std::string ProcessGroup::detail_p2p_key(int src, int dst, const OpFingerprint& 
          std::to_string(f.tag) + "/" + std::to_string(f.ordinal);
 }
 
+bool ProcessGroup::detail_p2p_on() const {
+  return options_.debug == DebugLevel::kDetail && size() > 1 && options_.store;
+}
+
+void ProcessGroup::post_for_recv(const OpFingerprint& send) {
+  // Posted before the send is handed to the backend: nothing waits here (a send may be
+  // issued long before its recv), and the recv finds it once it has the message.
+  options_.store->set(detail_p2p_key(rank(), send.root, send), to_bytes(send.encode()));
+}
+
+void ProcessGroup::compare_with_sent(const OpFingerprint& recv, const std::string& description,
+                                     std::chrono::milliseconds timeout) {
+  const std::string key = detail_p2p_key(recv.root, rank(), recv);
+  // The sender posted before it sent, so the key is there once the message is.
+  options_.store->wait({key}, timeout);
+  const std::optional<OpFingerprint> sent = OpFingerprint::decode(to_string(options_.store->get(key)));
+  options_.store->delete_key(key);
+  if (!sent || sent->p2p_hash() != recv.p2p_hash()) {
+    throw InvalidArgument(description + ": DISTCOMM_DEBUG=DETAIL: this rank's " + recv.describe() + " received rank " +
+                          std::to_string(recv.root) + "'s " + (sent ? sent->describe() : std::string("(unreadable)")) +
+                          "; a send and its recv must have the same count and dtype");
+  }
+}
+
 const OpContext& ProcessGroup::check_detail(const OpContext& ctx) {
   if (options_.debug != DebugLevel::kDetail || size() == 1) return ctx;
   const OpFingerprint& mine = ctx.fingerprint;
   if (mine.p2p) {
-    // A send posts what it sends for its recv to compare; nothing waits here (a send may
-    // be issued long before its recv).
-    if (mine.op == OpType::kSend && options_.store) {
-      options_.store->set(detail_p2p_key(rank(), mine.root, mine), to_bytes(mine.encode()));
-    }
+    if (mine.op == OpType::kSend && options_.store) post_for_recv(mine);  // for its recv to compare
     return ctx;
   }
   const std::vector<std::string> texts = exchange().all_gather(mine.encode());
@@ -65,31 +85,48 @@ const OpContext& ProcessGroup::check_detail(const OpContext& ctx) {
 }
 
 WorkPtr ProcessGroup::checked_recv(const WorkPtr& work, const OpContext& ctx) {
-  if (options_.debug != DebugLevel::kDetail || size() == 1 || !options_.store) return work;
-  StorePtr store = options_.store;
-  const std::string description = ctx.description;
-  const std::chrono::milliseconds timeout = ctx.timeout;
-  // Runs while `work` finishes (then()), so the raw pointer is valid; so is the group,
+  if (!detail_p2p_on()) return work;
+  // then() runs this while `work` finishes, so the raw pointer is valid; so is the group,
   // whose backend ends its ops before the group goes away.
   Work* received = work.get();
-  return then(work, [this, store, mine = ctx.fingerprint, received, description, timeout]() mutable {
+  return then(work, [this, mine = ctx.fingerprint, received, description = ctx.description,
+                     timeout = ctx.timeout]() mutable {
     if (mine.root < 0) {
       // From any rank: now that the source is known, this was its next transfer to here.
       mine.root = received->source_rank();
       if (mine.root < 0) return;  // the backend did not say (ABI before source ranks): nothing to compare
       mine.ordinal = next_ordinal(false, mine.root, mine.tag);
     }
-    const std::string key = detail_p2p_key(mine.root, rank(), mine);
-    // The sender posted before it sent, so the key is there once the message is.
-    store->wait({key}, timeout);
-    const std::optional<OpFingerprint> sent = OpFingerprint::decode(to_string(store->get(key)));
-    store->delete_key(key);
-    if (!sent || sent->p2p_hash() != mine.p2p_hash()) {
-      throw InvalidArgument(description + ": DISTCOMM_DEBUG=DETAIL: this rank's " + mine.describe() +
-                            " received rank " + std::to_string(mine.root) + "'s " +
-                            (sent ? sent->describe() : std::string("(unreadable)")) +
-                            "; a send and its recv must have the same count and dtype");
+    compare_with_sent(mine, description, timeout);
+  });
+}
+
+WorkPtr ProcessGroup::checked_batch(const std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx,
+                                    const std::function<WorkPtr()>& call) {
+  if (!detail_p2p_on()) return call();
+  // Each part numbered as a single send or recv would be, the sends posted before the batch
+  // goes to the backend, the recvs compared once the batch has ended.
+  std::vector<OpFingerprint> recvs;
+  for (const P2POp& op : ops) {
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    OpFingerprint f;
+    f.op = is_send ? OpType::kSend : OpType::kRecv;
+    f.seq = ctx.seq;
+    f.p2p = true;
+    f.set_tensor(op.tensor);
+    f.root = op.peer;
+    f.tag = opts.tag;
+    f.ordinal = next_ordinal(is_send, op.peer, opts.tag);
+    if (is_send) {
+      post_for_recv(f);
+    } else {
+      recvs.push_back(f);
     }
+  }
+  WorkPtr work = call();
+  if (recvs.empty()) return work;
+  return then(work, [this, recvs, description = ctx.description, timeout = ctx.timeout] {
+    for (const OpFingerprint& r : recvs) compare_with_sent(r, description, timeout);
   });
 }
 

@@ -156,4 +156,34 @@ WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpT
   return chained;
 }
 
+WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description) {
+  auto outer = std::make_shared<Work>(op, seq, description);
+  struct State {
+    std::mutex mu;
+    size_t left;
+    std::vector<std::exception_ptr> errors;
+  };
+  auto state = std::make_shared<State>();
+  state->left = parts.size();
+  state->errors.resize(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i]->on_finish([outer, state, i](std::exception_ptr error) {
+      std::exception_ptr first;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->errors[i] = error;
+        if (--state->left > 0) return;
+        for (const auto& e : state->errors) {
+          if (e) {
+            first = e;
+            break;
+          }
+        }
+      }
+      outer->finish(first);
+    });
+  }
+  return outer;
+}
+
 }  // namespace distcomm

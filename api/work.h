@@ -97,4 +97,8 @@ using WorkPtr = std::shared_ptr<Work>;
 // For post-processing: unpacking list outputs, AVG's division, a comm hook's cast back.
 WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as = std::nullopt);
 
+// A Work that ends when every one of `parts` has ended, with the first error in the parts'
+// order (a batch of transfers run one by one).
+WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description);
+
 }  // namespace distcomm

@@ -13,7 +13,9 @@
 //
 // Settings (BackendOptions::config):
 //   in_process_ops  the ops it lists in supported_ops(), comma-separated op names ("all":
-//                   every op it implements), to test the core's capability refusal.
+//                   every op it implements but batch_isend_irecv), to test the core's
+//                   capability refusal. Listed, batch_isend_irecv makes the core hand it
+//                   whole batches, as it does nccl's (the parts still go one by one here).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -198,6 +200,14 @@ std::vector<OpType> parse_ops(const std::string& list) {
   std::stringstream ss(list);
   std::string name;
   while (std::getline(ss, name, ',')) {
+    if (name == "all") {
+      ops.insert(ops.end(), kAll.begin(), kAll.end());
+      continue;
+    }
+    if (name == op_type_name(OpType::kBatchP2P)) {
+      ops.push_back(OpType::kBatchP2P);
+      continue;
+    }
     auto it = std::find_if(kAll.begin(), kAll.end(), [&](OpType op) { return name == op_type_name(op); });
     if (it == kAll.end()) throw InvalidArgument("in_process_ops: no op '" + name + "'");
     ops.push_back(*it);
@@ -281,6 +291,13 @@ class InProcessBackend : public Backend {
   }
   WorkPtr recv_any_source(Tensor& t, const P2POptions& o, const OpContext& c) override {
     return receive(OpType::kRecvAnySource, t, -1, o.tag, c);
+  }
+  WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& o, const OpContext& c) override {
+    std::vector<WorkPtr> parts;
+    for (P2POp& op : ops) {
+      parts.push_back(op.kind == P2POp::Kind::kSend ? send(op.tensor, op.peer, o, c) : recv(op.tensor, op.peer, o, c));
+    }
+    return all_of(parts, OpType::kBatchP2P, c.seq, c.description);
   }
 
  private:

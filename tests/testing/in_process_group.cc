@@ -40,6 +40,7 @@ std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& opt
       o.backend = "in_process";
       o.timeout = options.timeout;
       o.backend_config = options.config;
+      o.debug = options.debug;
       try {
         groups[static_cast<size_t>(r)] = ProcessGroup::create(o);
       } catch (const std::exception& e) {

@@ -18,6 +18,7 @@ struct InProcessOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Backend settings; "in_process_ops" lists the ops the backend offers (default: all).
   std::map<std::string, std::string> config;
+  DebugLevel debug = DebugLevel::kOff;
 };
 
 // Every rank's ProcessGroup of a new world of n ranks (created from this thread; the
