@@ -217,9 +217,19 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   r.culprit = culprit;
   r.op = op ? op_type_name(op->op()) : "";
   r.seq = op ? static_cast<int64_t>(op->seq()) : -1;
-  const std::exception_ptr described = with_context(error, where);
+  std::exception_ptr described = with_context(error, where);
   r.message = message_of(described);
   r.time = std::chrono::system_clock::now();
+  // Published before the group is marked here: when another rank's record got there first
+  // (two ranks found the same Desync at once; a Timeout here after a peer's failure), that
+  // first failure is this rank's answer too -- every rank then reports the same cause.
+  if (std::optional<FailureRecord> earlier = publish(r)) {
+    error = explained_by(*earlier);
+    r.kind = kind_of(error);
+    r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
+    described = with_context(error, where);
+    r.message = message_of(described);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.load()) return error;  // another thread recorded first meanwhile
@@ -229,7 +239,6 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
   }
-  publish(r);
   run_abort_hooks();
   return error;
 }
@@ -284,16 +293,18 @@ bool GroupFailure::peer_has_failed() const {
   return cause && cause->rank != rank_;
 }
 
-void GroupFailure::publish(const FailureRecord& record) const {
-  if (!board_) return;
+std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record) const {
+  if (!board_) return std::nullopt;
   StorePtr board = board_;
   const Store::Bytes value = to_bytes(record.encode());
   // compare_set: only the first rank to fail leaves its record; later ones would only
   // describe the cascade it started. Waited for: the abort hooks come after it.
-  ask_board<bool>([board, value] {
-    board->compare_set(kBoardKey, {}, value);
-    return true;
-  });
+  const std::optional<std::string> stored =
+      ask_board<std::string>([board, value] { return to_string(board->compare_set(kBoardKey, {}, value)); });
+  if (!stored || *stored == to_string(value)) return std::nullopt;
+  std::optional<FailureRecord> earlier = FailureRecord::decode(*stored);
+  if (earlier && earlier->rank != rank_) return earlier;
+  return std::nullopt;
 }
 
 void GroupFailure::run_abort_hooks() {

@@ -10,7 +10,9 @@
 //   3. where the group's ranks share a store, publish the first failure there, and explain
 //      an op that a peer cut off (PeerFailure) with what that peer published, so that every
 //      rank reports the cause (another rank's Timeout or Desync) and names its rank, rather
-//      than the consequence ("connection closed");
+//      than the consequence ("connection closed"); a rank whose own failure finds another
+//      rank's record already there (both found the same Desync; a Timeout after a peer
+//      failed) reports that first one too;
 //   4. then, once the record is stored (or the store has not answered for seconds), run
 //      the backend's abort hooks once (cut connections, abort communicators), so that
 //      neither a local thread nor a peer stays blocked on the group. In this order a peer
@@ -112,7 +114,9 @@ class GroupFailure {
   // The board's record as text ("" when there is none); nullopt without a board, or when it
   // does not answer.
   std::optional<std::string> read_board() const;
-  void publish(const FailureRecord& record) const;
+  // Leaves the record on the board unless another is there; returns that other rank's
+  // record when one got there first (nullopt: this one is stored, or there is no board).
+  std::optional<FailureRecord> publish(const FailureRecord& record) const;
   // fn (a call on the board) on its own thread, waited for a few seconds at most; nullopt
   // when it failed or ran out of time (then the board is taken as gone).
   template <typename R>

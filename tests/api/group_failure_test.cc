@@ -257,6 +257,20 @@ TEST(GroupFailure, APeerThatPublishedIsSeenByTheOthers) {
   EXPECT_FALSE(GroupFailure(0, nullptr).peer_has_failed()) << "no board";
 }
 
+// Two ranks find the same Desync at once, each from what it saw: the one stored first is
+// every rank's answer (the later one's table may lack what the first had already ended).
+TEST(GroupFailure, TheFirstPublishedFailureIsEveryRanksAnswer) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure first(0, board), second(1, board);
+  thrown_by<Desync>(first.record(std::make_exception_ptr(Desync("the whole table")), op(OpType::kAllToAll, 1)));
+  const std::string msg =
+      thrown_by<Desync>(second.record(std::make_exception_ptr(Desync("half the table")), op(OpType::kAllToAll, 1)));
+  EXPECT_NE(msg.find("rank 0 of the group found that the ranks disagree"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the whole table"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("half the table"), std::string::npos) << msg;
+  EXPECT_EQ(second.first()->culprit, 0);
+}
+
 TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
   GroupFailure f(0, nullptr);
   std::atomic<int> hooks{0};
