@@ -163,12 +163,13 @@ void ProcessGroup::log_destroyed() const {
     totals[which] += n;
     lists[which] += (lists[which].empty() ? "" : ", ") + std::to_string(n) + " " + op_type_name(op);
   }
-  auto part = [&](int which, const char* what) {
-    return std::to_string(totals[which]) + " " + what + (lists[which].empty() ? "" : " (" + lists[which] + ")");
+  auto part = [&](int which, const char* one, const char* many) {
+    return std::to_string(totals[which]) + " " + (totals[which] == 1 ? one : many) +
+           (lists[which].empty() ? "" : " (" + lists[which] + ")");
   };
   log_line_as(rank(), size(),
-              "group '" + name() + "' destroyed: this rank issued " + part(0, "collectives") + " and " +
-                  part(1, "point-to-point ops"));
+              "group '" + name() + "' destroyed: this rank issued " + part(0, "collective", "collectives") + " and " +
+                  part(1, "point-to-point op", "point-to-point ops"));
 }
 
 }  // namespace distcomm

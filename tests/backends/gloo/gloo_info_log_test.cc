@@ -112,15 +112,15 @@ TEST(GlooInfoLog, CreationInRankOrderAndTheRealOpCountsAtDestroy) {
   const std::string collectives = "this rank issued 3 collectives (2 all_reduce, 1 broadcast)";
   EXPECT_EQ(lines_with(err[0], "destroyed"),
             std::vector<std::string>{"[rank 0/3] group 'world' destroyed: " + collectives +
-                                     " and 1 point-to-point ops (1 send)"});
+                                     " and 1 point-to-point op (1 send)"});
   EXPECT_EQ(lines_with(err[1], "destroyed"),
             (std::vector<std::string>{"[rank 0/2] group " + pair_name +
-                                          " destroyed: this rank issued 1 collectives (1 barrier) and 0 point-to-point ops",
+                                          " destroyed: this rank issued 1 collective (1 barrier) and 0 point-to-point ops",
                                       "[rank 1/3] group 'world' destroyed: " + collectives +
-                                          " and 1 point-to-point ops (1 recv)"}));
+                                          " and 1 point-to-point op (1 recv)"}));
   EXPECT_EQ(lines_with(err[2], "destroyed"),
             (std::vector<std::string>{"[rank 1/2] group " + pair_name +
-                                          " destroyed: this rank issued 1 collectives (1 barrier) and 0 point-to-point ops",
+                                          " destroyed: this rank issued 1 collective (1 barrier) and 0 point-to-point ops",
                                       "[rank 2/3] group 'world' destroyed: " + collectives + " and 0 point-to-point ops"}));
 }
 
