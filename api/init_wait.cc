@@ -45,13 +45,17 @@ InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every,
 }
 
 InitWait InitWait::for_backend(const std::map<std::string, std::string>& config, milliseconds timeout,
-                               std::string where, const std::vector<int>& global_ranks) {
+                               std::string where, const std::vector<int>& global_ranks, Store* store) {
   const milliseconds left{config_ms(config, kInitTimeLeftKey, timeout.count())};
   const milliseconds report{config_ms(config, kInitReportKey, kDefaultInitReportInterval.count())};
   InitWait w = starting_now(left, report, std::move(where));
   // Messages speak of the group's timeout, of which `left` is what the group had not used.
   w.timeout = timeout;
   w.global_ranks = global_ranks;
+  if (store) {
+    w.failure_store = store;
+    w.failure_key = kCreationFailedKey;
+  }
   return w;
 }
 
@@ -89,11 +93,16 @@ void InitWait::until(const std::string& what, const std::function<bool(milliseco
   Clock::time_point next_report = Clock::now() + report_every;
   for (;;) {
     const Clock::time_point now = Clock::now();
-    const Clock::time_point until = std::min(deadline, next_report);
+    Clock::time_point until = std::min(deadline, next_report);
+    if (failure_store) until = std::min(until, now + kCreationFailedCheck);
     // At least a millisecond, so that a phase already done is seen even at the deadline.
     const milliseconds slice =
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
     if (poll(slice)) return;
+    if (failure_store && failure_store->check({failure_key})) {
+      throw PeerFailure(where + ": init gave up waiting for " + whom(missing(), global_ranks) + " " + what +
+                        ": the group's creation failed on " + failure_store->get_string(failure_key));
+    }
     const Clock::time_point after = Clock::now();
     if (after >= deadline) {
       throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +

@@ -28,6 +28,11 @@ namespace distcomm {
 // backend is created, and the report interval in milliseconds.
 inline constexpr const char* kInitTimeLeftKey = "init_time_left_ms";
 inline constexpr const char* kInitReportKey = "init_report_ms";
+// Where a rank whose part of a group's creation failed says why, in the group's namespace of
+// the store and in each backend's: waits of the others that see it end at once.
+inline constexpr const char* kCreationFailedKey = "creation_failed";
+// How often a wait that can see that key looks at it: how late the others learn.
+inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
 
 // 30 s, as the users asked: often enough to see, rare enough not to flood a log.
 inline constexpr std::chrono::milliseconds kDefaultInitReportInterval = std::chrono::seconds(30);
@@ -43,14 +48,20 @@ struct InitWait {
   // The world rank of each group rank, for a subgroup whose ranks are not the world's:
   // messages then name both ("ranks [1] (world ranks [5])"). Empty: the same.
   std::vector<int> global_ranks;
+  // When set, every wait also looks at failure_key in it (at least every
+  // kCreationFailedCheck) and ends with a PeerFailure quoting it: another rank has failed
+  // its part of the creation, so nothing this rank waits for will come.
+  Store* failure_store = nullptr;
+  std::string failure_key;
 
   static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
                                std::string where);
   // From the config a group gave its backend (kInitTimeLeftKey, kInitReportKey); a config
   // without them (a backend created outside a group) starts a full timeout now.
+  // With the backend's store, its waits also end when another rank's creation failed.
   static InitWait for_backend(const std::map<std::string, std::string>& config,
                               std::chrono::milliseconds timeout, std::string where,
-                              const std::vector<int>& global_ranks = {});
+                              const std::vector<int>& global_ranks = {}, Store* store = nullptr);
 
   std::chrono::milliseconds left() const;
   // How long since `started`, for messages ("12.5 s").

@@ -92,10 +92,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
                           "' finds its peers through a store shared by every rank, and none was given");
   }
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
+  // This rank's own mistakes are refused at once, before it waits for anyone.
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
   if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
-  const InitWait wait = pg->creation_wait();
-  if (pg->options_.store) pg->arrive(wait);
+  InitWait wait = pg->creation_wait();
+  if (pg->options_.store) {
+    pg->arrive(wait);
+    // From here on a rank that fails tells the others (confirm_created), and their waits
+    // end as soon as they see it.
+    wait.failure_store = pg->options_.store.get();
+    wait.failure_key = pg->store_prefix_ + kCreationFailedKey;
+  }
   std::exception_ptr failure;
   try {
     // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
@@ -160,6 +167,10 @@ InitWait ProcessGroup::creation_wait() const {
   return w;
 }
 
+std::string ProcessGroup::backend_store_prefix(DeviceType device, const std::string& backend) const {
+  return store_prefix_ + device_type_name(device) + "/" + backend;
+}
+
 void ProcessGroup::arrive(const InitWait& wait) {
   Store& store = *options_.store;
   const std::string base = "pg/" + name();
@@ -172,27 +183,53 @@ void ProcessGroup::arrive(const InitWait& wait) {
   if (size() > 1) wait_for_arrivals(store, store_prefix_, rank(), size(), wait, options_.store_text);
 }
 
+namespace {
+
+// Whether this rank's failure may be the consequence of `first`, another rank's: a peer
+// that refused or closed a connection (the first failing rank has gone), unless it quotes
+// `first` already. A Timeout is this rank's own verdict (often on the same missing rank),
+// and anything else its own mistake (a bad setting, a missing library).
+bool may_be_consequence(const std::exception_ptr& failure, const std::string& first) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const PeerFailure& e) {
+    return std::string(e.what()).find(first) == std::string::npos;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_ptr& failure) {
   if (size() == 1) return;
   Store& store = *options_.store;
-  std::string mine = "ok";
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& e) {
-      mine = e.what();
-    } catch (...) {
-      mine = "an unknown exception";
-    }
-  }
   auto key = [&](int r) { return store_prefix_ + "created/" + std::to_string(r); };
-  try {
-    store.set(key(rank()), mine);
-  } catch (const Error&) {
-    if (failure) return;  // the store is gone too; this rank's own failure says more
-    throw;
+  // The first rank to fail says so here; a rank failing after it (often because of it: the
+  // first one left, so its connections were refused) reports that first failure.
+  const std::string first_key = store_prefix_ + kCreationFailedKey;
+  if (failure) {
+    const std::string mine = "rank " + std::to_string(rank()) + ": " + message_of(failure);
+    std::string first;
+    try {
+      store.set(key(rank()), mine);
+      first = to_string(store.compare_set(first_key, {}, to_bytes(mine)));
+      // Also where each backend's rendezvous looks (InitWait::for_backend), so that the
+      // others' backends stop waiting for this rank.
+      for (const std::string& backend : spec_.names()) {
+        for (DeviceType device : {DeviceType::kCPU, DeviceType::kCUDA}) {
+          store.compare_set(backend_store_prefix(device, backend) + "/" + kCreationFailedKey, {}, to_bytes(first));
+        }
+      }
+    } catch (const Error&) {
+      return;  // the store is gone too; this rank's own failure says more
+    }
+    if (first != mine && may_be_consequence(failure, first)) {
+      throw PeerFailure(where_prefix_ + "creation failed first on " + first + " -- and then here: " + mine);
+    }
+    return;  // this rank throws its own
   }
-  if (failure) return;  // others learn it from the store; this rank throws its own
+  store.set(key(rank()), std::string("ok"));
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (int r = 0; r < size(); ++r) {
@@ -204,8 +241,8 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
   for (int r = 0; r < size(); ++r) {
     const std::string said = store.get_string(keys[static_cast<size_t>(r)]);
     if (said == "ok") continue;
-    throw PeerFailure(where_prefix_ + "creation failed on rank " + std::to_string(r) + ", so the group is unusable here too: " +
-                      said);
+    const std::string first = store.check({first_key}) ? store.get_string(first_key) : said;
+    throw PeerFailure(where_prefix_ + "creation failed on " + first + "; the group is unusable here too");
   }
 }
 
@@ -225,8 +262,7 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
   for (const auto& [device, name] : plan) {
     BackendOptions bo;
     if (options_.store) {
-      bo.store = std::make_shared<PrefixStore>(
-          store_prefix_ + device_type_name(device) + "/" + name, options_.store);
+      bo.store = std::make_shared<PrefixStore>(backend_store_prefix(device, name), options_.store);
     }
     bo.rank = options_.rank;
     bo.size = options_.size;

@@ -176,6 +176,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // rank returns from creation while another is still failing it (init_wait.h).
   void arrive(const InitWait& wait);
   void confirm_created(const InitWait& wait, const std::exception_ptr& failure);
+  // A backend's namespace in the store (its PrefixStore's prefix).
+  std::string backend_store_prefix(DeviceType device, const std::string& backend) const;
   // Which device type each plugin of a spec serves ("auto" left as it is).
   static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec);
   // This group's backends that a subgroup with backend spec `spec` would use again (the

@@ -38,7 +38,8 @@ GlooComm::GlooComm(const BackendOptions& options) {
   const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
                             " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
   connect_full_mesh(*context_, device_, *options.store,
-                    InitWait::for_backend(options.config, options.timeout, where, options.global_ranks));
+                    InitWait::for_backend(options.config, options.timeout, where, options.global_ranks,
+                                          options.store.get()));
 }
 
 void GlooComm::interrupt() {

@@ -26,8 +26,25 @@ bool is_loopback_name(const std::string& host) {
 
 // gloo reports a bad interface or address with its own exception types; say which setting
 // was wrong and what to do instead.
+// gloo's device looks a hostname up with getaddrinfo and checks only for -1, which it never
+// returns: a name that does not resolve sends it walking an unset list (SIGSEGV). So the
+// name is resolved here first, and a failure is ours to report.
+void check_resolves(const std::string& hostname, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(hostname.c_str(), nullptr, &hints, &found);
+  if (found) ::freeaddrinfo(found);
+  if (rc != 0 || !found) {
+    throw InvalidArgument("gloo cannot listen on " + what + ": '" + hostname + "' does not resolve (" +
+                          ::gai_strerror(rc) + "); give an address of this host, or set DISTCOMM_SOCKET_IFNAME "
+                          "(config 'ifname') to an interface that reaches the other ranks");
+  }
+}
+
 std::shared_ptr<::gloo::transport::Device> make_device(const ::gloo::transport::tcp::attr& attr,
                                                        const std::string& what) {
+  if (!attr.hostname.empty()) check_resolves(attr.hostname, what);
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
@@ -93,6 +110,7 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(
   if (::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
     attr.hostname = name;
     try {
+      check_resolves(name, std::string("host name ") + name);
       auto device = ::gloo::transport::tcp::CreateDevice(attr);
       *chosen = std::string("host name ") + name + " (no ifname, hostname or master_addr given)";
       return device;

@@ -74,7 +74,7 @@ Backend* create(const BackendOptions& options) {
       options.config, options.timeout,
       "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) + " group '" + options.group_name +
           "' (mpi)",
-      options.global_ranks);
+      options.global_ranks, options.store.get());
   Runtime& runtime = Runtime::start(config, wait);
   check_world(options, runtime);
   return new MpiBackend(options, config, runtime, wait);

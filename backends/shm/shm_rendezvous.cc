@@ -143,7 +143,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   o.store->set(key_of(o.rank), mine.encode());
   const std::string where =
       "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "' (shm)";
-  const InitWait wait = InitWait::for_backend(o.config, o.timeout, where, o.global_ranks);
+  const InitWait wait = InitWait::for_backend(o.config, o.timeout, where, o.global_ranks, o.store.get());
   wait_for_keys(*o.store, keys_for(o.size, key_of), o, wait, "to publish their shm segments");
 
   std::vector<Segment> segments(static_cast<size_t>(o.size));

@@ -114,6 +114,13 @@ TEST(GlooConfig, UnresolvableMasterIsRefusedByName) {
   EXPECT_NE(msg.find("no-such-host.invalid"), std::string::npos) << msg;
 }
 
+// gloo itself would crash on a name that does not resolve (it walks an unset getaddrinfo
+// list): the plugin refuses it first.
+TEST(GlooConfig, UnresolvableHostnameIsRefusedByNameNotACrash) {
+  const std::string msg = creation_error({{"hostname", "no-such-host.invalid"}});
+  EXPECT_NE(msg.find("'no-such-host.invalid' does not resolve"), std::string::npos) << msg;
+}
+
 TEST(GlooRendezvous, MissingPeerTimesOutNamingIt) {
   // Rank 0 of a group of two whose rank 1 never comes: creation gives up at the group's
   // timeout (plus a few hundred ms of scheduling on a busy machine), naming rank 1.

@@ -183,6 +183,27 @@ TEST(GlooInitDeadline, PeerWhoseAddressRefusesIsAPeerFailureNamingIt) {
   ::unlink(path.c_str());
 }
 
+// A rank whose backend cannot start (a bad setting on that rank alone) fails at once with
+// its own error; the others, waiting for its gloo addresses, learn it from the store
+// within about a second instead of waiting out the 60 s timeout, and quote it.
+TEST(GlooInitDeadline, RankWhoseBackendFailsEndsTheOthersWaitWithItsError) {
+  const std::string path = temp_store_path();
+  testing::run_ranks(3, [&](int rank, int world) {
+    InitOptions o = options_for(rank, world, "file://" + path);
+    o.timeout = std::chrono::seconds(60);
+    if (rank == 0) {
+      o.backend_config["hostname"] = "no-such-host.invalid";
+      std::string logged;
+      expect_init_fails<InvalidArgument>(o, "no-such-host.invalid", 0, 10, &logged);
+      return;
+    }
+    std::string logged;
+    const std::string msg = expect_init_fails<PeerFailure>(o, "the group's creation failed on rank 0: ", 0, 10, &logged);
+    EXPECT_NE(msg.find("no-such-host.invalid"), std::string::npos) << msg;
+  });
+  ::unlink(path.c_str());
+}
+
 // new_group counts its own deadline (the parent's timeout) from the call, and names the
 // member that never made the call.
 TEST(GlooInitDeadline, MemberThatNeverCallsNewGroupIsNamedByGroupAndWorldRank) {
