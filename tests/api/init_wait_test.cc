@@ -1,9 +1,6 @@
 // InitWait: one deadline for every phase of a group's creation, a line every report
 // interval naming whom it waits for, a Timeout naming them; and the arrival step over a
 // real store, with ranks as threads.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,37 +12,16 @@
 #include "api/errors.h"
 #include "api/hash_store.h"
 #include "api/init_wait.h"
-#include "tests/testing/test_files.h"
+#include "tests/testing/captured_stderr.h"
 
 namespace distcomm {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+using testing::stderr_of;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Runs fn with this process's stderr going to a file; returns what was written.
-std::string stderr_of(const std::function<void()>& fn) {
-  const std::string path = ::testing::TempDir() + "/init_wait_stderr";
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  ::dup2(fd, 2);
-  ::close(fd);
-  try {
-    fn();
-  } catch (...) {
-    std::fflush(stderr);
-    ::dup2(saved, 2);
-    ::close(saved);
-    throw;
-  }
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  return testing::read_file(path);
-}
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;

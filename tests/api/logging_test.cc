@@ -14,29 +14,19 @@
 #include "api/logging.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
+
+using testing::stderr_of;
 
 TEST(Logging, PrefixCarriesRankAndWorld) {
   EXPECT_EQ(log_prefix(), "");
   set_log_identity(2, 8);
   EXPECT_EQ(log_prefix(), "[rank 2/8] ");
   set_log_identity(-1, -1);
-}
-
-// What fn writes to stderr (fd 2), captured through a file.
-std::string stderr_of(const std::function<void()>& fn) {
-  const std::string path = testing::temp_path("stderr_capture");
-  const int file = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
-  const int saved = ::dup(STDERR_FILENO);
-  ::dup2(file, STDERR_FILENO);
-  fn();
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
-  ::close(file);
-  return testing::read_file(path);
 }
 
 TEST(Logging, LogLinePrefixesEveryLineOfItsText) {

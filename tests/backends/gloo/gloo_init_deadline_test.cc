@@ -5,7 +5,6 @@
 // "stale address" cases put a third rank's entries in the store by hand, as a rank that
 // published its gloo addresses and then went away would have left them: those addresses
 // are real gloo pairs', made and then closed, so nothing listens there any more.
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "api/errors.h"
 #include "api/file_store.h"
 #include "api/init.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/test_files.h"
@@ -45,34 +45,6 @@ std::string temp_store_path() {
   return path;
 }
 
-// This process's stderr, into a file, until the object goes: what the rank logged.
-class CapturedStderr {
- public:
-  CapturedStderr() : path_(temp_store_path() + ".stderr") {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    const int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  ~CapturedStderr() { restore(); }
-  std::string text() {
-    restore();
-    return testing::read_file(path_);
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::string path_;
-  int saved_ = -1;
-};
-
 InitOptions options_for(int rank, int world, const std::string& init_method) {
   InitOptions o;
   o.backend = "gloo";
@@ -89,7 +61,7 @@ InitOptions options_for(int rank, int world, const std::string& init_method) {
 template <typename E>
 std::string expect_init_fails(const InitOptions& o, const std::string& waited_for, double from_s, double to_s,
                               std::string* logged) {
-  CapturedStderr err;
+  testing::CapturedStderr err;
   const std::string msg = testing::expect_failure_within<E>([&] { init_process_group(o); }, from_s, to_s, "init");
   *logged = err.text();
   std::fprintf(stderr, "rank %d logged:\n%s", o.rank, logged->c_str());
