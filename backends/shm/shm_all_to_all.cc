@@ -91,10 +91,10 @@ class AllToAll final : public CollectiveOp {
         const int64_t n = sent[static_cast<size_t>(s) * size_ + d];
         const int64_t want = expected[static_cast<size_t>(d) * size_ + s];
         if (n != want) {
+          // Worded as api's all_to_all_mismatches(), which the other backends report.
           throw AgreedError("all_to_all split sizes disagree: rank " + std::to_string(s) + " sends " +
-                            std::to_string(n) + " elements to rank " + std::to_string(d) + ", but rank " +
-                            std::to_string(d) + " expects " + std::to_string(want) + " from rank " +
-                            std::to_string(s));
+                            std::to_string(n) + " elements to rank " + std::to_string(d) + ", which expects " +
+                            std::to_string(want) + " (every rank found this; the group stays usable)");
         }
         sends_[static_cast<size_t>(s) * size_ + d] = static_cast<uint64_t>(n);
         largest = std::max<uint64_t>(largest, static_cast<uint64_t>(n) * esize_);

@@ -18,6 +18,15 @@ CollectiveSpec spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceO
   return s;
 }
 
+// now + timeout; never, for a timeout too long to add.
+Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  const Clock::time_point now = Clock::now();
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now)) {
+    return Clock::time_point::max();
+  }
+  return now + timeout;
+}
+
 }  // namespace
 
 void ShmWork::wait(std::chrono::milliseconds timeout) {
@@ -32,7 +41,16 @@ void ShmWork::wait(std::chrono::milliseconds timeout) {
 
 ShmBackend::ShmBackend(BackendOptions options)
     : Backend(std::move(options)), config_(parse_shm_config(Backend::options().config)) {
-  engine_ = std::make_shared<Engine>(join_group(Backend::options(), config_), config_);
+  engine_ = std::make_shared<Engine>(join_group(Backend::options(), config_), config_, Backend::options().store);
+  if (Backend::options().store && size() > 1) {
+    StallWatchOptions w;
+    w.rank = rank();
+    w.size = size();
+    w.board = Backend::options().store;
+    watch_ = std::make_unique<StallWatch>(w, engine_->failure());
+    engine_->set_desync_explainer(
+        [watch = watch_.get()](const Work& op, std::exception_ptr error) { return watch->explain(op, std::move(error)); });
+  }
   engine_->start();
   shape_.rank = rank();
   shape_.size = size();
@@ -42,7 +60,14 @@ ShmBackend::ShmBackend(BackendOptions options)
 
 ShmBackend::~ShmBackend() { shutdown(); }
 
-void ShmBackend::shutdown() { engine_->shutdown(); }
+void ShmBackend::shutdown() {
+  engine_->shutdown();
+  if (watch_) watch_->stop();  // after the ops: a failure they end with may ask it
+}
+
+void ShmBackend::watch(const OpContext& ctx, const WorkPtr& work) {
+  if (watch_) watch_->issued(ctx.fingerprint, work, ctx.timeout);
+}
 
 std::vector<OpType> ShmBackend::supported_ops() const {
   return {OpType::kAllReduce, OpType::kBroadcast, OpType::kReduce,   OpType::kAllGather,
@@ -58,7 +83,10 @@ WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
   task.work = work;
   task.op = make_collective(spec, shape_);
   task.op->hold(std::move(spec));
+  task.agreement = ctx.fingerprint.agreement_hash();
   task.timeout = ctx.timeout;
+  task.deadline = deadline_after(ctx.timeout);
+  watch(ctx, work);
   engine_->submit(std::move(task));
   return work;
 }
@@ -117,10 +145,12 @@ WorkPtr ShmBackend::transfer(OpType type, const OpContext& ctx, const Tensor& te
   r.tensor = tensor;
   r.data = static_cast<uint8_t*>(tensor.data());
   r.bytes = tensor.nbytes();
+  r.dtype = tensor.dtype();
   r.peer = peer;
   r.tag = tag;
   r.is_send = type == OpType::kSend;
   r.timeout = ctx.timeout;
+  watch(ctx, work);
   engine_->submit(std::move(r));
   return work;
 }

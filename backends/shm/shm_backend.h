@@ -8,6 +8,10 @@
 // thread that waits on a Work makes the progress; a progress thread covers ops nobody
 // waits on. A peer that dies, times out or shuts the group down fails the waiting ops with
 // its reason and rank (shm_failure.h); the group is then unusable and later ops fail at once.
+// Ranks that disagree on a collective never exchange data (each round carries its op's
+// agreement hash, shm_rounds.h); the group's stall watch (api/stall_watch.h), as gloo's,
+// turns the difference into a Desync with the table of what each rank runs, names the
+// ranks an op waits for in a Timeout, and names both sides of a transfer that does not pair.
 //
 // Settings: the shm_* config keys (shm_config.h).
 #pragma once
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "api/stall_watch.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_engine.h"
 
@@ -57,9 +62,11 @@ class ShmBackend final : public Backend {
  private:
   WorkPtr collective(const OpContext& ctx, CollectiveSpec spec);
   WorkPtr transfer(OpType type, const OpContext& ctx, const Tensor& tensor, int peer, int tag);
+  void watch(const OpContext& ctx, const WorkPtr& work);
 
   const ShmConfig config_;
   std::shared_ptr<Engine> engine_;
+  std::unique_ptr<StallWatch> watch_;  // groups of more than one rank; holds engine_'s GroupFailure
   GroupShape shape_;
 };
 

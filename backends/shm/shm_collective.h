@@ -75,11 +75,12 @@ class CollectiveOp {
   CollectiveSpec held_;
 };
 
-// Thrown by read() for a problem every rank finds at the same round (split sizes that do
-// not pair up): the op fails on every rank, and the group stays in step and usable.
-class AgreedError : public InvalidArgument {
+// Thrown by read() for a disagreement every rank finds at the same round (all_to_all split
+// sizes that do not pair up): a Desync, as on the other backends, but the op fails on every
+// rank together, and the group stays in step and usable.
+class AgreedError : public Desync {
  public:
-  using InvalidArgument::InvalidArgument;
+  using Desync::Desync;
 };
 
 struct GroupShape {

@@ -65,11 +65,14 @@ class Engine::DoneList {
   std::vector<Completion>& list_;
 };
 
-Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config)
+Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board)
     : group_(std::move(group)),
       config_(config),
       policy_(make_policy(config, group_->size())),
-      failure_(group_->rank(), nullptr),  // peers learn of failures through the segments, not a store
+      // Peers waiting on this rank learn of a failure through its segment (within a wake-up);
+      // the store is where a rank looks up the cause of a failure it only saw (and where a
+      // rank that waits for nobody, or another backend's tool, finds it).
+      failure_(group_->rank(), std::move(board)),
       cursor_(*group_),
       p2p_(*group_) {}
 
@@ -141,6 +144,11 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
   Blocker collective_blocker;
   try {
     take_submissions(done);
+    if (failure_.failed() && follow_recorded_failure(done)) {
+      result.progressed = true;
+      result.blocker = p2p_.blocker();
+      return result;
+    }
     result.progressed = advance_collectives(done, &collective_blocker);
     const bool p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
@@ -168,7 +176,11 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
       check_peers_usable();
       t.started = true;
     }
-    if (t.round >= t.op->rounds()) {
+    // An op with nothing to move (0 elements) still takes one empty round, so that it is
+    // marked and checked against the peers' like any other.
+    const bool empty = t.op->rounds() == 0;
+    const uint64_t rounds = empty ? 1 : t.op->rounds();
+    if (t.round >= rounds) {
       done.push_back({t.work, nullptr, -1});
       collectives_.pop_front();
       progressed = true;
@@ -178,26 +190,31 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     v.rank = rank;
     v.size = size;
     v.round = cursor_.round();
-    v.in_line = t.op->round_bytes(t.round) <= kInlineBytes;
+    v.in_line = empty || t.op->round_bytes(t.round) <= kInlineBytes;
     v.mine = v.in_line ? cursor_.my_inline(v.round) : cursor_.my_slot(v.round);
     v.next = cursor_.my_slot(v.round + 1);
     v.cursor = &cursor_;
     if (!t.written) {
       if (!cursor_.may_write(v.round, blocker)) return progressed;
-      t.op->write(t.round, v);
-      if (v.in_line) cursor_.tag(v.round);
+      if (!empty) t.op->write(t.round, v);
+      cursor_.mark(v.round, t.agreement);
       cursor_.post();
       t.written = true;
       progressed = true;
     }
+    // The last round also waits for every peer's mark, where the op reads nothing of that
+    // peer (a broadcast's root, reduce's senders): no rank ends an op that a peer runs
+    // differently. It waits only for the peers to start that round, not to finish it.
+    const bool last = t.round + 1 == rounds;
     for (int p = 0; p < size; ++p) {
-      if (p == rank || !t.op->waits_for(t.round, p)) continue;
+      if (p == rank || !(last || (!empty && t.op->waits_for(t.round, p)))) continue;
       const bool ready = v.in_line ? cursor_.tagged(p, v.round, blocker) : cursor_.reached(p, v.round + 1, blocker);
       if (!ready) return progressed;
+      if (cursor_.op_of(p, v.round) != t.agreement) mismatch(t, p);
     }
     std::exception_ptr agreed;
     try {
-      t.op->read(t.round, v);
+      if (!empty) t.op->read(t.round, v);
     } catch (const AgreedError&) {
       agreed = std::current_exception();
     }
@@ -217,31 +234,48 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
   const bool check_liveness = now >= next_liveness_check_;
   if (check_liveness) next_liveness_check_ = now + kLivenessInterval;
   result->wake_by = next_liveness_check_;
-  if (!collectives_.empty() && collectives_.front().started) {
-    CollectiveTask& t = collectives_.front();
-    if (t.deadline == Clock::time_point()) t.deadline = now + t.timeout;
-    const int peer = collective_blocker.peer;
-    const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer");
+  // Every queued op's own deadline, the running one's and those behind it.
+  for (const CollectiveTask& t : collectives_) {
     if (now >= t.deadline) {
-      throw GroupFailedError({FailureKind::kTimeout, peer,
-                              "timed out after " + std::to_string(t.timeout.count()) + " ms waiting for " + who +
-                                  " (round " + std::to_string(t.round + 1) + " of " + std::to_string(t.op->rounds()) +
-                                  "): it has not joined this op, or is stuck"});
+      throw GroupFailedError({FailureKind::kTimeout, t.started ? collective_blocker.peer : -1,
+                              "did not finish within its timeout of " + std::to_string(t.timeout.count()) +
+                                  " ms, counted from when it was issued" +
+                                  (t.started ? " (round " + std::to_string(t.round + 1) + " of " +
+                                                   std::to_string(t.op->rounds()) + ", waiting for " +
+                                                   (collective_blocker.peer >= 0
+                                                        ? "rank " + std::to_string(collective_blocker.peer)
+                                                        : std::string("a peer")) +
+                                                   ")"
+                                             : std::string(" (it waited behind earlier ops of the group)")),
+                              t.work.get()});
     }
+    result->wake_by = std::min(result->wake_by, t.deadline);
+  }
+  if (!collectives_.empty() && collectives_.front().started) {
+    const int peer = collective_blocker.peer;
     // A changed word means news since the last look: poll again before judging.
     const bool news = collective_blocker.word &&
                       collective_blocker.word->load(std::memory_order_acquire) != collective_blocker.seen;
     if (check_liveness && peer >= 0 && !news && !group_->alive(peer)) {
       throw GroupFailedError({FailureKind::kPeerFailure, peer,
-                              who + " (pid " + std::to_string(group_->pid(peer)) +
+                              "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
                                   ") died: its process ended while this op waited for it"});
     }
-    result->wake_by = std::min(result->wake_by, t.deadline);
   }
   if (!p2p_.idle()) {
     p2p_.check(now, check_liveness);
     result->wake_by = std::min(result->wake_by, p2p_.next_deadline());
   }
+}
+
+void Engine::mismatch(const CollectiveTask& t, int peer) const {
+  throw GroupFailedError(
+      {FailureKind::kDesync, -1,
+       "rank " + std::to_string(peer) + " runs another collective at this point (round " + std::to_string(t.round + 1) +
+           " of " + std::to_string(t.op->rounds()) +
+           " of this op): the ranks disagree on the op, its sequence number, dtype, count, root or reduction; no "
+           "data was exchanged",
+       t.work.get()});
 }
 
 void Engine::check_peers_usable() const {
@@ -262,20 +296,34 @@ const Work* Engine::running_op() const {
 
 void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
   const Work* op = failure.op ? failure.op : running_op();
-  const std::exception_ptr error = to_exception(failure);
+  std::exception_ptr error = to_exception(failure);
+  // A mark that differs says only "rank 1 runs another op": the ranks' reports say which.
+  if (failure.kind == FailureKind::kDesync && op && explain_desync_ && !failure_.failed()) {
+    if (std::exception_ptr table = explain_desync_(*op, error)) error = table;
+  }
   const std::exception_ptr first =
       op ? failure_.record(error, *op, failure.culprit) : failure_.record(error, "", failure.culprit);
-  fail_everything(first, failure_.refusal(), done);
+  const std::exception_ptr rest = failure_.refusal();
+  // The op that failed and those under way end with the failure; ops still queued, with
+  // the refusal that quotes it.
+  fail_everything([&](const Work& w, bool started) { return started || &w == op ? first : rest; }, done);
 }
 
-void Engine::fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest,
-                             std::vector<Completion>& done) {
-  for (const CollectiveTask& t : collectives_) done.push_back({t.work, t.started ? first : rest, -1});
+bool Engine::follow_recorded_failure(std::vector<Completion>& done) {
+  if (collectives_.empty() && p2p_.idle()) return false;
+  const auto cut_off = std::make_exception_ptr(PeerFailure("the group failed while this op was queued or running"));
+  // record() answers the op whose failure came first with that failure, others with the refusal.
+  fail_everything([&](const Work& w, bool) { return failure_.record(cut_off, w); }, done);
+  return true;
+}
+
+void Engine::fail_everything(const ErrorFor& error_for, std::vector<Completion>& done) {
+  for (const CollectiveTask& t : collectives_) done.push_back({t.work, error_for(*t.work, t.started), -1});
   collectives_.clear();
-  p2p_.fail_all(first, done);
+  p2p_.fail_all([&](const Work& w) { return error_for(w, true); }, done);
   std::lock_guard<std::mutex> lock(submit_mu_);  // failure_ refuses new ops from here on
-  for (const CollectiveTask& t : new_collectives_) done.push_back({t.work, rest, -1});
-  for (const P2PRequest& r : new_requests_) done.push_back({r.work, rest, -1});
+  for (const CollectiveTask& t : new_collectives_) done.push_back({t.work, error_for(*t.work, false), -1});
+  for (const P2PRequest& r : new_requests_) done.push_back({r.work, error_for(*r.work, false), -1});
   new_collectives_.clear();
   new_requests_.clear();
 }
@@ -394,7 +442,7 @@ void Engine::shutdown() {
     publish_close(group_->self());
     const auto error = std::make_exception_ptr(PeerFailure(
         "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));
-    fail_everything(error, error, done);
+    fail_everything([&](const Work&, bool) { return error; }, done);
   }
   complete(done);
 }

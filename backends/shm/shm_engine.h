@@ -13,16 +13,23 @@
 //     from anyone, it drives until nothing is pending or a waiter arrives.
 // One thread polls at a time (the progress lock). Work callbacks run after it is released.
 //
-// Every blocked poll checks the running op's deadline (Timeout) and the state of the peer
-// it waits for (kFailed / kClosed: that rank's published reason); every 10 ms of waiting it
-// also asks whether that peer is still alive (shm_segment.h). The first failure fails
-// everything queued and is published for the peers (shm_failure.h).
+// Every round is marked with its op's agreement hash, and a peer's round is read only when
+// its mark equals this rank's op: a difference is a Desync (no data read), which the
+// group's stall watch explains with the table of what each rank runs (api/stall_watch.h).
+// Every blocked poll checks the deadline of every queued op (counted from its issue: an
+// op waiting behind a stuck one fails at its own deadline, Timeout) and the state of the
+// peer it waits for (kFailed / kClosed: that rank's published reason); every 10 ms of
+// waiting it also asks whether that peer is still alive (shm_segment.h). The first failure
+// fails everything queued and is published for the peers (shm_failure.h) and on the
+// group's store (api/group_failure.h); one recorded outside the engine (the stall watch's
+// Timeout or Desync) fails everything at the next poll.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +37,7 @@
 #include <vector>
 
 #include "api/group_failure.h"
+#include "api/store.h"
 #include "backends/shm/shm_collective.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_failure.h"
@@ -44,18 +52,21 @@ namespace shm {
 struct CollectiveTask {
   WorkPtr work;
   std::unique_ptr<CollectiveOp> op;  // holds its tensors
+  // The op's agreement hash (OpFingerprint::agreement_hash): every round of it is marked
+  // with it, and a peer's round with another mark is never read.
+  uint64_t agreement = 0;
   std::chrono::milliseconds timeout{0};
+  // Its issue + timeout: the op fails there, also while it waits behind earlier ops.
+  Clock::time_point deadline = Clock::time_point::max();
   bool started = false;
   bool written = false;  // this round's write is posted
   uint64_t round = 0;    // the op's own round
-  // Set the first time the running op waits for a peer: the timeout bounds waiting, and an
-  // op that never waits costs no look at the clock.
-  Clock::time_point deadline;
 };
 
 class Engine {
  public:
-  Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config);
+  // board: the group's store (failures are published there too; may be null).
+  Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -74,6 +85,12 @@ class Engine {
   void shutdown();
 
   const MappedGroup& group() const { return *group_; }
+  // The group's failure state, for the stall watch (which must be stopped before the
+  // engine goes).
+  GroupFailure& failure() { return failure_; }
+  // What turns a Desync seen in a round ("rank 1 runs another op") into the table of what
+  // every rank runs (StallWatch::explain); before any op.
+  void set_desync_explainer(GroupFailure::Explainer explainer) { explain_desync_ = std::move(explainer); }
 
  private:
   struct Poll {
@@ -91,6 +108,8 @@ class Engine {
   void take_submissions(std::vector<Completion>& done);
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
+  // Throws the Desync of a peer whose round `t` is at is marked with another op.
+  [[noreturn]] void mismatch(const CollectiveTask& t, int peer) const;
   // The completions a drive() collects, reused by the thread's outermost drive().
   class DoneList;
   void fail_group(const Failure& failure, std::vector<Completion>& done);
@@ -98,7 +117,12 @@ class Engine {
   const Work* running_op() const;
   // Throws GroupFailedError when a peer has published a failure.
   void check_peers_usable() const;
-  void fail_everything(const std::exception_ptr& first, const std::exception_ptr& rest, std::vector<Completion>& done);
+  // Ends every op, queued or running, with error_for(its Work, whether it has started).
+  using ErrorFor = std::function<std::exception_ptr(const Work& op, bool started)>;
+  void fail_everything(const ErrorFor& error_for, std::vector<Completion>& done);
+  // The group failed outside the engine (the stall watch recorded it): every op ends with
+  // what GroupFailure says it must. Says whether any op was there to end.
+  bool follow_recorded_failure(std::vector<Completion>& done);
 
   // Polls with backoff until stop() says so (asked after each poll); returns its last answer.
   template <typename Stop>
@@ -111,6 +135,7 @@ class Engine {
   const ShmConfig config_;
   const WaitPolicy policy_;
   GroupFailure failure_;  // api's: first failure, refusals; its abort hook publishes to peers
+  GroupFailure::Explainer explain_desync_;
 
   std::mutex submit_mu_;
   std::deque<CollectiveTask> new_collectives_;

@@ -15,9 +15,9 @@ FailureKind kind_of(FailureRecord::Kind k) {
     case FailureRecord::Kind::kTimeout: return FailureKind::kTimeout;
     case FailureRecord::Kind::kPeerFailure: return FailureKind::kPeerFailure;
     case FailureRecord::Kind::kShutDown: return FailureKind::kShutDown;
-    case FailureRecord::Kind::kOther:
-    case FailureRecord::Kind::kDesync:
-    case FailureRecord::Kind::kInvalidArgument: break;
+    case FailureRecord::Kind::kDesync: return FailureKind::kDesync;
+    case FailureRecord::Kind::kInvalidArgument: return FailureKind::kInvalidArgument;
+    case FailureRecord::Kind::kOther: break;
   }
   return FailureKind::kOther;
 }
@@ -34,6 +34,8 @@ std::exception_ptr to_exception(const Failure& f) {
     case FailureKind::kTimeout: return std::make_exception_ptr(Timeout(f.message));
     case FailureKind::kPeerFailure:
     case FailureKind::kShutDown: return std::make_exception_ptr(PeerFailure(f.message));
+    case FailureKind::kDesync: return std::make_exception_ptr(Desync(f.message));
+    case FailureKind::kInvalidArgument: return std::make_exception_ptr(InvalidArgument(f.message));
     case FailureKind::kOther: break;
   }
   return std::make_exception_ptr(Error(f.message));

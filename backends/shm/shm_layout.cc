@@ -15,7 +15,7 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 }  // namespace
 
 static_assert(sizeof(ChunkHeader) <= kLineBytes, "a chunk header fits its line");
-static_assert(offsetof(InlineLine, tag) + sizeof(uint32_t) <= 64, "inline data and tag share a 64-byte line");
+static_assert(offsetof(InlineLine, tag) + sizeof(uint64_t) <= 64, "inline data, op and tag share a 64-byte line");
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "atomics shared between processes must be lock-free");
 

@@ -8,7 +8,7 @@
 //                    the failure record
 //   out_head[size]   p2p: chunks this rank has published to each destination
 //   in_tail[size]    p2p: chunks this rank has consumed from each source
-//   inline[slots]    a round's few bytes with their tag in one line, one per round (round % slots)
+//   inline[slots]    a round's op, tag and few bytes in one line, one per round (round % slots)
 //   slots            `slots` staging areas of `slot_bytes`, one per round (round % slots)
 //   rings            p2p: per destination, `p2p_depth` chunks (ChunkHeader + payload)
 #pragma once
@@ -26,7 +26,7 @@ namespace shm {
 // writers closer than this would still share traffic.
 constexpr size_t kLineBytes = 128;
 constexpr uint64_t kSegmentMagic = 0x6d68732d6d6d6f63ULL;  // "comm-shm"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;
 
 enum RankState : uint32_t {
   kActive = 0,
@@ -59,13 +59,21 @@ struct alignas(kLineBytes) StateLine {
   std::atomic<uint32_t> value;
 };
 
-// The data of a round that carries at most kInlineBytes, and the tag that says which round
-// it is (round + 1, truncated) in the same 64-byte line: a peer that sees the tag has the
-// data too, one transfer between cores instead of two (the round line, then the slot).
-constexpr size_t kInlineBytes = 56;
+// Every round's line: the op the round belongs to and the tag that says which round it is
+// (round + 1), and, for a round that carries at most kInlineBytes, its data, in one 64-byte
+// line: a peer that sees the tag has the data and the op's identity too, one transfer
+// between cores instead of two (the round line, then the slot).
+//
+// `op` is the agreement hash of the op's fingerprint (api/op_fingerprint.h: op, sequence
+// number, dtype, count, root, reduction). A reader compares it with its own op's before it
+// reads the round's data, inline or in the slot: ranks that disagree never read or reduce
+// each other's bytes (shm_rounds.h). The tag is 64-bit, so it never matches a line's
+// earlier use (a 32-bit one would after 2^32 rounds).
+constexpr size_t kInlineBytes = 48;
 struct alignas(kLineBytes) InlineLine {
   uint8_t data[kInlineBytes];
-  std::atomic<uint32_t> tag;
+  uint64_t op;               // written before the tag; read after it (or the post) is seen
+  std::atomic<uint64_t> tag;
 };
 
 // Point-to-point: peers ring it after they publish a chunk to this rank or consume one of
@@ -75,7 +83,14 @@ struct alignas(kLineBytes) Doorbell {
   std::atomic<uint32_t> sleepers;
 };
 
-enum class FailureKind : uint32_t { kPeerFailure = 0, kTimeout = 1, kOther = 2, kShutDown = 3 };
+enum class FailureKind : uint32_t {
+  kPeerFailure = 0,
+  kTimeout = 1,
+  kOther = 2,
+  kShutDown = 3,
+  kDesync = 4,
+  kInvalidArgument = 5,
+};
 
 // Why this rank's group failed: written once, before state becomes kFailed (release).
 struct alignas(kLineBytes) PublishedFailure {
@@ -99,7 +114,7 @@ struct alignas(kLineBytes) Counter {
 // Starts every p2p ring slot; published by the sender's out_head (release).
 struct ChunkHeader {
   int32_t tag;
-  uint32_t reserved;
+  uint32_t dtype;          // the message's DType: a recv of another dtype is refused
   uint64_t message_bytes;  // the whole message
   uint64_t offset;         // of this chunk in the message
   uint64_t bytes;          // of this chunk

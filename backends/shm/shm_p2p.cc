@@ -4,17 +4,25 @@
 #include <cstring>
 
 #include "api/errors.h"
+#include "api/op_fingerprint.h"
 #include "backends/shm/shm_failure.h"
 
 namespace distcomm {
 namespace shm {
 namespace {
 
-std::exception_ptr size_mismatch(const P2PRequest& r, int src, int tag, uint64_t bytes) {
+// Null when a message of `bytes` in `dtype` fits receive r; else the InvalidArgument that
+// names both sides, as the other backends word it.
+std::exception_ptr mismatch_of(const P2PRequest& r, int src, int tag, uint64_t bytes, DType dtype) {
+  if (bytes == r.bytes && dtype == r.dtype) return nullptr;
+  auto count = [](uint64_t b, DType t) { return static_cast<int64_t>(b / element_size(t)); };
   return std::make_exception_ptr(InvalidArgument(
-      "rank " + std::to_string(src) + " sent a message of " + std::to_string(bytes) + " bytes with tag " +
-      std::to_string(tag) + ", but this receive holds " + std::to_string(r.bytes) + " bytes"));
+      "rank " + std::to_string(src) + " sends " + elements_text(count(bytes, dtype), dtype) + " with tag " +
+      std::to_string(tag) + ", but this receive holds " + elements_text(count(r.bytes, r.dtype), r.dtype) +
+      "; a send and its recv must have the same count and dtype"));
 }
+
+DType dtype_of(const ChunkHeader& h) { return static_cast<DType>(h.dtype); }
 
 // "send to rank 2 (tag 0, 400 bytes)"
 std::string describe(const P2PRequest& r) {
@@ -88,8 +96,8 @@ std::list<PointToPoint::Unexpected>::iterator PointToPoint::find_unexpected(cons
 void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r,
                                    std::vector<Completion>& done) {
   auto& list = unexpected_[static_cast<size_t>(src)];
-  if (it->bytes != r.bytes) {
-    done.push_back({r.work, size_mismatch(r, src, it->tag, it->bytes), src});
+  if (std::exception_ptr refused = mismatch_of(r, src, it->tag, it->bytes, it->dtype)) {
+    done.push_back({r.work, refused, src});
     if (it->received == it->bytes) list.erase(it);
     else it->dropped = true;
     return;
@@ -128,6 +136,7 @@ bool PointToPoint::push_sends(int dest, std::vector<Completion>& done) {
     const uint64_t len = std::min<uint64_t>(payload, r.bytes - r.done);
     ChunkHeader& h = self.chunk_header(dest, head);
     h.tag = r.tag;
+    h.dtype = static_cast<uint32_t>(r.dtype);
     h.message_bytes = r.bytes;
     h.offset = r.done;
     h.bytes = len;
@@ -177,8 +186,8 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
     return (r.peer == src || r.peer < 0) && r.tag == h.tag;
   });
   if (match != recvs_.end()) {
-    if (match->bytes != h.message_bytes) {
-      done.push_back({match->work, size_mismatch(*match, src, h.tag, h.message_bytes), src});
+    if (std::exception_ptr refused = mismatch_of(*match, src, h.tag, h.message_bytes, dtype_of(h))) {
+      done.push_back({match->work, refused, src});
     } else {
       in.recv = std::move(*match);
     }
@@ -190,6 +199,7 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
   Unexpected& u = list.back();
   u.tag = h.tag;
   u.bytes = h.message_bytes;
+  u.dtype = dtype_of(h);
   u.data.resize(h.message_bytes);
   u.arrival = arrivals_++;
   in.unexpected = &u;
@@ -280,20 +290,22 @@ Clock::time_point PointToPoint::next_deadline() const {
   return t;
 }
 
-void PointToPoint::fail_all(const std::exception_ptr& error, std::vector<Completion>& done) {
+void PointToPoint::fail_all(const std::function<std::exception_ptr(const Work&)>& error_for,
+                            std::vector<Completion>& done) {
+  auto fail = [&](const P2PRequest& r) { done.push_back({r.work, error_for(*r.work), -1}); };
   for (auto& q : sends_) {
-    for (P2PRequest& r : q) done.push_back({r.work, error, -1});
+    for (P2PRequest& r : q) fail(r);
     q.clear();
   }
-  for (P2PRequest& r : recvs_) done.push_back({r.work, error, -1});
+  for (P2PRequest& r : recvs_) fail(r);
   recvs_.clear();
   for (Incoming& in : incoming_) {
-    if (in.recv) done.push_back({in.recv->work, error, -1});
+    if (in.recv) fail(*in.recv);
     in = Incoming();
   }
   for (auto& list : unexpected_) {
     for (Unexpected& u : list) {
-      if (u.claimed) done.push_back({u.claimed->work, error, -1});
+      if (u.claimed) fail(*u.claimed);
     }
     list.clear();
   }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -35,6 +36,7 @@ struct P2PRequest {
   Tensor tensor;  // keeps owned memory alive until the request ends
   uint8_t* data = nullptr;
   uint64_t bytes = 0;
+  DType dtype = DType::kFloat32;  // a send's travels with it; a recv takes only its own
   int peer = -1;  // destination of a send, source of a recv; -1: any source
   int tag = 0;
   bool is_send = false;
@@ -66,12 +68,14 @@ class PointToPoint {
   // failed, closed, or (check_liveness) died.
   void check(Clock::time_point now, bool check_liveness) const;
   Clock::time_point next_deadline() const;
-  void fail_all(const std::exception_ptr& error, std::vector<Completion>& done);
+  // Ends every request with error_for(its Work).
+  void fail_all(const std::function<std::exception_ptr(const Work&)>& error_for, std::vector<Completion>& done);
 
  private:
   struct Unexpected {
     int tag = 0;
     uint64_t bytes = 0;
+    DType dtype = DType::kFloat32;
     std::vector<uint8_t> data;
     uint64_t received = 0;
     uint64_t arrival = 0;

@@ -30,16 +30,16 @@ bool RoundCursor::reached(int peer, uint64_t posted, Blocker* blocker) {
 
 namespace {
 
-uint32_t tag_of(uint64_t round) { return static_cast<uint32_t>(round + 1); }
+uint64_t tag_of(uint64_t round) { return round + 1; }
 
 }  // namespace
 
 bool RoundCursor::tagged(int peer, uint64_t round, Blocker* blocker) {
-  const std::atomic<uint32_t>& tag = group_.of(peer).inline_line(round).tag;
+  const std::atomic<uint64_t>& tag = group_.of(peer).inline_line(round).tag;
   if (tag.load(std::memory_order_acquire) == tag_of(round)) return true;
   // As in reached(): the futex word before the second look, so no post is missed.
   const uint32_t wake = group_.of(peer).round_line().wake.load(std::memory_order_acquire);
-  const uint32_t seen = tag.load(std::memory_order_acquire);
+  const uint64_t seen = tag.load(std::memory_order_acquire);
   if (seen == tag_of(round)) return true;
   if (group_.of(peer).state().load(std::memory_order_acquire) != kActive) {
     if (tag.load(std::memory_order_acquire) == tag_of(round)) return true;  // tagged just before
@@ -51,8 +51,10 @@ bool RoundCursor::tagged(int peer, uint64_t round, Blocker* blocker) {
   return false;
 }
 
-void RoundCursor::tag(uint64_t round) {
-  group_.self().inline_line(round).tag.store(tag_of(round), std::memory_order_release);
+void RoundCursor::mark(uint64_t round, uint64_t op) {
+  InlineLine& line = group_.self().inline_line(round);
+  line.op = op;
+  line.tag.store(tag_of(round), std::memory_order_release);
 }
 
 void RoundCursor::sleep_on_post(int peer, uint32_t wake, Blocker* blocker) const {

@@ -9,10 +9,14 @@
 // counter per rank is all the synchronisation: sequence-numbered flags, no locks, no
 // per-round acknowledgements.
 //
-// A round that carries at most kInlineBytes per rank goes through the round's inline line
-// instead of its slot: the writer tags the line with the round before it posts, and a
-// reader waits for the tag rather than the post, so the data arrives with the news. The
-// inline line of round G is reused at round G + slots, like the slot.
+// Every round's inline line says which op the round belongs to (the op's agreement hash)
+// and which round it is (the tag), written before the post. A reader compares the op with
+// its own before it touches a peer's data: ranks whose ops disagree (another op, count,
+// dtype, root or reduction at the same point) never read or reduce each other's bytes, and
+// the engine turns the difference into a Desync. A round that carries at most kInlineBytes
+// per rank goes through that line instead of its slot: a reader waits for the tag rather
+// than the post, so the data arrives with the news. The inline line of round G is reused
+// at round G + slots, like the slot.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,11 @@ class RoundCursor {
   // Whether `peer` has written its inline line of `round`; if not, fills *blocker (spin on
   // the tag, sleep on the peer's post). Throws as reached() does.
   bool tagged(int peer, uint64_t round, Blocker* blocker);
-  // Marks this rank's inline line as round `round`'s (before post()).
-  void tag(uint64_t round);
+  // Marks this rank's inline line as round `round`'s, of the op whose agreement hash is `op`
+  // (before post()).
+  void mark(uint64_t round, uint64_t op);
+  // The op `peer` marked round `round` with; valid once reached() or tagged() said yes.
+  uint64_t op_of(int peer, uint64_t round) const { return group_.of(peer).inline_line(round).op; }
   // Whether this rank may write its slot of round `round`: every peer is done reading the
   // previous use of that slot.
   bool may_write(uint64_t round, Blocker* blocker);

@@ -60,10 +60,12 @@ void Backoff::idle(const Blocker& blocker, Clock::time_point now, std::chrono::n
   if (idle_for < policy_.spin && !same_core) {
     // Watch the one word the awaited post changes, not the whole engine: the news is seen
     // within a cache-line transfer, and the caller polls only when there is some.
-    const std::atomic<uint32_t>* word = blocker.spin_word ? blocker.spin_word : blocker.word;
-    const uint32_t seen = blocker.spin_word ? blocker.spin_seen : blocker.seen;
+    auto changed = [&blocker] {
+      if (blocker.spin_word) return blocker.spin_word->load(std::memory_order_relaxed) != blocker.spin_seen;
+      return blocker.word && blocker.word->load(std::memory_order_relaxed) != blocker.seen;
+    };
     for (uint32_t i = 0; i < kSpinsPerIdle; ++i) {
-      if (word && word->load(std::memory_order_relaxed) != seen) return;
+      if (changed()) return;
       cpu_relax();
     }
     return;

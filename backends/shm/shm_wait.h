@@ -30,8 +30,8 @@ struct Blocker {
   const std::atomic<int32_t>* peer_cpu = nullptr;  // the core that rank last posted from
   // What a spinning waiter watches instead of `word`, when set: a word that changes before
   // `word` does (an inline line's tag, written before the post).
-  const std::atomic<uint32_t>* spin_word = nullptr;
-  uint32_t spin_seen = 0;
+  const std::atomic<uint64_t>* spin_word = nullptr;
+  uint64_t spin_seen = 0;
 };
 
 struct WaitPolicy {
