@@ -181,8 +181,12 @@ std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::str
   return record_failure(std::move(error), where, nullptr, culprit);
 }
 
+std::exception_ptr GroupFailure::record_known_cause(std::exception_ptr error, const Work& op, int culprit) {
+  return record_failure(std::move(error), op.description(), &op, culprit, /*known_cause=*/true);
+}
+
 std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                                int culprit) {
+                                                int culprit, bool known_cause) {
   if (failed()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (op != nullptr && op == first_op_ && first_error_) return first_error_;
@@ -191,8 +195,8 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   error = as_distcomm_error(error);
   FailureRecord r;
   r.kind = kind_of(error);
-  bool explained = false;
-  if (r.kind == FailureRecord::Kind::kPeerFailure) {
+  bool explained = known_cause;
+  if (!explained && r.kind == FailureRecord::Kind::kPeerFailure) {
     if (std::optional<FailureRecord> cause = look_up_cause()) {
       error = explained_by(*cause);
       r.kind = kind_of(error);

@@ -90,6 +90,12 @@ class GroupFailure {
   std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
   // The same for a failure outside an op (setup, a background check); where: what failed.
   std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
+  // record(), for a failure whose cause the backend knows for certain -- the culprit's
+  // process ended (shm sees its pid go), or it closed the group cleanly -- so that nobody
+  // can have published a better one and nothing is looked up or explained: the error is
+  // recorded and published as it is, at once (a PeerFailure is otherwise looked up on the
+  // board for up to a second, then explained by asking every rank).
+  std::exception_ptr record_known_cause(std::exception_ptr error, const Work& op, int culprit);
 
   // This rank stops the group: later ops end with `refusal` (unless the group had failed
   // before: its failure stays the answer). ops_in_flight is asked after the group is
@@ -108,7 +114,7 @@ class GroupFailure {
 
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                    int culprit);
+                                    int culprit, bool known_cause = false);
   // A PeerFailure may be a peer's failure seen from here: its published record, if any.
   std::optional<FailureRecord> look_up_cause() const;
   // The board's record as text ("" when there is none); nullopt without a board, or when it

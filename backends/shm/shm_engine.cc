@@ -257,9 +257,11 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
     const bool news = collective_blocker.word &&
                       collective_blocker.word->load(std::memory_order_acquire) != collective_blocker.seen;
     if (check_liveness && peer >= 0 && !news && !group_->alive(peer)) {
-      throw GroupFailedError({FailureKind::kPeerFailure, peer,
-                              "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
-                                  ") died: its process ended while this op waited for it"});
+      Failure died{FailureKind::kPeerFailure, peer,
+                   "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
+                       ") died: its process ended while this op waited for it"};
+      died.known_cause = true;
+      throw GroupFailedError(died);
     }
   }
   if (!p2p_.idle()) {
@@ -301,8 +303,9 @@ void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
   if (failure.kind == FailureKind::kDesync && op && explain_desync_ && !failure_.failed()) {
     if (std::exception_ptr table = explain_desync_(*op, error)) error = table;
   }
-  const std::exception_ptr first =
-      op ? failure_.record(error, *op, failure.culprit) : failure_.record(error, "", failure.culprit);
+  const std::exception_ptr first = !op                  ? failure_.record(error, "", failure.culprit)
+                                   : failure.known_cause ? failure_.record_known_cause(error, *op, failure.culprit)
+                                                         : failure_.record(error, *op, failure.culprit);
   const std::exception_ptr rest = failure_.refusal();
   // The op that failed and those under way end with the failure; ops still queued, with
   // the refusal that quotes it.

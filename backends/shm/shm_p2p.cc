@@ -250,6 +250,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
                                "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
                                    ") died while this rank waited in a " + describe(r)}
                      : failure_of_peer(v, peer);
+  if (active) f.known_cause = true;  // it died
   f.op = r.work.get();
   throw GroupFailedError(f);
 }
