@@ -21,10 +21,6 @@ void expect_departure_named(const std::string& message, int culprit, const std::
       << what << ": should name rank " << culprit << " with one of [" << alternatives << "]: " << message;
 }
 
-void expect_not_issued(const std::string& message, int culprit, uint64_t seq, const std::string& what) {
-  expect_has(message, "rank " + std::to_string(culprit) + " has not issued #" + std::to_string(seq), what);
-}
-
 void expect_table_line(const std::string& message, const std::string& who, const std::string& op,
                        const std::string& what) {
   std::istringstream lines(message);

@@ -20,8 +20,6 @@ Tensor floats(int64_t n);
 // followed within the same clause by one of `words` ("died", "closed", ...).
 void expect_departure_named(const std::string& message, int culprit, const std::vector<std::string>& words,
                             const std::string& what);
-// Expects "rank <culprit> has not issued #<seq>".
-void expect_not_issued(const std::string& message, int culprit, uint64_t seq, const std::string& what);
 // Expects a line of a Desync's table that starts with `who` ("rank 1:", "ranks [0, 2]:") and
 // holds `op` ("all_reduce #1 float32[20] sum").
 void expect_table_line(const std::string& message, const std::string& who, const std::string& op,
