@@ -45,35 +45,28 @@ TEST_P(FaultSuite, OpTypeDiffers) {
       "broadcast #1 float32[10] root 0", "all_reduce #1 float32[10] sum");
 }
 
-TEST_P(FaultSuite, CountDiffers) {
+// all_reduce #1: `dtype`[count] on rank 1, float32[10] on ranks 0 and 2.
+void all_reduce_tensors_differ(Runner& runner, DType dtype, int64_t count, const std::string& culprit_op) {
   expect_desync(
-      runner(),
-      [](ProcessGroup& pg, bool culprit) {
-        Tensor t = floats(culprit ? 20 : 10);
+      runner,
+      [dtype, count](ProcessGroup& pg, bool culprit) {
+        Tensor t = culprit ? Tensor::zeros({count}, dtype) : floats(10);
         pg.all_reduce(t)->wait();
       },
-      "all_reduce #1 float32[20] sum", "all_reduce #1 float32[10] sum");
+      culprit_op, "all_reduce #1 float32[10] sum");
+}
+
+TEST_P(FaultSuite, CountDiffers) {
+  all_reduce_tensors_differ(runner(), DType::kFloat32, 20, "all_reduce #1 float32[20] sum");
 }
 
 // The same 40 bytes on every rank: only the dtype tells the ops apart.
 TEST_P(FaultSuite, DtypeDiffersWithTheSameBytes) {
-  expect_desync(
-      runner(),
-      [](ProcessGroup& pg, bool culprit) {
-        Tensor t = Tensor::zeros({10}, culprit ? DType::kInt32 : DType::kFloat32);
-        pg.all_reduce(t)->wait();
-      },
-      "all_reduce #1 int32[10] sum", "all_reduce #1 float32[10] sum");
+  all_reduce_tensors_differ(runner(), DType::kInt32, 10, "all_reduce #1 int32[10] sum");
 }
 
 TEST_P(FaultSuite, Float64AgainstFloat32) {
-  expect_desync(
-      runner(),
-      [](ProcessGroup& pg, bool culprit) {
-        Tensor t = Tensor::zeros({10}, culprit ? DType::kFloat64 : DType::kFloat32);
-        pg.all_reduce(t)->wait();
-      },
-      "all_reduce #1 float64[10] sum", "all_reduce #1 float32[10] sum");
+  all_reduce_tensors_differ(runner(), DType::kFloat64, 10, "all_reduce #1 float64[10] sum");
 }
 
 TEST_P(FaultSuite, ReduceOpDiffers) {
