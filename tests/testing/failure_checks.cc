@@ -20,12 +20,16 @@ StorePtr done_board(ProcessGroup& pg) {
 
 }  // namespace
 
-void mark_done(ProcessGroup& pg) { done_board(pg)->set("test/done/" + std::to_string(pg.rank()), "1"); }
+void mark_done(ProcessGroup& pg) { mark_done(*done_board(pg), pg.rank()); }
 
-void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks) {
+void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks) { wait_for_done(*done_board(pg), ranks); }
+
+void mark_done(Store& board, int rank) { board.set("test/done/" + std::to_string(rank), "1"); }
+
+void wait_for_done(Store& board, const std::vector<int>& ranks) {
   std::vector<std::string> keys;
   for (int r : ranks) keys.push_back("test/done/" + std::to_string(r));
-  done_board(pg)->wait(keys, std::chrono::milliseconds(60000));
+  board.wait(keys, std::chrono::milliseconds(60000));
 }
 
 }  // namespace testing

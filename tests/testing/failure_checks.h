@@ -47,6 +47,9 @@ std::string expect_failure_within(const std::function<void()>& op, double min_s,
 // until then.
 void mark_done(ProcessGroup& pg);
 void wait_for_done(ProcessGroup& pg, const std::vector<int>& ranks);
+// The same through a store of the test's own (one no rank hosts, so that it outlives them).
+void mark_done(Store& board, int rank);
+void wait_for_done(Store& board, const std::vector<int>& ranks);
 
 }  // namespace testing
 }  // namespace distcomm

@@ -6,10 +6,18 @@
 // sockets; the transports themselves are tested by the conformance suites.
 //
 // Each collective is a round keyed by its sequence number: every rank deposits its
-// tensors and Work, and the last rank to arrive computes every rank's result (reductions
-// in rank order, with the core's kernels) and finishes all the Works. An op that not
-// every rank joins fails at its timeout (the Work's wait has that deadline). Sends are
-// buffered; a receive matches by (source, tag) in the order the sends were made.
+// tensors, fingerprint and Work, and the last rank to arrive compares the fingerprints
+// (Desync with the table of what each rank runs, when they disagree) and computes every
+// rank's result (reductions in rank order, with the core's kernels) and finishes all the
+// Works. An op that not every rank joins fails at its timeout (the Work's wait has that
+// deadline), naming the ranks that have not issued it. Sends are buffered; a receive
+// matches by (source, tag) in the order the sends were made, and fails on a message of
+// another size naming both (of the same size and another dtype it delivers, as MPI does:
+// DETAIL's checks are tested over it).
+//
+// The group fails as a whole, as GroupFailure makes a real backend's: its first failure (a
+// timeout, a Desync, a rank's group destroyed) ends every op waiting in a round and is
+// quoted by every later op of every rank.
 //
 // Settings (BackendOptions::config):
 //   in_process_ops  the ops it lists in supported_ops(), comma-separated op names ("all":
@@ -20,11 +28,14 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "api/errors.h"
+#include "api/op_fingerprint.h"
 #include "api/plugin.h"
 #include "api/reduce_op.h"
 
@@ -33,11 +44,15 @@ namespace {
 using namespace distcomm;
 using Clock = std::chrono::steady_clock;
 
-// A Work whose wait() ends at the op's deadline: an op some rank never joined fails there.
+// A Work whose wait() ends at the op's deadline: an op some rank never joined fails there,
+// with the error timed_out() makes (which also fails the group).
 class DeadlineWork : public Work {
  public:
-  DeadlineWork(OpType op, const OpContext& ctx)
-      : Work(op, ctx.seq, ctx.description), timeout_(ctx.timeout), deadline_(Clock::now() + ctx.timeout) {}
+  DeadlineWork(OpType op, const OpContext& ctx, std::function<std::exception_ptr(Work*)> timed_out = nullptr)
+      : Work(op, ctx.seq, ctx.description),
+        timeout_(ctx.timeout),
+        deadline_(Clock::now() + ctx.timeout),
+        timed_out_(std::move(timed_out)) {}
   void wait(std::chrono::milliseconds timeout = kUseDefault) override {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
     const auto until_deadline = std::max(left, std::chrono::milliseconds(0));
@@ -47,14 +62,16 @@ class DeadlineWork : public Work {
       return;
     } catch (const Timeout&) {
     }
-    finish(std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
-                                           std::to_string(timeout_.count()) + " ms")));
+    finish(timed_out_ ? timed_out_(this)
+                      : std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
+                                                        std::to_string(timeout_.count()) + " ms")));
     Work::wait();
   }
 
  private:
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
+  const std::function<std::exception_ptr(Work*)> timed_out_;
 };
 
 // One rank's part of a collective.
@@ -65,6 +82,7 @@ struct Part {
   ReduceOp reduction = ReduceOp::SUM;
   int root = 0;
   std::vector<int64_t> out_counts, in_counts;  // all_to_all
+  OpFingerprint fingerprint;
   std::shared_ptr<Work> work;
   bool arrived = false;
 };
@@ -95,16 +113,35 @@ int64_t offset_of(const std::vector<int64_t>& counts, size_t block) {
   return o;
 }
 
+// Throws Desync when the ranks' fingerprints of one round disagree: the table of what each
+// rank runs there, or all_to_all's splits that do not pair.
+void check_agreement(const std::vector<Part>& parts) {
+  std::vector<std::optional<OpFingerprint>> by_rank;
+  std::vector<OpFingerprint> all;
+  bool differ = false;
+  for (const Part& p : parts) {
+    by_rank.emplace_back(p.fingerprint);
+    all.push_back(p.fingerprint);
+    differ = differ || p.fingerprint.agreement_hash() != parts[0].fingerprint.agreement_hash();
+  }
+  const uint64_t seq = parts[0].fingerprint.seq;
+  if (differ) {
+    throw Desync("the ranks disagree on collective #" + std::to_string(seq) + ". Each rank's op there:\n" +
+                 fingerprint_table(by_rank));
+  }
+  if (parts[0].op == OpType::kAllToAll) {
+    const std::string unpaired = all_to_all_mismatches(all);
+    if (!unpaired.empty()) {
+      throw Desync("all_to_all #" + std::to_string(seq) + ": the ranks' splits do not pair:\n" + unpaired);
+    }
+  }
+}
+
 // Every rank's result from every rank's part; throws when the parts disagree.
 void compute(std::vector<Part>& parts) {
   const int n = static_cast<int>(parts.size());
   const Part& first = parts[0];
-  for (const Part& p : parts) {
-    if (p.op != first.op || p.root != first.root || p.reduction.kind != first.reduction.kind) {
-      throw Desync(std::string("ranks ran different ops in one round: ") + op_type_name(first.op) + " and " +
-                   op_type_name(p.op));
-    }
-  }
+  check_agreement(parts);
   switch (first.op) {
     case OpType::kBarrier: return;
     case OpType::kAllReduce: {
@@ -169,10 +206,14 @@ void compute(std::vector<Part>& parts) {
 
 // What the ranks of one group share.
 struct Shared {
-  explicit Shared(int n) : size(n) {}
+  explicit Shared(int n) : size(n), last_collective(static_cast<size_t>(n)), last_finished(static_cast<size_t>(n)) {}
   const int size;
   std::mutex mu;
   std::map<uint64_t, std::vector<Part>> rounds;  // collectives in progress, by sequence number
+  // Each rank's last collective and whether its round has completed: where a rank is, for
+  // a Timeout that names the ranks that have not come.
+  std::vector<std::optional<OpFingerprint>> last_collective;
+  std::vector<bool> last_finished;
   // Point to point: sends not yet received, per (src, dst, tag) in send order; receives
   // waiting for a send.
   std::map<std::tuple<int, int, int>, std::deque<Tensor>> mail;
@@ -183,7 +224,39 @@ struct Shared {
     std::shared_ptr<Work> work;
   };
   std::map<int, std::deque<PendingRecv>> receives;  // by receiving rank
+  // The group's first failure; every later op of every rank is refused with it.
+  std::exception_ptr failure;
+
+  // Records `error` as the group's failure unless it has one, and ends every op still
+  // waiting, on every rank, with the first. Returns the first failure. Called under mu.
+  // `self`, the op that failed, is left to its caller.
+  std::exception_ptr fail(std::exception_ptr error, std::vector<std::shared_ptr<Work>>* to_end,
+                          const Work* self = nullptr) {
+    if (!failure) failure = error;
+    for (auto& round : rounds) {
+      for (Part& p : round.second) {
+        if (p.arrived && p.work.get() != self) to_end->push_back(p.work);
+      }
+    }
+    rounds.clear();
+    for (auto& waiting : receives) {
+      for (PendingRecv& r : waiting.second) {
+        if (r.work.get() != self) to_end->push_back(r.work);
+      }
+    }
+    receives.clear();
+    return failure;
+  }
+  // What a later op is refused with.
+  std::exception_ptr refusal() const {
+    return with_context(failure, "the group is unusable since an earlier failure, which was");
+  }
 };
+
+// Ends `works` with the group's refusal; outside the group's lock (callbacks run).
+void end_all(const std::vector<std::shared_ptr<Work>>& works, const std::exception_ptr& error) {
+  for (const auto& w : works) w->finish(error);
+}
 
 // The groups of this process, by the id their rank 0 published in the group's store.
 std::mutex g_groups_mu;
@@ -229,12 +302,31 @@ class InProcessBackend : public Backend {
       options().store->set("in_process/id", id);
     }
   }
+  ~InProcessBackend() override { shutdown(); }
 
   std::string name() const override { return "in_process"; }
   std::vector<OpType> supported_ops() const override { return ops_; }
   bool reduces_natively(ReduceOp op, DType) const override {
     // The core's host fallback is what the tests exercise.
     return op.kind != ReduceOp::AVG && op.kind != ReduceOp::PREMUL_SUM;
+  }
+
+  // This rank's group is destroyed: to the other ranks, a rank that has gone. Their ops
+  // waiting for it end, and later ones are refused, naming it.
+  void shutdown() override {
+    if (!shared_ || shut_down_) return;
+    shut_down_ = true;
+    Shared& s = *shared_;
+    std::vector<std::shared_ptr<Work>> to_end;
+    std::exception_ptr first;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.failure) return;
+      first = s.fail(std::make_exception_ptr(PeerFailure(
+                         "rank " + std::to_string(rank()) + " shut the group down (its ProcessGroup was destroyed)")),
+                     &to_end);
+    }
+    end_all(to_end, first);
   }
 
   WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o, const OpContext& c) override {
@@ -270,6 +362,7 @@ class InProcessBackend : public Backend {
     auto work = std::make_shared<DeadlineWork>(OpType::kSend, c);
     Shared& s = shared();
     std::unique_lock<std::mutex> lock(s.mu);
+    if (s.failure) return refused(work, s);
     auto& waiting = s.receives[dst];
     for (auto it = waiting.begin(); it != waiting.end(); ++it) {
       if ((it->src == rank() || it->src < 0) && it->tag == o.tag) {
@@ -314,10 +407,19 @@ class InProcessBackend : public Backend {
     return *shared_;
   }
 
+  // The op, ended at once with the group's first failure. Called under s.mu.
+  static WorkPtr refused(const std::shared_ptr<Work>& work, const Shared& s) {
+    work->finish(s.refusal());
+    return work;
+  }
+
+  // A message of another size than the recv's tensor fails the recv, naming both; one of
+  // the same size is delivered whatever its dtype (MPI's behaviour, which DETAIL checks).
   static void deliver(PendingRecv& r, const Tensor& data, int src) {
     if (data.nbytes() != r.into.nbytes()) {
       r.work->finish(std::make_exception_ptr(InvalidArgument(
-          "recv of " + r.into.describe() + " matched a send of " + data.describe() + " from rank " + std::to_string(src))));
+          "this recv holds " + elements_text(r.into.numel(), r.into.dtype()) + " but rank " + std::to_string(src) +
+          " sends " + elements_text(data.numel(), data.dtype()))));
       return;
     }
     copy_bytes(r.into, 0, data, 0, data.numel());
@@ -329,6 +431,8 @@ class InProcessBackend : public Backend {
     PendingRecv r{t, src, tag, std::make_shared<DeadlineWork>(op, c)};
     Shared& s = shared();
     std::unique_lock<std::mutex> lock(s.mu);
+    // A message sent before the group failed is still received (a rank that sent and left,
+    // as an eager MPI send's would be).
     for (int from = 0; from < size(); ++from) {
       if (src >= 0 && from != src) continue;
       auto it = s.mail.find({from, rank(), tag});
@@ -339,8 +443,50 @@ class InProcessBackend : public Backend {
       deliver(r, data, from);
       return r.work;
     }
+    if (s.failure) return refused(r.work, s);
     s.receives[rank()].push_back(r);
     return r.work;
+  }
+
+  // The Timeout of collective #seq of a group of n ranks, naming the ranks that have not
+  // issued it, which fails the group (the other ops waiting end with it). Static: the Work
+  // may outlive the backend.
+  static std::exception_ptr timed_out(const std::shared_ptr<Shared>& shared, Work* self, const OpContext& c) {
+    Shared& s = *shared;
+    std::vector<std::shared_ptr<Work>> to_end;
+    std::exception_ptr mine, first;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      auto round = s.rounds.find(c.seq);
+      // Gone: the round is being computed, or ended by the group's failure; its Works are
+      // ended there (the first finish counts).
+      if (round == s.rounds.end()) return s.failure ? s.refusal() : std::make_exception_ptr(Timeout("timed out"));
+      // "rank 1 has not issued #1 yet (its last collective: barrier #0, finished)", ranks
+      // that stand at the same place together.
+      std::map<std::string, std::vector<int>> missing;
+      for (int r = 0; r < s.size; ++r) {
+        if (round->second[static_cast<size_t>(r)].arrived) continue;
+        const auto& last = s.last_collective[static_cast<size_t>(r)];
+        missing[last ? "#" + std::to_string(c.seq) + " yet (its last collective: " + last->describe() +
+                           (s.last_finished[static_cast<size_t>(r)] ? ", finished)" : ", running)")
+                     : "any collective yet"]
+            .push_back(r);
+      }
+      std::string who;
+      for (const auto& m : missing) {
+        who += (who.empty() ? "" : "; ") +
+               (m.second.size() == 1 ? "rank " + std::to_string(m.second[0]) + " has not issued "
+                                     : "ranks " + rank_list_text(m.second) + " have not issued ") +
+               m.first;
+      }
+      mine = with_context(std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
+                                                          std::to_string(c.timeout.count()) + " ms: " + who)),
+                          c.description);
+      first = s.fail(mine, &to_end, self);
+    }
+    const std::exception_ptr refusal = s.refusal();
+    end_all(to_end, refusal);
+    return first == mine ? mine : refusal;
   }
 
   WorkPtr join(const OpContext& c, OpType op, const Tensor& out, const Tensor& in, ReduceOp reduction, int root,
@@ -348,18 +494,22 @@ class InProcessBackend : public Backend {
     if (reduction.kind == ReduceOp::AVG || reduction.kind == ReduceOp::PREMUL_SUM) {
       throw InvalidArgument(std::string("in_process got ") + reduction.name() + ", which it says it does not reduce natively");
     }
-    auto work = std::make_shared<DeadlineWork>(op, c);
     Shared& s = shared();
+    auto work = std::make_shared<DeadlineWork>(op, c, [shared = shared_, c](Work* self) { return timed_out(shared, self, c); });
     std::vector<Part> ready;
     {
       std::lock_guard<std::mutex> lock(s.mu);
+      if (s.failure) return refused(work, s);
       auto& parts = s.rounds[c.seq];
       parts.resize(static_cast<size_t>(size()));
       Part& mine = parts[static_cast<size_t>(rank())];
-      mine = Part{op, out, in, reduction, root, std::move(out_counts), std::move(in_counts), work, true};
+      mine = Part{op, out, in, reduction, root, std::move(out_counts), std::move(in_counts), c.fingerprint, work, true};
+      s.last_collective[static_cast<size_t>(rank())] = c.fingerprint;
+      s.last_finished[static_cast<size_t>(rank())] = false;
       if (std::all_of(parts.begin(), parts.end(), [](const Part& p) { return p.arrived; })) {
         ready = std::move(parts);
         s.rounds.erase(c.seq);
+        for (size_t r = 0; r < s.last_finished.size(); ++r) s.last_finished[r] = true;
       }
     }
     if (!ready.empty()) {
@@ -370,12 +520,22 @@ class InProcessBackend : public Backend {
         error = std::current_exception();
       }
       for (Part& p : ready) p.work->finish(error);
+      if (error) {
+        // A Desync fails the group, as a real backend's does.
+        std::vector<std::shared_ptr<Work>> to_end;
+        {
+          std::lock_guard<std::mutex> lock(s.mu);
+          s.fail(error, &to_end);
+        }
+        end_all(to_end, s.refusal());
+      }
     }
     return work;
   }
 
   std::vector<OpType> ops_;
   std::shared_ptr<Shared> shared_;
+  bool shut_down_ = false;
 };
 
 const distcomm_config_key kKeys[] = {

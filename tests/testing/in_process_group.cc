@@ -24,8 +24,20 @@ void add_plugin_folder(const std::string& dir) {
 
 }  // namespace
 
-std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& options) {
+ProcessGroupPtr in_process_rank(const StorePtr& store, int rank, int n, const InProcessOptions& options) {
   add_plugin_folder(runfile("tests/testing"));
+  ProcessGroupOptions o;
+  o.store = store;
+  o.rank = rank;
+  o.size = n;
+  o.backend = "in_process";
+  o.timeout = options.timeout;
+  o.backend_config = options.config;
+  o.debug = options.debug;
+  return ProcessGroup::create(o);
+}
+
+std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& options) {
   auto store = std::make_shared<HashStore>();
   // Created at once, one thread each, as ranks are: creation waits for every rank to arrive.
   std::vector<ProcessGroupPtr> groups(static_cast<size_t>(n));
@@ -33,16 +45,8 @@ std::vector<ProcessGroupPtr> in_process_world(int n, const InProcessOptions& opt
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      ProcessGroupOptions o;
-      o.store = store;
-      o.rank = r;
-      o.size = n;
-      o.backend = "in_process";
-      o.timeout = options.timeout;
-      o.backend_config = options.config;
-      o.debug = options.debug;
       try {
-        groups[static_cast<size_t>(r)] = ProcessGroup::create(o);
+        groups[static_cast<size_t>(r)] = in_process_rank(store, r, n, options);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }

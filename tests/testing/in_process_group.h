@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/process_group.h"
+#include "api/store.h"
 
 namespace distcomm {
 namespace testing {
@@ -20,6 +21,10 @@ struct InProcessOptions {
   std::map<std::string, std::string> config;
   DebugLevel debug = DebugLevel::kOff;
 };
+
+// Rank `rank`'s ProcessGroup of a world of n ranks meeting in `store` (a HashStore the
+// ranks share): creation waits for every rank, so each rank calls it on a thread of its own.
+ProcessGroupPtr in_process_rank(const StorePtr& store, int rank, int n, const InProcessOptions& options = {});
 
 // Every rank's ProcessGroup of a new world of n ranks (created from this thread; the
 // ranks attach to each other at their first op).

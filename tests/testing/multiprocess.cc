@@ -1,5 +1,6 @@
 #include "tests/testing/multiprocess.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,20 +83,6 @@ std::string temp_root() {
   return dir && *dir ? dir : "/tmp";
 }
 
-// A fresh folder per run_group call, so concurrent tests and earlier runs never share a store.
-std::string make_temp_dir() {
-  std::string pattern = temp_root() + "/distcomm_group_XXXXXX";
-  if (!::mkdtemp(pattern.data())) {
-    throw std::runtime_error("mkdtemp(" + pattern + "): " + std::strerror(errno));
-  }
-  return pattern;
-}
-
-void remove_dir(const std::string& dir) {
-  for (const char* name : {"/store", "/port", "/port.tmp"}) ::unlink((dir + name).c_str());
-  ::rmdir(dir.c_str());
-}
-
 // Rank 0 serves the TCPStore on a free port and leaves the port in a file for the others.
 StorePtr make_tcp_store(const std::string& dir, int rank, int size, std::chrono::milliseconds timeout) {
   TCPStoreOptions o;
@@ -119,6 +106,25 @@ StorePtr make_tcp_store(const std::string& dir, int rank, int size, std::chrono:
 }
 
 }  // namespace
+
+std::string make_temp_dir() {
+  std::string pattern = temp_root() + "/distcomm_group_XXXXXX";
+  if (!::mkdtemp(pattern.data())) {
+    throw std::runtime_error("mkdtemp(" + pattern + "): " + std::strerror(errno));
+  }
+  return pattern;
+}
+
+void remove_temp_dir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
 
 void run_ranks(int size, const std::function<void(int rank, int size)>& fn, std::chrono::seconds timeout) {
   RunOptions options;
@@ -189,7 +195,7 @@ void run_group(int size, const std::string& backend, const std::function<void(Pr
         fn(*pg);
       },
       options.run);
-  remove_dir(dir);
+  remove_temp_dir(dir);
 }
 
 }  // namespace testing

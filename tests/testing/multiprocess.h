@@ -40,6 +40,11 @@ void run_ranks(int size, const std::function<void(int rank, int size)>& fn,
                std::chrono::seconds timeout = std::chrono::seconds(120));
 void run_ranks(int size, const std::function<void(int rank, int size)>& fn, const RunOptions& options);
 
+// A fresh folder under $TEST_TMPDIR (or /tmp) for one run's files, and its removal (the
+// files in it, then the folder).
+std::string make_temp_dir();
+void remove_temp_dir(const std::string& dir);
+
 enum class StoreKind {
   kFile,  // a FileStore in a fresh temporary folder
   kTcp,   // a TCPStore served by rank 0 on a free port

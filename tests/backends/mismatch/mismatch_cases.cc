@@ -107,20 +107,6 @@ void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within, 
   mark_done(pg);
 }
 
-void skipped_collective(ProcessGroup& pg, double timeout_s) {
-  pg.barrier()->wait();
-  if (pg.rank() == 2) {
-    wait_for_done(pg, {0, 1});  // skips the all_reduce: busy elsewhere
-    return;
-  }
-  Tensor t = floats(10);
-  const std::string msg =
-      expect_failure_within<Timeout>([&] { pg.all_reduce(t)->wait(); }, timeout_s - 0.5, timeout_s + 10, "the all_reduce");
-  EXPECT_NE(msg.find("rank 2 has not issued #1 yet (its last collective: barrier #0, finished)"), std::string::npos)
-      << msg;
-  mark_done(pg);
-}
-
 void queued_op_times_out(ProcessGroup& pg) {
   pg.barrier()->wait();
   if (pg.rank() == 2) {

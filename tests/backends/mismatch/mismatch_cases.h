@@ -1,5 +1,6 @@
-// Ranks that disagree on an op: the cases of a 3-rank group, written once for every
-// backend's tests (gloo and mpi, default and DETAIL). Each rank calls the same function;
+// Ranks that disagree on an op: the cases of a 3-rank group that gloo's and mpi's tests run
+// under DISTCOMM_DEBUG=DETAIL, and a few of their own (the default-settings cases of every
+// backend are the fault suite's, tests/backends/fault). Each rank calls the same function;
 // what it does depends on its rank. The functions that return an op make it fail
 // (expect_failure_within checks the type and when); the others check everything themselves.
 #pragma once
@@ -40,9 +41,6 @@ std::function<void()> all_to_all_splits(ProcessGroup& pg);
 // completes once the receiver has taken the message, as MPI's does) it must succeed within
 // `within`, never wait out the group's timeout.
 void p2p_sizes(ProcessGroup& pg, int64_t sent, int64_t received, double within, bool sender_told = true);
-// A barrier, then ranks 0 and 1 all_reduce while rank 2 does not: they time out after
-// timeout_s (their ops' timeout), naming rank 2 and where it is.
-void skipped_collective(ProcessGroup& pg, double timeout_s);
 // Ranks 0 and 1 issue an all_reduce that rank 2 never joins (group timeout), then one with
 // a 1.5 s timeout: that one fails 1.5 s after it was issued, with Timeout.
 void queued_op_times_out(ProcessGroup& pg);

@@ -1,7 +1,11 @@
-// Ranks that disagree on an op, over mpi, 3 ranks under mpirun, default settings: every
-// rank ends with a named distcomm error well before the group's timeout -- never a rank
-// killed inside MPI, a corrupted heap, or a success with wrong data. The cases of
-// tests/backends/mismatch, as the gloo test runs them.
+// Ranks that disagree on an op, over mpi, 3 ranks under mpirun: what the fault suite
+// (tests/backends/fault, which has every default-settings mismatch case) does not cover:
+// counts far apart (Open MPI's heap), a recv's size mismatch leaving the group usable, a
+// message beyond MPI's eager limit, a per-op timeout behind an op that waits for the
+// group's long (60 s) timeout, and the cases of tests/backends/mismatch under
+// DISTCOMM_DEBUG=DETAIL. Every rank ends with a named distcomm error well before the
+// group's timeout -- never a rank killed inside MPI, a corrupted heap, or a success with
+// wrong data.
 //
 // Each test gets a group of its own (a failed group stays failed), over a file store in
 // the test's folder, so that a Timeout can name the rank that did not come.
@@ -41,15 +45,6 @@ void in_group(const std::function<void(ProcessGroup&)>& fn, std::chrono::millise
   destroy_process_group();
 }
 
-TEST(MpiMismatch, CountsDifferIsDesyncWithTheTable) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(all_reduce_counts(pg), 0, kNamedWithin, "all_reduce 10 vs 20");
-    EXPECT_NE(msg.find("rank 0:"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("float32[10]"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("ranks [1, 2]: all_reduce #1 float32[20]"), std::string::npos) << msg;
-  });
-}
-
 // 1000 against 100000 floats corrupted Open MPI's heap before the check.
 TEST(MpiMismatch, FarApartCountsAreDesync) {
   in_group([](ProcessGroup& pg) {
@@ -59,49 +54,6 @@ TEST(MpiMismatch, FarApartCountsAreDesync) {
       pg.all_reduce(t)->wait();
     };
     expect_failure_within<Desync>(op, 0, kNamedWithin, "all_reduce 1000 vs 100000");
-  });
-}
-
-TEST(MpiMismatch, SameBytesOtherDtypeIsDesync) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kInt32), 0, kNamedWithin, "int32");
-    EXPECT_NE(msg.find("int32[10]"), std::string::npos) << msg;
-  });
-}
-
-TEST(MpiMismatch, Float64AgainstFloat32IsDesync) {
-  in_group([](ProcessGroup& pg) {
-    expect_failure_within<Desync>(all_reduce_dtypes(pg, DType::kFloat64), 0, kNamedWithin, "float64");
-  });
-}
-
-TEST(MpiMismatch, SumAgainstMaxIsDesync) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(all_reduce_ops(pg), 0, kNamedWithin, "sum vs max");
-    EXPECT_NE(msg.find(" max"), std::string::npos) << msg;
-  });
-}
-
-TEST(MpiMismatch, AllReduceAgainstBroadcastIsDesync) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(all_reduce_or_broadcast(pg), 0, kNamedWithin, "op");
-    EXPECT_NE(msg.find("broadcast #1"), std::string::npos) << msg;
-  });
-}
-
-// Every rank learns of it: the check runs before any rank's broadcast.
-TEST(MpiMismatch, RootsDifferIsDesync) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(broadcast_roots(pg), 0, kNamedWithin, "roots");
-    EXPECT_NE(msg.find("broadcast #1 float32[10] root 0"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("broadcast #1 float32[10] root 1"), std::string::npos) << msg;
-  });
-}
-
-TEST(MpiMismatch, AllToAllSplitsThatDoNotPairAreDesync) {
-  in_group([](ProcessGroup& pg) {
-    const std::string msg = expect_failure_within<Desync>(all_to_all_splits(pg), 0, kNamedWithin, "splits");
-    EXPECT_NE(msg.find("rank 2 sends 1 elements to rank 0, which expects 2"), std::string::npos) << msg;
   });
 }
 
@@ -118,23 +70,12 @@ TEST(MpiMismatch, RecvSmallerThanTheMessage) {
   });
 }
 
-TEST(MpiMismatch, RecvLargerThanTheMessage) {
-  in_group([](ProcessGroup& pg) {
-    p2p_sizes(pg, /*sent=*/2, /*received=*/4, kNamedWithin, /*sender_told=*/false);
-  });
-}
-
 // A message too large for MPI's eager protocol: the receiver discards it, and the sender's
 // send still completes.
 TEST(MpiMismatch, LargeMessageIntoASmallRecv) {
   in_group([](ProcessGroup& pg) {
     p2p_sizes(pg, /*sent=*/1 << 18, /*received=*/2, kNamedWithin, /*sender_told=*/false);
   });
-}
-
-// Rank 2 skips an all_reduce: the others time out naming it, and where it is.
-TEST(MpiMismatch, SkippedCollectiveTimesOutNamingTheRank) {
-  in_group([](ProcessGroup& pg) { skipped_collective(pg, 4.0); }, std::chrono::milliseconds(4000));
 }
 
 TEST(MpiMismatch, PerOpTimeoutCountsFromIssueWhileQueued) {

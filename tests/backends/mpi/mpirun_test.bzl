@@ -34,7 +34,7 @@ def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], exp
     native.sh_test(
         name = name,
         size = size,
-        srcs = ["mpirun_test.sh"],
+        srcs = ["//tests/backends/mpi:mpirun_test.sh"],
         args = test_args,
         data = [program, PLUGIN, "//tests/testing:skip.sh"],
         **kwargs

@@ -1,0 +1,51 @@
+#include "tests/backends/fault/fault_checks.h"
+
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace distcomm {
+namespace fault {
+
+Tensor floats(int64_t n) { return Tensor::zeros({n}); }
+
+void expect_departure_named(const std::string& message, int culprit, const std::vector<std::string>& words,
+                            const std::string& what) {
+  std::string alternatives;
+  for (const std::string& w : words) alternatives += (alternatives.empty() ? "" : "|") + w;
+  // "rank 1 (pid 17) died", "rank 1 closed its connection", "rank 0 shut the group down":
+  // the rank, then the word before the clause ends.
+  const std::regex named("rank " + std::to_string(culprit) + "([^0-9/][^.;:]*)?\\b(" + alternatives + ")\\b");
+  EXPECT_TRUE(std::regex_search(message, named))
+      << what << ": should name rank " << culprit << " with one of [" << alternatives << "]: " << message;
+}
+
+void expect_table_line(const std::string& message, const std::string& who, const std::string& op,
+                       const std::string& what) {
+  std::istringstream lines(message);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t start = line.find_first_not_of(' ');
+    if (start == std::string::npos || line.compare(start, who.size(), who) != 0) continue;
+    EXPECT_NE(line.find(op), std::string::npos) << what << ": the table's '" << who << "' line should hold '" << op
+                                                << "': " << message;
+    return;
+  }
+  ADD_FAILURE() << what << ": no line of the Desync's table starts with '" << who << "': " << message;
+}
+
+void expect_has(const std::string& message, const std::string& text, const std::string& what) {
+  EXPECT_NE(message.find(text), std::string::npos) << what << ": should say '" << text << "': " << message;
+}
+
+void note_time(Store& board, const std::string& key) {
+  board.set(key, std::to_string(Clock::now().time_since_epoch().count()));
+}
+
+Clock::time_point noted_time(Store& board, const std::string& key) {
+  board.wait({key}, std::chrono::milliseconds(60000));
+  return Clock::time_point(Clock::duration(std::stoll(board.get_string(key))));
+}
+
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,35 @@
+// What the fault suite's cases check in an error message, and the times ranks leave for
+// each other on the board.
+#pragma once
+
+#include <string>
+
+#include "api/store.h"
+#include "api/tensor.h"
+#include "tests/testing/failure_checks.h"
+
+namespace distcomm {
+namespace fault {
+
+using testing::Clock;
+
+// float32[n] of zeros.
+Tensor floats(int64_t n);
+
+// Expects "rank <culprit>" (as a whole rank number, not "rank 1/3", this rank's own prefix)
+// followed within the same clause by one of `words` ("died", "closed", ...).
+void expect_departure_named(const std::string& message, int culprit, const std::vector<std::string>& words,
+                            const std::string& what);
+// Expects a line of a Desync's table that starts with `who` ("rank 1:", "ranks [0, 2]:") and
+// holds `op` ("all_reduce #1 float32[20] sum").
+void expect_table_line(const std::string& message, const std::string& who, const std::string& op,
+                       const std::string& what);
+// Expects `text` in the message.
+void expect_has(const std::string& message, const std::string& text, const std::string& what);
+
+// This moment, left on the board under `key`, and read back (waits for it).
+void note_time(Store& board, const std::string& key);
+Clock::time_point noted_time(Store& board, const std::string& key);
+
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,125 @@
+// Ranks that go: killed in the middle of a large op, or leaving cleanly (the group
+// destroyed, the process ended) while the others issue the next collective; rank 1, and
+// rank 0, whose process serves the store. Every survivor must fail with PeerFailure naming
+// the rank that went ("rank 1 died", "rank 1 closed its connection", "rank 0 shut the
+// group down") within 1 s of its going, and every later op must fail at once.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "api/errors.h"
+#include "tests/backends/fault/fault_checks.h"
+#include "tests/backends/fault/fault_suite.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+using testing::expect_failure_within;
+
+const std::vector<std::string> kDied = {"died", "closed", "exited"};
+// A clean departure may also say that the rank shut the group down or left it.
+const std::vector<std::string> kLeft = {"died", "closed", "exited", "shut", "left"};
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// A survivor's op fails with PeerFailure naming `culprit` in `words`, within the bound of
+// its issue and within kDeathNamedWithin of the moment the culprit noted as `event` on the
+// board (or of the op's issue, when that came later); then a later op fails at once.
+void expect_survivor_told(Rank& r, ProcessGroup& pg, Tensor& t, int culprit, const std::vector<std::string>& words,
+                          const std::string& event, const char* what) {
+  const auto issued = Clock::now();
+  const std::string msg = expect_failure_within<PeerFailure>([&] { pg.all_reduce(t)->wait(); }, 0, kWithin, what);
+  const auto failed = Clock::now();
+  expect_departure_named(msg, culprit, words, what);
+  const auto gone = std::max(noted_time(r.board(), event), issued);
+  EXPECT_LE(seconds_between(gone, failed), kDeathNamedWithin)
+      << what << ": rank " << culprit << " named " << seconds_between(gone, failed) << " s after it " << event;
+  const std::string later =
+      expect_failure_within<PeerFailure>([&] { pg.barrier()->wait(); }, 0, 0.5, "a later op, refused at once");
+  expect_departure_named(later, culprit, words, "a later op");
+}
+
+// Waits until the op in flight has written into t (an element other than its initial 1:
+// a peer's data has arrived), notes the time and dies by SIGKILL: in the middle of the op.
+void die_once_the_op_is_under_way(Rank& r, const Tensor& t, const WorkPtr& work) {
+  const auto* words = static_cast<const uint32_t*>(t.data());
+  const float one = 1.0f;
+  uint32_t one_bits;
+  std::memcpy(&one_bits, &one, sizeof one);
+  const int64_t stride = std::max<int64_t>(1, t.numel() / 64);
+  const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWithin));
+  while (Clock::now() < give_up) {
+    for (int64_t i = 0; i < t.numel(); i += stride) {
+      // Read while the backend writes: atomically, as the race is the point.
+      if (__atomic_load_n(words + i, __ATOMIC_RELAXED) != one_bits) {
+        note_time(r.board(), "died");
+        ::raise(SIGKILL);
+      }
+    }
+    // Also hands the op to a backend that runs only what someone waits on or polls.
+    if (work->is_completed()) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ADD_FAILURE() << "rank " << r.rank() << "'s all_reduce never got under way before it " << (work->is_completed() ? "ended" : "gave up");
+}
+
+// Rank `culprit` is SIGKILLed half-way through a 64 MiB all_reduce.
+void killed_in_a_large_op(Runner& runner, int culprit) {
+  runner.run(
+      [culprit](Rank& r) {
+        constexpr int64_t kCount = 16 << 20;  // 64 MiB of float32
+        ProcessGroupPtr pg = r.join();
+        Tensor t = floats(kCount);
+        t.fill(1);
+        pg->barrier()->wait();
+        if (r.rank() == culprit) {
+          die_once_the_op_is_under_way(r, t, pg->all_reduce(t));
+          return;
+        }
+        expect_survivor_told(r, *pg, t, culprit, kDied, "died", "the all_reduce a rank died in");
+      },
+      {culprit});
+}
+
+TEST_P(FaultSuite, KilledInALargeOp) { killed_in_a_large_op(runner(), 1); }
+
+TEST_P(FaultSuite, StoreHostKilledInALargeOp) { killed_in_a_large_op(runner(), 0); }
+
+// Rank `culprit` destroys its group after a barrier and ends, while the others issue
+// all_reduce #1.
+void exits_cleanly(Runner& runner, int culprit, bool departure_is_a_timeout) {
+  runner.run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    if (r.rank() == culprit) {
+      r.leave(pg);
+      note_time(r.board(), "left");
+      return;
+    }
+    Tensor t = floats(10);
+    if (departure_is_a_timeout) {
+      const double group_seconds = std::chrono::duration<double>(kGroupTimeout).count();
+      const std::string msg = expect_failure_within<Timeout>([&] { pg->all_reduce(t)->wait(); }, group_seconds - 0.5,
+                                                             kWithin, "the all_reduce after a rank left");
+      expect_departure_named(msg, culprit, {"left", "issued"}, "the Timeout");
+      return;
+    }
+    expect_survivor_told(r, *pg, t, culprit, kLeft, "left", "the all_reduce after a rank left");
+  });
+}
+
+TEST_P(FaultSuite, ExitsCleanlyMidJob) { exits_cleanly(runner(), 1, !differs("a departure is a timeout").empty()); }
+
+TEST_P(FaultSuite, StoreHostExitsCleanlyMidJob) {
+  exits_cleanly(runner(), 0, !differs("a departure is a timeout").empty());
+}
+
+}  // namespace
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,99 @@
+// What a backend cannot do in the fault suite, and why: the one place a backend is let off
+// a case. A case in kCannot is skipped with its reason printed; a difference in
+// kDifferences makes the case check the backend's documented behaviour instead, and the
+// case prints the reason in its log. Everything not listed here must meet the suite's
+// expectations (fault_suite.h).
+#include <cstdio>
+#include <string>
+
+#include "tests/backends/fault/fault_suite.h"
+#include "tests/testing/require.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+struct Entry {
+  const char* backend;
+  const char* what;  // a case (TEST_P name) in kCannot, a difference in kDifferences
+  const char* why;
+};
+
+constexpr char kMpirunEndsTheJob[] =
+    "under mpirun a process that dies ends the whole job: mpirun kills the survivors before they can "
+    "report, so no rank can name the dead one (tests/backends/mpi:peer_death_test checks that such a job "
+    "ends well before the op's timeout)";
+constexpr char kOneProcess[] =
+    "the in_process backend's ranks are threads of one process: one of them cannot die alone";
+
+const Entry kCannot[] = {
+    {"mpi", "KilledInALargeOp", kMpirunEndsTheJob},
+    {"mpi", "StoreHostKilledInALargeOp", kMpirunEndsTheJob},
+    {"in_process", "KilledInALargeOp", kOneProcess},
+    {"in_process", "StoreHostKilledInALargeOp", kOneProcess},
+    {"in_process", "RecvDtypeDiffers",
+     "the in_process backend delivers a message into a recv of another dtype and the same bytes, as MPI does, "
+     "so that tests/api:detail_native_batch_test can show DISTCOMM_DEBUG=DETAIL naming such a recv"},
+};
+
+const Entry kDifferences[] = {
+    // The two sides of a point-to-point transfer of another size or dtype.
+    {"mpi", "send completes",
+     "MPI's send completes once the receiver has taken the message (the recv discards it and fails); the "
+     "sender cannot tell"},
+    {"in_process", "send completes",
+     "the in_process backend buffers every send: it completes before any receive has looked at it"},
+    // Ranks that disagree on a collective.
+    {"gloo", "a bystander that agrees with the root finishes",
+     "gloo checks an op through the fingerprints in its message tags: rank 2's part of the broadcast is one "
+     "message from rank 0, which agrees with it, so it arrives and rank 2 returns it, as the tags promise "
+     "(no rank reads data from a rank that posted another op); nothing tells rank 2 that rank 1 disagrees "
+     "but an extra exchange per op (mpi's agreement check)"},
+    // A rank that destroys its group and goes on (the mpi runner's ranks are the processes
+    // of one mpirun job, which stay until its end).
+    {"mpi", "a departure is a timeout",
+     "a group destroyed on one rank closes nothing the others can see (MPI has no connection to close, and "
+     "a process that exits ends the mpirun job): the others' op times out at its timeout, naming the rank "
+     "that has not issued it"},
+};
+
+std::string find(const Entry* table, size_t n, const std::string& backend, const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    if (backend == table[i].backend && what == table[i].what) return table[i].why;
+  }
+  return "";
+}
+
+// The TEST_P's own name, without the instantiation's "/<param>".
+std::string case_name() {
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return name.substr(0, name.find('/'));
+}
+
+}  // namespace
+
+void FaultSuite::SetUp() {
+  backend_ = runner().backend();
+  const std::string unavailable = runner().unavailable();
+  if (!unavailable.empty()) {
+    DISTCOMM_SKIP_WITHOUT(backend_) << "the " << backend_ << " backend cannot run here: " << unavailable;
+  }
+  const std::string why = find(kCannot, std::size(kCannot), backend_, case_name());
+  if (!why.empty()) GTEST_SKIP() << backend_ << " cannot meet " << case_name() << ": " << why;
+}
+
+std::string FaultSuite::differs(const std::string& difference) const {
+  const std::string why = find(kDifferences, std::size(kDifferences), backend_, difference);
+  if (!why.empty()) {
+    std::fprintf(stderr, "[%s on %s] expected difference '%s': %s\n", case_name().c_str(), backend_.c_str(),
+                 difference.c_str(), why.c_str());
+  }
+  return why;
+}
+
+void PrintTo(const RunnerPtr& runner, std::ostream* out) { *out << runner->backend(); }
+
+std::string runner_name(const ::testing::TestParamInfo<RunnerPtr>& info) { return info.param->backend(); }
+
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,146 @@
+// Ranks that disagree on a collective. After a barrier (#0), rank 1 calls another op at #1
+// than ranks 0 and 2 do. Every rank must fail with Desync within the group's timeout + 2 s,
+// whose table names what rank 1 runs there ("rank 1: ...") and what the others run
+// ("ranks [0, 2]: ..."); no rank's op may succeed (a value from a mismatched op is the
+// silent corruption this suite exists to catch).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "tests/backends/fault/fault_checks.h"
+#include "tests/backends/fault/fault_suite.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+using testing::expect_failure_within;
+
+constexpr int kCulprit = 1;
+
+// Every rank: the barrier, then op(pg, this rank is the culprit), which must end in Desync.
+// culprit_op / others_op: what the table must show on rank 1's line and on the others'
+// ("" to leave a line unchecked).
+void expect_desync(Runner& runner, const std::function<void(ProcessGroup&, bool culprit)>& op,
+                   const std::string& culprit_op, const std::string& others_op, const std::string& also = "") {
+  runner.run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    const std::string msg = expect_failure_within<Desync>([&] { op(*pg, r.rank() == kCulprit); }, 0, kWithin,
+                                                          "the collective rank 1 disagrees on");
+    if (!culprit_op.empty()) expect_table_line(msg, "rank 1:", culprit_op, "the Desync");
+    if (!others_op.empty()) expect_table_line(msg, "ranks [0, 2]:", others_op, "the Desync");
+    if (!also.empty()) expect_has(msg, also, "the Desync");
+  });
+}
+
+TEST_P(FaultSuite, OpTypeDiffers) {
+  expect_desync(
+      runner(),
+      [](ProcessGroup& pg, bool culprit) {
+        Tensor t = floats(10);
+        (culprit ? pg.broadcast(t) : pg.all_reduce(t))->wait();
+      },
+      "broadcast #1 float32[10] root 0", "all_reduce #1 float32[10] sum");
+}
+
+// all_reduce #1: `dtype`[count] on rank 1, float32[10] on ranks 0 and 2.
+void all_reduce_tensors_differ(Runner& runner, DType dtype, int64_t count, const std::string& culprit_op) {
+  expect_desync(
+      runner,
+      [dtype, count](ProcessGroup& pg, bool culprit) {
+        Tensor t = culprit ? Tensor::zeros({count}, dtype) : floats(10);
+        pg.all_reduce(t)->wait();
+      },
+      culprit_op, "all_reduce #1 float32[10] sum");
+}
+
+TEST_P(FaultSuite, CountDiffers) {
+  all_reduce_tensors_differ(runner(), DType::kFloat32, 20, "all_reduce #1 float32[20] sum");
+}
+
+// The same 40 bytes on every rank: only the dtype tells the ops apart.
+TEST_P(FaultSuite, DtypeDiffersWithTheSameBytes) {
+  all_reduce_tensors_differ(runner(), DType::kInt32, 10, "all_reduce #1 int32[10] sum");
+}
+
+TEST_P(FaultSuite, Float64AgainstFloat32) {
+  all_reduce_tensors_differ(runner(), DType::kFloat64, 10, "all_reduce #1 float64[10] sum");
+}
+
+TEST_P(FaultSuite, ReduceOpDiffers) {
+  expect_desync(
+      runner(),
+      [](ProcessGroup& pg, bool culprit) {
+        Tensor t = floats(10);
+        AllReduceOptions o;
+        o.op = culprit ? ReduceOp::MAX : ReduceOp::SUM;
+        pg.all_reduce(t, o)->wait();
+      },
+      "all_reduce #1 float32[10] max", "all_reduce #1 float32[10] sum");
+}
+
+// Rank 1 broadcasts its own tensor; ranks 0 and 2 take rank 0's. Rank 2 agrees with rank 0,
+// and still must not return: the collective as a whole is not one. Where the backend lets
+// a rank whose messages all pair with ranks that agree with it finish (fault_differences.cc),
+// rank 2 may return, but with rank 0's tensor only.
+TEST_P(FaultSuite, RootDiffers) {
+  const bool bystander_may_finish = !differs("a bystander that agrees with the root finishes").empty();
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    Tensor t = floats(10);
+    t.fill(r.rank() + 1);
+    BroadcastOptions o;
+    o.root = r.rank() == kCulprit ? 1 : 0;
+    auto broadcast = [&] { pg->broadcast(t, o)->wait(); };
+    if (r.rank() == 2 && bystander_may_finish) {
+      try {
+        broadcast();
+        for (int64_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t.item(i), 1) << "element " << i << ": not rank 0's";
+      } catch (const Desync&) {
+      }
+      return;
+    }
+    const std::string msg = expect_failure_within<Desync>(broadcast, 0, kWithin, "the broadcast rank 1 disagrees on");
+    expect_table_line(msg, "rank 1:", "broadcast #1 float32[10] root 1", "the Desync");
+    if (bystander_may_finish) {
+      expect_has(msg, "broadcast #1 float32[10] root 0", "the Desync");  // rank 0's line, rank 2's if it is there
+    } else {
+      expect_table_line(msg, "ranks [0, 2]:", "broadcast #1 float32[10] root 0", "the Desync");
+    }
+  });
+}
+
+// all_to_all_single of 6 floats, 2 to every rank, but rank 1 splits its input [1, 2, 3]
+// (what it sends itself still matches what it expects from itself).
+TEST_P(FaultSuite, AllToAllSplitsDoNotPair) {
+  expect_desync(
+      runner(),
+      [](ProcessGroup& pg, bool culprit) {
+        Tensor in = floats(6), out = floats(6);
+        const std::vector<int64_t> sends = culprit ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{2, 2, 2};
+        pg.all_to_all_single(out, in, {2, 2, 2}, sends)->wait();
+      },
+      "", "", "rank 1 sends 1 elements to rank 0, which expects 2");
+}
+
+// Rank 1 runs an all_reduce the others do not (a metric only it logs); they go on to a
+// barrier, which meets the extra op at #1.
+TEST_P(FaultSuite, ExtraCollective) {
+  expect_desync(
+      runner(),
+      [](ProcessGroup& pg, bool culprit) {
+        if (culprit) {
+          Tensor t = floats(10);
+          pg.all_reduce(t)->wait();
+        }
+        pg.barrier()->wait();
+      },
+      "all_reduce #1 float32[10] sum", "barrier #1");
+}
+
+}  // namespace
+}  // namespace fault
+}  // namespace distcomm

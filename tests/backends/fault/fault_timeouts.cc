@@ -1,0 +1,119 @@
+// Ranks that do not come: a skipped collective, an op queued behind a stuck one, a rank
+// that never starts, and rank 0 (where the store lives) failing with a timeout of its own
+// and leaving. The ranks that wait must fail with Timeout naming who did not come and
+// where it is ("rank 1 has not issued #1"), never a StoreError because rank 0 has gone;
+// and the rank that was away, once it issues an op, must fail at once with the others'
+// first failure, not a cascade of its own.
+#include <string>
+
+#include "api/errors.h"
+#include "tests/backends/fault/fault_checks.h"
+#include "tests/backends/fault/fault_suite.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::expect_failure_within;
+using testing::mark_done;
+using testing::seconds_since;
+using testing::wait_for_done;
+
+const double kGroupSeconds = std::chrono::duration<double>(kGroupTimeout).count();
+
+// Rank `away` was busy elsewhere while `others` failed: its next op fails at once with the
+// group's first failure, a Timeout (it learned it from them; its own op never waited).
+void next_op_fails_with_the_first_failure(Rank& r, ProcessGroup& pg, const std::vector<int>& others,
+                                          const std::string& first) {
+  wait_for_done(r.board(), others);
+  const std::string msg = expect_failure_within<Timeout>([&] { pg.barrier()->wait(); }, 0, kSlack,
+                                                         "the next op of the rank that was away");
+  expect_has(msg, first, "the first failure, quoted");
+}
+
+// Rank 1 skips all_reduce #1 (busy elsewhere); ranks 0 and 2 time out at the group's timeout,
+// naming it and where it is (README's "When a job fails").
+TEST_P(FaultSuite, SkippedCollective) {
+  runner().run([](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    if (r.rank() == 1) {
+      next_op_fails_with_the_first_failure(r, *pg, {0, 2}, "rank 1 has not issued #1");
+      return;
+    }
+    Tensor t = floats(10);
+    const std::string msg = expect_failure_within<Timeout>([&] { pg->all_reduce(t)->wait(); }, kGroupSeconds - 0.5,
+                                                           kWithin, "the all_reduce rank 1 skipped");
+    expect_has(msg, "rank 1 has not issued #1 yet (its last collective: barrier #0, finished)", "the Timeout");
+    mark_done(r.board(), r.rank());
+  });
+}
+
+// Ranks 0 and 2 issue all_reduce #1, which rank 1 never joins (it would wait for the group's
+// timeout), then #2 with a timeout of its own, 1.5 s: #2 fails 1.5 s after its issue, not
+// after #1 ends; #1 then fails too, with the group's first failure.
+TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
+  runner().run([](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    if (r.rank() == 1) {
+      next_op_fails_with_the_first_failure(r, *pg, {0, 2}, "1500 ms");
+      return;
+    }
+    Tensor a = floats(10), b = floats(10);
+    const auto first_issued = Clock::now();
+    WorkPtr first = pg->all_reduce(a);
+    AllReduceOptions o;
+    o.timeout = milliseconds(1500);
+    const std::string msg = expect_failure_within<Timeout>([&] { pg->all_reduce(b, o)->wait(); }, 1.4, 2.5,
+                                                           "the op queued with a 1.5 s timeout");
+    expect_has(msg, "1500 ms", "the Timeout");
+    expect_has(msg, "rank 1 has not issued #", "the Timeout");
+    EXPECT_THROW(first->wait(), Timeout) << "the op in front ends with the group's first failure";
+    EXPECT_LE(seconds_since(first_issued), kWithin) << "the op in front";
+    mark_done(r.board(), r.rank());
+  });
+}
+
+// Rank 1 never calls init: ranks 0 and 2 fail at init's deadline naming it. Rank 0 serves
+// the store and leaves at its deadline: rank 2 must still get its Timeout, not a StoreError.
+TEST_P(FaultSuite, RankThatNeverStarts) {
+  runner().run([](Rank& r) {
+    if (r.rank() == 1) return;
+    const std::string msg =
+        expect_failure_within<Timeout>([&] { r.join(); }, kGroupSeconds - 0.1, kWithin, "init without rank 1");
+    expect_has(msg, "ranks [1]", "init's Timeout");
+  });
+}
+
+// Rank 0, the store's host, times out in all_reduce #1 (1.5 s, its own) that the others
+// have not issued yet, and leaves at once, its store with it. When they issue #1, it must
+// fail at once with rank 0's Timeout (the job's first failure), not a StoreError or a
+// closed connection.
+TEST_P(FaultSuite, StoreHostTimesOutAndLeaves) {
+  runner().run([](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    Tensor t = floats(10);
+    if (r.rank() == 0) {
+      AllReduceOptions o;
+      o.timeout = milliseconds(1500);
+      const std::string msg =
+          expect_failure_within<Timeout>([&] { pg->all_reduce(t, o)->wait(); }, 1.4, 2.5, "rank 0's all_reduce");
+      expect_has(msg, "ranks [1, 2] have not issued #1", "rank 0's Timeout");
+      mark_done(r.board(), 0);
+      r.leave(pg);
+      return;
+    }
+    wait_for_done(r.board(), {0});
+    const std::string msg = expect_failure_within<Timeout>([&] { pg->all_reduce(t)->wait(); }, 0, kSlack,
+                                                           "all_reduce #1 after rank 0 failed and left");
+    expect_has(msg, "rank 0", "the first failure");
+    expect_has(msg, "1500 ms", "the first failure (rank 0's own Timeout)");
+  });
+}
+
+}  // namespace
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,96 @@
+#include "tests/backends/fault/forked_runner.h"
+
+#include "api/file_store.h"
+#include "api/init.h"
+#include "api/job_identity.h"
+#include "api/local_processes.h"
+#include "api/plugin_registry.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+// What every rank of one run shares: made before the fork.
+struct Job {
+  std::string backend;
+  std::string dir;  // the run's folder: the board
+  int port = 0;     // rank 0's TCPStore
+  JobIdentity identity;
+};
+
+class ForkedRank : public Rank {
+ public:
+  ForkedRank(const Job& job, int rank) : job_(job), rank_(rank), board_(job.dir + "/board") {}
+  ~ForkedRank() override {
+    if (is_initialized()) destroy_process_group();
+  }
+
+  int rank() const override { return rank_; }
+
+  ProcessGroupPtr join(std::chrono::milliseconds timeout) override {
+    InitOptions o;
+    o.backend = job_.backend;
+    o.init_method = "tcp://127.0.0.1:" + std::to_string(job_.port);
+    o.rank = rank_;
+    o.world_size = kRanks;
+    o.timeout = timeout;
+    o.identity = job_.identity;
+    return init_process_group(o);
+  }
+
+  void leave(ProcessGroupPtr& pg) override {
+    pg.reset();
+    destroy_process_group();
+  }
+
+  Store& board() override { return board_; }
+
+ private:
+  const Job& job_;
+  const int rank_;
+  FileStore board_;
+};
+
+class ForkedRunner : public Runner {
+ public:
+  explicit ForkedRunner(std::string backend) : backend_(std::move(backend)) {}
+
+  std::string backend() const override { return backend_; }
+
+  std::string unavailable() const override {
+    for (const std::string& plugin : backend_ == "auto" ? std::vector<std::string>{"shm", "gloo"}
+                                                        : std::vector<std::string>{backend_}) {
+      const PluginInfo& info = load_plugin(plugin);
+      if (!info.available) return plugin + ": " + info.unavailable_reason;
+    }
+    return "";
+  }
+
+  void run(const std::function<void(Rank&)>& fn, const std::set<int>& killed) override {
+    const Job job{backend_, testing::make_temp_dir(), local::pick_free_port(), new_job_identity()};
+    testing::RunOptions options;
+    options.may_be_killed = killed;
+    // Far above any case's own bound (kWithin, a few times over): a rank still running
+    // then hangs, and is reported so.
+    options.timeout = std::chrono::seconds(60);
+    testing::run_ranks(
+        kRanks,
+        [&](int rank, int) {
+          ForkedRank r(job, rank);
+          fn(r);
+        },
+        options);
+    testing::remove_temp_dir(job.dir);
+  }
+
+ private:
+  const std::string backend_;
+};
+
+}  // namespace
+
+RunnerPtr forked_runner(const std::string& backend) { return std::make_shared<ForkedRunner>(backend); }
+
+}  // namespace fault
+}  // namespace distcomm

@@ -1,0 +1,17 @@
+// A fault-suite Runner whose ranks are processes started as a program's are: forked
+// children that call init_process_group at tcp://127.0.0.1:<free port>, rank 0 serving the
+// TCPStore, with a fresh job identity. The board is a FileStore in the run's own folder.
+// For the backends that run between processes of one host: gloo, shm, auto.
+#pragma once
+
+#include <string>
+
+#include "tests/backends/fault/fault_suite.h"
+
+namespace distcomm {
+namespace fault {
+
+RunnerPtr forked_runner(const std::string& backend);
+
+}  // namespace fault
+}  // namespace distcomm
