@@ -48,8 +48,6 @@ ShmBackend::ShmBackend(BackendOptions options)
     w.size = size();
     w.board = Backend::options().store;
     watch_ = std::make_unique<StallWatch>(w, engine_->failure());
-    engine_->set_desync_explainer(
-        [watch = watch_.get()](const Work& op, std::exception_ptr error) { return watch->explain(op, std::move(error)); });
   }
   engine_->start();
   shape_.rank = rank();
@@ -84,6 +82,7 @@ WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
   task.op = make_collective(spec, shape_);
   task.op->hold(std::move(spec));
   task.agreement = ctx.fingerprint.agreement_hash();
+  task.description = describe_op(ctx.fingerprint);
   task.timeout = ctx.timeout;
   task.deadline = deadline_after(ctx.timeout);
   watch(ctx, work);

@@ -9,9 +9,9 @@
 // waits on. A peer that dies, times out or shuts the group down fails the waiting ops with
 // its reason and rank (shm_failure.h); the group is then unusable and later ops fail at once.
 // Ranks that disagree on a collective never exchange data (each round carries its op's
-// agreement hash, shm_rounds.h); the group's stall watch (api/stall_watch.h), as gloo's,
-// turns the difference into a Desync with the table of what each rank runs, names the
-// ranks an op waits for in a Timeout, and names both sides of a transfer that does not pair.
+// agreement hash, shm_rounds.h) and fail with a Desync that tables what each rank runs
+// (shm_op_line.h). The group's stall watch (api/stall_watch.h), as gloo's, names the ranks
+// an op waits for in a Timeout and follows a failure another rank published.
 //
 // Settings: the shm_* config keys (shm_config.h).
 #pragma once

@@ -4,8 +4,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "api/errors.h"
+#include "api/progress_report.h"
 
 namespace distcomm {
 namespace shm {
@@ -17,6 +19,8 @@ constexpr std::chrono::milliseconds kLivenessInterval{10};
 // Naps without pending ops before the progress thread sleeps until the next submit: a
 // program issuing ops back to back never pays for waking it.
 constexpr int kNapsBeforeSleep = 100;
+// How long a Desync's table waits for the ranks that have not reached the disagreeing round.
+constexpr std::chrono::milliseconds kTableWait{1000};
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
@@ -174,6 +178,7 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     CollectiveTask& t = collectives_.front();
     if (!t.started) {
       check_peers_usable();
+      group_->self().control().current.op = t.description;  // before the op's first post
       t.started = true;
     }
     // An op with nothing to move (0 elements) still takes one empty round, so that it is
@@ -271,12 +276,36 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
 }
 
 void Engine::mismatch(const CollectiveTask& t, int peer) const {
+  // Every rank whose mark for this round is there has its op line written (before its
+  // post) and cannot move past that op. The table waits a little for the ranks that have
+  // not reached this point (a late rank's op belongs in it), never past the op's deadline.
+  const uint64_t round = cursor_.round();
+  auto marked = [&](int r) {
+    return r == group_->rank() || group_->of(r).inline_line(round).tag.load(std::memory_order_acquire) == round + 1;
+  };
+  const Clock::time_point until = std::min(Clock::now() + kTableWait, t.deadline);
+  for (;;) {
+    bool all = true;
+    for (int r = 0; r < group_->size(); ++r) {
+      all = all && (marked(r) || group_->of(r).state().load(std::memory_order_acquire) != kActive);
+    }
+    if (all || Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<std::optional<OpFingerprint>> by_rank(static_cast<size_t>(group_->size()));
+  for (int r = 0; r < group_->size(); ++r) {
+    if (r == group_->rank()) {
+      by_rank[r] = fingerprint_of(t.description);
+    } else if (marked(r)) {
+      by_rank[r] = fingerprint_of(group_->of(r).control().current.op);
+    }
+  }
   throw GroupFailedError(
       {FailureKind::kDesync, -1,
-       "rank " + std::to_string(peer) + " runs another collective at this point (round " + std::to_string(t.round + 1) +
-           " of " + std::to_string(t.op->rounds()) +
-           " of this op): the ranks disagree on the op, its sequence number, dtype, count, root or reduction; no "
-           "data was exchanged",
+       desync_message(t.description.seq, fingerprint_table(by_rank, "(has not reached this point yet)"), "") +
+           "(found by rank " + std::to_string(group_->rank()) + " at round " + std::to_string(t.round + 1) + " of " +
+           std::to_string(t.op->rounds()) + " of its op, reading rank " + std::to_string(peer) +
+           "'s; no data was exchanged)",
        t.work.get()});
 }
 
@@ -299,10 +328,6 @@ const Work* Engine::running_op() const {
 void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
   const Work* op = failure.op ? failure.op : running_op();
   std::exception_ptr error = to_exception(failure);
-  // A mark that differs says only "rank 1 runs another op": the ranks' reports say which.
-  if (failure.kind == FailureKind::kDesync && op && explain_desync_ && !failure_.failed()) {
-    if (std::exception_ptr table = explain_desync_(*op, error)) error = table;
-  }
   const std::exception_ptr first = !op                  ? failure_.record(error, "", failure.culprit)
                                    : failure.known_cause ? failure_.record_known_cause(error, *op, failure.culprit)
                                                          : failure_.record(error, *op, failure.culprit);

@@ -14,8 +14,8 @@
 // One thread polls at a time (the progress lock). Work callbacks run after it is released.
 //
 // Every round is marked with its op's agreement hash, and a peer's round is read only when
-// its mark equals this rank's op: a difference is a Desync (no data read), which the
-// group's stall watch explains with the table of what each rank runs (api/stall_watch.h).
+// its mark equals this rank's op: a difference is a Desync (no data read), with the table
+// of what each rank runs there, read from the peers' op lines (shm_op_line.h).
 // Every blocked poll checks the deadline of every queued op (counted from its issue: an
 // op waiting behind a stuck one fails at its own deadline, Timeout) and the state of the
 // peer it waits for (kFailed / kClosed: that rank's published reason); every 10 ms of
@@ -55,6 +55,7 @@ struct CollectiveTask {
   // The op's agreement hash (OpFingerprint::agreement_hash): every round of it is marked
   // with it, and a peer's round with another mark is never read.
   uint64_t agreement = 0;
+  OpDescription description;  // what the op is, for a peer that finds its mark differs
   std::chrono::milliseconds timeout{0};
   // Its issue + timeout: the op fails there, also while it waits behind earlier ops.
   Clock::time_point deadline = Clock::time_point::max();
@@ -88,9 +89,6 @@ class Engine {
   // The group's failure state, for the stall watch (which must be stopped before the
   // engine goes).
   GroupFailure& failure() { return failure_; }
-  // What turns a Desync seen in a round ("rank 1 runs another op") into the table of what
-  // every rank runs (StallWatch::explain); before any op.
-  void set_desync_explainer(GroupFailure::Explainer explainer) { explain_desync_ = std::move(explainer); }
 
  private:
   struct Poll {
@@ -108,7 +106,8 @@ class Engine {
   void take_submissions(std::vector<Completion>& done);
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
-  // Throws the Desync of a peer whose round `t` is at is marked with another op.
+  // Throws the Desync of a peer whose round `t` is at is marked with another op, with the
+  // table of what every rank that reached that round runs there (their op lines).
   [[noreturn]] void mismatch(const CollectiveTask& t, int peer) const;
   // The completions a drive() collects, reused by the thread's outermost drive().
   class DoneList;
@@ -135,7 +134,6 @@ class Engine {
   const ShmConfig config_;
   const WaitPolicy policy_;
   GroupFailure failure_;  // api's: first failure, refusals; its abort hook publishes to peers
-  GroupFailure::Explainer explain_desync_;
 
   std::mutex submit_mu_;
   std::deque<CollectiveTask> new_collectives_;

@@ -5,7 +5,7 @@
 // the owner's futex words. One writer per line keeps the lines from bouncing between cores.
 //
 //   ControlBlock     header, the round line (collectives), the state line, the p2p doorbell,
-//                    the failure record
+//                    the failure record, the running collective's description
 //   out_head[size]   p2p: chunks this rank has published to each destination
 //   in_tail[size]    p2p: chunks this rank has consumed from each source
 //   inline[slots]    a round's op, tag and few bytes in one line, one per round (round % slots)
@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "backends/shm/shm_config.h"
+#include "backends/shm/shm_op_line.h"
 
 namespace distcomm {
 namespace shm {
@@ -99,12 +100,19 @@ struct alignas(kLineBytes) PublishedFailure {
   char message[1000];
 };
 
+// The collective this rank runs now (shm_op_line.h): written when it starts, before its
+// first post; read by a peer whose round's mark differs.
+struct alignas(kLineBytes) OpLine {
+  OpDescription op;
+};
+
 struct ControlBlock {
   alignas(kLineBytes) SegmentHeader header;
   RoundLine round;
   StateLine state;
   Doorbell doorbell;
   PublishedFailure failure;
+  OpLine current;
 };
 
 struct alignas(kLineBytes) Counter {

@@ -41,6 +41,11 @@ const Entry kDifferences[] = {
     {"mpi", "send completes",
      "MPI's send completes once the receiver has taken the message (the recv discards it and fails); the "
      "sender cannot tell"},
+    {"shm", "send completes",
+     "shm's send completes once its last chunk is in the ring to the receiver (the caller's buffer is then "
+     "free, as with MPI's eager sends); the receiver checks the chunk's size and dtype, and the sender "
+     "has gone on by then"},
+    {"auto", "send completes", "auto runs shm on one host: shm's send completes once its last chunk is in the ring"},
     {"in_process", "send completes",
      "the in_process backend buffers every send: it completes before any receive has looked at it"},
     // Ranks that disagree on a collective.
