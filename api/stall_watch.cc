@@ -20,6 +20,13 @@ std::string report_key(int rank) { return "watch/report/" + std::to_string(rank)
 constexpr milliseconds kDeadlineSlack{200};
 constexpr size_t kMaxReported = 64;  // pending ops in one report
 constexpr milliseconds kStopWait{2000};  // for the thread's last report when the group closes
+// The soonest an op is compared with the others' (a report a moment old may show an op that
+// has since matched): an op with a short timeout is compared at half of it, not before this.
+constexpr milliseconds kShortestProbe{500};
+
+milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
+  return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
+}
 
 int64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<milliseconds>(to - from).count();
@@ -262,11 +269,15 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
   const StallWatchOptions& o = shared->options;
   std::unique_lock<std::mutex> lock(shared->mu);
   while (!shared->stopping) {
-    // Sleep until the next tick, or the first deadline that comes before it.
-    Clock::time_point next = Clock::now() + o.tick;
+    // Sleep until the next tick, or the first deadline that comes before it, or the moment
+    // an op with a short timeout is due to be compared.
+    const Clock::time_point start = Clock::now();
+    Clock::time_point next = start + o.tick;
     for (const auto& e : shared->ring) {
       if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
         next = std::min(next, e.deadline + kDeadlineSlack);
+        const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
+        if (probe > start) next = std::min(next, probe);
       }
     }
     shared->wake_at = next;
@@ -278,6 +289,13 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     WorkPtr late;
     milliseconds late_timeout{0};
     bool stalled = false;
+    // An op whose timeout is short is compared sooner: at half its timeout (not before
+    // kShortestProbe), so that a Desync is named before the Timeout would end it.
+    milliseconds probe_after = o.probe_after;
+    for (const auto& e : shared->ring) {
+      if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
+      probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
+    }
     for (auto& e : shared->ring) {
       if (!e.work || e.work->is_completed()) continue;
       if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
@@ -285,7 +303,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
         late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
         e.deadline = Clock::time_point::max();  // once: the group's failure ends it
       }
-      stalled |= now - e.issued >= o.probe_after;
+      stalled |= now - e.issued >= probe_after;
     }
     if (late) {
       lock.unlock();
@@ -311,11 +329,11 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
           shared->answered = request;
         }
         o.board->set(report_key(o.rank), mine.encode());
-        if (stalled && as_error(compare_reports(shared->read_reports(mine), o.rank, o.probe_after.count()))) {
+        if (stalled && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
           // Certain: then every rank's word, for the table.
           const auto all = shared->ask_everyone();
-          Verdict v = compare_reports(all, o.rank, o.probe_after.count());
-          if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, o.probe_after.count());
+          Verdict v = compare_reports(all, o.rank, probe_after.count());
+          if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, probe_after.count());
           WorkPtr work;
           {
             std::lock_guard<std::mutex> work_lock(shared->mu);

@@ -7,7 +7,8 @@
 // A backend tells the watch of every op it accepts (issued()); one thread per watch then:
 //   - fails an op whose deadline (issue + timeout) has passed, even while it is still
 //     queued behind another op, with Timeout;
-//   - once an op has waited probe_after, publishes this rank's ProgressReport (its
+//   - once an op has waited probe_after (or half its timeout, when that is shorter, but
+//     at least 0.5 s), publishes this rank's ProgressReport (its
 //     unfinished ops, its last collective) on the group's board (a store every rank
 //     reaches), asks the other ranks for theirs, and compares them (progress_report.h):
 //     collectives that disagree at one sequence number end in Desync on every rank, with
