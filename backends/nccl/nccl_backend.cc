@@ -23,7 +23,8 @@ int count_devices_or_throw() {
   return n;
 }
 
-// How long closing the communicators may take once no op is in flight.
+// How long closing the communicators may take once no op is in flight, and how long a
+// fault waits for their aborts.
 constexpr std::chrono::milliseconds kCloseTime{10000};
 
 }  // namespace
@@ -36,14 +37,15 @@ NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
       // Failure records go under the fresh prefix too: a store reused by a group of the
       // same name must not show this group an earlier one's failure.
       failure_(std::make_shared<GroupFailure>(rank(), std::make_shared<PrefixStore>(key_prefix_, this->options().store))),
-      watchdog_(std::make_unique<Watchdog>(failure_, config_.watchdog_poll)) {
-  // The group's first failure aborts every communicator, so that no local thread and no
-  // peer stays blocked on one (ops in flight then fail through the watchdog).
-  failure_->on_abort([comms = comms_, failure = std::weak_ptr<GroupFailure>(failure_)] {
-    std::optional<FailureRecord> first;
-    if (auto f = failure.lock()) first = f->first();
-    for (auto& comm : comms->all()) comm->abort(first ? first->message : "the group failed");
-  });
+      // The group's first failure aborts every communicator (the watchdog's abort hook),
+      // so that no local thread and no peer stays blocked on one.
+      watchdog_(std::make_unique<Watchdog>(
+          failure_, config_.watchdog_poll,
+          [comms = comms_] {
+            const auto all = comms->all();
+            return std::vector<std::shared_ptr<WatchedComm>>(all.begin(), all.end());
+          },
+          kCloseTime)) {
   if (config_.device_id >= visible_devices_) {
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");

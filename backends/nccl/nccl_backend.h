@@ -19,7 +19,9 @@
 //
 // Faults: a watchdog (watchdog.h) ends ops and takes every fault to the group's
 // GroupFailure (api/group_failure.h), which records the first, refuses later ops and runs
-// the abort hook: every communicator of the backend is aborted.
+// the watchdog's abort hook: every communicator of the backend is aborted, the failing one
+// first, all of them concurrently and for a bounded time (concurrent_abort.h), since one
+// communicator's abort may wait for another's.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -22,6 +22,7 @@ namespace testing {
 
 class FakeComm : public WatchedComm {
  public:
+  explicit FakeComm(std::string label = "communicator #0 of group 'world' on cuda:0") : label_(std::move(label)) {}
   std::string async_error() override {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
@@ -38,7 +39,7 @@ class FakeComm : public WatchedComm {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
   }
-  std::string label() const override { return "communicator #0 of group 'world' on cuda:0"; }
+  std::string label() const override { return label_; }
 
   void set_error(const std::string& e) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -48,6 +49,7 @@ class FakeComm : public WatchedComm {
   std::function<void()> on_abort;  // set before the comm is shared with the watchdog
 
  private:
+  const std::string label_;
   mutable std::mutex mu_;
   std::string error_;
   std::string reason_;
