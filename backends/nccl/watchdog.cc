@@ -164,12 +164,11 @@ void Watchdog::Core::check_once() {
   for (const Entry& e : snapshot) {
     if (std::find(asked.begin(), asked.end(), e.comm.get()) != asked.end()) continue;
     asked.push_back(e.comm.get());
-    const std::string why = e.comm->async_error();
-    if (!why.empty()) {
-      error = std::make_exception_ptr(PeerFailure(
-          e.op->label() + ": NCCL reported an error on " + e.comm->label() + ": " + why +
-          ". The watchdog aborted the communicator (ncclCommAbort); a peer may have died. "
-          "This group can no longer be used."));
+    const std::exception_ptr why = e.comm->async_error();
+    if (why) {
+      // Its type is NCCL's verdict (a peer, or this rank), kept.
+      error = with_detail(with_context(why, e.op->label() + ": NCCL reported an error on " + e.comm->label()),
+                          "the watchdog aborted the communicator (ncclCommAbort). This group can no longer be used.");
       culprit = &e;
       break;
     }

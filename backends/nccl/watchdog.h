@@ -52,9 +52,10 @@ class TrackedOp {
 class WatchedComm {
  public:
   virtual ~WatchedComm() = default;
-  // "" while healthy, else what went wrong (ncclCommGetAsyncError and ncclGetLastError).
-  // Called on the watchdog thread only.
-  virtual std::string async_error() = 0;
+  // Null while healthy, else what went wrong (ncclCommGetAsyncError and ncclGetLastError)
+  // as the error it is: PeerFailure when NCCL blames a peer or the network, Error for a
+  // failure on this rank (cuda_status.h). Called on the watchdog thread only.
+  virtual std::exception_ptr async_error() = 0;
   // ncclCommAbort: frees kernels stuck on this communicator. Keeps `reason` first, so that
   // abort_reason() says so before any kernel can end because of the abort. Idempotent:
   // the first reason stays.
