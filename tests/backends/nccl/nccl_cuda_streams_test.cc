@@ -89,6 +89,18 @@ StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStrea
   return s;
 }
 
+// An all_reduce of t on `stream` is refused with an InvalidArgument saying `why`.
+void expect_refused_on(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream, const std::string& why) {
+  AllReduceOptions o;
+  o.cuda_stream = stream;
+  try {
+    pg.all_reduce(t.tensor(), o);
+    ADD_FAILURE() << "an all_reduce on the stream was taken (expected: " << why << ")";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 class NcclStreamsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,30 +110,21 @@ class NcclStreamsTest : public ::testing::Test {
   int world() const { return gpu_ranks_that_fit(2); }
 };
 
+// The stream comes from the options, or (issue 31 #4) from one CudaStreamGuard that gives
+// every op of the thread its stream, as c10's CUDAStreamGuard, without a cuda_stream in
+// each call; wait() then holds the guard's stream.
 TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHost) {
   run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
     cudaStream_t stream;
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
-    EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
-                                             "back did not wait for the op";
-    EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
-    cudaStreamDestroy(stream);
-  });
-}
-
-// Issue 31 #4: one CudaStreamGuard gives every op of the thread its stream (c10's
-// CUDAStreamGuard), without a cuda_stream in each call.
-TEST_F(NcclStreamsTest, AGuardsStreamIsTheOpsAndTheOneItsWaitHolds) {
-  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
-    CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
-    cudaStream_t stream;
-    cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    StreamedAllReduce s = streamed_all_reduce(pg, t, stream, StreamBy::kGuard);
-    EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not run after the guard's stream, or wait() did not "
-                                             "hold it";
-    EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
+    for (StreamBy by : {StreamBy::kOptions, StreamBy::kGuard}) {
+      SCOPED_TRACE(by == StreamBy::kOptions ? "options.cuda_stream" : "CudaStreamGuard");
+      StreamedAllReduce s = streamed_all_reduce(pg, t, stream, by);
+      EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
+                                               "back did not wait for the op";
+      EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
+    }
     cudaStreamDestroy(stream);
   });
 }
@@ -167,14 +170,7 @@ TEST_F(NcclStreamsTest, AStreamBeingCapturedIsRefusedAndTheGroupGoesOn) {
     cudaStream_t capturing;
     cuda_check(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cuda_check(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-    AllReduceOptions o;
-    o.cuda_stream = capturing;
-    try {
-      pg.all_reduce(t.tensor(), o);
-      ADD_FAILURE() << "an all_reduce on a capturing stream was taken";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("being captured into a CUDA graph"), std::string::npos) << e.what();
-    }
+    expect_refused_on(pg, t, capturing, "being captured into a CUDA graph");
     {
       CudaStreamGuard on(capturing);
       EXPECT_THROW(pg.all_reduce(t.tensor()), InvalidArgument) << "the guard's stream is checked too";
@@ -260,14 +256,7 @@ TEST_F(NcclStreamsTest, AStreamOfAnotherGpuIsRefusedAndTheGroupGoesOn) {
     cudaStream_t other;
     cuda_check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cuda_check(cudaSetDevice(0), "cudaSetDevice");
-    AllReduceOptions o;
-    o.cuda_stream = other;
-    try {
-      pg.all_reduce(t.tensor(), o);
-      ADD_FAILURE() << "a stream of cuda:1 was taken for an op on cuda:0";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("was given a CUDA stream of cuda:1"), std::string::npos) << e.what();
-    }
+    expect_refused_on(pg, t, other, "was given a CUDA stream of cuda:1");
     pg.all_reduce(t.tensor())->wait();
     EXPECT_EQ(t.to_host().item(0), 1.0);
     cudaStreamDestroy(other);
