@@ -59,4 +59,8 @@ void Backend::abort() { shutdown(); }
 
 Backend* Backend::create_subgroup_backend(const BackendOptions*, const std::vector<int>&) { return nullptr; }
 
+WorkPtr Backend::all_reduce_coalesced(std::vector<Tensor>&, const AllReduceOptions&, const OpContext&) {
+  unsupported(OpType::kAllReduceCoalesced);
+}
+
 }  // namespace distcomm

@@ -145,6 +145,13 @@ class Backend {
   // is nullptr. Every rank must decide alike, on state the ranks share. Default: nullptr.
   virtual Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members);
 
+  // Appended in ABI minor 5: called only on plugins of minor 5 or later that list
+  // kAllReduceCoalesced in supported_ops(). all_reduce of every tensor (one dtype, one
+  // device) as one op and one Work, for tensors the ProcessGroup cannot pack into one on
+  // the host (CUDA): NCCL runs them in one group. Host tensors never come here.
+  virtual WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts,
+                                       const OpContext& ctx);
+
  protected:
   // "backend gloo does not support recv_any_source"
   [[noreturn]] void unsupported(OpType op) const;

@@ -50,9 +50,11 @@
 // See the ABI rules above. Minor 1: config_keys. Minor 2: Backend::batch_p2p (OpType::kBatchP2P).
 // Minor 3: OpContext::fingerprint. Minor 4: Backend::abort and Backend::create_subgroup_backend
 // (called only on plugins of minor 4 or later: ProcessGroup::abort calls shutdown() on
-// older ones, and their subgroups are created through create() as before).
+// older ones, and their subgroups are created through create() as before). Minor 5:
+// Backend::all_reduce_coalesced (kAllReduceCoalesced's value predates it, so the core also
+// asks for minor 5 before it calls the virtual).
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 4
+#define DISTCOMM_PLUGIN_ABI_MINOR 5
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

@@ -97,7 +97,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   // --- collectives ---
   WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts = {});
-  // Many tensors of one dtype and device in one reduction (packed into one buffer).
+  // Many tensors of one dtype and device in one reduction: host tensors packed into one
+  // buffer; others coalesced by their backend where it can (nccl: one NCCL group).
   WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts = {});
   WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts = {});
   // Result lands in root's tensor; other ranks' tensors are left unchanged.
@@ -283,6 +284,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     int64_t divide_by = 1;
   };
   ReductionPlan plan_reduction(OpType op, Backend& b, ReduceOp requested, const Tensor& t) const;
+  // all_reduce_coalesced of tensors that cannot be packed on the host (checked alike).
+  WorkPtr coalesced_by_backend(std::vector<Tensor>& tensors, const AllReduceOptions& opts);
   // input scaled for the plan (itself when in_place, else a copy), or input as it is.
   static Tensor premultiplied(const ReductionPlan& plan, const Tensor& input, bool in_place);
   // work, followed by the plan's division of result.

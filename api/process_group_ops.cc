@@ -64,13 +64,41 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
                             " but tensors[0] is " + tensors[0].describe() + "; all must share dtype and device");
     }
   }
-  if (!tensors[0].is_cpu()) {
-    throw InvalidArgument(where(kOp) + ": coalescing packs on the host; for " + tensors[0].device().str() +
-                          " tensors issue one all_reduce per tensor");
-  }
+  if (!tensors[0].is_cpu()) return coalesced_by_backend(tensors, opts);
   // One flat buffer, one reduction: what DDP's buckets do, offered for any list of tensors.
   Tensor flat = pack(tensors, tensors[0].dtype());
   return unpacked_after(all_reduce(flat, opts), flat, tensors, kOp);
+}
+
+WorkPtr ProcessGroup::coalesced_by_backend(std::vector<Tensor>& tensors, const AllReduceOptions& opts) {
+  constexpr OpType kOp = OpType::kAllReduceCoalesced;
+  const Tensor& first = tensors[0];
+  const std::string refused = where(kOp) + ": coalescing packs on the host; for " + first.device().str() +
+                              " tensors issue one all_reduce per tensor";
+  Backend* b = nullptr;
+  try {
+    b = &route(kOp, first);
+  } catch (const Unsupported& e) {
+    throw InvalidArgument(refused + " (" + e.what() + ")");
+  }
+  // The virtual is ABI 1.5; the op's value is older, so a plugin's listing alone is not enough.
+  if (abi_minor_[first.device().type] < 5) throw InvalidArgument(refused + " (the plugin predates ABI 1.5)");
+  check_reduce(kOp, opts.op, first);
+  plan_reduction(kOp, *b, opts.op, first);  // refuses what the backend cannot reduce on the device
+  int64_t total = 0;
+  void* some_data = nullptr;  // any tensor's (a null one is empty)
+  for (const Tensor& t : tensors) {
+    total += t.numel();
+    if (t.numel() > 0) some_data = t.data();
+  }
+  // Describes the whole op (dtype, elements, device) for its description and fingerprint;
+  // its data is never read.
+  const Tensor whole = Tensor::from_blob(some_data, {total}, first.dtype(), first.device());
+  OpContext ctx = next_context(kOp, &whole, opts.timeout);
+  ctx.description += " in " + std::to_string(tensors.size()) + " tensors";
+  with_reduction(ctx, opts.op);
+  check_detail(ctx);
+  return recorded(ctx, [&] { return b->all_reduce_coalesced(tensors, opts, ctx); });
 }
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {

@@ -1,5 +1,6 @@
 #include "api/work.h"
 
+#include "api/cuda_stream.h"
 #include "api/errors.h"
 
 namespace distcomm {
@@ -39,6 +40,11 @@ void Work::wait(std::chrono::milliseconds timeout) {
                   " ms of waiting (Work::wait timeout); the op is still running");
   }
   if (error_) std::rethrow_exception(error_);
+}
+
+void Work::wait(CUstream_st* stream) {
+  CudaStreamGuard on(stream);
+  wait();
 }
 
 bool Work::is_completed() const {

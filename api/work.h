@@ -17,6 +17,8 @@
 
 #include "api/timeouts.h"
 
+struct CUstream_st;  // cudaStream_t, for wait(stream)
+
 namespace distcomm {
 
 enum class OpType : uint8_t {
@@ -51,6 +53,11 @@ class Work {
   // throws Timeout if the op has not ended by then (the op itself goes on; the group's
   // timeout aborts it).
   virtual void wait(std::chrono::milliseconds timeout = kUseDefault);
+  // An op on CUDA tensors: makes `stream` (nullptr: the legacy default stream) wait for the
+  // op, rather than the stream it was issued on, and returns without blocking the host;
+  // throws the error of an op that has failed. Any other op: wait(). It is wait() with
+  // `stream` as the thread's current CUDA stream (api/cuda_stream.h), so it is not virtual.
+  void wait(CUstream_st* stream);
   virtual bool is_completed() const;
   bool is_success() const;  // completed without error
   std::exception_ptr exception() const;

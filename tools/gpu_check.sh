@@ -1,36 +1,56 @@
 #!/usr/bin/env bash
-# The nccl backend on a GPU machine, in one command, without Bazel: runs the binaries
-# tools/stage_gpu_bins.sh staged in .device_bin/ -- the nccl test suites, then a 2-rank
-# all_reduce bandwidth sweep in nccl-tests' columns (algbw, busbw). Under 8 minutes on
-# one GPU: every suite has its own timeout, and none may run past the overall budget.
+# The nccl backend on a GPU machine, in one command, without Bazel: runs what
+# tools/stage_gpu_bins.sh staged in .device_bin/ -- the nccl test suites, most informative
+# first (every op, the conformance sweep), then the rest, then a 2-rank all_reduce baseline:
+# distcomm against NCCL alone at the same sizes. Made for a machine lent for ~15 minutes in
+# all, start-up included: the whole run has a budget (GPU_CHECK_BUDGET_S, default 330 s,
+# under 6 minutes) that leaves time for one rerun; each suite has its own timeout too.
 #
-# NCCL refuses two ranks on one GPU; here the suites put up to 3 ranks on a GPU when
-# there are fewer GPUs than ranks (DISTCOMM_TEST_SHARE_GPU=1, the default here: each rank
-# poses as its own host through NCCL_HOSTID and the ranks talk over sockets on lo). Set
-# DISTCOMM_TEST_SHARE_GPU=0 to run only one rank per GPU; GPUs in exclusive-process mode
-# cannot be shared, and the check says so.
+# DISTCOMM_REQUIRE=cuda is set: a case that would skip for want of a GPU fails instead, so
+# a machine with a GPU cannot pass by skipping. NCCL refuses two ranks on one GPU; here the
+# suites put up to 3 ranks on a GPU when there are fewer GPUs than ranks
+# (DISTCOMM_TEST_SHARE_GPU=1, the default here: each rank poses as its own host through
+# NCCL_HOSTID and the ranks talk over sockets on lo). Set DISTCOMM_TEST_SHARE_GPU=0 to run
+# only one rank per GPU; GPUs in exclusive-process mode cannot be shared, and it says so.
 #
-# Prints, per suite, the cases that ran, passed, failed and were skipped, and why they
-# were skipped. Fails when a suite fails or times out, when the probe finds no usable GPU
-# although nvidia-smi lists one, and when no GPU case ran at all.
+# Prints the NCCL version the binaries were built against and the one found here, per
+# suite the cases that ran, passed, failed and were skipped (and why), and the baseline's
+# ratio per size and its 8 B latency. Fails when there is no GPU, when a suite fails, times
+# out or is left out for want of budget, when the probe finds no usable GPU although
+# nvidia-smi lists one, and when no GPU case ran at all.
 #
-#   tools/gpu_check.sh [suite ...]     (default: all; names as in SUITES below)
-#   GPU_CHECK_LOGS=dir                  also leaves every suite's full log there (one .tgz)
+#   tools/gpu_check.sh [suite ...]     (default: all; names as in SUITES below, "baseline")
+#   GPU_CHECK_LOGS=dir                  where every suite's full log goes (default: a new
+#                                       folder under /tmp, named at the end)
 #
 # libnccl.so.2 comes from $NCCL_LIB_DIR, the CUDA toolkit, or the nvidia-nccl-cu13 Python
 # package; the CUDA runtime was staged with the binaries; the driver is the machine's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/.device_bin"
-[[ -d "$BIN/bin" ]] || { echo "gpu_check: $BIN is missing: run tools/stage_gpu_bins.sh on a build machine first"; exit 2; }
+BUDGET=${GPU_CHECK_BUDGET_S:-330}
 
-# suite:timeout in seconds (the overall budget caps them further).
-SUITES=(nccl_plugin_test:20 nccl_init_test:20 nccl_cuda_streams_test:45 nccl_cuda_lifecycle_test:45
-        nccl_cuda_p2p_test:45 nccl_cuda_subgroup_test:60 nccl_cuda_failure_test:90 nccl_mixed_group_test:45 bandwidth:45
-        nccl_cuda_ops_test:120 nccl_conformance_test:90)
-BUDGET=${GPU_CHECK_BUDGET_S:-470}
+# suite:timeout in seconds, in the order they run (the budget caps them further).
+SUITES=(nccl_cuda_ops_test:60 nccl_conformance_test:90 nccl_cuda_streams_test:30 nccl_cuda_p2p_test:45
+        nccl_cuda_failure_test:75 nccl_cuda_lifecycle_test:30 nccl_cuda_subgroup_test:45 nccl_mixed_group_test:20
+        nccl_plugin_test:10 nccl_init_test:15 baseline:60)
 # Suites about the machine without a GPU (they mostly skip here): not counted as GPU cases.
 HOST_SUITES=" nccl_plugin_test nccl_init_test "
+# The baseline: ranks, sizes (x4 steps from 8 B), iterations; the same for both programs.
+BASELINE_RANKS=2
+BASELINE_ARGS=(--nproc "$BASELINE_RANKS" --min_bytes 8 --max_bytes $((32 << 20)) --iters 20 --warmup 5)
+
+echo "=== machine"
+listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
+if ((listed == 0)) && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
+  echo "gpu_check: FAILED: no GPU on this machine (nvidia-smi lists none and there is no /dev/nvidia<N>)"
+  exit 1
+fi
+[[ -d "$BIN/bin" ]] || { echo "gpu_check: $BIN is missing: run tools/stage_gpu_bins.sh on a build machine first"; exit 2; }
+LOGS=${GPU_CHECK_LOGS:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
+mkdir -p "$LOGS" || { echo "gpu_check: cannot make the log folder $LOGS"; exit 2; }
+LOGS=$(cd "$LOGS" && pwd)
 
 # Prints the folder holding libnccl.so.2.
 find_nccl() {
@@ -55,38 +75,41 @@ export LD_LIBRARY_PATH="$BIN/lib:$NCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DISTCOMM_PLUGIN_PATH="$BIN/lib"
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export DISTCOMM_TEST_SHARE_GPU=${DISTCOMM_TEST_SHARE_GPU:-1}
-TEST_TMPDIR=$(mktemp -d)
-export TEST_TMPDIR
-keep_logs() {
-  [[ -n "${GPU_CHECK_LOGS:-}" ]] && (cd "$TEST_TMPDIR" && tar czf "$GPU_CHECK_LOGS/gpu_check_logs.tgz" ./*.log)
-  rm -rf "$TEST_TMPDIR"
-}
-trap keep_logs EXIT
+export DISTCOMM_REQUIRE="${DISTCOMM_REQUIRE:+$DISTCOMM_REQUIRE,}cuda"
+export TEST_TMPDIR="$LOGS/tmp"
+mkdir -p "$TEST_TMPDIR"
 
-echo "=== machine"
-listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 echo "libnccl.so.2 from $NCCL_DIR"
-"$BIN/bin/gpu_probe"
-probe=$?
+[[ -f "$BIN/BUILD_INFO" ]] && sed 's/^/staged: /' "$BIN/BUILD_INFO"
+"$BIN/bin/gpu_probe" | tee "$LOGS/gpu_probe.log"
+probe=${PIPESTATUS[0]}
 if ((probe != 0)); then
   if ((listed > 0)); then
     echo "gpu_check: FAILED: nvidia-smi lists $listed GPU(s) but CUDA sees none usable (see the probe above)"
   else
-    echo "gpu_check: FAILED: no GPU on this machine"
+    echo "gpu_check: FAILED: no usable GPU on this machine (see the probe above)"
   fi
   exit 1
 fi
+built=$(sed -n 's/^gpu_probe: NCCL built against \([0-9.]*\), found.*/\1/p' "$LOGS/gpu_probe.log")
+found=$(sed -n 's/^gpu_probe: NCCL built against [0-9.]*, found \([0-9.]*\).*/\1/p' "$LOGS/gpu_probe.log")
+echo "NCCL: built against $built, found $found here"
+if [[ "${built%.*}" != "${found%.*}" ]]; then
+  echo "gpu_check: note: NCCL $found here is not the $built the binaries were built against (NCCL 2.x keeps" \
+       "its ABI, but behaviour may differ)"
+fi
+gpus=$(sed -n 's/^gpu_probe: \([0-9]*\) CUDA device(s)$/\1/p' "$LOGS/gpu_probe.log")
 if [[ "$DISTCOMM_TEST_SHARE_GPU" == 1 ]] && nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null |
      grep -qi exclusive; then
   echo "gpu_check: a GPU is in exclusive-process mode: ranks cannot share it (DISTCOMM_TEST_SHARE_GPU=0)"
   export DISTCOMM_TEST_SHARE_GPU=0
 fi
-echo "DISTCOMM_TEST_SHARE_GPU=$DISTCOMM_TEST_SHARE_GPU NCCL_DEBUG=$NCCL_DEBUG budget ${BUDGET}s"
+echo "DISTCOMM_REQUIRE=$DISTCOMM_REQUIRE DISTCOMM_TEST_SHARE_GPU=$DISTCOMM_TEST_SHARE_GPU NCCL_DEBUG=$NCCL_DEBUG" \
+     "budget ${BUDGET}s, logs in $LOGS"
 
 # Runs one gtest suite; prints its failures, skip reasons and a count line; sets $ran.
 run_suite() {
-  local name=$1 limit=$2 log="$TEST_TMPDIR/$1.log"
+  local name=$1 limit=$2 log="$LOGS/$1.log"
   timeout -k 10 "$limit" "$BIN/bin/$name" --gtest_brief=1 >"$log" 2>&1
   local rc=$?
   show "$log"
@@ -94,7 +117,8 @@ run_suite() {
   total=$(sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran\..*/\1/p' "$log" | tail -n 1)
   passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -n 1)
   skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}.*/\1/p' "$log" | tail -n 1)
-  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$log" | tail -n 1)
+  # --gtest_brief prints no "N tests, listed below" summary: count the failed cases' lines.
+  failed=$(grep -c '^\[  FAILED  \] [^ ]* ([0-9]* ms)$' "$log")
   if [[ -z "$total" ]]; then
     ((rc == 124 || rc == 137)) && echo "--- $name: TIMED OUT after ${limit}s" || echo "--- $name: ended without a summary (exit $rc)"
     ran=0
@@ -116,7 +140,7 @@ show() {
     cat "$shown"
   else
     head -n 120 "$shown"
-    echo "... $((lines - 180)) lines left out (GPU_CHECK_LOGS=dir keeps them) ..."
+    echo "... $((lines - 180)) lines left out (all of it in $1) ..."
     tail -n 60 "$shown"
   fi
 }
@@ -124,16 +148,38 @@ show() {
 # The message under each "file:line: Skipped" line of a gtest log.
 skip_reasons() { awk 'prev ~ /: Skipped$/ { print } { prev = $0 }' "$1"; }
 
-# The 2-rank all_reduce sweep; counts as one case.
-run_bandwidth() {
-  local limit=$1
-  timeout -k 10 "$limit" "$BIN/bin/nccl_all_reduce_bandwidth" --nproc 2 --min_bytes 1024 \
-    --max_bytes $((256 << 20)) --iters 20 --warmup 5 2>&1 | tee "$TEST_TMPDIR/bandwidth.log"
-  local rc=${PIPESTATUS[0]}
-  ((rc == 124 || rc == 137)) && echo "--- bandwidth: TIMED OUT after ${limit}s"
-  ran=$((rc == 0 ? 1 : 0))
-  echo "--- bandwidth: exit $rc, $((SECONDS - suite_start))s"
-  ((rc == 0))
+# size(B) time(us) busbw of each row of an all_reduce table (nccl-tests' columns).
+table_rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8 }' "$1"; }
+
+# The same all_reduce loop with NCCL alone, then through distcomm; counts as one case.
+run_baseline() {
+  local limit=$1 half=$(($1 / 2)) raw="$LOGS/raw_nccl_all_reduce.log" dc="$LOGS/nccl_all_reduce_bandwidth.log"
+  timeout -k 5 "$half" "$BIN/bin/raw_nccl_all_reduce" "${BASELINE_ARGS[@]}" >"$raw" 2>&1
+  local raw_rc=$?
+  timeout -k 5 "$half" "$BIN/bin/nccl_all_reduce_bandwidth" "${BASELINE_ARGS[@]}" >"$dc" 2>&1
+  local dc_rc=$?
+  ran=0
+  if ((raw_rc != 0 || dc_rc != 0)); then
+    ((raw_rc != 0)) && { echo "raw_nccl_all_reduce: exit $raw_rc"; tail -n 20 "$raw"; }
+    ((dc_rc != 0)) && { echo "nccl_all_reduce_bandwidth: exit $dc_rc"; tail -n 20 "$dc"; }
+    echo "--- baseline: FAILED, $((SECONDS - suite_start))s"
+    return 1
+  fi
+  if ((BASELINE_RANKS > ${gpus:-1})); then
+    echo "$BASELINE_RANKS ranks on $gpus GPU(s): each rank poses as its own host, so this measures NCCL's socket" \
+         "path over loopback (NCCL_SOCKET_IFNAME=lo), not NVLink or shared memory; the ratio is what distcomm adds" \
+         "on that path"
+  else
+    echo "$BASELINE_RANKS ranks, one GPU each: NCCL's path between GPUs of one machine (P2P/NVLink or shared memory)"
+  fi
+  printf '%12s %12s %14s %8s %12s %14s\n' "size (B)" "NCCL (us)" "distcomm (us)" "ratio" "NCCL busbw" "distcomm busbw"
+  join <(table_rows "$raw" | sort -k1,1) <(table_rows "$dc" | sort -k1,1) | sort -n -k1,1 |
+    awk '{ printf "%12d %12.1f %14.1f %8.2f %12.2f %14.2f\n", $1, $2, $4, ($2 > 0 ? $4 / $2 : 0), $3, $5 }' |
+    tee "$LOGS/baseline_ratio.txt"
+  awk '$1 == 8 { printf "8 B latency: NCCL %.1f us, distcomm %.1f us (%+.1f us per all_reduce)\n", $2, $3, $3 - $2 }' \
+    "$LOGS/baseline_ratio.txt"
+  ran=1
+  echo "--- baseline: both right at every size, $((SECONDS - suite_start))s"
 }
 
 wanted=("$@")
@@ -154,11 +200,11 @@ for entry in "${SUITES[@]}"; do
   echo "=== $name (up to ${limit}s)"
   suite_start=$SECONDS
   ran=0
-  if [[ $name == bandwidth ]]; then run_bandwidth "$limit"; else run_suite "$name" "$limit"; fi || failed+=("$name")
+  if [[ $name == baseline ]]; then run_baseline "$limit"; else run_suite "$name" "$limit"; fi || failed+=("$name")
   [[ $HOST_SUITES == *" $name "* ]] || gpu_ran=$((gpu_ran + ran))
 done
 
-echo "=== gpu_check: $((SECONDS - start)) s, $gpu_ran GPU case(s) ran"
+echo "=== gpu_check: $((SECONDS - start)) s of ${BUDGET} s, $gpu_ran GPU case(s) ran; logs in $LOGS"
 if ((gpu_ran == 0)); then
   echo "gpu_check: FAILED: no GPU case ran (every one skipped: see the reasons above)"
   exit 1

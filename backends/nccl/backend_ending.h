@@ -17,6 +17,7 @@
 #include "api/errors.h"
 #include "api/group_failure.h"
 #include "backends/nccl/comm_registry.h"
+#include "backends/nccl/concurrent_abort.h"
 #include "backends/nccl/watchdog.h"
 
 namespace distcomm {
@@ -34,7 +35,9 @@ struct EndingSettings {
 // up to the grace (unless the group had failed: they failed with it); what is in flight
 // after that (at once with kAbort) has its communicators aborted and fails, and the peers
 // are told (GroupFailure::shut_down). Last, every communicator of `comms` is finalized and
-// destroyed (kDestroy; Comm::close) or aborted (kAbort; Comm::abort).
+// destroyed (kDestroy; Comm::close) or aborted (kAbort; Comm::abort): all of them
+// concurrently (concurrent_abort.h: one communicator's abort may wait for another's), for
+// at most twice the close time (finalizing, then the abort that follows a failed one).
 template <typename Comm>
 void end_backend(Ending how, const EndingSettings& s, GroupFailure& failure, Watchdog& watchdog,
                  CommRegistry<Comm>& comms) {
@@ -48,13 +51,17 @@ void end_backend(Ending how, const EndingSettings& s, GroupFailure& failure, Wat
                               std::to_string(s.grace.count()) + " ms shutdown grace)"
                         : ended + " while this op was in flight");
   const auto close_by = std::chrono::steady_clock::now() + s.close_time;
+  std::vector<std::function<void()>> closes;
   for (auto& comm : comms.close(ended)) {
-    if (destroy) {
-      comm->close(close_by, ended);
-    } else {
-      comm->abort(ended);
-    }
+    closes.push_back([comm, close_by, destroy, ended] {
+      if (destroy) {
+        comm->close(close_by, ended);
+      } else {
+        comm->abort(ended);
+      }
+    });
   }
+  run_concurrently(std::move(closes), s.close_time * 2);
 }
 
 }  // namespace nccl

@@ -47,18 +47,25 @@ void throw_nccl_error(const char* call, ncclResult_t r, ncclComm_t comm) {
   throw_nccl_text(r, nccl_error_text(call, r, comm));
 }
 
-void throw_nccl_text(ncclResult_t r, const std::string& text) {
+std::exception_ptr nccl_error(ncclResult_t r, const std::string& text) {
   switch (r) {
     case ncclInvalidArgument:
     case ncclInvalidUsage:
-      throw InvalidArgument(text);
+      return std::make_exception_ptr(InvalidArgument(text));
     case ncclRemoteError:
+      return std::make_exception_ptr(PeerFailure(text + "; a peer may have died or the network failed"));
     case ncclSystemError:
-      throw PeerFailure(text + "; a peer may have died or the network failed");
+      return std::make_exception_ptr(
+          Error(text + "; a system call failed on this rank (shared memory, sockets, memory, file descriptors): "
+                       "often a local cause, though a peer whose connection went away can end the same way"));
+    case ncclUnhandledCudaError:
+      return std::make_exception_ptr(Error(text + "; a CUDA call inside NCCL failed on this rank"));
     default:
-      throw Error(text);
+      return std::make_exception_ptr(Error(text));
   }
 }
+
+void throw_nccl_text(ncclResult_t r, const std::string& text) { std::rethrow_exception(nccl_error(r, text)); }
 
 int visible_cuda_devices(std::string* why) {
   int count = 0;
@@ -106,6 +113,43 @@ void bind_thread_to_device(int device) {
   if (bound) return;
   bound = true;
   if (cudaSetDevice(device) != cudaSuccess) cudaGetLastError();  // the poll that follows reports the error
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&relaxed) != cudaSuccess) cudaGetLastError();
+}
+
+StreamCapture stream_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(stream, &status);
+  if (e == cudaErrorStreamCaptureImplicit) {
+    cudaGetLastError();
+    return StreamCapture::kImplicit;
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw InvalidArgument("the CUDA stream of the op (options.cuda_stream, or the thread's CudaStreamGuard) is not "
+                          "usable: " + cuda_error_text("cudaStreamIsCapturing", e));
+  }
+  switch (status) {
+    case cudaStreamCaptureStatusActive:
+      return StreamCapture::kActive;
+    case cudaStreamCaptureStatusInvalidated:
+      return StreamCapture::kInvalidated;
+    default:
+      return StreamCapture::kNone;
+  }
+}
+
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  previous_ = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&previous_) == cudaSuccess) {
+    changed_ = true;
+  } else {
+    cudaGetLastError();
+  }
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (changed_ && cudaThreadExchangeStreamCaptureMode(&previous_) != cudaSuccess) cudaGetLastError();
 }
 
 int stream_device(cudaStream_t stream) {
@@ -113,7 +157,8 @@ int stream_device(cudaStream_t stream) {
   const cudaError_t e = cudaStreamGetDevice(stream, &device);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    throw InvalidArgument("the CUDA stream passed in the op's options (cuda_stream) is not usable: " +
+    throw InvalidArgument("the CUDA stream of the op (options.cuda_stream, or the thread's CudaStreamGuard) is not "
+                          "usable: " +
                           cuda_error_text("cudaStreamGetDevice", e));
   }
   return device;

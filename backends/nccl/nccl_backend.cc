@@ -2,12 +2,14 @@
 // The ops themselves are in nccl_ops.cc.
 #include "backends/nccl/nccl_backend.h"
 
+#include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "api/prefix_store.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/nccl_work.h"
 #include "backends/nccl/op_checks.h"
+#include "backends/nccl/op_issue.h"
 #include "backends/nccl/polling.h"
 #include "backends/nccl/subgroup_split.h"
 #include "backends/nccl/unique_id_exchange.h"
@@ -23,7 +25,8 @@ int count_devices_or_throw() {
   return n;
 }
 
-// How long closing the communicators may take once no op is in flight.
+// How long closing the communicators may take once no op is in flight, and how long a
+// fault waits for their aborts.
 constexpr std::chrono::milliseconds kCloseTime{10000};
 
 }  // namespace
@@ -36,14 +39,15 @@ NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
       // Failure records go under the fresh prefix too: a store reused by a group of the
       // same name must not show this group an earlier one's failure.
       failure_(std::make_shared<GroupFailure>(rank(), std::make_shared<PrefixStore>(key_prefix_, this->options().store))),
-      watchdog_(std::make_unique<Watchdog>(failure_, config_.watchdog_poll)) {
-  // The group's first failure aborts every communicator, so that no local thread and no
-  // peer stays blocked on one (ops in flight then fail through the watchdog).
-  failure_->on_abort([comms = comms_, failure = std::weak_ptr<GroupFailure>(failure_)] {
-    std::optional<FailureRecord> first;
-    if (auto f = failure.lock()) first = f->first();
-    for (auto& comm : comms->all()) comm->abort(first ? first->message : "the group failed");
-  });
+      // The group's first failure aborts every communicator (the watchdog's abort hook),
+      // so that no local thread and no peer stays blocked on one.
+      watchdog_(std::make_unique<Watchdog>(
+          failure_, config_.watchdog_poll,
+          [comms = comms_] {
+            const auto all = comms->all();
+            return std::vector<std::shared_ptr<WatchedComm>>(all.begin(), all.end());
+          },
+          kCloseTime)) {
   if (config_.device_id >= visible_devices_) {
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");
@@ -90,7 +94,8 @@ std::vector<OpType> NcclBackend::supported_ops() const {
   // No recv_any_source: NCCL receives only from a named peer.
   return {OpType::kAllReduce, OpType::kBroadcast,     OpType::kReduce,   OpType::kAllGather,
           OpType::kGather,    OpType::kScatter,       OpType::kReduceScatter, OpType::kAllToAll,
-          OpType::kBarrier,   OpType::kSend,          OpType::kRecv,     OpType::kBatchP2P};
+          OpType::kBarrier,   OpType::kSend,          OpType::kRecv,     OpType::kBatchP2P,
+          OpType::kAllReduceCoalesced};
 }
 
 bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl_reduces(op, dtype); }
@@ -121,33 +126,73 @@ void NcclBackend::end(Ending how) {
 // ---------------------------------------------------------------------------------------
 // Issue path
 
-WorkPtr NcclBackend::launch(Launch l, const std::shared_ptr<NcclComm>& comm, const NcclComm::Calls& calls) {
-  failure_->check_usable();
+WorkPtr NcclBackend::launch(Launch l, const CommFor& comm_for, const NcclComm::Calls& calls) {
   const OpContext& ctx = *l.ctx;
-  const cudaStream_t caller = l.caller_stream;  // cudaStream_t is CUstream_st*
-  {
-    // The legacy default stream (nullptr) is the current device's: ask with the op's.
-    DeviceGuard guard(l.device);
-    check_stream_device(l.op, l.device, stream_device(caller));
-  }
-  auto work = std::make_shared<NcclWork>(l.op, ctx, op_label(l.op, ctx, l.device), comm, l.device, caller,
-                                         l.blocking_wait || config_.blocking_wait, std::move(l.tensors));
-  try {
+  cudaStream_t caller = nullptr;
+  OpIssue<NcclComm, NcclWork> op;
+  op.failure = failure_.get();
+  op.watchdog = watchdog_.get();
+  op.timeout = ctx.timeout;
+  op.check = [&] { caller = checked_caller_stream(l.op, l.device, l.option_stream); };
+  op.comm = comm_for;
+  op.work = [&](const std::shared_ptr<NcclComm>& comm) {
+    return std::make_shared<NcclWork>(l.op, ctx, op_label(l.op, ctx, l.device), comm, l.device, caller,
+                                      l.blocking_wait || config_.blocking_wait, std::move(l.tensors));
+  };
+  op.issue = [&](NcclComm& comm, NcclWork& work) {
     DeviceGuard guard(l.device);
     last_device_ = l.device;
-    comm->initialize(ctx.timeout);
-    const cudaStream_t stream = comm->enqueue(work->label(), caller, calls, deadline_after(ctx.timeout),
-                                              l.reduction ? &*l.reduction : nullptr);
-    work->record_end(stream);
-  } catch (...) {
-    // Arguments were checked before: a failure here (a communicator that could not be set
-    // up, an op NCCL refused or did not take in time) leaves this rank out of step with
-    // the others, so the group cannot go on.
-    work->complete(watchdog_->fail(std::current_exception(), comm, *work));
-    return work;
-  }
-  watchdog_->track(comm, work, ctx.timeout);
-  return work;
+    comm.initialize(ctx.timeout);
+    comm.enqueue(work.label(), caller, calls, deadline_after(ctx.timeout), l.reduction ? &*l.reduction : nullptr);
+    work.record_end(comm);
+  };
+  return issue_op(op);
+}
+
+WorkPtr NcclBackend::launch_batch(Launch l, const std::vector<int>& peers, const PairCalls& calls) {
+  const OpContext& ctx = *l.ctx;
+  const std::vector<int> order = pair_setup_order(peers);
+  cudaStream_t caller = nullptr;
+  OpIssue<CommSet<NcclComm>, NcclWork> op;
+  op.failure = failure_.get();
+  op.watchdog = watchdog_.get();
+  op.timeout = ctx.timeout;
+  op.check = [&] { caller = checked_caller_stream(l.op, l.device, l.option_stream); };
+  op.comm = [&] {
+    std::vector<std::shared_ptr<NcclComm>> pairs;
+    for (int peer : order) pairs.push_back(pair_comm(l.op, l.device, peer));
+    return std::make_shared<CommSet<NcclComm>>(std::move(pairs), kCloseTime);
+  };
+  op.work = [&](const std::shared_ptr<CommSet<NcclComm>>& set) {
+    return std::make_shared<NcclWork>(l.op, ctx, op_label(l.op, ctx, l.device), set, l.device, caller,
+                                      l.blocking_wait || config_.blocking_wait, std::move(l.tensors));
+  };
+  op.issue = [&](CommSet<NcclComm>& set, NcclWork& work) {
+    DeviceGuard guard(l.device);
+    last_device_ = l.device;
+    // One after the other in pair order: no circle of ranks waiting for each other.
+    for (auto& pair : set.members()) pair->initialize(ctx.timeout);
+    std::vector<NcclComm::Part> parts;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int peer = order[i];
+      const int peer_in_pair = peer < rank() ? 0 : 1;  // the pair's communicator ranks the lower rank 0
+      parts.push_back({set.members()[i].get(), [&calls, peer, peer_in_pair](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
+                         return calls(peer, peer_in_pair, c, s);
+                       }});
+    }
+    NcclComm::enqueue_together(work.label(), caller, parts, deadline_after(ctx.timeout));
+    for (auto& pair : set.members()) work.record_end(*pair);
+  };
+  return issue_op(op);
+}
+
+cudaStream_t NcclBackend::checked_caller_stream(OpType op, int device, CUstream_st* option_stream) const {
+  const cudaStream_t stream = option_stream ? option_stream : current_cuda_stream();  // CUstream_st* both
+  // The legacy default stream (nullptr) is the current device's: ask with the op's.
+  DeviceGuard guard(device);
+  check_stream_device(op, device, stream_device(stream));
+  check_not_capturing(op, stream_capture(stream));
+  return stream;
 }
 
 std::shared_ptr<NcclComm> NcclBackend::group_comm(int device, const SplitFrom* split) {
@@ -203,6 +248,7 @@ void* NcclBackend::barrier_scratch(int device) {
   void*& scratch = barrier_scratch_[device];
   if (!scratch) {
     DeviceGuard guard(device);
+    RelaxedCaptureMode relaxed;  // a cudaMalloc would break another thread's global-mode capture
     check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc");
   }
   return scratch;
@@ -228,11 +274,11 @@ int NcclBackend::default_device() const {
   return global % visible_devices_;
 }
 
-NcclBackend::Launch NcclBackend::reducing(OpType op, const OpContext& ctx, int device, CUstream_st* caller_stream,
+NcclBackend::Launch NcclBackend::reducing(OpType op, const OpContext& ctx, int device, CUstream_st* option_stream,
                                            std::vector<Tensor> tensors, ReduceOp rop, DType dtype) const {
   std::string why;
   if (!nccl_reduces(rop, dtype, &why)) throw InvalidArgument(std::string(op_type_name(op)) + ": " + why);
-  Launch l{op, &ctx, device, caller_stream, std::move(tensors)};
+  Launch l{op, &ctx, device, option_stream, std::move(tensors)};
   l.reduction = NcclComm::Reduction{rop, dtype};
   return l;
 }

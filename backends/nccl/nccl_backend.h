@@ -2,29 +2,34 @@
 //
 // Communicators: one per device this rank uses in the group (rank 0 makes the
 // ncclUniqueId and shares it through the group's store), set up by the first op on that
-// device or, with "eager_init", with the group; send and recv use one two-rank
-// communicator per peer, so they involve only their two ranks; a batch of sends and
-// receives runs as one grouped call on the group's communicator. Subgroups get their own
+// device or, with "eager_init", with the group; send, recv and batch_isend_irecv use one
+// two-rank communicator per peer, so they involve only their two ranks and always meet
+// (a send and a peer's batched recv are on the same communicator); a batch runs as one
+// grouped call over the pairs of its peers (comm_set.h). Subgroups get their own
 // backend, hence their own communicators: split from this group's first one when it is
 // set up (create_subgroup_backend), else through the store. All of them sit in a registry (comm_registry.h)
 // whose lock is never held while a rank waits on its peers, so shutdown and the watchdog
 // reach every communicator, including one still being set up.
 //
 // Streams: every communicator has its own internal stream; an op runs there after an
-// event that orders it behind the caller's stream (the op options' cuda_stream; nullptr:
-// the legacy default stream). Work::wait() then orders the caller's stream behind the op
-// (nccl_work.h). Separate streams let a send on a pair's communicator and a collective on
+// event that orders it behind the caller's stream (the op options' cuda_stream, else the
+// thread's current stream, api/cuda_stream.h; with neither the legacy default stream).
+// Work::wait() then orders a stream behind the op (nccl_work.h). A stream being captured
+// into a CUDA graph is refused (op_checks.h). Separate streams let a send on a pair's communicator and a collective on
 // the group's progress independently, as NCCL needs when ranks issue them in different
 // orders.
 //
 // Faults: a watchdog (watchdog.h) ends ops and takes every fault to the group's
 // GroupFailure (api/group_failure.h), which records the first, refuses later ops and runs
-// the abort hook: every communicator of the backend is aborted.
+// the watchdog's abort hook: every communicator of the backend is aborted, the failing one
+// first, all of them concurrently and for a bounded time (concurrent_abort.h), since one
+// communicator's abort may wait for another's.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +41,7 @@
 #include "api/group_failure.h"
 #include "backends/nccl/backend_ending.h"
 #include "backends/nccl/comm_registry.h"
+#include "backends/nccl/comm_set.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_config.h"
 #include "backends/nccl/watchdog.h"
@@ -61,6 +67,9 @@ class NcclBackend : public Backend {
   bool reduces_natively(ReduceOp op, DType dtype) const override;
 
   WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
+  // One ncclAllReduce per tensor, all in one NCCL group: one launch, one end event.
+  WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts,
+                               const OpContext& ctx) override;
   WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
   WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;
   WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
@@ -75,8 +84,8 @@ class NcclBackend : public Backend {
   WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
   WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
   WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
-  // One grouped call on the group's communicator (which the first batch sets up, with
-  // every rank of the group, if no collective did).
+  // One grouped call over the pair communicators of the batch's peers, those send and
+  // recv use (set up in pair order if new: comm_set.h), so that either meets the other.
   WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) override;
 
   // Lets the ops in flight end (up to the "shutdown_grace_ms" setting), then aborts what
@@ -102,21 +111,32 @@ class NcclBackend : public Backend {
     OpType op;
     const OpContext* ctx;
     int device;
-    CUstream_st* caller_stream;
+    CUstream_st* option_stream;   // the options' cuda_stream (nullptr: the thread's current one)
     std::vector<Tensor> tensors;  // held until the op ends
     std::optional<NcclComm::Reduction> reduction = std::nullopt;
     bool blocking_wait = false;  // barrier waits on the host whatever the setting
   };
+  using CommFor = std::function<std::shared_ptr<NcclComm>()>;
 
-  // Sets comm up if this is its first op, issues calls on it, returns the op's Work. A
-  // failure here, after the arguments were checked, ends the Work with the error and
-  // fails the group (this rank is out of step with the others).
-  WorkPtr launch(Launch launch, const std::shared_ptr<NcclComm>& comm, const NcclComm::Calls& calls);
+  // Issues an op in op_issue.h's order: checks the caller's stream, then gets its
+  // communicator from comm_for (never before: a group communicator made there is
+  // numbered), sets it up if this is its first op, issues calls on it and records the end
+  // event under its issue lock, returns the op's Work. A failure after the checks ends the
+  // Work with the error and fails the group (this rank is out of step with the others).
+  WorkPtr launch(Launch launch, const CommFor& comm_for, const NcclComm::Calls& calls);
   // send (op kSend) or recv of tensor with peer, on the pair's communicator.
   WorkPtr point_to_point(OpType op, const Tensor& tensor, int peer, const P2POptions& opts, const OpContext& ctx);
+  // The NCCL calls of a batch with one peer (its rank in the pair's communicator given).
+  using PairCalls = std::function<ncclResult_t(int peer, int peer_in_pair, ncclComm_t comm, cudaStream_t stream)>;
+  // launch() of a batch: its peers' pair communicators, set up in pair order, one grouped
+  // enqueue over them, an end event on each.
+  WorkPtr launch_batch(Launch launch, const std::vector<int>& peers, const PairCalls& calls);
   // The Launch of a reducing op, once its reduction is one NCCL has (else InvalidArgument).
-  Launch reducing(OpType op, const OpContext& ctx, int device, CUstream_st* caller_stream,
+  Launch reducing(OpType op, const OpContext& ctx, int device, CUstream_st* option_stream,
                   std::vector<Tensor> tensors, ReduceOp rop, DType dtype) const;
+  // The stream an op is issued after: the options' if set, else the thread's current one.
+  // InvalidArgument if it is on another device than the op, or being captured.
+  cudaStream_t checked_caller_stream(OpType op, int device, CUstream_st* option_stream) const;
 
   // The group's communicator on a device, and the one shared with a peer (one device per
   // pair of ranks: InvalidArgument otherwise). Made empty here; set up by launch().

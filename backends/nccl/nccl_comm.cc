@@ -16,6 +16,29 @@ namespace {
 // nonblocking calls return in microseconds, a blocking one may never.
 constexpr std::chrono::milliseconds kAbortLockWait{100};
 
+// End events kept per communicator: enough for the ops a program keeps in flight.
+constexpr size_t kEventsKept = 256;
+
+std::shared_ptr<NcclComm::EventPool> new_event_pool(int device) {
+  return std::make_shared<NcclComm::EventPool>(
+      [device] {
+        DeviceGuard guard(device);
+        RelaxedCaptureMode relaxed;  // safe while another thread captures a graph
+        cudaEvent_t e;
+        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        return e;
+      },
+      [device](cudaEvent_t e) {
+        try {
+          DeviceGuard guard(device);
+          cudaEventDestroy(e);  // CUDA frees it once the GPU has passed it
+        } catch (const Error&) {
+          // The device is gone (the driver failed): nothing left to free on it.
+        }
+      },
+      kEventsKept);
+}
+
 Store::Bytes new_unique_id() {
   ncclUniqueId id;
   const ncclResult_t r = ncclGetUniqueId(&id);
@@ -30,7 +53,7 @@ struct NcclComm::Settled {
   ncclResult_t result;
 };
 
-NcclComm::NcclComm(Setup setup) : setup_(std::move(setup)) {}
+NcclComm::NcclComm(Setup setup) : setup_(std::move(setup)), events_(new_event_pool(setup_.device)) {}
 
 NcclComm::~NcclComm() {
   close(Clock::now() + std::chrono::seconds(10), setup_.label + " was destroyed");
@@ -45,7 +68,7 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::initialize(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> issue(issue_mu_);
+  std::lock_guard<std::recursive_mutex> issue(issue_mu_);
   if (set_up_) return;
   if (setup_error_) std::rethrow_exception(setup_error_);
   const auto deadline = deadline_after(timeout);
@@ -54,6 +77,7 @@ void NcclComm::initialize(std::chrono::milliseconds timeout) {
                                    " setting up";
     if (aborted_) throw_aborted(setting_up);
     DeviceGuard device(setup_.device);
+    RelaxedCaptureMode relaxed;  // another thread may be capturing a graph meanwhile
     // Non-blocking: the internal stream must not synchronise with the legacy stream by
     // itself, only through the events distcomm records.
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -120,7 +144,7 @@ ncclResult_t NcclComm::create_handle(const std::string& setting_up, Clock::time_
 }
 
 ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::time_point deadline) {
-  std::lock_guard<std::mutex> issue(issue_mu_);
+  std::lock_guard<std::recursive_mutex> issue(issue_mu_);
   if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
   if (aborted_) throw_aborted(what);
   DeviceGuard device(setup_.device);
@@ -187,53 +211,87 @@ ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::t
   return child;
 }
 
-cudaStream_t NcclComm::enqueue(const std::string& what, cudaStream_t caller, const Calls& calls,
-                               Clock::time_point deadline, const Reduction* reduction) {
-  std::lock_guard<std::mutex> issue(issue_mu_);
-  if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
-  if (aborted_) throw_aborted(what);
+void NcclComm::enqueue(const std::string& what, cudaStream_t caller, const Calls& calls, Clock::time_point deadline,
+                       const Reduction* reduction) {
+  enqueue_together(what, caller, {{this, calls, reduction}}, deadline);
+}
+
+void NcclComm::enqueue_together(const std::string& what, cudaStream_t caller, const std::vector<Part>& parts,
+                                Clock::time_point deadline) {
+  // Held by the backend across the whole op already (op_issue.h); taken here too for any
+  // other caller. In the parts' order, as CommSet takes them.
+  std::vector<std::unique_lock<std::recursive_mutex>> issuing;
+  for (const Part& p : parts) issuing.push_back(p.comm->lock_issue());
+  for (const Part& p : parts) {
+    if (!p.comm->set_up_) throw Error(what + ": " + p.comm->setup_.label + " is not set up");
+    if (p.comm->aborted_) p.comm->throw_aborted(what);
+  }
   // The legacy default stream (caller nullptr) is the current device's.
-  DeviceGuard device(setup_.device);
-  // Order the internal stream behind what the caller queued so far (the event is reused:
+  DeviceGuard device(parts.front().comm->setup_.device);
+  // Order each internal stream behind what the caller queued so far (the event is reused:
   // a wait takes the event's state at the time of the call).
-  check_cuda(cudaEventRecord(ready_, caller), "cudaEventRecord");
-  check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
-  ncclResult_t r;
-  ncclRedOp_t redop = ncclSum;
-  bool created = false;
+  for (const Part& p : parts) {
+    check_cuda(cudaEventRecord(p.comm->ready_, caller), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(p.comm->stream_, p.comm->ready_, 0), "cudaStreamWaitEvent");
+  }
+  ncclResult_t r = ncclSuccess;
+  std::vector<ncclRedOp_t> redops(parts.size(), ncclSum);
+  std::vector<bool> created(parts.size(), false);
   {
-    std::lock_guard<std::timed_mutex> call(call_mu_);
-    if (!comm_) throw_aborted(what);
-    if (reduction) redop = make_redop(reduction->op, reduction->dtype, comm_, &created);
+    std::vector<std::unique_lock<std::timed_mutex>> calling;
+    for (const Part& p : parts) calling.emplace_back(p.comm->call_mu_);
+    for (const Part& p : parts) {
+      if (!p.comm->comm_) p.comm->throw_aborted(what);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Reduction* red = parts[i].reduction;
+      if (red) {
+        bool made = false;
+        redops[i] = make_redop(red->op, red->dtype, parts[i].comm->comm_, &made);
+        created[i] = made;
+      }
+    }
+    // One group, whatever the number of communicators: NCCL starts their calls together,
+    // so the sends and receives of a batch cannot wait for each other.
     r = ncclGroupStart();
     if (r == ncclSuccess) {
-      r = calls(comm_, redop, stream_);
+      for (size_t i = 0; i < parts.size() && r == ncclSuccess; ++i) {
+        NcclComm& c = *parts[i].comm;
+        r = parts[i].calls(c.comm_, redops[i], c.stream_);
+      }
       // Close the group whatever happened inside it, or this thread's next group nests.
       const ncclResult_t end = ncclGroupEnd();
       if (r == ncclSuccess) r = end;
     }
-    abort_if_asked();
+    for (const Part& p : parts) p.comm->abort_if_asked();
   }
-  const Settled s = settle(r, deadline);
-  std::string error_text;
-  {
-    std::lock_guard<std::timed_mutex> call(call_mu_);
+  std::vector<Settled> settled;
+  for (const Part& p : parts) settled.push_back(p.comm->settle(r, deadline));
+  std::vector<std::string> error_text(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    NcclComm& c = *parts[i].comm;
+    std::lock_guard<std::timed_mutex> call(c.call_mu_);
     // The op has been taken (or failed): a premultiplied sum may go now, if the
     // communicator it belongs to still exists.
-    if (created && comm_) ncclRedOpDestroy(redop, comm_);
-    if (s.how == Waited::kDone && s.result != ncclSuccess) {
-      error_text = what + ": " + nccl_error_text("NCCL", s.result, comm_);
+    if (created[i] && c.comm_) ncclRedOpDestroy(redops[i], c.comm_);
+    if (settled[i].how == Waited::kDone && settled[i].result != ncclSuccess) {
+      error_text[i] = what + ": " + nccl_error_text("NCCL", settled[i].result, c.comm_);
     }
   }
-  if (s.how == Waited::kAborted || aborted_) throw_aborted(what);
-  if (s.how == Waited::kTimedOut) {
-    const std::string text = what + ": NCCL did not take the op before its timeout; aborted " + setup_.label +
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (settled[i].how == Waited::kAborted || parts[i].comm->aborted_) parts[i].comm->throw_aborted(what);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (settled[i].how != Waited::kTimedOut) continue;
+    NcclComm& c = *parts[i].comm;
+    const std::string text = what + ": NCCL did not take the op before its timeout; aborted " + c.setup_.label +
                              " (a peer may have died or not issued the matching op)";
-    abort(text);
+    c.abort(text);
     throw Timeout(text);
   }
-  if (s.result != ncclSuccess) throw_nccl_text(s.result, error_text);
-  return stream_;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (settled[i].result != ncclSuccess) throw_nccl_text(settled[i].result, error_text[i]);
+  }
 }
 
 NcclComm::Settled NcclComm::settle(ncclResult_t r, Clock::time_point deadline) {
@@ -289,15 +347,15 @@ void NcclComm::close(Clock::time_point deadline, const std::string& why) {
   abort_handle();
 }
 
-std::string NcclComm::async_error() {
+std::exception_ptr NcclComm::async_error() {
   bind_thread_to_device(setup_.device);
   std::unique_lock<std::timed_mutex> call(call_mu_, std::try_to_lock);
-  if (!call.owns_lock() || !comm_) return "";  // busy issuing (asked again next round), or gone
+  if (!call.owns_lock() || !comm_) return nullptr;  // busy issuing (asked again next round), or gone
   ncclResult_t r = ncclSuccess;
   const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
-  if (q != ncclSuccess) return nccl_error_text("ncclCommGetAsyncError", q, comm_);
-  if (r == ncclSuccess || r == ncclInProgress) return "";
-  return nccl_error_text("ncclCommGetAsyncError", r, comm_);
+  if (q != ncclSuccess) return nccl_error(q, nccl_error_text("ncclCommGetAsyncError", q, comm_));
+  if (r == ncclSuccess || r == ncclInProgress) return nullptr;
+  return nccl_error(r, nccl_error_text("ncclCommGetAsyncError", r, comm_));
 }
 
 void NcclComm::keep_reason(const std::string& reason) {

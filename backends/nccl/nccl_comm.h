@@ -3,7 +3,8 @@
 // registry, set up by the first op that uses it, watched by the watchdog.
 //
 // Locks: issue_mu_ orders setup and enqueues (ops reach NCCL in issue order; a thread
-// waiting on peers holds it). call_mu_ is held for each NCCL call on the handle only (NCCL's
+// waiting on peers holds it). It is recursive: the backend holds it across an op's setup,
+// enqueue and end event (lock_issue(), op_issue.h), and these calls take it too. call_mu_ is held for each NCCL call on the handle only (NCCL's
 // calls on one communicator are not thread-safe); in nonblocking mode those calls are
 // short, so abort() from any thread gets it at once and aborts a communicator that is
 // still being set up or is taking an op. A blocking-mode call can wait on peers for ever:
@@ -20,10 +21,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/dtype.h"
 #include "api/reduce_op.h"
 #include "api/store.h"
+#include "backends/nccl/object_pool.h"
 #include "backends/nccl/watchdog.h"
 
 namespace distcomm {
@@ -56,6 +59,14 @@ class NcclComm : public WatchedComm {
   NcclComm& operator=(const NcclComm&) = delete;
 
   int device() const { return setup_.device; }
+  // The internal stream its ops run on (made by initialize()).
+  cudaStream_t stream() const { return stream_; }
+  // Events for the ends of its ops, kept for reuse (on its device).
+  using EventPool = ObjectPool<cudaEvent_t>;
+  const std::shared_ptr<EventPool>& event_pool() const { return events_; }
+  // Holds the issue lock: what the caller does meanwhile (set up, enqueue, record the op's
+  // end) no other thread's setup or op comes between.
+  std::unique_lock<std::recursive_mutex> lock_issue() { return std::unique_lock<std::recursive_mutex>(issue_mu_); }
   // Set up and not aborted: ops and splits may use it.
   bool usable() const { return ready_to_close_ && !aborted_; }
 
@@ -74,12 +85,24 @@ class NcclComm : public WatchedComm {
 
   // Issues `calls` (NCCL calls on this communicator and the stream given; returns the
   // first failure) after the work queued so far on `caller` (a stream of this device),
-  // between ncclGroupStart and ncclGroupEnd, and waits until NCCL has taken them. With a
-  // reduction, `redop` is its NCCL op (PREMUL_SUM is made for the call and released
-  // after). Returns the stream the op runs on, to record its end. Throws NCCL's error;
-  // past the deadline aborts the communicator and throws Timeout.
-  cudaStream_t enqueue(const std::string& what, cudaStream_t caller, const Calls& calls, Clock::time_point deadline,
-                       const Reduction* reduction = nullptr);
+  // between ncclGroupStart and ncclGroupEnd, and waits until NCCL has taken them: the op
+  // then runs on stream(). With a reduction, `redop` is its NCCL op (PREMUL_SUM is made
+  // for the call and released after). Throws NCCL's error; past the deadline aborts the
+  // communicator and throws Timeout.
+  void enqueue(const std::string& what, cudaStream_t caller, const Calls& calls, Clock::time_point deadline,
+               const Reduction* reduction = nullptr);
+
+  // The calls one op makes on one communicator, as part of a grouped enqueue.
+  struct Part {
+    NcclComm* comm;
+    Calls calls;
+    const Reduction* reduction = nullptr;
+  };
+  // enqueue() of several communicators of one device (set up; a batch's pairs) in one
+  // ncclGroupStart/ncclGroupEnd, each part on its communicator's stream. Their locks are
+  // taken in the parts' order (CommSet's, pair_setup_order).
+  static void enqueue_together(const std::string& what, cudaStream_t caller, const std::vector<Part>& parts,
+                               Clock::time_point deadline);
 
   // ncclCommSplit: collective over this communicator (every rank calls it, in the same
   // order as its ops on it). Returns the new communicator of this rank's color, set up, or
@@ -93,8 +116,8 @@ class NcclComm : public WatchedComm {
   // issued afterwards fail.
   void close(Clock::time_point deadline, const std::string& why);
 
-  // WatchedComm. async_error() is "" once aborted: its ops then fail on abort_reason().
-  std::string async_error() override;
+  // WatchedComm. async_error() is null once aborted: its ops then fail on abort_reason().
+  std::exception_ptr async_error() override;
   void abort(const std::string& reason) override;
   std::string abort_reason() const override;
   std::string label() const override { return setup_.label; }
@@ -115,11 +138,12 @@ class NcclComm : public WatchedComm {
 
   const Setup setup_;
 
-  std::mutex issue_mu_;
+  std::recursive_mutex issue_mu_;
   bool set_up_ = false;          // under issue_mu_
   std::exception_ptr setup_error_;  // under issue_mu_
   cudaStream_t stream_ = nullptr;   // made by initialize(), freed by the destructor
   cudaEvent_t ready_ = nullptr;     // orders stream_ behind callers' streams
+  const std::shared_ptr<EventPool> events_;
   std::atomic<bool> ready_to_close_{false};  // set up, so close() may finalize
 
   std::timed_mutex call_mu_;

@@ -39,15 +39,38 @@ ncclResult_t recv_block(char* data, int64_t n, DType dtype, int peer, ncclComm_t
 WorkPtr NcclBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   const int device = device_of(OpType::kAllReduce, tensor);
   Launch l = reducing(OpType::kAllReduce, ctx, device, opts.cuda_stream, {tensor}, opts.op, tensor.dtype());
-  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, comm, s);
   });
 }
 
+WorkPtr NcclBackend::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts,
+                                          const OpContext& ctx) {
+  constexpr OpType kOp = OpType::kAllReduceCoalesced;
+  const int device = device_of(kOp, tensors.front());
+  for (const Tensor& t : tensors) {
+    if (device_of(kOp, t) != device) {
+      throw InvalidArgument("nccl backend: all_reduce_coalesced has tensors on cuda:" + std::to_string(device) +
+                            " and " + t.device().str() + "; they must share one device");
+    }
+  }
+  Launch l = reducing(kOp, ctx, device, opts.cuda_stream, tensors, opts.op, tensors.front().dtype());
+  // enqueue() puts the calls in one ncclGroupStart/ncclGroupEnd: NCCL launches them together.
+  return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+    ncclResult_t r = ncclSuccess;
+    for (size_t i = 0; i < tensors.size() && r == ncclSuccess; ++i) {
+      const Tensor& t = tensors[i];
+      if (t.numel() == 0) continue;  // every rank skips: no null buffer for NCCL
+      r = ncclAllReduce(t.data(), t.data(), count(t), nccl_dtype(t.dtype()), redop, comm, s);
+    }
+    return r;
+  });
+}
+
 WorkPtr NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
   const int device = device_of(OpType::kBroadcast, tensor);
-  return launch({OpType::kBroadcast, &ctx, device, opts.cuda_stream, {tensor}}, group_comm(device),
+  return launch({OpType::kBroadcast, &ctx, device, opts.cuda_stream, {tensor}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
                   return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()),
@@ -60,7 +83,7 @@ WorkPtr NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpC
   Launch l = reducing(OpType::kReduce, ctx, device, opts.cuda_stream, {tensor}, opts.op, tensor.dtype());
   // In place: NCCL writes the receive buffer on the root only, so other ranks' tensors
   // stay as they were.
-  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, opts.root,
                       comm, s);
@@ -70,7 +93,7 @@ WorkPtr NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpC
 WorkPtr NcclBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
                                 const OpContext& ctx) {
   const int device = same_device(OpType::kAllGather, output, input);
-  return launch({OpType::kAllGather, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
+  return launch({OpType::kAllGather, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (input.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
                   return ncclAllGather(input.data(), output.data(), count(input), nccl_dtype(input.dtype()), comm, s);
@@ -82,7 +105,7 @@ WorkPtr NcclBackend::reduce_scatter(Tensor& output, const Tensor& input, const R
   const int device = same_device(OpType::kReduceScatter, output, input);
   Launch l = reducing(OpType::kReduceScatter, ctx, device, opts.cuda_stream, {output, input}, opts.op,
                       output.dtype());
-  return launch(std::move(l), group_comm(device), [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
+  return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (output.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
     return ncclReduceScatter(input.data(), output.data(), count(output), nccl_dtype(output.dtype()), redop, comm, s);
   });
@@ -93,7 +116,7 @@ WorkPtr NcclBackend::gather(Tensor& output, const Tensor& input, const GatherOpt
   const int device = root ? same_device(OpType::kGather, output, input) : device_of(OpType::kGather, input);
   const int64_t n = input.numel();
   const DType dtype = input.dtype();
-  return launch({OpType::kGather, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
+  return launch({OpType::kGather, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = send_block(at(input, 0), n, dtype, opts.root, comm, s);
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
@@ -109,7 +132,7 @@ WorkPtr NcclBackend::scatter(Tensor& output, const Tensor& input, const ScatterO
   const int device = root ? same_device(OpType::kScatter, output, input) : device_of(OpType::kScatter, output);
   const int64_t n = output.numel();
   const DType dtype = output.dtype();
-  return launch({OpType::kScatter, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
+  return launch({OpType::kScatter, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = ncclSuccess;
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
@@ -124,7 +147,7 @@ WorkPtr NcclBackend::all_to_all(Tensor& output, const Tensor& input, const std::
                                 const OpContext& ctx) {
   const int device = same_device(OpType::kAllToAll, output, input);
   const DType dtype = input.dtype();
-  return launch({OpType::kAllToAll, &ctx, device, opts.cuda_stream, {output, input}}, group_comm(device),
+  return launch({OpType::kAllToAll, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = ncclSuccess;
                   int64_t in_offset = 0, out_offset = 0;
@@ -145,7 +168,7 @@ WorkPtr NcclBackend::barrier(const BarrierOptions& opts, const OpContext& ctx) {
   void* scratch = barrier_scratch(device);
   Launch l{OpType::kBarrier, &ctx, device, opts.cuda_stream, {}};
   l.blocking_wait = true;  // a barrier holds the host, as c10d's does
-  return launch(std::move(l), group_comm(device), [scratch](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
+  return launch(std::move(l), [&] { return group_comm(device); }, [scratch](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }
@@ -163,10 +186,9 @@ WorkPtr NcclBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const
 WorkPtr NcclBackend::point_to_point(OpType op, const Tensor& tensor, int peer, const P2POptions& opts,
                                     const OpContext& ctx) {
   const int device = device_of(op, tensor);
-  std::shared_ptr<NcclComm> comm = pair_comm(op, device, peer);
   // The pair's communicator ranks the lower group rank 0.
   const int peer_in_pair = peer < rank() ? 0 : 1;
-  return launch({op, &ctx, device, opts.cuda_stream, {tensor}}, comm,
+  return launch({op, &ctx, device, opts.cuda_stream, {tensor}}, [&] { return pair_comm(op, device, peer); },
                 [&](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
                   return op == OpType::kSend
                              ? send_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, c, s)
@@ -184,19 +206,23 @@ WorkPtr NcclBackend::batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, 
     }
     held.push_back(op.tensor);
   }
-  // On the group's communicator, peers are group ranks. NCCL runs the grouped sends and
-  // receives together, so their order within the batch does not matter.
-  return launch({OpType::kBatchP2P, &ctx, device, opts.cuda_stream, std::move(held)}, group_comm(device),
-                [&](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
-                  ncclResult_t r = ncclSuccess;
-                  for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
-                    const Tensor& t = ops[i].tensor;
-                    r = ops[i].kind == P2POp::Kind::kSend
-                            ? send_block(at(t, 0), t.numel(), t.dtype(), ops[i].peer, c, s)
-                            : recv_block(at(t, 0), t.numel(), t.dtype(), ops[i].peer, c, s);
-                  }
-                  return r;
-                });
+  std::vector<int> peers;
+  for (const P2POp& op : ops) peers.push_back(op.peer);
+  // Each peer's sends and receives in batch order on the pair's communicator (NCCL pairs
+  // them in issue order, as separate send and recv calls would be); all of them in one
+  // group, so their order across peers does not matter.
+  return launch_batch({OpType::kBatchP2P, &ctx, device, opts.cuda_stream, std::move(held)}, peers,
+                      [&](int peer, int peer_in_pair, ncclComm_t c, cudaStream_t s) {
+                        ncclResult_t r = ncclSuccess;
+                        for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
+                          if (ops[i].peer != peer) continue;
+                          const Tensor& t = ops[i].tensor;
+                          r = ops[i].kind == P2POp::Kind::kSend
+                                  ? send_block(at(t, 0), t.numel(), t.dtype(), peer_in_pair, c, s)
+                                  : recv_block(at(t, 0), t.numel(), t.dtype(), peer_in_pair, c, s);
+                        }
+                        return r;
+                      });
 }
 
 }  // namespace nccl

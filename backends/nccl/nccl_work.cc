@@ -6,51 +6,49 @@
 namespace distcomm {
 namespace nccl {
 
-NcclWork::NcclWork(OpType op, const OpContext& ctx, std::string label, std::shared_ptr<NcclComm> comm, int device,
+NcclWork::NcclWork(OpType op, const OpContext& ctx, std::string label, std::shared_ptr<WatchedComm> comm, int device,
                    cudaStream_t caller_stream, bool blocking_wait, std::vector<Tensor> in_flight)
-    : TrackedWork(op, ctx, std::move(label), std::move(comm), blocking_wait, std::move(in_flight)),
-      device_(device),
-      caller_stream_(caller_stream) {}
+    : TrackedWork(op, ctx, std::move(label), std::move(comm), caller_stream, blocking_wait, std::move(in_flight)),
+      device_(device) {}
 
 NcclWork::~NcclWork() {
-  if (!end_) return;
-  // The last reference may go on any thread, one that never chose a device included: a
-  // CUDA call there would make a context on device 0 (the guard's device has one).
-  try {
-    DeviceGuard device(device_);
-    cudaEventDestroy(end_);  // safe before the GPU reached it: CUDA frees it once it has
-  } catch (const Error&) {
-    // The device is gone (the driver failed): nothing left to free on it.
-  }
+  // Back to the pool even before the GPU reached them: a later record overwrites the
+  // event, and what waited on it (cudaStreamWaitEvent) took its state at that time.
+  for (End& e : ends_) e.pool->give_back(e.event);
 }
 
-void NcclWork::record_end(cudaStream_t stream) {
-  check_cuda(cudaEventCreateWithFlags(&end_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  check_cuda(cudaEventRecord(end_, stream), "cudaEventRecord");
+void NcclWork::record_end(NcclComm& comm) {
+  End end{comm.event_pool()->take(), comm.event_pool()};
+  ends_.push_back(end);  // first: the destructor gives it back whatever happens next
+  check_cuda(cudaEventRecord(end.event, comm.stream()), "cudaEventRecord");
 }
 
 TrackedWork::Marker NcclWork::query_marker(std::string* error) const {
-  if (!end_) return Marker::kNotIssued;
-  // is_completed() may be polled from any thread (see the destructor).
-  cudaError_t e;
+  if (ends_.empty()) return Marker::kNotIssued;
+  // is_completed() may be polled from any thread: one that never chose a device included
+  // (a CUDA call there would make a context on device 0).
   try {
     DeviceGuard device(device_);
-    e = cudaEventQuery(end_);
+    for (const End& end : ends_) {
+      const cudaError_t e = cudaEventQuery(end.event);
+      if (e == cudaErrorNotReady) return Marker::kPending;
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (error) *error = cuda_error_text("cudaEventQuery", e);
+        return Marker::kError;
+      }
+    }
   } catch (const Error& x) {
     if (error) *error = x.what();
     return Marker::kError;
   }
-  if (e == cudaSuccess) return Marker::kPassed;
-  if (e == cudaErrorNotReady) return Marker::kPending;
-  cudaGetLastError();
-  if (error) *error = cuda_error_text("cudaEventQuery", e);
-  return Marker::kError;
+  return Marker::kPassed;
 }
 
-void NcclWork::wait_on_device() {
+void NcclWork::wait_on_device(CUstream_st* stream) {
   // The legacy default stream (nullptr) is per device: name the op's device.
   DeviceGuard device(device_);
-  check_cuda(cudaStreamWaitEvent(caller_stream_, end_, 0), "cudaStreamWaitEvent");
+  for (const End& end : ends_) check_cuda(cudaStreamWaitEvent(stream, end.event, 0), "cudaStreamWaitEvent");
 }
 
 void NcclWork::prepare_watchdog_thread() { bind_thread_to_device(device_); }

@@ -32,7 +32,26 @@ void check_stream_device(OpType op, int op_device, int stream_device) {
   if (stream_device == op_device) return;
   throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " on cuda:" + std::to_string(op_device) +
                         " was given a CUDA stream of cuda:" + std::to_string(stream_device) +
-                        " (options.cuda_stream); pass a stream of the tensors' device");
+                        " (options.cuda_stream, or the thread's CudaStreamGuard); pass a stream of the tensors' "
+                        "device");
+}
+
+void check_not_capturing(OpType op, StreamCapture capture) {
+  const std::string head = std::string("nccl backend: ") + op_type_name(op);
+  switch (capture) {
+    case StreamCapture::kNone:
+      return;
+    case StreamCapture::kActive:
+    case StreamCapture::kInvalidated:
+      throw InvalidArgument(head + " on a CUDA stream that is being captured into a CUDA graph "
+                                   "(cudaStreamBeginCapture): the nccl backend does not support graph capture yet; "
+                                   "issue the op outside the capture");
+    case StreamCapture::kImplicit:
+      throw InvalidArgument(head + " on the legacy default stream while another stream of this process is being "
+                                   "captured in global mode: using that stream would invalidate the capture; pass "
+                                   "a stream of your own (options.cuda_stream or CudaStreamGuard), or capture in "
+                                   "cudaStreamCaptureModeThreadLocal");
+  }
 }
 
 }  // namespace nccl

@@ -1,5 +1,6 @@
 #include "backends/nccl/tracked_work.h"
 
+#include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "backends/nccl/polling.h"
 
@@ -7,10 +8,11 @@ namespace distcomm {
 namespace nccl {
 
 TrackedWork::TrackedWork(OpType op, const OpContext& ctx, std::string label, std::shared_ptr<WatchedComm> comm,
-                         bool blocking_wait, std::vector<Tensor> in_flight)
+                         CUstream_st* issue_stream, bool blocking_wait, std::vector<Tensor> in_flight)
     : Work(op, ctx.seq, ctx.description),
       label_(std::move(label)),
       comm_(std::move(comm)),
+      issue_stream_(issue_stream),
       blocking_wait_(blocking_wait),
       in_flight_(std::move(in_flight)) {}
 
@@ -67,7 +69,7 @@ void TrackedWork::wait(std::chrono::milliseconds timeout) {
     host_wait(timeout);  // never issued: it has finished, or is about to, with its error
     return;
   }
-  wait_on_device();
+  wait_on_device(current_cuda_stream(issue_stream_));
 }
 
 void TrackedWork::host_wait(std::chrono::milliseconds timeout) {

@@ -28,13 +28,17 @@ class TrackedWork : public Work, public TrackedOp {
   enum class Marker { kNotIssued, kPending, kPassed, kError };
 
   // label names op, seq and rank (the OpContext's description where there is one).
+  // issue_stream: the caller's stream the op was issued after (nullptr: the legacy one).
   // in_flight: copies of the op's tensors, so that memory they own outlives the op.
   TrackedWork(OpType op, const OpContext& ctx, std::string label, std::shared_ptr<WatchedComm> comm,
-              bool blocking_wait, std::vector<Tensor> in_flight);
+              CUstream_st* issue_stream, bool blocking_wait, std::vector<Tensor> in_flight);
 
   // With blocking_wait, blocks the host until the op has ended and throws its error;
-  // otherwise throws the error of an op that has failed, else wait_on_device().
+  // otherwise throws the error of an op that has failed, else makes a stream wait for the
+  // op (wait_on_device): the thread's current stream if a CudaStreamGuard set one
+  // (Work::wait(stream) does), else the stream the op was issued after.
   void wait(std::chrono::milliseconds timeout = kUseDefault) override;
+  using Work::wait;  // wait(stream)
   // Asks the device rather than waiting for the watchdog's next round (callers poll this).
   bool is_completed() const override;
 
@@ -47,8 +51,8 @@ class TrackedWork : public Work, public TrackedOp {
  protected:
   // Where the op's end marker stands; *error says what failed for kError.
   virtual Marker query_marker(std::string* error) const = 0;
-  // Makes the caller's stream wait for the end marker (the host does not wait).
-  virtual void wait_on_device() = 0;
+  // Makes `stream` wait for the end marker (the host does not wait).
+  virtual void wait_on_device(CUstream_st* stream) = 0;
   // Runs on the watchdog thread before it polls (NcclWork binds the thread to a device).
   virtual void prepare_watchdog_thread() {}
 
@@ -58,6 +62,7 @@ class TrackedWork : public Work, public TrackedOp {
 
   const std::string label_;
   const std::shared_ptr<WatchedComm> comm_;
+  CUstream_st* const issue_stream_;
   const bool blocking_wait_;
   std::mutex in_flight_mu_;
   std::vector<Tensor> in_flight_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "backends/nccl/concurrent_abort.h"
 
 namespace distcomm {
 namespace nccl {
@@ -18,7 +19,8 @@ struct Watchdog::Core {
     std::chrono::milliseconds timeout;
   };
 
-  Core(std::shared_ptr<GroupFailure> f, std::chrono::microseconds poll) : failure(std::move(f)), poll_interval(poll) {}
+  Core(std::shared_ptr<GroupFailure> f, std::chrono::microseconds poll, CommList all, std::chrono::milliseconds bound)
+      : failure(std::move(f)), poll_interval(poll), all_comms(std::move(all)), abort_bound(bound) {}
 
   void run();
   // One pass over the ops in flight: finishes ended ones, detects faults.
@@ -28,23 +30,35 @@ struct Watchdog::Core {
   // group's refusal. Returns what `culprit` ends with (it is failed here if in flight).
   std::exception_ptr raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
                            const TrackedOp* culprit);
-  // Aborts the communicators of `entries` (and `extra`) with `reason`, then completes each
-  // op with error_for(op).
+  // The group's abort hook: every communicator, the failing one first, concurrently.
+  void abort_every_comm();
+  // Aborts `extra` and the communicators of `entries` (concurrently) with `reason`, then
+  // completes each op with error_for(op).
   template <typename ErrorFor>
-  static void abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
-                             const std::string& reason, ErrorFor&& error_for);
+  void abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
+                      const std::string& reason, ErrorFor&& error_for);
 
   const std::shared_ptr<GroupFailure> failure;
   const std::chrono::microseconds poll_interval;
+  const CommList all_comms;
+  const std::chrono::milliseconds abort_bound;
   mutable std::mutex mu;
   std::condition_variable wake;     // new ops, or stopping
   std::condition_variable drained;  // no op left in flight
   std::vector<Entry> entries;       // in issue order
   bool stopping = false;
+  // The communicator of the first fault raised here, aborted before the others.
+  std::shared_ptr<WatchedComm> failing_comm;
 };
 
-Watchdog::Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval)
-    : core_(std::make_shared<Core>(std::move(failure), poll_interval)) {
+Watchdog::Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval, CommList all_comms,
+                   std::chrono::milliseconds abort_bound)
+    : core_(std::make_shared<Core>(std::move(failure), poll_interval, std::move(all_comms), abort_bound)) {
+  // The group's first failure (whoever records it) aborts every communicator, so that no
+  // local thread and no peer stays blocked on one. Weak: the group's failure outlives us.
+  core_->failure->on_abort([weak = std::weak_ptr<Core>(core_)] {
+    if (auto core = weak.lock()) core->abort_every_comm();
+  });
   // The thread owns a reference to the core: a Work callback on this thread may destroy
   // the Watchdog, and the loop it returns to must still find its state.
   thread_ = std::thread([core = core_] { core->run(); });
@@ -79,7 +93,7 @@ void Watchdog::track(std::shared_ptr<WatchedComm> comm, std::shared_ptr<TrackedO
   }
   // Raced with a fault or a shutdown: the op was enqueued on a communicator nobody will
   // watch again, so free its kernels now rather than let them spin.
-  comm->abort(message_of(refused));
+  abort_concurrently(std::vector<std::shared_ptr<WatchedComm>>{comm}, message_of(refused), core_->abort_bound);
   op->complete(refused);
 }
 
@@ -111,7 +125,7 @@ void Watchdog::stop(const std::string& why) {
     left.swap(core_->entries);
   }
   core_->drained.notify_all();
-  Core::abort_and_fail(left, nullptr, why, [&](const TrackedOp& op) {
+  core_->abort_and_fail(left, nullptr, why, [&](const TrackedOp& op) {
     return std::make_exception_ptr(PeerFailure(op.label() + ": " + why));
   });
 }
@@ -150,12 +164,11 @@ void Watchdog::Core::check_once() {
   for (const Entry& e : snapshot) {
     if (std::find(asked.begin(), asked.end(), e.comm.get()) != asked.end()) continue;
     asked.push_back(e.comm.get());
-    const std::string why = e.comm->async_error();
-    if (!why.empty()) {
-      error = std::make_exception_ptr(PeerFailure(
-          e.op->label() + ": NCCL reported an error on " + e.comm->label() + ": " + why +
-          ". The watchdog aborted the communicator (ncclCommAbort); a peer may have died. "
-          "This group can no longer be used."));
+    const std::exception_ptr why = e.comm->async_error();
+    if (why) {
+      // Its type is NCCL's verdict (a peer, or this rank), kept.
+      error = with_detail(with_context(why, e.op->label() + ": NCCL reported an error on " + e.comm->label()),
+                          "the watchdog aborted the communicator (ncclCommAbort). This group can no longer be used.");
       culprit = &e;
       break;
     }
@@ -205,6 +218,10 @@ void Watchdog::Core::check_once() {
 
 std::exception_ptr Watchdog::Core::raise(std::exception_ptr error, const std::shared_ptr<WatchedComm>& comm,
                                          const TrackedOp* culprit) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failing_comm) failing_comm = comm;
+  }
   // First: the group refuses new ops from here on, and its abort hooks have run.
   const Work* work = culprit ? culprit->work() : nullptr;
   const std::exception_ptr own = work ? failure->record(error, *work)
@@ -222,17 +239,26 @@ std::exception_ptr Watchdog::Core::raise(std::exception_ptr error, const std::sh
   return own;
 }
 
+void Watchdog::Core::abort_every_comm() {
+  std::vector<std::shared_ptr<WatchedComm>> comms;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    comms.push_back(failing_comm);
+    for (const Entry& e : entries) comms.push_back(e.comm);
+  }
+  if (all_comms) {
+    for (auto& c : all_comms()) comms.push_back(std::move(c));
+  }
+  const std::optional<FailureRecord> first = failure->first();
+  abort_concurrently(comms, first ? first->message : "the group failed", abort_bound);
+}
+
 template <typename ErrorFor>
 void Watchdog::Core::abort_and_fail(const std::vector<Entry>& entries, const std::shared_ptr<WatchedComm>& extra,
                                     const std::string& reason, ErrorFor&& error_for) {
-  std::vector<WatchedComm*> aborted;
-  auto abort_once = [&](WatchedComm* c) {
-    if (!c || std::find(aborted.begin(), aborted.end(), c) != aborted.end()) return;
-    aborted.push_back(c);
-    c->abort(reason);
-  };
-  abort_once(extra.get());
-  for (const Entry& e : entries) abort_once(e.comm.get());
+  std::vector<std::shared_ptr<WatchedComm>> comms{extra};
+  for (const Entry& e : entries) comms.push_back(e.comm);
+  abort_concurrently(comms, reason, abort_bound);
   for (const Entry& e : entries) e.op->complete(error_for(*e.op));
 }
 

@@ -6,9 +6,12 @@
 // polls each op (its end event), each communicator (ncclCommGetAsyncError) and each op's
 // deadline. A fault, found here or reported by the issuing thread (fail()), is handled in
 // one order: GroupFailure records it if it is the first (later ops are refused from then
-// on) and runs the group's abort hooks; then the communicators of the ops in flight are
-// aborted (each keeps the reason before ncclCommAbort, so an op whose end event passes
-// because of the abort can tell), then those ops fail.
+// on) and runs the group's abort hooks, among them the watchdog's own, which aborts every
+// communicator of the backend -- the failing one first, all of them concurrently and for a
+// bounded time (concurrent_abort.h: one abort may wait for another); then the
+// communicators of the ops in flight are aborted, the same way (each keeps the reason
+// before ncclCommAbort, so an op whose end event passes because of the abort can tell),
+// then those ops fail.
 //
 // It knows ops and communicators only through the two small interfaces below, so its
 // logic (deadlines, fault fan-out, completion order) is tested on machines without a GPU.
@@ -16,9 +19,11 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/group_failure.h"
 #include "api/work.h"
@@ -47,9 +52,10 @@ class TrackedOp {
 class WatchedComm {
  public:
   virtual ~WatchedComm() = default;
-  // "" while healthy, else what went wrong (ncclCommGetAsyncError and ncclGetLastError).
-  // Called on the watchdog thread only.
-  virtual std::string async_error() = 0;
+  // Null while healthy, else what went wrong (ncclCommGetAsyncError and ncclGetLastError)
+  // as the error it is: PeerFailure when NCCL blames a peer or the network, Error for a
+  // failure on this rank (cuda_status.h). Called on the watchdog thread only.
+  virtual std::exception_ptr async_error() = 0;
   // ncclCommAbort: frees kernels stuck on this communicator. Keeps `reason` first, so that
   // abort_reason() says so before any kernel can end because of the abort. Idempotent:
   // the first reason stays.
@@ -63,9 +69,16 @@ class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Every communicator of the backend (its registry), set up or not.
+  using CommList = std::function<std::vector<std::shared_ptr<WatchedComm>>()>;
+
   // failure: the group's, shared with the backend (the thread may outlive the backend).
   // poll_interval: how often ops in flight are checked (the thread sleeps while none are).
-  Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval);
+  // all_comms: what the group's first failure aborts besides the communicators of the ops
+  // in flight (GroupFailure's abort hook, which the watchdog adds here). abort_bound: how
+  // long a fault waits for those aborts before it goes on (an abort left running is logged).
+  Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseconds poll_interval, CommList all_comms = {},
+           std::chrono::milliseconds abort_bound = std::chrono::milliseconds(10000));
   // Stops the thread (see stop()). Safe on the watchdog thread itself, from a Work callback
   // that destroys the group: the thread then finishes alone, touching only state it owns.
   ~Watchdog();

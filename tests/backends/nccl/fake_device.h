@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,7 +23,8 @@ namespace testing {
 
 class FakeComm : public WatchedComm {
  public:
-  std::string async_error() override {
+  explicit FakeComm(std::string label = "communicator #0 of group 'world' on cuda:0") : label_(std::move(label)) {}
+  std::exception_ptr async_error() override {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
@@ -38,9 +40,11 @@ class FakeComm : public WatchedComm {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
   }
-  std::string label() const override { return "communicator #0 of group 'world' on cuda:0"; }
+  std::string label() const override { return label_; }
 
-  void set_error(const std::string& e) {
+  // NCCL blames a peer (ncclRemoteError), as most tests want.
+  void set_error(const std::string& e) { set_error(std::make_exception_ptr(PeerFailure(e))); }
+  void set_error(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mu_);
     error_ = e;
   }
@@ -48,8 +52,9 @@ class FakeComm : public WatchedComm {
   std::function<void()> on_abort;  // set before the comm is shared with the watchdog
 
  private:
+  const std::string label_;
   mutable std::mutex mu_;
-  std::string error_;
+  std::exception_ptr error_;
   std::string reason_;
 };
 
@@ -96,13 +101,19 @@ class FakeOp : public TrackedOp {
   std::exception_ptr error_;
 };
 
+// Stand-ins for cudaStream_t values: compared, never dereferenced.
+inline CUstream_st* fake_stream(uintptr_t n) { return reinterpret_cast<CUstream_st*>(n); }
+
 // A TrackedWork whose end marker the test sets.
 class FakeWork : public TrackedWork {
  public:
-  FakeWork(std::string label, std::shared_ptr<WatchedComm> comm, bool blocking_wait = false)
-      : TrackedWork(OpType::kAllReduce, context(), std::move(label), std::move(comm), blocking_wait, {}) {}
+  FakeWork(std::string label, std::shared_ptr<WatchedComm> comm, bool blocking_wait = false,
+           CUstream_st* issue_stream = fake_stream(0x100))
+      : TrackedWork(OpType::kAllReduce, context(), std::move(label), std::move(comm), issue_stream, blocking_wait,
+                    {}) {}
   std::atomic<Marker> marker{Marker::kPending};
   std::atomic<int> device_waits{0};
+  std::atomic<CUstream_st*> last_held{nullptr};  // the stream the last device wait held
 
  protected:
   Marker query_marker(std::string* error) const override {
@@ -110,7 +121,10 @@ class FakeWork : public TrackedWork {
     if (m == Marker::kError && error) *error = "an illegal memory access was encountered";
     return m;
   }
-  void wait_on_device() override { ++device_waits; }
+  void wait_on_device(CUstream_st* stream) override {
+    last_held = stream;
+    ++device_waits;
+  }
 
  private:
   static OpContext context() {

@@ -1,6 +1,7 @@
 // What tools/gpu_check.sh needs to know before it runs the GPU suites: the CUDA devices
-// this process sees (or why none), the driver and runtime versions and NCCL's. Exit
-// status 0 with a device, 2 without.
+// this process sees (or why none), the driver and runtime versions, and NCCL's: the one
+// the binaries were built against (nccl.h) and the libnccl.so.2 loaded here. Exit status
+// 0 with a device, 2 without.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -14,7 +15,10 @@ int main() {
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   ncclGetVersion(&nccl);
-  std::printf("gpu_probe: CUDA driver %d, runtime %d, NCCL %d\n", driver, runtime, nccl);
+  std::printf("gpu_probe: CUDA driver %d, runtime %d (built against %d)\n", driver, runtime, CUDART_VERSION);
+  // ncclGetVersion's code is major*10000 + minor*100 + patch since NCCL 2.9.
+  std::printf("gpu_probe: NCCL built against %d.%d.%d, found %d.%d.%d (libnccl.so.2 loaded here)\n", NCCL_MAJOR,
+              NCCL_MINOR, NCCL_PATCH, nccl / 10000, nccl / 100 % 100, nccl % 100);
   if (devices == 0) {
     std::printf("gpu_probe: %s\n", distcomm::testing::expected_nccl_unavailable_reason().c_str());
     return 2;

@@ -4,8 +4,8 @@
 //
 // What runs is what NCCL and CUDA tensors allow. Left out, each covered elsewhere:
 // bitwise reductions of integers (NCCL has none: refused, see nccl_cuda_streams_test),
-// the list forms of all_gather/gather/scatter/reduce_scatter/all_to_all and coalesced
-// all_reduce (the ProcessGroup packs them on the host and refuses CUDA tensors), tagged
+// the list forms of all_gather/gather/scatter/reduce_scatter/all_to_all (the
+// ProcessGroup packs them on the host and refuses CUDA tensors), tagged
 // send/recv and recv_any_source (NCCL has no tags and no wildcard receive; plain
 // send/recv and the backend's gather/scatter are in nccl_cuda_ops_test), and subgroup
 // and bad-argument checks made with host tensors.
@@ -66,6 +66,10 @@ void sweep(ProcessGroup& pg, int64_t count) {
     conformance::check_all_reduce(pg, c.dtype, c.op, count, p);
     conformance::check_reduce(pg, c.dtype, c.op, count, last, p);
     conformance::check_reduce_scatter(pg, c.dtype, c.op, count, Layout::kTensor, p);
+  }
+  // Coalesced by the backend: one NCCL group of all_reduces (mixed shapes, one empty).
+  if (count == 7) {
+    for (const auto& c : nccl_reduce_cases()) conformance::check_all_reduce_coalesced(pg, c.dtype, c.op, p);
   }
   for (DType dtype : conformance::all_dtypes()) {
     conformance::check_broadcast(pg, dtype, count, last, p);

@@ -199,6 +199,48 @@ TEST(NcclFailureTest, APeerThatDiesFailsTheOthersInsteadOfHangingThem) {
       });
 }
 
+// Issue 31 #1: `send(x)->wait(); all_reduce(y)` on the legacy stream with the peer gone
+// quiet: the all_reduce's kernel waits behind the stuck send on another communicator. The
+// send's timeout aborts every communicator; aborted in sequence, group first, the group's
+// ncclCommAbort waited for its stream for ever, and so did the watchdog and the group's
+// destruction. Now they are aborted together: both ops fail and the group goes away.
+TEST(NcclFailureTest, AStuckSendWithACollectiveQueuedBehindItIsAbortedWithoutAHang) {
+  const std::string why = missing_gpus(2);
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
+  run_gpu_group(2, "nccl", [](ProcessGroup& pg) {
+    const int device = test_device_of_rank(pg.rank());
+    // Both communicators are set up first: the group's, then the pair's.
+    CudaTensor t = CudaTensor::zeros({1024}, DType::kFloat32, device);
+    pg.all_reduce(t.tensor())->wait();
+    CudaTensor one = CudaTensor::zeros({1}, DType::kFloat32, device);
+    if (pg.rank() == 1) {
+      pg.recv(one.tensor(), 0)->wait();
+      cudaDeviceSynchronize();
+      return hold_until_rank0_is_done(pg);  // and receives nothing more
+    }
+    pg.send(one.tensor(), 1)->wait();
+    cudaDeviceSynchronize();
+    CudaTensor big = CudaTensor::zeros({int64_t{16} << 20}, DType::kFloat32, device);
+    P2POptions p2p;
+    p2p.timeout = 2000ms;
+    const auto start = Clock::now();
+    WorkPtr send = pg.send(big.tensor(), 1, p2p);
+    send->wait();  // not blocking: the legacy stream now waits for the send, which never ends
+    AllReduceOptions o;
+    o.timeout = 60000ms;
+    WorkPtr behind = pg.all_reduce(t.tensor(), o);  // on the legacy stream: behind the send
+    const std::string m = error_of<Timeout>(send, 30s);
+    expect_contains(m, "send");
+    expect_contains(m, "did not finish within 2000 ms");
+    const std::string b = error_of<Error>(behind, 30s);
+    expect_contains(b, "all_reduce #1");
+    EXPECT_FALSE(behind->is_success());
+    EXPECT_LT(Clock::now() - start, 30s);
+    expect_later_ops_fail_fast(pg, t);
+    release_the_others(pg);
+  });
+}
+
 // ProcessGroup::abort() gives nothing in flight the shutdown grace a destroy gives: an op
 // whose peer never comes is aborted at once and fails.
 TEST(NcclFailureTest, AnAbortDoesNotWaitTheShutdownGraceForAnOpThatCannotEnd) {

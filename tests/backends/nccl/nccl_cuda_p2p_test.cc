@@ -1,6 +1,7 @@
 // Point to point on a real GPU: a send and a collective issued in opposite orders on two
-// ranks both complete (a pair's communicator runs on its own stream), and a ring of sends
-// and receives in one batch_isend_irecv completes where separate calls would deadlock.
+// ranks both complete (a pair's communicator runs on its own stream), a ring of sends
+// and receives in one batch_isend_irecv completes where separate calls would deadlock,
+// and a send meets a peer's batched receive (both use the pair's communicator).
 // Messages are large enough (64 MiB) that a send cannot finish before its receive starts.
 // Two and three ranks run on one GPU with DISTCOMM_TEST_SHARE_GPU=1.
 #include <cuda_runtime_api.h>
@@ -81,8 +82,8 @@ TEST(NcclP2PTest, ASendAndACollectiveInOppositeOrdersBothComplete) {
   });
 }
 
-// The ring runs in rounds; the first batch is the group's first op, so it also sets up the
-// group's communicator, with every rank.
+// The ring runs in rounds; the first batch sets up the pair communicators of each rank's
+// two peers (in pair order, so the ring does not wait in a circle).
 TEST(NcclP2PTest, ARingOfSendsAndReceivesInOneBatch) {
   const std::string why = missing_gpus(2);
   if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
@@ -102,10 +103,47 @@ TEST(NcclP2PTest, ARingOfSendsAndReceivesInOneBatch) {
       expect_success(w, "the batch");
       EXPECT_EQ(compare(in.to_host(), rank_input(prev, n, DType::kFloat32)), "");
     }
-    // The group's collectives go on on the same communicator.
+    // The group's collectives go on, on the group's communicator.
     CudaTensor t(Tensor::of<float>({1.0f}), device);
     pg.all_reduce(t.tensor())->wait();
     EXPECT_EQ(t.to_host().item(0), 1.0 * pg.size());
+  });
+}
+
+// Issue 31 #7: a plain send or recv and a peer's batch_isend_irecv are on the same pair
+// communicator, so they meet (the batch used to run on the group's, and both hung until
+// the timeout). Rank 0 sends to ranks 1 and 2 in one batch and receives from 1 with a
+// plain recv; rank 1 receives with a plain recv and sends back in a one-op batch; rank 2
+// receives in a batch. 64 MiB: no send ends before its receive has begun.
+TEST(NcclP2PTest, ASendMeetsAPeersBatchedReceiveAndTheOtherWayRound) {
+  const std::string why = missing_gpus(3);
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
+  run_gpu_group(3, "nccl", [](ProcessGroup& pg) {
+    const int device = test_device_of_rank(pg.rank());
+    P2POptions o;
+    o.timeout = 30000ms;
+    for (int64_t n : {int64_t{3}, kLarge}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      CudaTensor mine(rank_input(pg.rank(), n, DType::kFloat32), device);
+      CudaTensor got = CudaTensor::zeros({n}, DType::kFloat32, device);
+      if (pg.rank() == 0) {
+        std::vector<P2POp> out{P2POp::send(mine.tensor(), 1), P2POp::send(mine.tensor(), 2)};
+        WorkPtr sent = pg.batch_isend_irecv(out, o);
+        WorkPtr back = pg.recv(got.tensor(), 1, o);
+        expect_success(sent, "rank 0's batch of two sends");
+        expect_success(back, "rank 0's recv from the batch of rank 1");
+        EXPECT_EQ(compare(got.to_host(), rank_input(1, n, DType::kFloat32)), "");
+      } else if (pg.rank() == 1) {
+        expect_success(pg.recv(got.tensor(), 0, o), "rank 1's recv from a batch");
+        EXPECT_EQ(compare(got.to_host(), rank_input(0, n, DType::kFloat32)), "");
+        std::vector<P2POp> back{P2POp::send(mine.tensor(), 0)};
+        expect_success(pg.batch_isend_irecv(back, o), "rank 1's batch of one send");
+      } else {
+        std::vector<P2POp> in{P2POp::recv(got.tensor(), 0)};
+        expect_success(pg.batch_isend_irecv(in, o), "rank 2's batch of one recv");
+        EXPECT_EQ(compare(got.to_host(), rank_input(0, n, DType::kFloat32)), "");
+      }
+    }
   });
 }
 

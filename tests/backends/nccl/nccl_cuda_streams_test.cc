@@ -1,13 +1,16 @@
 // The nccl backend's stream contract on a real GPU (one GPU suffices; two ranks with
 // DISTCOMM_TEST_SHARE_GPU=1): an op starts after the work already queued on the caller's
-// stream; Work::wait() holds that stream, not the host; "blocking_wait" holds the host.
-// Also what is refused before anything is sent.
+// stream (the options', or the thread's CudaStreamGuard); Work::wait() holds that stream,
+// or the one named in wait(stream), not the host; "blocking_wait" holds the host. Also
+// what is refused before anything is sent: a stream being captured into a CUDA graph.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
+#include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
@@ -52,7 +55,11 @@ struct StreamedAllReduce {
 // On `stream`: hold, then write 3.0 into t, then all_reduce PREMUL_SUM(2) ordered after
 // the stream, then copy back. Every rank contributes 2 * 3, so the result is 6 * size; an
 // op that ran before the write would see zeros or only its own 3.
-StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream) {
+// How the op learns its stream, and which stream its wait() holds.
+enum class StreamBy { kOptions, kGuard };
+
+StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream,
+                                      StreamBy by = StreamBy::kOptions) {
   // The communicator is set up (and its connections made) before the timed part: setup
   // waits for the peers and would eat the hold.
   pg.all_reduce(t.tensor())->wait();
@@ -65,15 +72,33 @@ StreamedAllReduce streamed_all_reduce(ProcessGroup& pg, CudaTensor& t, cudaStrea
   cuda_check(cudaMemcpyAsync(t.tensor().data(), words.in, sizeof(float), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
   AllReduceOptions o;
   o.op = ReduceOp::premul_sum(2.0);
-  o.cuda_stream = stream;
+  std::optional<CudaStreamGuard> guard;
+  if (by == StreamBy::kOptions) {
+    o.cuda_stream = stream;
+  } else {
+    guard.emplace(stream);  // no cuda_stream in the options: the thread's current stream
+  }
   s.work = pg.all_reduce(t.tensor(), o);
   const auto start = Clock::now();
   s.work->wait();
   s.wait_took = Clock::now() - start;
+  guard.reset();
   cuda_check(cudaMemcpyAsync(words.out, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   s.result = *words.out;
   return s;
+}
+
+// An all_reduce of t on `stream` is refused with an InvalidArgument saying `why`.
+void expect_refused_on(ProcessGroup& pg, CudaTensor& t, cudaStream_t stream, const std::string& why) {
+  AllReduceOptions o;
+  o.cuda_stream = stream;
+  try {
+    pg.all_reduce(t.tensor(), o);
+    ADD_FAILURE() << "an all_reduce on the stream was taken (expected: " << why << ")";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
 }
 
 class NcclStreamsTest : public ::testing::Test {
@@ -85,16 +110,77 @@ class NcclStreamsTest : public ::testing::Test {
   int world() const { return gpu_ranks_that_fit(2); }
 };
 
+// The stream comes from the options, or (issue 31 #4) from one CudaStreamGuard that gives
+// every op of the thread its stream, as c10's CUDAStreamGuard, without a cuda_stream in
+// each call; wait() then holds the guard's stream.
 TEST_F(NcclStreamsTest, OpsRunAfterTheCallersStreamAndWaitHoldsTheStreamNotTheHost) {
   run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
     CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
     cudaStream_t stream;
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    StreamedAllReduce s = streamed_all_reduce(pg, t, stream);
-    EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
-                                             "back did not wait for the op";
-    EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
+    for (StreamBy by : {StreamBy::kOptions, StreamBy::kGuard}) {
+      SCOPED_TRACE(by == StreamBy::kOptions ? "options.cuda_stream" : "CudaStreamGuard");
+      StreamedAllReduce s = streamed_all_reduce(pg, t, stream, by);
+      EXPECT_EQ(s.result, 6.0f * pg.size()) << "the op did not wait for the caller's stream, or the copy "
+                                               "back did not wait for the op";
+      EXPECT_LT(s.wait_took, std::chrono::milliseconds(kHoldMs / 2)) << "wait() blocked the host";
+    }
     cudaStreamDestroy(stream);
+  });
+}
+
+// Work::wait(stream): another stream than the op's waits for it. The op runs after a hold
+// on `first`; a copy queued on `second` right after wait(second) sees the op's result.
+TEST_F(NcclStreamsTest, WaitOnAStreamMakesThatStreamWait) {
+  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
+    CudaTensor t = CudaTensor::zeros({1}, DType::kFloat32, test_device_of_rank(pg.rank()));
+    pg.all_reduce(t.tensor())->wait();  // set up before the timed part
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cudaStream_t first, second;
+    cuda_check(cudaStreamCreateWithFlags(&first, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cuda_check(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    Pinned words;
+    *words.in = 3.0f;
+    *words.out = -1.0f;
+    cuda_check(cudaLaunchHostFunc(first, hold_stream, nullptr), "cudaLaunchHostFunc");
+    cuda_check(cudaMemcpyAsync(t.tensor().data(), words.in, sizeof(float), cudaMemcpyHostToDevice, first),
+               "cudaMemcpyAsync");
+    AllReduceOptions o;
+    o.cuda_stream = first;
+    WorkPtr w = pg.all_reduce(t.tensor(), o);
+    w->wait(second);
+    cuda_check(cudaMemcpyAsync(words.out, t.tensor().data(), sizeof(float), cudaMemcpyDeviceToHost, second),
+               "cudaMemcpyAsync");
+    cuda_check(cudaStreamSynchronize(second), "cudaStreamSynchronize");
+    EXPECT_EQ(*words.out, 3.0f * pg.size()) << "the copy on the second stream did not wait for the op";
+    cuda_check(cudaStreamSynchronize(first), "cudaStreamSynchronize");
+    cudaStreamDestroy(first);
+    cudaStreamDestroy(second);
+  });
+}
+
+// Issue 31 #2: an op on a stream being captured into a CUDA graph is refused before
+// anything is sent (its end event could not be polled, and the watchdog would fail the
+// group), the capture is not broken by it, and the group goes on.
+TEST_F(NcclStreamsTest, AStreamBeingCapturedIsRefusedAndTheGroupGoesOn) {
+  run_gpu_group(world(), "nccl", [](ProcessGroup& pg) {
+    CudaTensor t(Tensor::of<float>({1.0f}), test_device_of_rank(pg.rank()));
+    pg.all_reduce(t.tensor())->wait();  // set up: the barrier scratch and communicator exist
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cudaStream_t capturing;
+    cuda_check(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cuda_check(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    expect_refused_on(pg, t, capturing, "being captured into a CUDA graph");
+    {
+      CudaStreamGuard on(capturing);
+      EXPECT_THROW(pg.all_reduce(t.tensor()), InvalidArgument) << "the guard's stream is checked too";
+    }
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(capturing, &graph), cudaSuccess) << "the refused op broke the capture";
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(capturing);
+    pg.all_reduce(t.tensor())->wait();
+    EXPECT_EQ(t.to_host().item(0), 1.0 * pg.size() * pg.size());
   });
 }
 
@@ -170,14 +256,7 @@ TEST_F(NcclStreamsTest, AStreamOfAnotherGpuIsRefusedAndTheGroupGoesOn) {
     cudaStream_t other;
     cuda_check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cuda_check(cudaSetDevice(0), "cudaSetDevice");
-    AllReduceOptions o;
-    o.cuda_stream = other;
-    try {
-      pg.all_reduce(t.tensor(), o);
-      ADD_FAILURE() << "a stream of cuda:1 was taken for an op on cuda:0";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("was given a CUDA stream of cuda:1"), std::string::npos) << e.what();
-    }
+    expect_refused_on(pg, t, other, "was given a CUDA stream of cuda:1");
     pg.all_reduce(t.tensor())->wait();
     EXPECT_EQ(t.to_host().item(0), 1.0);
     cudaStreamDestroy(other);

@@ -1,6 +1,6 @@
 // What the nccl backend refuses before anything is issued, each an InvalidArgument that
 // leaves the group usable: host tensors, devices this process does not see, tensors on two
-// devices, and a caller's stream of another device.
+// devices, a caller's stream of another device, and one being captured into a CUDA graph.
 #include "backends/nccl/op_checks.h"
 
 #include <gtest/gtest.h>
@@ -47,8 +47,23 @@ TEST(OpChecksTest, OneDevicePerOp) {
 TEST(OpChecksTest, TheCallersStreamMustBeOnTheOpsDevice) {
   EXPECT_EQ(refusal([] { check_stream_device(OpType::kAllReduce, 0, 0); }), "no error");
   EXPECT_EQ(refusal([] { check_stream_device(OpType::kAllReduce, 0, 1); }),
-            "nccl backend: all_reduce on cuda:0 was given a CUDA stream of cuda:1 (options.cuda_stream); pass a "
-            "stream of the tensors' device");
+            "nccl backend: all_reduce on cuda:0 was given a CUDA stream of cuda:1 (options.cuda_stream, or the "
+            "thread's CudaStreamGuard); pass a stream of the tensors' device");
+}
+
+TEST(OpChecksTest, AStreamBeingCapturedIsRefused) {
+  EXPECT_EQ(refusal([] { check_not_capturing(OpType::kAllReduce, StreamCapture::kNone); }), "no error");
+  for (StreamCapture c : {StreamCapture::kActive, StreamCapture::kInvalidated}) {
+    const std::string m = refusal([c] { check_not_capturing(OpType::kBroadcast, c); });
+    EXPECT_NE(m.find("nccl backend: broadcast on a CUDA stream that is being captured into a CUDA graph"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("does not support graph capture"), std::string::npos) << m;
+  }
+  const std::string m = refusal([] { check_not_capturing(OpType::kSend, StreamCapture::kImplicit); });
+  EXPECT_NE(m.find("send on the legacy default stream while another stream of this process is being captured"),
+            std::string::npos)
+      << m;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "backends/nccl/watchdog.h"
 #include "tests/backends/nccl/fake_device.h"
@@ -119,6 +120,34 @@ TEST(TrackedWorkTest, WaitHoldsTheDeviceNotTheHostUnlessBlocking) {
   EXPECT_TRUE(blocking->is_success());
   EXPECT_EQ(blocking->device_waits, 0);
   ends.join();
+}
+
+// Which stream wait() makes wait: the one the op was issued after, unless the thread has
+// a current stream (CudaStreamGuard, as c10's); wait(stream) names it outright.
+TEST(TrackedWorkTest, WaitHoldsTheCurrentStreamElseTheIssuingOne) {
+  auto comm = std::make_shared<FakeComm>();
+  const WorkPtr w = std::make_shared<FakeWork>("all_reduce #0", comm, false, fake_stream(0x10));
+  auto* fake = static_cast<FakeWork*>(w.get());
+  w->wait();
+  EXPECT_EQ(fake->last_held, fake_stream(0x10));
+  {
+    CudaStreamGuard on(fake_stream(0x20));
+    w->wait();
+    EXPECT_EQ(fake->last_held, fake_stream(0x20));
+    {
+      CudaStreamGuard legacy(nullptr);
+      w->wait();
+      EXPECT_EQ(fake->last_held, nullptr) << "a guard of nullptr is the legacy default stream";
+    }
+    w->wait();
+    EXPECT_EQ(fake->last_held, fake_stream(0x20)) << "guards nest";
+  }
+  w->wait(fake_stream(0x30));
+  EXPECT_EQ(fake->last_held, fake_stream(0x30));
+  w->wait();
+  EXPECT_EQ(fake->last_held, fake_stream(0x10)) << "wait(stream) sets the stream for that call only";
+  EXPECT_EQ(current_cuda_stream(fake_stream(0x40)), fake_stream(0x40));
+  EXPECT_EQ(fake->device_waits, 6);
 }
 
 TEST(TrackedWorkTest, ABlockingWaitWithATimeoutThrowsTimeoutInTime) {

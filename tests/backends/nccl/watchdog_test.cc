@@ -93,7 +93,32 @@ TEST_F(WatchdogTest, AsyncCommunicatorErrorIsAPeerFailureNamingTheError) {
   EXPECT_NE(m.find("all_gather #3"), std::string::npos) << m;
   EXPECT_NE(m.find("remote process exited"), std::string::npos) << m;
   EXPECT_NE(m.find("communicator #0 of group 'world' on cuda:0"), std::string::npos) << m;
+  EXPECT_NE(m.find("the watchdog aborted the communicator"), std::string::npos) << m;
   EXPECT_EQ(comm_->aborts, 1);
+}
+
+// ncclSystemError is often this rank's own trouble (shared memory, sockets, memory): the
+// communicator reports it as an Error, and the watchdog keeps that type rather than call
+// it a peer's failure.
+TEST_F(WatchdogTest, ALocalCommunicatorErrorStaysLocal) {
+  auto op = std::make_shared<FakeOp>("rank 0/2 group 'world' all_reduce #4");
+  dog_.track(comm_, op, 10s);
+  comm_->set_error(std::make_exception_ptr(Error("ncclCommGetAsyncError: unhandled system error; a system call failed on this rank")));
+  ASSERT_TRUE(eventually([&] { return op->completions() == 1; }));
+  const std::exception_ptr e = op->error();
+  bool peer = false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const PeerFailure&) {
+    peer = true;
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(peer) << "a local NCCL error was reported as a peer's failure";
+  const std::string m = message_of<Error>(e);
+  EXPECT_NE(m.find("all_reduce #4: NCCL reported an error on"), std::string::npos) << m;
+  EXPECT_NE(m.find("a system call failed on this rank"), std::string::npos) << m;
+  ASSERT_TRUE(failure_->first());
+  EXPECT_EQ(failure_->first()->kind, FailureRecord::Kind::kOther);
 }
 
 TEST_F(WatchdogTest, CudaErrorOfAnOpFailsIt) {
