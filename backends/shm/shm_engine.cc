@@ -17,6 +17,10 @@ constexpr std::chrono::milliseconds kLivenessInterval{10};
 // Naps without pending ops before the progress thread sleeps until the next submit: a
 // program issuing ops back to back never pays for waking it.
 constexpr int kNapsBeforeSleep = 100;
+// Polls that moved something between two looks at the deadlines and the peers' liveness
+// (a clock read each): a poll that moves data takes microseconds, so a look comes well
+// within a liveness interval.
+constexpr uint64_t kProgressedPollsBetweenLooks = 64;
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
@@ -76,13 +80,23 @@ Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, Stor
       cursor_(*group_),
       p2p_(*group_) {}
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  shutdown();
+  if (!thread_.joinable()) return;
+  // The progress thread has left its loop (it held a reference until then), or this is that
+  // thread dropping the last reference as it ends.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
 
 void Engine::start() {
   failure_.on_abort([this] {
-    if (auto first = failure_.first()) publish_failure(group_->self(), *first);
+    if (auto first = failure_.first()) publish_failure(*group_, *first);
   });
-  thread_ = std::thread([this] { progress_loop(); });
+  thread_ = std::thread([self = shared_from_this()] { self->progress_loop(); });
   pthread_setname_np(thread_.native_handle(), "dc-shm-progress");
 }
 
@@ -152,7 +166,10 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
     result.progressed = advance_collectives(done, &collective_blocker);
     const bool p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
-    if (look_when_blocked && !result.progressed && (!collectives_.empty() || p2p_pending)) {
+    // Also while something moves, now and then: steady traffic to one peer must not hide an
+    // op stuck on another (dead) one, or a deadline that has passed.
+    const bool look = !result.progressed || ++progressed_polls_ % kProgressedPollsBetweenLooks == 0;
+    if (look_when_blocked && look && (!collectives_.empty() || p2p_pending)) {
       result.now = Clock::now();
       check_blocked(collective_blocker, result.now, &result);
     }
@@ -163,7 +180,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
     fail_group({FailureKind::kOther, -1, std::string("shm: ") + e.what()}, done);
     result.progressed = true;
   }
-  result.blocker = collectives_.empty() ? p2p_.blocker() : collective_blocker;
+  result.blocker = collectives_.empty() ? p2p_.blocker() : with_doorbell(collective_blocker);
   return result;
 }
 
@@ -228,6 +245,18 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     }
   }
   return progressed;
+}
+
+Blocker Engine::with_doorbell(const Blocker& collective_blocker) const {
+  if (p2p_.idle()) return collective_blocker;
+  const Blocker bell = p2p_.blocker();
+  if (!collective_blocker.word) return bell;
+  Blocker b = collective_blocker;
+  b.bell = bell.word;
+  b.bell_sleepers = bell.sleepers;
+  b.bell_seen = bell.seen;
+  b.bell_round_of = &group_->self().control().doorbell.round_of;
+  return b;
 }
 
 void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result) {
@@ -432,7 +461,9 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lock(thread_mu_);
     thread_cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  // On the progress thread itself (a Work callback aborts or destroys the group), it ends
+  // when the callback returns: it sees stopping_ then.
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   std::vector<Completion> done;
   {
     std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
@@ -442,7 +473,7 @@ void Engine::shutdown() {
     failure_.shut_down(std::make_exception_ptr(PeerFailure(
                            "the group was shut down on this rank (ProcessGroup::abort or destruction)")),
                        [in_flight] { return in_flight; });
-    publish_close(group_->self());
+    publish_close(*group_);
     const auto error = std::make_exception_ptr(PeerFailure(
         "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));
     fail_everything([&](const Work&, bool) { return error; }, done);
