@@ -1,11 +1,11 @@
 #include "backends/shm/shm_engine.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 
 #include "api/errors.h"
+#include "backends/shm/shm_cpus.h"
 
 namespace distcomm {
 namespace shm {
@@ -24,20 +24,16 @@ constexpr uint64_t kProgressedPollsBetweenLooks = 64;
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 // Spinning only helps when every rank can have a core while it waits; with more ranks than
-// cores a spinning rank takes the core the awaited one needs. The ranks of this host are
-// the launcher's count when known, else at least this group's.
-WaitPolicy make_policy(const ShmConfig& c, int group_size) {
+// cores a spinning rank takes the core the awaited one needs. So: the group's ranks may run
+// on at least as many CPUs as there are of them (the union of their masks: ranks pinned to
+// one core each may spin, ranks pinned to one core together may not), and the host has as
+// many as it runs ranks (the launcher's count when known, else at least this group's).
+WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
   WaitPolicy p;
-  const int ranks_here = std::max(group_size, c.local_world_size);
-  p.spin = ranks_here <= available_cores() ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  const int ranks_here = std::max(g.size(), c.local_world_size);
+  const bool cores_for_all = g.cpus_of_ranks() >= g.size() && online_cpus() >= ranks_here;
+  p.spin = cores_for_all ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
   p.yield = c.yield;
   return p;
 }
@@ -72,7 +68,7 @@ class Engine::DoneList {
 Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board)
     : group_(std::move(group)),
       config_(config),
-      policy_(make_policy(config, group_->size())),
+      policy_(make_policy(config, *group_)),
       // Peers waiting on this rank learn of a failure through its segment (within a wake-up);
       // the store is where a rank looks up the cause of a failure it only saw (and where a
       // rank that waits for nobody, or another backend's tool, finds it).

@@ -4,12 +4,13 @@ namespace distcomm {
 namespace shm {
 
 MappedGroup::MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-                         std::vector<ProcessWatch> watches)
+                         std::vector<ProcessWatch> watches, int cpus_of_ranks)
     : rank_(rank),
       layout_(layout),
       segments_(std::move(segments)),
       pids_(std::move(pids)),
-      watches_(std::move(watches)) {
+      watches_(std::move(watches)),
+      cpus_of_ranks_(cpus_of_ranks) {
   for (const Segment& s : segments_) views_.emplace_back(s.base(), &layout_);
 }
 

@@ -17,8 +17,9 @@ class MappedGroup {
  public:
   // segments[r] is rank r's segment; segments[rank] is this rank's own. watches[r] watches
   // rank r's process (not watching for this rank).
+  // cpus_of_ranks: how many CPUs the ranks may run on together (shm_cpus.h; 0 unknown).
   MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-              std::vector<ProcessWatch> watches);
+              std::vector<ProcessWatch> watches, int cpus_of_ranks);
 
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
@@ -29,6 +30,8 @@ class MappedGroup {
   // none, its segment lock (which a child it forked also holds). Always true for self.
   bool alive(int r) const;
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
+  // The CPUs in the union of the ranks' affinity masks at creation; 0 when unknown.
+  int cpus_of_ranks() const { return cpus_of_ranks_; }
 
  private:
   const int rank_;
@@ -37,6 +40,7 @@ class MappedGroup {
   std::vector<SegmentView> views_;
   std::vector<int> pids_;
   std::vector<ProcessWatch> watches_;
+  int cpus_of_ranks_;
 };
 
 }  // namespace shm

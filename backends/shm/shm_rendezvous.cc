@@ -11,6 +11,7 @@
 #include "api/auto_backend.h"
 #include "api/errors.h"
 #include "api/init_wait.h"
+#include "backends/shm/shm_cpus.h"
 #include "backends/shm/shm_liveness.h"
 #include "backends/shm/shm_segment.h"
 
@@ -27,12 +28,13 @@ struct SegmentAddress {
   int fd = -1;
   size_t bytes = 0;
   uint64_t nonce = 0;
+  std::string cpus;       // allowed_cpus_text(): the CPUs this rank may run on
   std::string settings;   // ShmConfig::shared_signature()
 
   std::string encode() const {
     std::ostringstream out;
     out << "shm-segment-v2\n" << domain << "\n" << host << "\n" << pid << "\n" << proc_pid << "\n" << fd << "\n"
-        << bytes << "\n" << nonce << "\n" << settings;
+        << bytes << "\n" << nonce << "\n" << cpus << "\n" << settings;
     return out.str();
   }
   static SegmentAddress decode(const std::string& text, int rank) {
@@ -44,6 +46,7 @@ struct SegmentAddress {
     std::getline(in, a.host);
     in >> a.pid >> a.proc_pid >> a.fd >> a.bytes >> a.nonce;
     std::getline(in, line);  // end of the nonce's line
+    std::getline(in, a.cpus);
     std::getline(in, a.settings);
     if (magic != "shm-segment-v2" || (!in.good() && !in.eof())) {
       throw BackendUnavailable("shm: rank " + std::to_string(rank) + " published an unreadable segment address");
@@ -168,6 +171,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   if (mine.proc_pid < 0) throw BackendUnavailable("shm: /proc/self is not readable, so peers cannot map this rank's segment");
   mine.bytes = layout.total_bytes();
   mine.nonce = fresh_nonce();
+  mine.cpus = allowed_cpus_text();
   mine.settings = config.shared_signature();
 
   // This rank writes its collective area at every op: populated now. Its rings are not:
@@ -186,6 +190,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   std::vector<Segment> segments(static_cast<size_t>(o.size));
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
   std::vector<ProcessWatch> watches(static_cast<size_t>(o.size));
+  std::vector<std::string> masks{mine.cpus};
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t populate_peer = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   for (int r = 0; r < o.size; ++r) {
@@ -206,10 +211,12 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
       throw;
     }
     pids[static_cast<size_t>(r)] = a.proc_pid;
+    masks.push_back(a.cpus);
   }
   segments[static_cast<size_t>(o.rank)] = std::move(own);
   pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
-  auto group = std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids), std::move(watches));
+  auto group = std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids), std::move(watches),
+                                             cpus_in_union(masks));
   // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
   // once would otherwise close its memfd before a slower peer opened it. A rank that dies
   // meanwhile is named at once (its segment is mapped here, so its process is watched).
