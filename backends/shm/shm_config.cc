@@ -20,13 +20,14 @@ const distcomm_config_key kConfigKeys[] = {
      "send/recv: bytes per chunk of the ring between two ranks (same on every rank)"},
     {"shm_p2p_depth", "4", nullptr, "send/recv: chunks per ring (same on every rank)"},
     {"shm_spin_us", "20", nullptr,
-     "how long a waiting rank spins before it yields; no spinning when this host runs more ranks than it has cores"},
+     "how long a waiting rank spins before it yields; no spinning unless the group's ranks may run on a CPU each "
+     "(the union of their affinity masks) and the host has a CPU online per rank"},
     {"shm_yield_us", "200", nullptr, "how long a waiting rank then yields its core before it sleeps on a futex"},
-    {"shm_first_round", "0", nullptr,
-     "testing: the number of a group's first collective round, to run rounds across 2^32 without 2^32 ops (same "
-     "on every rank)"},
     {"shm_nap_us", "1000", nullptr,
      "how long an op nobody waits on may wait before the group's progress thread runs it"},
+    {"shm_first_round", "0", nullptr,
+     "for tests: the number of a group's first collective round, to run rounds across 2^32 without 2^32 ops (same "
+     "on every rank)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
