@@ -12,31 +12,17 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::expect_all;
+using testing::filled;
 using testing::GroupHarnessOptions;
 using testing::run_group;
-
-// A float32 tensor of n elements, all `value`.
-Tensor filled(int64_t n, float value) {
-  Tensor t = Tensor::empty({n});
-  t.fill(value);
-  return t;
-}
-
-void expect_all(const Tensor& t, double value, const std::string& what) {
-  const float* p = t.data_as<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (p[i] != value) {
-      ADD_FAILURE() << what << ": element " << i << " is " << p[i] << ", expected " << value;
-      return;
-    }
-  }
-}
 
 int open_descriptors() {
   int n = 0;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
 
@@ -17,17 +18,12 @@ namespace {
 using std::chrono::milliseconds;
 using testing::Clock;
 using testing::expect_failure_within;
+using testing::filled;
 using testing::GroupHarnessOptions;
 using testing::mark_done;
 using testing::run_group;
 using testing::seconds_since;
 using testing::wait_for_done;
-
-Tensor filled(int64_t n, float value) {
-  Tensor t = Tensor::empty({n});
-  t.fill(value);
-  return t;
-}
 
 // Ranks 0 and 1 move 16 MiB messages while both wait in a barrier that rank 2 joins only at
 // the end. Waiters sleep at once (no spin, no yield): a receiver asleep on the barrier's

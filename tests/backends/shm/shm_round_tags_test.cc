@@ -11,29 +11,17 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::expect_all;
+using testing::filled;
 using testing::GroupHarnessOptions;
 using testing::run_group;
-
-Tensor filled(int64_t n, float value) {
-  Tensor t = Tensor::empty({n});
-  t.fill(value);
-  return t;
-}
-
-void expect_all(const Tensor& t, double value, const std::string& what) {
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (t.data_as<float>()[i] != value) {
-      ADD_FAILURE() << what << ": element " << i << " is " << t.data_as<float>()[i] << ", expected " << value;
-      return;
-    }
-  }
-}
 
 constexpr uint64_t kFirstRound = (uint64_t{1} << 32) - 1;
 
