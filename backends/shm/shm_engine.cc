@@ -152,6 +152,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
   polls_.fetch_add(1, std::memory_order_relaxed);
   Poll result;
   Blocker collective_blocker;
+  bool p2p_pending = false;
   try {
     take_submissions(done);
     if (failure_.failed() && follow_recorded_failure(done)) {
@@ -160,7 +161,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
       return result;
     }
     result.progressed = advance_collectives(done, &collective_blocker);
-    const bool p2p_pending = !p2p_.idle();
+    p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
     // Also while something moves, now and then: steady traffic to one peer must not hide an
     // op stuck on another (dead) one, or a deadline that has passed.
@@ -176,7 +177,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
     fail_group({FailureKind::kOther, -1, std::string("shm: ") + e.what()}, done);
     result.progressed = true;
   }
-  result.blocker = collectives_.empty() ? p2p_.blocker() : with_doorbell(collective_blocker);
+  result.blocker = collectives_.empty() ? p2p_.blocker() : with_doorbell(collective_blocker, p2p_pending);
   return result;
 }
 
@@ -243,8 +244,9 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
   return progressed;
 }
 
-Blocker Engine::with_doorbell(const Blocker& collective_blocker) const {
-  if (p2p_.idle()) return collective_blocker;
+Blocker Engine::with_doorbell(const Blocker& collective_blocker, bool p2p_pending) const {
+  // p2p_pending as this poll began: a transfer that ended in it costs at most a spurious ring.
+  if (!p2p_pending) return collective_blocker;
   const Blocker bell = p2p_.blocker();
   if (!collective_blocker.word) return bell;
   Blocker b = collective_blocker;

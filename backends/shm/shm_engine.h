@@ -117,7 +117,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
   // What to wait on when a collective is blocked: its peer's post, and this rank's doorbell
   // too when transfers are pending (Blocker::bell).
-  Blocker with_doorbell(const Blocker& collective_blocker) const;
+  Blocker with_doorbell(const Blocker& collective_blocker, bool p2p_pending) const;
   // Throws the Desync of a peer whose round `t` is at is marked with another op.
   [[noreturn]] void mismatch(const CollectiveTask& t, int peer) const;
   // The completions a drive() collects, reused by the thread's outermost drive().
