@@ -20,10 +20,14 @@ const distcomm_config_key kConfigKeys[] = {
      "send/recv: bytes per chunk of the ring between two ranks (same on every rank)"},
     {"shm_p2p_depth", "4", nullptr, "send/recv: chunks per ring (same on every rank)"},
     {"shm_spin_us", "20", nullptr,
-     "how long a waiting rank spins before it yields; no spinning when this host runs more ranks than it has cores"},
+     "how long a waiting rank spins before it yields; no spinning unless the group's ranks may run on a CPU each "
+     "(the union of their affinity masks) and the host has a CPU online per rank"},
     {"shm_yield_us", "200", nullptr, "how long a waiting rank then yields its core before it sleeps on a futex"},
     {"shm_nap_us", "1000", nullptr,
      "how long an op nobody waits on may wait before the group's progress thread runs it"},
+    {"shm_first_round", "0", nullptr,
+     "for tests: the number of a group's first collective round, to run rounds across 2^32 without 2^32 ops (same "
+     "on every rank)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -50,7 +54,7 @@ long long read_int(const std::map<std::string, std::string>& config, const std::
 std::string ShmConfig::shared_signature() const {
   return "slot_bytes=" + std::to_string(slot_bytes) + " slots=" + std::to_string(slots) +
          " small_bytes=" + std::to_string(small_bytes) + " p2p_chunk_bytes=" + std::to_string(p2p_chunk_bytes) +
-         " p2p_depth=" + std::to_string(p2p_depth);
+         " p2p_depth=" + std::to_string(p2p_depth) + " first_round=" + std::to_string(first_round);
 }
 
 ShmConfig parse_shm_config(const std::map<std::string, std::string>& config) {
@@ -65,6 +69,7 @@ ShmConfig parse_shm_config(const std::map<std::string, std::string>& config) {
   c.p2p_chunk_bytes = static_cast<size_t>(
       read_int(config, "shm_p2p_chunk_bytes", static_cast<long long>(c.p2p_chunk_bytes), 128, 256 * kMiB));
   c.p2p_depth = static_cast<int>(read_int(config, "shm_p2p_depth", c.p2p_depth, 1, 1024));
+  c.first_round = static_cast<uint64_t>(read_int(config, "shm_first_round", 0, 0, 1LL << 62));
   c.spin = std::chrono::microseconds(read_int(config, "shm_spin_us", c.spin.count(), 0, 10000000));
   c.yield = std::chrono::microseconds(read_int(config, "shm_yield_us", c.yield.count(), 0, 10000000));
   c.nap = std::chrono::microseconds(read_int(config, "shm_nap_us", c.nap.count(), 10, 10000000));

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -25,6 +26,9 @@ struct ShmConfig {
   size_t small_bytes = size_t{16} << 10;
   size_t p2p_chunk_bytes = size_t{32} << 10;
   int p2p_depth = 4;
+  // Testing: the number of a group's first round (0 normally), so that a test runs rounds
+  // across 2^32 without 2^32 ops first.
+  uint64_t first_round = 0;
   std::chrono::microseconds spin{20};
   std::chrono::microseconds yield{200};
   std::chrono::microseconds nap{1000};

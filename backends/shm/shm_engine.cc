@@ -1,13 +1,13 @@
 #include "backends/shm/shm_engine.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "api/errors.h"
 #include "api/progress_report.h"
+#include "backends/shm/shm_cpus.h"
 
 namespace distcomm {
 namespace shm {
@@ -21,23 +21,23 @@ constexpr std::chrono::milliseconds kLivenessInterval{10};
 constexpr int kNapsBeforeSleep = 100;
 // How long a Desync's table waits for the ranks that have not reached the disagreeing round.
 constexpr std::chrono::milliseconds kTableWait{1000};
+// Polls that moved something between two looks at the deadlines and the peers' liveness
+// (a clock read each): a poll that moves data takes microseconds, so a look comes well
+// within a liveness interval.
+constexpr uint64_t kProgressedPollsBetweenLooks = 64;
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 // Spinning only helps when every rank can have a core while it waits; with more ranks than
-// cores a spinning rank takes the core the awaited one needs. The ranks of this host are
-// the launcher's count when known, else at least this group's.
-WaitPolicy make_policy(const ShmConfig& c, int group_size) {
+// cores a spinning rank takes the core the awaited one needs. So: the group's ranks may run
+// on at least as many CPUs as there are of them (the union of their masks: ranks pinned to
+// one core each may spin, ranks pinned to one core together may not), and the host has as
+// many as it runs ranks (the launcher's count when known, else at least this group's).
+WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
   WaitPolicy p;
-  const int ranks_here = std::max(group_size, c.local_world_size);
-  p.spin = ranks_here <= available_cores() ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  const int ranks_here = std::max(g.size(), c.local_world_size);
+  const bool cores_for_all = g.cpus_of_ranks() >= g.size() && online_cpus() >= ranks_here;
+  p.spin = cores_for_all ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
   p.yield = c.yield;
   return p;
 }
@@ -72,7 +72,7 @@ class Engine::DoneList {
 Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board)
     : group_(std::move(group)),
       config_(config),
-      policy_(make_policy(config, group_->size())),
+      policy_(make_policy(config, *group_)),
       // Peers waiting on this rank learn of a failure through its segment (within a wake-up);
       // the store is where a rank looks up the cause of a failure it only saw (and where a
       // rank that waits for nobody, or another backend's tool, finds it).
@@ -80,13 +80,23 @@ Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, Stor
       cursor_(*group_),
       p2p_(*group_) {}
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  shutdown();
+  if (!thread_.joinable()) return;
+  // The progress thread has left its loop (it held a reference until then), or this is that
+  // thread dropping the last reference as it ends.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
 
 void Engine::start() {
   failure_.on_abort([this] {
-    if (auto first = failure_.first()) publish_failure(group_->self(), *first);
+    if (auto first = failure_.first()) publish_failure(*group_, *first);
   });
-  thread_ = std::thread([this] { progress_loop(); });
+  thread_ = std::thread([self = shared_from_this()] { self->progress_loop(); });
   pthread_setname_np(thread_.native_handle(), "dc-shm-progress");
 }
 
@@ -146,6 +156,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
   polls_.fetch_add(1, std::memory_order_relaxed);
   Poll result;
   Blocker collective_blocker;
+  bool p2p_pending = false;
   try {
     take_submissions(done);
     if (failure_.failed() && follow_recorded_failure(done)) {
@@ -154,9 +165,12 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
       return result;
     }
     result.progressed = advance_collectives(done, &collective_blocker);
-    const bool p2p_pending = !p2p_.idle();
+    p2p_pending = !p2p_.idle();
     if (p2p_pending) result.progressed |= p2p_.progress(done);
-    if (look_when_blocked && !result.progressed && (!collectives_.empty() || p2p_pending)) {
+    // Also while something moves, now and then: steady traffic to one peer must not hide an
+    // op stuck on another (dead) one, or a deadline that has passed.
+    const bool look = !result.progressed || ++progressed_polls_ % kProgressedPollsBetweenLooks == 0;
+    if (look_when_blocked && look && (!collectives_.empty() || p2p_pending)) {
       result.now = Clock::now();
       check_blocked(collective_blocker, result.now, &result);
     }
@@ -167,7 +181,7 @@ Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked)
     fail_group({FailureKind::kOther, -1, std::string("shm: ") + e.what()}, done);
     result.progressed = true;
   }
-  result.blocker = collectives_.empty() ? p2p_.blocker() : collective_blocker;
+  result.blocker = collectives_.empty() ? p2p_.blocker() : with_doorbell(collective_blocker, p2p_pending);
   return result;
 }
 
@@ -233,6 +247,19 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     }
   }
   return progressed;
+}
+
+Blocker Engine::with_doorbell(const Blocker& collective_blocker, bool p2p_pending) const {
+  // p2p_pending as this poll began: a transfer that ended in it costs at most a spurious ring.
+  if (!p2p_pending) return collective_blocker;
+  const Blocker bell = p2p_.blocker();
+  if (!collective_blocker.word) return bell;
+  Blocker b = collective_blocker;
+  b.bell = bell.word;
+  b.bell_sleepers = bell.sleepers;
+  b.bell_seen = bell.seen;
+  b.bell_round_of = &group_->self().control().doorbell.round_of;
+  return b;
 }
 
 void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result) {
@@ -457,7 +484,9 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lock(thread_mu_);
     thread_cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  // On the progress thread itself (a Work callback aborts or destroys the group), it ends
+  // when the callback returns: it sees stopping_ then.
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   std::vector<Completion> done;
   {
     std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
@@ -467,7 +496,7 @@ void Engine::shutdown() {
     failure_.shut_down(std::make_exception_ptr(PeerFailure(
                            "the group was shut down on this rank (ProcessGroup::abort or destruction)")),
                        [in_flight] { return in_flight; });
-    publish_close(group_->self());
+    publish_close(*group_);
     const auto error = std::make_exception_ptr(PeerFailure(
         "the group was shut down on this rank (ProcessGroup::abort or destruction) while this op was in flight"));
     fail_everything([&](const Work&, bool) { return error; }, done);

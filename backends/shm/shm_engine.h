@@ -16,10 +16,12 @@
 // Every round is marked with its op's agreement hash, and a peer's round is read only when
 // its mark equals this rank's op: a difference is a Desync (no data read), with the table
 // of what each rank runs there, read from the peers' op lines (shm_op_line.h).
-// Every blocked poll checks the deadline of every queued op (counted from its issue: an
-// op waiting behind a stuck one fails at its own deadline, Timeout) and the state of the
-// peer it waits for (kFailed / kClosed: that rank's published reason); every 10 ms of
-// waiting it also asks whether that peer is still alive (shm_segment.h). The first failure
+// Every blocked poll, and every 64th poll that moved something (so that traffic with one
+// peer does not hide an op stuck on another), checks the deadline of every queued op
+// (counted from its issue: an op waiting behind a stuck one fails at its own deadline,
+// Timeout) and the state of the peer it waits for (kFailed / kClosed: that rank's
+// published reason); every 10 ms it also asks whether that peer's process still runs
+// (shm_liveness.h). The first failure
 // fails everything queued and is published for the peers (shm_failure.h) and on the
 // group's store (api/group_failure.h); one recorded outside the engine (the stall watch's
 // Timeout or Desync) fails everything at the next poll.
@@ -64,7 +66,10 @@ struct CollectiveTask {
   uint64_t round = 0;    // the op's own round
 };
 
-class Engine {
+// Always owned by a shared_ptr (the backend and every ShmWork hold one): the progress
+// thread holds one too while it runs, so that a Work callback that destroys the group on
+// that thread never leaves the thread running on a destroyed engine.
+class Engine : public std::enable_shared_from_this<Engine> {
  public:
   // board: the group's store (failures are published there too; may be null).
   Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board);
@@ -82,7 +87,9 @@ class Engine {
   // whether it has ended. For a Work found not ended.
   bool wait_for(const Work& work, std::chrono::milliseconds timeout);
   // Fails what is queued or running with "shut down" and stops the progress thread. Never
-  // waits for peers. Idempotent.
+  // waits for peers. Idempotent. Also from a Work callback on the progress thread (abort or
+  // destroy the group when an op ends): that thread is then told to stop, not joined (it
+  // ends once the callback returns).
   void shutdown();
 
   const MappedGroup& group() const { return *group_; }
@@ -106,6 +113,9 @@ class Engine {
   void take_submissions(std::vector<Completion>& done);
   bool advance_collectives(std::vector<Completion>& done, Blocker* blocker);
   void check_blocked(const Blocker& collective_blocker, Clock::time_point now, Poll* result);
+  // What to wait on when a collective is blocked: its peer's post, and this rank's doorbell
+  // too when transfers are pending (Blocker::bell).
+  Blocker with_doorbell(const Blocker& collective_blocker, bool p2p_pending) const;
   // Throws the Desync of a peer whose round `t` is at is marked with another op, with the
   // table of what every rank that reached that round runs there (their op lines).
   [[noreturn]] void mismatch(const CollectiveTask& t, int peer) const;
@@ -146,6 +156,7 @@ class Engine {
   std::deque<CollectiveTask> collectives_;
   PointToPoint p2p_;
   Clock::time_point next_liveness_check_;
+  uint64_t progressed_polls_ = 0;
 
   std::atomic<uint64_t> polls_{0};
   std::atomic<int> waiters_{0};  // threads in wait_for

@@ -22,12 +22,28 @@ FailureKind kind_of(FailureRecord::Kind k) {
   return FailureKind::kOther;
 }
 
-void wake_peers(const SegmentView& self) {
+// Everyone who may wait on this rank: sleepers on its round line, on its doorbell (this
+// rank's other thread), and on every peer's doorbell (a peer in a transfer with this rank,
+// or asleep there while it waits for this rank's round).
+void wake_peers(const MappedGroup& group) {
+  const SegmentView& self = group.self();
   wake_all(self.control().round.wake);
   wake_all(self.control().doorbell.ring);
+  for (int p = 0; p < group.size(); ++p) {
+    Doorbell& bell = group.of(p).control().doorbell;
+    if (p != group.rank()) publish(bell.ring, bell.sleepers);
+  }
 }
 
 }  // namespace
+
+void ring_bells_of_sleepers(const MappedGroup& group, int poster) {
+  for (int p = 0; p < group.size(); ++p) {
+    if (p == poster) continue;
+    Doorbell& bell = group.of(p).control().doorbell;
+    if (bell.round_of.load(std::memory_order_relaxed) == poster + 1) publish(bell.ring, bell.sleepers);
+  }
+}
 
 std::exception_ptr to_exception(const Failure& f) {
   switch (f.kind) {
@@ -64,21 +80,21 @@ Failure failure_of_peer(const SegmentView& peer, int peer_rank) {
   return f;
 }
 
-void publish_failure(const SegmentView& self, const FailureRecord& first) {
-  ControlBlock& c = self.control();
+void publish_failure(const MappedGroup& group, const FailureRecord& first) {
+  ControlBlock& c = group.self().control();
   c.failure.culprit = first.culprit;
   c.failure.kind = static_cast<uint32_t>(kind_of(first.kind));
   const size_t n = std::min(first.message.size(), sizeof(c.failure.message) - 1);
   std::memcpy(c.failure.message, first.message.data(), n);
   c.failure.message[n] = '\0';
   c.state.value.store(kFailed, std::memory_order_release);
-  wake_peers(self);
+  wake_peers(group);
 }
 
-void publish_close(const SegmentView& self) {
+void publish_close(const MappedGroup& group) {
   uint32_t active = kActive;
-  self.state().compare_exchange_strong(active, kClosed, std::memory_order_acq_rel);
-  wake_peers(self);
+  group.self().state().compare_exchange_strong(active, kClosed, std::memory_order_acq_rel);
+  wake_peers(group);
 }
 
 }  // namespace shm

@@ -14,6 +14,7 @@
 
 #include "api/group_failure.h"
 #include "api/work.h"
+#include "backends/shm/shm_group.h"
 #include "backends/shm/shm_layout.h"
 
 namespace distcomm {
@@ -48,10 +49,14 @@ std::exception_ptr to_exception(const Failure& f);
 Failure failure_of_peer(const SegmentView& peer, int peer_rank);
 
 // Writes the group's first failure (or a shutdown with ops in flight) to this rank's
-// segment, turns its state to kFailed and wakes every sleeper on its words.
-void publish_failure(const SegmentView& self, const FailureRecord& first);
+// segment, turns its state to kFailed and wakes every sleeper on its words and every peer
+// asleep on its doorbell.
+void publish_failure(const MappedGroup& group, const FailureRecord& first);
 // This rank shut the group down cleanly: kClosed (unless it failed first), sleepers woken.
-void publish_close(const SegmentView& self);
+void publish_close(const MappedGroup& group);
+// After `poster` posted a round and found sleepers on it: rings the doorbell of each peer
+// asleep there while it waits for that post (Doorbell::round_of).
+void ring_bells_of_sleepers(const MappedGroup& group, int poster);
 
 }  // namespace shm
 }  // namespace distcomm

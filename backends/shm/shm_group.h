@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/shm/shm_layout.h"
+#include "backends/shm/shm_liveness.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -14,17 +15,23 @@ namespace shm {
 
 class MappedGroup {
  public:
-  // segments[r] is rank r's segment; segments[rank] is this rank's own.
-  MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids);
+  // segments[r] is rank r's segment; segments[rank] is this rank's own. watches[r] watches
+  // rank r's process (not watching for this rank).
+  // cpus_of_ranks: how many CPUs the ranks may run on together (shm_cpus.h; 0 unknown).
+  MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
+              std::vector<ProcessWatch> watches, int cpus_of_ranks);
 
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
   const Layout& layout() const { return layout_; }
   const SegmentView& self() const { return views_[static_cast<size_t>(rank_)]; }
   const SegmentView& of(int r) const { return views_[static_cast<size_t>(r)]; }
-  // Whether rank r's process still exists (its segment lock is held). Always true for self.
+  // Whether rank r's process still runs: its pidfd (shm_liveness.h), or where the kernel has
+  // none, its segment lock (which a child it forked also holds). Always true for self.
   bool alive(int r) const;
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
+  // The CPUs in the union of the ranks' affinity masks at creation; 0 when unknown.
+  int cpus_of_ranks() const { return cpus_of_ranks_; }
 
  private:
   const int rank_;
@@ -32,6 +39,8 @@ class MappedGroup {
   std::vector<Segment> segments_;
   std::vector<SegmentView> views_;
   std::vector<int> pids_;
+  std::vector<ProcessWatch> watches_;
+  int cpus_of_ranks_;
 };
 
 }  // namespace shm

@@ -27,7 +27,8 @@ Layout::Layout(int size, const ShmConfig& config)
                             round_up(16 * static_cast<size_t>(size), kLineBytes)})),
       slots_(config.slots),
       chunk_payload_(round_up(config.p2p_chunk_bytes, kLineBytes)),
-      depth_(config.p2p_depth) {
+      depth_(config.p2p_depth),
+      first_round_(config.first_round) {
   const size_t n = static_cast<size_t>(size);
   heads_ = round_up(sizeof(ControlBlock), kLineBytes);
   tails_ = heads_ + n * kLineBytes;
@@ -49,6 +50,7 @@ void SegmentView::initialize(int rank, int pid, uint64_t nonce) const {
   c->header.size = layout_->size();
   c->header.pid = pid;
   c->failure.culprit = -1;
+  c->round.posted.store(layout_->first_round(), std::memory_order_relaxed);
   for (int r = 0; r < layout_->slots(); ++r) new (&inline_line(static_cast<uint64_t>(r))) InlineLine{};
   for (int r = 0; r < layout_->size(); ++r) {
     new (&at<Counter>(layout_->out_head_offset(r))) Counter{};

@@ -78,10 +78,14 @@ struct alignas(kLineBytes) InlineLine {
 };
 
 // Point-to-point: peers ring it after they publish a chunk to this rank or consume one of
-// its chunks; this rank sleeps on it while its p2p ops wait.
+// its chunks; this rank sleeps on it while its p2p ops wait. A rank that also waits for a
+// peer's round (a collective) then sets `round_of` to that peer + 1 and registers as a
+// sleeper on the peer's round line: the peer's post rings this doorbell too (and a failure
+// or close rings every peer's), so one sleep hears both.
 struct alignas(kLineBytes) Doorbell {
   std::atomic<uint32_t> ring;
   std::atomic<uint32_t> sleepers;
+  std::atomic<int32_t> round_of;  // 0: none
 };
 
 enum class FailureKind : uint32_t {
@@ -138,7 +142,11 @@ class Layout {
   int slots() const { return slots_; }
   size_t chunk_payload() const { return chunk_payload_; }
   int depth() const { return depth_; }
+  uint64_t first_round() const { return first_round_; }
   size_t total_bytes() const { return total_bytes_; }
+  // Where the p2p rings start (a page boundary): what comes before is used by every
+  // collective, the rings only by the pairs that send to each other.
+  size_t rings_offset() const { return rings_; }
 
   size_t out_head_offset(int dest) const { return heads_ + static_cast<size_t>(dest) * kLineBytes; }
   size_t in_tail_offset(int src) const { return tails_ + static_cast<size_t>(src) * kLineBytes; }
@@ -154,6 +162,7 @@ class Layout {
   int slots_;
   size_t chunk_payload_;
   int depth_;
+  uint64_t first_round_;
   size_t heads_, tails_, inline_, slots_offset_, rings_;
   size_t ring_stride_, ring_bytes_;
   size_t total_bytes_;
@@ -179,7 +188,8 @@ class SegmentView {
     return base_ + layout_->ring_slot_offset(dest, index) + kLineBytes;
   }
 
-  // Constructs the shared atomics and header in a fresh (zeroed) segment.
+  // Constructs the shared atomics and header in a fresh (zeroed) segment; its rounds
+  // start at the layout's first_round (posted says that many are done).
   void initialize(int rank, int pid, uint64_t nonce) const;
 
  private:

@@ -24,6 +24,9 @@ std::exception_ptr mismatch_of(const P2PRequest& r, int src, int tag, uint64_t b
 
 DType dtype_of(const ChunkHeader& h) { return static_cast<DType>(h.dtype); }
 
+// An unexpected message's buffer is reserved up to this at its first chunk.
+constexpr uint64_t kUnexpectedReserveBytes = uint64_t{64} << 20;
+
 // "send to rank 2 (tag 0, 400 bytes)"
 std::string describe(const P2PRequest& r) {
   const std::string peer = r.peer < 0 ? std::string("any rank") : "rank " + std::to_string(r.peer);
@@ -165,7 +168,9 @@ bool PointToPoint::pull_chunks(int src, std::vector<Completion>& done) {
   if (tail >= head_seen_[s]) head_seen_[s] = peer.out_head(group_.rank()).load(std::memory_order_acquire);
   if (tail >= head_seen_[s]) return false;
   while (tail < head_seen_[s]) {
-    const ChunkHeader& h = peer.chunk_header(group_.rank(), tail);
+    // A copy: the peer's memory may change under a check made on it in place.
+    const ChunkHeader h = peer.chunk_header(group_.rank(), tail);
+    check_chunk(src, h);
     if (!incoming_[s].active) start_message(src, h, done);
     deliver(src, h, peer.chunk_payload(group_.rank(), tail), done);
     ++tail;
@@ -177,11 +182,43 @@ bool PointToPoint::pull_chunks(int src, std::vector<Completion>& done) {
   return true;
 }
 
+void PointToPoint::check_chunk(int src, const ChunkHeader& h) const {
+  // A sender cuts a message into chunks of chunk_payload bytes, in order, each header
+  // repeating the message's tag, size and dtype: anything else would index this rank's
+  // buffers where the sender says (a bug or a hostile process on the peer's side).
+  const Incoming& in = incoming_[static_cast<size_t>(src)];
+  const uint64_t payload = group_.layout().chunk_payload();
+  const uint64_t bytes = in.active ? in.bytes : h.message_bytes;
+  const uint64_t received = in.active ? in.received : 0;
+  std::string wrong;
+  if (h.dtype >= static_cast<uint32_t>(kNumDTypes)) {
+    wrong = "dtype " + std::to_string(h.dtype) + " is no dtype";
+  } else if (h.message_bytes % element_size(dtype_of(h)) != 0) {
+    wrong = "a message of " + std::to_string(h.message_bytes) + " bytes is no whole number of " + dtype_name(dtype_of(h));
+  } else if (in.active && (h.message_bytes != in.bytes || h.tag != in.tag || h.dtype != in.dtype)) {
+    wrong = "it does not continue the message in progress (" + std::to_string(in.bytes) + " bytes, tag " +
+            std::to_string(in.tag) + ")";
+  } else if (h.offset != received) {
+    wrong = "offset " + std::to_string(h.offset) + " where " + std::to_string(received) + " was next";
+  } else if (h.bytes != std::min(payload, bytes - received)) {
+    wrong = std::to_string(h.bytes) + " bytes where " + std::to_string(std::min(payload, bytes - received)) +
+            " were due";
+  }
+  if (wrong.empty()) return;
+  throw GroupFailedError(
+      {FailureKind::kOther, src,
+       "rank " + std::to_string(src) + " sent a corrupt point-to-point chunk header (tag " + std::to_string(h.tag) +
+           ", message of " + std::to_string(h.message_bytes) + " bytes, offset " + std::to_string(h.offset) + ", " +
+           std::to_string(h.bytes) + " bytes: " + wrong + "); refused, nothing of it was written"});
+}
+
 void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Completion>& done) {
   Incoming& in = incoming_[static_cast<size_t>(src)];
   in = Incoming();
   in.active = true;
   in.bytes = h.message_bytes;
+  in.tag = h.tag;
+  in.dtype = h.dtype;
   auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const P2PRequest& r) {
     return (r.peer == src || r.peer < 0) && r.tag == h.tag;
   });
@@ -200,7 +237,9 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
   u.tag = h.tag;
   u.bytes = h.message_bytes;
   u.dtype = dtype_of(h);
-  u.data.resize(h.message_bytes);
+  // Grown as chunks arrive (deliver), so memory follows the bytes that came, not the size
+  // a header announces; reserved up to a bound to spare most copies.
+  u.data.reserve(std::min<uint64_t>(h.message_bytes, kUnexpectedReserveBytes));
   u.arrival = arrivals_++;
   in.unexpected = &u;
 }
@@ -210,7 +249,7 @@ void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload
   if (in.recv) {
     if (h.bytes) std::memcpy(in.recv->data + h.offset, payload, h.bytes);
   } else if (in.unexpected) {
-    if (h.bytes) std::memcpy(in.unexpected->data.data() + h.offset, payload, h.bytes);
+    in.unexpected->data.insert(in.unexpected->data.end(), payload, payload + h.bytes);  // at h.offset (checked)
     in.unexpected->received += h.bytes;
   }
   in.received += h.bytes;
@@ -245,7 +284,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   const bool alive = !check_liveness || group_.alive(peer);
   if (active && alive) return;
   // A rank that sent and then closed or died still has its chunks in its ring: serve them.
-  if (!r.is_send && v.out_head(group_.rank()).load(std::memory_order_acquire) > tail_[static_cast<size_t>(peer)]) return;
+  if (!r.is_send && has_unread(peer)) return;
   Failure f = active ? Failure{FailureKind::kPeerFailure, peer,
                                "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
                                    ") died while this rank waited in a " + describe(r)}
@@ -255,15 +294,40 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   throw GroupFailedError(f);
 }
 
+bool PointToPoint::has_unread(int peer) const {
+  return group_.of(peer).out_head(group_.rank()).load(std::memory_order_acquire) > tail_[static_cast<size_t>(peer)];
+}
+
+void PointToPoint::check_any_source(const P2PRequest& r, Clock::time_point now, bool check_liveness) const {
+  // A rank that closed the group cleanly only leaves the senders' pool (it may have been a
+  // worker done with its share); one that failed or died fails the group as always. The
+  // receive fails when nobody is left who could send it anything.
+  int senders = 0;
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.rank()) continue;
+    if (group_.of(p).state().load(std::memory_order_acquire) == kClosed && !has_unread(p)) {
+      if (now >= r.deadline) check_peer(p, r, now, false);  // the Timeout, as for any receive
+      continue;
+    }
+    check_peer(p, r, now, check_liveness);
+    ++senders;
+  }
+  if (senders > 0) return;
+  Failure f{FailureKind::kPeerFailure, -1,
+            "every other rank has shut the group down (ProcessGroup destroyed or aborted): no rank is left to "
+            "send to this " + describe(r),
+            r.work.get()};
+  f.known_cause = true;
+  throw GroupFailedError(f);
+}
+
 void PointToPoint::check(Clock::time_point now, bool check_liveness) const {
   for (const auto& q : sends_) {
     for (const P2PRequest& r : q) check_peer(r.peer, r, now, check_liveness);
   }
   auto check_recv = [&](const P2PRequest& r, int src) {
     if (src >= 0) return check_peer(src, r, now, check_liveness);
-    for (int p = 0; p < group_.size(); ++p) {
-      if (p != group_.rank()) check_peer(p, r, now, check_liveness);
-    }
+    check_any_source(r, now, check_liveness);
   };
   for (const P2PRequest& r : recvs_) check_recv(r, r.peer);
   for (int s = 0; s < group_.size(); ++s) {

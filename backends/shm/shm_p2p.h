@@ -86,6 +86,8 @@ class PointToPoint {
   struct Incoming {
     bool active = false;
     uint64_t bytes = 0;
+    int tag = 0;         // as the first chunk said: every later chunk must say the same
+    uint32_t dtype = 0;
     uint64_t received = 0;
     std::optional<P2PRequest> recv;  // its receive, or
     Unexpected* unexpected = nullptr;  // where it is kept until one is posted (or neither: dropped)
@@ -93,11 +95,18 @@ class PointToPoint {
 
   bool push_sends(int dest, std::vector<Completion>& done);
   bool pull_chunks(int src, std::vector<Completion>& done);
+  // Throws GroupFailedError (naming src) for a header that does not continue src's stream:
+  // offset, size, tag or dtype other than the chunk due. Before any byte of it is copied.
+  void check_chunk(int src, const ChunkHeader& h) const;
   void start_message(int src, const ChunkHeader& h, std::vector<Completion>& done);
   void deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done);
   std::list<Unexpected>::iterator find_unexpected(const P2PRequest& r, int* src);
   void take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r, std::vector<Completion>& done);
   void check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
+  // A receive from any rank: fails only when no rank is left that could send it.
+  void check_any_source(const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
+  // Whether `peer` has published chunks to this rank that are not consumed yet.
+  bool has_unread(int peer) const;
 
   const MappedGroup& group_;
   std::vector<std::deque<P2PRequest>> sends_;  // per destination, in issue order

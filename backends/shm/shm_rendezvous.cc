@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <thread>
 #include <sstream>
@@ -10,6 +11,8 @@
 #include "api/auto_backend.h"
 #include "api/errors.h"
 #include "api/init_wait.h"
+#include "backends/shm/shm_cpus.h"
+#include "backends/shm/shm_liveness.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -20,16 +23,18 @@ namespace {
 struct SegmentAddress {
   std::string domain;     // shared_memory_domain()
   std::string host;       // hostname, for messages
-  int proc_pid = -1;
+  int pid = -1;           // getpid(): what pidfd_open takes (the ranks share a PID namespace)
+  int proc_pid = -1;      // the pid /proc numbers it by, for /proc/<pid>/fd
   int fd = -1;
   size_t bytes = 0;
   uint64_t nonce = 0;
+  std::string cpus;       // allowed_cpus_text(): the CPUs this rank may run on
   std::string settings;   // ShmConfig::shared_signature()
 
   std::string encode() const {
     std::ostringstream out;
-    out << "shm-segment-v1\n" << domain << "\n" << host << "\n" << proc_pid << "\n" << fd << "\n" << bytes << "\n"
-        << nonce << "\n" << settings;
+    out << "shm-segment-v2\n" << domain << "\n" << host << "\n" << pid << "\n" << proc_pid << "\n" << fd << "\n"
+        << bytes << "\n" << nonce << "\n" << cpus << "\n" << settings;
     return out.str();
   }
   static SegmentAddress decode(const std::string& text, int rank) {
@@ -39,10 +44,11 @@ struct SegmentAddress {
     std::getline(in, magic);
     std::getline(in, a.domain);
     std::getline(in, a.host);
-    in >> a.proc_pid >> a.fd >> a.bytes >> a.nonce;
+    in >> a.pid >> a.proc_pid >> a.fd >> a.bytes >> a.nonce;
     std::getline(in, line);  // end of the nonce's line
+    std::getline(in, a.cpus);
     std::getline(in, a.settings);
-    if (magic != "shm-segment-v1" || (!in.good() && !in.eof())) {
+    if (magic != "shm-segment-v2" || (!in.good() && !in.eof())) {
       throw BackendUnavailable("shm: rank " + std::to_string(rank) + " published an unreadable segment address");
     }
     return a;
@@ -60,10 +66,14 @@ std::vector<std::string> keys_for(int size, std::string (*key)(int)) {
   return keys;
 }
 
+// Throws when a rank that has not reached the wait can no longer reach it (it died).
+using PeerCheck = std::function<void(int rank)>;
+
 // Waits until every key exists, or a rank has published why it cannot join, or the
 // group's creation deadline (what init left of it, init_wait.h), saying whom it waits for.
+// check_missing, when given, is asked about each missing rank at every look.
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o, const InitWait& w,
-                   const std::string& what) {
+                   const std::string& what, const PeerCheck& check_missing = nullptr) {
   using Clock = std::chrono::steady_clock;
   auto pause = std::chrono::milliseconds(1);
   w.until(
@@ -72,6 +82,13 @@ void wait_for_keys(Store& store, const std::vector<std::string>& keys, const Bac
         const auto until = Clock::now() + slice;
         for (;;) {
           if (store.check(keys)) return true;
+          // Before the error key: a rank that sees the death itself reports it as such,
+          // not as another rank's report of it.
+          if (check_missing) {
+            for (size_t r = 0; r < keys.size(); ++r) {
+              if (!store.check({keys[r]})) check_missing(static_cast<int>(r));
+            }
+          }
           if (store.check({kErrorKey})) {
             throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " +
                                      store.get_string(kErrorKey));
@@ -103,7 +120,17 @@ uint64_t fresh_nonce() {
   return (static_cast<uint64_t>(rd()) << 32 ^ rd()) ^ t ^ static_cast<uint64_t>(::getpid()) << 16;
 }
 
-Segment open_and_check(const SegmentAddress& a, int peer, const SegmentAddress& mine, const BackendOptions& o) {
+// The peers' collective areas (control lines and slots) mapped in at creation, at most: a
+// small group's first ops then take no page faults, and a large one's processes map in only
+// what its ops touch (else every process of 64 ranks would hold all 64 ranks' slots,
+// 256 MiB with the default 4 x 1 MiB).
+constexpr size_t kPeerPopulateBudget = size_t{64} << 20;
+// How long a rank whose segment could not be opened may take to be seen ended (its files
+// close early in its exit): only on that error's path.
+constexpr std::chrono::milliseconds kExitingPeerGrace{500};
+
+// Refuses a peer this rank cannot share memory with, or whose settings differ.
+void check_peer_address(const SegmentAddress& a, int peer, const SegmentAddress& mine, const BackendOptions& o) {
   if (a.domain != mine.domain) {
     throw BackendUnavailable("shm: every rank of group '" + o.group_name +
                              "' must run on this host, in one PID namespace: rank " + std::to_string(peer) +
@@ -116,7 +143,10 @@ Segment open_and_check(const SegmentAddress& a, int peer, const SegmentAddress& 
                           "' has other shm settings than this rank (" + std::to_string(o.rank) + "): '" + a.settings +
                           "' vs '" + mine.settings + "'; give every rank the same shm_* config");
   }
-  Segment s = Segment::open_peer(a.proc_pid, a.fd, a.bytes);
+}
+
+Segment open_and_check(const SegmentAddress& a, int peer, size_t populate) {
+  Segment s = Segment::open_peer(a.proc_pid, a.fd, a.bytes, populate);
   const SegmentHeader& h = reinterpret_cast<const ControlBlock*>(s.base())->header;
   if (h.magic != kSegmentMagic || h.nonce != a.nonce || h.rank != peer || h.version != kLayoutVersion) {
     throw BackendUnavailable("shm: the segment at /proc/" + std::to_string(a.proc_pid) + "/fd/" +
@@ -126,18 +156,29 @@ Segment open_and_check(const SegmentAddress& a, int peer, const SegmentAddress& 
   return s;
 }
 
+PeerFailure died_while_created(const BackendOptions& o, int rank, int pid, const std::string& when) {
+  return PeerFailure("shm: rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") died while group '" +
+                     o.group_name + "' was being created, " + when);
+}
+
 std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig& config) {
   Layout layout(o.size, config);
   SegmentAddress mine;
   mine.domain = shared_memory_domain();
   mine.host = hostname();
+  mine.pid = ::getpid();
   mine.proc_pid = proc_self_pid();
   if (mine.proc_pid < 0) throw BackendUnavailable("shm: /proc/self is not readable, so peers cannot map this rank's segment");
   mine.bytes = layout.total_bytes();
   mine.nonce = fresh_nonce();
+  mine.cpus = allowed_cpus_text();
   mine.settings = config.shared_signature();
 
-  Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes);
+  // This rank writes its collective area at every op: populated now. Its rings are not:
+  // a ring's memory comes with its pair's first transfer (n^2 rings of ~132 KiB would be
+  // 528 MiB for 64 ranks of a host).
+  Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes,
+                                layout.rings_offset());
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
@@ -148,19 +189,42 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
 
   std::vector<Segment> segments(static_cast<size_t>(o.size));
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
+  std::vector<ProcessWatch> watches(static_cast<size_t>(o.size));
+  std::vector<std::string> masks{mine.cpus};
+  const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
+  const size_t populate_peer = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
     const SegmentAddress a = SegmentAddress::decode(o.store->get_string(key_of(r)), r);
-    segments[static_cast<size_t>(r)] = open_and_check(a, r, mine, o);
+    // The watch first: the segment opened next (its nonce checked) proves that this pid
+    // was its owner's while watched.
+    check_peer_address(a, r, mine, o);
+    ProcessWatch& watch = watches[static_cast<size_t>(r)];
+    watch = ProcessWatch(a.pid);
+    try {
+      segments[static_cast<size_t>(r)] = open_and_check(a, r, populate_peer);
+    } catch (const BackendUnavailable&) {
+      // Its memfd may be gone because it is exiting: then the kernel says so within moments.
+      if (watch.ends_within(kExitingPeerGrace)) {
+        throw died_while_created(o, r, a.proc_pid, "before this rank could map its segment");
+      }
+      throw;
+    }
     pids[static_cast<size_t>(r)] = a.proc_pid;
+    masks.push_back(a.cpus);
   }
   segments[static_cast<size_t>(o.rank)] = std::move(own);
   pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
+  auto group = std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids), std::move(watches),
+                                             cpus_in_union(masks));
   // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
-  // once would otherwise close its memfd before a slower peer opened it.
+  // once would otherwise close its memfd before a slower peer opened it. A rank that dies
+  // meanwhile is named at once (its segment is mapped here, so its process is watched).
   o.store->set(mapped_key_of(o.rank), "1");
-  wait_for_keys(*o.store, keys_for(o.size, mapped_key_of), o, wait, "to map every rank's shm segment");
-  return std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids));
+  wait_for_keys(*o.store, keys_for(o.size, mapped_key_of), o, wait, "to map every rank's shm segment", [&](int r) {
+    if (!group->alive(r)) throw died_while_created(o, r, group->pid(r), "after it had published its segment");
+  });
+  return group;
 }
 
 }  // namespace

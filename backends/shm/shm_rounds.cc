@@ -8,7 +8,10 @@ namespace distcomm {
 namespace shm {
 
 RoundCursor::RoundCursor(const MappedGroup& group)
-    : group_(group), known_(static_cast<size_t>(group.size()), 0) {}
+    : group_(group),
+      first_(group.layout().first_round()),
+      round_(first_),
+      known_(static_cast<size_t>(group.size()), first_) {}
 
 bool RoundCursor::reached(int peer, uint64_t posted, Blocker* blocker) {
   uint64_t& known = known_[static_cast<size_t>(peer)];
@@ -69,7 +72,7 @@ void RoundCursor::sleep_on_post(int peer, uint32_t wake, Blocker* blocker) const
 
 bool RoundCursor::may_write(uint64_t round, Blocker* blocker) {
   const uint64_t slots = static_cast<uint64_t>(group_.layout().slots());
-  if (round < slots) return true;  // the slot's first use
+  if (round - first_ < slots) return true;  // the slot's first use
   // Its previous use was round - slots; a peer that has posted round - slots + 1 is done
   // reading that one.
   const uint64_t needed = round - slots + 2;
@@ -83,7 +86,10 @@ void RoundCursor::post() {
   RoundLine& line = group_.self().round_line();
   line.cpu.store(::sched_getcpu(), std::memory_order_relaxed);
   line.posted.store(round_ + 1, std::memory_order_release);
-  publish(line.wake, line.sleepers);
+  // Someone sleeps on this rank's posts: those of them asleep on their doorbell (they have
+  // point-to-point ops pending too) are rung there. Only on this path, which makes a system
+  // call anyway: a post with nobody asleep costs what it did.
+  if (publish(line.wake, line.sleepers)) ring_bells_of_sleepers(group_, group_.rank());
 }
 
 }  // namespace shm

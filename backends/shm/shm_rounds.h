@@ -61,7 +61,8 @@ class RoundCursor {
   void sleep_on_post(int peer, uint32_t wake, Blocker* blocker) const;
 
   const MappedGroup& group_;
-  uint64_t round_ = 0;
+  const uint64_t first_;  // the group's first round (Layout::first_round)
+  uint64_t round_;
   std::vector<uint64_t> known_;  // each peer's posted count as last read
 };
 

@@ -27,12 +27,24 @@ struct flock lock_range(short type) {
   return fl;
 }
 
-// MAP_POPULATE: the pages are allocated and mapped here, at group creation, not by the first
-// ops that touch them (a page fault per 4 KiB of each rank's slots, in every process that
-// maps them: ~2 ms over a group's first megabytes, which made its first 1 MiB ops 4x slower).
-uint8_t* map_shared(int fd, size_t bytes, const std::string& what) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (p == MAP_FAILED) throw BackendUnavailable(system_error("shm: mmap of " + what + " (" + std::to_string(bytes) + " bytes)"));
+// Maps `bytes` of fd, the first `populate` of them with MAP_POPULATE: those pages are
+// allocated and mapped here, at group creation, not by the first ops that touch them (a
+// page fault per 4 KiB of each rank's slots, in every process that maps them: ~2 ms over a
+// group's first megabytes, which made its first 1 MiB ops 4x slower). The rest is mapped
+// but not touched: its memory is allocated, and its page tables filled, only where an op
+// uses it (a pair's p2p ring on its first transfer).
+uint8_t* map_shared(int fd, size_t bytes, size_t populate, const std::string& what) {
+  auto failed = [&](size_t n) {
+    return BackendUnavailable(system_error("shm: mmap of " + what + " (" + std::to_string(n) + " bytes)"));
+  };
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate >= bytes ? MAP_POPULATE : 0), fd, 0);
+  if (p == MAP_FAILED) throw failed(bytes);
+  if (populate > 0 && populate < bytes &&
+      ::mmap(p, populate, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
+    const BackendUnavailable error = failed(populate);
+    ::munmap(p, bytes);
+    throw error;
+  }
   return static_cast<uint8_t*>(p);
 }
 
@@ -59,21 +71,25 @@ void Segment::release() {
   fd_ = -1;
 }
 
-Segment Segment::create(const std::string& name, size_t bytes) {
+Segment Segment::create(const std::string& name, size_t bytes, size_t populate) {
   Segment s;
   s.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC);
   if (s.fd_ < 0) throw BackendUnavailable(system_error("shm: memfd_create"));
+  // A memfd starts with mode 0777. Peers open it through /proc/<pid>/fd/<fd>, which needs
+  // ptrace-read access to this process, and then the file's own mode: 0600 keeps it to
+  // this process's user (and root), whatever else could reach the link.
+  if (::fchmod(s.fd_, S_IRUSR | S_IWUSR) != 0) throw BackendUnavailable(system_error("shm: making the segment 0600"));
   if (::ftruncate(s.fd_, static_cast<off_t>(bytes)) != 0) {
     throw BackendUnavailable(system_error("shm: sizing the segment to " + std::to_string(bytes) + " bytes"));
   }
   struct flock fl = lock_range(F_WRLCK);
   if (::fcntl(s.fd_, F_OFD_SETLK, &fl) != 0) throw BackendUnavailable(system_error("shm: locking the segment"));
-  s.base_ = map_shared(s.fd_, bytes, "this rank's segment");
+  s.base_ = map_shared(s.fd_, bytes, populate, "this rank's segment");
   s.bytes_ = bytes;
   return s;
 }
 
-Segment Segment::open_peer(int proc_pid, int fd, size_t bytes) {
+Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate) {
   const std::string path = "/proc/" + std::to_string(proc_pid) + "/fd/" + std::to_string(fd);
   Segment s;
   s.fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -87,7 +103,7 @@ Segment Segment::open_peer(int proc_pid, int fd, size_t bytes) {
     throw BackendUnavailable("shm: " + path + " is " + std::to_string(st.st_size) + " bytes, expected " +
                              std::to_string(bytes) + ": not the peer's segment (did the peer exit?)");
   }
-  s.base_ = map_shared(s.fd_, bytes, path);
+  s.base_ = map_shared(s.fd_, bytes, populate, path);
   s.bytes_ = bytes;
   return s;
 }

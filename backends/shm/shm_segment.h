@@ -26,12 +26,15 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  // A zero-filled segment of `bytes`, mapped and locked by this process. `name` shows in
-  // /proc/<pid>/maps ("memfd:<name>"). Throws BackendUnavailable with the system's reason.
-  static Segment create(const std::string& name, size_t bytes);
-  // Maps the segment another process of this host created (its /proc pid and descriptor).
-  // Throws BackendUnavailable saying what could not be opened and why.
-  static Segment open_peer(int proc_pid, int fd, size_t bytes);
+  // A zero-filled segment of `bytes`, mapped and locked by this process, its first
+  // `populate` bytes allocated and mapped now (the rest as ops first touch it). `name`
+  // shows in /proc/<pid>/maps ("memfd:<name>"). Throws BackendUnavailable with the
+  // system's reason.
+  static Segment create(const std::string& name, size_t bytes, size_t populate);
+  // Maps the segment another process of this host created (its /proc pid and descriptor),
+  // its first `populate` bytes now. Throws BackendUnavailable saying what could not be
+  // opened and why.
+  static Segment open_peer(int proc_pid, int fd, size_t bytes, size_t populate);
 
   uint8_t* base() const { return base_; }
   size_t bytes() const { return bytes_; }

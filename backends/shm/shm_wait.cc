@@ -40,13 +40,13 @@ void wake_all(std::atomic<uint32_t>& word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-void publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
+bool publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
   // seq_cst on both sides (here and in Backoff::idle) orders "bump, then look for sleepers"
   // against "become a sleeper, then compare the word": one of the two sees the other.
   word.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) {
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
+  if (sleepers.load(std::memory_order_seq_cst) == 0) return false;
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  return true;
 }
 
 void Backoff::idle(const Blocker& blocker, Clock::time_point now, std::chrono::nanoseconds max_sleep) {
@@ -61,6 +61,7 @@ void Backoff::idle(const Blocker& blocker, Clock::time_point now, std::chrono::n
     // Watch the one word the awaited post changes, not the whole engine: the news is seen
     // within a cache-line transfer, and the caller polls only when there is some.
     auto changed = [&blocker] {
+      if (blocker.bell && blocker.bell->load(std::memory_order_relaxed) != blocker.bell_seen) return true;
       if (blocker.spin_word) return blocker.spin_word->load(std::memory_order_relaxed) != blocker.spin_seen;
       return blocker.word && blocker.word->load(std::memory_order_relaxed) != blocker.seen;
     };
@@ -75,9 +76,25 @@ void Backoff::idle(const Blocker& blocker, Clock::time_point now, std::chrono::n
     return;
   }
   sleeping_ = true;
+  if (blocker.bell) return sleep_on_bell(blocker, max_sleep);
   blocker.sleepers->fetch_add(1, std::memory_order_seq_cst);
   futex_wait(blocker.word, blocker.seen, max_sleep);
   blocker.sleepers->fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Backoff::sleep_on_bell(const Blocker& b, std::chrono::nanoseconds max_sleep) {
+  // The peer's post bumps `word`, then (seeing a sleeper) rings the doorbell of every rank
+  // whose round_of names it. Registering first and comparing `word` after (seq_cst both
+  // sides) means: either this look sees the post, or the post sees this sleeper and rings
+  // the bell, which the futex then finds changed.
+  b.bell_round_of->store(b.peer + 1, std::memory_order_relaxed);
+  b.sleepers->fetch_add(1, std::memory_order_seq_cst);
+  b.bell_sleepers->fetch_add(1, std::memory_order_seq_cst);
+  if (b.word->load(std::memory_order_seq_cst) == b.seen) futex_wait(b.bell, b.bell_seen, max_sleep);
+  b.bell_sleepers->fetch_sub(1, std::memory_order_seq_cst);
+  b.sleepers->fetch_sub(1, std::memory_order_seq_cst);
+  // round_of stays: another thread of this rank may sleep on the bell still, and a stale
+  // value costs at most a spurious ring.
 }
 
 }  // namespace shm

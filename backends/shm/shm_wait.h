@@ -15,8 +15,8 @@ namespace distcomm {
 namespace shm {
 
 // Bumps a futex word and wakes whoever sleeps on it. `sleepers` counts them, so that a
-// post with nobody asleep costs no system call.
-void publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers);
+// post with nobody asleep costs no system call. Says whether there were any.
+bool publish(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers);
 // Wakes every sleeper on `word` unconditionally (state changes: failure, close).
 void wake_all(std::atomic<uint32_t>& word);
 
@@ -32,6 +32,14 @@ struct Blocker {
   // `word` does (an inline line's tag, written before the post).
   const std::atomic<uint64_t>* spin_word = nullptr;
   uint64_t spin_seen = 0;
+  // Set when point-to-point ops are pending too: this rank's doorbell (read before the
+  // poll, as `seen` was), which the waiter sleeps on instead of `word`, having asked `peer`
+  // (bell_round_of = peer + 1, and a sleeper on `word`) to ring it at its next post. Without
+  // it a recv would sleep on a collective peer's word that no chunk ever changes.
+  std::atomic<uint32_t>* bell = nullptr;
+  std::atomic<uint32_t>* bell_sleepers = nullptr;
+  std::atomic<int32_t>* bell_round_of = nullptr;
+  uint32_t bell_seen = 0;
 };
 
 struct WaitPolicy {
@@ -58,6 +66,9 @@ class Backoff {
   bool sleeping() const { return sleeping_; }
 
  private:
+  // Sleeps on the doorbell while also waiting for a peer's post (Blocker::bell).
+  static void sleep_on_bell(const Blocker& blocker, std::chrono::nanoseconds max_sleep);
+
   const WaitPolicy policy_;
   Clock::time_point idle_since_;
   bool idle_since_valid_ = false;

@@ -2,6 +2,8 @@
 // (also with overlapping members), ops nobody waits on, settings that must agree, and
 // groups that leave nothing mapped or open behind them.
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -10,31 +12,17 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::expect_all;
+using testing::filled;
 using testing::GroupHarnessOptions;
 using testing::run_group;
-
-// A float32 tensor of n elements, all `value`.
-Tensor filled(int64_t n, float value) {
-  Tensor t = Tensor::empty({n});
-  t.fill(value);
-  return t;
-}
-
-void expect_all(const Tensor& t, double value, const std::string& what) {
-  const float* p = t.data_as<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (p[i] != value) {
-      ADD_FAILURE() << what << ": element " << i << " is " << p[i] << ", expected " << value;
-      return;
-    }
-  }
-}
 
 int open_descriptors() {
   int n = 0;
@@ -215,6 +203,29 @@ TEST(ShmBackend, BadSettingIsRefusedNamingTheKey) {
     const std::string msg = invalid_argument_of([&] { group_with(world, "bad", "shm_slots", "1"); });
     EXPECT_NE(msg.find("shm_slots"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[2, 64]"), std::string::npos) << msg;
+  });
+}
+
+// The segment is reachable only through /proc/<pid>/fd of its owner (ptrace-read access to
+// the owner), and then by its file mode: 0600, the owner's user alone (a memfd starts 0777).
+TEST(ShmBackend, SegmentsAreReadableAndWritableByTheirOwnerOnly) {
+  run_group(2, "shm", [](ProcessGroup& pg) {
+    const std::string own = "/memfd:distcomm-shm-world-rank" + std::to_string(pg.rank()) + " (deleted)";
+    int found = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string fd_path = std::string("/proc/self/fd/") + e->d_name;
+        char target[512] = {};
+        if (::readlink(fd_path.c_str(), target, sizeof(target) - 1) <= 0 || own != target) continue;
+        struct stat st {};
+        ASSERT_EQ(::stat(fd_path.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 07777, 0600u) << "the mode of this rank's segment";
+        EXPECT_EQ(st.st_uid, ::getuid());
+        ++found;
+      }
+      ::closedir(d);
+    }
+    EXPECT_EQ(found, 1) << "this rank's segment among its descriptors";
   });
 }
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -180,6 +181,54 @@ TEST(ShmFailure, AbortEndsAnOpInFlightAndTellsThePeers) {
     mark_done(pg);
   });
 }
+
+// A callback of an op nobody waits on runs on the group's progress thread. Aborting or
+// destroying the group there must end that thread without joining it from itself (which
+// left it unjoined: std::terminate when the engine went).
+enum class FromCallback { kAbort, kDestroy };
+
+void end_group_from_a_callback(FromCallback how) {
+  run_group(2, "shm", [how](ProcessGroup& world) {
+    ProcessGroupPtr pg = world.new_group({0, 1});
+    Tensor t = Tensor::empty({100});
+    t.fill(1.0f);
+    if (pg->rank() == 1) {
+      world.store()->wait({"test/callback_set"}, milliseconds(30000));
+      pg->all_reduce(t)->wait();
+      return;
+    }
+    std::atomic<bool> ran{false};
+    std::thread::id ran_on;
+    auto holder = std::make_shared<ProcessGroupPtr>(pg);
+    WorkPtr w = pg->all_reduce(t);  // waits for rank 1, which issues it only after this
+    w->on_finish([&ran, &ran_on, holder, how](std::exception_ptr) {
+      ran_on = std::this_thread::get_id();
+      if (how == FromCallback::kAbort) {
+        (*holder)->abort();
+      } else {
+        holder->reset();  // the last reference: the group is destroyed here
+      }
+      ran = true;
+    });
+    if (how == FromCallback::kDestroy) pg.reset();
+    world.store()->set("test/callback_set", "1");
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    while (!ran && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds(1));  // nobody waits on w
+    ASSERT_TRUE(ran) << "the all_reduce nobody waits on did not end";
+    EXPECT_NE(ran_on, std::this_thread::get_id()) << "the callback should have run on the progress thread";
+    EXPECT_TRUE(w->is_success());
+    EXPECT_EQ(t.data_as<float>()[0], 2.0f);
+    if (how == FromCallback::kAbort) {
+      EXPECT_THROW(pg->barrier()->wait(), Error) << "an aborted group refuses later ops";
+      pg.reset();
+    }
+    w.reset();  // the engine goes with its last Work
+  });
+}
+
+TEST(ShmFailure, AbortFromACallbackOnTheProgressThread) { end_group_from_a_callback(FromCallback::kAbort); }
+
+TEST(ShmFailure, DestroyFromACallbackOnTheProgressThread) { end_group_from_a_callback(FromCallback::kDestroy); }
 
 TEST(ShmFailure, ReceiverLearnsThatItsSenderDied) {
   GroupHarnessOptions options;

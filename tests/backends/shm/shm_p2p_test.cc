@@ -1,0 +1,117 @@
+// send/recv on shm beside other work: transfers while a collective waits for an idle peer,
+// and receives from any rank while the senders come and go.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "api/errors.h"
+#include "tests/backends/shm/shm_test_tensors.h"
+#include "tests/testing/failure_checks.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Clock;
+using testing::expect_failure_within;
+using testing::filled;
+using testing::GroupHarnessOptions;
+using testing::mark_done;
+using testing::run_group;
+using testing::seconds_since;
+using testing::wait_for_done;
+
+// Ranks 0 and 1 move 16 MiB messages while both wait in a barrier that rank 2 joins only at
+// the end. Waiters sleep at once (no spin, no yield): a receiver asleep on the barrier's
+// futex word, which no chunk changes, would drain a ring (4 x 32 KiB) per 10 ms slice,
+// ~13 MB/s. The floor checked is ten times that; the figure is printed.
+TEST(ShmP2P, TransfersBesideACollectiveThatWaitsForAnIdlePeer) {
+  GroupHarnessOptions options;
+  options.backend_config = {{"shm_spin_us", "0"}, {"shm_yield_us", "0"}};
+  run_group(3, "shm", [](ProcessGroup& pg) {
+    if (pg.rank() == 2) {
+      wait_for_done(pg, {0, 1});
+      pg.barrier()->wait();
+      return;
+    }
+    WorkPtr pending = pg.barrier();
+    constexpr int64_t kCount = 4 << 20;  // 16 MiB of float32
+    constexpr int kMessages = 4;
+    Tensor m = filled(kCount, pg.rank() == 1 ? 7.0f : 0.0f);
+    auto transfer = [&] {
+      if (pg.rank() == 1) {
+        pg.send(m, 0)->wait();
+      } else {
+        pg.recv(m, 1)->wait();
+      }
+    };
+    transfer();  // the ring's pages are touched for the first time here, not in the timing
+    const auto start = Clock::now();
+    for (int i = 0; i < kMessages; ++i) transfer();
+    const double gb_per_s = kMessages * static_cast<double>(kCount * 4) / seconds_since(start) / 1e9;
+    if (pg.rank() == 0) {
+      std::fprintf(stderr, "[p2p beside a pending barrier] %.2f GB/s (16 MiB messages)\n", gb_per_s);
+      EXPECT_EQ(m.data_as<float>()[kCount - 1], 7.0f);
+      EXPECT_GT(gb_per_s, 0.13) << "recv stalls while a collective is pending";
+    }
+    EXPECT_FALSE(pending->is_completed());
+    mark_done(pg);
+    pending->wait();
+  }, options);
+}
+
+// A master receives from any rank while workers send their shares and leave (destroy their
+// group) at different times: a worker that has left is no longer a possible sender, but
+// the receive fails only once no worker is left.
+TEST(ShmP2P, ReceiveFromAnyRankOutlivesWorkersThatLeave) {
+  run_group(4, "shm", [](ProcessGroup& world) {
+    ProcessGroupPtr pg = world.new_group({0, 1, 2, 3});
+    Store& store = *world.store();
+    Tensor m = filled(16, 0.0f);
+    if (pg->rank() > 0) {
+      // Worker 1 sends one message and leaves at once; workers 2 and 3 send after the master
+      // has waited on a receive with worker 1 gone, and worker 3 once more after worker 2 left.
+      if (pg->rank() > 1) store.wait({"test/master_waited"}, milliseconds(30000));
+      if (pg->rank() == 3) store.wait({"test/worker_gone/2"}, milliseconds(30000));
+      Tensor share = filled(16, static_cast<float>(pg->rank()));
+      pg->send(share, 0)->wait();
+      if (pg->rank() == 3) pg->send(share, 0)->wait();
+      pg.reset();
+      store.set("test/worker_gone/" + std::to_string(world.rank()), "1");
+      return;
+    }
+    std::vector<int> sources;
+    auto receive = [&] {
+      WorkPtr w = pg->recv_any_source(m);
+      w->wait();
+      EXPECT_EQ(m.data_as<float>()[0], static_cast<float>(w->source_rank()));
+      sources.push_back(w->source_rank());
+    };
+    receive();
+    store.wait({"test/worker_gone/1"}, milliseconds(30000));
+    // Worker 1 has left; 2 and 3 have not sent yet. The receive must still be waiting
+    // after a while (many liveness checks), not failed.
+    WorkPtr w = pg->recv_any_source(m);
+    expect_failure_within<Timeout>([&] { w->wait(milliseconds(300)); }, 0.25, 5,
+                                   "a receive from any rank, one worker gone, two to come");
+    store.set("test/master_waited", "1");
+    w->wait();
+    sources.push_back(w->source_rank());
+    receive();
+    receive();
+    std::sort(sources.begin(), sources.end());
+    EXPECT_EQ(sources, (std::vector<int>{1, 2, 3, 3}));
+    // Every worker has left now: a receive from any rank fails at once, saying so.
+    store.wait({"test/worker_gone/2", "test/worker_gone/3"}, milliseconds(30000));
+    const std::string msg = expect_failure_within<PeerFailure>([&] { pg->recv_any_source(m)->wait(); }, 0, 1,
+                                                               "a receive from any rank with every worker gone");
+    EXPECT_NE(msg.find("no rank is left"), std::string::npos) << msg;
+  });
+}
+
+}  // namespace
+}  // namespace distcomm
