@@ -55,6 +55,12 @@ struct LaunchOptions {
   std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;
+  // After a rank fails, stop the others and start the job again, up to this many times,
+  // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
+  int max_restarts = 0;
+  // Which attempt this is (0: the first): exported as DISTCOMM_RESTART_COUNT and
+  // TORCHELASTIC_RESTART_COUNT. Set by the launcher for each attempt, not by the user.
+  int restart_count = 0;
   // Name used in the launcher's own messages ("launch: rank 1 exited with exit code 3").
   std::string tag = "launch";
 

@@ -37,6 +37,11 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
       {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(master_port)},
+      // Which attempt this is, under distcomm's name and torchrun's (programs written
+      // against torchrun read the latter), and how many restarts the job allows.
+      {kRestartCountVariable, std::to_string(options.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(options.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
   };
   if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
   if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;

@@ -4,7 +4,8 @@
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
 // its output lines reach the terminal prefixed with "[rank R]". If a rank fails, the launcher
-// says which and how, stops the others and exits non-zero; Ctrl-C stops the whole job.
+// says which and how, stops the others and exits non-zero, or with --max_restarts=N starts
+// the job again (up to N times); Ctrl-C stops the whole job.
 #include <gflags/gflags.h>
 
 #include <unistd.h>
@@ -32,6 +33,8 @@ DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
+DEFINE_int32(max_restarts, 0, "when a rank fails, stop the others and start the job again, up to this many times "
+             "(each rank sees DISTCOMM_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT); 0: a failure ends the job");
 DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this Chrome trace JSON file "
               "(DISTCOMM_TIMELINE; tools/trace timeline FILE --svg OUT draws it)");
 
@@ -80,6 +83,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.log_dir = FLAGS_log_dir;
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
+  o.max_restarts = FLAGS_max_restarts;
   o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.

@@ -245,6 +245,8 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
            {{"--ranks_filter=0,x"}, "'x' is not a rank"},
            {{"--nproc_per_node=2", "--ranks_filter=2"}, "--ranks_filter=2: no such rank in a world of 2"},
            {{"--tee"}, "--tee=true: tee copies output to --log_dir"},
+           {{"--max_restarts=-1"}, "--max_restarts=-1: must be >= 0"},
+           {{"--nnodes=2", "--master_port=1234", "--max_restarts=1"}, "--max_restarts=1: with --nnodes=2 the launchers"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;

@@ -3,7 +3,12 @@
 //   rank_probe env                    print this rank's launch variables on one line
 //   rank_probe wait [ignore_term]     start a grandchild, print "ready <pid> <grandchild pid>",
 //                                     then wait to be stopped (ignoring SIGTERM if asked)
-//   rank_probe fail <rank> <code>     like wait, but that rank exits with code once ready
+//   rank_probe fail <rank> <code> [ignore_term]
+//                                     like wait (the others ignoring SIGTERM if asked), but
+//                                     that rank exits with code once every rank is ready
+//   rank_probe fail_first <rank> <code>
+//                                     on the job's first attempt (DISTCOMM_RESTART_COUNT 0)
+//                                     as fail; on a restarted attempt as env
 //   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
@@ -42,7 +47,8 @@ void write_text(int fd, const std::string& s) {
 void print_env() {
   std::string line;
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                           "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK"}) {
+                           "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK", "DISTCOMM_RESTART_COUNT",
+                           "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "DISTCOMM_RUN_ID"}) {
     line += std::string(line.empty() ? "" : " ") + name + "=" + env_str(name);
   }
   char cwd[4096];
@@ -79,7 +85,10 @@ void wait_for_the_others_to_be_ready() {
   if (grandchild == 0) {
     for (;;) ::pause();
   }
-  write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + "\n");
+  // The job's identity after the pids: a restarted attempt must have a new one.
+  write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + " run " +
+                    env_str("DISTCOMM_RUN_ID") + " token " + env_str("DISTCOMM_STORE_TOKEN").substr(0, 12) + " port " +
+                    env_str("MASTER_PORT") + "\n");
   std::ofstream(ready_file(env_int("RANK")));  // after the line: it is in the launcher's pipe by then
   for (;;) ::pause();
 }
@@ -129,8 +138,15 @@ int main(int argc, char** argv) {
     while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
     return 1;
   }
+  if (mode == "fail_first" && argc > 3) {
+    if (env_int("DISTCOMM_RESTART_COUNT") > 0) {
+      print_env();
+      return 0;
+    }
+    mode = "fail";
+  }
   if ((mode == "fail" || mode == "signal") && argc > 3) {
-    if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(false);
+    if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(argc > 4 && std::string(argv[4]) == "ignore_term");
     wait_for_the_others_to_be_ready();
     if (mode == "fail") return std::atoi(argv[3]);
     rlimit no_core{0, 0};
