@@ -37,6 +37,13 @@ using Clock = std::chrono::steady_clock;
 // the pipes) is read for this long at most.
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
 
+// A rank ended by a signal the launcher did not send (SIGKILL from outside, SIGSEGV) wrote
+// no report: it died before the launcher saw it, by as long as the launcher took to run
+// again. The ranks that noticed its death report times within that lag, and comparing
+// those with the time its exit was seen would name one of them as the cause. Its death
+// counts as this much earlier than seen.
+constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
+
 std::string seconds_text(std::chrono::milliseconds ms) {
   std::string s = std::to_string(ms.count() / 1000.0);
   s.erase(s.find_last_not_of('0') + 1);
@@ -153,6 +160,8 @@ void Attempt::name_first_failure() {
   }
   const int first = children_.first_failure([&](size_t i) -> std::optional<int64_t> {
     if (reports[i]) return reports[i]->unix_time_ns;
+    const local::Child& c = children_[i];
+    if (!c.stopped && WIFSIGNALED(c.status)) return c.ended_ns - kUnseenDeathLagNs;
     return std::nullopt;
   });
   if (first < 0 || result_.interrupted_by != 0) return;

@@ -112,6 +112,28 @@ TEST(Launch, TheRankThatFailedFirstIsTheCause) {
   EXPECT_NE(f.err.find("failed first (exit code 5): the cause"), std::string::npos) << f.err;
 }
 
+// Rank 1 is killed from outside while the launcher cannot run (stopped); the others notice
+// its death and report it, with times before the launcher sees any exit. The launcher must
+// still name rank 1, whose death came first, not one of the ranks that reported it.
+TEST(Launch, ARankKilledFromOutsideIsTheCauseOfTheReportsAboutIt) {
+  Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "victim", "1"}));
+  ASSERT_TRUE(p.wait_for_stdout("victim ", 1, seconds(30)));
+  const pid_t victim = std::stoi(read_file(temp_path("victim_pid")));
+  p.send_signal(SIGSTOP);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  for (int rank : {0, 2}) {
+    const std::string reported = temp_path("reported_" + std::to_string(rank));
+    const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+    while (::access(reported.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+    ASSERT_EQ(::access(reported.c_str(), F_OK), 0) << "rank " << rank << " never reported the death";
+  }
+  p.send_signal(SIGCONT);
+  Finished f = p.finish(seconds(30));
+  EXPECT_EQ(exit_code(f), 128 + SIGKILL) << f.err;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(rank 1 \(local rank 1, pid \d+\) failed first \(signal SIGKILL)")))
+      << f.err;
+}
+
 TEST(Launch, RankKilledBySignalIsNamed) {
   Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "signal", "2", std::to_string(SIGSEGV)}));
   EXPECT_EQ(exit_code(f), 128 + SIGSEGV);

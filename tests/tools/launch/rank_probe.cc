@@ -15,6 +15,11 @@
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
 //                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
 //                                     the others exit with code 1 as soon as it has reported
+//   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
+//                                     prints "victim <pid>" and waits to be killed;
+//                                     the others, once it has died (a zombie is dead), report
+//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, create
+//                                     <TEST_TMPDIR>/reported_<their rank> and exit with code 1
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -93,6 +98,14 @@ void wait_for_the_others_to_be_ready() {
   for (;;) ::pause();
 }
 
+// Whether the process whose /proc/<pid>/stat this is has ended (a zombie, or reaped).
+bool process_is_dead(const std::string& stat_path) {
+  std::ifstream stat(stat_path);
+  std::string pid, name, state;
+  if (!(stat >> pid >> name >> state)) return true;
+  return state == "Z" || state == "X";
+}
+
 void print_lines(int n) {
   const int rank = env_int("RANK");
   const std::string padding(200 + 37 * rank, 'x');
@@ -136,6 +149,27 @@ int main(int argc, char** argv) {
       return 5;
     }
     while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
+    return 1;
+  }
+  if (mode == "victim" && argc > 2) {
+    const int victim = std::atoi(argv[2]);
+    if (env_int("RANK") == victim) {
+      std::ofstream(ready_file(victim) + ".tmp") << ::getpid();
+      ::rename((ready_file(victim) + ".tmp").c_str(), ready_file(victim).c_str());
+      std::ofstream(env_str("TEST_TMPDIR") + "/victim_pid.tmp") << ::getpid();
+      ::rename((env_str("TEST_TMPDIR") + "/victim_pid.tmp").c_str(), (env_str("TEST_TMPDIR") + "/victim_pid").c_str());
+      write_text(1, "victim " + std::to_string(::getpid()) + "\n");
+      for (;;) ::pause();
+    }
+    while (::access(ready_file(victim).c_str(), F_OK) != 0) ::usleep(1000);
+    std::string pid;
+    std::ifstream(ready_file(victim)) >> pid;
+    while (!process_is_dead("/proc/" + pid + "/stat")) ::usleep(1000);
+    distcomm::FailureReport report;
+    report.unix_time_ns = distcomm::FailureReport::now_ns();
+    report.message = "rank " + std::to_string(victim) + " died";
+    std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
+    std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK")));
     return 1;
   }
   if (mode == "fail_first" && argc > 3) {
