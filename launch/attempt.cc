@@ -20,6 +20,7 @@
 #include "api/local_processes.h"
 #include "api/write_fully.h"
 #include "launch/dump_request.h"
+#include "launch/duration_text.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
@@ -44,12 +45,6 @@ constexpr std::chrono::milliseconds kDrainAfterExit{500};
 // counts as this much earlier than seen.
 constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
 
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::string s = std::to_string(ms.count() / 1000.0);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s.pop_back();
-  return s + "s";
-}
 
 class Attempt {
  public:
@@ -239,6 +234,7 @@ void Attempt::reap(const std::vector<size_t>& exited) {
     result_.exit_code = local::shell_exit_code(status);
     result_.how = local::describe_wait_status(status);
     say(result_.failure);
+    if (watch_ != nullptr && watch_->on_failure) watch_->on_failure(result_);
     std::string log = router_.log_path(p.rank);
     if (!log.empty()) say("its output is in " + log);
     begin_stop("rank " + std::to_string(p.rank) + " failed");

@@ -36,10 +36,13 @@ struct JobResult {
 
 // Something outside the attempt that may ask it to stop its ranks (the elastic agent: a
 // machine went away, a new round began). fd is polled beside the ranks' output; once it is
-// readable, reason() says why ("" means not yet: keep going).
+// readable, reason() says why ("" means not yet: keep going). on_failure, when set, hears
+// of this attempt's first failed rank as soon as it is seen (result.failed_rank, how,
+// exit_code), before the others are stopped: the elastic agent tells the other machines.
 struct AttemptWatch {
   int fd = -1;
   std::function<std::string()> reason;
+  std::function<void(const JobResult& first_failure)> on_failure;
 };
 
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the
