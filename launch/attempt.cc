@@ -203,6 +203,7 @@ void Attempt::handle_signals() {
     if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
     if (!stopping_) {
       result_.interrupted_by = sig;
+      if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
       begin_stop("got " + local::signal_name(sig));
       continue;
     }
@@ -234,7 +235,7 @@ void Attempt::reap(const std::vector<size_t>& exited) {
     result_.exit_code = local::shell_exit_code(status);
     result_.how = local::describe_wait_status(status);
     say(result_.failure);
-    if (watch_ != nullptr && watch_->on_failure) watch_->on_failure(result_);
+    if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
     std::string log = router_.log_path(p.rank);
     if (!log.empty()) say("its output is in " + log);
     begin_stop("rank " + std::to_string(p.rank) + " failed");

@@ -36,13 +36,14 @@ struct JobResult {
 
 // Something outside the attempt that may ask it to stop its ranks (the elastic agent: a
 // machine went away, a new round began). fd is polled beside the ranks' output; once it is
-// readable, reason() says why ("" means not yet: keep going). on_failure, when set, hears
-// of this attempt's first failed rank as soon as it is seen (result.failed_rank, how,
-// exit_code), before the others are stopped: the elastic agent tells the other machines.
+// readable, reason() says why ("" means not yet: keep going). on_stop, when set, hears why
+// the attempt itself begins to stop -- its first failed rank (failed_rank, how, exit_code)
+// or a signal (interrupted_by) -- before any rank is stopped: the elastic agent tells the
+// other machines first, so that the cause reaches them before its effects.
 struct AttemptWatch {
   int fd = -1;
   std::function<std::string()> reason;
-  std::function<void(const JobResult& first_failure)> on_failure;
+  std::function<void(const JobResult& cause)> on_stop;
 };
 
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the

@@ -180,19 +180,26 @@ JobResult Agent::run_rounds() {
     last_round_ = round;
     RoundWatch watch(endpoint_->connect_again(), elastic_, options_.max_restarts, *round, id_, links_);
     AttemptWatch attempt_watch = watch.attempt_watch();
-    // A rank of this machine failed: the other machines hear of it at once. When another
-    // machine's launcher has ended, that is the cause (its ranks died with it, and this
-    // one failed for want of them): its link was closed before its ranks were killed.
-    attempt_watch.on_failure = [&](const JobResult& failure) {
+    // This attempt stops by itself (a rank failed, a signal): the other machines hear of it
+    // at once. When another machine's launcher has ended, that is the cause (its ranks died
+    // with it, and this one failed for want of them): its link was closed before its ranks
+    // were killed.
+    attempt_watch.on_stop = [&](const JobResult& cause) {
       const std::string ended = watch.member_ended();
+      const std::string here = "node " + std::to_string(node) + " (" + address + ")";
       try {
+        if (cause.interrupted_by != 0) {
+          rendezvous_->end(round->number, {true, 128 + cause.interrupted_by,
+                                           here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")"});
+          return;
+        }
         if (!ended.empty()) {
           rendezvous_->mark_gone(ended, "its launcher ended");
           rendezvous_->end(round->number, {true, 1, "the launcher of " + watch.node_text(ended) + " ended"});
         }
-        rendezvous_->end(round->number, {true, failure.exit_code,
-                                         "rank " + std::to_string(failure.failed_rank) + " failed (" + failure.how +
-                                             ") on node " + std::to_string(node) + " (" + address + ")"});
+        rendezvous_->end(round->number, {true, cause.exit_code,
+                                         "rank " + std::to_string(cause.failed_rank) + " failed (" + cause.how +
+                                             ") on " + here});
       } catch (const std::exception&) {
         // The watch reports a lost store.
       }
@@ -204,10 +211,11 @@ JobResult Agent::run_rounds() {
     const int sig = result.interrupted_by != 0 ? result.interrupted_by : result.signal_while_stopping;
     if (sig != 0 || interrupted()) {
       interrupted_by_ = interrupted_by_ != 0 ? interrupted_by_ : sig;
-      const std::string why = "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
-                              local::signal_name(interrupted_by_) + ")";
       try {
-        rendezvous_->end(round->number, {true, 128 + interrupted_by_, why});
+        // Written already when the signal came while the ranks ran (on_stop); not when it came later.
+        rendezvous_->end(round->number, {true, 128 + interrupted_by_,
+                                         "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
+                                             local::signal_name(interrupted_by_) + ")"});
       } catch (const std::exception&) {
       }
       return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");

@@ -245,7 +245,10 @@ TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
                              {"DISTCOMM_STORE_TOKEN=not-the-token"});
   EXPECT_EQ(exit_code(wrong_token), 1) << wrong_token.err;
   EXPECT_NE(wrong_token.err.find("wrong store token"), std::string::npos) << wrong_token.err;
-  EXPECT_EQ(other_job.out + wrong_token.out, "") << "no rank may start";
+  Finished other_settings = run(launcher(endpoint, "1:2", {"--rdzv_id=job7"}, {kRankProbe, "env"}), seconds(30), {kToken});
+  EXPECT_EQ(exit_code(other_settings), 2) << other_settings.err;
+  EXPECT_NE(other_settings.err.find("--nnodes=1:2: the job's launchers use 2:2"), std::string::npos) << other_settings.err;
+  EXPECT_EQ(other_job.out + wrong_token.out + other_settings.out, "") << "no rank may start";
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20)) << "refused at once, not after a timeout";
 
   waiting.send_signal(SIGINT);
@@ -259,6 +262,40 @@ TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
   while (dirent* e = dir ? ::readdir(dir) : nullptr) entries += e->d_name[0] == '.' ? 0 : 1;
   if (dir) ::closedir(dir);
   EXPECT_EQ(entries, 0) << "the launcher left files in TMPDIR";
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Ctrl-C to one machine's launcher while its ranks run: it stops them, ends the round and
+// leaves; the other machine goes on alone (MIN is 1), counting a restart.
+TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
+  const int port = local::pick_free_port();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  const std::string finish = temp_path("finish_ctrl_c");
+  const std::string tmp = temp_path("elastic_ctrl_c_tmp");
+  ::mkdir(tmp.c_str(), 0700);
+  auto args = launcher(endpoint, "1:2", {"--rdzv_id=ctrlc", "--rdzv_last_call_s=30", "--max_restarts=1"},
+                       {kElasticProbe, finish});
+  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(listening(port, seconds(30)));
+  Subprocess b(args, {kToken, "TMPDIR=" + tmp}, /*merge_stderr=*/true);
+  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  b.send_signal(SIGINT);
+  Finished fb = b.finish(seconds(30));
+  EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
+  EXPECT_NE(fb.out.find("launch: got SIGINT: stopping 1 rank"), std::string::npos) << fb.out;
+  ASSERT_TRUE(a.wait_for_stdout("launch: rendezvous 'ctrlc' round 2: 1 machine (min 1, max 2)\n", 1, seconds(60)));
+  ASSERT_TRUE(a.wait_for_stdout(" of 1 (node 0, restart 1)", 1, seconds(60)));
+  std::ofstream(finish) << "done";
+  Finished fa = a.finish(seconds(60));
+  EXPECT_EQ(exit_code(fa), 0) << fa.out;
+  EXPECT_TRUE(std::regex_search(fa.out, std::regex(R"(round 1 ended: node \d \(127\.0\.0\.1\) left: interrupted \(SIGINT\); restart 1 of 1\n)")))
+      << fa.out;
+  DIR* dir = ::opendir(tmp.c_str());
+  int entries = 0;
+  while (dirent* e = dir ? ::readdir(dir) : nullptr) entries += e->d_name[0] == '.' ? 0 : 1;
+  if (dir) ::closedir(dir);
+  EXPECT_EQ(entries, 0) << "the interrupted launcher left files in TMPDIR";
   EXPECT_TRUE(no_orphan_running());
 }
 
