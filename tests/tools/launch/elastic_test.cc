@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "api/local_processes.h"
-#include "tests/testing/subprocess.h"
+#include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
 namespace testing {
@@ -26,25 +26,12 @@ namespace {
 
 using std::chrono::seconds;
 
-const std::string kLaunch = runfile("tools/launch/launch");
+const std::string kLaunch = launcher_path();
 const std::string kElasticProbe = runfile("tests/tools/launch/elastic_probe");
-const std::string kRankProbe = runfile("tests/tools/launch/rank_probe");
+const std::string kRankProbe = rank_probe_path();
 const std::string kToken = "DISTCOMM_STORE_TOKEN=elastic-test-token";
 
-class AdoptOrphans : public ::testing::Environment {
- public:
-  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
-};
 const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
-
-// Reaps what came to this process (ranks of a killed launcher, killed with it); true when
-// none of it still runs.
-bool no_orphan_running() {
-  pid_t r;
-  while ((r = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
-  }
-  return r == -1 && errno == ECHILD;
-}
 
 std::vector<std::string> launcher(const std::string& endpoint, const std::string& nnodes,
                                   std::vector<std::string> flags, std::vector<std::string> command) {
@@ -228,8 +215,7 @@ TEST(Elastic, BadFlagsAreRefusedBeforeAnythingStarts) {
 TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
   const int port = local::pick_free_port();
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
-  const std::string tmp = temp_path("elastic_tmp");
-  ::mkdir(tmp.c_str(), 0700);
+  const std::string tmp = fresh_tmpdir("elastic_tmp");
   Subprocess waiting(launcher(endpoint, "2:2", {"--rdzv_id=job7"}, {kRankProbe, "env"}), {kToken, "TMPDIR=" + tmp},
                      /*merge_stderr=*/true);
   ASSERT_TRUE(listening(port, seconds(30)));
@@ -257,11 +243,7 @@ TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
   EXPECT_EQ(exit_code(f), 128 + SIGINT) << f.out;
   EXPECT_NE(f.out.find("launch: got SIGINT during the rendezvous: leaving"), std::string::npos) << f.out;
   EXPECT_EQ(f.out.find("[rank"), std::string::npos) << "no rank started: " << f.out;
-  DIR* dir = ::opendir(tmp.c_str());
-  int entries = 0;
-  while (dirent* e = dir ? ::readdir(dir) : nullptr) entries += e->d_name[0] == '.' ? 0 : 1;
-  if (dir) ::closedir(dir);
-  EXPECT_EQ(entries, 0) << "the launcher left files in TMPDIR";
+  EXPECT_TRUE(entries_of(tmp).empty()) << "the launcher left files in TMPDIR";
   EXPECT_TRUE(no_orphan_running());
 }
 
@@ -271,8 +253,7 @@ TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
   const int port = local::pick_free_port();
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   const std::string finish = temp_path("finish_ctrl_c");
-  const std::string tmp = temp_path("elastic_ctrl_c_tmp");
-  ::mkdir(tmp.c_str(), 0700);
+  const std::string tmp = fresh_tmpdir("elastic_ctrl_c_tmp");
   auto args = launcher(endpoint, "1:2", {"--rdzv_id=ctrlc", "--rdzv_last_call_s=30", "--max_restarts=1"},
                        {kElasticProbe, finish});
   Subprocess a(args, {kToken}, /*merge_stderr=*/true);
@@ -291,11 +272,7 @@ TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
   EXPECT_EQ(exit_code(fa), 0) << fa.out;
   EXPECT_TRUE(std::regex_search(fa.out, std::regex(R"(round 1 ended: node \d \(127\.0\.0\.1\) left: interrupted \(SIGINT\); restart 1 of 1\n)")))
       << fa.out;
-  DIR* dir = ::opendir(tmp.c_str());
-  int entries = 0;
-  while (dirent* e = dir ? ::readdir(dir) : nullptr) entries += e->d_name[0] == '.' ? 0 : 1;
-  if (dir) ::closedir(dir);
-  EXPECT_EQ(entries, 0) << "the interrupted launcher left files in TMPDIR";
+  EXPECT_TRUE(entries_of(tmp).empty()) << "the interrupted launcher left files in TMPDIR";
   EXPECT_TRUE(no_orphan_running());
 }
 

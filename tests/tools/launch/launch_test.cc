@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "api/version.h"
-#include "tests/testing/subprocess.h"
+#include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
 namespace testing {
@@ -22,16 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const std::string kLaunch = runfile("tools/launch/launch");
-const std::string kProbe = runfile("tests/tools/launch/rank_probe");
-
-std::vector<std::string> launch(std::vector<std::string> flags, std::vector<std::string> command) {
-  std::vector<std::string> argv = {kLaunch};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
-  return argv;
-}
+const std::string kProbe = rank_probe_path();
 
 // The pids of "ready <pid> <grandchild>" lines: every rank and what it started.
 std::vector<pid_t> ready_pids(const std::string& out) {
@@ -44,13 +35,6 @@ std::vector<pid_t> ready_pids(const std::string& out) {
   return pids;
 }
 
-// The test process adopts what the launcher leaves behind (a child subreaper), so a rank or
-// a grandchild the launcher did not reap shows up here as a zombie instead of being reaped
-// quietly by init.
-class AdoptOrphans : public ::testing::Environment {
- public:
-  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
-};
 const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
 
 void expect_all_gone(const std::vector<pid_t>& pids) {

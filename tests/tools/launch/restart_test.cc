@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/testing/subprocess.h"
+#include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
 namespace testing {
@@ -20,26 +20,8 @@ namespace {
 
 using std::chrono::seconds;
 
-const std::string kLaunch = runfile("tools/launch/launch");
-const std::string kProbe = runfile("tests/tools/launch/rank_probe");
-
-std::vector<std::string> launch(std::vector<std::string> flags, std::vector<std::string> command) {
-  std::vector<std::string> argv = {kLaunch};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
-  return argv;
-}
-
-// Orphans the launcher failed to reap come to this process (a child subreaper): they show
-// up in no_child_left() instead of being reaped quietly by init.
-class AdoptOrphans : public ::testing::Environment {
- public:
-  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
-};
+const std::string kProbe = rank_probe_path();
 const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
-
-bool no_child_left() { return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
 
 struct Ready {
   pid_t pid, grandchild;
@@ -65,25 +47,6 @@ void expect_all_gone(const std::vector<Ready>& ready) {
 
 int count(const std::string& text, const std::regex& pattern) {
   return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), pattern), std::sregex_iterator()));
-}
-
-// An empty folder of its own, given to the launcher as TMPDIR: what is left there after the
-// job are files the launcher forgot.
-std::string fresh_tmpdir(const std::string& name) {
-  std::string dir = temp_path(name);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
-
-std::vector<std::string> entries_of(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return names;
 }
 
 TEST(Restart, AProgramThatFailsOnItsFirstAttemptFinishesWithOneRestart) {
@@ -117,7 +80,7 @@ TEST(Restart, AProgramThatFailsOnItsFirstAttemptFinishesWithOneRestart) {
   EXPECT_NE(*run_ids_after.begin(), first[0].run_id) << "a restart must be a new job to its ranks";
   EXPECT_NE(*ports_after.begin(), first[0].port) << "a restart must use a fresh store port";
   EXPECT_TRUE(entries_of(tmp).empty()) << "the launcher left files in TMPDIR";
-  EXPECT_TRUE(no_child_left());
+  EXPECT_TRUE(no_orphan_running());
 }
 
 TEST(Restart, EachAttemptHasAFreshTokenAndTheAttemptsDoNotShareFiles) {
@@ -149,7 +112,7 @@ TEST(Restart, AProgramThatAlwaysFailsGivesUpAfterNRestartsWithItsExitCode) {
   EXPECT_EQ(ready.size(), 6u) << "two ranks per attempt wait to be stopped: " << f.out;
   expect_all_gone(ready);
   EXPECT_TRUE(entries_of(tmp).empty()) << "the launcher left files in TMPDIR";
-  EXPECT_TRUE(no_child_left());
+  EXPECT_TRUE(no_orphan_running());
 }
 
 TEST(Restart, WithoutMaxRestartsAFailureStillEndsTheJob) {
@@ -179,7 +142,7 @@ TEST(Restart, CtrlCWhileStoppingForARestartEndsEverything) {
   EXPECT_EQ(ready.size(), 2u) << f.out;
   expect_all_gone(ready);
   EXPECT_TRUE(entries_of(tmp).empty()) << "the launcher left files in TMPDIR";
-  EXPECT_TRUE(no_child_left());
+  EXPECT_TRUE(no_orphan_running());
 }
 
 // Ctrl-C as soon as the restart is announced, while the new attempt's ranks are starting.
@@ -195,7 +158,7 @@ TEST(Restart, CtrlCJustAfterARestartBeganEndsEverything) {
   EXPECT_EQ(f.out.find("restart 2 of"), std::string::npos) << f.out;
   expect_all_gone(ready_lines(f.out));
   EXPECT_TRUE(entries_of(tmp).empty()) << "the launcher left files in TMPDIR";
-  EXPECT_TRUE(no_child_left());
+  EXPECT_TRUE(no_orphan_running());
 }
 
 TEST(Restart, LogsOfARestartedAttemptGoBesideTheFailedOnes) {

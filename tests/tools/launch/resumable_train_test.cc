@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/testing/subprocess.h"
+#include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
 namespace testing {
@@ -13,7 +13,7 @@ namespace {
 
 using std::chrono::seconds;
 
-const std::string kLaunch = runfile("tools/launch/launch");
+const std::string kLaunch = launcher_path();
 const std::string kTrain = runfile("examples/resumable_train");
 
 struct TrainingRun {
