@@ -1,7 +1,5 @@
 #include "launch/heartbeat.h"
 
-#include "api/local_processes.h"
-
 namespace distcomm {
 namespace launch {
 
@@ -25,13 +23,8 @@ void Heartbeat::set_id(const std::string& id) {
   id_ = id;
 }
 
-std::string Heartbeat::error() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_;
-}
-
 void Heartbeat::run(std::function<std::unique_ptr<Store>()> connect) {
-  // Nothing may escape this thread: a store error ends the beats and is kept.
+  // Nothing may escape this thread: a store error ends the beats.
   try {
     std::unique_ptr<Store> store = connect();
     std::unique_lock<std::mutex> lock(mu_);
@@ -43,8 +36,7 @@ void Heartbeat::run(std::function<std::unique_ptr<Store>()> connect) {
       wake_.wait_for(lock, interval_, [this] { return stop_; });
     }
   } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    error_ = local::describe_current_exception();
+    // Silence is what the others will see, as from a launcher that went away.
   }
 }
 

@@ -18,8 +18,9 @@ namespace launch {
 
 class Heartbeat {
  public:
-  // connect makes the thread's store client (called on the thread; a failure to connect
-  // or a store that goes away ends the beats, and is kept for error()).
+  // connect makes the thread's store client (called on the thread). A failure to connect,
+  // or a store that goes away, ends the beats: the launcher's own requests meet the same
+  // store and report it.
   Heartbeat(std::function<std::unique_ptr<Store>()> connect, std::string id, std::chrono::milliseconds interval);
   ~Heartbeat();  // stops beating
   Heartbeat(const Heartbeat&) = delete;
@@ -27,17 +28,14 @@ class Heartbeat {
 
   // Beats for another id from now on (a launcher taken for gone registers anew).
   void set_id(const std::string& id);
-  // Why the beats stopped, "" while they go on.
-  std::string error() const;
 
  private:
   void run(std::function<std::unique_ptr<Store>()> connect);
 
   const std::chrono::milliseconds interval_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable wake_;
   std::string id_;
-  std::string error_;
   bool stop_ = false;
   std::thread thread_;
 };

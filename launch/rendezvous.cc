@@ -225,13 +225,23 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
       if (has(state.round.members, self.id)) return state.round;
       // Running without this launcher: it waits for the next round, and says so, so that
       // the members can make room for it (a membership change) while they are below max.
+      if (finished()) return std::nullopt;
       if (end_of(r)) {
         next_round_after(r);
-      } else if (!waiting_registered) {
-        append(key + "/waiting", self.id);
-        waiting_registered = true;
+      } else {
+        if (!waiting_registered) {
+          append(key + "/waiting", self.id);
+          waiting_registered = true;
+        }
+        // The members end their round for this launcher, or when one of them fails; if
+        // every one of them has gone, nobody is left to: the waiting launcher does.
+        std::vector<std::string> ids;
+        for (const Member& m : state.round.members) ids.push_back(m.id);
+        liveness.observe(store_, ids);
+        if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return liveness.alive(id); })) {
+          end(r, {true, 1, "every machine of round " + std::to_string(r) + " went away"});
+        }
       }
-      if (finished()) return std::nullopt;
       const int now = current_round();
       if (now != r) {
         r = now;
