@@ -18,8 +18,9 @@
 //   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
 //                                     prints "victim <pid>" and waits to be killed;
 //                                     the others, once it has died (a zombie is dead), report
-//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, create
-//                                     <TEST_TMPDIR>/reported_<their rank> and exit with code 1
+//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, write
+//                                     their pid to <TEST_TMPDIR>/reported_<their rank> and
+//                                     exit with code 1
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
     report.unix_time_ns = distcomm::FailureReport::now_ns();
     report.message = "rank " + std::to_string(victim) + " died";
     std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
-    std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK")));
+    std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK"))) << ::getpid();
     return 1;
   }
   if (mode == "fail_first" && argc > 3) {
