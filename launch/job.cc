@@ -1,336 +1,97 @@
 #include "launch/job.h"
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
-#include <optional>
-#include <stdexcept>
-#include <vector>
+#include <cstdio>
 
-#include "api/failure_report.h"
 #include "api/local_processes.h"
 #include "api/write_fully.h"
-#include "launch/dump_request.h"
-#include "launch/output_pump.h"
-#include "launch/rank_environment.h"
-#include "launch/rank_process.h"
-#include "launch/signal_watch.h"
-
-extern char** environ;
 
 namespace distcomm {
 namespace launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Output written after the last rank exited (by processes they left behind, or still in
-// the pipes) is read for this long at most.
-constexpr std::chrono::milliseconds kDrainAfterExit{500};
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::string s = std::to_string(ms.count() / 1000.0);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s.pop_back();
-  return s + "s";
+std::string in_attempt_folder(const std::string& dir, int restarts) {
+  if (dir.empty() || restarts == 0) return dir;
+  return dir + "/attempt_" + std::to_string(restarts);
 }
 
-class Job {
- public:
-  explicit Job(const LaunchOptions& options) : options_(options), router_(options), pump_(router_) {}
-
-  JobResult run();
-
- private:
-  void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
-  void start_all(const std::string& path, int port);
-  void handle_signals();
-  // Reports the first rank among `exited` that failed (unless the job is stopping).
-  void reap(const std::vector<size_t>& exited);
-  // With a trace folder: asks the ranks still running for their dumps first (they are
-  // stopped once the dumps are written, or dump_wait has passed). Then terminate().
-  void begin_stop(const std::string& why);
-  // SIGTERM to every rank, SIGKILL at the deadline.
-  void terminate(const std::string& why);
-  // A folder for the trace dumps, and no timeline left from an earlier job.
-  void prepare_trace_files();
-  void kill_stragglers();
-  // After every rank has ended: the rank that failed first by time (its error file's time,
-  // else when its exit was seen) becomes the job's failure, and is named once more if the
-  // ranks' own reports change or add to what was said when the first failure was seen.
-  void name_first_failure();
-  // A folder for the ranks' error files (DISTCOMM_ERROR_FILE), removed by remove_error_files.
-  void make_error_dir();
-  void remove_error_files();
-  bool reap_leftovers();
-  int running_count() const;
-  int poll_timeout_ms() const;
-
-  const LaunchOptions options_;
-  OutputRouter router_;
-  OutputPump pump_;
-  SignalWatch signals_;
-  std::string error_dir_;
-  std::vector<RankProcess> ranks_;  // ranks_[i] is children_[i]
-  local::ChildSet children_;
-  JobResult result_;
-  bool stopping_ = false;
-  bool killed_ = false;
-  Clock::time_point kill_deadline_;
-  DumpRequest dumps_;
-  std::string stop_reason_;  // why, while the dumps are awaited
-};
-
-int Job::running_count() const { return children_.running(); }
-
-void Job::start_all(const std::string& path, int port) {
-  for (int local = 0; local < options_.nproc_per_node; ++local) {
-    const std::string error_file =
-        error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
-    std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
-    RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
-    p.error_file = error_file;
-    children_.add(local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true));
-    pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
-    pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
-    ranks_.push_back(p);
-  }
+// "rank 3 failed (exit code 1)"
+std::string failure_line(const JobResult& r) {
+  return "rank " + std::to_string(r.failed_rank) + " failed (" + r.how + ")";
 }
 
-void Job::begin_stop(const std::string& why) {
-  stopping_ = true;
-  if (!options_.trace_dir.empty()) {
-    std::vector<std::pair<int, pid_t>> running;
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      if (children_[i].running) running.emplace_back(ranks_[i].rank, children_[i].pid);
-    }
-    dumps_.ask(options_.trace_dir, running, options_.dump_wait);
-    if (dumps_.pending()) {
-      say(why + ": asking " + std::to_string(running.size()) + (running.size() == 1 ? " rank" : " ranks") +
-          " for a trace dump (SIGUSR1) into " + options_.trace_dir);
-      stop_reason_ = why;
-      return;  // terminate() once they are written (see run())
-    }
-  }
-  terminate(why);
-}
-
-void Job::prepare_trace_files() {
-  if (!options_.trace_dir.empty()) ::mkdir(options_.trace_dir.c_str(), 0755);  // may exist
-  if (!options_.timeline.empty()) ::unlink(options_.timeline.c_str());
-}
-
-void Job::terminate(const std::string& why) {
-  kill_deadline_ = Clock::now() + options_.grace_period;
-  int n = running_count();
-  if (n > 0) {
-    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
-        " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
-  }
-  // Ranks that already exited may have left processes in their group: stop those too.
-  children_.mark_stopped();
-  children_.signal(SIGTERM);
-}
-
-void Job::name_first_failure() {
-  std::vector<std::optional<FailureReport>> reports(ranks_.size());
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    if (!ranks_[i].error_file.empty()) reports[i] = FailureReport::read(ranks_[i].error_file);
-  }
-  const int first = children_.first_failure([&](size_t i) -> std::optional<int64_t> {
-    if (reports[i]) return reports[i]->unix_time_ns;
-    return std::nullopt;
-  });
-  if (first < 0 || result_.interrupted_by != 0) return;
-  const RankProcess* cause = &ranks_[static_cast<size_t>(first)];
-  const local::Child& process = children_[static_cast<size_t>(first)];
-  const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
-  const bool seen_first = cause->rank == result_.failed_rank;
-  result_.failed_rank = cause->rank;
-  result_.exit_code = local::shell_exit_code(process.status);
-  result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
-                    ", pid " + std::to_string(process.pid) + ") failed first (" +
-                    local::describe_wait_status(process.status) + ")" +
-                    (cause_report ? ": " + cause_report->message : std::string());
-  // The rank printed its own error; say it again only when it was not the first one seen.
-  if (!seen_first) say(result_.failure);
-}
-
-void Job::make_error_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/distcomm-launch-XXXXXX";
-  // Without a folder the ranks report nothing, and the first failure seen is the cause.
-  if (::mkdtemp(pattern.data()) != nullptr) error_dir_ = pattern;
-}
-
-void Job::remove_error_files() {
-  if (error_dir_.empty()) return;
-  for (const RankProcess& p : ranks_) {
-    if (!p.error_file.empty()) ::unlink(p.error_file.c_str());
-  }
-  ::rmdir(error_dir_.c_str());
-}
-
-void Job::kill_stragglers() {
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    if (children_[i].running) say("rank " + std::to_string(ranks_[i].rank) + " is still running: SIGKILL");
-  }
-  children_.signal(SIGKILL);
-  killed_ = true;
-}
-
-void Job::handle_signals() {
-  for (int sig : signals_.take()) {
-    if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
-    if (!stopping_) {
-      result_.interrupted_by = sig;
-      begin_stop("got " + local::signal_name(sig));
-    } else if (!killed_) {
-      // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
-      kill_stragglers();
-    }
-  }
-}
-
-void Job::reap(const std::vector<size_t>& exited) {
-  for (size_t i : exited) {
-    const RankProcess& p = ranks_[i];
-    const int status = children_[i].status;
-    if (local::exited_cleanly(status) || stopping_) continue;
-    result_.failed_rank = p.rank;
-    result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
-                      ", pid " + std::to_string(children_[i].pid) + ") failed: " + local::describe_wait_status(status);
-    result_.exit_code = local::shell_exit_code(status);
-    say(result_.failure);
-    std::string log = router_.log_path(p.rank);
-    if (!log.empty()) say("its output is in " + log);
-    begin_stop("rank " + std::to_string(p.rank) + " failed");
-  }
-}
-
-// Processes a rank started and left behind when it exited come to the launcher (a child
-// subreaper) and keep the rank's process group. Reaps those that ended; true while some of
-// them live. Only groups of ranks already reaped are waited on, so that a rank's own exit
-// status is never taken here.
-bool Job::reap_leftovers() {
-  bool alive = false;
-  for (size_t i = 0; i < children_.size(); ++i) {
-    if (children_[i].running) continue;
-    pid_t r;
-    while ((r = ::waitpid(-children_[i].pid, nullptr, WNOHANG)) > 0) {
-    }
-    if (r == 0) alive = true;
-  }
-  return alive;
-}
-
-int Job::poll_timeout_ms() const {
-  if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
-  if (stopping_ && !killed_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
-    return static_cast<int>(std::max<int64_t>(0, left.count()));
-  }
-  // SIGCHLD wakes the poll; the timeout only guards against a lost wake-up.
-  return 1000;
-}
-
-JobResult Job::run() {
-  // Orphans of the ranks are reparented to the launcher, which can then reap them, instead
-  // of to init, which may leave them as zombies for a while.
-  int was_subreaper = 0;
-  ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct RestoreSubreaper {
-    int value;
-    ~RestoreSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, value); }
-  } restore{was_subreaper};
-  std::string path = find_program(options_.command[0], options_.working_dir);
-  result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
-  make_error_dir();
-  prepare_trace_files();
-  struct RemoveErrorFiles {
-    Job* job;
-    ~RemoveErrorFiles() { job->remove_error_files(); }
-  } remove{this};
-  try {
-    start_all(path, result_.master_port);
-  } catch (...) {
-    children_.kill_all();
-    throw;
-  }
-
-  Clock::time_point drain_deadline;
-  while (true) {
-    int running = running_count();
-    bool leftovers = reap_leftovers();
-    // A stopped job ends when its last process does; after a clean exit the launcher does
-    // not wait for daemons the ranks chose to leave running.
-    if (running == 0 && !(stopping_ && leftovers)) {
-      if (drain_deadline == Clock::time_point()) drain_deadline = Clock::now() + kDrainAfterExit;
-      if (pump_.all_closed() || Clock::now() >= drain_deadline) break;
-    }
-    std::vector<pollfd> fds = pump_.poll_set();
-    fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
-    const int timeout = running == 0 ? 50 : poll_timeout_ms();
-    // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
-    const std::vector<size_t> exited = children_.poll(std::chrono::milliseconds(timeout), &fds);
-    for (const pollfd& p : fds) {
-      if (p.fd != signals_.fd() && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
-    }
-    handle_signals();
-    reap(exited);
-    if (dumps_.pending()) {
-      const bool done = dumps_.finished([&](int rank) {
-        for (size_t i = 0; i < ranks_.size(); ++i) {
-          if (ranks_[i].rank == rank) return children_[i].running;
-        }
-        return false;
-      });
-      if (done) {
-        if (!dumps_.missing().empty()) {
-          std::string list;
-          for (int r : dumps_.missing()) list += (list.empty() ? "" : ", ") + std::to_string(r);
-          say("no trace dump from rank(s) " + list);
-        }
-        terminate(stop_reason_);
-      }
-    } else if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
-      kill_stragglers();
-    }
-  }
-  pump_.close_all();
-  name_first_failure();
-  if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
-  return result_;
+// "0.4 s"
+std::string tenths_text(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
 }
 
 }  // namespace
 
+LaunchOptions attempt_options(const LaunchOptions& job, int restarts) {
+  LaunchOptions o = job;
+  o.restart_count = restarts;
+  o.log_dir = in_attempt_folder(job.log_dir, restarts);
+  o.trace_dir = in_attempt_folder(job.trace_dir, restarts);
+  if (!job.timeline.empty() && restarts > 0) {
+    const size_t slash = job.timeline.find_last_of('/');
+    size_t dot = job.timeline.find_last_of('.');
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = job.timeline.size();
+    o.timeline = job.timeline.substr(0, dot) + ".attempt_" + std::to_string(restarts) + job.timeline.substr(dot);
+  }
+  return o;
+}
+
+JobIdentity attempt_identity(const JobIdentity& given, int restarts) {
+  JobIdentity fresh = new_job_identity();
+  if (!given.run_id.empty()) fresh.run_id = restarts == 0 ? given.run_id : given.run_id + "-restart" + std::to_string(restarts);
+  if (restarts == 0 && !given.token.empty()) fresh.token = given.token;
+  return fresh;
+}
+
 JobResult run_job(const LaunchOptions& options) {
   validate(options);
-  LaunchOptions with_identity = options;
-  if (options.nnodes == 1) {
-    // The launcher starts every rank of the job: it can give the job its own identity.
-    const JobIdentity fresh = new_job_identity();
-    if (with_identity.identity.run_id.empty()) with_identity.identity.run_id = fresh.run_id;
-    if (with_identity.identity.token.empty()) with_identity.identity.token = fresh.token;
-  } else if (options.identity.token.empty()) {
-    write_fully(2, options.tag + ": warning: --nnodes=" + std::to_string(options.nnodes) + " without " +
-                       kStoreTokenVariable + ": the job's store is unauthenticated; give every machine's "
-                       "launcher the same " + kRunIdVariable + " and " + kStoreTokenVariable +
-                       " in its environment\n");
+  auto say = [&](const std::string& message) { write_fully(2, options.tag + ": " + message + "\n"); };
+  if (options.nnodes > 1 && options.identity.token.empty()) {
+    say("warning: --nnodes=" + std::to_string(options.nnodes) + " without " + kStoreTokenVariable +
+        ": the job's store is unauthenticated; give every machine's launcher the same " + kRunIdVariable + " and " +
+        kStoreTokenVariable + " in its environment");
   }
-  Job job(with_identity);
-  return job.run();
+  // One watch for every attempt: a Ctrl-C between two attempts is not lost.
+  SignalWatch signals;
+  JobResult result;
+  for (int restarts = 0;; ++restarts) {
+    LaunchOptions attempt = attempt_options(options, restarts);
+    // The launcher starts every rank of a single-machine job: it gives each attempt its
+    // own identity. Across machines (static mode, no restarts) every launcher was given one.
+    if (options.nnodes == 1) attempt.identity = attempt_identity(options.identity, restarts);
+    if (restarts > 0) {
+      say(failure_line(result) + "; restart " + std::to_string(restarts) + " of " +
+          std::to_string(options.max_restarts) + " in " +
+          tenths_text(std::chrono::steady_clock::now() - result.stop_began));
+    }
+    result = run_attempt(attempt, signals);
+    const bool failed = result.exit_code != 0 && result.interrupted_by == 0 && result.failed_rank >= 0;
+    if (!failed || options.max_restarts == 0) break;
+    int sig = result.signal_while_stopping;
+    for (int s : signals.take()) {
+      if (sig == 0 && (s == SIGINT || s == SIGTERM || s == SIGHUP)) sig = s;
+    }
+    if (sig != 0) {
+      say("got " + local::signal_name(sig) + " while stopping after the failure: no restart");
+      result.interrupted_by = sig;
+      result.exit_code = 128 + sig;
+      break;
+    }
+    if (restarts == options.max_restarts) {
+      say(failure_line(result) + "; gave up after " + std::to_string(restarts) +
+          (restarts == 1 ? " restart" : " restarts") + " (--max_restarts=" + std::to_string(options.max_restarts) + ")");
+      break;
+    }
+  }
+  return result;
 }
 
 }  // namespace launch

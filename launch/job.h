@@ -1,37 +1,38 @@
-// Running a whole job: start the ranks, carry their output, watch them, stop them.
+// Running a whole job on this machine: its first attempt, and with --max_restarts the
+// attempts that follow a failure.
 #pragma once
 
 #include <string>
 
+#include "launch/attempt.h"
 #include "launch/launch_options.h"
 
 namespace distcomm {
 namespace launch {
 
-struct JobResult {
-  // What the launcher should exit with: 0 when every rank exited 0; else the exit code of
-  // the rank that failed first (128 + signal number for a signal); 128 + signal when the
-  // launcher itself was interrupted.
-  int exit_code = 0;
-  // The rank that failed first, -1 if none: by the time in its error file (the ranks get
-  // DISTCOMM_ERROR_FILE; run_main writes it), else the first seen failing. In a cascade
-  // the rank that failed first is the cause, even when another one's exit was seen first.
-  int failed_rank = -1;
-  std::string failure;      // "rank 1 (local rank 1, pid 7) failed: exit code 3", "" if none
-  int interrupted_by = 0;   // SIGINT/SIGTERM/SIGHUP that stopped the job, 0 if none
-  int master_port = 0;      // the port every rank was given
-};
-
-// Starts options.nproc_per_node ranks of options.command, each with its rank in the
-// environment, and pumps their output line by line until they have all exited. When a
-// rank exits non-zero or dies on a signal, or the launcher gets SIGINT/SIGTERM/SIGHUP, it
-// says so on stderr ("<tag>: ...") and stops every rank's process group: SIGTERM, then
-// SIGKILL after options.grace_period (at once on a second Ctrl-C). Every rank is reaped
-// before it returns: no zombie is left.
+// Runs the job's first attempt (run_attempt). When a rank fails and options.max_restarts
+// allows, the attempt's ranks are stopped as without restarts (trace dumps included), and
+// the job starts again, up to max_restarts times, saying "<tag>: rank 3 failed (exit code
+// 1); restart 1 of 3 in 0.4 s" (the time since the failure was seen). Each attempt is a new
+// job to its ranks: a fresh identity and port (restart_identity), its own error files,
+// and its logs and dumps beside the failed attempt's (attempt_options), never over them.
+// After the last allowed restart fails, it says it gave up and returns that failure.
+// SIGINT/SIGTERM/SIGHUP at any point ends the job: no restart follows.
 //
 // Throws std::invalid_argument for bad options and std::runtime_error when the job cannot
 // start; in both cases no rank is left running.
 JobResult run_job(const LaunchOptions& options);
+
+// The options of an attempt after `restarts` restarts. The first attempt's are the job's
+// own; a later attempt writes its logs to <log_dir>/attempt_<n>/, its dumps to
+// <trace_dir>/attempt_<n>/ and its timeline to <timeline stem>.attempt_<n><ext>, so that
+// the failed attempt's evidence stays where it was.
+LaunchOptions attempt_options(const LaunchOptions& job, int restarts);
+
+// The identity of one attempt on a single machine, made here for every attempt: a fresh
+// token (a rank of a failed attempt cannot authenticate to the next one's store) and run
+// id. A run id the user gave names the first attempt, and "<it>-restart<n>" the later ones.
+JobIdentity attempt_identity(const JobIdentity& given, int restarts);
 
 }  // namespace launch
 }  // namespace distcomm

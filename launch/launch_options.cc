@@ -55,6 +55,14 @@ void validate(const LaunchOptions& o) {
              "no such rank in a world of " + std::to_string(o.world_size()));
     }
   }
+  if (o.max_restarts < 0) {
+    reject("max_restarts", std::to_string(o.max_restarts), "must be >= 0 (0: a failure ends the job)");
+  }
+  if (o.max_restarts > 0 && o.nnodes > 1) {
+    reject("max_restarts", std::to_string(o.max_restarts),
+           "with --nnodes=" + std::to_string(o.nnodes) + " the launchers of the machines must agree on "
+           "each restart: give them --rdzv_endpoint (elastic mode)");
+  }
   if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
   if (o.dump_wait.count() < 0) reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0), "must be >= 0");
   if (o.grace_period.count() < 0) reject("grace_period_s", std::to_string(o.grace_period.count() / 1000.0), "must be >= 0");

@@ -55,11 +55,26 @@ struct LaunchOptions {
   std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;
+  // After a rank fails, stop the others and start the job again, up to this many times,
+  // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
+  int max_restarts = 0;
+  // Which attempt this is (0: the first): exported as DISTCOMM_RESTART_COUNT and
+  // TORCHELASTIC_RESTART_COUNT. Set by the launcher for each attempt, not by the user.
+  int restart_count = 0;
   // Name used in the launcher's own messages ("launch: rank 1 exited with exit code 3").
   std::string tag = "launch";
 
-  int world_size() const { return nnodes * nproc_per_node; }
-  int global_rank(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
+  // Elastic jobs (elastic_agent.h): the rendezvous gives this machine's first rank and the
+  // world size, since machines may run different numbers of ranks; -1: from node_rank and
+  // nnodes. rdzv_id, when set, is exported as TORCHELASTIC_RUN_ID.
+  int first_rank = -1;
+  int total_ranks = -1;
+  std::string rdzv_id;
+
+  int world_size() const { return total_ranks >= 0 ? total_ranks : nnodes * nproc_per_node; }
+  int global_rank(int local_rank) const {
+    return (first_rank >= 0 ? first_rank : node_rank * nproc_per_node) + local_rank;
+  }
 };
 
 // Throws std::invalid_argument naming the flag and the bad value, before anything starts.

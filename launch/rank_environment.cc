@@ -35,10 +35,17 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(master_port)},
+      // Which attempt this is, under distcomm's name and torchrun's (programs written
+      // against torchrun read the latter), and how many restarts the job allows.
+      {kRestartCountVariable, std::to_string(options.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(options.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
   };
   if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
+  if (!options.rdzv_id.empty()) ours["TORCHELASTIC_RUN_ID"] = options.rdzv_id;
   if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;
   if (!options.identity.token.empty()) ours[kStoreTokenVariable] = options.identity.token;
   if (!error_file.empty()) ours[kErrorFileVariable] = error_file;

@@ -4,23 +4,27 @@
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
 // its output lines reach the terminal prefixed with "[rank R]". If a rank fails, the launcher
-// says which and how, stops the others and exits non-zero; Ctrl-C stops the whole job.
+// says which and how, stops the others and exits non-zero, or with --max_restarts=N starts
+// the job again (up to N times); Ctrl-C stops the whole job.
 #include <gflags/gflags.h>
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "api/version.h"
+#include "launch/elastic_agent.h"
 #include "launch/job.h"
 #include "launch/launch_options.h"
 
 DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
-DEFINE_int32(nnodes, 1, "machines in the job (each runs its own launcher)");
+DEFINE_string(nnodes, "1", "machines in the job (each runs its own launcher): N, or MIN:MAX for an elastic job "
+              "(needs --rdzv_endpoint)");
 DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
 DEFINE_string(master_addr, "127.0.0.1", "host where rank 0 serves the store");
 DEFINE_int32(master_port, 0, "port of rank 0's store; 0: pick a free one (single machine only)");
@@ -32,6 +36,16 @@ DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
+DEFINE_string(rdzv_endpoint, "", "elastic job: HOST[:PORT] (default port 29400) of the rendezvous store, which the "
+              "launcher on HOST serves; every machine's launcher gives the same (and the same DISTCOMM_STORE_TOKEN "
+              "in its environment)");
+DEFINE_string(rdzv_id, "none", "elastic job: the job's name; launchers of another job are refused by the store");
+DEFINE_double(rdzv_last_call_s, 30.0, "elastic job: once MIN machines have joined a round, how long to wait for more");
+DEFINE_double(rdzv_timeout_s, 600.0, "elastic job: how long to try reaching the endpoint, and to wait for MIN machines");
+DEFINE_string(local_addr, "", "elastic job: the address other machines reach this one at (default: the one that "
+              "routes to the endpoint)");
+DEFINE_int32(max_restarts, 0, "when a rank fails, stop the others and start the job again, up to this many times "
+             "(each rank sees DISTCOMM_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT); 0: a failure ends the job");
 DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this Chrome trace JSON file "
               "(DISTCOMM_TIMELINE; tools/trace timeline FILE --svg OUT draws it)");
 
@@ -70,7 +84,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   distcomm::launch::LaunchOptions o;
   o.command = std::move(command);
   o.nproc_per_node = FLAGS_nproc_per_node;
-  o.nnodes = FLAGS_nnodes;
+  o.nnodes = distcomm::launch::parse_nnodes(FLAGS_nnodes).first;
   o.node_rank = FLAGS_node_rank;
   o.master_addr = FLAGS_master_addr;
   o.master_port = FLAGS_master_port;
@@ -80,6 +94,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.log_dir = FLAGS_log_dir;
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
+  o.max_restarts = FLAGS_max_restarts;
   o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
@@ -93,6 +108,30 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
 // --help lists the launcher's own flags, not those of every library linked in (gflags'
 // --help would), and --version prints distcomm's. Only the launcher's part of the command
 // line counts: `launch -- prog --help` asks the program.
+std::chrono::milliseconds ms_of(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
+
+// The elastic options, when the flags ask for an elastic job (--rdzv_endpoint); a range of
+// machines without an endpoint is refused.
+std::optional<distcomm::launch::ElasticOptions> elastic_from_flags() {
+  const auto [min, max] = distcomm::launch::parse_nnodes(FLAGS_nnodes);
+  if (FLAGS_rdzv_endpoint.empty()) {
+    if (min != max) {
+      throw std::invalid_argument("--nnodes=" + FLAGS_nnodes + ": a range of machines is an elastic job: give every "
+                                  "launcher the same --rdzv_endpoint=HOST:PORT");
+    }
+    return std::nullopt;
+  }
+  distcomm::launch::ElasticOptions e;
+  e.min_nodes = min;
+  e.max_nodes = max;
+  distcomm::launch::parse_endpoint(FLAGS_rdzv_endpoint, &e);
+  e.rdzv_id = FLAGS_rdzv_id;
+  e.last_call = ms_of(FLAGS_rdzv_last_call_s);
+  e.timeout = ms_of(FLAGS_rdzv_timeout_s);
+  e.local_addr = FLAGS_local_addr;
+  return e;
+}
+
 bool print_help_or_version(int flag_argc, char** argv) {
   for (int i = 1; i < flag_argc; ++i) {
     const std::string arg = argv[i];
@@ -130,7 +169,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    distcomm::launch::JobResult result = distcomm::launch::run_job(options_from_flags(std::move(command)));
+    distcomm::launch::LaunchOptions options = options_from_flags(std::move(command));
+    const std::optional<distcomm::launch::ElasticOptions> elastic = elastic_from_flags();
+    const distcomm::launch::JobResult result =
+        elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << e.what() << "\n(usage: launch [flags] -- program [args...]; launch --help lists the flags)\n";

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "api/version.h"
-#include "tests/testing/subprocess.h"
+#include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
 namespace testing {
@@ -22,16 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const std::string kLaunch = runfile("tools/launch/launch");
-const std::string kProbe = runfile("tests/tools/launch/rank_probe");
-
-std::vector<std::string> launch(std::vector<std::string> flags, std::vector<std::string> command) {
-  std::vector<std::string> argv = {kLaunch};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
-  return argv;
-}
+const std::string kProbe = rank_probe_path();
 
 // The pids of "ready <pid> <grandchild>" lines: every rank and what it started.
 std::vector<pid_t> ready_pids(const std::string& out) {
@@ -44,13 +35,6 @@ std::vector<pid_t> ready_pids(const std::string& out) {
   return pids;
 }
 
-// The test process adopts what the launcher leaves behind (a child subreaper), so a rank or
-// a grandchild the launcher did not reap shows up here as a zombie instead of being reaped
-// quietly by init.
-class AdoptOrphans : public ::testing::Environment {
- public:
-  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
-};
 const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
@@ -110,6 +94,37 @@ TEST(Launch, TheRankThatFailedFirstIsTheCause) {
   EXPECT_EQ(exit_code(f), 5) << "the launcher exits with the first failure's code: " << f.err;
   EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("failed first (exit code 5): the cause"), std::string::npos) << f.err;
+}
+
+// Rank 1 is killed from outside while the launcher cannot run (stopped); the others notice
+// its death and report it, with times before the launcher sees any exit. The launcher must
+// still name rank 1, whose death came first, not one of the ranks that reported it.
+TEST(Launch, ARankKilledFromOutsideIsTheCauseOfTheReportsAboutIt) {
+  Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "victim", "1"}));
+  ASSERT_TRUE(p.wait_for_stdout("victim ", 1, seconds(30)));
+  const pid_t victim = std::stoi(read_file(temp_path("victim_pid")));
+  p.send_signal(SIGSTOP);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  // Until both reporters have exited (zombies the stopped launcher has not reaped): the
+  // launcher then sees all three exits at once, and must pick the cause by time.
+  for (int rank : {0, 2}) {
+    const std::string reported = temp_path("reported_" + std::to_string(rank));
+    const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+    auto exited = [&] {
+      const std::string pid = read_file(reported);
+      if (pid.empty()) return false;
+      std::ifstream stat("/proc/" + pid + "/stat");
+      std::string field, name, state;
+      return !(stat >> field >> name >> state) || state == "Z";
+    };
+    while (!exited() && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+    ASSERT_TRUE(exited()) << "rank " << rank << " never reported the death and exited";
+  }
+  p.send_signal(SIGCONT);
+  Finished f = p.finish(seconds(30));
+  EXPECT_EQ(exit_code(f), 128 + SIGKILL) << f.err;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(rank 1 \(local rank 1, pid \d+\) failed first \(signal SIGKILL)")))
+      << f.err;
 }
 
 TEST(Launch, RankKilledBySignalIsNamed) {
@@ -245,6 +260,8 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
            {{"--ranks_filter=0,x"}, "'x' is not a rank"},
            {{"--nproc_per_node=2", "--ranks_filter=2"}, "--ranks_filter=2: no such rank in a world of 2"},
            {{"--tee"}, "--tee=true: tee copies output to --log_dir"},
+           {{"--max_restarts=-1"}, "--max_restarts=-1: must be >= 0"},
+           {{"--nnodes=2", "--master_port=1234", "--max_restarts=1"}, "--max_restarts=1: with --nnodes=2 the launchers"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launch/elastic_options.h"
+#include "launch/job.h"
 #include "launch/launch_options.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
@@ -105,6 +107,47 @@ TEST(RankEnvironment, PlacesTheRankInTheWholeJobAndOverridesStaleValues) {
   EXPECT_EQ(get(env, "PATH"), "/bin");
   EXPECT_EQ(get(env, "OMPI_COMM_WORLD_RANK"), "<unset>");
   EXPECT_EQ(get(env, "SLURM_PROCID"), "<unset>");
+}
+
+TEST(ElasticOptions, NnodesIsANumberOrARange) {
+  EXPECT_EQ(parse_nnodes("4"), std::make_pair(4, 4));
+  EXPECT_EQ(parse_nnodes("1:3"), std::make_pair(1, 3));
+  EXPECT_EQ(parse_nnodes("2:2"), std::make_pair(2, 2));
+  for (const char* bad : {"", "3:2", "0", ":3", "1:", "a:b", "1:2:3", "-1:2"}) {
+    EXPECT_THROW(parse_nnodes(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(ElasticOptions, EndpointsWithAndWithoutPort) {
+  ElasticOptions o;
+  parse_endpoint("node0.example.com:29500", &o);
+  EXPECT_EQ(o.endpoint_host, "node0.example.com");
+  EXPECT_EQ(o.endpoint_port, 29500);
+  parse_endpoint("node0", &o);
+  EXPECT_EQ(o.endpoint_port, kDefaultRendezvousPort);
+  parse_endpoint("[::1]:1234", &o);
+  EXPECT_EQ(o.endpoint_host, "::1");
+  EXPECT_EQ(o.endpoint_port, 1234);
+  for (const char* bad : {"", ":29500", "host:0", "host:70000", "host:x", "::1:5", "[::1"}) {
+    EXPECT_THROW(parse_endpoint(bad, &o), std::invalid_argument) << bad;
+  }
+}
+
+TEST(AttemptOptions, ARestartedAttemptKeepsTheFailedOnesFiles) {
+  LaunchOptions job;
+  job.log_dir = "/logs";
+  job.trace_dir = "/traces";
+  job.timeline = "/out/run.v1/timeline.json";
+  LaunchOptions first = attempt_options(job, 0);
+  EXPECT_EQ(first.log_dir, "/logs");
+  EXPECT_EQ(first.timeline, "/out/run.v1/timeline.json");
+  LaunchOptions third = attempt_options(job, 2);
+  EXPECT_EQ(third.restart_count, 2);
+  EXPECT_EQ(third.log_dir, "/logs/attempt_2");
+  EXPECT_EQ(third.trace_dir, "/traces/attempt_2");
+  EXPECT_EQ(third.timeline, "/out/run.v1/timeline.attempt_2.json");
+  job.timeline = "/out/run.v1/timeline";
+  EXPECT_EQ(attempt_options(job, 1).timeline, "/out/run.v1/timeline.attempt_1");
 }
 
 }  // namespace

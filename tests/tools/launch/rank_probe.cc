@@ -3,13 +3,24 @@
 //   rank_probe env                    print this rank's launch variables on one line
 //   rank_probe wait [ignore_term]     start a grandchild, print "ready <pid> <grandchild pid>",
 //                                     then wait to be stopped (ignoring SIGTERM if asked)
-//   rank_probe fail <rank> <code>     like wait, but that rank exits with code once ready
+//   rank_probe fail <rank> <code> [ignore_term]
+//                                     like wait (the others ignoring SIGTERM if asked), but
+//                                     that rank exits with code once every rank is ready
+//   rank_probe fail_first <rank> <code>
+//                                     on the job's first attempt (DISTCOMM_RESTART_COUNT 0)
+//                                     as fail; on a restarted attempt as env
 //   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
 //                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
 //                                     the others exit with code 1 as soon as it has reported
+//   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
+//                                     prints "victim <pid>" and waits to be killed;
+//                                     the others, once it has died (a zombie is dead), report
+//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, write
+//                                     their pid to <TEST_TMPDIR>/reported_<their rank> and
+//                                     exit with code 1
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -42,7 +53,8 @@ void write_text(int fd, const std::string& s) {
 void print_env() {
   std::string line;
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                           "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK"}) {
+                           "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK", "DISTCOMM_RESTART_COUNT",
+                           "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "DISTCOMM_RUN_ID"}) {
     line += std::string(line.empty() ? "" : " ") + name + "=" + env_str(name);
   }
   char cwd[4096];
@@ -79,9 +91,20 @@ void wait_for_the_others_to_be_ready() {
   if (grandchild == 0) {
     for (;;) ::pause();
   }
-  write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + "\n");
+  // The job's identity after the pids: a restarted attempt must have a new one.
+  write_text(1, "ready " + std::to_string(::getpid()) + " " + std::to_string(grandchild) + " run " +
+                    env_str("DISTCOMM_RUN_ID") + " token " + env_str("DISTCOMM_STORE_TOKEN").substr(0, 12) + " port " +
+                    env_str("MASTER_PORT") + "\n");
   std::ofstream(ready_file(env_int("RANK")));  // after the line: it is in the launcher's pipe by then
   for (;;) ::pause();
+}
+
+// Whether the process whose /proc/<pid>/stat this is has ended (a zombie, or reaped).
+bool process_is_dead(const std::string& stat_path) {
+  std::ifstream stat(stat_path);
+  std::string pid, name, state;
+  if (!(stat >> pid >> name >> state)) return true;
+  return state == "Z" || state == "X";
 }
 
 void print_lines(int n) {
@@ -129,8 +152,36 @@ int main(int argc, char** argv) {
     while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
     return 1;
   }
+  if (mode == "victim" && argc > 2) {
+    const int victim = std::atoi(argv[2]);
+    if (env_int("RANK") == victim) {
+      std::ofstream(ready_file(victim) + ".tmp") << ::getpid();
+      ::rename((ready_file(victim) + ".tmp").c_str(), ready_file(victim).c_str());
+      std::ofstream(env_str("TEST_TMPDIR") + "/victim_pid.tmp") << ::getpid();
+      ::rename((env_str("TEST_TMPDIR") + "/victim_pid.tmp").c_str(), (env_str("TEST_TMPDIR") + "/victim_pid").c_str());
+      write_text(1, "victim " + std::to_string(::getpid()) + "\n");
+      for (;;) ::pause();
+    }
+    while (::access(ready_file(victim).c_str(), F_OK) != 0) ::usleep(1000);
+    std::string pid;
+    std::ifstream(ready_file(victim)) >> pid;
+    while (!process_is_dead("/proc/" + pid + "/stat")) ::usleep(1000);
+    distcomm::FailureReport report;
+    report.unix_time_ns = distcomm::FailureReport::now_ns();
+    report.message = "rank " + std::to_string(victim) + " died";
+    std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
+    std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK"))) << ::getpid();
+    return 1;
+  }
+  if (mode == "fail_first" && argc > 3) {
+    if (env_int("DISTCOMM_RESTART_COUNT") > 0) {
+      print_env();
+      return 0;
+    }
+    mode = "fail";
+  }
   if ((mode == "fail" || mode == "signal") && argc > 3) {
-    if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(false);
+    if (env_int("RANK") != std::atoi(argv[2])) wait_to_be_stopped(argc > 4 && std::string(argv[4]) == "ignore_term");
     wait_for_the_others_to_be_ready();
     if (mode == "fail") return std::atoi(argv[3]);
     rlimit no_core{0, 0};

@@ -1,0 +1,194 @@
+// EXAMPLE CODE: see checkpoint.h for the format.
+#include "examples/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include <distcomm/api/dtype.h>
+
+namespace examples {
+namespace {
+
+constexpr char kMagic[] = "distcomm-checkpoint 1";
+constexpr char kSuffix[] = ".ckpt";
+constexpr char kTempMarker[] = ".tmp";
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error("checkpoint " + path + ": " + what);
+}
+
+[[noreturn]] void fail_errno(const std::string& path, const std::string& what) {
+  fail(path, what + ": " + std::strerror(errno));
+}
+
+void write_all(int fd, const std::string& path, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail_errno(path, "write");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// The step of a file named step_<N>.ckpt, or -1.
+int64_t step_of(const std::string& name) {
+  const std::string prefix = "step_";
+  const std::string suffix = kSuffix;
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+}  // namespace
+
+const distcomm::Tensor& Checkpoint::at(const std::string& name) const {
+  std::string names;
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return t;
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  throw std::runtime_error("checkpoint of step " + std::to_string(step) + " has no tensor '" + name + "' (it has " +
+                           names + ")");
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step_%010lld", static_cast<long long>(step));
+  return dir + "/" + name + kSuffix;
+}
+
+void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail_errno(dir, "cannot create the folder");
+  const std::string path = checkpoint_path(dir, checkpoint.step);
+  // In the same folder: rename() is atomic only within one file system.
+  const std::string temp = path + kTempMarker + "." + std::to_string(::getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_errno(temp, "cannot create");
+  try {
+    std::ostringstream header;
+    header << kMagic << "\nstep " << checkpoint.step << "\ntensors " << checkpoint.tensors.size() << "\n";
+    write_all(fd, temp, header.str().data(), header.str().size());
+    for (const auto& [name, t] : checkpoint.tensors) {
+      if (name.empty() || name.find_first_of(" \n") != std::string::npos) fail(path, "bad tensor name '" + name + "'");
+      std::ostringstream line;
+      line << name << " " << distcomm::dtype_name(t.dtype()) << " " << t.dim();
+      for (int64_t d : t.shape()) line << " " << d;
+      line << " " << t.nbytes() << "\n";
+      write_all(fd, temp, line.str().data(), line.str().size());
+      write_all(fd, temp, t.data(), t.nbytes());
+      write_all(fd, temp, "\n", 1);
+    }
+    write_all(fd, temp, "end\n", 4);
+    // The data must be on disk before the name points at it, or a crash right after the
+    // rename could leave a complete name over incomplete contents.
+    if (::fsync(fd) != 0) fail_errno(temp, "fsync");
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) fail_errno(temp, "close");
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    errno = err;
+    fail_errno(path, "rename");
+  }
+  // And the rename itself must reach the disk: sync the folder's entry.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) fail_errno(path, "cannot open");
+  struct Closer {
+    FILE* f;
+    ~Closer() { std::fclose(f); }
+  } closer{f};
+  auto line = [&](const char* what) {
+    std::string s;
+    int c;
+    while ((c = std::fgetc(f)) != EOF && c != '\n') s.push_back(static_cast<char>(c));
+    if (c == EOF) fail(path, std::string("ends before ") + what + " (a writer stopped halfway?)");
+    return s;
+  };
+  if (line("its header") != kMagic) fail(path, "not a distcomm checkpoint of version 1");
+  Checkpoint ckpt;
+  size_t count = 0;
+  if (std::sscanf(line("the step").c_str(), "step %lld", reinterpret_cast<long long*>(&ckpt.step)) != 1 ||
+      std::sscanf(line("the tensor count").c_str(), "tensors %zu", &count) != 1) {
+    fail(path, "bad header");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    std::istringstream in(line("a tensor"));
+    std::string name, dtype;
+    int64_t ndim = -1;
+    in >> name >> dtype >> ndim;
+    std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(ndim, 0)));
+    for (int64_t& d : shape) in >> d;
+    size_t nbytes = 0;
+    in >> nbytes;
+    if (!in || ndim < 0) fail(path, "bad description of tensor " + std::to_string(i));
+    distcomm::Tensor t = distcomm::Tensor::empty(shape, distcomm::parse_dtype(dtype));
+    if (t.nbytes() != nbytes) fail(path, "tensor '" + name + "': " + std::to_string(nbytes) + " bytes for " + t.describe());
+    if (std::fread(t.data(), 1, nbytes, f) != nbytes || std::fgetc(f) != '\n') {
+      fail(path, "tensor '" + name + "' is cut short (a writer stopped halfway?)");
+    }
+    ckpt.tensors.emplace_back(name, t);
+  }
+  if (line("its end mark") != "end") fail(path, "no end mark after the last tensor");
+  return ckpt;
+}
+
+std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const std::string& name : names_in(dir)) {
+    const int64_t step = step_of(name);
+    if (step >= 0) steps.push_back(step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (int64_t step : steps) {
+    try {
+      return read_checkpoint(checkpoint_path(dir, step));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "skipping a damaged checkpoint: %s\n", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+void remove_temporary_files(const std::string& dir) {
+  for (const std::string& name : names_in(dir)) {
+    if (name.find(std::string(kSuffix) + kTempMarker) != std::string::npos) ::unlink((dir + "/" + name).c_str());
+  }
+}
+
+}  // namespace examples

@@ -1,0 +1,351 @@
+#include "launch/attempt.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "api/failure_report.h"
+#include "api/local_processes.h"
+#include "api/write_fully.h"
+#include "launch/dump_request.h"
+#include "launch/duration_text.h"
+#include "launch/output_pump.h"
+#include "launch/rank_environment.h"
+#include "launch/rank_process.h"
+#include "launch/signal_watch.h"
+
+extern char** environ;
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Output written after the last rank exited (by processes they left behind, or still in
+// the pipes) is read for this long at most.
+constexpr std::chrono::milliseconds kDrainAfterExit{500};
+
+// A rank ended by a signal the launcher did not send (SIGKILL from outside, SIGSEGV) wrote
+// no report: it died before the launcher saw it, by as long as the launcher took to run
+// again. The ranks that noticed its death report times within that lag, and comparing
+// those with the time its exit was seen would name one of them as the cause. Its death
+// counts as this much earlier than seen.
+constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
+
+
+class Attempt {
+ public:
+  Attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch)
+      : options_(options), router_(options), pump_(router_), signals_(signals), watch_(watch) {}
+
+  JobResult run();
+
+ private:
+  void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
+  void start_all(const std::string& path, int port);
+  void handle_signals();
+  // Stops the ranks when the watch asks (once).
+  void handle_watch(const std::vector<pollfd>& fds);
+  // Reports the first rank among `exited` that failed (unless the job is stopping).
+  void reap(const std::vector<size_t>& exited);
+  // With a trace folder: asks the ranks still running for their dumps first (they are
+  // stopped once the dumps are written, or dump_wait has passed). Then terminate().
+  void begin_stop(const std::string& why);
+  // SIGTERM to every rank, SIGKILL at the deadline.
+  void terminate(const std::string& why);
+  // A folder for the trace dumps, and no timeline left from an earlier job.
+  void prepare_trace_files();
+  void kill_stragglers();
+  // After every rank has ended: the rank that failed first by time (its error file's time,
+  // else when its exit was seen) becomes the job's failure, and is named once more if the
+  // ranks' own reports change or add to what was said when the first failure was seen.
+  void name_first_failure();
+  // A folder for the ranks' error files (DISTCOMM_ERROR_FILE), removed by remove_error_files.
+  void make_error_dir();
+  void remove_error_files();
+  bool reap_leftovers();
+  int running_count() const;
+  int poll_timeout_ms() const;
+
+  const LaunchOptions options_;
+  OutputRouter router_;
+  OutputPump pump_;
+  SignalWatch& signals_;
+  const AttemptWatch* watch_;
+  std::string error_dir_;
+  std::vector<RankProcess> ranks_;  // ranks_[i] is children_[i]
+  local::ChildSet children_;
+  JobResult result_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_;
+  DumpRequest dumps_;
+  std::string stop_reason_;  // why, while the dumps are awaited
+};
+
+int Attempt::running_count() const { return children_.running(); }
+
+void Attempt::start_all(const std::string& path, int port) {
+  for (int local = 0; local < options_.nproc_per_node; ++local) {
+    const std::string error_file =
+        error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
+    std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
+    RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
+    p.error_file = error_file;
+    children_.add(local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true));
+    pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
+    pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
+    ranks_.push_back(p);
+  }
+}
+
+void Attempt::begin_stop(const std::string& why) {
+  stopping_ = true;
+  result_.stop_began = Clock::now();
+  if (!options_.trace_dir.empty()) {
+    std::vector<std::pair<int, pid_t>> running;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (children_[i].running) running.emplace_back(ranks_[i].rank, children_[i].pid);
+    }
+    dumps_.ask(options_.trace_dir, running, options_.dump_wait);
+    if (dumps_.pending()) {
+      say(why + ": asking " + std::to_string(running.size()) + (running.size() == 1 ? " rank" : " ranks") +
+          " for a trace dump (SIGUSR1) into " + options_.trace_dir);
+      stop_reason_ = why;
+      return;  // terminate() once they are written (see run())
+    }
+  }
+  terminate(why);
+}
+
+void Attempt::prepare_trace_files() {
+  if (!options_.trace_dir.empty()) ::mkdir(options_.trace_dir.c_str(), 0755);  // may exist
+  if (!options_.timeline.empty()) ::unlink(options_.timeline.c_str());
+}
+
+void Attempt::terminate(const std::string& why) {
+  kill_deadline_ = Clock::now() + options_.grace_period;
+  int n = running_count();
+  if (n > 0) {
+    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
+        " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
+  }
+  // Ranks that already exited may have left processes in their group: stop those too.
+  children_.mark_stopped();
+  children_.signal(SIGTERM);
+}
+
+void Attempt::name_first_failure() {
+  std::vector<std::optional<FailureReport>> reports(ranks_.size());
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!ranks_[i].error_file.empty()) reports[i] = FailureReport::read(ranks_[i].error_file);
+  }
+  const int first = children_.first_failure([&](size_t i) -> std::optional<int64_t> {
+    if (reports[i]) return reports[i]->unix_time_ns;
+    const local::Child& c = children_[i];
+    if (!c.stopped && WIFSIGNALED(c.status)) return c.ended_ns - kUnseenDeathLagNs;
+    return std::nullopt;
+  });
+  if (first < 0 || result_.interrupted_by != 0) return;
+  const RankProcess* cause = &ranks_[static_cast<size_t>(first)];
+  const local::Child& process = children_[static_cast<size_t>(first)];
+  const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
+  const bool seen_first = cause->rank == result_.failed_rank;
+  result_.failed_rank = cause->rank;
+  result_.exit_code = local::shell_exit_code(process.status);
+  result_.how = local::describe_wait_status(process.status);
+  result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
+                    ", pid " + std::to_string(process.pid) + ") failed first (" +
+                    local::describe_wait_status(process.status) + ")" +
+                    (cause_report ? ": " + cause_report->message : std::string());
+  // The rank printed its own error; say it again only when it was not the first one seen.
+  if (!seen_first) say(result_.failure);
+}
+
+void Attempt::make_error_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/distcomm-launch-XXXXXX";
+  // Without a folder the ranks report nothing, and the first failure seen is the cause.
+  if (::mkdtemp(pattern.data()) != nullptr) error_dir_ = pattern;
+}
+
+void Attempt::remove_error_files() {
+  if (error_dir_.empty()) return;
+  for (const RankProcess& p : ranks_) {
+    if (!p.error_file.empty()) ::unlink(p.error_file.c_str());
+  }
+  ::rmdir(error_dir_.c_str());
+}
+
+void Attempt::kill_stragglers() {
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (children_[i].running) say("rank " + std::to_string(ranks_[i].rank) + " is still running: SIGKILL");
+  }
+  children_.signal(SIGKILL);
+  killed_ = true;
+}
+
+void Attempt::handle_signals() {
+  for (int sig : signals_.take()) {
+    if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
+    if (!stopping_) {
+      result_.interrupted_by = sig;
+      if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+      begin_stop("got " + local::signal_name(sig));
+      continue;
+    }
+    if (result_.signal_while_stopping == 0) result_.signal_while_stopping = sig;
+    // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
+    if (!killed_) kill_stragglers();
+  }
+}
+
+void Attempt::handle_watch(const std::vector<pollfd>& fds) {
+  if (watch_ == nullptr || stopping_) return;
+  for (const pollfd& p : fds) {
+    if (p.fd != watch_->fd || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    std::string why = watch_->reason();
+    if (why.empty()) return;
+    result_.stopped_for = why;
+    begin_stop(why);
+  }
+}
+
+void Attempt::reap(const std::vector<size_t>& exited) {
+  for (size_t i : exited) {
+    const RankProcess& p = ranks_[i];
+    const int status = children_[i].status;
+    if (local::exited_cleanly(status) || stopping_) continue;
+    result_.failed_rank = p.rank;
+    result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
+                      ", pid " + std::to_string(children_[i].pid) + ") failed: " + local::describe_wait_status(status);
+    result_.exit_code = local::shell_exit_code(status);
+    result_.how = local::describe_wait_status(status);
+    say(result_.failure);
+    if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+    std::string log = router_.log_path(p.rank);
+    if (!log.empty()) say("its output is in " + log);
+    begin_stop("rank " + std::to_string(p.rank) + " failed");
+  }
+}
+
+// Processes a rank started and left behind when it exited come to the launcher (a child
+// subreaper) and keep the rank's process group. Reaps those that ended; true while some of
+// them live. Only groups of ranks already reaped are waited on, so that a rank's own exit
+// status is never taken here.
+bool Attempt::reap_leftovers() {
+  bool alive = false;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].running) continue;
+    pid_t r;
+    while ((r = ::waitpid(-children_[i].pid, nullptr, WNOHANG)) > 0) {
+    }
+    if (r == 0) alive = true;
+  }
+  return alive;
+}
+
+int Attempt::poll_timeout_ms() const {
+  if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
+  if (stopping_ && !killed_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  }
+  // SIGCHLD wakes the poll; the timeout only guards against a lost wake-up.
+  return 1000;
+}
+
+JobResult Attempt::run() {
+  // Orphans of the ranks are reparented to the launcher, which can then reap them, instead
+  // of to init, which may leave them as zombies for a while.
+  int was_subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct RestoreSubreaper {
+    int value;
+    ~RestoreSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, value); }
+  } restore{was_subreaper};
+  std::string path = find_program(options_.command[0], options_.working_dir);
+  result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
+  make_error_dir();
+  prepare_trace_files();
+  struct RemoveErrorFiles {
+    Attempt* job;
+    ~RemoveErrorFiles() { job->remove_error_files(); }
+  } remove{this};
+  try {
+    start_all(path, result_.master_port);
+  } catch (...) {
+    children_.kill_all();
+    throw;
+  }
+
+  Clock::time_point drain_deadline;
+  while (true) {
+    int running = running_count();
+    bool leftovers = reap_leftovers();
+    // A stopped job ends when its last process does; after a clean exit the launcher does
+    // not wait for daemons the ranks chose to leave running.
+    if (running == 0 && !(stopping_ && leftovers)) {
+      if (drain_deadline == Clock::time_point()) drain_deadline = Clock::now() + kDrainAfterExit;
+      if (pump_.all_closed() || Clock::now() >= drain_deadline) break;
+    }
+    std::vector<pollfd> fds = pump_.poll_set();
+    fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
+    if (watch_ != nullptr && !stopping_) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
+    const int timeout = running == 0 ? 50 : poll_timeout_ms();
+    // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
+    const std::vector<size_t> exited = children_.poll(std::chrono::milliseconds(timeout), &fds);
+    for (const pollfd& p : fds) {
+      if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
+    }
+    handle_signals();
+    handle_watch(fds);
+    reap(exited);
+    if (dumps_.pending()) {
+      const bool done = dumps_.finished([&](int rank) {
+        for (size_t i = 0; i < ranks_.size(); ++i) {
+          if (ranks_[i].rank == rank) return children_[i].running;
+        }
+        return false;
+      });
+      if (done) {
+        if (!dumps_.missing().empty()) {
+          std::string list;
+          for (int r : dumps_.missing()) list += (list.empty() ? "" : ", ") + std::to_string(r);
+          say("no trace dump from rank(s) " + list);
+        }
+        terminate(stop_reason_);
+      }
+    } else if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+      kill_stragglers();
+    }
+  }
+  pump_.close_all();
+  name_first_failure();
+  if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
+  return result_;
+}
+
+}  // namespace
+
+JobResult run_attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch) {
+  Attempt attempt(options, signals, watch);
+  return attempt.run();
+}
+
+}  // namespace launch
+}  // namespace distcomm

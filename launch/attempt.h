@@ -1,0 +1,60 @@
+// One attempt at a job on this machine: start its ranks, carry their output, watch them,
+// stop them. run_job (job.h) runs attempts one after another when restarts are allowed;
+// the elastic agent (elastic_agent.h) runs one per rendezvous round.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "launch/launch_options.h"
+#include "launch/signal_watch.h"
+
+namespace distcomm {
+namespace launch {
+
+struct JobResult {
+  // What the launcher should exit with: 0 when every rank exited 0; else the exit code of
+  // the rank that failed first (128 + signal number for a signal); 128 + signal when the
+  // launcher itself was interrupted.
+  int exit_code = 0;
+  // The rank that failed first, -1 if none: by the time in its error file (the ranks get
+  // DISTCOMM_ERROR_FILE; run_main writes it), else the first seen failing. In a cascade
+  // the rank that failed first is the cause, even when another one's exit was seen first.
+  int failed_rank = -1;
+  std::string failure;      // "rank 1 (local rank 1, pid 7) failed: exit code 3", "" if none
+  std::string how;          // how that rank ended: "exit code 3", "signal SIGKILL (Killed)"
+  int interrupted_by = 0;   // SIGINT/SIGTERM/SIGHUP that stopped the job, 0 if none
+  // SIGINT/SIGTERM/SIGHUP that came while the attempt was already stopping (after a
+  // failure or a stop request): nothing may start after it.
+  int signal_while_stopping = 0;
+  std::string stopped_for;  // why an AttemptWatch stopped the attempt, "" if it did not
+  int master_port = 0;      // the port every rank was given
+  // When the launcher saw the first rank fail (or the watch ask): where a restart's time counts from.
+  std::chrono::steady_clock::time_point stop_began;
+};
+
+// Something outside the attempt that may ask it to stop its ranks (the elastic agent: a
+// machine went away, a new round began). fd is polled beside the ranks' output; once it is
+// readable, reason() says why ("" means not yet: keep going). on_stop, when set, hears why
+// the attempt itself begins to stop -- its first failed rank (failed_rank, how, exit_code)
+// or a signal (interrupted_by) -- before any rank is stopped: the elastic agent tells the
+// other machines first, so that the cause reaches them before its effects.
+struct AttemptWatch {
+  int fd = -1;
+  std::function<std::string()> reason;
+  std::function<void(const JobResult& cause)> on_stop;
+};
+
+// Starts options.nproc_per_node ranks of options.command, each with its rank in the
+// environment, and pumps their output line by line until they have all exited. When a
+// rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP (through
+// `signals`), or `watch` asks, it says so on stderr ("<tag>: ...") and stops every rank's
+// process group: SIGTERM, then SIGKILL after options.grace_period (at once on a second
+// Ctrl-C). Every rank is reaped, and the attempt's error files removed, before it returns.
+//
+// Throws std::runtime_error when the ranks cannot start; no rank is left running then.
+JobResult run_attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch = nullptr);
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,285 @@
+#include "launch/elastic_agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/job_identity.h"
+#include "api/local_processes.h"
+#include "api/write_fully.h"
+#include "launch/heartbeat.h"
+#include "launch/job.h"
+#include "launch/launcher_links.h"
+#include "launch/rendezvous.h"
+#include "launch/rendezvous_endpoint.h"
+#include "launch/round_watch.h"
+#include "launch/signal_watch.h"
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// While the ranks of every member finish: how often to look at the store.
+constexpr std::chrono::milliseconds kBarrierPoll{100};
+// The launcher serving the store stays this long at most for the others to see how the job ended.
+constexpr std::chrono::seconds kServeAfterDone{10};
+
+// "<host>-<pid>-<random>": unique among the launchers of a job, readable in messages.
+std::string new_launcher_id() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string name;
+  for (const char* c = host; *c; ++c) name.push_back(std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_');
+  return name + "-" + std::to_string(::getpid()) + "-" + hex_of(random_bytes(3));
+}
+
+class Agent {
+ public:
+  Agent(const LaunchOptions& options, const ElasticOptions& elastic) : options_(options), elastic_(elastic) {}
+  JobResult run();
+
+ private:
+  void say(const std::string& m) const { write_fully(2, options_.tag + ": " + m + "\n"); }
+  std::string rendezvous_name() const { return "rendezvous '" + elastic_.rdzv_id + "'"; }
+  // SIGINT/SIGTERM/SIGHUP since the last look (0: none).
+  bool interrupted();
+  LaunchOptions round_options(const Round& round) const;
+  // After this machine's ranks finished: until every member's have (true), or the round
+  // ends (false: join the next).
+  bool wait_for_the_others(const Round& round, RoundWatch& watch);
+  JobResult leave(int exit_code, const std::string& why);
+  // The launcher serving the store stays until the others of the last round have left too
+  // (they read the store until then), or kServeAfterDone.
+  void linger_while_others_read();
+  JobResult run_rounds();
+
+  const LaunchOptions options_;
+  const ElasticOptions elastic_;
+  SignalWatch signals_;
+  int interrupted_by_ = 0;
+  std::unique_ptr<RendezvousEndpoint> endpoint_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Rendezvous> rendezvous_;
+  std::string id_;
+  LauncherLinks links_;
+  std::optional<Round> last_round_;
+};
+
+bool Agent::interrupted() {
+  for (int sig : signals_.take()) {
+    if (interrupted_by_ == 0 && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) interrupted_by_ = sig;
+  }
+  return interrupted_by_ != 0;
+}
+
+LaunchOptions Agent::round_options(const Round& round) const {
+  LaunchOptions o = attempt_options(options_, round.number - 1);
+  const int node = round.node_rank(id_);
+  o.nnodes = static_cast<int>(round.members.size());
+  o.node_rank = node;
+  o.first_rank = round.first_rank(node);
+  o.total_ranks = round.world_size();
+  o.master_addr = round.members[0].host;
+  o.master_port = round.members[0].port;
+  o.identity = {round.run_id, round.token};
+  o.restart_count = round.restarts;
+  o.rdzv_id = elastic_.rdzv_id;
+  return o;
+}
+
+JobResult Agent::leave(int exit_code, const std::string& why) {
+  JobResult r;
+  r.exit_code = exit_code;
+  r.interrupted_by = interrupted_by_;
+  // So that the others need not wait out this launcher's heartbeat.
+  if (rendezvous_) {
+    try {
+      rendezvous_->mark_gone(id_, why);
+      if (interrupted_by_ == 0) linger_while_others_read();
+    } catch (const std::exception&) {
+      // The store is gone as well: nobody is left to tell.
+    }
+  }
+  return r;
+}
+
+void Agent::linger_while_others_read() {
+  if (!endpoint_->serving() || !last_round_) return;
+  const auto deadline = Clock::now() + kServeAfterDone;
+  for (const Member& m : last_round_->members) {
+    while (m.id != id_ && !rendezvous_->gone(m.id) && links_.ended({m.id}, 0).empty() && Clock::now() < deadline &&
+           !interrupted()) {
+      std::this_thread::sleep_for(kBarrierPoll);
+    }
+  }
+}
+
+bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
+  const int64_t members = static_cast<int64_t>(round.members.size());
+  rendezvous_->add_done(round.number, 1);
+  while (rendezvous_->add_done(round.number, 0) < members) {
+    if (interrupted()) return false;
+    if (!watch.check().empty()) return false;
+    std::this_thread::sleep_for(kBarrierPoll);
+  }
+  rendezvous_->mark_finished(round.number);
+  return true;
+}
+
+JobResult Agent::run() {
+  try {
+    return run_rounds();
+  } catch (const Error& e) {
+    // A store error outside a round (the watch reports those within one): the launcher
+    // serving the store has ended.
+    say("lost the rendezvous store at " + elastic_.endpoint_host + ":" + std::to_string(elastic_.endpoint_port) +
+        " (its launcher ended?): " + e.what());
+    return leave(1, "lost the store");
+  }
+}
+
+JobResult Agent::run_rounds() {
+  auto stop_asked = [this] { return interrupted(); };
+  endpoint_ = std::make_unique<RendezvousEndpoint>(elastic_, options_.identity.token);
+  store_ = endpoint_->connect(stop_asked);
+  if (!store_) return leave(128 + interrupted_by_, "interrupted");
+  rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts);
+  rendezvous_->agree_on_settings();
+  id_ = new_launcher_id();
+  Heartbeat heartbeat([this] { return endpoint_->connect_again(); }, id_, elastic_.heartbeat_interval);
+  Liveness liveness(elastic_.heartbeat_timeout);
+  AlivePort alive;
+  const std::string address =
+      elastic_.local_addr.empty() ? local_address_towards(elastic_.endpoint_host, elastic_.endpoint_port) : elastic_.local_addr;
+
+  while (true) {
+    const Member self{id_, address, options_.nproc_per_node, local::pick_free_port(), alive.port()};
+    std::optional<Round> round = rendezvous_->join(self, liveness, stop_asked);
+    if (!round) {
+      if (interrupted_by_ != 0) {
+        say("got " + local::signal_name(interrupted_by_) + " during the rendezvous: leaving");
+        return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
+      }
+      say(rendezvous_name() + ": the job finished before this machine could join");
+      return leave(0, "the job finished before it joined");
+    }
+    say(rendezvous_name() + " round " + std::to_string(round->number) + ": " + machines_text(round->members.size()) +
+        " (min " + std::to_string(elastic_.min_nodes) + ", max " + std::to_string(elastic_.max_nodes) + ")");
+    const int node = round->node_rank(id_);
+
+    for (const Member& m : round->members) {
+      if (m.id != id_) links_.add(m.id, m.host, m.alive_port);
+    }
+    last_round_ = round;
+    RoundWatch watch(endpoint_->connect_again(), elastic_, options_.max_restarts, *round, id_, links_);
+    AttemptWatch attempt_watch = watch.attempt_watch();
+    // This attempt stops by itself (a rank failed, a signal): the other machines hear of it
+    // at once. When another machine's launcher has ended, that is the cause (its ranks died
+    // with it, and this one failed for want of them): its link was closed before its ranks
+    // were killed.
+    attempt_watch.on_stop = [&](const JobResult& cause) {
+      const std::string ended = watch.member_ended();
+      const std::string here = "node " + std::to_string(node) + " (" + address + ")";
+      try {
+        if (cause.interrupted_by != 0) {
+          rendezvous_->end(round->number, {true, 128 + cause.interrupted_by,
+                                           here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")"});
+          return;
+        }
+        if (!ended.empty()) {
+          rendezvous_->mark_gone(ended, "its launcher ended");
+          rendezvous_->end(round->number, {true, 1, "the launcher of " + watch.node_text(ended) + " ended"});
+        }
+        rendezvous_->end(round->number, {true, cause.exit_code,
+                                         "rank " + std::to_string(cause.failed_rank) + " failed (" + cause.how +
+                                             ") on " + here});
+      } catch (const std::exception&) {
+        // The watch reports a lost store.
+      }
+    };
+    watch.start();
+    JobResult result = run_attempt(round_options(*round), signals_, &attempt_watch);
+    watch.stop();
+
+    const int sig = result.interrupted_by != 0 ? result.interrupted_by : result.signal_while_stopping;
+    if (sig != 0 || interrupted()) {
+      interrupted_by_ = interrupted_by_ != 0 ? interrupted_by_ : sig;
+      try {
+        // Written already when the signal came while the ranks ran (on_stop); not when it came later.
+        rendezvous_->end(round->number, {true, 128 + interrupted_by_,
+                                         "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
+                                             local::signal_name(interrupted_by_) + ")"});
+      } catch (const std::exception&) {
+      }
+      return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
+    }
+    if (watch.store_lost()) {
+      say(result.stopped_for);
+      return leave(1, "lost the store");
+    }
+    if (result.stopped_for.empty() && result.exit_code == 0 && wait_for_the_others(*round, watch)) {
+      return leave(0, "finished");
+    }
+    if (interrupted()) return leave(128 + interrupted_by_, "interrupted");
+    if (watch.store_lost()) return leave(1, "lost the store");
+    std::optional<RoundEnd> end = rendezvous_->end_of(round->number);
+    if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
+    const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;
+    if (end->restart && round->restarts >= options_.max_restarts) {
+      say(ended + (options_.max_restarts == 0 ? std::string()
+                                              : "; gave up after " + std::to_string(round->restarts) +
+                                                    (round->restarts == 1 ? " restart" : " restarts") +
+                                                    " (--max_restarts=" + std::to_string(options_.max_restarts) + ")"));
+      return leave(end->exit_code != 0 ? end->exit_code : 1, "gave up");
+    }
+    say(ended + (end->restart ? "; restart " + std::to_string(round->restarts + 1) + " of " +
+                                    std::to_string(options_.max_restarts)
+                              : std::string()));
+    if (watch.taken_for_gone() || rendezvous_->gone(id_)) {
+      // The others went on without this launcher: it joins again as a new one.
+      id_ = new_launcher_id();
+      heartbeat.set_id(id_);
+    }
+  }
+}
+
+}  // namespace
+
+void validate_elastic(const LaunchOptions& options, const ElasticOptions& elastic) {
+  // The checks of a single machine's job; the machines and global ranks come with each round.
+  LaunchOptions single = options;
+  single.nnodes = 1;
+  single.node_rank = 0;
+  single.ranks_filter.clear();
+  validate(single);
+  if (options.node_rank != 0) {
+    throw std::invalid_argument("--node_rank=" + std::to_string(options.node_rank) +
+                                ": with --rdzv_endpoint the rendezvous gives each machine its node rank");
+  }
+  if (options.master_port != 0) {
+    throw std::invalid_argument("--master_port=" + std::to_string(options.master_port) +
+                                ": with --rdzv_endpoint node 0's launcher picks the ranks' store port each round");
+  }
+  validate(elastic);
+}
+
+JobResult run_elastic_job(const LaunchOptions& options, const ElasticOptions& elastic) {
+  validate_elastic(options, elastic);
+  if (options.identity.token.empty()) {
+    write_fully(2, options.tag + ": warning: no " + std::string(kStoreTokenVariable) +
+                       ": the rendezvous store is unauthenticated; give every machine's launcher the same one in its "
+                       "environment\n");
+  }
+  Agent agent(options, elastic);
+  return agent.run();
+}
+
+}  // namespace launch
+}  // namespace distcomm

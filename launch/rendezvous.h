@@ -1,0 +1,117 @@
+// The launchers of an elastic job agree, through one store (the rendezvous store, served
+// by the launcher on the endpoint's host), on who is in each round, each one's node rank,
+// the ranks' world size, identity and store, and how many restarts the job has had.
+//
+// Keys (the store belongs to this job alone: its run id is "rdzv-<rdzv_id>"):
+//   settings           "<min>:<max>:<max_restarts>" of the first launcher; the others must match
+//   hb/<id>            a launcher's heartbeat, a counter it adds to every heartbeat_interval
+//   gone/<id>          why that launcher is out (went away, left, interrupted)
+//   current            the number of the round now forming or running (from 1)
+//   round/<r>          "open|<member>;..." while launchers join, then
+//                      "closed|<restarts>|<run id>|<token>|<member>;..." (compare_set only)
+//   round/<r>/end      why round r ended, "<restart|membership>|<exit code>|<why>" (first wins)
+//   round/<r>/waiting  launchers that found round r closed without them, ';'-separated
+//   round/<r>/done     launchers whose ranks all finished in round r (a counter)
+//   finished           the round in which the job finished
+// A member is "<id>,<host>,<nproc>,<port>,<alive port>": where the others reach it, its
+// ranks, a free port on its host for the ranks' store should it be node 0, and the port
+// whose connections tell the others when its launcher ends (launcher_links.h).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/store.h"
+#include "launch/elastic_options.h"
+
+namespace distcomm {
+namespace launch {
+
+struct Member {
+  std::string id;
+  std::string host;
+  int nproc = 1;
+  int port = 0;
+  int alive_port = 0;
+};
+
+struct Round {
+  int number = 0;
+  int restarts = 0;  // the job's restarts before this round
+  std::string run_id;
+  std::string token;
+  std::vector<Member> members;  // node rank = index
+
+  int node_rank(const std::string& id) const;  // -1 if not a member
+  int world_size() const;
+  int first_rank(int node_rank) const;
+};
+
+struct RoundEnd {
+  bool restart = false;  // a failure or a machine gone (counts against --max_restarts); else a membership change
+  int exit_code = 0;     // the failure's, to exit with when no restart is left
+  std::string why;
+};
+
+// Which launchers are alive, as one observer sees their heartbeats: a launcher is gone once
+// it is marked gone in the store, or its counter has not moved for heartbeat_timeout since
+// this observer first saw it (so no clocks are compared across machines).
+class Liveness {
+ public:
+  explicit Liveness(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  // Reads the heartbeats and gone marks of ids; returns those newly found gone.
+  std::vector<std::string> observe(Store& store, const std::vector<std::string>& ids);
+  bool alive(const std::string& id) const;
+
+ private:
+  struct Seen {
+    std::string beat;
+    std::chrono::steady_clock::time_point changed;
+    bool gone = false;
+  };
+  std::chrono::milliseconds timeout_;
+  std::map<std::string, Seen> seen_;
+};
+
+class Rendezvous {
+ public:
+  Rendezvous(Store& store, const ElasticOptions& options, int max_restarts);
+
+  // The first launcher's settings become the job's; throws std::invalid_argument naming
+  // the flag where this launcher's differ.
+  void agree_on_settings();
+  // Joins the next round that closes with this launcher in it, or returns nothing when
+  // `interrupted` says so (asked at every poll) or the job finished without it. Throws
+  // std::runtime_error when no round gathers min_nodes within options.timeout.
+  std::optional<Round> join(const Member& self, Liveness& liveness, const std::function<bool()>& interrupted);
+
+  std::optional<RoundEnd> end_of(int round);
+  // Ends the round unless it already ended; returns the end that stands (the first).
+  RoundEnd end(int round, const RoundEnd& end);
+  std::vector<std::string> waiting(int round);
+  void mark_gone(const std::string& id, const std::string& why);
+  std::optional<std::string> gone(const std::string& id);
+  int64_t add_done(int round, int64_t n);
+  void mark_finished(int round);
+  bool finished();
+
+ private:
+  std::optional<std::string> read(const std::string& key);
+  int current_round();
+  void next_round_after(int round);
+  void append(const std::string& key, const std::string& item);
+
+  Store& store_;
+  const ElasticOptions options_;
+  const int max_restarts_;
+};
+
+// "a.b.c.d" of the member list, for messages: "2 machines".
+std::string machines_text(size_t n);
+
+}  // namespace launch
+}  // namespace distcomm

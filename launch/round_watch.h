@@ -1,0 +1,68 @@
+// While a round runs, each launcher watches the rendezvous for a reason to stop its ranks:
+// the round ended (another machine's rank failed, a machine waits to join), a member's
+// launcher went away (its heartbeat stopped: this launcher marks it gone and ends the
+// round), or this launcher was itself taken for gone. A thread looks every poll and wakes
+// the attempt (AttemptWatch) once there is a reason; check() is the same look, for the
+// launcher's own thread while it waits for the others to finish.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "api/store.h"
+#include "launch/attempt.h"
+#include "launch/elastic_options.h"
+#include "launch/launcher_links.h"
+#include "launch/rendezvous.h"
+
+namespace distcomm {
+namespace launch {
+
+class RoundWatch {
+ public:
+  // links: to the round's other launchers (the caller connects them, and keeps them).
+  RoundWatch(std::unique_ptr<Store> store, const ElasticOptions& options, int max_restarts, Round round,
+             std::string self_id, const LauncherLinks& links);
+  ~RoundWatch();
+  RoundWatch(const RoundWatch&) = delete;
+  RoundWatch& operator=(const RoundWatch&) = delete;
+
+  // Starts looking on a thread of its own; attempt_watch().fd becomes readable once there
+  // is a reason to stop.
+  void start();
+  void stop();
+  const AttemptWatch& attempt_watch() const { return attempt_watch_; }
+  // One look (not while the thread runs): why the ranks must stop, "" if nothing says so.
+  std::string check();
+  // A member whose launcher ended, as its link says now (any thread): its id, "" if none.
+  std::string member_ended() const;
+  std::string node_text(const std::string& id) const;  // "node 2 (10.0.0.3)"
+  bool store_lost() const { return store_lost_; }
+  bool taken_for_gone() const { return taken_for_gone_; }
+
+ private:
+  std::string look();
+  std::vector<std::string> others() const;
+
+  std::unique_ptr<Store> store_;
+  const ElasticOptions options_;
+  Rendezvous rendezvous_;
+  Liveness liveness_;
+  const Round round_;
+  const std::string self_;
+  const LauncherLinks& links_;
+  std::atomic<bool> store_lost_{false};
+  std::atomic<bool> taken_for_gone_{false};
+  int pipe_[2] = {-1, -1};
+  std::mutex mu_;
+  std::string reason_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  AttemptWatch attempt_watch_;
+};
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,88 @@
+// examples/checkpoint: the format round-trips, and a damaged or half-written file is never
+// taken for a checkpoint.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "examples/checkpoint.h"
+#include "tests/testing/test_files.h"
+
+namespace examples {
+namespace {
+
+using distcomm::Tensor;
+using distcomm::testing::temp_path;
+
+Checkpoint sample(int64_t step) {
+  Checkpoint c;
+  c.step = step;
+  Tensor w = Tensor::empty({2, 3});
+  for (int i = 0; i < 6; ++i) w.set_item(i, 0.5 * i - 1 + static_cast<double>(step));
+  c.tensors.emplace_back("fc0.weight", w);
+  c.tensors.emplace_back("momentum.fc0.weight", Tensor::of<double>({1e-300, -2.5}));
+  c.tensors.emplace_back("counter", Tensor::of<int64_t>({int64_t{1} << 40}));
+  return c;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+TEST(Checkpoint, RoundTripsEveryTensorExactly) {
+  const std::string dir = temp_path("roundtrip/nested");
+  ::mkdir(temp_path("roundtrip").c_str(), 0755);
+  write_checkpoint(dir, sample(7));
+  Checkpoint back = read_checkpoint(checkpoint_path(dir, 7));
+  EXPECT_EQ(back.step, 7);
+  const Checkpoint original = sample(7);
+  ASSERT_EQ(back.tensors.size(), original.tensors.size());
+  for (size_t i = 0; i < back.tensors.size(); ++i) {
+    EXPECT_EQ(back.tensors[i].first, original.tensors[i].first);
+    EXPECT_EQ(back.tensors[i].second.describe(), original.tensors[i].second.describe());
+    EXPECT_EQ(back.tensors[i].second.to_doubles(), original.tensors[i].second.to_doubles());
+  }
+  EXPECT_THROW(back.at("no.such"), std::runtime_error);
+}
+
+TEST(Checkpoint, TheNewestCleanFileWinsAndADamagedOneIsSkipped) {
+  const std::string dir = temp_path("newest");
+  EXPECT_FALSE(newest_checkpoint(dir).has_value()) << "no folder: no checkpoint";
+  write_checkpoint(dir, sample(20));
+  write_checkpoint(dir, sample(40));
+  write_checkpoint(dir, sample(60));
+  // Step 60's file cut short, as a writer that did not rename atomically could leave it.
+  const std::string path60 = checkpoint_path(dir, 60);
+  struct stat st;
+  ASSERT_EQ(::stat(path60.c_str(), &st), 0);
+  ASSERT_EQ(::truncate(path60.c_str(), st.st_size - 10), 0);
+  EXPECT_THROW(read_checkpoint(path60), std::runtime_error);
+  std::optional<Checkpoint> newest = newest_checkpoint(dir);
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->step, 40);
+}
+
+TEST(Checkpoint, AWriteLeavesNoTemporaryFileAndLeftoversAreRemoved) {
+  const std::string dir = temp_path("temps");
+  write_checkpoint(dir, sample(1));
+  const std::string leftover = checkpoint_path(dir, 2) + ".tmp.12345";
+  std::ofstream(leftover) << "half a checkpoint";
+  EXPECT_EQ(newest_checkpoint(dir)->step, 1) << "a temporary file is not a checkpoint";
+  remove_temporary_files(dir);
+  EXPECT_FALSE(exists(leftover));
+  EXPECT_TRUE(exists(checkpoint_path(dir, 1)));
+}
+
+TEST(Checkpoint, AFileOfAnotherKindIsRefusedByName) {
+  const std::string path = temp_path("not_a_checkpoint.ckpt");
+  std::ofstream(path) << "hello\n";
+  try {
+    read_checkpoint(path);
+    FAIL() << "read a file that is no checkpoint";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": not a distcomm checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace examples

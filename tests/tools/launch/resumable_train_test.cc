@@ -1,0 +1,75 @@
+// examples/resumable_train under the real launcher with --max_restarts: a rank killed in
+// the middle of training, the job restarted from rank 0's newest checkpoint, and the run
+// ends with the loss of one that was never interrupted.
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "tests/tools/launch/launcher_harness.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+using std::chrono::seconds;
+
+const std::string kLaunch = launcher_path();
+const std::string kTrain = runfile("examples/resumable_train");
+
+struct TrainingRun {
+  Finished finished;
+  double final_loss = -1;
+};
+
+TrainingRun train(const std::string& backend, const std::string& dir, std::vector<std::string> extra_flags,
+          std::vector<std::string> launcher_flags = {}) {
+  std::vector<std::string> argv = {kLaunch, "--nproc_per_node=3", "--backend=" + backend};
+  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
+  argv.insert(argv.end(), {"--", kTrain, "--checkpoint_dir=" + temp_path(dir), "--steps=120", "--checkpoint_every=20"});
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  TrainingRun r;
+  r.finished = run(argv, seconds(120));
+  std::smatch m;
+  if (std::regex_search(r.finished.out, m, std::regex(R"(\[rank 0\] final loss (\S+) after 120 steps)"))) {
+    r.final_loss = std::stod(m[1]);
+  }
+  return r;
+}
+
+class ResumableTrain : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ResumableTrain, AKilledRankCostsNothingButTime) {
+  const std::string backend = GetParam();
+  TrainingRun reference = train(backend, "reference_" + backend, {});
+  ASSERT_EQ(exit_code(reference.finished), 0) << reference.finished.err;
+  ASSERT_GT(reference.final_loss, 0) << reference.finished.out;
+
+  TrainingRun interrupted = train(backend, "interrupted_" + backend, {"--fail_at_step=45", "--fail_rank=2"}, {"--max_restarts=2"});
+  const Finished& f = interrupted.finished;
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find("[rank 2] rank 2 kills itself at step 45"), std::string::npos) << f.out;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(launch: rank 2 failed \(signal SIGKILL \(Killed\)\); restart 1 of 2 in \d+\.\d s)")))
+      << f.err;
+  EXPECT_EQ(f.err.find("restart 2 of 2"), std::string::npos) << "the restarted job must run through: " << f.err;
+  EXPECT_NE(f.out.find("[rank 0] resuming from " + temp_path("interrupted_" + backend) + "/step_0000000040.ckpt (step 40)"),
+            std::string::npos)
+      << f.out;
+  // The same steps on the same data from the same state: the same loss, to float rounding.
+  EXPECT_NEAR(interrupted.final_loss, reference.final_loss, 1e-6 * reference.final_loss)
+      << "reference:\n" << reference.finished.out << "interrupted:\n" << f.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ResumableTrain, ::testing::Values("gloo", "shm"));
+
+TEST(ResumableTrainAlone, ANewRunInAFolderOfAFinishedOneHasNothingLeftToDo) {
+  TrainingRun first = train("gloo", "finished", {});
+  ASSERT_EQ(exit_code(first.finished), 0) << first.finished.err;
+  TrainingRun again = train("gloo", "finished", {});
+  ASSERT_EQ(exit_code(again.finished), 0) << again.finished.err;
+  EXPECT_NE(again.finished.out.find("the checkpoint is of step 120: nothing left to train"), std::string::npos)
+      << again.finished.out;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
