@@ -3,7 +3,12 @@
 // Collectives are queued to one worker thread per group and run in issue order
 // (gloo_worker.h); send/recv are posted at once and completed by waiter threads
 // (gloo_p2p.h). Every op waits at most its OpContext timeout, counted from its issue, then
-// fails with Timeout; a lost connection is PeerFailure. The stall watch enforces the
+// fails with Timeout; a lost connection is PeerFailure. A peer whose connection closes
+// without a goodbye (its process died or exited without closing the group) fails the group
+// at once on every rank that is connected to it, naming it, whatever each is doing
+// (gloo_connection_watch.h); and when the group fails, every wait on its connections ends,
+// also the ones gloo itself would leave to their timeout (gloo_interruptible_context.h).
+// The stall watch enforces the
 // timeout where the group has one (always, beyond one rank): gloo itself closes every
 // connection of the group the moment one of its waits times out, before the Timeout could
 // be published, and a peer cut off that way would report "connection closed" rather than
@@ -78,6 +83,9 @@ class GlooBackend final : public Backend {
   std::string config_value(const std::string& key) const;
   // How long gloo's waits of an op with this timeout may take (see the top of this file).
   std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;
+  // The connection watch found peers that closed their connections without closing the
+  // group (their processes died or exited): the group's failure.
+  void peers_lost(const std::vector<int>& ranks);
 
   const AllReduceAlgorithm algorithm_;
   const WorkerScheduling worker_scheduling_;
