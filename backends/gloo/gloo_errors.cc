@@ -69,6 +69,8 @@ PeerFailure peers_died(const std::vector<int>& ranks) {
   return PeerFailure("ranks " + rank_list(ranks) + " closed their connections (the processes died or exited)");
 }
 
+int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
+
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
                                      std::chrono::milliseconds timeout, const Work& op) {
   std::exception_ptr error = to_distcomm_error(raw, timeout);
@@ -79,7 +81,7 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
     for (const ClosedPeer& p : connections->closed_peers()) (p.said_goodbye ? left : died).push_back(p.rank);
     if (!died.empty()) {
       error = std::make_exception_ptr(peers_died(died));
-      culprit = died.front();
+      culprit = culprit_among(died);
     } else if (!left.empty()) {
       // No culprit for GroupFailure: a rank that left cleanly published where it was (the
       // stall watch's last report), and the explainer compares that with the others' ops:

@@ -32,6 +32,11 @@ bool closed_by_this_rank(const std::string& gloo_message);
 // The ranks whose connections closed without a goodbye (gloo_connection_watch.h):
 // "rank 1 closed its connection (the process died or exited)".
 PeerFailure peers_died(const std::vector<int>& ranks);
+// The culprit to give GroupFailure::record for them: the one rank when there is one. Of
+// several, some may only have cut their connections after failing themselves, because of
+// another (the first failing rank's record, on the board, says which): then none is named
+// and GroupFailure looks that record up.
+int culprit_among(const std::vector<int>& ranks);
 
 // What an op that gloo failed ends with: raw in distcomm's terms, recorded as the group's
 // failure (GroupFailure::record). A connection lost to a peer is explained by which peer
