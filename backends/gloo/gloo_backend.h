@@ -3,18 +3,17 @@
 // Collectives are queued to one worker thread per group and run in issue order
 // (gloo_worker.h); send/recv are posted at once and completed by waiter threads
 // (gloo_p2p.h). Every op waits at most its OpContext timeout, counted from its issue, then
-// fails with Timeout; a lost connection is PeerFailure. A peer whose connection closes
-// without a goodbye (its process died or exited without closing the group) fails the group
-// at once on every rank that is connected to it, naming it, whatever each is doing
-// (gloo_connection_watch.h); and when the group fails, every wait on its connections ends,
-// also the ones gloo itself would leave to their timeout (gloo_interruptible_context.h).
-// The stall watch enforces the
+// fails with Timeout; a lost connection is PeerFailure. The stall watch enforces the
 // timeout where the group has one (always, beyond one rank): gloo itself closes every
 // connection of the group the moment one of its waits times out, before the Timeout could
 // be published, and a peer cut off that way would report "connection closed" rather than
-// the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After either, the group is unusable: later
-// ops fail at once with the first error, and peers are told and cut loose
-// (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
+// the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After
+// either, the group is unusable: later ops fail at once with the first error, and peers
+// are told and cut loose (api/group_failure.h; gloo's errors in distcomm's terms:
+// gloo_errors.h), and every wait on its connections ends, also the ones gloo itself would
+// leave to their timeout (gloo_interruptible_context.h). A peer whose connection closes
+// without a goodbye (its process died or exited without closing the group) fails the group
+// at once on every rank, naming it, whatever each is doing (gloo_connection_watch.h).
 //
 // Ranks that disagree on an op never exchange a byte: collectives' tags and point-to-point
 // slots carry the op's fingerprint and size (gloo_slots.h), so the op waits, and the stall

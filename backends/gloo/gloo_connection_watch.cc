@@ -35,11 +35,12 @@ ConnectionWatch::~ConnectionWatch() { stop(); }
 
 void ConnectionWatch::start(OnLost on_lost) {
   on_lost_ = std::move(on_lost);
+  bool listening = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    listen_locked();  // before the thread: a goodbye from now on has a receive to land in
+    listening = listen_locked();  // before the thread: a goodbye from now on has a receive to land in
   }
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this, listening] { loop(listening); });
   pthread_setname_np(thread_.native_handle(), "dc-gloo-conns");
 }
 
@@ -132,8 +133,7 @@ void ConnectionWatch::say_goodbye() {
   }
 }
 
-void ConnectionWatch::loop() {
-  bool wait = true;  // start() posted the first listener
+void ConnectionWatch::loop(bool wait) {
   for (;;) {
     if (wait) {
       ::gloo::transport::UnboundBuffer* listener = nullptr;

@@ -58,7 +58,9 @@ class ConnectionWatch {
   void stop();
 
  private:
-  void loop();
+  // wait: the last listener has a receive on every connection that was open (else a
+  // connection closed meanwhile: look first).
+  void loop(bool wait);
   // Finds the connections closed since the last look (mu_ held).
   void probe_locked();
   bool said_goodbye_locked(int peer) const;
