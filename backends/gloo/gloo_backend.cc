@@ -68,9 +68,9 @@ void GlooBackend::peers_lost(const std::vector<int>& ranks) {
   WorkPtr op = worker_->running();
   if (!op) op = transfers_->in_flight();
   if (op) {
-    failure_->record(error, *op, ranks.front());
+    failure_->record(error, *op, culprit_among(ranks));
   } else {
-    failure_->record(error, "the group (no op in flight)", ranks.front());
+    failure_->record(error, "the group (no op in flight)", culprit_among(ranks));
   }
 }
 

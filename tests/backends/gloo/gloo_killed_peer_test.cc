@@ -6,6 +6,10 @@
 // The victim is stopped (SIGSTOP) at the point under test, so that where it is does not
 // depend on timing, and then killed (SIGKILL) by a survivor, which notes the time of the kill
 // on the store; every survivor measures from that time to its failure.
+//
+// To see where an op is, rank 0 reads its tensor while the op writes it (through volatile
+// pointers, one element at a time): a race by the letter of C++ that ThreadSanitizer
+// reports, and the only view of a message under way that gloo gives.
 #include <signal.h>
 #include <unistd.h>
 
