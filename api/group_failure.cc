@@ -22,7 +22,8 @@ const char kFormat[] = "distcomm-failure-1";
 constexpr std::chrono::milliseconds kStoreAnswerWait{3000};
 // How long a peer keeps looking when the first read found nothing: a rank whose
 // connections closed before its record was stored (gloo closes them all itself when one of
-// its waits times out; a publish that ran out of kStoreAnswerWait).
+// its waits times out; a publish that ran out of kStoreAnswerWait). Not when the backend
+// names the rank that closed the connection: see record().
 constexpr std::chrono::milliseconds kLookupWindow{1000};
 
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
@@ -98,6 +99,13 @@ std::exception_ptr explained_by(const FailureRecord& cause) {
       return std::make_exception_ptr(
           PeerFailure(who + " failed and aborted the group, which cut this op off. Its error: " + cause.message));
   }
+}
+
+// Another rank's record says what this rank saw itself: the same peer's connection closed.
+// Then this rank's own words are as true and name its own op, and the cause is the same.
+bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit) {
+  return culprit >= 0 && kind == FailureRecord::Kind::kPeerFailure &&
+         other.kind == FailureRecord::Kind::kPeerFailure && other.culprit == culprit;
 }
 
 }  // namespace
@@ -181,12 +189,8 @@ std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::str
   return record_failure(std::move(error), where, nullptr, culprit);
 }
 
-std::exception_ptr GroupFailure::record_known_cause(std::exception_ptr error, const Work& op, int culprit) {
-  return record_failure(std::move(error), op.description(), &op, culprit, /*known_cause=*/true);
-}
-
 std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                                int culprit, bool known_cause) {
+                                                int culprit) {
   if (failed()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (op != nullptr && op == first_op_ && first_error_) return first_error_;
@@ -195,9 +199,15 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   error = as_distcomm_error(error);
   FailureRecord r;
   r.kind = kind_of(error);
-  bool explained = known_cause;
-  if (!explained && r.kind == FailureRecord::Kind::kPeerFailure) {
-    if (std::optional<FailureRecord> cause = look_up_cause()) {
+  // A PeerFailure whose culprit the backend names: it saw that rank's connection close. A
+  // rank that fails stores its record before it closes its connections, so one read finds
+  // it; a rank that stored none died or exited, and neither waiting for its record nor
+  // asking it for a report (the explainer) would bring anything but delay.
+  const bool culprit_seen = r.kind == FailureRecord::Kind::kPeerFailure && culprit >= 0;
+  bool explained = culprit_seen;
+  if (r.kind == FailureRecord::Kind::kPeerFailure) {
+    std::optional<FailureRecord> cause = look_up_cause(culprit_seen ? std::chrono::milliseconds(0) : kLookupWindow);
+    if (cause && !same_loss(*cause, r.kind, culprit)) {
       error = explained_by(*cause);
       r.kind = kind_of(error);
       // Who the cause blamed, when it knew; else the rank that failed first.
@@ -227,7 +237,8 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // Published before the group is marked here: when another rank's record got there first
   // (two ranks found the same Desync at once; a Timeout here after a peer's failure), that
   // first failure is this rank's answer too -- every rank then reports the same cause.
-  if (std::optional<FailureRecord> earlier = publish(r)) {
+  std::optional<FailureRecord> earlier = publish(r);
+  if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
     error = explained_by(*earlier);
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
@@ -273,8 +284,8 @@ std::optional<std::string> GroupFailure::read_board() const {
       [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); });
 }
 
-std::optional<FailureRecord> GroupFailure::look_up_cause() const {
-  const auto until = std::chrono::steady_clock::now() + kLookupWindow;
+std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::milliseconds window) const {
+  const auto until = std::chrono::steady_clock::now() + window;
   for (;;) {
     // Each read may take the store's time: the window only bounds how long nothing is found.
     std::optional<std::string> found = read_board();

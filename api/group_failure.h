@@ -86,16 +86,14 @@ class GroupFailure {
   // PeerFailure, what the peer that caused it published), also when the op whose failure
   // came first is recorded again (a watch recorded it, then the op's own wait failed);
   // refusal() for a failure that follows an earlier one. The first failure is recorded and published, then the abort
-  // hooks run. culprit: the rank held responsible, when the backend knows it.
+  // hooks run. culprit: the rank held responsible, when the backend knows it. For a
+  // PeerFailure it means the backend saw that rank's connection close: then the board is
+  // read once (a rank that fails publishes before it cuts its connections) and the
+  // explainer is not asked (the rank may be dead); a record of another rank that blames
+  // the same culprit for the same kind of loss leaves this rank's own error as it is.
   std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
   // The same for a failure outside an op (setup, a background check); where: what failed.
   std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
-  // record(), for a failure whose cause the backend knows for certain -- the culprit's
-  // process ended (shm sees its pid go), or it closed the group cleanly -- so that nobody
-  // can have published a better one and nothing is looked up or explained: the error is
-  // recorded and published as it is, at once (a PeerFailure is otherwise looked up on the
-  // board for up to a second, then explained by asking every rank).
-  std::exception_ptr record_known_cause(std::exception_ptr error, const Work& op, int culprit);
 
   // This rank stops the group: later ops end with `refusal` (unless the group had failed
   // before: its failure stays the answer). ops_in_flight is asked after the group is
@@ -114,9 +112,10 @@ class GroupFailure {
 
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                    int culprit, bool known_cause = false);
-  // A PeerFailure may be a peer's failure seen from here: its published record, if any.
-  std::optional<FailureRecord> look_up_cause() const;
+                                    int culprit);
+  // A PeerFailure may be a peer's failure seen from here: its published record, if any,
+  // looked for during `window` when the first read finds none.
+  std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window) const;
   // The board's record as text ("" when there is none); nullopt without a board, or when it
   // does not answer.
   std::optional<std::string> read_board() const;

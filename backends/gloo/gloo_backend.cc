@@ -39,12 +39,13 @@ GlooBackend::GlooBackend(BackendOptions options)
   comm_ = std::make_unique<GlooComm>(Backend::options());
   failure_ = std::make_unique<GroupFailure>(rank(), Backend::options().store);
   failure_->on_abort([this] {
-    comm_->interrupt();
+    comm_->interrupt(failure_->refusal());
     transfers_->abort_all();
   });
-  transfers_ = std::make_unique<TransferWaiters>(*failure_);
+  transfers_ = std::make_unique<TransferWaiters>(*failure_, comm_->connections());
   CollectiveEnv env;
   env.context = comm_->context();
+  env.connections = comm_->connections();
   env.algorithm = algorithm_;
   worker_ = CollectiveWorker::start(std::move(env), *failure_, worker_scheduling_);
   if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
@@ -53,6 +54,23 @@ GlooBackend::GlooBackend(BackendOptions options)
     w.size = size();
     w.board = Backend::options().store;
     watch_ = std::make_unique<StallWatch>(w, *failure_);
+  }
+  if (ConnectionWatch* connections = comm_->connections()) {
+    connections->start([this](const std::vector<int>& lost) { peers_lost(lost); });
+  }
+}
+
+void GlooBackend::peers_lost(const std::vector<int>& ranks) {
+  // The group cannot go on without them. Recorded as the failure of the op in flight, if
+  // any, which then ends with this error rather than the group's refusal (its wait may be
+  // one gloo does not end: a message from the dead peer under way).
+  const std::exception_ptr error = std::make_exception_ptr(peers_died(ranks));
+  WorkPtr op = worker_->running();
+  if (!op) op = transfers_->in_flight();
+  if (op) {
+    failure_->record(error, *op, culprit_among(ranks));
+  } else {
+    failure_->record(error, "the group (no op in flight)", culprit_among(ranks));
   }
 }
 
@@ -159,7 +177,7 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
     post(*transfer->buffer);
   } catch (...) {
     // A closed connection shows when posting; it is the group's failure like any other.
-    work->finish(failure_->record(to_distcomm_error(std::current_exception(), ctx.timeout), *work));
+    work->finish(record_op_failure(*failure_, comm_->connections(), std::current_exception(), ctx.timeout, *work));
     return work;
   }
   transfers_->add(std::move(transfer));
@@ -189,11 +207,22 @@ void GlooBackend::shutdown() {
   if (shut_down_.exchange(true)) return;
   // Marked first, then asked: an op either sees the mark and is refused, or is seen busy
   // here and gets interrupted (CollectiveWorker::loop decides under the lock busy() takes).
+  // Clean when the group had not failed and no op was in flight: then the peers are told
+  // (a goodbye on each connection) that the ends of this rank's connections are no death.
+  bool asked = false, in_flight = false;
   failure_->shut_down(std::make_exception_ptr(PeerFailure(
                           "the group was shut down on this rank (ProcessGroup::abort or destruction)")),
-                      [this] { return worker_->busy() || transfers_->busy(); });
+                      [&] {
+                        asked = true;
+                        in_flight = worker_->busy() || transfers_->busy();
+                        return in_flight;
+                      });
   worker_->stop();
   transfers_->stop();
+  if (ConnectionWatch* connections = comm_->connections()) {
+    connections->stop();  // before what its reports use goes
+    if (asked && !in_flight) connections->say_goodbye();
+  }
   if (watch_) watch_->stop();  // after the ops: a Timeout they end with may ask it
 }
 

@@ -7,9 +7,13 @@
 // timeout where the group has one (always, beyond one rank): gloo itself closes every
 // connection of the group the moment one of its waits times out, before the Timeout could
 // be published, and a peer cut off that way would report "connection closed" rather than
-// the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After either, the group is unusable: later
-// ops fail at once with the first error, and peers are told and cut loose
-// (api/group_failure.h; gloo's errors in distcomm's terms: gloo_errors.h).
+// the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After
+// either, the group is unusable: later ops fail at once with the first error, and peers
+// are told and cut loose (api/group_failure.h; gloo's errors in distcomm's terms:
+// gloo_errors.h), and every wait on its connections ends, also the ones gloo itself would
+// leave to their timeout (gloo_interruptible_context.h). A peer whose connection closes
+// without a goodbye (its process died or exited without closing the group) fails the group
+// at once on every rank, naming it, whatever each is doing (gloo_connection_watch.h).
 //
 // Ranks that disagree on an op never exchange a byte: collectives' tags and point-to-point
 // slots carry the op's fingerprint and size (gloo_slots.h), so the op waits, and the stall
@@ -78,6 +82,9 @@ class GlooBackend final : public Backend {
   std::string config_value(const std::string& key) const;
   // How long gloo's waits of an op with this timeout may take (see the top of this file).
   std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;
+  // The connection watch found peers that closed their connections without closing the
+  // group (their processes died or exited): the group's failure.
+  void peers_lost(const std::vector<int>& ranks);
 
   const AllReduceAlgorithm algorithm_;
   const WorkerScheduling worker_scheduling_;

@@ -2,13 +2,7 @@
 
 #include <signal.h>
 
-#include <gloo/common/error.h>
-#include <gloo/transport/unbound_buffer.h>
-#include <gloo/types.h>
-
-#include "api/errors.h"
 #include "backends/gloo/gloo_device.h"
-#include "backends/gloo/gloo_slots.h"
 
 namespace distcomm {
 namespace gloo {
@@ -37,34 +31,19 @@ GlooComm::GlooComm(const BackendOptions& options) {
   if (options.size == 1) return;  // nobody to connect to
   const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
                             " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
-  connect_full_mesh(*context_, device_, *options.store,
-                    InitWait::for_backend(options.config, options.timeout, where, options.global_ranks,
-                                          options.store.get()));
+  context_->adopt_connections(
+      device_, connect_full_mesh(*context_, device_, *options.store,
+                                 InitWait::for_backend(options.config, options.timeout, where, options.global_ranks,
+                                                       options.store.get())));
+  connections_ = std::make_unique<ConnectionWatch>(*context_->transport());
 }
 
-void GlooComm::interrupt() {
-  // gloo has no call that fails the waits of a running collective from another thread.
-  // It does one thing when a wait on an unbound buffer times out: it signals every pair of
-  // the context ("Application timeout caused pair closure"), which fails all their pending
-  // operations and closes their sockets. So: post a receive on a slot nobody ever sends to
-  // and wait for it for one millisecond.
-  const int size = context_->size;
-  char unused = 0;
-  for (int i = 1; i < size; ++i) {
-    const int peer = (context_->rank + i) % size;
-    auto buffer = context_->createUnboundBuffer(&unused, 1);
-    try {
-      buffer->recv(peer, ::gloo::Slot::build(kInterruptSlotPrefix, 0), 0, 1);
-    } catch (const std::exception&) {
-      continue;  // this pair is closed already; another one may still be open
-    }
-    try {
-      buffer->waitRecv(nullptr, std::chrono::milliseconds(1));
-    } catch (const std::exception&) {
-      // The timeout that signalled every pair: done.
-    }
-    return;
-  }
+GlooComm::~GlooComm() {
+  if (connections_) connections_->stop();
+}
+
+void GlooComm::interrupt(std::exception_ptr why) {
+  if (InterruptibleContext* transport = context_->transport()) transport->interrupt(std::move(why));
 }
 
 }  // namespace gloo

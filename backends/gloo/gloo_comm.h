@@ -1,8 +1,10 @@
 // One group's gloo connections: a TCP device on the chosen interface and a full mesh of
-// pairs, set up through the group's own store.
+// pairs, set up through the group's own store, behind an InterruptibleContext; and, beyond
+// one rank, the watch that tells a peer that died from one that closed the group.
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -10,20 +12,32 @@
 #include <gloo/transport/device.h>
 
 #include "api/backend.h"
+#include "backends/gloo/gloo_connection_watch.h"
+#include "backends/gloo/gloo_interruptible_context.h"
 #include "backends/gloo/gloo_rendezvous.h"
 
 namespace distcomm {
 namespace gloo {
 
-// gloo's rendezvous context, plus access to the timeout its transport applies to waits
-// that gloo's algorithms start without one (gloo::allreduce's bcube path does): the worker
-// sets it to each op's timeout, so that every op honours its own.
+// gloo's rendezvous context over an InterruptibleContext, plus access to the timeout its
+// transport applies to waits that gloo's algorithms start without one (gloo::allreduce's
+// bcube path does): the worker sets it to each op's timeout, so that every op honours its own.
 class GlooContext : public RendezvousContext {
  public:
   using RendezvousContext::RendezvousContext;
   void set_transport_timeout(std::chrono::milliseconds timeout) {
-    if (transportContext_) transportContext_->setTimeout(timeout);
+    if (transport_) transport_->set_timeout(timeout);
   }
+  // The connected TCP context becomes this context's transport, behind an InterruptibleContext.
+  void adopt_connections(std::shared_ptr<::gloo::transport::Device> device,
+                         std::shared_ptr<::gloo::transport::Context> tcp) {
+    transport_ = std::make_shared<InterruptibleContext>(std::move(tcp));
+    adopt(std::move(device), transport_);
+  }
+  InterruptibleContext* transport() const { return transport_.get(); }
+
+ private:
+  std::shared_ptr<InterruptibleContext> transport_;
 };
 
 class GlooComm {
@@ -33,20 +47,24 @@ class GlooComm {
   // Throws InvalidArgument for a bad interface, Timeout naming the peers that did not
   // publish or connect, PeerFailure naming one that cannot be reached.
   explicit GlooComm(const BackendOptions& options);
+  ~GlooComm();
 
   const std::shared_ptr<GlooContext>& context() const { return context_; }
   // "address 127.0.0.1 (the route to master localhost)": for messages.
   const std::string& listening_on() const { return listening_on_; }
+  // Null in a group of one.
+  ConnectionWatch* connections() const { return connections_.get(); }
 
-  // Fails everything blocked on this group's connections and closes them, so that the
-  // worker thread returns from a collective that will never finish and peers blocked on
-  // this rank see the connections end. Idempotent; never waits on a peer.
-  void interrupt();
+  // Closes the group's connections, so that peers blocked on this rank see them end, and
+  // makes every wait on them, now or later, throw `why` (InterruptibleContext::interrupt).
+  // Idempotent; never waits on a peer.
+  void interrupt(std::exception_ptr why);
 
  private:
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<GlooContext> context_;
   std::string listening_on_;
+  std::unique_ptr<ConnectionWatch> connections_;
 };
 
 }  // namespace gloo

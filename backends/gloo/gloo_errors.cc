@@ -1,13 +1,42 @@
 #include "backends/gloo/gloo_errors.h"
 
-#include <string>
-
 #include <gloo/common/error.h>
 
-#include "api/errors.h"
+#include "backends/gloo/gloo_connection_watch.h"
 
 namespace distcomm {
 namespace gloo {
+namespace {
+
+bool is_timeout(const std::string& gloo_message) { return gloo_message.find("Timed out") != std::string::npos; }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + out + "]";
+}
+
+// A closed connection of another rank's doing: worth asking the connection watch whose.
+bool lost_to_a_peer(std::exception_ptr raw) {
+  try {
+    std::rethrow_exception(raw);
+  } catch (const ::gloo::IoException& e) {
+    return !is_timeout(e.what()) && !closed_by_this_rank(e.what());
+  } catch (...) {
+    return false;
+  }
+}
+
+// Peers that closed the group cleanly (a goodbye) while this op still needed them: they
+// never took part in it.
+PeerFailure peers_left(const std::vector<int>& ranks) {
+  const bool one = ranks.size() == 1;
+  return PeerFailure((one ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list(ranks)) +
+                     " closed the group with no op in flight while this op still waited for " +
+                     (one ? "it" : "them") + " (" + (one ? "it" : "they") + " never took part in this op)");
+}
+
+}  // namespace
 
 std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::milliseconds timeout) {
   try {
@@ -16,7 +45,7 @@ std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::millis
     return raw;
   } catch (const ::gloo::IoException& e) {
     const std::string msg = e.what();
-    if (msg.find("Timed out") != std::string::npos) {
+    if (is_timeout(msg)) {
       return std::make_exception_ptr(
           Timeout("timed out after " + std::to_string(timeout.count()) +
                   " ms waiting for peers: not every rank of the group joined this op in time, or one is "
@@ -27,6 +56,41 @@ std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::millis
   } catch (...) {
     return std::make_exception_ptr(Error("gloo failed: " + message_of(raw)));
   }
+}
+
+bool closed_by_this_rank(const std::string& gloo_message) {
+  return gloo_message.find("Application timeout caused pair closure") != std::string::npos;
+}
+
+PeerFailure peers_died(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) {
+    return PeerFailure("rank " + std::to_string(ranks[0]) + " closed its connection (the process died or exited)");
+  }
+  return PeerFailure("ranks " + rank_list(ranks) + " closed their connections (the processes died or exited)");
+}
+
+int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
+
+std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
+                                     std::chrono::milliseconds timeout, const Work& op) {
+  std::exception_ptr error = to_distcomm_error(raw, timeout);
+  int culprit = -1;
+  // Once the group has failed, its first failure answers (GroupFailure::record).
+  if (connections && !failure.failed() && lost_to_a_peer(raw)) {
+    std::vector<int> died, left;
+    for (const ClosedPeer& p : connections->closed_peers()) (p.said_goodbye ? left : died).push_back(p.rank);
+    if (!died.empty()) {
+      error = std::make_exception_ptr(peers_died(died));
+      culprit = culprit_among(died);
+    } else if (!left.empty()) {
+      // No culprit for GroupFailure: a rank that left cleanly published where it was (the
+      // stall watch's last report), and the explainer compares that with the others' ops:
+      // it never ran this op, so the ranks disagree (a Desync with the table), or it is
+      // named as having left.
+      error = std::make_exception_ptr(peers_left(left));
+    }
+  }
+  return failure.record(error, op, culprit);
 }
 
 }  // namespace gloo

@@ -8,13 +8,41 @@
 
 #include <chrono>
 #include <exception>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/group_failure.h"
+#include "api/work.h"
 
 namespace distcomm {
 namespace gloo {
 
+class ConnectionWatch;
+
 // Timeout for a gloo wait that timed out (naming `timeout`, the op's), PeerFailure for a
 // lost or closed connection, distcomm errors as they are, anything else as Error.
 std::exception_ptr to_distcomm_error(std::exception_ptr raw, std::chrono::milliseconds timeout);
+
+// Whether a closed connection's gloo message says this rank closed it: gloo closes every
+// connection of a group with that message when one of its waits times out, which is also
+// how InterruptibleContext::interrupt closes them.
+bool closed_by_this_rank(const std::string& gloo_message);
+
+// The ranks whose connections closed without a goodbye (gloo_connection_watch.h):
+// "rank 1 closed its connection (the process died or exited)".
+PeerFailure peers_died(const std::vector<int>& ranks);
+// The culprit to give GroupFailure::record for them: the one rank when there is one. Of
+// several, some may only have cut their connections after failing themselves, because of
+// another (the first failing rank's record, on the board, says which): then none is named
+// and GroupFailure looks that record up.
+int culprit_among(const std::vector<int>& ranks);
+
+// What an op that gloo failed ends with: raw in distcomm's terms, recorded as the group's
+// failure (GroupFailure::record). A connection lost to a peer is explained by which peer
+// closed it and how (connections, when given); a peer that died is the culprit.
+std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
+                                     std::chrono::milliseconds timeout, const Work& op);
 
 }  // namespace gloo
 }  // namespace distcomm

@@ -65,9 +65,11 @@ class ScratchBuffer {
   size_t size_ = 0;
 };
 
-// What collectives run with: the group's connections and the worker's scratch memory.
+// What collectives run with: the group's connections (and their watch, which names a peer
+// that closed its connection) and the worker's scratch memory.
 struct CollectiveEnv {
   std::shared_ptr<GlooContext> context;
+  ConnectionWatch* connections = nullptr;  // null in a group of one
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
   ScratchBuffer scratch;
 };

@@ -27,6 +27,12 @@ bool TransferWaiters::busy() const {
   return !queue_.empty() || !waiting_.empty();
 }
 
+WorkPtr TransferWaiters::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!waiting_.empty()) return (*waiting_.begin())->work;
+  return queue_.empty() ? nullptr : queue_.front()->work;
+}
+
 void TransferWaiters::abort_locked(Transfer& t) {
   // The abort flag stays set until a wait consumes it, so this also covers a transfer
   // whose waiter has not started waiting yet.
@@ -77,7 +83,7 @@ void TransferWaiters::loop() {
       // (the stall watch's Timeout for it) gets that error, any other the refusal.
       if (!done) error = failure_.record(failure_.refusal(), *t->work);
     } catch (...) {
-      error = failure_.record(to_distcomm_error(std::current_exception(), t->timeout), *t->work);
+      error = record_op_failure(failure_, connections_, std::current_exception(), t->timeout, *t->work);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -26,6 +26,7 @@
 #include "api/tensor.h"
 #include "api/work.h"
 #include "api/group_failure.h"
+#include "backends/gloo/gloo_connection_watch.h"
 
 namespace distcomm {
 namespace gloo {
@@ -41,7 +42,10 @@ struct Transfer {
 
 class TransferWaiters {
  public:
-  explicit TransferWaiters(GroupFailure& failure) : failure_(failure) {}
+  // connections: the group's (null in a group of one), which names a peer that closed its
+  // connection when a transfer fails on it.
+  TransferWaiters(GroupFailure& failure, ConnectionWatch* connections)
+      : failure_(failure), connections_(connections) {}
   ~TransferWaiters();
   TransferWaiters(const TransferWaiters&) = delete;
   TransferWaiters& operator=(const TransferWaiters&) = delete;
@@ -49,6 +53,8 @@ class TransferWaiters {
   // Waits for t on a pool thread and finishes its Work (set_source_rank for receives).
   void add(std::unique_ptr<Transfer> t);
   bool busy() const;
+  // A transfer in flight (posted, not finished), null if none.
+  WorkPtr in_flight() const;
   // Makes every pending wait return; those Works fail with the group's refusal. Receives
   // from any source wait on no connection, so cutting the connections alone would not
   // end them.
@@ -61,6 +67,7 @@ class TransferWaiters {
   void abort_locked(Transfer& t);
 
   GroupFailure& failure_;
+  ConnectionWatch* const connections_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Transfer>> queue_;

@@ -152,8 +152,9 @@ class Connector {
 
 }  // namespace
 
-void connect_full_mesh(RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device,
-                       Store& store, const InitWait& wait) {
+std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
+    const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
+    const InitWait& wait) {
   const int rank = context.rank;
   const int size = context.size;
   auto device_copy = device;  // gloo's createContext is not const
@@ -193,7 +194,7 @@ void connect_full_mesh(RendezvousContext& context, const std::shared_ptr<::gloo:
                       failure + "): its process has gone since it published its address, or that address is "
                       "not reachable from here (DISTCOMM_SOCKET_IFNAME)");
   }
-  context.adopt(device, std::move(transport));
+  return transport;
 }
 
 }  // namespace gloo

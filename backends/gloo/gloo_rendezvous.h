@@ -26,7 +26,7 @@
 namespace distcomm {
 namespace gloo {
 
-// The context's transport pairs, made here and given to the context by adopt().
+// The context's transport, connected here and given to the context by adopt().
 class RendezvousContext : public ::gloo::rendezvous::Context {
  public:
   using ::gloo::rendezvous::Context::Context;
@@ -37,17 +37,15 @@ class RendezvousContext : public ::gloo::rendezvous::Context {
     device_ = std::move(device);
     transportContext_ = std::move(transport);
   }
-  friend void connect_full_mesh(RendezvousContext& context,
-                                const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
-                                const InitWait& wait);
 };
 
-// Connects context (rank and size its own) to every other rank of the group through store
-// (private to this group and backend) within wait's deadline. On success the context's
-// pairs are connected and its timeout is the transport's; on failure no thread of this
-// call is left running and the pairs are closed.
-void connect_full_mesh(RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device,
-                       Store& store, const InitWait& wait);
+// Connects a transport context of `device` (rank and size: context's) to every other rank of
+// the group through store (private to this group and backend) within wait's deadline, and
+// returns it, its timeout the context's. On failure no thread of this call is left running
+// and the pairs are closed.
+std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
+    const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
+    const InitWait& wait);
 
 }  // namespace gloo
 }  // namespace distcomm

@@ -22,9 +22,13 @@ namespace gloo {
 
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 constexpr uint8_t kPointToPointSlotPrefix = 0x42;
-// GlooComm::interrupt posts a receive nobody sends to (see there).
-constexpr uint8_t kInterruptSlotPrefix = 0x43;
+// Receives nobody ever sends to: InterruptibleContext::close_connections' and the connection
+// watch's probes (a receive posted on a closed connection throws at once).
+constexpr uint8_t kNeverSentSlotPrefix = 0x43;
 constexpr uint8_t kAllToAllSlotPrefix = 0x44;
+// A rank that closes the group with nothing in flight says so to each peer here, before
+// its connections close (gloo_connection_watch.h).
+constexpr uint8_t kGoodbyeSlotPrefix = 0x45;
 
 // A 64-bit hash folded into gloo's 32-bit collective tag.
 inline uint32_t fold_to_tag(uint64_t hash) { return static_cast<uint32_t>(hash ^ (hash >> 32)); }

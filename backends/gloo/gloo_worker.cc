@@ -85,6 +85,11 @@ bool CollectiveWorker::busy() const {
   return running_ || !queue_.empty();
 }
 
+WorkPtr CollectiveWorker::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_work_;
+}
+
 void CollectiveWorker::wake_worker_locked() {
   urgent_ = true;
   timer_set_ = true;  // for now: nothing may set it later
@@ -110,6 +115,7 @@ CollectiveWorker::Taken CollectiveWorker::take_locked() {
   // op is refused here or busy() has seen it running (and the caller interrupts it).
   taken.refuse = failure_.failed();
   running_ = !taken.refuse;
+  if (running_) running_work_ = taken.queued.op.work;
   finishing_ = taken.refuse;
   return taken;
 }
@@ -123,12 +129,13 @@ void CollectiveWorker::run_and_finish(Taken taken) {
     try {
       run_collective(env_, op);
     } catch (...) {
-      error = failure_.record(to_distcomm_error(std::current_exception(), op.timeout), *op.work);
+      error = record_op_failure(failure_, env_.connections, std::current_exception(), op.timeout, *op.work);
     }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    running_work_.reset();
     finishing_ = true;
     finisher_ = std::this_thread::get_id();
   }

@@ -72,6 +72,8 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   // Whether an op is queued or running. Read after the group is marked failed or shut
   // down, false means no op will touch the connections again.
   bool busy() const;
+  // The op running now (on the worker or a waiter), null if none.
+  WorkPtr running() const;
   // Ends the thread after it has refused the queued ops and an op a waiter runs has ended
   // (the group must already be marked failed or shut down, and a running op interrupted).
   // Idempotent. Later waiters run nothing.
@@ -116,6 +118,7 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   uint64_t next_taken_ = 0;   // the queue's head has this; smaller ones are taken
   uint64_t waited_below_ = 0;  // ops before this one have had a waiter (drive)
   bool running_ = false;      // an op is running (on the worker or a waiter)
+  WorkPtr running_work_;      // its Work
   bool finishing_ = false;    // its Work is being finished; the next op waits for that
   std::thread::id finisher_;  // the thread that finishes it
   bool urgent_ = false;       // the worker takes queued ops without waiting for their grace

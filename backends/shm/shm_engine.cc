@@ -292,7 +292,6 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
       Failure died{FailureKind::kPeerFailure, peer,
                    "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
                        ") died: its process ended while this op waited for it"};
-      died.known_cause = true;
       throw GroupFailedError(died);
     }
   }
@@ -355,9 +354,10 @@ const Work* Engine::running_op() const {
 void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
   const Work* op = failure.op ? failure.op : running_op();
   std::exception_ptr error = to_exception(failure);
-  const std::exception_ptr first = !op                  ? failure_.record(error, "", failure.culprit)
-                                   : failure.known_cause ? failure_.record_known_cause(error, *op, failure.culprit)
-                                                         : failure_.record(error, *op, failure.culprit);
+  // A PeerFailure naming its culprit (a dead pid, a peer's close) is recorded at once: one
+  // look at the board, no explanation (GroupFailure::record).
+  const std::exception_ptr first =
+      op ? failure_.record(error, *op, failure.culprit) : failure_.record(error, "", failure.culprit);
   const std::exception_ptr rest = failure_.refusal();
   // The op that failed and those under way end with the failure; ops still queued, with
   // the refusal that quotes it.

@@ -64,7 +64,6 @@ Failure failure_of_peer(const SegmentView& peer, int peer_rank) {
   f.culprit = peer_rank;
   const std::string who = "rank " + std::to_string(peer_rank);
   if (c.state.value.load(std::memory_order_acquire) == kClosed) {
-    f.known_cause = true;
     f.message = who + " shut the group down (ProcessGroup destroyed or aborted) before this op finished";
     return f;
   }

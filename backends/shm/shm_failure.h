@@ -25,9 +25,6 @@ struct Failure {
   int culprit = -1;  // the rank to blame, -1 when unknown
   std::string message;
   const Work* op = nullptr;  // the op that hit it, when it is not the running collective
-  // Certain: the culprit's process ended, or it closed the group. Nobody can have published
-  // a better cause, so none is looked up (GroupFailure::record_known_cause).
-  bool known_cause = false;
 };
 
 // Thrown inside the engine when a group-level failure is detected; the engine records it

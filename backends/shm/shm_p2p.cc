@@ -289,7 +289,6 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
                                "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
                                    ") died while this rank waited in a " + describe(r)}
                      : failure_of_peer(v, peer);
-  if (active) f.known_cause = true;  // it died
   f.op = r.work.get();
   throw GroupFailedError(f);
 }
@@ -317,7 +316,6 @@ void PointToPoint::check_any_source(const P2PRequest& r, Clock::time_point now, 
             "every other rank has shut the group down (ProcessGroup destroyed or aborted): no rank is left to "
             "send to this " + describe(r),
             r.work.get()};
-  f.known_cause = true;
   throw GroupFailedError(f);
 }
 

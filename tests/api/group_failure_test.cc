@@ -142,6 +142,47 @@ TEST(GroupFailure, AnUnexplainedPeerFailureStaysAfterABoundedLook) {
   EXPECT_EQ(f.first()->culprit, -1);
 }
 
+// The backend saw rank 3's connection close (it names the culprit) and nobody published: a
+// dead rank publishes nothing and answers no explainer, so neither is waited for.
+TEST(GroupFailure, APeerFailureWithItsCulpritIsNotHeldUp) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure f(0, board);
+  bool explainer_asked = false;
+  f.set_explainer([&](const Work&, std::exception_ptr) {
+    explainer_asked = true;
+    return nullptr;
+  });
+  const auto start = Clock::now();
+  const std::string msg =
+      thrown_by<PeerFailure>(f.record(peer_failure("rank 3 closed its connection"), op(OpType::kAllReduce, 4), 3));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500)) << "one read of the board, no look-up window";
+  EXPECT_FALSE(explainer_asked);
+  EXPECT_EQ(msg, "rank 3 closed its connection");
+  EXPECT_EQ(f.first()->culprit, 3);
+  // What it published is what a peer cut off by this rank reads.
+  EXPECT_EQ(FailureRecord::decode(to_string(board->get("failure")))->culprit, 3);
+}
+
+// Two ranks saw the same peer die: the second keeps its own words (its own op), not "rank 0
+// failed and aborted the group", which would blame rank 0; a record that blames another
+// rank is still the answer.
+TEST(GroupFailure, TheSameLossSeenTwiceKeepsEachRanksOwnWords) {
+  auto board = std::make_shared<HashStore>();
+  GroupFailure first(0, board), second(2, board), third(3, board);
+  first.record(peer_failure("rank 1 closed its connection"), op(OpType::kAllReduce, 2), 1);
+  EXPECT_EQ(thrown_by<PeerFailure>(second.record(peer_failure("rank 1 closed its connection"),
+                                                 op(OpType::kBroadcast, 2), 1)),
+            "rank 1 closed its connection");
+  EXPECT_EQ(second.first()->culprit, 1);
+  // Rank 3 saw rank 0's connection close (rank 0 cut it after its failure): rank 0's record
+  // names the cause, rank 1.
+  const std::string msg = thrown_by<PeerFailure>(
+      third.record(peer_failure("rank 0 closed its connection"), op(OpType::kAllReduce, 2), 0));
+  EXPECT_NE(msg.find("rank 0 of the group failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 1 closed its connection"), std::string::npos) << msg;
+  EXPECT_EQ(third.first()->culprit, 1);
+}
+
 // The explainer sees a Timeout before the hooks run and may replace it (stall_watch.h
 // names where the other ranks are, or the Desync their reports show); the op whose failure
 // came first, recorded again, gets that error rather than the refusal.

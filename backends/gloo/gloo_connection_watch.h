@@ -1,0 +1,89 @@
+// Which peers of a gloo group have gone, and whether they closed the group or died.
+//
+// A connection that closes is a peer that closed the group (destroyed or aborted it) or a
+// peer whose process died or exited without doing so; TCP looks the same for both, and
+// gloo notices a closed connection only through an operation pending on it. So:
+//   - a rank that closes the group with nothing in flight first says goodbye to each peer:
+//     one byte on its connection, which arrives before the connection's end (say_goodbye);
+//   - every rank keeps a receive for that byte posted on each connection, and a thread
+//     waiting on it, which wakes when a goodbye arrives or a connection closes (gloo fails
+//     the pending receive). It then finds which connections are closed (probe: a receive
+//     posted on a closed connection throws at once) and reports, once each, the peers that
+//     closed theirs without a goodbye (on_lost), unless the connections were closed here
+//     (this rank's interrupt, or gloo after one of this rank's waits timed out).
+// The backend records the group's failure in on_lost, naming the peer: so every survivor
+// learns of a death within moments, whatever it is doing -- idle, waiting for another rank,
+// or in the middle of a message from the dead one, which gloo itself would not end.
+// closed_peers() gives an op whose own wait failed on a closed connection the same answer.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include "backends/gloo/gloo_interruptible_context.h"
+
+namespace distcomm {
+namespace gloo {
+
+struct ClosedPeer {
+  int rank = -1;
+  bool said_goodbye = false;  // it closed the group with nothing in flight
+};
+
+class ConnectionWatch {
+ public:
+  // The ranks that closed their connections without a goodbye, in rank order.
+  using OnLost = std::function<void(const std::vector<int>& ranks)>;
+
+  // transport: the group's, every pair connected; it must outlive the watch.
+  explicit ConnectionWatch(InterruptibleContext& transport);
+  ~ConnectionWatch();
+  ConnectionWatch(const ConnectionWatch&) = delete;
+  ConnectionWatch& operator=(const ConnectionWatch&) = delete;
+
+  // Starts the thread ("dc-gloo-conns"); on_lost runs on it, never after stop().
+  void start(OnLost on_lost);
+  // The peers whose connections they closed (not this rank), in rank order, as of now.
+  std::vector<ClosedPeer> closed_peers();
+  // Tells every peer still connected that this rank closes the group with nothing in
+  // flight; waits a moment for the bytes to be written. Before the connections close.
+  void say_goodbye();
+  // Ends the thread. Idempotent.
+  void stop();
+
+ private:
+  // wait: the last listener has a receive on every connection that was open (else a
+  // connection closed meanwhile: look first).
+  void loop(bool wait);
+  // Finds the connections closed since the last look (mu_ held).
+  void probe_locked();
+  bool said_goodbye_locked(int peer) const;
+  // Posts a new receive for goodbyes on every open connection (mu_ held); false when a
+  // post found its connection closed meanwhile.
+  bool listen_locked();
+
+  InterruptibleContext& transport_;
+  const int rank_;
+  const int size_;
+  OnLost on_lost_;
+  std::mutex mu_;
+  // Each listener receives peer p's goodbye at byte p. Kept until the watch is destroyed:
+  // a goodbye lands in the oldest listener with a receive posted on its connection.
+  std::vector<std::unique_ptr<uint8_t[]>> listener_memory_;
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> listeners_;
+  std::vector<char> closed_;    // by rank: its connection closed, by that peer
+  std::vector<char> reported_;  // by rank: given to on_lost
+  bool closed_here_ = false;    // this rank's connections were closed by this rank
+  bool stopping_ = false;
+  uint8_t goodbye_ = 1;  // what say_goodbye sends (gloo reads it while sending)
+  std::thread thread_;
+};
+
+}  // namespace gloo
+}  // namespace distcomm
