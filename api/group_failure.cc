@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/internal/store_host.h"
 
 namespace distcomm {
 namespace {
@@ -62,21 +63,7 @@ std::exception_ptr as_distcomm_error(std::exception_ptr e) {
   }
 }
 
-FailureRecord::Kind kind_of(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Timeout&) {
-    return FailureRecord::Kind::kTimeout;
-  } catch (const PeerFailure&) {
-    return FailureRecord::Kind::kPeerFailure;
-  } catch (const Desync&) {
-    return FailureRecord::Kind::kDesync;
-  } catch (const InvalidArgument&) {
-    return FailureRecord::Kind::kInvalidArgument;
-  } catch (...) {
-    return FailureRecord::Kind::kOther;
-  }
-}
+FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_of(e); }
 
 // What an op cut off by `cause` (another rank's failure) ends with.
 std::exception_ptr explained_by(const FailureRecord& cause) {
@@ -113,6 +100,22 @@ bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit
 template <typename R>
 std::optional<R> GroupFailure::ask_board(std::function<R()> fn) const {
   return call_with_limit<R>(std::move(fn), kStoreAnswerWait, board_gone_);
+}
+
+FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Timeout&) {
+    return Kind::kTimeout;
+  } catch (const PeerFailure&) {
+    return Kind::kPeerFailure;
+  } catch (const Desync&) {
+    return Kind::kDesync;
+  } catch (const InvalidArgument&) {
+    return Kind::kInvalidArgument;
+  } catch (...) {
+    return Kind::kOther;
+  }
 }
 
 std::string FailureRecord::encode() const {
@@ -238,6 +241,8 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // (two ranks found the same Desync at once; a Timeout here after a peer's failure), that
   // first failure is this rank's answer too -- every rank then reports the same cause.
   std::optional<FailureRecord> earlier = publish(r);
+  // This rank may serve the store the peers read it from: it stays for them a moment.
+  internal::note_failure_for_peers();
   if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
     error = explained_by(*earlier);
     r.kind = kind_of(error);
@@ -274,6 +279,7 @@ void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<boo
   // Marked first, then asked: an op either sees the mark and is refused, or is seen here.
   if (!ops_in_flight || !ops_in_flight()) return;  // a clean close: nobody waits on this rank
   publish(r);
+  internal::note_failure_for_peers();
   run_abort_hooks();
 }
 
@@ -320,6 +326,15 @@ std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record) 
   std::optional<FailureRecord> earlier = FailureRecord::decode(*stored);
   if (earlier && earlier->rank != rank_) return earlier;
   return std::nullopt;
+}
+
+void GroupFailure::publish_record(const StorePtr& board, const FailureRecord& record) {
+  if (!board) return;
+  std::atomic<bool> gone{false};
+  const Store::Bytes value = to_bytes(record.encode());
+  call_with_limit<bool>([board, value] { return board->compare_set(kBoardKey, {}, value).empty(); },
+                        kStoreAnswerWait, gone);
+  internal::note_failure_for_peers();
 }
 
 void GroupFailure::run_abort_hooks() {

@@ -51,6 +51,8 @@ struct FailureRecord {
   // One line of text per field (the message last), as published in the store.
   std::string encode() const;
   static std::optional<FailureRecord> decode(const std::string& text);
+  // The kind of an error: its type (Timeout, PeerFailure, Desync, InvalidArgument), else kOther.
+  static Kind kind_of(const std::exception_ptr& error);
 };
 
 class GroupFailure {
@@ -102,6 +104,12 @@ class GroupFailure {
 
   // The first failure or shutdown, if any.
   std::optional<FailureRecord> first() const;
+
+  // Leaves `record` on `board` (a backend's store, the one a GroupFailure of the group
+  // reads) unless another record is there already; waits a few seconds at most. How a
+  // failure no backend saw (the program's own error, ProcessGroup::publish_program_failure)
+  // reaches the peers' GroupFailures.
+  static void publish_record(const StorePtr& board, const FailureRecord& record);
 
   // Whether this group is still usable here while another rank has published the group's
   // failure (one read of the board, bounded). A rank that no closed connection reaches (a

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "api/errors.h"
+#include "api/internal/store_host.h"
 #include "api/op_fingerprint.h"
 
 namespace distcomm {
@@ -77,6 +78,8 @@ class StoreExchange final : public HostExchange {
   void wait_naming_missing(const std::vector<std::string>& keys, const std::string& what) {
     try {
       store_->wait(keys, options_.timeout);
+    } catch (const StoreError& e) {
+      std::rethrow_exception(internal::store_lost(what + ": the store failed (" + e.what() + ")", options_.store_host));
     } catch (const Timeout&) {
       std::vector<int> missing;
       for (int r = 0; r < options_.size; ++r) {

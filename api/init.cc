@@ -86,8 +86,9 @@ void wait_for_store_server(const std::string& host, int port, const InitWait& wa
           " is not its address (MASTER_ADDR/MASTER_PORT), or a firewall drops the connection");
 }
 
+// text: where the store is, for messages; served_by: the rank that serves it, if one does.
 StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& wait,
-                    std::map<std::string, std::string>* config, std::string* text) {
+                    std::map<std::string, std::string>* config, std::string* text, std::string* served_by) {
   if (o.store) {
     *text = "the program's store";
     return o.store;
@@ -107,6 +108,7 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& w
     so.timeout = o.timeout;  // also its gets' and waits' default, later
     so.identity = o.identity;
     so.bind_address = o.store_bind;
+    *served_by = "rank 0";
     return std::make_shared<TCPStore>(so);
   };
   if (m.rfind("env://", 0) == 0) {
@@ -219,7 +221,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // It gets one all the same when the program names one (a store, or an init_method other
   // than the default): then its failures can name the ranks that caused them.
   const bool store_named = o.store || o.init_method != InitOptions().init_method;
-  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, wait, &config, &po.store_text);
+  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, wait, &config, &po.store_text, &po.store_host);
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "api/errors.h"
+#include "api/group_failure.h"
+#include "api/internal/store_host.h"
 #include "api/logging.h"
 #include "api/op_fingerprint.h"
 
@@ -91,6 +93,16 @@ std::string whom(const std::vector<int>& missing, const std::vector<int>& global
 void InitWait::until(const std::string& what, const std::function<bool(milliseconds)>& poll,
                      const std::function<std::vector<int>()>& missing, const std::string& hint) const {
   Clock::time_point next_report = Clock::now() + report_every;
+  // Whom it waits for: asked afresh when it speaks (missing() may cost a store call per
+  // rank, too much for every slice); what it last knew once the store is gone.
+  std::vector<int> last_known;  // empty: "the other ranks"
+  auto who = [&](bool ask) {
+    try {
+      if (ask) last_known = missing();
+    } catch (const StoreError&) {
+    }
+    return whom(last_known, global_ranks);
+  };
   for (;;) {
     const Clock::time_point now = Clock::now();
     Clock::time_point until = std::min(deadline, next_report);
@@ -98,23 +110,58 @@ void InitWait::until(const std::string& what, const std::function<bool(milliseco
     // At least a millisecond, so that a phase already done is seen even at the deadline.
     const milliseconds slice =
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
-    if (poll(slice)) return;
-    if (failure_store && failure_store->check({failure_key})) {
-      throw PeerFailure(where + ": init gave up waiting for " + whom(missing(), global_ranks) + " " + what +
-                        ": the group's creation failed on " + failure_store->get_string(failure_key));
+    try {
+      if (poll(slice)) return;
+      if (failure_store && failure_store->check({failure_key})) {
+        const CreationFailure first = CreationFailure::decode(failure_store->get_string(failure_key));
+        first.raise(where + ": init gave up waiting for " + who(true) + " " + what + ": the group's creation failed on " +
+                    first.text);
+      }
+    } catch (const StoreError& e) {
+      // The store has gone (its server's process exited, or closed it): nothing more can
+      // come through it, and what this rank knew is all it can say.
+      std::rethrow_exception(internal::store_lost(
+          where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
+          store_host));
     }
     const Clock::time_point after = Clock::now();
     if (after >= deadline) {
       throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +
-                    seconds_text(timeout) + ") waiting for " + whom(missing(), global_ranks) + " " + what +
+                    seconds_text(timeout) + ") waiting for " + who(true) + " " + what +
                     (hint.empty() ? "" : "; " + hint));
     }
     if (after >= next_report) {
-      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + whom(missing(), global_ranks) + " " + what +
+      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + who(true) + " " + what +
                " (it gives up in " + seconds_text(left()) + ")");
       next_report = after + report_every;
     }
   }
+}
+
+CreationFailure CreationFailure::decode(const std::string& value) {
+  CreationFailure f;
+  const std::optional<FailureRecord> r = FailureRecord::decode(value);
+  if (!r) {
+    f.text = value;  // not a record: said as it is
+    return f;
+  }
+  f.text = "rank " + std::to_string(r->rank) + ": " + r->message;
+  f.timed_out = r->kind == FailureRecord::Kind::kTimeout;
+  return f;
+}
+
+void CreationFailure::raise(const std::string& message) const {
+  if (timed_out) throw Timeout(message);
+  throw PeerFailure(message);
+}
+
+std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
+  FailureRecord r;
+  r.kind = FailureRecord::kind_of(error);
+  r.rank = rank;
+  r.message = message_of(error);
+  r.time = std::chrono::system_clock::now();
+  return r.encode();
 }
 
 milliseconds init_report_interval_from_environment() {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
@@ -37,6 +38,19 @@ inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
 // 30 s, as the issue's users asked: often enough to see, rare enough not to flood a log.
 inline constexpr std::chrono::milliseconds kDefaultInitReportInterval = std::chrono::seconds(30);
 
+// What is left under kCreationFailedKey (encode_creation_failure), read back.
+struct CreationFailure {
+  std::string text;        // "rank 0: <its error's message>"
+  bool timed_out = false;  // that error was a Timeout
+
+  static CreationFailure decode(const std::string& value);
+  // Throws `message` as the error of a rank that learned of this failure: a Timeout when it
+  // was one (it names the ranks that never came: the job's cause), else a PeerFailure.
+  [[noreturn]] void raise(const std::string& message) const;
+};
+// The value a rank whose part of a creation failed with `error` leaves under kCreationFailedKey.
+std::string encode_creation_failure(int rank, const std::exception_ptr& error);
+
 struct InitWait {
   using Clock = std::chrono::steady_clock;
 
@@ -53,6 +67,11 @@ struct InitWait {
   // its part of the creation, so nothing this rank waits for will come.
   Store* failure_store = nullptr;
   std::string failure_key;
+  // The rank that serves the store ("rank 0"), when one does: a wait whose store goes away
+  // (the connection closes, reconnecting is refused) then ends with a PeerFailure saying
+  // that rank has gone, with the ranks this rank was still waiting for when it last knew.
+  // Without it, a StoreError saying the same without naming a rank.
+  std::string store_host;
 
   static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
                                std::string where);
@@ -73,6 +92,9 @@ struct InitWait {
   // 1800 s for ranks [2] to arrive at the store"); at the deadline it throws Timeout
   // naming them, with `hint` (what those ranks may be doing) appended. A phase that cannot
   // tell which ranks it waits for returns none from missing(): "the other ranks".
+  // Another rank's creation failure (failure_key) ends it with that rank's error quoted
+  // (CreationFailure::raise); a StoreError out of poll, missing() or that look is the store
+  // going away (see store_host).
   void until(const std::string& what, const std::function<bool(std::chrono::milliseconds)>& poll,
              const std::function<std::vector<int>()>& missing, const std::string& hint) const;
 };

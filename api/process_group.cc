@@ -3,18 +3,54 @@
 #include "api/process_group.h"
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <sstream>
 
 #include "api/auto_backend.h"
 #include "api/errors.h"
+#include "api/group_failure.h"
+#include "api/internal/store_host.h"
 #include "api/plugin_registry.h"
 #include "api/prefix_store.h"
 #include "api/timeline.h"
 #include "api/trace_dump.h"
 
 namespace distcomm {
+namespace {
+
+// This process's groups, for publish_program_failure. Weak: it keeps none alive.
+class LiveGroups {
+ public:
+  void add(const std::shared_ptr<ProcessGroup>& pg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.erase(std::remove_if(groups_.begin(), groups_.end(), [](const auto& w) { return w.expired(); }),
+                  groups_.end());
+    groups_.push_back(pg);
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<ProcessGroup>> out;
+    for (const auto& w : groups_) {
+      if (auto pg = w.lock()) out.push_back(std::move(pg));
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<ProcessGroup>> groups_;
+};
+
+// Never destroyed: a program may fail during static destruction.
+LiveGroups& live_groups() {
+  static LiveGroups* groups = new LiveGroups;
+  return *groups;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------
 // BackendSpec
 
@@ -96,27 +132,62 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
   if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
   InitWait wait = pg->creation_wait();
-  if (pg->options_.store) {
-    pg->arrive(wait);
-    // From here on a rank that fails tells the others (confirm_created), and their waits
-    // end as soon as they see it.
-    wait.failure_store = pg->options_.store.get();
-    wait.failure_key = pg->store_prefix_ + kCreationFailedKey;
-  }
   std::exception_ptr failure;
   try {
-    // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
-    if (pg->options_.store) pg->create_exchange();
+    if (pg->options_.store) {
+      pg->arrive(wait);
+      // Over a store the exchange needs no backend, and backend "auto" needs the exchange.
+      pg->create_exchange();
+    }
     pg->create_backends(parent, members, wait);
   } catch (...) {
     failure = std::current_exception();
   }
-  if (pg->options_.store) pg->confirm_created(wait, failure);
-  if (failure) std::rethrow_exception(failure);
+  // Once it has a namespace, a rank that failed (even in arrival: a Timeout naming the
+  // ranks that never came) tells the others, whose waits end as soon as they see it.
+  if (!pg->store_prefix_.empty()) {
+    try {
+      pg->confirm_created(wait, failure);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(pg->with_store_host(failure));
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   pg->log_created();
+  live_groups().add(pg);
   return pg;
+}
+
+std::exception_ptr ProcessGroup::with_store_host(const std::exception_ptr& failure) const {
+  if (options_.store_host.empty()) return failure;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const StoreError& e) {
+    return internal::store_lost(e.what(), options_.store_host);
+  } catch (...) {
+    return failure;
+  }
+}
+
+void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
+  for (const std::shared_ptr<ProcessGroup>& pg : live_groups().all()) {
+    if (!pg->options_.store || pg->size() == 1) continue;
+    FailureRecord r;
+    r.kind = FailureRecord::kind_of(error);
+    r.rank = pg->rank();
+    r.culprit = pg->rank();
+    r.message = pg->where_prefix_.substr(0, pg->where_prefix_.size() - 1) + ": its program ended with an error: " +
+                message_of(error);
+    r.time = std::chrono::system_clock::now();
+    for (const auto& [device, backend] : pg->backends_) {
+      // Where that backend's GroupFailure reads (its BackendOptions::store).
+      GroupFailure::publish_record(
+          std::make_shared<PrefixStore>(pg->backend_store_prefix(device, pg->plugin_of_[device]), pg->options_.store),
+          r);
+    }
+  }
 }
 
 bool ProcessGroup::needs_store(const std::string& backend_spec) {
@@ -132,6 +203,7 @@ void ProcessGroup::create_exchange() {
   o.size = size();
   o.timeout = options_.timeout;
   o.where = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + name() + "'";
+  o.store_host = options_.store_host;
   if (options_.store) {
     exchange_ = make_store_exchange(o, options_.store, store_prefix_ + "exchange/");
   } else {
@@ -171,13 +243,18 @@ std::string ProcessGroup::backend_store_prefix(DeviceType device, const std::str
   return store_prefix_ + device_type_name(device) + "/" + backend;
 }
 
-void ProcessGroup::arrive(const InitWait& wait) {
+void ProcessGroup::arrive(InitWait& wait) {
   Store& store = *options_.store;
   const std::string base = "pg/" + name();
   // Each rank counts its own creations of this name: the n-th one of every rank is the
   // same group.
   const int64_t n = store.add(base + "/made_by/" + std::to_string(rank()), 1);
   store_prefix_ = n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
+  // From here on a rank that fails tells the others (confirm_created), and every wait
+  // of theirs, this one first, ends as soon as it sees that.
+  wait.failure_store = options_.store.get();
+  wait.failure_key = store_prefix_ + kCreationFailedKey;
+  wait.store_host = options_.store_host;
   // Every rank arrives before any backend waits for it (each in its own way, few of which
   // can say whom they wait for): one that never comes is named here.
   if (size() > 1) wait_for_arrivals(store, store_prefix_, rank(), size(), wait, options_.store_text);
@@ -209,7 +286,7 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
   // first one left, so its connections were refused) reports that first failure.
   const std::string first_key = store_prefix_ + kCreationFailedKey;
   if (failure) {
-    const std::string mine = "rank " + std::to_string(rank()) + ": " + message_of(failure);
+    const std::string mine = encode_creation_failure(rank(), failure);
     std::string first;
     try {
       store.set(key(rank()), mine);
@@ -224,8 +301,12 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
     } catch (const Error&) {
       return;  // the store is gone too; this rank's own failure says more
     }
-    if (first != mine && may_be_consequence(failure, first)) {
-      throw PeerFailure(where_prefix_ + "creation failed first on " + first + " -- and then here: " + mine);
+    // This rank may serve the store: the others read the failure there before it goes.
+    internal::note_failure_for_peers();
+    const CreationFailure earlier = CreationFailure::decode(first);
+    if (first != mine && may_be_consequence(failure, earlier.text)) {
+      earlier.raise(where_prefix_ + "creation failed first on " + earlier.text + " -- and then here: rank " +
+                    std::to_string(rank()) + ": " + message_of(failure));
     }
     return;  // this rank throws its own
   }
@@ -241,8 +322,8 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
   for (int r = 0; r < size(); ++r) {
     const std::string said = store.get_string(keys[static_cast<size_t>(r)]);
     if (said == "ok") continue;
-    const std::string first = store.check({first_key}) ? store.get_string(first_key) : said;
-    throw PeerFailure(where_prefix_ + "creation failed on " + first + "; the group is unusable here too");
+    const CreationFailure first = CreationFailure::decode(store.check({first_key}) ? store.get_string(first_key) : said);
+    first.raise(where_prefix_ + "creation failed on " + first.text + "; the group is unusable here too");
   }
 }
 

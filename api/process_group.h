@@ -68,6 +68,12 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds creation_report_every = kDefaultInitReportInterval;
   // Where the store is, for messages ("tcp://10.0.0.1:29500").
   std::string store_text = "the group's store";
+  // The rank whose process serves the store ("rank 0": init_process_group's TCPStore), for
+  // when the store goes away under the group's creation or its host exchange: a PeerFailure
+  // saying "rank 0 (which served the store) has exited or closed it" rather than the
+  // store's error. Empty when no rank serves it (a FileStore, the program's own); subgroups
+  // inherit it.
+  std::string store_host;
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -155,6 +161,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Fails what is in flight and stops the backends; later ops fail at once.
   void abort();
 
+  // The program is ending because of `error` (run_main calls it with what escaped the
+  // program's body): every live group of this process that has a store publishes it as
+  // the group's failure (group_failure.h), unless the group had one already, so that the
+  // peers cut off by this process's exit report this error rather than a closed
+  // connection; and a store this process serves stays a moment for them to read it
+  // (internal/store_host.h).
+  static void publish_program_failure(const std::exception_ptr& error);
+
   // The backend serving a device type (loading errors surface here).
   Backend& backend_for(DeviceType device);
 
@@ -175,8 +189,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Creation's first and last steps over the store: every rank arrives (store_prefix_ is
   // chosen here), and, once its backends are made, says whether that worked, so that no
   // rank returns from creation while another is still failing it (init_wait.h).
-  void arrive(const InitWait& wait);
+  // arrive also points `wait` at the group's creation_failed key, once it knows the key.
+  void arrive(InitWait& wait);
   void confirm_created(const InitWait& wait, const std::exception_ptr& failure);
+  // A creation's failure as it is, unless it is the store's: then a PeerFailure naming the
+  // rank that served the store (options_.store_host), which has gone.
+  std::exception_ptr with_store_host(const std::exception_ptr& failure) const;
   // A backend's namespace in the store (its PrefixStore's prefix).
   std::string backend_store_prefix(DeviceType device, const std::string& backend) const;
   // Which device type each plugin of a spec serves ("auto" left as it is).

@@ -9,6 +9,7 @@
 #include "api/errors.h"
 #include "api/failure_report.h"
 #include "api/local_processes.h"
+#include "api/process_group.h"
 #include "api/write_fully.h"
 
 namespace distcomm {
@@ -67,6 +68,9 @@ int run_main(const std::string& program, const std::function<int()>& body) {
     const std::exception_ptr e = std::current_exception();
     leave_report(type_and_message(e));
     say(program, message_of(e));
+    // Before main returns and the exit closes this process's connections (and the store,
+    // on rank 0): the peers then report this error, not a connection this rank closed.
+    ProcessGroup::publish_program_failure(e);
     return 1;
   }
 }

@@ -13,6 +13,10 @@
 // a launcher that names a file in DISTCOMM_ERROR_FILE (tools/launch does, one per rank),
 // the error and its time also go there (api/failure_report.h), so that the launcher names
 // the rank that failed first as the job's cause (torchrun's @record works the same way).
+// Every live process group of the program publishes the error as the group's failure
+// (ProcessGroup::publish_program_failure), so that the other ranks, cut off when this one
+// exits, report it ("rank 0 of the group failed ... Its error: ...") rather than a closed
+// connection; on rank 0 the store stays up a moment for them to read it.
 //
 // It also sets the last line of defence for an exception that escapes some other thread
 // (a library's): the same line, then the process exits with status 1 at once.

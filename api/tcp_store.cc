@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <thread>
 #include <utility>
 
 #include "api/errors.h"
 #include "api/internal/key_value_map.h"
 #include "api/internal/socket.h"
+#include "api/internal/store_host.h"
 #include "api/internal/store_handshake.h"
 #include "api/internal/store_protocol.h"
 
@@ -43,7 +45,8 @@ struct TCPStore::Request {
   int64_t reply_size = -1;
 };
 
-TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
+TCPStore::TCPStore(TCPStoreOptions options)
+    : options_(std::move(options)), failures_at_start_(internal::failures_noted_for_peers()) {
   timeout_ = options_.timeout;
   if (options_.is_server) {
     TCPStoreServerOptions so;
@@ -70,8 +73,13 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
 }
 
 TCPStore::~TCPStore() {
-  std::lock_guard<std::mutex> lock(mu_);
-  disconnect_locked();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    disconnect_locked();  // first, or the farewell would wait for this connection too
+  }
+  if (server_ && (internal::failures_noted_for_peers() != failures_at_start_ || std::uncaught_exceptions() > 0)) {
+    server_->stop_after_farewell(internal::kStoreFarewell);
+  }
 }
 
 void TCPStore::set(const std::string& key, const Bytes& value) {

@@ -14,6 +14,10 @@
 // at once: "the store at HOST:PORT belongs to another job (run id ...)", "... wrong store
 // token".
 //
+// A server store destroyed after this process published a failure (or while an exception
+// unwinds the stack) serves on until the other clients have left, at most a second, so
+// that they can still read why (internal/store_host.h).
+//
 // Keys are limited to 64 KiB and a request (so a value) to what the server takes (64 MiB
 // by default, TCPStoreLimits::max_buffered_bytes): larger ones throw InvalidArgument. A
 // get() or wait() that times out closes the connection, and the next request opens a new
@@ -94,6 +98,9 @@ class TCPStore : public Store {
   int fd_ = -1;
   // The largest request the server takes, from the handshake.
   uint64_t max_request_bytes_ = 0;
+  // The failures this process had noted for its peers when the store was made: a server
+  // destroyed after more serves a farewell.
+  uint64_t failures_at_start_ = 0;
 };
 
 }  // namespace distcomm

@@ -79,4 +79,11 @@ void TCPStoreServer::stop() {
   loop_.reset();
 }
 
+void TCPStoreServer::stop_after_farewell(std::chrono::milliseconds grace) {
+  if (!loop_) return;
+  loop_->serve_until_clients_leave(internal::Clock::now() + grace);
+  if (thread_.joinable()) thread_.join();  // the loop returns by itself, by the deadline
+  loop_.reset();
+}
+
 }  // namespace distcomm

@@ -71,6 +71,11 @@ class TCPStoreServer {
   void start();
   // Closes every connection and stops the thread. Safe to call twice.
   void stop();
+  // The farewell of a server whose owner is going away after a failure (tcp_store.h): it
+  // goes on serving until no client has been connected for 0.2 s (a TCPStore client
+  // reconnects after each wait that timed out: a moment without it is not its leaving) or
+  // `grace` has passed, whichever is first, then stops. Returns then.
+  void stop_after_farewell(std::chrono::milliseconds grace);
   bool running() const { return thread_.joinable(); }
   // The port it listens on, known once start() returned.
   int port() const { return options_.port; }

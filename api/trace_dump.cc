@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -47,14 +48,44 @@ Registry& registry() {
   return *r;
 }
 
+// The signals that ask for a dump: SIGUSR1 (dump and go on) and, with DISTCOMM_TRACE_DIR set,
+// SIGTERM (dump, then end as SIGTERM would). One mechanism for both: the handler does only
+// what is async-signal-safe -- it writes the signal's number as one byte to a pipe -- and
+// the dump thread, reading the pipe, does the rest.
 std::atomic<int> g_signal_write_fd{-1};
+std::atomic<pid_t> g_signal_pid{0};       // the process whose dump thread reads the pipe
+std::atomic<int> g_terms_received{0};
 
-void on_sigusr1(int) {
+// Ends the process as SIGTERM's default action does (the exit status says "terminated"):
+// async-signal-safe, so the handler may call it too.
+void terminate_by_sigterm() {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGTERM, &dfl, nullptr);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+  ::raise(SIGTERM);   // delivered now, or when a handler running it returns
+}
+
+void on_dump_signal(int sig) {
   const int saved = errno;
-  const int fd = g_signal_write_fd.load(std::memory_order_relaxed);
-  if (fd >= 0) {
-    const char byte = 1;
-    [[maybe_unused]] ssize_t n = ::write(fd, &byte, 1);  // async-signal-safe; a full pipe is a dump already asked
+  const bool ours = ::getpid() == g_signal_pid.load();
+  // SIGTERM in a fork child without the dump thread, or a second SIGTERM while the first
+  // one's dump is written: no waiting, it ends now.
+  if (sig == SIGTERM && (!ours || g_terms_received.fetch_add(1) > 0)) {
+    terminate_by_sigterm();
+  } else if (ours) {
+    const int fd = g_signal_write_fd.load();
+    if (fd >= 0) {
+      const char byte = static_cast<char>(sig);
+      // A full pipe already holds a request of the same kind (or the thread is gone: SIGTERM
+      // then goes on as if unhandled).
+      if (::write(fd, &byte, 1) != 1 && sig == SIGTERM) terminate_by_sigterm();
+    }
   }
   errno = saved;
 }
@@ -143,6 +174,53 @@ std::string group_json(const FlightRecorder& rec) {
   return s + "]}";
 }
 
+std::string groups_json(const std::vector<std::shared_ptr<FlightRecorder>>& recs) {
+  std::string s;
+  for (size_t i = 0; i < recs.size(); ++i) s += (i ? ",\n" : "\n") + group_json(*recs[i]);
+  return s;
+}
+
+// The dump's text; *groups (when asked) gets its groups' part.
+std::string dump_text(const std::string& reason, const std::vector<std::shared_ptr<FlightRecorder>>& recs,
+                      std::string* groups) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string body = groups_json(recs);
+  if (groups) *groups = body;
+  return "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":" + std::to_string(process_rank(recs)) +
+         ",\"host\":" + json_quote(host) + ",\"pid\":" + std::to_string(::getpid()) +
+         ",\"reason\":" + json_quote(reason) + ",\"time_ns\":" + std::to_string(FailureReport::now_ns()) +
+         ",\"distcomm_abi\":" +
+         json_quote(std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR) + "." + std::to_string(core_abi_minor())) +
+         ",\"groups\":[" + body + "]}\n";
+}
+
+// What the last dump this process wrote said about its groups, to tell one that would
+// repeat it word for word. Never destroyed: dumps happen during exit.
+struct LastDump {
+  std::mutex mu;
+  bool written = false;
+  std::string groups;
+};
+LastDump& last_dump() {
+  static LastDump* d = new LastDump;
+  return *d;
+}
+
+void remember_dump(const std::string& groups) {
+  LastDump& d = last_dump();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.written = true;
+  d.groups = groups;
+}
+
+bool same_as_last_dump() {
+  const std::string now = groups_json(recorders());
+  LastDump& d = last_dump();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.written && d.groups == now;
+}
+
 // A failed op's error type, from its text ("distcomm::Timeout: ...").
 bool dumps_on_failure(const std::string& error) {
   for (const char* type : {"distcomm::Timeout:", "distcomm::PeerFailure:", "distcomm::Desync:"}) {
@@ -192,14 +270,50 @@ void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
   dump_quietly(kind + " in " + op_type_name(entry.fingerprint.op) + " #" + std::to_string(entry.fingerprint.seq));
 }
 
+// A launcher's SIGTERM comes with SIGKILL after a grace (tools/launch: --grace_period_s;
+// Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds: 30 s by default): a
+// dump that takes longer than this is given up, and the process ends anyway.
+constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
+
+// SIGTERM: the dump (unless it would repeat the last one word for word: tools/launch asks
+// for one with SIGUSR1 just before it stops the ranks), then the end SIGTERM would have been.
+[[noreturn]] void dump_and_terminate() {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done] {
+    if (!same_as_last_dump()) dump_quietly("SIGTERM");
+    done->set_value();
+  }).detach();
+  if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
+    log_line("distcomm: trace dump (SIGTERM) still not written after " + std::to_string(kDumpBeforeTermLimit.count()) +
+             " s; ending without it");
+  }
+  terminate_by_sigterm();
+  ::_exit(128 + SIGTERM);  // not reached: SIGTERM's default action ends the process
+}
+
 void signal_thread(int read_fd) {
   char buf[64];
   while (true) {
     const ssize_t n = ::read(read_fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
+    if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate();
     dump_quietly("SIGUSR1");
   }
+}
+
+// Installs on_dump_signal for sig unless the program handles (or ignores) sig itself: its
+// handler wins, installed before or after this.
+void handle_unless_handled(int sig) {
+  struct sigaction old;
+  if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_dump_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(sig, &sa, nullptr);
 }
 
 void dump_at_exit() {
@@ -220,17 +334,13 @@ void set_up_locked(Registry& r) {
   if (::pipe2(r.wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) return;
   ::fcntl(r.wake_fd[0], F_SETFL, 0);  // the thread blocks; the handler's end never does
   g_signal_write_fd.store(r.wake_fd[1]);
+  g_signal_pid.store(::getpid());
+  g_terms_received.store(0);
   std::thread(signal_thread, r.wake_fd[0]).detach();
-  // A program that handles SIGUSR1 itself keeps its handler.
-  struct sigaction old;
-  if (::sigaction(SIGUSR1, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigusr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGUSR1, &sa, nullptr);
-  }
+  handle_unless_handled(SIGUSR1);
+  // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
+  // trace folder asked for, the rank leaves its dump there first.
+  if (!env_or_empty(kTraceDirVariable).empty()) handle_unless_handled(SIGTERM);
 }
 
 }  // namespace
@@ -250,19 +360,7 @@ void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder) {
   }
 }
 
-std::string trace_dump_json(const std::string& reason) {
-  const auto recs = recorders();
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::string s = "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":" + std::to_string(process_rank(recs)) +
-                  ",\"host\":" + json_quote(host) + ",\"pid\":" + std::to_string(::getpid()) +
-                  ",\"reason\":" + json_quote(reason) + ",\"time_ns\":" + std::to_string(FailureReport::now_ns()) +
-                  ",\"distcomm_abi\":" + json_quote(std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR) + "." +
-                                                   std::to_string(core_abi_minor())) +
-                  ",\"groups\":[";
-  for (size_t i = 0; i < recs.size(); ++i) s += (i ? ",\n" : "\n") + group_json(*recs[i]);
-  return s + "]}\n";
-}
+std::string trace_dump_json(const std::string& reason) { return dump_text(reason, recorders(), nullptr); }
 
 std::string write_trace_dump(const std::string& reason) {
   const std::string dir = dump_dir();
@@ -272,7 +370,8 @@ std::string write_trace_dump(const std::string& reason) {
   const std::string name = rank >= 0 ? "rank_" + std::to_string(rank) : "pid_" + std::to_string(::getpid());
   const std::string path = dir + "/" + name + ".json";
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  const std::string text = trace_dump_json(reason);
+  std::string groups;
+  const std::string text = dump_text(reason, recs, &groups);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("trace dump: cannot create " + tmp + ": " + std::strerror(errno));
   const bool ok = write_fully(fd, text);
@@ -281,6 +380,7 @@ std::string write_trace_dump(const std::string& reason) {
     ::unlink(tmp.c_str());
     throw Error("trace dump: cannot write " + path + ": " + std::strerror(errno));
   }
+  remember_dump(groups);
   return path;
 }
 

@@ -28,6 +28,8 @@ constexpr size_t kFreeBufferBytes = size_t{64} << 10;
 // A full file table makes the listener readable with nothing to accept: rest this long.
 constexpr std::chrono::milliseconds kAcceptPause{100};
 constexpr int kAcceptsPerTurn = 64;
+// In a farewell: how long without any client counts as "every client has left".
+constexpr std::chrono::milliseconds kFarewellQuiet{200};
 
 }  // namespace
 
@@ -47,8 +49,15 @@ TCPStoreServer::Loop::Loop(Socket listener, const TCPStoreServerOptions& options
 }
 
 void TCPStoreServer::Loop::wake() {
+  stop_.store(true);
   const char b = 0;
   // A full pipe already holds a wake-up; nothing to do on failure.
+  [[maybe_unused]] ssize_t r = write(wake_write_.fd(), &b, 1);
+}
+
+void TCPStoreServer::Loop::serve_until_clients_leave(internal::Clock::time_point until) {
+  farewell_until_.store(std::max<Clock::rep>(1, until.time_since_epoch().count()));
+  const char b = 0;
   [[maybe_unused]] ssize_t r = write(wake_write_.fd(), &b, 1);
 }
 
@@ -63,10 +72,19 @@ void TCPStoreServer::Loop::run() {
     const auto now = Clock::now();
     close_expired(now);
     Clock::time_point next = Clock::time_point::max();
+    if (const Clock::rep farewell = farewell_until_.load()) {
+      // Its owner has gone: serve the clients still here until they leave, never longer.
+      // A client between two connections (a TCPStore reconnects after each wait that
+      // timed out) has not left: only a quiet spell without any client ends it early.
+      const Clock::time_point until{Clock::duration(farewell)};
+      if (!clients_.empty() || last_client_seen_ == Clock::time_point{}) last_client_seen_ = now;
+      if (now >= until || now >= last_client_seen_ + kFarewellQuiet) return;
+      next = std::min(until, last_client_seen_ + kFarewellQuiet);
+    }
     fds.clear();
     fds.push_back({wake_read_.fd(), POLLIN, 0});
     fds.push_back({listener_.fd(), static_cast<short>(now >= accept_paused_until_ ? POLLIN : 0), 0});
-    if (now < accept_paused_until_) next = accept_paused_until_;
+    if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
     for (auto& [fd, c] : clients_) {
       fds.push_back({fd, events_for(*c, now), 0});
       next = std::min(next, deadline_of(*c));
@@ -77,7 +95,13 @@ void TCPStoreServer::Loop::run() {
       timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) continue;  // EINTR; poll has no other to retry
-    if (fds[0].revents != 0) return;
+    if (fds[0].revents != 0) {
+      if (stop_.load()) return;
+      char drain[16];
+      while (read(wake_read_.fd(), drain, sizeof drain) > 0) {
+      }
+      continue;  // a farewell began: looked at above
+    }
     for (size_t i = 2; i < fds.size(); ++i) {
       const int fd = fds[i].fd;
       const short ev = fds[i].revents;

@@ -3,6 +3,7 @@
 // caps; store_server_requests.cc answers the key-value requests and parks waiters.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -25,6 +26,9 @@ class TCPStoreServer::Loop {
   void run();
   // Callable from any thread: makes run() return.
   void wake();
+  // Callable from any thread: run() goes on serving until every connection has closed or
+  // `until` has come, whichever is first, then returns (tcp_store_server.h, farewell).
+  void serve_until_clients_leave(internal::Clock::time_point until);
 
  private:
   using Clock = internal::Clock;
@@ -91,6 +95,13 @@ class TCPStoreServer::Loop {
   void key_created(const std::string& key);
   void wake_room_waiters();
   void reply(Client& c, internal::Status s, internal::FieldRef field);
+
+  // Whether run() must return now (the wake-up pipe says only "look").
+  std::atomic<bool> stop_{false};
+  // The farewell's end, in steady-clock ticks; 0 while there is none.
+  std::atomic<Clock::rep> farewell_until_{0};
+  // In a farewell, the last time a client was connected.
+  Clock::time_point last_client_seen_{};
 
   internal::Socket listener_;
   internal::Socket wake_read_;

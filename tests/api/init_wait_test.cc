@@ -12,6 +12,7 @@
 #include "api/errors.h"
 #include "api/hash_store.h"
 #include "api/init_wait.h"
+#include "api/tcp_store.h"
 #include "tests/testing/captured_stderr.h"
 
 namespace distcomm {
@@ -161,6 +162,94 @@ TEST(WaitForArrivals, EndsWhenTheLastRankArrives) {
   }
   for (auto& t : ranks) t.join();
   EXPECT_EQ(done.load(), 3);
+}
+
+// What another rank left under creation_failed ends this rank's wait with its kind: a
+// Timeout (it names the ranks that never came) stays a Timeout; anything else is a
+// PeerFailure. Both quote it.
+TEST(InitWait, AnotherRanksCreationFailureEndsTheWaitWithItsKind) {
+  HashStore store;
+  const auto failed_with = [&](std::exception_ptr first) -> std::exception_ptr {
+    store.set("pg/g/creation_failed", encode_creation_failure(0, first));
+    InitWait w = InitWait::starting_now(milliseconds(20000), milliseconds(10000), "rank 2/3 group 'g'");
+    w.failure_store = &store;
+    w.failure_key = "pg/g/creation_failed";
+    try {
+      wait_for_keys(store, {"never"}, {1}, w, "to arrive", "");
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  };
+  const auto start = Clock::now();
+  std::exception_ptr e = failed_with(std::make_exception_ptr(Timeout("waiting for ranks [1] to arrive")));
+  EXPECT_LT(seconds_since(start), 2.0);
+  try {
+    std::rethrow_exception(e);
+  } catch (const Timeout& t) {
+    EXPECT_STREQ(t.what(),
+                 "rank 2/3 group 'g': init gave up waiting for ranks [1] to arrive: the group's creation failed on "
+                 "rank 0: waiting for ranks [1] to arrive");
+  } catch (...) {
+    ADD_FAILURE() << "not a Timeout: " << message_of(e);
+  }
+  e = failed_with(std::make_exception_ptr(InvalidArgument("no such interface 'eth9'")));
+  try {
+    std::rethrow_exception(e);
+  } catch (const PeerFailure& t) {
+    EXPECT_NE(std::string(t.what()).find("the group's creation failed on rank 0: no such interface 'eth9'"),
+              std::string::npos)
+        << t.what();
+  } catch (...) {
+    ADD_FAILURE() << "not a PeerFailure: " << message_of(e);
+  }
+}
+
+// Rank 0's store goes away while this rank waits on it (rank 0 was killed: no farewell):
+// the wait ends at once, naming the store's host, not with a bare StoreError.
+TEST(InitWait, AStoreThatGoesAwayEndsTheWaitNamingTheRankThatServedIt) {
+  for (const std::string host : {"rank 0", ""}) {
+    TCPStoreOptions so;
+    so.is_server = true;
+    so.timeout = milliseconds(20000);
+    auto server = std::make_unique<TCPStore>(so);
+    TCPStoreOptions co = so;
+    co.is_server = false;
+    co.port = server->port();
+    TCPStore client(co);
+    InitWait w = InitWait::starting_now(milliseconds(20000), milliseconds(10000), "rank 2/3 group 'g'");
+    w.failure_store = &client;
+    w.failure_key = "pg/g/creation_failed";
+    w.store_host = host;
+    std::string message;
+    bool peer_failure = false, store_error = false;
+    std::thread waiter([&] {
+      try {
+        wait_for_keys(client, {"never"}, {1}, w, "to arrive at the store", "");
+      } catch (const PeerFailure& e) {
+        peer_failure = true;
+        message = e.what();
+      } catch (const StoreError& e) {
+        store_error = true;
+        message = e.what();
+      }
+    });
+    const auto start = Clock::now();
+    server.reset();  // no failure noted in this process: no farewell
+    waiter.join();
+    EXPECT_LT(seconds_since(start), 5.0) << "the store's loss ends the wait, not its deadline";
+    EXPECT_NE(message.find("rank 2/3 group 'g': init gave up waiting for the other ranks to arrive at the store: the "
+                           "store failed (TCPStore: "),
+              std::string::npos)
+        << message;
+    if (host.empty()) {
+      EXPECT_TRUE(store_error) << message;
+    } else {
+      EXPECT_TRUE(peer_failure) << message;
+      EXPECT_NE(message.find("; rank 0 (which served the store) has exited or closed it"), std::string::npos)
+          << message;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// Rank 0, the host of the job's store, leaving: the store's farewell after a failure, and
+// what a rank says when the store goes away under it.
+//
+// Rank 0 serves the job's TCPStore. When it fails or reaches a deadline it publishes why on
+// that store (a group's failure record, group_failure.h; a group's creation_failed,
+// init_wait.h; the error run_main caught, process_group.h) and then usually exits, which
+// would take the store with it: the other ranks, still waiting on it or about to read the
+// record, would get "the server closed the connection" instead of the cause.
+//
+// So whatever publishes a failure notes it here, and a TCPStore that serves the store,
+// when it is destroyed after such a note (or while an exception unwinds the stack), serves
+// on for a farewell: until every other client has closed its connection (a rank closes it
+// once it has read the failure and given up, or exits) and none has come back for 0.2 s,
+// at most kStoreFarewell. The
+// ranks still connected then (one that never noticed, the culprit stuck elsewhere) cost
+// the whole farewell, never more. A process without a failure never waits: its check is
+// one atomic load.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+namespace distcomm {
+namespace internal {
+
+// Long enough for a rank to finish what it does when a peer fails (one or two store
+// calls to read the record, a stall watch's tick), short enough not to hold up the
+// failing rank's exit noticeably.
+constexpr std::chrono::milliseconds kStoreFarewell{1000};
+
+// This process has published a failure that its peers must be able to read.
+void note_failure_for_peers();
+// How many it has noted so far: a store compares it with the count at its creation.
+uint64_t failures_noted_for_peers();
+
+// The error of a rank whose store failed under it (the connection closed, reconnecting was
+// refused): when a rank serves the store (`host`, "rank 0"), a PeerFailure -- that rank's
+// process has gone, which says more than the store -- with "; rank 0 (which served the
+// store) has exited or closed it" after `message`; otherwise a StoreError `message`.
+std::exception_ptr store_lost(const std::string& message, const std::string& host);
+
+}  // namespace internal
+}  // namespace distcomm

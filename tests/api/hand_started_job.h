@@ -1,0 +1,39 @@
+// The ranks of a job started by hand, as a user would start them: each a program with RANK,
+// WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port) and the job's identity in
+// its environment, its stdout and stderr together in the order written.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/job_identity.h"
+#include "tests/api/store_test_util.h"
+#include "tests/testing/subprocess.h"
+
+namespace distcomm {
+namespace testing {
+
+class HandStartedJob {
+ public:
+  explicit HandStartedJob(int world_size)
+      : world_size_(world_size), port_(unused_port()), identity_(new_job_identity()) {}
+
+  std::unique_ptr<Subprocess> start(int rank, const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& extra_env = {}) const {
+    std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world_size_),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port_),
+                                    std::string(kRunIdVariable) + "=" + identity_.run_id,
+                                    std::string(kStoreTokenVariable) + "=" + identity_.token};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    return std::make_unique<Subprocess>(argv, env, /*merge_stderr=*/true);
+  }
+
+ private:
+  const int world_size_;
+  const int port_;
+  const JobIdentity identity_;
+};
+
+}  // namespace testing
+}  // namespace distcomm
