@@ -161,18 +161,18 @@ std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
 void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
   cancel_receives(*failed);
   end(*failed, failure_->record(error, *failed->work));
-  if (mpi_holds(*failed) && abandoned_) abandoned_->push_back(std::move(failed));
-  fail_all(failure_->refusal(), abandoned_);  // quotes the first failure: rank, group, op, seq
+  if (mpi_holds(*failed)) abandoned_->add(comm_, std::move(failed));
+  fail_all(failure_->refusal());  // quotes the first failure: rank, group, op, seq
 }
 
-void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned) {
+void OpQueue::fail_all(std::exception_ptr error) {
   refuse_new(error);
   error = failure_->refusal();  // the group's first failure, if it failed before
   take_incoming();
   auto give_up = [&](std::unique_ptr<Op> op) {
     cancel_receives(*op);
     end(*op, error);
-    if (abandoned && mpi_holds(*op)) abandoned->push_back(std::move(op));
+    if (mpi_holds(*op)) abandoned_->add(comm_, std::move(op));
   };
   if (collective_) give_up(std::move(collective_));
   for (auto& op : p2p_) give_up(std::move(op));
@@ -181,11 +181,8 @@ void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>
   waiting_.clear();
 }
 
-void OpQueue::free_comm() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  // Freeing is allowed with operations still pending: MPI releases it once they end.
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+void OpQueue::retire_comm() {
+  abandoned_->retire(comm_);
   comm_ = MPI_COMM_NULL;
 }
 
