@@ -94,7 +94,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
 
   if (collective_) {
     bool done = false;
-    if (auto error = advance(*collective_, comm_, &done)) {
+    if (auto error = advance(*collective_, comm_, probed_, &done)) {
       fail_group(std::move(collective_), error);
       return State::kProgressed;
     }
@@ -117,7 +117,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
       }
     }
     bool done = false;
-    auto error = advance(op, comm_, &done, may_match);
+    auto error = advance(op, comm_, probed_, &done, may_match);
     if (!error && !done) {
       if (unmatched(op)) unmatched_.emplace_back(op.root, op.tag);
       ++i;
@@ -179,6 +179,8 @@ void OpQueue::fail_all(std::exception_ptr error) {
   p2p_.clear();
   for (auto& op : waiting_) end(*op, error);
   waiting_.clear();
+  // No recv will come for them now.
+  if (std::unique_ptr<Op> discards = probed_.discard_all()) abandoned_->add(comm_, std::move(discards));
 }
 
 void OpQueue::retire_comm() {

@@ -27,6 +27,7 @@
 #include "api/group_failure.h"
 #include "backends/mpi/abandoned_ops.h"
 #include "backends/mpi/mpi_op.h"
+#include "backends/mpi/probed_messages.h"
 
 namespace distcomm {
 namespace mpi {
@@ -102,6 +103,7 @@ class OpQueue {
   std::vector<std::unique_ptr<Op>> p2p_;     // running sends and recvs
   std::vector<std::unique_ptr<Op>> ended_;   // finished in this step, Works not yet told
   std::vector<std::pair<int, int>> unmatched_;  // step(): (source, tag) of recvs not matched yet
+  ProbedMessages probed_;  // messages matched before their recv came
   AbandonedOps* abandoned_ = nullptr;
 };
 
