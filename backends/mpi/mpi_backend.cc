@@ -10,6 +10,7 @@
 #include "backends/mpi/mpi_group_comm.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_work.h"
+#include "backends/mpi/p2p_tag.h"
 
 namespace distcomm {
 namespace mpi {
@@ -124,9 +125,13 @@ void MpiBackend::check_count(OpType type, int64_t count, const char* what) const
 }
 
 void MpiBackend::check_tag(OpType type, int tag) const {
-  if (tag < 0 || tag > runtime_.tag_upper_bound()) {
+  const int max_tag = max_user_tag(runtime_.tag_upper_bound());
+  if (tag < 0 || tag > max_tag) {
     throw InvalidArgument(std::string("mpi backend: ") + op_type_name(type) + " tag " + std::to_string(tag) +
-                          " is outside MPI's range 0.." + std::to_string(runtime_.tag_upper_bound()));
+                          " is outside the range 0.." + std::to_string(max_tag) + " of this MPI: its MPI_TAG_UB is " +
+                          std::to_string(runtime_.tag_upper_bound()) + ", and the backend keeps the tag's low " +
+                          std::to_string(kDTypeTagBits) + " bits for the dtype, so that a recv of another dtype is "
+                          "refused");
   }
 }
 

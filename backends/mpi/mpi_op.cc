@@ -6,6 +6,8 @@
 #include "api/errors.h"
 #include "api/op_fingerprint.h"
 #include "backends/mpi/mpi_types.h"
+#include "backends/mpi/p2p_tag.h"
+#include "backends/mpi/probed_messages.h"
 
 namespace distcomm {
 namespace mpi {
@@ -50,9 +52,9 @@ int start_call(Op& op, int64_t index, MPI_Comm comm, MPI_Request* request) {
     case Call::kBarrier:
       return MPI_Ibarrier(comm, request);
     case Call::kSend:
-      return MPI_Isend(data, n, op.type, op.root, op.tag, comm, request);
+      return MPI_Isend(data, n, op.type, op.root, wire_tag(op.tag, op.dtype), comm, request);
     case Call::kRecv:
-      return MPI_Irecv(data, n, op.type, op.root, op.tag, comm, request);
+      break;  // matched first (match_messages), then received with MPI_Imrecv
   }
   return MPI_ERR_INTERN;
 }
@@ -70,49 +72,56 @@ int slice_elements(const Op& op, int64_t index) {
   return static_cast<int>(std::min(op.count - index * op.max_count, op.max_count));
 }
 
-// "4 float32 (16 bytes)", or "17 bytes" when the message is no whole number of elements.
-std::string message_text(MPI_Count bytes, const Op& op, DType dtype) {
-  const auto size = static_cast<MPI_Count>(op.element_size);
-  if (size > 0 && bytes % size == 0) return elements_text(static_cast<int64_t>(bytes / size), dtype);
-  return std::to_string(bytes) + " bytes";
+// What the sender sent: "4 float32 (16 bytes)", or "17 bytes" when the message is no whole
+// number of its dtype's elements (or its dtype is unknown).
+std::string message_text(const ProbedMessage& m) {
+  DType dtype;
+  if (sent_dtype(m.wire_tag, &dtype)) {
+    const auto size = static_cast<MPI_Count>(element_size(dtype));
+    if (m.bytes % size == 0) return elements_text(static_cast<int64_t>(m.bytes / size), dtype);
+  }
+  return std::to_string(m.bytes) + " bytes";
 }
 
-std::exception_ptr size_error(const Op& op, int64_t index, int source, MPI_Count bytes) {
-  const DType dtype = op.dtype;
+// Whether the message is what the recv's call `index` holds: the same dtype and size.
+bool fits(const Op& op, int64_t index, const ProbedMessage& m) {
+  DType dtype;
+  return sent_dtype(m.wire_tag, &dtype) && dtype == op.dtype &&
+         m.bytes == static_cast<MPI_Count>(slice_elements(op, index)) * static_cast<MPI_Count>(op.element_size);
+}
+
+std::exception_ptr mismatch_error(const Op& op, int64_t index, const ProbedMessage& m) {
   std::string which = op.max_count < op.count ? " (part " + std::to_string(index + 1) + " of a split recv)" : "";
   return std::make_exception_ptr(InvalidArgument(
-      "recv from rank " + std::to_string(source) + " (tag " + std::to_string(op.tag) + ")" + which +
-      ": this rank's tensor holds " + elements_text(slice_elements(op, index), dtype) + " but rank " +
-      std::to_string(source) + " sends " + message_text(bytes, op, dtype) +
+      "recv from rank " + std::to_string(m.source) + " (tag " + std::to_string(op.tag) + ")" + which +
+      ": this rank's tensor holds " + elements_text(slice_elements(op, index), op.dtype) + " but rank " +
+      std::to_string(m.source) + " sends " + message_text(m) +
       "; a send and its recv must have the same count and dtype. The message was discarded and the tensor "
       "left untouched; the sender cannot tell (MPI completes its send), and the group stays usable"));
 }
 
 // Matches the recv's next messages (one per call, in order), and receives each into its
-// slice of the tensor -- or, when its size differs, into nothing.
-std::exception_ptr match_messages(Op& op, MPI_Comm comm) {
+// slice of the tensor -- or, when its dtype or size differs, into nothing.
+std::exception_ptr match_messages(Op& op, MPI_Comm comm, ProbedMessages& probed) {
   const int64_t calls = call_count(op);
   while (op.matched < calls) {
-    int flag = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    int rc = MPI_Improbe(op.root, op.tag, comm, &flag, &message, &status);
+    bool found = false;
+    ProbedMessage m;
+    int rc = probed.next(op.root, op.tag, comm, &found, &m);
     if (rc != MPI_SUCCESS) return error_from("MPI_Improbe", rc);
-    if (!flag) return nullptr;
+    if (!found) return nullptr;
     const int64_t index = op.matched;
     const int n = slice_elements(op, index);
-    MPI_Count bytes = 0;
-    MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
-    if (op.root == MPI_ANY_SOURCE) op.work->set_source_rank(status.MPI_SOURCE);
+    if (op.root == MPI_ANY_SOURCE) op.work->set_source_rank(m.source);
     op.requests.push_back(MPI_REQUEST_NULL);
-    if (bytes == static_cast<MPI_Count>(n) * static_cast<MPI_Count>(op.element_size)) {
-      rc = MPI_Imrecv(op.data + index * op.max_count * static_cast<int64_t>(op.element_size), n, op.type, &message,
+    if (fits(op, index, m)) {
+      rc = MPI_Imrecv(op.data + index * op.max_count * static_cast<int64_t>(op.element_size), n, op.type, &m.message,
                       &op.requests.back());
       ++op.matched;
     } else {
       // Into a buffer of 0 bytes: MPI consumes the message (truncated) and its send completes.
-      rc = MPI_Imrecv(nullptr, 0, MPI_BYTE, &message, &op.requests.back());
-      op.op_error = size_error(op, index, status.MPI_SOURCE, bytes);
+      rc = MPI_Imrecv(nullptr, 0, MPI_BYTE, &m.message, &op.requests.back());
+      op.op_error = mismatch_error(op, index, m);
       op.discard_index = op.requests.size() - 1;
       op.matched = calls;  // the op's later parts, if any, are not received
     }
@@ -166,7 +175,7 @@ bool mpi_holds(const Op& op) {
   return op.completed < op.requests.size() || (op.agreement && op.agreement->pending());
 }
 
-std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done, bool may_match) {
+std::exception_ptr advance(Op& op, MPI_Comm comm, ProbedMessages& probed, bool* done, bool may_match) {
   *done = false;
   if (op.agreement) {
     bool passed = false;
@@ -181,7 +190,7 @@ std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done, bool may_match) {
     if (auto error = start_next(op, comm)) return error;
   }
   if (op.call == Call::kRecv && may_match) {
-    if (auto error = match_messages(op, comm)) return error;
+    if (auto error = match_messages(op, comm, probed)) return error;
   }
   while (op.completed < op.requests.size()) {
     int flag = 0;

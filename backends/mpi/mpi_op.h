@@ -9,9 +9,10 @@
 //
 // A collective first runs its agreement check (mpi_agreement.h) when it has one. A recv
 // matches its message before anything lands (MPI_Improbe, then MPI_Imrecv), so it knows
-// the message's size: a message of another size than the tensor is received into nothing
-// (MPI discards it, and its sender completes) and the recv alone ends with
-// InvalidArgument naming both sizes; the tensor is untouched and the group stays usable.
+// the message's size, and its dtype from the tag (p2p_tag.h, probed_messages.h): a
+// message of another size or dtype than the tensor is received into nothing (MPI discards
+// it, and its sender completes) and the recv alone ends with InvalidArgument naming both;
+// the tensor is untouched and the group stays usable.
 #pragma once
 
 #include <mpi.h>
@@ -29,6 +30,8 @@
 
 namespace distcomm {
 namespace mpi {
+
+class ProbedMessages;
 
 enum class Call : uint8_t {
   kAllreduce,
@@ -72,7 +75,7 @@ struct Op {
   MPI_Op reduce_op = MPI_OP_NULL;
   int root = 0;  // root, dst, or src (MPI_ANY_SOURCE)
   bool is_root = false;
-  int tag = 0;
+  int tag = 0;  // the user's (p2p_tag.h: MPI's carries the dtype too)
   int64_t max_count = INT_MAX;
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;  // alltoallv
   Tensor keep_alive[2];  // owned storage and scratch copies that the MPI calls use
@@ -102,9 +105,10 @@ std::exception_ptr start(Op& op, MPI_Comm comm);
 // Tests the running calls and starts the next slice of a split collective. Sets *done
 // when every call has finished (op.op_error then says whether the op failed on its own).
 // Returns null or an error that leaves the group unusable (MPI's, a Desync).
+// probed: the group's messages matched before their recv came (probed_messages.h).
 // may_match: whether a recv may match a message now; false while an earlier recv that
 // could take the same message has not matched yet (MPI's order of posted receives).
-std::exception_ptr advance(Op& op, MPI_Comm comm, bool* done, bool may_match = true);
+std::exception_ptr advance(Op& op, MPI_Comm comm, ProbedMessages& probed, bool* done, bool may_match = true);
 
 // Whether a recv still has calls to match with a message.
 bool unmatched(const Op& op);

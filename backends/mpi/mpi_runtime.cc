@@ -79,9 +79,7 @@ Runtime::RoundResult Runtime::round(bool refuse_new) {
     result.progressed |= state == OpQueue::State::kProgressed;
   }
   if (!abandoned_.empty() && (result.running || now - last_abandoned_test_ > kAbandonedTestInterval)) {
-    abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
-                                    [](const std::unique_ptr<Op>& op) { return test_abandoned(*op); }),
-                     abandoned_.end());
+    abandoned_.test();
     last_abandoned_test_ = now;
   }
   t_in_round = false;
@@ -302,8 +300,8 @@ std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm, std::shared_ptr<GroupFai
 void Runtime::detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept {
   try {
     run([&] {
-      queue->fail_all(error, &abandoned_);
-      queue->free_comm();
+      queue->fail_all(error);
+      queue->retire_comm();
       queues_.erase(std::remove(queues_.begin(), queues_.end(), queue), queues_.end());
     });
   } catch (...) {
@@ -320,10 +318,11 @@ void Runtime::close() {
   t_in_round = true;
   run_tasks();  // those queued before the refusal
   for (auto& queue : queues_) {
-    queue->fail_all(exiting_error(), &abandoned_);
-    queue->free_comm();
+    queue->fail_all(exiting_error());
+    queue->retire_comm();
   }
   queues_.clear();
+  abandoned_.test();
   if (arrival_comm_ != MPI_COMM_NULL) MPI_Comm_free(&arrival_comm_);
   t_in_round = false;
   int finalized = 0;

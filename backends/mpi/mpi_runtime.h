@@ -38,7 +38,8 @@
 // MPI_Init: nothing can call it off.
 //
 // Exit. An exit handler refuses new ops, lets queued and running ones finish (or time
-// out), frees the communicators and, if the plugin initialised MPI, calls MPI_Finalize.
+// out), frees the communicators that no given-up op still uses (abandoned_ops.h) and, if
+// the plugin initialised MPI, calls MPI_Finalize.
 // When a failed group left operations MPI still holds, MPI_Finalize may wait for a peer
 // that never comes: after a few seconds the process then ends without it, and says so on
 // stderr. A process whose MPI_Init, or a group's communicator creation (mpi_group_comm.h),
@@ -60,6 +61,7 @@
 #include <vector>
 
 #include "api/init_wait.h"
+#include "backends/mpi/abandoned_ops.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/op_queue.h"
 
@@ -106,8 +108,9 @@ class Runtime {
 
   // Serves a new communicator's ops from now on; failure is its group's.
   std::shared_ptr<OpQueue> attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure);
-  // Fails the queue's ops with `error`, stops serving it and frees its communicator.
-  // Never throws; does nothing once MPI is finalised.
+  // Fails the queue's ops with `error`, stops serving it and frees its communicator, once
+  // MPI holds none of its requests (abandoned_ops.h). Never throws; does nothing once MPI
+  // is finalised.
   void detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept;
 
   // Whether the thread that submits and waits for an op of `bytes` runs its progress.
@@ -183,7 +186,7 @@ class Runtime {
   // Whoever holds progress_mu_ runs rounds; it guards everything below.
   std::mutex progress_mu_;
   std::vector<std::shared_ptr<OpQueue>> queues_;
-  std::vector<std::unique_ptr<Op>> abandoned_;  // given up, still held by MPI
+  AbandonedOps abandoned_;  // given up, still held by MPI, and their communicators
   Clock::time_point last_abandoned_test_;
 };
 

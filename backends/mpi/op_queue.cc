@@ -94,7 +94,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
 
   if (collective_) {
     bool done = false;
-    if (auto error = advance(*collective_, comm_, &done)) {
+    if (auto error = advance(*collective_, comm_, probed_, &done)) {
       fail_group(std::move(collective_), error);
       return State::kProgressed;
     }
@@ -117,7 +117,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
       }
     }
     bool done = false;
-    auto error = advance(op, comm_, &done, may_match);
+    auto error = advance(op, comm_, probed_, &done, may_match);
     if (!error && !done) {
       if (unmatched(op)) unmatched_.emplace_back(op.root, op.tag);
       ++i;
@@ -161,31 +161,30 @@ std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
 void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
   cancel_receives(*failed);
   end(*failed, failure_->record(error, *failed->work));
-  if (mpi_holds(*failed) && abandoned_) abandoned_->push_back(std::move(failed));
-  fail_all(failure_->refusal(), abandoned_);  // quotes the first failure: rank, group, op, seq
+  if (mpi_holds(*failed)) abandoned_->add(comm_, std::move(failed));
+  fail_all(failure_->refusal());  // quotes the first failure: rank, group, op, seq
 }
 
-void OpQueue::fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned) {
+void OpQueue::fail_all(std::exception_ptr error) {
   refuse_new(error);
   error = failure_->refusal();  // the group's first failure, if it failed before
   take_incoming();
   auto give_up = [&](std::unique_ptr<Op> op) {
     cancel_receives(*op);
     end(*op, error);
-    if (abandoned && mpi_holds(*op)) abandoned->push_back(std::move(op));
+    if (mpi_holds(*op)) abandoned_->add(comm_, std::move(op));
   };
   if (collective_) give_up(std::move(collective_));
   for (auto& op : p2p_) give_up(std::move(op));
   p2p_.clear();
   for (auto& op : waiting_) end(*op, error);
   waiting_.clear();
+  // No recv will come for them now.
+  if (std::unique_ptr<Op> discards = probed_.discard_all()) abandoned_->add(comm_, std::move(discards));
 }
 
-void OpQueue::free_comm() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  // Freeing is allowed with operations still pending: MPI releases it once they end.
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+void OpQueue::retire_comm() {
+  abandoned_->retire(comm_);
   comm_ = MPI_COMM_NULL;
 }
 

@@ -25,7 +25,9 @@
 #include <vector>
 
 #include "api/group_failure.h"
+#include "backends/mpi/abandoned_ops.h"
 #include "backends/mpi/mpi_op.h"
+#include "backends/mpi/probed_messages.h"
 
 namespace distcomm {
 namespace mpi {
@@ -62,14 +64,15 @@ class OpQueue {
   // of the ops that ended (last, so that their callbacks find the queue consistent).
   State progress(Op::Clock::time_point now);
   // Fails every queued and running op with `error` and refuses later ones. Running ops
-  // that MPI still holds are moved to *abandoned (their buffers must stay alive).
-  void fail_all(std::exception_ptr error, std::vector<std::unique_ptr<Op>>* abandoned);
+  // that MPI still holds go to the abandoned ops (their buffers must stay alive).
+  void fail_all(std::exception_ptr error);
   // The group's failure has been recorded elsewhere: fails what is queued and running with it.
-  void abort() { fail_all(failure_->refusal(), abandoned_); }
-  // Frees the communicator (after fail_all, or once idle).
-  void free_comm();
-  // Where ops given up by a timeout or error go.
-  void set_abandoned_sink(std::vector<std::unique_ptr<Op>>* sink) { abandoned_ = sink; }
+  void abort() { fail_all(failure_->refusal()); }
+  // After fail_all: hands the communicator to the abandoned ops, which free it once none
+  // of its requests is pending (abandoned_ops.h).
+  void retire_comm();
+  // Where ops given up by a timeout, an error or the group's end go; set before any op runs.
+  void set_abandoned_sink(AbandonedOps* sink) { abandoned_ = sink; }
 
  private:
   State step(Op::Clock::time_point now);
@@ -100,7 +103,8 @@ class OpQueue {
   std::vector<std::unique_ptr<Op>> p2p_;     // running sends and recvs
   std::vector<std::unique_ptr<Op>> ended_;   // finished in this step, Works not yet told
   std::vector<std::pair<int, int>> unmatched_;  // step(): (source, tag) of recvs not matched yet
-  std::vector<std::unique_ptr<Op>>* abandoned_ = nullptr;
+  ProbedMessages probed_;  // messages matched before their recv came
+  AbandonedOps* abandoned_ = nullptr;
 };
 
 }  // namespace mpi

@@ -298,6 +298,65 @@ TEST(MpiBackend, RecvAnySourceTellsTheSender) {
   world().barrier()->wait();
 }
 
+// A recv probes its source with any tag (the tag's low bits carry the dtype:
+// backends/mpi/p2p_tag.h), so messages of other tags that arrive first must wait for their
+// own recvs, each tag's in the order sent.
+TEST(MpiBackend, MessagesOfOtherTagsWaitForTheirRecvsInOrder) {
+  if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  P2POptions tag5, tag7;
+  tag5.tag = 5;
+  tag7.tag = 7;
+  if (rank() == 0) {
+    // Small enough to go eagerly: each send completes before rank 1 receives anything.
+    for (int k = 0; k < 4; ++k) world().send(Tensor::of<int64_t>({k + 1}), 1, k % 2 ? tag7 : tag5)->wait();
+  }
+  world().barrier()->wait();  // all four are at rank 1 before its first recv
+  if (rank() == 1) {
+    auto next = [&](const P2POptions& tag, bool any_source) {
+      Tensor t = Tensor::zeros({1}, DType::kInt64);
+      WorkPtr w = any_source ? world().recv_any_source(t, tag) : world().recv(t, 0, tag);
+      w->wait();
+      if (any_source) EXPECT_EQ(w->source_rank(), 0);
+      return t.item(0);
+    };
+    EXPECT_EQ(next(tag7, false), 2) << "tag 7's first message, behind tag 5's";
+    EXPECT_EQ(next(tag5, false), 1) << "tag 5's first message, kept while tag 7's recv looked";
+    EXPECT_EQ(next(tag7, true), 4) << "tag 7's second message, from any rank";
+    EXPECT_EQ(next(tag5, true), 3) << "tag 5's second message, from any rank";
+  }
+  world().barrier()->wait();
+}
+
+// The user's tags end at MPI_TAG_UB >> 4 (the low 4 bits carry the dtype): 134217727 with
+// ob1 (mpirun_test.sh's --mca pml ob1; MPI_TAG_UB 2^31 - 1). A tag beyond is refused
+// before anything is sent, naming the range; the last one works. (A negative tag is the
+// ProcessGroup's to refuse.)
+TEST(MpiBackend, TagsOutsideTheRangeAreRefused) {
+  if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr int kMaxTag = 134217727;
+  const int next = (rank() + 1) % size(), prev = (rank() + size() - 1) % size();
+  P2POptions beyond;
+  beyond.tag = kMaxTag + 1;
+  try {
+    world().send(Tensor::zeros({1}), next, beyond);
+    ADD_FAILURE() << "send with tag " << beyond.tag << " was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("tag 134217728 is outside the range 0..134217727"), std::string::npos) << what;
+    EXPECT_NE(what.find("MPI_TAG_UB is 2147483647"), std::string::npos) << what;
+  }
+  Tensor refused = Tensor::zeros({1});
+  EXPECT_THROW(world().recv(refused, prev, beyond), InvalidArgument) << "recv with tag " << beyond.tag;
+  P2POptions last;
+  last.tag = kMaxTag;
+  Tensor in = Tensor::zeros({1});
+  WorkPtr r = world().recv(in, prev, last);
+  world().send(Tensor::of<float>({rank() + 1.0f}), next, last)->wait();
+  r->wait();
+  EXPECT_EQ(in.item(0), prev + 1) << "the last tag delivers";
+  world().barrier()->wait();
+}
+
 // With max_count_per_call = 4, elementwise ops run as several MPI calls.
 TEST(MpiBackend, OpsAboveTheCountOfOneCallAreSplit) {
   ProcessGroupOptions o;  // no store: MPI finds the peers
