@@ -1,7 +1,7 @@
 // resumable_train: DDP training that survives a failure -- it checkpoints and resumes.
 //
 //   $ bazel build //examples:resumable_train //tools/launch
-//   $ bazel-bin/tools/launch/launch --nproc_per_node=4 --max_restarts=2 -- \
+//   $ bazel-bin/tools/launch/launch --nproc_per_node=4 --max_restarts=2 --
 //       bazel-bin/examples/resumable_train --checkpoint_dir=/tmp/ckpt --fail_at_step=45
 //
 // Every rank trains the same small MLP (nn/, example code) with DistributedDataParallel and

@@ -49,11 +49,11 @@ TEST(PollUntilTest, ChecksAtLeastOnceAndTimesOutNotBeforeTheDeadline) {
 
 TEST(PollUntilTest, AnAbortFromAnotherThreadEndsTheWait) {
   std::atomic<bool> aborted{false};
+  const auto start = Clock::now();  // before the thread: its 20 ms sleep starts after this
   std::thread aborter([&] {
     std::this_thread::sleep_for(20ms);
     aborted = true;
   });
-  const auto start = Clock::now();
   EXPECT_EQ(poll_until([] { return false; }, Clock::time_point::max(), &aborted), Waited::kAborted);
   EXPECT_GE(Clock::now() - start, 20ms);
   EXPECT_LT(Clock::now() - start, 2s);
