@@ -26,6 +26,11 @@ constexpr std::chrono::milliseconds kStoreAnswerWait{3000};
 // its waits times out; a publish that ran out of kStoreAnswerWait). Not when the backend
 // names the rank that closed the connection: see record().
 constexpr std::chrono::milliseconds kLookupWindow{1000};
+// The same wait when the backend named the rank it lost (a dead process, a closed
+// connection): that rank may be the one that served the store, whose client then retries
+// for seconds; a dead peer is named within a second, with the board's record when it
+// answers in time, else with this rank's own words.
+constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
 
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
 
@@ -98,8 +103,8 @@ bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit
 }  // namespace
 
 template <typename R>
-std::optional<R> GroupFailure::ask_board(std::function<R()> fn) const {
-  return call_with_limit<R>(std::move(fn), kStoreAnswerWait, board_gone_);
+std::optional<R> GroupFailure::ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const {
+  return call_with_limit<R>(std::move(fn), answer_wait, board_gone_);
 }
 
 FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
@@ -192,8 +197,12 @@ std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::str
   return record_failure(std::move(error), where, nullptr, culprit);
 }
 
+std::exception_ptr GroupFailure::record_departure(std::exception_ptr error, const Work& op, int culprit) {
+  return record_failure(std::move(error), op.description(), &op, culprit, /*departure=*/true);
+}
+
 std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                                int culprit) {
+                                                int culprit, bool departure) {
   if (failed()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (op != nullptr && op == first_op_ && first_error_) return first_error_;
@@ -207,9 +216,12 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // it; a rank that stored none died or exited, and neither waiting for its record nor
   // asking it for a report (the explainer) would bring anything but delay.
   const bool culprit_seen = r.kind == FailureRecord::Kind::kPeerFailure && culprit >= 0;
-  bool explained = culprit_seen;
+  bool explained = culprit_seen && !departure;
   if (r.kind == FailureRecord::Kind::kPeerFailure) {
-    std::optional<FailureRecord> cause = look_up_cause(culprit_seen ? std::chrono::milliseconds(0) : kLookupWindow);
+    std::optional<FailureRecord> cause = culprit_seen ? look_up_cause(std::chrono::milliseconds(0), kNamedLossAnswerWait)
+                                                      : look_up_cause(kLookupWindow, kStoreAnswerWait);
+    // A departure with a board that did not answer in time: nobody can explain it either.
+    if (departure && board_gone_.load()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
       error = explained_by(*cause);
       r.kind = kind_of(error);
@@ -240,7 +252,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // Published before the group is marked here: when another rank's record got there first
   // (two ranks found the same Desync at once; a Timeout here after a peer's failure), that
   // first failure is this rank's answer too -- every rank then reports the same cause.
-  std::optional<FailureRecord> earlier = publish(r);
+  std::optional<FailureRecord> earlier = publish(r, culprit_seen ? kNamedLossAnswerWait : kStoreAnswerWait);
   // This rank may serve the store the peers read it from: it stays for them a moment.
   internal::note_failure_for_peers();
   if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
@@ -278,23 +290,24 @@ void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<boo
   }
   // Marked first, then asked: an op either sees the mark and is refused, or is seen here.
   if (!ops_in_flight || !ops_in_flight()) return;  // a clean close: nobody waits on this rank
-  publish(r);
+  publish(r, kStoreAnswerWait);
   internal::note_failure_for_peers();
   run_abort_hooks();
 }
 
-std::optional<std::string> GroupFailure::read_board() const {
+std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds answer_wait) const {
   if (!board_) return std::nullopt;
   StorePtr board = board_;
   return ask_board<std::string>(
-      [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); });
+      [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, answer_wait);
 }
 
-std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::milliseconds window) const {
+std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::milliseconds window,
+                                                         std::chrono::milliseconds answer_wait) const {
   const auto until = std::chrono::steady_clock::now() + window;
   for (;;) {
     // Each read may take the store's time: the window only bounds how long nothing is found.
-    std::optional<std::string> found = read_board();
+    std::optional<std::string> found = read_board(answer_wait);
     if (!found) return std::nullopt;  // no board, or it does not answer (its server may be the rank that died)
     if (!found->empty()) {
       std::optional<FailureRecord> cause = FailureRecord::decode(*found);
@@ -308,20 +321,22 @@ std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::millisecon
 
 bool GroupFailure::peer_has_failed() const {
   if (failed()) return false;
-  std::optional<std::string> found = read_board();
+  std::optional<std::string> found = read_board(kStoreAnswerWait);
   if (!found || found->empty()) return false;
   std::optional<FailureRecord> cause = FailureRecord::decode(*found);
   return cause && cause->rank != rank_;
 }
 
-std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record) const {
+std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record,
+                                                   std::chrono::milliseconds answer_wait) const {
   if (!board_) return std::nullopt;
   StorePtr board = board_;
   const Store::Bytes value = to_bytes(record.encode());
   // compare_set: only the first rank to fail leaves its record; later ones would only
   // describe the cascade it started. Waited for: the abort hooks come after it.
   const std::optional<std::string> stored =
-      ask_board<std::string>([board, value] { return to_string(board->compare_set(kBoardKey, {}, value)); });
+      ask_board<std::string>([board, value] { return to_string(board->compare_set(kBoardKey, {}, value)); },
+                             answer_wait);
   if (!stored || *stored == to_string(value)) return std::nullopt;
   std::optional<FailureRecord> earlier = FailureRecord::decode(*stored);
   if (earlier && earlier->rank != rank_) return earlier;

@@ -94,6 +94,12 @@ class GroupFailure {
   // explainer is not asked (the rank may be dead); a record of another rank that blames
   // the same culprit for the same kind of loss leaves this rank's own error as it is.
   std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
+  // record() for a PeerFailure because `culprit` closed the group cleanly while `op` still
+  // needed it (gloo's goodbye): that rank published nothing, so nothing is waited for on the
+  // board; the explainer is asked (where the ranks are, or the Desync that let the rank
+  // finish and leave) when the board answers one read in time -- its host may be the rank
+  // that left.
+  std::exception_ptr record_departure(std::exception_ptr error, const Work& op, int culprit);
   // The same for a failure outside an op (setup, a background check); where: what failed.
   std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
 
@@ -120,20 +126,21 @@ class GroupFailure {
 
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                    int culprit);
+                                    int culprit, bool departure = false);
   // A PeerFailure may be a peer's failure seen from here: its published record, if any,
   // looked for during `window` when the first read finds none.
-  std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window) const;
+  std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window, std::chrono::milliseconds answer_wait) const;
   // The board's record as text ("" when there is none); nullopt without a board, or when it
   // does not answer.
-  std::optional<std::string> read_board() const;
+  // answer_wait: how long a store call may take before the board is taken as gone.
+  std::optional<std::string> read_board(std::chrono::milliseconds answer_wait) const;
   // Leaves the record on the board unless another is there; returns that other rank's
   // record when one got there first (nullopt: this one is stored, or there is no board).
-  std::optional<FailureRecord> publish(const FailureRecord& record) const;
+  std::optional<FailureRecord> publish(const FailureRecord& record, std::chrono::milliseconds answer_wait) const;
   // fn (a call on the board) on its own thread, waited for a few seconds at most; nullopt
   // when it failed or ran out of time (then the board is taken as gone).
   template <typename R>
-  std::optional<R> ask_board(std::function<R()> fn) const;
+  std::optional<R> ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const;
   void run_abort_hooks();
 
   const int rank_;

@@ -26,7 +26,7 @@
 //
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
 // kTracked ops; an op pushed out of the ring while unfinished is no longer watched). The
-// thread wakes every tick and makes two store calls when nothing waits.
+// thread wakes every tick (0.5 s) and makes two store calls when nothing waits.
 #pragma once
 
 #include <chrono>
@@ -51,7 +51,9 @@ struct StallWatchOptions {
   StorePtr board;  // the group's store (a backend's BackendOptions::store); required
   // How long an op waits before the ranks compare reports, and how often the thread looks.
   std::chrono::milliseconds probe_after{3000};
-  std::chrono::milliseconds tick{1000};
+  // Half a second: a rank asked for its report answers within a tick, so an explanation
+  // (a peer that left, a Timeout's "rank 2 has not issued #1") costs at most about that.
+  std::chrono::milliseconds tick{500};
 };
 
 class StallWatch {

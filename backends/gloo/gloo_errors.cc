@@ -83,11 +83,10 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
       error = std::make_exception_ptr(peers_died(died));
       culprit = culprit_among(died);
     } else if (!left.empty()) {
-      // No culprit for GroupFailure: a rank that left cleanly published where it was (the
-      // stall watch's last report), and the explainer compares that with the others' ops:
-      // it never ran this op, so the ranks disagree (a Desync with the table), or it is
-      // named as having left.
-      error = std::make_exception_ptr(peers_left(left));
+      // A rank that left cleanly published where it was (the stall watch's last report),
+      // and the explainer compares that with the others' ops: it never ran this op, so the
+      // ranks disagree (a Desync with the table), or it is named as having left.
+      return failure.record_departure(std::make_exception_ptr(peers_left(left)), op, culprit_among(left));
     }
   }
   return failure.record(error, op, culprit);

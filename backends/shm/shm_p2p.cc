@@ -302,17 +302,20 @@ void PointToPoint::check_any_source(const P2PRequest& r, Clock::time_point now, 
   // worker done with its share); one that failed or died fails the group as always. The
   // receive fails when nobody is left who could send it anything.
   int senders = 0;
+  int closed = -1;
   for (int p = 0; p < group_.size(); ++p) {
     if (p == group_.rank()) continue;
     if (group_.of(p).state().load(std::memory_order_acquire) == kClosed && !has_unread(p)) {
       if (now >= r.deadline) check_peer(p, r, now, false);  // the Timeout, as for any receive
+      closed = p;
       continue;
     }
     check_peer(p, r, now, check_liveness);
     ++senders;
   }
   if (senders > 0) return;
-  Failure f{FailureKind::kPeerFailure, -1,
+  // Named: a rank that closed cleanly published nothing to look up (GroupFailure::record).
+  Failure f{FailureKind::kPeerFailure, closed,
             "every other rank has shut the group down (ProcessGroup destroyed or aborted): no rank is left to "
             "send to this " + describe(r),
             r.work.get()};
