@@ -56,15 +56,17 @@ GlooBackend::GlooBackend(BackendOptions options)
     watch_ = std::make_unique<StallWatch>(w, *failure_);
   }
   if (ConnectionWatch* connections = comm_->connections()) {
-    connections->start([this](const std::vector<int>& lost) { peers_lost(lost); });
+    connections->start([this](const std::vector<LostPeer>& lost) { peers_lost(lost); });
   }
 }
 
-void GlooBackend::peers_lost(const std::vector<int>& ranks) {
+void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
+  std::vector<int> ranks;
+  for (const LostPeer& p : peers) ranks.push_back(p.rank);
   // The group cannot go on without them. Recorded as the failure of the op in flight, if
   // any, which then ends with this error rather than the group's refusal (its wait may be
   // one gloo does not end: a message from the dead peer under way).
-  const std::exception_ptr error = std::make_exception_ptr(peers_died(ranks));
+  const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(peers));
   WorkPtr op = worker_->running();
   if (!op) op = transfers_->in_flight();
   if (op) {

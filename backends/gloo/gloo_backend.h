@@ -84,7 +84,7 @@ class GlooBackend final : public Backend {
   std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;
   // The connection watch found peers that closed their connections without closing the
   // group (their processes died or exited): the group's failure.
-  void peers_lost(const std::vector<int>& ranks);
+  void peers_lost(const std::vector<LostPeer>& peers);
 
   const AllReduceAlgorithm algorithm_;
   const WorkerScheduling worker_scheduling_;

@@ -31,11 +31,13 @@ GlooComm::GlooComm(const BackendOptions& options) {
   if (options.size == 1) return;  // nobody to connect to
   const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
                             " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
+  std::vector<int> same_host_pids;
   context_->adopt_connections(
       device_, connect_full_mesh(*context_, device_, *options.store,
                                  InitWait::for_backend(options.config, options.timeout, where, options.global_ranks,
-                                                       options.store.get())));
-  connections_ = std::make_unique<ConnectionWatch>(*context_->transport());
+                                                       options.store.get()),
+                                 &same_host_pids));
+  connections_ = std::make_unique<ConnectionWatch>(*context_->transport(), same_host_pids);
 }
 
 GlooComm::~GlooComm() {

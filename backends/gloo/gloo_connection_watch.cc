@@ -1,6 +1,12 @@
 #include "backends/gloo/gloo_connection_watch.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <gloo/types.h>
 
@@ -19,19 +25,33 @@ constexpr std::chrono::hours kNeverEnds{24 * 365 * 10};
 // posted its listener yet (it posts one as soon as its connections are made).
 constexpr std::chrono::milliseconds kGoodbyeWait{1000};
 
+// How long a peer whose process ended has to be seen the usual way -- its goodbye, or its
+// connection's end -- before the process thread calls it lost: its descriptors were closed
+// before the kernel marked it ended, so both are normally under way already.
+constexpr std::chrono::milliseconds kProcessEndGrace{200};
+
 const uint64_t kGoodbyeSlot = ::gloo::Slot::build(kGoodbyeSlotPrefix, 0);
 const uint64_t kProbeSlot = ::gloo::Slot::build(kNeverSentSlotPrefix, 1);
 
 }  // namespace
 
-ConnectionWatch::ConnectionWatch(InterruptibleContext& transport)
+ConnectionWatch::ConnectionWatch(InterruptibleContext& transport, const std::vector<int>& same_host_pids)
     : transport_(transport),
       rank_(transport.rank),
       size_(transport.size),
       closed_(static_cast<size_t>(transport.size), 0),
-      reported_(static_cast<size_t>(transport.size), 0) {}
+      reported_(static_cast<size_t>(transport.size), 0),
+      processes_(static_cast<size_t>(transport.size)) {
+  for (int p = 0; p < size_ && p < static_cast<int>(same_host_pids.size()); ++p) {
+    const int pid = same_host_pids[static_cast<size_t>(p)];
+    if (p != rank_ && pid > 0) processes_[static_cast<size_t>(p)] = ProcessWatch(pid);
+  }
+}
 
-ConnectionWatch::~ConnectionWatch() { stop(); }
+ConnectionWatch::~ConnectionWatch() {
+  stop();
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
 
 void ConnectionWatch::start(OnLost on_lost) {
   on_lost_ = std::move(on_lost);
@@ -42,6 +62,12 @@ void ConnectionWatch::start(OnLost on_lost) {
   }
   thread_ = std::thread([this, listening] { loop(listening); });
   pthread_setname_np(thread_.native_handle(), "dc-gloo-conns");
+  const bool same_host_peer =
+      std::any_of(processes_.begin(), processes_.end(), [](const ProcessWatch& w) { return w.watching(); });
+  if (same_host_peer && (stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0) {
+    process_thread_ = std::thread([this] { watch_processes(); });
+    pthread_setname_np(process_thread_.native_handle(), "dc-gloo-pids");
+  }
 }
 
 void ConnectionWatch::stop() {
@@ -51,7 +77,71 @@ void ConnectionWatch::stop() {
     // Wakes the thread's wait (or makes its next one return at once).
     if (!listeners_.empty()) listeners_.back()->abortWaitRecv();
   }
+  if (stop_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+  }
   if (thread_.joinable()) thread_.join();
+  if (process_thread_.joinable()) process_thread_.join();
+}
+
+bool ConnectionWatch::stopped_within(std::chrono::milliseconds timeout) const {
+  pollfd p{stop_fd_, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+void ConnectionWatch::watch_processes() {
+  std::vector<char> ended(static_cast<size_t>(size_), 0);
+  for (;;) {
+    std::vector<pollfd> fds{pollfd{stop_fd_, POLLIN, 0}};
+    std::vector<int> ranks{-1};
+    std::vector<int> newly_ended;
+    for (int p = 0; p < size_; ++p) {
+      const ProcessWatch& w = processes_[static_cast<size_t>(p)];
+      if (ended[static_cast<size_t>(p)] || !w.watching()) continue;
+      if (w.fd() < 0) {
+        newly_ended.push_back(p);  // it had ended before the watch began
+      } else {
+        fds.push_back(pollfd{w.fd(), POLLIN, 0});
+        ranks.push_back(p);
+      }
+    }
+    if (newly_ended.empty()) {
+      if (fds.size() == 1) return;  // every peer on this host has ended
+      int n;
+      do {
+        n = ::poll(fds.data(), fds.size(), -1);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0 || fds[0].revents != 0) return;  // stop()
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents & (POLLIN | POLLHUP)) newly_ended.push_back(ranks[i]);
+      }
+    }
+    if (stopped_within(kProcessEndGrace)) return;
+    for (int p : newly_ended) {
+      ended[static_cast<size_t>(p)] = 1;
+      process_ended(p);
+    }
+  }
+}
+
+void ConnectionWatch::process_ended(int p) {
+  std::vector<LostPeer> lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    probe_locked();
+    if (closed_here_ || transport_.interrupted()) return;  // this rank reports its own failure
+    const auto i = static_cast<size_t>(p);
+    if (reported_[i] || said_goodbye_locked(p)) return;
+    reported_[i] = 1;
+    lost.push_back(LostPeer{p, processes_[i].pid(), !closed_[i]});
+  }
+  on_lost_(lost);
 }
 
 void ConnectionWatch::probe_locked() {
@@ -151,7 +241,7 @@ void ConnectionWatch::loop(bool wait) {
         }
       }
     }
-    std::vector<int> lost;
+    std::vector<LostPeer> lost;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -162,7 +252,7 @@ void ConnectionWatch::loop(bool wait) {
         const auto i = static_cast<size_t>(p);
         if (closed_[i] && !reported_[i] && !said_goodbye_locked(p)) {
           reported_[i] = 1;
-          lost.push_back(p);
+          lost.push_back(LostPeer{p, processes_[i].pid(), false});
         }
       }
       // The spent listener's receives on the open connections stay posted (a goodbye may

@@ -11,6 +11,13 @@
 //     posted on a closed connection throws at once) and reports, once each, the peers that
 //     closed theirs without a goodbye (on_lost), unless the connections were closed here
 //     (this rank's interrupt, or gloo after one of this rank's waits timed out).
+// A connection stays open, though, while any process holds its socket: a child that the peer
+// forked after the group was made (a data loader worker, multiprocessing with fork) keeps
+// a dead rank's connections open for as long as it runs. So the watch also holds a pidfd of
+// every peer in this process's PID namespace (api/process_watch.h), and a second thread
+// waits on them: a peer whose process ended without a goodbye while its connection stays
+// open is lost as well (connection_held). Peers on other hosts are seen only through
+// their connections.
 // The backend records the group's failure in on_lost, naming the peer: so every survivor
 // learns of a death within moments, whatever it is doing -- idle, waiting for another rank,
 // or in the middle of a message from the dead one, which gloo itself would not end.
@@ -26,10 +33,17 @@
 
 #include <gloo/transport/unbound_buffer.h>
 
+#include "api/process_watch.h"
 #include "backends/gloo/gloo_interruptible_context.h"
 
 namespace distcomm {
 namespace gloo {
+
+struct LostPeer {
+  int rank = -1;
+  int pid = 0;                   // its process, where the watch knows it (same host), else 0
+  bool connection_held = false;  // its process ended, and something still holds its connection open
+};
 
 struct ClosedPeer {
   int rank = -1;
@@ -38,16 +52,20 @@ struct ClosedPeer {
 
 class ConnectionWatch {
  public:
-  // The ranks that closed their connections without a goodbye, in rank order.
-  using OnLost = std::function<void(const std::vector<int>& ranks)>;
+  // The peers that closed their connections, or whose processes ended, without a goodbye,
+  // in rank order.
+  using OnLost = std::function<void(const std::vector<LostPeer>& peers)>;
 
-  // transport: the group's, every pair connected; it must outlive the watch.
-  explicit ConnectionWatch(InterruptibleContext& transport);
+  // transport: the group's, every pair connected; it must outlive the watch. same_host_pids:
+  // by rank, each peer's pid where it shares this process's PID namespace, else 0
+  // (connect_full_mesh).
+  ConnectionWatch(InterruptibleContext& transport, const std::vector<int>& same_host_pids);
   ~ConnectionWatch();
   ConnectionWatch(const ConnectionWatch&) = delete;
   ConnectionWatch& operator=(const ConnectionWatch&) = delete;
 
-  // Starts the thread ("dc-gloo-conns"); on_lost runs on it, never after stop().
+  // Starts the threads ("dc-gloo-conns", and "dc-gloo-pids" where a peer shares this host);
+  // on_lost runs on them, never after stop().
   void start(OnLost on_lost);
   // The peers whose connections they closed (not this rank), in rank order, as of now.
   std::vector<ClosedPeer> closed_peers();
@@ -67,6 +85,12 @@ class ConnectionWatch {
   // Posts a new receive for goodbyes on every open connection (mu_ held); false when a
   // post found its connection closed meanwhile.
   bool listen_locked();
+  // The second thread: waits on the peers' pidfds (and stop_fd_).
+  void watch_processes();
+  // Peer p's process has ended: lost, unless it said goodbye or was reported already.
+  void process_ended(int p);
+  // Waits up to `timeout` for stop(); true when stopping.
+  bool stopped_within(std::chrono::milliseconds timeout) const;
 
   InterruptibleContext& transport_;
   const int rank_;
@@ -83,6 +107,9 @@ class ConnectionWatch {
   bool stopping_ = false;
   uint8_t goodbye_ = 1;  // what say_goodbye sends (gloo reads it while sending)
   std::thread thread_;
+  std::vector<ProcessWatch> processes_;  // by rank; watching() for same-host peers
+  int stop_fd_ = -1;                     // an eventfd, written by stop()
+  std::thread process_thread_;
 };
 
 }  // namespace gloo

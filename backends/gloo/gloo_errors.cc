@@ -69,6 +69,14 @@ PeerFailure peers_died(const std::vector<int>& ranks) {
   return PeerFailure("ranks " + rank_list(ranks) + " closed their connections (the processes died or exited)");
 }
 
+PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
+  std::vector<int> ranks;
+  for (const LostPeer& p : peers) ranks.push_back(p.rank);
+  if (peers.size() != 1 || !peers[0].connection_held) return peers_died(ranks);
+  return PeerFailure("rank " + std::to_string(peers[0].rank) + " (pid " + std::to_string(peers[0].pid) +
+                     ") died: its process ended while a process it forked still holds its connections open");
+}
+
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
 
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,

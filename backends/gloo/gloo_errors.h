@@ -19,6 +19,7 @@ namespace distcomm {
 namespace gloo {
 
 class ConnectionWatch;
+struct LostPeer;
 
 // Timeout for a gloo wait that timed out (naming `timeout`, the op's), PeerFailure for a
 // lost or closed connection, distcomm errors as they are, anything else as Error.
@@ -32,6 +33,11 @@ bool closed_by_this_rank(const std::string& gloo_message);
 // The ranks whose connections closed without a goodbye (gloo_connection_watch.h):
 // "rank 1 closed its connection (the process died or exited)".
 PeerFailure peers_died(const std::vector<int>& ranks);
+// The peers a connection watch lost (on_lost): those whose connections closed as
+// peers_died says; one whose process ended while its connection stays open as
+// "rank 1 (pid 4242) died: its process ended while a process it forked still holds its
+// connections open".
+PeerFailure peers_lost(const std::vector<LostPeer>& peers);
 // The culprit to give GroupFailure::record for them: the one rank when there is one. Of
 // several, some may only have cut their connections after failing themselves, because of
 // another (the first failing rank's record, on the board, says which): then none is named

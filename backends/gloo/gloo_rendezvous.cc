@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_rendezvous.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -10,6 +12,7 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
 
+#include "api/auto_backend.h"
 #include "api/errors.h"
 
 namespace distcomm {
@@ -24,20 +27,49 @@ constexpr int kMaxConnectThreads = 8;
 
 std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
 
-// What `peer` published for this rank: its list holds one address per other rank, in
-// rank order.
-std::vector<char> address_for_me(Store& store, int rank, int size, int peer) {
+// What a rank publishes: one pair address per other rank, in rank order, then its process
+// ("<shared_memory_domain()>\n<pid>", so that a peer in the same PID namespace can watch it:
+// api/process_watch.h), then that text's length in 4 bytes.
+Store::Bytes published(const std::vector<char>& addresses) {
+  const std::string process = shared_memory_domain() + "\n" + std::to_string(::getpid());
+  Store::Bytes out(addresses.begin(), addresses.end());
+  out.insert(out.end(), process.begin(), process.end());
+  const auto n = static_cast<uint32_t>(process.size());
+  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<uint8_t>(n >> shift));
+  return out;
+}
+
+struct Published {
+  std::vector<char> address_for_me;
+  int same_host_pid = 0;  // the peer's pid where it shares this process's PID namespace, else 0
+};
+
+// What `peer` published, read for this rank.
+Published read_published(Store& store, int rank, int size, int peer) {
   const Store::Bytes all = store.get(address_key(peer));
   const size_t others = static_cast<size_t>(size - 1);
-  if (all.empty() || all.size() % others != 0) {
-    throw StoreError("gloo rendezvous: rank " + std::to_string(peer) + " published " + std::to_string(all.size()) +
-                     " bytes of addresses, not a multiple of the " + std::to_string(others) +
-                     " other ranks: is it another version of distcomm's gloo plugin?");
+  uint32_t process_size = 0;
+  if (all.size() >= 4) {
+    for (int i = 0; i < 4; ++i) process_size |= static_cast<uint32_t>(all[all.size() - 4 + i]) << (8 * i);
   }
-  const size_t each = all.size() / others;
+  const size_t addresses_size = all.size() >= 4 + size_t{process_size} ? all.size() - 4 - process_size : 0;
+  if (addresses_size == 0 || addresses_size % others != 0) {
+    throw StoreError("gloo rendezvous: rank " + std::to_string(peer) + " published " + std::to_string(all.size()) +
+                     " bytes of addresses, not the " + std::to_string(others) +
+                     " addresses and the process this version expects: is it another version of distcomm's gloo "
+                     "plugin?");
+  }
+  Published out;
+  const size_t each = addresses_size / others;
   const size_t index = static_cast<size_t>(rank > peer ? rank - 1 : rank);
-  return std::vector<char>(all.begin() + static_cast<std::ptrdiff_t>(index * each),
-                           all.begin() + static_cast<std::ptrdiff_t>((index + 1) * each));
+  out.address_for_me.assign(all.begin() + static_cast<std::ptrdiff_t>(index * each),
+                            all.begin() + static_cast<std::ptrdiff_t>((index + 1) * each));
+  const std::string process(all.begin() + static_cast<std::ptrdiff_t>(addresses_size), all.end() - 4);
+  const size_t newline = process.rfind('\n');
+  if (newline != std::string::npos && process.substr(0, newline) == shared_memory_domain()) {
+    out.same_host_pid = std::atoi(process.c_str() + newline + 1);
+  }
+  return out;
 }
 
 // Connects the pairs to `peers` from up to kMaxConnectThreads threads. Its owner waits
@@ -154,7 +186,7 @@ class Connector {
 
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
-    const InitWait& wait) {
+    const InitWait& wait, std::vector<int>* same_host_pids) {
   const int rank = context.rank;
   const int size = context.size;
   auto device_copy = device;  // gloo's createContext is not const
@@ -162,7 +194,7 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
   transport->setTimeout(context.getTimeout());
 
   // Each pair listens on its own port from its creation: one address per peer.
-  Store::Bytes mine;
+  std::vector<char> mine;
   std::vector<int> peers;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -170,7 +202,7 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const std::vector<char> bytes = transport->createPair(p)->address().bytes();
     mine.insert(mine.end(), bytes.begin(), bytes.end());
   }
-  store.set(address_key(rank), mine);
+  store.set(address_key(rank), published(mine));
 
   std::vector<std::string> keys;
   for (int p : peers) keys.push_back(address_key(p));
@@ -178,7 +210,12 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
                 "they have not reached the gloo rendezvous, or are stuck or gone");
 
   std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
-  for (int p : peers) addresses[static_cast<size_t>(p)] = address_for_me(store, rank, size, p);
+  same_host_pids->assign(static_cast<size_t>(size), 0);
+  for (int p : peers) {
+    Published theirs = read_published(store, rank, size, p);
+    addresses[static_cast<size_t>(p)] = std::move(theirs.address_for_me);
+    (*same_host_pids)[static_cast<size_t>(p)] = theirs.same_host_pid;
+  }
 
   Connector connector(*transport, peers, std::move(addresses));
   wait.until(

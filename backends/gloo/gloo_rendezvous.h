@@ -6,6 +6,7 @@
 // connected (it crashed, or the address was stale) kept init 50 s against a 10 s timeout,
 // and nothing said whom it waited for. This one
 //   - publishes this rank's pair addresses under "addresses/<rank>" in the group's store,
+//     with its process (host, PID namespace, pid),
 //   - waits for every peer's at once, naming those missing every report interval,
 //   - connects the pairs from a few threads at once (each connect blocks until the peer's
 //     side is there), naming the peers not yet connected every report interval,
@@ -16,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
@@ -41,11 +43,13 @@ class RendezvousContext : public ::gloo::rendezvous::Context {
 
 // Connects a transport context of `device` (rank and size: context's) to every other rank of
 // the group through store (private to this group and backend) within wait's deadline, and
-// returns it, its timeout the context's. On failure no thread of this call is left running
-// and the pairs are closed.
+// returns it, its timeout the context's. Fills same_host_pids, by rank, with the pid of each
+// peer in this process's PID namespace (0 for the others and this rank): the processes
+// the connection watch can ask about (api/process_watch.h). On failure no thread of this
+// call is left running and the pairs are closed.
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,
-    const InitWait& wait);
+    const InitWait& wait, std::vector<int>* same_host_pids);
 
 }  // namespace gloo
 }  // namespace distcomm

@@ -12,7 +12,7 @@
 #include "api/errors.h"
 #include "api/init_wait.h"
 #include "backends/shm/shm_cpus.h"
-#include "backends/shm/shm_liveness.h"
+#include "api/process_watch.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {

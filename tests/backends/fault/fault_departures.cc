@@ -1,9 +1,13 @@
-// Ranks that go: killed in the middle of a large op, or leaving cleanly (the group
-// destroyed, the process ended) while the others issue the next collective; rank 1, and
-// rank 0, whose process serves the store. Every survivor must fail with PeerFailure naming
+// Ranks that go: killed in the middle of a large op, or while the others wait for it after it
+// forked a child that outlives it and holds every descriptor it had (as a data loader
+// worker does), or leaving
+// cleanly (the group destroyed, the process ended) while the others issue the next
+// collective; rank 1, and rank 0, whose process serves the store. Every survivor must fail with PeerFailure naming
 // the rank that went ("rank 1 died", "rank 1 closed its connection", "rank 0 shut the
 // group down") within 1 s of its going, and every later op must fail at once.
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -69,6 +73,26 @@ void die_once_the_op_is_under_way(Rank& r, const Tensor& t, const WorkPtr& work)
   ADD_FAILURE() << "rank " << r.rank() << "'s all_reduce never got under way before it " << (work->is_completed() ? "ended" : "gave up");
 }
 
+// How long the forked child lives on after its parent died: longer than a death may take to
+// be named, so that a survivor that learns of it only when the child's copies of the
+// descriptors close fails the bound.
+constexpr double kChildOutlivesParent = 3 * kDeathNamedWithin;
+
+// Forks a child that holds every descriptor of this process (sockets, memfds, pipes) until
+// kChildOutlivesParent after this process has died, and does nothing else (only
+// async-signal-safe calls: the parent has threads).
+void fork_a_lingering_child() {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0) << "fork failed";
+  if (child != 0) return;
+  const timespec tick{0, 10 * 1000 * 1000};
+  while (::getppid() == parent) ::nanosleep(&tick, nullptr);
+  const timespec linger{static_cast<time_t>(kChildOutlivesParent), 0};
+  ::nanosleep(&linger, nullptr);
+  ::_exit(0);
+}
+
 // Rank `culprit` is SIGKILLed half-way through a 64 MiB all_reduce.
 void killed_in_a_large_op(Runner& runner, int culprit) {
   runner.run(
@@ -87,9 +111,41 @@ void killed_in_a_large_op(Runner& runner, int culprit) {
       {culprit});
 }
 
+// Rank `culprit` forks a child that outlives it, then is SIGKILLed while the others wait
+// for it in an all_reduce it has not issued. (It dies before its own issue: a rank killed
+// "in the middle" of an op may, on a busy host, have posted all its data by then, and the
+// others rightly finish; this case is about what holds a dead rank's descriptors.)
+void killed_with_a_forked_child_alive(Runner& runner, int culprit) {
+  runner.run(
+      [culprit](Rank& r) {
+        ProcessGroupPtr pg = r.join();
+        Tensor t = floats(1 << 20);
+        t.fill(1);
+        pg->barrier()->wait();
+        if (r.rank() == culprit) {
+          fork_a_lingering_child();
+          std::vector<std::string> issued;
+          for (int p = 0; p < kRanks; ++p) {
+            if (p != culprit) issued.push_back("issuing/" + std::to_string(p));
+          }
+          r.board().wait(issued, std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout));
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into their waits
+          note_time(r.board(), "died");
+          ::raise(SIGKILL);
+        }
+        r.board().set("issuing/" + std::to_string(r.rank()), std::string("1"));
+        expect_survivor_told(r, *pg, t, culprit, kDied, "died", "the all_reduce a rank died before");
+      },
+      {culprit});
+}
+
 TEST_P(FaultSuite, KilledInALargeOp) { killed_in_a_large_op(runner(), 1); }
 
 TEST_P(FaultSuite, StoreHostKilledInALargeOp) { killed_in_a_large_op(runner(), 0); }
+
+TEST_P(FaultSuite, KilledWithAForkedChildAlive) { killed_with_a_forked_child_alive(runner(), 1); }
+
+TEST_P(FaultSuite, StoreHostKilledWithAForkedChildAlive) { killed_with_a_forked_child_alive(runner(), 0); }
 
 // Rank `culprit` destroys its group after a barrier and ends, while the others issue
 // all_reduce #1.

@@ -29,8 +29,12 @@ constexpr char kOneProcess[] =
 const Entry kCannot[] = {
     {"mpi", "KilledInALargeOp", kMpirunEndsTheJob},
     {"mpi", "StoreHostKilledInALargeOp", kMpirunEndsTheJob},
+    {"mpi", "KilledWithAForkedChildAlive", kMpirunEndsTheJob},
+    {"mpi", "StoreHostKilledWithAForkedChildAlive", kMpirunEndsTheJob},
     {"in_process", "KilledInALargeOp", kOneProcess},
     {"in_process", "StoreHostKilledInALargeOp", kOneProcess},
+    {"in_process", "KilledWithAForkedChildAlive", kOneProcess},
+    {"in_process", "StoreHostKilledWithAForkedChildAlive", kOneProcess},
     {"in_process", "RecvDtypeDiffers",
      "the in_process backend delivers a message into a recv of another dtype and the same bytes, as MPI does, "
      "so that tests/api:detail_native_batch_test can show DISTCOMM_DEBUG=DETAIL naming such a recv"},

@@ -120,6 +120,8 @@ void leave_stale_rank_two(const std::string& path, const std::string& host) {
     const std::vector<char> bytes = context->createPair(peer)->address().bytes();
     addresses.insert(addresses.end(), bytes.begin(), bytes.end());
   }
+  // Then its process (gloo_rendezvous.cc): none here, an empty text of length 0.
+  addresses.insert(addresses.end(), 4, 0);
   store.set("pg/world/cpu/gloo/addresses/2", addresses);
 }  // the pairs close here
 
