@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <exception>
 #include <thread>
 #include <utility>
 
 #include "api/errors.h"
+#include "api/internal/close_on_fork.h"
 #include "api/internal/key_value_map.h"
 #include "api/internal/socket.h"
 #include "api/internal/store_host.h"
@@ -25,6 +27,9 @@ namespace {
 // After a broken connection or a timeout the next request reconnects. A server that is
 // gone should fail it promptly, not after the whole store timeout.
 constexpr std::chrono::milliseconds kReconnectTimeout{1000};
+// ... and after the server itself closed the connection, this long: its listener still
+// refusing then means that it has gone (a server that is there accepts at once).
+constexpr std::chrono::milliseconds kReconnectAfterCloseTimeout{100};
 // A TCPStore server answers the handshake in a round trip, and closes connections that
 // take longer than its own handshake deadline (10 s): past this, what listens is not one.
 constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
@@ -124,7 +129,17 @@ int64_t TCPStore::num_keys() {
 
 Store::Bytes TCPStore::call(const Request& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) connect_locked(std::min(kReconnectTimeout, options_.timeout));
+  if (!gone_.empty()) throw StoreError(gone_);
+  if (fd_ < 0 && !closed_by_server_) connect_locked(std::min(kReconnectTimeout, options_.timeout));
+  if (fd_ < 0) {
+    try {
+      connect_locked(std::min(kReconnectAfterCloseTimeout, options_.timeout));
+    } catch (const StoreError& e) {
+      gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
+      throw StoreError(gone_);
+    }
+    closed_by_server_ = false;
+  }
   return call_locked(r);
 }
 
@@ -181,6 +196,9 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
     throw Timeout("TCPStore: no reply to " + name + " from " + server + " within " +
                   internal::format_duration(r.timeout));
   }
+  if (s == IoStatus::kClosed || (s == IoStatus::kError && (err == ECONNRESET || err == EPIPE))) {
+    closed_by_server_ = true;
+  }
   if (s == IoStatus::kClosed) {
     throw StoreError("TCPStore: the server at " + server + " closed the connection during " +
                      name + "; did the server process exit?");
@@ -223,6 +241,7 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
     if (!closed_early) {
       max_request_bytes_ = hello.max_request_bytes;
       fd_ = s.release();
+      internal::close_on_fork(fd_);  // a forked child must not hold the connection open
       return;
     }
     // A server flooded with connections closes the oldest ones still in the handshake.
@@ -236,6 +255,7 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
 }
 
 void TCPStore::disconnect_locked() {
+  internal::keep_on_fork(fd_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

@@ -96,6 +96,11 @@ class TCPStore : public Store {
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mu_;
   int fd_ = -1;
+  // The server closed a connection it had served (its process exited, or it was destroyed):
+  // a reconnect then gets one short try, and when that fails, `gone_` says why, and every
+  // later call throws it at once instead of trying again.
+  bool closed_by_server_ = false;
+  std::string gone_;
   // The largest request the server takes, from the handshake.
   uint64_t max_request_bytes_ = 0;
   // The failures this process had noted for its peers when the store was made: a server

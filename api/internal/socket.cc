@@ -15,8 +15,10 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "api/errors.h"
+#include "api/internal/close_on_fork.h"
 #include "api/internal/key_value_map.h"
 
 namespace distcomm {
@@ -133,8 +135,17 @@ bool is_numeric_address(const std::string& host) {
 }
 
 void Socket::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    keep_on_fork(fd_);
+    ::close(fd_);
+  }
   fd_ = fd;
+  close_on_fork(fd_);
+}
+
+int Socket::release() {
+  keep_on_fork(fd_);
+  return std::exchange(fd_, -1);
 }
 
 std::string errno_message(int err) {

@@ -11,13 +11,13 @@ namespace internal {
 
 using Clock = std::chrono::steady_clock;
 
-// Owns a file descriptor.
+// Owns a file descriptor, which a forked child lets go of (close_on_fork.h).
 class Socket {
  public:
   Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
+  explicit Socket(int fd) { reset(fd); }
   ~Socket() { reset(); }
-  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket(Socket&& o) noexcept { reset(o.release()); }
   Socket& operator=(Socket&& o) noexcept {
     if (this != &o) reset(o.release());
     return *this;
@@ -27,11 +27,8 @@ class Socket {
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
+  // The descriptor, no longer owned (nor let go of by a forked child).
+  int release();
   void reset(int fd = -1);
 
  private:

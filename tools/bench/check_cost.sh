@@ -2,15 +2,26 @@
 # What the checks against ranks that disagree cost (README, "When a job fails"): tools/bench
 # all_reduce (float32) at 8 B and 1 MiB on 2 ranks, over gloo (default checks: the tag and
 # slot fingerprints plus the stall watch; DISTCOMM_DEBUG=DETAIL) and over mpi under mpirun
-# (agreement check on, the default; off; DETAIL), each setting a separate job, in
-# alternating rounds; prints the median over rounds of each job's median time per op and
-# its busbw. Run it under `chrt -f 20` on a machine others use; the load average is logged.
+# (agreement check on, the default; off; DETAIL), and over shm (its per-round op hash and
+# tag, always on); with --before BENCH, also shm through BENCH, a bench built from a tree
+# without shm's check (commit 34dbae3, the parent of the one that added it: `git worktree
+# add /tmp/before 34dbae3 && (cd /tmp/before && bazel build -c opt //tools/bench)`). Each
+# setting is a separate job, in alternating rounds; prints the median over rounds of each
+# job's median time per op and its busbw. Measured at normal priority, as users run; the
+# load average is logged with each run.
 #
-#   tools/bench/check_cost.sh [--rounds N] [OUT_DIR]
+#   tools/bench/check_cost.sh [--rounds N] [--before BENCH] [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=3
-if [[ "${1:-}" == --rounds ]]; then rounds="$2"; shift 2; fi
+before=""
+while [[ "${1:-}" == --* ]]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --before) before="$(realpath "$2")"; shift 2 ;;
+    *) echo "check_cost.sh: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
 out="${1:-${TMPDIR:-/tmp}/distcomm_check_cost}"
 mkdir -p "$out"
 results="$out/results.txt"  # setting size time_us busbw round
@@ -36,13 +47,15 @@ run() {  # setting size round
     mpi_check_on) DISTCOMM_DEBUG=OFF DISTCOMM_MPI_AGREEMENT_CHECK=1 "${mpirun[@]}" "$bench" --backend=mpi "${args[@]}" >>"$log" 2>&1 ;;
     mpi_check_off) DISTCOMM_DEBUG=OFF DISTCOMM_MPI_AGREEMENT_CHECK=0 "${mpirun[@]}" "$bench" --backend=mpi "${args[@]}" >>"$log" 2>&1 ;;
     mpi_detail) DISTCOMM_DEBUG=DETAIL DISTCOMM_MPI_AGREEMENT_CHECK=1 "${mpirun[@]}" "$bench" --backend=mpi "${args[@]}" >>"$log" 2>&1 ;;
+    shm_check) DISTCOMM_DEBUG=OFF "$bench" --backend=shm --nproc=2 "${args[@]}" >>"$log" 2>&1 ;;
+    shm_before) DISTCOMM_DEBUG=OFF "$before" --backend=shm --nproc=2 "${args[@]}" >>"$log" 2>&1 ;;
   esac
   local line
   line="$(head -1 "$json")"
   echo "$setting $size $(field time_median_us "$line") $(field busbw "$line") $3" >>"$results"
 }
 
-settings="gloo_default gloo_detail mpi_check_on mpi_check_off mpi_detail"
+settings="gloo_default gloo_detail mpi_check_on mpi_check_off mpi_detail shm_check${before:+ shm_before}"
 for round in $(seq 1 "$rounds"); do
   order="$settings"
   (( round % 2 == 0 )) && order="$(tr ' ' '\n' <<<"$settings" | tac | tr '\n' ' ')"

@@ -49,6 +49,15 @@ void expect_survivor_told(Rank& r, ProcessGroup& pg, Tensor& t, int culprit, con
   expect_departure_named(later, culprit, words, "a later op");
 }
 
+// A survivor's group, failed because `culprit` died, is destroyed within kDeathNamedWithin:
+// nothing of its end waits on the dead rank (on the store it served, say).
+void expect_quick_exit(Rank& r, ProcessGroupPtr& pg, int culprit) {
+  const auto leaving = Clock::now();
+  r.leave(pg);
+  EXPECT_LE(seconds_between(leaving, Clock::now()), kDeathNamedWithin)
+      << "destroying the group after rank " << culprit << " died took this long";
+}
+
 // Waits until the op in flight has written into t (an element other than its initial 1:
 // a peer's data has arrived), notes the time and dies by SIGKILL: in the middle of the op.
 void die_once_the_op_is_under_way(Rank& r, const Tensor& t, const WorkPtr& work) {
@@ -107,6 +116,7 @@ void killed_in_a_large_op(Runner& runner, int culprit) {
           return;
         }
         expect_survivor_told(r, *pg, t, culprit, kDied, "died", "the all_reduce a rank died in");
+        expect_quick_exit(r, pg, culprit);
       },
       {culprit});
 }
@@ -135,6 +145,9 @@ void killed_with_a_forked_child_alive(Runner& runner, int culprit) {
         }
         r.board().set("issuing/" + std::to_string(r.rank()), std::string("1"));
         expect_survivor_told(r, *pg, t, culprit, kDied, "died", "the all_reduce a rank died before");
+        // Nor does the child hold up the end: a store call meets a closed connection, not
+        // one that neither answers nor closes (when the dead rank served the store).
+        expect_quick_exit(r, pg, culprit);
       },
       {culprit});
 }
