@@ -203,11 +203,25 @@ std::exception_ptr GroupFailure::record_departure(std::exception_ptr error, cons
 
 std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
                                                 int culprit, bool departure) {
-  if (failed()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (op != nullptr && op == first_op_ && first_error_) return first_error_;
-    return refusal_;  // a consequence of the first failure, which says more
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded by the recording thread's own deadlines (its board reads and explainer).
+    recorded_.wait(lock, [this] { return !recording_ || failed_.load(); });
+    if (failed_.load()) {
+      if (op != nullptr && op == first_op_ && first_error_) return first_error_;
+      return refusal_;  // a consequence of the first failure, which says more
+    }
+    recording_ = true;
   }
+  // Ends the recording if this returns or throws before the group is marked failed.
+  struct RecordingEnds {
+    GroupFailure& g;
+    ~RecordingEnds() {
+      std::lock_guard<std::mutex> lock(g.mu_);
+      g.recording_ = false;
+      g.recorded_.notify_all();
+    }
+  } recording_ends{*this};
   error = as_distcomm_error(error);
   FailureRecord r;
   r.kind = kind_of(error);
@@ -270,6 +284,8 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     first_error_ = error;
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
+    recording_ = false;
+    recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need
   }
   run_abort_hooks();
   return error;
@@ -287,6 +303,7 @@ void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<boo
     first_ = r;
     refusal_ = std::move(refusal);
     failed_.store(true, std::memory_order_release);
+    recorded_.notify_all();
   }
   // Marked first, then asked: an op either sees the mark and is refused, or is seen here.
   if (!ops_in_flight || !ops_in_flight()) return;  // a clean close: nobody waits on this rank

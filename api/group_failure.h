@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -148,6 +149,11 @@ class GroupFailure {
   mutable std::atomic<bool> board_gone_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
+  // A thread is recording the group's first failure (reading the board, asking the
+  // explainer); another failure meanwhile waits for it (`recorded_`): the first one seen is
+  // the cause, the later one its consequence (a peer that exited after it failed).
+  bool recording_ = false;
+  std::condition_variable recorded_;
   std::optional<FailureRecord> first_;
   std::exception_ptr refusal_;
   bool shut_down_here_ = false;

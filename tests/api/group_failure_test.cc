@@ -327,6 +327,28 @@ TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
             std::string::npos);
 }
 
+// An op's failure is being recorded (its explainer asks the other ranks: a moment) when a
+// peer that exited after failing itself closes its connection, and the backend records
+// that loss from its connection watch: the op's failure came first and stays the cause.
+TEST(GroupFailure, AFailureSeenWhileTheFirstIsRecordedWaitsForIt) {
+  GroupFailure f(2, nullptr);
+  std::atomic<bool> explaining{false};
+  f.set_explainer([&](const Work&, std::exception_ptr) {
+    explaining = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return std::make_exception_ptr(PeerFailure("rank 0 left the group before this op"));
+  });
+  const Work first = op(OpType::kAllReduce, 1);
+  std::thread op_thread([&] { f.record_departure(peer_failure("rank 0 closed the group"), first, 0); });
+  while (!explaining) std::this_thread::yield();
+  const std::exception_ptr later = f.record(peer_failure("rank 1 closed its connection"), "the group (no op in flight)", 1);
+  op_thread.join();
+  EXPECT_EQ(f.first()->seq, 1);
+  EXPECT_EQ(f.first()->culprit, 0);
+  EXPECT_NE(thrown_by<PeerFailure>(later).find("rank 0 left the group"), std::string::npos)
+      << "the later loss is refused with the first failure";
+}
+
 TEST(GroupFailure, RecordsSurviveTheirTextForm) {
   FailureRecord r;
   r.kind = FailureRecord::Kind::kPeerFailure;
