@@ -13,8 +13,9 @@
 // is later: that is what "started" records, derived here so that no backend has to say
 // it. Point-to-point ops progress side by side and start when issued.
 //
-// Cost per op (measured in README): two uncontended locks and a copy of the fingerprint
-// into a preallocated slot at issue, one lock at completion, a callback on the Work.
+// Cost per op (measured in docs/failures.md, "Debugging a hung or slow job"): two
+// uncontended locks and a copy of the fingerprint into a preallocated slot at issue, one
+// lock at completion, a callback on the Work.
 #pragma once
 
 #include <chrono>

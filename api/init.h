@@ -44,7 +44,7 @@ struct InitOptions {
   std::chrono::milliseconds timeout = kDefaultGroupTimeout;
   StorePtr store;  // if set, used instead of init_method
   std::map<std::string, std::string> backend_config;
-  // The job's identity (README, Security): rank 0's TCPStore admits only ranks with its run
+  // The job's identity (docs/security.md): rank 0's TCPStore admits only ranks with its run
   // id and token, and a FileStore reads only its run's keys. Both empty: from
   // $DISTCOMM_RUN_ID and $DISTCOMM_STORE_TOKEN (tools/launch and spawn() set them); none
   // at all: the store is unauthenticated, and rank 0 warns.

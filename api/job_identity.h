@@ -1,7 +1,7 @@
 // A job's identity: the run id that names it and the secret (the store token) that its
 // ranks prove to rank 0's TCPStore. Launchers make one per job (tools/launch, spawn(), the
 // self-launching examples) and pass it to every rank in two environment variables, which
-// init_process_group reads. See README, "Security".
+// init_process_group reads. See docs/security.md.
 //
 // Header-only, so that the launcher, which does not link the core, makes identities the
 // same way.

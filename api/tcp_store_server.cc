@@ -20,7 +20,7 @@ void warn_unauthenticated(const std::string& where) {
   log_line("warning: the TCP store on " + where + " has no token: any process that can connect to it can read "
            "and change this job's keys. tools/launch and spawn() give each job one; started by hand, give every "
            "rank the same " + std::string(kRunIdVariable) + " and " + kStoreTokenVariable +
-           " (README, Security)");
+           " (docs/security.md)");
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ void TCPStoreServer::start() {
     // Debian maps a host's own name to 127.0.1.1: other hosts could not reach the store.
     log_line("warning: the TCP store listens on " + where + ", and '" + name + "' is a loopback address on this "
              "host: ranks on other hosts cannot reach it. Set MASTER_ADDR to an address they reach, or "
-             "DISTCOMM_STORE_BIND=* (README, Security)");
+             "DISTCOMM_STORE_BIND=* (docs/security.md)");
   }
   loop_ = std::make_unique<Loop>(std::move(listener), options_, where);
   thread_ = std::thread([this, where] {

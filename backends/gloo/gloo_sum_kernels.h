@@ -1,7 +1,7 @@
 // Element-wise sums for gloo's collectives, compiled with -O3 whatever the build mode
 // (BUILD): gloo's own gloo::sum<T> is a header template, so it gets the flags of the file
 // that names it, and at -O2 GCC does not vectorise its loop (its output may alias an
-// input), and at -O0 it is several times slower still (README, gloo, has the figures).
+// input), and at -O0 it is several times slower still (docs/backends.md, "gloo", has the figures).
 #pragma once
 
 #include <cstddef>

@@ -17,7 +17,7 @@
 // every rank has contributed).
 //
 // Cost: one small MPI_Iallreduce per collective, which at 8 B is about what the op itself
-// costs; config agreement_check=0 turns it off (README, "When a job fails").
+// costs; config agreement_check=0 turns it off (docs/failures.md, "When a job fails").
 #pragma once
 
 #include <mpi.h>

@@ -14,7 +14,7 @@
 //     than a small op itself). Large ops (1 MiB and up) are started and polled by the MPI
 //     thread while their waiter blocks: the hand-off is small beside them, and MPI's large
 //     scratch buffers (libnbc allocates one per all_reduce) then come from that thread's
-//     malloc arena instead of the program's, which is faster (README, MPI).
+//     malloc arena instead of the program's, which is faster (docs/backends.md, "MPI").
 //   - With less (MPI_THREAD_FUNNELED or SERIALIZED), only the MPI thread calls MPI: it
 //     runs every round, waiters block on their Work. FUNNELED is the least the plugin
 //     needs, and every MPI library gives it.

@@ -39,7 +39,7 @@ bool host_is_oversubscribed(int local_ranks) {
 // Open MPI's nonblocking all_reduce (libnbc) picks a binomial tree -- a reduce to one rank
 // and a broadcast back -- for any call in place or any group under 4 ranks, and the
 // plugin's all_reduces are always in place: they ran 2-3x slower than MPI_Allreduce from
-// 256 KiB to 2 MiB (README, MPI). Reduce-scatter + allgather (algorithm 3) kept up with it.
+// 256 KiB to 2 MiB (docs/backends.md, "MPI"). Reduce-scatter + allgather (algorithm 3) kept up with it.
 // libnbc reads the setting at every call, so it is set through the MPI tool interface
 // after MPI_Init -- unless it is not 0 any more: then the user chose (OMPI_MCA_..., --mca).
 // thread_level: what MPI_Init_thread gave. Open MPI 4.1's MPI_T_init_thread overwrites the

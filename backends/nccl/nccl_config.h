@@ -1,7 +1,7 @@
 // The nccl backend's settings, read from BackendOptions.config (filled at the edge from
-// flags or the environment; see README.md). Keys other backends use are ignored, since one
-// map serves every backend of a "cpu:gloo,cuda:nccl" group; a known key with a bad value is
-// an InvalidArgument naming the key and what it accepts.
+// flags or the environment; see docs/environment.md). Keys other backends use are ignored,
+// since one map serves every backend of a "cpu:gloo,cuda:nccl" group; a known key with a bad
+// value is an InvalidArgument naming the key and what it accepts.
 #pragma once
 
 #include <chrono>

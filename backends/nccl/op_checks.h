@@ -25,7 +25,7 @@ void check_stream_device(OpType op, int op_device, int stream_device);
 enum class StreamCapture { kNone, kActive, kInvalidated, kImplicit };
 // An op on a stream being captured would be recorded into the graph, not run: its end
 // event could not be polled (cudaErrorCapturedEvent), so the watchdog would take it for a
-// CUDA error and fail the group. Refused instead, until capture is supported (README).
+// CUDA error and fail the group. Refused instead, until capture is supported (docs/nccl.md).
 void check_not_capturing(OpType op, StreamCapture capture);
 
 }  // namespace nccl

@@ -57,8 +57,8 @@ class TemplateBackend : public Backend {
 
 // Every key your backend reads from options().config, with its default, the environment
 // variable init_process_group reads it from (or nullptr) and one line of help. init then
-// refuses keys no backend of the group declares, and README's table lists them. This one
-// reads none.
+// refuses keys no backend of the group declares, and docs/environment.md's table lists them.
+// This one reads none.
 const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };

@@ -1,6 +1,6 @@
 // Backend settings: each plugin declares the keys it reads; init refuses any other key
-// before anything connects, reads each declared key's environment variable, and README's
-// table of settings is exactly what the plugins declare.
+// before anything connects, reads each declared key's environment variable, and the table of
+// settings in docs/environment.md is exactly what the plugins declare.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -104,7 +104,7 @@ TEST_F(ConfigKeys, AnotherBackendsVariableIsNotRead) {
   EXPECT_NO_THROW(init_process_group(options("template")));
 }
 
-// README's table, as the descriptors write it.
+// docs/environment.md's table, as the descriptors write it.
 std::string table_from_descriptors() {
   auto cell = [](const std::string& text) { return text.empty() ? std::string(" ") : " `" + text + "` "; };
   std::string table = "| backend | key | environment | default | meaning |\n|---|---|---|---|---|\n";
@@ -120,16 +120,17 @@ std::string table_from_descriptors() {
   return table;
 }
 
-TEST_F(ConfigKeys, ReadmeListsEveryKeyAsThePluginsDeclareIt) {
-  const std::string readme = testing::read_file(testing::runfile("README.md"));
-  ASSERT_FALSE(readme.empty()) << "README.md is not in the runfiles";
+TEST_F(ConfigKeys, DocsListEveryKeyAsThePluginsDeclareIt) {
+  const std::string page = "docs/environment.md";
+  const std::string text = testing::read_file(testing::runfile(page));
+  ASSERT_FALSE(text.empty()) << page << " is not in the runfiles";
   const std::string begin = "<!-- backend settings: begin -->\n", end = "<!-- backend settings: end -->";
-  const size_t from = readme.find(begin), to = readme.find(end);
-  ASSERT_NE(from, std::string::npos) << "README has no '" << begin << "'";
+  const size_t from = text.find(begin), to = text.find(end);
+  ASSERT_NE(from, std::string::npos) << page << " has no '" << begin << "'";
   ASSERT_NE(to, std::string::npos);
   const std::string expected = table_from_descriptors();
-  EXPECT_EQ(readme.substr(from + begin.size(), to - from - begin.size()), expected)
-      << "README's table of backend settings differs from the plugins' declarations; it should read:\n"
+  EXPECT_EQ(text.substr(from + begin.size(), to - from - begin.size()), expected)
+      << page << "'s table of backend settings differs from the plugins' declarations; it should read:\n"
       << expected;
 }
 

@@ -1,8 +1,8 @@
 #!/bin/bash
-# What the checks against ranks that disagree cost (README, "When a job fails"): tools/bench
-# all_reduce (float32) at 8 B and 1 MiB on 2 ranks, over gloo (default checks: the tag and
-# slot fingerprints plus the stall watch; DISTCOMM_DEBUG=DETAIL) and over mpi under mpirun
-# (agreement check on, the default; off; DETAIL), and over shm (its per-round op hash and
+# What the checks against ranks that disagree cost (docs/failures.md, "When a job fails"):
+# tools/bench all_reduce (float32) at 8 B and 1 MiB on 2 ranks, over gloo (default checks: the
+# tag and slot fingerprints plus the stall watch; DISTCOMM_DEBUG=DETAIL) and over mpi under
+# mpirun (agreement check on, the default; off; DETAIL), and over shm (its per-round op hash and
 # tag, always on); with --before BENCH, also shm through BENCH, a bench built from a tree
 # without shm's check (commit 34dbae3, the parent of the one that added it: `git worktree
 # add /tmp/before 34dbae3 && (cd /tmp/before && bazel build -c opt //tools/bench)`). Each

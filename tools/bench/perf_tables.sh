@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs every measurement behind README's performance section and keeps the outputs:
+# Runs every measurement behind docs/performance.md and keeps the outputs:
 #   tools/bench/perf_tables.sh [OUT_DIR]      (default: $TMPDIR/distcomm_bench or /tmp/...)
 # - every op over gloo with 2, 3 and 4 ranks (8 B .. 64 MiB, x4), JSON per run, #wrong = 0;
 # - the same over mpi under mpirun when Open MPI is here;

@@ -33,7 +33,7 @@ void next_op_fails_with_the_first_failure(Rank& r, ProcessGroup& pg, const std::
 }
 
 // Rank 1 skips all_reduce #1 (busy elsewhere); ranks 0 and 2 time out at the group's timeout,
-// naming it and where it is (README's "When a job fails").
+// naming it and where it is (docs/failures.md, "When a job fails").
 TEST_P(FaultSuite, SkippedCollective) {
   runner().run([](Rank& r) {
     ProcessGroupPtr pg = r.join();

@@ -34,7 +34,7 @@ using testing::GroupHarnessOptions;
 using testing::run_group;
 
 constexpr int kVictim = 1;
-// What a survivor must say about the killed rank (README, "When a job fails").
+// What a survivor must say about the killed rank (docs/failures.md, "When a job fails").
 const char kNamed[] = "rank 1 closed its connection (the process died or exited)";
 // The requirement: a killed rank is named on every survivor within 1 s of its death.
 constexpr double kNamedWithinSeconds = 1.0;

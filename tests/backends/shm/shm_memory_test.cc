@@ -6,7 +6,7 @@
 // Each rank sums, over its mappings of shm segments (/proc/self/smaps), what is mapped, what
 // is resident (Rss) and its share of that (Pss), after collectives only, then after one
 // pair's transfer. Rank 0 prints the smallest and largest of every rank's figures.
-// DISTCOMM_SHM_MEMORY_RANKS sets the number of ranks (24 unless set; README's figures
+// DISTCOMM_SHM_MEMORY_RANKS sets the number of ranks (24 unless set; docs/shm.md's figures
 // were taken with 16, 64 and 128).
 #include <algorithm>
 #include <cstdio>
