@@ -201,24 +201,29 @@ std::exception_ptr GroupFailure::record_departure(std::exception_ptr error, cons
   return record_failure(std::move(error), op.description(), &op, culprit, /*departure=*/true);
 }
 
+std::exception_ptr GroupFailure::record_loss(std::exception_ptr error, const Work* op, int culprit) {
+  return record_failure(std::move(error), op ? op->description() : "the group (no op in flight)", op, culprit,
+                        /*departure=*/false, /*loss=*/true);
+}
+
 std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                                int culprit, bool departure) {
+                                                int culprit, bool departure, bool loss) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Bounded by the recording thread's own deadlines (its board reads and explainer).
-    recorded_.wait(lock, [this] { return !recording_ || failed_.load(); });
+    // Bounded by the recording threads' own deadlines (their board reads and explainer).
+    if (loss) recorded_.wait(lock, [this] { return recording_ == 0 || failed_.load(); });
     if (failed_.load()) {
       if (op != nullptr && op == first_op_ && first_error_) return first_error_;
       return refusal_;  // a consequence of the first failure, which says more
     }
-    recording_ = true;
+    ++recording_;
   }
-  // Ends the recording if this returns or throws before the group is marked failed.
+  // Ends this recording however record_failure returns.
   struct RecordingEnds {
     GroupFailure& g;
     ~RecordingEnds() {
       std::lock_guard<std::mutex> lock(g.mu_);
-      g.recording_ = false;
+      --g.recording_;
       g.recorded_.notify_all();
     }
   } recording_ends{*this};
@@ -284,7 +289,6 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     first_error_ = error;
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
-    recording_ = false;
     recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need
   }
   run_abort_hooks();

@@ -103,6 +103,11 @@ class GroupFailure {
   std::exception_ptr record_departure(std::exception_ptr error, const Work& op, int culprit);
   // The same for a failure outside an op (setup, a background check); where: what failed.
   std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
+  // record() for peers a watch saw go outside any op's own wait (gloo's connection watch):
+  // when this rank is already recording a failure (reading the board, asking the
+  // explainer), that failure was seen first -- the peer may have exited because of it --
+  // so this waits for it and returns its refusal. op: the op in flight, or null.
+  std::exception_ptr record_loss(std::exception_ptr error, const Work* op, int culprit);
 
   // This rank stops the group: later ops end with `refusal` (unless the group had failed
   // before: its failure stays the answer). ops_in_flight is asked after the group is
@@ -127,7 +132,7 @@ class GroupFailure {
 
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
-                                    int culprit, bool departure = false);
+                                    int culprit, bool departure = false, bool loss = false);
   // A PeerFailure may be a peer's failure seen from here: its published record, if any,
   // looked for during `window` when the first read finds none.
   std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window, std::chrono::milliseconds answer_wait) const;
@@ -149,10 +154,11 @@ class GroupFailure {
   mutable std::atomic<bool> board_gone_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
-  // A thread is recording the group's first failure (reading the board, asking the
-  // explainer); another failure meanwhile waits for it (`recorded_`): the first one seen is
-  // the cause, the later one its consequence (a peer that exited after it failed).
-  bool recording_ = false;
+  // Threads recording a failure now (reading the board, asking the explainer); a loss
+  // (record_loss) waits for them (`recorded_`): the first failure seen is the cause, the
+  // peer's exit its consequence. Other failures do not wait: a peer's published failure, or
+  // a Timeout, must not be held up by an explainer.
+  int recording_ = 0;
   std::condition_variable recorded_;
   std::optional<FailureRecord> first_;
   std::exception_ptr refusal_;

@@ -67,13 +67,11 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
   // any, which then ends with this error rather than the group's refusal (its wait may be
   // one gloo does not end: a message from the dead peer under way).
   const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(peers));
+  // A loss: when this rank is already recording a failure, that came first (the peer may
+  // have exited because of it).
   WorkPtr op = worker_->running();
   if (!op) op = transfers_->in_flight();
-  if (op) {
-    failure_->record(error, *op, culprit_among(ranks));
-  } else {
-    failure_->record(error, "the group (no op in flight)", culprit_among(ranks));
-  }
+  failure_->record_loss(error, op.get(), culprit_among(ranks));
 }
 
 GlooBackend::~GlooBackend() { shutdown(); }

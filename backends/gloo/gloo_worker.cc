@@ -124,7 +124,9 @@ void CollectiveWorker::run_and_finish(Taken taken) {
   GlooOp& op = taken.queued.op;
   std::exception_ptr error;
   if (taken.refuse) {
-    error = failure_.refusal();
+    // record() answers the op whose failure came first (a queued op whose own deadline
+    // passed, recorded by the stall watch) with that failure, the others with the refusal.
+    error = failure_.record(failure_.refusal(), *op.work);
   } else {
     try {
       run_collective(env_, op);

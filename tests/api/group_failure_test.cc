@@ -330,7 +330,7 @@ TEST(GroupFailure, ConcurrentFailuresRecordOneFirst) {
 // An op's failure is being recorded (its explainer asks the other ranks: a moment) when a
 // peer that exited after failing itself closes its connection, and the backend records
 // that loss from its connection watch: the op's failure came first and stays the cause.
-TEST(GroupFailure, AFailureSeenWhileTheFirstIsRecordedWaitsForIt) {
+TEST(GroupFailure, ALossSeenWhileTheFirstFailureIsRecordedWaitsForIt) {
   GroupFailure f(2, nullptr);
   std::atomic<bool> explaining{false};
   f.set_explainer([&](const Work&, std::exception_ptr) {
@@ -341,7 +341,7 @@ TEST(GroupFailure, AFailureSeenWhileTheFirstIsRecordedWaitsForIt) {
   const Work first = op(OpType::kAllReduce, 1);
   std::thread op_thread([&] { f.record_departure(peer_failure("rank 0 closed the group"), first, 0); });
   while (!explaining) std::this_thread::yield();
-  const std::exception_ptr later = f.record(peer_failure("rank 1 closed its connection"), "the group (no op in flight)", 1);
+  const std::exception_ptr later = f.record_loss(peer_failure("rank 1 closed its connection"), nullptr, 1);
   op_thread.join();
   EXPECT_EQ(f.first()->seq, 1);
   EXPECT_EQ(f.first()->culprit, 0);

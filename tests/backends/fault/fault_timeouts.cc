@@ -70,6 +70,12 @@ TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
                                                            "the op queued with a 1.5 s timeout");
     expect_has(msg, "1500 ms", "the Timeout");
     expect_has(msg, "rank 1 has not issued #", "the Timeout");
+    // Where the op's own deadline was this rank's first failure, the op ends with that
+    // Timeout, not with a refusal that quotes it.
+    const std::string own_timeout = "rank " + std::to_string(r.rank()) + "/3 group 'world' all_reduce #2 (float32[10] on cpu): did not finish";
+    EXPECT_FALSE(msg.find("unusable since an earlier failure") != std::string::npos &&
+                 msg.find(own_timeout) != std::string::npos)
+        << "the queued op's own Timeout is this rank's first failure, not a refusal quoting it: " << msg;
     EXPECT_THROW(first->wait(), Timeout) << "the op in front ends with the group's first failure";
     EXPECT_LE(seconds_since(first_issued), kWithin) << "the op in front";
     mark_done(r.board(), r.rank());
