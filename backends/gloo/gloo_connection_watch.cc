@@ -30,6 +30,9 @@ constexpr std::chrono::milliseconds kGoodbyeWait{1000};
 // before the kernel marked it ended, so both are normally under way already.
 constexpr std::chrono::milliseconds kProcessEndGrace{200};
 
+// How long a peer whose connection closed may take to be marked ended, if it died.
+constexpr std::chrono::milliseconds kClosedToEnded{50};
+
 const uint64_t kGoodbyeSlot = ::gloo::Slot::build(kGoodbyeSlotPrefix, 0);
 const uint64_t kProbeSlot = ::gloo::Slot::build(kNeverSentSlotPrefix, 1);
 
@@ -127,6 +130,20 @@ void ConnectionWatch::watch_processes() {
       process_ended(p);
     }
   }
+}
+
+std::vector<LostPeer> ConnectionWatch::dead_among(const std::vector<LostPeer>& closed) const {
+  // Peers close their connections when they fail (the abort after a peer's death), so a
+  // slow look may find the dead rank's connection and a survivor's closed at once. Where
+  // every one of them is on this host, those whose processes still run are not the loss.
+  std::vector<LostPeer> dead;
+  for (const LostPeer& l : closed) {
+    const ProcessWatch& w = processes_[static_cast<size_t>(l.rank)];
+    if (!w.watching()) return closed;
+    // A dead peer's descriptors close just before the kernel marks it ended.
+    if (w.ends_within(kClosedToEnded)) dead.push_back(l);
+  }
+  return dead.empty() ? closed : dead;
 }
 
 void ConnectionWatch::process_ended(int p) {
@@ -260,6 +277,7 @@ void ConnectionWatch::loop(bool wait) {
       // connection closed meanwhile means another look before waiting.
       wait = listen_locked();
     }
+    if (lost.size() > 1) lost = dead_among(lost);
     if (!lost.empty()) on_lost_(lost);
   }
 }

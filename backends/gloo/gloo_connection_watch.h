@@ -89,6 +89,9 @@ class ConnectionWatch {
   void watch_processes();
   // Peer p's process has ended: lost, unless it said goodbye or was reported already.
   void process_ended(int p);
+  // Of several peers whose connections closed at once, those whose processes ended (all of
+  // them when any is not on this host, or none has ended).
+  std::vector<LostPeer> dead_among(const std::vector<LostPeer>& closed) const;
   // Waits up to `timeout` for stop(); true when stopping.
   bool stopped_within(std::chrono::milliseconds timeout) const;
 
