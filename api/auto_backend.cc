@@ -28,19 +28,21 @@ std::string shared_memory_domain() {
 }
 
 // Whether the shm plugin loads (and, with `runs`, can run here).
-bool shm_plugin(bool runs) {
+bool shm_plugin(bool runs, const PluginSearch& plugins) {
   try {
-    const PluginInfo& info = load_plugin("shm");
+    const PluginInfo& info = load_plugin("shm", plugins);
     return !runs || info.available;
   } catch (const BackendUnavailable&) {
     return false;
   }
 }
 
-std::string auto_backend_placement() { return shared_memory_domain() + (shm_plugin(true) ? kShmReady : ""); }
+std::string auto_backend_placement(const PluginSearch& plugins) {
+  return shared_memory_domain() + (shm_plugin(true, plugins) ? kShmReady : "");
+}
 
-std::vector<std::string> auto_backend_candidates() {
-  if (shm_plugin(false)) return {"shm", "gloo"};
+std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins) {
+  if (shm_plugin(false, plugins)) return {"shm", "gloo"};
   return {"gloo"};
 }
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "api/process_environment.h"
+
 namespace distcomm {
 
 // What two processes compare to know they can map each other's memory: the kernel's boot
@@ -19,12 +21,12 @@ namespace distcomm {
 std::string shared_memory_domain();
 
 // This process's placement, as the ranks exchange it: its domain, and whether the shm
-// plugin loads and can run here.
-std::string auto_backend_placement();
+// plugin loads (found through `plugins`) and can run here.
+std::string auto_backend_placement(const PluginSearch& plugins);
 
 // The backends "auto" may pick here, whose settings a group with it accepts: shm (when its
 // plugin loads) and gloo.
-std::vector<std::string> auto_backend_candidates();
+std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins);
 
 // The rule above, over every rank's auto_backend_placement(): "shm" or "gloo".
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdlib>
 
 #include "api/errors.h"
 #include "api/failure_report.h"
@@ -25,20 +23,6 @@ const char* trace_state_name(TraceEntry::State s) {
     case TraceEntry::State::kFailed: return "failed";
   }
   return "?";
-}
-
-size_t FlightRecorder::capacity_from_environment() {
-  const char* v = std::getenv("DISTCOMM_TRACE_BUFFER");
-  if (!v || !*v) return kDefaultCapacity;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end != '\0' || errno != 0 || *v == '-' || n > 10000000) {
-    throw InvalidArgument(std::string("DISTCOMM_TRACE_BUFFER='") + v +
-                          "': expected the number of ops each group keeps (0 turns the recorder off, at most "
-                          "10000000)");
-  }
-  return static_cast<size_t>(n);
 }
 
 FlightRecorder::FlightRecorder(size_t capacity) : ring_(capacity), next_collective_(capacity, kNone) {}

@@ -58,9 +58,8 @@ struct TraceGroupInfo {
 
 class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
  public:
-  // DISTCOMM_TRACE_BUFFER (default 2000; 0 turns recording off). Throws InvalidArgument
-  // for a value that is not a count.
-  static size_t capacity_from_environment();
+  // What a group keeps unless DISTCOMM_TRACE_BUFFER says otherwise (TraceSettings, in
+  // process_environment.h; 0 turns recording off).
   static constexpr size_t kDefaultCapacity = 2000;
 
   explicit FlightRecorder(size_t capacity);

@@ -1,8 +1,8 @@
 #include "api/init.h"
 
-#include <cstdlib>
 #include <mutex>
 
+#include "api/environment.h"
 #include "api/errors.h"
 #include "api/file_store.h"
 #include "api/init_wait.h"
@@ -17,38 +17,18 @@ namespace {
 std::mutex g_mu;
 ProcessGroupPtr g_default;
 
-// An integer environment variable, or -1 when unset (or unnamed); malformed is an error
-// naming it.
-int env_int(const char* name) {
-  const char* v = name ? std::getenv(name) : nullptr;
-  if (!v || !*v) return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 30) {
-    throw InvalidArgument(std::string("environment variable ") + name + "='" + v +
-                          "' is not a non-negative integer");
-  }
-  return static_cast<int>(x);
-}
-
-std::string env_str(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  return v ? v : "";
-}
-
 // What init gives every backend (core_config_keys()), then each declared key's variable;
 // what the program set in backend_config wins.
-void fill_config(std::map<std::string, std::string>& config, const std::string& backend, const LaunchEnv& env) {
+void fill_config(std::map<std::string, std::string>& config, const std::string& backend, const LaunchEnv& env,
+                 const PluginSearch& plugins) {
   auto fill = [&](const std::string& key, const std::string& value) {
     if (!value.empty()) config.emplace(key, value);  // emplace keeps a value already set
   };
   if (env.local_rank >= 0) fill("local_rank", std::to_string(env.local_rank));
   if (env.local_world_size >= 0) fill("local_world_size", std::to_string(env.local_world_size));
   fill("launcher", env.source);
-  for (const std::string& name : BackendSpec::parse(backend).names()) {
-    for (const ConfigKey& key : load_plugin(name).config_keys) {
-      if (!key.env.empty()) fill(key.name, env_str(key.env));
-    }
+  for (const std::string& name : BackendSpec::parse(backend).names(plugins)) {
+    for (const auto& [key, value] : config_from_environment(load_plugin(name, plugins).config_keys)) fill(key, value);
   }
 }
 
@@ -87,15 +67,15 @@ void wait_for_store_server(const std::string& host, int port, const InitWait& wa
 }
 
 // text: where the store is, for messages; served_by: the rank that serves it, if one does.
-StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& wait,
+StorePtr make_store(const InitOptions& o, int rank, int world, const LaunchEnv& env, const InitWait& wait,
                     std::map<std::string, std::string>* config, std::string* text, std::string* served_by) {
   if (o.store) {
     *text = "the program's store";
     return o.store;
   }
   const std::string& m = o.init_method;
-  *text = m.rfind("env://", 0) == 0 ? "env://, MASTER_ADDR " + env_str("MASTER_ADDR") + " MASTER_PORT " +
-                                         env_str("MASTER_PORT")
+  *text = m.rfind("env://", 0) == 0 ? "env://, MASTER_ADDR " + env.master_addr + " MASTER_PORT " +
+                                         (env.master_port < 0 ? std::string() : std::to_string(env.master_port))
                                     : m;
   auto tcp = [&](const std::string& host, int port) -> StorePtr {
     (*config)["master_addr"] = host;
@@ -112,8 +92,8 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& w
     return std::make_shared<TCPStore>(so);
   };
   if (m.rfind("env://", 0) == 0) {
-    const std::string addr = env_str("MASTER_ADDR");
-    const int port = env_int("MASTER_PORT");
+    const std::string& addr = env.master_addr;
+    const int port = env.master_port;
     if (addr.empty() || port < 0) {
       throw InvalidArgument("init_method env:// needs MASTER_ADDR and MASTER_PORT (rank " + std::to_string(rank) +
                             "): set them, start the job with tools/launch, or use tcp://host:port");
@@ -136,42 +116,6 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitWait& w
 
 }  // namespace
 
-LaunchEnv read_launch_env() {
-  // Launchers in order of precedence, each with its names for rank, world size, local rank
-  // and local world size. The first whose rank (or world size) is set wins.
-  struct Launcher {
-    const char* source;
-    const char* rank;
-    const char* world;
-    const char* local_rank;
-    const char* local_world;
-  };
-  static const Launcher kLaunchers[] = {
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-       "OMPI_COMM_WORLD_LOCAL_SIZE"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-      // PMI-1/2 launchers (MPICH's mpiexec, srun --mpi=pmi2) and PMIx ones (prterun).
-      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-      {"pmix", "PMIX_RANK", nullptr, nullptr, nullptr},
-  };
-  LaunchEnv e;
-  for (const Launcher& l : kLaunchers) {
-    if (env_int(l.rank) < 0 && env_int(l.world) < 0) continue;
-    e.source = l.source;
-    e.rank = env_int(l.rank);
-    e.world_size = env_int(l.world);
-    e.local_rank = env_int(l.local_rank);
-    e.local_world_size = env_int(l.local_world);
-    break;
-  }
-  e.master_addr = env_str("MASTER_ADDR");
-  e.master_port = env_int("MASTER_PORT");
-  return e;
-}
-
-bool launched_as_rank() { return !read_launch_env().source.empty(); }
-
 ProcessGroupPtr init_process_group(InitOptions o) {
   const auto started = std::chrono::steady_clock::now();
   {
@@ -180,14 +124,17 @@ ProcessGroupPtr init_process_group(InitOptions o) {
       throw InvalidArgument("init_process_group called twice; call destroy_process_group() first");
     }
   }
-  if (o.backend.empty()) o.backend = env_str("DISTCOMM_BACKEND");
+  // The environment is read here, at the edge, once (environment.h); below, nothing reads it.
+  const InitEnvironment environment = InitEnvironment::read();
+  const LaunchEnv& env = environment.launch;
+  const PluginSearch& plugins = environment.process.plugins;
+  if (o.backend.empty()) o.backend = environment.backend;
   if (o.backend.empty()) o.backend = "gloo";
-  const LaunchEnv env = read_launch_env();
   int rank = o.rank >= 0 ? o.rank : env.rank;
   int world = o.world_size >= 0 ? o.world_size : env.world_size;
 
   // A backend that finds its peers by itself (MPI) needs no store or address.
-  const bool finds_peers_itself = !ProcessGroup::needs_store(o.backend);
+  const bool finds_peers_itself = !ProcessGroup::needs_store(o.backend, plugins);
   if (finds_peers_itself && rank < 0 && world < 0) {
     rank = 0;  // a singleton run without mpirun; the backend checks its own view
     world = 1;
@@ -201,17 +148,14 @@ ProcessGroupPtr init_process_group(InitOptions o) {
     throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is outside world size " +
                           std::to_string(world));
   }
-  // Configuration from the environment is read here, at the edge, once.
   std::map<std::string, std::string> config = o.backend_config;
-  fill_config(config, o.backend, env);
-  if (o.identity.run_id.empty() && o.identity.token.empty()) {
-    o.identity = identity_from_environment();
-  }
-  if (o.store_bind.empty()) o.store_bind = env_str("DISTCOMM_STORE_BIND");
+  fill_config(config, o.backend, env, plugins);
+  if (o.identity.run_id.empty() && o.identity.token.empty()) o.identity = environment.identity;
+  if (o.store_bind.empty()) o.store_bind = environment.store_bind;
   set_log_identity(rank, world);
   const std::chrono::milliseconds report_every =
       o.init_report_interval > std::chrono::milliseconds::zero() ? o.init_report_interval
-                                                                 : init_report_interval_from_environment();
+                                                                 : parse_init_report_seconds(environment.init_report_seconds);
   InitWait wait = InitWait::starting_now(o.timeout, report_every,
                                          "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
   wait.started = started;
@@ -221,14 +165,15 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // It gets one all the same when the program names one (a store, or an init_method other
   // than the default): then its failures can name the ranks that caused them.
   const bool store_named = o.store || o.init_method != InitOptions().init_method;
-  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, wait, &config, &po.store_text, &po.store_host);
+  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, env, wait, &config, &po.store_text, &po.store_host);
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;
   po.backend = o.backend;
   po.timeout = o.timeout;
   po.backend_config = config;
-  po.debug = parse_debug_level(o.debug.empty() ? env_str("DISTCOMM_DEBUG") : o.debug);
+  po.debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
+  po.environment = environment.process;
   po.creation_deadline = wait.deadline;
   po.creation_report_every = report_every;
   ProcessGroupPtr pg = ProcessGroup::create(po);

@@ -29,6 +29,11 @@ struct LaunchEnv {
 // Malformed numbers throw InvalidArgument naming the variable.
 LaunchEnv read_launch_env();
 
+// The job's identity in this process's environment, $DISTCOMM_RUN_ID and
+// $DISTCOMM_STORE_TOKEN (either part may be empty); what init_process_group reads when
+// InitOptions::identity is empty.
+JobIdentity identity_from_environment();
+
 // Whether a launcher gave this process a rank (read_launch_env() found one: tools/launch,
 // torchrun, spawn, mpirun, srun, a PMI launcher). A program that starts its own ranks
 // when run by hand asks this first.

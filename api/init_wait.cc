@@ -164,18 +164,6 @@ std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
   return r.encode();
 }
 
-milliseconds init_report_interval_from_environment() {
-  const char* v = std::getenv("DISTCOMM_INIT_REPORT_SECONDS");
-  if (!v || !*v) return kDefaultInitReportInterval;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
-    throw InvalidArgument(std::string("DISTCOMM_INIT_REPORT_SECONDS='") + v +
-                          "' is not a positive number of seconds (fractions allowed)");
-  }
-  return milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
-}
-
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
                    const InitWait& w, const std::string& what, const std::string& hint) {
   w.until(

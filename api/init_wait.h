@@ -99,10 +99,6 @@ struct InitWait {
              const std::function<std::vector<int>()>& missing, const std::string& hint) const;
 };
 
-// The report interval from DISTCOMM_INIT_REPORT_SECONDS (a positive number, fractions
-// allowed: tests use 0.5), else 30 s. A malformed value is InvalidArgument naming it.
-std::chrono::milliseconds init_report_interval_from_environment();
-
 // InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks
 // missing are ranks[i] of the keys that do not.
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,

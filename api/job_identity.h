@@ -1,7 +1,7 @@
 // A job's identity: the run id that names it and the secret (the store token) that its
 // ranks prove to rank 0's TCPStore. Launchers make one per job (tools/launch, spawn(), the
 // self-launching examples) and pass it to every rank in two environment variables, which
-// init_process_group reads. See docs/security.md.
+// init_process_group reads (identity_from_environment(), init.h). See docs/security.md.
 //
 // Header-only, so that the launcher, which does not link the core, makes identities the
 // same way.
@@ -54,14 +54,6 @@ inline std::string hex_of(const std::string& bytes) {
     out.push_back(kDigits[b & 15]);
   }
   return out;
-}
-
-// The identity in this process's environment (either part may be empty). Read at the
-// edge only: init_process_group, the launcher's flags.
-inline JobIdentity identity_from_environment() {
-  const char* run_id = std::getenv(kRunIdVariable);
-  const char* token = std::getenv(kStoreTokenVariable);
-  return {run_id ? run_id : "", token ? token : ""};
 }
 
 // A fresh identity: a 64-bit run id (unique enough to tell jobs apart) and a 256-bit token

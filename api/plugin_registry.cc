@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -41,7 +40,7 @@ std::string self_exe() {
 // The folder libdistcomm.so was loaded from (dladdr on one of our own symbols).
 std::string core_library_dir() {
   Dl_info info;
-  if (::dladdr(reinterpret_cast<void*>(&plugin_search_path), &info) && info.dli_fname) {
+  if (::dladdr(reinterpret_cast<void*>(&core_config_keys), &info) && info.dli_fname) {
     char real[PATH_MAX];
     if (::realpath(info.dli_fname, real)) return dirname_of(real);
     return dirname_of(info.dli_fname);
@@ -51,11 +50,8 @@ std::string core_library_dir() {
 
 // Bazel runfiles: $RUNFILES_DIR, $TEST_SRCDIR, or <binary>.runfiles next to the binary.
 // Plugins sit at <runfiles>/distcomm/backends/<name>/.
-std::vector<std::string> runfiles_plugin_dirs() {
-  std::vector<std::string> roots;
-  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* v = std::getenv(var)) roots.push_back(v);
-  }
+std::vector<std::string> runfiles_plugin_dirs(const PluginSearch& search) {
+  std::vector<std::string> roots = search.runfiles_roots;
   const std::string exe = self_exe();
   if (!exe.empty()) roots.push_back(exe + ".runfiles");
   std::vector<std::string> dirs;
@@ -158,11 +154,11 @@ std::map<std::string, PluginInfo>& loaded() {
 }
 
 // Names of plugin files in the search path (for "available backends: ...").
-std::vector<std::pair<std::string, std::string>> scan_names() {
+std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& search) {
   std::vector<std::pair<std::string, std::string>> found;
   std::set<std::string> seen;
   const std::string prefix = "libdistcomm_", suffix = ".so";
-  for (const auto& dir : plugin_search_path()) {
+  for (const auto& dir : plugin_search_path(search)) {
     DIR* d = ::opendir(dir.c_str());
     if (!d) continue;
     while (dirent* e = ::readdir(d)) {
@@ -180,22 +176,11 @@ std::vector<std::pair<std::string, std::string>> scan_names() {
 
 }  // namespace
 
-std::vector<std::string> plugin_search_path() {
-  std::vector<std::string> dirs;
-  if (const char* env = std::getenv("DISTCOMM_PLUGIN_PATH")) {
-    std::string s = env;
-    size_t start = 0;
-    while (start <= s.size()) {
-      const size_t colon = s.find(':', start);
-      const std::string part = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-      if (!part.empty()) dirs.push_back(part);
-      if (colon == std::string::npos) break;
-      start = colon + 1;
-    }
-  }
+std::vector<std::string> plugin_search_path(const PluginSearch& search) {
+  std::vector<std::string> dirs = search.plugin_path;
   const std::string exe = self_exe();
   if (!exe.empty()) dirs.push_back(dirname_of(exe));
-  for (auto& d : runfiles_plugin_dirs()) dirs.push_back(d);
+  for (auto& d : runfiles_plugin_dirs(search)) dirs.push_back(d);
   const std::string core = core_library_dir();
   if (!core.empty()) {
     dirs.push_back(core);
@@ -210,13 +195,15 @@ std::vector<std::string> plugin_search_path() {
   return unique;
 }
 
-const PluginInfo& load_plugin(const std::string& name) {
+std::vector<std::string> plugin_search_path() { return plugin_search_path(PluginSearch::from_environment()); }
+
+const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = loaded().find(name);
   if (it != loaded().end()) return it->second;
 
   std::string tried;
-  for (const auto& dir : plugin_search_path()) {
+  for (const auto& dir : plugin_search_path(search)) {
     const std::string path = dir + "/" + file_name_for(name);
     if (!is_file(path)) {
       tried += "\n  " + path + ": not found";
@@ -229,18 +216,21 @@ const PluginInfo& load_plugin(const std::string& name) {
     tried += "\n  " + path + ": refused: " + why;
   }
   std::string names;
-  for (const auto& [n, path] : scan_names()) names += (names.empty() ? "" : ", ") + n;
+  for (const auto& [n, path] : scan_names(search)) names += (names.empty() ? "" : ", ") + n;
   throw BackendUnavailable("cannot load backend '" + name + "': no usable " + file_name_for(name) +
                            ". Searched:" + tried + "\nAvailable backends: " +
                            (names.empty() ? "none found" : names) +
                            ". Set DISTCOMM_PLUGIN_PATH to the folder that holds the plugin.");
 }
 
+const PluginInfo& load_plugin(const std::string& name) { return load_plugin(name, PluginSearch::from_environment()); }
+
 std::vector<PluginInfo> list_backends() {
+  const PluginSearch search = PluginSearch::from_environment();
   std::vector<PluginInfo> out;
-  for (const auto& [name, path] : scan_names()) {
+  for (const auto& [name, path] : scan_names(search)) {
     try {
-      out.push_back(load_plugin(name));
+      out.push_back(load_plugin(name, search));
     } catch (const BackendUnavailable& e) {
       PluginInfo info;
       info.name = name;
@@ -269,12 +259,13 @@ const std::vector<ConfigKey>& core_config_keys() {
   return keys;
 }
 
-void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config) {
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config,
+                          const PluginSearch& search) {
   std::set<std::string> known;
   for (const ConfigKey& k : core_config_keys()) known.insert(k.name);
   std::string theirs;
   for (const std::string& name : backends) {
-    const PluginInfo& info = load_plugin(name);
+    const PluginInfo& info = load_plugin(name, search);
     if (!info.declares_config) return;
     std::string keys;
     for (const ConfigKey& k : info.config_keys) {
@@ -293,8 +284,9 @@ void check_backend_config(const std::vector<std::string>& backends, const std::m
   }
 }
 
-std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options) {
-  const PluginInfo& info = load_plugin(name);
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
+                                        const PluginSearch& search) {
+  const PluginInfo& info = load_plugin(name, search);
   if (!info.available) {
     throw BackendUnavailable("backend '" + name + "' (" + info.path + ") cannot run here: " +
                              info.unavailable_reason);
@@ -307,6 +299,10 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   std::unique_ptr<Backend> backend(info.descriptor->create(options));
   if (!backend) throw BackendUnavailable("backend '" + name + "' create() returned null");
   return backend;
+}
+
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options) {
+  return create_backend(name, options, PluginSearch::from_environment());
 }
 
 }  // namespace distcomm

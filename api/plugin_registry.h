@@ -16,6 +16,7 @@
 
 #include "api/backend.h"
 #include "api/plugin.h"
+#include "api/process_environment.h"
 
 namespace distcomm {
 
@@ -43,11 +44,19 @@ struct PluginInfo {
   const distcomm_plugin_v1* descriptor = nullptr;
 };
 
-// The folders searched, in order (existing or not), for messages and tools.
+// The core passes `search` down from the edge that read it (process_environment.h). The
+// overloads without it read PluginSearch::from_environment() at the call: they are for
+// tools and tests, whose call is their own edge.
+
+// The folders searched, in order (existing or not), for messages and tools:
+// search.plugin_path, the program's folder, the Bazel runfiles, libdistcomm.so's folder and
+// its distcomm/plugins.
+std::vector<std::string> plugin_search_path(const PluginSearch& search);
 std::vector<std::string> plugin_search_path();
 
 // Loads (once per process) and checks the plugin for `name`. Throws BackendUnavailable
 // naming the backend, every path tried, why each was refused and the backends that exist.
+const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search);
 const PluginInfo& load_plugin(const std::string& name);
 
 // Every plugin found on the search path, loaded and probed (for tools and messages).
@@ -60,9 +69,12 @@ const std::vector<ConfigKey>& core_config_keys();
 // Throws InvalidArgument for a key of `config` that neither the core nor any of the
 // `backends` (plugin names) declares, naming the keys they do. A group with a backend that
 // declares no keys is not checked.
-void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config);
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config,
+                          const PluginSearch& search);
 
 // load_plugin(name), its available() probe, then its factory.
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
+                                        const PluginSearch& search);
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
 
 }  // namespace distcomm

@@ -91,7 +91,7 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options)
       where_prefix_("rank " + std::to_string(options_.rank) + "/" + std::to_string(options_.size) + " group '" +
                     options_.group_name + "' ") {}
 
-std::vector<std::string> BackendSpec::names() const {
+std::vector<std::string> BackendSpec::names(const PluginSearch& plugins) const {
   if (by_device.empty()) return {text};
   std::vector<std::string> out;
   auto add = [&](const std::string& name) {
@@ -99,12 +99,15 @@ std::vector<std::string> BackendSpec::names() const {
   };
   for (const auto& [device, name] : by_device) {
     if (name != "auto") add(name);
-    else for (const std::string& candidate : auto_backend_candidates()) add(candidate);
+    else for (const std::string& candidate : auto_backend_candidates(plugins)) add(candidate);
   }
   return out;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) {
+  // A program that makes its world group itself, without init_process_group: this call is
+  // its edge, where the environment is read (process_environment.h).
+  if (!options.environment) options.environment = ProcessEnvironment::read();
   return build(std::move(options), /*check_config=*/true);
 }
 
@@ -123,14 +126,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, b
     throw InvalidArgument("ProcessGroup: global_ranks has " + std::to_string(options.global_ranks.size()) +
                           " entries for a group of " + std::to_string(options.size));
   }
-  if (!options.store && needs_store(options.backend)) {
+  if (!options.store && needs_store(options.backend, options.environment->plugins)) {
     throw InvalidArgument("ProcessGroup: backend '" + options.backend +
                           "' finds its peers through a store shared by every rank, and none was given");
   }
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   // This rank's own mistakes are refused at once, before it waits for anyone.
   pg->spec_ = BackendSpec::parse(pg->options_.backend);
-  if (check_config) check_backend_config(pg->spec_.names(), pg->options_.backend_config);
+  if (check_config) check_backend_config(pg->spec_.names(pg->plugins()), pg->options_.backend_config, pg->plugins());
   InitWait wait = pg->creation_wait();
   std::exception_ptr failure;
   try {
@@ -190,11 +193,15 @@ void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
   }
 }
 
-bool ProcessGroup::needs_store(const std::string& backend_spec) {
-  for (const std::string& name : BackendSpec::parse(backend_spec).names()) {
-    if (!(load_plugin(name).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS)) return true;
+bool ProcessGroup::needs_store(const std::string& backend_spec, const PluginSearch& plugins) {
+  for (const std::string& name : BackendSpec::parse(backend_spec).names(plugins)) {
+    if (!(load_plugin(name, plugins).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS)) return true;
   }
   return false;
+}
+
+bool ProcessGroup::needs_store(const std::string& backend_spec) {
+  return needs_store(backend_spec, PluginSearch::from_environment());
 }
 
 void ProcessGroup::create_exchange() {
@@ -219,11 +226,11 @@ void ProcessGroup::host_all_gather(Tensor& out, const Tensor& in) {
   recorded(ctx, [&] { return b.all_gather(out, in, AllGatherOptions(), ctx); })->wait();
 }
 
-std::map<DeviceType, std::string> ProcessGroup::plan_of(const BackendSpec& spec) {
+std::map<DeviceType, std::string> ProcessGroup::plan_of(const BackendSpec& spec, const PluginSearch& plugins) {
   std::map<DeviceType, std::string> plan = spec.by_device;
   if (plan.empty()) {
     // One name: it serves every device type its plugin declares.
-    const PluginInfo& info = load_plugin(spec.text);
+    const PluginInfo& info = load_plugin(spec.text, plugins);
     if (info.devices & DISTCOMM_DEVICE_CPU) plan[DeviceType::kCPU] = spec.text;
     if (info.devices & DISTCOMM_DEVICE_CUDA) plan[DeviceType::kCUDA] = spec.text;
   }
@@ -293,7 +300,7 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
       first = to_string(store.compare_set(first_key, {}, to_bytes(mine)));
       // Also where each backend's rendezvous looks (InitWait::for_backend), so that the
       // others' backends stop waiting for this rank.
-      for (const std::string& backend : spec_.names()) {
+      for (const std::string& backend : spec_.names(plugins())) {
         for (DeviceType device : {DeviceType::kCPU, DeviceType::kCUDA}) {
           store.compare_set(backend_store_prefix(device, backend) + "/" + kCreationFailedKey, {}, to_bytes(first));
         }
@@ -328,7 +335,7 @@ void ProcessGroup::confirm_created(const InitWait& wait, const std::exception_pt
 }
 
 void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>& members, const InitWait& wait) {
-  std::map<DeviceType, std::string> plan = plan_of(spec_);
+  std::map<DeviceType, std::string> plan = plan_of(spec_, plugins());
   // Decided before "auto" is resolved below, as the parent's ranks outside this subgroup
   // decide it (skip_subgroup): every rank of the parent must ask the same backends.
   const std::map<DeviceType, Backend*> parents = parent ? parent->parents_of_subgroup(spec_.text)
@@ -336,7 +343,7 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
   auto cpu = plan.find(DeviceType::kCPU);
   if (cpu != plan.end() && cpu->second == "auto") {
     if (!exchange_) throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
-    cpu->second = choose_auto_cpu_backend(exchange_->all_gather(auto_backend_placement()));
+    cpu->second = choose_auto_cpu_backend(exchange_->all_gather(auto_backend_placement(plugins())));
     spec_.text += " (cpu: " + cpu->second + ")";
   }
   const bool several = plan.size() > 1;
@@ -359,10 +366,10 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
       std::unique_ptr<Backend> backend;
       auto from = parents.find(device);
       if (from != parents.end()) backend.reset(from->second->create_subgroup_backend(&bo, members));
-      if (!backend) backend = create_backend(name, bo);
+      if (!backend) backend = create_backend(name, bo, plugins());
       backends_[device] = std::move(backend);
       plugin_of_[device] = name;
-      abi_minor_[device] = load_plugin(name).abi_minor;
+      abi_minor_[device] = load_plugin(name, plugins()).abi_minor;
       supported_ops_[device] = backends_[device]->supported_ops();
     } catch (const BackendUnavailable& e) {
       // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU)
@@ -374,7 +381,9 @@ void ProcessGroup::create_backends(ProcessGroup* parent, const std::vector<int>&
 }
 
 void ProcessGroup::create_recorder() {
-  size_t capacity = FlightRecorder::capacity_from_environment();
+  const TraceSettings& trace = options_.environment->trace;
+  timeline_configure(trace.timeline_file, trace.run_id);
+  size_t capacity = trace.buffer;
   // The timeline draws ops from the recorder as they end: it keeps a small one on.
   if (timeline_enabled()) capacity = std::max<size_t>(capacity, 64);
   if (capacity == 0) return;
@@ -388,14 +397,14 @@ void ProcessGroup::create_recorder() {
   for (const auto& [device, backend] : backends_) {
     std::string version = std::string(device_type_name(device)) + ": " + backend->name();
     try {
-      version += " (" + load_plugin(backend->name()).version + ")";
+      version += " (" + load_plugin(backend->name(), plugins()).version + ")";
     } catch (const Error&) {
       // a backend whose name is not its plugin's: its name alone
     }
     info.versions.push_back(version);
   }
   recorder_->set_info(std::move(info));
-  register_for_dumps(recorder_);
+  register_for_dumps(recorder_, trace);
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -436,7 +445,7 @@ Backend& ProcessGroup::backend_for(DeviceType device) {
 
 std::map<DeviceType, Backend*> ProcessGroup::parents_of_subgroup(const std::string& spec) {
   std::map<DeviceType, Backend*> out;
-  for (const auto& [device, name] : plan_of(BackendSpec::parse(spec))) {
+  for (const auto& [device, name] : plan_of(BackendSpec::parse(spec), plugins())) {
     auto mine = backends_.find(device);
     if (mine == backends_.end() || plugin_of_[device] != name || abi_minor_[device] < 4) continue;
     out[device] = mine->second.get();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "api/host_exchange.h"
 #include "api/init_wait.h"
 #include "api/options.h"
+#include "api/process_environment.h"
 #include "api/store.h"
 #include "api/tensor.h"
 #include "api/work.h"
@@ -39,8 +41,8 @@ struct BackendSpec {
   std::map<DeviceType, std::string> by_device;
   std::string text;  // as given, for messages
   static BackendSpec parse(const std::string& spec);
-  // The plugins it names, each once.
-  std::vector<std::string> names() const;
+  // The plugins it names, each once ("auto": its candidates, found through `plugins`).
+  std::vector<std::string> names(const PluginSearch& plugins) const;
 };
 
 struct ProcessGroupOptions {
@@ -58,6 +60,10 @@ struct ProcessGroupOptions {
   // Settings of the group's backends (each plugin declares its keys, plugin.h); a key no
   // backend of the group declares is refused when the group is created.
   std::map<std::string, std::string> backend_config;
+  // Where plugins are, and the trace settings (process_environment.h): init_process_group
+  // sets them from its one read of the environment; unset, ProcessGroup::create (then the
+  // program's edge) reads them. Subgroups inherit them.
+  std::optional<ProcessEnvironment> environment;
   // What the group checks and logs beyond its default (debug_level.h); subgroups inherit it.
   DebugLevel debug = DebugLevel::kOff;
   // The deadline of the group's creation (init_wait.h): init_process_group sets it from its
@@ -82,6 +88,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options);
   // Whether a group of this backend spec needs a store shared by its ranks: false when
   // every backend in it finds its peers by itself (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
+  static bool needs_store(const std::string& backend_spec, const PluginSearch& plugins);
+  // The same, with PluginSearch::from_environment() (for tools and tests).
   static bool needs_store(const std::string& backend_spec);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -198,7 +206,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // A backend's namespace in the store (its PrefixStore's prefix).
   std::string backend_store_prefix(DeviceType device, const std::string& backend) const;
   // Which device type each plugin of a spec serves ("auto" left as it is).
-  static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec);
+  static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec, const PluginSearch& plugins);
   // This group's backends that a subgroup with backend spec `spec` would use again (the
   // same plugin for the same device type, of ABI minor 4 or later): each is asked for the
   // subgroup's backend (Backend::create_subgroup_backend), on every rank of this group.
@@ -315,7 +323,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     return opts;
   }
 
-  ProcessGroupOptions options_;
+  ProcessGroupOptions options_;  // environment: set by create(), inherited by subgroups
+  const PluginSearch& plugins() const { return options_.environment->plugins; }
   const std::string where_prefix_;  // "rank 1/4 group 'world' "
   // This group's keys in the store: "pg/<name>/", or "pg/<name>@<n>/" for the n-th group
   // of that name over the same store (a group made again after destroy), so that nothing

@@ -58,7 +58,10 @@ std::string type_and_message(std::exception_ptr e) {
 int run_main(const std::string& program, const std::function<int()>& body) {
   if (!g_program) {
     g_program = new std::string(program);
-    const char* file = std::getenv(kErrorFileVariable);  // read here, at the program's edge
+    // Read here, at the program's edge (main calls run_main), not in environment.cc: the
+    // report is written as the program ends, whatever state the library is in then, and
+    // this file is the only one that writes it (environment.h names this exception).
+    const char* file = std::getenv(kErrorFileVariable);
     g_error_file = new std::string(file ? file : "");
     std::set_terminate(on_terminate);
   }

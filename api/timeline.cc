@@ -17,7 +17,6 @@
 
 #include "api/errors.h"
 #include "api/failure_report.h"
-#include "api/job_identity.h"
 #include "api/json_text.h"
 #include "api/logging.h"
 #include "api/write_fully.h"
@@ -41,12 +40,23 @@ Events& events() {
   return *e;
 }
 
+// The file and its run, set once per process (timeline_configure); read without a lock
+// once `configured` says they are there, since they never change after.
+struct Target {
+  std::once_flag once;
+  std::atomic<bool> configured{false};
+  std::string path;
+  std::string run_id;
+};
+
+Target& target() {
+  static Target* t = new Target;  // never destroyed, like events()
+  return *t;
+}
+
 const std::string& timeline_path() {
-  static const std::string path = [] {
-    const char* v = std::getenv(kTimelineVariable);
-    return std::string(v ? v : "");
-  }();
-  return path;
+  static const std::string none;
+  return target().configured.load(std::memory_order_acquire) ? target().path : none;
 }
 
 // A lane's thread id: the same on every rank for the same name, so that a group's row
@@ -115,6 +125,15 @@ std::string read_head(int fd, size_t n) {
 
 }  // namespace
 
+void timeline_configure(const std::string& file, const std::string& run_id) {
+  Target& t = target();
+  std::call_once(t.once, [&] {
+    t.path = file;
+    t.run_id = run_id;
+    t.configured.store(true, std::memory_order_release);
+  });
+}
+
 bool timeline_enabled() { return !timeline_path().empty(); }
 
 int64_t timeline_now_ns() { return FailureReport::now_ns(); }
@@ -162,8 +181,7 @@ void timeline_flush() {
     ~Closer() { ::close(fd); }  // also drops the lock
   } closer{fd};
   if (::flock(fd, LOCK_EX) != 0) throw Error("timeline: cannot lock " + path + ": " + std::strerror(errno));
-  const char* run = std::getenv(kRunIdVariable);
-  const std::string head = "{\"otherData\":{\"run_id\":" + json_quote(run ? run : "") + "},\"traceEvents\":[\n";
+  const std::string head = "{\"otherData\":{\"run_id\":" + json_quote(target().run_id) + "},\"traceEvents\":[\n";
   struct stat st;
   if (::fstat(fd, &st) != 0) throw Error("timeline: cannot stat " + path + ": " + std::strerror(errno));
   const size_t size = static_cast<size_t>(st.st_size);

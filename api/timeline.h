@@ -24,7 +24,11 @@ namespace distcomm {
 
 constexpr char kTimelineVariable[] = "DISTCOMM_TIMELINE";
 
-// Whether DISTCOMM_TIMELINE names a file (read once per process).
+// The file (DISTCOMM_TIMELINE) and the run it belongs to (DISTCOMM_RUN_ID), as the first
+// group of the process read them (TraceSettings, process_environment.h): the first call
+// decides, as the variable was read once per process. "" leaves the timeline off.
+void timeline_configure(const std::string& file, const std::string& run_id);
+// Whether timeline_configure named a file.
 bool timeline_enabled();
 // Now, as the events' times are: wall-clock nanoseconds (the flight recorder's clock).
 int64_t timeline_now_ns();

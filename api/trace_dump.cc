@@ -39,6 +39,11 @@ struct Registry {
   std::set<const FlightRecorder*> dumped_on_failure;
   pid_t set_up_in = 0;  // the process whose SIGUSR1 thread runs (a fork child sets up again)
   int wake_fd[2] = {-1, -1};
+  // The folders and rank of the dumps, as the last group registered read them
+  // (register_for_dumps). The dump thread, which serves the signal handler, uses these:
+  // nothing here reads the environment, which a dump at exit or after a signal could not
+  // do safely anyway.
+  TraceSettings settings;
 };
 
 // Never destroyed: the exit dump and the SIGUSR1 thread may use it during static
@@ -90,16 +95,18 @@ void on_dump_signal(int sig) {
   errno = saved;
 }
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
+TraceSettings settings() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.settings;
 }
 
+// Dumps on failure, at exit and on SIGTERM are asked for by setting DISTCOMM_TRACE_DIR.
+bool dumps_asked_for() { return !settings().dump_dir.empty(); }
+
 std::string dump_dir() {
-  std::string dir = env_or_empty(kTraceDirVariable);
-  if (!dir.empty()) return dir;
-  const std::string tmp = env_or_empty("TMPDIR");
-  return (tmp.empty() ? std::string("/tmp") : tmp) + "/distcomm_trace";
+  const TraceSettings s = settings();
+  return s.dump_dir.empty() ? s.default_dump_dir : s.dump_dir;
 }
 
 std::vector<std::shared_ptr<FlightRecorder>> recorders() {
@@ -115,13 +122,8 @@ std::vector<std::shared_ptr<FlightRecorder>> recorders() {
 // This process's rank in the world: RANK when the launcher set it, else the world rank of
 // this process in its first group.
 int process_rank(const std::vector<std::shared_ptr<FlightRecorder>>& recs) {
-  const std::string env = env_or_empty("RANK");
-  if (!env.empty()) {
-    try {
-      return std::stoi(env);
-    } catch (const std::exception&) {
-    }
-  }
+  const int launcher_rank = settings().launcher_rank;
+  if (launcher_rank != -1) return launcher_rank;
   for (const auto& rec : recs) {
     const TraceGroupInfo info = rec->info();
     if (info.rank >= 0 && static_cast<size_t>(info.rank) < info.global_ranks.size()) {
@@ -260,7 +262,7 @@ void add_to_timeline(const FlightRecorder& recorder, const TraceEntry& entry) {
 void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
   if (timeline_enabled()) add_to_timeline(recorder, entry);
   if (entry.state != TraceEntry::State::kFailed || !dumps_on_failure(entry.error)) return;
-  if (env_or_empty(kTraceDirVariable).empty()) return;  // asked for by setting the folder
+  if (!dumps_asked_for()) return;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
@@ -317,7 +319,7 @@ void handle_unless_handled(int sig) {
 }
 
 void dump_at_exit() {
-  if (env_or_empty(kTraceDirVariable).empty()) return;
+  if (!dumps_asked_for()) return;
   dump_quietly("exit");
 }
 
@@ -340,18 +342,19 @@ void set_up_locked(Registry& r) {
   handle_unless_handled(SIGUSR1);
   // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
   // trace folder asked for, the rank leaves its dump there first.
-  if (!env_or_empty(kTraceDirVariable).empty()) handle_unless_handled(SIGTERM);
+  if (!r.settings.dump_dir.empty()) handle_unless_handled(SIGTERM);
 }
 
 }  // namespace
 
-void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder) {
+void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder, const TraceSettings& settings) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  r.settings = settings;
   set_up_locked(r);
   r.live.erase(std::remove_if(r.live.begin(), r.live.end(), [](const auto& w) { return w.expired(); }), r.live.end());
   r.live.push_back(recorder);
-  if (env_or_empty(kTraceDirVariable).empty()) return;
+  if (r.settings.dump_dir.empty()) return;
   r.kept.push_back(recorder);
   if (r.kept.size() > kKeptAfterGroup) {
     // The oldest recorder whose group is gone makes room (this registry holds the only reference).

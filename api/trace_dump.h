@@ -35,6 +35,7 @@
 #include <string>
 
 #include "api/flight_recorder.h"
+#include "api/process_environment.h"
 
 namespace distcomm {
 
@@ -44,7 +45,9 @@ constexpr char kTraceBufferVariable[] = "DISTCOMM_TRACE_BUFFER";
 // Adds a group's recorder to this process's dumps, and on the first call sets up the
 // signal thread (SIGUSR1, SIGTERM) and the exit dump. With DISTCOMM_TRACE_DIR set the recorder is kept
 // after its group is gone (a few dozen at most), so that the exit dump still has it.
-void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder);
+// settings: the group's TraceSettings (process_environment.h); the last group's are the
+// ones every dump uses from then on.
+void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder, const TraceSettings& settings);
 
 // This process's dump, as text.
 std::string trace_dump_json(const std::string& reason);

@@ -15,9 +15,7 @@ enum class AllReduceAlgorithm {
   kBcube,            // gloo::allreduce, bcube (recursive halving/doubling on 2^k ranks)
 };
 
-// "auto", "ring", "ring_chunked", "halving_doubling", "bcube"; "" is auto.
-// Throws InvalidArgument listing the names.
-AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name);
+// "auto", "ring", "ring_chunked", "halving_doubling", "bcube": the names GlooConfig reads.
 const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm);
 
 // The auto rule, against gloo's default (the ring). Small messages are latency-bound: the

@@ -1,20 +1,9 @@
 // The all_reduce algorithm names and the auto rule (gloo_all_reduce.h). No gloo here, so
 // that the rule is unit-tested on its own.
-#include "api/errors.h"
 #include "backends/gloo/gloo_all_reduce.h"
 
 namespace distcomm {
 namespace gloo {
-
-AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name) {
-  if (name.empty() || name == "auto") return AllReduceAlgorithm::kAuto;
-  if (name == "ring") return AllReduceAlgorithm::kRing;
-  if (name == "ring_chunked") return AllReduceAlgorithm::kRingChunked;
-  if (name == "halving_doubling") return AllReduceAlgorithm::kHalvingDoubling;
-  if (name == "bcube") return AllReduceAlgorithm::kBcube;
-  throw InvalidArgument("gloo: unknown all_reduce algorithm '" + name +
-                        "' (config 'algorithm'); expected auto, ring, ring_chunked, halving_doubling or bcube");
-}
 
 const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm) {
   switch (algorithm) {

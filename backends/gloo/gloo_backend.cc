@@ -33,10 +33,9 @@ std::vector<int> other_ranks(int rank, int size) {
 
 GlooBackend::GlooBackend(BackendOptions options)
     : Backend(std::move(options)),
-      // Parsed before the rendezvous: a bad name fails at once, not after connecting.
-      algorithm_(parse_all_reduce_algorithm(config_value("algorithm"))),
-      worker_scheduling_(parse_worker_scheduling(config_value("worker_sched"))) {
-  comm_ = std::make_unique<GlooComm>(Backend::options());
+      // Parsed before the rendezvous: a bad value fails at once, not after connecting.
+      config_(GlooConfig::parse(Backend::options().config)) {
+  comm_ = std::make_unique<GlooComm>(Backend::options(), config_);
   failure_ = std::make_unique<GroupFailure>(rank(), Backend::options().store);
   failure_->on_abort([this] {
     comm_->interrupt(failure_->refusal());
@@ -46,8 +45,8 @@ GlooBackend::GlooBackend(BackendOptions options)
   CollectiveEnv env;
   env.context = comm_->context();
   env.connections = comm_->connections();
-  env.algorithm = algorithm_;
-  worker_ = CollectiveWorker::start(std::move(env), *failure_, worker_scheduling_);
+  env.algorithm = config_.algorithm;
+  worker_ = CollectiveWorker::start(std::move(env), *failure_, config_.worker_sched);
   if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
     StallWatchOptions w;
     w.rank = rank();
@@ -79,11 +78,6 @@ GlooBackend::~GlooBackend() { shutdown(); }
 std::chrono::milliseconds GlooBackend::gloo_wait_limit(std::chrono::milliseconds timeout) const {
   if (!watch_ || timeout > std::chrono::milliseconds::max() - kGlooBackstop) return timeout;
   return timeout + kGlooBackstop;
-}
-
-std::string GlooBackend::config_value(const std::string& key) const {
-  auto it = Backend::options().config.find(key);
-  return it == Backend::options().config.end() ? std::string() : it->second;
 }
 
 std::vector<OpType> GlooBackend::supported_ops() const {

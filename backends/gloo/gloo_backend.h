@@ -33,6 +33,7 @@
 #include "api/stall_watch.h"
 #include "backends/gloo/gloo_all_reduce.h"
 #include "backends/gloo/gloo_comm.h"
+#include "backends/gloo/gloo_config.h"
 #include "backends/gloo/gloo_op.h"
 #include "backends/gloo/gloo_p2p.h"
 #include "backends/gloo/gloo_worker.h"
@@ -78,16 +79,13 @@ class GlooBackend final : public Backend {
   template <typename Post>
   WorkPtr post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx, Post&& post);
 
-  // The config value of key, "" where it is not set.
-  std::string config_value(const std::string& key) const;
   // How long gloo's waits of an op with this timeout may take (see the top of this file).
   std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;
   // The connection watch found peers that closed their connections without closing the
   // group (their processes died or exited): the group's failure.
   void peers_lost(const std::vector<LostPeer>& peers);
 
-  const AllReduceAlgorithm algorithm_;
-  const WorkerScheduling worker_scheduling_;
+  const GlooConfig config_;  // parsed once, in the constructor
   std::unique_ptr<GlooComm> comm_;
   std::unique_ptr<GroupFailure> failure_;
   std::unique_ptr<TransferWaiters> transfers_;

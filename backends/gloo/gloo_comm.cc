@@ -22,9 +22,9 @@ void ignore_sigpipe_unless_handled() {
 
 }  // namespace
 
-GlooComm::GlooComm(const BackendOptions& options) {
+GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   ignore_sigpipe_unless_handled();
-  device_ = create_tcp_device(options.config, &listening_on_);
+  device_ = create_tcp_device(config, &listening_on_);
   context_ = std::make_shared<GlooContext>(options.rank, options.size);
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);

@@ -12,6 +12,7 @@
 #include <gloo/transport/device.h>
 
 #include "api/backend.h"
+#include "backends/gloo/gloo_config.h"
 #include "backends/gloo/gloo_connection_watch.h"
 #include "backends/gloo/gloo_interruptible_context.h"
 #include "backends/gloo/gloo_rendezvous.h"
@@ -46,7 +47,7 @@ class GlooComm {
   // within what is left of the group's creation deadline (options.config, init_wait.h).
   // Throws InvalidArgument for a bad interface, Timeout naming the peers that did not
   // publish or connect, PeerFailure naming one that cannot be reached.
-  explicit GlooComm(const BackendOptions& options);
+  GlooComm(const BackendOptions& options, const GlooConfig& config);
   ~GlooComm();
 
   const std::shared_ptr<GlooContext>& context() const { return context_; }

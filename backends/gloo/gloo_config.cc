@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_config.h"
 
+#include "api/config_reader.h"
+
 namespace distcomm {
 namespace gloo {
 
@@ -17,6 +19,29 @@ const distcomm_config_key kConfigKeys[] = {
      "when other threads keep every core busy)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
+
+GlooConfig GlooConfig::parse(const std::map<std::string, std::string>& config) {
+  // An empty value has always meant "not set" for gloo's keys (ifname="" falls through to
+  // hostname, algorithm="" is auto), so empty values are dropped before reading.
+  std::map<std::string, std::string> set;
+  for (const auto& [key, value] : config) {
+    if (!value.empty()) set.emplace(key, value);
+  }
+  const ConfigReader r(set, "gloo");
+  GlooConfig c;
+  c.ifname = r.text("ifname");
+  c.hostname = r.text("hostname");
+  c.master_addr = r.text("master_addr");
+  c.algorithm = r.choice("algorithm", c.algorithm,
+                         {{"auto", AllReduceAlgorithm::kAuto},
+                          {"ring", AllReduceAlgorithm::kRing},
+                          {"ring_chunked", AllReduceAlgorithm::kRingChunked},
+                          {"halving_doubling", AllReduceAlgorithm::kHalvingDoubling},
+                          {"bcube", AllReduceAlgorithm::kBcube}});
+  c.worker_sched =
+      r.choice("worker_sched", c.worker_sched, {{"normal", WorkerScheduling::kNormal}, {"batch", WorkerScheduling::kBatch}});
+  return c;
+}
 
 }  // namespace gloo
 }  // namespace distcomm

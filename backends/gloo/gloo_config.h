@@ -1,16 +1,36 @@
-// The settings the gloo backend reads from BackendOptions::config, as its plugin declares
-// them. No gloo here, so that the plugin built without libgloo declares the same keys.
+// The settings the gloo backend reads from BackendOptions::config: the keys its plugin
+// declares, and GlooConfig, what they say, parsed once when a group is created. No gloo
+// here, so that the plugin built without libgloo declares the same keys.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "api/plugin.h"
+#include "backends/gloo/gloo_all_reduce.h"
 
 namespace distcomm {
 namespace gloo {
 
-// Ended by an entry whose name is nullptr (distcomm_plugin_v1::config_keys). Parsed where
-// they are used: gloo_device.h (ifname, hostname, and the core's master_addr),
-// gloo_all_reduce.h (algorithm), gloo_worker.h (worker_sched).
+// Ended by an entry whose name is nullptr (distcomm_plugin_v1::config_keys).
 extern const distcomm_config_key kConfigKeys[];
+
+// How the group's worker thread is scheduled ("worker_sched"; gloo_worker.h says what each does).
+enum class WorkerScheduling { kNormal, kBatch };
+
+struct GlooConfig {
+  // Where the TCP transport listens, first set wins (gloo_device.h): "ifname", "hostname",
+  // then the core's "master_addr".
+  std::string ifname;
+  std::string hostname;
+  std::string master_addr;
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // "algorithm"
+  WorkerScheduling worker_sched = WorkerScheduling::kNormal;  // "worker_sched"
+
+  // An empty value is the default, as an absent one. Throws InvalidArgument naming the
+  // key, the value and what it accepts (api/config_reader.h), before the rendezvous.
+  static GlooConfig parse(const std::map<std::string, std::string>& config);
+};
 
 }  // namespace gloo
 }  // namespace distcomm

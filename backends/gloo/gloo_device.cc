@@ -15,11 +15,6 @@ namespace distcomm {
 namespace gloo {
 namespace {
 
-std::string config_value(const std::map<std::string, std::string>& config, const char* key) {
-  auto it = config.find(key);
-  return it == config.end() ? std::string() : it->second;
-}
-
 bool is_loopback_name(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
@@ -88,20 +83,19 @@ std::string local_address_towards(const std::string& host) {
   return result;
 }
 
-std::shared_ptr<::gloo::transport::Device> create_tcp_device(
-    const std::map<std::string, std::string>& config, std::string* chosen) {
+std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& config, std::string* chosen) {
   ::gloo::transport::tcp::attr attr;
-  if (std::string ifname = config_value(config, "ifname"); !ifname.empty()) {
+  if (const std::string& ifname = config.ifname; !ifname.empty()) {
     attr.iface = ifname;
     *chosen = "interface " + ifname + " (config 'ifname')";
     return make_device(attr, *chosen);
   }
-  if (std::string hostname = config_value(config, "hostname"); !hostname.empty()) {
+  if (const std::string& hostname = config.hostname; !hostname.empty()) {
     attr.hostname = hostname;
     *chosen = "address " + hostname + " (config 'hostname')";
     return make_device(attr, *chosen);
   }
-  if (std::string master = config_value(config, "master_addr"); !master.empty()) {
+  if (const std::string& master = config.master_addr; !master.empty()) {
     attr.hostname = is_loopback_name(master) ? "127.0.0.1" : local_address_towards(master);
     *chosen = "address " + attr.hostname + " (the route to master " + master + ")";
     return make_device(attr, *chosen);

@@ -7,10 +7,12 @@
 
 #include <gloo/transport/device.h>
 
+#include "backends/gloo/gloo_config.h"
+
 namespace distcomm {
 namespace gloo {
 
-// Reads BackendOptions.config, first match wins:
+// From the group's GlooConfig, first set wins:
 //   "ifname"      an interface name (eth0): its first address;
 //   "hostname"    an address or a name that resolves to one of this host's addresses;
 //   "master_addr" the local address that routes to the job's master (127.0.0.1 for a
@@ -18,8 +20,7 @@ namespace gloo {
 //   otherwise     this host's name if it resolves, else 127.0.0.1.
 // init_process_group fills "ifname" from DISTCOMM_SOCKET_IFNAME and "master_addr" from the
 // rendezvous; this code reads no environment. *chosen says what was picked and why.
-std::shared_ptr<::gloo::transport::Device> create_tcp_device(
-    const std::map<std::string, std::string>& config, std::string* chosen);
+std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& config, std::string* chosen);
 
 // The local IPv4/IPv6 address the kernel would use to reach `host` (no packet is sent).
 // Throws InvalidArgument when host does not resolve or no route leads there.

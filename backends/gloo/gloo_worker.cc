@@ -29,12 +29,6 @@ void set_up_worker_thread(pthread_t thread, WorkerScheduling scheduling) {
 
 }  // namespace
 
-WorkerScheduling parse_worker_scheduling(const std::string& name) {
-  if (name.empty() || name == "normal") return WorkerScheduling::kNormal;
-  if (name == "batch") return WorkerScheduling::kBatch;
-  throw InvalidArgument("gloo: unknown worker_sched '" + name + "' (config 'worker_sched'); expected normal or batch");
-}
-
 CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
     : env_(std::move(env)), failure_(failure) {}
 

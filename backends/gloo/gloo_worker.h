@@ -32,6 +32,7 @@
 
 #include "api/backend.h"
 #include "api/group_failure.h"
+#include "backends/gloo/gloo_config.h"
 #include "backends/gloo/gloo_op.h"
 #include "backends/gloo/gloo_wake_timer.h"
 
@@ -47,9 +48,7 @@ namespace gloo {
 // block a moment later, so preempting them costs a switch away and one back. But with
 // CPU-bound threads on every core the woken worker waits for the tick, milliseconds per
 // op. So batch is for hosts whose cores the ranks have to themselves. A worker the program runs with a real-time policy keeps it.
-enum class WorkerScheduling { kNormal, kBatch };
-// "" is the default; throws InvalidArgument naming the choices.
-WorkerScheduling parse_worker_scheduling(const std::string& name);
+// (WorkerScheduling, in gloo_config.h, where the key is parsed.)
 
 class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
  public:

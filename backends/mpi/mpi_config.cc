@@ -1,6 +1,6 @@
 #include "backends/mpi/mpi_config.h"
 
-#include "api/errors.h"
+#include "api/config_reader.h"
 
 namespace distcomm {
 namespace mpi {
@@ -23,45 +23,15 @@ const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };
 
-namespace {
-
-int64_t parse_integer(const std::string& key, const std::string& text, int64_t min, int64_t max) {
-  int64_t value = min - 1;
-  try {
-    size_t used = 0;
-    value = std::stoll(text, &used);
-    if (used != text.size()) value = min - 1;
-  } catch (const std::exception&) {
-  }
-  if (value < min || value > max) {
-    throw InvalidArgument("mpi backend: config " + key + "='" + text + "' must be an integer from " +
-                          std::to_string(min) + " to " + std::to_string(max));
-  }
-  return value;
-}
-
-}  // namespace
-
 MpiConfig MpiConfig::parse(const std::map<std::string, std::string>& config) {
   MpiConfig c;
-  for (const auto& [key, value] : config) {
-    if (key == "max_count_per_call") {
-      c.max_count_per_call = parse_integer(key, value, 1, INT_MAX);
-    } else if (key == "progress") {
-      if (value != "waiters" && value != "thread") {
-        throw InvalidArgument("mpi backend: config progress='" + value + "' must be 'waiters' or 'thread'");
-      }
-      c.waiters_drive = value == "waiters";
-    } else if (key == "iallreduce_algorithm") {
-      c.iallreduce_algorithm = static_cast<int>(parse_integer(key, value, 0, 100));
-    } else if (key == "agreement_check") {
-      c.agreement_check = parse_integer(key, value, 0, 1) == 1;
-    } else if (key == "local_world_size") {
-      c.local_ranks = static_cast<int>(parse_integer(key, value, 1, INT_MAX));
-    } else if (key == "launcher") {
-      c.launcher = value;
-    }
-  }
+  const ConfigReader r(config, "mpi");
+  c.max_count_per_call = r.integer("max_count_per_call", c.max_count_per_call, 1, INT_MAX);
+  c.waiters_drive = r.choice("progress", c.waiters_drive, {{"waiters", true}, {"thread", false}});
+  c.iallreduce_algorithm = static_cast<int>(r.integer("iallreduce_algorithm", c.iallreduce_algorithm, 0, 100));
+  c.agreement_check = r.boolean("agreement_check", c.agreement_check);
+  c.local_ranks = static_cast<int>(r.integer("local_world_size", c.local_ranks, 1, INT_MAX));
+  c.launcher = r.text("launcher", c.launcher);
   return c;
 }
 

@@ -1,9 +1,6 @@
 #include "backends/shm/shm_config.h"
 
-#include <cerrno>
-#include <cstdlib>
-
-#include "api/errors.h"
+#include "api/config_reader.h"
 
 namespace distcomm {
 namespace shm {
@@ -31,26 +28,6 @@ const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };
 
-namespace {
-
-// An integer in [low, high] from config[key], or `fallback` when the key is absent.
-long long read_int(const std::map<std::string, std::string>& config, const std::string& key, long long fallback,
-                   long long low, long long high) {
-  auto it = config.find(key);
-  if (it == config.end()) return fallback;
-  const std::string& text = it->second;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || value < low || value > high) {
-    throw InvalidArgument("shm: config '" + key + "' is '" + text + "'; expected an integer in [" +
-                          std::to_string(low) + ", " + std::to_string(high) + "]");
-  }
-  return value;
-}
-
-}  // namespace
-
 std::string ShmConfig::shared_signature() const {
   return "slot_bytes=" + std::to_string(slot_bytes) + " slots=" + std::to_string(slots) +
          " small_bytes=" + std::to_string(small_bytes) + " p2p_chunk_bytes=" + std::to_string(p2p_chunk_bytes) +
@@ -59,21 +36,22 @@ std::string ShmConfig::shared_signature() const {
 
 ShmConfig parse_shm_config(const std::map<std::string, std::string>& config) {
   ShmConfig c;
+  const ConfigReader r(config, "shm");
   constexpr long long kMiB = 1 << 20;
   // Slots hold whole 128-byte lines per rank, so the smallest is small but not absurd.
-  c.slot_bytes = static_cast<size_t>(read_int(config, "shm_slot_bytes", static_cast<long long>(c.slot_bytes), 4096,
-                                              1024 * kMiB));
-  c.slots = static_cast<int>(read_int(config, "shm_slots", c.slots, 2, 64));
-  c.small_bytes = static_cast<size_t>(read_int(config, "shm_small_bytes", static_cast<long long>(c.small_bytes), 0,
-                                               1024 * kMiB));
+  c.slot_bytes =
+      static_cast<size_t>(r.integer("shm_slot_bytes", static_cast<long long>(c.slot_bytes), 4096, 1024 * kMiB));
+  c.slots = static_cast<int>(r.integer("shm_slots", c.slots, 2, 64));
+  c.small_bytes =
+      static_cast<size_t>(r.integer("shm_small_bytes", static_cast<long long>(c.small_bytes), 0, 1024 * kMiB));
   c.p2p_chunk_bytes = static_cast<size_t>(
-      read_int(config, "shm_p2p_chunk_bytes", static_cast<long long>(c.p2p_chunk_bytes), 128, 256 * kMiB));
-  c.p2p_depth = static_cast<int>(read_int(config, "shm_p2p_depth", c.p2p_depth, 1, 1024));
-  c.first_round = static_cast<uint64_t>(read_int(config, "shm_first_round", 0, 0, 1LL << 62));
-  c.spin = std::chrono::microseconds(read_int(config, "shm_spin_us", c.spin.count(), 0, 10000000));
-  c.yield = std::chrono::microseconds(read_int(config, "shm_yield_us", c.yield.count(), 0, 10000000));
-  c.nap = std::chrono::microseconds(read_int(config, "shm_nap_us", c.nap.count(), 10, 10000000));
-  c.local_world_size = static_cast<int>(read_int(config, "local_world_size", 0, 0, 1 << 30));
+      r.integer("shm_p2p_chunk_bytes", static_cast<long long>(c.p2p_chunk_bytes), 128, 256 * kMiB));
+  c.p2p_depth = static_cast<int>(r.integer("shm_p2p_depth", c.p2p_depth, 1, 1024));
+  c.first_round = static_cast<uint64_t>(r.integer("shm_first_round", 0, 0, 1LL << 62));
+  c.spin = std::chrono::microseconds(r.integer("shm_spin_us", c.spin.count(), 0, 10000000));
+  c.yield = std::chrono::microseconds(r.integer("shm_yield_us", c.yield.count(), 0, 10000000));
+  c.nap = std::chrono::microseconds(r.integer("shm_nap_us", c.nap.count(), 10, 10000000));
+  c.local_world_size = static_cast<int>(r.integer("local_world_size", 0, 0, 1 << 30));
   return c;
 }
 

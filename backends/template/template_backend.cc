@@ -58,7 +58,8 @@ class TemplateBackend : public Backend {
 // Every key your backend reads from options().config, with its default, the environment
 // variable init_process_group reads it from (or nullptr) and one line of help. init then
 // refuses keys no backend of the group declares, and docs/environment.md's table lists them.
-// This one reads none.
+// Read them once, in your constructor, with ConfigReader (api/config_reader.h), so that a bad
+// value is refused as every backend refuses it. This one reads none.
 const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };

@@ -21,7 +21,7 @@ TEST(AutoBackend, ShmOnlyWhenEveryRankSharesTheDomainAndCanRunShm) {
 TEST(AutoBackend, ThisProcessHasADomain) {
   const std::string domain = shared_memory_domain();
   EXPECT_NE(domain.find("pid:["), std::string::npos) << domain;
-  EXPECT_EQ(auto_backend_placement().rfind(domain, 0), 0u) << "the placement starts with the domain";
+  EXPECT_EQ(auto_backend_placement(PluginSearch::from_environment()).rfind(domain, 0), 0u) << "the placement starts with the domain";
 }
 
 TEST(AutoBackend, SpecRoutesCpuToAuto) {

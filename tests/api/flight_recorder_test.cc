@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "api/errors.h"
+#include "api/process_environment.h"
 #include "api/process_group.h"
 #include "api/trace_dump.h"
 #include "tests/testing/multiprocess.h"
@@ -81,12 +82,12 @@ TEST(FlightRecorder, AFailedOpKeepsItsErrorAndAnIssueRefusalIsRecorded) {
 
 TEST(FlightRecorder, BufferSizeFromTheEnvironment) {
   ::unsetenv("DISTCOMM_TRACE_BUFFER");
-  EXPECT_EQ(FlightRecorder::capacity_from_environment(), FlightRecorder::kDefaultCapacity);
+  EXPECT_EQ(TraceSettings::from_environment().buffer, FlightRecorder::kDefaultCapacity);
   ::setenv("DISTCOMM_TRACE_BUFFER", "0", 1);
-  EXPECT_EQ(FlightRecorder::capacity_from_environment(), 0u);
+  EXPECT_EQ(TraceSettings::from_environment().buffer, 0u);
   ::setenv("DISTCOMM_TRACE_BUFFER", "12x", 1);
   try {
-    FlightRecorder::capacity_from_environment();
+    TraceSettings::from_environment();
     ADD_FAILURE() << "12x was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("DISTCOMM_TRACE_BUFFER='12x'"), std::string::npos) << e.what();

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/environment.h"
 #include "api/errors.h"
 #include "api/hash_store.h"
 #include "api/init_wait.h"
@@ -105,6 +106,11 @@ TEST(InitWait, ABackendGetsWhatIsLeftOfTheGroupsDeadline) {
   EXPECT_GT(alone.left(), milliseconds(6000));
   EXPECT_EQ(alone.report_every, kDefaultInitReportInterval);
   EXPECT_THROW(InitWait::for_backend({{kInitTimeLeftKey, "soon"}}, milliseconds(1), "b"), InvalidArgument);
+}
+
+// What init does with DISTCOMM_INIT_REPORT_SECONDS (read in environment.cc).
+milliseconds init_report_interval_from_environment() {
+  return parse_init_report_seconds(InitEnvironment::read().init_report_seconds);
 }
 
 TEST(InitWait, ReportIntervalFromTheEnvironment) {

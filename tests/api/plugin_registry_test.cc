@@ -2,6 +2,7 @@
 // one is refused with its reason; a missing backend lists what was searched and what exists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -123,6 +124,20 @@ TEST_F(PluginRegistryTest, EnvironmentPathIsSearchedFirst) {
   const auto path = plugin_search_path();
   ASSERT_FALSE(path.empty());
   EXPECT_EQ(path.front(), test_plugin_dir());
+}
+
+// The core searches the folders it is given (what init_process_group read, once), not the
+// environment of the moment.
+TEST_F(PluginRegistryTest, TheSearchGivenIsUsedNotTheEnvironment) {
+  PluginSearch given;
+  given.plugin_path = {"/given/a", "/given/b"};
+  ::setenv("DISTCOMM_PLUGIN_PATH", "/from/the/environment:", 1);
+  const auto path = plugin_search_path(given);
+  ASSERT_GE(path.size(), 2u);
+  EXPECT_EQ(path[0], "/given/a");
+  EXPECT_EQ(path[1], "/given/b");
+  EXPECT_EQ(std::count(path.begin(), path.end(), "/from/the/environment"), 0);
+  EXPECT_EQ(PluginSearch::from_environment().plugin_path, std::vector<std::string>{"/from/the/environment"});
 }
 
 // Last come the folder of libdistcomm.so and its distcomm/plugins/, where an installed

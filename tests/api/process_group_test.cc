@@ -37,6 +37,19 @@ class ProcessGroupTest : public ::testing::Test {
   ProcessGroupPtr pg_;
 };
 
+// A group takes its trace settings from its options (init_process_group's one read of the
+// environment), and reads the environment only when the program gave none.
+TEST_F(ProcessGroupTest, TraceSettingsComeFromTheOptionsWhenGiven) {
+  ::unsetenv("DISTCOMM_TRACE_BUFFER");
+  ProcessGroupOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.backend = "single_rank";
+  o.environment = ProcessEnvironment::read();
+  o.environment->trace.buffer = 0;  // the recorder off, whatever the environment says
+  EXPECT_FALSE(ProcessGroup::create(o)->recorder());
+  EXPECT_TRUE(pg_->recorder()) << "read from the environment: the default buffer";
+}
+
 TEST_F(ProcessGroupTest, Identity) {
   EXPECT_EQ(pg_->rank(), 0);
   EXPECT_EQ(pg_->size(), 1);

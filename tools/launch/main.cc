@@ -80,6 +80,14 @@ std::string absolute(const std::string& path, const std::string& working_dir) {
   return ::getcwd(cwd, sizeof(cwd)) ? std::string(cwd) + "/" + path : path;
 }
 
+// The job's identity as this launcher's own caller gave it (tools/launch does not link the
+// core, whose environment.cc reads the same two variables for init_process_group).
+distcomm::JobIdentity identity_from_environment() {
+  const char* run_id = std::getenv(distcomm::kRunIdVariable);
+  const char* token = std::getenv(distcomm::kStoreTokenVariable);
+  return {run_id ? run_id : "", token ? token : ""};
+}
+
 distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> command) {
   distcomm::launch::LaunchOptions o;
   o.command = std::move(command);
@@ -90,7 +98,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.master_port = FLAGS_master_port;
   o.backend = FLAGS_backend;
   // From the environment, never from flags: a command line is visible to every user.
-  o.identity = distcomm::identity_from_environment();
+  o.identity = identity_from_environment();
   o.log_dir = FLAGS_log_dir;
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);

@@ -1,9 +1,11 @@
-// The gloo plugin's all_reduce algorithm names and auto rule (backends/gloo/gloo_all_reduce.h).
+// The gloo plugin's all_reduce algorithm names (read by GlooConfig) and auto rule
+// (backends/gloo/gloo_all_reduce.h).
 #include "backends/gloo/gloo_all_reduce.h"
 
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "backends/gloo/gloo_config.h"
 
 namespace distcomm {
 namespace gloo {
@@ -15,13 +17,16 @@ AllReduceAlgorithm automatic(size_t count, size_t element_bytes, int group_size)
   return resolve_all_reduce_algorithm(AllReduceAlgorithm::kAuto, count, element_bytes, group_size);
 }
 
+AllReduceAlgorithm configured(const std::string& name) { return GlooConfig::parse({{"algorithm", name}}).algorithm; }
+
 TEST(GlooAllReduceChoice, NamesRoundTripAndEmptyIsAuto) {
   for (auto a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRingChunked,
                  AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kBcube}) {
-    EXPECT_EQ(parse_all_reduce_algorithm(all_reduce_algorithm_name(a)), a);
+    EXPECT_EQ(configured(all_reduce_algorithm_name(a)), a);
   }
-  EXPECT_EQ(parse_all_reduce_algorithm(""), AllReduceAlgorithm::kAuto);
-  EXPECT_THROW(parse_all_reduce_algorithm("Ring"), InvalidArgument);
+  EXPECT_EQ(configured(""), AllReduceAlgorithm::kAuto);
+  EXPECT_EQ(GlooConfig::parse({}).algorithm, AllReduceAlgorithm::kAuto);
+  EXPECT_THROW(configured("Ring"), InvalidArgument);
 }
 
 TEST(GlooAllReduceChoice, AutoTakesTheRingBelowTwoElementsPerRank) {
