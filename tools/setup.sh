@@ -18,6 +18,7 @@ packages=(
   iproute2             # ip netns / veth for the two-host tests
   libtorch-dev         # integrations/torch: PyTorch's C++ library (tests skip without it)
   python3-torch        # tools/torch_ddp_bench's comparison with PyTorch's DDP (no test needs it)
+  python3              # tools/check_doc_links.py: tests/docs:doc_links_test
   procps               # pgrep/ps used by launcher tests
   libxml2-utils        # xmllint: the trace test checks that its SVG is well-formed XML
   cmake                # the install test builds a CMake project against an installed distcomm
