@@ -23,6 +23,7 @@
 #include "nn/sequential.h"
 #include "nn/sgd.h"
 #include "nn/synthetic_data.h"
+#include "examples/mean_over_ranks.h"
 #include "examples/self_launch.h"
 
 DEFINE_int32(epochs, 5, "passes over the data set");
@@ -47,15 +48,6 @@ ddp::CommHook hook_named(const std::string& name) {
   if (name == "bf16") return ddp::bf16_compress_hook();
   if (name != "avg") throw distcomm::InvalidArgument("--hook must be avg, fp16 or bf16, not '" + name + "'");
   return ddp::allreduce_hook();
-}
-
-// The average over ranks of a per-rank number.
-double mean_over_ranks(distcomm::ProcessGroup& pg, double value) {
-  Tensor t = Tensor::of<double>({value});
-  distcomm::AllReduceOptions avg;
-  avg.op = distcomm::ReduceOp::AVG;
-  pg.all_reduce(t, avg)->wait();
-  return t.item();
 }
 
 // A fingerprint of the weights; equal on every rank when the replicas are in sync.
@@ -112,14 +104,14 @@ int main(int argc, char** argv) {
         loss_sum += loss.value;
         accuracy_sum += nn::accuracy(logits, labels);
       }
-      const double loss = mean_over_ranks(*pg, loss_sum / steps_per_epoch);
-      const double accuracy = mean_over_ranks(*pg, accuracy_sum / steps_per_epoch);
+      const double loss = distcomm::examples::mean_over_ranks(*pg, loss_sum / steps_per_epoch);
+      const double accuracy = distcomm::examples::mean_over_ranks(*pg, accuracy_sum / steps_per_epoch);
       if (rank == 0) std::printf("epoch %d/%d: loss %.4f, accuracy %.1f%%\n", epoch, FLAGS_epochs, loss, 100 * accuracy);
     }
     std::fflush(stdout);
 
     const double checksum = weight_checksum(*model);
-    const bool in_sync = mean_over_ranks(*pg, checksum) == checksum;  // exact: identical replicas
+    const bool in_sync = distcomm::examples::mean_over_ranks(*pg, checksum) == checksum;  // exact: identical replicas
     distcomm::ordered_print(*pg, "DDP " + ddp_model.last_stats().summary() + "; weights " +
                                      (in_sync ? "identical to the other ranks'" : "DIFFER from the other ranks'"));
     return in_sync ? 0 : 1;

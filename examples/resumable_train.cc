@@ -32,6 +32,7 @@
 #include <distcomm/api/run_main.h>
 #include <distcomm/ddp/distributed_data_parallel.h>
 #include "examples/checkpoint.h"
+#include "examples/mean_over_ranks.h"
 #include "examples/self_launch.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
@@ -135,14 +136,6 @@ void save(int64_t step, nn::Sequential& model, const MomentumSgd& sgd) {
   examples::write_checkpoint(FLAGS_checkpoint_dir, ckpt);
 }
 
-double mean_over_ranks(distcomm::ProcessGroup& pg, double value) {
-  Tensor t = Tensor::of<double>({value});
-  distcomm::AllReduceOptions avg;
-  avg.op = distcomm::ReduceOp::AVG;
-  pg.all_reduce(t, avg)->wait();
-  return t.item();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,11 +189,11 @@ int main(int argc, char** argv) {
       if (rank == 0 && done % FLAGS_checkpoint_every == 0) save(done, *model, sgd);
       last_loss = loss.value;
       if (done % FLAGS_log_every == 0 || done == FLAGS_steps) {
-        const double mean = mean_over_ranks(*pg, last_loss);
+        const double mean = distcomm::examples::mean_over_ranks(*pg, last_loss);
         if (rank == 0) std::printf("step %lld/%d: loss %.9g\n", static_cast<long long>(done), FLAGS_steps, mean);
       }
     }
-    const double final_loss = mean_over_ranks(*pg, last_loss);
+    const double final_loss = distcomm::examples::mean_over_ranks(*pg, last_loss);
     if (rank == 0) std::printf("final loss %.9g after %d steps\n", final_loss, FLAGS_steps);
     return 0;
   });
