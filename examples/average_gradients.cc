@@ -21,10 +21,10 @@
 #include <distcomm/api/init.h>
 #include <distcomm/api/logging.h>
 #include <distcomm/api/run_main.h>
-#include "nn/loss.h"
-#include "nn/sequential.h"
-#include "nn/sgd.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
 #include "examples/self_launch.h"
 
 DEFINE_int32(epochs, 5, "passes over the data set");

@@ -19,10 +19,10 @@
 #include <distcomm/api/logging.h>
 #include <distcomm/api/run_main.h>
 #include <distcomm/ddp/distributed_data_parallel.h>
-#include "nn/loss.h"
-#include "nn/sequential.h"
-#include "nn/sgd.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
 #include "examples/mean_over_ranks.h"
 #include "examples/self_launch.h"
 

@@ -34,9 +34,9 @@
 #include "examples/checkpoint.h"
 #include "examples/mean_over_ranks.h"
 #include "examples/self_launch.h"
-#include "nn/loss.h"
-#include "nn/sequential.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/synthetic_data.h"
 
 DEFINE_string(checkpoint_dir, "", "folder of the checkpoints (required; created if needed)");
 DEFINE_int32(checkpoint_every, 20, "rank 0 writes a checkpoint after every this many steps");

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "api/errors.h"
-#include "nn/loss.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/synthetic_data.h"
 #include "tests/ddp/training.h"
 #include "tests/testing/multiprocess.h"
 

@@ -5,8 +5,8 @@
 
 #include <chrono>
 
-#include "nn/loss.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/synthetic_data.h"
 #include "tests/ddp/training.h"
 #include "tests/testing/multiprocess.h"
 

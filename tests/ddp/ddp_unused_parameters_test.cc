@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "nn/loss.h"
-#include "nn/sgd.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
 #include "tests/ddp/training.h"
 #include "tests/testing/multiprocess.h"
 

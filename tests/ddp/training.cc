@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "nn/loss.h"
-#include "nn/sgd.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
 
 namespace distcomm {
 namespace ddp {

@@ -9,7 +9,7 @@
 
 #include "api/process_group.h"
 #include "ddp/distributed_data_parallel.h"
-#include "nn/sequential.h"
+#include "examples/nn/sequential.h"
 
 namespace distcomm {
 namespace ddp {

@@ -24,10 +24,10 @@
 #include "api/spawn.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/message_format.h"
-#include "nn/loss.h"
-#include "nn/sequential.h"
-#include "nn/sgd.h"
-#include "nn/synthetic_data.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
 
 DEFINE_int32(nproc, 2, "ranks to fork when started by hand");
 DEFINE_string(backend, "gloo", "backend");

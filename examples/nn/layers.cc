@@ -1,10 +1,10 @@
 // EXAMPLE CODE: see layers.h.
-#include "nn/layers.h"
+#include "examples/nn/layers.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "nn/random.h"
+#include "examples/nn/random.h"
 
 namespace nn {
 namespace {

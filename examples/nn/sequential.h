@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "api/tensor.h"
-#include "nn/layers.h"
+#include "examples/nn/layers.h"
 
 namespace nn {
 

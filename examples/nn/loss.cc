@@ -1,5 +1,5 @@
 // EXAMPLE CODE: see loss.h.
-#include "nn/loss.h"
+#include "examples/nn/loss.h"
 
 #include <algorithm>
 #include <cmath>

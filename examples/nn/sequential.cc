@@ -1,5 +1,5 @@
 // EXAMPLE CODE: see sequential.h.
-#include "nn/sequential.h"
+#include "examples/nn/sequential.h"
 
 #include <stdexcept>
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "nn/parameter.h"
+#include "examples/nn/parameter.h"
 
 namespace nn {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "api/tensor.h"
-#include "nn/parameter.h"
+#include "examples/nn/parameter.h"
 
 namespace nn {
 

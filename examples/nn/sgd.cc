@@ -1,5 +1,5 @@
 // EXAMPLE CODE: see sgd.h.
-#include "nn/sgd.h"
+#include "examples/nn/sgd.h"
 
 namespace nn {
 

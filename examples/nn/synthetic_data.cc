@@ -1,10 +1,10 @@
 // EXAMPLE CODE: see synthetic_data.h.
-#include "nn/synthetic_data.h"
+#include "examples/nn/synthetic_data.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "nn/random.h"
+#include "examples/nn/random.h"
 
 namespace nn {
 
