@@ -7,7 +7,7 @@
 //   INFO    also logs, to stderr, each group's creation (every rank's line, in rank order,
 //           printed by the group's rank 0) and, when it is destroyed, the ops this rank
 //           issued on it, per type (each rank its own line).
-//   DETAIL  also compares every op's whole fingerprint (api/op_fingerprint.h) before it
+//   DETAIL  also compares every op's whole fingerprint (api/diagnostics/op_fingerprint.h) before it
 //           runs: a collective's across the group (one host exchange per op), a recv's
 //           with the send it received (posted by the sender on the group's store; a recv
 //           from any rank once its source is known; a batch's sends and recvs as single

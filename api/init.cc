@@ -2,14 +2,14 @@
 
 #include <mutex>
 
-#include "api/environment.h"
+#include "api/group/environment.h"
 #include "api/errors.h"
-#include "api/file_store.h"
-#include "api/init_wait.h"
-#include "api/internal/socket.h"
+#include "api/store/file_store.h"
+#include "api/group/init_wait.h"
+#include "api/store/internal/socket.h"
 #include "api/logging.h"
-#include "api/plugin_registry.h"
-#include "api/tcp_store.h"
+#include "api/plugin/plugin_registry.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 #include "api/process_group.h"
-#include "api/store.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 

@@ -7,7 +7,7 @@
 
 #include "api/errors.h"
 #include "api/process_group.h"
-#include "api/write_fully.h"
+#include "api/process/write_fully.h"
 
 namespace distcomm {
 namespace {

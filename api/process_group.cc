@@ -8,14 +8,14 @@
 #include <set>
 #include <sstream>
 
-#include "api/auto_backend.h"
+#include "api/group/auto_backend.h"
 #include "api/errors.h"
-#include "api/group_failure.h"
-#include "api/internal/store_host.h"
-#include "api/plugin_registry.h"
-#include "api/prefix_store.h"
-#include "api/timeline.h"
-#include "api/trace_dump.h"
+#include "api/diagnostics/group_failure.h"
+#include "api/store/internal/store_host.h"
+#include "api/plugin/plugin_registry.h"
+#include "api/store/prefix_store.h"
+#include "api/diagnostics/timeline.h"
+#include "api/diagnostics/trace_dump.h"
 
 namespace distcomm {
 namespace {

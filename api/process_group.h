@@ -22,14 +22,14 @@
 #include <tuple>
 #include <vector>
 
-#include "api/backend.h"
+#include "api/plugin/backend.h"
 #include "api/debug_level.h"
-#include "api/flight_recorder.h"
-#include "api/host_exchange.h"
-#include "api/init_wait.h"
+#include "api/diagnostics/flight_recorder.h"
+#include "api/group/host_exchange.h"
+#include "api/group/init_wait.h"
 #include "api/options.h"
-#include "api/process_environment.h"
-#include "api/store.h"
+#include "api/group/process_environment.h"
+#include "api/store/store.h"
 #include "api/tensor.h"
 #include "api/work.h"
 

@@ -6,7 +6,7 @@
 #include "api/errors.h"
 #include "api/logging.h"
 #include "api/process_group.h"
-#include "api/progress_report.h"
+#include "api/diagnostics/progress_report.h"
 
 namespace distcomm {
 

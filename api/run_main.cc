@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "api/errors.h"
-#include "api/failure_report.h"
-#include "api/local_processes.h"
+#include "api/process/failure_report.h"
+#include "api/process/local_processes.h"
 #include "api/process_group.h"
-#include "api/write_fully.h"
+#include "api/process/write_fully.h"
 
 namespace distcomm {
 namespace {

@@ -11,7 +11,7 @@
 // An exception out of the body prints "all_reduce: <message>" on stderr and makes main
 // return 1 -- no "terminate called", no SIGABRT, no core dump. When the program runs under
 // a launcher that names a file in DISTCOMM_ERROR_FILE (tools/launch does, one per rank),
-// the error and its time also go there (api/failure_report.h), so that the launcher names
+// the error and its time also go there (api/process/failure_report.h), so that the launcher names
 // the rank that failed first as the job's cause (torchrun's @record works the same way).
 // Every live process group of the program publishes the error as the group's failure
 // (ProcessGroup::publish_program_failure), so that the other ranks, cut off when this one

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "api/errors.h"
-#include "api/timeline.h"
+#include "api/diagnostics/timeline.h"
 #include "ddp/message_format.h"
 
 namespace distcomm {

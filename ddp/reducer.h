@@ -109,7 +109,7 @@ class Reducer {
   void record_stats(Clock::time_point finish_called, Clock::time_point waited);
   void end_iteration(bool synced);
   std::string bucket_name(size_t index) const;
-  // Where the buckets' events go on the timeline (api/timeline.h): this rank, lane "ddp <group>".
+  // Where the buckets' events go on the timeline (api/diagnostics/timeline.h): this rank, lane "ddp <group>".
   int timeline_rank() const;
   std::string timeline_lane() const;
 

@@ -16,9 +16,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "api/failure_report.h"
-#include "api/local_processes.h"
-#include "api/write_fully.h"
+#include "api/process/failure_report.h"
+#include "api/process/local_processes.h"
+#include "api/process/write_fully.h"
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
 #include "launch/output_pump.h"

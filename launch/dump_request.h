@@ -1,4 +1,4 @@
-// Asking the surviving ranks of a stopping job for their trace dumps (api/trace_dump.h):
+// Asking the surviving ranks of a stopping job for their trace dumps (api/diagnostics/trace_dump.h):
 // SIGUSR1 to each rank's process, then the launcher waits until each one has written
 // <trace_dir>/rank_<R>.json since it was asked, has exited, or the wait is over -- and
 // only then stops them. Plain POSIX, like the rest of the launcher.

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/job_identity.h"
-#include "api/local_processes.h"
-#include "api/write_fully.h"
+#include "api/process/job_identity.h"
+#include "api/process/local_processes.h"
+#include "api/process/write_fully.h"
 #include "launch/heartbeat.h"
 #include "launch/job.h"
 #include "launch/launcher_links.h"

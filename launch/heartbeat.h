@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "api/store.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace launch {

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "api/local_processes.h"
-#include "api/write_fully.h"
+#include "api/process/local_processes.h"
+#include "api/process/write_fully.h"
 
 namespace distcomm {
 namespace launch {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 
 namespace distcomm {
 namespace launch {
@@ -51,7 +51,7 @@ struct LaunchOptions {
   std::string trace_dir;
   std::chrono::milliseconds dump_wait{5000};
   // When not empty: exported as DISTCOMM_TIMELINE (absolute); the file is removed first,
-  // and the ranks merge their timelines into it (api/timeline.h).
+  // and the ranks merge their timelines into it (api/diagnostics/timeline.h).
   std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;

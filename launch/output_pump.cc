@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "api/write_fully.h"
+#include "api/process/write_fully.h"
 
 namespace distcomm {
 namespace launch {

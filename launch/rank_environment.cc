@@ -3,9 +3,9 @@
 #include <cstring>
 #include <map>
 
-#include "api/failure_report.h"
-#include "api/timeline.h"
-#include "api/trace_dump.h"
+#include "api/process/failure_report.h"
+#include "api/diagnostics/timeline.h"
+#include "api/diagnostics/trace_dump.h"
 
 namespace distcomm {
 namespace launch {

@@ -18,7 +18,7 @@ constexpr char kRestartCountVariable[] = "DISTCOMM_RESTART_COUNT";
 // DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN when set) replaced or added. Rank variables of other launchers (mpirun's
 // OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID...) are dropped so that a rank cannot read two
 // different answers to "who am I". error_file, when not empty, becomes DISTCOMM_ERROR_FILE:
-// where the rank reports its failure (api/failure_report.h).
+// where the rank reports its failure (api/process/failure_report.h).
 std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
                                           const char* const* base, const std::string& error_file = "");
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 
 namespace distcomm {
 namespace launch {

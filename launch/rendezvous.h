@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "api/store.h"
+#include "api/store/store.h"
 #include "launch/elastic_options.h"
 
 namespace distcomm {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/tcp_store.h"
+#include "api/store/tcp_store.h"
 #include "launch/duration_text.h"
 
 namespace distcomm {

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "api/job_identity.h"
-#include "api/store.h"
-#include "api/tcp_store_server.h"
+#include "api/process/job_identity.h"
+#include "api/store/store.h"
+#include "api/store/tcp_store_server.h"
 #include "launch/elastic_options.h"
 
 namespace distcomm {

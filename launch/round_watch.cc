@@ -7,7 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "api/local_processes.h"
+#include "api/process/local_processes.h"
 #include "launch/duration_text.h"
 
 namespace distcomm {

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "api/store.h"
+#include "api/store/store.h"
 #include "launch/attempt.h"
 #include "launch/elastic_options.h"
 #include "launch/launcher_links.h"

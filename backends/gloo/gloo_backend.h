@@ -9,7 +9,7 @@
 // be published, and a peer cut off that way would report "connection closed" rather than
 // the timeout. gloo's own per-op timeout, a few seconds later, is the backstop. After
 // either, the group is unusable: later ops fail at once with the first error, and peers
-// are told and cut loose (api/group_failure.h; gloo's errors in distcomm's terms:
+// are told and cut loose (api/diagnostics/group_failure.h; gloo's errors in distcomm's terms:
 // gloo_errors.h), and every wait on its connections ends, also the ones gloo itself would
 // leave to their timeout (gloo_interruptible_context.h). A peer whose connection closes
 // without a goodbye (its process died or exited without closing the group) fails the group
@@ -17,7 +17,7 @@
 //
 // Ranks that disagree on an op never exchange a byte: collectives' tags and point-to-point
 // slots carry the op's fingerprint and size (gloo_slots.h), so the op waits, and the stall
-// watch (api/stall_watch.h) turns the wait into Desync, or InvalidArgument naming both
+// watch (api/diagnostics/stall_watch.h) turns the wait into Desync, or InvalidArgument naming both
 // sizes of a send and its recv, within seconds.
 //
 // Config keys: gloo_config.h.
@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
-#include "api/group_failure.h"
-#include "api/stall_watch.h"
+#include "api/plugin/backend.h"
+#include "api/diagnostics/group_failure.h"
+#include "api/diagnostics/stall_watch.h"
 #include "backends/gloo/gloo_all_reduce.h"
 #include "backends/gloo/gloo_comm.h"
 #include "backends/gloo/gloo_config.h"

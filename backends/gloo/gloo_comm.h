@@ -11,7 +11,7 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 
-#include "api/backend.h"
+#include "api/plugin/backend.h"
 #include "backends/gloo/gloo_config.h"
 #include "backends/gloo/gloo_connection_watch.h"
 #include "backends/gloo/gloo_interruptible_context.h"

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/gloo/gloo_all_reduce.h"
 
 namespace distcomm {
@@ -28,7 +28,7 @@ struct GlooConfig {
   WorkerScheduling worker_sched = WorkerScheduling::kNormal;  // "worker_sched"
 
   // An empty value is the default, as an absent one. Throws InvalidArgument naming the
-  // key, the value and what it accepts (api/config_reader.h), before the rendezvous.
+  // key, the value and what it accepts (api/plugin/config_reader.h), before the rendezvous.
   static GlooConfig parse(const std::map<std::string, std::string>& config);
 };
 

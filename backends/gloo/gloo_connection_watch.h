@@ -14,7 +14,7 @@
 // A connection stays open, though, while any process holds its socket: a child that the peer
 // forked after the group was made (a data loader worker, multiprocessing with fork) keeps
 // a dead rank's connections open for as long as it runs. So the watch also holds a pidfd of
-// every peer in this process's PID namespace (api/process_watch.h), and a second thread
+// every peer in this process's PID namespace (api/plugin/process_watch.h), and a second thread
 // waits on them: a peer whose process ended without a goodbye while its connection stays
 // open is lost as well (connection_held). Peers on other hosts are seen only through
 // their connections.
@@ -33,7 +33,7 @@
 
 #include <gloo/transport/unbound_buffer.h>
 
-#include "api/process_watch.h"
+#include "api/plugin/process_watch.h"
 #include "backends/gloo/gloo_interruptible_context.h"
 
 namespace distcomm {

@@ -3,7 +3,7 @@
 // gloo reports every transport problem as gloo::IoException ("Timed out ..." for a wait
 // that passed its deadline, anything else for a connection that broke or closed) and
 // broken invariants as gloo::EnforceNotMet. The group's reaction to a failure (refusing
-// later ops, cutting the connections, telling the peers) is api/group_failure.h's.
+// later ops, cutting the connections, telling the peers) is api/diagnostics/group_failure.h's.
 #pragma once
 
 #include <chrono>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "api/errors.h"
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "api/work.h"
 
 namespace distcomm {

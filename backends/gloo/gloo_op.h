@@ -8,8 +8,8 @@
 
 #include <gloo/context.h>
 
-#include "api/backend.h"
-#include "api/plugin.h"
+#include "api/plugin/backend.h"
+#include "api/plugin/plugin.h"
 #include "api/reduce_op.h"
 #include "api/tensor.h"
 #include "api/work.h"

@@ -25,7 +25,7 @@
 
 #include "api/tensor.h"
 #include "api/work.h"
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/gloo/gloo_connection_watch.h"
 
 namespace distcomm {

@@ -1,7 +1,7 @@
 // The plugin entry point of libdistcomm_gloo.so.
 #include <gloo/config.h>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/gloo/gloo_backend.h"
 #include "backends/gloo/gloo_config.h"
 

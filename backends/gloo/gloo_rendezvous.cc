@@ -12,7 +12,7 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
 
-#include "api/auto_backend.h"
+#include "api/group/auto_backend.h"
 #include "api/errors.h"
 
 namespace distcomm {
@@ -29,7 +29,7 @@ std::string address_key(int rank) { return "addresses/" + std::to_string(rank); 
 
 // What a rank publishes: one pair address per other rank, in rank order, then its process
 // ("<shared_memory_domain()>\n<pid>", so that a peer in the same PID namespace can watch it:
-// api/process_watch.h), then that text's length in 4 bytes.
+// api/plugin/process_watch.h), then that text's length in 4 bytes.
 Store::Bytes published(const std::vector<char>& addresses) {
   const std::string process = shared_memory_domain() + "\n" + std::to_string(::getpid());
   Store::Bytes out(addresses.begin(), addresses.end());

@@ -22,8 +22,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 
-#include "api/init_wait.h"
-#include "api/store.h"
+#include "api/group/init_wait.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace gloo {
@@ -45,7 +45,7 @@ class RendezvousContext : public ::gloo::rendezvous::Context {
 // the group through store (private to this group and backend) within wait's deadline, and
 // returns it, its timeout the context's. Fills same_host_pids, by rank, with the pid of each
 // peer in this process's PID namespace (0 for the others and this rank): the processes
-// the connection watch can ask about (api/process_watch.h). On failure no thread of this
+// the connection watch can ask about (api/plugin/process_watch.h). On failure no thread of this
 // call is left running and the pairs are closed.
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,

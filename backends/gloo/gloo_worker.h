@@ -30,8 +30,8 @@
 #include <string>
 #include <thread>
 
-#include "api/backend.h"
-#include "api/group_failure.h"
+#include "api/plugin/backend.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/gloo/gloo_config.h"
 #include "backends/gloo/gloo_op.h"
 #include "backends/gloo/gloo_wake_timer.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/progress_report.h"
+#include "api/diagnostics/progress_report.h"
 #include "backends/mpi/mpi_types.h"
 
 namespace distcomm {

@@ -4,7 +4,7 @@
 // counts, dtypes, roots, reductions, or a skipped collective -- get undefined behaviour
 // from MPI (a rank killed in libnbc, a corrupted heap, wrong values with a success status).
 // So before the op's own call, every rank contributes its fingerprint's agreement hash h
-// (api/op_fingerprint.h) to one 16-byte MPI_Iallreduce of [h, ~h] with MPI_MIN: the result
+// (api/diagnostics/op_fingerprint.h) to one 16-byte MPI_Iallreduce of [h, ~h] with MPI_MIN: the result
 // is [min h, ~max h], the same on every rank, and the ranks agree exactly when min == max.
 // Every rank sends the same check, whatever op it runs, so the checks themselves always
 // match. An all_to_all that passes (all ranks run it, with the same dtype) then checks
@@ -26,7 +26,7 @@
 #include <exception>
 #include <vector>
 
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
 namespace mpi {

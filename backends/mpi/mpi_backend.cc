@@ -6,7 +6,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/mpi/mpi_group_comm.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_work.h"

@@ -10,7 +10,7 @@
 // Ranks that disagree: a collective runs its agreement check first (mpi_agreement.h), a
 // recv checks the size of its message before it lands (mpi_op.h). When the group has a
 // store the ranks share (InitOptions::store, or an init_method other than env://), a
-// stall watch (api/stall_watch.h) names, in a Timeout, the ranks that have not reached the
+// stall watch (api/diagnostics/stall_watch.h) names, in a Timeout, the ranks that have not reached the
 // op, and the group's failure is published there for the peers.
 //
 // Configuration: mpi_config.h (the plugin parses it once per group).
@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
-#include "api/init_wait.h"
-#include "api/stall_watch.h"
+#include "api/plugin/backend.h"
+#include "api/group/init_wait.h"
+#include "api/diagnostics/stall_watch.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/mpi_op.h"
 #include "backends/mpi/mpi_runtime.h"

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace distcomm {
 namespace mpi {

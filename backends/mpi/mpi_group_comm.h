@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "api/init_wait.h"
+#include "api/group/init_wait.h"
 #include "backends/mpi/mpi_runtime.h"
 
 namespace distcomm {

@@ -1,7 +1,7 @@
 // libdistcomm_mpi.so built on a machine without Open MPI: a plugin that loads and says why
 // it cannot run (the reason the build found, see third_party/system_libs.bzl), so that
 // "backend mpi" fails with that reason instead of "no such plugin".
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/mpi_missing_reason.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/p2p_tag.h"
 #include "backends/mpi/probed_messages.h"

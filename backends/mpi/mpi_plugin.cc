@@ -8,7 +8,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_runtime.h"
 

@@ -60,7 +60,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/init_wait.h"
+#include "api/group/init_wait.h"
 #include "backends/mpi/abandoned_ops.h"
 #include "backends/mpi/mpi_config.h"
 #include "backends/mpi/op_queue.h"

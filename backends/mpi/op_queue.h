@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/mpi/abandoned_ops.h"
 #include "backends/mpi/mpi_op.h"
 #include "backends/mpi/probed_messages.h"

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/nccl/comm_registry.h"
 #include "backends/nccl/concurrent_abort.h"
 #include "backends/nccl/watchdog.h"

@@ -4,7 +4,7 @@
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
-#include "api/prefix_store.h"
+#include "api/store/prefix_store.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/nccl_work.h"

@@ -20,7 +20,7 @@
 // orders.
 //
 // Faults: a watchdog (watchdog.h) ends ops and takes every fault to the group's
-// GroupFailure (api/group_failure.h), which records the first, refuses later ops and runs
+// GroupFailure (api/diagnostics/group_failure.h), which records the first, refuses later ops and runs
 // the watchdog's abort hook: every communicator of the backend is aborted, the failing one
 // first, all of them concurrently and for a bounded time (concurrent_abort.h), since one
 // communicator's abort may wait for another's.
@@ -37,8 +37,8 @@
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
-#include "api/group_failure.h"
+#include "api/plugin/backend.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/nccl/backend_ending.h"
 #include "backends/nccl/comm_registry.h"
 #include "backends/nccl/comm_set.h"

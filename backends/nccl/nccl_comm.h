@@ -25,7 +25,7 @@
 
 #include "api/dtype.h"
 #include "api/reduce_op.h"
-#include "api/store.h"
+#include "api/store/store.h"
 #include "backends/nccl/object_pool.h"
 #include "backends/nccl/watchdog.h"
 

@@ -1,6 +1,6 @@
 #include "backends/nccl/nccl_config.h"
 
-#include "api/config_reader.h"
+#include "api/plugin/config_reader.h"
 
 namespace distcomm {
 namespace nccl {

@@ -7,7 +7,7 @@
 #include <nccl.h>
 
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_backend.h"
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <mutex>
 
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "backends/nccl/watchdog.h"
 
 namespace distcomm {

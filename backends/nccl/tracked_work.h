@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
+#include "api/plugin/backend.h"
 #include "api/tensor.h"
 #include "api/work.h"
 #include "backends/nccl/watchdog.h"

@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "api/store.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace nccl {

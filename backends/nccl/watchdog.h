@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "api/work.h"
 
 namespace distcomm {

@@ -10,7 +10,7 @@
 // its reason and rank (shm_failure.h); the group is then unusable and later ops fail at once.
 // Ranks that disagree on a collective never exchange data (each round carries its op's
 // agreement hash, shm_rounds.h) and fail with a Desync that tables what each rank runs
-// (shm_op_line.h). The group's stall watch (api/stall_watch.h), as gloo's, names the ranks
+// (shm_op_line.h). The group's stall watch (api/diagnostics/stall_watch.h), as gloo's, names the ranks
 // an op waits for in a Timeout and follows a failure another rank published.
 //
 // Settings: the shm_* config keys (shm_config.h).
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "api/backend.h"
-#include "api/stall_watch.h"
+#include "api/plugin/backend.h"
+#include "api/diagnostics/stall_watch.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_engine.h"
 

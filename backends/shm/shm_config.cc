@@ -1,6 +1,6 @@
 #include "backends/shm/shm_config.h"
 
-#include "api/config_reader.h"
+#include "api/plugin/config_reader.h"
 
 namespace distcomm {
 namespace shm {

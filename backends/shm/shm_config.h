@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace distcomm {
 namespace shm {

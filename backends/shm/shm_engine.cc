@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/progress_report.h"
+#include "api/diagnostics/progress_report.h"
 #include "backends/shm/shm_cpus.h"
 
 namespace distcomm {

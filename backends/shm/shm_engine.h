@@ -21,9 +21,9 @@
 // (counted from its issue: an op waiting behind a stuck one fails at its own deadline,
 // Timeout) and the state of the peer it waits for (kFailed / kClosed: that rank's
 // published reason); every 10 ms it also asks whether that peer's process still runs
-// (api/process_watch.h). The first failure
+// (api/plugin/process_watch.h). The first failure
 // fails everything queued and is published for the peers (shm_failure.h) and on the
-// group's store (api/group_failure.h); one recorded outside the engine (the stall watch's
+// group's store (api/diagnostics/group_failure.h); one recorded outside the engine (the stall watch's
 // Timeout or Desync) fails everything at the next poll.
 #pragma once
 
@@ -38,8 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/group_failure.h"
-#include "api/store.h"
+#include "api/diagnostics/group_failure.h"
+#include "api/store/store.h"
 #include "backends/shm/shm_collective.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_failure.h"

@@ -1,7 +1,7 @@
 // How the ranks of an shm group tell each other that the group failed.
 //
 // The group's own side -- its first failure, the refusal of later ops, the abort hooks --
-// is api's GroupFailure (api/group_failure.h). What shm adds is the cross-process part:
+// is api's GroupFailure (api/diagnostics/group_failure.h). What shm adds is the cross-process part:
 // the first failure is written to this rank's segment (culprit, kind, message) before the
 // rank's state turns kFailed, and every futex word a peer may sleep on is woken, so peers
 // waiting on this rank stop within a wake-up and report the same cause and culprit. A
@@ -12,7 +12,7 @@
 #include <exception>
 #include <string>
 
-#include "api/group_failure.h"
+#include "api/diagnostics/group_failure.h"
 #include "api/work.h"
 #include "backends/shm/shm_group.h"
 #include "backends/shm/shm_layout.h"

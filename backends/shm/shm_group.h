@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/shm/shm_layout.h"
-#include "api/process_watch.h"
+#include "api/plugin/process_watch.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -26,7 +26,7 @@ class MappedGroup {
   const Layout& layout() const { return layout_; }
   const SegmentView& self() const { return views_[static_cast<size_t>(rank_)]; }
   const SegmentView& of(int r) const { return views_[static_cast<size_t>(r)]; }
-  // Whether rank r's process still runs: its pidfd (api/process_watch.h), or where the kernel has
+  // Whether rank r's process still runs: its pidfd (api/plugin/process_watch.h), or where the kernel has
   // none, its segment lock (which a child it forked also holds). Always true for self.
   bool alive(int r) const;
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }

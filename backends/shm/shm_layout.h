@@ -65,7 +65,7 @@ struct alignas(kLineBytes) StateLine {
 // line: a peer that sees the tag has the data and the op's identity too, one transfer
 // between cores instead of two (the round line, then the slot).
 //
-// `op` is the agreement hash of the op's fingerprint (api/op_fingerprint.h: op, sequence
+// `op` is the agreement hash of the op's fingerprint (api/diagnostics/op_fingerprint.h: op, sequence
 // number, dtype, count, root, reduction). A reader compares it with its own op's before it
 // reads the round's data, inline or in the slot: ranks that disagree never read or reduce
 // each other's bytes (shm_rounds.h). The tag is 64-bit, so it never matches a line's

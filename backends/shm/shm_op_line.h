@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
 namespace shm {

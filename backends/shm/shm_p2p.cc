@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "api/errors.h"
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 #include "backends/shm/shm_failure.h"
 
 namespace distcomm {

@@ -2,7 +2,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 #include "backends/shm/shm_backend.h"
 #include "backends/shm/shm_config.h"
 

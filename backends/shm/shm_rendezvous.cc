@@ -8,11 +8,11 @@
 #include <thread>
 #include <sstream>
 
-#include "api/auto_backend.h"
+#include "api/group/auto_backend.h"
 #include "api/errors.h"
-#include "api/init_wait.h"
+#include "api/group/init_wait.h"
 #include "backends/shm/shm_cpus.h"
-#include "api/process_watch.h"
+#include "api/plugin/process_watch.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {

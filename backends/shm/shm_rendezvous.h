@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "api/backend.h"
+#include "api/plugin/backend.h"
 #include "backends/shm/shm_config.h"
 #include "backends/shm/shm_group.h"
 

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "api/backend.h"
+#include "api/plugin/backend.h"
 #include "api/work.h"
 #include "backends/shm/shm_engine.h"
 

@@ -2,7 +2,7 @@
 //
 // The plugin below is complete and loads (`init_process_group({.backend = "template"})`),
 // but it only serves groups of one rank. A real backend replaces the bodies with its
-// library's calls. What the core guarantees before calling you (see api/backend.h):
+// library's calls. What the core guarantees before calling you (see api/plugin/backend.h):
 //   - arguments are validated (shapes, dtypes, roots, peers, op/dtype pairs),
 //   - tensors are flat and contiguous; list forms are packed for you,
 //   - AVG / PREMUL_SUM are rewritten to SUM unless reduces_natively() says otherwise,
@@ -22,7 +22,7 @@
 #include <cstring>
 
 #include <distcomm/api/errors.h>
-#include <distcomm/api/plugin.h>
+#include <distcomm/api/plugin/plugin.h>
 
 namespace {
 
@@ -58,7 +58,7 @@ class TemplateBackend : public Backend {
 // Every key your backend reads from options().config, with its default, the environment
 // variable init_process_group reads it from (or nullptr) and one line of help. init then
 // refuses keys no backend of the group declares, and docs/environment.md's table lists them.
-// Read them once, in your constructor, with ConfigReader (api/config_reader.h), so that a bad
+// Read them once, in your constructor, with ConfigReader (api/plugin/config_reader.h), so that a bad
 // value is refused as every backend refuses it. This one reads none.
 const distcomm_config_key kConfigKeys[] = {
     {nullptr, nullptr, nullptr, nullptr},

@@ -1,5 +1,5 @@
-// The rule behind backend "auto" (api/auto_backend.h), and the spec parsing that routes it.
-#include "api/auto_backend.h"
+// The rule behind backend "auto" (api/group/auto_backend.h), and the spec parsing that routes it.
+#include "api/group/auto_backend.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "api/init.h"
-#include "api/plugin_registry.h"
+#include "api/plugin/plugin_registry.h"
 #include "tests/api/plugin_test_env.h"
 
 namespace distcomm {

@@ -1,14 +1,14 @@
 // FlightRecorder: the ring, the states and their times, the derived start of a collective
 // queued behind another; and a real group's ops recorded without the backend's help.
-#include "api/flight_recorder.h"
+#include "api/diagnostics/flight_recorder.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include "api/errors.h"
-#include "api/process_environment.h"
+#include "api/group/process_environment.h"
 #include "api/process_group.h"
-#include "api/trace_dump.h"
+#include "api/diagnostics/trace_dump.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {

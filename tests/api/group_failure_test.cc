@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/group_failure.h"
-#include "api/hash_store.h"
+#include "api/diagnostics/group_failure.h"
+#include "api/store/hash_store.h"
 
 namespace distcomm {
 namespace {

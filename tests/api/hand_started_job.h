@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 #include "tests/api/store_test_util.h"
 #include "tests/testing/subprocess.h"
 

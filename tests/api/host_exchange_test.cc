@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/file_store.h"
-#include "api/host_exchange.h"
+#include "api/store/file_store.h"
+#include "api/group/host_exchange.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/multiprocess.h"

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "api/errors.h"
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 #include "api/init.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/multiprocess.h"

@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include "api/environment.h"
+#include "api/group/environment.h"
 #include "api/errors.h"
-#include "api/hash_store.h"
-#include "api/init_wait.h"
-#include "api/tcp_store.h"
+#include "api/store/hash_store.h"
+#include "api/group/init_wait.h"
+#include "api/store/tcp_store.h"
 #include "tests/testing/captured_stderr.h"
 
 namespace distcomm {

@@ -1,4 +1,4 @@
-// The processes of a job on this machine (api/local_processes.h), which spawn(), the
+// The processes of a job on this machine (api/process/local_processes.h), which spawn(), the
 // launcher and the test harness share: real forks, real signals, bounded waits.
 #include <signal.h>
 #include <sys/socket.h>
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/local_processes.h"
+#include "api/process/local_processes.h"
 
 namespace distcomm {
 namespace local {

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 #include "api/logging.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"

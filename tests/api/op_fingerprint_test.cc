@@ -2,7 +2,7 @@
 // the tables a Desync prints.
 #include <gtest/gtest.h>
 
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
 namespace {

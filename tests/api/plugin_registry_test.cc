@@ -8,7 +8,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/plugin_registry.h"
+#include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
 #include "api/version.h"
 #include "tests/api/plugin_test_env.h"

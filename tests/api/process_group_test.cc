@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
 

@@ -1,7 +1,7 @@
 // ProgressReport: the text form, and what comparing the ranks' reports concludes.
 #include <gtest/gtest.h>
 
-#include "api/progress_report.h"
+#include "api/diagnostics/progress_report.h"
 
 namespace distcomm {
 namespace {

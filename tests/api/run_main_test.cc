@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/failure_report.h"
+#include "api/process/failure_report.h"
 
 namespace distcomm {
 namespace {

@@ -1,12 +1,12 @@
 // SHA-256 against FIPS 180-2's examples (plus the padding boundaries, from Python's
 // hashlib), HMAC-SHA256 against RFC 4231's test cases, and the constant-time compare.
-#include "api/internal/sha256.h"
+#include "api/store/internal/sha256.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 
 namespace distcomm {
 namespace {

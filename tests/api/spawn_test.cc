@@ -1,5 +1,5 @@
 // distcomm::spawn: real forked ranks, real exits and signals.
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,7 +20,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/logging.h"
-#include "api/tcp_store.h"
+#include "api/store/tcp_store.h"
 #include "api/tensor.h"
 #include "tests/api/plugin_test_env.h"
 

@@ -1,4 +1,4 @@
-// The store's farewell (api/internal/store_host.h): a TCPStore serving the job's store,
+// The store's farewell (api/store/internal/store_host.h): a TCPStore serving the job's store,
 // destroyed after this process published a failure, serves on until its clients leave, at
 // most a second; without a failure it goes at once.
 #include <chrono>
@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/internal/store_host.h"
-#include "api/tcp_store.h"
+#include "api/store/internal/store_host.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace {

@@ -4,7 +4,7 @@
 //
 // Three ranks started by hand as a user would (tests/api/rank_probe.cc), over gloo, each
 // printing the error it ended with. Each case failed before the store's farewell
-// (api/internal/store_host.h) and run_main's publishing of the program's error.
+// (api/store/internal/store_host.h) and run_main's publishing of the program's error.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -19,8 +19,8 @@
 
 #include "api/errors.h"
 #include "api/init.h"
-#include "api/spawn.h"
-#include "api/job_identity.h"
+#include "api/process/spawn.h"
+#include "api/process/job_identity.h"
 #include "tests/api/store_test_util.h"
 #include "tests/testing/subprocess.h"
 

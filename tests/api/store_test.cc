@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/file_store.h"
-#include "api/hash_store.h"
-#include "api/prefix_store.h"
-#include "api/tcp_store.h"
+#include "api/store/file_store.h"
+#include "api/store/hash_store.h"
+#include "api/store/prefix_store.h"
+#include "api/store/tcp_store.h"
 #include "tests/api/store_test_util.h"
 
 namespace distcomm {

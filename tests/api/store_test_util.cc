@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "api/internal/store_handshake.h"
+#include "api/store/internal/store_handshake.h"
 
 namespace distcomm {
 namespace testing {

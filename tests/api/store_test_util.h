@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "api/job_identity.h"
-#include "api/tcp_store.h"
+#include "api/process/job_identity.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace testing {

@@ -1,10 +1,10 @@
-// The ABI 1.4 calls from the core to a backend (api/backend.h): ProcessGroup::abort()
+// The ABI 1.4 calls from the core to a backend (api/plugin/backend.h): ProcessGroup::abort()
 // reaches Backend::abort() rather than shutdown(), and new_group / split ask the parent's
 // backend for the subgroup's on every rank of the parent, members or not, in the same order.
 // The subgroup_hooks test plugin logs what it is asked in its group's store.
 #include <gtest/gtest.h>
 
-#include "api/prefix_store.h"
+#include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/multiprocess.h"

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/internal/store_handshake.h"
-#include "api/tcp_store.h"
+#include "api/store/internal/store_handshake.h"
+#include "api/store/tcp_store.h"
 #include "tests/api/store_test_util.h"
 
 namespace distcomm {

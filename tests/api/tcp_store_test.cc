@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/tcp_store.h"
+#include "api/store/tcp_store.h"
 #include "tests/api/store_test_util.h"
 
 namespace distcomm {

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 
 namespace distcomm {
 namespace testing {

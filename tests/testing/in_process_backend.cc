@@ -35,8 +35,8 @@
 #include <sstream>
 
 #include "api/errors.h"
-#include "api/op_fingerprint.h"
-#include "api/plugin.h"
+#include "api/diagnostics/op_fingerprint.h"
+#include "api/plugin/plugin.h"
 #include "api/reduce_op.h"
 
 namespace {

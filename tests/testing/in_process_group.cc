@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "tests/testing/test_files.h"
 
 namespace distcomm {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "api/process_group.h"
-#include "api/store.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace testing {

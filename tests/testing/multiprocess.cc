@@ -19,9 +19,9 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/file_store.h"
-#include "api/local_processes.h"
-#include "api/tcp_store.h"
+#include "api/store/file_store.h"
+#include "api/process/local_processes.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace testing {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "api/init.h"
 #include "api/run_main.h"
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 #include "api/version.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_run.h"

@@ -21,7 +21,7 @@
 
 #include "api/init.h"
 #include "api/run_main.h"
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/message_format.h"
 #include "examples/nn/loss.h"

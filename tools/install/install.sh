@@ -3,7 +3,7 @@
 #
 #   bazel run -c opt //:install -- --prefix=DIR [--destdir=STAGE]
 #
-#   DIR/include/distcomm/{api,ddp}/*.h      included as <distcomm/api/init.h>
+#   DIR/include/distcomm/{api,ddp}/**.h     included as <distcomm/api/init.h>, <distcomm/api/store/tcp_store.h>
 #   DIR/lib/libdistcomm.so.X.Y.Z            SONAME libdistcomm.so.X, links .so.X and .so
 #   DIR/lib/libdistcomm_ddp.so.X.Y.Z        likewise; NEEDED libdistcomm.so.X
 #   DIR/lib/distcomm/plugins/libdistcomm_<name>.so   found by the loader with no variable set
@@ -63,9 +63,11 @@ while read -r kind path; do
   name="$(basename "$path")"
   case "$kind" in
     header)
-      # In the repository headers include each other as "api/x.h"; installed, that is
-      # "distcomm/api/x.h" (found through -I<prefix>/include, or /usr/include).
-      sub="$(basename "$(dirname "$path")")"
+      # In the repository headers include each other as "api/store/x.h"; installed, that is
+      # "distcomm/api/store/x.h" (found through -I<prefix>/include, or /usr/include). The
+      # path below include/distcomm is the header's path in the repository.
+      sub="$(dirname "$path")"
+      install -d "$root/include/distcomm/$sub"
       sed -E 's@^#include "(api|ddp)/@#include "distcomm/\1/@' "$src" >"$root/include/distcomm/$sub/$name"
       chmod 644 "$root/include/distcomm/$sub/$name"
       ;;

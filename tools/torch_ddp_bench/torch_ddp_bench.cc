@@ -30,7 +30,7 @@
 
 #include "api/init.h"
 #include "api/run_main.h"
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 #include "integrations/torch/distributed_data_parallel.h"
 
 DEFINE_int32(nproc, 2, "ranks to fork when started by hand");

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "api/op_fingerprint.h"
+#include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
 namespace trace {

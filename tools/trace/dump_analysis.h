@@ -1,4 +1,4 @@
-// `trace analyze DIR`: the ranks' trace dumps (api/trace_dump.h) merged into the answer to
+// `trace analyze DIR`: the ranks' trace dumps (api/diagnostics/trace_dump.h) merged into the answer to
 // "which rank is behind, at which op?".
 //
 // Per group: each rank's last completed and last started collective; the first sequence

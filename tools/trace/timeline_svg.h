@@ -1,4 +1,4 @@
-// `trace timeline FILE --svg OUT`: a timeline (api/timeline.h, Chrome trace events) drawn
+// `trace timeline FILE --svg OUT`: a timeline (api/diagnostics/timeline.h, Chrome trace events) drawn
 // as one SVG for a reader without a browser at hand: a row per rank and lane (a group's
 // ops, DDP's buckets), complete events as bars coloured by name (the op; a DDP bucket's
 // "all_reduce" / "waited"), instant events as ticks, a time axis and a legend.

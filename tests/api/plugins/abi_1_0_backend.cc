@@ -5,7 +5,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace {
 

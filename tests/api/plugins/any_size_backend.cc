@@ -1,9 +1,9 @@
 // A test-only plugin that accepts groups of any size and lists no op: for testing what the
 // core does with a group's store alone (ordered logging, split, init), and that the core
 // never calls an op's virtual the backend does not list (as a plugin built before the op
-// was added would not have it: api/plugin.h).
+// was added would not have it: api/plugin/plugin.h).
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace {
 

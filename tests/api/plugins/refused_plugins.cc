@@ -1,6 +1,6 @@
 // Test-only plugins that the loader must refuse, each for one reason. The descriptor is
 // written out by hand (not with DISTCOMM_DEFINE_PLUGIN) to fake another build.
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace {
 int available(std::string*) { return 1; }

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "api/errors.h"
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "api/plugin.h"
+#include "api/plugin/plugin.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "api/store.h"
+#include "api/store/store.h"
 #include "api/tensor.h"
 #include "tests/testing/failure_checks.h"
 

@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "api/process_group.h"
-#include "api/store.h"
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace fault {

@@ -1,10 +1,10 @@
 #include "tests/backends/fault/forked_runner.h"
 
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 #include "api/init.h"
-#include "api/job_identity.h"
-#include "api/local_processes.h"
-#include "api/plugin_registry.h"
+#include "api/process/job_identity.h"
+#include "api/process/local_processes.h"
+#include "api/plugin/plugin_registry.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {

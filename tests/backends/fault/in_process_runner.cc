@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "tests/testing/in_process_group.h"
 
 namespace distcomm {

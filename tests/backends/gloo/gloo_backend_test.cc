@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
-#include "api/plugin_registry.h"
+#include "api/store/hash_store.h"
+#include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
 #include "tests/testing/multiprocess.h"
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 #include "api/process_group.h"
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/test_files.h"

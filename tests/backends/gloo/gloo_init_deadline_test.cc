@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/file_store.h"
+#include "api/store/file_store.h"
 #include "api/init.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/failure_checks.h"

@@ -3,7 +3,7 @@
 // failing. A plugin that is missing altogether is a build problem and fails loudly.
 #include <gtest/gtest.h>
 
-#include "api/plugin_registry.h"
+#include "api/plugin/plugin_registry.h"
 #include "tests/testing/require.h"
 
 namespace distcomm {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "backends/nccl/unique_id_exchange.h"
 
 namespace distcomm {

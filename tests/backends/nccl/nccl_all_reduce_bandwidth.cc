@@ -18,7 +18,7 @@
 
 #include "api/errors.h"
 #include "api/init.h"
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"
 

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "api/errors.h"
-#include "api/plugin_registry.h"
-#include "api/prefix_store.h"
+#include "api/plugin/plugin_registry.h"
+#include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"

@@ -4,7 +4,7 @@
 // over its members only. Three ranks run on one GPU with DISTCOMM_TEST_SHARE_GPU=1.
 #include <gtest/gtest.h>
 
-#include "api/prefix_store.h"
+#include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
 #include "tests/backends/nccl/cuda_test_env.h"

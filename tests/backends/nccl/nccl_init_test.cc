@@ -7,7 +7,7 @@
 #include <string>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
+#include "api/store/hash_store.h"
 #include "api/init.h"
 #include "tests/backends/nccl/cuda_test_env.h"
 #include "tests/testing/multiprocess.h"

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "api/errors.h"
-#include "api/hash_store.h"
-#include "api/plugin_registry.h"
+#include "api/store/hash_store.h"
+#include "api/plugin/plugin_registry.h"
 #include "tests/backends/nccl/cuda_test_env.h"
 
 namespace distcomm {

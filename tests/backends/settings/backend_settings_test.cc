@@ -1,4 +1,4 @@
-// Every backend refuses a bad setting in the same words (api/config_reader.h), naming the
+// Every backend refuses a bad setting in the same words (api/plugin/config_reader.h), naming the
 // backend, the key, the value and what it accepts, and reads a good one the same way.
 #include <gtest/gtest.h>
 

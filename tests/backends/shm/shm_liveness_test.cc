@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
-#include "api/store.h"
+#include "api/store/store.h"
 #include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/local_processes.h"
+#include "api/process/local_processes.h"
 #include "tests/testing/require.h"
 #include "tests/testing/subprocess.h"
 

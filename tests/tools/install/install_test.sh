@@ -59,6 +59,11 @@ for plugin in "$lib"/distcomm/plugins/*.so; do
   ! dynamic "$plugin" NEEDED | grep -q '^libdistcomm' || fail "$plugin links libdistcomm"
 done
 ! grep -rq '#include "api/\|#include "ddp/' "$prefix/include" || fail "an installed header includes \"api/...\""
+# Headers keep their folders below api/ (docs/install.md, "Headers that moved").
+for header in store/tcp_store.h plugin/plugin.h diagnostics/trace_dump.h group/init_wait.h process/spawn.h; do
+  [ -f "$prefix/include/distcomm/api/$header" ] || fail "no include/distcomm/api/$header"
+done
+[ ! -e "$prefix/include/distcomm/api/tcp_store.h" ] || fail "tcp_store.h installed at its old path"
 
 # --- a CMake project and a pkg-config build, outside the tree ---
 cp -r "$src/tests/tools/install/consumer" "$work/cmake_project"

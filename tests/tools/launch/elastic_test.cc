@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/local_processes.h"
+#include "api/process/local_processes.h"
 #include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {

@@ -32,7 +32,7 @@
 #include <fstream>
 #include <string>
 
-#include "api/failure_report.h"
+#include "api/process/failure_report.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/job_identity.h"
+#include "api/process/job_identity.h"
 #include "tools/bench/overhead/job_spec.h"
 #include "tools/bench/overhead/timed_loop.h"
 

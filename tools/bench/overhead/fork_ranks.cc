@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "api/failure_report.h"
-#include "api/local_processes.h"
+#include "api/process/failure_report.h"
+#include "api/process/local_processes.h"
 
 namespace distcomm {
 namespace bench {

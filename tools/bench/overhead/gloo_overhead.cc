@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "api/local_processes.h"
+#include "api/process/local_processes.h"
 #include "tools/bench/overhead/distcomm_gloo_job.h"
 #include "tools/bench/overhead/fork_ranks.h"
 #include "tools/bench/overhead/raw_gloo_job.h"

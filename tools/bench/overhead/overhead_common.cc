@@ -7,7 +7,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/run_main.h"
-#include "api/spawn.h"
+#include "api/process/spawn.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_op.h"
 #include "tools/bench/bench_run.h"

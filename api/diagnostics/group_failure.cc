@@ -1,0 +1,393 @@
+#include "api/diagnostics/group_failure.h"
+
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/store/internal/store_host.h"
+
+namespace distcomm {
+namespace {
+
+// Where a failing rank leaves its record, in the backend's (already prefixed) store.
+const char kBoardKey[] = "failure";
+const char kFormat[] = "distcomm-failure-1";
+
+// The order that makes every rank report the cause: a failing rank stores its record, and
+// only then cuts its connections (the abort hooks); a peer that sees a connection closed
+// reads the board after that, so one read finds the record. Neither side may give up on a
+// store that is merely slow (a loaded machine), or the peer reports the closed connection
+// instead; only a store that does not answer for this long is taken as gone (its server
+// may be the rank that died), so that a failure never turns into a hang.
+constexpr std::chrono::milliseconds kStoreAnswerWait{3000};
+// How long a peer keeps looking when the first read found nothing: a rank whose
+// connections closed before its record was stored (gloo closes them all itself when one of
+// its waits times out; a publish that ran out of kStoreAnswerWait). Not when the backend
+// names the rank that closed the connection: see record().
+constexpr std::chrono::milliseconds kLookupWindow{1000};
+// The same wait when the backend named the rank it lost (a dead process, a closed
+// connection): that rank may be the one that served the store, whose client then retries
+// for seconds; a dead peer is named within a second, with the board's record when it
+// answers in time, else with this rank's own words.
+constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
+
+const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
+
+// Runs fn on its own thread and waits at most `limit` for it. A store can block much longer
+// than that (a TCPStore whose server died retries its connection until the store timeout),
+// and a failing group must not turn into a hang: a call still running after `limit` is
+// abandoned (its thread holds what it needs and ends when the store gives up).
+// `gone` is set when a call runs out of time, and then later calls are not made: a store
+// that did not answer once would cost every later step of the failure the same wait.
+template <typename R>
+std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit, std::atomic<bool>& gone) {
+  if (gone.load()) return std::nullopt;
+  std::packaged_task<R()> task(std::move(fn));
+  std::future<R> result = task.get_future();
+  std::thread(std::move(task)).detach();
+  if (result.wait_for(limit) != std::future_status::ready) {
+    gone.store(true);
+    return std::nullopt;
+  }
+  try {
+    return result.get();
+  } catch (...) {
+    return std::nullopt;  // the store itself failed: there is nothing to be had from it
+  }
+}
+
+// A distcomm error as it is; anything else becomes Error with its message.
+std::exception_ptr as_distcomm_error(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error&) {
+    return e;
+  } catch (...) {
+    return std::make_exception_ptr(Error(message_of(e)));
+  }
+}
+
+FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_of(e); }
+
+// What an op cut off by `cause` (another rank's failure) ends with.
+std::exception_ptr explained_by(const FailureRecord& cause) {
+  const std::string who = "rank " + std::to_string(cause.rank) + " of the group";
+  switch (cause.kind) {
+    case FailureRecord::Kind::kTimeout:
+      return std::make_exception_ptr(
+          Timeout(who + " timed out and aborted the group, which cut this op off. Its error: " + cause.message));
+    case FailureRecord::Kind::kShutDown:
+      return std::make_exception_ptr(
+          PeerFailure(who + " shut the group down (abort or destruction) while this op was in flight"));
+    case FailureRecord::Kind::kDesync:
+      return std::make_exception_ptr(
+          Desync(who + " found that the ranks disagree and aborted the group, which cut this op off. Its error: " +
+                 cause.message));
+    case FailureRecord::Kind::kInvalidArgument:
+      return std::make_exception_ptr(InvalidArgument(
+          who + " found a mismatch and aborted the group, which cut this op off. Its error: " + cause.message));
+    default:
+      return std::make_exception_ptr(
+          PeerFailure(who + " failed and aborted the group, which cut this op off. Its error: " + cause.message));
+  }
+}
+
+// Another rank's record says what this rank saw itself: the same peer's connection closed.
+// Then this rank's own words are as true and name its own op, and the cause is the same.
+bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit) {
+  return culprit >= 0 && kind == FailureRecord::Kind::kPeerFailure &&
+         other.kind == FailureRecord::Kind::kPeerFailure && other.culprit == culprit;
+}
+
+}  // namespace
+
+template <typename R>
+std::optional<R> GroupFailure::ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const {
+  return call_with_limit<R>(std::move(fn), answer_wait, board_gone_);
+}
+
+FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Timeout&) {
+    return Kind::kTimeout;
+  } catch (const PeerFailure&) {
+    return Kind::kPeerFailure;
+  } catch (const Desync&) {
+    return Kind::kDesync;
+  } catch (const InvalidArgument&) {
+    return Kind::kInvalidArgument;
+  } catch (...) {
+    return Kind::kOther;
+  }
+}
+
+std::string FailureRecord::encode() const {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+  std::ostringstream out;
+  out << kFormat << "\n"
+      << static_cast<int>(kind) << "\n"
+      << rank << "\n"
+      << culprit << "\n"
+      << op << "\n"
+      << seq << "\n"
+      << ms << "\n"
+      << message;
+  return out.str();
+}
+
+std::optional<FailureRecord> FailureRecord::decode(const std::string& text) {
+  std::istringstream in(text);
+  std::string format, kind, rank, culprit, op, seq, ms;
+  if (!std::getline(in, format) || format != kFormat || !std::getline(in, kind) || !std::getline(in, rank) ||
+      !std::getline(in, culprit) || !std::getline(in, op) || !std::getline(in, seq) || !std::getline(in, ms)) {
+    return std::nullopt;
+  }
+  FailureRecord r;
+  try {
+    const int k = std::stoi(kind);
+    if (k < 0 || k > static_cast<int>(Kind::kInvalidArgument)) return std::nullopt;
+    r.kind = static_cast<Kind>(k);
+    r.rank = std::stoi(rank);
+    r.culprit = std::stoi(culprit);
+    r.seq = std::stoll(seq);
+    r.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(std::stoll(ms)));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  r.op = op;
+  const auto start = static_cast<size_t>(in.tellg());
+  r.message = start < text.size() ? text.substr(start) : "";
+  return r;
+}
+
+GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
+
+void GroupFailure::on_abort(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hooks_.push_back(std::move(hook));
+}
+
+std::exception_ptr GroupFailure::refusal() const {
+  if (!failed()) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  return refusal_;
+}
+
+void GroupFailure::check_usable() const {
+  if (std::exception_ptr e = refusal()) std::rethrow_exception(e);
+}
+
+std::optional<FailureRecord> GroupFailure::first() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_;
+}
+
+void GroupFailure::set_explainer(Explainer explainer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  explainer_ = std::move(explainer);
+}
+
+std::exception_ptr GroupFailure::record(std::exception_ptr error, const Work& op, int culprit) {
+  return record_failure(std::move(error), op.description(), &op, culprit);
+}
+
+std::exception_ptr GroupFailure::record(std::exception_ptr error, const std::string& where, int culprit) {
+  return record_failure(std::move(error), where, nullptr, culprit);
+}
+
+std::exception_ptr GroupFailure::record_departure(std::exception_ptr error, const Work& op, int culprit) {
+  return record_failure(std::move(error), op.description(), &op, culprit, /*departure=*/true);
+}
+
+std::exception_ptr GroupFailure::record_loss(std::exception_ptr error, const Work* op, int culprit) {
+  return record_failure(std::move(error), op ? op->description() : "the group (no op in flight)", op, culprit,
+                        /*departure=*/false, /*loss=*/true);
+}
+
+std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const std::string& where, const Work* op,
+                                                int culprit, bool departure, bool loss) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded by the recording threads' own deadlines (their board reads and explainer).
+    if (loss) recorded_.wait(lock, [this] { return recording_ == 0 || failed_.load(); });
+    if (failed_.load()) {
+      if (op != nullptr && op == first_op_ && first_error_) return first_error_;
+      return refusal_;  // a consequence of the first failure, which says more
+    }
+    ++recording_;
+  }
+  // Ends this recording however record_failure returns.
+  struct RecordingEnds {
+    GroupFailure& g;
+    ~RecordingEnds() {
+      std::lock_guard<std::mutex> lock(g.mu_);
+      --g.recording_;
+      g.recorded_.notify_all();
+    }
+  } recording_ends{*this};
+  error = as_distcomm_error(error);
+  FailureRecord r;
+  r.kind = kind_of(error);
+  // A PeerFailure whose culprit the backend names: it saw that rank's connection close. A
+  // rank that fails stores its record before it closes its connections, so one read finds
+  // it; a rank that stored none died or exited, and neither waiting for its record nor
+  // asking it for a report (the explainer) would bring anything but delay.
+  const bool culprit_seen = r.kind == FailureRecord::Kind::kPeerFailure && culprit >= 0;
+  bool explained = culprit_seen && !departure;
+  if (r.kind == FailureRecord::Kind::kPeerFailure) {
+    std::optional<FailureRecord> cause = culprit_seen ? look_up_cause(std::chrono::milliseconds(0), kNamedLossAnswerWait)
+                                                      : look_up_cause(kLookupWindow, kStoreAnswerWait);
+    // A departure with a board that did not answer in time: nobody can explain it either.
+    if (departure && board_gone_.load()) explained = true;
+    if (cause && !same_loss(*cause, r.kind, culprit)) {
+      error = explained_by(*cause);
+      r.kind = kind_of(error);
+      // Who the cause blamed, when it knew; else the rank that failed first.
+      culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
+      explained = true;
+    }
+  }
+  if (!explained && op != nullptr &&
+      (r.kind == FailureRecord::Kind::kPeerFailure || r.kind == FailureRecord::Kind::kTimeout)) {
+    Explainer explain;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      explain = explainer_;
+    }
+    if (explain) {
+      if (std::exception_ptr better = explain(*op, error)) error = better;
+      r.kind = kind_of(error);
+    }
+  }
+  r.rank = rank_;
+  r.culprit = culprit;
+  r.op = op ? op_type_name(op->op()) : "";
+  r.seq = op ? static_cast<int64_t>(op->seq()) : -1;
+  std::exception_ptr described = with_context(error, where);
+  r.message = message_of(described);
+  r.time = std::chrono::system_clock::now();
+  // Published before the group is marked here: when another rank's record got there first
+  // (two ranks found the same Desync at once; a Timeout here after a peer's failure), that
+  // first failure is this rank's answer too -- every rank then reports the same cause.
+  std::optional<FailureRecord> earlier = publish(r, culprit_seen ? kNamedLossAnswerWait : kStoreAnswerWait);
+  // This rank may serve the store the peers read it from: it stays for them a moment.
+  internal::note_failure_for_peers();
+  if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
+    error = explained_by(*earlier);
+    r.kind = kind_of(error);
+    r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
+    described = with_context(error, where);
+    r.message = message_of(described);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.load()) return error;  // another thread recorded first meanwhile
+    first_ = r;
+    first_op_ = op;
+    first_error_ = error;
+    refusal_ = with_context(described, kUnusable);
+    failed_.store(true, std::memory_order_release);
+    recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need
+  }
+  run_abort_hooks();
+  return error;
+}
+
+void GroupFailure::shut_down(std::exception_ptr refusal, const std::function<bool()>& ops_in_flight) {
+  FailureRecord r;
+  r.kind = FailureRecord::Kind::kShutDown;
+  r.rank = rank_;
+  r.message = message_of(refusal);
+  r.time = std::chrono::system_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.load()) return;  // already cut off, and the peers already told
+    first_ = r;
+    refusal_ = std::move(refusal);
+    failed_.store(true, std::memory_order_release);
+    recorded_.notify_all();
+  }
+  // Marked first, then asked: an op either sees the mark and is refused, or is seen here.
+  if (!ops_in_flight || !ops_in_flight()) return;  // a clean close: nobody waits on this rank
+  publish(r, kStoreAnswerWait);
+  internal::note_failure_for_peers();
+  run_abort_hooks();
+}
+
+std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds answer_wait) const {
+  if (!board_) return std::nullopt;
+  StorePtr board = board_;
+  return ask_board<std::string>(
+      [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, answer_wait);
+}
+
+std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::milliseconds window,
+                                                         std::chrono::milliseconds answer_wait) const {
+  const auto until = std::chrono::steady_clock::now() + window;
+  for (;;) {
+    // Each read may take the store's time: the window only bounds how long nothing is found.
+    std::optional<std::string> found = read_board(answer_wait);
+    if (!found) return std::nullopt;  // no board, or it does not answer (its server may be the rank that died)
+    if (!found->empty()) {
+      std::optional<FailureRecord> cause = FailureRecord::decode(*found);
+      if (cause && cause->rank != rank_) return cause;
+      return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool GroupFailure::peer_has_failed() const {
+  if (failed()) return false;
+  std::optional<std::string> found = read_board(kStoreAnswerWait);
+  if (!found || found->empty()) return false;
+  std::optional<FailureRecord> cause = FailureRecord::decode(*found);
+  return cause && cause->rank != rank_;
+}
+
+std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record,
+                                                   std::chrono::milliseconds answer_wait) const {
+  if (!board_) return std::nullopt;
+  StorePtr board = board_;
+  const Store::Bytes value = to_bytes(record.encode());
+  // compare_set: only the first rank to fail leaves its record; later ones would only
+  // describe the cascade it started. Waited for: the abort hooks come after it.
+  const std::optional<std::string> stored =
+      ask_board<std::string>([board, value] { return to_string(board->compare_set(kBoardKey, {}, value)); },
+                             answer_wait);
+  if (!stored || *stored == to_string(value)) return std::nullopt;
+  std::optional<FailureRecord> earlier = FailureRecord::decode(*stored);
+  if (earlier && earlier->rank != rank_) return earlier;
+  return std::nullopt;
+}
+
+void GroupFailure::publish_record(const StorePtr& board, const FailureRecord& record) {
+  if (!board) return;
+  std::atomic<bool> gone{false};
+  const Store::Bytes value = to_bytes(record.encode());
+  call_with_limit<bool>([board, value] { return board->compare_set(kBoardKey, {}, value).empty(); },
+                        kStoreAnswerWait, gone);
+  internal::note_failure_for_peers();
+}
+
+void GroupFailure::run_abort_hooks() {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hooks_ran_) return;
+    hooks_ran_ = true;
+    hooks = hooks_;
+  }
+  for (const auto& hook : hooks) {
+    try {
+      hook();
+    } catch (...) {
+      // A hook that fails must not hide the failure it was run for, nor escape a thread.
+    }
+  }
+}
+
+}  // namespace distcomm

@@ -1,0 +1,174 @@
+// GroupFailure: "this group has failed", written once for every backend.
+//
+// After its first failure a group is unusable: a started collective cannot be cancelled
+// (MPI), a communicator must be aborted (NCCL), connections are closed (gloo), and the
+// ranks' op sequences no longer match. So a backend does the same things on a failure, and
+// does them here:
+//   1. record the first failure -- its kind (the error's type), this rank, the op and its
+//      sequence number, the culprit rank when known, the time -- and keep it;
+//   2. refuse every later op at once, with an error of the same type that quotes the first;
+//   3. where the group's ranks share a store, publish the first failure there, and explain
+//      an op that a peer cut off (PeerFailure) with what that peer published, so that every
+//      rank reports the cause (another rank's Timeout or Desync) and names its rank, rather
+//      than the consequence ("connection closed"); a rank whose own failure finds another
+//      rank's record already there (both found the same Desync; a Timeout after a peer
+//      failed) reports that first one too;
+//   4. then, once the record is stored (or the store has not answered for seconds), run
+//      the backend's abort hooks once (cut connections, abort communicators), so that
+//      neither a local thread nor a peer stays blocked on the group. In this order a peer
+//      that sees the connection closed finds the record with its first read.
+// A shutdown by this rank (ProcessGroup::abort or destruction) also makes the group
+// unusable, with its own refusal; the peers are told when ops were in flight.
+//
+// Thread-safe. failed() is one atomic load, cheap enough for every op's issue path.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/store/store.h"
+#include "api/work.h"
+
+namespace distcomm {
+
+struct FailureRecord {
+  // Appended only: the number is what a record published in the store carries.
+  enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther, kDesync, kInvalidArgument };
+  Kind kind = Kind::kOther;
+  int rank = -1;     // the group rank that recorded it
+  int culprit = -1;  // the rank held responsible; -1 when unknown
+  std::string op;    // "all_reduce"; "" when the failure was not an op's
+  int64_t seq = -1;  // the op's sequence number; -1 when none
+  std::string message;  // what went wrong, with the op's description in front
+  std::chrono::system_clock::time_point time;
+
+  // One line of text per field (the message last), as published in the store.
+  std::string encode() const;
+  static std::optional<FailureRecord> decode(const std::string& text);
+  // The kind of an error: its type (Timeout, PeerFailure, Desync, InvalidArgument), else kOther.
+  static Kind kind_of(const std::exception_ptr& error);
+};
+
+class GroupFailure {
+ public:
+  // rank: this rank in the group. board: a store every rank of the group reaches (the
+  // backend's BackendOptions::store), or null: failures are then not published.
+  GroupFailure(int rank, StorePtr board);
+  GroupFailure(const GroupFailure&) = delete;
+  GroupFailure& operator=(const GroupFailure&) = delete;
+
+  // Run once, in the order added, by the thread that records the first failure (and by a
+  // shutdown with ops in flight). They must not block on peers. Add them before any op.
+  void on_abort(std::function<void()> hook);
+  // Asked when an op's own Timeout, or a PeerFailure no peer has explained, is about to
+  // become the group's first failure (before the abort hooks, while the other peers are
+  // still connected): returns the error to record instead -- the same one with where the
+  // other ranks are ("ranks [1] are still at all_reduce #11"), or what the ranks' reports
+  // show (a Desync). May wait a little for the peers to say (stall_watch.h).
+  using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
+  void set_explainer(Explainer explainer);
+
+  // Failed or shut down: later ops must be refused.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // What an op issued now must end with: null while the group is usable, else an error of
+  // the first failure's type that quotes it ("the group is unusable since an earlier
+  // failure; ...") or the shutdown's refusal.
+  std::exception_ptr refusal() const;
+  // Throws refusal() if there is one.
+  void check_usable() const;
+
+  // The op `op` failed with `error` (a distcomm error; others become Error). Returns what
+  // the op must end with: the error itself for the group's first failure (or, for a
+  // PeerFailure, what the peer that caused it published), also when the op whose failure
+  // came first is recorded again (a watch recorded it, then the op's own wait failed);
+  // refusal() for a failure that follows an earlier one. The first failure is recorded and published, then the abort
+  // hooks run. culprit: the rank held responsible, when the backend knows it. For a
+  // PeerFailure it means the backend saw that rank's connection close: then the board is
+  // read once (a rank that fails publishes before it cuts its connections) and the
+  // explainer is not asked (the rank may be dead); a record of another rank that blames
+  // the same culprit for the same kind of loss leaves this rank's own error as it is.
+  std::exception_ptr record(std::exception_ptr error, const Work& op, int culprit = -1);
+  // record() for a PeerFailure because `culprit` closed the group cleanly while `op` still
+  // needed it (gloo's goodbye): that rank published nothing, so nothing is waited for on the
+  // board; the explainer is asked (where the ranks are, or the Desync that let the rank
+  // finish and leave) when the board answers one read in time -- its host may be the rank
+  // that left.
+  std::exception_ptr record_departure(std::exception_ptr error, const Work& op, int culprit);
+  // The same for a failure outside an op (setup, a background check); where: what failed.
+  std::exception_ptr record(std::exception_ptr error, const std::string& where, int culprit = -1);
+  // record() for peers a watch saw go outside any op's own wait (gloo's connection watch):
+  // when this rank is already recording a failure (reading the board, asking the
+  // explainer), that failure was seen first -- the peer may have exited because of it --
+  // so this waits for it and returns its refusal. op: the op in flight, or null.
+  std::exception_ptr record_loss(std::exception_ptr error, const Work* op, int culprit);
+
+  // This rank stops the group: later ops end with `refusal` (unless the group had failed
+  // before: its failure stays the answer). ops_in_flight is asked after the group is
+  // marked; when it says yes, the peers are told (published) and the abort hooks run.
+  void shut_down(std::exception_ptr refusal, const std::function<bool()>& ops_in_flight = {});
+
+  // The first failure or shutdown, if any.
+  std::optional<FailureRecord> first() const;
+
+  // Leaves `record` on `board` (a backend's store, the one a GroupFailure of the group
+  // reads) unless another record is there already; waits a few seconds at most. How a
+  // failure no backend saw (the program's own error, ProcessGroup::publish_program_failure)
+  // reaches the peers' GroupFailures.
+  static void publish_record(const StorePtr& board, const FailureRecord& record);
+
+  // Whether this group is still usable here while another rank has published the group's
+  // failure (one read of the board, bounded). A rank that no closed connection reaches (a
+  // recv from any rank, which gloo does not fail when one of the pairs closes; a rank with
+  // nothing in flight) learns of the failure this way: the stall watch asks every tick, and
+  // records a PeerFailure, which the published record then explains.
+  bool peer_has_failed() const;
+
+ private:
+  std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
+                                    int culprit, bool departure = false, bool loss = false);
+  // A PeerFailure may be a peer's failure seen from here: its published record, if any,
+  // looked for during `window` when the first read finds none.
+  std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window, std::chrono::milliseconds answer_wait) const;
+  // The board's record as text ("" when there is none); nullopt without a board, or when it
+  // does not answer.
+  // answer_wait: how long a store call may take before the board is taken as gone.
+  std::optional<std::string> read_board(std::chrono::milliseconds answer_wait) const;
+  // Leaves the record on the board unless another is there; returns that other rank's
+  // record when one got there first (nullopt: this one is stored, or there is no board).
+  std::optional<FailureRecord> publish(const FailureRecord& record, std::chrono::milliseconds answer_wait) const;
+  // fn (a call on the board) on its own thread, waited for a few seconds at most; nullopt
+  // when it failed or ran out of time (then the board is taken as gone).
+  template <typename R>
+  std::optional<R> ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const;
+  void run_abort_hooks();
+
+  const int rank_;
+  const StorePtr board_;
+  mutable std::atomic<bool> board_gone_{false};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  // Threads recording a failure now (reading the board, asking the explainer); a loss
+  // (record_loss) waits for them (`recorded_`): the first failure seen is the cause, the
+  // peer's exit its consequence. Other failures do not wait: a peer's published failure, or
+  // a Timeout, must not be held up by an explainer.
+  int recording_ = 0;
+  std::condition_variable recorded_;
+  std::optional<FailureRecord> first_;
+  std::exception_ptr refusal_;
+  bool shut_down_here_ = false;
+  std::vector<std::function<void()>> hooks_;
+  bool hooks_ran_ = false;
+  Explainer explainer_;
+  // The first failure's op and the error it ended with.
+  const Work* first_op_ = nullptr;
+  std::exception_ptr first_error_;
+};
+
+}  // namespace distcomm

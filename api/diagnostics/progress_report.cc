@@ -1,0 +1,295 @@
+#include "api/diagnostics/progress_report.h"
+
+#include <map>
+#include <sstream>
+
+namespace distcomm {
+namespace {
+
+const char kFormat[] = "progress1";
+
+bool is_collective(const OpFingerprint& f) { return !f.p2p; }
+
+bool is_send(const OpFingerprint& f) { return f.op == OpType::kSend; }
+
+const PendingOp* pending_at(const ProgressReport& r, uint64_t seq, int64_t min_waiting_ms) {
+  for (const PendingOp& p : r.pending) {
+    if (is_collective(p.fingerprint) && p.fingerprint.seq == seq && p.waiting_ms >= min_waiting_ms) return &p;
+  }
+  return nullptr;
+}
+
+std::string elements_text(const OpFingerprint& f) { return elements_text(f.count, f.dtype); }
+
+// "rank 2 is" / "ranks [1, 2] are"
+std::string subject(const std::vector<int>& ranks, const char* singular, const char* plural) {
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]) + " " + singular;
+  return "ranks " + rank_list_text(ranks) + " " + plural;
+}
+
+// Clauses grouped by their text, in the order their first rank appears.
+class Clauses {
+ public:
+  void add(int rank, const std::string& singular, const std::string& plural) {
+    const std::string key = singular + "|" + plural;
+    if (!ranks_.count(key)) order_.push_back({singular, plural});
+    ranks_[key].push_back(rank);
+  }
+  std::string text() const {
+    std::string s;
+    for (const auto& [singular, plural] : order_) {
+      s += (s.empty() ? "" : "; ") + subject(ranks_.at(singular + "|" + plural), singular.c_str(), plural.c_str());
+    }
+    return s;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> order_;
+  std::map<std::string, std::vector<int>> ranks_;
+};
+
+// Whether `send` (of rank `sender`) pairs with one of the receiver's recvs from that rank:
+// the same tag and ordinal.
+bool paired_with_recv_from(const ProgressReport& receiver, int sender, const OpFingerprint& send) {
+  for (const PendingOp& q : receiver.pending) {
+    const OpFingerprint& g = q.fingerprint;
+    if (g.p2p && !is_send(g) && g.root == sender && g.tag == send.tag && g.ordinal == send.ordinal) return true;
+  }
+  return false;
+}
+
+// The pending sends that `receiver`'s pending recv from any rank (`any`) would take -- sent
+// to it with the same tag, waiting long enough, not paired with a recv from their own rank --
+// when none of them fits it (then whichever arrives first is a mismatch, as MPI would find
+// it); empty when one fits (that one may be what it takes) or there is none.
+std::vector<std::pair<int, const OpFingerprint*>> unfit_senders(const std::vector<std::optional<ProgressReport>>& by_rank,
+                                                               int receiver, const OpFingerprint& any,
+                                                               int64_t min_waiting_ms) {
+  std::vector<std::pair<int, const OpFingerprint*>> unfit;
+  if (receiver < 0 || receiver >= static_cast<int>(by_rank.size()) || !by_rank[receiver]) return unfit;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (static_cast<int>(r) == receiver || !by_rank[r]) continue;
+    for (const PendingOp& q : by_rank[r]->pending) {
+      const OpFingerprint& g = q.fingerprint;
+      if (!g.p2p || !is_send(g) || g.root != receiver || g.tag != any.tag || q.waiting_ms < min_waiting_ms) continue;
+      if (paired_with_recv_from(*by_rank[receiver], static_cast<int>(r), g)) continue;
+      if (g.p2p_hash() == any.p2p_hash()) return {};
+      unfit.push_back({static_cast<int>(r), &g});
+    }
+  }
+  return unfit;
+}
+
+const char kSameCountAndDtype[] = "; a send and its recv must have the same count and dtype";
+
+// Where rank r stands relative to collective #seq, as a clause (both grammatical numbers).
+std::pair<std::string, std::string> position(const std::optional<ProgressReport>& r, const OpFingerprint& op) {
+  if (!r) {
+    return {"did not report (busy outside distcomm, stuck in the program, or gone)",
+            "did not report (busy outside distcomm, stuck in the program, or gone)"};
+  }
+  if (r->left) {
+    const std::string last =
+        r->last_collective ? " after " + r->last_collective->describe() : std::string(" before any collective");
+    return {"has left the group" + last, "have left the group" + last};
+  }
+  if (const PendingOp* same = pending_at(*r, op.seq, 0)) {
+    if (same->fingerprint.agreement_hash() == op.agreement_hash()) return {"waits in it too", "wait in it too"};
+    return {"runs " + same->fingerprint.describe() + " there", "run " + same->fingerprint.describe() + " there"};
+  }
+  if (const PendingOp* oldest = r->oldest_collective()) {
+    if (oldest->fingerprint.seq < op.seq) {
+      const std::string at = "still at " + oldest->fingerprint.describe();
+      return {"is " + at, "are " + at};
+    }
+  }
+  const std::string seq = "#" + std::to_string(op.seq);
+  if (!r->last_collective) return {"has not issued any collective yet", "have not issued any collective yet"};
+  if (r->last_collective->seq < op.seq) {
+    const std::string last = " yet (its last collective: " + r->last_collective->describe() +
+                             (r->last_collective_finished ? ", finished)" : ", running)");
+    return {"has not issued " + seq + last, "have not issued " + seq + last};
+  }
+  return {"has finished " + seq, "have finished " + seq};
+}
+
+}  // namespace
+
+const PendingOp* ProgressReport::oldest_collective() const {
+  for (const PendingOp& p : pending) {
+    if (is_collective(p.fingerprint)) return &p;
+  }
+  return nullptr;
+}
+
+std::string ProgressReport::encode() const {
+  std::ostringstream out;
+  out << kFormat << " " << rank << " " << request << " " << left << " " << last_collective.has_value() << " " << last_collective_finished << " "
+      << pending.size() << "\n";
+  if (last_collective) out << last_collective->encode() << "\n";
+  for (const PendingOp& p : pending) out << p.waiting_ms << " " << p.fingerprint.encode() << "\n";
+  return out.str();
+}
+
+std::optional<ProgressReport> ProgressReport::decode(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, format;
+  ProgressReport r;
+  bool has_last = false;
+  size_t n = 0;
+  if (!std::getline(in, line)) return std::nullopt;
+  std::istringstream head(line);
+  if (!(head >> format >> r.rank >> r.request >> r.left >> has_last >> r.last_collective_finished >> n) || format != kFormat ||
+      n > 4096) {
+    return std::nullopt;
+  }
+  if (has_last) {
+    if (!std::getline(in, line)) return std::nullopt;
+    r.last_collective = OpFingerprint::decode(line);
+    if (!r.last_collective) return std::nullopt;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::getline(in, line)) return std::nullopt;
+    const size_t space = line.find(' ');
+    if (space == std::string::npos) return std::nullopt;
+    PendingOp p;
+    try {
+      p.waiting_ms = std::stoll(line.substr(0, space));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    auto f = OpFingerprint::decode(line.substr(space + 1));
+    if (!f) return std::nullopt;
+    p.fingerprint = *f;
+    r.pending.push_back(std::move(p));
+  }
+  return r;
+}
+
+Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_rank, int mine,
+                        int64_t min_waiting_ms) {
+  Verdict v;
+  if (mine < 0 || mine >= static_cast<int>(by_rank.size()) || !by_rank[mine]) return v;
+  const ProgressReport& me = *by_rank[mine];
+
+  // A collective: what every rank runs at its sequence number.
+  const PendingOp* stalled = me.oldest_collective();
+  if (stalled && stalled->waiting_ms >= min_waiting_ms) {
+    const OpFingerprint& op = stalled->fingerprint;
+    bool differs = false;
+    std::vector<OpFingerprint> all_to_alls;
+    std::vector<std::string> texts;
+    for (size_t r = 0; r < by_rank.size(); ++r) {
+      // Any op there goes in the table; only ops that have waited long enough decide.
+      const PendingOp* there = by_rank[r] ? pending_at(*by_rank[r], op.seq, 0) : nullptr;
+      if (there) {
+        if (there->waiting_ms >= min_waiting_ms) differs |= there->fingerprint.agreement_hash() != op.agreement_hash();
+        all_to_alls.push_back(there->waiting_ms >= min_waiting_ms ? there->fingerprint : OpFingerprint());
+        texts.push_back(there->fingerprint.describe());
+      } else {
+        all_to_alls.push_back(OpFingerprint());  // no splits: pairs with it are not compared
+        texts.push_back("(" + position(by_rank[r], op).first + ")");
+      }
+    }
+    std::string pairs;
+    if (!differs && op.op == OpType::kAllToAll) pairs = all_to_all_mismatches(all_to_alls);
+    if (differs || !pairs.empty()) {
+      v.kind = Verdict::Kind::kDesync;
+      v.op = op;
+      v.message = desync_message(op.seq, rank_table(texts), pairs);
+      return v;
+    }
+  }
+
+  // Point to point: a pending send or recv and its counterpart on the peer.
+  for (const PendingOp& p : me.pending) {
+    const OpFingerprint& f = p.fingerprint;
+    if (!f.p2p || p.waiting_ms < min_waiting_ms) continue;
+    if (f.root < 0) {
+      // A recv from any rank: the sends to this rank it would take, when none fits.
+      if (is_send(f)) continue;
+      const auto unfit = unfit_senders(by_rank, mine, f, min_waiting_ms);
+      if (unfit.empty()) continue;
+      const std::string sender = "rank " + std::to_string(unfit.front().first);
+      v.kind = Verdict::Kind::kSizeMismatch;
+      v.op = f;
+      v.message = "recv from any rank (tag " + std::to_string(f.tag) + "): this rank's tensor holds " +
+                  elements_text(f) + " but " + sender + " sends " + elements_text(*unfit.front().second) +
+                  kSameCountAndDtype;
+      return v;
+    }
+    if (f.ordinal < 0 || f.root >= static_cast<int>(by_rank.size()) || !by_rank[f.root]) continue;
+    const OpFingerprint* same_ordinal = nullptr;
+    const OpFingerprint* takes_it = nullptr;  // the peer's recv from any rank that would take this send
+    bool could_match = false;
+    for (const PendingOp& q : by_rank[f.root]->pending) {
+      const OpFingerprint& g = q.fingerprint;
+      if (!g.p2p || g.tag != f.tag || is_send(g) == is_send(f) || q.waiting_ms < min_waiting_ms) continue;
+      if (g.root != mine && g.root >= 0) continue;  // another pair
+      if (g.p2p_hash() == f.p2p_hash()) {
+        could_match = true;  // one that fits: the transfer may still happen
+        break;
+      }
+      if (g.root < 0) {
+        for (const auto& [rank, send] : unfit_senders(by_rank, f.root, g, min_waiting_ms)) {
+          if (rank == mine && send->ordinal == f.ordinal) takes_it = &g;
+        }
+        continue;
+      }
+      if (g.ordinal == f.ordinal) same_ordinal = &g;
+    }
+    if (could_match || !(same_ordinal || takes_it)) continue;
+    const std::string peer = "rank " + std::to_string(f.root);
+    const std::string which = " (tag " + std::to_string(f.tag) + ", transfer " + std::to_string(f.ordinal) + "): ";
+    v.kind = Verdict::Kind::kSizeMismatch;
+    v.op = f;
+    if (!same_ordinal) {
+      v.message = "send to " + peer + which + peer + " receives from any rank into " + elements_text(*takes_it) +
+                  " but this rank sends " + elements_text(f);
+    } else if (is_send(f)) {
+      v.message = "send to " + peer + which + peer + " receives into " + elements_text(*same_ordinal) +
+                  " but this rank sends " + elements_text(f);
+    } else {
+      v.message = "recv from " + peer + which + "this rank's tensor holds " + elements_text(f) + " but " + peer +
+                  " sends " + elements_text(*same_ordinal);
+    }
+    v.message += kSameCountAndDtype;
+    return v;
+  }
+  return v;
+}
+
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs) {
+  return "the ranks disagree on collective #" + std::to_string(seq) +
+         " (a rank skipped or added a collective, or passed other arguments; DISTCOMM_DEBUG=DETAIL "
+         "checks every op before it runs). Each rank's op there:\n" +
+         table + (pairs.empty() ? "" : "the all_to_all's splits do not pair up:\n" + pairs);
+}
+
+std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                         int mine) {
+  Clauses clauses;
+  if (!op.p2p) {
+    for (size_t r = 0; r < by_rank.size(); ++r) {
+      if (static_cast<int>(r) == mine) continue;
+      const auto [singular, plural] = position(by_rank[r], op);
+      clauses.add(static_cast<int>(r), singular, plural);
+    }
+    return clauses.text();
+  }
+  if (op.root < 0 || op.root >= static_cast<int>(by_rank.size())) return "";
+  const std::optional<ProgressReport>& peer = by_rank[op.root];
+  const std::string who = "rank " + std::to_string(op.root);
+  if (!peer) return who + " did not report (busy outside distcomm, stuck in the program, or gone)";
+  std::string with_me;
+  for (const PendingOp& q : peer->pending) {
+    const OpFingerprint& g = q.fingerprint;
+    if (g.p2p && (g.root == mine || g.root < 0)) with_me += (with_me.empty() ? "" : ", ") + g.describe();
+  }
+  if (!with_me.empty()) return who + "'s pending transfers with this rank: " + with_me;
+  std::string s = who + " has no transfer with this rank pending";
+  if (const PendingOp* c = peer->oldest_collective()) s += " (it waits in " + c->fingerprint.describe() + ")";
+  return s;
+}
+
+}  // namespace distcomm

@@ -1,0 +1,89 @@
+// ProgressReport: where one rank of a group stands -- the ops it has issued and not
+// finished, and the last collective it issued -- as its stall watch publishes it when an op
+// waits too long, and what the comparison of the ranks' reports concludes.
+//
+// When ranks disagree on an op (a count, a dtype, a root, a skipped collective, a recv
+// larger than the send), the backend keeps their messages from matching (gloo's tags and
+// slots carry the op's fingerprint), so the op waits. These functions turn that wait into
+// a named error: a Desync with the table of what each rank runs at that sequence number, a
+// point-to-point size mismatch naming both counts, or, for a Timeout, which ranks are where
+// ("ranks [1] are still at all_reduce #11").
+//
+// Pure functions over plain data: the store traffic is stall_watch.h's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/diagnostics/op_fingerprint.h"
+
+namespace distcomm {
+
+struct PendingOp {
+  OpFingerprint fingerprint;
+  int64_t waiting_ms = 0;  // since it was issued
+};
+
+struct ProgressReport {
+  int rank = -1;
+  // The request it answers: the board's request count when it was published (a rank asks
+  // by raising the count, and waits for reports that answer its request).
+  int64_t request = 0;
+  // The rank has closed the group (destroyed it, or its process is exiting): its last
+  // word, which answers every later request.
+  bool left = false;
+  // Issued and not finished, oldest first (collectives and point-to-point ops).
+  std::vector<PendingOp> pending;
+  // The newest collective issued, and whether it has finished.
+  std::optional<OpFingerprint> last_collective;
+  bool last_collective_finished = false;
+
+  // The oldest pending collective, if any.
+  const PendingOp* oldest_collective() const;
+
+  std::string encode() const;
+  static std::optional<ProgressReport> decode(const std::string& text);
+};
+
+// What the reports say about one of this rank's pending ops.
+struct Verdict {
+  enum class Kind {
+    kNone,         // nothing certain: the others may still come
+    kDesync,       // ranks run different collectives at the same sequence number
+    kSizeMismatch  // a send and its recv disagree on count or dtype
+  };
+  Kind kind = Kind::kNone;
+  std::string message;
+  // The op of this rank that cannot finish (its fingerprint), when kind != kNone.
+  std::optional<OpFingerprint> op;
+};
+
+// Compares this rank's report (by_rank[mine.rank]) with the others' (nullopt: no report).
+// Only ops waiting at least min_waiting_ms on both sides count: a report a moment old may
+// show an op that has since matched.
+//   - A collective: some rank has a pending collective at the same sequence number whose
+//     agreement hash differs (or an all_to_all whose splits do not pair up) -> kDesync,
+//     with the table of every rank's op there.
+//   - A send or recv with a known peer: the peer's pending op of the same pair, tag and
+//     ordinal disagrees on count or dtype, and none of the peer's pending ops could match
+//     it -> kSizeMismatch, naming both counts.
+//   - A recv from any rank: ranks send to this one with its tag (sends that no recv from
+//     their own rank pairs with), and none of them fits -> kSizeMismatch, naming the first
+//     such send; and for such a send, the same verdict on its sender's side.
+Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_rank, int mine,
+                        int64_t min_waiting_ms);
+
+// A Desync's message: the ranks disagree on collective #seq; `table` shows each rank's op
+// there (rank_table), `pairs` the all_to_all splits that do not pair ("" for none).
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs);
+
+// For a Timeout of `op` on rank `mine`: where the other ranks are, one clause per group of
+// ranks ("ranks [1] are still at all_reduce #10; rank 2 has not issued #11 yet (its last
+// collective: broadcast #10, finished); rank 3 did not report (busy outside distcomm,
+// stuck in the program, or gone)"), or "" when there is nothing to say.
+std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                         int mine);
+
+}  // namespace distcomm

@@ -1,0 +1,357 @@
+#include "api/diagnostics/stall_watch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include "api/errors.h"
+
+namespace distcomm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+const char kRequestKey[] = "watch/request";
+std::string report_key(int rank) { return "watch/report/" + std::to_string(rank); }
+
+// An op's own wait normally reports its timeout; the watch steps in this much later, for
+// ops that are not waiting yet (queued behind another) or whose wait started late.
+constexpr milliseconds kDeadlineSlack{200};
+constexpr size_t kMaxReported = 64;  // pending ops in one report
+constexpr milliseconds kStopWait{2000};  // for the thread's last report when the group closes
+// The soonest an op is compared with the others' (a report a moment old may show an op that
+// has since matched): an op with a short timeout is compared at half of it, not before this.
+constexpr milliseconds kShortestProbe{500};
+
+milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
+  return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
+}
+
+int64_t ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration_cast<milliseconds>(to - from).count();
+}
+
+// The error a verdict names, or null.
+std::exception_ptr as_error(const Verdict& v) {
+  switch (v.kind) {
+    case Verdict::Kind::kDesync: return std::make_exception_ptr(Desync(v.message));
+    case Verdict::Kind::kSizeMismatch: return std::make_exception_ptr(InvalidArgument(v.message));
+    case Verdict::Kind::kNone: break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+struct StallWatch::Shared {
+  struct Entry {
+    OpFingerprint fingerprint;
+    WorkPtr work;
+    Clock::time_point issued;
+    Clock::time_point deadline = Clock::time_point::max();
+  };
+
+  StallWatchOptions options;
+  // Held while failing an op, apart from mu: recording runs the explainer, which takes mu.
+  std::mutex failure_mu;
+  GroupFailure* failure = nullptr;  // null once stopped
+  std::mutex mu;  // everything below
+  std::condition_variable cv;
+  std::vector<Entry> ring;
+  uint64_t issued_count = 0;
+  bool stopping = false;
+  bool exited = false;  // the thread is done
+  Clock::time_point wake_at = Clock::time_point::max();  // the thread's next look
+  int64_t answered = 0;  // the last request this rank answered
+
+  // The report of now (mu held).
+  ProgressReport report(Clock::time_point now, int64_t request) const {
+    ProgressReport r;
+    r.rank = options.rank;
+    r.request = request;
+    const uint64_t first = issued_count > ring.size() ? issued_count - ring.size() : 0;
+    for (uint64_t i = first; i < issued_count; ++i) {
+      const Entry& e = ring[i % ring.size()];
+      if (!e.work) continue;
+      const bool finished = e.work->is_completed();
+      if (!e.fingerprint.p2p) {
+        r.last_collective = e.fingerprint;
+        r.last_collective_finished = finished;
+      }
+      if (!finished && r.pending.size() < kMaxReported) r.pending.push_back({e.fingerprint, ms_between(e.issued, now)});
+    }
+    return r;
+  }
+
+  // The unfinished op with this fingerprint's identity (mu held).
+  WorkPtr work_of(const OpFingerprint& f) const {
+    for (const Entry& e : ring) {
+      if (e.work && e.fingerprint.p2p == f.p2p && e.fingerprint.seq == f.seq && !e.work->is_completed()) return e.work;
+    }
+    return nullptr;
+  }
+
+  const Entry* entry_of(const Work& op) const {
+    for (const Entry& e : ring) {
+      if (e.work.get() == &op) return &e;
+    }
+    return nullptr;
+  }
+
+  // Records error for work as the group's failure, unless the watch was stopped.
+  void fail(const WorkPtr& work, std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (failure && work) failure->record(std::move(error), *work);
+  }
+
+  // Another rank published the group's failure while this rank's group is still usable:
+  // the group is gone (that rank cut its connections), so it fails here too, as the cut-off
+  // oldest unfinished op, or outside an op when none is in flight.
+  void follow_a_failed_peer() {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (!failure || !failure->peer_has_failed()) return;
+    WorkPtr oldest;
+    {
+      std::lock_guard<std::mutex> ring_lock(mu);
+      const uint64_t first = issued_count > ring.size() ? issued_count - ring.size() : 0;
+      for (uint64_t i = first; i < issued_count && !oldest; ++i) {
+        const Entry& e = ring[i % ring.size()];
+        if (e.work && !e.work->is_completed()) oldest = e.work;
+      }
+    }
+    auto cut_off = std::make_exception_ptr(PeerFailure("another rank of the group failed and published why"));
+    if (oldest) {
+      failure->record(cut_off, *oldest);
+    } else {
+      failure->record(cut_off, "the group (no op in flight)");
+    }
+  }
+
+  // Every rank's report on the board (nullopt where none), this rank's being `mine`.
+  // Raises the request count, publishes this rank's report, and returns every rank's that
+  // answers it (a rank that left answered already), waiting about a tick for them.
+  std::vector<std::optional<ProgressReport>> ask_everyone();
+  // GroupFailure's explainer (see there).
+  std::exception_ptr explain(const Work& op, std::exception_ptr error);
+  // The last report, once the group is closed here (best effort; the thread's last act).
+  void leave();
+
+  std::vector<std::optional<ProgressReport>> read_reports(const ProgressReport& mine) const {
+    std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
+    for (int r = 0; r < options.size; ++r) {
+      if (r == options.rank) {
+        by_rank[r] = mine;
+      } else if (options.board->check({report_key(r)})) {
+        by_rank[r] = ProgressReport::decode(options.board->get_string(report_key(r)));
+      }
+    }
+    return by_rank;
+  }
+};
+
+StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : shared_(std::make_shared<Shared>()) {
+  if (!options.board) throw InvalidArgument("StallWatch: needs the group's board (a store)");
+  shared_->options = std::move(options);
+  shared_->failure = &failure;
+  failure.set_explainer(
+      [shared = shared_](const Work& op, std::exception_ptr error) { return shared->explain(op, std::move(error)); });
+  shared_->ring.resize(kTracked);
+  thread_ = std::thread(loop, shared_);
+}
+
+std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
+  const int64_t request = options.board->add(kRequestKey, 1);
+  ProgressReport mine;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    mine = report(Clock::now(), request);
+  }
+  options.board->set(report_key(options.rank), mine.encode());
+  // The others answer within a tick of their watch; a rank that left answered already.
+  const Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
+  std::vector<std::optional<ProgressReport>> by_rank;
+  auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= request); };
+  for (;;) {
+    by_rank = read_reports(mine);
+    if (std::all_of(by_rank.begin(), by_rank.end(), answered) || Clock::now() >= until) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  for (auto& r : by_rank) {
+    if (!answered(r)) r.reset();  // an old report: that rank did not answer
+  }
+  return by_rank;
+}
+
+std::exception_ptr StallWatch::Shared::explain(const Work& op, std::exception_ptr error) {
+  try {
+    std::optional<OpFingerprint> fingerprint;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (const Shared::Entry* e = entry_of(op)) fingerprint = e->fingerprint;
+    }
+    if (!fingerprint) return nullptr;
+    const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone();
+    // The op failed: whatever the reports show now is what stopped it.
+    if (std::exception_ptr named = as_error(compare_reports(by_rank, options.rank, 0))) return named;
+    const std::string where = explain_wait(*fingerprint, by_rank, options.rank);
+    if (where.empty()) return nullptr;
+    return with_detail(error, where);
+  } catch (const std::exception&) {
+    return nullptr;  // the store failed: nobody can say
+  }
+}
+
+StallWatch::~StallWatch() { stop(); }
+
+void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, milliseconds timeout) {
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point deadline = timeout.count() > 0 ? now + timeout : Clock::time_point::max();
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    Shared::Entry& e = shared_->ring[shared_->issued_count++ % kTracked];
+    e.fingerprint = fingerprint;
+    e.work = work;
+    e.issued = now;
+    e.deadline = deadline;
+    // Only a deadline before the thread's next look needs it woken (rare: short timeouts).
+    wake = deadline != Clock::time_point::max() && deadline + kDeadlineSlack < shared_->wake_at;
+  }
+  if (wake) shared_->cv.notify_one();
+}
+
+void StallWatch::stop() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stopping = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->failure_mu);  // waits for a failure being recorded
+    if (shared_->failure) shared_->failure->set_explainer(nullptr);
+    shared_->failure = nullptr;
+  }
+  shared_->cv.notify_all();
+  // It publishes its last report and ends. A store call that hangs (a store whose server
+  // is gone) must not hold up closing the group: then it is left to end on its own.
+  bool exited = false;
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    exited = shared_->cv.wait_for(lock, kStopWait, [&] { return shared_->exited; });
+  }
+  if (exited) {
+    thread_.join();
+  } else {
+    thread_.detach();
+  }
+}
+
+void StallWatch::Shared::leave() {
+  try {
+    ProgressReport last;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last = report(Clock::now(), 0);
+    }
+    last.left = true;
+    options.board->set(report_key(options.rank), last.encode());
+  } catch (const std::exception&) {
+    // The store is gone: nobody will ask.
+  }
+}
+
+std::exception_ptr StallWatch::explain(const Work& op, std::exception_ptr error) {
+  return shared_->explain(op, std::move(error));
+}
+
+void StallWatch::loop(std::shared_ptr<Shared> shared) {
+  const StallWatchOptions& o = shared->options;
+  std::unique_lock<std::mutex> lock(shared->mu);
+  while (!shared->stopping) {
+    // Sleep until the next tick, or the first deadline that comes before it, or the moment
+    // an op with a short timeout is due to be compared.
+    const Clock::time_point start = Clock::now();
+    Clock::time_point next = start + o.tick;
+    for (const auto& e : shared->ring) {
+      if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
+        next = std::min(next, e.deadline + kDeadlineSlack);
+        const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
+        if (probe > start) next = std::min(next, probe);
+      }
+    }
+    shared->wake_at = next;
+    shared->cv.wait_until(lock, next, [&] { return shared->stopping; });
+    if (shared->stopping) break;
+    const Clock::time_point now = Clock::now();
+
+    // An op past its deadline: the group's Timeout, whether it runs or waits its turn.
+    WorkPtr late;
+    milliseconds late_timeout{0};
+    bool stalled = false;
+    // An op whose timeout is short is compared sooner: at half its timeout (not before
+    // kShortestProbe), so that a Desync is named before the Timeout would end it.
+    milliseconds probe_after = o.probe_after;
+    for (const auto& e : shared->ring) {
+      if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
+      probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
+    }
+    for (auto& e : shared->ring) {
+      if (!e.work || e.work->is_completed()) continue;
+      if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
+        late = e.work;
+        late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
+        e.deadline = Clock::time_point::max();  // once: the group's failure ends it
+      }
+      stalled |= now - e.issued >= probe_after;
+    }
+    if (late) {
+      lock.unlock();
+      shared->fail(late, std::make_exception_ptr(Timeout(
+                             "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
+                             " ms, counted from when it was issued (it may have waited behind earlier ops of the "
+                             "group)")));
+      lock.lock();
+      continue;
+    }
+
+    // Answer the others' requests; when an op of this rank waits, ask and compare.
+    const int64_t answered = shared->answered;
+    lock.unlock();
+    shared->follow_a_failed_peer();
+    try {
+      const int64_t request = o.board->add(kRequestKey, stalled ? 1 : 0);
+      if (stalled || request > answered) {
+        ProgressReport mine;
+        {
+          std::lock_guard<std::mutex> report_lock(shared->mu);
+          mine = shared->report(Clock::now(), request);
+          shared->answered = request;
+        }
+        o.board->set(report_key(o.rank), mine.encode());
+        if (stalled && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
+          // Certain: then every rank's word, for the table.
+          const auto all = shared->ask_everyone();
+          Verdict v = compare_reports(all, o.rank, probe_after.count());
+          if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, probe_after.count());
+          WorkPtr work;
+          {
+            std::lock_guard<std::mutex> work_lock(shared->mu);
+            if (v.op) work = shared->work_of(*v.op);
+          }
+          shared->fail(work, as_error(v));
+        }
+      }
+    } catch (const std::exception&) {
+      // The store failed: nothing to compare with now. Every op's own deadline still holds.
+    }
+    lock.lock();
+  }
+  lock.unlock();
+  shared->leave();
+  lock.lock();
+  shared->exited = true;
+  shared->cv.notify_all();
+}
+
+}  // namespace distcomm

@@ -1,0 +1,390 @@
+#include "api/diagnostics/trace_dump.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/process/failure_report.h"
+#include "api/diagnostics/json_text.h"
+#include "api/logging.h"
+#include "api/plugin/plugin.h"
+#include "api/diagnostics/timeline.h"
+#include "api/process/write_fully.h"
+
+namespace distcomm {
+namespace {
+
+// Recorders kept after their group is gone, for the exit dump: enough for a program's
+// groups; a test that makes thousands of groups does not keep them all.
+constexpr size_t kKeptAfterGroup = 64;
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::weak_ptr<FlightRecorder>> live;
+  std::vector<std::shared_ptr<FlightRecorder>> kept;  // only with DISTCOMM_TRACE_DIR
+  std::set<const FlightRecorder*> dumped_on_failure;
+  pid_t set_up_in = 0;  // the process whose SIGUSR1 thread runs (a fork child sets up again)
+  int wake_fd[2] = {-1, -1};
+  // The folders and rank of the dumps, as the last group registered read them
+  // (register_for_dumps). The dump thread, which serves the signal handler, uses these:
+  // nothing here reads the environment, which a dump at exit or after a signal could not
+  // do safely anyway.
+  TraceSettings settings;
+};
+
+// Never destroyed: the exit dump and the SIGUSR1 thread may use it during static
+// destruction.
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// The signals that ask for a dump: SIGUSR1 (dump and go on) and, with DISTCOMM_TRACE_DIR set,
+// SIGTERM (dump, then end as SIGTERM would). One mechanism for both: the handler does only
+// what is async-signal-safe -- it writes the signal's number as one byte to a pipe -- and
+// the dump thread, reading the pipe, does the rest.
+std::atomic<int> g_signal_write_fd{-1};
+std::atomic<pid_t> g_signal_pid{0};       // the process whose dump thread reads the pipe
+std::atomic<int> g_terms_received{0};
+
+// Ends the process as SIGTERM's default action does (the exit status says "terminated"):
+// async-signal-safe, so the handler may call it too.
+void terminate_by_sigterm() {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGTERM, &dfl, nullptr);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+  ::raise(SIGTERM);   // delivered now, or when a handler running it returns
+}
+
+void on_dump_signal(int sig) {
+  const int saved = errno;
+  const bool ours = ::getpid() == g_signal_pid.load();
+  // SIGTERM in a fork child without the dump thread, or a second SIGTERM while the first
+  // one's dump is written: no waiting, it ends now.
+  if (sig == SIGTERM && (!ours || g_terms_received.fetch_add(1) > 0)) {
+    terminate_by_sigterm();
+  } else if (ours) {
+    const int fd = g_signal_write_fd.load();
+    if (fd >= 0) {
+      const char byte = static_cast<char>(sig);
+      // A full pipe already holds a request of the same kind (or the thread is gone: SIGTERM
+      // then goes on as if unhandled).
+      if (::write(fd, &byte, 1) != 1 && sig == SIGTERM) terminate_by_sigterm();
+    }
+  }
+  errno = saved;
+}
+
+TraceSettings settings() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.settings;
+}
+
+// Dumps on failure, at exit and on SIGTERM are asked for by setting DISTCOMM_TRACE_DIR.
+bool dumps_asked_for() { return !settings().dump_dir.empty(); }
+
+std::string dump_dir() {
+  const TraceSettings s = settings();
+  return s.dump_dir.empty() ? s.default_dump_dir : s.dump_dir;
+}
+
+std::vector<std::shared_ptr<FlightRecorder>> recorders() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::shared_ptr<FlightRecorder>> out;
+  for (const auto& w : r.live) {
+    if (auto p = w.lock()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// This process's rank in the world: RANK when the launcher set it, else the world rank of
+// this process in its first group.
+int process_rank(const std::vector<std::shared_ptr<FlightRecorder>>& recs) {
+  const int launcher_rank = settings().launcher_rank;
+  if (launcher_rank != -1) return launcher_rank;
+  for (const auto& rec : recs) {
+    const TraceGroupInfo info = rec->info();
+    if (info.rank >= 0 && static_cast<size_t>(info.rank) < info.global_ranks.size()) {
+      return info.global_ranks[static_cast<size_t>(info.rank)];
+    }
+  }
+  return -1;
+}
+
+std::string int_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string entry_json(const TraceEntry& e) {
+  const OpFingerprint& f = e.fingerprint;
+  std::string s = "{\"id\":" + std::to_string(e.id) + ",\"op\":" + json_quote(op_type_name(f.op)) +
+                  ",\"seq\":" + std::to_string(f.seq) + ",\"kind\":" +
+                  json_quote(f.p2p ? "p2p" : f.internal ? "internal" : "collective") +
+                  ",\"state\":" + json_quote(trace_state_name(e.state)) +
+                  ",\"queued_ns\":" + std::to_string(e.queued_ns) + ",\"started_ns\":" + std::to_string(e.started_ns) +
+                  ",\"ended_ns\":" + std::to_string(e.ended_ns);
+  if (f.has_tensor) {
+    s += ",\"dtype\":" + json_quote(dtype_name(f.dtype)) + ",\"count\":" + std::to_string(f.count) +
+         ",\"shape\":" + int_list(f.shape());
+  }
+  if (f.p2p) {
+    s += ",\"peer\":" + std::to_string(f.root) + ",\"tag\":" + std::to_string(f.tag);
+  } else {
+    s += ",\"root\":" + std::to_string(f.root);
+  }
+  if (f.has_reduction) s += ",\"reduce_op\":" + json_quote(f.reduction.name());
+  s += ",\"describe\":" + json_quote(f.describe()) + ",\"fingerprint\":" + json_quote(f.encode());
+  if (!e.error.empty()) s += ",\"error\":" + json_quote(e.error);
+  return s + "}";
+}
+
+std::string group_json(const FlightRecorder& rec) {
+  const TraceGroupInfo info = rec.info();
+  uint64_t dropped = 0;
+  const std::vector<TraceEntry> ops = rec.snapshot(&dropped);
+  std::string s = "{\"name\":" + json_quote(info.name) + ",\"rank\":" + std::to_string(info.rank) +
+                  ",\"size\":" + std::to_string(info.size) + ",\"global_ranks\":[";
+  for (size_t i = 0; i < info.global_ranks.size(); ++i) s += (i ? "," : "") + std::to_string(info.global_ranks[i]);
+  s += "],\"backend\":" + json_quote(info.backend) + ",\"versions\":[";
+  for (size_t i = 0; i < info.versions.size(); ++i) s += (i ? "," : "") + json_quote(info.versions[i]);
+  s += "],\"capacity\":" + std::to_string(rec.capacity()) + ",\"dropped\":" + std::to_string(dropped) + ",\"ops\":[";
+  for (size_t i = 0; i < ops.size(); ++i) s += (i ? ",\n  " : "\n  ") + entry_json(ops[i]);
+  return s + "]}";
+}
+
+std::string groups_json(const std::vector<std::shared_ptr<FlightRecorder>>& recs) {
+  std::string s;
+  for (size_t i = 0; i < recs.size(); ++i) s += (i ? ",\n" : "\n") + group_json(*recs[i]);
+  return s;
+}
+
+// The dump's text; *groups (when asked) gets its groups' part.
+std::string dump_text(const std::string& reason, const std::vector<std::shared_ptr<FlightRecorder>>& recs,
+                      std::string* groups) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string body = groups_json(recs);
+  if (groups) *groups = body;
+  return "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":" + std::to_string(process_rank(recs)) +
+         ",\"host\":" + json_quote(host) + ",\"pid\":" + std::to_string(::getpid()) +
+         ",\"reason\":" + json_quote(reason) + ",\"time_ns\":" + std::to_string(FailureReport::now_ns()) +
+         ",\"distcomm_abi\":" +
+         json_quote(std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR) + "." + std::to_string(core_abi_minor())) +
+         ",\"groups\":[" + body + "]}\n";
+}
+
+// What the last dump this process wrote said about its groups, to tell one that would
+// repeat it word for word. Never destroyed: dumps happen during exit.
+struct LastDump {
+  std::mutex mu;
+  bool written = false;
+  std::string groups;
+};
+LastDump& last_dump() {
+  static LastDump* d = new LastDump;
+  return *d;
+}
+
+void remember_dump(const std::string& groups) {
+  LastDump& d = last_dump();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.written = true;
+  d.groups = groups;
+}
+
+bool same_as_last_dump() {
+  const std::string now = groups_json(recorders());
+  LastDump& d = last_dump();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.written && d.groups == now;
+}
+
+// A failed op's error type, from its text ("distcomm::Timeout: ...").
+bool dumps_on_failure(const std::string& error) {
+  for (const char* type : {"distcomm::Timeout:", "distcomm::PeerFailure:", "distcomm::Desync:"}) {
+    if (error.rfind(type, 0) == 0) return true;
+  }
+  return false;
+}
+
+void say_written(const std::string& reason, const std::string& path) {
+  log_line("distcomm: trace dump (" + reason + ") written to " + path);
+}
+
+void dump_quietly(const std::string& reason) {
+  try {
+    say_written(reason, write_trace_dump(reason));
+  } catch (const std::exception& e) {
+    log_line(std::string("distcomm: trace dump (") + reason + ") failed: " + e.what());
+  }
+}
+
+// An op's bar on the timeline: from start to end, in its group's lane.
+void add_to_timeline(const FlightRecorder& recorder, const TraceEntry& entry) {
+  const TraceGroupInfo info = recorder.info();
+  const OpFingerprint& f = entry.fingerprint;
+  const int rank = info.rank < static_cast<int>(info.global_ranks.size()) ? info.global_ranks[info.rank] : info.rank;
+  std::string args = "\"seq\":" + std::to_string(f.seq) + ",\"state\":" + json_quote(trace_state_name(entry.state)) +
+                     ",\"queued_us\":" + std::to_string((entry.started_ns - entry.queued_ns) / 1000);
+  if (f.has_tensor) {
+    args += ",\"bytes\":" + std::to_string(f.count * static_cast<int64_t>(element_size(f.dtype))) +
+            ",\"dtype\":" + json_quote(dtype_name(f.dtype)) + ",\"count\":" + std::to_string(f.count);
+  }
+  if (f.p2p) args += ",\"peer\":" + std::to_string(f.root);
+  if (!entry.error.empty()) args += ",\"error\":" + json_quote(entry.error);
+  timeline_complete(rank, info.name, op_type_name(f.op), entry.started_ns, entry.ended_ns, args);
+}
+
+void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
+  if (timeline_enabled()) add_to_timeline(recorder, entry);
+  if (entry.state != TraceEntry::State::kFailed || !dumps_on_failure(entry.error)) return;
+  if (!dumps_asked_for()) return;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (!r.dumped_on_failure.insert(&recorder).second) return;  // once per group
+  }
+  const std::string kind = entry.error.substr(std::strlen("distcomm::"), entry.error.find(':', 10) - 10);
+  dump_quietly(kind + " in " + op_type_name(entry.fingerprint.op) + " #" + std::to_string(entry.fingerprint.seq));
+}
+
+// A launcher's SIGTERM comes with SIGKILL after a grace (tools/launch: --grace_period_s;
+// Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds: 30 s by default): a
+// dump that takes longer than this is given up, and the process ends anyway.
+constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
+
+// SIGTERM: the dump (unless it would repeat the last one word for word: tools/launch asks
+// for one with SIGUSR1 just before it stops the ranks), then the end SIGTERM would have been.
+[[noreturn]] void dump_and_terminate() {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done] {
+    if (!same_as_last_dump()) dump_quietly("SIGTERM");
+    done->set_value();
+  }).detach();
+  if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
+    log_line("distcomm: trace dump (SIGTERM) still not written after " + std::to_string(kDumpBeforeTermLimit.count()) +
+             " s; ending without it");
+  }
+  terminate_by_sigterm();
+  ::_exit(128 + SIGTERM);  // not reached: SIGTERM's default action ends the process
+}
+
+void signal_thread(int read_fd) {
+  char buf[64];
+  while (true) {
+    const ssize_t n = ::read(read_fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate();
+    dump_quietly("SIGUSR1");
+  }
+}
+
+// Installs on_dump_signal for sig unless the program handles (or ignores) sig itself: its
+// handler wins, installed before or after this.
+void handle_unless_handled(int sig) {
+  struct sigaction old;
+  if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_dump_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(sig, &sa, nullptr);
+}
+
+void dump_at_exit() {
+  if (!dumps_asked_for()) return;
+  dump_quietly("exit");
+}
+
+// Once per process (again in a fork child, whose parent's thread did not come along).
+void set_up_locked(Registry& r) {
+  if (r.set_up_in == ::getpid()) return;
+  const bool first = r.set_up_in == 0;
+  r.set_up_in = ::getpid();
+  r.dumped_on_failure.clear();
+  if (first) {
+    FlightRecorder::set_end_listener(on_op_end, /*every_op=*/timeline_enabled());
+    std::atexit(dump_at_exit);
+  }
+  if (::pipe2(r.wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  ::fcntl(r.wake_fd[0], F_SETFL, 0);  // the thread blocks; the handler's end never does
+  g_signal_write_fd.store(r.wake_fd[1]);
+  g_signal_pid.store(::getpid());
+  g_terms_received.store(0);
+  std::thread(signal_thread, r.wake_fd[0]).detach();
+  handle_unless_handled(SIGUSR1);
+  // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
+  // trace folder asked for, the rank leaves its dump there first.
+  if (!r.settings.dump_dir.empty()) handle_unless_handled(SIGTERM);
+}
+
+}  // namespace
+
+void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder, const TraceSettings& settings) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.settings = settings;
+  set_up_locked(r);
+  r.live.erase(std::remove_if(r.live.begin(), r.live.end(), [](const auto& w) { return w.expired(); }), r.live.end());
+  r.live.push_back(recorder);
+  if (r.settings.dump_dir.empty()) return;
+  r.kept.push_back(recorder);
+  if (r.kept.size() > kKeptAfterGroup) {
+    // The oldest recorder whose group is gone makes room (this registry holds the only reference).
+    auto gone = std::find_if(r.kept.begin(), r.kept.end(), [](const auto& p) { return p.use_count() == 1; });
+    r.kept.erase(gone != r.kept.end() ? gone : r.kept.begin());
+  }
+}
+
+std::string trace_dump_json(const std::string& reason) { return dump_text(reason, recorders(), nullptr); }
+
+std::string write_trace_dump(const std::string& reason) {
+  const std::string dir = dump_dir();
+  ::mkdir(dir.c_str(), 0755);  // an existing folder is fine; a failure shows at the open
+  const auto recs = recorders();
+  const int rank = process_rank(recs);
+  const std::string name = rank >= 0 ? "rank_" + std::to_string(rank) : "pid_" + std::to_string(::getpid());
+  const std::string path = dir + "/" + name + ".json";
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::string groups;
+  const std::string text = dump_text(reason, recs, &groups);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("trace dump: cannot create " + tmp + ": " + std::strerror(errno));
+  const bool ok = write_fully(fd, text);
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw Error("trace dump: cannot write " + path + ": " + std::strerror(errno));
+  }
+  remember_dump(groups);
+  return path;
+}
+
+}  // namespace distcomm

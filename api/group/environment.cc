@@ -1,0 +1,161 @@
+// Every read of the environment under api/ but run_main.cc's (environment.h says why).
+#include "api/group/environment.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "api/errors.h"
+#include "api/group/init_wait.h"
+#include "api/diagnostics/timeline.h"
+#include "api/diagnostics/trace_dump.h"
+
+namespace distcomm {
+namespace {
+
+std::string env_str(const char* name) {
+  const char* v = name ? std::getenv(name) : nullptr;
+  return v ? v : "";
+}
+
+// An integer environment variable, or -1 when unset (or unnamed); malformed is an error
+// naming it.
+int env_int(const char* name) {
+  const std::string v = env_str(name);
+  if (v.empty()) return -1;
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 30) {
+    throw InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  }
+  return static_cast<int>(x);
+}
+
+// "a:b::c" -> {"a", "b", "c"}.
+std::vector<std::string> split_path(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t colon = s.find(':', start);
+    const std::string part = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (!part.empty()) parts.push_back(part);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return parts;
+}
+
+size_t trace_buffer(const std::string& v) {
+  if (v.empty()) return FlightRecorder::kDefaultCapacity;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || v[0] == '-' || n > 10000000) {
+    throw InvalidArgument(std::string(kTraceBufferVariable) + "='" + v +
+                          "': expected the number of ops each group keeps (0 turns the recorder off, at most "
+                          "10000000)");
+  }
+  return static_cast<size_t>(n);
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  // Launchers in order of precedence, each with its names for rank, world size, local rank
+  // and local world size. The first whose rank (or world size) is set wins.
+  struct Launcher {
+    const char* source;
+    const char* rank;
+    const char* world;
+    const char* local_rank;
+    const char* local_world;
+  };
+  static const Launcher kLaunchers[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+      // PMI-1/2 launchers (MPICH's mpiexec, srun --mpi=pmi2) and PMIx ones (prterun).
+      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"pmix", "PMIX_RANK", nullptr, nullptr, nullptr},
+  };
+  LaunchEnv e;
+  for (const Launcher& l : kLaunchers) {
+    if (env_int(l.rank) < 0 && env_int(l.world) < 0) continue;
+    e.source = l.source;
+    e.rank = env_int(l.rank);
+    e.world_size = env_int(l.world);
+    e.local_rank = env_int(l.local_rank);
+    e.local_world_size = env_int(l.local_world);
+    break;
+  }
+  e.master_addr = env_str("MASTER_ADDR");
+  e.master_port = env_int("MASTER_PORT");
+  return e;
+}
+
+bool launched_as_rank() { return !read_launch_env().source.empty(); }
+
+JobIdentity identity_from_environment() { return {env_str(kRunIdVariable), env_str(kStoreTokenVariable)}; }
+
+InitEnvironment InitEnvironment::read() {
+  InitEnvironment e;
+  e.launch = read_launch_env();
+  e.backend = env_str("DISTCOMM_BACKEND");
+  e.identity = identity_from_environment();
+  e.store_bind = env_str("DISTCOMM_STORE_BIND");
+  e.debug = env_str("DISTCOMM_DEBUG");
+  e.init_report_seconds = env_str("DISTCOMM_INIT_REPORT_SECONDS");
+  e.process = ProcessEnvironment::read();
+  return e;
+}
+
+std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
+  if (v.empty()) return kDefaultInitReportInterval;
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
+    throw InvalidArgument("DISTCOMM_INIT_REPORT_SECONDS='" + v +
+                          "' is not a positive number of seconds (fractions allowed)");
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
+}
+
+std::map<std::string, std::string> config_from_environment(const std::vector<ConfigKey>& keys) {
+  std::map<std::string, std::string> values;
+  for (const ConfigKey& key : keys) {
+    if (key.env.empty()) continue;
+    const std::string v = env_str(key.env.c_str());
+    if (!v.empty()) values.emplace(key.name, v);
+  }
+  return values;
+}
+
+PluginSearch PluginSearch::from_environment() {
+  PluginSearch s;
+  s.plugin_path = split_path(env_str("DISTCOMM_PLUGIN_PATH"));
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* v = std::getenv(var)) s.runfiles_roots.push_back(v);
+  }
+  return s;
+}
+
+TraceSettings TraceSettings::from_environment() {
+  TraceSettings t;
+  t.buffer = trace_buffer(env_str(kTraceBufferVariable));
+  t.dump_dir = env_str(kTraceDirVariable);
+  const std::string tmp = env_str("TMPDIR");
+  t.default_dump_dir = (tmp.empty() ? std::string("/tmp") : tmp) + "/distcomm_trace";
+  t.timeline_file = env_str(kTimelineVariable);
+  t.run_id = env_str(kRunIdVariable);
+  // As before: a RANK that does not start with a number names no rank.
+  const std::string rank = env_str("RANK");
+  try {
+    if (!rank.empty()) t.launcher_rank = std::stoi(rank);
+  } catch (const std::exception&) {
+  }
+  return t;
+}
+
+}  // namespace distcomm

@@ -1,0 +1,42 @@
+// The process's environment, read in one place. Every variable the core reads is read in
+// environment.cc -- init_process_group's (below) and the group's (process_environment.h) --
+// except DISTCOMM_ERROR_FILE, which run_main.cc reads as the program's main ends (the
+// program's own edge). init_process_group calls InitEnvironment::read() once and passes what
+// it needs down; nothing below it reads the environment. tests/api:environment_edge_test
+// fails when another file under api/ calls getenv.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/init.h"
+#include "api/plugin/plugin_registry.h"
+#include "api/group/process_environment.h"
+
+namespace distcomm {
+
+// init_process_group's variables, as text: each is parsed where init uses it, so that one an
+// explicit InitOptions field overrides is not parsed at all (and cannot fail).
+struct InitEnvironment {
+  LaunchEnv launch;                 // read_launch_env(): malformed numbers throw here
+  std::string backend;              // DISTCOMM_BACKEND
+  JobIdentity identity;             // DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN
+  std::string store_bind;           // DISTCOMM_STORE_BIND
+  std::string debug;                // DISTCOMM_DEBUG
+  std::string init_report_seconds;  // DISTCOMM_INIT_REPORT_SECONDS
+  ProcessEnvironment process;       // the plugin path and the trace variables
+
+  static InitEnvironment read();
+};
+
+// DISTCOMM_INIT_REPORT_SECONDS's text: a positive number of seconds, fractions allowed;
+// "" is kDefaultInitReportInterval. Throws InvalidArgument naming the variable.
+std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
+
+// The values of the variables that `keys` name (ConfigKey::env), by key name; unset and
+// empty ones are left out.
+std::map<std::string, std::string> config_from_environment(const std::vector<ConfigKey>& keys);
+
+}  // namespace distcomm

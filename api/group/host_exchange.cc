@@ -1,0 +1,151 @@
+#include "api/group/host_exchange.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "api/errors.h"
+#include "api/store/internal/store_host.h"
+#include "api/diagnostics/op_fingerprint.h"
+
+namespace distcomm {
+
+HostExchange::~HostExchange() = default;
+
+namespace {
+
+void check_root(const HostExchangeOptions& options, int root) {
+  if (root < 0 || root >= options.size) {
+    throw InvalidArgument(options.where + ": host exchange gather: root " + std::to_string(root) +
+                          " is outside [0, " + std::to_string(options.size) + ")");
+  }
+}
+
+class StoreExchange final : public HostExchange {
+ public:
+  StoreExchange(const HostExchangeOptions& options, StorePtr store, std::string key_prefix)
+      : options_(options), store_(std::move(store)), prefix_(std::move(key_prefix)) {}
+
+  std::vector<std::string> all_gather(const std::string& mine) override {
+    const uint64_t call = calls_++;
+    std::vector<std::string> out = exchange(call, mine, /*read=*/true);
+    // Every rank has posted this call, so every rank is done reading the earlier ones.
+    std::vector<std::string> stale;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stale.swap(stale_);
+      stale_.push_back(key(call, options_.rank));
+    }
+    for (const std::string& k : stale) store_->delete_key(k);
+    return out;
+  }
+
+  std::vector<std::string> gather(const std::string& mine, int root) override {
+    check_root(options_, root);
+    const uint64_t call = calls_++;
+    if (options_.rank != root) {
+      exchange(call, mine, /*read=*/false);  // the root deletes it once read
+      return {};
+    }
+    std::vector<std::string> out = exchange(call, mine, /*read=*/true);
+    for (int r = 0; r < options_.size; ++r) store_->delete_key(key(call, r));
+    return out;
+  }
+
+ private:
+  std::string key(uint64_t call, int rank) const {
+    return prefix_ + std::to_string(call) + "/" + std::to_string(rank);
+  }
+
+  // Posts mine; with read, waits for every rank's message and returns them in rank order.
+  std::vector<std::string> exchange(uint64_t call, const std::string& mine, bool read) {
+    const std::string what = options_.where + " host message exchange #" + std::to_string(call);
+    try {
+      store_->set(key(call, options_.rank), mine);
+      if (!read) return {};
+      std::vector<std::string> keys;
+      for (int r = 0; r < options_.size; ++r) keys.push_back(key(call, r));
+      wait_naming_missing(keys, what);
+      std::vector<std::string> out;
+      for (const std::string& k : keys) out.push_back(store_->get_string(k));
+      return out;
+    } catch (const Error&) {
+      std::rethrow_exception(with_context(std::current_exception(), what));
+    }
+  }
+
+  void wait_naming_missing(const std::vector<std::string>& keys, const std::string& what) {
+    try {
+      store_->wait(keys, options_.timeout);
+    } catch (const StoreError& e) {
+      std::rethrow_exception(internal::store_lost(what + ": the store failed (" + e.what() + ")", options_.store_host));
+    } catch (const Timeout&) {
+      std::vector<int> missing;
+      for (int r = 0; r < options_.size; ++r) {
+        if (!store_->check({keys[static_cast<size_t>(r)]})) missing.push_back(r);
+      }
+      throw Timeout(what + ": ranks " + rank_list_text(missing) + " did not post within " +
+                    std::to_string(options_.timeout.count()) +
+                    " ms: they have not reached this call, or are stuck or gone");
+    }
+  }
+
+  const HostExchangeOptions options_;
+  const StorePtr store_;
+  const std::string prefix_;
+  std::atomic<uint64_t> calls_{0};
+  std::mutex mu_;
+  std::vector<std::string> stale_;  // this rank's keys that every rank has read
+};
+
+class CollectiveExchange final : public HostExchange {
+ public:
+  CollectiveExchange(const HostExchangeOptions& options, AllGatherBytes all_gather)
+      : options_(options), all_gather_(std::move(all_gather)) {}
+
+  // Lengths first, then the bytes padded to the longest.
+  std::vector<std::string> all_gather(const std::string& mine) override {
+    const int size = options_.size;
+    Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
+    Tensor lengths = Tensor::empty({size}, DType::kInt64);
+    all_gather_(lengths, length);
+    const int64_t* length_of = lengths.data_as<int64_t>();
+    const int64_t longest = *std::max_element(length_of, length_of + size);
+    Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
+    if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
+    Tensor all = Tensor::empty({longest * size}, DType::kUInt8);
+    all_gather_(all, padded);
+    const char* bytes = static_cast<const char*>(all.data());
+    std::vector<std::string> out;
+    for (int r = 0; r < size; ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(length_of[r]));
+    return out;
+  }
+
+  // Collectives give no cheaper gather than an all_gather of small messages.
+  std::vector<std::string> gather(const std::string& mine, int root) override {
+    check_root(options_, root);
+    std::vector<std::string> all = all_gather(mine);
+    if (options_.rank != root) return {};
+    return all;
+  }
+
+ private:
+  const HostExchangeOptions options_;
+  const AllGatherBytes all_gather_;
+};
+
+}  // namespace
+
+std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
+                                                  std::string key_prefix) {
+  if (!store) throw InvalidArgument(options.where + ": a store exchange needs a store");
+  return std::make_unique<StoreExchange>(options, std::move(store), std::move(key_prefix));
+}
+
+std::unique_ptr<HostExchange> make_collective_exchange(const HostExchangeOptions& options,
+                                                       AllGatherBytes all_gather) {
+  return std::make_unique<CollectiveExchange>(options, std::move(all_gather));
+}
+
+}  // namespace distcomm

@@ -1,0 +1,65 @@
+// HostExchange: small host messages between the ranks of one group, outside the ops.
+//
+// What the core and its tools need to agree on something across ranks -- split's colors
+// and keys, ordered_print's lines, DDP's replica descriptions, and later debug fingerprints
+// or a failure's culprit -- goes through this one primitive, never through the store or the
+// group's collectives directly. Each ProcessGroup owns one (ProcessGroup::exchange()).
+//
+// Two transports, picked once when the group is created:
+//   - the group's store, when every rank shares one (gloo, nccl, any backend that rendezvous
+//     through the store): one key per rank and call, no tensor op, no sequence number;
+//   - the group's own host collectives, when there is no shared store (a backend that finds
+//     its peers by itself, MPI): an all_gather of lengths, then of the bytes. These run on
+//     the group's CPU backend directly: they take the group's next sequence number (so a
+//     backend that keys messages by it never mixes them with an op) but skip validation.
+//
+// Every call is collective: all ranks of the group make the same calls in the same order.
+// Calls are numbered per group, so subgroups never see each other's messages. Every wait
+// has the group's timeout; a Timeout names the ranks that did not post.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/store/store.h"
+#include "api/tensor.h"
+
+namespace distcomm {
+
+class HostExchange {
+ public:
+  virtual ~HostExchange();
+
+  // Every rank's bytes, in rank order, on every rank (torch's all_gather_object).
+  virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
+  // Every rank's bytes, in rank order, on `root`; an empty vector elsewhere. Over a store,
+  // the other ranks return as soon as theirs is posted.
+  virtual std::vector<std::string> gather(const std::string& mine, int root) = 0;
+};
+
+struct HostExchangeOptions {
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{0};  // every wait, resolved (the group's)
+  std::string where;  // "rank 1/4 group 'world'", put before error messages
+  // The rank that serves the store ("rank 0"), if one does: a store that goes away during a
+  // call is then a PeerFailure saying that rank has gone (internal/store_host.h).
+  std::string store_host;
+};
+
+// Over a store every rank of the group reaches. Keys live under key_prefix; a rank deletes
+// its own keys once every rank is known to have read them.
+std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
+                                                  std::string key_prefix);
+
+// Runs an all_gather of host bytes over the group and waits for it: `out` holds size()
+// times `in`'s elements, rank r's at offset r * in.numel().
+using AllGatherBytes = std::function<void(Tensor& out, const Tensor& in)>;
+// Over the group's collectives (groups without a shared store).
+std::unique_ptr<HostExchange> make_collective_exchange(const HostExchangeOptions& options,
+                                                       AllGatherBytes all_gather);
+
+}  // namespace distcomm

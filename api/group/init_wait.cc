@@ -1,0 +1,203 @@
+#include "api/group/init_wait.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "api/errors.h"
+#include "api/diagnostics/group_failure.h"
+#include "api/store/internal/store_host.h"
+#include "api/logging.h"
+#include "api/diagnostics/op_fingerprint.h"
+
+namespace distcomm {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string seconds_text(milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+int64_t config_ms(const std::map<std::string, std::string>& config, const char* key, int64_t fallback) {
+  auto it = config.find(key);
+  if (it == config.end() || it->second.empty()) return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (*end != '\0' || v < 0) {
+    throw InvalidArgument(std::string("backend config key '") + key + "' = '" + it->second +
+                          "' is not a non-negative number of milliseconds");
+  }
+  return v;
+}
+
+}  // namespace
+
+InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every, std::string where) {
+  InitWait w;
+  w.started = Clock::now();
+  w.deadline = w.started + timeout;
+  w.timeout = timeout;
+  w.report_every = report_every > milliseconds::zero() ? report_every : kDefaultInitReportInterval;
+  w.where = std::move(where);
+  return w;
+}
+
+InitWait InitWait::for_backend(const std::map<std::string, std::string>& config, milliseconds timeout,
+                               std::string where, const std::vector<int>& global_ranks, Store* store) {
+  const milliseconds left{config_ms(config, kInitTimeLeftKey, timeout.count())};
+  const milliseconds report{config_ms(config, kInitReportKey, kDefaultInitReportInterval.count())};
+  InitWait w = starting_now(left, report, std::move(where));
+  // Messages speak of the group's timeout, of which `left` is what the group had not used.
+  w.timeout = timeout;
+  w.global_ranks = global_ranks;
+  if (store) {
+    w.failure_store = store;
+    w.failure_key = kCreationFailedKey;
+  }
+  return w;
+}
+
+milliseconds InitWait::left() const {
+  return std::max(milliseconds::zero(), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+std::string InitWait::waited_text() const {
+  return seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started));
+}
+
+namespace {
+
+// "ranks [2]", "ranks [1] (world ranks [5])" in a subgroup, or, when the phase cannot tell
+// which ranks it waits for (MPI_Init's fence), "the other ranks".
+std::string whom(const std::vector<int>& missing, const std::vector<int>& global_ranks) {
+  if (missing.empty()) return "the other ranks";
+  std::string text = "ranks " + rank_list_text(missing);
+  std::vector<int> world;
+  bool differs = false;
+  for (int r : missing) {
+    if (r < 0 || static_cast<size_t>(r) >= global_ranks.size()) return text;
+    world.push_back(global_ranks[static_cast<size_t>(r)]);
+    differs = differs || world.back() != r;
+  }
+  bool identity = true;
+  for (size_t r = 0; r < global_ranks.size(); ++r) identity = identity && global_ranks[r] == static_cast<int>(r);
+  return identity && !differs ? text : text + " (world ranks " + rank_list_text(world) + ")";
+}
+
+}  // namespace
+
+void InitWait::until(const std::string& what, const std::function<bool(milliseconds)>& poll,
+                     const std::function<std::vector<int>()>& missing, const std::string& hint) const {
+  Clock::time_point next_report = Clock::now() + report_every;
+  // Whom it waits for: asked afresh when it speaks (missing() may cost a store call per
+  // rank, too much for every slice); what it last knew once the store is gone.
+  std::vector<int> last_known;  // empty: "the other ranks"
+  auto who = [&](bool ask) {
+    try {
+      if (ask) last_known = missing();
+    } catch (const StoreError&) {
+    }
+    return whom(last_known, global_ranks);
+  };
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    Clock::time_point until = std::min(deadline, next_report);
+    if (failure_store) until = std::min(until, now + kCreationFailedCheck);
+    // At least a millisecond, so that a phase already done is seen even at the deadline.
+    const milliseconds slice =
+        std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
+    try {
+      if (poll(slice)) return;
+      if (failure_store && failure_store->check({failure_key})) {
+        const CreationFailure first = CreationFailure::decode(failure_store->get_string(failure_key));
+        first.raise(where + ": init gave up waiting for " + who(true) + " " + what + ": the group's creation failed on " +
+                    first.text);
+      }
+    } catch (const StoreError& e) {
+      // The store has gone (its server's process exited, or closed it): nothing more can
+      // come through it, and what this rank knew is all it can say.
+      std::rethrow_exception(internal::store_lost(
+          where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
+          store_host));
+    }
+    const Clock::time_point after = Clock::now();
+    if (after >= deadline) {
+      throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +
+                    seconds_text(timeout) + ") waiting for " + who(true) + " " + what +
+                    (hint.empty() ? "" : "; " + hint));
+    }
+    if (after >= next_report) {
+      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + who(true) + " " + what +
+               " (it gives up in " + seconds_text(left()) + ")");
+      next_report = after + report_every;
+    }
+  }
+}
+
+CreationFailure CreationFailure::decode(const std::string& value) {
+  CreationFailure f;
+  const std::optional<FailureRecord> r = FailureRecord::decode(value);
+  if (!r) {
+    f.text = value;  // not a record: said as it is
+    return f;
+  }
+  f.text = "rank " + std::to_string(r->rank) + ": " + r->message;
+  f.timed_out = r->kind == FailureRecord::Kind::kTimeout;
+  return f;
+}
+
+void CreationFailure::raise(const std::string& message) const {
+  if (timed_out) throw Timeout(message);
+  throw PeerFailure(message);
+}
+
+std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
+  FailureRecord r;
+  r.kind = FailureRecord::kind_of(error);
+  r.rank = rank;
+  r.message = message_of(error);
+  r.time = std::chrono::system_clock::now();
+  return r.encode();
+}
+
+void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                   const InitWait& w, const std::string& what, const std::string& hint) {
+  w.until(
+      what,
+      [&](milliseconds slice) {
+        try {
+          store.wait(keys, slice);
+          return true;
+        } catch (const Timeout&) {
+          return false;
+        }
+      },
+      [&] {
+        std::vector<int> missing;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          if (!store.check({keys[i]})) missing.push_back(ranks[i]);
+        }
+        return missing;
+      },
+      hint);
+}
+
+void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
+                       const std::string& store_text) {
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (int r = 0; r < size; ++r) {
+    keys.push_back(prefix + "arrived/" + std::to_string(r));
+    ranks.push_back(r);
+  }
+  store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
+                "they have not called init_process_group (or new_group) yet, cannot reach the store, or are stuck or "
+                "gone");
+}
+
+}  // namespace distcomm

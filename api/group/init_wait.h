@@ -1,0 +1,113 @@
+// Waiting at a group's creation: one deadline for every phase, and never silently.
+//
+// Creating a group waits on other ranks several times: for rank 0's store to come up, for
+// every rank to arrive at the store, then inside the backend's rendezvous (gloo: the peers'
+// addresses, then each connection). Each phase alone obeying the group's timeout would let
+// the whole take a multiple of it, so they share one deadline, counted from the start of
+// init_process_group (or new_group). And a job stuck at init with the default 30-minute
+// timeout must not look like a hang: every report interval (30 s unless
+// DISTCOMM_INIT_REPORT_SECONDS says otherwise) each waiting rank logs which ranks it still
+// waits for, and at the deadline the Timeout names them.
+//
+// Backends learn the deadline through two config keys that the group sets when it creates
+// them (see core_config_keys()): kInitTimeLeftKey and kInitReportKey, read with
+// InitWait::for_backend().
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/store/store.h"
+
+namespace distcomm {
+
+// A backend's config keys: the milliseconds left of the group's creation deadline when the
+// backend is created, and the report interval in milliseconds.
+inline constexpr const char* kInitTimeLeftKey = "init_time_left_ms";
+inline constexpr const char* kInitReportKey = "init_report_ms";
+// Where a rank whose part of a group's creation failed says why, in the group's namespace of
+// the store and in each backend's: waits of the others that see it end at once.
+inline constexpr const char* kCreationFailedKey = "creation_failed";
+// How often a wait that can see that key looks at it: how late the others learn.
+inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
+
+// 30 s, as the issue's users asked: often enough to see, rare enough not to flood a log.
+inline constexpr std::chrono::milliseconds kDefaultInitReportInterval = std::chrono::seconds(30);
+
+// What is left under kCreationFailedKey (encode_creation_failure), read back.
+struct CreationFailure {
+  std::string text;        // "rank 0: <its error's message>"
+  bool timed_out = false;  // that error was a Timeout
+
+  static CreationFailure decode(const std::string& value);
+  // Throws `message` as the error of a rank that learned of this failure: a Timeout when it
+  // was one (it names the ranks that never came: the job's cause), else a PeerFailure.
+  [[noreturn]] void raise(const std::string& message) const;
+};
+// The value a rank whose part of a creation failed with `error` leaves under kCreationFailedKey.
+std::string encode_creation_failure(int rank, const std::exception_ptr& error);
+
+struct InitWait {
+  using Clock = std::chrono::steady_clock;
+
+  Clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};       // what the deadline was made of, for messages
+  std::chrono::milliseconds report_every = kDefaultInitReportInterval;
+  Clock::time_point started;                  // for "has waited 30 s"
+  std::string where;                          // "rank 0/3 group 'world'"
+  // The world rank of each group rank, for a subgroup whose ranks are not the world's:
+  // messages then name both ("ranks [1] (world ranks [5])"). Empty: the same.
+  std::vector<int> global_ranks;
+  // When set, every wait also looks at failure_key in it (at least every
+  // kCreationFailedCheck) and ends with a PeerFailure quoting it: another rank has failed
+  // its part of the creation, so nothing this rank waits for will come.
+  Store* failure_store = nullptr;
+  std::string failure_key;
+  // The rank that serves the store ("rank 0"), when one does: a wait whose store goes away
+  // (the connection closes, reconnecting is refused) then ends with a PeerFailure saying
+  // that rank has gone, with the ranks this rank was still waiting for when it last knew.
+  // Without it, a StoreError saying the same without naming a rank.
+  std::string store_host;
+
+  static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
+                               std::string where);
+  // From the config a group gave its backend (kInitTimeLeftKey, kInitReportKey); a config
+  // without them (a backend created outside a group) starts a full timeout now.
+  // With the backend's store, its waits also end when another rank's creation failed.
+  static InitWait for_backend(const std::map<std::string, std::string>& config,
+                              std::chrono::milliseconds timeout, std::string where,
+                              const std::vector<int>& global_ranks = {}, Store* store = nullptr);
+
+  std::chrono::milliseconds left() const;
+  // How long since `started`, for messages ("12.5 s").
+  std::string waited_text() const;
+
+  // Repeats poll(slice) until it returns true. poll waits at most `slice` (never past the
+  // deadline, never more than a report interval) and returns whether the phase is done.
+  // Every report interval it logs one line naming missing() ("init has waited 30 s of
+  // 1800 s for ranks [2] to arrive at the store"); at the deadline it throws Timeout
+  // naming them, with `hint` (what those ranks may be doing) appended. A phase that cannot
+  // tell which ranks it waits for returns none from missing(): "the other ranks".
+  // Another rank's creation failure (failure_key) ends it with that rank's error quoted
+  // (CreationFailure::raise); a StoreError out of poll, missing() or that look is the store
+  // going away (see store_host).
+  void until(const std::string& what, const std::function<bool(std::chrono::milliseconds)>& poll,
+             const std::function<std::vector<int>()>& missing, const std::string& hint) const;
+};
+
+// InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks
+// missing are ranks[i] of the keys that do not.
+void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                   const InitWait& w, const std::string& what, const std::string& hint);
+
+// Every rank of a group of `size` posts "<prefix>arrived/<rank>" and waits, within w, until
+// every rank has: the first phase of a group's creation, so that a rank that never called
+// init (or new_group) is named before any backend starts waiting for it.
+void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
+                       const std::string& store_text);
+
+}  // namespace distcomm

@@ -1,0 +1,310 @@
+#include "api/plugin/plugin_registry.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "api/errors.h"
+#include "api/group/init_wait.h"
+
+namespace distcomm {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dirname_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// The folder libdistcomm.so was loaded from (dladdr on one of our own symbols).
+std::string core_library_dir() {
+  Dl_info info;
+  if (::dladdr(reinterpret_cast<void*>(&core_config_keys), &info) && info.dli_fname) {
+    char real[PATH_MAX];
+    if (::realpath(info.dli_fname, real)) return dirname_of(real);
+    return dirname_of(info.dli_fname);
+  }
+  return "";
+}
+
+// Bazel runfiles: $RUNFILES_DIR, $TEST_SRCDIR, or <binary>.runfiles next to the binary.
+// Plugins sit at <runfiles>/distcomm/backends/<name>/.
+std::vector<std::string> runfiles_plugin_dirs(const PluginSearch& search) {
+  std::vector<std::string> roots = search.runfiles_roots;
+  const std::string exe = self_exe();
+  if (!exe.empty()) roots.push_back(exe + ".runfiles");
+  std::vector<std::string> dirs;
+  std::set<std::string> seen;
+  for (const auto& root : roots) {
+    const std::string backends = root + "/distcomm/backends";
+    if (!is_dir(backends) || !seen.insert(backends).second) continue;
+    if (DIR* d = ::opendir(backends.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != ".." && is_dir(backends + "/" + n)) dirs.push_back(backends + "/" + n);
+      }
+      ::closedir(d);
+    }
+  }
+  return dirs;
+}
+
+std::string file_name_for(const std::string& name) { return "libdistcomm_" + name + ".so"; }
+
+// Loads one candidate file and checks its descriptor; on refusal returns nullptr and why.
+const distcomm_plugin_v1* try_load(const std::string& path, const std::string& name, std::string* why) {
+  // RTLD_GLOBAL is not needed: plugins only import from the core, never export to others.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    *why = std::string("dlopen failed: ") + ::dlerror();
+    return nullptr;
+  }
+  auto entry = reinterpret_cast<distcomm_plugin_entry_v1>(::dlsym(handle, DISTCOMM_PLUGIN_ENTRY));
+  if (!entry) {
+    *why = "no entry point " DISTCOMM_PLUGIN_ENTRY " (not a distcomm plugin, or built for another "
+           "plugin interface version)";
+    ::dlclose(handle);
+    return nullptr;
+  }
+  const distcomm_plugin_v1* d = entry();
+  // The handle stays open from here on: the descriptor lives in the plugin's memory.
+  if (!d || d->struct_size < DISTCOMM_PLUGIN_V1_0_SIZE) {
+    *why = "descriptor is missing or too small";
+    return nullptr;
+  }
+  if (d->abi_major != DISTCOMM_PLUGIN_ABI_MAJOR) {
+    *why = "plugin ABI major " + std::to_string(d->abi_major) + " differs from the core's " +
+           std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR) + ": rebuild the plugin against this distcomm";
+    return nullptr;
+  }
+  const std::string tool = d->toolchain ? d->toolchain : "";
+  if (tool != DISTCOMM_TOOLCHAIN_TAG) {
+    *why = "plugin toolchain '" + tool + "' differs from the core's '" DISTCOMM_TOOLCHAIN_TAG
+           "': C++ objects cannot cross between them; rebuild the plugin with the same compiler "
+           "and standard library";
+    return nullptr;
+  }
+  if (!d->name || name != d->name) {
+    *why = std::string("file is named for '") + name + "' but the plugin calls itself '" +
+           (d->name ? d->name : "") + "'";
+    return nullptr;
+  }
+  if (!d->available || !d->create) {
+    *why = "descriptor has no available() or create()";
+    return nullptr;
+  }
+  return d;
+}
+
+PluginInfo describe(const distcomm_plugin_v1* d, const std::string& path) {
+  PluginInfo info;
+  info.name = d->name;
+  info.path = path;
+  info.version = d->version ? d->version : "";
+  info.abi_minor = d->abi_minor;
+  info.devices = d->devices;
+  info.flags = d->flags;
+  info.descriptor = d;
+  // The ABI 1.1 field, where the plugin's descriptor has it.
+  if (d->struct_size >= DISTCOMM_PLUGIN_V1_0_SIZE + sizeof(d->config_keys) && d->config_keys) {
+    info.declares_config = true;
+    for (const distcomm_config_key* k = d->config_keys; k->name; ++k) {
+      info.config_keys.push_back(
+          {k->name, k->default_value ? k->default_value : "", k->env ? k->env : "", k->help ? k->help : ""});
+    }
+  }
+  try {
+    info.available = d->available(&info.unavailable_reason) != 0;
+  } catch (const std::exception& e) {
+    info.available = false;
+    info.unavailable_reason = std::string("available() threw: ") + e.what();
+  }
+  return info;
+}
+
+std::mutex& registry_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, PluginInfo>& loaded() {
+  static auto* m = new std::map<std::string, PluginInfo>();  // never destroyed: plugins stay loaded
+  return *m;
+}
+
+// Names of plugin files in the search path (for "available backends: ...").
+std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& search) {
+  std::vector<std::pair<std::string, std::string>> found;
+  std::set<std::string> seen;
+  const std::string prefix = "libdistcomm_", suffix = ".so";
+  for (const auto& dir : plugin_search_path(search)) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
+          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string name = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+        if (seen.insert(name).second) found.emplace_back(name, dir + "/" + n);
+      }
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> plugin_search_path(const PluginSearch& search) {
+  std::vector<std::string> dirs = search.plugin_path;
+  const std::string exe = self_exe();
+  if (!exe.empty()) dirs.push_back(dirname_of(exe));
+  for (auto& d : runfiles_plugin_dirs(search)) dirs.push_back(d);
+  const std::string core = core_library_dir();
+  if (!core.empty()) {
+    dirs.push_back(core);
+    dirs.push_back(core + "/distcomm/plugins");
+  }
+  // Drop repeats, keep order.
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (auto& d : dirs) {
+    if (seen.insert(d).second) unique.push_back(d);
+  }
+  return unique;
+}
+
+std::vector<std::string> plugin_search_path() { return plugin_search_path(PluginSearch::from_environment()); }
+
+const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = loaded().find(name);
+  if (it != loaded().end()) return it->second;
+
+  std::string tried;
+  for (const auto& dir : plugin_search_path(search)) {
+    const std::string path = dir + "/" + file_name_for(name);
+    if (!is_file(path)) {
+      tried += "\n  " + path + ": not found";
+      continue;
+    }
+    std::string why;
+    if (const distcomm_plugin_v1* d = try_load(path, name, &why)) {
+      return loaded().emplace(name, describe(d, path)).first->second;
+    }
+    tried += "\n  " + path + ": refused: " + why;
+  }
+  std::string names;
+  for (const auto& [n, path] : scan_names(search)) names += (names.empty() ? "" : ", ") + n;
+  throw BackendUnavailable("cannot load backend '" + name + "': no usable " + file_name_for(name) +
+                           ". Searched:" + tried + "\nAvailable backends: " +
+                           (names.empty() ? "none found" : names) +
+                           ". Set DISTCOMM_PLUGIN_PATH to the folder that holds the plugin.");
+}
+
+const PluginInfo& load_plugin(const std::string& name) { return load_plugin(name, PluginSearch::from_environment()); }
+
+std::vector<PluginInfo> list_backends() {
+  const PluginSearch search = PluginSearch::from_environment();
+  std::vector<PluginInfo> out;
+  for (const auto& [name, path] : scan_names(search)) {
+    try {
+      out.push_back(load_plugin(name, search));
+    } catch (const BackendUnavailable& e) {
+      PluginInfo info;
+      info.name = name;
+      info.path = path;
+      info.unavailable_reason = e.what();
+      out.push_back(info);
+    }
+  }
+  return out;
+}
+
+const std::vector<ConfigKey>& core_config_keys() {
+  static const std::vector<ConfigKey> keys = {
+      {"master_addr", "", "", "set by init: the host of the rendezvous store (env:// or tcp://)"},
+      {"local_rank", "", "", "set by init from the launcher: this rank's index on its host"},
+      {"local_world_size", "", "", "set by init from the launcher: how many ranks run on this host"},
+      {"launcher", "", "",
+       "set by init: what started the process (torchrun, mpirun, slurm, pmi, pmix), empty when none did"},
+      {kInitTimeLeftKey, "", "",
+       "set by the group for each backend it creates: milliseconds left of its creation's deadline, within which "
+       "the backend's rendezvous must end (init_wait.h)"},
+      {kInitReportKey, "", "",
+       "set by the group: how often (ms) a rendezvous still waiting says for which ranks "
+       "(DISTCOMM_INIT_REPORT_SECONDS)"},
+  };
+  return keys;
+}
+
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config,
+                          const PluginSearch& search) {
+  std::set<std::string> known;
+  for (const ConfigKey& k : core_config_keys()) known.insert(k.name);
+  std::string theirs;
+  for (const std::string& name : backends) {
+    const PluginInfo& info = load_plugin(name, search);
+    if (!info.declares_config) return;
+    std::string keys;
+    for (const ConfigKey& k : info.config_keys) {
+      known.insert(k.name);
+      keys += (keys.empty() ? "" : ", ") + k.name;
+    }
+    theirs += (theirs.empty() ? "" : "; ") + name + ": " + (keys.empty() ? "none" : keys);
+  }
+  for (const auto& [key, value] : config) {
+    if (known.count(key)) continue;
+    std::string core;
+    for (const ConfigKey& k : core_config_keys()) core += (core.empty() ? "" : ", ") + k.name;
+    throw InvalidArgument("backend config key '" + key + "' (= '" + value + "') is not a setting of " +
+                          (backends.size() == 1 ? "backend " + backends[0] : "any backend of the group") +
+                          ". Known keys: " + theirs + "; set by init for every backend: " + core);
+  }
+}
+
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
+                                        const PluginSearch& search) {
+  const PluginInfo& info = load_plugin(name, search);
+  if (!info.available) {
+    throw BackendUnavailable("backend '" + name + "' (" + info.path + ") cannot run here: " +
+                             info.unavailable_reason);
+  }
+  const uint32_t bit = options.device == DeviceType::kCPU ? DISTCOMM_DEVICE_CPU : DISTCOMM_DEVICE_CUDA;
+  if (!(info.devices & bit)) {
+    throw BackendUnavailable("backend '" + name + "' does not serve " +
+                             device_type_name(options.device) + " tensors");
+  }
+  std::unique_ptr<Backend> backend(info.descriptor->create(options));
+  if (!backend) throw BackendUnavailable("backend '" + name + "' create() returned null");
+  return backend;
+}
+
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options) {
+  return create_backend(name, options, PluginSearch::from_environment());
+}
+
+}  // namespace distcomm
+
+extern "C" uint32_t distcomm_core_abi_minor() { return DISTCOMM_PLUGIN_ABI_MINOR; }

@@ -1,0 +1,80 @@
+// Finding, checking and loading backend plugins.
+//
+// Search order for libdistcomm_<name>.so (ARCHITECTURE.md, "The plugin contract"):
+//   1. each folder in DISTCOMM_PLUGIN_PATH (colon-separated),
+//   2. the folder of the running binary, and its Bazel runfiles (backends/<name>/),
+//   3. the folder of libdistcomm.so itself, then its distcomm/plugins/ (where //:install and
+//      the Debian package put the plugins: <prefix>/lib/distcomm/plugins).
+// A plugin that cannot be used is refused with the reason (not a shared object, no entry
+// point, ABI major or toolchain differs: both values are named), and the search goes on.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/plugin/backend.h"
+#include "api/plugin/plugin.h"
+#include "api/group/process_environment.h"
+
+namespace distcomm {
+
+// A config key as a plugin declares it (distcomm_config_key).
+struct ConfigKey {
+  std::string name;
+  std::string default_value;  // "" when computed
+  std::string env;            // "" when none
+  std::string help;
+};
+
+struct PluginInfo {
+  std::string name;
+  std::string path;
+  std::string version;
+  uint32_t abi_minor = 0;
+  uint32_t devices = 0;
+  uint32_t flags = 0;
+  // The keys the plugin reads; declares_config is false for a plugin that declares none
+  // (ABI 1.0, or config_keys null): its keys are unknown.
+  bool declares_config = false;
+  std::vector<ConfigKey> config_keys;
+  bool available = false;
+  std::string unavailable_reason;  // when !available
+  const distcomm_plugin_v1* descriptor = nullptr;
+};
+
+// The core passes `search` down from the edge that read it (process_environment.h). The
+// overloads without it read PluginSearch::from_environment() at the call: they are for
+// tools and tests, whose call is their own edge.
+
+// The folders searched, in order (existing or not), for messages and tools:
+// search.plugin_path, the program's folder, the Bazel runfiles, libdistcomm.so's folder and
+// its distcomm/plugins.
+std::vector<std::string> plugin_search_path(const PluginSearch& search);
+std::vector<std::string> plugin_search_path();
+
+// Loads (once per process) and checks the plugin for `name`. Throws BackendUnavailable
+// naming the backend, every path tried, why each was refused and the backends that exist.
+const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search);
+const PluginInfo& load_plugin(const std::string& name);
+
+// Every plugin found on the search path, loaded and probed (for tools and messages).
+std::vector<PluginInfo> list_backends();
+
+// Keys init_process_group fills in for every backend, from the launcher and the rendezvous
+// (master_addr, local_rank, local_world_size, launcher). Every backend may read them.
+const std::vector<ConfigKey>& core_config_keys();
+
+// Throws InvalidArgument for a key of `config` that neither the core nor any of the
+// `backends` (plugin names) declares, naming the keys they do. A group with a backend that
+// declares no keys is not checked.
+void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config,
+                          const PluginSearch& search);
+
+// load_plugin(name), its available() probe, then its factory.
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
+                                        const PluginSearch& search);
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
+
+}  // namespace distcomm

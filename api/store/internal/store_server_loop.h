@@ -1,0 +1,129 @@
+// The TCPStore server's event loop (see tcp_store_server.h for what it promises).
+// store_server_loop.cc runs connections: poll, accept, handshake, buffers, deadlines and
+// caps; store_server_requests.cc answers the key-value requests and parks waiters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api/store/internal/charged_buffer.h"
+#include "api/store/internal/key_value_map.h"
+#include "api/store/internal/socket.h"
+#include "api/store/internal/store_protocol.h"
+#include "api/store/tcp_store_server.h"
+
+namespace distcomm {
+
+class TCPStoreServer::Loop {
+ public:
+  // options.limits must be resolved; `where` names the server in its log lines.
+  Loop(internal::Socket listener, const TCPStoreServerOptions& options, std::string where);
+  void run();
+  // Callable from any thread: makes run() return.
+  void wake();
+  // Callable from any thread: run() goes on serving until every connection has closed or
+  // `until` has come, whichever is first, then returns (tcp_store_server.h, farewell).
+  void serve_until_clients_leave(internal::Clock::time_point until);
+
+ private:
+  using Clock = internal::Clock;
+  enum class Stage { kHello, kProof, kReady, kClosing };
+
+  struct Client {
+    Client(internal::Socket s, internal::BufferPool* pool);
+    internal::Socket sock;
+    Stage stage = Stage::kHello;
+    uint64_t serial = 0;  // accept order: the oldest pending connection goes first
+    Clock::time_point accepted;
+    std::string client_nonce;
+    std::string server_nonce;
+    internal::ChargedBuffer in;
+    internal::ChargedBuffer out;
+    size_t out_sent = 0;
+    // How many bytes the partial request at the front of `in` is known to need.
+    size_t in_needed = 0;
+    // When the partial request started (or the server made room for it), and when the
+    // unsent replies were queued: the transfer deadline counts from these.
+    Clock::time_point in_since;
+    Clock::time_point out_since;
+    // The pool had no room for the partial request: its deadline waits with it.
+    bool starved = false;
+    // A request not answered yet: parked on missing keys, or waiting for room for its reply.
+    bool blocked = false;
+    bool waiting_for_room = false;
+    internal::Message request;
+    std::vector<std::string> parked_on;
+  };
+
+  // Connections (store_server_loop.cc).
+  void accept_clients();
+  void make_room_for_pending();
+  // How much of a request the server reads before it must make room: the free allowance
+  // (1 KiB before the handshake is over), or the room already made for the request.
+  size_t read_limit(const Client& c) const;
+  short events_for(Client& c, Clock::time_point now);
+  Clock::time_point deadline_of(const Client& c) const;
+  void close_expired(Clock::time_point now);
+  void on_readable(int fd);
+  void on_writable(int fd);
+  void serve(int fd);
+  // False when the client broke the handshake and must be dropped.
+  bool handshake(Client& c, const internal::Message& m);
+  void become_ready(Client& c);
+  bool at_connection_cap(Client& c);
+  // Answers with an error, then closes once it is sent; logs the first refusal of a kind.
+  void refuse(Client& c, const std::string& kind, const std::string& why);
+  void note(const std::string& kind, const std::string& what);
+  bool flush(int fd, Client& c);
+  // kReset for a client that broke a rule or a deadline; kGraceful after a refusal.
+  enum class Close { kGraceful, kReset };
+  void drop(int fd, Close how = Close::kReset);
+  Client* find(int fd);
+
+  // Requests (store_server_requests.cc).
+  void handle(int fd, Client& c, internal::Message m);
+  // Answers c.request when its keys exist and its reply has room; true when it did.
+  bool retry(int fd, Client& c);
+  void execute(Client& c, internal::Message& m, bool* created);
+  size_t reply_bound(const internal::Message& m) const;
+  void unpark(int fd, Client& c);
+  void key_created(const std::string& key);
+  void wake_room_waiters();
+  void reply(Client& c, internal::Status s, internal::FieldRef field);
+
+  // Whether run() must return now (the wake-up pipe says only "look").
+  std::atomic<bool> stop_{false};
+  // The farewell's end, in steady-clock ticks; 0 while there is none.
+  std::atomic<Clock::rep> farewell_until_{0};
+  // In a farewell, the last time a client was connected.
+  Clock::time_point last_client_seen_{};
+
+  internal::Socket listener_;
+  internal::Socket wake_read_;
+  internal::Socket wake_write_;
+  const TCPStoreServerOptions options_;
+  const std::string where_;
+  const size_t max_request_;
+  internal::BufferPool pool_;
+  internal::KeyValueMap map_;
+  std::unordered_map<int, std::unique_ptr<Client>> clients_;
+  std::unordered_map<std::string, std::vector<int>> parked_;
+  // Clients unblocked by another client's request; served after the current event so
+  // that one SET waking many waiters does not recurse.
+  std::vector<int> runnable_;
+  std::vector<int> room_waiters_;
+  uint64_t releases_seen_ = 0;
+  uint64_t next_serial_ = 0;
+  int ready_ = 0;
+  int pending_ = 0;
+  Clock::time_point accept_paused_until_;
+  std::set<std::string> noted_;
+  Store::Bytes scratch_;  // what each recv() lands in
+};
+
+}  // namespace distcomm

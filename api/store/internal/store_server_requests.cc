@@ -1,0 +1,170 @@
+// The key-value half of the TCPStore server's loop: answering requests, parking get() and
+// wait() on missing keys, and holding a request whose reply has no room in the buffer
+// budget until another connection gives memory back.
+#include <algorithm>
+
+#include "api/errors.h"
+#include "api/store/internal/store_server_loop.h"
+
+namespace distcomm {
+
+using internal::Command;
+using internal::FieldRef;
+using internal::Message;
+using internal::Status;
+using Bytes = Store::Bytes;
+
+namespace {
+
+constexpr size_t kReplyHeaderBytes = 5;  // u8 status, u32 length
+// Room for a reply that is not a stored value: a count, a flag, an error message.
+constexpr size_t kSmallReplyBytes = 512;
+
+std::string key_of(const Bytes& field) { return std::string(field.begin(), field.end()); }
+
+}  // namespace
+
+void TCPStoreServer::Loop::handle(int fd, Client& c, Message m) {
+  c.blocked = true;
+  c.request = std::move(m);
+  retry(fd, c);
+}
+
+bool TCPStoreServer::Loop::retry(int fd, Client& c) {
+  unpark(fd, c);
+  c.waiting_for_room = false;
+  const auto cmd = static_cast<Command>(c.request.kind);
+  if (cmd == Command::kGet || cmd == Command::kWait) {
+    std::vector<std::string> keys;
+    for (const auto& f : c.request.fields) keys.push_back(key_of(f));
+    auto missing = map_.missing(keys);
+    if (!missing.empty()) {
+      for (const auto& k : missing) parked_[k].push_back(fd);
+      c.parked_on = std::move(missing);
+      return false;
+    }
+  }
+  if (!c.out.reserve(c.out.size() + kReplyHeaderBytes + reply_bound(c.request))) {
+    c.waiting_for_room = true;
+    room_waiters_.push_back(fd);
+    return false;
+  }
+  bool created = false;
+  Message m = std::move(c.request);
+  c.request = Message();
+  c.blocked = false;
+  execute(c, m, &created);
+  if (created) key_created(key_of(m.fields[0]));
+  return true;
+}
+
+size_t TCPStoreServer::Loop::reply_bound(const Message& m) const {
+  const auto cmd = static_cast<Command>(m.kind);
+  if (cmd == Command::kGet) {
+    const Bytes* v = map_.find(key_of(m.fields[0]));
+    return v ? v->size() : 0;
+  }
+  if (cmd == Command::kCompareSet) {
+    const Bytes* v = map_.find(key_of(m.fields[0]));
+    return std::max(v ? v->size() : 0, m.fields[2].size());
+  }
+  if (cmd == Command::kCheck) return m.fields.size();
+  // An ADD's error message names the key.
+  if (cmd == Command::kAdd) return m.fields[0].size() + kSmallReplyBytes;
+  return kSmallReplyBytes;
+}
+
+void TCPStoreServer::Loop::execute(Client& c, Message& m, bool* created) {
+  const auto cmd = static_cast<Command>(m.kind);
+  const std::string key = m.fields.empty() ? std::string() : key_of(m.fields[0]);
+  switch (cmd) {
+    case Command::kSet:
+      *created = map_.set(key, std::move(m.fields[1]));
+      reply(c, Status::kOk, Bytes());
+      break;
+    case Command::kGet:
+      reply(c, Status::kOk, *map_.find(key));
+      break;
+    case Command::kWait:
+      reply(c, Status::kOk, Bytes());
+      break;
+    case Command::kAdd:
+      try {
+        const int64_t v = map_.add(key, internal::get_i64(m.fields[1].data()), created);
+        reply(c, Status::kOk, internal::encode_i64(v));
+      } catch (const StoreError& e) {
+        reply(c, Status::kError, std::string(e.what()));
+      }
+      break;
+    case Command::kCompareSet:
+      reply(c, Status::kOk, map_.compare_set(key, m.fields[1], m.fields[2], created));
+      break;
+    case Command::kCheck: {
+      Bytes present;
+      for (const auto& f : m.fields) present.push_back(map_.contains(key_of(f)) ? 1 : 0);
+      reply(c, Status::kOk, present);
+      break;
+    }
+    case Command::kDelete:
+      reply(c, Status::kOk, Bytes{static_cast<uint8_t>(map_.erase(key) ? 1 : 0)});
+      break;
+    case Command::kNumKeys:
+      reply(c, Status::kOk, internal::encode_i64(map_.size()));
+      break;
+    case Command::kHello:
+    case Command::kProve:
+      break;  // validate_request refused them
+  }
+}
+
+void TCPStoreServer::Loop::unpark(int fd, Client& c) {
+  for (const auto& k : c.parked_on) {
+    auto it = parked_.find(k);
+    if (it == parked_.end()) continue;
+    auto& v = it->second;
+    v.erase(std::remove(v.begin(), v.end(), fd), v.end());
+    if (v.empty()) parked_.erase(it);
+  }
+  c.parked_on.clear();
+}
+
+void TCPStoreServer::Loop::key_created(const std::string& key) {
+  auto it = parked_.find(key);
+  if (it == parked_.end()) return;
+  const std::vector<int> waiting = std::move(it->second);
+  parked_.erase(it);
+  for (const int fd : waiting) {
+    Client* c = find(fd);
+    if (c && c->blocked && !c->waiting_for_room && retry(fd, *c)) runnable_.push_back(fd);
+  }
+}
+
+void TCPStoreServer::Loop::wake_room_waiters() {
+  if (room_waiters_.empty() || pool_.releases() == releases_seen_) return;
+  releases_seen_ = pool_.releases();
+  const std::vector<int> waiting = std::move(room_waiters_);
+  room_waiters_.clear();
+  for (const int fd : waiting) {
+    Client* c = find(fd);
+    if (!c || !c->waiting_for_room) continue;
+    try {
+      if (retry(fd, *c)) serve(fd);
+    } catch (const std::exception&) {
+      drop(fd);
+    }
+  }
+}
+
+void TCPStoreServer::Loop::reply(Client& c, Status s, FieldRef field) {
+  // retry() made room for the requests' replies; the handshake's are small.
+  if (!c.out.reserve(c.out.size() + kReplyHeaderBytes + field.size)) {
+    throw StoreError("TCPStoreServer: no room for a reply of " + std::to_string(field.size) + " bytes");
+  }
+  if (c.out.size() == 0) c.out_since = Clock::now();
+  // Header and value straight into the buffer: a big value is not copied twice.
+  const Bytes header = internal::encode_reply_header(s, field.size);
+  c.out.append(header.data(), header.size());
+  c.out.append(field.data, field.size);
+}
+
+}  // namespace distcomm

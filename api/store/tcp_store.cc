@@ -1,0 +1,283 @@
+#include "api/store/tcp_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <thread>
+#include <utility>
+
+#include "api/errors.h"
+#include "api/store/internal/close_on_fork.h"
+#include "api/store/internal/key_value_map.h"
+#include "api/store/internal/socket.h"
+#include "api/store/internal/store_host.h"
+#include "api/store/internal/store_handshake.h"
+#include "api/store/internal/store_protocol.h"
+
+namespace distcomm {
+
+using internal::Command;
+using internal::FieldRef;
+using internal::IoStatus;
+
+namespace {
+
+// After a broken connection or a timeout the next request reconnects. A server that is
+// gone should fail it promptly, not after the whole store timeout.
+constexpr std::chrono::milliseconds kReconnectTimeout{1000};
+// ... and after the server itself closed the connection, this long: its listener still
+// refusing then means that it has gone (a server that is there accepts at once).
+constexpr std::chrono::milliseconds kReconnectAfterCloseTimeout{100};
+// A TCPStore server answers the handshake in a round trip, and closes connections that
+// take longer than its own handshake deadline (10 s): past this, what listens is not one.
+constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
+// Naming exactly which keys are missing after a wait timed out costs one more round
+// trip; it is given this long before the message falls back to all the keys.
+constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
+constexpr char kInitKey[] = "init/";
+
+}  // namespace
+
+struct TCPStore::Request {
+  Command command;
+  std::vector<FieldRef> fields;
+  std::chrono::milliseconds timeout;
+  // The keys a GET or WAIT waits for: its timeout is a Timeout that names them.
+  const std::vector<std::string>* waited = nullptr;
+  // The reply's size, when the command fixes it.
+  int64_t reply_size = -1;
+};
+
+TCPStore::TCPStore(TCPStoreOptions options)
+    : options_(std::move(options)), failures_at_start_(internal::failures_noted_for_peers()) {
+  timeout_ = options_.timeout;
+  if (options_.is_server) {
+    TCPStoreServerOptions so;
+    so.bind_address = options_.bind_address == "*" ? "" : options_.bind_address.empty() ? options_.host
+                                                                                        : options_.bind_address;
+    so.port = options_.port;
+    so.identity = options_.identity;
+    so.world_size = options_.num_workers;
+    so.limits = options_.limits;
+    server_ = std::make_unique<TCPStoreServer>(so);
+    server_->start();
+    options_.port = server_->port();
+    // Listening elsewhere than host: this store's own connection goes there.
+    if (!so.bind_address.empty() && options_.bind_address != "*") options_.host = so.bind_address;
+  } else if (options_.port <= 0 || options_.port > 65535) {
+    throw InvalidArgument("TCPStore: a client needs the server's port, got " +
+                          std::to_string(options_.port) + " (port 0 is for is_server only)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connect_locked(options_.timeout);
+  }
+  if (options_.num_workers > 0) count_in_worker();
+}
+
+TCPStore::~TCPStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    disconnect_locked();  // first, or the farewell would wait for this connection too
+  }
+  if (server_ && (internal::failures_noted_for_peers() != failures_at_start_ || std::uncaught_exceptions() > 0)) {
+    server_->stop_after_farewell(internal::kStoreFarewell);
+  }
+}
+
+void TCPStore::set(const std::string& key, const Bytes& value) {
+  call({Command::kSet, {key, value}, timeout_, nullptr, 0});
+}
+
+Store::Bytes TCPStore::get(const std::string& key) {
+  const std::vector<std::string> keys{key};
+  return call({Command::kGet, {key}, timeout_, &keys});
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  const Bytes d = internal::encode_i64(delta);
+  return internal::get_i64(call({Command::kAdd, {key, d}, timeout_, nullptr, 8}).data());
+}
+
+Store::Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected,
+                                   const Bytes& desired) {
+  return call({Command::kCompareSet, {key, expected, desired}, timeout_});
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  const Bytes present = call({Command::kCheck, {keys.begin(), keys.end()}, timeout_, nullptr,
+                              static_cast<int64_t>(keys.size())});
+  for (const uint8_t p : present) {
+    if (!p) return false;
+  }
+  return true;
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  call({Command::kWait, {keys.begin(), keys.end()}, resolve(timeout), &keys, 0});
+}
+
+bool TCPStore::delete_key(const std::string& key) {
+  return call({Command::kDelete, {key}, timeout_, nullptr, 1})[0] != 0;
+}
+
+int64_t TCPStore::num_keys() {
+  return internal::get_i64(call({Command::kNumKeys, {}, timeout_, nullptr, 8}).data());
+}
+
+Store::Bytes TCPStore::call(const Request& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!gone_.empty()) throw StoreError(gone_);
+  if (fd_ < 0 && !closed_by_server_) connect_locked(std::min(kReconnectTimeout, options_.timeout));
+  if (fd_ < 0) {
+    try {
+      connect_locked(std::min(kReconnectAfterCloseTimeout, options_.timeout));
+    } catch (const StoreError& e) {
+      gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
+      throw StoreError(gone_);
+    }
+    closed_by_server_ = false;
+  }
+  return call_locked(r);
+}
+
+Store::Bytes TCPStore::call_locked(const Request& r) {
+  const std::string server = internal::host_port(options_.host, options_.port);
+  const char* name = internal::command_name(r.command);
+  // The server would drop a connection that breaks its limits; say why here instead.
+  for (size_t i = 0; i < internal::key_fields(r.command, r.fields.size()); ++i) {
+    if (r.fields[i].size > internal::kMaxKeyBytes) {
+      throw InvalidArgument("TCPStore: a key of " + std::to_string(r.fields[i].size) +
+                            " bytes is over the limit of " +
+                            std::to_string(internal::kMaxKeyBytes));
+    }
+  }
+  const Bytes msg = internal::encode_message(static_cast<uint8_t>(r.command), r.fields);
+  if (msg.size() > max_request_bytes_) {
+    throw InvalidArgument("TCPStore: a " + std::string(name) + " request of " + std::to_string(msg.size()) +
+                          " bytes is over the limit of " + std::to_string(max_request_bytes_) + " of the store at " +
+                          server + " (TCPStoreLimits::max_buffered_bytes on rank 0)");
+  }
+  const auto deadline = internal::Clock::now() + r.timeout;
+  internal::Reply reply;
+  IoStatus s = internal::send_all(fd_, msg.data(), msg.size(), deadline);
+  if (s == IoStatus::kOk) s = internal::recv_reply(fd_, &reply, internal::kMaxMessageBytes, deadline);
+  if (s == IoStatus::kError && errno == EMSGSIZE) {
+    disconnect_locked();
+    throw StoreError("TCPStore: " + server + " sent a malformed reply to " + name +
+                     "; is it a TCPStore server of the same version?");
+  }
+  if (s != IoStatus::kOk) fail_locked(r, s);
+  if (reply.status == internal::Status::kError) {
+    throw StoreError("TCPStore: " + server + ": " + to_string(reply.payload));
+  }
+  if (r.reply_size >= 0 && reply.payload.size() != static_cast<size_t>(r.reply_size)) {
+    disconnect_locked();
+    throw StoreError("TCPStore: " + server + " sent a malformed reply to " + name +
+                     "; is it a TCPStore server of the same version?");
+  }
+  return std::move(reply.payload);
+}
+
+void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
+  const int err = errno;
+  const std::string server = internal::host_port(options_.host, options_.port);
+  const std::string name = internal::command_name(r.command);
+  // The connection is out of step (a late reply would answer the next request), so it
+  // is closed; the next request opens a new one.
+  disconnect_locked();
+  if (s == IoStatus::kTimeout && r.waited) {
+    throw internal::wait_timeout("TCPStore " + server, missing_after_timeout(*r.waited),
+                                 r.timeout);
+  }
+  if (s == IoStatus::kTimeout) {
+    throw Timeout("TCPStore: no reply to " + name + " from " + server + " within " +
+                  internal::format_duration(r.timeout));
+  }
+  if (s == IoStatus::kClosed || (s == IoStatus::kError && (err == ECONNRESET || err == EPIPE))) {
+    closed_by_server_ = true;
+  }
+  if (s == IoStatus::kClosed) {
+    throw StoreError("TCPStore: the server at " + server + " closed the connection during " +
+                     name + "; did the server process exit?");
+  }
+  throw StoreError("TCPStore: " + name + " to " + server + " failed: " +
+                   internal::errno_message(err));
+}
+
+std::vector<std::string> TCPStore::missing_after_timeout(const std::vector<std::string>& keys) {
+  try {
+    connect_locked(std::min(kMissingKeysTimeout, options_.timeout));
+    const Bytes present = call_locked({Command::kCheck, {keys.begin(), keys.end()},
+                                       kMissingKeysTimeout, nullptr,
+                                       static_cast<int64_t>(keys.size())});
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!present[i]) missing.push_back(keys[i]);
+    }
+    // Empty when the keys arrived just after the deadline: name them all.
+    return missing.empty() ? keys : missing;
+  } catch (const Error&) {
+    return keys;
+  }
+}
+
+void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
+  disconnect_locked();
+  const std::string server = internal::host_port(options_.host, options_.port);
+  const auto deadline = internal::Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(10);
+  for (bool first = true;; first = false) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - internal::Clock::now());
+    internal::Socket s = internal::connect_tcp(options_.host, options_.port,
+                                               first ? timeout : std::max(left, std::chrono::milliseconds(1)),
+                                               "TCPStore");
+    bool closed_early = false;
+    const internal::ServerHello hello = internal::client_handshake(
+        s.fd(), server, options_.identity, std::min(deadline, internal::Clock::now() + kHandshakeTimeout),
+        &closed_early);
+    if (!closed_early) {
+      max_request_bytes_ = hello.max_request_bytes;
+      fd_ = s.release();
+      internal::close_on_fork(fd_);  // a forked child must not hold the connection open
+      return;
+    }
+    // A server flooded with connections closes the oldest ones still in the handshake.
+    if (internal::Clock::now() + pause >= deadline) {
+      throw StoreError("TCPStore: the store at " + server + " kept closing this connection during the handshake "
+                       "for " + internal::format_duration(timeout) + "; is it flooded with connections?");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+void TCPStore::disconnect_locked() {
+  internal::keep_on_fork(fd_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void TCPStore::count_in_worker() {
+  int64_t joined = add(kInitKey, 1);
+  if (!options_.is_server || !options_.wait_for_workers) return;
+  // Polled rather than waited on server-side: it happens once per job, and it keeps
+  // "init/" the only key the count costs.
+  const auto deadline = internal::Clock::now() + options_.timeout;
+  auto pause = std::chrono::milliseconds(10);
+  while (joined < options_.num_workers) {
+    if (internal::Clock::now() >= deadline) {
+      throw Timeout("TCPStore: only " + std::to_string(joined) + " of " +
+                    std::to_string(options_.num_workers) + " workers connected within " +
+                    internal::format_duration(options_.timeout) +
+                    "; start the missing ranks or raise the timeout");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+    joined = add(kInitKey, 0);
+  }
+}
+
+}  // namespace distcomm

@@ -1,0 +1,39 @@
+#!/bin/bash
+# api/'s folders depend on each other as ARCHITECTURE.md ("The core") says. A new include
+# that breaks a rule below fails here: move the code to the folder it belongs to, or
+# change the rule together with ARCHITECTURE.md.
+#   1. The vocabulary at api/'s top (values, ops, errors, logging's header) includes only
+#      itself.
+#   2. store/ includes only the vocabulary, store/ itself and the job's identity (process/).
+#   3. process/ includes only the vocabulary, process/ itself and init.h (spawn starts a rank).
+#   4. No folder includes process_group.h: the group sits on them, never under them.
+set -euo pipefail
+cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
+[ -f api/process_group.h ] || { echo "FAILED: no sources of api/ in the runfiles (//api:source_files)"; exit 1; }
+vocabulary='api/(tensor|dtype|half|device|reduce_op|errors|options|timeouts|work|cuda_stream|debug_level|version)\.(h|cc)|api/logging\.h'
+includes() {  # includes FILE...: "file: included" for every api/ include
+  grep -Ho '#include "api/[a-z0-9_/]*\.h"' "$@" | sed -E 's@#include "(.*)"@\1@' || true
+}
+fail=0
+check() {  # check RULE FILES_REGEX ALLOWED_REGEX
+  local rule="$1" files allowed="$3" bad
+  files=$(find api -name '*.h' -o -name '*.cc' | grep -E "^($2)$" | sort)
+  [ -n "${files}" ] || { echo "FAILED: rule ${rule} matches no file"; fail=1; return; }
+  bad=$(includes ${files} | grep -vE ":(${allowed})$" || true)
+  if [ -n "${bad}" ]; then
+    echo "FAILED: rule ${rule}:"
+    echo "${bad}"
+    fail=1
+  fi
+}
+check 1 "${vocabulary}" "${vocabulary}"
+check 2 'api/store/.*' "${vocabulary}|api/store/.*|api/process/job_identity\.h"
+check 3 'api/process/.*' "${vocabulary}|api/process/.*|api/init\.h"
+group_users=$(grep -l '#include "api/process_group.h"' $(find api -mindepth 2 -name '*.h' -o -mindepth 2 -name '*.cc') || true)
+if [ -n "${group_users}" ]; then
+  echo "FAILED: rule 4: these folders' files include process_group.h:"
+  echo "${group_users}"
+  fail=1
+fi
+[ "${fail}" = 0 ] && echo "PASSED: api/'s folders keep their layers"
+exit "${fail}"
