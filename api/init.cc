@@ -19,7 +19,7 @@ ProcessGroupPtr g_default;
 
 // What init gives every backend (core_config_keys()), then each declared key's variable;
 // what the program set in backend_config wins.
-void fill_config(std::map<std::string, std::string>& config, const std::string& backend, const LaunchEnv& env,
+void fill_config(std::map<std::string, std::string>& config, const BackendSpec& backend, const LaunchEnv& env,
                  const PluginSearch& plugins) {
   auto fill = [&](const std::string& key, const std::string& value) {
     if (!value.empty()) config.emplace(key, value);  // emplace keeps a value already set
@@ -27,7 +27,7 @@ void fill_config(std::map<std::string, std::string>& config, const std::string& 
   if (env.local_rank >= 0) fill("local_rank", std::to_string(env.local_rank));
   if (env.local_world_size >= 0) fill("local_world_size", std::to_string(env.local_world_size));
   fill("launcher", env.source);
-  for (const std::string& name : BackendSpec::parse(backend).names(plugins)) {
+  for (const std::string& name : backend.names(plugins)) {
     for (const auto& [key, value] : config_from_environment(load_plugin(name, plugins).config_keys)) fill(key, value);
   }
 }
@@ -133,8 +133,9 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   int rank = o.rank >= 0 ? o.rank : env.rank;
   int world = o.world_size >= 0 ? o.world_size : env.world_size;
 
+  const BackendSpec spec = BackendSpec::parse(o.backend);  // once, here
   // A backend that finds its peers by itself (MPI) needs no store or address.
-  const bool finds_peers_itself = !ProcessGroup::needs_store(o.backend, plugins);
+  const bool finds_peers_itself = !spec.needs_store(plugins);
   if (finds_peers_itself && rank < 0 && world < 0) {
     rank = 0;  // a singleton run without mpirun; the backend checks its own view
     world = 1;
@@ -149,7 +150,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
                           std::to_string(world));
   }
   std::map<std::string, std::string> config = o.backend_config;
-  fill_config(config, o.backend, env, plugins);
+  fill_config(config, spec, env, plugins);
   if (o.identity.run_id.empty() && o.identity.token.empty()) o.identity = environment.identity;
   if (o.store_bind.empty()) o.store_bind = environment.store_bind;
   set_log_identity(rank, world);
@@ -176,7 +177,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   po.environment = environment.process;
   po.creation_deadline = wait.deadline;
   po.creation_report_every = report_every;
-  ProcessGroupPtr pg = ProcessGroup::create(po);
+  ProcessGroupPtr pg = ProcessGroup::create(po, spec);
   std::lock_guard<std::mutex> lock(g_mu);
   g_default = pg;
   return pg;

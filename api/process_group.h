@@ -10,82 +10,37 @@
 // Ranks in arguments (root, dst, src) are ranks in this group.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "api/plugin/backend.h"
-#include "api/debug_level.h"
 #include "api/diagnostics/flight_recorder.h"
+#include "api/group/backend_spec.h"
 #include "api/group/host_exchange.h"
-#include "api/group/init_wait.h"
+#include "api/group/process_group_options.h"
 #include "api/options.h"
-#include "api/group/process_environment.h"
-#include "api/store/store.h"
+#include "api/plugin/backend.h"
 #include "api/tensor.h"
 #include "api/work.h"
 
 namespace distcomm {
 
-// "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type. "auto" (alone,
-// or for cpu) chooses shm or gloo per group by where its ranks run (auto_backend.h).
-struct BackendSpec {
-  std::map<DeviceType, std::string> by_device;
-  std::string text;  // as given, for messages
-  static BackendSpec parse(const std::string& spec);
-  // The plugins it names, each once ("auto": its candidates, found through `plugins`).
-  std::vector<std::string> names(const PluginSearch& plugins) const;
-};
-
-struct ProcessGroupOptions {
-  // The world's store, reached by every rank; the group works under its own prefix. Null
-  // only for backends that find their peers by themselves (needs_store() is false, MPI):
-  // their backends then get no store, and the group exchanges host messages through its
-  // own collectives.
-  StorePtr store;
-  int rank = 0;
-  int size = 1;
-  std::string backend = "gloo";  // a BackendSpec
-  std::chrono::milliseconds timeout = kDefaultGroupTimeout;
-  std::string group_name = "world";
-  std::vector<int> global_ranks;  // empty for the world group: 0..size-1
-  // Settings of the group's backends (each plugin declares its keys, plugin.h); a key no
-  // backend of the group declares is refused when the group is created.
-  std::map<std::string, std::string> backend_config;
-  // Where plugins are, and the trace settings (process_environment.h): init_process_group
-  // sets them from its one read of the environment; unset, ProcessGroup::create (then the
-  // program's edge) reads them. Subgroups inherit them.
-  std::optional<ProcessEnvironment> environment;
-  // What the group checks and logs beyond its default (debug_level.h); subgroups inherit it.
-  DebugLevel debug = DebugLevel::kOff;
-  // The deadline of the group's creation (init_wait.h): init_process_group sets it from its
-  // own start, so that connecting to the store counts; unset (the default), creation counts
-  // from its own start. Every phase of creation waits within it.
-  std::chrono::steady_clock::time_point creation_deadline{};
-  // How often a rank waiting at creation says whom it waits for.
-  std::chrono::milliseconds creation_report_every = kDefaultInitReportInterval;
-  // Where the store is, for messages ("tcp://10.0.0.1:29500").
-  std::string store_text = "the group's store";
-  // The rank whose process serves the store ("rank 0": init_process_group's TCPStore), for
-  // when the store goes away under the group's creation or its host exchange: a PeerFailure
-  // saying "rank 0 (which served the store) has exited or closed it" rather than the
-  // store's error. Empty when no rank serves it (a FileStore, the program's own); subgroups
-  // inherit it.
-  std::string store_host;
-};
+// The group's parts, each its own unit (ARCHITECTURE.md, "An op's path").
+class ArgumentChecks;
+class BackendCall;
+class DetailChecks;
+class GroupBackends;
+class OpNumbering;
+struct OpSpec;
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Creates the backends (a collective: every rank of the group calls it).
   static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options);
+  // The same with options.backend parsed already (init_process_group parses it once).
+  static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options, BackendSpec spec);
   // Whether a group of this backend spec needs a store shared by its ranks: false when
   // every backend in it finds its peers by itself (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
   static bool needs_store(const std::string& backend_spec, const PluginSearch& plugins);
@@ -107,7 +62,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int global_rank(int group_rank) const;
   const std::vector<int>& global_ranks() const { return options_.global_ranks; }
   // Sequence number the next collective will get.
-  uint64_t next_seq() const { return seq_.load(); }
+  uint64_t next_seq() const;
 
   // --- collectives ---
   WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts = {});
@@ -185,170 +140,40 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
  private:
   explicit ProcessGroup(ProcessGroupOptions options);
-  // create(), where subgroups skip the config check: they inherit their parent's config,
-  // which may hold keys of backends they do not use.
-  // parent: the group a subgroup is made from (null otherwise), members: the subgroup's
-  // ranks in the parent (create_subgroup_backend).
-  static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, bool check_config,
+  // create() and the subgroups: checks the options, then runs the creation (group_creation.h).
+  // Subgroups skip the config check (they inherit their parent's config, which may hold
+  // keys of backends they do not use); parent and members: a subgroup's parent and its
+  // ranks there, whose backends it may reuse.
+  static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, BackendSpec spec, bool check_config,
                                              ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
-  void create_backends(ProcessGroup* parent, const std::vector<int>& members, const InitWait& wait);
-  // The deadline and reporting of this group's creation (from creation_deadline).
-  InitWait creation_wait() const;
-  // Creation's first and last steps over the store: every rank arrives (store_prefix_ is
-  // chosen here), and, once its backends are made, says whether that worked, so that no
-  // rank returns from creation while another is still failing it (init_wait.h).
-  // arrive also points `wait` at the group's creation_failed key, once it knows the key.
-  void arrive(InitWait& wait);
-  void confirm_created(const InitWait& wait, const std::exception_ptr& failure);
-  // A creation's failure as it is, unless it is the store's: then a PeerFailure naming the
-  // rank that served the store (options_.store_host), which has gone.
-  std::exception_ptr with_store_host(const std::exception_ptr& failure) const;
-  // A backend's namespace in the store (its PrefixStore's prefix).
-  std::string backend_store_prefix(DeviceType device, const std::string& backend) const;
-  // Which device type each plugin of a spec serves ("auto" left as it is).
-  static std::map<DeviceType, std::string> plan_of(const BackendSpec& spec, const PluginSearch& plugins);
-  // This group's backends that a subgroup with backend spec `spec` would use again (the
-  // same plugin for the same device type, of ABI minor 4 or later): each is asked for the
-  // subgroup's backend (Backend::create_subgroup_backend), on every rank of this group.
-  std::map<DeviceType, Backend*> parents_of_subgroup(const std::string& spec);
-  // On a rank the subgroup leaves out: gives each of those backends its part.
-  void skip_subgroup(const std::string& spec, const std::vector<int>& members);
-  void create_exchange();
-  // The CPU backend's all_gather, outside the op sequence's checks (the exchange's transport
-  // when there is no shared store).
-  void host_all_gather(Tensor& out, const Tensor& in);
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag);
-
-  // Validation helpers (process_group_checks.cc): throw InvalidArgument naming op, argument
-  // and rank.
-  std::string where(OpType op) const;
-  void check_tensor(OpType op, const Tensor& t, const char* arg) const;
-  void check_same(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
-  // Same dtype and device (the counts differ by design).
-  void check_alike(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
-  // The tensor forms of all_gather and reduce_scatter: `whole` holds size() times `part`.
-  void check_whole_and_part(OpType op, const Tensor& whole, const char* whole_name, const Tensor& part,
-                            const char* part_name) const;
-  // A list argument: one tensor per rank, each like `like`. For a rooted op (root >= 0) the
-  // list is the root's and must be empty elsewhere. Returns whether this rank holds it.
-  bool check_list(OpType op, const std::vector<Tensor>& list, const char* arg, const Tensor& like,
-                  const char* like_name, int root = -1) const;
-  void check_root(OpType op, int root) const;
-  void check_peer(OpType op, int peer, const char* arg) const;
-  // A point-to-point op's tensor, peer (peer_arg null: any source) and tag.
-  void check_p2p(OpType op, const Tensor& t, const char* peer_arg, int peer, int tag) const;
-  void check_reduce(OpType op, ReduceOp rop, const Tensor& t) const;
-  void require_host(OpType op, const Tensor& t, const std::string& what) const;
-  void check_count(OpType op, const Tensor& t, int64_t expected, const char* arg,
-                   const std::string& why) const;
-
-  // Which sequence an op is numbered in: the group's collectives, its point-to-point ops,
-  // or the host exchange's own collectives (groups without a store).
-  enum class OpKind { kCollective, kPointToPoint, kInternal };
-  // Numbers the op, resolves its timeout, describes it and starts its fingerprint (op, seq,
-  // the tensor's dtype, count and shape); callers add root, reduction and splits.
-  OpContext next_context(OpType op, const Tensor* t, std::chrono::milliseconds timeout,
-                         OpKind kind = OpKind::kCollective);
-  // A send's or recv's context: its fingerprint names the peer (-1: any), tag and ordinal.
-  OpContext p2p_context(OpType op, const Tensor& t, int peer, const P2POptions& opts);
-  // The next transfer's number among this rank's sends (or recvs) with `peer` and `tag`: a
-  // send and a recv pair up when their numbers agree (messages between two ranks with one
-  // tag do not overtake each other).
-  int64_t next_ordinal(bool is_send, int peer, int tag);
-  static void with_reduction(OpContext& ctx, ReduceOp op);
-  // DISTCOMM_DEBUG=DETAIL (process_group_debug.cc; nothing at other levels). A collective:
-  // every rank's fingerprint through the host exchange, Desync with the table on every rank
-  // when they differ. A send: its fingerprint posted on the store for the recv. Returns ctx.
-  const OpContext& check_detail(const OpContext& ctx);
-  // A recv: once it has ended, compares its fingerprint with the one its sender posted,
-  // InvalidArgument naming both when they differ. A recv from any rank is compared once its
-  // source is known, as that source's next transfer with this rank.
-  WorkPtr checked_recv(const WorkPtr& work, const OpContext& ctx);
+  // Over the store, or, without one, over the CPU backend's all_gather (host_all_gather).
+  void create_exchange();
+  void host_all_gather(Tensor& out, const Tensor& in);
+  // The recorder (unless turned off), registered for dumps (trace_dump.h).
+  void create_recorder();
   // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
   void log_created();
   void log_destroyed() const;
-  // A batch the backend runs natively (nccl): each send and recv in it checked as the single
-  // ops are (call() hands the batch to the backend).
-  WorkPtr checked_batch(const std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx,
-                        const std::function<WorkPtr()>& call);
-  bool detail_p2p_on() const;
-  std::string detail_p2p_key(int src, int dst, const OpFingerprint& f) const;
-  // DETAIL's point-to-point check: a send's fingerprint posted for its recv on the store;
-  // a recv's (peer and ordinal known) compared with it, InvalidArgument naming both.
-  void post_for_recv(const OpFingerprint& send);
-  void compare_with_sent(const OpFingerprint& recv, const std::string& description, std::chrono::milliseconds timeout);
-  // Hands the op to its backend (call() returns the backend's Work) and records it in the
-  // flight recorder: issued now, ended when that Work ends.
-  template <typename Call>
-  WorkPtr recorded(const OpContext& ctx, Call&& call) {
-    if (!recorder_) return call();
-    const uint64_t id = recorder_->queued(ctx.fingerprint);
-    WorkPtr work;
-    try {
-      work = call();
-    } catch (...) {
-      recorder_->failed_to_issue(id, std::current_exception());
-      throw;
-    }
-    recorder_->watch(id, work);
-    return work;
-  }
-  // Creates the recorder (unless turned off) once the backends exist, and registers it for
-  // dumps (trace_dump.h).
-  void create_recorder();
-  // The backend of the device, once it lists op in supported_ops().
-  Backend& route(OpType op, DeviceType device);
-  Backend& route(OpType op, const Tensor& t) { return route(op, t.device().type); }
-
-  // How a reducing op runs: what the backend is asked, and what the host does around it
-  // when the backend lacks the op for the dtype (AVG: a SUM, then a division; PREMUL_SUM:
-  // the inputs scaled, then a SUM). Host tensors only; others are refused.
-  struct ReductionPlan {
-    ReduceOp run;
-    double premultiply_by = 1.0;
-    int64_t divide_by = 1;
-  };
-  ReductionPlan plan_reduction(OpType op, Backend& b, ReduceOp requested, const Tensor& t) const;
-  // all_reduce_coalesced of tensors that cannot be packed on the host (checked alike).
-  WorkPtr coalesced_by_backend(std::vector<Tensor>& tensors, const AllReduceOptions& opts);
-  // input scaled for the plan (itself when in_place, else a copy), or input as it is.
-  static Tensor premultiplied(const ReductionPlan& plan, const Tensor& input, bool in_place);
-  // work, followed by the plan's division of result.
-  static WorkPtr divided_after(const ReductionPlan& plan, const WorkPtr& work, const Tensor& result);
-  // The op's options with the reduction the backend is asked for.
-  template <typename Options>
-  static Options planned(Options opts, const ReductionPlan& plan) {
-    opts.op = plan.run;
-    return opts;
-  }
+  // The op pipeline (process_group_ops.cc): route -> plan -> number -> DETAIL's checks ->
+  // record -> the backend's call -> AVG's division. Checks come first, in each op.
+  WorkPtr issue(const OpSpec& spec, const BackendCall& call);
+  const PluginSearch& plugins() const { return options_.environment->plugins; }
 
   ProcessGroupOptions options_;  // environment: set by create(), inherited by subgroups
-  const PluginSearch& plugins() const { return options_.environment->plugins; }
-  const std::string where_prefix_;  // "rank 1/4 group 'world' "
-  // This group's keys in the store: "pg/<name>/", or "pg/<name>@<n>/" for the n-th group
-  // of that name over the same store (a group made again after destroy), so that nothing
-  // an earlier one left (peers' addresses above all) is read as this one's.
+  BackendSpec spec_;             // parsed once; "auto (cpu: shm)" once chosen
+  std::unique_ptr<ArgumentChecks> checks_;
+  std::unique_ptr<OpNumbering> numbering_;
+  // This group's keys in the store ("pg/<name>/", "pg/<name>@<n>/" for the n-th group of that
+  // name over the same store, so that nothing an earlier one left is read as this one's).
   std::string store_prefix_;
-  BackendSpec spec_;
-  std::map<DeviceType, std::unique_ptr<Backend>> backends_;
-  std::map<DeviceType, std::vector<OpType>> supported_ops_;  // asked once, not per op
-  std::map<DeviceType, std::string> backend_errors_;  // backends that could not be created
-  std::map<DeviceType, std::string> plugin_of_;       // the plugin of each backend
-  std::map<DeviceType, uint32_t> abi_minor_;          // and its ABI minor (plugin.h)
-  std::atomic<uint64_t> seq_{0};
-  std::atomic<uint64_t> p2p_seq_{0};
-  // Ops the program issued on this rank, per type (not the group's own internal ones): what
-  // DISTCOMM_DEBUG=INFO reports when the group is destroyed.
-  std::array<std::atomic<uint64_t>, static_cast<size_t>(OpType::kBatchP2P) + 1> issued_{};
-  std::atomic<uint64_t> exchange_seq_{0};
-  // Point-to-point transfers so far per (is send, peer, tag): each one's ordinal.
-  std::mutex ordinals_mu_;
-  std::map<std::tuple<bool, int, int>, int64_t> transfers_;
-  std::atomic<uint64_t> subgroups_{0};
+  std::unique_ptr<GroupBackends> backends_;
   std::unique_ptr<HostExchange> exchange_;
-  std::atomic<bool> aborted_{false};
+  std::unique_ptr<DetailChecks> detail_;  // DISTCOMM_DEBUG=DETAIL only
   std::shared_ptr<FlightRecorder> recorder_;
+  std::atomic<uint64_t> subgroups_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

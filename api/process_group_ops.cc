@@ -1,10 +1,17 @@
-// ProcessGroup: the collectives and point-to-point ops. Each checks its arguments, routes
-// to the backend of the tensors' device, adapts list forms to the flat ops backends
-// implement (pack, op, unpack) and AVG / PREMUL_SUM to a SUM where a backend lacks them.
+// ProcessGroup: the collectives and point-to-point ops, and the pipeline they share. Each op
+// checks its arguments, adapts a list form to the flat op backends implement (pack, op,
+// unpack), describes itself in an OpSpec and hands that to issue() with the call to its
+// backend; issue() does the rest, the same way for every op.
 #include <algorithm>
 #include <numeric>
 
 #include "api/errors.h"
+#include "api/group/group_backends.h"
+#include "api/ops/argument_checks.h"
+#include "api/ops/backend_call.h"
+#include "api/ops/detail_checks.h"
+#include "api/ops/op_numbering.h"
+#include "api/ops/op_spec.h"
 #include "api/process_group.h"
 
 namespace distcomm {
@@ -41,50 +48,103 @@ WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tens
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------
+// The pipeline
+
+WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
+  const std::string where = checks_->where(spec.type);
+  const DeviceType device = spec.tensor ? spec.tensor->device().type : spec.device;
+  Backend& b = backends_->route(spec.type, device, where);
+  // Refusals come before the op is numbered: a refused op takes no sequence number.
+  const ReductionPlan plan = spec.reduction ? ReductionPlan::make(where, b, *spec.reduction, *spec.tensor, size())
+                                            : ReductionPlan{};
+  if (aborted_) throw PeerFailure(where + ": the group was aborted; create a new group");
+  const OpContext ctx = numbering_->next(spec);
+  // Recorded in the flight recorder: issued now, ended when the backend's Work ends (or
+  // failed to issue). DETAIL's checks wrap the recorded call (detail_checks.h).
+  auto run = [&]() -> WorkPtr {
+    if (!recorder_) return call(b, plan, ctx);
+    const uint64_t id = recorder_->queued(ctx.fingerprint);
+    WorkPtr work;
+    try {
+      work = call(b, plan, ctx);
+    } catch (...) {
+      recorder_->failed_to_issue(id, std::current_exception());
+      throw;
+    }
+    recorder_->watch(id, work);
+    return work;
+  };
+  WorkPtr work = detail_ && spec.kind != OpKind::kInternal ? detail_->around(spec, ctx, run) : run();
+  return spec.divided ? plan.divided_after(work, *spec.divided) : work;
+}
+
+namespace {
+
+OpSpec spec_of(OpType type, const Tensor* tensor, std::chrono::milliseconds timeout) {
+  OpSpec spec;
+  spec.type = type;
+  spec.tensor = tensor;
+  spec.timeout = timeout;
+  return spec;
+}
+
+OpSpec p2p_spec(OpType type, const Tensor& tensor, int peer, const P2POptions& opts) {
+  OpSpec spec = spec_of(type, &tensor, opts.timeout);
+  spec.kind = OpKind::kPointToPoint;
+  spec.root = peer;
+  spec.tag = opts.tag;
+  return spec;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Collectives
+
 WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   constexpr OpType kOp = OpType::kAllReduce;
-  check_tensor(kOp, tensor, "tensor");
-  check_reduce(kOp, opts.op, tensor);
-  Backend& b = route(kOp, tensor);
-  const ReductionPlan plan = plan_reduction(kOp, b, opts.op, tensor);
-  OpContext ctx = next_context(kOp, &tensor, opts.timeout);
-  with_reduction(ctx, opts.op);
-  check_detail(ctx);
-  premultiplied(plan, tensor, /*in_place=*/true);
-  return divided_after(plan, recorded(ctx, [&] { return b.all_reduce(tensor, planned(opts, plan), ctx); }), tensor);
+  checks_->tensor(kOp, tensor, "tensor");
+  checks_->reduce(kOp, opts.op, tensor);
+  OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
+  spec.reduction = opts.op;
+  spec.divided = &tensor;
+  return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
+    plan.premultiplied(tensor, /*in_place=*/true);
+    return b.all_reduce(tensor, plan.applied_to(opts), ctx);
+  });
 }
 
 WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts) {
   constexpr OpType kOp = OpType::kAllReduceCoalesced;
-  if (tensors.empty()) throw InvalidArgument(where(kOp) + ": 'tensors' is empty");
+  if (tensors.empty()) throw InvalidArgument(checks_->where(kOp) + ": 'tensors' is empty");
   for (size_t i = 0; i < tensors.size(); ++i) {
-    check_tensor(kOp, tensors[i], "tensors");
+    checks_->tensor(kOp, tensors[i], "tensors");
     if (tensors[i].dtype() != tensors[0].dtype() || tensors[i].device() != tensors[0].device()) {
-      throw InvalidArgument(where(kOp) + ": tensors[" + std::to_string(i) + "] is " + tensors[i].describe() +
+      throw InvalidArgument(checks_->where(kOp) + ": tensors[" + std::to_string(i) + "] is " + tensors[i].describe() +
                             " but tensors[0] is " + tensors[0].describe() + "; all must share dtype and device");
     }
   }
-  if (!tensors[0].is_cpu()) return coalesced_by_backend(tensors, opts);
-  // One flat buffer, one reduction: what DDP's buckets do, offered for any list of tensors.
-  Tensor flat = pack(tensors, tensors[0].dtype());
-  return unpacked_after(all_reduce(flat, opts), flat, tensors, kOp);
-}
-
-WorkPtr ProcessGroup::coalesced_by_backend(std::vector<Tensor>& tensors, const AllReduceOptions& opts) {
-  constexpr OpType kOp = OpType::kAllReduceCoalesced;
   const Tensor& first = tensors[0];
-  const std::string refused = where(kOp) + ": coalescing packs on the host; for " + first.device().str() +
+  if (first.is_cpu()) {
+    // One flat buffer, one reduction: what DDP's buckets do, offered for any list of tensors.
+    Tensor flat = pack(tensors, first.dtype());
+    return unpacked_after(all_reduce(flat, opts), flat, tensors, kOp);
+  }
+  // Tensors the host cannot pack go whole to a backend that coalesces them (nccl).
+  const std::string where = checks_->where(kOp);
+  const std::string refused = where + ": coalescing packs on the host; for " + first.device().str() +
                               " tensors issue one all_reduce per tensor";
-  Backend* b = nullptr;
   try {
-    b = &route(kOp, first);
+    backends_->route(kOp, first.device().type, where);
   } catch (const Unsupported& e) {
     throw InvalidArgument(refused + " (" + e.what() + ")");
   }
   // The virtual is ABI 1.5; the op's value is older, so a plugin's listing alone is not enough.
-  if (abi_minor_[first.device().type] < 5) throw InvalidArgument(refused + " (the plugin predates ABI 1.5)");
-  check_reduce(kOp, opts.op, first);
-  plan_reduction(kOp, *b, opts.op, first);  // refuses what the backend cannot reduce on the device
+  if (backends_->find(first.device().type)->abi_minor < 5) {
+    throw InvalidArgument(refused + " (the plugin predates ABI 1.5)");
+  }
+  checks_->reduce(kOp, opts.op, first);
   int64_t total = 0;
   void* some_data = nullptr;  // any tensor's (a null one is empty)
   for (const Tensor& t : tensors) {
@@ -94,106 +154,110 @@ WorkPtr ProcessGroup::coalesced_by_backend(std::vector<Tensor>& tensors, const A
   // Describes the whole op (dtype, elements, device) for its description and fingerprint;
   // its data is never read.
   const Tensor whole = Tensor::from_blob(some_data, {total}, first.dtype(), first.device());
-  OpContext ctx = next_context(kOp, &whole, opts.timeout);
-  ctx.description += " in " + std::to_string(tensors.size()) + " tensors";
-  with_reduction(ctx, opts.op);
-  check_detail(ctx);
-  return recorded(ctx, [&] { return b->all_reduce_coalesced(tensors, opts, ctx); });
+  OpSpec spec = spec_of(kOp, &whole, opts.timeout);
+  spec.reduction = opts.op;  // the plan refuses what the backend cannot reduce on the device
+  spec.description_suffix = " in " + std::to_string(tensors.size()) + " tensors";
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_reduce_coalesced(tensors, opts, ctx);
+  });
 }
+
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   constexpr OpType kOp = OpType::kBroadcast;
-  check_tensor(kOp, tensor, "tensor");
-  check_root(kOp, opts.root);
-  Backend& b = route(kOp, tensor);
-  OpContext ctx = next_context(kOp, &tensor, opts.timeout);
-  ctx.fingerprint.root = opts.root;
-  return recorded(ctx, [&] { return b.broadcast(tensor, opts, check_detail(ctx)); });
+  checks_->tensor(kOp, tensor, "tensor");
+  checks_->root(kOp, opts.root);
+  OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
+  spec.root = opts.root;
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.broadcast(tensor, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   constexpr OpType kOp = OpType::kReduce;
-  check_tensor(kOp, tensor, "tensor");
-  check_root(kOp, opts.root);
-  check_reduce(kOp, opts.op, tensor);
-  Backend& b = route(kOp, tensor);
-  ReductionPlan plan = plan_reduction(kOp, b, opts.op, tensor);
-  OpContext ctx = next_context(kOp, &tensor, opts.timeout);
-  ctx.fingerprint.root = opts.root;
-  with_reduction(ctx, opts.op);
-  check_detail(ctx);
-  // Off the root, a scaled copy: reduce leaves the other ranks' tensors unchanged.
+  checks_->tensor(kOp, tensor, "tensor");
+  checks_->root(kOp, opts.root);
+  checks_->reduce(kOp, opts.op, tensor);
   const bool root = rank() == opts.root;
-  Tensor input = premultiplied(plan, tensor, /*in_place=*/root);
-  if (!root) plan.divide_by = 1;  // the result exists on the root only
-  return divided_after(plan, recorded(ctx, [&] { return b.reduce(input, planned(opts, plan), ctx); }), input);
+  OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
+  spec.root = opts.root;
+  spec.reduction = opts.op;
+  spec.divided = root ? &tensor : nullptr;  // the result exists on the root only
+  return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
+    // Off the root, a scaled copy: reduce leaves the other ranks' tensors unchanged.
+    Tensor input = plan.premultiplied(tensor, /*in_place=*/root);
+    return b.reduce(input, plan.applied_to(opts), ctx);
+  });
 }
 
 WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input, const AllGatherOptions& opts) {
   constexpr OpType kOp = OpType::kAllGather;
-  check_whole_and_part(kOp, output, "output", input, "input");
-  Backend& b = route(kOp, input);
-  const OpContext ctx = next_context(kOp, &input, opts.timeout);
-  return recorded(ctx, [&] { return b.all_gather(output, input, opts, check_detail(ctx)); });
+  checks_->whole_and_part(kOp, output, "output", input, "input");
+  return issue(spec_of(kOp, &input, opts.timeout), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_gather(output, input, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
   constexpr OpType kOp = OpType::kAllGather;
-  check_tensor(kOp, input, "input");
-  check_list(kOp, outputs, "outputs", input, "input");
-  require_host(kOp, input, "the list form of all_gather; use all_gather_into_tensor");
+  checks_->tensor(kOp, input, "input");
+  checks_->list(kOp, outputs, "outputs", input, "input");
+  checks_->require_host(kOp, input, "the list form of all_gather; use all_gather_into_tensor");
   Tensor flat = Tensor::empty({input.numel() * size()}, input.dtype());
   return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
 }
 
 WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
   constexpr OpType kOp = OpType::kGather;
-  check_tensor(kOp, input, "input");
-  check_root(kOp, opts.root);
+  checks_->tensor(kOp, input, "input");
+  checks_->root(kOp, opts.root);
   // Checked on every rank, not just the root: a root that refused alone would leave the
   // others waiting for it until the timeout.
-  require_host(kOp, input, "gather into a list");
-  const bool root = check_list(kOp, outputs, "outputs", input, "input", opts.root);
+  checks_->require_host(kOp, input, "gather into a list");
+  const bool root = checks_->list(kOp, outputs, "outputs", input, "input", opts.root);
   Tensor flat = root ? Tensor::empty({input.numel() * size()}, input.dtype()) : Tensor();
-  Backend& b = route(kOp, input);
-  OpContext ctx = next_context(kOp, &input, opts.timeout);
-  ctx.fingerprint.root = opts.root;
-  WorkPtr w = recorded(ctx, [&] { return b.gather(flat, input, opts, check_detail(ctx)); });
+  OpSpec spec = spec_of(kOp, &input, opts.timeout);
+  spec.root = opts.root;
+  WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.gather(flat, input, opts, ctx);
+  });
   return root ? unpacked_after(w, flat, outputs) : w;
 }
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
   constexpr OpType kOp = OpType::kScatter;
-  check_tensor(kOp, output, "output");
-  check_root(kOp, opts.root);
-  require_host(kOp, output, "scatter from a list");  // on every rank, as in gather
-  const bool root = check_list(kOp, inputs, "inputs", output, "output", opts.root);
+  checks_->tensor(kOp, output, "output");
+  checks_->root(kOp, opts.root);
+  checks_->require_host(kOp, output, "scatter from a list");  // on every rank, as in gather
+  const bool root = checks_->list(kOp, inputs, "inputs", output, "output", opts.root);
   Tensor flat = root ? pack(inputs, output.dtype()) : Tensor();
-  Backend& b = route(kOp, output);
-  OpContext ctx = next_context(kOp, &output, opts.timeout);
-  ctx.fingerprint.root = opts.root;
-  return recorded(ctx, [&] { return b.scatter(output, flat, opts, check_detail(ctx)); });
+  OpSpec spec = spec_of(kOp, &output, opts.timeout);
+  spec.root = opts.root;
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.scatter(output, flat, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
   constexpr OpType kOp = OpType::kReduceScatter;
-  check_whole_and_part(kOp, input, "input", output, "output");
-  check_reduce(kOp, opts.op, output);
-  Backend& b = route(kOp, output);
-  const ReductionPlan plan = plan_reduction(kOp, b, opts.op, output);
-  OpContext ctx = next_context(kOp, &output, opts.timeout);
-  with_reduction(ctx, opts.op);
-  check_detail(ctx);
-  const Tensor in = premultiplied(plan, input, /*in_place=*/false);  // the input is the caller's
-  return divided_after(plan, recorded(ctx, [&] { return b.reduce_scatter(output, in, planned(opts, plan), ctx); }), output);
+  checks_->whole_and_part(kOp, input, "input", output, "output");
+  checks_->reduce(kOp, opts.op, output);
+  OpSpec spec = spec_of(kOp, &output, opts.timeout);
+  spec.reduction = opts.op;
+  spec.divided = &output;
+  return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
+    const Tensor in = plan.premultiplied(input, /*in_place=*/false);  // the input is the caller's
+    return b.reduce_scatter(output, in, plan.applied_to(opts), ctx);
+  });
 }
 
 WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                      const ReduceScatterOptions& opts) {
   constexpr OpType kOp = OpType::kReduceScatter;
-  check_tensor(kOp, output, "output");
-  check_list(kOp, inputs, "inputs", output, "output");
-  require_host(kOp, output, "the list form of reduce_scatter; use reduce_scatter_tensor");
+  checks_->tensor(kOp, output, "output");
+  checks_->list(kOp, inputs, "inputs", output, "output");
+  checks_->require_host(kOp, output, "the list form of reduce_scatter; use reduce_scatter_tensor");
   Tensor flat = pack(inputs, output.dtype());
   return reduce_scatter_tensor(output, flat, opts);
 }
@@ -202,9 +266,9 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
                                         const std::vector<int64_t>& output_split_sizes,
                                         const std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) {
   constexpr OpType kOp = OpType::kAllToAll;
-  check_tensor(kOp, output, "output");
-  check_tensor(kOp, input, "input");
-  check_alike(kOp, output, "output", input, "input");
+  checks_->tensor(kOp, output, "output");
+  checks_->tensor(kOp, input, "input");
+  checks_->alike(kOp, output, "output", input, "input");
   // Split sizes count rows of dim 0; the backend gets element counts.
   auto counts = [&](const Tensor& t, const std::vector<int64_t>& splits, const char* arg) {
     const int64_t rows = t.dim() == 0 ? 1 : t.shape()[0];
@@ -212,7 +276,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
     std::vector<int64_t> c(static_cast<size_t>(size()));
     if (splits.empty()) {
       if (rows % size() != 0) {
-        throw InvalidArgument(where(kOp) + ": '" + arg + "' has " + std::to_string(rows) +
+        throw InvalidArgument(checks_->where(kOp) + ": '" + arg + "' has " + std::to_string(rows) +
                               " rows, not divisible by the group size " + std::to_string(size()) +
                               "; pass split sizes");
       }
@@ -220,17 +284,17 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
       return c;
     }
     if (static_cast<int>(splits.size()) != size()) {
-      throw InvalidArgument(where(kOp) + ": " + arg + " split sizes has " + std::to_string(splits.size()) +
+      throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split sizes has " + std::to_string(splits.size()) +
                             " entries, expected " + std::to_string(size()));
     }
     int64_t total = 0;
     for (size_t r = 0; r < splits.size(); ++r) {
-      if (splits[r] < 0) throw InvalidArgument(where(kOp) + ": " + arg + " split size " + std::to_string(r) + " is negative");
+      if (splits[r] < 0) throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split size " + std::to_string(r) + " is negative");
       total += splits[r];
       c[r] = splits[r] * row;
     }
     if (total != rows) {
-      throw InvalidArgument(where(kOp) + ": " + arg + " split sizes add up to " + std::to_string(total) +
+      throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split sizes add up to " + std::to_string(total) +
                             " rows but the tensor has " + std::to_string(rows));
     }
     return c;
@@ -241,81 +305,117 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   // from itself. (Mismatches between two ranks surface as a failed op on both.)
   const auto me = static_cast<size_t>(rank());
   if (in_counts[me] != out_counts[me]) {
-    throw InvalidArgument(where(kOp) + ": this rank sends itself " + std::to_string(in_counts[me]) +
+    throw InvalidArgument(checks_->where(kOp) + ": this rank sends itself " + std::to_string(in_counts[me]) +
                           " elements but expects " + std::to_string(out_counts[me]) +
                           " from itself; input split " + std::to_string(rank()) + " must equal output split " +
                           std::to_string(rank()));
   }
-  Backend& b = route(kOp, input);
-  OpContext ctx = next_context(kOp, &input, opts.timeout);
-  ctx.fingerprint.send_counts = in_counts;
-  ctx.fingerprint.recv_counts = out_counts;
-  return recorded(ctx, [&] { return b.all_to_all(output, input, out_counts, in_counts, opts, check_detail(ctx)); });
+  OpSpec spec = spec_of(kOp, &input, opts.timeout);
+  spec.send_counts = in_counts;
+  spec.recv_counts = out_counts;
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_to_all(output, input, out_counts, in_counts, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                  const AllToAllOptions& opts) {
   constexpr OpType kOp = OpType::kAllToAll;
   if (static_cast<int>(outputs.size()) != size() || static_cast<int>(inputs.size()) != size()) {
-    throw InvalidArgument(where(kOp) + ": 'outputs' and 'inputs' need one tensor per rank (" +
+    throw InvalidArgument(checks_->where(kOp) + ": 'outputs' and 'inputs' need one tensor per rank (" +
                           std::to_string(size()) + "), got " + std::to_string(outputs.size()) + " and " +
                           std::to_string(inputs.size()));
   }
   std::vector<int64_t> out_counts, in_counts;
   for (int r = 0; r < size(); ++r) {
-    check_tensor(kOp, outputs[r], "outputs[r]");
-    check_tensor(kOp, inputs[r], "inputs[r]");
+    checks_->tensor(kOp, outputs[r], "outputs[r]");
+    checks_->tensor(kOp, inputs[r], "inputs[r]");
     if (outputs[r].dtype() != inputs[0].dtype() || inputs[r].dtype() != inputs[0].dtype()) {
-      throw InvalidArgument(where(kOp) + ": all tensors must share one dtype (" + dtype_name(inputs[0].dtype()) + ")");
+      throw InvalidArgument(checks_->where(kOp) + ": all tensors must share one dtype (" + dtype_name(inputs[0].dtype()) + ")");
     }
     out_counts.push_back(outputs[r].numel());
     in_counts.push_back(inputs[r].numel());
   }
-  require_host(kOp, inputs[0], "the list form of all_to_all; use all_to_all_single");
+  checks_->require_host(kOp, inputs[0], "the list form of all_to_all; use all_to_all_single");
   Tensor in = pack(inputs, inputs[0].dtype());
   Tensor out = Tensor::empty({std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0})}, inputs[0].dtype());
-  Backend& b = route(kOp, in);
-  OpContext ctx = next_context(kOp, &in, opts.timeout);
-  ctx.fingerprint.send_counts = in_counts;
-  ctx.fingerprint.recv_counts = out_counts;
-  return unpacked_after(
-      recorded(ctx, [&] { return b.all_to_all(out, in, out_counts, in_counts, opts, check_detail(ctx)); }), out, outputs);
+  OpSpec spec = spec_of(kOp, &in, opts.timeout);
+  spec.send_counts = in_counts;
+  spec.recv_counts = out_counts;
+  WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_to_all(out, in, out_counts, in_counts, opts, ctx);
+  });
+  return unpacked_after(w, out, outputs);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
-  constexpr OpType kOp = OpType::kBarrier;
   // Any backend of the group synchronises all its ranks: the host one where there is one
-  // (with none, route() raises the host backend's deferred error).
-  Backend& b = route(kOp, backends_.empty() ? DeviceType::kCPU : backends_.begin()->first);
-  const OpContext ctx = next_context(kOp, nullptr, opts.timeout);
-  return recorded(ctx, [&] { return b.barrier(opts, check_detail(ctx)); });
+  // (with none, routing raises the host backend's deferred error).
+  OpSpec spec = spec_of(OpType::kBarrier, nullptr, opts.timeout);
+  spec.device = backends_->empty() ? DeviceType::kCPU : backends_->all().begin()->first;
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) { return b.barrier(opts, ctx); });
 }
 
 // ---------------------------------------------------------------------------------------
 // Point to point
 
 WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts) {
-  constexpr OpType kOp = OpType::kSend;
-  check_p2p(kOp, tensor, "dst", dst, opts.tag);
-  Backend& b = route(kOp, tensor);
-  const OpContext ctx = p2p_context(kOp, tensor, dst, opts);
-  return recorded(ctx, [&] { return b.send(tensor, dst, opts, check_detail(ctx)); });
+  checks_->p2p(OpType::kSend, tensor, "dst", dst, opts.tag);
+  return issue(p2p_spec(OpType::kSend, tensor, dst, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.send(tensor, dst, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
-  constexpr OpType kOp = OpType::kRecv;
-  check_p2p(kOp, tensor, "src", src, opts.tag);
-  Backend& b = route(kOp, tensor);
-  const OpContext ctx = p2p_context(kOp, tensor, src, opts);
-  return checked_recv(recorded(ctx, [&] { return b.recv(tensor, src, opts, ctx); }), ctx);
+  checks_->p2p(OpType::kRecv, tensor, "src", src, opts.tag);
+  return issue(p2p_spec(OpType::kRecv, tensor, src, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.recv(tensor, src, opts, ctx);
+  });
 }
 
 WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecvAnySource;
-  check_p2p(kOp, tensor, nullptr, -1, opts.tag);
-  Backend& b = route(kOp, tensor);
-  const OpContext ctx = p2p_context(kOp, tensor, -1, opts);
-  return checked_recv(recorded(ctx, [&] { return b.recv_any_source(tensor, opts, ctx); }), ctx);
+  checks_->p2p(kOp, tensor, nullptr, -1, opts.tag);
+  return issue(p2p_spec(kOp, tensor, -1, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.recv_any_source(tensor, opts, ctx);
+  });
+}
+
+WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POptions& opts) {
+  constexpr OpType kOp = OpType::kBatchP2P;
+  const std::string where = checks_->where(kOp);
+  if (ops.empty()) throw InvalidArgument(where + ": the batch is empty");
+  if (opts.tag < 0) throw InvalidArgument(where + ": tag must be >= 0, got " + std::to_string(opts.tag));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string name = "ops[" + std::to_string(i) + "]";
+    if (ops[i].kind != P2POp::Kind::kSend && ops[i].kind != P2POp::Kind::kRecv) {
+      throw InvalidArgument(where + ": " + name + " is neither a send nor a receive");
+    }
+    checks_->tensor(kOp, ops[i].tensor, (name + ".tensor").c_str());
+    checks_->peer(kOp, ops[i].peer, (name + ".peer").c_str());
+    if (ops[i].tensor.device().type != ops[0].tensor.device().type) {
+      throw InvalidArgument(where + ": " + name + " is on " + ops[i].tensor.device().str() + " but ops[0] on " +
+                            ops[0].tensor.device().str() + "; one batch goes to one backend");
+    }
+  }
+  const DeviceType device = ops[0].tensor.device().type;
+  backends_->serving(device);  // a backend that could not be created says why, before anything is issued
+  if (backends_->lists(device, kOp)) {
+    // One call to a backend that batches natively (nccl).
+    OpSpec spec = spec_of(kOp, nullptr, opts.timeout);
+    spec.kind = OpKind::kPointToPoint;
+    spec.device = device;
+    spec.tag = opts.tag;
+    spec.batch = &ops;
+    spec.description_suffix = " (" + std::to_string(ops.size()) + " sends and receives)";
+    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) { return b.batch_p2p(ops, opts, ctx); });
+  }
+  // One by one, in order: backends whose sends and receives progress on their own.
+  std::vector<WorkPtr> parts;
+  for (auto& op : ops) {
+    parts.push_back(op.kind == P2POp::Kind::kSend ? send(op.tensor, op.peer, opts) : recv(op.tensor, op.peer, opts));
+  }
+  return all_of(parts, kOp, parts.front()->seq(), where + " of " + std::to_string(ops.size()) + " ops");
 }
 
 }  // namespace distcomm

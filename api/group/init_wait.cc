@@ -22,18 +22,6 @@ std::string seconds_text(milliseconds ms) {
   return buf;
 }
 
-int64_t config_ms(const std::map<std::string, std::string>& config, const char* key, int64_t fallback) {
-  auto it = config.find(key);
-  if (it == config.end() || it->second.empty()) return fallback;
-  char* end = nullptr;
-  const long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (*end != '\0' || v < 0) {
-    throw InvalidArgument(std::string("backend config key '") + key + "' = '" + it->second +
-                          "' is not a non-negative number of milliseconds");
-  }
-  return v;
-}
-
 }  // namespace
 
 InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every, std::string where) {
@@ -46,13 +34,13 @@ InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every,
   return w;
 }
 
-InitWait InitWait::for_backend(const std::map<std::string, std::string>& config, milliseconds timeout,
+InitWait InitWait::for_backend(const std::map<std::string, std::string>& /*config*/, milliseconds timeout,
                                std::string where, const std::vector<int>& global_ranks, Store* store) {
-  const milliseconds left{config_ms(config, kInitTimeLeftKey, timeout.count())};
-  const milliseconds report{config_ms(config, kInitReportKey, kDefaultInitReportInterval.count())};
-  InitWait w = starting_now(left, report, std::move(where));
-  // Messages speak of the group's timeout, of which `left` is what the group had not used.
-  w.timeout = timeout;
+  InitWait w = starting_now(timeout, kDefaultInitReportInterval, std::move(where));
+  if (const InitWait* creation = BackendCreationScope::current()) {
+    w.deadline = creation->deadline;
+    w.report_every = creation->report_every;
+  }
   w.global_ranks = global_ranks;
   if (store) {
     w.failure_store = store;
@@ -60,6 +48,18 @@ InitWait InitWait::for_backend(const std::map<std::string, std::string>& config,
   }
   return w;
 }
+
+namespace {
+thread_local const InitWait* current_creation = nullptr;
+}  // namespace
+
+BackendCreationScope::BackendCreationScope(const InitWait& wait) : previous_(current_creation) {
+  current_creation = &wait;
+}
+
+BackendCreationScope::~BackendCreationScope() { current_creation = previous_; }
+
+const InitWait* BackendCreationScope::current() { return current_creation; }
 
 milliseconds InitWait::left() const {
   return std::max(milliseconds::zero(), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));

@@ -9,9 +9,9 @@
 // DISTCOMM_INIT_REPORT_SECONDS says otherwise) each waiting rank logs which ranks it still
 // waits for, and at the deadline the Timeout names them.
 //
-// Backends learn the deadline through two config keys that the group sets when it creates
-// them (see core_config_keys()): kInitTimeLeftKey and kInitReportKey, read with
-// InitWait::for_backend().
+// Backends learn the deadline from the group that creates them, typed: the group makes each
+// backend inside a BackendCreationScope holding its creation's InitWait, and the backend's
+// rendezvous asks InitWait::for_backend() for it.
 #pragma once
 
 #include <chrono>
@@ -25,10 +25,6 @@
 
 namespace distcomm {
 
-// A backend's config keys: the milliseconds left of the group's creation deadline when the
-// backend is created, and the report interval in milliseconds.
-inline constexpr const char* kInitTimeLeftKey = "init_time_left_ms";
-inline constexpr const char* kInitReportKey = "init_report_ms";
 // Where a rank whose part of a group's creation failed says why, in the group's namespace of
 // the store and in each backend's: waits of the others that see it end at once.
 inline constexpr const char* kCreationFailedKey = "creation_failed";
@@ -75,9 +71,11 @@ struct InitWait {
 
   static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
                                std::string where);
-  // From the config a group gave its backend (kInitTimeLeftKey, kInitReportKey); a config
-  // without them (a backend created outside a group) starts a full timeout now.
-  // With the backend's store, its waits also end when another rank's creation failed.
+  // A backend's rendezvous: the deadline and report interval of the group's creation that
+  // is making the backend on this thread (BackendCreationScope); a backend created outside
+  // a group's creation starts a full `timeout` now. config is the backend's (kept for the
+  // plugins built against this signature; nothing in it is read). With the backend's
+  // store, its waits also end when another rank's creation failed.
   static InitWait for_backend(const std::map<std::string, std::string>& config,
                               std::chrono::milliseconds timeout, std::string where,
                               const std::vector<int>& global_ranks = {}, Store* store = nullptr);
@@ -97,6 +95,24 @@ struct InitWait {
   // going away (see store_host).
   void until(const std::string& what, const std::function<bool(std::chrono::milliseconds)>& poll,
              const std::function<std::vector<int>()>& missing, const std::string& hint) const;
+};
+
+// While one lives, the backend a group's creation makes on this thread (a plugin's create()
+// or create_subgroup_backend(), which run their rendezvous on the calling thread) takes
+// `wait`'s deadline through InitWait::for_backend. A scope, not a field of BackendOptions:
+// a new field there would change the layout of a struct of plugin ABI 1 (plugin.h), and
+// text in the config would be parsed back by every plugin.
+class BackendCreationScope {
+ public:
+  explicit BackendCreationScope(const InitWait& wait);
+  ~BackendCreationScope();
+  BackendCreationScope(const BackendCreationScope&) = delete;
+  BackendCreationScope& operator=(const BackendCreationScope&) = delete;
+  // The innermost scope's wait on this thread, null outside any.
+  static const InitWait* current();
+
+ private:
+  const InitWait* previous_;
 };
 
 // InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks

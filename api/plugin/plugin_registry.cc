@@ -249,12 +249,6 @@ const std::vector<ConfigKey>& core_config_keys() {
       {"local_world_size", "", "", "set by init from the launcher: how many ranks run on this host"},
       {"launcher", "", "",
        "set by init: what started the process (torchrun, mpirun, slurm, pmi, pmix), empty when none did"},
-      {kInitTimeLeftKey, "", "",
-       "set by the group for each backend it creates: milliseconds left of its creation's deadline, within which "
-       "the backend's rendezvous must end (init_wait.h)"},
-      {kInitReportKey, "", "",
-       "set by the group: how often (ms) a rendezvous still waiting says for which ranks "
-       "(DISTCOMM_INIT_REPORT_SECONDS)"},
   };
   return keys;
 }

@@ -96,16 +96,28 @@ TEST(InitWait, UnknownMissingRanksAreTheOtherRanks) {
 }
 
 TEST(InitWait, ABackendGetsWhatIsLeftOfTheGroupsDeadline) {
-  const InitWait w = InitWait::for_backend({{kInitTimeLeftKey, "250"}, {kInitReportKey, "40"}}, milliseconds(60000), "b");
-  EXPECT_LE(w.left(), milliseconds(250));
-  EXPECT_GT(w.left(), milliseconds(0));
-  EXPECT_EQ(w.report_every, milliseconds(40));
-  EXPECT_EQ(w.timeout, milliseconds(60000)) << "messages speak of the group's timeout";
-  // Created outside a group: the whole timeout, the default interval.
+  InitWait creation = InitWait::starting_now(milliseconds(250), milliseconds(40), "group");
+  {
+    const BackendCreationScope creating(creation);
+    const InitWait w = InitWait::for_backend({}, milliseconds(60000), "b");
+    EXPECT_LE(w.left(), milliseconds(250));
+    EXPECT_GT(w.left(), milliseconds(0));
+    EXPECT_EQ(w.deadline, creation.deadline) << "the creation's deadline, typed, not a text to parse";
+    EXPECT_EQ(w.report_every, milliseconds(40));
+    EXPECT_EQ(w.timeout, milliseconds(60000)) << "messages speak of the group's timeout";
+    {
+      // A subgroup's creation inside another's: the innermost scope counts.
+      const InitWait inner = InitWait::starting_now(milliseconds(90), milliseconds(30), "subgroup");
+      const BackendCreationScope nested(inner);
+      EXPECT_EQ(InitWait::for_backend({}, milliseconds(60000), "b").deadline, inner.deadline);
+    }
+    EXPECT_EQ(InitWait::for_backend({}, milliseconds(60000), "b").deadline, creation.deadline);
+  }
+  // Created outside a group's creation: the whole timeout, the default interval.
+  EXPECT_EQ(BackendCreationScope::current(), nullptr);
   const InitWait alone = InitWait::for_backend({}, milliseconds(7000), "b");
   EXPECT_GT(alone.left(), milliseconds(6000));
   EXPECT_EQ(alone.report_every, kDefaultInitReportInterval);
-  EXPECT_THROW(InitWait::for_backend({{kInitTimeLeftKey, "soon"}}, milliseconds(1), "b"), InvalidArgument);
 }
 
 // What init does with DISTCOMM_INIT_REPORT_SECONDS (read in environment.cc).

@@ -1,0 +1,71 @@
+#include "api/group/backend_spec.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "api/errors.h"
+#include "api/group/auto_backend.h"
+#include "api/plugin/plugin_registry.h"
+
+namespace distcomm {
+
+BackendSpec BackendSpec::parse(const std::string& spec) {
+  BackendSpec out;
+  out.text = spec;
+  if (spec.empty()) throw InvalidArgument("backend: empty name; expected e.g. 'gloo' or 'cpu:gloo,cuda:nccl'");
+  if (spec == "auto") {
+    out.by_device[DeviceType::kCPU] = spec;  // auto_backend.h: decided per group, at creation
+    return out;
+  }
+  if (spec.find(':') == std::string::npos) {
+    if (spec.find(',') != std::string::npos) {
+      throw InvalidArgument("backend '" + spec + "': a list needs device types, e.g. 'cpu:gloo,cuda:nccl'");
+    }
+    return out;  // one backend for every device it serves: resolved when the plugin is loaded
+  }
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
+      throw InvalidArgument("backend '" + spec + "': '" + item + "' is not of the form device:backend");
+    }
+    const DeviceType dev = parse_device_type(item.substr(0, colon));
+    if (!out.by_device.emplace(dev, item.substr(colon + 1)).second) {
+      throw InvalidArgument("backend '" + spec + "': device '" + item.substr(0, colon) + "' given twice");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> BackendSpec::names(const PluginSearch& plugins) const {
+  if (by_device.empty()) return {text};
+  std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  for (const auto& [device, name] : by_device) {
+    if (name != "auto") add(name);
+    else for (const std::string& candidate : auto_backend_candidates(plugins)) add(candidate);
+  }
+  return out;
+}
+
+std::map<DeviceType, std::string> BackendSpec::plan(const PluginSearch& plugins) const {
+  std::map<DeviceType, std::string> out = by_device;
+  if (out.empty()) {
+    const PluginInfo& info = load_plugin(text, plugins);
+    if (info.devices & DISTCOMM_DEVICE_CPU) out[DeviceType::kCPU] = text;
+    if (info.devices & DISTCOMM_DEVICE_CUDA) out[DeviceType::kCUDA] = text;
+  }
+  return out;
+}
+
+bool BackendSpec::needs_store(const PluginSearch& plugins) const {
+  for (const std::string& name : names(plugins)) {
+    if (!(load_plugin(name, plugins).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS)) return true;
+  }
+  return false;
+}
+
+}  // namespace distcomm

@@ -1,0 +1,31 @@
+// "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type of a group, parsed
+// once when the group (or init_process_group) is given it. "auto" (alone, or for cpu)
+// chooses shm or gloo per group by where its ranks run (auto_backend.h).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/device.h"
+#include "api/group/process_environment.h"
+
+namespace distcomm {
+
+struct BackendSpec {
+  std::map<DeviceType, std::string> by_device;  // empty for one name: every device its plugin serves
+  std::string text;  // as given, for messages ("auto (cpu: shm)" once auto has chosen)
+
+  // Throws InvalidArgument naming what is wrong with `spec`.
+  static BackendSpec parse(const std::string& spec);
+  // The plugins it names, each once ("auto": its candidates, found through `plugins`).
+  std::vector<std::string> names(const PluginSearch& plugins) const;
+  // Which device type each plugin serves ("auto" left as it is): a single name serves every
+  // device type its plugin declares.
+  std::map<DeviceType, std::string> plan(const PluginSearch& plugins) const;
+  // Whether a group of this spec needs a store shared by its ranks: false when every
+  // backend in it finds its peers by itself (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
+  bool needs_store(const PluginSearch& plugins) const;
+};
+
+}  // namespace distcomm

@@ -1,0 +1,51 @@
+#include "api/group/group_backends.h"
+
+#include <algorithm>
+
+#include "api/errors.h"
+
+namespace distcomm {
+
+const GroupBackend* GroupBackends::find(DeviceType device) const {
+  auto it = by_device_.find(device);
+  return it == by_device_.end() ? nullptr : &it->second;
+}
+
+Backend& GroupBackends::serving(DeviceType device) const {
+  if (const GroupBackend* b = find(device)) return *b->backend;
+  auto err = unavailable_.find(device);
+  if (err != unavailable_.end()) throw BackendUnavailable(err->second);
+  throw InvalidArgument(what_ + " has no backend for " + device_type_name(device) + " tensors");
+}
+
+Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where) const {
+  Backend* b = nullptr;
+  try {
+    b = &serving(device);
+  } catch (const Error&) {
+    std::rethrow_exception(with_context(std::current_exception(), where));
+  }
+  if (!lists(device, op)) throw Unsupported(where + ": backend " + b->name() + " does not support " + op_type_name(op));
+  return *b;
+}
+
+bool GroupBackends::lists(DeviceType device, OpType op) const {
+  const GroupBackend* b = find(device);
+  return b && std::find(b->supported_ops.begin(), b->supported_ops.end(), op) != b->supported_ops.end();
+}
+
+void GroupBackends::abort() {
+  for (auto& [device, b] : by_device_) {
+    if (b.abi_minor >= 4) {
+      b.backend->abort();
+    } else {
+      b.backend->shutdown();
+    }
+  }
+}
+
+void GroupBackends::shutdown() {
+  for (auto& [device, b] : by_device_) b.backend->shutdown();
+}
+
+}  // namespace distcomm

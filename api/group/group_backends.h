@@ -1,0 +1,58 @@
+// The backends of one group, one per device type it serves, as its creation made them, and
+// the one gate every op passes before a backend's virtual is called (route).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/plugin/backend.h"
+
+namespace distcomm {
+
+struct GroupBackend {
+  std::unique_ptr<Backend> backend;
+  std::string plugin;                 // the plugin it came from
+  uint32_t abi_minor = 0;             // that plugin's ABI minor (plugin.h)
+  std::vector<OpType> supported_ops;  // asked once, not per op
+};
+
+class GroupBackends {
+ public:
+  // what: "group 'world' (backend 'gloo')", for messages.
+  explicit GroupBackends(std::string what = "") : what_(std::move(what)) {}
+  GroupBackends(GroupBackends&&) = default;
+  GroupBackends& operator=(GroupBackends&&) = default;
+
+  void add(DeviceType device, GroupBackend backend) { by_device_[device] = std::move(backend); }
+  // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU) fails
+  // the ops of its device only, as c10d's lazy backends do.
+  void add_unavailable(DeviceType device, std::string why) { unavailable_[device] = std::move(why); }
+  void set_what(std::string what) { what_ = std::move(what); }
+
+  const std::map<DeviceType, GroupBackend>& all() const { return by_device_; }
+  bool empty() const { return by_device_.empty(); }
+  const GroupBackend* find(DeviceType device) const;
+  // The backend serving a device type: BackendUnavailable with the reason it could not be
+  // created, InvalidArgument when the group serves no such device.
+  Backend& serving(DeviceType device) const;
+  // The backend of the device, once it lists op in supported_ops() (Unsupported otherwise):
+  // a plugin built before an op was added has no virtual for it, and cannot list it
+  // (plugin.h, the ABI rules). where: the op's description for errors.
+  Backend& route(OpType op, DeviceType device, const std::string& where) const;
+  bool lists(DeviceType device, OpType op) const;
+
+  // Fails what is in flight and stops each backend (Backend::abort is ABI 1.4: an older
+  // plugin's vtable has no such slot, so it is shut down instead).
+  void abort();
+  void shutdown();
+
+ private:
+  std::string what_;
+  std::map<DeviceType, GroupBackend> by_device_;
+  std::map<DeviceType, std::string> unavailable_;
+};
+
+}  // namespace distcomm

@@ -1,0 +1,191 @@
+#include "api/group/group_creation.h"
+
+#include "api/errors.h"
+#include "api/group/auto_backend.h"
+#include "api/plugin/plugin_registry.h"
+#include "api/store/internal/store_host.h"
+#include "api/store/prefix_store.h"
+
+namespace distcomm {
+namespace {
+
+// Whether this rank's failure may be the consequence of `first`, another rank's: a peer
+// that refused or closed a connection (the first failing rank has gone), unless it quotes
+// `first` already. A Timeout is this rank's own verdict (often on the same missing rank),
+// and anything else its own mistake (a bad setting, a missing library).
+bool may_be_consequence(const std::exception_ptr& failure, const std::string& first) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const PeerFailure& e) {
+    return std::string(e.what()).find(first) == std::string::npos;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string where_of(const ProcessGroupOptions& o) {
+  return "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "'";
+}
+
+}  // namespace
+
+GroupCreation::GroupCreation(const ProcessGroupOptions& options, BackendSpec spec)
+    : options_(options),
+      spec_(std::move(spec)),
+      where_(where_of(options)),
+      wait_(InitWait::starting_now(options.timeout, options.creation_report_every, where_)) {
+  if (options_.creation_deadline != InitWait::Clock::time_point{}) wait_.deadline = options_.creation_deadline;
+  wait_.global_ranks = options_.global_ranks;
+}
+
+std::string backend_store_prefix(const std::string& group_prefix, DeviceType device, const std::string& plugin) {
+  return group_prefix + device_type_name(device) + "/" + plugin;
+}
+
+void GroupCreation::arrive() {
+  Store& store = *options_.store;
+  const std::string base = "pg/" + options_.group_name;
+  // Each rank counts its own creations of this name: the n-th one of every rank is the
+  // same group.
+  const int64_t n = store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+  store_prefix_ = n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
+  // From here on a rank that fails tells the others (confirm), and every wait of theirs,
+  // this one first, ends as soon as it sees that.
+  wait_.failure_store = options_.store.get();
+  wait_.failure_key = store_prefix_ + kCreationFailedKey;
+  wait_.store_host = options_.store_host;
+  // Every rank arrives before any backend waits for it (each in its own way, few of which
+  // can say whom they wait for): one that never comes is named here.
+  if (options_.size > 1) wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
+}
+
+GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const std::vector<int>& members,
+                                           HostExchange* exchange) {
+  const PluginSearch& plugins = options_.environment->plugins;
+  std::map<DeviceType, std::string> plan = spec_.plan(plugins);
+  // Decided before "auto" is resolved below, as the parent's ranks outside this subgroup
+  // decide it (skip_subgroup): every rank of the parent must ask the same backends.
+  const std::map<DeviceType, Backend*> reused =
+      parent ? reusable_backends(*parent, spec_, plugins) : std::map<DeviceType, Backend*>{};
+  auto cpu = plan.find(DeviceType::kCPU);
+  if (cpu != plan.end() && cpu->second == "auto") {
+    if (!exchange) throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
+    cpu->second = choose_auto_cpu_backend(exchange->all_gather(auto_backend_placement(plugins)));
+    spec_.text += " (cpu: " + cpu->second + ")";
+  }
+  GroupBackends backends("group '" + options_.group_name + "' (backend '" + spec_.text + "')");
+  const bool several = plan.size() > 1;
+  for (const auto& [device, name] : plan) {
+    BackendOptions bo;
+    if (options_.store) {
+      bo.store = std::make_shared<PrefixStore>(backend_store_prefix(store_prefix_, device, name), options_.store);
+    }
+    bo.rank = options_.rank;
+    bo.size = options_.size;
+    bo.global_ranks = options_.global_ranks;
+    bo.group_name = options_.group_name;
+    bo.timeout = options_.timeout;
+    bo.device = device;
+    bo.config = options_.backend_config;
+    try {
+      // The backend's rendezvous waits within what is left of the creation's deadline.
+      const BackendCreationScope creating(wait_);
+      GroupBackend made;
+      auto from = reused.find(device);
+      if (from != reused.end()) made.backend.reset(from->second->create_subgroup_backend(&bo, members));
+      if (!made.backend) made.backend = create_backend(name, bo, plugins);
+      made.plugin = name;
+      made.abi_minor = load_plugin(name, plugins).abi_minor;
+      made.supported_ops = made.backend->supported_ops();
+      backends.add(device, std::move(made));
+    } catch (const BackendUnavailable& e) {
+      // Alone, a backend that cannot run here fails the group now.
+      if (!several) throw;
+      backends.add_unavailable(device, e.what());
+    }
+  }
+  return backends;
+}
+
+void GroupCreation::confirm(const std::exception_ptr& failure) {
+  if (options_.size == 1) return;
+  Store& store = *options_.store;
+  const std::string prefix = where_ + " ";
+  auto key = [&](int r) { return store_prefix_ + "created/" + std::to_string(r); };
+  // The first rank to fail says so here; a rank failing after it (often because of it: the
+  // first one left, so its connections were refused) reports that first failure.
+  const std::string first_key = store_prefix_ + kCreationFailedKey;
+  if (failure) {
+    const std::string mine = encode_creation_failure(options_.rank, failure);
+    std::string first;
+    try {
+      store.set(key(options_.rank), mine);
+      first = to_string(store.compare_set(first_key, {}, to_bytes(mine)));
+      // Also where each backend's rendezvous looks (InitWait::for_backend), so that the
+      // others' backends stop waiting for this rank.
+      for (const std::string& backend : spec_.names(options_.environment->plugins)) {
+        for (DeviceType device : {DeviceType::kCPU, DeviceType::kCUDA}) {
+          store.compare_set(backend_store_prefix(store_prefix_, device, backend) + "/" + kCreationFailedKey, {},
+                            to_bytes(first));
+        }
+      }
+    } catch (const Error&) {
+      return;  // the store is gone too; this rank's own failure says more
+    }
+    // This rank may serve the store: the others read the failure there before it goes.
+    internal::note_failure_for_peers();
+    const CreationFailure earlier = CreationFailure::decode(first);
+    if (first != mine && may_be_consequence(failure, earlier.text)) {
+      earlier.raise(prefix + "creation failed first on " + earlier.text + " -- and then here: rank " +
+                    std::to_string(options_.rank) + ": " + message_of(failure));
+    }
+    return;  // this rank throws its own
+  }
+  store.set(key(options_.rank), std::string("ok"));
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (int r = 0; r < options_.size; ++r) {
+    keys.push_back(key(r));
+    ranks.push_back(r);
+  }
+  wait_for_keys(store, keys, ranks, wait_, "to finish creating the group's backends",
+                "they are still in (or stuck in) their backends' rendezvous");
+  for (int r = 0; r < options_.size; ++r) {
+    const std::string said = store.get_string(keys[static_cast<size_t>(r)]);
+    if (said == "ok") continue;
+    const CreationFailure first = CreationFailure::decode(store.check({first_key}) ? store.get_string(first_key) : said);
+    first.raise(prefix + "creation failed on " + first.text + "; the group is unusable here too");
+  }
+}
+
+std::exception_ptr GroupCreation::with_store_host(const std::exception_ptr& failure) const {
+  if (options_.store_host.empty()) return failure;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const StoreError& e) {
+    return internal::store_lost(e.what(), options_.store_host);
+  } catch (...) {
+    return failure;
+  }
+}
+
+std::map<DeviceType, Backend*> reusable_backends(const GroupBackends& parent, const BackendSpec& spec,
+                                                 const PluginSearch& plugins) {
+  std::map<DeviceType, Backend*> out;
+  for (const auto& [device, name] : spec.plan(plugins)) {
+    const GroupBackend* mine = parent.find(device);
+    if (!mine || mine->plugin != name || mine->abi_minor < 4) continue;
+    out[device] = mine->backend.get();
+  }
+  return out;
+}
+
+void skip_subgroup(const GroupBackends& parent, const BackendSpec& spec, const std::vector<int>& members,
+                   const PluginSearch& plugins) {
+  for (const auto& [device, backend] : reusable_backends(parent, spec, plugins)) {
+    // A backend that breaks the rule and makes one anyway gets it deleted here.
+    std::unique_ptr<Backend> none(backend->create_subgroup_backend(nullptr, members));
+  }
+}
+
+}  // namespace distcomm

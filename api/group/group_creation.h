@@ -1,0 +1,72 @@
+// A group's creation, every step of it between the checks of its options and a group ready
+// for ops (ProcessGroup::create, init_process_group, new_group and split run it):
+//   1. arrival: every rank arrives on the store (the group's keys get their prefix here), so
+//      that a rank that never came is named before any backend waits for it;
+//   2. the backends: one per device type of the spec, each made by its plugin (or by the
+//      parent group's backend, for a subgroup that can reuse it) within what is left of the
+//      creation's one deadline, which the plugin's rendezvous takes through
+//      BackendCreationScope (init_wait.h); "auto" chooses here, through the host exchange;
+//   3. confirmation: each rank says whether its part worked, so that no rank returns while
+//      another is still failing it, and every rank reports the first failure.
+#pragma once
+
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/group/backend_spec.h"
+#include "api/group/group_backends.h"
+#include "api/group/host_exchange.h"
+#include "api/group/init_wait.h"
+#include "api/group/process_group_options.h"
+
+namespace distcomm {
+
+class GroupCreation {
+ public:
+  // options: the group's, checked (environment set, global ranks filled); spec: its backend
+  // spec, parsed once. The deadline counts from options.creation_deadline, or from now.
+  GroupCreation(const ProcessGroupOptions& options, BackendSpec spec);
+
+  // Step 1 (groups with a store). The group's prefix in the store ("pg/world/", or
+  // "pg/world@2/" for the second group of that name over the same store) is chosen first,
+  // before the wait: a rank whose arrival times out confirms that failure under it.
+  void arrive();
+  // Step 2. parent: for a subgroup, its parent's backends (those it can reuse are asked
+  // first, reusable_backends), with members, its ranks in the parent; exchange: the
+  // group's, for "auto" (null: none yet).
+  GroupBackends make_backends(const GroupBackends* parent, const std::vector<int>& members, HostExchange* exchange);
+  // Step 3 (once arrived): says whether this rank's part worked (failure null) and waits for
+  // the others'; throws the first failure of any rank.
+  void confirm(const std::exception_ptr& failure);
+  // A creation's failure as it is, unless it is the store's: then a PeerFailure naming the
+  // rank that served the store (options.store_host), which has gone.
+  std::exception_ptr with_store_host(const std::exception_ptr& failure) const;
+
+  // As given, and once "auto" has chosen, "auto (cpu: shm)".
+  const BackendSpec& spec() const { return spec_; }
+  // Empty until arrival has chosen it.
+  const std::string& store_prefix() const { return store_prefix_; }
+
+ private:
+  const ProcessGroupOptions& options_;
+  BackendSpec spec_;
+  std::string where_;  // "rank 1/4 group 'world'"
+  InitWait wait_;
+  std::string store_prefix_;
+};
+
+// A backend's namespace in the store (its PrefixStore's prefix).
+std::string backend_store_prefix(const std::string& group_prefix, DeviceType device, const std::string& plugin);
+
+// The parent group's backends that a subgroup with backend spec `spec` would use again (the
+// same plugin for the same device type, of ABI minor 4 or later): each is asked for the
+// subgroup's backend (Backend::create_subgroup_backend), on every rank of the parent.
+std::map<DeviceType, Backend*> reusable_backends(const GroupBackends& parent, const BackendSpec& spec,
+                                                 const PluginSearch& plugins);
+// On a rank the subgroup leaves out: gives each of those backends its part.
+void skip_subgroup(const GroupBackends& parent, const BackendSpec& spec, const std::vector<int>& members,
+                   const PluginSearch& plugins);
+
+}  // namespace distcomm

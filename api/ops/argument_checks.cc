@@ -1,0 +1,100 @@
+#include "api/ops/argument_checks.h"
+
+#include "api/errors.h"
+
+namespace distcomm {
+
+ArgumentChecks::ArgumentChecks(int rank, int size, std::string where_prefix)
+    : rank_(rank), size_(size), where_prefix_(std::move(where_prefix)) {}
+
+void ArgumentChecks::tensor(OpType op, const Tensor& t, const char* arg) const {
+  if (!t.defined()) throw InvalidArgument(where(op) + ": argument '" + arg + "' is an undefined tensor");
+  if (t.numel() > 0 && t.data() == nullptr) {
+    throw InvalidArgument(where(op) + ": argument '" + arg + "' has no memory");
+  }
+}
+
+void ArgumentChecks::same(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const {
+  if (a.dtype() != b.dtype() || a.device() != b.device() || a.numel() != b.numel()) {
+    throw InvalidArgument(where(op) + ": '" + a_name + "' is " + a.describe() + " but '" + b_name + "' is " +
+                          b.describe() + "; they must match in dtype, device and number of elements");
+  }
+}
+
+void ArgumentChecks::alike(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const {
+  if (a.dtype() != b.dtype() || a.device() != b.device()) {
+    throw InvalidArgument(where(op) + ": " + a_name + " is " + a.describe() + ", " + b_name + " is " + b.describe());
+  }
+}
+
+void ArgumentChecks::whole_and_part(OpType op, const Tensor& whole, const char* whole_name, const Tensor& part,
+                                    const char* part_name) const {
+  tensor(op, part, part_name);
+  tensor(op, whole, whole_name);
+  alike(op, whole, whole_name, part, part_name);
+  count(op, whole, part.numel() * size_, whole_name, std::string("size() * ") + part_name + ".numel()");
+}
+
+bool ArgumentChecks::list(OpType op, const std::vector<Tensor>& list, const char* arg, const Tensor& like,
+                          const char* like_name, int root) const {
+  if (root >= 0 && rank_ != root) {
+    if (list.empty()) return false;
+    throw InvalidArgument(where(op) + ": '" + arg + "' must be empty on non-root ranks (root is " +
+                          std::to_string(root) + ")");
+  }
+  if (static_cast<int>(list.size()) != size_) {
+    throw InvalidArgument(where(op) + ": '" + arg + "' has " + std::to_string(list.size()) +
+                          " tensors, expected one per rank (" + std::to_string(size_) + ")" +
+                          (root >= 0 ? " on the root" : ""));
+  }
+  const std::string element = std::string(arg) + "[i]";
+  for (const Tensor& t : list) same(op, t, element.c_str(), like, like_name);
+  return true;
+}
+
+void ArgumentChecks::root(OpType op, int root) const {
+  if (root < 0 || root >= size_) {
+    throw InvalidArgument(where(op) + ": root " + std::to_string(root) + " is outside the group's ranks [0, " +
+                          std::to_string(size_) + ")");
+  }
+}
+
+void ArgumentChecks::peer(OpType op, int peer, const char* arg) const {
+  if (peer < 0 || peer >= size_) {
+    throw InvalidArgument(where(op) + ": " + arg + " " + std::to_string(peer) + " is outside [0, " +
+                          std::to_string(size_) + ")");
+  }
+  if (peer == rank_) throw InvalidArgument(where(op) + ": " + arg + " is this rank itself (" + std::to_string(peer) + ")");
+}
+
+void ArgumentChecks::p2p(OpType op, const Tensor& t, const char* peer_arg, int peer_rank, int tag) const {
+  tensor(op, t, "tensor");
+  if (peer_arg) {
+    peer(op, peer_rank, peer_arg);
+  } else if (size_ < 2) {
+    throw InvalidArgument(where(op) + ": a group of one has no other rank to receive from");
+  }
+  if (tag < 0) throw InvalidArgument(where(op) + ": tag must be >= 0, got " + std::to_string(tag));
+}
+
+void ArgumentChecks::reduce(OpType op, ReduceOp rop, const Tensor& t) const {
+  std::string why;
+  if (!reduce_supported(rop, t.dtype(), &why)) throw InvalidArgument(where(op) + ": " + why);
+}
+
+void ArgumentChecks::require_host(OpType op, const Tensor& t, const std::string& what) const {
+  if (!t.is_cpu()) {
+    throw InvalidArgument(where(op) + ": " + what + " packs on the host and is not available for " +
+                          t.device().str() + " tensors");
+  }
+}
+
+void ArgumentChecks::count(OpType op, const Tensor& t, int64_t expected, const char* arg,
+                           const std::string& why) const {
+  if (t.numel() != expected) {
+    throw InvalidArgument(where(op) + ": '" + arg + "' has " + std::to_string(t.numel()) + " elements, expected " +
+                          std::to_string(expected) + " (" + why + ")");
+  }
+}
+
+}  // namespace distcomm

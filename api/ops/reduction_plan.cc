@@ -1,0 +1,37 @@
+#include "api/ops/reduction_plan.h"
+
+#include "api/errors.h"
+
+namespace distcomm {
+
+ReductionPlan ReductionPlan::make(const std::string& where, Backend& b, ReduceOp requested, const Tensor& t,
+                                  int group_size) {
+  ReductionPlan plan;
+  plan.run = requested;
+  const bool scaled = requested.kind == ReduceOp::AVG || requested.kind == ReduceOp::PREMUL_SUM;
+  if (!scaled || b.reduces_natively(requested, t.dtype())) return plan;
+  // The host does the scaling, so the tensors must be on the host.
+  if (!t.is_cpu()) {
+    throw InvalidArgument(where + ": backend " + b.name() + " has no " + requested.name() + " for " + t.describe());
+  }
+  plan.run = ReduceOp::SUM;
+  plan.premultiply_by = requested.kind == ReduceOp::PREMUL_SUM ? requested.factor : 1.0;
+  plan.divide_by = requested.kind == ReduceOp::AVG ? group_size : 1;
+  return plan;
+}
+
+Tensor ReductionPlan::premultiplied(const Tensor& input, bool in_place) const {
+  if (premultiply_by == 1.0) return input;
+  Tensor scaled = in_place ? input : input.clone();
+  scale_in_place(scaled.data(), static_cast<size_t>(scaled.numel()), scaled.dtype(), premultiply_by);
+  return scaled;
+}
+
+WorkPtr ReductionPlan::divided_after(const WorkPtr& work, const Tensor& result) const {
+  if (divide_by == 1) return work;
+  return then(work, [out = result, n = divide_by]() mutable {
+    divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), n);
+  });
+}
+
+}  // namespace distcomm

@@ -1,0 +1,34 @@
+// How a reducing op runs: what its backend is asked, and what the host does around it when
+// the backend lacks the reduction for the dtype (AVG: a SUM, then a division by the group's
+// size; PREMUL_SUM: the inputs scaled, then a SUM). Host tensors only; others are refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "api/plugin/backend.h"
+
+namespace distcomm {
+
+struct ReductionPlan {
+  ReduceOp run = ReduceOp::SUM;  // what the backend is asked for
+  double premultiply_by = 1.0;
+  int64_t divide_by = 1;
+
+  // The plan for `requested` on backend b. where: the op's description for the error
+  // ("rank 1/4 group 'world' all_reduce"); group_size: AVG's divisor.
+  static ReductionPlan make(const std::string& where, Backend& b, ReduceOp requested, const Tensor& t,
+                            int group_size);
+  // input scaled for the plan (itself when in_place, else a copy), or input as it is.
+  Tensor premultiplied(const Tensor& input, bool in_place) const;
+  // work, followed by the plan's division of result.
+  WorkPtr divided_after(const WorkPtr& work, const Tensor& result) const;
+  // The op's options with the reduction the backend is asked for.
+  template <typename Options>
+  Options applied_to(Options opts) const {
+    opts.op = run;
+    return opts;
+  }
+};
+
+}  // namespace distcomm
