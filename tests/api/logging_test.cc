@@ -53,7 +53,7 @@ TEST(Logging, OnlyRankZeroLogsInRankZeroMode) {
   set_log_identity(-1, -1);
 }
 
-// Through the group's host exchange (both of its transports: host_exchange_test.cc; MPI's
+// Through the group's host exchange (both of its transports: group/host_exchange_test.cc; MPI's
 // in the mpi examples test), with a backend that implements no op at all.
 TEST(OrderedPrint, ComesOutInRankOrder) {
   use_test_plugins();

@@ -2,7 +2,7 @@
 //
 // Written here rather than taken from OpenSSL: the store must authenticate on every
 // machine the core builds on, and 150 lines with the RFCs' test vectors
-// (tests/api/sha256_test.cc) cost less than a system dependency with a fallback.
+// (tests/api/store/sha256_test.cc) cost less than a system dependency with a fallback.
 // Not for bulk data: it hashes a few hundred bytes per connection.
 #pragma once
 

@@ -2,7 +2,7 @@
 // ranks must still report the cause -- the Timeout naming the missing or late rank, or rank
 // 0's own error -- never "the server closed the connection" (a StoreError).
 //
-// Three ranks started by hand as a user would (tests/api/rank_probe.cc), over gloo, each
+// Three ranks started by hand as a user would (tests/api/store/rank_probe.cc), over gloo, each
 // printing the error it ended with. Each case failed before the store's farewell
 // (api/store/internal/store_host.h) and run_main's publishing of the program's error.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/api/hand_started_job.h"
+#include "tests/api/store/hand_started_job.h"
 
 namespace distcomm {
 namespace {
@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 using testing::Finished;
 using testing::Subprocess;
 
-const std::string kProbe = testing::runfile("tests/api/rank_probe");
+const std::string kProbe = testing::runfile("tests/api/store/rank_probe");
 
 // Three ranks of rank_probe started by hand; each one's output shown when it ends.
 class Job {

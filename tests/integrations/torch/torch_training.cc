@@ -1,4 +1,4 @@
-#include "tests/torch/torch_training.h"
+#include "tests/integrations/torch/torch_training.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -8,7 +8,7 @@
 
 #include "api/errors.h"
 #include "api/store/tcp_store.h"
-#include "tests/api/store_test_util.h"
+#include "tests/api/store/store_test_util.h"
 
 namespace distcomm {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "api/process/job_identity.h"
-#include "tests/api/store_test_util.h"
+#include "tests/api/store/store_test_util.h"
 #include "tests/testing/subprocess.h"
 
 namespace distcomm {

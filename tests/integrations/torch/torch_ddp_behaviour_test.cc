@@ -11,7 +11,7 @@
 #include "api/errors.h"
 #include "ddp/comm_hooks.h"
 #include "tests/testing/multiprocess.h"
-#include "tests/torch/torch_training.h"
+#include "tests/integrations/torch/torch_training.h"
 
 namespace distcomm {
 namespace torch {

@@ -1,4 +1,4 @@
-#include "tests/api/store_test_util.h"
+#include "tests/api/store/store_test_util.h"
 
 #include <netinet/in.h>
 #include <poll.h>

@@ -16,7 +16,7 @@
 #include "api/store/hash_store.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
-#include "tests/api/store_test_util.h"
+#include "tests/api/store/store_test_util.h"
 
 namespace distcomm {
 namespace {

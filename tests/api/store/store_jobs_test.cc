@@ -21,7 +21,7 @@
 #include "api/init.h"
 #include "api/process/spawn.h"
 #include "api/process/job_identity.h"
-#include "tests/api/store_test_util.h"
+#include "tests/api/store/store_test_util.h"
 #include "tests/testing/subprocess.h"
 
 namespace distcomm {
@@ -35,7 +35,7 @@ constexpr size_t kMiB = size_t{1} << 20;
 std::vector<std::string> job(int port, const std::string& gate, int rounds_after_gate = 20) {
   return {runfile("tools/launch/launch"), "--nproc_per_node=3", "--backend=gloo",
           "--master_port=" + std::to_string(port), "--",
-          runfile("tests/api/store_job_probe"), gate, std::to_string(rounds_after_gate)};
+          runfile("tests/api/store/store_job_probe"), gate, std::to_string(rounds_after_gate)};
 }
 
 std::vector<std::string> with_identity(const JobIdentity& id) {
@@ -84,7 +84,7 @@ TEST(Jobs, ASecondJobOnTheSamePortFailsFastAndTheFirstCompletes) {
       env.push_back(std::string(kRunIdVariable) + "=");
       env.push_back(std::string(kStoreTokenVariable) + "=");
     }
-    Finished stray = run({runfile("tests/api/store_job_probe"), gate, "1"}, 30s, env);
+    Finished stray = run({runfile("tests/api/store/store_job_probe"), gate, "1"}, 30s, env);
     EXPECT_EQ(exit_code(stray), 1) << stray.err;
     EXPECT_NE(stray.err.find("the store at 127.0.0.1:" + std::to_string(port) + " belongs to another job (run id " +
                              first_id.run_id + "; this rank has " + ours + ")"),
@@ -228,7 +228,7 @@ TEST(Jobs, StartedByHandWithoutATokenItWorksAndRankZeroWarnsOnce) {
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{runfile("tests/api/store_job_probe"), gate, "5"},
+        std::vector<std::string>{runfile("tests/api/store/store_job_probe"), gate, "5"},
         std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2", std::string("MASTER_ADDR=") + host,
                                  "MASTER_PORT=" + std::to_string(port), "DISTCOMM_BACKEND=gloo",
                                  std::string(kRunIdVariable) + "=", std::string(kStoreTokenVariable) + "="}));

@@ -9,7 +9,7 @@
 
 #include "ddp/comm_hooks.h"
 #include "tests/testing/multiprocess.h"
-#include "tests/torch/torch_training.h"
+#include "tests/integrations/torch/torch_training.h"
 
 namespace distcomm {
 namespace torch {

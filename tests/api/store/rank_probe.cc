@@ -1,6 +1,6 @@
 // A rank started by hand, as a user would (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in
 // its environment; gloo), for the tests of how a job ends: rank 0, which serves the store,
-// leaving (store_host_test) and a SIGTERM's trace dump (sigterm_dump_test).
+// leaving (store_host_test) and a SIGTERM's trace dump (diagnostics/sigterm_dump_test).
 //
 //   rank_probe init             init_process_group (group timeout 3 s), nothing more
 //   rank_probe skip <gate>      two all_reduces; then rank 1 skips the third and waits until

@@ -2,7 +2,7 @@
 // tools/launch), leaves its flight-recorder dump in DISTCOMM_TRACE_DIR first, then ends as
 // SIGTERM ends a process; a program with a SIGTERM handler of its own keeps it.
 //
-// Two ranks started by hand over gloo (tests/api/rank_probe.cc): rank 0 waits in an
+// Two ranks started by hand over gloo (tests/api/store/rank_probe.cc): rank 0 waits in an
 // all_reduce that rank 1 never issues, and gets the signal there.
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/api/hand_started_job.h"
+#include "tests/api/store/hand_started_job.h"
 #include "tools/trace/json_value.h"
 
 namespace distcomm {
@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 using testing::Finished;
 using testing::Subprocess;
 
-const std::string kProbe = testing::runfile("tests/api/rank_probe");
+const std::string kProbe = testing::runfile("tests/api/store/rank_probe");
 const std::string kTrace = testing::runfile("tools/trace/trace");
 
 bool exists(const std::string& path) {
