@@ -18,6 +18,7 @@
 
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
 #include "api/process/write_fully.h"
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
@@ -49,21 +50,27 @@ constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
 class Attempt {
  public:
   Attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch)
-      : options_(options), router_(options), pump_(router_), signals_(signals), watch_(watch) {}
+      : options_(options), router_(options), pump_(router_), signals_(signals), watch_(watch), ranks_(watch_policy()) {}
 
   JobResult run();
 
  private:
+  // The launcher stops its ranks itself: it asks them for trace dumps first, and says what it does.
+  static local::RankWatchOptions watch_policy() {
+    local::RankWatchOptions o;
+    o.after_failure = local::AfterFailure::kCallerStops;
+    return o;
+  }
   void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
   void start_all(const std::string& path, int port);
   void handle_signals();
   // Stops the ranks when the watch asks (once).
   void handle_watch(const std::vector<pollfd>& fds);
-  // Reports the first rank among `exited` that failed (unless the job is stopping).
-  void reap(const std::vector<size_t>& exited);
+  // Reports the first rank that failed, seen before any stop, and stops the others.
+  void report_first_failure();
   // With a trace folder: asks the ranks still running for their dumps first (they are
   // stopped once the dumps are written, or dump_wait has passed). Then terminate().
-  void begin_stop(const std::string& why);
+  void begin_stop(local::StopCause cause, const std::string& why);
   // SIGTERM to every rank, SIGKILL at the deadline.
   void terminate(const std::string& why);
   // A folder for the trace dumps, and no timeline left from an earlier job.
@@ -77,7 +84,6 @@ class Attempt {
   void make_error_dir();
   void remove_error_files();
   bool reap_leftovers();
-  int running_count() const;
   int poll_timeout_ms() const;
 
   const LaunchOptions options_;
@@ -86,39 +92,35 @@ class Attempt {
   SignalWatch& signals_;
   const AttemptWatch* watch_;
   std::string error_dir_;
-  std::vector<RankProcess> ranks_;  // ranks_[i] is children_[i]
-  local::ChildSet children_;
+  std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
+  local::LocalRanks ranks_;
   JobResult result_;
-  bool stopping_ = false;
-  bool killed_ = false;
-  Clock::time_point kill_deadline_;
   DumpRequest dumps_;
   std::string stop_reason_;  // why, while the dumps are awaited
 };
 
-int Attempt::running_count() const { return children_.running(); }
-
 void Attempt::start_all(const std::string& path, int port) {
-  for (int local = 0; local < options_.nproc_per_node; ++local) {
+  // A rank that cannot start stops those started before it (no rank is left running).
+  ranks_.start(options_.nproc_per_node, [&](int local) {
     const std::string error_file =
         error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
     std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
     RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
     p.error_file = error_file;
-    children_.add(local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true));
     pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
     pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
-    ranks_.push_back(p);
-  }
+    processes_.push_back(p);
+    return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+  });
 }
 
-void Attempt::begin_stop(const std::string& why) {
-  stopping_ = true;
+void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
+  ranks_.begin_stop(cause);
   result_.stop_began = Clock::now();
   if (!options_.trace_dir.empty()) {
     std::vector<std::pair<int, pid_t>> running;
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      if (children_[i].running) running.emplace_back(ranks_[i].rank, children_[i].pid);
+    for (size_t i = 0; i < processes_.size(); ++i) {
+      if (ranks_[i].running) running.emplace_back(processes_[i].rank, ranks_[i].pid);
     }
     dumps_.ask(options_.trace_dir, running, options_.dump_wait);
     if (dumps_.pending()) {
@@ -137,31 +139,29 @@ void Attempt::prepare_trace_files() {
 }
 
 void Attempt::terminate(const std::string& why) {
-  kill_deadline_ = Clock::now() + options_.grace_period;
-  int n = running_count();
+  int n = ranks_.running();
   if (n > 0) {
     say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
         " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
   }
   // Ranks that already exited may have left processes in their group: stop those too.
-  children_.mark_stopped();
-  children_.signal(SIGTERM);
+  ranks_.terminate(options_.grace_period);
 }
 
 void Attempt::name_first_failure() {
-  std::vector<std::optional<FailureReport>> reports(ranks_.size());
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    if (!ranks_[i].error_file.empty()) reports[i] = FailureReport::read(ranks_[i].error_file);
+  std::vector<std::optional<FailureReport>> reports(processes_.size());
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (!processes_[i].error_file.empty()) reports[i] = FailureReport::read(processes_[i].error_file);
   }
-  const int first = children_.first_failure([&](size_t i) -> std::optional<int64_t> {
+  const int first = ranks_.first_failure([&](size_t i) -> std::optional<int64_t> {
     if (reports[i]) return reports[i]->unix_time_ns;
-    const local::Child& c = children_[i];
+    const local::Child& c = ranks_[i];
     if (!c.stopped && WIFSIGNALED(c.status)) return c.ended_ns - kUnseenDeathLagNs;
     return std::nullopt;
   });
   if (first < 0 || result_.interrupted_by != 0) return;
-  const RankProcess* cause = &ranks_[static_cast<size_t>(first)];
-  const local::Child& process = children_[static_cast<size_t>(first)];
+  const RankProcess* cause = &processes_[static_cast<size_t>(first)];
+  const local::Child& process = ranks_[static_cast<size_t>(first)];
   const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
   const bool seen_first = cause->rank == result_.failed_rank;
   result_.failed_rank = cause->rank;
@@ -184,62 +184,60 @@ void Attempt::make_error_dir() {
 
 void Attempt::remove_error_files() {
   if (error_dir_.empty()) return;
-  for (const RankProcess& p : ranks_) {
+  for (const RankProcess& p : processes_) {
     if (!p.error_file.empty()) ::unlink(p.error_file.c_str());
   }
   ::rmdir(error_dir_.c_str());
 }
 
 void Attempt::kill_stragglers() {
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    if (children_[i].running) say("rank " + std::to_string(ranks_[i].rank) + " is still running: SIGKILL");
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (ranks_[i].running) say("rank " + std::to_string(processes_[i].rank) + " is still running: SIGKILL");
   }
-  children_.signal(SIGKILL);
-  killed_ = true;
+  ranks_.kill();
 }
 
 void Attempt::handle_signals() {
   for (int sig : signals_.take()) {
     if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
-    if (!stopping_) {
+    if (!ranks_.stopping()) {
       result_.interrupted_by = sig;
       if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
-      begin_stop("got " + local::signal_name(sig));
+      begin_stop(local::StopCause::kCaller, "got " + local::signal_name(sig));
       continue;
     }
     if (result_.signal_while_stopping == 0) result_.signal_while_stopping = sig;
     // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
-    if (!killed_) kill_stragglers();
+    if (!ranks_.killed()) kill_stragglers();
   }
 }
 
 void Attempt::handle_watch(const std::vector<pollfd>& fds) {
-  if (watch_ == nullptr || stopping_) return;
+  if (watch_ == nullptr || ranks_.stopping()) return;
   for (const pollfd& p : fds) {
     if (p.fd != watch_->fd || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
     std::string why = watch_->reason();
     if (why.empty()) return;
     result_.stopped_for = why;
-    begin_stop(why);
+    begin_stop(local::StopCause::kCaller, why);
   }
 }
 
-void Attempt::reap(const std::vector<size_t>& exited) {
-  for (size_t i : exited) {
-    const RankProcess& p = ranks_[i];
-    const int status = children_[i].status;
-    if (local::exited_cleanly(status) || stopping_) continue;
-    result_.failed_rank = p.rank;
-    result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
-                      ", pid " + std::to_string(children_[i].pid) + ") failed: " + local::describe_wait_status(status);
-    result_.exit_code = local::shell_exit_code(status);
-    result_.how = local::describe_wait_status(status);
-    say(result_.failure);
-    if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
-    std::string log = router_.log_path(p.rank);
-    if (!log.empty()) say("its output is in " + log);
-    begin_stop("rank " + std::to_string(p.rank) + " failed");
-  }
+void Attempt::report_first_failure() {
+  const int first = ranks_.first_seen_failure();
+  if (first < 0 || ranks_.stopping()) return;
+  const RankProcess& p = processes_[static_cast<size_t>(first)];
+  const int status = ranks_[static_cast<size_t>(first)].status;
+  result_.failed_rank = p.rank;
+  result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
+                    ", pid " + std::to_string(p.pid) + ") failed: " + local::describe_wait_status(status);
+  result_.exit_code = local::shell_exit_code(status);
+  result_.how = local::describe_wait_status(status);
+  say(result_.failure);
+  if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+  std::string log = router_.log_path(p.rank);
+  if (!log.empty()) say("its output is in " + log);
+  begin_stop(local::StopCause::kFailure, "rank " + std::to_string(p.rank) + " failed");
 }
 
 // Processes a rank started and left behind when it exited come to the launcher (a child
@@ -248,10 +246,10 @@ void Attempt::reap(const std::vector<size_t>& exited) {
 // status is never taken here.
 bool Attempt::reap_leftovers() {
   bool alive = false;
-  for (size_t i = 0; i < children_.size(); ++i) {
-    if (children_[i].running) continue;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i].running) continue;
     pid_t r;
-    while ((r = ::waitpid(-children_[i].pid, nullptr, WNOHANG)) > 0) {
+    while ((r = ::waitpid(-ranks_[i].pid, nullptr, WNOHANG)) > 0) {
     }
     if (r == 0) alive = true;
   }
@@ -260,11 +258,8 @@ bool Attempt::reap_leftovers() {
 
 int Attempt::poll_timeout_ms() const {
   if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
-  if (stopping_ && !killed_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
-    return static_cast<int>(std::max<int64_t>(0, left.count()));
-  }
-  // SIGCHLD wakes the poll; the timeout only guards against a lost wake-up.
+  // SIGCHLD wakes the poll, and ranks_ shortens it to the end of a grace; the timeout only
+  // guards against a lost wake-up.
   return 1000;
 }
 
@@ -286,39 +281,34 @@ JobResult Attempt::run() {
     Attempt* job;
     ~RemoveErrorFiles() { job->remove_error_files(); }
   } remove{this};
-  try {
-    start_all(path, result_.master_port);
-  } catch (...) {
-    children_.kill_all();
-    throw;
-  }
+  start_all(path, result_.master_port);
 
   Clock::time_point drain_deadline;
   while (true) {
-    int running = running_count();
+    int running = ranks_.running();
     bool leftovers = reap_leftovers();
     // A stopped job ends when its last process does; after a clean exit the launcher does
     // not wait for daemons the ranks chose to leave running.
-    if (running == 0 && !(stopping_ && leftovers)) {
+    if (running == 0 && !(ranks_.stopping() && leftovers)) {
       if (drain_deadline == Clock::time_point()) drain_deadline = Clock::now() + kDrainAfterExit;
       if (pump_.all_closed() || Clock::now() >= drain_deadline) break;
     }
     std::vector<pollfd> fds = pump_.poll_set();
     fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
-    if (watch_ != nullptr && !stopping_) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
+    if (watch_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
-    const std::vector<size_t> exited = children_.poll(std::chrono::milliseconds(timeout), &fds);
+    ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
     }
     handle_signals();
     handle_watch(fds);
-    reap(exited);
+    report_first_failure();
     if (dumps_.pending()) {
       const bool done = dumps_.finished([&](int rank) {
-        for (size_t i = 0; i < ranks_.size(); ++i) {
-          if (ranks_[i].rank == rank) return children_[i].running;
+        for (size_t i = 0; i < processes_.size(); ++i) {
+          if (processes_[i].rank == rank) return ranks_[i].running;
         }
         return false;
       });
@@ -330,7 +320,7 @@ JobResult Attempt::run() {
         }
         terminate(stop_reason_);
       }
-    } else if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+    } else if (ranks_.kill_due()) {
       kill_stragglers();
     }
   }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "api/process/failure_report.h"
+#include "api/process/rank_environment.h"
 #include "api/diagnostics/timeline.h"
 #include "api/diagnostics/trace_dump.h"
 
@@ -29,25 +30,25 @@ bool is_foreign_rank_variable(const std::string& name) {
 
 std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
                                           const char* const* base, const std::string& error_file) {
-  std::map<std::string, std::string> ours = {
-      {"RANK", std::to_string(options.global_rank(local_rank))},
-      {"WORLD_SIZE", std::to_string(options.world_size())},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
-      {"GROUP_RANK", std::to_string(options.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)},
-      {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", std::to_string(master_port)},
-      // Which attempt this is, under distcomm's name and torchrun's (programs written
-      // against torchrun read the latter), and how many restarts the job allows.
-      {kRestartCountVariable, std::to_string(options.restart_count)},
-      {"TORCHELASTIC_RESTART_COUNT", std::to_string(options.restart_count)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
-  };
-  if (!options.backend.empty()) ours["DISTCOMM_BACKEND"] = options.backend;
+  local::RankEnvironment rank;
+  rank.rank = options.global_rank(local_rank);
+  rank.world_size = options.world_size();
+  rank.local_rank = local_rank;
+  rank.local_world_size = options.nproc_per_node;
+  rank.master_addr = options.master_addr;
+  rank.master_port = master_port;
+  rank.identity = options.identity;
+  rank.backend = options.backend;
+  std::map<std::string, std::string> ours = rank.variables();
+  // What the launcher adds: where this machine stands among the job's machines, which
+  // attempt this is, under distcomm's name and torchrun's (programs written against
+  // torchrun read the latter), and how many restarts the job allows.
+  ours["GROUP_RANK"] = std::to_string(options.node_rank);
+  ours["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
+  ours[kRestartCountVariable] = std::to_string(options.restart_count);
+  ours["TORCHELASTIC_RESTART_COUNT"] = std::to_string(options.restart_count);
+  ours["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   if (!options.rdzv_id.empty()) ours["TORCHELASTIC_RUN_ID"] = options.rdzv_id;
-  if (!options.identity.run_id.empty()) ours[kRunIdVariable] = options.identity.run_id;
-  if (!options.identity.token.empty()) ours[kStoreTokenVariable] = options.identity.token;
   if (!error_file.empty()) ours[kErrorFileVariable] = error_file;
   if (!options.trace_dir.empty()) ours[kTraceDirVariable] = options.trace_dir;
   if (!options.timeline.empty()) ours[kTimelineVariable] = options.timeline;

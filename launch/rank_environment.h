@@ -12,10 +12,12 @@ namespace launch {
 // How many times the job was restarted before the attempt a rank belongs to (0 at first).
 constexpr char kRestartCountVariable[] = "DISTCOMM_RESTART_COUNT";
 
-// "KEY=VALUE" entries: `base` (usually the launcher's environ) with RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, the restart count (DISTCOMM_RESTART_COUNT,
-// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) (and DISTCOMM_BACKEND,
-// DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN when set) replaced or added. Rank variables of other launchers (mpirun's
+// "KEY=VALUE" entries: `base` (usually the launcher's environ) with the variables every
+// launcher gives a rank (api/process/rank_environment.h: RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and DISTCOMM_BACKEND, DISTCOMM_RUN_ID,
+// DISTCOMM_STORE_TOKEN when set), GROUP_RANK, GROUP_WORLD_SIZE and the restart count
+// (DISTCOMM_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) replaced or
+// added. Rank variables of other launchers (mpirun's
 // OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID...) are dropped so that a rank cannot read two
 // different answers to "who am I". error_file, when not empty, becomes DISTCOMM_ERROR_FILE:
 // where the rank reports its failure (api/process/failure_report.h).

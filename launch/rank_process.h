@@ -1,5 +1,5 @@
-// One rank as an operating-system process: how it is started (the Job watches and stops
-// it through a local::ChildSet).
+// One rank as an operating-system process: how it is started (the attempt watches and
+// stops it through local::LocalRanks, api/process/local_ranks.h).
 //
 // Each rank leads its own process group, so that stopping a rank also stops whatever it
 // started (a shell script's children, a data loader), and the launcher can stop the whole

@@ -1,6 +1,8 @@
-// The processes of a job on this machine: what spawn() (api), the launcher (tools/launch)
-// and the test harness (tests/testing) share -- a free port for rank 0's store, children
-// watched together and stopped together, and how an exit status reads.
+// The processes of a job on this machine: what spawn() (api), the launcher (launch/), the
+// benchmarks (tools/bench) and the test harness (tests/testing) share -- a free port for
+// rank 0's store, children watched together and stopped together, and how an exit status
+// reads. The ranks of a job are started and watched through local_ranks.h, which keeps one
+// policy over a ChildSet.
 //
 // Header-only, so that the launcher, which does not link the core, uses the same code.
 #pragma once
@@ -24,7 +26,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
@@ -228,7 +229,7 @@ class ChildSet {
   }
 
   // Marks the children still running as stopped: when they end, it is not a failure of
-  // their own (first_failure passes over them unless they say otherwise).
+  // their own (LocalRanks::first_failure passes over them unless they say otherwise).
   void mark_stopped() {
     for (Child& c : children_) c.stopped = c.stopped || c.running;
   }
@@ -257,27 +258,6 @@ class ChildSet {
       read_report(c);
       close_fds(c);
     }
-  }
-
-  // The child that failed first by time -- the cause of a cascade, where the others failed
-  // because it did -- or -1. A child's time is the one it reported (`reported`, e.g. its
-  // FailureReport), else when its exit was seen; one that the stop itself ended and that
-  // reported nothing did not fail on its own.
-  int first_failure(const std::function<std::optional<int64_t>(size_t)>& reported) const {
-    int first = -1;
-    int64_t first_time = 0;
-    for (size_t i = 0; i < children_.size(); ++i) {
-      const Child& c = children_[i];
-      if (c.running || exited_cleanly(c.status)) continue;
-      std::optional<int64_t> t = reported(i);
-      if (!t && c.stopped) continue;
-      if (!t) t = c.ended_ns;
-      if (first < 0 || *t < first_time) {
-        first = static_cast<int>(i);
-        first_time = *t;
-      }
-    }
-    return first;
   }
 
  private:

@@ -5,42 +5,16 @@
 // launcher (tools/launch) is the full-featured way to start ranks of a program.
 #include "api/process/spawn.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "api/errors.h"
-#include "api/process/failure_report.h"
 #include "api/init.h"
 #include "api/process/job_identity.h"
 #include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
+#include "api/process/rank_environment.h"
 
 namespace distcomm {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// The rank's environment, as a launcher would have set it.
-void export_rank_environment(int rank, int nprocs, int port, const JobIdentity& identity,
-                             const SpawnOptions& options) {
-  ::setenv("RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
-  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("LOCAL_WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
-  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  ::setenv(kRunIdVariable, identity.run_id.c_str(), 1);
-  ::setenv(kStoreTokenVariable, identity.token.c_str(), 1);
-  if (!options.backend.empty()) ::setenv("DISTCOMM_BACKEND", options.backend.c_str(), 1);
-}
-
-// What fn threw (the FailureReport its child wrote), else how the child ended.
-std::string how_it_failed(const local::Child& c) {
-  if (auto report = FailureReport::decode(c.report)) return "it threw " + report->message;
-  return local::describe_wait_status(c.status);
-}
-
-}  // namespace
 
 void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, const SpawnOptions& options) {
   if (nprocs < 1) throw InvalidArgument("spawn: nprocs must be at least 1, got " + std::to_string(nprocs));
@@ -48,51 +22,40 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
   if (options.timeout.count() < 0 || options.grace.count() < 0) {
     throw InvalidArgument("spawn: timeout and grace must not be negative");
   }
-  local::ChildSet children;
+  local::RankWatchOptions watch;
+  watch.time_limit = options.timeout;
+  watch.grace = options.grace;
+  watch.after_failure = local::AfterFailure::kTerminate;
+  local::LocalRanks ranks(watch);
   try {
-    const int port = local::pick_free_port();
     // Each call is its own job: a stray rank of another spawn() cannot join it.
-    const JobIdentity identity = new_job_identity();
-    for (int rank = 0; rank < nprocs; ++rank) {
-      children.add(local::fork_child([&] {
-        export_rank_environment(rank, nprocs, port, identity, options);
-        fn(rank, nprocs);
-        return std::string();
-      }));
-    }
+    local::RankEnvironment job;
+    job.world_size = job.local_world_size = nprocs;
+    job.master_port = local::pick_free_port();
+    job.identity = new_job_identity();
+    job.backend = options.backend;
+    ranks.fork_ranks(nprocs, [&](int rank) {
+      local::RankEnvironment mine = job;
+      mine.rank = mine.local_rank = rank;
+      mine.export_here();  // as a launcher would have set it
+      fn(rank, nprocs);
+      return std::string();
+    });
   } catch (const std::runtime_error& e) {
-    children.stop(options.grace);
     throw Error(std::string("spawn: cannot start the ranks: ") + e.what());
   }
 
-  const Clock::time_point start = Clock::now();
-  while (children.running() > 0) {
-    // Woken early by any child's exit; the limit is for SpawnOptions::timeout.
-    auto wait = std::chrono::milliseconds(1000);
-    if (options.timeout.count() > 0) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(start + options.timeout - Clock::now());
-      wait = std::clamp(left, std::chrono::milliseconds(1), wait);
-    }
-    const std::vector<size_t> exited = children.poll(wait);
-    const auto failed = std::find_if(exited.begin(), exited.end(),
-                                     [&](size_t r) { return !local::exited_cleanly(children[r].status); });
-    if (failed != exited.end()) {
-      children.stop(options.grace);
-      // Now that every rank has ended and said why, the one that failed first by time.
-      int cause = children.first_failure([&](size_t r) -> std::optional<int64_t> {
-        if (auto report = FailureReport::decode(children[r].report)) return report->unix_time_ns;
-        return std::nullopt;
-      });
-      if (cause < 0) cause = static_cast<int>(*failed);
-      throw Error("spawn: rank " + std::to_string(cause) + " of " + std::to_string(nprocs) +
-                  " failed first: " + how_it_failed(children[static_cast<size_t>(cause)]) +
-                  "; the other ranks were stopped");
-    }
-    if (children.running() > 0 && options.timeout.count() > 0 && Clock::now() - start >= options.timeout) {
-      children.stop(options.grace);
-      throw Timeout("spawn: the ranks were still running after " + std::to_string(options.timeout.count()) +
-                    "s (SpawnOptions::timeout); all were stopped");
-    }
+  ranks.watch();
+  if (ranks.first_seen_failure() >= 0) {
+    // Now that every rank has ended and said why, the one that failed first by time.
+    const int cause = ranks.first_failure();
+    throw Error("spawn: rank " + std::to_string(cause) + " of " + std::to_string(nprocs) +
+                " failed first: " + local::how_it_failed(ranks[static_cast<size_t>(cause)]) +
+                "; the other ranks were stopped");
+  }
+  if (ranks.stop_cause() == local::StopCause::kTimeLimit) {
+    throw Timeout("spawn: the ranks were still running after " + std::to_string(options.timeout.count()) +
+                  "s (SpawnOptions::timeout); all were stopped");
   }
 }
 

@@ -21,6 +21,7 @@
 #include "api/errors.h"
 #include "api/store/file_store.h"
 #include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
 #include "api/store/tcp_store.h"
 
 namespace distcomm {
@@ -64,16 +65,9 @@ std::string run_child(int rank, int size, const std::function<void(int, int)>& f
   return report;
 }
 
-bool failed(const local::Child& c, const RunOptions& options, int rank, bool killed_by_harness) {
-  if (c.running) return false;
-  if (killed_by_harness) return true;
-  return !local::exited_cleanly(c.status) &&
-         !(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL && options.may_be_killed.count(rank));
-}
-
-std::string describe(const local::Child& c, int rank, bool killed_by_harness, const std::string& why_killed) {
+// How a rank that failed on its own ended: what it reported, else its exit status.
+std::string describe(const local::Child& c, int rank) {
   const std::string who = "rank " + std::to_string(rank);
-  if (killed_by_harness) return who + " " + why_killed;
   if (!c.report.empty() && WIFEXITED(c.status)) return who + " failed: " + c.report;
   return who + " failed: " + local::describe_wait_status(c.status);
 }
@@ -135,38 +129,31 @@ void run_ranks(int size, const std::function<void(int rank, int size)>& fn, std:
 void run_ranks(int size, const std::function<void(int rank, int size)>& fn, const RunOptions& options) {
   ASSERT_GE(size, 1) << "run_ranks needs at least one rank";
   const bool had_failure = ::testing::Test::HasFailure();
-  local::ChildSet children;
-  for (int r = 0; r < size; ++r) {
-    try {
-      children.add(local::fork_child([&] { return run_child(r, size, fn, had_failure); }));
-    } catch (const std::exception& e) {
-      children.kill_all();
-      FAIL() << "cannot start rank " << r << ": " << e.what();
-    }
+  local::RankWatchOptions watch;
+  watch.time_limit = options.timeout;
+  // Once a rank has failed, the others get the grace to end on their own.
+  watch.grace = options.grace_after_failure;
+  watch.after_failure = local::AfterFailure::kLetEnd;
+  watch.may_be_killed = options.may_be_killed;
+  local::LocalRanks ranks(watch);
+  try {
+    ranks.fork_ranks(size, [&](int r) { return run_child(r, size, fn, had_failure); });
+  } catch (const local::RankStartError& e) {
+    FAIL() << "cannot start rank " << e.rank << ": " << e.what();
   }
-  auto deadline = Clock::now() + options.timeout;
-  std::string why_killed = "timed out: still running after " + std::to_string(options.timeout.count()) + " s";
-  std::vector<bool> killed_by_harness(static_cast<size_t>(size), false);
-  while (children.running() > 0) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    for (size_t r : children.poll(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(1000)))) {
-      // Once a rank has failed, the others get the grace to end on their own.
-      if (failed(children[r], options, static_cast<int>(r), false) &&
-          Clock::now() + options.grace_after_failure < deadline) {
-        deadline = Clock::now() + options.grace_after_failure;
-        why_killed = "killed: still running " + std::to_string(options.grace_after_failure.count()) +
-                     " s after rank " + std::to_string(r) + " failed";
-      }
-    }
-    if (children.running() > 0 && Clock::now() > deadline) {
-      for (size_t r = 0; r < children.size(); ++r) killed_by_harness[r] = children[r].running;
-      children.kill_all();
-    }
-  }
+  ranks.watch();
+  const std::string why_killed =
+      ranks.stop_cause() == local::StopCause::kFailure
+          ? "killed: still running " + std::to_string(options.grace_after_failure.count()) + " s after rank " +
+                std::to_string(ranks.first_seen_failure()) + " failed"
+          : "timed out: still running after " + std::to_string(options.timeout.count()) + " s";
   for (int r = 0; r < size; ++r) {
-    const local::Child& c = children[static_cast<size_t>(r)];
-    const bool killed = killed_by_harness[static_cast<size_t>(r)];
-    if (failed(c, options, r, killed)) ADD_FAILURE() << describe(c, r, killed, why_killed);
+    const local::Child& c = ranks[static_cast<size_t>(r)];
+    if (c.stopped) {
+      ADD_FAILURE() << "rank " << r << " " << why_killed;
+    } else if (ranks.failed(static_cast<size_t>(r))) {
+      ADD_FAILURE() << describe(c, r);
+    }
   }
 }
 

@@ -2,43 +2,37 @@
 
 #include <chrono>
 #include <cstdio>
-#include <exception>
 
-#include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
 
 namespace distcomm {
 namespace bench {
 
 bool fork_ranks(int nproc, const std::string& name, const std::function<void(int rank)>& fn) {
-  local::ChildSet children;
-  for (int rank = 0; rank < nproc; ++rank) {
-    try {
-      children.add(local::fork_child([&] {
-        fn(rank);
-        return std::string();
-      }));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: cannot start rank %d: %s\n", name.c_str(), rank, e.what());
-      children.kill_all();
-      return false;
-    }
+  local::RankWatchOptions watch;
+  // No time limit; once a rank has failed, the others would wait for it until their
+  // timeouts: they are killed at once (no grace).
+  watch.after_failure = local::AfterFailure::kTerminate;
+  watch.grace = std::chrono::milliseconds(0);
+  local::LocalRanks ranks(watch);
+  try {
+    ranks.fork_ranks(nproc, [&](int rank) {
+      fn(rank);
+      return std::string();
+    });
+  } catch (const local::RankStartError& e) {
+    std::fprintf(stderr, "%s: cannot start rank %d: %s\n", name.c_str(), e.rank, e.what());
+    return false;
   }
-  bool ok = true;
-  while (children.running() > 0) {
-    // Sleeps on the children's pidfds: the parent takes nothing from the ranks meanwhile.
-    for (size_t rank : children.poll(std::chrono::hours(1))) {
-      const local::Child& c = children[rank];
-      if (local::exited_cleanly(c.status)) continue;
-      const auto thrown = FailureReport::decode(c.report);
-      std::fprintf(stderr, "%s rank %zu: %s\n", name.c_str(), rank,
-                   (thrown ? "it threw " + thrown->message : local::describe_wait_status(c.status)).c_str());
-      if (!ok) continue;
-      ok = false;  // the others would wait for this rank until their timeout: stop them
-      children.kill_all();
-    }
+  // Sleeps on the ranks' pidfds: the parent takes nothing from the ranks meanwhile.
+  ranks.watch();
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    const local::Child& c = ranks[rank];
+    if (c.stopped || !ranks.failed(rank)) continue;  // the kill's doing, or no failure
+    std::fprintf(stderr, "%s rank %zu: %s\n", name.c_str(), rank, local::how_it_failed(c).c_str());
   }
-  return ok;
+  return ranks.first_seen_failure() < 0;
 }
 
 }  // namespace bench

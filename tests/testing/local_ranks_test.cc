@@ -1,0 +1,209 @@
+// Starting and watching the ranks of a job on this machine (api/process/local_ranks.h), and
+// the variables every launcher gives a rank (api/process/rank_environment.h): the library
+// behind spawn(), the launcher, the benchmarks and run_ranks. Real forks, real signals.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/process/failure_report.h"
+#include "api/process/local_ranks.h"
+#include "api/process/rank_environment.h"
+
+namespace distcomm {
+namespace local {
+namespace {
+
+using Clock = LocalRanks::Clock;  // the clock its time limit and grace run on
+using std::chrono::milliseconds;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+[[noreturn]] void wait_forever() {
+  for (;;) ::pause();
+}
+
+// Every child was reaped: nothing is left to wait for.
+void expect_no_children() {
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+RankWatchOptions policy(AfterFailure after, milliseconds grace, milliseconds limit = milliseconds(0)) {
+  RankWatchOptions o;
+  o.after_failure = after;
+  o.grace = grace;
+  o.time_limit = limit;
+  return o;
+}
+
+TEST(RankEnvironment, NamesTheRankAndWhereTheJobMeets) {
+  RankEnvironment e;
+  e.rank = 5;
+  e.world_size = 8;
+  e.local_rank = 1;
+  e.local_world_size = 4;
+  e.master_addr = "head";
+  e.master_port = 1234;
+  const std::map<std::string, std::string> plain = {
+      {"RANK", "5"},          {"WORLD_SIZE", "8"},   {"LOCAL_RANK", "1"},
+      {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "head"}, {"MASTER_PORT", "1234"},
+  };
+  EXPECT_EQ(e.variables(), plain) << "an empty identity or backend is not exported";
+  e.identity = {"run", "secret"};
+  e.backend = "gloo";
+  std::map<std::string, std::string> full = plain;
+  full["DISTCOMM_RUN_ID"] = "run";
+  full["DISTCOMM_STORE_TOKEN"] = "secret";
+  full["DISTCOMM_BACKEND"] = "gloo";
+  EXPECT_EQ(e.variables(), full);
+}
+
+// kTerminate (spawn): the first failure stops the others at once, SIGTERM then SIGKILL.
+TEST(LocalRanks, AFailureTerminatesTheOthers) {
+  LocalRanks ranks(policy(AfterFailure::kTerminate, milliseconds(300)));
+  ranks.fork_ranks(3, [](int rank) -> std::string {
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(500));  // rank 2 has set its handler by then
+      return "rank 1 gave up";
+    }
+    if (rank == 2) ::signal(SIGTERM, SIG_IGN);  // left for SIGKILL
+    wait_forever();
+  });
+  const auto start = Clock::now();
+  ranks.watch();
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(ranks.first_seen_failure(), 1);
+  EXPECT_EQ(ranks.first_failure(), 1);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kFailure);
+  EXPECT_EQ(ranks[1].report, "rank 1 gave up");
+  EXPECT_FALSE(ranks[1].stopped);
+  EXPECT_TRUE(ranks[0].stopped);
+  EXPECT_EQ(describe_wait_status(ranks[0].status), "signal SIGTERM (Terminated)");
+  EXPECT_EQ(describe_wait_status(ranks[2].status), "signal SIGKILL (Killed)");
+  expect_no_children();
+}
+
+// In a cascade the rank that failed first by its report's time is the cause, even when
+// another rank's exit was seen first.
+TEST(LocalRanks, TheFirstFailureIsByReportedTime) {
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(10000)));
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 0) throw std::runtime_error("lost my peer");
+    FailureReport early;
+    early.unix_time_ns = FailureReport::now_ns() - 1'000'000'000;
+    early.message = "the cause";
+    std::this_thread::sleep_for(milliseconds(300));
+    return early.encode();
+  });
+  ranks.watch();
+  EXPECT_EQ(ranks.first_seen_failure(), 0);
+  EXPECT_EQ(ranks.first_failure(), 1);
+  EXPECT_EQ(how_it_failed(ranks[0]), "it threw std::runtime_error: lost my peer");
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kNone) << "both ended on their own within the grace";
+}
+
+// kLetEnd (the test harness): after a failure the others get the grace, no signal, then SIGKILL.
+TEST(LocalRanks, AfterAFailureTheOthersGetTheGraceThenSigkill) {
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(500), milliseconds(60000)));
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 0) return "failed";
+    wait_forever();
+  });
+  const auto start = Clock::now();
+  ranks.watch();
+  EXPECT_GE(seconds_since(start), 0.45);
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kFailure);
+  EXPECT_EQ(ranks.first_seen_failure(), 0);
+  EXPECT_FALSE(ranks[0].stopped);
+  EXPECT_TRUE(ranks[1].stopped);
+  EXPECT_EQ(describe_wait_status(ranks[1].status), "signal SIGKILL (Killed)");
+}
+
+TEST(LocalRanks, TheTimeLimitStopsAHang) {
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(20000), milliseconds(400)));
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 1) wait_forever();
+    return "";
+  });
+  const auto start = Clock::now();
+  ranks.watch();
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kTimeLimit);
+  EXPECT_EQ(ranks.first_seen_failure(), -1);
+  EXPECT_FALSE(ranks.failed(0));
+  EXPECT_TRUE(ranks[1].stopped);
+}
+
+TEST(LocalRanks, AnExpectedSigkillIsNoFailure) {
+  RankWatchOptions o = policy(AfterFailure::kTerminate, milliseconds(100));
+  o.may_be_killed = {1};
+  LocalRanks ranks(o);
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 1) ::raise(SIGKILL);
+    std::this_thread::sleep_for(milliseconds(200));
+    return "";
+  });
+  ranks.watch();
+  EXPECT_FALSE(ranks.failed(1));
+  EXPECT_EQ(ranks.first_seen_failure(), -1);
+  EXPECT_EQ(ranks.first_failure(), -1);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kNone);
+  EXPECT_TRUE(exited_cleanly(ranks[0].status)) << "rank 0 was not stopped";
+}
+
+TEST(LocalRanks, ARankThatCannotStartStopsTheOnesBefore) {
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(0)));
+  try {
+    ranks.start(3, [](int rank) {
+      if (rank == 2) throw std::runtime_error("fork: no more processes");
+      return fork_child([]() -> std::string { wait_forever(); });
+    });
+    FAIL() << "start did not throw";
+  } catch (const RankStartError& e) {
+    EXPECT_EQ(e.rank, 2);
+    EXPECT_STREQ(e.what(), "fork: no more processes");
+  }
+  EXPECT_EQ(ranks.running(), 0);
+  expect_no_children();
+}
+
+// kCallerStops (the launcher): the library notes the first failure but stops nobody; the
+// caller's terminate and kill keep the grace.
+TEST(LocalRanks, TheCallerStopsWithItsOwnGrace) {
+  LocalRanks ranks(policy(AfterFailure::kCallerStops, milliseconds(0)));
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 0) ::_exit(3);
+    ::signal(SIGTERM, SIG_IGN);
+    wait_forever();
+  });
+  const auto start = Clock::now();
+  while (ranks.first_seen_failure() < 0 && seconds_since(start) < 30) ranks.watch_once(milliseconds(1000));
+  ASSERT_EQ(ranks.first_seen_failure(), 0);
+  ranks.watch_once(milliseconds(200));
+  EXPECT_EQ(ranks.running(), 1) << "the library stopped a rank on its own";
+  ranks.begin_stop(StopCause::kCaller);
+  ranks.terminate(milliseconds(300));
+  const auto terminated = Clock::now();
+  while (!ranks.kill_due() && seconds_since(start) < 30) ranks.watch_once(milliseconds(1000));
+  EXPECT_GE(seconds_since(terminated), 0.29);
+  EXPECT_LT(seconds_since(terminated), 5.0) << "the wait was not shortened to the grace";
+  ranks.kill();
+  ranks.watch();
+  EXPECT_EQ(describe_wait_status(ranks[1].status), "signal SIGKILL (Killed)");
+  EXPECT_EQ(ranks.first_failure(), 0);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kCaller);
+}
+
+}  // namespace
+}  // namespace local
+}  // namespace distcomm
