@@ -5,7 +5,7 @@ the plugins' descriptors, the tools' --version and the bench header), the shared
 SONAMEs, the pkg-config and CMake files and the Debian package.
 """
 
-DISTCOMM_VERSION = "0.1.0"
+DISTCOMM_VERSION = "0.2.0"
 
 DISTCOMM_VERSION_MAJOR = DISTCOMM_VERSION.split(".")[0]
 

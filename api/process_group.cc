@@ -73,6 +73,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options, BackendSpec spec) {
+  if (spec.text != options.backend) {
+    // Subgroups and messages read options.backend: the two must be one spec.
+    throw InvalidArgument("ProcessGroup::create: the parsed backend spec '" + spec.text +
+                          "' is not options.backend '" + options.backend + "'");
+  }
   if (!options.environment) options.environment = ProcessEnvironment::read();
   return build(std::move(options), std::move(spec), /*check_config=*/true);
 }
@@ -128,8 +133,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   if (pg->options_.debug == DebugLevel::kDetail && pg->size() > 1) {
-    pg->detail_ = std::make_unique<DetailChecks>(pg->rank(), pg->size(), pg->options_.store, pg->store_prefix_,
-                                                 *pg->exchange_, *pg->numbering_);
+    pg->detail_ = std::make_unique<DetailChecks>(pg->rank(), pg->options_.store, pg->store_prefix_, *pg->exchange_,
+                                                 *pg->numbering_);
   }
   pg->log_created();
   live_groups().add(pg);

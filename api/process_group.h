@@ -39,7 +39,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Creates the backends (a collective: every rank of the group calls it).
   static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options);
-  // The same with options.backend parsed already (init_process_group parses it once).
+  // The same with options.backend parsed already (init_process_group parses it once); spec
+  // must be BackendSpec::parse(options.backend) (InvalidArgument otherwise).
   static std::shared_ptr<ProcessGroup> create(ProcessGroupOptions options, BackendSpec spec);
   // Whether a group of this backend spec needs a store shared by its ranks: false when
   // every backend in it finds its peers by itself (DISTCOMM_PLUGIN_SELF_RENDEZVOUS).
@@ -156,8 +157,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
   void log_created();
   void log_destroyed() const;
-  // The op pipeline (process_group_ops.cc): route -> plan -> number -> DETAIL's checks ->
-  // record -> the backend's call -> AVG's division. Checks come first, in each op.
+  // The op pipeline (process_group_ops.cc): route -> plan -> (refused once aborted) ->
+  // number -> record [DETAIL's checks [the backend's call]] -> AVG's division. Argument
+  // checks come first, in each op.
   WorkPtr issue(const OpSpec& spec, const BackendCall& call);
   const PluginSearch& plugins() const { return options_.environment->plugins; }
 

@@ -52,30 +52,35 @@ WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tens
 // The pipeline
 
 WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
-  const std::string where = checks_->where(spec.type);
+  const std::string& where_prefix = checks_->where_prefix();
   const DeviceType device = spec.tensor ? spec.tensor->device().type : spec.device;
-  Backend& b = backends_->route(spec.type, device, where);
+  Backend& b = backends_->route(spec.type, device, where_prefix);
   // Refusals come before the op is numbered: a refused op takes no sequence number.
-  const ReductionPlan plan = spec.reduction ? ReductionPlan::make(where, b, *spec.reduction, *spec.tensor, size())
-                                            : ReductionPlan{};
-  if (aborted_) throw PeerFailure(where + ": the group was aborted; create a new group");
+  const ReductionPlan plan =
+      spec.reduction ? ReductionPlan::make(where_prefix, spec.type, b, *spec.reduction, *spec.tensor, size())
+                     : ReductionPlan{};
+  if (aborted_) throw PeerFailure(checks_->where(spec.type) + ": the group was aborted; create a new group");
   const OpContext ctx = numbering_->next(spec);
-  // Recorded in the flight recorder: issued now, ended when the backend's Work ends (or
-  // failed to issue). DETAIL's checks wrap the recorded call (detail_checks.h).
+  // DETAIL's checks wrap the backend's call (detail_checks.h), inside the recording: a
+  // Desync they raise is recorded as the op's failure to issue, and dumped.
   auto run = [&]() -> WorkPtr {
-    if (!recorder_) return call(b, plan, ctx);
+    if (detail_ && spec.kind != OpKind::kInternal) return detail_->around(spec, ctx, [&] { return call(b, plan, ctx); });
+    return call(b, plan, ctx);
+  };
+  WorkPtr work;
+  if (recorder_) {
+    // Issued now, ended when the backend's Work ends (or failed to issue).
     const uint64_t id = recorder_->queued(ctx.fingerprint);
-    WorkPtr work;
     try {
-      work = call(b, plan, ctx);
+      work = run();
     } catch (...) {
       recorder_->failed_to_issue(id, std::current_exception());
       throw;
     }
     recorder_->watch(id, work);
-    return work;
-  };
-  WorkPtr work = detail_ && spec.kind != OpKind::kInternal ? detail_->around(spec, ctx, run) : run();
+  } else {
+    work = run();
+  }
   return spec.divided ? plan.divided_after(work, *spec.divided) : work;
 }
 
@@ -132,11 +137,10 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
     return unpacked_after(all_reduce(flat, opts), flat, tensors, kOp);
   }
   // Tensors the host cannot pack go whole to a backend that coalesces them (nccl).
-  const std::string where = checks_->where(kOp);
-  const std::string refused = where + ": coalescing packs on the host; for " + first.device().str() +
+  const std::string refused = checks_->where(kOp) + ": coalescing packs on the host; for " + first.device().str() +
                               " tensors issue one all_reduce per tensor";
   try {
-    backends_->route(kOp, first.device().type, where);
+    backends_->route(kOp, first.device().type, checks_->where_prefix());
   } catch (const Unsupported& e) {
     throw InvalidArgument(refused + " (" + e.what() + ")");
   }

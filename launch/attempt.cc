@@ -106,11 +106,19 @@ void Attempt::start_all(const std::string& path, int port) {
         error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
     std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
     RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
-    p.error_file = error_file;
-    pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
-    pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
-    processes_.push_back(p);
-    return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+    try {
+      p.error_file = error_file;
+      pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
+      pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
+      processes_.push_back(p);
+      return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+    } catch (...) {
+      // Not yet among the watched ranks, so the cleanup of a failed start would miss it:
+      // it is stopped here (it leads its own process group), then the start fails.
+      ::kill(-p.pid, SIGKILL);
+      ::waitpid(p.pid, nullptr, 0);
+      throw;
+    }
   });
 }
 

@@ -18,14 +18,17 @@ Backend& GroupBackends::serving(DeviceType device) const {
   throw InvalidArgument(what_ + " has no backend for " + device_type_name(device) + " tensors");
 }
 
-Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where) const {
+Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where_prefix) const {
   Backend* b = nullptr;
   try {
     b = &serving(device);
   } catch (const Error&) {
-    std::rethrow_exception(with_context(std::current_exception(), where));
+    std::rethrow_exception(with_context(std::current_exception(), where_prefix + op_type_name(op)));
   }
-  if (!lists(device, op)) throw Unsupported(where + ": backend " + b->name() + " does not support " + op_type_name(op));
+  if (!lists(device, op)) {
+    throw Unsupported(where_prefix + op_type_name(op) + ": backend " + b->name() + " does not support " +
+                      op_type_name(op));
+  }
   return *b;
 }
 

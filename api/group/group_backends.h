@@ -22,15 +22,17 @@ struct GroupBackend {
 class GroupBackends {
  public:
   // what: "group 'world' (backend 'gloo')", for messages.
-  explicit GroupBackends(std::string what = "") : what_(std::move(what)) {}
+  explicit GroupBackends(std::string what) : what_(std::move(what)) {}
   GroupBackends(GroupBackends&&) = default;
-  GroupBackends& operator=(GroupBackends&&) = default;
+  GroupBackends& operator=(GroupBackends&&) = delete;
+  // Shuts down what it holds (Backend::shutdown is idempotent): a backend made before a
+  // later one of the same group failed to be created is stopped too, not just deleted.
+  ~GroupBackends() { shutdown(); }
 
   void add(DeviceType device, GroupBackend backend) { by_device_[device] = std::move(backend); }
   // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU) fails
   // the ops of its device only, as c10d's lazy backends do.
   void add_unavailable(DeviceType device, std::string why) { unavailable_[device] = std::move(why); }
-  void set_what(std::string what) { what_ = std::move(what); }
 
   const std::map<DeviceType, GroupBackend>& all() const { return by_device_; }
   bool empty() const { return by_device_.empty(); }
@@ -40,8 +42,9 @@ class GroupBackends {
   Backend& serving(DeviceType device) const;
   // The backend of the device, once it lists op in supported_ops() (Unsupported otherwise):
   // a plugin built before an op was added has no virtual for it, and cannot list it
-  // (plugin.h, the ABI rules). where: the op's description for errors.
-  Backend& route(OpType op, DeviceType device, const std::string& where) const;
+  // (plugin.h, the ABI rules). where_prefix: "rank 1/4 group 'world' ", which errors
+  // complete with the op's name (built only then: every op passes here).
+  Backend& route(OpType op, DeviceType device, const std::string& where_prefix) const;
   bool lists(DeviceType device, OpType op) const;
 
   // Fails what is in flight and stops each backend (Backend::abort is ABI 1.4: an older

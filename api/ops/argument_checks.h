@@ -18,8 +18,6 @@ class ArgumentChecks {
  public:
   ArgumentChecks(int rank, int size, std::string where_prefix);
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
   // "rank 1/4 group 'world' all_reduce": the start of every message about an op.
   std::string where(OpType op) const { return where_prefix_ + op_type_name(op); }
   // "rank 1/4 group 'world' ".

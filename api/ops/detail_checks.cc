@@ -8,10 +8,9 @@
 
 namespace distcomm {
 
-DetailChecks::DetailChecks(int rank, int size, StorePtr store, std::string store_prefix, HostExchange& exchange,
+DetailChecks::DetailChecks(int rank, StorePtr store, std::string store_prefix, HostExchange& exchange,
                            OpNumbering& numbering)
     : rank_(rank),
-      size_(size),
       store_(std::move(store)),
       store_prefix_(std::move(store_prefix)),
       exchange_(exchange),

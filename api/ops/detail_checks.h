@@ -26,8 +26,7 @@ class DetailChecks {
  public:
   // store: the group's (null without one: point-to-point ops go unchecked); store_prefix:
   // the group's keys in it. The exchange and numbering outlive this.
-  DetailChecks(int rank, int size, StorePtr store, std::string store_prefix, HostExchange& exchange,
-               OpNumbering& numbering);
+  DetailChecks(int rank, StorePtr store, std::string store_prefix, HostExchange& exchange, OpNumbering& numbering);
 
   // Runs the op (issue() hands it to its backend and returns its Work) inside the checks.
   WorkPtr around(const OpSpec& spec, const OpContext& ctx, const std::function<WorkPtr()>& issue);
@@ -42,7 +41,6 @@ class DetailChecks {
   void compare_with_sent(const OpFingerprint& recv, const std::string& description, std::chrono::milliseconds timeout);
 
   const int rank_;
-  const int size_;
   const StorePtr store_;
   const std::string store_prefix_;
   HostExchange& exchange_;

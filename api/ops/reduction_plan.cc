@@ -4,15 +4,16 @@
 
 namespace distcomm {
 
-ReductionPlan ReductionPlan::make(const std::string& where, Backend& b, ReduceOp requested, const Tensor& t,
-                                  int group_size) {
+ReductionPlan ReductionPlan::make(const std::string& where_prefix, OpType op, Backend& b, ReduceOp requested,
+                                  const Tensor& t, int group_size) {
   ReductionPlan plan;
   plan.run = requested;
   const bool scaled = requested.kind == ReduceOp::AVG || requested.kind == ReduceOp::PREMUL_SUM;
   if (!scaled || b.reduces_natively(requested, t.dtype())) return plan;
   // The host does the scaling, so the tensors must be on the host.
   if (!t.is_cpu()) {
-    throw InvalidArgument(where + ": backend " + b.name() + " has no " + requested.name() + " for " + t.describe());
+    throw InvalidArgument(where_prefix + op_type_name(op) + ": backend " + b.name() + " has no " + requested.name() +
+                          " for " + t.describe());
   }
   plan.run = ReduceOp::SUM;
   plan.premultiply_by = requested.kind == ReduceOp::PREMUL_SUM ? requested.factor : 1.0;

@@ -15,10 +15,10 @@ struct ReductionPlan {
   double premultiply_by = 1.0;
   int64_t divide_by = 1;
 
-  // The plan for `requested` on backend b. where: the op's description for the error
-  // ("rank 1/4 group 'world' all_reduce"); group_size: AVG's divisor.
-  static ReductionPlan make(const std::string& where, Backend& b, ReduceOp requested, const Tensor& t,
-                            int group_size);
+  // The plan for `requested` on backend b. where_prefix and op name the op in the error
+  // ("rank 1/4 group 'world' " "all_reduce"); group_size: AVG's divisor.
+  static ReductionPlan make(const std::string& where_prefix, OpType op, Backend& b, ReduceOp requested,
+                            const Tensor& t, int group_size);
   // input scaled for the plan (itself when in_place, else a copy), or input as it is.
   Tensor premultiplied(const Tensor& input, bool in_place) const;
   // work, followed by the plan's division of result.

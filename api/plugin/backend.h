@@ -115,8 +115,9 @@ class Backend {
 
   // Stops the backend's threads and fails what is in flight (never waits on peers; a
   // backend may give ops already queued a bounded time to end first). Called by the
-  // ProcessGroup's destructor, and by its abort() for plugins older than ABI minor 4 (see
-  // abort() below); must be idempotent, also after abort().
+  // ProcessGroup's destructor, when the group's creation fails after this backend was made
+  // (another of its backends, or a rank, failed), and by its abort() for plugins older than
+  // ABI minor 4 (see abort() below); must be idempotent, also after abort().
   virtual void shutdown() {}
 
   // Appended in ABI minor 2: only called where supported_ops() lists

@@ -11,7 +11,6 @@
 #include <set>
 
 #include "api/errors.h"
-#include "api/group/init_wait.h"
 
 namespace distcomm {
 namespace {

@@ -7,6 +7,10 @@
 #   2. store/ includes only the vocabulary, store/ itself and the job's identity (process/).
 #   3. process/ includes only the vocabulary, process/ itself and init.h (spawn starts a rank).
 #   4. No folder includes process_group.h: the group sits on them, never under them.
+#   5. Of api/'s top, a folder includes only the vocabulary, but for the exceptions
+#      ARCHITECTURE.md names: group/environment.h reads into InitOptions (init.h),
+#      diagnostics/flight_recorder.cc words an error as run_main does (run_main.h), and
+#      process/spawn.cc starts a rank (init.h, rule 3).
 set -euo pipefail
 cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
 [ -f api/process_group.h ] || { echo "FAILED: no sources of api/ in the runfiles (//api:source_files)"; exit 1; }
@@ -29,10 +33,19 @@ check() {  # check RULE FILES_REGEX ALLOWED_REGEX
 check 1 "${vocabulary}" "${vocabulary}"
 check 2 'api/store/.*' "${vocabulary}|api/store/.*|api/process/job_identity\.h"
 check 3 'api/process/.*' "${vocabulary}|api/process/.*|api/init\.h"
-group_users=$(grep -l '#include "api/process_group.h"' $(find api -mindepth 2 -name '*.h' -o -mindepth 2 -name '*.cc') || true)
+in_folders=$(find api -mindepth 2 \( -name '*.h' -o -name '*.cc' \) | sort)
+group_users=$(grep -l '#include "api/process_group.h"' ${in_folders} || true)
 if [ -n "${group_users}" ]; then
   echo "FAILED: rule 4: these folders' files include process_group.h:"
   echo "${group_users}"
+  fail=1
+fi
+top_uses=$(includes ${in_folders} | grep -E ':api/[a-z0-9_]+\.h$' | grep -vE ":(${vocabulary})$" |
+  grep -vxE 'api/group/environment\.h:api/init\.h|api/diagnostics/flight_recorder\.cc:api/run_main\.h|api/process/spawn\.cc:api/init\.h' ||
+  true)
+if [ -n "${top_uses}" ]; then
+  echo "FAILED: rule 5: these folders' files include api/'s top beyond its vocabulary:"
+  echo "${top_uses}"
   fail=1
 fi
 [ "${fail}" = 0 ] && echo "PASSED: api/'s folders keep their layers"

@@ -12,8 +12,9 @@ namespace bench {
 bool fork_ranks(int nproc, const std::string& name, const std::function<void(int rank)>& fn) {
   local::RankWatchOptions watch;
   // No time limit; once a rank has failed, the others would wait for it until their
-  // timeouts: they are killed at once (no grace).
-  watch.after_failure = local::AfterFailure::kTerminate;
+  // timeouts: they are killed at once (SIGKILL, no grace: a benchmark rank has nothing to
+  // save, and a SIGTERM would let it write a trace dump first).
+  watch.after_failure = local::AfterFailure::kLetEnd;
   watch.grace = std::chrono::milliseconds(0);
   local::LocalRanks ranks(watch);
   try {
@@ -23,6 +24,9 @@ bool fork_ranks(int nproc, const std::string& name, const std::function<void(int
     });
   } catch (const local::RankStartError& e) {
     std::fprintf(stderr, "%s: cannot start rank %d: %s\n", name.c_str(), e.rank, e.what());
+    return false;
+  } catch (const std::exception& e) {  // anything else before the ranks ran (no memory, ...)
+    std::fprintf(stderr, "%s: cannot start the ranks: %s\n", name.c_str(), e.what());
     return false;
   }
   // Sleeps on the ranks' pidfds: the parent takes nothing from the ranks meanwhile.
