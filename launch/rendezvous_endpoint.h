@@ -11,7 +11,7 @@
 
 #include "api/process/job_identity.h"
 #include "api/store/store.h"
-#include "api/store/tcp_store_server.h"
+#include "api/store/server/tcp_store_server.h"
 #include "launch/elastic_options.h"
 
 namespace distcomm {

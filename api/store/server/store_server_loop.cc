@@ -1,4 +1,4 @@
-#include "api/store/internal/store_server_loop.h"
+#include "api/store/server/store_server_loop.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "api/store/tcp_store_server.h"
+#include "api/store/server/tcp_store_server.h"
 
 #include <atomic>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "api/errors.h"
 #include "api/store/internal/socket.h"
 #include "api/store/internal/store_handshake.h"
-#include "api/store/internal/store_server_loop.h"
+#include "api/store/server/store_server_loop.h"
 #include "api/logging.h"
 
 namespace distcomm {

@@ -11,11 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "api/store/internal/charged_buffer.h"
+#include "api/store/server/charged_buffer.h"
 #include "api/store/internal/key_value_map.h"
 #include "api/store/internal/socket.h"
 #include "api/store/internal/store_protocol.h"
-#include "api/store/tcp_store_server.h"
+#include "api/store/server/tcp_store_server.h"
 
 namespace distcomm {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "api/errors.h"
-#include "api/store/internal/store_server_loop.h"
+#include "api/store/server/store_server_loop.h"
 
 namespace distcomm {
 

@@ -1,4 +1,4 @@
-#include "api/store/internal/charged_buffer.h"
+#include "api/store/server/charged_buffer.h"
 
 #include <algorithm>
 #include <cstring>
