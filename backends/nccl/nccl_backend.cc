@@ -4,6 +4,7 @@
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
+#include "api/group/init_wait.h"
 #include "api/store/prefix_store.h"
 #include "backends/nccl/cuda_status.h"
 #include "backends/nccl/nccl_types.h"
@@ -52,12 +53,16 @@ NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");
   }
+  // Setup done now is part of the group's creation: it gets what is left of the creation's
+  // one deadline (init_wait.h), not a timeout of its own.
+  const std::chrono::milliseconds creation_left =
+      InitWait::for_backend(this->options().config, this->options().timeout, "nccl").left();
   if (split) {
     // Now, not at the first op: the parent's ranks outside this subgroup are in the split.
     last_device_ = split->parent->device();
-    group_comm(split->parent->device(), split)->initialize(this->options().timeout);
+    group_comm(split->parent->device(), split)->initialize(creation_left);
   }
-  if (config_.eager_init) group_comm(default_device())->initialize(this->options().timeout);
+  if (config_.eager_init) group_comm(default_device())->initialize(creation_left);
 }
 
 Backend* NcclBackend::create_subgroup_backend(const BackendOptions* sub, const std::vector<int>& members) {
