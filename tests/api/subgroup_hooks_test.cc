@@ -4,6 +4,8 @@
 // The subgroup_hooks test plugin logs what it is asked in its group's store.
 #include <gtest/gtest.h>
 
+#include "api/errors.h"
+#include "api/store/hash_store.h"
 #include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
@@ -93,6 +95,24 @@ TEST_F(SubgroupHooksTest, APluginOlderThanTheHooksIsNeverAskedAndItsShutdownEnds
     pg.abort();
     sub->abort();
   });
+}
+
+// A mixed group whose CUDA backend refuses to be created fails as a whole; the CPU backend
+// made before it is shut down, not just deleted (a backend whose threads end only in
+// shutdown() would otherwise be destroyed with them running).
+TEST_F(SubgroupHooksTest, ABackendMadeBeforeTheCreationFailedIsShutDown) {
+  ProcessGroupOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.backend = "cpu:subgroup_hooks,cuda:failing_create";
+  try {
+    ProcessGroup::create(o);
+    ADD_FAILURE() << "the group was created";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("refuses to be created"), std::string::npos) << e.what();
+  }
+  PrefixStore log("pg/world/cpu/subgroup_hooks", o.store);
+  ASSERT_TRUE(log.check({"log/0"}));
+  EXPECT_EQ(to_string(log.get("log/0")), "created; shutdown");
 }
 
 }  // namespace
