@@ -11,7 +11,8 @@
 # 1 MiB 16 MiB 64 MiB (float32). Iterations as the anchor's: 200 below 1 MiB, 10 from 1 MiB,
 # after 3 warm-up calls. Both sides report the slowest rank's mean time per call and
 # nccl-tests' busbw; for all_gather and reduce_scatter bench's out-of-place row (as MPI's
-# calls are). Run it under `chrt -f 20` on a machine others use. Every bench run
+# calls are). Run it at normal priority, as users run (a `chrt` figure may stand beside,
+# labelled, never instead), on a quiet machine. Every bench run
 # also checks its results (#wrong must be 0, else this script fails). The load average is
 # logged with each run: numbers from a busy machine are not worth quoting.
 set -euo pipefail
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --nproc) nproc="$2"; shift 2 ;;
     --ops) ops="$2"; shift 2 ;;
     --sizes) sizes="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "shm_vs_mpi.sh: unknown flag $1" >&2; exit 2 ;;
     *) break ;;
   esac
