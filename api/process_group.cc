@@ -53,6 +53,34 @@ LiveGroups& live_groups() {
   return *groups;
 }
 
+// What is wrong with split_group's lists on a group of `size` ranks ("" when nothing is).
+std::string split_ranks_error(const std::vector<std::vector<int>>& split_ranks, int size) {
+  std::vector<int> list_of(static_cast<size_t>(size), -1);
+  for (size_t k = 0; k < split_ranks.size(); ++k) {
+    const auto& list = split_ranks[k];
+    if (list.empty()) return "split_ranks[" + std::to_string(k) + "] is empty";
+    for (int r : list) {
+      if (r < 0 || r >= size) {
+        return "split_ranks[" + std::to_string(k) + "] names rank " + std::to_string(r) + ", outside [0, " +
+               std::to_string(size) + ")";
+      }
+      int& seen = list_of[static_cast<size_t>(r)];
+      if (seen >= 0) {
+        return "rank " + std::to_string(r) + " is in split_ranks[" + std::to_string(seen) + "] and split_ranks[" +
+               std::to_string(k) + "]: the lists must be disjoint";
+      }
+      seen = static_cast<int>(k);
+    }
+  }
+  return "";
+}
+
+std::string split_ranks_text(const std::vector<std::vector<int>>& split_ranks) {
+  std::string text = "[";
+  for (size_t k = 0; k < split_ranks.size(); ++k) text += (k ? ", " : "") + rank_list_text(split_ranks[k]);
+  return text + "]";
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -305,6 +333,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   std::vector<int> ranks;
   for (auto& m : members) ranks.push_back(m.second);
   return make_subgroup(ranks, "", "s" + std::to_string(id) + "c" + std::to_string(color));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split_group(const std::vector<std::vector<int>>& split_ranks,
+                                                         const std::string& backend) {
+  const uint64_t id = subgroups_++;
+  agree_on_arguments(exchange(), "split_group on group '" + name() + "'", split_ranks_error(split_ranks, size()),
+                     "split_ranks " + split_ranks_text(split_ranks) + (backend.empty() ? "" : " backend " + backend));
+  for (size_t k = 0; k < split_ranks.size(); ++k) {
+    const auto& list = split_ranks[k];
+    if (std::find(list.begin(), list.end(), rank()) != list.end()) {
+      return make_subgroup(list, backend, "sg" + std::to_string(id) + "k" + std::to_string(k));
+    }
+  }
+  return make_subgroup({}, backend, "sg" + std::to_string(id));  // in no list: gives the backends their part
 }
 
 }  // namespace distcomm

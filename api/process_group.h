@@ -121,6 +121,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Ranks with the same color form a group, ordered by (key, rank); a negative color
   // means "no group" (nullptr), as MPI_UNDEFINED does.
   std::shared_ptr<ProcessGroup> split(int color, int key);
+  // Several disjoint subgroups in one call (c10d's split_group): every rank passes the same
+  // lists; a rank gets the group of the list it is in (its rank there is its position in
+  // that list), nullptr when it is in none. Lists that differ between ranks, or are empty,
+  // overlap or name a rank outside this group, are an InvalidArgument on every rank,
+  // naming the rank that gave them, before any backend is made.
+  std::shared_ptr<ProcessGroup> split_group(const std::vector<std::vector<int>>& split_ranks,
+                                            const std::string& backend = "");
 
   // Fails what is in flight and stops the backends; later ops fail at once.
   void abort();

@@ -137,6 +137,20 @@ class CollectiveExchange final : public HostExchange {
 
 }  // namespace
 
+void agree_on_arguments(HostExchange& exchange, const std::string& call, const std::string& error,
+                        const std::string& arguments) {
+  const auto all = exchange.all_gather(error.empty() ? "ok " + arguments : "bad " + error);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string& theirs = all[r];
+    const std::string who = call + ": rank " + std::to_string(r);
+    if (theirs.compare(0, 4, "bad ") == 0) throw InvalidArgument(who + " gave bad arguments: " + theirs.substr(4));
+    if (theirs != all.front()) {
+      throw InvalidArgument(who + " gave " + theirs.substr(3) + " but rank 0 gave " + all.front().substr(3) +
+                            ": every rank must pass the same");
+    }
+  }
+}
+
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
                                                   std::string key_prefix) {
   if (!store) throw InvalidArgument(options.where + ": a store exchange needs a store");

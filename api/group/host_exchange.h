@@ -55,6 +55,14 @@ struct HostExchangeOptions {
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
                                                   std::string key_prefix);
 
+// A collective call's arguments, checked on every rank together (split_group, DeviceMesh):
+// each rank posts `arguments` (its view of them, as text) or, when its own check found them
+// bad, `error`. Throws InvalidArgument on every rank alike, "<call>: rank R gave ...",
+// naming the first rank whose arguments are bad or differ from rank 0's, so that one rank's
+// bad call never leaves the others waiting for it. One exchange round.
+void agree_on_arguments(HostExchange& exchange, const std::string& call, const std::string& error,
+                        const std::string& arguments);
+
 // Runs an all_gather of host bytes over the group and waits for it: `out` holds size()
 // times `in`'s elements, rank r's at offset r * in.numel().
 using AllGatherBytes = std::function<void(Tensor& out, const Tensor& in)>;

@@ -69,6 +69,26 @@ TEST_F(SubgroupHooksTest, SplitAsksTheRanksItLeavesOutTooInKeyOrder) {
   });
 }
 
+TEST_F(SubgroupHooksTest, SplitGroupAsksEveryRankWithItsOwnListInListOrder) {
+  run_group(4, "subgroup_hooks", [](ProcessGroup& pg) {
+    // Rank 2 is in no list; rank 3 is rank 0 of its group.
+    auto sub = pg.split_group({{3, 1}, {0}});
+    const std::string log = log_of(pg, "world", pg.rank());
+    if (pg.rank() == 2) {
+      EXPECT_EQ(sub, nullptr);
+      EXPECT_EQ(log, "created; left out of []");
+    } else {
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(log, pg.rank() == 0 ? "created; member of [0]" : "created; member of [3,1]");
+      if (pg.rank() != 0) {  // subgroup_hooks leaves single-rank subgroups to create()
+        EXPECT_EQ(sub->rank(), pg.rank() == 3 ? 0 : 1);
+        EXPECT_EQ(log_of(pg, "world/sg0k0", sub->rank()), "derived");
+      }
+    }
+    pg.exchange().all_gather("checked");
+  });
+}
+
 TEST_F(SubgroupHooksTest, ABackendTheParentDoesNotMakeIsCreatedAsBefore) {
   run_group(2, "subgroup_hooks", [](ProcessGroup& pg) {
     // subgroup_hooks leaves single-rank subgroups to create().

@@ -88,6 +88,13 @@ void check_new_group(ProcessGroup& pg);
 // split(color = rank % 2, key = -rank), with the last rank opting out when size() >= 3:
 // order by key, sizes, results, nullptr for the opted-out rank.
 void check_split(ProcessGroup& pg);
+// split_group: evens (descending) and odds (ascending) in two lists, the last rank of 3+
+// left out; lists that overlap are refused on every rank, and the world still works.
+void check_split_group(ProcessGroup& pg);
+// DeviceMesh over pg with `shape` (2-D, product == pg.size()): coordinates, each dimension's
+// group (members, order, exact all_reduce, both dimensions' ops in flight at once), slices,
+// and flatten of the whole mesh and of a reordered slice.
+void check_device_mesh(ProcessGroup& pg, const std::vector<int>& shape);
 
 // --- Bad arguments: InvalidArgument is thrown by the call itself, before anything is sent.
 // Only rank 0 makes the bad calls; a collective right after must still match on all ranks.

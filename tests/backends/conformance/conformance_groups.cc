@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/device_mesh.h"
 #include "api/errors.h"
 #include "tests/backends/conformance/conformance.h"
 #include "tests/backends/conformance/conformance_values.h"
@@ -118,6 +119,95 @@ void check_split(ProcessGroup& pg) {
   }
   sub.reset();
   check_world_still_works(pg, "split");
+}
+
+void check_split_group(ProcessGroup& pg) {
+  const int size = pg.size();
+  const int left_out = size >= 3 ? size - 1 : -1;
+  std::vector<int> evens, odds;  // evens descending, odds ascending: order is the lists'
+  for (int r = size - 1; r >= 0; --r) {
+    if (r % 2 == 0 && r != left_out) evens.push_back(r);
+  }
+  for (int r = 0; r < size; ++r) {
+    if (r % 2 == 1 && r != left_out) odds.push_back(r);
+  }
+  std::vector<std::vector<int>> lists{evens};
+  if (!odds.empty()) lists.push_back(odds);
+  auto sub = pg.split_group(lists);
+  if (pg.rank() == left_out) {
+    EXPECT_EQ(sub, nullptr) << "split_group: a rank in no list must get no group";
+  } else {
+    ASSERT_NE(sub, nullptr) << "split_group: no group for rank " << pg.rank();
+    const bool even = pg.rank() % 2 == 0;
+    check_members(*sub, pg.rank(), even ? evens : odds, even ? "split_group(evens)" : "split_group(odds)");
+  }
+  sub.reset();
+  if (size >= 2) {
+    // The same lists on every rank, overlapping: refused everywhere, nothing made.
+    try {
+      pg.split_group({{0, 1}, {1}});
+      ADD_FAILURE() << "split_group with overlapping lists did not throw";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 is in split_ranks[0] and split_ranks[1]"), std::string::npos)
+          << e.what();
+    }
+  }
+  check_world_still_works(pg, "split_group");
+}
+
+void check_device_mesh(ProcessGroup& pg, const std::vector<int>& shape) {
+  ASSERT_EQ(shape.size(), 2u) << "check_device_mesh takes a 2-D shape";
+  const int rows = shape[0], cols = shape[1];
+  ASSERT_EQ(rows * cols, pg.size()) << "check_device_mesh: the shape must hold the group";
+  const std::string what = "DeviceMesh {" + std::to_string(rows) + ", " + std::to_string(cols) + "}";
+  const int me = pg.rank();
+  DeviceMesh mesh(pg.shared_from_this(), shape, {"dp", "tp"});
+  EXPECT_EQ(mesh.shape(), shape) << what;
+  EXPECT_EQ(mesh.coordinate(), (std::vector<int>{me / cols, me % cols})) << what << ": coordinate";
+  std::vector<int> row, column;  // the world ranks of my "tp" group and of my "dp" group
+  for (int c = 0; c < cols; ++c) row.push_back(me / cols * cols + c);
+  for (int r = 0; r < rows; ++r) column.push_back(r * cols + me % cols);
+  EXPECT_EQ(mesh["tp"].ranks(), row) << what << ": mesh[\"tp\"] ranks";
+  EXPECT_EQ(mesh["dp"].ranks(), column) << what << ": mesh[\"dp\"] ranks";
+  EXPECT_EQ(mesh.local_rank("tp"), me % cols) << what;
+  EXPECT_EQ(mesh["dp"].coordinate(), (std::vector<int>{me / cols})) << what;
+  check_members(*mesh.group("tp"), me, row, what + " group tp");
+  check_members(*mesh.group("dp"), me, column, what + " group dp");
+
+  // Both dimensions' ops in flight at once, each exact: a float32 row sum and a column sum.
+  Tensor along_tp = Tensor::of<float>({1.0f * me, 1.0f});
+  Tensor along_dp = Tensor::of<float>({2.0f * me, 1.0f});
+  WorkPtr tp_work = mesh.group("tp")->all_reduce(along_tp);
+  WorkPtr dp_work = mesh.group("dp")->all_reduce(along_dp);
+  dp_work->wait();
+  tp_work->wait();
+  double row_sum = 0, column_sum = 0;
+  for (int r : row) row_sum += r;
+  for (int r : column) column_sum += 2.0 * r;
+  EXPECT_EQ(along_tp.item(0), row_sum) << what << ": all_reduce along tp";
+  EXPECT_EQ(along_tp.item(1), cols) << what << ": all_reduce along tp";
+  EXPECT_EQ(along_dp.item(0), column_sum) << what << ": all_reduce along dp";
+  EXPECT_EQ(along_dp.item(1), rows) << what << ": all_reduce along dp";
+
+  // A slice in the other order, then flattened: members in (tp, dp) row-major order.
+  DeviceMesh swapped = mesh.slice({"tp", "dp"});
+  EXPECT_EQ(swapped.shape(), (std::vector<int>{cols, rows})) << what;
+  EXPECT_EQ(swapped.coordinate(), (std::vector<int>{me % cols, me / cols})) << what;
+  DeviceMesh all = mesh.flatten("dp_tp");
+  DeviceMesh all_swapped = swapped.flatten("tp_dp");
+  std::vector<int> every, every_swapped;
+  for (int r = 0; r < pg.size(); ++r) every.push_back(r);
+  for (int c = 0; c < cols; ++c) {
+    for (int r = 0; r < rows; ++r) every_swapped.push_back(r * cols + c);
+  }
+  EXPECT_EQ(all.ranks(), every) << what;
+  check_members(*all.group("dp_tp"), me, every, what + " flatten(dp_tp)");
+  check_members(*all_swapped.group("tp_dp"), me, every_swapped, what + " flatten of slice {tp, dp}");
+  EXPECT_EQ(mesh["dp_tp"].size(), pg.size()) << what << ": a flattened dimension is known to the mesh";
+  EXPECT_THROW(mesh.flatten("dp_tp"), InvalidArgument) << what << ": flatten to a name taken";
+  EXPECT_THROW(mesh["pp"], InvalidArgument) << what << ": an unknown dimension";
+  EXPECT_THROW(mesh["tp"].group("dp"), InvalidArgument) << what << ": a dimension outside the slice";
+  check_world_still_works(pg, what);
 }
 
 void check_invalid_arguments(ProcessGroup& pg) {

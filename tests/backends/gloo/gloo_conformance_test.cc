@@ -60,6 +60,7 @@ TEST_P(GlooConformance, SubgroupsAndBadArguments) {
   run_group(world(), "gloo", [](ProcessGroup& pg) {
     check_new_group(pg);
     check_split(pg);
+    check_split_group(pg);
     check_invalid_arguments(pg);
   });
 }
@@ -88,6 +89,12 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, GlooAlgorithms,
                          [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
                            return std::get<0>(info.param) + "_world" + std::to_string(std::get<1>(info.param));
                          });
+
+// DeviceMesh, 2x2 and 2x3 (each dimension's groups split from the world).
+TEST(GlooDeviceMesh, TwoByTwoAndTwoByThree) {
+  run_group(4, "gloo", [](ProcessGroup& pg) { check_device_mesh(pg, {2, 2}); });
+  run_group(6, "gloo", [](ProcessGroup& pg) { check_device_mesh(pg, {2, 3}); });
+}
 
 // The same group over a TCPStore served by rank 0, instead of a FileStore.
 TEST(GlooOverTcpStore, CollectivesAndSubgroups) {

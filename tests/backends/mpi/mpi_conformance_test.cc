@@ -59,7 +59,13 @@ TEST(MpiConformance, PointToPoint) {
 TEST(MpiConformance, SubgroupsAndBadArguments) {
   check_new_group(world());
   check_split(world());
+  check_split_group(world());
   check_invalid_arguments(world());
+}
+
+TEST(MpiConformance, DeviceMesh) {
+  if (world().size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks (this run has " << world().size() << ")";
+  check_device_mesh(world(), {2, 2});
 }
 
 }  // namespace

@@ -80,8 +80,17 @@ TEST_P(ShmConformance, SubgroupsAndBadArguments) {
   run_group(world(), "shm", [](ProcessGroup& pg) {
     check_new_group(pg);
     check_split(pg);
+    check_split_group(pg);
     check_invalid_arguments(pg);
   }, options());
+}
+
+// DeviceMesh, 2x2 and 2x3, on shm and on auto (which picks shm on one host).
+TEST(ShmDeviceMesh, TwoByTwoAndTwoByThree) {
+  for (const char* backend : {"shm", "auto"}) {
+    run_group(4, backend, [](ProcessGroup& pg) { check_device_mesh(pg, {2, 2}); });
+    run_group(6, backend, [](ProcessGroup& pg) { check_device_mesh(pg, {2, 3}); });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance,
