@@ -13,6 +13,8 @@
 #include "api/errors.h"
 #include "api/group/group_backends.h"
 #include "api/group/group_creation.h"
+#include "api/group/host_layout.h"
+#include "api/hierarchical_backend.h"
 #include "api/ops/argument_checks.h"
 #include "api/ops/backend_call.h"
 #include "api/ops/detail_checks.h"
@@ -158,6 +160,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   }
   if (failure) std::rethrow_exception(creation.with_store_host(failure));
   pg->spec_ = creation.spec();
+  if (creation.hierarchical()) {
+    // Its groups within and across hosts, split from it (the ones across reuse its gloo
+    // connections), then the hierarchy serves its CPU ops (hierarchical_backend.h).
+    const HostLayout hosts = HostLayout::from_placements(creation.placements());
+    ProcessGroupPtr within = pg->split_group(hosts.hosts, "shm");
+    ProcessGroupPtr across = pg->split_group(hosts.across_hosts(), "gloo");
+    pg->backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
+      return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts.even());
+    });
+    pg->spec_.text += " (cpu: shm within hosts, gloo across; " + hosts.describe() + ")";
+  }
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   if (pg->options_.debug == DebugLevel::kDetail && pg->size() > 1) {

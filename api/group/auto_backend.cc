@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include "api/errors.h"
 #include "api/plugin/plugin_registry.h"
@@ -37,8 +38,9 @@ bool shm_plugin(bool runs, const PluginSearch& plugins) {
   }
 }
 
-std::string auto_backend_placement(const PluginSearch& plugins) {
-  return shared_memory_domain() + (shm_plugin(true, plugins) ? kShmReady : "");
+std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id) {
+  return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
+         (shm_plugin(true, plugins) ? kShmReady : "");
 }
 
 std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins) {
@@ -46,11 +48,22 @@ std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins) {
   return {"gloo"};
 }
 
-std::string choose_auto_cpu_backend(const std::vector<std::string>& placements) {
-  for (const std::string& p : placements) {
-    if (p != placements.front() || !ends_with(p, kShmReady)) return "gloo";
+std::string why_not_hierarchical(const std::vector<std::string>& placements) {
+  std::set<std::string> hosts;
+  for (size_t r = 0; r < placements.size(); ++r) {
+    if (!ends_with(placements[r], kShmReady)) return "rank " + std::to_string(r) + " cannot run shm";
+    hosts.insert(placements[r]);
   }
-  return "shm";
+  if (hosts.size() < 2) return "one host";
+  if (hosts.size() == placements.size()) return "one rank per host";
+  return "";
+}
+
+std::string choose_auto_cpu_backend(const std::vector<std::string>& placements) {
+  bool one_place = true;
+  for (const std::string& p : placements) one_place = one_place && p == placements.front();
+  if (one_place && ends_with(placements.front(), kShmReady)) return "shm";
+  return why_not_hierarchical(placements).empty() ? "hier" : "gloo";
 }
 
 }  // namespace distcomm

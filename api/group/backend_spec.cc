@@ -13,7 +13,7 @@ BackendSpec BackendSpec::parse(const std::string& spec) {
   BackendSpec out;
   out.text = spec;
   if (spec.empty()) throw InvalidArgument("backend: empty name; expected e.g. 'gloo' or 'cpu:gloo,cuda:nccl'");
-  if (spec == "auto") {
+  if (spec == "auto" || spec == "hier") {
     out.by_device[DeviceType::kCPU] = spec;  // auto_backend.h: decided per group, at creation
     return out;
   }
@@ -45,7 +45,7 @@ std::vector<std::string> BackendSpec::names(const PluginSearch& plugins) const {
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   };
   for (const auto& [device, name] : by_device) {
-    if (name != "auto") add(name);
+    if (name != "auto" && name != "hier") add(name);
     else for (const std::string& candidate : auto_backend_candidates(plugins)) add(candidate);
   }
   return out;

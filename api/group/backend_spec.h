@@ -1,6 +1,7 @@
 // "gloo" or "cpu:gloo,cuda:nccl": which backend serves which device type of a group, parsed
 // once when the group (or init_process_group) is given it. "auto" (alone, or for cpu)
-// chooses shm or gloo per group by where its ranks run (auto_backend.h).
+// chooses shm, gloo or the hierarchy of both per group by where its ranks run, and "hier"
+// asks for that hierarchy (auto_backend.h).
 #pragma once
 
 #include <map>
@@ -18,9 +19,9 @@ struct BackendSpec {
 
   // Throws InvalidArgument naming what is wrong with `spec`.
   static BackendSpec parse(const std::string& spec);
-  // The plugins it names, each once ("auto": its candidates, found through `plugins`).
+  // The plugins it names, each once ("auto", "hier": their candidates, found through `plugins`).
   std::vector<std::string> names(const PluginSearch& plugins) const;
-  // Which device type each plugin serves ("auto" left as it is): a single name serves every
+  // Which device type each plugin serves ("auto" and "hier" left as they are): a single name serves every
   // device type its plugin declares.
   std::map<DeviceType, std::string> plan(const PluginSearch& plugins) const;
   // Whether a group of this spec needs a store shared by its ranks: false when every

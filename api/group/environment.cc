@@ -141,6 +141,10 @@ PluginSearch PluginSearch::from_environment() {
   return s;
 }
 
+ProcessEnvironment ProcessEnvironment::read() {
+  return {PluginSearch::from_environment(), TraceSettings::from_environment(), env_str("DISTCOMM_HOST_ID")};
+}
+
 TraceSettings TraceSettings::from_environment() {
   TraceSettings t;
   t.buffer = trace_buffer(env_str(kTraceBufferVariable));

@@ -37,6 +37,12 @@ bool GroupBackends::lists(DeviceType device, OpType op) const {
   return b && std::find(b->supported_ops.begin(), b->supported_ops.end(), op) != b->supported_ops.end();
 }
 
+void GroupBackends::wrap(DeviceType device,
+                         const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>& wrap) {
+  GroupBackend& b = by_device_.at(device);
+  b.backend = wrap(std::move(b.backend));
+}
+
 void GroupBackends::abort() {
   for (auto& [device, b] : by_device_) {
     if (b.abi_minor >= 4) {

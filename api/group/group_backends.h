@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ class GroupBackends {
   ~GroupBackends() { shutdown(); }
 
   void add(DeviceType device, GroupBackend backend) { by_device_[device] = std::move(backend); }
+  // Serves `device` with what `wrap` makes of its backend (the hierarchy wraps a group's
+  // flat CPU backend, hierarchical_backend.h); plugin, ABI and ops stay the backend's.
+  void wrap(DeviceType device, const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>& wrap);
   // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU) fails
   // the ops of its device only, as c10d's lazy backends do.
   void add_unavailable(DeviceType device, std::string why) { unavailable_[device] = std::move(why); }

@@ -68,10 +68,23 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
   const std::map<DeviceType, Backend*> reused =
       parent ? reusable_backends(*parent, spec_, plugins) : std::map<DeviceType, Backend*>{};
   auto cpu = plan.find(DeviceType::kCPU);
-  if (cpu != plan.end() && cpu->second == "auto") {
-    if (!exchange) throw InvalidArgument("backend 'auto' needs a store shared by the ranks (env://, tcp:// or file://)");
-    cpu->second = choose_auto_cpu_backend(exchange->all_gather(auto_backend_placement(plugins)));
-    spec_.text += " (cpu: " + cpu->second + ")";
+  if (cpu != plan.end() && (cpu->second == "auto" || cpu->second == "hier")) {
+    if (!exchange) {
+      throw InvalidArgument("backend '" + cpu->second + "' needs a store shared by the ranks (env://, tcp:// or file://)");
+    }
+    placements_ = exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id));
+    if (cpu->second == "auto") {
+      cpu->second = choose_auto_cpu_backend(placements_);
+      if (cpu->second != "hier") spec_.text += " (cpu: " + cpu->second + ")";  // the hierarchy: once built
+    } else {
+      const std::string why_not = why_not_hierarchical(placements_);
+      cpu->second = why_not.empty() ? "hier" : "gloo";
+      if (!why_not.empty()) spec_.text += " (cpu: gloo, flat: " + why_not + ")";
+    }
+    // The hierarchy's flat backend: every op it does not run by hosts, and its fault
+    // handling, are gloo's. Its groups within and across hosts come once the group stands.
+    hierarchical_ = cpu->second == "hier";
+    if (hierarchical_) cpu->second = "gloo";
   }
   GroupBackends backends("group '" + options_.group_name + "' (backend '" + spec_.text + "')");
   const bool several = plan.size() > 1;

@@ -48,6 +48,11 @@ class GroupCreation {
   const BackendSpec& spec() const { return spec_; }
   // Empty until arrival has chosen it.
   const std::string& store_prefix() const { return store_prefix_; }
+  // Whether "auto" or "hier" chose the hierarchy (hierarchical_backend.h): the CPU backend
+  // made is its flat gloo, and the group builds the rest once it stands, from placements().
+  bool hierarchical() const { return hierarchical_; }
+  // Every rank's placement (auto_backend_placement), where "auto" or "hier" exchanged them.
+  const std::vector<std::string>& placements() const { return placements_; }
 
  private:
   const ProcessGroupOptions& options_;
@@ -55,6 +60,8 @@ class GroupCreation {
   std::string where_;  // "rank 1/4 group 'world'"
   InitWait wait_;
   std::string store_prefix_;
+  std::vector<std::string> placements_;
+  bool hierarchical_ = false;
 };
 
 // A backend's namespace in the store (its PrefixStore's prefix).

@@ -49,8 +49,13 @@ struct TraceSettings {
 struct ProcessEnvironment {
   PluginSearch plugins;
   TraceSettings trace;
+  // DISTCOMM_HOST_ID: a name for this rank's host. Ranks whose names differ never count as
+  // sharing memory (auto_backend.h), whatever their kernel says: how tests and benchmarks
+  // make several "hosts" of one machine, and how a user keeps shm off between containers
+  // that share a kernel. "" (unset): the kernel's boot id and PID namespace alone decide.
+  std::string host_id;
 
-  static ProcessEnvironment read() { return {PluginSearch::from_environment(), TraceSettings::from_environment()}; }
+  static ProcessEnvironment read();
 };
 
 }  // namespace distcomm

@@ -178,6 +178,7 @@ void run_group(int size, const std::string& backend, const std::function<void(Pr
         o.timeout = options.op_timeout;
         o.backend_config = options.backend_config;
         o.debug = options.debug;
+        if (!options.host_ids.empty()) ::setenv("DISTCOMM_HOST_ID", options.host_ids.at(static_cast<size_t>(rank)).c_str(), 1);
         auto pg = ProcessGroup::create(o);
         fn(*pg);
       },

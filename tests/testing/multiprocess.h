@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "api/process_group.h"
 
@@ -57,6 +58,9 @@ struct GroupHarnessOptions {
   std::map<std::string, std::string> backend_config;
   DebugLevel debug = DebugLevel::kOff;
   RunOptions run;
+  // Simulated hosts: rank r runs with DISTCOMM_HOST_ID=host_ids[r] (process_environment.h),
+  // so that "auto" and "hier" see ranks with different ids as on different hosts. Empty: unset.
+  std::vector<std::string> host_ids;
 };
 
 // run_ranks, where each child first builds a store (unique to this call) and the world

@@ -1,0 +1,48 @@
+#include "api/group/host_layout.h"
+
+#include <map>
+
+namespace distcomm {
+
+HostLayout HostLayout::from_placements(const std::vector<std::string>& placements) {
+  HostLayout layout;
+  std::map<std::string, int> index_of;
+  for (size_t r = 0; r < placements.size(); ++r) {
+    const auto found = index_of.emplace(placements[r], static_cast<int>(layout.hosts.size()));
+    if (found.second) layout.hosts.emplace_back();
+    const int host = found.first->second;
+    std::vector<int>& members = layout.hosts[static_cast<size_t>(host)];
+    layout.host_of.push_back(host);
+    layout.local_rank_of.push_back(static_cast<int>(members.size()));
+    members.push_back(static_cast<int>(r));
+  }
+  return layout;
+}
+
+bool HostLayout::even() const {
+  for (const auto& host : hosts) {
+    if (host.size() != hosts.front().size()) return false;
+  }
+  return true;
+}
+
+std::vector<std::vector<int>> HostLayout::across_hosts() const {
+  std::vector<std::vector<int>> groups;
+  for (const auto& host : hosts) {
+    for (size_t l = 0; l < host.size(); ++l) {
+      if (groups.size() <= l) groups.emplace_back();
+      groups[l].push_back(host[l]);
+    }
+  }
+  return groups;
+}
+
+std::string HostLayout::describe() const {
+  const std::string n = std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts");
+  if (even()) return n + " x " + std::to_string(hosts.empty() ? 0 : hosts.front().size()) + " ranks";
+  std::string counts;
+  for (const auto& host : hosts) counts += (counts.empty() ? "" : " + ") + std::to_string(host.size());
+  return n + " (" + counts + " ranks)";
+}
+
+}  // namespace distcomm

@@ -1,0 +1,96 @@
+// HierarchicalBackend: a CPU group over several hosts, several ranks per host, run as two
+// levels: shared memory within each host, gloo across hosts (backend "hier", and what
+// "auto" picks there, auto_backend.h).
+//
+// all_reduce, where the bytes are, runs by hosts. With the same number of ranks L on every
+// host: a reduce_scatter within the host (shm) leaves each local rank 1/L of the host's sum;
+// each local rank all_reduces its share with the ranks of its local rank on the other
+// hosts (gloo, the L groups at once, so every local rank's core and connection works); an
+// all_gather within the host puts the shares together. Across hosts every byte travels once
+// per host, not once per rank: a flat ring's cross-host traffic shrinks by about L. Hosts
+// with different numbers of ranks: a reduce to local rank 0, an all_reduce among the hosts'
+// local ranks 0, a broadcast within the host.
+//
+// Every other op runs flat on the group's gloo backend, which gains nothing by hosts
+// (all_to_all, p2p) or has not been given a hierarchy yet (broadcast, reduce, all_gather,
+// reduce_scatter, barrier: each could be, as all_reduce is). The flat backend is also the
+// group's fault handling (its connection watch and failure key) as on any gloo group.
+//
+// The hierarchical ops run in issue order on a thread of their own, one at a time, so
+// that every rank issues the inner groups' ops in the same order; the Work the caller holds
+// ends when the last step has. An inner group's failure is the op's, with its message.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "api/plugin/backend.h"
+#include "api/process_group.h"
+
+namespace distcomm {
+
+class HierarchicalBackend : public Backend {
+ public:
+  // flat: the group's own gloo backend; within: this rank's host's group (shm); across:
+  // the group of this rank's local rank over the hosts (gloo; null or size 1 when no other
+  // host has that local rank). even: every host has the same number of ranks.
+  HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across, bool even);
+  ~HierarchicalBackend() override;
+
+  std::string name() const override { return "hier"; }
+  std::vector<OpType> supported_ops() const override { return flat_->supported_ops(); }
+  // AVG and PREMUL_SUM are the ProcessGroup's (a sum, then scaled on the host): the levels
+  // reduce with the flat backend's own ops only.
+  bool reduces_natively(ReduceOp op, DType dtype) const override;
+
+  WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
+
+  // The rest: the flat backend's.
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
+  WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;
+  WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts, const OpContext& ctx) override;
+  WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) override;
+  WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) override;
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                         const OpContext& ctx) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
+                     const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
+                     const OpContext& ctx) override;
+  WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
+  WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) override;
+  WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) override;
+  Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) override;
+
+  // Fail what is queued, stop the thread, then the inner groups and the flat backend.
+  void shutdown() override;
+  void abort() override;
+
+ private:
+  struct Job {
+    Tensor tensor;
+    ReduceOp op;
+    std::chrono::milliseconds timeout;
+    WorkPtr work;
+  };
+  void serve();
+  void run(Job& job);
+  void stop(bool abort);
+
+  std::unique_ptr<Backend> flat_;
+  ProcessGroupPtr within_;
+  ProcessGroupPtr across_;
+  const bool even_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+}  // namespace distcomm

@@ -1,0 +1,98 @@
+// The conformance suite (tests/backends/conformance) over hierarchical groups (backend
+// "hier", and "auto" where it picks the hierarchy): shm within each simulated host, gloo
+// across (api/hierarchical_backend.h). Hosts are simulated with DISTCOMM_HOST_ID per rank,
+// so that this runs anywhere; tools/netns_hosts.sh runs the same over real network links.
+//
+// Layouts: 2 hosts x 2 ranks (the reduce_scatter / all_reduce / all_gather path, with
+// counts that do not divide by 2 and so pad), 3 + 1 (uneven: through each host's local rank
+// 0), 2 x 3, and 2 x 1 (one rank per host: the group runs flat, and says why).
+#include <gtest/gtest.h>
+
+#include "tests/backends/conformance/conformance.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace {
+
+using namespace conformance;  // NOLINT: the suite's check_* names read best unqualified here
+using testing::GroupHarnessOptions;
+using testing::run_group;
+
+const int64_t kCounts[] = {0, 1, 7, 1000};
+constexpr int64_t kLargeCount = 1 << 20;
+
+struct Layout {
+  std::string name;
+  std::vector<std::string> hosts;  // DISTCOMM_HOST_ID of each rank
+  std::string backend_name;        // what the group calls itself
+};
+
+GroupHarnessOptions on_hosts(const Layout& layout) {
+  GroupHarnessOptions options;
+  options.host_ids = layout.hosts;
+  return options;
+}
+
+class HierConformance : public ::testing::TestWithParam<Layout> {
+ protected:
+  int size() const { return static_cast<int>(GetParam().hosts.size()); }
+};
+
+TEST_P(HierConformance, NamesItsLayoutAndReduces) {
+  const std::string expected = GetParam().backend_name;
+  const bool flat = GetParam().name == "one_per_host";
+  run_group(size(), "hier", [&](ProcessGroup& pg) {
+    EXPECT_EQ(pg.backend_name(), expected);
+    // The CPU ops go through the hierarchy (its all_reduce by hosts), or flat gloo.
+    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), flat ? "gloo" : "hier");
+    for (int64_t count : kCounts) sweep_reductions(pg, count);
+    check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 1001);  // pads on every layout
+  }, on_hosts(GetParam()));
+}
+
+TEST_P(HierConformance, LargeCountAndInFlight) {
+  run_group(size(), "hier", [](ProcessGroup& pg) {
+    sweep_large(pg, kLargeCount);
+    check_many_in_flight(pg, 50, 1000);
+    for (const ReduceCase& c : supported_reduce_cases()) check_all_reduce_coalesced(pg, c.dtype, c.op);
+  }, on_hosts(GetParam()));
+}
+
+TEST_P(HierConformance, DataMovementPointToPointAndGroups) {
+  run_group(size(), "hier", [](ProcessGroup& pg) {
+    for (int64_t count : kCounts) sweep_data_movement(pg, count);
+    sweep_point_to_point(pg, 1000);
+    check_new_group(pg);
+    check_split(pg);
+    check_split_group(pg);
+    check_invalid_arguments(pg);
+  }, on_hosts(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HierConformance,
+    ::testing::Values(
+        Layout{"two_by_two", {"a", "a", "b", "b"}, "hier (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks)"},
+        Layout{"three_plus_one", {"a", "a", "a", "b"}, "hier (cpu: shm within hosts, gloo across; 2 hosts (3 + 1 ranks))"},
+        Layout{"two_by_three", {"a", "a", "a", "b", "b", "b"},
+               "hier (cpu: shm within hosts, gloo across; 2 hosts x 3 ranks)"},
+        Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
+    [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+TEST(HierAuto, AutoPicksTheHierarchyForSeveralHostsWithSeveralRanks) {
+  GroupHarnessOptions options;
+  options.host_ids = {"a", "b", "a", "b"};  // hosts interleaved: host a holds ranks 0 and 2
+  run_group(4, "auto", [](ProcessGroup& pg) {
+    EXPECT_EQ(pg.backend_name(), "auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks)");
+    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), "hier");
+    for (int64_t count : kCounts) sweep_reductions(pg, count);
+    check_device_mesh(pg, {2, 2});
+  }, options);
+  options.host_ids = {"a", "b"};
+  run_group(2, "auto", [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "auto (cpu: gloo)"); }, options);
+  options.host_ids = {"a", "a"};
+  run_group(2, "auto", [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "auto (cpu: shm)"); }, options);
+}
+
+}  // namespace
+}  // namespace distcomm
