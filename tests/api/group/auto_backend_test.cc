@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/group/host_layout.h"
 #include "api/process_group.h"
 
 namespace distcomm {
@@ -18,6 +19,34 @@ TEST(AutoBackend, ShmOnlyWhenEveryRankSharesTheDomainAndCanRunShm) {
   EXPECT_EQ(choose_auto_cpu_backend({"boot-a pid:[1]", "boot-a pid:[1]"}), "gloo") << "no rank has it";
 }
 
+TEST(AutoBackend, TheHierarchyNeedsTwoHostsOneWithTwoRanksAndShmEverywhere) {
+  const std::string a = "boot-a pid:[1] shm", b = "boot-b pid:[1] shm";
+  EXPECT_EQ(why_not_hierarchical({a, a, b, b}), "");
+  EXPECT_EQ(why_not_hierarchical({a, a, a, b}), "");
+  EXPECT_EQ(why_not_hierarchical({a, a}), "one host");
+  EXPECT_EQ(why_not_hierarchical({a, b}), "one rank per host");
+  EXPECT_EQ(why_not_hierarchical({a, a, "boot-b pid:[1]", b}), "rank 2 cannot run shm");
+}
+
+TEST(AutoBackend, AHostIdSeparatesRanksOfOneKernel) {
+  const PluginSearch plugins = PluginSearch::from_environment();
+  const std::string x = auto_backend_placement(plugins, "x"), y = auto_backend_placement(plugins, "y");
+  EXPECT_NE(x, y);
+  EXPECT_EQ(x, auto_backend_placement(plugins, "x"));
+  EXPECT_EQ(HostLayout::from_placements({x, y, x, y, x}).describe(), "2 hosts (3 + 2 ranks)");
+}
+
+TEST(HostLayout, HostsInOrderOfTheirLowestRankAndGroupsAcrossByLocalRank) {
+  const HostLayout layout = HostLayout::from_placements({"b", "a", "b", "a", "b"});
+  EXPECT_EQ(layout.hosts, (std::vector<std::vector<int>>{{0, 2, 4}, {1, 3}}));
+  EXPECT_EQ(layout.host_of, (std::vector<int>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(layout.local_rank_of, (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_FALSE(layout.even());
+  EXPECT_EQ(layout.across_hosts(), (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4}}));
+  EXPECT_TRUE(HostLayout::from_placements({"a", "a", "b", "b"}).even());
+  EXPECT_EQ(HostLayout::from_placements({"a", "a", "b", "b"}).describe(), "2 hosts x 2 ranks");
+}
+
 TEST(AutoBackend, ThisProcessHasADomain) {
   const std::string domain = shared_memory_domain();
   EXPECT_NE(domain.find("pid:["), std::string::npos) << domain;
@@ -27,6 +56,7 @@ TEST(AutoBackend, ThisProcessHasADomain) {
 TEST(AutoBackend, SpecRoutesCpuToAuto) {
   EXPECT_EQ(BackendSpec::parse("auto").by_device.at(DeviceType::kCPU), "auto");
   EXPECT_EQ(BackendSpec::parse("auto").by_device.count(DeviceType::kCUDA), 0u);
+  EXPECT_EQ(BackendSpec::parse("hier").by_device.at(DeviceType::kCPU), "hier");
   const BackendSpec mixed = BackendSpec::parse("cpu:auto,cuda:nccl");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCPU), "auto");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCUDA), "nccl");

@@ -14,6 +14,7 @@ namespace {
 // What every rank of one run shares: made before the fork.
 struct Job {
   std::string backend;
+  std::vector<std::string> host_ids;  // DISTCOMM_HOST_ID per rank, or none
   std::string dir;  // the run's folder: the board
   int port = 0;     // rank 0's TCPStore
   JobIdentity identity;
@@ -36,6 +37,7 @@ class ForkedRank : public Rank {
     o.world_size = kRanks;
     o.timeout = timeout;
     o.identity = job_.identity;
+    if (!job_.host_ids.empty()) ::setenv("DISTCOMM_HOST_ID", job_.host_ids.at(static_cast<size_t>(rank_)).c_str(), 1);
     return init_process_group(o);
   }
 
@@ -54,12 +56,13 @@ class ForkedRank : public Rank {
 
 class ForkedRunner : public Runner {
  public:
-  explicit ForkedRunner(std::string backend) : backend_(std::move(backend)) {}
+  ForkedRunner(std::string backend, std::vector<std::string> host_ids)
+      : backend_(std::move(backend)), host_ids_(std::move(host_ids)) {}
 
   std::string backend() const override { return backend_; }
 
   std::string unavailable() const override {
-    for (const std::string& plugin : backend_ == "auto" ? std::vector<std::string>{"shm", "gloo"}
+    for (const std::string& plugin : backend_ == "auto" || backend_ == "hier" ? std::vector<std::string>{"shm", "gloo"}
                                                         : std::vector<std::string>{backend_}) {
       const PluginInfo& info = load_plugin(plugin);
       if (!info.available) return plugin + ": " + info.unavailable_reason;
@@ -68,7 +71,7 @@ class ForkedRunner : public Runner {
   }
 
   void run(const std::function<void(Rank&)>& fn, const std::set<int>& killed) override {
-    const Job job{backend_, testing::make_temp_dir(), local::pick_free_port(), new_job_identity()};
+    const Job job{backend_, host_ids_, testing::make_temp_dir(), local::pick_free_port(), new_job_identity()};
     testing::RunOptions options;
     options.may_be_killed = killed;
     // Far above any case's own bound (kWithin, a few times over): a rank still running
@@ -86,11 +89,14 @@ class ForkedRunner : public Runner {
 
  private:
   const std::string backend_;
+  const std::vector<std::string> host_ids_;
 };
 
 }  // namespace
 
-RunnerPtr forked_runner(const std::string& backend) { return std::make_shared<ForkedRunner>(backend); }
+RunnerPtr forked_runner(const std::string& backend, std::vector<std::string> host_ids) {
+  return std::make_shared<ForkedRunner>(backend, std::move(host_ids));
+}
 
 }  // namespace fault
 }  // namespace distcomm

@@ -5,13 +5,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tests/backends/fault/fault_suite.h"
 
 namespace distcomm {
 namespace fault {
 
-RunnerPtr forked_runner(const std::string& backend);
+// host_ids: rank r runs with DISTCOMM_HOST_ID=host_ids[r] (simulated hosts, for "hier");
+// empty: unset.
+RunnerPtr forked_runner(const std::string& backend, std::vector<std::string> host_ids = {});
 
 }  // namespace fault
 }  // namespace distcomm
