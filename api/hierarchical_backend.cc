@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "api/errors.h"
 
 namespace distcomm {
@@ -30,7 +33,7 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw PeerFailure(ctx.description + ": the group has been shut down");
-    queue_.push_back(Job{tensor, opts.op, ctx.timeout, work});
+    queue_.push_back(Job{tensor, opts.op, Clock::now() + ctx.timeout, work});
   }
   cv_.notify_one();
   return work;
@@ -56,15 +59,41 @@ void HierarchicalBackend::serve() {
   }
 }
 
+namespace {
+
+// Bytes of the tensor per step of the pipeline: small enough that the steps overlap (the
+// host's reduce_scatter of one piece with the all_reduce across hosts of the one before),
+// large enough that each step's fixed cost is small against its bytes.
+constexpr int64_t kPieceBytes = 4 << 20;
+
+// Waits for every part, even after one has failed (each may still use the op's memory),
+// and throws the first failure in issue order.
+void wait_all(const std::vector<WorkPtr>& works) {
+  std::exception_ptr first;
+  for (const WorkPtr& w : works) {
+    try {
+      w->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace
+
 void HierarchicalBackend::run(Job& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw PeerFailure("the group was shut down before this all_reduce ran");
   }
+  // Every step waits within what is left of the op's timeout, counted from its issue, as
+  // the flat backend's ops do.
+  auto left = [&] {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(job.deadline - Clock::now());
+    return std::max(ms, std::chrono::milliseconds(1));
+  };
   const bool across = across_ && across_->size() > 1;
-  AllReduceOptions all;
-  all.op = job.op;
-  all.timeout = job.timeout;
   const int64_t n = job.tensor.numel();
   Tensor flat = job.tensor.reshape({n});
   if (!even_) {
@@ -72,17 +101,25 @@ void HierarchicalBackend::run(Job& job) {
     ReduceOptions to_leader;
     to_leader.op = job.op;
     to_leader.root = 0;
-    to_leader.timeout = job.timeout;
+    to_leader.timeout = left();
     within_->reduce(flat, to_leader)->wait();
-    if (within_->rank() == 0 && across) across_->all_reduce(flat, all)->wait();
+    if (within_->rank() == 0 && across) {
+      AllReduceOptions all;
+      all.op = job.op;
+      all.timeout = left();
+      across_->all_reduce(flat, all)->wait();
+    }
     BroadcastOptions from_leader;
     from_leader.root = 0;
-    from_leader.timeout = job.timeout;
+    from_leader.timeout = left();
     within_->broadcast(flat, from_leader)->wait();
     return;
   }
-  const int local = within_->size();
+  const int64_t local = within_->size();
   if (local == 1) {
+    AllReduceOptions all;
+    all.op = job.op;
+    all.timeout = left();
     if (across) across_->all_reduce(flat, all)->wait();
     return;
   }
@@ -92,19 +129,67 @@ void HierarchicalBackend::run(Job& job) {
   const bool padded = block * local != n;
   Tensor whole = flat;
   if (padded) {
-    whole = Tensor::zeros({block * local}, flat.dtype());
+    whole = scratch(padded_, block * local, flat.dtype());
     whole.flat_slice(0, n).copy_from(flat);
   }
-  Tensor share = Tensor::empty({block}, flat.dtype());
-  ReduceScatterOptions scatter;
-  scatter.op = job.op;
-  scatter.timeout = job.timeout;
-  within_->reduce_scatter_tensor(share, whole, scatter)->wait();
-  if (across) across_->all_reduce(share, all)->wait();
-  AllGatherOptions gather;
-  gather.timeout = job.timeout;
-  within_->all_gather_into_tensor(whole, share, gather)->wait();
+  Tensor share = scratch(share_, block, flat.dtype());
+  // In pieces, each a multiple of `local` elements: all the pieces' reduce_scatters are
+  // issued at once, each piece's all_reduce across hosts as its reduce_scatter ends, each
+  // all_gather as its all_reduce ends. Every rank issues them in this one order, so each
+  // inner group's ops match; the host's memory work and the network's overlap.
+  const int64_t piece_blocks =
+      std::max<int64_t>(1, kPieceBytes / static_cast<int64_t>(element_size(flat.dtype())) / local);
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // (first block, blocks)
+  for (int64_t first = 0; first < block || pieces.empty(); first += piece_blocks) {
+    pieces.emplace_back(first, std::min(piece_blocks, block - first));
+  }
+  auto whole_piece = [&](size_t k) { return whole.flat_slice(pieces[k].first * local, pieces[k].second * local); };
+  auto share_piece = [&](size_t k) { return share.flat_slice(pieces[k].first, pieces[k].second); };
+  std::vector<WorkPtr> scattered, reduced, gathered;
+  try {
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      ReduceScatterOptions o;
+      o.op = job.op;
+      o.timeout = left();
+      Tensor out = share_piece(k);
+      scattered.push_back(within_->reduce_scatter_tensor(out, whole_piece(k), o));
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      scattered[k]->wait();
+      if (!across) continue;
+      AllReduceOptions o;
+      o.op = job.op;
+      o.timeout = left();
+      Tensor piece = share_piece(k);
+      reduced.push_back(across_->all_reduce(piece, o));
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (across) reduced[k]->wait();
+      AllGatherOptions o;
+      o.timeout = left();
+      Tensor out = whole_piece(k);
+      gathered.push_back(within_->all_gather_into_tensor(out, share_piece(k), o));
+    }
+    wait_all(gathered);
+  } catch (...) {
+    // Nothing may still write the op's memory when its Work ends.
+    for (const auto* works : {&scattered, &reduced, &gathered}) {
+      try {
+        wait_all(*works);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
   if (padded) flat.copy_from(whole.flat_slice(0, n));
+}
+
+Tensor HierarchicalBackend::scratch(Tensor& kept, int64_t count, DType dtype) {
+  // Fresh pages cost a fault each on first touch (a 64 MiB op: 16K faults, more time than
+  // the copy): one buffer per use, grown as needed, kept for the next op.
+  const size_t bytes = static_cast<size_t>(count) * element_size(dtype);
+  if (!kept.defined() || kept.nbytes() < bytes) kept = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kUInt8);
+  return Tensor::from_blob(kept.data(), {count}, dtype);
 }
 
 WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {

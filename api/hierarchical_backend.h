@@ -71,20 +71,27 @@ class HierarchicalBackend : public Backend {
   void abort() override;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Job {
     Tensor tensor;
     ReduceOp op;
-    std::chrono::milliseconds timeout;
+    Clock::time_point deadline;  // the op's timeout, counted from its issue
     WorkPtr work;
   };
   void serve();
   void run(Job& job);
   void stop(bool abort);
+  // A tensor of count elements over `kept`'s memory (grown when too small): the all_reduce's
+  // share and padding, reused from op to op (only the thread runs ops, one at a time).
+  static Tensor scratch(Tensor& kept, int64_t count, DType dtype);
 
   std::unique_ptr<Backend> flat_;
   ProcessGroupPtr within_;
   ProcessGroupPtr across_;
   const bool even_;
+
+  Tensor share_;   // scratch() memory, the thread's only
+  Tensor padded_;
 
   std::mutex mu_;
   std::condition_variable cv_;

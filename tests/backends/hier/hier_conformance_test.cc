@@ -56,6 +56,9 @@ TEST_P(HierConformance, NamesItsLayoutAndReduces) {
 TEST_P(HierConformance, LargeCountAndInFlight) {
   run_group(size(), "hier", [](ProcessGroup& pg) {
     sweep_large(pg, kLargeCount);
+    // Several 4 MiB pieces of the pipeline, the last one short and padded.
+    check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, (3 << 20) + 5);
+    check_all_reduce(pg, DType::kFloat64, ReduceOp::MAX, (1 << 20) + 3);
     check_many_in_flight(pg, 50, 1000);
     for (const ReduceCase& c : supported_reduce_cases()) check_all_reduce_coalesced(pg, c.dtype, c.op);
   }, on_hosts(GetParam()));

@@ -1,0 +1,123 @@
+#!/bin/bash
+# Simulated hosts on one machine: N network namespaces ("hosts"), each joined to a bridge
+# (in a "switch" namespace of its own) by a veth link whose both directions tc limits to a
+# real bandwidth, and M ranks of a program in each, started with torchrun's variables.
+#
+#   tools/netns_hosts.sh --hosts 2 --ranks_per_host 2 [--rate 1gbit] -- PROGRAM [ARGS...]
+#
+# Rank r runs in host r / M (addresses 10.214.0.1, .2, ...) with RANK, WORLD_SIZE,
+# LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (host 0), MASTER_PORT, one job identity
+# (DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN) and DISTCOMM_HOST_ID=host<h>: distcomm's "auto"
+# and "hier" count the namespaces as hosts (the ranks share a kernel and a PID namespace,
+# which alone would let them share memory). Traffic between hosts crosses the shaped links;
+# ranks of one host talk over its loopback, unshaped, as on a real machine.
+#
+# The link: a tbf qdisc at --rate on both ends of every host's veth (a host's sends and its
+# receives). This kernel has no netem, so no delay is added: the links have bandwidth, and
+# the veth's own latency (microseconds).
+#
+# Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN), iproute2 and util-linux (tools/setup.sh). The
+# namespaces are anonymous (held by a sleeping process each, killed on exit), so nothing
+# outlives the script, even if it is killed. Exit status: the first failing rank's, else 0.
+set -u
+
+HOSTS=2
+RANKS_PER_HOST=1
+RATE=1gbit
+PORT=29531
+usage() {
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  exit "$1"
+}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --hosts) HOSTS="$2"; shift 2 ;;
+    --ranks_per_host) RANKS_PER_HOST="$2"; shift 2 ;;
+    --rate) RATE="$2"; shift 2 ;;
+    --port) PORT="$2"; shift 2 ;;
+    -h | --help) usage 0 ;;
+    --) shift; break ;;
+    *) echo "netns_hosts.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "netns_hosts.sh: no program given after --" >&2; exit 2; }
+[[ "${HOSTS}" =~ ^[1-9][0-9]*$ && "${HOSTS}" -le 200 ]] || { echo "netns_hosts.sh: --hosts must be 1-200, got '${HOSTS}'" >&2; exit 2; }
+[[ "${RANKS_PER_HOST}" =~ ^[1-9][0-9]*$ ]] || { echo "netns_hosts.sh: --ranks_per_host must be >= 1, got '${RANKS_PER_HOST}'" >&2; exit 2; }
+for tool in ip tc unshare nsenter; do
+  command -v "${tool}" >/dev/null || { echo "netns_hosts.sh: the ${tool} command is not installed (tools/setup.sh)" >&2; exit 2; }
+done
+
+HOLDERS=()
+RANK_PIDS=()
+cleanup() {
+  for pid in "${RANK_PIDS[@]}"; do kill "${pid}" 2>/dev/null; done
+  for pid in "${HOLDERS[@]}"; do kill "${pid}" 2>/dev/null; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A process in a new network namespace; prints its pid once the namespace exists.
+new_namespace() {
+  unshare --net -- sleep 100000 >/dev/null 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do
+    kill -0 "${pid}" 2>/dev/null || { echo "unshare --net failed (root needed)" >&2; return 1; }
+    if [[ "$(readlink "/proc/${pid}/ns/net")" != "$(readlink /proc/$$/ns/net)" ]]; then
+      echo "${pid}"
+      return 0
+    fi
+    sleep 0.02
+  done
+  return 1
+}
+in_ns() {
+  local pid=$1
+  shift
+  nsenter --net="/proc/${pid}/ns/net" "$@"
+}
+# Both directions of a link at RATE: a burst of 256 KiB lets the veth's 64 KiB segments through.
+shape() {
+  in_ns "$1" tc qdisc add dev "$2" root tbf rate "${RATE}" burst 256kb latency 100ms
+}
+
+SWITCH=$(new_namespace) || exit 2
+HOLDERS+=("${SWITCH}")
+in_ns "${SWITCH}" ip link add dcbr type bridge && in_ns "${SWITCH}" ip link set dcbr up || exit 2
+HOST_NS=()
+for ((h = 0; h < HOSTS; h++)); do
+  ns=$(new_namespace) || exit 2
+  HOLDERS+=("${ns}")
+  HOST_NS+=("${ns}")
+  {
+    in_ns "${ns}" ip link add "eth${h}" type veth peer name "port${h}" netns "${SWITCH}" &&
+      in_ns "${ns}" ip addr add "10.214.0.$((h + 1))/24" dev "eth${h}" &&
+      in_ns "${ns}" ip link set lo up &&
+      in_ns "${ns}" ip link set "eth${h}" up &&
+      in_ns "${SWITCH}" ip link set "port${h}" master dcbr &&
+      in_ns "${SWITCH}" ip link set "port${h}" up &&
+      shape "${ns}" "eth${h}" && shape "${SWITCH}" "port${h}"
+  } || { echo "netns_hosts.sh: could not set up host ${h}" >&2; exit 2; }
+done
+
+WORLD=$((HOSTS * RANKS_PER_HOST))
+RUN_ID="netns-$$-$(date +%s%N)"
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+for ((r = 0; r < WORLD; r++)); do
+  h=$((r / RANKS_PER_HOST))
+  env RANK="${r}" WORLD_SIZE="${WORLD}" LOCAL_RANK=$((r % RANKS_PER_HOST)) LOCAL_WORLD_SIZE="${RANKS_PER_HOST}" \
+    MASTER_ADDR=10.214.0.1 MASTER_PORT="${PORT}" DISTCOMM_RUN_ID="${RUN_ID}" DISTCOMM_STORE_TOKEN="${TOKEN}" \
+    DISTCOMM_HOST_ID="host${h}" nsenter --net="/proc/${HOST_NS[${h}]}/ns/net" "$@" &
+  RANK_PIDS+=("$!")
+done
+status=0
+for ((r = 0; r < WORLD; r++)); do
+  wait "${RANK_PIDS[${r}]}"
+  rc=$?
+  if [[ "${rc}" -ne 0 && "${status}" -eq 0 ]]; then
+    status="${rc}"
+    echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2
+    for pid in "${RANK_PIDS[@]}"; do kill "${pid}" 2>/dev/null; done
+  fi
+done
+RANK_PIDS=()
+exit "${status}"
