@@ -15,7 +15,7 @@ packages=(
   libgtest-dev         # GoogleTest
   googletest
   libbenchmark-dev     # Google Benchmark
-  iproute2             # ip netns / veth for the two-host tests
+  iproute2             # ip, tc: veth and shaped links for the two-host tests and tools/netns_hosts.sh
   libtorch-dev         # integrations/torch: PyTorch's C++ library (tests skip without it)
   python3-torch        # tools/torch_ddp_bench's comparison with PyTorch's DDP (no test needs it)
   python3              # tools/check_doc_links.py: tests/docs:doc_links_test

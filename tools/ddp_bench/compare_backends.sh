@@ -3,6 +3,10 @@
 # model for each backend, as separate jobs, in alternating rounds; the median per backend.
 #
 #   tools/ddp_bench/compare_backends.sh [--rounds N] [--nproc N] [--backends "shm gloo mpi"] [--iters N]
+#                                       [--hosts H [--rate 1gbit]]
+#
+# --hosts H: the nproc ranks run on H simulated hosts (tools/netns_hosts.sh: network
+# namespaces, links shaped to --rate), nproc / H each, for backends gloo and hier (root).
 #
 # The model: 8 Linear layers of 1024 x 1024 (ddp_bench --in_width=1024
 # --layers=7 --width=1024 --out_width=1024, 8.4M parameters), batch 64 per rank, DDP's
@@ -17,13 +21,17 @@ rounds=3
 nproc=2
 backends="shm gloo mpi"
 iters=20
+hosts=0
+rate=1gbit
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --nproc) nproc="$2"; shift 2 ;;
     --backends) backends="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --hosts) hosts="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compare_backends.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +46,10 @@ results="$out/results.txt"  # backend local_ms ddp_ms comm_ms overlapped_percent
 for round in $(seq 1 "$rounds"); do
   for backend in $backends; do
     echo "# round $round: $backend (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-    if [[ "$backend" == mpi ]]; then
+    if (( hosts > 0 )); then
+      tools/netns_hosts.sh --hosts "$hosts" --ranks_per_host $((nproc / hosts)) --rate "$rate" -- \
+        "$bench" --backend="$backend" "${model[@]}" >"$out/run.txt" 2>&1
+    elif [[ "$backend" == mpi ]]; then
       mpirun -np "$nproc" --oversubscribe --bind-to none --mca btl self,vader --mca pml ob1 \
         "$bench" --backend=mpi "${model[@]}" >"$out/run.txt" 2>&1
     else
@@ -59,6 +70,7 @@ done
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 col() { awk -v b="$1" -v c="$2" '$1 == b {print $c}' "$results" | median; }
 echo
+(( hosts > 0 )) && echo "# on $hosts simulated hosts, links at $rate (tools/netns_hosts.sh)"
 echo "# DDP, $nproc ranks, 8 x 1024 x 1024 MLP, batch 64 per rank, 25 MiB buckets; median of $rounds rounds"
 printf "%-8s %10s %10s %12s %10s %11s\n" backend local_ms ddp_ms exposed_ms comm_ms overlapped
 for backend in $backends; do
