@@ -20,6 +20,8 @@
 # namespaces are anonymous (held by a sleeping process each, killed on exit), so nothing
 # outlives the script, even if it is killed. Exit status: the first failing rank's, else 0.
 set -u
+# tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
+export PATH="${PATH}:/usr/sbin:/sbin"
 
 HOSTS=2
 RANKS_PER_HOST=1

@@ -1,0 +1,46 @@
+#!/bin/bash
+# tools/netns_hosts.sh: 2 hosts x 2 ranks of tools/bench over "hier" (every size checked,
+# the group naming its layout, so the ranks did see two hosts), "auto" across hosts (flat
+# gloo), a failing rank named with its status, and bad arguments refused.
+set -u
+# tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
+export PATH="${PATH}:/usr/sbin:/sbin"
+cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
+source tests/testing/skip.sh
+HOSTS=tools/netns_hosts.sh
+BENCH=tools/bench/bench
+out="${TEST_TMPDIR:-/tmp}/netns_hosts_test.out"
+fail() { echo "FAILED: $*"; echo "--- output:"; cat "${out}"; exit 1; }
+
+for tool in ip tc unshare nsenter; do
+  command -v "${tool}" >/dev/null || skip_test netns "netns_hosts_test needs ${tool} (tools/setup.sh)"
+done
+if ! unshare --net true 2>/dev/null; then
+  skip_test netns "netns_hosts_test needs network namespaces (root, or CAP_SYS_ADMIN): unshare --net fails here"
+fi
+
+# A different port per test run: two runs of the suite on one machine must not meet.
+port=$((29600 + RANDOM % 300))
+"${HOSTS}" --hosts 2 --ranks_per_host 2 --port "${port}" -- "${BENCH}" --backend=hier -b 64K -e 4M -f 8 -n 2 -w 1 \
+  >"${out}" 2>&1 || fail "the hier run exited with $?"
+grep -q "backend hier (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks), 4 ranks" "${out}" ||
+  fail "the group did not see 2 hosts x 2 ranks"
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +float32' "${out}")
+[[ "${rows}" == 3 ]] || fail "expected 3 sizes, got ${rows}"
+bad=$(grep -E '^ +[0-9]+ +[0-9]+ +float32' "${out}" | awk '$NF != 0')
+[[ -z "${bad}" ]] || fail "wrong values: ${bad}"
+
+"${HOSTS}" --hosts 2 --ranks_per_host 2 --port "$((port + 1))" -- "${BENCH}" --backend=auto -b 4K -e 4K -n 2 -w 1 \
+  >"${out}" 2>&1 || fail "the auto run exited with $?"
+grep -q "backend auto (cpu: gloo), 4 ranks" "${out}" || fail "auto across two hosts should run flat gloo"
+
+"${HOSTS}" --hosts 2 --ranks_per_host 2 -- bash -c 'exit $((RANK == 3 ? 7 : 0))' >"${out}" 2>&1
+rc=$?
+[[ "${rc}" == 7 ]] || fail "a rank's exit status 7 should be the script's, got ${rc}"
+grep -q "rank 3 (host 1) exited with status 7" "${out}" || fail "the failing rank is not named"
+
+"${HOSTS}" --hosts 0 -- true >"${out}" 2>&1
+[[ $? == 2 ]] && grep -q -- "--hosts must be 1-200, got '0'" "${out}" || fail "--hosts 0 was not refused"
+"${HOSTS}" --hosts 2 >"${out}" 2>&1
+[[ $? == 2 ]] && grep -q "no program given" "${out}" || fail "a missing program was not refused"
+echo "PASSED"
