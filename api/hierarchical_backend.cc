@@ -16,7 +16,13 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
       within_(std::move(within)),
       across_(std::move(across)),
       even_(even),
-      thread_([this] { serve(); }) {}
+      failure_(flat_->rank(), flat_->options().store),
+      thread_([this] { serve(); }) {
+  failure_.on_abort([this] {
+    flat_->abort();
+    abort_levels();
+  });
+}
 
 HierarchicalBackend::~HierarchicalBackend() {
   shutdown();
@@ -30,13 +36,65 @@ bool HierarchicalBackend::reduces_natively(ReduceOp op, DType dtype) const {
 
 WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   auto work = std::make_shared<Work>(OpType::kAllReduce, ctx.seq, ctx.description);
+  auto state = std::make_shared<JobState>();
+  WorkPtr check;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw PeerFailure(ctx.description + ": the group has been shut down");
-    queue_.push_back(Job{tensor, opts.op, Clock::now() + ctx.timeout, work});
+    // The op's identity, checked by the flat backend as it checks its own ops: a one-element
+    // all_reduce under this op's sequence number and fingerprint (gloo tags its messages with
+    // it), issued now, in the group's issue order. Ranks that disagree on the op, a rank that
+    // never issues it or is gone, are named there as on a flat group, in the group's ranks
+    // and op numbers; the levels' own groups could only name theirs. It runs beside the
+    // levels: it costs one small flat round, which large ops hide and small ones pay.
+    Job job{tensor, opts.op, Clock::now() + ctx.timeout, work, Tensor::zeros({1}, tensor.dtype()), nullptr, state};
+    job.check = check = flat_->all_reduce(job.probe, opts, ctx);
+    queue_.push_back(std::move(job));
   }
   cv_.notify_one();
+  // A check that fails ends the op then, not when the thread reaches it (an op queued
+  // behind a stuck one times out from its own issue), and cuts the levels' ops off: the
+  // group is unusable from here on. The op's Work ends here only if the thread has not
+  // begun it (then nothing touches the tensor any more); else the thread ends it, once
+  // the levels' ops, cut off, have let go of the tensor.
+  check->on_finish([this, state, work](std::exception_ptr error) {
+    if (!error) return;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (!state->started) {
+        state->skipped = true;
+        work->finish(error);
+      }
+    }
+    abort_levels();
+  });
   return work;
+}
+
+void HierarchicalBackend::abort_levels() {
+  // Once: ProcessGroup::abort is idempotent, but each call costs the backends' stops.
+  if (levels_aborted_.exchange(true)) return;
+  within_->abort();
+  if (across_) across_->abort();
+}
+
+int HierarchicalBackend::culprit_of(const ProcessGroupPtr& level) const {
+  if (!level) return -1;
+  // The level's backend recorded its failure before its op ended, and published it.
+  const GroupFailure reader(level->rank(), level->backend_for(DeviceType::kCPU).options().store);
+  const std::optional<FailureRecord> record = reader.published(std::chrono::milliseconds(300));
+  if (!record || record->culprit < 0 || record->culprit >= level->size()) return -1;
+  const int world = level->global_rank(record->culprit);
+  const std::vector<int>& mine = flat_->options().global_ranks;
+  const auto it = std::find(mine.begin(), mine.end(), world);
+  return it == mine.end() ? -1 : static_cast<int>(it - mine.begin());
+}
+
+std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Work& op) {
+  if (failure_.failed()) return failure_.refusal();
+  int culprit = culprit_of(within_);
+  if (culprit < 0) culprit = culprit_of(across_);
+  return failure_.record(error, op, culprit);
 }
 
 void HierarchicalBackend::serve() {
@@ -50,12 +108,25 @@ void HierarchicalBackend::serve() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
+    {
+      std::lock_guard<std::mutex> lock(job.state->mu);
+      if (job.state->skipped) continue;  // its check failed first, and ended it
+      job.state->started = true;
+    }
+    std::exception_ptr failure;
     try {
       run(job);
-      job.work->finish();
     } catch (...) {
-      job.work->finish(std::current_exception());
+      failure = std::current_exception();
     }
+    // The check's verdict comes first: what it names is what the flat group would say.
+    try {
+      job.check->wait();
+      if (failure) failure = fail_group(failure, *job.work);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    job.work->finish(failure);
   }
 }
 
@@ -253,8 +324,7 @@ void HierarchicalBackend::stop(bool abort) {
   // An all_reduce still running waits on its inner groups: aborting them ends it now (a
   // clean destroy comes after the program's waits, so there is none then), never after
   // the op's timeout.
-  within_->abort();
-  if (across_) across_->abort();
+  abort_levels();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   if (abort) {
     flat_->abort();

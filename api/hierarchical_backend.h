@@ -21,12 +21,14 @@
 // ends when the last step has. An inner group's failure is the op's, with its message.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "api/diagnostics/group_failure.h"
 #include "api/plugin/backend.h"
 #include "api/process_group.h"
 
@@ -72,15 +74,33 @@ class HierarchicalBackend : public Backend {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // Whether the thread has begun a job, or its failed check has ended it first.
+  struct JobState {
+    std::mutex mu;
+    bool started = false;
+    bool skipped = false;
+  };
   struct Job {
     Tensor tensor;
     ReduceOp op;
     Clock::time_point deadline;  // the op's timeout, counted from its issue
     WorkPtr work;
+    Tensor probe;   // the check's one element
+    WorkPtr check;  // the flat backend's check of the op (all_reduce)
+    std::shared_ptr<JobState> state;
   };
   void serve();
   void run(Job& job);
   void stop(bool abort);
+  // Aborts the groups within and across hosts (once): what runs in them fails now.
+  void abort_levels();
+  // An op whose levels failed while its check passed (a rank died mid-op): the group's
+  // failure, recorded on the flat backend's board with the culprit in this group's ranks
+  // (read from the failed level's own record), so that every rank's flat backend names it,
+  // then the flat backend and the levels are cut off. Returns what the op ends with.
+  std::exception_ptr fail_group(std::exception_ptr error, const Work& op);
+  // The culprit of a level's failure, in this group's ranks (-1 when unknown).
+  int culprit_of(const ProcessGroupPtr& level) const;
   // A tensor of count elements over `kept`'s memory (grown when too small): the all_reduce's
   // share and padding, reused from op to op (only the thread runs ops, one at a time).
   static Tensor scratch(Tensor& kept, int64_t count, DType dtype);
@@ -90,6 +110,7 @@ class HierarchicalBackend : public Backend {
   ProcessGroupPtr across_;
   const bool even_;
 
+  GroupFailure failure_;  // over the flat backend's board
   Tensor share_;   // scratch() memory, the thread's only
   Tensor padded_;
 
@@ -97,6 +118,7 @@ class HierarchicalBackend : public Backend {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stopping_ = false;
+  std::atomic<bool> levels_aborted_{false};
   std::thread thread_;  // last: starts once the rest is built
 };
 

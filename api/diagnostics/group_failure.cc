@@ -323,6 +323,12 @@ std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds an
       [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, answer_wait);
 }
 
+std::optional<FailureRecord> GroupFailure::published(std::chrono::milliseconds answer_wait) const {
+  const std::optional<std::string> found = read_board(answer_wait);
+  if (!found || found->empty()) return std::nullopt;
+  return FailureRecord::decode(*found);
+}
+
 std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::milliseconds window,
                                                          std::chrono::milliseconds answer_wait) const {
   const auto until = std::chrono::steady_clock::now() + window;

@@ -116,6 +116,11 @@ class GroupFailure {
 
   // The first failure or shutdown, if any.
   std::optional<FailureRecord> first() const;
+  // The record some rank of the group has published on the board, if any: one read, within
+  // answer_wait (nullopt too when the board does not answer). How a group built over other
+  // groups (the hierarchy, api/hierarchical_backend.h) learns whom an inner group's failure
+  // blames, in that group's ranks.
+  std::optional<FailureRecord> published(std::chrono::milliseconds answer_wait) const;
 
   // Leaves `record` on `board` (a backend's store, the one a GroupFailure of the group
   // reads) unless another record is there already; waits a few seconds at most. How a
