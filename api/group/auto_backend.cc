@@ -63,10 +63,7 @@ std::string choose_auto_cpu_backend(const std::vector<std::string>& placements) 
   bool one_place = true;
   for (const std::string& p : placements) one_place = one_place && p == placements.front();
   if (one_place && ends_with(placements.front(), kShmReady)) return "shm";
-  // Not "hier" yet where it could be: auto takes it once the hierarchy fails as gloo does
-  // (the fault suite over it, tests/backends/fault, does not pass yet: its inner groups
-  // report in their own ranks and ops).
-  return "gloo";
+  return why_not_hierarchical(placements).empty() ? "hier" : "gloo";
 }
 
 }  // namespace distcomm

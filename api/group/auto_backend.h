@@ -3,9 +3,9 @@
 //
 // auto's rule: "shm" when every rank of the group can share memory with every other (the
 // same shared_memory_domain(): one host, one PID namespace, one DISTCOMM_HOST_ID) and can
-// load the shm plugin; else "gloo". (Not yet "hier" where the ranks sit on two or more
-// hosts, some host holding two or more: the hierarchy does not pass the fault suite yet,
-// hierarchical_backend.h.) "auto" alone means "cpu:auto";
+// load the shm plugin; else "hier" where the ranks sit on two or more hosts, some host
+// holding two or more of them, and every rank can run shm (hierarchical_backend.h); else
+// "gloo". "auto" alone means "cpu:auto";
 // "cpu:auto,cuda:nccl" adds NCCL for CUDA tensors. Each group decides for itself, so a
 // subgroup of the ranks of one host gets shm inside a multi-host job. The ranks exchange
 // their placement once, when the group is created (over the group's store).

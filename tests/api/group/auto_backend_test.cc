@@ -17,6 +17,10 @@ TEST(AutoBackend, ShmOnlyWhenEveryRankSharesTheDomainAndCanRunShm) {
   EXPECT_EQ(choose_auto_cpu_backend({here, "boot-a pid:[2] shm"}), "gloo") << "another PID namespace";
   EXPECT_EQ(choose_auto_cpu_backend({here, "boot-a pid:[1]"}), "gloo") << "a rank without the shm plugin";
   EXPECT_EQ(choose_auto_cpu_backend({"boot-a pid:[1]", "boot-a pid:[1]"}), "gloo") << "no rank has it";
+  const std::string there = "boot-b pid:[1] shm";
+  EXPECT_EQ(choose_auto_cpu_backend({here, here, there, there}), "hier") << "two hosts, two ranks each";
+  EXPECT_EQ(choose_auto_cpu_backend({here, here, there}), "hier") << "two hosts, 2 + 1 ranks";
+  EXPECT_EQ(choose_auto_cpu_backend({here, "boot-a pid:[1]", there, there}), "gloo") << "a rank without shm";
 }
 
 TEST(AutoBackend, TheHierarchyNeedsTwoHostsOneWithTwoRanksAndShmEverywhere) {

@@ -85,10 +85,16 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
-TEST(HierAuto, AutoStaysFlatAcrossHostsUntilTheHierarchyPassesTheFaultSuite) {
+TEST(HierAuto, AutoPicksTheHierarchyForSeveralHostsWithSeveralRanks) {
   GroupHarnessOptions options;
-  options.host_ids = {"a", "b", "a", "b"};
-  run_group(4, "auto", [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "auto (cpu: gloo)"); }, options);
+  options.host_ids = {"a", "a", "b", "b"};
+  run_group(4, "auto", [](ProcessGroup& pg) {
+    EXPECT_EQ(pg.backend_name(), "auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks)");
+    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), "hier");
+    check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 1001);
+  }, options);
+  options.host_ids = {"a", "b"};
+  run_group(2, "auto", [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "auto (cpu: gloo)"); }, options);
   options.host_ids = {"a", "a"};
   run_group(2, "auto", [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "auto (cpu: shm)"); }, options);
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/netns_hosts.sh: 2 hosts x 2 ranks of tools/bench over "hier" (every size checked,
-# the group naming its layout, so the ranks did see two hosts), "auto" across hosts (flat
-# gloo), a failing rank named with its status, and bad arguments refused.
+# the group naming its layout, so the ranks did see two hosts), "auto" across hosts (the
+# same hierarchy), a failing rank named with its status, and bad arguments refused.
 set -u
 # tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
 export PATH="${PATH}:/usr/sbin:/sbin"
@@ -32,7 +32,8 @@ bad=$(grep -E '^ +[0-9]+ +[0-9]+ +float32' "${out}" | awk '$NF != 0')
 
 "${HOSTS}" --hosts 2 --ranks_per_host 2 --port "$((port + 1))" -- "${BENCH}" --backend=auto -b 4K -e 4K -n 2 -w 1 \
   >"${out}" 2>&1 || fail "the auto run exited with $?"
-grep -q "backend auto (cpu: gloo), 4 ranks" "${out}" || fail "auto across two hosts should run flat gloo"
+grep -q "backend auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks), 4 ranks" "${out}" ||
+  fail "auto across two hosts of two ranks should build the hierarchy"
 
 "${HOSTS}" --hosts 2 --ranks_per_host 2 -- bash -c 'exit $((RANK == 3 ? 7 : 0))' >"${out}" 2>&1
 rc=$?
