@@ -184,6 +184,12 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
   if (names.empty()) throw InvalidArgument(where() + ": slice of no dimension");
   std::set<int> spanned;
   std::lock_guard<std::mutex> lock(layout_->mu);
+  // What this mesh spans: a slice takes dimensions within it only (mesh["tp"]["dp"] is no
+  // sub-mesh of mesh["tp"]).
+  std::set<int> own;
+  for (const auto& name : dims_) {
+    for (int d : layout_->dims.at(name).spans) own.insert(d);
+  }
   for (const auto& name : names) {
     const auto it = layout_->dims.find(name);
     if (it == layout_->dims.end()) {
@@ -193,6 +199,10 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
                             join(known));
     }
     for (int d : it->second.spans) {
+      if (!own.count(d)) {
+        throw InvalidArgument(where() + ": slice " + join(names) + " names '" + name +
+                              "', which spans dimensions outside this mesh");
+      }
       if (!spanned.insert(d).second) {
         throw InvalidArgument(where() + ": slice " + join(names) + " covers dimension '" +
                               layout_->names[static_cast<size_t>(d)] + "' twice");
@@ -217,7 +227,10 @@ DeviceMesh DeviceMesh::flatten(const std::string& name) const {
   // A one-dimension mesh's group already holds the ranks: no new group.
   ProcessGroupPtr group = dims_.size() == 1 ? dim(dims_.front()).group : make_group(*layout_, spans);
   std::lock_guard<std::mutex> lock(layout_->mu);
-  layout_->dims[name] = Layout::Dim{spans, std::move(group)};
+  // Never over an entry: a group() reference to it may be held.
+  if (!layout_->dims.emplace(name, Layout::Dim{spans, std::move(group)}).second) {
+    throw InvalidArgument(where() + ": flatten: the name '" + name + "' was taken meanwhile");
+  }
   return DeviceMesh(layout_, {name});
 }
 

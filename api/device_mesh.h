@@ -34,8 +34,9 @@ class DeviceMesh {
  public:
   // Collective over `world` (every rank calls it, in the same order as its other group
   // creations). shape: the extent of every dimension, each >= 1, whose product is
-  // world->size(); names: one per dimension, distinct, non-empty. InvalidArgument, naming
-  // the argument and what was expected, before anything is sent. backend: the groups'
+  // world->size(); names: one per dimension, distinct, non-empty. InvalidArgument on every
+  // rank, naming the argument, what was expected and the rank that gave it, before any
+  // group is made (one exchange round compares the ranks' arguments). backend: the groups'
   // backend spec ("" as the world's).
   DeviceMesh(ProcessGroupPtr world, std::vector<int> shape, std::vector<std::string> names,
              const std::string& backend = "");
@@ -59,7 +60,8 @@ class DeviceMesh {
   std::vector<int> ranks() const;
 
   // The sub-mesh of the given dimensions (in the order given) through this rank: no group
-  // is made, the sub-mesh uses this mesh's. A name may be a dimension made by flatten().
+  // is made, the sub-mesh uses this mesh's. A name may be a dimension made by flatten(); it
+  // must lie within this mesh's dimensions, each covered once.
   DeviceMesh operator[](const std::string& dim) const;
   DeviceMesh slice(const std::vector<std::string>& dims) const;
 

@@ -17,7 +17,7 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
       across_(std::move(across)),
       even_(even),
       failure_(flat_->rank(), flat_->options().store),
-      thread_([this] { serve(); }) {
+      thread_([this, queue = queue_] { serve(queue); }) {
   failure_.on_abort([this] {
     flat_->abort();
     abort_levels();
@@ -26,7 +26,17 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
 
 HierarchicalBackend::~HierarchicalBackend() {
   shutdown();
-  if (thread_.joinable()) thread_.detach();  // only when stopped from its own thread, which is ending
+  // Joinable only when destroyed from its own thread (a Work's callback dropped the group):
+  // it then reads nothing of this object but the queue it shares, sees it stopping and ends.
+  if (thread_.joinable()) thread_.detach();
+}
+
+WorkPtr HierarchicalBackend::refused(OpType op, const OpContext& ctx) const {
+  std::exception_ptr refusal = failure_.refusal();
+  if (!refusal) return nullptr;
+  auto work = std::make_shared<Work>(op, ctx.seq, ctx.description);
+  work->finish(refusal);
+  return work;
 }
 
 bool HierarchicalBackend::reduces_natively(ReduceOp op, DType dtype) const {
@@ -34,24 +44,38 @@ bool HierarchicalBackend::reduces_natively(ReduceOp op, DType dtype) const {
   return flat_->reduces_natively(op, dtype);
 }
 
+namespace {
+
+// Below this an all_reduce runs flat: the levels' three rounds and the check would cost
+// more than the bytes they save across hosts. (On this project's 2-core test host the
+// latency of both is lost in the noise of oversubscription; 64 KiB errs towards flat.)
+constexpr size_t kFlatBelowBytes = 64 << 10;
+
+}  // namespace
+
 WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kAllReduce, ctx)) return no;
+  if (tensor.nbytes() < kFlatBelowBytes) return flat_->all_reduce(tensor, opts, ctx);
   auto work = std::make_shared<Work>(OpType::kAllReduce, ctx.seq, ctx.description);
   auto state = std::make_shared<JobState>();
   WorkPtr check;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) throw PeerFailure(ctx.description + ": the group has been shut down");
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->stopping) {
+      work->finish(std::make_exception_ptr(PeerFailure("the group has been shut down on this rank")));
+      return work;
+    }
     // The op's identity, checked by the flat backend as it checks its own ops: a one-element
     // all_reduce under this op's sequence number and fingerprint (gloo tags its messages with
     // it), issued now, in the group's issue order. Ranks that disagree on the op, a rank that
     // never issues it or is gone, are named there as on a flat group, in the group's ranks
     // and op numbers; the levels' own groups could only name theirs. It runs beside the
-    // levels: it costs one small flat round, which large ops hide and small ones pay.
+    // levels: one small flat round, which large ops hide.
     Job job{tensor, opts.op, Clock::now() + ctx.timeout, work, Tensor::zeros({1}, tensor.dtype()), nullptr, state};
     job.check = check = flat_->all_reduce(job.probe, opts, ctx);
-    queue_.push_back(std::move(job));
+    queue_->jobs.push_back(std::move(job));
   }
-  cv_.notify_one();
+  queue_->cv.notify_one();
   // A check that fails ends the op then, not when the thread reaches it (an op queued
   // behind a stuck one times out from its own issue), and cuts the levels' ops off: the
   // group is unusable from here on. The op's Work ends here only if the thread has not
@@ -59,13 +83,13 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
   // the levels' ops, cut off, have let go of the tensor.
   check->on_finish([this, state, work](std::exception_ptr error) {
     if (!error) return;
+    bool end_here = false;
     {
       std::lock_guard<std::mutex> lock(state->mu);
-      if (!state->started) {
-        state->skipped = true;
-        work->finish(error);
-      }
+      end_here = !state->started;
+      state->skipped = end_here;
     }
+    if (end_here) work->finish(error);  // outside the lock: its callbacks are the caller's
     abort_levels();
   });
   return work;
@@ -97,16 +121,17 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
   return failure_.record(error, op, culprit);
 }
 
-void HierarchicalBackend::serve() {
+void HierarchicalBackend::serve(const std::shared_ptr<Queue>& queue) {
   pthread_setname_np(pthread_self(), "dc-hier");
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(queue->mu);
+      queue->cv.wait(lock, [&] { return queue->stopping || !queue->jobs.empty(); });
+      // Stopping: stop() has ended what was queued; this object may be gone already.
+      if (queue->stopping) return;
+      job = std::move(queue->jobs.front());
+      queue->jobs.pop_front();
     }
     {
       std::lock_guard<std::mutex> lock(job.state->mu);
@@ -126,7 +151,7 @@ void HierarchicalBackend::serve() {
     } catch (...) {
       failure = std::current_exception();
     }
-    job.work->finish(failure);
+    job.work->finish(failure);  // may destroy this object (its callbacks are the caller's)
   }
 }
 
@@ -155,8 +180,8 @@ void wait_all(const std::vector<WorkPtr>& works) {
 
 void HierarchicalBackend::run(Job& job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) throw PeerFailure("the group was shut down before this all_reduce ran");
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->stopping) throw PeerFailure("the group was shut down before this all_reduce ran");
   }
   // Every step waits within what is left of the op's timeout, counted from its issue, as
   // the flat backend's ops do.
@@ -202,6 +227,7 @@ void HierarchicalBackend::run(Job& job) {
   if (padded) {
     whole = scratch(padded_, block * local, flat.dtype());
     whole.flat_slice(0, n).copy_from(flat);
+    whole.flat_slice(n, block * local - n).fill(0);  // reduced with the rest, then dropped
   }
   Tensor share = scratch(share_, block, flat.dtype());
   // In pieces, each a multiple of `local` elements: all the pieces' reduce_scatters are
@@ -264,45 +290,57 @@ Tensor HierarchicalBackend::scratch(Tensor& kept, int64_t count, DType dtype) {
 }
 
 WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kBroadcast, ctx)) return no;
   return flat_->broadcast(tensor, opts, ctx);
 }
 WorkPtr HierarchicalBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kReduce, ctx)) return no;
   return flat_->reduce(tensor, opts, ctx);
 }
 WorkPtr HierarchicalBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
                                         const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kAllGather, ctx)) return no;
   return flat_->all_gather(output, input, opts, ctx);
 }
 WorkPtr HierarchicalBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
                                     const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kGather, ctx)) return no;
   return flat_->gather(output, input, opts, ctx);
 }
 WorkPtr HierarchicalBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
                                      const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kScatter, ctx)) return no;
   return flat_->scatter(output, input, opts, ctx);
 }
 WorkPtr HierarchicalBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
                                             const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kReduceScatter, ctx)) return no;
   return flat_->reduce_scatter(output, input, opts, ctx);
 }
 WorkPtr HierarchicalBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
                                         const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
                                         const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kAllToAll, ctx)) return no;
   return flat_->all_to_all(output, input, output_counts, input_counts, opts, ctx);
 }
 WorkPtr HierarchicalBackend::barrier(const BarrierOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kBarrier, ctx)) return no;
   return flat_->barrier(opts, ctx);
 }
 WorkPtr HierarchicalBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kSend, ctx)) return no;
   return flat_->send(tensor, dst, opts, ctx);
 }
 WorkPtr HierarchicalBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kRecv, ctx)) return no;
   return flat_->recv(tensor, src, opts, ctx);
 }
 WorkPtr HierarchicalBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kRecvAnySource, ctx)) return no;
   return flat_->recv_any_source(tensor, opts, ctx);
 }
 WorkPtr HierarchicalBackend::batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kBatchP2P, ctx)) return no;
   return flat_->batch_p2p(ops, opts, ctx);
 }
 Backend* HierarchicalBackend::create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) {
@@ -312,25 +350,25 @@ Backend* HierarchicalBackend::create_subgroup_backend(const BackendOptions* opti
 void HierarchicalBackend::stop(bool abort) {
   std::deque<Job> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;  // shutdown and abort are idempotent
-    stopping_ = true;
-    dropped.swap(queue_);
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->stopping) return;  // shutdown and abort are idempotent
+    queue_->stopping = true;
+    dropped.swap(queue_->jobs);
   }
-  cv_.notify_all();
+  queue_->cv.notify_all();
   for (Job& job : dropped) {
     job.work->finish(std::make_exception_ptr(PeerFailure("the group was shut down before this all_reduce ran")));
   }
-  // An all_reduce still running waits on its inner groups: aborting them ends it now (a
-  // clean destroy comes after the program's waits, so there is none then), never after
-  // the op's timeout.
+  // An all_reduce still running waits on its levels, then on its check: cutting both off
+  // ends it now (a clean destroy comes after the program's waits, so there is none then),
+  // never after a peer or the op's timeout. Then the thread can be joined.
   abort_levels();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   if (abort) {
     flat_->abort();
   } else {
     flat_->shutdown();
   }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 void HierarchicalBackend::shutdown() { stop(false); }

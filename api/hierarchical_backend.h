@@ -18,7 +18,14 @@
 //
 // The hierarchical ops run in issue order on a thread of their own, one at a time, so
 // that every rank issues the inner groups' ops in the same order; the Work the caller holds
-// ends when the last step has. An inner group's failure is the op's, with its message.
+// ends when the last step has. all_reduces below 64 KiB run flat: there the levels' three
+// rounds and the check cost more than the bytes they save. Ops run flat may end before an
+// earlier hierarchical all_reduce (each Work ends when its op has; issue order is kept for
+// matching, not for completion).
+//
+// Failures: see ARCHITECTURE.md ("hier"): each all_reduce is also checked by the flat
+// backend, whose verdict comes first; a level's failure is recorded as the group's on the
+// flat backend's board, its culprit in the group's ranks.
 #pragma once
 
 #include <atomic>
@@ -68,7 +75,8 @@ class HierarchicalBackend : public Backend {
   WorkPtr batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, const OpContext& ctx) override;
   Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) override;
 
-  // Fail what is queued, stop the thread, then the inner groups and the flat backend.
+  // Fail what is queued, cut the levels and the flat backend off (nothing waits on a peer),
+  // then stop the thread.
   void shutdown() override;
   void abort() override;
 
@@ -89,8 +97,20 @@ class HierarchicalBackend : public Backend {
     WorkPtr check;  // the flat backend's check of the op (all_reduce)
     std::shared_ptr<JobState> state;
   };
-  void serve();
+  // What the thread shares with the object: the thread holds it too, so that a group
+  // destroyed from its own thread (a Work's callback dropping the last reference) leaves
+  // the thread something to read while it returns.
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Job> jobs;
+    bool stopping = false;
+  };
+  void serve(const std::shared_ptr<Queue>& queue);
   void run(Job& job);
+  // A Work already ended with the group's failure, once the hierarchy recorded one (the
+  // flat backend, cut off then, would only say it was shut down); null while usable.
+  WorkPtr refused(OpType op, const OpContext& ctx) const;
   void stop(bool abort);
   // Aborts the groups within and across hosts (once): what runs in them fails now.
   void abort_levels();
@@ -114,10 +134,7 @@ class HierarchicalBackend : public Backend {
   Tensor share_;   // scratch() memory, the thread's only
   Tensor padded_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::atomic<bool> levels_aborted_{false};
   std::thread thread_;  // last: starts once the rest is built
 };

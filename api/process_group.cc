@@ -67,6 +67,9 @@ std::string split_ranks_error(const std::vector<std::vector<int>>& split_ranks, 
                std::to_string(size) + ")";
       }
       int& seen = list_of[static_cast<size_t>(r)];
+      if (seen == static_cast<int>(k)) {
+        return "rank " + std::to_string(r) + " is listed twice in split_ranks[" + std::to_string(k) + "]";
+      }
       if (seen >= 0) {
         return "rank " + std::to_string(r) + " is in split_ranks[" + std::to_string(seen) + "] and split_ranks[" +
                std::to_string(k) + "]: the lists must be disjoint";
@@ -161,11 +164,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   if (failure) std::rethrow_exception(creation.with_store_host(failure));
   pg->spec_ = creation.spec();
   if (creation.hierarchical()) {
-    // Its groups within and across hosts, split from it (the ones across reuse its gloo
-    // connections), then the hierarchy serves its CPU ops (hierarchical_backend.h).
+    // Its groups within and across hosts, split from it (every rank is in one of each; the
+    // lists come from the placements every rank has, so no round agrees on them), then the
+    // hierarchy serves its CPU ops (hierarchical_backend.h). The groups across make their
+    // own gloo connections.
     const HostLayout hosts = HostLayout::from_placements(creation.placements());
-    ProcessGroupPtr within = pg->split_group(hosts.hosts, "shm");
-    ProcessGroupPtr across = pg->split_group(hosts.across_hosts(), "gloo");
+    const int host = hosts.host_of[static_cast<size_t>(pg->rank())];
+    const int local = hosts.local_rank_of[static_cast<size_t>(pg->rank())];
+    ProcessGroupPtr within =
+        pg->make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host));
+    ProcessGroupPtr across = pg->make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], "gloo",
+                                               "hier_local" + std::to_string(local));
     pg->backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
       return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts.even());
     });

@@ -17,8 +17,9 @@
 # the veth's own latency (microseconds).
 #
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN), iproute2 and util-linux (tools/setup.sh). The
-# namespaces are anonymous (held by a sleeping process each, killed on exit), so nothing
-# outlives the script, even if it is killed. Exit status: the first failing rank's, else 0.
+# namespaces are anonymous, each held by a sleeping process that the script kills when it
+# ends, also on Ctrl-C or SIGTERM (killed with SIGKILL, it leaves those holders, and with
+# them the namespaces, until they are killed). Exit status: the first rank to fail's, else 0.
 set -u
 # tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
 export PATH="${PATH}:/usr/sbin:/sbin"
@@ -56,7 +57,8 @@ cleanup() {
   for pid in "${HOLDERS[@]}"; do kill "${pid}" 2>/dev/null; done
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # A process in a new network namespace; prints its pid once the namespace exists.
 new_namespace() {
@@ -70,6 +72,7 @@ new_namespace() {
     fi
     sleep 0.02
   done
+  kill "${pid}" 2>/dev/null
   return 1
 }
 in_ns() {
@@ -111,10 +114,15 @@ for ((r = 0; r < WORLD; r++)); do
     DISTCOMM_HOST_ID="host${h}" nsenter --net="/proc/${HOST_NS[${h}]}/ns/net" "$@" &
   RANK_PIDS+=("$!")
 done
+declare -A RANK_OF
+for ((r = 0; r < WORLD; r++)); do RANK_OF[${RANK_PIDS[${r}]}]=${r}; done
+# In the order the ranks end, so that the first to fail is the one named (the others
+# usually fail soon after it, with their own status).
 status=0
-for ((r = 0; r < WORLD; r++)); do
-  wait "${RANK_PIDS[${r}]}"
+for ((left = WORLD; left > 0; left--)); do
+  wait -n -p done_pid "${RANK_PIDS[@]}"
   rc=$?
+  r=${RANK_OF[${done_pid}]}
   if [[ "${rc}" -ne 0 && "${status}" -eq 0 ]]; then
     status="${rc}"
     echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2

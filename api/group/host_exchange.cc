@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "api/errors.h"
@@ -139,16 +140,22 @@ class CollectiveExchange final : public HostExchange {
 
 void agree_on_arguments(HostExchange& exchange, const std::string& call, const std::string& error,
                         const std::string& arguments) {
-  const auto all = exchange.all_gather(error.empty() ? "ok " + arguments : "bad " + error);
+  // A digest, not the text: arguments that grow with the group (split_group's lists) would
+  // otherwise cost every rank the whole group's texts, N^2 through the store. The texts
+  // travel in a second round only when the digests differ, to be named.
+  const std::string digest = std::to_string(std::hash<std::string>{}(arguments));
+  const auto all = exchange.all_gather(error.empty() ? "ok " + digest : "bad " + error);
   for (size_t r = 0; r < all.size(); ++r) {
-    const std::string& theirs = all[r];
-    const std::string who = call + ": rank " + std::to_string(r);
-    if (theirs.compare(0, 4, "bad ") == 0) throw InvalidArgument(who + " gave bad arguments: " + theirs.substr(4));
-    if (theirs != all.front()) {
-      throw InvalidArgument(who + " gave " + theirs.substr(3) + " but rank 0 gave " + all.front().substr(3) +
-                            ": every rank must pass the same");
+    if (all[r].compare(0, 4, "bad ") == 0) {
+      throw InvalidArgument(call + ": rank " + std::to_string(r) + " gave bad arguments: " + all[r].substr(4));
     }
   }
+  const auto differs = std::find_if(all.begin(), all.end(), [&](const std::string& s) { return s != all.front(); });
+  if (differs == all.end()) return;
+  const auto texts = exchange.all_gather(arguments);  // every rank saw the difference: all take this round
+  const size_t r = static_cast<size_t>(differs - all.begin());
+  throw InvalidArgument(call + ": rank " + std::to_string(r) + " gave " + texts[r] + " but rank 0 gave " +
+                        texts.front() + ": every rank must pass the same");
 }
 
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,

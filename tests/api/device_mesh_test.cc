@@ -89,6 +89,7 @@ TEST(DeviceMesh, BadShapesAndNamesAreRefusedOnEveryRank) {
     DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
     expect_contains(invalid_argument([&] { mesh["pp"]; }), "names 'pp', which is none of ['dp', 'tp']", me);
     expect_contains(invalid_argument([&] { mesh["dp"].local_rank("tp"); }), "has no dimension 'tp'", me);
+    expect_contains(invalid_argument([&] { mesh["tp"].slice({"dp"}); }), "spans dimensions outside this mesh", me);
   });
 }
 
@@ -122,6 +123,8 @@ TEST(SplitGroup, ListOrderGivesRanksAndOneRanksBadListsFailEveryRank) {
     expect_contains(invalid_argument([&] { pg.split_group(lists); }),
                     "rank 3 gave split_ranks [[0, 1, 2, 3]] but rank 0 gave split_ranks [[0, 1], [2, 3]]", me);
     expect_contains(invalid_argument([&] { pg.split_group({{0}, {}}); }), "split_ranks[1] is empty", me);
+    expect_contains(invalid_argument([&] { pg.split_group({{0, 2, 0}}); }), "rank 0 is listed twice in split_ranks[0]",
+                    me);
     // The group goes on.
     Tensor t = Tensor::of<int32_t>({1});
     pg.all_reduce(t)->wait();

@@ -11,7 +11,8 @@
 # round; the table is the median busbw of the rounds (nccl-tests' formula, GB/s), and the
 # last line reads
 #   hierarchical/flat busbw: 16M=<ratio> 64M=<ratio>
-# Defaults: 2 hosts x 2 ranks, 3 rounds, 1 Gbit/s. Every run checks its results (#wrong
+# Defaults: 2 hosts x 2 ranks, 3 rounds, 1 Gbit/s. --sizes run as one bench sweep from the
+# first to the last, multiplying by 4, so give sizes 4x apart (16M 64M, or 1M 4M 16M). Every run checks its results (#wrong
 # must be 0, else this script fails). Normal priority, as users run; the load average is
 # logged with each run. Needs root (network namespaces).
 set -euo pipefail

@@ -51,30 +51,45 @@ void expect_survivor_told(Rank& r, ProcessGroup& pg, Tensor& t, int culprit, con
 
 // Where the backend lets a survivor finish an op whose part it had done before `culprit`
 // died (differs "a rank past its part finishes"): the op either fails as
-// expect_survivor_told says, or ends with every element right (the dead rank's data had
-// arrived), and then the survivor's next collective fails at once naming the culprit.
+// expect_survivor_told says (PeerFailure naming the culprit, within the bound of its issue
+// and within kDeathNamedWithin of the death), or ends with every element right (the dead
+// rank's data had arrived); either way the survivor's next collective then fails naming
+// the culprit, within kDeathNamedWithin of the death.
 void expect_survivor_told_or_finished(Rank& r, ProcessGroup& pg, Tensor& t, int culprit, const char* what) {
+  const auto issued = Clock::now();
   WorkPtr work = pg.all_reduce(t);
+  std::string failure;
   bool finished = false;
   try {
     work->wait();
     finished = true;
-  } catch (const std::exception&) {
-  }
-  if (!finished) {
-    const std::string msg = expect_failure_within<PeerFailure>([&] { work->wait(); }, 0, kWithin, what);
-    expect_departure_named(msg, culprit, kDied, what);
+  } catch (const PeerFailure& e) {
+    failure = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": failed with another error than PeerFailure: " << e.what();
     return;
   }
-  // Read in place (a copy of 64 MiB would cost this rank more time than the bounds allow).
-  const float* values = t.data_as<float>();
-  const float* end = values + t.numel();
-  const float* wrong = std::find_if(values, end, [](float v) { return v != kRanks; });
-  EXPECT_EQ(wrong, end) << what << ": ended well on rank " << r.rank() << " with element " << (wrong - values)
-                        << " = " << (wrong == end ? 0.0f : *wrong);
+  const auto ended = Clock::now();
+  EXPECT_LE(seconds_between(issued, ended), kWithin) << what << ": took this long to end";
+  if (!finished) {
+    expect_departure_named(failure, culprit, kDied, what);
+    const auto died = std::max(noted_time(r.board(), "died"), issued);
+    EXPECT_LE(seconds_between(died, ended), kDeathNamedWithin)
+        << what << ": rank " << culprit << " named " << seconds_between(died, ended) << " s after it died";
+  } else {
+    // Read in place (a copy of 64 MiB would cost this rank more time than the bounds allow).
+    const float* values = t.data_as<float>();
+    const float* end = values + t.numel();
+    const float* wrong = std::find_if(values, end, [](float v) { return v != kRanks; });
+    EXPECT_EQ(wrong, end) << what << ": ended well on rank " << r.rank() << " with element " << (wrong - values)
+                          << " = " << (wrong == end ? 0.0f : *wrong);
+  }
   const std::string later = expect_failure_within<PeerFailure>([&] { pg.barrier()->wait(); }, 0, kWithin,
-                                                               "the next op of a survivor that finished");
+                                                               "the next op of a survivor");
   expect_departure_named(later, culprit, kDied, "the next op");
+  const auto died = noted_time(r.board(), "died");
+  EXPECT_LE(seconds_between(died, Clock::now()), kDeathNamedWithin)
+      << "the next op: rank " << culprit << " named " << seconds_between(died, Clock::now()) << " s after it died";
 }
 
 // A survivor's group, failed because `culprit` died, is destroyed within kDeathNamedWithin:
