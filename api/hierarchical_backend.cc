@@ -102,23 +102,94 @@ void HierarchicalBackend::abort_levels() {
   if (across_) across_->abort();
 }
 
-int HierarchicalBackend::culprit_of(const ProcessGroupPtr& level) const {
+int HierarchicalBackend::culprit_of(const ProcessGroupPtr& level, int* level_rank, bool* shut_down) const {
   if (!level) return -1;
   // The level's backend recorded its failure before its op ended, and published it.
   const GroupFailure reader(level->rank(), level->backend_for(DeviceType::kCPU).options().store);
   const std::optional<FailureRecord> record = reader.published(std::chrono::milliseconds(300));
   if (!record || record->culprit < 0 || record->culprit >= level->size()) return -1;
+  if (level_rank) *level_rank = record->culprit;
+  if (shut_down) *shut_down = record->kind == FailureRecord::Kind::kShutDown;
   const int world = level->global_rank(record->culprit);
   const std::vector<int>& mine = flat_->options().global_ranks;
   const auto it = std::find(mine.begin(), mine.end(), world);
   return it == mine.end() ? -1 : static_cast<int>(it - mine.begin());
 }
 
+namespace {
+
+// `error`'s type with another message (a level's PeerFailure stays a PeerFailure).
+std::exception_ptr reworded(const std::exception_ptr& error, const std::string& message) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerFailure&) {
+    return std::make_exception_ptr(PeerFailure(message));
+  } catch (const Timeout&) {
+    return std::make_exception_ptr(Timeout(message));
+  } catch (const Desync&) {
+    return std::make_exception_ptr(Desync(message));
+  } catch (...) {
+    return std::make_exception_ptr(Error(message));
+  }
+}
+
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
 std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Work& op) {
   if (failure_.failed()) return failure_.refusal();
-  int culprit = culprit_of(within_);
-  if (culprit < 0) culprit = culprit_of(across_);
-  return failure_.record(error, op, culprit);
+  // What this rank's level saw: whom it blames, in the level's ranks and in the group's.
+  int level_rank = -1;
+  bool shut_down = false;
+  const ProcessGroupPtr* level = &within_;
+  int culprit = culprit_of(within_, &level_rank, &shut_down);
+  if (culprit < 0) {
+    level = &across_;
+    culprit = culprit_of(across_, &level_rank, &shut_down);
+  }
+  // A record on the flat board comes first: a level's failure here is often the consequence
+  // of one elsewhere, which was published before that rank aborted its levels ("rank 1 shut
+  // the group down" is always such a consequence: then the record is waited for longer).
+  // It may be this rank's own, by the flat backend (which saw a connection close): the
+  // hierarchy has recorded nothing yet. Each look is a reader of its own: one slow answer
+  // must not make the board count as gone.
+  const auto window = std::chrono::milliseconds(shut_down || culprit < 0 ? 2000 : 300);
+  const auto until = Clock::now() + window;
+  std::optional<FailureRecord> cause;
+  for (;;) {
+    const GroupFailure reader(rank(), flat_->options().store);
+    cause = reader.published(std::chrono::milliseconds(300));
+    if (cause) break;
+    if (Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (cause) {
+    const int first = cause->culprit >= 0 ? cause->culprit : cause->rank;
+    return failure_.record(reworded(error, "rank " + std::to_string(cause->rank) + " of the group failed first: " +
+                                               cause->message),
+                           op, first);
+  }
+  if (culprit < 0) return failure_.record(error, op);
+  // This rank's level saw it first: the culprit in the group's ranks, the level's words after.
+  std::string message = "rank " + std::to_string(culprit) + (shut_down ? " shut its part of the group down" : " died or closed its connection");
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerFailure&) {
+  } catch (...) {
+    message = "rank " + std::to_string(culprit) + " failed";
+  }
+  message += ", seen by the group's level '" + (*level)->name() + "', where it is rank " +
+             std::to_string(level_rank) + ": " + what_of(error);
+  return failure_.record(reworded(error, message), op, culprit);
 }
 
 void HierarchicalBackend::serve(const std::shared_ptr<Queue>& queue) {

@@ -115,12 +115,15 @@ class HierarchicalBackend : public Backend {
   // Aborts the groups within and across hosts (once): what runs in them fails now.
   void abort_levels();
   // An op whose levels failed while its check passed (a rank died mid-op): the group's
-  // failure, recorded on the flat backend's board with the culprit in this group's ranks
-  // (read from the failed level's own record), so that every rank's flat backend names it,
-  // then the flat backend and the levels are cut off. Returns what the op ends with.
+  // failure, recorded on the flat backend's board, so that every rank's flat backend names
+  // it, then the flat backend and the levels are cut off. Another rank's record, when one
+  // is there (this rank's failure is then its consequence), else this rank's, worded in
+  // this group's ranks ("rank 3 died or closed its connection, seen by the group's level
+  // 'world/hier_local1', where it is rank 1: ..."). Returns what the op ends with.
   std::exception_ptr fail_group(std::exception_ptr error, const Work& op);
-  // The culprit of a level's failure, in this group's ranks (-1 when unknown).
-  int culprit_of(const ProcessGroupPtr& level) const;
+  // The culprit of a level's failure, in this group's ranks (-1 when unknown); level_rank:
+  // the same rank in the level's; shut_down: whether the level blames it for shutting down.
+  int culprit_of(const ProcessGroupPtr& level, int* level_rank, bool* shut_down) const;
   // A tensor of count elements over `kept`'s memory (grown when too small): the all_reduce's
   // share and padding, reused from op to op (only the thread runs ops, one at a time).
   static Tensor scratch(Tensor& kept, int64_t count, DType dtype);
