@@ -59,7 +59,8 @@ std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& opt
 // each rank posts `arguments` (its view of them, as text) or, when its own check found them
 // bad, `error`. Throws InvalidArgument on every rank alike, "<call>: rank R gave ...",
 // naming the first rank whose arguments are bad or differ from rank 0's, so that one rank's
-// bad call never leaves the others waiting for it. One exchange round.
+// bad call never leaves the others waiting for it. One exchange round of digests (a second,
+// of the texts, only when they differ, to name them).
 void agree_on_arguments(HostExchange& exchange, const std::string& call, const std::string& error,
                         const std::string& arguments);
 
