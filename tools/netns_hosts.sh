@@ -4,13 +4,16 @@
 # real bandwidth, and M ranks of a program in each, started with torchrun's variables.
 #
 #   tools/netns_hosts.sh --hosts 2 --ranks_per_host 2 [--rate 1gbit] -- PROGRAM [ARGS...]
+#   tools/netns_hosts.sh --hosts 2 --per_host -- sh -c 'launch --nnodes=2 --node_rank=$NODE_RANK ...'
 #
 # Rank r runs in host r / M (addresses 10.214.0.1, .2, ...) with RANK, WORLD_SIZE,
 # LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (host 0), MASTER_PORT, one job identity
 # (DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN) and DISTCOMM_HOST_ID=host<h>: distcomm's "auto"
 # and "hier" count the namespaces as hosts (the ranks share a kernel and a PID namespace,
 # which alone would let them share memory). Traffic between hosts crosses the shaped links;
-# ranks of one host talk over its loopback, unshaped, as on a real machine.
+# ranks of one host talk over its loopback, unshaped, as on a real machine. With --per_host
+# PROGRAM runs once per host instead, as a launcher does on each machine, with NODE_RANK,
+# NNODES, MASTER_ADDR, MASTER_PORT, the job identity and DISTCOMM_HOST_ID.
 #
 # The link: a tbf qdisc at --rate on both ends of every host's veth (a host's sends and its
 # receives). This kernel has no netem, so no delay is added: the links have bandwidth, and
@@ -28,8 +31,9 @@ HOSTS=2
 RANKS_PER_HOST=1
 RATE=1gbit
 PORT=29531
+PER_HOST=0
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit "$1"
 }
 while [[ $# -gt 0 ]]; do
@@ -38,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     --ranks_per_host) RANKS_PER_HOST="$2"; shift 2 ;;
     --rate) RATE="$2"; shift 2 ;;
     --port) PORT="$2"; shift 2 ;;
+    --per_host) PER_HOST=1; shift ;;
     -h | --help) usage 0 ;;
     --) shift; break ;;
     *) echo "netns_hosts.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
@@ -107,25 +112,43 @@ done
 WORLD=$((HOSTS * RANKS_PER_HOST))
 RUN_ID="netns-$$-$(date +%s%N)"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for ((r = 0; r < WORLD; r++)); do
-  h=$((r / RANKS_PER_HOST))
-  env RANK="${r}" WORLD_SIZE="${WORLD}" LOCAL_RANK=$((r % RANKS_PER_HOST)) LOCAL_WORLD_SIZE="${RANKS_PER_HOST}" \
-    MASTER_ADDR=10.214.0.1 MASTER_PORT="${PORT}" DISTCOMM_RUN_ID="${RUN_ID}" DISTCOMM_STORE_TOKEN="${TOKEN}" \
-    DISTCOMM_HOST_ID="host${h}" nsenter --net="/proc/${HOST_NS[${h}]}/ns/net" "$@" &
-  RANK_PIDS+=("$!")
-done
+common=(MASTER_ADDR=10.214.0.1 MASTER_PORT="${PORT}" DISTCOMM_RUN_ID="${RUN_ID}" DISTCOMM_STORE_TOKEN="${TOKEN}")
+if ((PER_HOST)); then
+  WORLD=${HOSTS}  # one process per host: "rank" below is the host's index
+  for ((h = 0; h < HOSTS; h++)); do
+    env NODE_RANK="${h}" NNODES="${HOSTS}" "${common[@]}" DISTCOMM_HOST_ID="host${h}" \
+      nsenter --net="/proc/${HOST_NS[${h}]}/ns/net" "$@" &
+    RANK_PIDS+=("$!")
+  done
+  RANKS_PER_HOST=1
+else
+  for ((r = 0; r < WORLD; r++)); do
+    h=$((r / RANKS_PER_HOST))
+    env RANK="${r}" WORLD_SIZE="${WORLD}" LOCAL_RANK=$((r % RANKS_PER_HOST)) LOCAL_WORLD_SIZE="${RANKS_PER_HOST}" \
+      "${common[@]}" DISTCOMM_HOST_ID="host${h}" nsenter --net="/proc/${HOST_NS[${h}]}/ns/net" "$@" &
+    RANK_PIDS+=("$!")
+  done
+fi
 declare -A RANK_OF
 for ((r = 0; r < WORLD; r++)); do RANK_OF[${RANK_PIDS[${r}]}]=${r}; done
 # In the order the ranks end, so that the first to fail is the one named (the others
 # usually fail soon after it, with their own status).
 status=0
-for ((left = WORLD; left > 0; left--)); do
-  wait -n -p done_pid "${RANK_PIDS[@]}"
+running=("${RANK_PIDS[@]}")
+while ((${#running[@]} > 0)); do
+  wait -n -p done_pid "${running[@]}"
   rc=$?
   r=${RANK_OF[${done_pid}]}
+  left=()
+  for pid in "${running[@]}"; do [[ "${pid}" == "${done_pid}" ]] || left+=("${pid}"); done
+  running=("${left[@]}")
   if [[ "${rc}" -ne 0 && "${status}" -eq 0 ]]; then
     status="${rc}"
-    echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2
+    if ((PER_HOST)); then
+      echo "netns_hosts.sh: host ${r}'s process exited with status ${rc}; stopping the others" >&2
+    else
+      echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2
+    fi
     for pid in "${RANK_PIDS[@]}"; do kill "${pid}" 2>/dev/null; done
   fi
 done

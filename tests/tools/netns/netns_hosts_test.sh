@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/netns_hosts.sh: 2 hosts x 2 ranks of tools/bench over "hier" (every size checked,
 # the group naming its layout, so the ranks did see two hosts), "auto" across hosts (the
-# same hierarchy), a failing rank named with its status, and bad arguments refused.
+# same hierarchy), tools/launch on each host running examples/all_reduce, a failing rank named with its status, and bad arguments refused.
 set -u
 # tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
 export PATH="${PATH}:/usr/sbin:/sbin"
@@ -34,6 +34,13 @@ bad=$(grep -E '^ +[0-9]+ +[0-9]+ +float32' "${out}" | awk '$NF != 0')
   >"${out}" 2>&1 || fail "the auto run exited with $?"
 grep -q "backend auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks), 4 ranks" "${out}" ||
   fail "auto across two hosts of two ranks should build the hierarchy"
+
+# As on real machines: a launcher per host (--per_host), 2 ranks each, of the tutorial's
+# first program over hier; rank 0 prints every rank's sum in rank order.
+"${HOSTS}" --hosts 2 --per_host --port "$((port + 2))" -- sh -c 'exec tools/launch/launch --nnodes=2 \
+  --node_rank="${NODE_RANK}" --nproc_per_node=2 --master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" \
+  --backend=hier -- examples/all_reduce' >"${out}" 2>&1 || fail "the launchers' job exited with $?"
+for r in 0 1 2 3; do grep -q "Rank ${r} has 0" "${out}" || fail "rank ${r}'s sum is missing or wrong"; done
 
 "${HOSTS}" --hosts 2 --ranks_per_host 2 -- bash -c 'exit $((RANK == 3 ? 7 : 0))' >"${out}" 2>&1
 rc=$?
