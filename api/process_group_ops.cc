@@ -46,6 +46,35 @@ WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tens
       as);
 }
 
+// parts (one dtype, one device) as one tensor of all their elements: what describes an op
+// on a list in its description and fingerprint. Its data is never read.
+Tensor described_as_one(const std::vector<Tensor>& parts) {
+  int64_t total = 0;
+  void* some_data = nullptr;  // any part's (a null one is empty)
+  for (const Tensor& t : parts) {
+    total += t.numel();
+    if (t.numel() > 0) some_data = t.data();
+  }
+  return Tensor::from_blob(some_data, {total}, parts.front().dtype(), parts.front().device());
+}
+
+// Whether a list form's tensors (like `like`) go whole to their device's backend: false for
+// host tensors, which the ProcessGroup packs into one and back. The host cannot pack device
+// tensors, so their backend must take the op's lists itself (Backend::list_ops, ABI 1.6:
+// NCCL does); otherwise the op is refused here, before it is numbered, on every rank alike
+// (the ranks' tensors are on one device type), saying what to use instead.
+bool whole_on_device(const GroupBackends& backends, const ArgumentChecks& checks, OpType op, const Tensor& like,
+                     const std::string& instead) {
+  if (like.is_cpu()) return false;
+  Backend& b = backends.route(op, like.device().type, checks.where_prefix());
+  if (backends.takes_lists(like.device().type, op)) return true;
+  const GroupBackend* made = backends.find(like.device().type);
+  throw InvalidArgument(checks.where(op) + ": the list form packs on the host, which cannot reach " +
+                        like.device().str() + " tensors, and backend " + b.name() + " does not take them whole (" +
+                        (made && made->abi_minor < 6 ? "its plugin predates ABI 1.6" : "it does not list the op in list_ops()") +
+                        "); " + instead);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -149,15 +178,7 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
     throw InvalidArgument(refused + " (the plugin predates ABI 1.5)");
   }
   checks_->reduce(kOp, opts.op, first);
-  int64_t total = 0;
-  void* some_data = nullptr;  // any tensor's (a null one is empty)
-  for (const Tensor& t : tensors) {
-    total += t.numel();
-    if (t.numel() > 0) some_data = t.data();
-  }
-  // Describes the whole op (dtype, elements, device) for its description and fingerprint;
-  // its data is never read.
-  const Tensor whole = Tensor::from_blob(some_data, {total}, first.dtype(), first.device());
+  const Tensor whole = described_as_one(tensors);
   OpSpec spec = spec_of(kOp, &whole, opts.timeout);
   spec.reduction = opts.op;  // the plan refuses what the backend cannot reduce on the device
   spec.description_suffix = " in " + std::to_string(tensors.size()) + " tensors";
@@ -207,7 +228,11 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
   constexpr OpType kOp = OpType::kAllGather;
   checks_->tensor(kOp, input, "input");
   checks_->list(kOp, outputs, "outputs", input, "input");
-  checks_->require_host(kOp, input, "the list form of all_gather; use all_gather_into_tensor");
+  if (whole_on_device(*backends_, *checks_, kOp, input, "use all_gather_into_tensor")) {
+    return issue(spec_of(kOp, &input, opts.timeout), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+      return b.all_gather_list(outputs, input, opts, ctx);
+    });
+  }
   Tensor flat = Tensor::empty({input.numel() * size()}, input.dtype());
   return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
 }
@@ -218,11 +243,16 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   checks_->root(kOp, opts.root);
   // Checked on every rank, not just the root: a root that refused alone would leave the
   // others waiting for it until the timeout.
-  checks_->require_host(kOp, input, "gather into a list");
+  const bool whole = whole_on_device(*backends_, *checks_, kOp, input, "gather into one tensor");
   const bool root = checks_->list(kOp, outputs, "outputs", input, "input", opts.root);
-  Tensor flat = root ? Tensor::empty({input.numel() * size()}, input.dtype()) : Tensor();
   OpSpec spec = spec_of(kOp, &input, opts.timeout);
   spec.root = opts.root;
+  if (whole) {
+    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+      return b.gather_list(outputs, input, opts, ctx);
+    });
+  }
+  Tensor flat = root ? Tensor::empty({input.numel() * size()}, input.dtype()) : Tensor();
   WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.gather(flat, input, opts, ctx);
   });
@@ -233,11 +263,17 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   constexpr OpType kOp = OpType::kScatter;
   checks_->tensor(kOp, output, "output");
   checks_->root(kOp, opts.root);
-  checks_->require_host(kOp, output, "scatter from a list");  // on every rank, as in gather
+  // On every rank, as in gather.
+  const bool whole = whole_on_device(*backends_, *checks_, kOp, output, "scatter from one tensor");
   const bool root = checks_->list(kOp, inputs, "inputs", output, "output", opts.root);
-  Tensor flat = root ? pack(inputs, output.dtype()) : Tensor();
   OpSpec spec = spec_of(kOp, &output, opts.timeout);
   spec.root = opts.root;
+  if (whole) {
+    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+      return b.scatter_list(output, inputs, opts, ctx);
+    });
+  }
+  Tensor flat = root ? pack(inputs, output.dtype()) : Tensor();
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.scatter(output, flat, opts, ctx);
   });
@@ -261,7 +297,14 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& 
   constexpr OpType kOp = OpType::kReduceScatter;
   checks_->tensor(kOp, output, "output");
   checks_->list(kOp, inputs, "inputs", output, "output");
-  checks_->require_host(kOp, output, "the list form of reduce_scatter; use reduce_scatter_tensor");
+  if (whole_on_device(*backends_, *checks_, kOp, output, "use reduce_scatter_tensor")) {
+    checks_->reduce(kOp, opts.op, output);
+    OpSpec spec = spec_of(kOp, &output, opts.timeout);
+    spec.reduction = opts.op;  // on a device, the plan refuses what the backend cannot reduce
+    return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
+      return b.reduce_scatter_list(output, inputs, plan.applied_to(opts), ctx);
+    });
+  }
   Tensor flat = pack(inputs, output.dtype());
   return reduce_scatter_tensor(output, flat, opts);
 }
@@ -340,7 +383,20 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
     out_counts.push_back(outputs[r].numel());
     in_counts.push_back(inputs[r].numel());
   }
-  checks_->require_host(kOp, inputs[0], "the list form of all_to_all; use all_to_all_single");
+  for (int r = 0; r < size(); ++r) {
+    if (outputs[r].device() != inputs[0].device() || inputs[r].device() != inputs[0].device()) {
+      throw InvalidArgument(checks_->where(kOp) + ": all tensors must be on one device (" + inputs[0].device().str() + ")");
+    }
+  }
+  if (whole_on_device(*backends_, *checks_, kOp, inputs[0], "use all_to_all_single")) {
+    const Tensor whole = described_as_one(inputs);  // as the packed input describes a host op
+    OpSpec spec = spec_of(kOp, &whole, opts.timeout);
+    spec.send_counts = in_counts;
+    spec.recv_counts = out_counts;
+    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+      return b.all_to_all_list(outputs, inputs, opts, ctx);
+    });
+  }
   Tensor in = pack(inputs, inputs[0].dtype());
   Tensor out = Tensor::empty({std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0})}, inputs[0].dtype());
   OpSpec spec = spec_of(kOp, &in, opts.timeout);

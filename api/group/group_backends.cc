@@ -37,6 +37,11 @@ bool GroupBackends::lists(DeviceType device, OpType op) const {
   return b && std::find(b->supported_ops.begin(), b->supported_ops.end(), op) != b->supported_ops.end();
 }
 
+bool GroupBackends::takes_lists(DeviceType device, OpType op) const {
+  const GroupBackend* b = find(device);
+  return b && std::find(b->list_ops.begin(), b->list_ops.end(), op) != b->list_ops.end();
+}
+
 void GroupBackends::wrap(DeviceType device,
                          const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>& wrap) {
   GroupBackend& b = by_device_.at(device);

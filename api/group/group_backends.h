@@ -18,6 +18,7 @@ struct GroupBackend {
   std::string plugin;                 // the plugin it came from
   uint32_t abi_minor = 0;             // that plugin's ABI minor (plugin.h)
   std::vector<OpType> supported_ops;  // asked once, not per op
+  std::vector<OpType> list_ops;       // ABI 1.6 (Backend::list_ops): asked once, where the plugin has it
 };
 
 class GroupBackends {
@@ -50,6 +51,8 @@ class GroupBackends {
   // complete with the op's name (built only then: every op passes here).
   Backend& route(OpType op, DeviceType device, const std::string& where_prefix) const;
   bool lists(DeviceType device, OpType op) const;
+  // Whether the device's backend takes op's list form whole (Backend::list_ops).
+  bool takes_lists(DeviceType device, OpType op) const;
 
   // Fails what is in flight and stops each backend (Backend::abort is ABI 1.4: an older
   // plugin's vtable has no such slot, so it is shut down instead).

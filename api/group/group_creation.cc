@@ -110,6 +110,7 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       made.plugin = name;
       made.abi_minor = load_plugin(name, plugins).abi_minor;
       made.supported_ops = made.backend->supported_ops();
+      if (made.abi_minor >= 6) made.list_ops = made.backend->list_ops();
       backends.add(device, std::move(made));
     } catch (const BackendUnavailable& e) {
       // Alone, a backend that cannot run here fails the group now.

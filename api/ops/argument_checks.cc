@@ -82,13 +82,6 @@ void ArgumentChecks::reduce(OpType op, ReduceOp rop, const Tensor& t) const {
   if (!reduce_supported(rop, t.dtype(), &why)) throw InvalidArgument(where(op) + ": " + why);
 }
 
-void ArgumentChecks::require_host(OpType op, const Tensor& t, const std::string& what) const {
-  if (!t.is_cpu()) {
-    throw InvalidArgument(where(op) + ": " + what + " packs on the host and is not available for " +
-                          t.device().str() + " tensors");
-  }
-}
-
 void ArgumentChecks::count(OpType op, const Tensor& t, int64_t expected, const char* arg,
                            const std::string& why) const {
   if (t.numel() != expected) {

@@ -40,8 +40,6 @@ class ArgumentChecks {
   // A point-to-point op's tensor, peer (peer_arg null: any source) and tag.
   void p2p(OpType op, const Tensor& t, const char* peer_arg, int peer, int tag) const;
   void reduce(OpType op, ReduceOp rop, const Tensor& t) const;
-  // Forms that pack on the host (lists) refuse other devices' tensors.
-  void require_host(OpType op, const Tensor& t, const std::string& what) const;
   void count(OpType op, const Tensor& t, int64_t expected, const char* arg, const std::string& why) const;
 
  private:

@@ -62,5 +62,23 @@ Backend* Backend::create_subgroup_backend(const BackendOptions*, const std::vect
 WorkPtr Backend::all_reduce_coalesced(std::vector<Tensor>&, const AllReduceOptions&, const OpContext&) {
   unsupported(OpType::kAllReduceCoalesced);
 }
+std::vector<OpType> Backend::list_ops() const { return {}; }
+WorkPtr Backend::all_gather_list(std::vector<Tensor>&, const Tensor&, const AllGatherOptions&, const OpContext&) {
+  unsupported(OpType::kAllGather);
+}
+WorkPtr Backend::gather_list(std::vector<Tensor>&, const Tensor&, const GatherOptions&, const OpContext&) {
+  unsupported(OpType::kGather);
+}
+WorkPtr Backend::scatter_list(Tensor&, const std::vector<Tensor>&, const ScatterOptions&, const OpContext&) {
+  unsupported(OpType::kScatter);
+}
+WorkPtr Backend::reduce_scatter_list(Tensor&, const std::vector<Tensor>&, const ReduceScatterOptions&,
+                                     const OpContext&) {
+  unsupported(OpType::kReduceScatter);
+}
+WorkPtr Backend::all_to_all_list(std::vector<Tensor>&, const std::vector<Tensor>&, const AllToAllOptions&,
+                                 const OpContext&) {
+  unsupported(OpType::kAllToAll);
+}
 
 }  // namespace distcomm

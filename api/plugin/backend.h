@@ -153,6 +153,28 @@ class Backend {
   virtual WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts,
                                        const OpContext& ctx);
 
+  // Appended in ABI minor 6: the list forms of all_gather, gather, scatter, reduce_scatter
+  // and all_to_all whole, for tensors the ProcessGroup cannot pack on the host (CUDA): NCCL
+  // moves each rank's block straight between the callers' tensors. The core asks list_ops()
+  // only of plugins of minor 6 or later, once per group, and calls a list virtual only for
+  // an op it names. The core has checked the lists: one tensor per rank (the root's only,
+  // for gather and scatter: empty elsewhere), each with the dtype, device and count of the
+  // single tensor (all_to_all: one dtype and device, any counts). Host tensors never come
+  // here. Default: no ops, and the virtuals throw Unsupported.
+  virtual std::vector<OpType> list_ops() const;
+  virtual WorkPtr all_gather_list(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts,
+                                  const OpContext& ctx);
+  virtual WorkPtr gather_list(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts,
+                              const OpContext& ctx);
+  virtual WorkPtr scatter_list(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts,
+                               const OpContext& ctx);
+  // Rank r gets the reduction of every rank's inputs[r].
+  virtual WorkPtr reduce_scatter_list(Tensor& output, const std::vector<Tensor>& inputs,
+                                      const ReduceScatterOptions& opts, const OpContext& ctx);
+  // inputs[r] goes to rank r, outputs[r] comes from rank r.
+  virtual WorkPtr all_to_all_list(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                  const AllToAllOptions& opts, const OpContext& ctx);
+
  protected:
   // "backend gloo does not support recv_any_source"
   [[noreturn]] void unsupported(OpType op) const;

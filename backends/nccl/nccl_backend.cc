@@ -103,6 +103,10 @@ std::vector<OpType> NcclBackend::supported_ops() const {
           OpType::kAllReduceCoalesced};
 }
 
+std::vector<OpType> NcclBackend::list_ops() const {
+  return {OpType::kAllGather, OpType::kGather, OpType::kScatter, OpType::kReduceScatter, OpType::kAllToAll};
+}
+
 bool NcclBackend::reduces_natively(ReduceOp op, DType dtype) const { return nccl_reduces(op, dtype); }
 
 void NcclBackend::shutdown() { end(Ending::kDestroy); }
@@ -266,6 +270,10 @@ int NcclBackend::device_of(OpType op, const Tensor& t) const { return cuda_devic
 
 int NcclBackend::same_device(OpType op, const Tensor& a, const Tensor& b) const {
   return same_cuda_device(op, a, b, visible_devices_);
+}
+
+int NcclBackend::list_device(OpType op, const Tensor& first, const std::vector<Tensor>& list) const {
+  return list_cuda_device(op, first, list, visible_devices_);
 }
 
 int NcclBackend::default_device() const {

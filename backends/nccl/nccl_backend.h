@@ -82,6 +82,20 @@ class NcclBackend : public Backend {
                      const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
                      const OpContext& ctx) override;
   WorkPtr barrier(const BarrierOptions& opts, const OpContext& ctx) override;
+  // The list forms, each in one NCCL group straight between the callers' tensors (no
+  // staging copy): all_gather as one ncclBroadcast per rank, reduce_scatter as one
+  // ncclReduce per rank, gather, scatter and all_to_all as ncclSend/ncclRecv per block.
+  std::vector<OpType> list_ops() const override;
+  WorkPtr all_gather_list(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts,
+                          const OpContext& ctx) override;
+  WorkPtr gather_list(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts,
+                      const OpContext& ctx) override;
+  WorkPtr scatter_list(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts,
+                       const OpContext& ctx) override;
+  WorkPtr reduce_scatter_list(Tensor& output, const std::vector<Tensor>& inputs, const ReduceScatterOptions& opts,
+                              const OpContext& ctx) override;
+  WorkPtr all_to_all_list(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                          const AllToAllOptions& opts, const OpContext& ctx) override;
   WorkPtr send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) override;
   WorkPtr recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) override;
   // One grouped call over the pair communicators of the batch's peers, those send and
@@ -147,6 +161,7 @@ class NcclBackend : public Backend {
 
   int device_of(OpType op, const Tensor& t) const;
   int same_device(OpType op, const Tensor& a, const Tensor& b) const;
+  int list_device(OpType op, const Tensor& first, const std::vector<Tensor>& list) const;
   // The device of ops that have no tensor (barrier, eager init).
   int default_device() const;
   std::string op_label(OpType op, const OpContext& ctx, int device) const;

@@ -7,54 +7,26 @@
 // counts; all_to_all needs per-rank counts.
 #include "api/errors.h"
 #include "backends/nccl/cuda_status.h"
+#include "backends/nccl/nccl_blocks.h"
 #include "backends/nccl/nccl_backend.h"
 #include "backends/nccl/nccl_types.h"
 
 namespace distcomm {
 namespace nccl {
-namespace {
-
-// Byte address of element `offset` of t.
-char* at(const Tensor& t, int64_t offset) {
-  return static_cast<char*>(t.data()) + offset * static_cast<int64_t>(element_size(t.dtype()));
-}
-
-size_t count(const Tensor& t) { return static_cast<size_t>(t.numel()); }
-
-
-// ncclSend/ncclRecv of `n` elements, skipped when empty: both sides know the count, so
-// both skip, and empty blocks of all_to_all cost nothing.
-ncclResult_t send_block(const char* data, int64_t n, DType dtype, int peer, ncclComm_t comm, cudaStream_t s) {
-  if (n == 0) return ncclSuccess;
-  return ncclSend(data, static_cast<size_t>(n), nccl_dtype(dtype), peer, comm, s);
-}
-
-ncclResult_t recv_block(char* data, int64_t n, DType dtype, int peer, ncclComm_t comm, cudaStream_t s) {
-  if (n == 0) return ncclSuccess;
-  return ncclRecv(data, static_cast<size_t>(n), nccl_dtype(dtype), peer, comm, s);
-}
-
-}  // namespace
 
 WorkPtr NcclBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   const int device = device_of(OpType::kAllReduce, tensor);
   Launch l = reducing(OpType::kAllReduce, ctx, device, opts.cuda_stream, {tensor}, opts.op, tensor.dtype());
   return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
-    return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, comm, s);
+    return ncclAllReduce(tensor.data(), tensor.data(), count_of(tensor), nccl_dtype(tensor.dtype()), redop, comm, s);
   });
 }
 
 WorkPtr NcclBackend::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts,
                                           const OpContext& ctx) {
   constexpr OpType kOp = OpType::kAllReduceCoalesced;
-  const int device = device_of(kOp, tensors.front());
-  for (const Tensor& t : tensors) {
-    if (device_of(kOp, t) != device) {
-      throw InvalidArgument("nccl backend: all_reduce_coalesced has tensors on cuda:" + std::to_string(device) +
-                            " and " + t.device().str() + "; they must share one device");
-    }
-  }
+  const int device = list_device(kOp, tensors.front(), tensors);
   Launch l = reducing(kOp, ctx, device, opts.cuda_stream, tensors, opts.op, tensors.front().dtype());
   // enqueue() puts the calls in one ncclGroupStart/ncclGroupEnd: NCCL launches them together.
   return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
@@ -62,7 +34,7 @@ WorkPtr NcclBackend::all_reduce_coalesced(std::vector<Tensor>& tensors, const Al
     for (size_t i = 0; i < tensors.size() && r == ncclSuccess; ++i) {
       const Tensor& t = tensors[i];
       if (t.numel() == 0) continue;  // every rank skips: no null buffer for NCCL
-      r = ncclAllReduce(t.data(), t.data(), count(t), nccl_dtype(t.dtype()), redop, comm, s);
+      r = ncclAllReduce(t.data(), t.data(), count_of(t), nccl_dtype(t.dtype()), redop, comm, s);
     }
     return r;
   });
@@ -73,7 +45,7 @@ WorkPtr NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, con
   return launch({OpType::kBroadcast, &ctx, device, opts.cuda_stream, {tensor}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
-                  return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()),
+                  return ncclBroadcast(tensor.data(), tensor.data(), count_of(tensor), nccl_dtype(tensor.dtype()),
                                        opts.root, comm, s);
                 });
 }
@@ -85,7 +57,7 @@ WorkPtr NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpC
   // stay as they were.
   return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
-    return ncclReduce(tensor.data(), tensor.data(), count(tensor), nccl_dtype(tensor.dtype()), redop, opts.root,
+    return ncclReduce(tensor.data(), tensor.data(), count_of(tensor), nccl_dtype(tensor.dtype()), redop, opts.root,
                       comm, s);
   });
 }
@@ -96,7 +68,7 @@ WorkPtr NcclBackend::all_gather(Tensor& output, const Tensor& input, const AllGa
   return launch({OpType::kAllGather, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   if (input.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
-                  return ncclAllGather(input.data(), output.data(), count(input), nccl_dtype(input.dtype()), comm, s);
+                  return ncclAllGather(input.data(), output.data(), count_of(input), nccl_dtype(input.dtype()), comm, s);
                 });
 }
 
@@ -107,7 +79,7 @@ WorkPtr NcclBackend::reduce_scatter(Tensor& output, const Tensor& input, const R
                       output.dtype());
   return launch(std::move(l), [&] { return group_comm(device); }, [&](ncclComm_t comm, ncclRedOp_t redop, cudaStream_t s) {
     if (output.numel() == 0) return ncclSuccess;  // every rank skips: no null buffer for NCCL
-    return ncclReduceScatter(input.data(), output.data(), count(output), nccl_dtype(output.dtype()), redop, comm, s);
+    return ncclReduceScatter(input.data(), output.data(), count_of(output), nccl_dtype(output.dtype()), redop, comm, s);
   });
 }
 
@@ -118,9 +90,9 @@ WorkPtr NcclBackend::gather(Tensor& output, const Tensor& input, const GatherOpt
   const DType dtype = input.dtype();
   return launch({OpType::kGather, &ctx, device, opts.cuda_stream, {output, input}}, [&] { return group_comm(device); },
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
-                  ncclResult_t r = send_block(at(input, 0), n, dtype, opts.root, comm, s);
+                  ncclResult_t r = send_block(block_at(input, 0), n, dtype, opts.root, comm, s);
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
-                    r = recv_block(at(output, peer * n), n, dtype, peer, comm, s);
+                    r = recv_block(block_at(output, peer * n), n, dtype, peer, comm, s);
                   }
                   return r;
                 });
@@ -136,9 +108,9 @@ WorkPtr NcclBackend::scatter(Tensor& output, const Tensor& input, const ScatterO
                 [&](ncclComm_t comm, ncclRedOp_t, cudaStream_t s) {
                   ncclResult_t r = ncclSuccess;
                   for (int peer = 0; root && peer < size() && r == ncclSuccess; ++peer) {
-                    r = send_block(at(input, peer * n), n, dtype, peer, comm, s);
+                    r = send_block(block_at(input, peer * n), n, dtype, peer, comm, s);
                   }
-                  return r == ncclSuccess ? recv_block(at(output, 0), n, dtype, opts.root, comm, s) : r;
+                  return r == ncclSuccess ? recv_block(block_at(output, 0), n, dtype, opts.root, comm, s) : r;
                 });
 }
 
@@ -152,8 +124,8 @@ WorkPtr NcclBackend::all_to_all(Tensor& output, const Tensor& input, const std::
                   ncclResult_t r = ncclSuccess;
                   int64_t in_offset = 0, out_offset = 0;
                   for (int peer = 0; peer < size() && r == ncclSuccess; ++peer) {
-                    r = send_block(at(input, in_offset), input_counts[peer], dtype, peer, comm, s);
-                    if (r == ncclSuccess) r = recv_block(at(output, out_offset), output_counts[peer], dtype, peer, comm, s);
+                    r = send_block(block_at(input, in_offset), input_counts[peer], dtype, peer, comm, s);
+                    if (r == ncclSuccess) r = recv_block(block_at(output, out_offset), output_counts[peer], dtype, peer, comm, s);
                     in_offset += input_counts[peer];
                     out_offset += output_counts[peer];
                   }
@@ -191,8 +163,8 @@ WorkPtr NcclBackend::point_to_point(OpType op, const Tensor& tensor, int peer, c
   return launch({op, &ctx, device, opts.cuda_stream, {tensor}}, [&] { return pair_comm(op, device, peer); },
                 [&](ncclComm_t c, ncclRedOp_t, cudaStream_t s) {
                   return op == OpType::kSend
-                             ? send_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, c, s)
-                             : recv_block(at(tensor, 0), tensor.numel(), tensor.dtype(), peer_in_pair, c, s);
+                             ? send_all(tensor, peer_in_pair, c, s)
+                             : recv_all(tensor, peer_in_pair, c, s);
                 });
 }
 
@@ -218,8 +190,8 @@ WorkPtr NcclBackend::batch_p2p(std::vector<P2POp>& ops, const P2POptions& opts, 
                           if (ops[i].peer != peer) continue;
                           const Tensor& t = ops[i].tensor;
                           r = ops[i].kind == P2POp::Kind::kSend
-                                  ? send_block(at(t, 0), t.numel(), t.dtype(), peer_in_pair, c, s)
-                                  : recv_block(at(t, 0), t.numel(), t.dtype(), peer_in_pair, c, s);
+                                  ? send_all(t, peer_in_pair, c, s)
+                                  : recv_all(t, peer_in_pair, c, s);
                         }
                         return r;
                       });

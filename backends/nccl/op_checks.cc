@@ -28,6 +28,12 @@ int same_cuda_device(OpType op, const Tensor& a, const Tensor& b, int visible_de
   return device;
 }
 
+int list_cuda_device(OpType op, const Tensor& first, const std::vector<Tensor>& list, int visible_devices) {
+  const int device = cuda_device_of(op, first, visible_devices);
+  for (const Tensor& t : list) same_cuda_device(op, first, t, visible_devices);
+  return device;
+}
+
 void check_stream_device(OpType op, int op_device, int stream_device) {
   if (stream_device == op_device) return;
   throw InvalidArgument(std::string("nccl backend: ") + op_type_name(op) + " on cuda:" + std::to_string(op_device) +

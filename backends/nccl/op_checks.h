@@ -15,6 +15,8 @@ namespace nccl {
 int cuda_device_of(OpType op, const Tensor& t, int visible_devices);
 // The one CUDA device of a and b.
 int same_cuda_device(OpType op, const Tensor& a, const Tensor& b, int visible_devices);
+// The CUDA device of first, which every tensor of list must share (one op, one device).
+int list_cuda_device(OpType op, const Tensor& first, const std::vector<Tensor>& list, int visible_devices);
 // A caller's stream on another device than the op's tensors would order nothing (and CUDA
 // refuses the event that would tie them), so it is refused before the op is issued.
 void check_stream_device(OpType op, int op_device, int stream_device);

@@ -24,6 +24,11 @@
 //                   every op it implements but batch_isend_irecv), to test the core's
 //                   capability refusal. Listed, batch_isend_irecv makes the core hand it
 //                   whole batches, as it does nccl's (the parts still go one by one here).
+//   in_process_lists the ops whose list forms it takes whole (Backend::list_ops), as nccl
+//                   does for CUDA tensors (default "all": all_gather, gather, scatter,
+//                   reduce_scatter, all_to_all). The core hands it lists of device tensors
+//                   only: here their memory is the host's whatever device they name (the
+//                   tests make them so), and a list goes through a flat buffer and the flat op.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -43,6 +48,12 @@ namespace {
 
 using namespace distcomm;
 using Clock = std::chrono::steady_clock;
+
+#ifdef IN_PROCESS_SERVES_CUDA
+constexpr const char* kPluginName = "in_process_cuda";
+#else
+constexpr const char* kPluginName = "in_process";
+#endif
 
 // A Work whose wait() ends at the op's deadline: an op some rank never joined fails there,
 // with the error timed_out() makes (which also fails the group).
@@ -253,6 +264,30 @@ struct Shared {
   }
 };
 
+// parts end to end in one host tensor (their bytes are the host's: see in_process_lists).
+Tensor packed(const std::vector<Tensor>& parts) {
+  int64_t total = 0;
+  for (const Tensor& p : parts) total += p.numel();
+  Tensor flat = Tensor::empty({total}, parts.front().dtype());
+  int64_t offset = 0;
+  for (const Tensor& p : parts) {
+    copy_bytes(flat, offset, p, 0, p.numel());
+    offset += p.numel();
+  }
+  return flat;
+}
+
+// work, then flat's elements copied back into parts, end to end.
+WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tensor> parts) {
+  return then(work, [flat, parts] {
+    int64_t offset = 0;
+    for (const Tensor& p : parts) {
+      copy_bytes(p, 0, flat, offset, p.numel());
+      offset += p.numel();
+    }
+  });
+}
+
 // Ends `works` with the group's refusal; outside the group's lock (callbacks run).
 void end_all(const std::vector<std::shared_ptr<Work>>& works, const std::exception_ptr& error) {
   for (const auto& w : works) w->finish(error);
@@ -293,6 +328,12 @@ class InProcessBackend : public Backend {
   explicit InProcessBackend(BackendOptions o) : Backend(std::move(o)) {
     auto it = options().config.find("in_process_ops");
     ops_ = parse_ops(it == options().config.end() ? "all" : it->second);
+    auto lists = options().config.find("in_process_lists");
+    if (lists == options().config.end()) {
+      list_ops_ = {OpType::kAllGather, OpType::kGather, OpType::kScatter, OpType::kReduceScatter, OpType::kAllToAll};
+    } else {
+      list_ops_ = parse_ops(lists->second);
+    }
     if (!options().store) throw InvalidArgument("in_process: needs the group's store");
     std::lock_guard<std::mutex> lock(g_groups_mu);
     if (rank() == 0) {
@@ -304,8 +345,9 @@ class InProcessBackend : public Backend {
   }
   ~InProcessBackend() override { shutdown(); }
 
-  std::string name() const override { return "in_process"; }
+  std::string name() const override { return kPluginName; }
   std::vector<OpType> supported_ops() const override { return ops_; }
+  std::vector<OpType> list_ops() const override { return list_ops_; }
   bool reduces_natively(ReduceOp op, DType) const override {
     // The core's host fallback is what the tests exercise.
     return op.kind != ReduceOp::AVG && op.kind != ReduceOp::PREMUL_SUM;
@@ -354,6 +396,39 @@ class InProcessBackend : public Backend {
                      const std::vector<int64_t>& in_counts, const AllToAllOptions&, const OpContext& c) override {
     return join(c, OpType::kAllToAll, out, in, ReduceOp::SUM, 0, out_counts, in_counts);
   }
+
+  WorkPtr all_gather_list(std::vector<Tensor>& outs, const Tensor& in, const AllGatherOptions& o,
+                          const OpContext& c) override {
+    Tensor flat = Tensor::empty({in.numel() * size()}, in.dtype());
+    return unpacked_after(all_gather(flat, in, o, c), flat, outs);
+  }
+  WorkPtr gather_list(std::vector<Tensor>& outs, const Tensor& in, const GatherOptions& o, const OpContext& c) override {
+    const bool root = rank() == o.root;
+    Tensor flat = root ? Tensor::empty({in.numel() * size()}, in.dtype()) : Tensor();
+    WorkPtr w = gather(flat, in, o, c);
+    return root ? unpacked_after(w, flat, outs) : w;
+  }
+  WorkPtr scatter_list(Tensor& out, const std::vector<Tensor>& ins, const ScatterOptions& o,
+                       const OpContext& c) override {
+    return scatter(out, rank() == o.root ? packed(ins) : Tensor(), o, c);
+  }
+  WorkPtr reduce_scatter_list(Tensor& out, const std::vector<Tensor>& ins, const ReduceScatterOptions& o,
+                              const OpContext& c) override {
+    return reduce_scatter(out, packed(ins), o, c);
+  }
+  WorkPtr all_to_all_list(std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const AllToAllOptions& o,
+                          const OpContext& c) override {
+    std::vector<int64_t> out_counts, in_counts;
+    int64_t total = 0;
+    for (size_t r = 0; r < outs.size(); ++r) {
+      out_counts.push_back(outs[r].numel());
+      in_counts.push_back(ins[r].numel());
+      total += outs[r].numel();
+    }
+    Tensor flat = Tensor::empty({total}, ins.front().dtype());
+    return unpacked_after(all_to_all(flat, packed(ins), out_counts, in_counts, o, c), flat, outs);
+  }
+
   WorkPtr barrier(const BarrierOptions&, const OpContext& c) override {
     return join(c, OpType::kBarrier, Tensor(), Tensor(), ReduceOp::SUM, 0);
   }
@@ -534,12 +609,15 @@ class InProcessBackend : public Backend {
   }
 
   std::vector<OpType> ops_;
+  std::vector<OpType> list_ops_;
   std::shared_ptr<Shared> shared_;
   bool shut_down_ = false;
 };
 
 const distcomm_config_key kKeys[] = {
     {"in_process_ops", "all", nullptr, "the ops the backend lists, comma-separated op names, or all"},
+    {"in_process_lists", "all_gather,gather,scatter,reduce_scatter,all_to_all", nullptr,
+     "the ops whose list forms of device tensors it takes whole, comma-separated op names"},
     {nullptr, nullptr, nullptr, nullptr}};
 
 int available(std::string*) { return 1; }
@@ -547,5 +625,12 @@ Backend* create(const BackendOptions& o) { return new InProcessBackend(o); }
 
 }  // namespace
 
-DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("in_process", "in_process test plugin", DISTCOMM_DEVICE_CPU, 0, available, create,
+// Built twice: as "in_process" for cpu tensors and, with IN_PROCESS_SERVES_CUDA, as
+// "in_process_cuda" for cuda tensors that hold host memory (the core's device paths).
+#ifdef IN_PROCESS_SERVES_CUDA
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(kPluginName, "in_process test plugin", DISTCOMM_DEVICE_CUDA, 0, available, create,
                                    kKeys)
+#else
+DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG(kPluginName, "in_process test plugin", DISTCOMM_DEVICE_CPU, 0, available, create,
+                                   kKeys)
+#endif

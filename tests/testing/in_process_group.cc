@@ -30,7 +30,7 @@ ProcessGroupPtr in_process_rank(const StorePtr& store, int rank, int n, const In
   o.store = store;
   o.rank = rank;
   o.size = n;
-  o.backend = "in_process";
+  o.backend = options.backend;
   o.timeout = options.timeout;
   o.backend_config = options.config;
   o.debug = options.debug;

@@ -17,6 +17,9 @@ namespace testing {
 
 struct InProcessOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // The group's backend spec: the plugin may serve several device types
+  // ("cpu:in_process,cuda:in_process_cuda": device tensors that hold host memory).
+  std::string backend = "in_process";
   // Backend settings; "in_process_ops" lists the ops the backend offers (default: all).
   std::map<std::string, std::string> config;
   DebugLevel debug = DebugLevel::kOff;

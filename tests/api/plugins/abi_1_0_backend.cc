@@ -20,6 +20,9 @@ class Abi10Backend : public distcomm::Backend {
   distcomm::Backend* create_subgroup_backend(const distcomm::BackendOptions*, const std::vector<int>&) override {
     throw distcomm::Error("abi_1_0: the core called Backend::create_subgroup_backend (ABI 1.4)");
   }
+  std::vector<distcomm::OpType> list_ops() const override {
+    throw distcomm::Error("abi_1_0: the core called Backend::list_ops (ABI 1.6)");
+  }
 };
 
 int available(std::string*) { return 1; }

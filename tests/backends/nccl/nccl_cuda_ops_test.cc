@@ -39,6 +39,32 @@ Tensor concatenated(const std::vector<Tensor>& parts) {
   return out;
 }
 
+// Device copies of host tensors, and the device tensors a list form takes.
+struct CudaList {
+  std::vector<CudaTensor> owned;
+  std::vector<Tensor> tensors;
+  CudaList(const std::vector<Tensor>& hosts, int device) {
+    owned.reserve(hosts.size());
+    for (const Tensor& h : hosts) owned.emplace_back(h, device);
+    for (CudaTensor& c : owned) tensors.push_back(c.tensor());
+  }
+  // `count` tensors of n zeros.
+  static CudaList zeros(const std::vector<int64_t>& counts, DType dtype, int device) {
+    std::vector<Tensor> hosts;
+    for (int64_t n : counts) hosts.push_back(Tensor::zeros({n}, dtype));
+    return CudaList(hosts, device);
+  }
+};
+
+// Rank r's input of n * size elements cut in size blocks: block k is what rank r gives
+// for rank k.
+std::vector<Tensor> blocks_of(const Tensor& whole, int size) {
+  const int64_t n = whole.numel() / size;
+  std::vector<Tensor> blocks;
+  for (int k = 0; k < size; ++k) blocks.push_back(whole.flat_slice(k * n, n));
+  return blocks;
+}
+
 class NcclCudaOpsTest : public GpuWorldSizeTest {};
 
 TEST_P(NcclCudaOpsTest, AllReduceEveryDTypeAndReduction) {
@@ -88,8 +114,8 @@ TEST_P(NcclCudaOpsTest, RootedCollectivesWithTheLastRankAsRoot) {
       EXPECT_EQ(compare(r.to_host(), pg.rank() == root ? reference_reduce(inputs, ReduceOp::MAX) : inputs[pg.rank()]),
                 "");
 
-      // gather and scatter of CUDA tensors, through the backend (the group's list forms
-      // pack on the host).
+      // gather and scatter of CUDA tensors into and from one tensor, through the backend
+      // (the group's own gather and scatter take lists).
       const int64_t n = inputs[0].numel();
       Backend& nccl = pg.backend_for(DeviceType::kCUDA);
       CudaTensor in(inputs[pg.rank()], device);
@@ -155,6 +181,74 @@ TEST_P(NcclCudaOpsTest, AllGatherReduceScatterAndUnevenAllToAll) {
     CudaTensor a2a_out = CudaTensor::zeros(expect.shape(), DType::kInt32, device);
     pg.all_to_all_single(a2a_out.tensor(), a2a_in.tensor(), out_split, in_split)->wait();
     EXPECT_EQ(compare(a2a_out.to_host(), expect), "");
+  });
+}
+
+// The list forms of CUDA tensors go whole to NCCL (Backend::list_ops, ABI 1.6): every
+// block moves straight between the callers' tensors, one NCCL group per op, one sequence
+// number per op. Empty tensors (n = 0) are skipped alike on every rank.
+TEST_P(NcclCudaOpsTest, ListFormsMoveEveryBlockBetweenTheCallersTensors) {
+  run_gpu_group(GetParam(), "nccl", [](ProcessGroup& pg) {
+    const int device = test_device_of_rank(pg.rank());
+    const int size = pg.size(), me = pg.rank(), root = size - 1;
+    for (int64_t n : {int64_t{0}, int64_t{9}, int64_t{1} << 16}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      const uint64_t seq0 = pg.next_seq();
+      const auto inputs = every_rank_input(size, n, DType::kFloat16);
+      const std::vector<int64_t> each(static_cast<size_t>(size), n);
+
+      CudaTensor in(inputs[me], device);
+      CudaList gathered = CudaList::zeros(each, DType::kFloat16, device);
+      WorkPtr w = pg.all_gather(gathered.tensors, in.tensor());
+      w->wait();
+      EXPECT_EQ(w->op(), OpType::kAllGather);
+      for (int k = 0; k < size; ++k) EXPECT_EQ(compare(gathered.owned[k].to_host(), inputs[k]), "") << "from " << k;
+
+      GatherOptions go;
+      go.root = root;
+      CudaList at_root = CudaList::zeros(me == root ? each : std::vector<int64_t>{}, DType::kFloat16, device);
+      pg.gather(at_root.tensors, in.tensor(), go)->wait();
+      for (size_t k = 0; k < at_root.owned.size(); ++k) EXPECT_EQ(compare(at_root.owned[k].to_host(), inputs[k]), "");
+
+      ScatterOptions so;
+      so.root = 0;
+      CudaList sources(me == 0 ? inputs : std::vector<Tensor>{}, device);
+      CudaTensor part = CudaTensor::zeros({n}, DType::kFloat16, device);
+      pg.scatter(part.tensor(), sources.tensors, so)->wait();
+      EXPECT_EQ(compare(part.to_host(), inputs[me]), "");
+
+      // reduce_scatter from a list, as the tensor form's blocks: rank r gets block r of
+      // the reduction of every rank's whole input.
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::AVG}) {
+        SCOPED_TRACE(op.name());
+        const auto wholes = every_rank_input(size, n * size, DType::kFloat32, op);
+        CudaList blocks(blocks_of(wholes[me], size), device);
+        CudaTensor reduced = CudaTensor::zeros({n}, DType::kFloat32, device);
+        ReduceScatterOptions ro;
+        ro.op = op;
+        pg.reduce_scatter(reduced.tensor(), blocks.tensors, ro)->wait();
+        EXPECT_EQ(compare(reduced.to_host(), reference_reduce(wholes, op).flat_slice(me * n, n)), "");
+        // The inputs are the caller's: NCCL's reduce leaves them as they were.
+        for (int k = 0; k < size; ++k) EXPECT_EQ(compare(blocks.owned[k].to_host(), blocks_of(wholes[me], size)[k]), "");
+      }
+      EXPECT_EQ(pg.next_seq(), seq0 + 6) << "one sequence number per list op";
+    }
+
+    // all_to_all of lists, uneven: rank r sends p elements to rank p (none to rank 0),
+    // so it gets r elements from everyone; values say who sent them to whom.
+    std::vector<Tensor> outgoing, expected;
+    for (int p = 0; p < size; ++p) {
+      outgoing.push_back(Tensor::zeros({p}, DType::kInt32));
+      outgoing.back().fill(me * 100 + p);
+      expected.push_back(Tensor::zeros({me}, DType::kInt32));
+      expected.back().fill(p * 100 + me);
+    }
+    CudaList sent(outgoing, device);
+    CudaList received = CudaList::zeros(std::vector<int64_t>(static_cast<size_t>(size), me), DType::kInt32, device);
+    WorkPtr a2a = pg.all_to_all(received.tensors, sent.tensors);
+    a2a->wait();
+    EXPECT_EQ(a2a->op(), OpType::kAllToAll);
+    for (int p = 0; p < size; ++p) EXPECT_EQ(compare(received.owned[p].to_host(), expected[p]), "") << "from " << p;
   });
 }
 

@@ -42,6 +42,12 @@ TEST(OpChecksTest, OneDevicePerOp) {
   EXPECT_EQ(same_cuda_device(OpType::kAllGather, on(Device::cuda(1)), on(Device::cuda(1)), 2), 1);
   EXPECT_EQ(refusal([] { same_cuda_device(OpType::kAllGather, on(Device::cuda(0)), on(Device::cuda(1)), 2); }),
             "nccl backend: all_gather got tensors on cuda:0 and cuda:1; they must share one device");
+  const std::vector<Tensor> list = {on(Device::cuda(1)), on(Device::cuda(1))};
+  EXPECT_EQ(list_cuda_device(OpType::kAllToAll, on(Device::cuda(1)), list, 2), 1);
+  EXPECT_EQ(list_cuda_device(OpType::kGather, on(Device::cuda(1)), {}, 2), 1) << "a non-root's empty list";
+  const std::vector<Tensor> mixed = {on(Device::cuda(1)), on(Device::cuda(0))};
+  EXPECT_EQ(refusal([&] { list_cuda_device(OpType::kScatter, on(Device::cuda(1)), mixed, 2); }),
+            "nccl backend: scatter got tensors on cuda:1 and cuda:0; they must share one device");
 }
 
 TEST(OpChecksTest, TheCallersStreamMustBeOnTheOpsDevice) {
