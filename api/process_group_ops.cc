@@ -388,6 +388,14 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
       throw InvalidArgument(checks_->where(kOp) + ": all tensors must be on one device (" + inputs[0].device().str() + ")");
     }
   }
+  // As in all_to_all_single: what this rank sends itself must fit what it expects from
+  // itself (pairs between ranks surface as a failed op on both).
+  const auto me = static_cast<size_t>(rank());
+  if (in_counts[me] != out_counts[me]) {
+    throw InvalidArgument(checks_->where(kOp) + ": inputs[" + std::to_string(rank()) + "] has " +
+                          std::to_string(in_counts[me]) + " elements but outputs[" + std::to_string(rank()) + "] has " +
+                          std::to_string(out_counts[me]) + "; what this rank sends itself must fit");
+  }
   if (whole_on_device(*backends_, *checks_, kOp, inputs[0], "use all_to_all_single")) {
     const Tensor whole = described_as_one(inputs);  // as the packed input describes a host op
     OpSpec spec = spec_of(kOp, &whole, opts.timeout);

@@ -132,25 +132,33 @@ fi
 declare -A RANK_OF
 for ((r = 0; r < WORLD; r++)); do RANK_OF[${RANK_PIDS[${r}]}]=${r}; done
 # In the order the ranks end, so that the first to fail is the one named (the others
-# usually fail soon after it, with their own status).
+# usually fail soon after it, with their own status). Polled, not `wait -n PID...`: when
+# two ranks end together bash may reap both while reporting one, and a later `wait -n`
+# on the other answers "no such job"; `wait PID` still returns a reaped child's status.
 status=0
 running=("${RANK_PIDS[@]}")
 while ((${#running[@]} > 0)); do
-  wait -n -p done_pid "${running[@]}"
-  rc=$?
-  r=${RANK_OF[${done_pid}]}
   left=()
-  for pid in "${running[@]}"; do [[ "${pid}" == "${done_pid}" ]] || left+=("${pid}"); done
-  running=("${left[@]}")
-  if [[ "${rc}" -ne 0 && "${status}" -eq 0 ]]; then
-    status="${rc}"
-    if ((PER_HOST)); then
-      echo "netns_hosts.sh: host ${r}'s process exited with status ${rc}; stopping the others" >&2
-    else
-      echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2
+  for pid in "${running[@]}"; do
+    if kill -0 "${pid}" 2>/dev/null && [[ "$(sed 's/.*) //' "/proc/${pid}/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]]; then
+      left+=("${pid}")
+      continue
     fi
-    for pid in "${RANK_PIDS[@]}"; do kill "${pid}" 2>/dev/null; done
-  fi
+    wait "${pid}"
+    rc=$?
+    r=${RANK_OF[${pid}]}
+    if [[ "${rc}" -ne 0 && "${status}" -eq 0 ]]; then
+      status="${rc}"
+      if ((PER_HOST)); then
+        echo "netns_hosts.sh: host ${r}'s process exited with status ${rc}; stopping the others" >&2
+      else
+        echo "netns_hosts.sh: rank ${r} (host $((r / RANKS_PER_HOST))) exited with status ${rc}; stopping the others" >&2
+      fi
+      for other in "${RANK_PIDS[@]}"; do kill "${other}" 2>/dev/null; done
+    fi
+  done
+  running=("${left[@]}")
+  ((${#running[@]} > 0)) && sleep 0.05
 done
 RANK_PIDS=()
 exit "${status}"

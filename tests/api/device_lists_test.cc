@@ -9,8 +9,11 @@
 // caller's tensors, one sequence number per op, and the refusals.
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include "api/errors.h"
 #include "api/process_group.h"
+#include "tests/backends/conformance/conformance.h"
 #include "tests/testing/in_process_group.h"
 
 namespace distcomm {
@@ -88,7 +91,7 @@ TEST(DeviceListsTest, EveryListFormGoesWholeToTheBackendAndLandsInTheCallersTens
 
     ScatterOptions from_2;
     from_2.root = 2;
-    DeviceList sent = device_list(r == 2 ? std::vector<int64_t>{} : std::vector<int64_t>{});
+    DeviceList sent;
     if (r == 2) {
       for (int k = 0; k < n; ++k) {
         sent.parts.push_back(on_device({100.0f + k}));
@@ -177,7 +180,54 @@ TEST(DeviceListsTest, WholeListsAreCheckedLikeTheFlatOps) {
                                                                    Device::cuda(1))};
     const std::string d = refusal([&] { pg.all_gather(mixed, out.device); });
     EXPECT_TRUE(contains(d, "outputs[i]")) << d;
+
+    // What a rank sends itself must fit what it expects from itself: NCCL's send to self
+    // of another count than its receive would not end.
+    DeviceList two = device_list({1, 1}), unfit = device_list({2, 2});
+    const std::string a = refusal([&] { pg.all_to_all(unfit.tensors, two.tensors); });
+    EXPECT_TRUE(contains(a, "inputs[" + std::to_string(pg.rank()) + "] has 1 elements but outputs[" +
+                                std::to_string(pg.rank()) + "] has 2"))
+        << a;
     EXPECT_EQ(pg.next_seq(), 0u);
+  });
+}
+
+// The conformance suite's list checks (every dtype, counts 0 to 1000, guards around
+// outputs, uneven all_to_all) on "cuda" tensors: a Placement whose device copies are host
+// memory labelled cuda:0, kept until the rank's sweep ends.
+class PosingAsCuda {
+ public:
+  PosingAsCuda()
+      : placement_{[this](const Tensor& host) {
+                     held_.push_back(host.clone());
+                     const Tensor& h = held_.back();
+                     return Tensor::from_blob(h.data(), h.shape(), h.dtype(), Device::cuda(0));
+                   },
+                   [](const Tensor& on_device) {
+                     return Tensor::from_blob(on_device.data(), on_device.shape(), on_device.dtype(), Device::cpu())
+                         .clone();
+                   }} {}
+  const conformance::Placement& placement() const { return placement_; }
+
+ private:
+  const conformance::Placement placement_;
+  std::deque<Tensor> held_;
+};
+
+TEST(DeviceListsTest, TheConformanceListChecksPassOnDeviceTensors) {
+  auto world = in_process_world(3, serving_cuda("default"));
+  on_every_rank(world, [](ProcessGroup& pg) {
+    PosingAsCuda cuda;
+    const auto& p = cuda.placement();
+    for (int64_t count : {0, 1, 7, 1000}) {
+      for (DType dtype : conformance::all_dtypes()) {
+        conformance::check_all_gather(pg, dtype, count, conformance::Layout::kList, p);
+        conformance::check_gather(pg, dtype, count, pg.size() - 1, p);
+        conformance::check_scatter(pg, dtype, count, 0, p);
+        conformance::check_all_to_all_list(pg, dtype, count, p);
+        conformance::check_reduce_scatter(pg, dtype, ReduceOp::SUM, count, conformance::Layout::kList, p);
+      }
+    }
   });
 }
 

@@ -25,8 +25,8 @@
 //                   capability refusal. Listed, batch_isend_irecv makes the core hand it
 //                   whole batches, as it does nccl's (the parts still go one by one here).
 //   in_process_lists the ops whose list forms it takes whole (Backend::list_ops), as nccl
-//                   does for CUDA tensors (default "all": all_gather, gather, scatter,
-//                   reduce_scatter, all_to_all). The core hands it lists of device tensors
+//                   does for CUDA tensors (default: all five, all_gather, gather,
+//                   scatter, reduce_scatter, all_to_all). The core hands it lists of device tensors
 //                   only: here their memory is the host's whatever device they name (the
 //                   tests make them so), and a list goes through a flat buffer and the flat op.
 #include <algorithm>

@@ -4,9 +4,7 @@
 //
 // What runs is what NCCL and CUDA tensors allow. Left out, each covered elsewhere:
 // bitwise reductions of integers (NCCL has none: refused, see nccl_cuda_streams_test),
-// the list forms of all_gather/gather/scatter/reduce_scatter/all_to_all (the
-// ProcessGroup packs them on the host and refuses CUDA tensors), tagged
-// send/recv and recv_any_source (NCCL has no tags and no wildcard receive; plain
+// tagged send/recv and recv_any_source (NCCL has no tags and no wildcard receive; plain
 // send/recv and the backend's gather/scatter are in nccl_cuda_ops_test), and subgroup
 // and bad-argument checks made with host tensors.
 #include <gtest/gtest.h>
@@ -66,6 +64,8 @@ void sweep(ProcessGroup& pg, int64_t count) {
     conformance::check_all_reduce(pg, c.dtype, c.op, count, p);
     conformance::check_reduce(pg, c.dtype, c.op, count, last, p);
     conformance::check_reduce_scatter(pg, c.dtype, c.op, count, Layout::kTensor, p);
+    // The list form: one ncclReduce per rank (Backend::reduce_scatter_list).
+    conformance::check_reduce_scatter(pg, c.dtype, c.op, count, Layout::kList, p);
   }
   // Coalesced by the backend: one NCCL group of all_reduces (mixed shapes, one empty).
   if (count == 7) {
@@ -77,6 +77,11 @@ void sweep(ProcessGroup& pg, int64_t count) {
     conformance::check_all_gather(pg, dtype, count, Layout::kInPlace, p);
     conformance::check_all_to_all_single(pg, dtype, count, false, p);
     conformance::check_all_to_all_single(pg, dtype, count, true, p);
+    // The list forms go whole to the backend (Backend::list_ops): one NCCL group each.
+    conformance::check_all_gather(pg, dtype, count, Layout::kList, p);
+    conformance::check_gather(pg, dtype, count, last, p);
+    conformance::check_scatter(pg, dtype, count, 0, p);
+    conformance::check_all_to_all_list(pg, dtype, count, p);
   }
 }
 
