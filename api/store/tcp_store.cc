@@ -36,6 +36,8 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 // Naming exactly which keys are missing after a wait timed out costs one more round
 // trip; it is given this long before the message falls back to all the keys.
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
+// How much longer than a wait's own timeout this side waits for the server to end it.
+constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
 constexpr char kInitKey[] = "init/";
 
 }  // namespace
@@ -116,7 +118,25 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  call({Command::kWait, {keys.begin(), keys.end()}, resolve(timeout), &keys, 0});
+  // The server ends the wait (WAIT_FOR), so a wait that times out leaves the connection in
+  // step: polling in slices, as every init phase does, costs no reconnect and no handshake
+  // (which, with 96 ranks on 2 cores, made the server slow enough to be taken for gone).
+  // This side gives it kWaitReplyGrace more before it takes the server for stuck.
+  const std::chrono::milliseconds t = resolve(timeout);
+  const Bytes ms = internal::encode_i64(t.count());
+  std::vector<internal::FieldRef> fields{ms};
+  fields.insert(fields.end(), keys.begin(), keys.end());
+  const auto socket_deadline = t < std::chrono::milliseconds::max() - kWaitReplyGrace ? t + kWaitReplyGrace : t;
+  if (call({Command::kWaitFor, fields, socket_deadline, &keys, 1})[0] == 1) return;
+  const Bytes present = call({Command::kCheck, {keys.begin(), keys.end()}, timeout_, nullptr,
+                              static_cast<int64_t>(keys.size())});
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!present[i]) missing.push_back(keys[i]);
+  }
+  // Empty when the keys arrived just after the deadline: name them all.
+  throw internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),
+                               missing.empty() ? keys : missing, t);
 }
 
 bool TCPStore::delete_key(const std::string& key) {

@@ -41,8 +41,12 @@ enum class Command : uint8_t {
   // The handshake (store_handshake.h), only before the data commands.
   kHello = 9,   // magic, run id, client nonce
   kProve = 10,  // the client's proof
+  // Protocol 3: timeout in ms (8 bytes), keys...; reply: one byte, 1 once every key
+  // exists, 0 when the timeout came first. The server ends the wait, so the connection
+  // stays in step (a client that gave up on a WAIT itself had to reconnect).
+  kWaitFor = 11,
 };
-// A data command (SET to NUM_KEYS).
+// A data command (SET to NUM_KEYS, WAIT_FOR).
 bool is_command(uint8_t kind);
 const char* command_name(Command c);
 
@@ -77,7 +81,8 @@ ParseResult parse_message(const uint8_t* data, size_t size, Message* out, size_t
                           std::string* error, size_t max_bytes = kMaxMessageBytes,
                           size_t* needed = nullptr);
 
-// How many of a request's first fields are keys: all of them for CHECK and WAIT.
+// How many of a request's first fields are held to the key limit: all of them for CHECK,
+// WAIT and WAIT_FOR (whose first field, the 8-byte timeout, is far within it).
 size_t key_fields(Command c, size_t num_fields);
 
 // Checks a complete TCPStore request: field counts, key lengths, the delta's width.

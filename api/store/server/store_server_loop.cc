@@ -71,15 +71,15 @@ void TCPStoreServer::Loop::run() {
   while (true) {
     const auto now = Clock::now();
     close_expired(now);
-    Clock::time_point next = Clock::time_point::max();
+    Clock::time_point next = end_expired_waits(now);
     if (const Clock::rep farewell = farewell_until_.load()) {
       // Its owner has gone: serve the clients still here until they leave, never longer.
-      // A client between two connections (a TCPStore reconnects after each wait that
-      // timed out) has not left: only a quiet spell without any client ends it early.
+      // A client between two connections (a TCPStore reconnects after a request that
+      // broke) has not left: only a quiet spell without any client ends it early.
       const Clock::time_point until{Clock::duration(farewell)};
       if (!clients_.empty() || last_client_seen_ == Clock::time_point{}) last_client_seen_ = now;
       if (now >= until || now >= last_client_seen_ + kFarewellQuiet) return;
-      next = std::min(until, last_client_seen_ + kFarewellQuiet);
+      next = std::min({next, until, last_client_seen_ + kFarewellQuiet});
     }
     fds.clear();
     fds.push_back({wake_read_.fd(), POLLIN, 0});

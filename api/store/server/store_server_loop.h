@@ -58,6 +58,8 @@ class TCPStoreServer::Loop {
     bool waiting_for_room = false;
     internal::Message request;
     std::vector<std::string> parked_on;
+    // A WAIT_FOR parked on missing keys is answered "not yet" at this time.
+    Clock::time_point wait_until = Clock::time_point::max();
   };
 
   // Connections (store_server_loop.cc).
@@ -93,6 +95,8 @@ class TCPStoreServer::Loop {
   size_t reply_bound(const internal::Message& m) const;
   void unpark(int fd, Client& c);
   void key_created(const std::string& key);
+  // Answers every WAIT_FOR whose time has come with "not yet"; returns the next such time.
+  Clock::time_point end_expired_waits(Clock::time_point now);
   void wake_room_waiters();
   void reply(Client& c, internal::Status s, internal::FieldRef field);
 

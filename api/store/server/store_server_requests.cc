@@ -27,16 +27,51 @@ std::string key_of(const Bytes& field) { return std::string(field.begin(), field
 void TCPStoreServer::Loop::handle(int fd, Client& c, Message m) {
   c.blocked = true;
   c.request = std::move(m);
+  c.wait_until = Clock::time_point::max();
+  if (static_cast<Command>(c.request.kind) == Command::kWaitFor) {
+    // Beyond a year is for ever (and keeps the sum from overflowing).
+    const int64_t ms = std::clamp<int64_t>(internal::get_i64(c.request.fields[0].data()), 0, int64_t{1} << 35);
+    c.wait_until = Clock::now() + std::chrono::milliseconds(ms);
+  }
   retry(fd, c);
+}
+
+TCPStoreServer::Loop::Clock::time_point TCPStoreServer::Loop::end_expired_waits(Clock::time_point now) {
+  Clock::time_point next = Clock::time_point::max();
+  std::vector<int> expired;
+  for (const auto& [fd, c] : clients_) {
+    if (!c->blocked || c->parked_on.empty()) continue;  // only a parked WAIT_FOR has a time
+    if (c->wait_until <= now) {
+      expired.push_back(fd);
+    } else {
+      next = std::min(next, c->wait_until);
+    }
+  }
+  for (const int fd : expired) {
+    Client& c = *find(fd);
+    unpark(fd, c);
+    c.request = Message();
+    c.blocked = false;
+    c.wait_until = Clock::time_point::max();
+    try {
+      reply(c, Status::kOk, Bytes{0});  // sent when the loop polls it writable
+    } catch (const std::exception&) {
+      drop(fd);
+    }
+  }
+  return next;
 }
 
 bool TCPStoreServer::Loop::retry(int fd, Client& c) {
   unpark(fd, c);
   c.waiting_for_room = false;
   const auto cmd = static_cast<Command>(c.request.kind);
-  if (cmd == Command::kGet || cmd == Command::kWait) {
+  if (cmd == Command::kGet || cmd == Command::kWait || cmd == Command::kWaitFor) {
     std::vector<std::string> keys;
-    for (const auto& f : c.request.fields) keys.push_back(key_of(f));
+    // WAIT_FOR's first field is its timeout.
+    for (size_t i = cmd == Command::kWaitFor ? 1 : 0; i < c.request.fields.size(); ++i) {
+      keys.push_back(key_of(c.request.fields[i]));
+    }
     auto missing = map_.missing(keys);
     if (!missing.empty()) {
       for (const auto& k : missing) parked_[k].push_back(fd);
@@ -87,6 +122,9 @@ void TCPStoreServer::Loop::execute(Client& c, Message& m, bool* created) {
       break;
     case Command::kWait:
       reply(c, Status::kOk, Bytes());
+      break;
+    case Command::kWaitFor:
+      reply(c, Status::kOk, Bytes{1});
       break;
     case Command::kAdd:
       try {

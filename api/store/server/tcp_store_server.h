@@ -3,7 +3,9 @@
 // One thread runs a poll() loop over every connection, so a thousand ranks cost a
 // thousand sockets, not a thousand threads. A get() or wait() whose keys are missing
 // parks that client on the keys, and the set/add/compare_set that creates them answers
-// it: nothing blocks the loop. Clients apply their own timeouts to their waits.
+// it: nothing blocks the loop. A wait() carries its timeout (WAIT_FOR), and the server
+// answers "not yet" when it passes, so the client's connection stays in step; a get()
+// has no timeout here (its client gives up and reconnects).
 //
 // The server is the job's front door, and reads untrusted bytes:
 // - A connection starts with a handshake (internal/store_handshake.h): it must name the
@@ -16,7 +18,7 @@
 //   received and replies being sent share limits.max_buffered_bytes. A request must
 //   arrive whole, and a reply be read whole, within limits.transfer_deadline (counted
 //   from when the server had room for it), or the connection is closed. Idle connections
-//   and parked get()/wait() calls have no deadline: they wait for their own timeouts.
+//   and parked get() calls have no deadline of the server's (their clients' own).
 // - Connections: past limits.max_connections handshaken connections a newcomer is refused
 //   (those established stay); past limits.max_pending connections still in the
 //   handshake, the oldest of those is closed to make room.
@@ -73,7 +75,7 @@ class TCPStoreServer {
   void stop();
   // The farewell of a server whose owner is going away after a failure (tcp_store.h): it
   // goes on serving until no client has been connected for 0.2 s (a TCPStore client
-  // reconnects after each wait that timed out: a moment without it is not its leaving) or
+  // reconnects after a get that timed out: a moment without it is not its leaving) or
   // `grace` has passed, whichever is first, then stops. Returns then.
   void stop_after_farewell(std::chrono::milliseconds grace);
   bool running() const { return thread_.joinable(); }

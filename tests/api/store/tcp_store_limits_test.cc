@@ -59,7 +59,7 @@ TEST(Limits, AConnectionStillInTheHandshakeAtItsDeadlineIsClosed) {
   RawClient idle(server.port());
   RawClient slow(server.port());
   // A HELLO at 20 bytes a second, then silence: both are closed at the deadline.
-  const std::string hello = request(9, {"distcomm-store/2", id.run_id, std::string(32, 'n')});
+  const std::string hello = request(9, {"distcomm-store/3", id.run_id, std::string(32, 'n')});
   const auto slow_took = trickle_until_closed(slow, hello, 50ms);
   EXPECT_TRUE(idle.hung_up(3s));
   const auto idle_took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);

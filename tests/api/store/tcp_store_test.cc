@@ -3,8 +3,13 @@
 // tcp_store_limits_test.cc.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "api/errors.h"
@@ -156,10 +161,10 @@ TEST(TCPStoreTest, HostileClientsAreDisconnectedWhileOthersAreServed) {
   const std::vector<std::pair<std::string, std::string>> before_handshake = {
       {"a SET before the handshake", request(kSet, {"k", "v"})},
       {"unknown command", std::string(1, '\0') + "xyz"},
-      {"a HELLO over 1 KiB", request(kHello, {"distcomm-store/2", std::string(2000, 'r'), nonce})},
+      {"a HELLO over 1 KiB", request(kHello, {"distcomm-store/3", std::string(2000, 'r'), nonce})},
       {"a HELLO that declares 200 MiB", std::string(1, kHello) + u32(3) + u32(200u << 20)},
       {"a HELLO of another protocol", request(kHello, {"redis", "", nonce})},
-      {"a HELLO with a short nonce", request(kHello, {"distcomm-store/2", "", "n"})},
+      {"a HELLO with a short nonce", request(kHello, {"distcomm-store/3", "", "n"})},
       {"a PROVE before HELLO", request(kProve, {std::string(32, 'p')})},
   };
   for (const auto& [what, bytes] : before_handshake) {
@@ -171,7 +176,7 @@ TEST(TCPStoreTest, HostileClientsAreDisconnectedWhileOthersAreServed) {
   const std::vector<std::pair<std::string, std::string>> after_handshake = {
       {"unknown command", std::string(1, '\0') + "xyz"},
       {"command 255", std::string(1, '\xff')},
-      {"a second HELLO", request(kHello, {"distcomm-store/2", id.run_id, nonce})},
+      {"a second HELLO", request(kHello, {"distcomm-store/3", id.run_id, nonce})},
       {"4 GiB field", std::string(1, kSet) + u32(2) + u32(0xffffffffu)},
       {"a field over the server's 64 MiB", std::string(1, kSet) + u32(2) + u32((64u << 20) + 1)},
       {"4 billion fields", std::string(1, kGet) + u32(0xffffffffu)},
@@ -224,6 +229,103 @@ TEST(TCPStoreTest, AClientThatTimedOutDoesNotDisturbOtherWaiters) {
   waiter.join();
   // The timed-out client reconnects and sees the value.
   EXPECT_EQ(impatient.get_string("slow"), "finally");
+}
+
+// The local ports of this process's established connections to a server port on this
+// host, from /proc/self/net/tcp{,6}: which connection a TCPStore client is using.
+std::vector<int> connections_to(int server_port) {
+  std::vector<int> ports;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const auto port_of = [](const std::string& address) {
+        return std::stoi(address.substr(address.rfind(':') + 1), nullptr, 16);
+      };
+      if (state == "01" && port_of(remote) == server_port) ports.push_back(port_of(local));
+    }
+  }
+  return ports;
+}
+
+// A wait that times out is ended by the server (WAIT_FOR): the client keeps its
+// connection, so polling in slices (every init phase does) costs no reconnect and no
+// handshake. Before, each timed-out slice closed the connection and opened a new one,
+// which at 96 ranks on 2 cores made the server slow enough to be taken for gone.
+TEST(TCPStoreTest, AWaitThatTimesOutKeepsItsConnection) {
+  TCPStoreServer server;
+  server.start();
+  TCPStore client(client_of(server.port()));
+  client.set("here", "1");
+  const std::vector<int> before = connections_to(server.port());
+  ASSERT_EQ(before.size(), 1u) << "one client connection to the server";
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      client.wait({"here", "missing"}, 100ms);
+      ADD_FAILURE() << "the wait should time out";
+    } catch (const Timeout& e) {
+      EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("here"), std::string::npos) << "only the missing key is named: " << e.what();
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 90ms);
+  }
+  EXPECT_EQ(connections_to(server.port()), before) << "the same connection, not a new one";
+  // It is in step: the next requests get their own replies.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    TCPStore(client_of(server.port())).set("missing", "now");
+  });
+  client.wait({"here", "missing"}, 10s);
+  setter.join();
+  EXPECT_EQ(client.get_string("missing"), "now");
+  EXPECT_EQ(connections_to(server.port()), before);
+}
+
+// WAIT_FOR on the wire: the reply is one byte, 0 when the server's clock ran out first, 1
+// once every key exists; the connection serves the next request either way.
+TEST(TCPStoreTest, TheServerEndsAWaitForAtItsTimeout) {
+  TCPStoreServer server;
+  server.start();
+  RawClient raw(server.port());
+  raw.handshake();
+  constexpr uint8_t kWaitFor = 11;
+  const auto ms = [](int64_t v) {
+    std::string b(8, '\0');
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    return b;
+  };
+  // Reads one reply: status, then its payload.
+  const auto reply = [&](std::chrono::milliseconds limit) {
+    std::string got;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (got.size() < 5 || got.size() < 5 + static_cast<size_t>(static_cast<uint8_t>(got[1]))) {
+      pollfd p{raw.fd(), POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::string("no reply");
+      char buf[256];
+      const ssize_t n = recv(raw.fd(), buf, sizeof buf, 0);
+      if (n <= 0) return std::string("closed");
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  raw.send_bytes(request(kWaitFor, {ms(200), "k"}));
+  EXPECT_EQ(reply(5s), std::string("\0\1\0\0\0\0", 6)) << "status ok, one byte: 0, not yet";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 190ms);
+  raw.send_bytes(request(kWaitFor, {ms(10000), "k"}));
+  TCPStore(client_of(server.port())).set("k", "v");
+  EXPECT_EQ(reply(5s), std::string("\0\1\0\0\0\1", 6)) << "one byte: 1, every key exists";
+  raw.send_bytes(request(kGet, {"k"}));
+  EXPECT_EQ(reply(5s), std::string("\0\1\0\0\0v", 6));
+  // A WAIT_FOR without its 8-byte timeout is refused and the connection closed.
+  raw.send_bytes(request(kWaitFor, {"k"}));
+  EXPECT_TRUE(raw.closed_by_server());
 }
 
 }  // namespace
