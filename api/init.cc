@@ -129,7 +129,9 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   const LaunchEnv& env = environment.launch;
   const PluginSearch& plugins = environment.process.plugins;
   if (o.backend.empty()) o.backend = environment.backend;
-  if (o.backend.empty()) o.backend = "gloo";
+  // auto: shm when the group's ranks share a host, the hierarchy or gloo across hosts, and
+  // CUDA tensors to nccl where every rank can run it (group/auto_backend.h).
+  if (o.backend.empty()) o.backend = "auto";
   int rank = o.rank >= 0 ? o.rank : env.rank;
   int world = o.world_size >= 0 ? o.world_size : env.world_size;
 

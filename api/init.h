@@ -40,7 +40,9 @@ JobIdentity identity_from_environment();
 bool launched_as_rank();
 
 struct InitOptions {
-  // "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl"; empty: $DISTCOMM_BACKEND, else "gloo".
+  // "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl", "auto"; empty: $DISTCOMM_BACKEND, else
+  // "auto" (group/auto_backend.h: shm on one host, and nccl for CUDA tensors where every
+  // rank can run it; DISTCOMM_BACKEND=gloo keeps gloo).
   std::string backend;
   // "env://" (MASTER_ADDR/MASTER_PORT), "tcp://host:port", "file:///path".
   std::string init_method = "env://";

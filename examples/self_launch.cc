@@ -11,7 +11,7 @@
 #include "launch/launch_options.h"
 
 DEFINE_int32(nproc, 3, "ranks to start when no launcher started this program");
-DEFINE_string(backend, "", "gloo, mpi, nccl... (default: $DISTCOMM_BACKEND, else gloo)");
+DEFINE_string(backend, "", "gloo, mpi, nccl, shm, auto... (default: $DISTCOMM_BACKEND, else auto)");
 
 namespace distcomm {
 namespace examples {

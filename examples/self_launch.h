@@ -23,7 +23,7 @@ namespace examples {
 // Parses the command line (gflags: the example's own flags plus --nproc and --backend, which
 // this library defines). Run by hand, it starts --nproc copies of this program and exits
 // with their status without returning. In a rank it returns the options for
-// init_process_group (the backend from --backend; otherwise $DISTCOMM_BACKEND, else gloo).
+// init_process_group (the backend from --backend; otherwise $DISTCOMM_BACKEND, else auto).
 InitOptions self_launch(int argc, char** argv, int default_nproc);
 
 // Runs nproc copies of this program with the same arguments as one job on this machine and

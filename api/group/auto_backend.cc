@@ -1,5 +1,6 @@
 #include "api/group/auto_backend.h"
 
+#include <glob.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@ namespace distcomm {
 namespace {
 
 constexpr char kShmReady[] = " shm";
+constexpr char kNcclPart[] = "|nccl";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -38,14 +40,46 @@ bool shm_plugin(bool runs, const PluginSearch& plugins) {
   }
 }
 
+bool cuda_device_node_present() {
+  glob_t found{};
+  const bool any = ::glob("/dev/nvidia[0-9]*", 0, nullptr, &found) == 0 && found.gl_pathc > 0;
+  ::globfree(&found);
+  return any;
+}
+
+// Whether the nccl plugin loads (and, with `runs`, can run here), asked only with a GPU.
+bool nccl_plugin(bool runs, const PluginSearch& plugins) {
+  if (!cuda_device_node_present()) return false;
+  try {
+    const PluginInfo& info = load_plugin("nccl", plugins);
+    return !runs || info.available;
+  } catch (const BackendUnavailable&) {
+    return false;
+  }
+}
+
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id) {
   return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
-         (shm_plugin(true, plugins) ? kShmReady : "");
+         (shm_plugin(true, plugins) ? kShmReady : "") + (nccl_plugin(true, plugins) ? kNcclPart : "");
+}
+
+ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) {
+  ExchangedPlacements out;
+  out.all_run_nccl = !exchanged.empty();
+  for (const std::string& p : exchanged) {
+    const size_t bar = p.find('|');
+    out.cpu.push_back(p.substr(0, bar));
+    out.all_run_nccl = out.all_run_nccl && bar != std::string::npos && p.compare(bar, std::string::npos, kNcclPart) == 0;
+  }
+  return out;
 }
 
 std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins) {
-  if (shm_plugin(false, plugins)) return {"shm", "gloo"};
-  return {"gloo"};
+  std::vector<std::string> names;
+  if (shm_plugin(false, plugins)) names.push_back("shm");
+  names.push_back("gloo");
+  if (nccl_plugin(false, plugins)) names.push_back("nccl");
+  return names;
 }
 
 std::string why_not_hierarchical(const std::vector<std::string>& placements) {

@@ -5,8 +5,9 @@
 // same shared_memory_domain(): one host, one PID namespace, one DISTCOMM_HOST_ID) and can
 // load the shm plugin; else "hier" where the ranks sit on two or more hosts, some host
 // holding two or more of them, and every rank can run shm (hierarchical_backend.h); else
-// "gloo". "auto" alone means "cpu:auto";
-// "cpu:auto,cuda:nccl" adds NCCL for CUDA tensors. Each group decides for itself, so a
+// "gloo". "auto" alone (the default backend, init.h) also sends CUDA tensors to nccl when
+// every rank of the group sees a GPU and can run the nccl plugin; "cpu:auto" never does,
+// and "cpu:auto,cuda:nccl" always does. Each group decides for itself, so a
 // subgroup of the ranks of one host gets shm inside a multi-host job. The ranks exchange
 // their placement once, when the group is created (over the group's store).
 //
@@ -30,11 +31,25 @@ std::string shared_memory_domain();
 
 // This process's placement, as the ranks exchange it: its domain, its host id
 // (DISTCOMM_HOST_ID, process_environment.h) and whether the shm plugin loads (found through
-// `plugins`) and can run here.
+// `plugins`) and can run here; then, after a '|', "nccl" when it sees a GPU and the nccl
+// plugin can run here (asked only where a GPU device node exists: loading NCCL costs a
+// few hundred ms a process).
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "");
 
+// Every rank's exchanged placement, taken apart: what the CPU rule compares (the part
+// before '|', as below), and whether every rank can run nccl.
+struct ExchangedPlacements {
+  std::vector<std::string> cpu;
+  bool all_run_nccl = false;
+};
+ExchangedPlacements split_placements(const std::vector<std::string>& exchanged);
+
+// Whether this process sees a CUDA device node (/dev/nvidia<N>): without one, nccl is not
+// even loaded.
+bool cuda_device_node_present();
+
 // The backends "auto" (and "hier") may pick here, whose settings a group with it accepts:
-// shm (when its plugin loads) and gloo.
+// shm (when its plugin loads), gloo, and nccl where a GPU is present and its plugin loads.
 std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins);
 
 // The rule above, over every rank's auto_backend_placement(): "shm", "hier" or "gloo".

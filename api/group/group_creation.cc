@@ -72,10 +72,17 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     if (!exchange) {
       throw InvalidArgument("backend '" + cpu->second + "' needs a store shared by the ranks (env://, tcp:// or file://)");
     }
-    placements_ = exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id));
+    const ExchangedPlacements exchanged =
+        split_placements(exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id)));
+    placements_ = exchanged.cpu;
     if (cpu->second == "auto") {
       cpu->second = choose_auto_cpu_backend(placements_);
-      if (cpu->second != "hier") spec_.text += " (cpu: " + cpu->second + ")";  // the hierarchy: once built
+      // "auto" alone: CUDA tensors to nccl when every rank can run it (auto_backend.h).
+      const bool with_nccl = spec_.text == "auto" && plan.count(DeviceType::kCUDA) == 0 && exchanged.all_run_nccl;
+      if (with_nccl) plan[DeviceType::kCUDA] = "nccl";
+      // The hierarchy's name comes once it is built.
+      if (cpu->second != "hier") spec_.text += " (cpu: " + cpu->second + (with_nccl ? ", cuda: nccl)" : ")");
+      else if (with_nccl) spec_.text += " (cuda: nccl)";
     } else {
       const std::string why_not = why_not_hierarchical(placements_);
       cpu->second = why_not.empty() ? "hier" : "gloo";

@@ -208,7 +208,7 @@ std::string bench_usage(const std::string& program) {
 Measures one collective over a range of sizes and prints an nccl-tests style table.
   --op NAME            all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,
                        all_to_all, gather, scatter, send_recv (ring of pairs), barrier
-  --backend NAME       gloo, mpi, nccl, ... (default: $DISTCOMM_BACKEND, else gloo)
+  --backend NAME       gloo, mpi, nccl, ... (default: $DISTCOMM_BACKEND, else auto)
   --nproc N            start N ranks on this machine; without it, ranks come from the
                        launcher or mpirun environment (a single rank when there is none)
   -b, --minbytes SIZE  smallest size (default 32M); sizes take K, M, G suffixes

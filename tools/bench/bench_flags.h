@@ -16,7 +16,7 @@ namespace bench {
 
 struct BenchFlags {
   BenchOp op = BenchOp::kAllReduce;
-  std::string backend;  // empty: $DISTCOMM_BACKEND, else gloo (init_process_group decides)
+  std::string backend;  // empty: $DISTCOMM_BACKEND, else auto (init_process_group decides)
   // nccl-tests' defaults: one size of 32 MiB.
   int64_t min_bytes = 32 << 20;
   int64_t max_bytes = 32 << 20;

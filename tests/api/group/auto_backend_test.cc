@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "api/group/host_layout.h"
 #include "api/process_group.h"
 
@@ -64,6 +66,30 @@ TEST(AutoBackend, SpecRoutesCpuToAuto) {
   const BackendSpec mixed = BackendSpec::parse("cpu:auto,cuda:nccl");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCPU), "auto");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCUDA), "nccl");
+}
+
+// What the ranks exchanged, taken apart: the CPU rule compares what comes before '|';
+// nccl joins "auto" only when every rank reported it.
+TEST(AutoBackend, NcclJoinsOnlyWhenEveryRankCanRunIt) {
+  const std::string a = "boot-a pid:[1] shm";
+  const ExchangedPlacements both = split_placements({a + "|nccl", a + "|nccl"});
+  EXPECT_EQ(both.cpu, (std::vector<std::string>{a, a}));
+  EXPECT_TRUE(both.all_run_nccl);
+  EXPECT_EQ(choose_auto_cpu_backend(both.cpu), "shm") << "the nccl part does not split a host";
+  EXPECT_FALSE(split_placements({a + "|nccl", a}).all_run_nccl) << "a rank without a GPU";
+  EXPECT_FALSE(split_placements({a, a}).all_run_nccl);
+  EXPECT_FALSE(split_placements({a + "|nccl", a + "|nccx"}).all_run_nccl);
+  EXPECT_FALSE(split_placements({}).all_run_nccl);
+}
+
+// Without a GPU device node, nccl is neither loaded nor offered (this machine has none;
+// on one with a GPU the placement ends with "|nccl" where the plugin can run).
+TEST(AutoBackend, WithoutAGpuNcclIsNotAsked) {
+  const PluginSearch plugins = PluginSearch::from_environment();
+  if (cuda_device_node_present()) GTEST_SKIP() << "this machine has a GPU device node";
+  EXPECT_EQ(auto_backend_placement(plugins).find('|'), std::string::npos);
+  const auto names = auto_backend_candidates(plugins);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "nccl"), 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The examples as a user runs them: started by hand (they launch their own ranks) and
-// through the launcher, over the real gloo plugin.
+// through the launcher, over the backend a program gets when it names none (auto: shm on
+// one host), and over gloo.
 #include <sys/wait.h>
 
 #include <fstream>
@@ -22,6 +23,23 @@ TEST(Examples, AllReducePrintsEveryRankInOrder) {
   Finished f = run({example("all_reduce"), "--nproc=3"});
   EXPECT_EQ(exit_code(f), 0) << f.err;
   EXPECT_EQ(f.out, "Rank 0 has 0\nRank 1 has 0\nRank 2 has 0\n");
+}
+
+// The default: a program that names no backend gets auto, which on one host is shm;
+// DISTCOMM_BACKEND=gloo (or --backend=gloo) keeps gloo.
+TEST(Examples, AProgramThatNamesNoBackendRunsAutoWhichIsShmOnOneHost) {
+  Finished f = run({example("all_reduce"), "--nproc=2"}, std::chrono::seconds(60),
+                   {"DISTCOMM_DEBUG=INFO", "DISTCOMM_BACKEND="});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.err.find("group 'world' created: rank 0 of 2 (global ranks [0, 1]), backend auto (cpu: shm),"),
+            std::string::npos)
+      << f.err;
+  Finished g = run({example("all_reduce"), "--nproc=2"}, std::chrono::seconds(60),
+                   {"DISTCOMM_DEBUG=INFO", "DISTCOMM_BACKEND=gloo"});
+  EXPECT_EQ(exit_code(g), 0) << g.err;
+  EXPECT_NE(g.err.find("group 'world' created: rank 0 of 2 (global ranks [0, 1]), backend gloo,"), std::string::npos)
+      << g.err;
+  EXPECT_EQ(g.out, "Rank 0 has 3\nRank 1 has 3\n");
 }
 
 TEST(Examples, AllReduceWithFourRanksStaysInRankOrder) {
