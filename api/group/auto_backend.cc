@@ -3,6 +3,7 @@
 #include <glob.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -58,28 +59,40 @@ bool nccl_plugin(bool runs, const PluginSearch& plugins) {
   }
 }
 
-std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id) {
+std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl) {
   return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
-         (shm_plugin(true, plugins) ? kShmReady : "") + (nccl_plugin(true, plugins) ? kNcclPart : "");
+         (shm_plugin(true, plugins) ? kShmReady : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }
 
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) {
   ExchangedPlacements out;
   out.all_run_nccl = !exchanged.empty();
   for (const std::string& p : exchanged) {
-    const size_t bar = p.find('|');
-    out.cpu.push_back(p.substr(0, bar));
-    out.all_run_nccl = out.all_run_nccl && bar != std::string::npos && p.compare(bar, std::string::npos, kNcclPart) == 0;
+    const bool nccl = ends_with(p, kNcclPart);
+    out.cpu.push_back(nccl ? p.substr(0, p.size() - std::strlen(kNcclPart)) : p);
+    out.all_run_nccl = out.all_run_nccl && nccl;
   }
   return out;
 }
 
-std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins) {
+std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins, bool with_nccl) {
   std::vector<std::string> names;
   if (shm_plugin(false, plugins)) names.push_back("shm");
   names.push_back("gloo");
-  if (nccl_plugin(false, plugins)) names.push_back("nccl");
+  if (with_nccl && nccl_plugin(false, plugins)) names.push_back("nccl");
   return names;
+}
+
+AutoChoice choose_auto(const std::string& spec_text, bool plan_has_cuda, const ExchangedPlacements& placements) {
+  AutoChoice c;
+  c.cpu = choose_auto_cpu_backend(placements.cpu);
+  c.with_nccl = spec_text == "auto" && !plan_has_cuda && placements.all_run_nccl;
+  if (c.cpu != "hier") {
+    c.label = " (cpu: " + c.cpu + (c.with_nccl ? ", cuda: nccl)" : ")");
+  } else if (c.with_nccl) {
+    c.label = " (cuda: nccl)";
+  }
+  return c;
 }
 
 std::string why_not_hierarchical(const std::vector<std::string>& placements) {

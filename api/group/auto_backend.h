@@ -34,7 +34,9 @@ std::string shared_memory_domain();
 // `plugins`) and can run here; then, after a '|', "nccl" when it sees a GPU and the nccl
 // plugin can run here (asked only where a GPU device node exists: loading NCCL costs a
 // few hundred ms a process).
-std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "");
+// ask_nccl: only for "auto" alone, the one spec that may add nccl.
+std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
+                                   bool ask_nccl = false);
 
 // Every rank's exchanged placement, taken apart: what the CPU rule compares (the part
 // before '|', as below), and whether every rank can run nccl.
@@ -49,8 +51,21 @@ ExchangedPlacements split_placements(const std::vector<std::string>& exchanged);
 bool cuda_device_node_present();
 
 // The backends "auto" (and "hier") may pick here, whose settings a group with it accepts:
-// shm (when its plugin loads), gloo, and nccl where a GPU is present and its plugin loads.
-std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins);
+// shm (when its plugin loads), gloo, and, for "auto" alone (with_nccl), nccl where a GPU
+// device node exists and its plugin loads.
+std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins, bool with_nccl = false);
+
+// What "auto" (spec_text: the spec as written) resolves to, from every rank's placement:
+// the CPU backend ("shm", "hier", "gloo"), whether CUDA tensors go to nccl (only for
+// "auto" alone, in a plan without a CUDA backend, when every rank can run it), and what
+// the backend's name gets appended (" (cpu: shm, cuda: nccl)"; the hierarchy's CPU part
+// comes once it is built).
+struct AutoChoice {
+  std::string cpu;
+  bool with_nccl = false;
+  std::string label;
+};
+AutoChoice choose_auto(const std::string& spec_text, bool plan_has_cuda, const ExchangedPlacements& placements);
 
 // The rule above, over every rank's auto_backend_placement(): "shm", "hier" or "gloo".
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);

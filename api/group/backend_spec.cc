@@ -46,7 +46,7 @@ std::vector<std::string> BackendSpec::names(const PluginSearch& plugins) const {
   };
   for (const auto& [device, name] : by_device) {
     if (name != "auto" && name != "hier") add(name);
-    else for (const std::string& candidate : auto_backend_candidates(plugins)) add(candidate);
+    else for (const std::string& candidate : auto_backend_candidates(plugins, text == "auto")) add(candidate);
   }
   return out;
 }

@@ -142,7 +142,13 @@ PluginSearch PluginSearch::from_environment() {
 }
 
 ProcessEnvironment ProcessEnvironment::read() {
-  return {PluginSearch::from_environment(), TraceSettings::from_environment(), env_str("DISTCOMM_HOST_ID")};
+  const std::string host_id = env_str("DISTCOMM_HOST_ID");
+  // The placements the ranks exchange (group/auto_backend.h) end with "|nccl" where a
+  // rank can run nccl: a host id with '|' could pass for that.
+  if (host_id.find('|') != std::string::npos) {
+    throw InvalidArgument("DISTCOMM_HOST_ID='" + host_id + "' contains '|'; pick a host id without it");
+  }
+  return {PluginSearch::from_environment(), TraceSettings::from_environment(), host_id};
 }
 
 TraceSettings TraceSettings::from_environment() {

@@ -72,17 +72,17 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     if (!exchange) {
       throw InvalidArgument("backend '" + cpu->second + "' needs a store shared by the ranks (env://, tcp:// or file://)");
     }
-    const ExchangedPlacements exchanged =
-        split_placements(exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id)));
+    // Only "auto" alone may add nccl, so only it asks whether this rank can run it.
+    const bool plan_has_cuda = plan.count(DeviceType::kCUDA) > 0;
+    const bool ask_nccl = spec_.text == "auto" && !plan_has_cuda;
+    const ExchangedPlacements exchanged = split_placements(
+        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl)));
     placements_ = exchanged.cpu;
     if (cpu->second == "auto") {
-      cpu->second = choose_auto_cpu_backend(placements_);
-      // "auto" alone: CUDA tensors to nccl when every rank can run it (auto_backend.h).
-      const bool with_nccl = spec_.text == "auto" && plan.count(DeviceType::kCUDA) == 0 && exchanged.all_run_nccl;
-      if (with_nccl) plan[DeviceType::kCUDA] = "nccl";
-      // The hierarchy's name comes once it is built.
-      if (cpu->second != "hier") spec_.text += " (cpu: " + cpu->second + (with_nccl ? ", cuda: nccl)" : ")");
-      else if (with_nccl) spec_.text += " (cuda: nccl)";
+      const AutoChoice choice = choose_auto(spec_.text, plan_has_cuda, exchanged);
+      cpu->second = choice.cpu;
+      if (choice.with_nccl) plan[DeviceType::kCUDA] = "nccl";
+      spec_.text += choice.label;
     } else {
       const std::string why_not = why_not_hierarchical(placements_);
       cpu->second = why_not.empty() ? "hier" : "gloo";

@@ -8,7 +8,9 @@
 namespace distcomm {
 
 struct SpawnOptions {
-  std::string backend = "gloo";  // exported as DISTCOMM_BACKEND to each rank
+  // Exported as DISTCOMM_BACKEND to each rank; empty: none (init_process_group's default,
+  // auto, or what the environment already says).
+  std::string backend;
   // How long the whole job may run before every rank is stopped (0: no limit).
   std::chrono::seconds timeout{0};
   // Seconds between SIGTERM and SIGKILL when stopping the ranks after a failure.

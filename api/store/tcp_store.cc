@@ -38,6 +38,7 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
 // How much longer than a wait's own timeout this side waits for the server to end it.
 constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
+constexpr std::chrono::milliseconds kWaitForEver{int64_t{1} << 35};
 constexpr char kInitKey[] = "init/";
 
 }  // namespace
@@ -122,17 +123,26 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   // step: polling in slices, as every init phase does, costs no reconnect and no handshake
   // (which, with 96 ranks on 2 cores, made the server slow enough to be taken for gone).
   // This side gives it kWaitReplyGrace more before it takes the server for stuck.
-  const std::chrono::milliseconds t = resolve(timeout);
+  if (keys.size() >= internal::kMaxFields) {
+    throw InvalidArgument("TCPStore: wait() on " + std::to_string(keys.size()) + " keys; at most " +
+                          std::to_string(internal::kMaxFields - 1) + " at once");
+  }
+  // Beyond a year is for ever, as the server takes it (and the deadlines below cannot overflow).
+  const std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
   const Bytes ms = internal::encode_i64(t.count());
   std::vector<internal::FieldRef> fields{ms};
   fields.insert(fields.end(), keys.begin(), keys.end());
-  const auto socket_deadline = t < std::chrono::milliseconds::max() - kWaitReplyGrace ? t + kWaitReplyGrace : t;
-  if (call({Command::kWaitFor, fields, socket_deadline, &keys, 1})[0] == 1) return;
-  const Bytes present = call({Command::kCheck, {keys.begin(), keys.end()}, timeout_, nullptr,
-                              static_cast<int64_t>(keys.size())});
+  // "Every key exists" is one byte, 1; "not yet" is 0, then one byte per key, 1 for those
+  // that exist, so the Timeout names the missing ones without another round trip.
+  const Bytes reply = call({Command::kWaitFor, fields, t + kWaitReplyGrace, &keys, -1});
+  if (reply.size() == 1 && reply[0] == 1) return;
+  if (reply.size() != keys.size() + 1 || reply[0] != 0) {
+    throw StoreError("TCPStore: " + internal::host_port(options_.host, options_.port) +
+                     " sent a malformed reply to WAIT_FOR; is it a TCPStore server of the same version?");
+  }
   std::vector<std::string> missing;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!present[i]) missing.push_back(keys[i]);
+    if (!reply[i + 1]) missing.push_back(keys[i]);
   }
   // Empty when the keys arrived just after the deadline: name them all.
   throw internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),

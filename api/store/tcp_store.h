@@ -20,8 +20,9 @@
 //
 // Keys are limited to 64 KiB and a request (so a value) to what the server takes (64 MiB
 // by default, TCPStoreLimits::max_buffered_bytes): larger ones throw InvalidArgument. A
-// get() or wait() that times out closes the connection, and the next request opens a new
-// one.
+// wait() carries its timeout to the server, which ends it (WAIT_FOR), so one that times out
+// keeps its connection; a get() that times out closes it, and the next request opens a
+// new one.
 #pragma once
 
 #include <memory>

@@ -17,7 +17,7 @@ namespace {
 const char* kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                       "DISTCOMM_BACKEND"};
+                       "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID"};
 
 class InitTest : public ::testing::Test {
  protected:
@@ -72,6 +72,22 @@ TEST_F(InitTest, MalformedVariableIsNamed) {
     FAIL();
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("RANK='one'"), std::string::npos) << e.what();
+  }
+}
+
+// The host id travels in the placements the ranks exchange, where '|' separates what
+// nccl needs: refused before anything is sent.
+TEST_F(InitTest, AHostIdWithTheSeparatorIsRefused) {
+  ::setenv("DISTCOMM_HOST_ID", "rack1|nccl", 1);
+  InitOptions o;
+  o.backend = "single_rank";
+  o.rank = 0;
+  o.world_size = 1;
+  try {
+    init_process_group(o);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("DISTCOMM_HOST_ID='rack1|nccl' contains '|'"), std::string::npos) << e.what();
   }
 }
 

@@ -118,8 +118,8 @@ int run(const BenchFlags& flags) {
                           read_launch_env().source + "): drop --nproc or the launcher");
   }
   SpawnOptions spawn_options;
-  const char* env_backend = std::getenv("DISTCOMM_BACKEND");
-  spawn_options.backend = !flags.backend.empty() ? flags.backend : env_backend ? env_backend : "gloo";
+  // Empty: the ranks inherit DISTCOMM_BACKEND, else init_process_group's default (auto).
+  spawn_options.backend = flags.backend;
   fflush(stdout);  // children inherit the buffer otherwise
   spawn(flags.nproc, [&](int, int) {
     const int failed = run_rank(flags);

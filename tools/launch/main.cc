@@ -28,7 +28,7 @@ DEFINE_string(nnodes, "1", "machines in the job (each runs its own launcher): N,
 DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
 DEFINE_string(master_addr, "127.0.0.1", "host where rank 0 serves the store");
 DEFINE_int32(master_port, 0, "port of rank 0's store; 0: pick a free one (single machine only)");
-DEFINE_string(backend, "", "backend for the program, exported as DISTCOMM_BACKEND (gloo, mpi, nccl...)");
+DEFINE_string(backend, "", "backend for the program, exported as DISTCOMM_BACKEND (gloo, mpi, nccl...; default: the program's, else auto)");
 DEFINE_string(log_dir, "", "write each rank's output to <log_dir>/rank_<R>.log (terminal only with --tee)");
 DEFINE_bool(tee, false, "with --log_dir: print the output on the terminal as well");
 DEFINE_string(ranks_filter, "", "comma list of ranks whose output reaches the terminal, e.g. 0 (default: all)");

@@ -41,8 +41,8 @@ enum class Command : uint8_t {
   // The handshake (store_handshake.h), only before the data commands.
   kHello = 9,   // magic, run id, client nonce
   kProve = 10,  // the client's proof
-  // Protocol 3: timeout in ms (8 bytes), keys...; reply: one byte, 1 once every key
-  // exists, 0 when the timeout came first. The server ends the wait, so the connection
+  // Protocol 3: timeout in ms (8 bytes), keys...; reply: one byte, 1, once every key
+  // exists; when the timeout came first, 0 and then one byte per key, 1 for those that exist. The server ends the wait, so the connection
   // stays in step (a client that gave up on a WAIT itself had to reconnect).
   kWaitFor = 11,
 };

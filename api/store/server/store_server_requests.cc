@@ -29,7 +29,7 @@ void TCPStoreServer::Loop::handle(int fd, Client& c, Message m) {
   c.request = std::move(m);
   c.wait_until = Clock::time_point::max();
   if (static_cast<Command>(c.request.kind) == Command::kWaitFor) {
-    // Beyond a year is for ever (and keeps the sum from overflowing).
+    // Beyond a year is for ever (and keeps the sum from overflowing); the client clamps alike.
     const int64_t ms = std::clamp<int64_t>(internal::get_i64(c.request.fields[0].data()), 0, int64_t{1} << 35);
     c.wait_until = Clock::now() + std::chrono::milliseconds(ms);
   }
@@ -50,11 +50,16 @@ TCPStoreServer::Loop::Clock::time_point TCPStoreServer::Loop::end_expired_waits(
   for (const int fd : expired) {
     Client& c = *find(fd);
     unpark(fd, c);
+    // 0, then which keys exist (sent when the loop polls it writable).
+    Bytes not_yet{0};
+    for (size_t i = 1; i < c.request.fields.size(); ++i) {
+      not_yet.push_back(map_.contains(key_of(c.request.fields[i])) ? 1 : 0);
+    }
     c.request = Message();
     c.blocked = false;
     c.wait_until = Clock::time_point::max();
     try {
-      reply(c, Status::kOk, Bytes{0});  // sent when the loop polls it writable
+      reply(c, Status::kOk, not_yet);
     } catch (const std::exception&) {
       drop(fd);
     }

@@ -82,13 +82,32 @@ TEST(AutoBackend, NcclJoinsOnlyWhenEveryRankCanRunIt) {
   EXPECT_FALSE(split_placements({}).all_run_nccl);
 }
 
+// The decision and the name it gives, as group creation applies them.
+TEST(AutoBackend, OnlyAutoAloneAddsNcclAndSaysSo) {
+  const std::string a = "boot-a pid:[1] shm", b = "boot-b pid:[1] shm";
+  const ExchangedPlacements gpus = split_placements({a + "|nccl", a + "|nccl"});
+  const AutoChoice both = choose_auto("auto", false, gpus);
+  EXPECT_EQ(both.cpu, "shm");
+  EXPECT_TRUE(both.with_nccl);
+  EXPECT_EQ(both.label, " (cpu: shm, cuda: nccl)");
+  EXPECT_FALSE(choose_auto("cpu:auto", false, gpus).with_nccl) << "cpu:auto never adds it";
+  EXPECT_FALSE(choose_auto("cpu:auto,cuda:nccl", true, gpus).with_nccl) << "the spec has its own CUDA backend";
+  const AutoChoice cpu_only = choose_auto("auto", false, split_placements({a, a}));
+  EXPECT_FALSE(cpu_only.with_nccl);
+  EXPECT_EQ(cpu_only.label, " (cpu: shm)");
+  const AutoChoice across = choose_auto("auto", false, split_placements({a + "|nccl", a + "|nccl", b + "|nccl", b + "|nccl"}));
+  EXPECT_EQ(across.cpu, "hier");
+  EXPECT_EQ(across.label, " (cuda: nccl)") << "the hierarchy names its own part once built";
+  EXPECT_EQ(choose_auto("auto", false, split_placements({a, "boot-b pid:[1]"})).label, " (cpu: gloo)");
+}
+
 // Without a GPU device node, nccl is neither loaded nor offered (this machine has none;
 // on one with a GPU the placement ends with "|nccl" where the plugin can run).
 TEST(AutoBackend, WithoutAGpuNcclIsNotAsked) {
   const PluginSearch plugins = PluginSearch::from_environment();
   if (cuda_device_node_present()) GTEST_SKIP() << "this machine has a GPU device node";
-  EXPECT_EQ(auto_backend_placement(plugins).find('|'), std::string::npos);
-  const auto names = auto_backend_candidates(plugins);
+  EXPECT_EQ(auto_backend_placement(plugins, "", /*ask_nccl=*/true).find('|'), std::string::npos);
+  const auto names = auto_backend_candidates(plugins, /*with_nccl=*/true);
   EXPECT_EQ(std::count(names.begin(), names.end(), "nccl"), 0);
 }
 

@@ -286,8 +286,9 @@ TEST(TCPStoreTest, AWaitThatTimesOutKeepsItsConnection) {
   EXPECT_EQ(connections_to(server.port()), before);
 }
 
-// WAIT_FOR on the wire: the reply is one byte, 0 when the server's clock ran out first, 1
-// once every key exists; the connection serves the next request either way.
+// WAIT_FOR on the wire: the reply is 1 once every key exists; when the server's clock ran
+// out first, 0 and then a byte per key (1: it exists); the connection serves the next
+// request either way.
 TEST(TCPStoreTest, TheServerEndsAWaitForAtItsTimeout) {
   TCPStoreServer server;
   server.start();
@@ -316,7 +317,7 @@ TEST(TCPStoreTest, TheServerEndsAWaitForAtItsTimeout) {
   };
   const auto start = std::chrono::steady_clock::now();
   raw.send_bytes(request(kWaitFor, {ms(200), "k"}));
-  EXPECT_EQ(reply(5s), std::string("\0\1\0\0\0\0", 6)) << "status ok, one byte: 0, not yet";
+  EXPECT_EQ(reply(5s), std::string("\0\2\0\0\0\0\0", 7)) << "status ok, 2 bytes: 0 (not yet), key 'k' missing";
   EXPECT_GE(std::chrono::steady_clock::now() - start, 190ms);
   raw.send_bytes(request(kWaitFor, {ms(10000), "k"}));
   TCPStore(client_of(server.port())).set("k", "v");
