@@ -68,6 +68,12 @@ const std::vector<FlagSpec>& flag_specs() {
       {'i', "stepbytes", true, [](F& f, S n, S v) { f.step_bytes = parse_size(v, n); }},
       {'f', "stepfactor", true, [](F& f, S n, S v) { f.step_factor = parse_integer(v, n, 1); }},
       {'n', "iters", true, [](F& f, S n, S v) { f.iters = parse_integer(v, n, 1); }},
+      {0, "large_iters", true, [](F& f, S n, S v) { f.large_iters = parse_integer(v, n, 1); }},
+      {0, "sizes", true, [](F& f, S n, S v) {
+         f.sizes.clear();
+         for (const std::string& s : split_commas(v)) f.sizes.push_back(parse_size(s, n));
+         if (f.sizes.empty()) throw InvalidArgument("--" + n + " needs at least one size");
+       }},
       {'w', "warmup_iters", true, [](F& f, S n, S v) { f.warmup_iters = parse_integer(v, n, 0); }},
       {'c', "check", true, [](F& f, S n, S v) { f.check_iters = parse_integer(v, n, 0); }},
       {'d', "datatype", true, [](F& f, S, S v) { f.dtype = parse_dtype(v); }},
@@ -192,7 +198,12 @@ BenchFlags parse_bench_flags(const std::vector<std::string>& args) {
   return flags;
 }
 
+int iters_at(const BenchFlags& flags, int64_t bytes) {
+  return flags.large_iters > 0 && bytes >= (int64_t{1} << 20) ? flags.large_iters : flags.iters;
+}
+
 std::vector<int64_t> size_sweep(const BenchFlags& flags) {
+  if (!flags.sizes.empty()) return flags.sizes;
   std::vector<int64_t> sizes;
   for (int64_t size = flags.min_bytes; size <= flags.max_bytes;) {
     sizes.push_back(size);
@@ -215,7 +226,9 @@ Measures one collective over a range of sizes and prints an nccl-tests style tab
   -e, --maxbytes SIZE  largest size (default 32M)
   -f, --stepfactor N   multiply the size by N each step
   -i, --stepbytes SIZE add SIZE each step (default 1M; give -f or -i, not both)
+  --sizes A,B,...      these sizes, in this order, instead of -b/-e/-f/-i
   -n, --iters N        timed iterations per size (default 20)
+  --large_iters N      timed iterations for sizes of 1M and more (default: -n's)
   -w, --warmup_iters N untimed iterations before each size (default 5)
   -c, --check N        checked iterations after timing, 0 for none (default 1)
   -d, --datatype TYPE  float32 (default), float64, float16, bfloat16, int8, uint8, int32,

@@ -22,7 +22,13 @@ struct BenchFlags {
   int64_t max_bytes = 32 << 20;
   int64_t step_bytes = 1 << 20;  // used when step_factor is 1
   int64_t step_factor = 1;
+  // An explicit list of sizes (--sizes), run in this order in one job: a comparison whose
+  // reference runs its sizes in one process gets the same warm process. Empty: -b/-e/-f/-i.
+  std::vector<int64_t> sizes;
   int iters = 20;
+  // Timed iterations for sizes of 1 MiB and more (--large_iters); 0: `iters` (the anchors
+  // take 200 below 1 MiB and 10 from it).
+  int large_iters = 0;
   int warmup_iters = 5;
   int check_iters = 1;  // 0: no correctness check (#wrong prints N/A)
   DType dtype = DType::kFloat32;
@@ -48,8 +54,12 @@ int64_t parse_size(const std::string& text, const std::string& flag = "size");
 // Parses argv[1..]; throws InvalidArgument naming the flag and what was expected.
 BenchFlags parse_bench_flags(const std::vector<std::string>& args);
 
-// The sizes of the sweep, min to max inclusive: times step_factor, or plus step_bytes.
+// The sizes of the sweep: --sizes as given, else min to max inclusive, times step_factor
+// or plus step_bytes.
 std::vector<int64_t> size_sweep(const BenchFlags& flags);
+
+// Timed iterations at a size: large_iters from 1 MiB where set, else iters.
+int iters_at(const BenchFlags& flags, int64_t bytes);
 
 std::string bench_usage(const std::string& program);
 

@@ -25,8 +25,9 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   runner.fill_inputs(kTimedSeed);
   for (int i = 0; i < flags.warmup_iters; ++i) runner.run();
 
-  std::vector<double> times_us(flags.iters);
-  for (int i = 0; i < flags.iters; ++i) {
+  const int iters = iters_at(flags, requested_bytes);
+  std::vector<double> times_us(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
     if (flags.data_varying) {
       // Outside the timed span; the barrier keeps a slow rank's filling out of the others'
       // times (they would otherwise wait for it inside the op).
@@ -37,7 +38,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
     runner.run();
     times_us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
-  const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), flags.iters, flags.average);
+  const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), iters, flags.average);
 
   int64_t wrong = -1;
   if (flags.check_iters > 0) {
@@ -69,7 +70,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   r.algbw = gigabytes_per_second(r.bytes, r.time_us);
   r.busbw = r.algbw * bus_factor(flags.op, pg.size());
   r.wrong = wrong;
-  r.iters = flags.iters;
+  r.iters = iters;
   r.timing = flags.average ? "avg" : "max";
   return r;
 }

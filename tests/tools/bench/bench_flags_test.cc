@@ -138,10 +138,25 @@ TEST(SizeSweep, FactorStepAndSingle) {
   EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{0}));
 }
 
+// An explicit list in its order, and fewer iterations from 1 MiB (the anchors' 200 / 10).
+TEST(SizeSweep, AListOfSizesAndIterationsBySize) {
+  BenchFlags f = parse_bench_flags({"--sizes=8,64K,1M,16M", "-n", "200", "--large_iters=10"});
+  EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{8, 65536, 1 << 20, 16 << 20}));
+  EXPECT_EQ(iters_at(f, 65536), 200);
+  EXPECT_EQ(iters_at(f, (1 << 20) - 1), 200);
+  EXPECT_EQ(iters_at(f, 1 << 20), 10);
+  f = parse_bench_flags({"--sizes=1M", "-n", "7"});
+  EXPECT_EQ(iters_at(f, 1 << 20), 7) << "without --large_iters, -n everywhere";
+  EXPECT_THROW(parse_bench_flags({"--sizes=8,x"}), InvalidArgument);
+  EXPECT_THROW(parse_bench_flags({"--sizes="}), InvalidArgument);
+  EXPECT_THROW(parse_bench_flags({"--large_iters=0"}), InvalidArgument);
+}
+
 TEST(Usage, MentionsEveryFlag) {
   const std::string u = bench_usage("bench");
   for (const char* flag : {"--op", "--backend", "--nproc", "-b", "-e", "-f", "-i", "-n", "-w", "-c", "-d", "-o",
-                           "-r", "-a", "--json", "--plot", "--plot_inputs", "--data_varying", "--timeout"}) {
+                           "-r", "-a", "--json", "--plot", "--plot_inputs", "--data_varying", "--timeout", "--sizes",
+                           "--large_iters"}) {
     EXPECT_NE(u.find(flag), std::string::npos) << flag;
   }
   EXPECT_EQ(u.find("corrupt"), std::string::npos) << "the test-only flag stays hidden";
