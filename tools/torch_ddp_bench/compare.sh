@@ -1,6 +1,7 @@
 #!/bin/bash
 # distcomm's libtorch DDP against PyTorch's own Python DDP, same model, same machine, one run:
-# torch_ddp_bench (C++, distcomm::torch::DistributedDataParallel over gloo) and
+# torch_ddp_bench (C++, distcomm::torch::DistributedDataParallel over the default backend,
+# auto: shm on one host; DISTCOMM_BACKEND=gloo for gloo) and
 # torch_ddp_bench.py (torch.nn.parallel.DistributedDataParallel, gloo), as separate jobs in
 # alternating rounds; the median of each column over the rounds.
 #
@@ -57,7 +58,7 @@ done
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 col() { awk -v i="$1" -v c="$2" '$1 == i {print $c}' "$results" | median; }
 echo
-echo "# DDP, $nproc ranks, 8 x 1024 x 1024 MLP, batch 64 per rank, gloo, 25 MiB buckets; median of $rounds rounds"
+echo "# DDP, $nproc ranks, 8 x 1024 x 1024 MLP, batch 64 per rank, 25 MiB buckets; distcomm over ${DISTCOMM_BACKEND:-its default backend (auto)}, PyTorch over gloo; median of $rounds rounds"
 printf "%-34s %10s %10s %12s\n" implementation local_ms ddp_ms exposed_ms
 for impl in distcomm torch; do
   name=$([[ "$impl" == distcomm ]] && echo "distcomm::torch DDP (C++)" || echo "torch.nn.parallel DDP (Python)")

@@ -34,7 +34,7 @@
 #include "integrations/torch/distributed_data_parallel.h"
 
 DEFINE_int32(nproc, 2, "ranks to fork when started by hand");
-DEFINE_string(backend, "gloo", "backend");
+DEFINE_string(backend, "", "backend (default: $DISTCOMM_BACKEND, else init_process_group's default, auto)");
 DEFINE_int32(layers, 8, "Linear(width, width) + ReLU layers");
 DEFINE_int32(width, 1024, "layer width (8 x 1024 is 8.4M parameters)");
 DEFINE_int32(batch, 64, "samples per rank per iteration");
