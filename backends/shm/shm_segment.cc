@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -27,13 +28,20 @@ struct flock lock_range(short type) {
   return fl;
 }
 
-// Maps `bytes` of fd, the first `populate` of them with MAP_POPULATE: those pages are
-// allocated and mapped here, at group creation, not by the first ops that touch them (a
-// page fault per 4 KiB of each rank's slots, in every process that maps them: ~2 ms over a
-// group's first megabytes, which made its first 1 MiB ops 4x slower). The rest is mapped
-// but not touched: its memory is allocated, and its page tables filled, only where an op
-// uses it (a pair's p2p ring on its first transfer).
-uint8_t* map_shared(int fd, size_t bytes, size_t populate, const std::string& what) {
+// How the populated pages are touched once mapped: written (this rank's own segment, still
+// all zeros and seen by nobody) or read (a peer's, which its owner may be writing).
+enum class Touch { kWrite, kRead };
+
+// Maps `bytes` of fd, the first `populate` of them with MAP_POPULATE and then touched once
+// from here: those pages are allocated and mapped at group creation, not by the first ops
+// that touch them. MAP_POPULATE alone is not enough: it maps a shared page read-only until
+// its first write (one more fault), and under a hypervisor that shadows page tables every
+// page's first access from user space is a trap of its own (~20 us a page on this project's
+// VMs: 5 ms per MiB, which made a group's first four 1 MiB all_reduces 7-10 ms each, one
+// per staging slot, against ~0.1 ms after). The rest is mapped but not touched: its memory
+// is allocated, and its page tables filled, only where an op uses it (a pair's p2p ring on
+// its first transfer).
+uint8_t* map_shared(int fd, size_t bytes, size_t populate, Touch touch, const std::string& what) {
   auto failed = [&](size_t n) {
     return BackendUnavailable(system_error("shm: mmap of " + what + " (" + std::to_string(n) + " bytes)"));
   };
@@ -45,6 +53,18 @@ uint8_t* map_shared(int fd, size_t bytes, size_t populate, const std::string& wh
     ::munmap(p, bytes);
     throw error;
   }
+  volatile uint8_t* const pages = static_cast<uint8_t*>(p);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t touched = std::min(populate, bytes);
+  uint8_t sum = 0;
+  for (size_t at = 0; at < touched; at += page) {
+    if (touch == Touch::kWrite) {
+      pages[at] = 0;
+    } else {
+      sum = static_cast<uint8_t>(sum + pages[at]);
+    }
+  }
+  (void)sum;
   return static_cast<uint8_t*>(p);
 }
 
@@ -84,7 +104,7 @@ Segment Segment::create(const std::string& name, size_t bytes, size_t populate) 
   }
   struct flock fl = lock_range(F_WRLCK);
   if (::fcntl(s.fd_, F_OFD_SETLK, &fl) != 0) throw BackendUnavailable(system_error("shm: locking the segment"));
-  s.base_ = map_shared(s.fd_, bytes, populate, "this rank's segment");
+  s.base_ = map_shared(s.fd_, bytes, populate, Touch::kWrite, "this rank's segment");
   s.bytes_ = bytes;
   return s;
 }
@@ -103,7 +123,7 @@ Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate) 
     throw BackendUnavailable("shm: " + path + " is " + std::to_string(st.st_size) + " bytes, expected " +
                              std::to_string(bytes) + ": not the peer's segment (did the peer exit?)");
   }
-  s.base_ = map_shared(s.fd_, bytes, populate, path);
+  s.base_ = map_shared(s.fd_, bytes, populate, Touch::kRead, path);
   s.bytes_ = bytes;
   return s;
 }
