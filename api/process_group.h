@@ -132,6 +132,21 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Fails what is in flight and stops the backends; later ops fail at once.
   void abort();
 
+  // --- going on without dead ranks (process_group_shrink.cc) ---
+  // The survivors' group: this group's ranks without `excluded` (ranks of this group that
+  // are gone), renumbered in their order, over the same backend spec (resolved afresh:
+  // "auto" may pick another backend for the survivors), made through the group's store. It
+  // works on a failed or aborted group: nothing of the old backend is used (it may be why
+  // the group failed), and the old group is left as it is (abort it first if an op of it
+  // may still be waiting). Collective over the survivors: each calls it with the same list;
+  // the list is part of the new group's name, so survivors that disagree never meet (their
+  // creation times out naming whom it waited for). timeout: the creation's deadline; zero:
+  // the group's timeout. InvalidArgument for a bad list (this rank in it, a rank twice or
+  // outside the group, nobody left); Unsupported for a backend that meets its peers without
+  // the store (mpi: MPI_COMM_WORLD cannot lose a rank without ULFM, which Open MPI 4.1 lacks).
+  std::shared_ptr<ProcessGroup> shrink(const std::vector<int>& excluded,
+                                       std::chrono::milliseconds timeout = std::chrono::milliseconds::zero());
+
   // The program is ending because of `error` (run_main calls it with what escaped the
   // program's body): every live group of this process that has a store publishes it as
   // the group's failure (group_failure.h), unless the group had one already, so that the
@@ -182,6 +197,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::unique_ptr<DetailChecks> detail_;  // DISTCOMM_DEBUG=DETAIL only
   std::shared_ptr<FlightRecorder> recorder_;
   std::atomic<uint64_t> subgroups_{0};
+  std::atomic<uint64_t> shrinks_{0};  // names the n-th shrink: the survivors count alike
   std::atomic<bool> aborted_{false};
 };
 

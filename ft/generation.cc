@@ -1,0 +1,173 @@
+#include "ft/generation.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "api/errors.h"
+#include "ft/store_keys.h"
+
+namespace distcomm {
+namespace ft {
+namespace {
+
+// Forming polls the store: the candidates come within milliseconds of each other, and a
+// wait on one key could not also watch the others' liveness.
+constexpr std::chrono::milliseconds kPoll{2};
+
+std::vector<std::string> split(const std::string& text, char by) {
+  std::vector<std::string> out;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, by)) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& ids) {
+  std::string s;
+  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
+  return s;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Arrivals at generation g seen so far, read incrementally.
+class Arrivals {
+ public:
+  Arrivals(Store& store, uint64_t g) : store_(store), g_(g) {}
+  const std::set<std::string>& read() {
+    const int64_t count = store_.add(keys::arrivals(g_), 0);
+    for (; seen_ < count; ++seen_) {
+      // Counted before written: the id may be a moment behind its number.
+      store_.wait({keys::arrival(g_, seen_ + 1)}, std::chrono::seconds(5));
+      ids_.insert(store_.get_string(keys::arrival(g_, seen_ + 1)));
+    }
+    return ids_;
+  }
+
+ private:
+  Store& store_;
+  uint64_t g_;
+  int64_t seen_ = 0;
+  std::set<std::string> ids_;
+};
+
+void arrive(Store& store, uint64_t g, const std::string& me) {
+  const int64_t n = store.add(keys::arrivals(g), 1);
+  store.set(keys::arrival(g, n), me);
+}
+
+}  // namespace
+
+int Generation::rank_of(const std::string& id) const {
+  const auto it = std::find(members.begin(), members.end(), id);
+  return it == members.end() ? -1 : static_cast<int>(it - members.begin());
+}
+
+std::string Generation::encode() const {
+  std::string s = std::to_string(committed_steps) + "|";
+  for (size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + members[i];
+  return s;
+}
+
+Generation Generation::decode(uint64_t number, const std::string& text) {
+  const auto bar = text.find('|');
+  if (bar == std::string::npos) throw Error("generation " + std::to_string(number) + ": bad record '" + text + "'");
+  Generation g;
+  g.number = number;
+  g.committed_steps = std::stoull(text.substr(0, bar));
+  g.members = split(text.substr(bar + 1), ',');
+  return g;
+}
+
+std::string Generation::describe() const {
+  return "generation " + std::to_string(number) + " (" + joined(members) + ")";
+}
+
+std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current) {
+  std::vector<std::string> out;
+  const int64_t count = store.add(keys::kJoiners, 0);
+  for (int64_t n = 1; n <= count; ++n) {
+    if (!store.check({keys::joiner(n)})) continue;  // counted, not yet written: next time
+    const std::string id = store.get_string(keys::joiner(n));
+    if (contains(current, id) || !liveness.gone(id, /*by_heartbeat=*/false).empty()) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
+Generation form_generation(Store& store, Liveness& liveness, const FormRequest& request) {
+  const uint64_t g = request.number;
+  arrive(store, g, request.me);
+  std::vector<std::string> expected = request.previous;
+  if (request.admit_joiners) {
+    for (const std::string& id : waiting_joiners(store, liveness, request.previous)) expected.push_back(id);
+  }
+  Arrivals arrivals(store, g);
+  std::vector<std::string> gone;
+  for (;;) {
+    if (store.check({keys::members(g)})) return Generation::decode(g, store.get_string(keys::members(g)));
+    const std::set<std::string>& came = arrivals.read();
+    std::vector<std::string> missing;
+    for (const std::string& id : expected) {
+      if (came.count(id) || contains(gone, id)) continue;
+      const std::string why = liveness.gone(id);
+      if (why.empty()) {
+        missing.push_back(id);
+      } else {
+        liveness.mark_dead(id, why);
+        gone.push_back(id);
+      }
+    }
+    if (missing.empty()) {
+      Generation mine;
+      mine.number = g;
+      mine.committed_steps = request.committed_steps;
+      for (const std::string& id : expected) {
+        if (came.count(id) && !contains(gone, id)) mine.members.push_back(id);
+      }
+      const std::string written = to_string(store.compare_set(keys::members(g), {}, to_bytes(mine.encode())));
+      const Generation agreed = Generation::decode(g, written);
+      // Newest first wins; a late writer of an older generation must not move it back.
+      const std::string latest = std::to_string(g);
+      std::string seen = to_string(store.compare_set(keys::kLatest, {}, to_bytes(latest)));
+      while (!seen.empty() && std::stoull(seen) < g) {
+        const std::string now = to_string(store.compare_set(keys::kLatest, to_bytes(seen), to_bytes(latest)));
+        if (now == seen) break;
+        seen = now;
+      }
+      return agreed;
+    }
+    if (std::chrono::steady_clock::now() >= request.deadline) {
+      throw Timeout(request.me + ": forming generation " + std::to_string(g) + " timed out waiting for " +
+                    joined(missing) + ", alive by their heartbeat but not arrived");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline) {
+  uint64_t g = store.check({keys::kLatest}) ? std::stoull(store.get_string(keys::kLatest)) + 1 : 1;
+  arrive(store, g, me);
+  for (;;) {
+    if (store.check({keys::members(g)})) {
+      Generation formed = Generation::decode(g, store.get_string(keys::members(g)));
+      if (formed.rank_of(me) >= 0) return formed;
+      ++g;  // formed without me (I came late): the next one
+      arrive(store, g, me);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Timeout(me + ": waited to join, and generation " + std::to_string(g) + " was not formed in time");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+}  // namespace ft
+}  // namespace distcomm

@@ -1,0 +1,60 @@
+// A generation of a fault-tolerant job: one membership, agreed through the store, and the
+// group its steps run over. A new generation is formed when a member is gone (its step's
+// verdict was "abort") or when processes wait to join (the verdict said "grow").
+//
+// Forming generation g: each candidate counts itself in (gen/<g>/arrival/<n>) and waits
+// until every member it expects has come or is known to be gone (liveness.h); the first
+// candidate to see that writes the membership (compare_set: whoever comes second reads the
+// first one's), and every candidate takes what was written. Members keep their order;
+// joiners come after them in the order they asked. Candidates that disagree on whom to
+// expect still end with one membership (the first written), and one left out of it knows.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/store/store.h"
+#include "ft/liveness.h"
+
+namespace distcomm {
+namespace ft {
+
+struct Generation {
+  uint64_t number = 0;
+  uint64_t committed_steps = 0;  // steps committed before it began (the next step's index)
+  std::vector<std::string> members;  // in rank order
+
+  int rank_of(const std::string& id) const;  // -1 if not a member
+  std::string encode() const;
+  static Generation decode(uint64_t number, const std::string& text);
+  std::string describe() const;  // "generation 3 (rank0, rank1, rank3)"
+};
+
+struct FormRequest {
+  uint64_t number = 0;
+  std::string me;
+  // The last generation's members in order (at the start: every first member): they are
+  // expected unless gone, and come first.
+  std::vector<std::string> previous;
+  uint64_t committed_steps = 0;
+  std::chrono::steady_clock::time_point deadline;
+  // Also expect the processes waiting to join (registered, compatible, not gone).
+  bool admit_joiners = true;
+};
+
+// Forms generation request.number (see above) as one of its candidates. Throws Timeout at
+// the deadline naming whom it still waited for.
+Generation form_generation(Store& store, Liveness& liveness, const FormRequest& request);
+
+// The processes waiting to join (registered, not members of `current`, not gone), in the
+// order they asked. Reads the joiner list (each entry once per call).
+std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current);
+
+// A joiner's side: arrives at each new generation from the one after `latest` until one
+// takes it in, and returns that one. Throws Timeout at the deadline.
+Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace ft
+}  // namespace distcomm

@@ -1,0 +1,50 @@
+// Whether a member of a fault-tolerant job is gone, as this process can tell: a dead mark
+// in the store (whoever learned it first wrote why), its process on this host gone (by
+// /proc, within the monitor's interval), or its heartbeat not moved for heartbeat_timeout
+// since this object began to watch it (a member on another host, or a hung one).
+//
+// Not thread-safe: the liveness monitor's thread and the generation's forming (the
+// caller's thread) each have their own, each over its own store connection.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "api/store/store.h"
+#include "ft/member_record.h"
+
+namespace distcomm {
+namespace ft {
+
+class Liveness {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // store: the job's "ft/" namespace.
+  Liveness(StorePtr store, std::chrono::milliseconds heartbeat_timeout);
+
+  // Why `id` is gone, "" while it is not known to be. by_heartbeat: also judge it by its
+  // heartbeat (one store read); without it only the dead mark and, on this host, its
+  // process are asked.
+  std::string gone(const std::string& id, bool by_heartbeat = true);
+  // Why `id`'s process on this host is gone ("" when it lives, or is not on this host, or
+  // has no record yet): no store call once its record is read.
+  std::string gone_here(const std::string& id);
+  // Writes why `id` is gone, unless another has (the first cause stays).
+  void mark_dead(const std::string& id, const std::string& why);
+  // The member's record (read once, then kept); throws Timeout when it has none by then.
+  const MemberRecord& record(const std::string& id, std::chrono::milliseconds wait);
+
+ private:
+  struct Beat {
+    int64_t count = -1;
+    Clock::time_point since;
+  };
+  StorePtr store_;
+  std::chrono::milliseconds heartbeat_timeout_;
+  std::map<std::string, MemberRecord> records_;
+  std::map<std::string, Beat> beats_;
+};
+
+}  // namespace ft
+}  // namespace distcomm

@@ -1,0 +1,113 @@
+#include "ft/liveness_monitor.h"
+
+#include <algorithm>
+
+#include "ft/store_keys.h"
+
+namespace distcomm {
+namespace ft {
+
+LivenessMonitor::LivenessMonitor(StorePtr store, std::string me, std::chrono::milliseconds interval,
+                                 std::chrono::milliseconds heartbeat_timeout)
+    : store_(std::move(store)), me_(std::move(me)), interval_(interval), liveness_(store_, heartbeat_timeout) {
+  thread_ = std::thread([this] { run(); });
+}
+
+LivenessMonitor::~LivenessMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LivenessMonitor::watch(uint64_t generation, uint64_t step, std::vector<std::string> members,
+                            ProcessGroupPtr group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watching_ = true;
+  generation_ = generation;
+  step_ = step;
+  members_ = std::move(members);
+  group_ = std::move(group);
+  aborted_ = false;
+  noticed_.reset();
+}
+
+void LivenessMonitor::unwatch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  watching_ = false;
+  group_.reset();
+}
+
+std::optional<LivenessMonitor::SystemTime> LivenessMonitor::noticed_abort() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return noticed_;
+}
+
+std::string LivenessMonitor::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+void LivenessMonitor::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    // Nothing may escape this thread: a store that fails is remembered, and tried again.
+    try {
+      tick();
+    } catch (const std::exception& e) {
+      lock.lock();
+      last_error_ = e.what();
+      lock.unlock();
+    }
+    lock.lock();
+    cv_.wait_for(lock, interval_, [this] { return stop_; });
+  }
+}
+
+void LivenessMonitor::tick() {
+  store_->add(keys::heartbeat(me_), 1);
+  uint64_t g, s;
+  std::vector<std::string> members;
+  ProcessGroupPtr group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!watching_) return;
+    g = generation_;
+    s = step_;
+    members = members_;
+    group = group_;
+  }
+  const auto mine = std::find(members.begin(), members.end(), me_);
+  const std::string successor =
+      members.size() < 2 || mine == members.end() ? "" : (mine + 1 == members.end() ? members.front() : *(mine + 1));
+  std::string culprit, why;
+  for (const std::string& id : members) {
+    if (id == me_) continue;
+    why = id == successor ? liveness_.gone(id) : liveness_.gone_here(id);
+    if (!why.empty()) {
+      culprit = id;
+      break;
+    }
+  }
+  if (!culprit.empty()) {
+    liveness_.mark_dead(culprit, why);
+    store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|member " + culprit + " is gone: " + why));
+  }
+  if (!store_->check({keys::verdict(g, s)})) return;
+  const std::string verdict = store_->get_string(keys::verdict(g, s));
+  if (verdict.rfind("abort|", 0) != 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The caller may have moved on meanwhile: only the step read above is aborted.
+    if (aborted_ || !watching_ || generation_ != g || step_ != s) return;
+    aborted_ = true;
+    noticed_ = std::chrono::system_clock::now();
+  }
+  if (group) group->abort();
+}
+
+}  // namespace ft
+}  // namespace distcomm

@@ -1,0 +1,304 @@
+#include "ft/manager.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "api/logging.h"
+#include "api/store/prefix_store.h"
+#include "api/store/tcp_store.h"
+#include "ft/liveness_monitor.h"
+#include "ft/store_keys.h"
+
+namespace distcomm {
+namespace ft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A commit's wait on the verdict, in slices: the caller's store connection is also the
+// group's (its stall watch reads the store), and a wait holds it.
+constexpr std::chrono::milliseconds kVerdictSlice{50};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The job's store from the environment, as a client. Nobody but the launcher (or ft_bench)
+// should serve it, since it must outlive every member; when no launcher does, rank 0 of
+// the first generation serves it, and says what that costs.
+std::function<StorePtr()> connect_from_environment(bool joining) {
+  const LaunchEnv launch = read_launch_env();
+  if (launch.master_addr.empty() || launch.master_port < 0) {
+    throw InvalidArgument(
+        "ft::Manager: MASTER_ADDR and MASTER_PORT are not set: start the job with tools/launch, or give "
+        "ManagerOptions::connect");
+  }
+  const bool launcher_serves = env("DISTCOMM_STORE_SERVED_BY") == "launcher";
+  auto first = std::make_shared<bool>(true);
+  return [launch, joining, launcher_serves, first]() -> StorePtr {
+    TCPStoreOptions so;
+    so.host = launch.master_addr;
+    so.port = launch.master_port;
+    so.identity = identity_from_environment();
+    so.is_server = *first && !launcher_serves && !joining && launch.rank == 0;
+    if (so.is_server) {
+      log_line("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is not 'launcher'), so rank 0 "
+                  "serves it: if rank 0 dies, the others cannot recover. Start the job with tools/launch.");
+    }
+    *first = false;
+    return std::make_shared<TCPStore>(so);
+  };
+}
+
+std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given) {
+  if (given > std::chrono::milliseconds::zero()) return given;
+  const std::string v = env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
+  if (v.empty()) return std::chrono::seconds(3);
+  if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9 || std::stol(v) == 0) {
+    throw InvalidArgument("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS='" + v + "': expected a positive number of milliseconds");
+  }
+  return std::chrono::milliseconds(std::stol(v));
+}
+
+std::string describe_ids(const std::vector<std::string>& ids) {
+  std::string s;
+  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
+  return s.empty() ? "nobody" : s;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size || global < 0) {
+    throw InvalidArgument("ft::shard: rank " + std::to_string(rank) + " of " + std::to_string(size) + ", " +
+                          std::to_string(global) + " samples");
+  }
+  const int64_t base = global / size, extra = global % size;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
+}
+
+Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
+  joining_ = options_.joining.value_or(env("DISTCOMM_FT_JOIN") == "1");
+  options_.heartbeat_timeout = heartbeat_timeout_from(options_.heartbeat_timeout);
+  if (options_.initial_members < 0 && !joining_) options_.initial_members = read_launch_env().world_size;
+  if (!joining_ && options_.initial_members < 1) {
+    throw InvalidArgument("ft::Manager: the first generation's size is unknown: set WORLD_SIZE (tools/launch does) "
+                          "or ManagerOptions::initial_members");
+  }
+  if (options_.min_members < 1) {
+    throw InvalidArgument("ft::Manager: min_members must be >= 1, got " + std::to_string(options_.min_members));
+  }
+  if (options_.backend.empty()) options_.backend = env("DISTCOMM_BACKEND");
+  if (options_.backend.empty()) options_.backend = "auto";
+  id_ = options_.member_id.empty() ? env("DISTCOMM_FT_MEMBER_ID") : options_.member_id;
+  if (id_.empty()) {
+    id_ = joining_ ? "joiner-" + std::to_string(::getpid()) + "@" + hostname()
+                   : "rank" + std::to_string(read_launch_env().rank);
+  }
+  if (id_.find_first_of(",|/") != std::string::npos || id_ == "rank-1") {
+    throw InvalidArgument("ft::Manager: member id '" + id_ + "' is unset or holds ',', '|' or '/'");
+  }
+  if (!options_.connect) options_.connect = connect_from_environment(joining_);
+  store_ = std::make_shared<PrefixStore>(keys::kRoot, options_.connect());
+  store_->set_timeout(options_.op_timeout);
+  liveness_ = std::make_unique<Liveness>(store_, options_.heartbeat_timeout);
+
+  const MemberRecord me = MemberRecord::of_this_process(id_, options_.state_signature);
+  const std::string written = to_string(store_->compare_set(keys::member(id_), {}, to_bytes(me.encode())));
+  if (written != me.encode()) {
+    const MemberRecord other = MemberRecord::decode(written);
+    throw InvalidArgument("ft::Manager: member id '" + id_ + "' is taken (by pid " + std::to_string(other.pid) +
+                          "); give each process its own DISTCOMM_FT_MEMBER_ID");
+  }
+  // The heartbeat runs from here on: a joiner waiting to be taken in is alive too.
+  monitor_ = std::make_unique<LivenessMonitor>(std::make_shared<PrefixStore>(keys::kRoot, options_.connect()), id_,
+                                               options_.heartbeat_interval, options_.heartbeat_timeout);
+  if (joining_) {
+    has_state_ = false;
+    // A joiner with other state is refused before it is counted in: the job goes on.
+    if (store_->check({keys::kLatest})) {
+      const uint64_t latest = std::stoull(store_->get_string(keys::kLatest));
+      const Generation current = Generation::decode(latest, store_->get_string(keys::members(latest)));
+      if (!current.members.empty()) {
+        const MemberRecord& first = liveness_->record(current.members.front(), std::chrono::seconds(5));
+        if (first.signature != options_.state_signature) {
+          liveness_->mark_dead(id_, "refused: its state differs from the members'");
+          throw InvalidArgument("ft::Manager: joiner '" + id_ + "' refused: its state is '" + options_.state_signature +
+                                "', the members' (" + first.id + ") is '" + first.signature + "'");
+        }
+      }
+    }
+    const int64_t n = store_->add(keys::kJoiners, 1);
+    store_->set(keys::joiner(n), id_);
+  }
+}
+
+Manager::~Manager() {
+  monitor_.reset();  // its thread first: it may hold the group
+  group_.reset();
+  retired_.reset();
+}
+
+ProcessGroupPtr Manager::begin_step(const std::vector<Tensor*>& state) {
+  group_changed_ = false;
+  if (need_new_generation_ || !group_) form_next(state);
+  return group_;
+}
+
+void Manager::form_next(const std::vector<Tensor*>& state) {
+  group_changed_ = true;
+  monitor_->unwatch();
+  const bool first = generation_.number == 0 && !joining_;
+  const Clock::time_point deadline = Clock::now() + (first ? options_.op_timeout : options_.recovery_timeout);
+  std::vector<std::string> previous = generation_.members;
+  if (first) {
+    for (int r = 0; r < options_.initial_members; ++r) previous.push_back("rank" + std::to_string(r));
+  }
+  for (;;) {
+    Generation next;
+    if (generation_.number == 0 && joining_) {
+      next = await_admission(*store_, id_, deadline);
+    } else {
+      FormRequest request;
+      request.number = generation_.number + 1;
+      request.me = id_;
+      request.previous = previous;
+      request.committed_steps = committed_;
+      request.deadline = deadline;
+      next = form_generation(*store_, *liveness_, request);
+    }
+    if (next.rank_of(id_) < 0) {
+      const std::string why = liveness_->gone(id_, false);
+      throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() +
+                        (why.empty() ? ": it came too late" : ", taken for gone: " + why));
+    }
+    if (static_cast<int>(next.members.size()) < options_.min_members) {
+      throw Error("ft: only " + std::to_string(next.members.size()) + " members are left (" +
+                  describe_ids(next.members) + "), fewer than the program's minimum of " +
+                  std::to_string(options_.min_members) + "; stopping");
+    }
+    const bool had_state = has_state_;
+    if (!has_state_) store_->set(keys::gen(next.number) + "needs_state/" + id_, "1");
+    generation_ = next;
+    committed_ = next.committed_steps;
+    previous = next.members;
+    retired_ = std::move(group_);
+    try {
+      ProcessGroupOptions po;
+      po.store = std::make_shared<PrefixStore>(keys::group_prefix(next.number), store_);
+      po.rank = next.rank_of(id_);
+      po.size = static_cast<int>(next.members.size());
+      po.backend = options_.backend;
+      po.backend_config = options_.backend_config;
+      po.timeout = options_.op_timeout;
+      po.group_name = "ft";
+      po.creation_deadline = deadline;
+      group_ = ProcessGroup::create(po);
+      // Creation waited for every member's arrival, and each that lacks the state said so
+      // before arriving: every member sees the same list here.
+      int root = -1;
+      bool someone_needs = false;
+      for (size_t r = 0; r < next.members.size(); ++r) {
+        const bool needs = store_->check({keys::gen(next.number) + "needs_state/" + next.members[r]});
+        someone_needs = someone_needs || needs;
+        if (!needs && root < 0) root = static_cast<int>(r);
+      }
+      if (someone_needs) {
+        if (root < 0) throw Error("ft: no member of " + next.describe() + " has the state: every one that had it is gone");
+        BroadcastOptions bo;
+        bo.root = root;
+        for (Tensor* t : state) group_->broadcast(*t, bo)->wait();
+        has_state_ = true;
+      }
+    } catch (const InvalidArgument&) {
+      throw;  // this program's mistake: another generation would repeat it
+    } catch (const Error& e) {
+      // A member died while the generation formed: form the next one without it.
+      has_state_ = had_state;
+      if (group_) group_->abort();
+      group_.reset();
+      if (Clock::now() >= deadline) throw;
+      log_line("ft: " + next.describe() + " failed while forming (" + std::string(e.what()) + "); forming the next");
+      continue;
+    }
+    break;
+  }
+  retired_.reset();
+  need_new_generation_ = false;
+  monitor_->watch(generation_.number, committed_, generation_.members, group_);
+  log_line("ft: " + id_ + " is rank " + std::to_string(group_->rank()) + " of " + generation_.describe() + " at step " +
+           std::to_string(committed_));
+}
+
+void Manager::step_failed(const std::string& why) {
+  if (!step_failed_) {
+    step_failed_ = true;
+    step_failure_ = why;
+    step_failed_at_ = std::chrono::system_clock::now();
+  }
+}
+
+bool Manager::commit() {
+  if (!group_) throw InvalidArgument("ft::Manager::commit: no step under way (call begin_step first)");
+  const uint64_t g = generation_.number, s = committed_;
+  if (step_failed_) {
+    store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + id_ + ": " + step_failure_));
+  } else if (store_->add(keys::done(g, s), 1) == static_cast<int64_t>(generation_.members.size())) {
+    const bool grow = !waiting_joiners(*store_, *liveness_, generation_.members).empty();
+    store_->compare_set(keys::verdict(g, s), {}, to_bytes(std::string("commit|") + (grow ? "grow" : "")));
+  }
+  const Clock::time_point deadline = Clock::now() + options_.op_timeout;
+  for (;;) {
+    try {
+      store_->wait({keys::verdict(g, s)}, kVerdictSlice);
+      break;
+    } catch (const Timeout&) {
+      if (Clock::now() >= deadline) {
+        throw Timeout("ft: member '" + id_ + "' waited " + std::to_string(options_.op_timeout.count()) +
+                      " ms for the verdict on step " + std::to_string(s) + " of " + generation_.describe());
+      }
+    }
+  }
+  const std::string verdict = store_->get_string(keys::verdict(g, s));
+  step_failed_ = false;
+  if (verdict.rfind("commit|", 0) == 0) {
+    ++committed_;
+    if (!failures_.empty() && failures_.back().recovered == std::chrono::system_clock::time_point{}) {
+      failures_.back().recovered = std::chrono::system_clock::now();
+    }
+    if (verdict == "commit|grow") need_new_generation_ = true;
+    monitor_->watch(g, committed_, generation_.members, group_);
+    return true;
+  }
+  FailureEvent event;
+  event.generation = g;
+  event.step = s;
+  event.why = verdict.substr(verdict.find('|') + 1);
+  // Learned first by whichever came first: this member's own op failing, its monitor
+  // seeing the verdict, or the verdict read here.
+  event.noticed = std::chrono::system_clock::now();
+  if (const auto seen = monitor_->noticed_abort()) event.noticed = std::min(event.noticed, *seen);
+  if (step_failed_at_ != std::chrono::system_clock::time_point{}) event.noticed = std::min(event.noticed, step_failed_at_);
+  step_failed_at_ = {};
+  failures_.push_back(event);
+  need_new_generation_ = true;
+  group_->abort();
+  log_line("ft: step " + std::to_string(s) + " of " + generation_.describe() + " aborted (" + event.why +
+              "); forming the next generation");
+  return false;
+}
+
+}  // namespace ft
+}  // namespace distcomm

@@ -1,0 +1,152 @@
+// distcomm::ft::Manager: training that goes on when members die or join.
+//
+// A DDP program drives it once per step:
+//
+//   ft::Manager ft(options);                    // this process's member, its store connections
+//   while (ft.committed_steps() < steps) {
+//     ProcessGroupPtr pg = ft.begin_step(state);  // the step's group; new when membership changed
+//     if (ft.group_changed()) ddp = make_ddp(*pg);  // a DDP over the new group
+//     try {
+//       auto [begin, end] = shard(global_batch, pg->rank(), pg->size());  // re-sharded
+//       forward/backward over [begin, end); ddp.finish_backward();
+//     } catch (const distcomm::Error& e) {
+//       ft.step_failed(e.what());
+//     }
+//     if (ft.commit()) optimizer.step();        // every member finished: apply; else redo
+//   }
+//
+// - Membership is a sequence of generations (generation.h), agreed through the store, which
+//   must outlive every member: tools/launch or spawn() serve it (or ft_bench), not rank 0.
+// - A step commits only if every member of its generation finished it: each adds itself to
+//   the step's count, the last one writes the verdict "commit", and a member whose step
+//   failed (or the liveness monitor, for a member that is gone) writes "abort" first. Every
+//   member reads the one verdict, so no step is applied by some and not others.
+// - After "abort" the survivors form the next generation without whoever is gone, and redo
+//   the step over its group. Each generation's group is a new ProcessGroup (the ranks'
+//   renumbered; its store namespace gen/<g>/ keeps generations apart, so ranks that disagree
+//   on membership never run an op together).
+// - A process started to replace one (ManagerOptions::joining) registers, and is taken in
+//   at the next step boundary; before its first step the members' state (the tensors given
+//   to begin_step) is broadcast to it from rank 0 of the new generation, a member that has it.
+// - Detection (liveness_monitor.h): a member's process gone on this host is seen within one
+//   heartbeat interval, a closed connection by the backend at once, and a member on another
+//   host that stops beating after heartbeat_timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/process_group.h"
+#include "api/store/store.h"
+#include "api/tensor.h"
+#include "api/timeouts.h"
+#include "ft/generation.h"
+
+namespace distcomm {
+namespace ft {
+
+class LivenessMonitor;
+
+struct ManagerOptions {
+  // This member's id, unique in the job. "": $DISTCOMM_FT_MEMBER_ID, else "rank<RANK>" for
+  // a first member and "joiner-<pid>@<host>" for a joiner.
+  std::string member_id;
+  // A process that joins a running job (a replacement). Unset: $DISTCOMM_FT_JOIN == "1".
+  std::optional<bool> joining;
+  // The first generation's size: members "rank0".."rank<n-1>". -1: $WORLD_SIZE.
+  int initial_members = -1;
+  // Fewer members than this: every survivor stops with an error naming who is left.
+  int min_members = 1;
+  // Each generation's backend spec. "": $DISTCOMM_BACKEND, else "auto".
+  std::string backend;
+  std::map<std::string, std::string> backend_config;
+  std::chrono::milliseconds heartbeat_interval{100};
+  // A member on another host whose heartbeat does not move for this long is gone.
+  // Zero: $DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS, else 3 s.
+  std::chrono::milliseconds heartbeat_timeout{0};
+  // The ops' timeout in each generation's group, and the bound of a commit's wait.
+  std::chrono::milliseconds op_timeout = kDefaultGroupTimeout;
+  // Forming a generation after a failure or for a joiner, state transfer included. The first
+  // generation waits up to op_timeout (the ranks may start slowly).
+  std::chrono::milliseconds recovery_timeout = std::chrono::seconds(60);
+  // What the state is ("mlp 4 x [256,256] f32, sgd momentum"): a joiner whose signature
+  // differs from the members' is refused (InvalidArgument naming both), and the job goes on.
+  std::string state_signature;
+  // A new connection to the job's store (called twice: one for the caller's thread, one for
+  // the liveness monitor). Unset: a TCPStore client of MASTER_ADDR:MASTER_PORT with the
+  // job's identity from the environment.
+  std::function<StorePtr()> connect;
+};
+
+// What the manager saw, for benchmarks and logs (wall-clock times, comparable across the
+// processes of one host).
+struct FailureEvent {
+  uint64_t generation = 0;  // the generation whose step failed
+  uint64_t step = 0;
+  std::string why;          // the verdict's reason
+  std::chrono::system_clock::time_point noticed;    // when this member learned it
+  std::chrono::system_clock::time_point recovered;  // when its next step committed (epoch if not yet)
+};
+
+class Manager {
+ public:
+  explicit Manager(ManagerOptions options = {});
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // The group of the next step. When membership changed (a member gone, a joiner waiting,
+  // or this is the first step), forms the next generation and its group first, and, if it
+  // has a member that joined, broadcasts `state` (every tensor, in order, the same list on
+  // every member) from rank 0 to them. Throws Error when fewer than min_members are left,
+  // or when this member was left out (taken for gone).
+  ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
+  // Whether the last begin_step gave another group than the step before (rebuild DDP).
+  bool group_changed() const { return group_changed_; }
+
+  // This member's step failed (call it where an op of the step threw).
+  void step_failed(const std::string& why);
+  // Ends the step: true when every member finished it (apply the update now), false when
+  // it is to be redone by the survivors (do not apply). Throws Timeout after op_timeout.
+  bool commit();
+
+  uint64_t committed_steps() const { return committed_; }
+  const Generation& generation() const { return generation_; }
+  const std::string& id() const { return id_; }
+  const std::vector<FailureEvent>& failures() const { return failures_; }
+
+ private:
+  void form_next(const std::vector<Tensor*>& state);
+  std::string verdict_of_finished_step();
+
+  ManagerOptions options_;
+  std::string id_;
+  bool joining_ = false;
+  StorePtr store_;  // the "ft/" namespace over the caller's connection
+  std::unique_ptr<LivenessMonitor> monitor_;
+  std::unique_ptr<Liveness> liveness_;
+  Generation generation_;
+  ProcessGroupPtr group_;
+  ProcessGroupPtr retired_;  // the last generation's, kept until the new one stands
+  bool need_new_generation_ = true;
+  bool group_changed_ = false;
+  bool has_state_ = true;  // a joiner has none until its first generation's transfer
+  bool step_failed_ = false;
+  std::string step_failure_;
+  std::chrono::system_clock::time_point step_failed_at_{};
+  uint64_t committed_ = 0;
+  std::vector<FailureEvent> failures_;
+};
+
+// This rank's share [begin, end) of a global batch of `global` samples over `size` ranks:
+// contiguous, the first (global % size) ranks one more.
+std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size);
+
+}  // namespace ft
+}  // namespace distcomm

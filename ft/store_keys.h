@@ -1,0 +1,43 @@
+// The keys a fault-tolerant job keeps in its store, under "ft/" (one definition, so the
+// manager, the liveness monitor and the generation's forming never disagree on a name).
+//
+//   member/<id>                 the member's MemberRecord (written once, when it starts)
+//   hb/<id>                     its heartbeat: a counter it adds to every interval
+//   dead/<id>                   why it is known to be gone (whoever learns it first)
+//   joiners                     how many processes have asked to join (a counter)
+//   joiner/<n>                  the n-th one's id (from 1)
+//   latest                      the newest generation formed (its number)
+//   gen/<g>/arrivals            how many candidates arrived to form generation g (a counter)
+//   gen/<g>/arrival/<n>         the n-th one's id
+//   gen/<g>/members             "<committed steps>|<joiners admitted>|<id>,<id>,..." (first wins)
+//   gen/<g>/group/...           generation g's ProcessGroup
+//   gen/<g>/step/<s>/done       members that finished step s (a counter)
+//   gen/<g>/step/<s>/verdict    "commit|<joiners>" or "abort|<why>" (compare_set: first wins)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace distcomm {
+namespace ft {
+namespace keys {
+
+inline constexpr char kRoot[] = "ft";
+inline std::string member(const std::string& id) { return "member/" + id; }
+inline std::string heartbeat(const std::string& id) { return "hb/" + id; }
+inline std::string dead(const std::string& id) { return "dead/" + id; }
+inline constexpr char kJoiners[] = "joiners";
+inline std::string joiner(int64_t n) { return "joiner/" + std::to_string(n); }
+inline constexpr char kLatest[] = "latest";
+inline std::string gen(uint64_t g) { return "gen/" + std::to_string(g) + "/"; }
+inline std::string arrivals(uint64_t g) { return gen(g) + "arrivals"; }
+inline std::string arrival(uint64_t g, int64_t n) { return gen(g) + "arrival/" + std::to_string(n); }
+inline std::string members(uint64_t g) { return gen(g) + "members"; }
+inline std::string group_prefix(uint64_t g) { return gen(g) + "group"; }
+inline std::string step(uint64_t g, uint64_t s) { return gen(g) + "step/" + std::to_string(s) + "/"; }
+inline std::string done(uint64_t g, uint64_t s) { return step(g, s) + "done"; }
+inline std::string verdict(uint64_t g, uint64_t s) { return step(g, s) + "verdict"; }
+
+}  // namespace keys
+}  // namespace ft
+}  // namespace distcomm
