@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -163,6 +165,7 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   const bool first = generation_.number == 0 && !joining_;
   const Clock::time_point deadline = Clock::now() + (first ? options_.op_timeout : options_.recovery_timeout);
   std::vector<std::string> previous = generation_.members;
+  const std::vector<std::string> before = generation_.members;
   if (first) {
     for (int r = 0; r < options_.initial_members; ++r) previous.push_back("rank" + std::to_string(r));
   }
@@ -194,7 +197,7 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
     generation_ = next;
     committed_ = next.committed_steps;
     previous = next.members;
-    retired_ = std::move(group_);
+    if (group_) retired_ = std::move(group_);
     try {
       ProcessGroupOptions po;
       po.store = std::make_shared<PrefixStore>(keys::group_prefix(next.number), store_);
@@ -235,11 +238,33 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
     }
     break;
   }
-  retired_.reset();
+  // The last generation's group stays alive until this step's commit: the caller's DDP
+  // still refers to it until it sees group_changed() and builds a new one.
   need_new_generation_ = false;
   monitor_->watch(generation_.number, committed_, generation_.members, group_);
-  log_line("ft: " + id_ + " is rank " + std::to_string(group_->rank()) + " of " + generation_.describe() + " at step " +
-           std::to_string(committed_));
+  // One line per generation, from its rank 0: what changed, and why.
+  if (group_->rank() == 0) {
+    std::string why;
+    if (!failures_.empty() && failures_.back().recovered == std::chrono::system_clock::time_point{}) {
+      const FailureEvent& f = failures_.back();
+      const double after_s = std::chrono::duration<double>(std::chrono::system_clock::now() - f.noticed).count();
+      char took[32];
+      std::snprintf(took, sizeof(took), "%.2f", after_s);
+      why = "; step " + std::to_string(f.step) + " of generation " + std::to_string(f.generation) + " failed (" + f.why +
+            "), formed " + took + " s after this member learned it";
+    }
+    std::string joined, left;
+    for (const std::string& id : generation_.members) {
+      if (!before.empty() && std::find(before.begin(), before.end(), id) == before.end()) joined += " " + id;
+    }
+    for (const std::string& id : before) {
+      if (generation_.rank_of(id) < 0) left += " " + id;
+    }
+    if (!left.empty()) why = "; without" + left + why;
+    if (!joined.empty()) why = "; joined:" + joined + why;
+    log_line_as(0, group_->size(), "ft: " + generation_.describe() + " goes on from step " +
+                                       std::to_string(committed_) + why);
+  }
 }
 
 void Manager::step_failed(const std::string& why) {
@@ -273,6 +298,7 @@ bool Manager::commit() {
   }
   const std::string verdict = store_->get_string(keys::verdict(g, s));
   step_failed_ = false;
+  retired_.reset();
   if (verdict.rfind("commit|", 0) == 0) {
     ++committed_;
     if (!failures_.empty() && failures_.back().recovered == std::chrono::system_clock::time_point{}) {
@@ -295,8 +321,6 @@ bool Manager::commit() {
   failures_.push_back(event);
   need_new_generation_ = true;
   group_->abort();
-  log_line("ft: step " + std::to_string(s) + " of " + generation_.describe() + " aborted (" + event.why +
-              "); forming the next generation");
   return false;
 }
 

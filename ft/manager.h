@@ -107,7 +107,8 @@ class Manager {
   // every member) from rank 0 to them. Throws Error when fewer than min_members are left,
   // or when this member was left out (taken for gone).
   ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
-  // Whether the last begin_step gave another group than the step before (rebuild DDP).
+  // Whether the last begin_step gave another group than the step before: rebuild what
+  // refers to the old one (DDP) now. The old group lives until this step's commit().
   bool group_changed() const { return group_changed_; }
 
   // This member's step failed (call it where an op of the step threw).
@@ -133,7 +134,7 @@ class Manager {
   std::unique_ptr<Liveness> liveness_;
   Generation generation_;
   ProcessGroupPtr group_;
-  ProcessGroupPtr retired_;  // the last generation's, kept until the new one stands
+  ProcessGroupPtr retired_;  // the last generation's, kept until the next commit (see form_next)
   bool need_new_generation_ = true;
   bool group_changed_ = false;
   bool has_state_ = true;  // a joiner has none until its first generation's transfer

@@ -1,0 +1,140 @@
+// ft_train: DDP training that goes on when a rank dies, and takes in a replacement.
+//
+//   bazel build //examples:ft_train //tools/launch
+//   bazel-bin/tools/launch/launch --nproc_per_node=4 --on_failure=continue --replace_after_s=1 -- \
+//       bazel-bin/examples/ft_train --kill_rank=2 --kill_step=30
+//
+// Each step runs under distcomm::ft::Manager (ft/manager.h): the step's group comes from
+// begin_step, DDP is rebuilt when the group changed, each member takes its share of the
+// step's global batch (ft::shard, so the batch is re-sharded over whoever is there), and
+// the update is applied only when commit() says every member finished the step. Rank
+// --kill_rank SIGKILLs itself during step --kill_step's backward; the others form a group
+// without it within a second and redo that step; the replacement the launcher starts
+// (--replace_after_s) joins at a step boundary and gets the weights from a member first.
+// At the end every member checks that its weights equal the others' bit for bit.
+//
+// The model code is nn/: example code, not part of distcomm.
+#include <gflags/gflags.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <distcomm/api/errors.h>
+#include <distcomm/api/logging.h>
+#include <distcomm/api/run_main.h>
+#include <distcomm/ddp/distributed_data_parallel.h>
+#include "examples/mean_over_ranks.h"
+#include "examples/nn/loss.h"
+#include "examples/nn/sequential.h"
+#include "examples/nn/sgd.h"
+#include "examples/nn/synthetic_data.h"
+#include "ft/manager.h"
+
+DEFINE_int32(steps, 60, "steps to train");
+DEFINE_int32(batch, 128, "samples per step over all members (each takes its share)");
+DEFINE_int32(hidden, 128, "width of the two hidden layers");
+DEFINE_double(lr, 0.05, "SGD learning rate");
+DEFINE_int32(kill_rank, -1, "this rank SIGKILLs itself (a first member, not a replacement); -1: none");
+DEFINE_int32(kill_step, 30, "during this step's backward");
+DEFINE_int32(min_members, 2, "stop when fewer members are left");
+DEFINE_int32(log_every, 10, "print the loss every N steps");
+
+namespace {
+
+using distcomm::Tensor;
+namespace ddp = distcomm::ddp;
+namespace ft = distcomm::ft;
+
+constexpr int64_t kFeatures = 16, kClasses = 4, kSamples = 4096;
+
+std::string members_text(const ft::Generation& g) {
+  std::string s;
+  for (const std::string& id : g.members) s += (s.empty() ? "" : ", ") + id;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return distcomm::run_main("ft_train", [&] {
+    auto model = nn::make_mlp({kFeatures, FLAGS_hidden, FLAGS_hidden, kClasses}, /*seed=*/1);
+    nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_lr));
+    std::vector<ddp::NamedParameter> params;
+    std::vector<Tensor*> state;  // what a joiner receives: here the weights (SGD keeps no state)
+    for (nn::Parameter* p : model->parameters()) {
+      params.push_back({p->name, &p->value, &p->grad});
+      state.push_back(&p->value);
+    }
+    ft::ManagerOptions options;
+    options.min_members = FLAGS_min_members;
+    options.state_signature = "mlp " + std::to_string(kFeatures) + "-" + std::to_string(FLAGS_hidden) + "-" +
+                              std::to_string(FLAGS_hidden) + "-" + std::to_string(kClasses) + ", sgd";
+    ft::Manager manager(options);
+    const bool victim = FLAGS_kill_rank >= 0 && manager.id() == "rank" + std::to_string(FLAGS_kill_rank);
+    const nn::Dataset data = nn::make_blobs(kSamples, kFeatures, kClasses, /*seed=*/2024);
+
+    std::unique_ptr<ddp::DistributedDataParallel> ddp_model;
+    double loss_sum = 0;
+    int loss_steps = 0;
+    while (manager.committed_steps() < static_cast<uint64_t>(FLAGS_steps)) {
+      distcomm::ProcessGroupPtr pg = manager.begin_step(state);
+      const int64_t step = static_cast<int64_t>(manager.committed_steps());
+      if (manager.group_changed() && pg->rank() == 0) {
+        std::printf("step %lld: %s, %d members (%s)\n", static_cast<long long>(step),
+                    ("generation " + std::to_string(manager.generation().number)).c_str(), pg->size(),
+                    members_text(manager.generation()).c_str());
+        std::fflush(stdout);
+      }
+      double loss_value = 0;
+      try {
+        if (manager.group_changed() || !ddp_model) {
+          ddp_model.reset();
+          ddp_model = std::make_unique<ddp::DistributedDataParallel>(*pg, params);
+        }
+        const auto [begin, end] = ft::shard(FLAGS_batch, pg->rank(), pg->size());
+        const int64_t first = (step * FLAGS_batch) % (kSamples - FLAGS_batch) + begin;
+        const std::vector<int64_t> labels = nn::rows(data.labels, first, end - begin);
+        sgd.zero_grad();
+        Tensor logits = model->forward(nn::rows(data.inputs, first, end - begin));
+        nn::LossResult loss = nn::softmax_cross_entropy(logits, labels);
+        loss_value = loss.value;
+        model->backward(loss.grad, [&](size_t i) {
+          ddp_model->mark_grad_ready(i);
+          if (victim && step == FLAGS_kill_step) ::raise(SIGKILL);  // a machine failing mid-step
+        });
+        ddp_model->finish_backward();
+      } catch (const distcomm::Error& e) {
+        manager.step_failed(e.what());
+      }
+      if (!manager.commit()) {
+        ddp_model.reset();  // it belongs to the failed group
+        if (pg->rank() == 0) std::printf("step %lld failed (%s); redoing it\n", static_cast<long long>(step),
+                                         manager.failures().back().why.c_str());
+        continue;
+      }
+      sgd.step();
+      loss_sum += loss_value;
+      ++loss_steps;
+      if (FLAGS_log_every > 0 && (step + 1) % FLAGS_log_every == 0 && pg->rank() == 0) {
+        std::printf("step %lld: loss %.4f (this member's mean over its last %d steps)\n",
+                    static_cast<long long>(step + 1), loss_sum / loss_steps, loss_steps);
+        std::fflush(stdout);
+        loss_sum = 0;
+        loss_steps = 0;
+      }
+    }
+    // Every member's weights against the others': exact when the replicas are in sync.
+    distcomm::ProcessGroupPtr pg = manager.begin_step(state);
+    double checksum = 0;
+    for (nn::Parameter* p : model->parameters()) {
+      for (int64_t i = 0; i < p->value.numel(); ++i) checksum += p->value.item(i) * static_cast<double>(i % 7 + 1);
+    }
+    const bool in_sync = distcomm::examples::mean_over_ranks(*pg, checksum) == checksum;
+    distcomm::ordered_print(*pg, manager.id() + ": " + std::to_string(FLAGS_steps) + " steps, weights " +
+                                     (in_sync ? "identical to the other members'" : "DIFFER from the other members'"));
+    return in_sync ? 0 : 1;
+  });
+}
