@@ -106,6 +106,11 @@ void LivenessMonitor::tick() {
     aborted_ = true;
     noticed_ = std::chrono::system_clock::now();
   }
+  abort_group(group);
+}
+
+void LivenessMonitor::abort_group(const ProcessGroupPtr& group) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
   if (group) group->abort();
 }
 

@@ -42,6 +42,10 @@ class LivenessMonitor {
   void watch(uint64_t generation, uint64_t step, std::vector<std::string> members, ProcessGroupPtr group);
   // Watch nothing but keep the heartbeat (between generations, while forming one).
   void unwatch();
+  // Aborts `group` (null: nothing), one caller at a time with this monitor's own aborts:
+  // ProcessGroup::abort is not safe against a concurrent call on the same group (shm's
+  // stall watch then joins its thread twice: std::system_error "Invalid argument").
+  void abort_group(const ProcessGroupPtr& group);
   // When this monitor first saw the watched step's abort, if it has.
   std::optional<SystemTime> noticed_abort() const;
   // The last error of a store call ("" if none): the monitor goes on, and says why here.
@@ -56,6 +60,7 @@ class LivenessMonitor {
   const std::chrono::milliseconds interval_;
   Liveness liveness_;
   mutable std::mutex mu_;
+  std::mutex abort_mu_;  // abort_group's
   std::condition_variable cv_;
   bool stop_ = false;
   bool watching_ = false;

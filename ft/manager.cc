@@ -129,8 +129,17 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                                                options_.heartbeat_interval, options_.heartbeat_timeout);
   if (joining_) {
     has_state_ = false;
-    // A joiner with other state is refused before it is counted in: the job goes on.
-    if (store_->check({keys::kLatest})) {
+    // A joiner with other state is refused before it is counted in: the job goes on. The
+    // members' state is known once the job's first generation stands: a joiner started
+    // before it waits for it, or it would be counted in unchecked (and taken into a
+    // generation whose state broadcast fails, one generation after another).
+    try {
+      store_->wait({keys::kLatest}, options_.op_timeout);
+    } catch (const Timeout&) {
+      throw Timeout("ft::Manager: joiner '" + id_ + "' waited " + std::to_string(options_.op_timeout.count()) +
+                    " ms for the job's first generation");
+    }
+    {
       const uint64_t latest = std::stoull(store_->get_string(keys::kLatest));
       const Generation current = Generation::decode(latest, store_->get_string(keys::members(latest)));
       if (!current.members.empty()) {
@@ -169,6 +178,12 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   if (first) {
     for (int r = 0; r < options_.initial_members; ++r) previous.push_back("rank" + std::to_string(r));
   }
+  // How long a generation's group may take to stand before the generation is given up and
+  // the next one formed (twice as long each time): a member that dies after it arrived at
+  // the generation (a second failure, during the recovery) never arrives at the group, and
+  // nothing else would end the others' wait before `deadline`. The next generation leaves
+  // out whoever is gone by then (liveness.h), and a slow creation gets the time it needs.
+  std::chrono::milliseconds creation_slice = options_.heartbeat_timeout;
   for (;;) {
     Generation next;
     if (generation_.number == 0 && joining_) {
@@ -207,8 +222,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       po.backend_config = options_.backend_config;
       po.timeout = options_.op_timeout;
       po.group_name = "ft";
-      po.creation_deadline = deadline;
+      po.creation_deadline = std::min(deadline, Clock::now() + creation_slice);
       group_ = ProcessGroup::create(po);
+      // Watched from here on, as a step is: a member that dies before the state has reached
+      // the joiners gets the step's abort, and the broadcast ends now, not at op_timeout.
+      monitor_->watch(next.number, next.committed_steps, next.members, group_);
       // Creation waited for every member's arrival, and each that lacks the state said so
       // before arriving: every member sees the same list here.
       int root = -1;
@@ -230,9 +248,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
     } catch (const Error& e) {
       // A member died while the generation formed: form the next one without it.
       has_state_ = had_state;
-      if (group_) group_->abort();
+      monitor_->unwatch();
+      monitor_->abort_group(group_);  // it may be aborting it too
       group_.reset();
       if (Clock::now() >= deadline) throw;
+      creation_slice *= 2;
       log_line("ft: " + next.describe() + " failed while forming (" + std::string(e.what()) + "); forming the next");
       continue;
     }
@@ -320,7 +340,7 @@ bool Manager::commit() {
   step_failed_at_ = {};
   failures_.push_back(event);
   need_new_generation_ = true;
-  group_->abort();
+  monitor_->abort_group(group_);  // the monitor may be aborting it too
   return false;
 }
 

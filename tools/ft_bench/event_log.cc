@@ -43,7 +43,7 @@ std::map<std::string, std::vector<Event>> read_event_logs(const std::string& dir
       std::istringstream fields(line);
       Event ev;
       fields >> ev.kind >> ev.step;
-      if (ev.kind == "end") {
+      if (ev.kind == "end" || ev.kind == "sum" || ev.kind == "state") {
         fields >> ev.text;
       } else {
         fields >> ev.ns;

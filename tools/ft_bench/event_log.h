@@ -2,10 +2,15 @@
 // <dir>/<member>.log with one write() each (so a SIGKILL right after loses nothing):
 //
 //   commit <step> <wall ns>          the step committed here (after the update)
+//   sum <step> <checksum>            the parameters' checksum (Training::checksum) right after
+//                                    that commit's update: every member of the step writes the same
 //   abort <step> <wall ns> <why>     the step was aborted; the time is when this process learned it
-//   kill <step> <wall ns>            the victim, just before it SIGKILLs itself
+//   kill <step> <wall ns> [<when>]   a victim, just before it SIGKILLs itself: during the step's
+//                                    backward, or "in recovery..." (after the step's abort)
 //   joined <step> <wall ns>          a replacement took part from this step
-//   end <committed steps> <checksum> the parameters' FNV-1a 64 at the end, in hex
+//   state <step> <checksum>          its parameters as ft::Manager::begin_step gave them (the
+//                                    members' state, broadcast): the members' "sum <step - 1>"
+//   end <committed steps> <checksum> the parameters' checksum at the end
 //
 // Files, not the store: the restart path's store dies with each attempt.
 #pragma once
@@ -37,7 +42,7 @@ struct Event {
   std::string kind;
   int64_t step = 0;
   int64_t ns = 0;     // commit, abort, kill, joined
-  std::string text;   // abort: why; end: checksum
+  std::string text;   // abort: why; kill: when, if not in a step; sum, state, end: checksum
 };
 
 // Every process's events, by member id ("rank0", "rank2+1"), in the order written.

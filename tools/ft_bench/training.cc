@@ -1,6 +1,7 @@
 #include "tools/ft_bench/training.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "examples/nn/loss.h"
 
@@ -26,8 +27,8 @@ Training::Training(const TrainingShape& shape)
       sgd_(model_->parameters(), 0.01f),
       data_(nn::make_blobs(kSamples, kFeatures, kClasses, /*seed=*/2026)) {}
 
-std::string Training::signature() const {
-  return "mlp " + std::to_string(kFeatures) + "-" + std::to_string(shape_.width) + "x" + std::to_string(shape_.layers) +
+std::string Training::signature_of(const TrainingShape& shape) {
+  return "mlp " + std::to_string(kFeatures) + "-" + std::to_string(shape.width) + "x" + std::to_string(shape.layers) +
          "-" + std::to_string(kClasses) + " f32, sgd";
 }
 
@@ -46,7 +47,14 @@ std::string Training::checksum() {
   uint64_t h = 1469598103934665603ull;
   for (nn::Parameter* p : model_->parameters()) {
     const auto* bytes = static_cast<const unsigned char*>(p->value.data());
-    for (size_t i = 0; i < p->value.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    const size_t n = p->value.nbytes();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, bytes + i, 8);
+      h = (h ^ word) * 1099511628211ull;
+    }
+    for (; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   }
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));

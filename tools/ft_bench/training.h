@@ -25,13 +25,15 @@ class Training {
  public:
   explicit Training(const TrainingShape& shape);
   // "mlp 32-256x4-4 f32, sgd": what a joiner's state must match.
-  std::string signature() const;
+  std::string signature() const { return signature_of(shape_); }
+  static std::string signature_of(const TrainingShape& shape);
   std::vector<nn::Parameter*> parameters() { return model_->parameters(); }
   // Forward and backward of step `step` on this rank's share [begin, end) of its global
   // batch; on_grad_ready as Sequential::backward's. Leaves the gradients in the parameters.
   void forward_backward(int64_t step, int64_t begin, int64_t end, const nn::GradReadyHook& on_grad_ready);
   void apply() { sgd_.step(); }
-  // FNV-1a 64 over every parameter's bytes, in hex: equal only for bit-identical replicas.
+  // FNV-1a 64 over every parameter's bytes, taken 8 at a time (cheap enough for every
+  // step), in hex: equal only for bit-identical replicas.
   std::string checksum();
 
  private:
