@@ -9,6 +9,7 @@
 #include "api/store/internal/socket.h"
 #include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
+#include "api/process/rank_environment.h"
 #include "api/store/tcp_store.h"
 
 namespace distcomm {
@@ -47,28 +48,48 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   return {host, std::stoi(port)};
 }
 
-// A rank other than 0 waits for rank 0's store to listen, saying so every report interval,
-// within what is left of init's deadline: connecting alone would wait silently.
-void wait_for_store_server(const std::string& host, int port, const InitWait& wait) {
+// A rank waits for the store's server to listen, saying so every report interval, within
+// what is left of init's deadline: connecting alone would wait silently. Rank 0's server,
+// for the other ranks; the launcher's, for every rank (it listens before the ranks start,
+// but across machines node 0's launcher may start after this one).
+void wait_for_store_server(const std::string& host, int port, bool launcher_serves, const InitWait& wait) {
   const std::string where = internal::host_port(host, port);
-  wait.until(
-      "to start the store at " + where,
-      [&](std::chrono::milliseconds slice) {
-        try {
-          internal::connect_tcp(host, port, slice, "TCPStore");  // closed at once: a probe
-          return true;
-        } catch (const StoreError&) {
-          return false;
-        }
-      },
-      [] { return std::vector<int>{0}; },
-      "rank 0 has not called init_process_group yet, or " + where +
-          " is not its address (MASTER_ADDR/MASTER_PORT), or a firewall drops the connection");
+  const auto probe = [&](std::chrono::milliseconds slice) {
+    try {
+      internal::connect_tcp(host, port, slice, "TCPStore");  // closed at once: a probe
+      return true;
+    } catch (const StoreError&) {
+      return false;
+    }
+  };
+  const std::string not_there = where + " is not its address (MASTER_ADDR/MASTER_PORT), or a firewall drops the connection";
+  if (launcher_serves) {
+    wait.until_named("the launcher", "to serve the store at " + where, probe,
+                     "the launcher (" + std::string(local::kStoreServedByVariable) +
+                         "=launcher) serves it from before the ranks start: it has exited, or " + not_there);
+    return;
+  }
+  wait.until("to start the store at " + where, probe, [] { return std::vector<int>{0}; },
+             "rank 0 has not called init_process_group yet, or " + not_there);
 }
 
-// text: where the store is, for messages; served_by: the rank that serves it, if one does.
-StorePtr make_store(const InitOptions& o, int rank, int world, const LaunchEnv& env, const InitWait& wait,
-                    std::map<std::string, std::string>* config, std::string* text, std::string* served_by) {
+// Whether the launcher, not rank 0, serves the TCPStore of init_method m.
+bool launcher_serves_store(const InitOptions& o, const std::string& m, const std::string& from_environment) {
+  switch (o.store_served_by) {
+    case StoreServedBy::kRankZero: return false;
+    case StoreServedBy::kLauncher: return true;
+    case StoreServedBy::kEnvironment: break;
+  }
+  // The launcher serves the store at MASTER_ADDR:MASTER_PORT, which only env:// reads.
+  return m.rfind("env://", 0) == 0 && parse_store_served_by_launcher(from_environment);
+}
+
+// text: where the store is, for messages; served_by: the process that serves it ("rank 0",
+// "the launcher"), if one of the job's does.
+StorePtr make_store(const InitOptions& o, int rank, int world, const InitEnvironment& environment,
+                    const InitWait& wait, std::map<std::string, std::string>* config, std::string* text,
+                    std::string* served_by) {
+  const LaunchEnv& env = environment.launch;
   if (o.store) {
     *text = "the program's store";
     return o.store;
@@ -79,16 +100,23 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const LaunchEnv& 
                                     : m;
   auto tcp = [&](const std::string& host, int port) -> StorePtr {
     (*config)["master_addr"] = host;
-    if (rank != 0) wait_for_store_server(host, port, wait);
+    // Served by the launcher, the store outlives every rank; rank 0 is then one more client.
+    const bool launcher_serves = launcher_serves_store(o, m, environment.store_served_by);
+    const bool client = rank != 0 || launcher_serves;
+    if (client && port == 0) {
+      throw InvalidArgument("rank " + std::to_string(rank) + ": the store at " + internal::host_port(host, port) +
+                            " has no port to connect to (port 0 is for the server to pick one)");
+    }
+    if (client) wait_for_store_server(host, port, launcher_serves, wait);
     TCPStoreOptions so;
     so.host = host;
     so.port = port;
-    so.is_server = rank == 0;
+    so.is_server = rank == 0 && !launcher_serves;
     so.num_workers = world;
     so.timeout = o.timeout;  // also its gets' and waits' default, later
     so.identity = o.identity;
     so.bind_address = o.store_bind;
-    *served_by = "rank 0";
+    *served_by = launcher_serves ? "the launcher" : "rank 0";
     return std::make_shared<TCPStore>(so);
   };
   if (m.rfind("env://", 0) == 0) {
@@ -168,7 +196,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // It gets one all the same when the program names one (a store, or an init_method other
   // than the default): then its failures can name the ranks that caused them.
   const bool store_named = o.store || o.init_method != InitOptions().init_method;
-  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, env, wait, &config, &po.store_text, &po.store_host);
+  if (store_named || !finds_peers_itself) po.store = make_store(o, rank, world, environment, wait, &config, &po.store_text, &po.store_host);
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;

@@ -39,6 +39,19 @@ JobIdentity identity_from_environment();
 // when run by hand asks this first.
 bool launched_as_rank();
 
+// Who serves the job's TCPStore (env:// and tcp://).
+enum class StoreServedBy {
+  // env://: the launcher when $DISTCOMM_STORE_SERVED_BY is "launcher" (tools/launch and
+  // spawn() set it for their ranks), else rank 0. tcp://host:port: rank 0.
+  kEnvironment,
+  // Rank 0 serves it, in a thread of its own (a job started by hand, mpirun, srun).
+  kRankZero,
+  // A process that outlives the ranks serves it (a launcher, or the program's own
+  // TCPStoreServer); rank 0 connects to it as every other rank does, so that the survivors
+  // of rank 0's death still share it.
+  kLauncher,
+};
+
 struct InitOptions {
   // "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl", "auto"; empty: $DISTCOMM_BACKEND, else
   // "auto" (group/auto_backend.h: shm on one host, and nccl for CUDA tensors where every
@@ -57,8 +70,10 @@ struct InitOptions {
   // at all: the store is unauthenticated, and rank 0 warns.
   JobIdentity identity;
   // Where rank 0's TCPStore listens: "" is $DISTCOMM_STORE_BIND, else MASTER_ADDR's
-  // address; "*" every interface; else that address.
+  // address; "*" every interface; else that address. Unused when the launcher serves it.
   std::string store_bind;
+  // Who serves the TCPStore: the launcher or rank 0 (StoreServedBy).
+  StoreServedBy store_served_by = StoreServedBy::kEnvironment;
   // "OFF", "INFO" or "DETAIL" (debug_level.h); "": $DISTCOMM_DEBUG, else OFF.
   std::string debug;
   // While init waits for other ranks (rank 0's store, the others' arrival, the backend's

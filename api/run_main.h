@@ -16,7 +16,8 @@
 // Every live process group of the program publishes the error as the group's failure
 // (ProcessGroup::publish_program_failure), so that the other ranks, cut off when this one
 // exits, report it ("rank 0 of the group failed ... Its error: ...") rather than a closed
-// connection; on rank 0 the store stays up a moment for them to read it.
+// connection; where rank 0 serves the store (no launcher does), it stays up a moment for
+// them to read it.
 //
 // It also sets the last line of defence for an exception that escapes some other thread
 // (a library's): the same line, then the process exits with status 1 at once.

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -68,6 +69,13 @@ class Attempt {
   void handle_watch(const std::vector<pollfd>& fds);
   // Reports the first rank that failed, seen before any stop, and stops the others.
   void report_first_failure();
+  // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
+  std::string failed_line(size_t i) const;
+  // The job's failure (result_) is rank i's, as its exit says.
+  void note_failure(size_t i);
+  // --on_failure=continue: reports each rank that failed among those that just exited, one
+  // line each, and leaves the others running.
+  void report_failures_and_continue(const std::vector<size_t>& exited);
   // With a trace folder: asks the ranks still running for their dumps first (they are
   // stopped once the dumps are written, or dump_wait has passed). Then terminate().
   void begin_stop(local::StopCause cause, const std::string& why);
@@ -231,18 +239,41 @@ void Attempt::handle_watch(const std::vector<pollfd>& fds) {
   }
 }
 
+std::string Attempt::failed_line(size_t i) const {
+  const RankProcess& p = processes_[i];
+  return "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) + ", pid " +
+         std::to_string(p.pid) + ") failed: " + local::describe_wait_status(ranks_[i].status);
+}
+
+void Attempt::note_failure(size_t i) {
+  const int status = ranks_[i].status;
+  result_.failed_rank = processes_[i].rank;
+  result_.failure = failed_line(i);
+  result_.exit_code = local::shell_exit_code(status);
+  result_.how = local::describe_wait_status(status);
+}
+
+void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
+  if (ranks_.stopping()) return;
+  for (size_t i : exited) {
+    if (!ranks_.failed(i)) continue;
+    // The first one seen is the job's failure until the ranks' reports name an earlier one
+    // (name_first_failure); each is said in one line.
+    if (result_.failed_rank < 0) note_failure(i);
+    const std::string log = router_.log_path(processes_[i].rank);
+    const int others = ranks_.running();
+    say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +
+        (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)");
+  }
+}
+
 void Attempt::report_first_failure() {
   const int first = ranks_.first_seen_failure();
   if (first < 0 || ranks_.stopping()) return;
-  const RankProcess& p = processes_[static_cast<size_t>(first)];
-  const int status = ranks_[static_cast<size_t>(first)].status;
-  result_.failed_rank = p.rank;
-  result_.failure = "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) +
-                    ", pid " + std::to_string(p.pid) + ") failed: " + local::describe_wait_status(status);
-  result_.exit_code = local::shell_exit_code(status);
-  result_.how = local::describe_wait_status(status);
+  note_failure(static_cast<size_t>(first));
   say(result_.failure);
   if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+  const RankProcess& p = processes_[static_cast<size_t>(first)];
   std::string log = router_.log_path(p.rank);
   if (!log.empty()) say("its output is in " + log);
   begin_stop(local::StopCause::kFailure, "rank " + std::to_string(p.rank) + " failed");
@@ -282,7 +313,18 @@ JobResult Attempt::run() {
     ~RestoreSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, value); }
   } restore{was_subreaper};
   std::string path = find_program(options_.command[0], options_.working_dir);
-  result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
+  // Node 0's launcher serves the attempt's store (job_store.h), listening before the first
+  // rank starts; it is destroyed as run() returns, after every rank was reaped, so it
+  // outlives them all. The attempt's identity is its own: a rank of another attempt is
+  // refused. Otherwise rank 0 (or node 0's launcher) serves it.
+  std::unique_ptr<JobStore> store;
+  if (options_.serve_store && options_.node_rank == 0) {
+    store = options_.serve_store(JobStoreRequest{options_.master_addr, options_.master_port, options_.store_bind,
+                                                 options_.identity, options_.world_size()});
+    result_.master_port = store->port();
+  } else {
+    result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
+  }
   make_error_dir();
   prepare_trace_files();
   struct RemoveErrorFiles {
@@ -306,13 +348,17 @@ JobResult Attempt::run() {
     if (watch_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
-    ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
+    const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
     }
     handle_signals();
     handle_watch(fds);
-    report_first_failure();
+    if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
+      report_failures_and_continue(exited);
+    } else {
+      report_first_failure();
+    }
     if (dumps_.pending()) {
       const bool done = dumps_.finished([&](int rank) {
         for (size_t i = 0; i < processes_.size(); ++i) {

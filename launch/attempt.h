@@ -47,11 +47,14 @@ struct AttemptWatch {
 };
 
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the
-// environment, and pumps their output line by line until they have all exited. When a
+// environment, and pumps their output line by line until they have all exited. With
+// options.serve_store, node 0's launcher serves the attempt's store from before the first
+// rank starts until every rank was reaped (job_store.h). When a
 // rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP (through
 // `signals`), or `watch` asks, it says so on stderr ("<tag>: ...") and stops every rank's
 // process group: SIGTERM, then SIGKILL after options.grace_period (at once on a second
-// Ctrl-C). Every rank is reaped, and the attempt's error files removed, before it returns.
+// Ctrl-C); but a failed rank under OnFailure::kContinue is said in one line and the others
+// run on. Every rank is reaped, and the attempt's error files removed, before it returns.
 //
 // Throws std::runtime_error when the ranks cannot start; no rank is left running then.
 JobResult run_attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch = nullptr);

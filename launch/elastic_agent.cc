@@ -91,6 +91,8 @@ LaunchOptions Agent::round_options(const Round& round) const {
   o.identity = {round.run_id, round.token};
   o.restart_count = round.restarts;
   o.rdzv_id = elastic_.rdzv_id;
+  // Rank 0 serves each round's store: the launchers do not (yet) serve it in elastic jobs.
+  o.serve_store = nullptr;
   return o;
 }
 
@@ -266,6 +268,10 @@ void validate_elastic(const LaunchOptions& options, const ElasticOptions& elasti
   if (options.master_port != 0) {
     throw std::invalid_argument("--master_port=" + std::to_string(options.master_port) +
                                 ": with --rdzv_endpoint node 0's launcher picks the ranks' store port each round");
+  }
+  if (options.on_failure != LaunchOptions::OnFailure::kStop) {
+    throw std::invalid_argument("--on_failure=continue: with --rdzv_endpoint a failed rank ends the round on every "
+                                "machine (the launchers restart it together)");
   }
   validate(elastic);
 }

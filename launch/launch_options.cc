@@ -32,6 +32,12 @@ std::set<int> parse_rank_list(const std::string& text) {
   return ranks;
 }
 
+LaunchOptions::OnFailure parse_on_failure(const std::string& text) {
+  if (text == "stop") return LaunchOptions::OnFailure::kStop;
+  if (text == "continue") return LaunchOptions::OnFailure::kContinue;
+  reject("on_failure", text, "expected stop (stop the other ranks) or continue (let them run on)");
+}
+
 void validate(const LaunchOptions& o) {
   if (o.command.empty() || o.command[0].empty()) {
     throw std::invalid_argument("no program to run: put it after '--', e.g. launch --nproc_per_node=2 -- ./my_program");
@@ -62,6 +68,10 @@ void validate(const LaunchOptions& o) {
     reject("max_restarts", std::to_string(o.max_restarts),
            "with --nnodes=" + std::to_string(o.nnodes) + " the launchers of the machines must agree on "
            "each restart: give them --rdzv_endpoint (elastic mode)");
+  }
+  if (o.on_failure == LaunchOptions::OnFailure::kContinue && o.max_restarts > 0) {
+    reject("on_failure", "continue",
+           "with --max_restarts=" + std::to_string(o.max_restarts) + " a failure stops the ranks to restart the job");
   }
   if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
   if (o.dump_wait.count() < 0) reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0), "must be >= 0");

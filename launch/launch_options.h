@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/process/job_identity.h"
+#include "launch/job_store.h"
 
 namespace distcomm {
 namespace launch {
@@ -24,10 +25,19 @@ struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
   int node_rank = 0;
-  // Where rank 0 serves the store. Port 0: pick a free port once and hand it to every
+  // Where the job's store is served. Port 0: pick a free port once and hand it to every
   // rank (single machine only: other machines could not know it).
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  // When set, node 0's launcher serves the job's store there itself, from before its ranks
+  // start until every one has ended, each attempt its own (job_store.h), and every
+  // launcher tells its ranks so (DISTCOMM_STORE_SERVED_BY=launcher): rank 0 is then a client
+  // like the others, and the store outlives any rank. tools/launch sets it for static jobs
+  // (not with --serve_store=false). Unset (the self-launching examples, elastic rounds):
+  // rank 0 serves the store.
+  JobStoreServer serve_store;
+  // Where that store listens, as rank 0's would: $DISTCOMM_STORE_BIND (JobStoreRequest::bind).
+  std::string store_bind;
   // Exported as DISTCOMM_BACKEND when not empty.
   std::string backend;
   // Exported as DISTCOMM_RUN_ID and DISTCOMM_STORE_TOKEN. On one machine, what is empty
@@ -55,6 +65,12 @@ struct LaunchOptions {
   std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;
+  // What a rank's failure does to the others: kStop stops them (SIGTERM, then SIGKILL
+  // after grace_period); kContinue leaves them running (each failure is said in one
+  // line), for jobs whose ranks go on without a dead one. Either way the job exits with
+  // the first failure's code.
+  enum class OnFailure { kStop, kContinue };
+  OnFailure on_failure = OnFailure::kStop;
   // After a rank fails, stop the others and start the job again, up to this many times,
   // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
   int max_restarts = 0;
@@ -82,6 +98,9 @@ void validate(const LaunchOptions& options);
 
 // "0,2,5" -> {0, 2, 5}; "" -> {}. Throws std::invalid_argument on anything else.
 std::set<int> parse_rank_list(const std::string& text);
+
+// --on_failure's text: "stop" or "continue". Throws std::invalid_argument naming the flag.
+LaunchOptions::OnFailure parse_on_failure(const std::string& text);
 
 }  // namespace launch
 }  // namespace distcomm

@@ -39,6 +39,7 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
   rank.master_port = master_port;
   rank.identity = options.identity;
   rank.backend = options.backend;
+  rank.store_served_by_launcher = static_cast<bool>(options.serve_store);
   std::map<std::string, std::string> ours = rank.variables();
   // What the launcher adds: where this machine stands among the job's machines, which
   // attempt this is, under distcomm's name and torchrun's (programs written against
@@ -57,7 +58,9 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
   for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
     std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
-    if (ours.count(name) || is_foreign_rank_variable(name)) continue;
+    // Who serves the store is this launcher's to say: one inherited from an outer job is
+    // not this job's, and would make rank 0 wait for a server nobody starts.
+    if (ours.count(name) || is_foreign_rank_variable(name) || name == local::kStoreServedByVariable) continue;
     env.emplace_back(*e);
   }
   for (const auto& kv : ours) env.push_back(kv.first + "=" + kv.second);

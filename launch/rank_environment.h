@@ -15,7 +15,8 @@ constexpr char kRestartCountVariable[] = "DISTCOMM_RESTART_COUNT";
 // "KEY=VALUE" entries: `base` (usually the launcher's environ) with the variables every
 // launcher gives a rank (api/process/rank_environment.h: RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and DISTCOMM_BACKEND, DISTCOMM_RUN_ID,
-// DISTCOMM_STORE_TOKEN when set), GROUP_RANK, GROUP_WORLD_SIZE and the restart count
+// DISTCOMM_STORE_TOKEN when set, DISTCOMM_STORE_SERVED_BY=launcher with
+// options.serve_store, never inherited), GROUP_RANK, GROUP_WORLD_SIZE and the restart count
 // (DISTCOMM_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) replaced or
 // added. Rank variables of other launchers (mpirun's
 // OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID...) are dropped so that a rank cannot read two

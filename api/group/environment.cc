@@ -10,6 +10,7 @@
 #include "api/group/init_wait.h"
 #include "api/diagnostics/timeline.h"
 #include "api/diagnostics/trace_dump.h"
+#include "api/process/rank_environment.h"
 
 namespace distcomm {
 namespace {
@@ -104,7 +105,8 @@ InitEnvironment InitEnvironment::read() {
   e.launch = read_launch_env();
   e.backend = env_str("DISTCOMM_BACKEND");
   e.identity = identity_from_environment();
-  e.store_bind = env_str("DISTCOMM_STORE_BIND");
+  e.store_bind = env_str(local::kStoreBindVariable);
+  e.store_served_by = env_str(local::kStoreServedByVariable);
   e.debug = env_str("DISTCOMM_DEBUG");
   e.init_report_seconds = env_str("DISTCOMM_INIT_REPORT_SECONDS");
   e.process = ProcessEnvironment::read();
@@ -120,6 +122,15 @@ std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
                           "' is not a positive number of seconds (fractions allowed)");
   }
   return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
+}
+
+bool parse_store_served_by_launcher(const std::string& v) {
+  if (v.empty()) return false;
+  if (v == local::kStoreServedByLauncher) return true;
+  throw InvalidArgument(std::string(local::kStoreServedByVariable) + "='" + v + "': expected '" +
+                        local::kStoreServedByLauncher +
+                        "' (the launcher serves the job's store; tools/launch and spawn() set it), or unset (rank 0 "
+                        "serves it)");
 }
 
 std::map<std::string, std::string> config_from_environment(const std::vector<ConfigKey>& keys) {

@@ -24,6 +24,7 @@ struct InitEnvironment {
   std::string backend;              // DISTCOMM_BACKEND
   JobIdentity identity;             // DISTCOMM_RUN_ID, DISTCOMM_STORE_TOKEN
   std::string store_bind;           // DISTCOMM_STORE_BIND
+  std::string store_served_by;      // DISTCOMM_STORE_SERVED_BY (api/process/rank_environment.h)
   std::string debug;                // DISTCOMM_DEBUG
   std::string init_report_seconds;  // DISTCOMM_INIT_REPORT_SECONDS
   ProcessEnvironment process;       // the plugin path and the trace variables
@@ -34,6 +35,10 @@ struct InitEnvironment {
 // DISTCOMM_INIT_REPORT_SECONDS's text: a positive number of seconds, fractions allowed;
 // "" is kDefaultInitReportInterval. Throws InvalidArgument naming the variable.
 std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
+
+// DISTCOMM_STORE_SERVED_BY's text: "launcher" is true (the launcher serves the store), ""
+// false (rank 0 does). Throws InvalidArgument naming the variable for anything else.
+bool parse_store_served_by_launcher(const std::string& text);
 
 // The values of the variables that `keys` name (ConfigKey::env), by key name; unset and
 // empty ones are left out.

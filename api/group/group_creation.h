@@ -41,7 +41,8 @@ class GroupCreation {
   // the others'; throws the first failure of any rank.
   void confirm(const std::exception_ptr& failure);
   // A creation's failure as it is, unless it is the store's: then a PeerFailure naming the
-  // rank that served the store (options.store_host), which has gone.
+  // process that served the store (options.store_host: rank 0, or the launcher), which has
+  // gone.
   std::exception_ptr with_store_host(const std::exception_ptr& failure) const;
 
   // As given, and once "auto" has chosen, "auto (cpu: shm)".

@@ -45,8 +45,9 @@ struct HostExchangeOptions {
   int size = 1;
   std::chrono::milliseconds timeout{0};  // every wait, resolved (the group's)
   std::string where;  // "rank 1/4 group 'world'", put before error messages
-  // The rank that serves the store ("rank 0"), if one does: a store that goes away during a
-  // call is then a PeerFailure saying that rank has gone (internal/store_host.h).
+  // The process that serves the store ("rank 0", or "the launcher"), if one of the job's
+  // does: a store that goes away during a call is then a PeerFailure saying it has gone
+  // (internal/store_host.h).
   std::string store_host;
 };
 

@@ -88,54 +88,68 @@ std::string whom(const std::vector<int>& missing, const std::vector<int>& global
   return identity && !differs ? text : text + " (world ranks " + rank_list_text(world) + ")";
 }
 
-}  // namespace
-
-void InitWait::until(const std::string& what, const std::function<bool(milliseconds)>& poll,
-                     const std::function<std::vector<int>()>& missing, const std::string& hint) const {
-  Clock::time_point next_report = Clock::now() + report_every;
-  // Whom it waits for: asked afresh when it speaks (missing() may cost a store call per
-  // rank, too much for every slice); what it last knew once the store is gone.
-  std::vector<int> last_known;  // empty: "the other ranks"
-  auto who = [&](bool ask) {
-    try {
-      if (ask) last_known = missing();
-    } catch (const StoreError&) {
-    }
-    return whom(last_known, global_ranks);
-  };
+// InitWait::until's loop; who(ask) names whom it waits for (asking afresh when ask is set).
+void wait_until(const InitWait& w, const std::string& what, const std::function<bool(milliseconds)>& poll,
+                const std::function<std::string(bool ask)>& who, const std::string& hint) {
+  using Clock = InitWait::Clock;
+  Clock::time_point next_report = Clock::now() + w.report_every;
   for (;;) {
     const Clock::time_point now = Clock::now();
-    Clock::time_point until = std::min(deadline, next_report);
-    if (failure_store) until = std::min(until, now + kCreationFailedCheck);
+    Clock::time_point until = std::min(w.deadline, next_report);
+    if (w.failure_store) until = std::min(until, now + kCreationFailedCheck);
     // At least a millisecond, so that a phase already done is seen even at the deadline.
     const milliseconds slice =
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
     try {
       if (poll(slice)) return;
-      if (failure_store && failure_store->check({failure_key})) {
-        const CreationFailure first = CreationFailure::decode(failure_store->get_string(failure_key));
-        first.raise(where + ": init gave up waiting for " + who(true) + " " + what + ": the group's creation failed on " +
-                    first.text);
+      if (w.failure_store && w.failure_store->check({w.failure_key})) {
+        const CreationFailure first = CreationFailure::decode(w.failure_store->get_string(w.failure_key));
+        first.raise(w.where + ": init gave up waiting for " + who(true) + " " + what +
+                    ": the group's creation failed on " + first.text);
       }
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
       std::rethrow_exception(internal::store_lost(
-          where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
-          store_host));
+          w.where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
+          w.store_host));
     }
     const Clock::time_point after = Clock::now();
-    if (after >= deadline) {
-      throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " +
-                    seconds_text(timeout) + ") waiting for " + who(true) + " " + what +
+    if (after >= w.deadline) {
+      throw Timeout(w.where + ": init timed out after " + w.waited_text() + " (the group's timeout is " +
+                    seconds_text(w.timeout) + ") waiting for " + who(true) + " " + what +
                     (hint.empty() ? "" : "; " + hint));
     }
     if (after >= next_report) {
-      log_line("distcomm: " + where + ": init has waited " + waited_text() + " for " + who(true) + " " + what +
-               " (it gives up in " + seconds_text(left()) + ")");
-      next_report = after + report_every;
+      log_line("distcomm: " + w.where + ": init has waited " + w.waited_text() + " for " + who(true) + " " + what +
+               " (it gives up in " + seconds_text(w.left()) + ")");
+      next_report = after + w.report_every;
     }
   }
+}
+
+}  // namespace
+
+void InitWait::until(const std::string& what, const std::function<bool(milliseconds)>& poll,
+                     const std::function<std::vector<int>()>& missing, const std::string& hint) const {
+  // Whom it waits for: asked afresh when it speaks (missing() may cost a store call per
+  // rank, too much for every slice); what it last knew once the store is gone.
+  std::vector<int> last_known;  // empty: "the other ranks"
+  wait_until(
+      *this, what, poll,
+      [&](bool ask) {
+        try {
+          if (ask) last_known = missing();
+        } catch (const StoreError&) {
+        }
+        return whom(last_known, global_ranks);
+      },
+      hint);
+}
+
+void InitWait::until_named(const std::string& whom, const std::string& what,
+                           const std::function<bool(milliseconds)>& poll, const std::string& hint) const {
+  wait_until(*this, what, poll, [&](bool) { return whom; }, hint);
 }
 
 CreationFailure CreationFailure::decode(const std::string& value) {

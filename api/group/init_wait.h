@@ -63,9 +63,10 @@ struct InitWait {
   // its part of the creation, so nothing this rank waits for will come.
   Store* failure_store = nullptr;
   std::string failure_key;
-  // The rank that serves the store ("rank 0"), when one does: a wait whose store goes away
-  // (the connection closes, reconnecting is refused) then ends with a PeerFailure saying
-  // that rank has gone, with the ranks this rank was still waiting for when it last knew.
+  // The process that serves the store ("rank 0", or "the launcher"), when one of the job's
+  // does: a wait whose store goes away (the connection closes, reconnecting is refused)
+  // then ends with a PeerFailure saying that it has gone, with the ranks this rank was
+  // still waiting for when it last knew.
   // Without it, a StoreError saying the same without naming a rank.
   std::string store_host;
 
@@ -95,6 +96,11 @@ struct InitWait {
   // going away (see store_host).
   void until(const std::string& what, const std::function<bool(std::chrono::milliseconds)>& poll,
              const std::function<std::vector<int>()>& missing, const std::string& hint) const;
+  // The same, waiting for a process that is not one of the group's ranks, which `whom`
+  // names ("the launcher", which serves the store: "init has waited 30.0 s for the launcher
+  // to serve the store at ...").
+  void until_named(const std::string& whom, const std::string& what,
+                   const std::function<bool(std::chrono::milliseconds)>& poll, const std::string& hint) const;
 };
 
 // While one lives, the backend a group's creation makes on this thread (a plugin's create()

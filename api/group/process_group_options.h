@@ -44,11 +44,12 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds creation_report_every = kDefaultInitReportInterval;
   // Where the store is, for messages ("tcp://10.0.0.1:29500").
   std::string store_text = "the group's store";
-  // The rank whose process serves the store ("rank 0": init_process_group's TCPStore), for
-  // when the store goes away under the group's creation or its host exchange: a PeerFailure
+  // The process that serves the store ("rank 0": init_process_group's TCPStore; "the
+  // launcher" when tools/launch or spawn() serves it, DISTCOMM_STORE_SERVED_BY), for when
+  // the store goes away under the group's creation or its host exchange: a PeerFailure
   // saying "rank 0 (which served the store) has exited or closed it" rather than the
-  // store's error. Empty when no rank serves it (a FileStore, the program's own); subgroups
-  // inherit it.
+  // store's error. Empty when no process of the job serves it (a FileStore, the program's
+  // own); subgroups inherit it.
   std::string store_host;
 };
 

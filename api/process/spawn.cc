@@ -1,10 +1,12 @@
 // spawn: fork-based, like torch.multiprocessing.spawn with start_method="fork".
 //
 // The children run fn in a copy of the caller's memory (no exec), so spawn is for programs
-// that call it before they create threads or groups. It is deliberately small; the
+// that call it before they create threads or groups (the job store's thread, spawn's own,
+// is never touched by a child). It is deliberately small; the
 // launcher (tools/launch) is the full-featured way to start ranks of a program.
 #include "api/process/spawn.h"
 
+#include <memory>
 #include <string>
 
 #include "api/errors.h"
@@ -13,6 +15,7 @@
 #include "api/process/local_processes.h"
 #include "api/process/local_ranks.h"
 #include "api/process/rank_environment.h"
+#include "api/store/server/tcp_store_server.h"
 
 namespace distcomm {
 
@@ -27,13 +30,29 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
   watch.grace = options.grace;
   watch.after_failure = local::AfterFailure::kTerminate;
   local::LocalRanks ranks(watch);
+  // The job's store, served here as a launcher serves it: listening before the first rank
+  // starts, destroyed after the last has ended, so that it outlives any rank (the survivors
+  // of rank 0's death still meet in it). Its poll() loop runs in a thread of this process,
+  // which the forked ranks do not have: their copies of its sockets are closed at the fork
+  // (store/internal/close_on_fork.h), and a rank leaves by _exit, so no rank ever touches
+  // the server object or ends the server. Forking beside that thread is safe: its loop takes
+  // no lock a rank could need (glibc's fork keeps malloc's consistent).
+  std::unique_ptr<TCPStoreServer> store;
   try {
     // Each call is its own job: a stray rank of another spawn() cannot join it.
     local::RankEnvironment job;
     job.world_size = job.local_world_size = nprocs;
-    job.master_port = local::pick_free_port();
     job.identity = new_job_identity();
     job.backend = options.backend;
+    TCPStoreServerOptions so;
+    so.bind_address = server_bind_address(job.master_addr, "");
+    so.port = 0;  // the server takes a free port itself: no other process can take it first
+    so.identity = job.identity;
+    so.world_size = nprocs;
+    store = std::make_unique<TCPStoreServer>(so);
+    store->start();
+    job.master_port = store->port();
+    job.store_served_by_launcher = true;
     ranks.fork_ranks(nprocs, [&](int rank) {
       local::RankEnvironment mine = job;
       mine.rank = mine.local_rank = rank;

@@ -19,7 +19,10 @@ struct SpawnOptions {
 
 // Forks nprocs children; child r gets RANK=r, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR=127.0.0.1, a free MASTER_PORT, and a fresh DISTCOMM_RUN_ID and
-// DISTCOMM_STORE_TOKEN for this call (api/process/job_identity.h) in its environment and runs fn(r, nprocs)
+// DISTCOMM_STORE_TOKEN for this call (api/process/job_identity.h) in its environment, with
+// DISTCOMM_STORE_SERVED_BY=launcher: the calling process serves the job's store there, in a
+// thread of its own, until every rank has ended, so that the store outlives any rank (rank 0
+// is a client like the others). Then child r runs fn(r, nprocs)
 // (fn usually starts with init_process_group()). If a rank throws, exits non-zero or dies
 // on a signal, the others are stopped and spawn throws Error naming the rank that failed
 // first -- by the time it threw (or was seen to die), not the order failures were noticed:

@@ -58,8 +58,7 @@ TCPStore::TCPStore(TCPStoreOptions options)
   timeout_ = options_.timeout;
   if (options_.is_server) {
     TCPStoreServerOptions so;
-    so.bind_address = options_.bind_address == "*" ? "" : options_.bind_address.empty() ? options_.host
-                                                                                        : options_.bind_address;
+    so.bind_address = server_bind_address(options_.host, options_.bind_address);
     so.port = options_.port;
     so.identity = options_.identity;
     so.world_size = options_.num_workers;

@@ -8,6 +8,9 @@
 #include "api/errors.h"
 #include "api/store/file_store.h"
 #include "api/init.h"
+#include "api/process/local_processes.h"
+#include "api/store/server/tcp_store_server.h"
+#include "api/store/tcp_store.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/multiprocess.h"
 
@@ -17,7 +20,7 @@ namespace {
 const char* kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                       "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID"};
+                       "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID", "DISTCOMM_STORE_SERVED_BY"};
 
 class InitTest : public ::testing::Test {
  protected:
@@ -146,6 +149,97 @@ TEST_F(InitTest, EnvRendezvousWithPortZeroMakesTheDefaultGroup) {
   }
   EXPECT_THROW(default_group(), InvalidArgument);
   EXPECT_EQ(pg.use_count(), 1) << "the default group let go of it";
+}
+
+// A single rank's job over env://, its store at MASTER_PORT port.
+void set_single_rank_job(int port) {
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "1", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("DISTCOMM_BACKEND", "single_rank", 1);
+}
+
+// Under a launcher that serves the store (DISTCOMM_STORE_SERVED_BY=launcher), rank 0 is a
+// client: it connects to the launcher's server (serving it too would find the port taken),
+// and the store lives on after rank 0's group is gone.
+TEST_F(InitTest, WhenTheLauncherServesTheStoreRankZeroIsAClient) {
+  TCPStoreServerOptions so;
+  so.bind_address = "127.0.0.1";
+  so.identity = new_job_identity();
+  so.world_size = 1;
+  TCPStoreServer launchers(so);
+  launchers.start();
+  set_single_rank_job(launchers.port());
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "launcher", 1);
+  InitOptions o;
+  o.identity = so.identity;
+  ProcessGroupPtr pg = init_process_group(o);
+  auto* store = dynamic_cast<TCPStore*>(pg->store().get());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->port(), launchers.port());
+  store->set("from rank 0", "hello");
+  pg.reset();
+  destroy_process_group();
+  EXPECT_TRUE(launchers.running());
+  TCPStoreOptions co;
+  co.port = launchers.port();
+  co.identity = so.identity;
+  EXPECT_EQ(TCPStore(co).get_string("from rank 0"), "hello") << "the launcher's store outlived rank 0's group";
+}
+
+// Nobody serves where the launcher should: rank 0 waits for it like the other ranks, and
+// its Timeout names the launcher.
+TEST_F(InitTest, RankZeroWaitsForTheLaunchersStoreAndNamesIt) {
+  const int port = local::pick_free_port();
+  set_single_rank_job(port);
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "launcher", 1);
+  InitOptions o;
+  o.timeout = std::chrono::milliseconds(1000);
+  try {
+    init_process_group(o);
+    ADD_FAILURE() << "init returned without a store";
+  } catch (const Timeout& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("waiting for the launcher to serve the store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("it has exited, or 127.0.0.1:" + std::to_string(port) + " is not its address"), std::string::npos)
+        << m;
+  }
+}
+
+// Rank 0 serves the store when the launcher does not say it does, when the program says so
+// (InitOptions::store_served_by), and for an explicit tcp://host:port, which names a store
+// the launcher does not serve. A served-by that is neither is refused, naming the variable.
+TEST_F(InitTest, RankZeroServesTheStoreUnlessTheLauncherDoes) {
+  set_single_rank_job(0);  // port 0: only a server can take it
+  init_process_group();
+  destroy_process_group();
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "launcher", 1);
+  InitOptions o;
+  o.store_served_by = StoreServedBy::kRankZero;
+  init_process_group(o);
+  destroy_process_group();
+  o = InitOptions();
+  o.init_method = "tcp://127.0.0.1:0";
+  init_process_group(o);
+  destroy_process_group();
+  o.store_served_by = StoreServedBy::kLauncher;
+  try {
+    init_process_group(o);
+    ADD_FAILURE() << "a client took port 0";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("has no port to connect to"), std::string::npos) << e.what();
+  }
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "rank0", 1);
+  try {
+    init_process_group();
+    ADD_FAILURE() << "DISTCOMM_STORE_SERVED_BY=rank0 was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("DISTCOMM_STORE_SERVED_BY='rank0': expected 'launcher'"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Four real processes meet through one file and split into two groups by parity.

@@ -3,9 +3,12 @@
 //   launch --nproc_per_node=3 -- bazel-bin/examples/all_reduce
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
-// its output lines reach the terminal prefixed with "[rank R]". If a rank fails, the launcher
-// says which and how, stops the others and exits non-zero, or with --max_restarts=N starts
-// the job again (up to N times); Ctrl-C stops the whole job.
+// its output lines reach the terminal prefixed with "[rank R]". The launcher serves the job's
+// store itself (node 0's, in static jobs; not with --serve_store=false), so that it outlives
+// any rank. If a rank fails, the
+// launcher says which and how, stops the others (or, with --on_failure=continue, lets them
+// run on) and exits non-zero, or with --max_restarts=N starts the job again (up to N times);
+// Ctrl-C stops the whole job.
 #include <gflags/gflags.h>
 
 #include <unistd.h>
@@ -17,17 +20,19 @@
 #include <string>
 #include <vector>
 
+#include "api/process/rank_environment.h"
 #include "api/version.h"
 #include "launch/elastic_agent.h"
 #include "launch/job.h"
 #include "launch/launch_options.h"
+#include "launch/tcp_job_store.h"
 
 DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
 DEFINE_string(nnodes, "1", "machines in the job (each runs its own launcher): N, or MIN:MAX for an elastic job "
               "(needs --rdzv_endpoint)");
 DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
-DEFINE_string(master_addr, "127.0.0.1", "host where rank 0 serves the store");
-DEFINE_int32(master_port, 0, "port of rank 0's store; 0: pick a free one (single machine only)");
+DEFINE_string(master_addr, "127.0.0.1", "host of the job's store (node 0's, whose launcher serves it)");
+DEFINE_int32(master_port, 0, "port of the job's store; 0: pick a free one (single machine only)");
 DEFINE_string(backend, "", "backend for the program, exported as DISTCOMM_BACKEND (gloo, mpi, nccl...; default: the program's, else auto)");
 DEFINE_string(log_dir, "", "write each rank's output to <log_dir>/rank_<R>.log (terminal only with --tee)");
 DEFINE_bool(tee, false, "with --log_dir: print the output on the terminal as well");
@@ -44,6 +49,11 @@ DEFINE_double(rdzv_last_call_s, 30.0, "elastic job: once MIN machines have joine
 DEFINE_double(rdzv_timeout_s, 600.0, "elastic job: how long to try reaching the endpoint, and to wait for MIN machines");
 DEFINE_string(local_addr, "", "elastic job: the address other machines reach this one at (default: the one that "
               "routes to the endpoint)");
+DEFINE_bool(serve_store, true, "static jobs: node 0's launcher serves the job's store at --master_addr:--master_port, so "
+            "that it outlives any rank (DISTCOMM_STORE_SERVED_BY=launcher); false: rank 0 serves it, as programs that "
+            "serve their own store there expect (torch's c10d TCPStore, for one)");
+DEFINE_string(on_failure, "stop", "when a rank fails: stop (stop the other ranks) or continue (say so in one line and "
+              "let them run on; the job still exits with the first failure's code)");
 DEFINE_int32(max_restarts, 0, "when a rank fails, stop the others and start the job again, up to this many times "
              "(each rank sees DISTCOMM_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT); 0: a failure ends the job");
 DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this Chrome trace JSON file "
@@ -103,6 +113,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
   o.max_restarts = FLAGS_max_restarts;
+  o.on_failure = distcomm::launch::parse_on_failure(FLAGS_on_failure);
   o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
@@ -179,6 +190,14 @@ int main(int argc, char** argv) {
   try {
     distcomm::launch::LaunchOptions options = options_from_flags(std::move(command));
     const std::optional<distcomm::launch::ElasticOptions> elastic = elastic_from_flags();
+    if (!elastic && FLAGS_serve_store) {
+      // The launcher serves the job's store (launch/job_store.h), listening where rank 0
+      // would; elastic rounds keep rank 0 serving theirs, and so does a program that is not
+      // distcomm's and serves its own store at MASTER_PORT (--serve_store=false).
+      options.serve_store = distcomm::launch::serve_tcp_job_store;
+      const char* bind = std::getenv(distcomm::local::kStoreBindVariable);
+      options.store_bind = bind ? bind : "";
+    }
     const distcomm::launch::JobResult result =
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
     return result.exit_code;

@@ -205,8 +205,8 @@ Socket listen_tcp(const std::string& host, int port) {
     error += "; another job (or another program) is using port " + std::to_string(port) +
              ": give each job its own MASTER_PORT";
   } else if (last_errno == EADDRNOTAVAIL) {
-    error += "; '" + host + "' is not an address of this host: rank 0's store listens on MASTER_ADDR, which "
-             "must name rank 0's host (or set DISTCOMM_STORE_BIND)";
+    error += "; '" + host + "' is not an address of this host: the job's store listens on MASTER_ADDR, which "
+             "must name the host that serves it, rank 0's or (tools/launch) node 0's (or set DISTCOMM_STORE_BIND)";
   }
   throw StoreError(where + error);
 }

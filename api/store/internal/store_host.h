@@ -1,7 +1,9 @@
 // Rank 0, the host of the job's store, leaving: the store's farewell after a failure, and
 // what a rank says when the store goes away under it.
 //
-// Rank 0 serves the job's TCPStore. When it fails or reaches a deadline it publishes why on
+// Rank 0 serves the job's TCPStore unless a launcher does (tools/launch and spawn() serve it
+// themselves, DISTCOMM_STORE_SERVED_BY, so that it outlives every rank and nothing here is
+// needed). When rank 0 serves it and fails or reaches a deadline, it publishes why on
 // that store (a group's failure record, group_failure.h; a group's creation_failed,
 // init_wait.h; the error run_main caught, process_group.h) and then usually exits, which
 // would take the store with it: the other ranks, still waiting on it or about to read the
@@ -36,9 +38,10 @@ void note_failure_for_peers();
 uint64_t failures_noted_for_peers();
 
 // The error of a rank whose store failed under it (the connection closed, reconnecting was
-// refused): when a rank serves the store (`host`, "rank 0"), a PeerFailure -- that rank's
-// process has gone, which says more than the store -- with "; rank 0 (which served the
-// store) has exited or closed it" after `message`; otherwise a StoreError `message`.
+// refused): when a process of the job serves the store (`host`: "rank 0", or "the
+// launcher" where tools/launch or spawn() serves it), a PeerFailure -- that process has
+// gone, which says more than the store -- with "; rank 0 (which served the store) has
+// exited or closed it" after `message`; otherwise a StoreError `message`.
 std::exception_ptr store_lost(const std::string& message, const std::string& host);
 
 }  // namespace internal

@@ -37,6 +37,11 @@ TCPStoreLimits resolve_limits(TCPStoreLimits limits, int world_size) {
   return limits;
 }
 
+std::string server_bind_address(const std::string& host, const std::string& bind) {
+  if (bind == "*") return "";
+  return bind.empty() ? host : bind;
+}
+
 TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options) : options_(std::move(options)) {
   options_.limits = resolve_limits(options_.limits, options_.world_size);
   if (options_.identity.run_id.size() > internal::kMaxRunIdBytes) {
@@ -68,6 +73,9 @@ void TCPStoreServer::start() {
     } catch (const std::exception& e) {
       // Clients see their connections close and say so; this says why.
       log_line("TCPStore server on " + where + " stopped: " + e.what());
+    } catch (...) {
+      // Nothing escapes the thread: its owner (a rank, a launcher) lives on.
+      log_line("TCPStore server on " + where + " stopped: unknown exception");
     }
   });
 }

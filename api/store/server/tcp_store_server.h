@@ -51,6 +51,12 @@ struct TCPStoreLimits {
 // The limits with their defaults filled in for a job of world_size ranks (-1: unknown).
 TCPStoreLimits resolve_limits(TCPStoreLimits limits, int world_size);
 
+// Where the server of a store that clients reach at `host` listens
+// (TCPStoreServerOptions::bind_address), given `bind` as TCPStoreOptions::bind_address takes
+// it: "" is host's address, "*" every interface, anything else that address. One rule, so
+// that a launcher serving the job's store listens where rank 0 would.
+std::string server_bind_address(const std::string& host, const std::string& bind);
+
 struct TCPStoreServerOptions {
   // An address (or name) of this host to listen on; "" listens on every interface.
   std::string bind_address;

@@ -224,9 +224,10 @@ TEST(InitWait, AnotherRanksCreationFailureEndsTheWaitWithItsKind) {
 }
 
 // Rank 0's store goes away while this rank waits on it (rank 0 was killed: no farewell):
-// the wait ends at once, naming the store's host, not with a bare StoreError.
+// the wait ends at once, naming the store's host, not with a bare StoreError. The same for
+// the launcher's store.
 TEST(InitWait, AStoreThatGoesAwayEndsTheWaitNamingTheRankThatServedIt) {
-  for (const std::string host : {"rank 0", ""}) {
+  for (const std::string host : {"rank 0", "the launcher", ""}) {
     TCPStoreOptions so;
     so.is_server = true;
     so.timeout = milliseconds(20000);
@@ -264,7 +265,7 @@ TEST(InitWait, AStoreThatGoesAwayEndsTheWaitNamingTheRankThatServedIt) {
       EXPECT_TRUE(store_error) << message;
     } else {
       EXPECT_TRUE(peer_failure) << message;
-      EXPECT_NE(message.find("; rank 0 (which served the store) has exited or closed it"), std::string::npos)
+      EXPECT_NE(message.find("; " + host + " (which served the store) has exited or closed it"), std::string::npos)
           << message;
     }
   }

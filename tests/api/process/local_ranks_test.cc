@@ -65,6 +65,9 @@ TEST(RankEnvironment, NamesTheRankAndWhereTheJobMeets) {
   full["DISTCOMM_STORE_TOKEN"] = "secret";
   full["DISTCOMM_BACKEND"] = "gloo";
   EXPECT_EQ(e.variables(), full);
+  e.store_served_by_launcher = true;
+  full["DISTCOMM_STORE_SERVED_BY"] = "launcher";
+  EXPECT_EQ(e.variables(), full) << "a launcher serving the store says so";
 }
 
 // kTerminate (spawn): the first failure stops the others at once, SIGTERM then SIGKILL.

@@ -1,5 +1,6 @@
-// Whole jobs and their store: two jobs on one port, a job under attack, and the identity
-// that tools/launch, spawn() and init_process_group pass along.
+// Whole jobs and their store: two jobs on one port, a job under attack, the store that
+// outlives rank 0 where a launcher serves it, and the identity that tools/launch, spawn()
+// and init_process_group pass along.
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -21,6 +22,8 @@
 #include "api/init.h"
 #include "api/process/spawn.h"
 #include "api/process/job_identity.h"
+#include "tests/api/store/hand_started_job.h"
+#include "tests/api/store/store_survivors.h"
 #include "tests/api/store/store_test_util.h"
 #include "tests/testing/subprocess.h"
 
@@ -57,20 +60,18 @@ TEST(Jobs, ASecondJobOnTheSamePortFailsFastAndTheFirstCompletes) {
   Subprocess first(job(port, gate), with_identity(first_id));
   ASSERT_TRUE(first.wait_for_stdout("ready", 3, 30s));
 
+  // Its launcher, which serves the job's store, cannot take the port, and says so in one
+  // line before any rank starts.
+  const auto second_started = Clock::now();
   Finished second = run(job(port, gate), 30s, with_identity(second_id));
-  EXPECT_NE(exit_code(second), 0) << second.out << second.err;
-  // Its rank 0 cannot take the port; its other ranks reach the first job's store and are
-  // told whose it is. Each says so in one line, within a second of starting.
-  const std::string in_use = "Address already in use; another job (or another program) is using port " +
-                             std::to_string(port);
-  const std::string other_job = "the store at 127.0.0.1:" + std::to_string(port) + " belongs to another job (run id " +
-                                first_id.run_id + "; this rank has run id " + second_id.run_id + ")";
-  EXPECT_TRUE(second.err.find(in_use) != std::string::npos || second.err.find(other_job) != std::string::npos)
+  EXPECT_LT(Clock::now() - second_started, kAtOnce);
+  EXPECT_EQ(exit_code(second), 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("launch: cannot start the job: TCPStoreServer: cannot listen on 127.0.0.1:" +
+                            std::to_string(port) + ": Address already in use; another job (or another program) is "
+                            "using port " + std::to_string(port)),
+            std::string::npos)
       << second.err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(second.err, m, std::regex(R"(error after (\d+) ms: )"))) << second.err;
-  EXPECT_LT(std::stoi(m[1]), 1000) << second.err;
-  EXPECT_EQ(second.out.find("ready"), std::string::npos) << "a rank of the second job joined: " << second.out;
+  EXPECT_EQ(second.out, "") << "a rank of the second job started";
 
   // Stray ranks started by hand towards the running job: another job's, and one with no
   // identity at all. Neither joins; each is told whose store it reached.
@@ -90,6 +91,7 @@ TEST(Jobs, ASecondJobOnTheSamePortFailsFastAndTheFirstCompletes) {
                              first_id.run_id + "; this rank has " + ours + ")"),
               std::string::npos)
         << stray.err;
+    std::smatch m;
     ASSERT_TRUE(std::regex_search(stray.err, m, std::regex(R"(error after (\d+) ms: )"))) << stray.err;
     EXPECT_LT(std::stoi(m[1]), 1000) << stray.err;
   }
@@ -98,7 +100,7 @@ TEST(Jobs, ASecondJobOnTheSamePortFailsFastAndTheFirstCompletes) {
   Finished done = first.finish(60s);
   EXPECT_EQ(exit_code(done), 0) << done.err;
   EXPECT_EQ(count_of(done.out, "] done "), 3) << done.out << done.err;
-  // The first job's rank 0 says once that it turned a stranger away.
+  // The first job's store (its launcher's) says once that it turned a stranger away.
   EXPECT_NE(done.err.find(": it belongs to another job (run id " + second_id.run_id + ")"), std::string::npos)
       << done.err;
   for (int r = 0; r < 3; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
@@ -119,29 +121,29 @@ std::string set_header(const std::string& key, uint32_t bytes) {
   return std::string(1, kSet) + u32(2) + u32(static_cast<uint32_t>(key.size())) + key + u32(bytes);
 }
 
-TEST(Jobs, AJobUnderAttackCompletesAndRankZeroStaysSmall) {
+// The store's host is the job's launcher, which serves it: its memory stays bounded.
+TEST(Jobs, AJobUnderAttackCompletesAndTheStoresHostStaysSmall) {
   const int port = unused_port();
   const std::string gate = temp_path("gate");
   const JobIdentity id = new_job_identity();  // the attackers know the token: the worst case
   Subprocess victim(job(port, gate), with_identity(id));
   ASSERT_TRUE(victim.wait_for_stdout("ready", 3, 30s));
   // From here the ranks run rounds (an all_reduce and a store add each) until the gate.
-  pid_t rank0 = 0;
-  ASSERT_TRUE(std::ifstream(gate + ".pid0") >> rank0);
-  const long baseline = status_kib(rank0, "VmRSS");
+  const pid_t host = victim.pid();
+  const long baseline = status_kib(host, "VmRSS");
   ASSERT_GT(baseline, 0);
   // The peak from now on: the kernel's high-water mark, reset here, and samples in case
   // the reset is refused.
   bool hwm_reset = false;
   {
-    std::ofstream clear("/proc/" + std::to_string(rank0) + "/clear_refs");
+    std::ofstream clear("/proc/" + std::to_string(host) + "/clear_refs");
     hwm_reset = static_cast<bool>(clear << "5" << std::flush);
   }
   std::atomic<bool> stop{false};
   std::atomic<long> sampled{baseline};
   std::thread sampler([&] {
     while (!stop) {
-      const long v = status_kib(rank0, "VmRSS");
+      const long v = status_kib(host, "VmRSS");
       if (v > sampled) sampled = v;
       std::this_thread::sleep_for(2ms);
     }
@@ -184,7 +186,7 @@ TEST(Jobs, AJobUnderAttackCompletesAndRankZeroStaysSmall) {
   // The store is still the job's: its rounds go on under all this.
   std::this_thread::sleep_for(300ms);
   long peak = sampled;
-  if (hwm_reset) peak = std::max(peak, status_kib(rank0, "VmHWM"));
+  if (hwm_reset) peak = std::max(peak, status_kib(host, "VmHWM"));
 
   open_gate(gate);
   Finished done = victim.finish(60s);
@@ -194,7 +196,7 @@ TEST(Jobs, AJobUnderAttackCompletesAndRankZeroStaysSmall) {
   EXPECT_EQ(count_of(done.out, "] done "), 3) << done.out << done.err;
   // The attack was real: one hog had the whole budget's worth accepted.
   EXPECT_GE(streamed, 64 * kMiB);
-  std::cout << "rank 0 RSS " << baseline / 1024 << " MiB before, peak " << peak / 1024 << " MiB ("
+  std::cout << "the launcher's RSS " << baseline / 1024 << " MiB before, peak " << peak / 1024 << " MiB ("
             << (hwm_reset ? "VmHWM" : "sampled VmRSS") << "); " << streamed / kMiB
             << " MiB streamed by the hogs\n";
   EXPECT_LT(peak - baseline, 100 * 1024) << "KiB of growth";
@@ -248,6 +250,83 @@ TEST(Jobs, StartedByHandWithoutATokenItWorksAndRankZeroWarnsOnce) {
       << rank0.err;
   for (int r = 0; r < 2; ++r) std::remove((gate + ".pid" + std::to_string(r)).c_str());
   std::remove(gate.c_str());
+}
+
+std::vector<std::string> survivors_job(const std::vector<std::string>& launcher_flags, const std::string& mode) {
+  std::vector<std::string> argv = {runfile("tools/launch/launch"), "--nproc_per_node=3"};
+  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
+  argv.insert(argv.end(), {"--", runfile("tests/api/store/store_survivor_probe"), mode});
+  return argv;
+}
+
+// tools/launch serves the store, so rank 0's death does not take it along: with
+// --on_failure=continue, ranks 1 and 2 go on setting, adding and reading through the world
+// group's store after rank 0 was SIGKILLed. (Served by rank 0, every store call of theirs
+// failed.) The job still exits with the first failure's code.
+TEST(Jobs, UnderTheLauncherTheSurvivorsOfRankZerosDeathKeepTheStore) {
+  Finished f = run(survivors_job({"--on_failure=continue"}, "kill"), 90s);
+  EXPECT_EQ(exit_code(f), 128 + SIGKILL) << f.out << f.err;
+  EXPECT_NE(f.out.find("[rank 1] survived 1\n"), std::string::npos) << f.out << f.err;
+  EXPECT_NE(f.out.find("[rank 2] survived 2\n"), std::string::npos) << f.out << f.err;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(launch: rank 0 \(local rank 0, pid \d+\) failed: signal SIGKILL )"
+                                                  R"(\(Killed\); \d ranks? runs? on \(--on_failure=continue\))")))
+      << f.err;
+  EXPECT_EQ(f.err.find("stopping"), std::string::npos) << "no rank is stopped: " << f.err;
+}
+
+// Rank 0 is a client of the launcher's store like every other rank: its program ending
+// (cleanly) leaves the store to the others. (Served by rank 0, it went with rank 0.)
+TEST(Jobs, UnderTheLauncherRankZeroLeavingLeavesTheStore) {
+  Finished f = run(survivors_job({}, "exit"), 90s);
+  EXPECT_EQ(exit_code(f), 0) << f.out << f.err;
+  for (const char* line : {"[rank 0] rank 0 left\n", "[rank 1] survived 1\n", "[rank 2] survived 2\n"}) {
+    EXPECT_NE(f.out.find(line), std::string::npos) << line << " missing: " << f.out << f.err;
+  }
+}
+
+// spawn() serves its job's store in the calling process: rank 0's return (its forked process
+// exits) leaves the store to the others.
+TEST(Jobs, UnderSpawnRankZeroLeavingLeavesTheStore) {
+  const std::string said = temp_path("spawn_survivors");
+  SpawnOptions options;
+  options.backend = "gloo";
+  options.timeout = std::chrono::seconds(90);
+  spawn(3,
+        [&](int rank, int) {
+          InitOptions init;
+          init.timeout = 60s;
+          ProcessGroupPtr pg = init_process_group(init);
+          std::ofstream(said + std::to_string(rank)) << outlive_rank_zero(*pg, RankZeroLeaves::kExits);
+        },
+        options);  // throws when a survivor's store call failed
+  const std::vector<std::string> expected = {"rank 0 left", "survived 1", "survived 2"};
+  for (int r = 0; r < 3; ++r) {
+    std::string line;
+    std::getline(std::ifstream(said + std::to_string(r)), line);
+    EXPECT_EQ(line, expected[static_cast<size_t>(r)]);
+    std::remove((said + std::to_string(r)).c_str());
+  }
+}
+
+// Started by hand, without a launcher to say it serves the store (an empty
+// DISTCOMM_STORE_SERVED_BY is none), rank 0 serves it: the job starts, and rank 0's exit
+// takes the store along.
+TEST(Jobs, StartedByHandRankZeroServesTheStore) {
+  const HandStartedJob job(3);
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(job.start(r, {runfile("tests/api/store/store_survivor_probe"), "exit"},
+                              {"DISTCOMM_STORE_SERVED_BY=", "DISTCOMM_BACKEND=gloo"}));
+  }
+  const Finished rank0 = ranks[0]->finish(90s);
+  EXPECT_EQ(exit_code(rank0), 0) << rank0.out;
+  EXPECT_NE(rank0.out.find("rank 0 left"), std::string::npos) << "rank 0 served the store it joined: " << rank0.out;
+  for (int r = 1; r < 3; ++r) {
+    const Finished f = ranks[static_cast<size_t>(r)]->finish(90s);
+    EXPECT_EQ(exit_code(f), 1) << f.out;
+    EXPECT_EQ(f.out.find("survived"), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find("TCPStore"), std::string::npos) << "the store went with rank 0: " << f.out;
+  }
 }
 
 // "id=<run id> token=<length>" from every rank of a launched job.

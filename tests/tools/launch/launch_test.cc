@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/process/local_processes.h"
 #include "api/version.h"
 #include "tests/tools/launch/launcher_harness.h"
 
@@ -52,6 +53,7 @@ TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
     ASSERT_TRUE(std::regex_match(l, m, line)) << l;
     EXPECT_EQ(m[1], m[2]) << "prefix and RANK differ: " << l;
     EXPECT_EQ(m[2], m[3]) << "one machine: LOCAL_RANK is RANK: " << l;
+    EXPECT_NE(l.find(" DISTCOMM_STORE_SERVED_BY=launcher "), std::string::npos) << "the launcher serves the store: " << l;
     ranks.insert(std::stoi(m[2]));
     ports.insert(std::stoi(m[4]));
   }
@@ -72,6 +74,8 @@ TEST(Launch, MultiNodeRanksAndExplicitAddressPassThrough) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("[rank 3] RANK=3 WORLD_SIZE=6 LOCAL_RANK=1"), std::string::npos) << out;
+  // Node 0's launcher serves the store: the ranks of every machine are told so.
+  EXPECT_NE(out.find(" DISTCOMM_STORE_SERVED_BY=launcher "), std::string::npos) << out;
 }
 
 TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
@@ -225,6 +229,45 @@ TEST(Launch, OrderedPrintComesOutInRankOrder) {
   EXPECT_EQ(f.out, expected);
 }
 
+// Two machines' launchers on this one: node 0's serves the job's store, and node 1's ranks,
+// started first, wait for it and join. (Node 1's launcher serves nothing: its port stays free
+// for node 0's.)
+TEST(Launch, NodeZerosLauncherServesAStaticJobsStore) {
+  const int port = local::pick_free_port();
+  const std::vector<std::string> env = {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins"),
+                                        "DISTCOMM_RUN_ID=two_nodes", "DISTCOMM_STORE_TOKEN=secret"};
+  auto node = [&](int n) {
+    return launch({"--nnodes=2", "--node_rank=" + std::to_string(n), "--nproc_per_node=2",
+                   "--master_port=" + std::to_string(port), "--backend=any_size"},
+                  {runfile("tests/tools/launch/ordered_probe")});
+  };
+  Subprocess node1(node(1), env);
+  ::usleep(300000);  // node 1's ranks wait for node 0's launcher meanwhile
+  Finished node0 = run(node(0), seconds(60), env);
+  Finished f1 = node1.finish(seconds(60));
+  ASSERT_EQ(exit_code(node0), 0) << node0.err;
+  ASSERT_EQ(exit_code(f1), 0) << f1.err;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(node0.out.find("[rank " + std::to_string(r) + "/4] hello from rank " + std::to_string(r) + "\n"),
+              std::string::npos)
+        << node0.out;
+  }
+}
+
+// --serve_store=false: the launcher neither serves the store nor says it does, and rank 0
+// serves it at the port it was given (a program with a store of its own there, such as
+// torch's, needs the port free).
+TEST(Launch, WithoutServeStoreRankZeroServesTheStore) {
+  Finished env = run(launch({"--nproc_per_node=2", "--serve_store=false"}, {kProbe, "env"}));
+  ASSERT_EQ(exit_code(env), 0) << env.err;
+  EXPECT_EQ(env.out.find("DISTCOMM_STORE_SERVED_BY=launcher"), std::string::npos) << env.out;
+  Finished f = run(launch({"--nproc_per_node=2", "--serve_store=false", "--backend=any_size"},
+                          {runfile("tests/tools/launch/ordered_probe")}),
+                   seconds(60), {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins")});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find("[rank 1/2] hello from rank 1\n"), std::string::npos) << f.out;
+}
+
 TEST(Launch, HelpListsTheLaunchersFlagsOnly) {
   Finished f = run(launch({"--help"}, {}));
   ASSERT_EQ(exit_code(f), 0) << f.err;
@@ -262,6 +305,8 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
            {{"--tee"}, "--tee=true: tee copies output to --log_dir"},
            {{"--max_restarts=-1"}, "--max_restarts=-1: must be >= 0"},
            {{"--nnodes=2", "--master_port=1234", "--max_restarts=1"}, "--max_restarts=1: with --nnodes=2 the launchers"},
+           {{"--on_failure=maybe"}, "--on_failure=maybe: expected stop"},
+           {{"--on_failure=continue", "--max_restarts=1"}, "--on_failure=continue: with --max_restarts=1"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;

@@ -109,6 +109,17 @@ TEST(RankEnvironment, PlacesTheRankInTheWholeJobAndOverridesStaleValues) {
   EXPECT_EQ(get(env, "SLURM_PROCID"), "<unset>");
 }
 
+// Who serves the store is the launcher's to say: an outer job's answer never passes through.
+TEST(RankEnvironment, SaysTheLauncherServesTheStoreOnlyWhenItDoes) {
+  LaunchOptions o = valid();
+  const char* base[] = {"DISTCOMM_STORE_SERVED_BY=launcher", nullptr};
+  EXPECT_EQ(get(rank_environment(o, 0, 1234, base), "DISTCOMM_STORE_SERVED_BY"), "<unset>")
+      << "without serve_store rank 0 serves it";
+  o.serve_store = [](const JobStoreRequest&) -> std::unique_ptr<JobStore> { return nullptr; };
+  const char* stale[] = {"DISTCOMM_STORE_SERVED_BY=other", nullptr};
+  EXPECT_EQ(get(rank_environment(o, 0, 1234, stale), "DISTCOMM_STORE_SERVED_BY"), "launcher");
+}
+
 TEST(ElasticOptions, NnodesIsANumberOrARange) {
   EXPECT_EQ(parse_nnodes("4"), std::make_pair(4, 4));
   EXPECT_EQ(parse_nnodes("1:3"), std::make_pair(1, 3));

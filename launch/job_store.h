@@ -1,0 +1,44 @@
+// The job's store, served by the launcher: a process that outlives every rank, so that the
+// survivors of any rank's death -- rank 0's included -- still meet in it. (Served by rank 0,
+// as a job started by hand has it, the store goes with rank 0.)
+//
+// This library does not link the core, whose TCPStoreServer it is: a caller that does
+// (tools/launch, through launch/tcp_job_store.h) hands run_job a JobStoreServer in
+// LaunchOptions::serve_store. Without one, rank 0 serves the store, as before.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "api/process/job_identity.h"
+
+namespace distcomm {
+namespace launch {
+
+// What one attempt's store is: where it listens, and whom it admits.
+struct JobStoreRequest {
+  std::string host;  // MASTER_ADDR
+  int port = 0;      // MASTER_PORT; 0: any free port (one machine)
+  // Where to listen, as rank 0 would ($DISTCOMM_STORE_BIND, TCPStoreOptions::bind_address):
+  // "" is host's address, "*" every interface, else that address.
+  std::string bind;
+  JobIdentity identity;  // the attempt's: a rank of another attempt is refused
+  int world_size = -1;
+};
+
+// A store being served: from its creation, listening, until it is destroyed. It serves in
+// threads of its own and throws nothing out of them.
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  // The port it listens on (the one it picked for port 0).
+  virtual int port() const = 0;
+};
+
+// Starts serving a store, or throws std::runtime_error saying why it cannot (the port is
+// taken, the address is not this host's).
+using JobStoreServer = std::function<std::unique_ptr<JobStore>(const JobStoreRequest&)>;
+
+}  // namespace launch
+}  // namespace distcomm
