@@ -32,7 +32,7 @@
 #include "examples/nn/synthetic_data.h"
 #include "ft/manager.h"
 
-DEFINE_int32(steps, 60, "steps to train");
+DEFINE_int32(steps, 300, "steps to train");
 DEFINE_int32(batch, 128, "samples per step over all members (each takes its share)");
 DEFINE_int32(hidden, 128, "width of the two hidden layers");
 DEFINE_double(lr, 0.05, "SGD learning rate");
@@ -48,12 +48,6 @@ namespace ddp = distcomm::ddp;
 namespace ft = distcomm::ft;
 
 constexpr int64_t kFeatures = 16, kClasses = 4, kSamples = 4096;
-
-std::string members_text(const ft::Generation& g) {
-  std::string s;
-  for (const std::string& id : g.members) s += (s.empty() ? "" : ", ") + id;
-  return s;
-}
 
 }  // namespace
 
@@ -82,12 +76,7 @@ int main(int argc, char** argv) {
     while (manager.committed_steps() < static_cast<uint64_t>(FLAGS_steps)) {
       distcomm::ProcessGroupPtr pg = manager.begin_step(state);
       const int64_t step = static_cast<int64_t>(manager.committed_steps());
-      if (manager.group_changed() && pg->rank() == 0) {
-        std::printf("step %lld: %s, %d members (%s)\n", static_cast<long long>(step),
-                    ("generation " + std::to_string(manager.generation().number)).c_str(), pg->size(),
-                    members_text(manager.generation()).c_str());
-        std::fflush(stdout);
-      }
+      // The manager says on its rank 0 when a generation begins: who joined, who left, why.
       double loss_value = 0;
       try {
         if (manager.group_changed() || !ddp_model) {
@@ -110,9 +99,7 @@ int main(int argc, char** argv) {
         manager.step_failed(e.what());
       }
       if (!manager.commit()) {
-        ddp_model.reset();  // it belongs to the failed group
-        if (pg->rank() == 0) std::printf("step %lld failed (%s); redoing it\n", static_cast<long long>(step),
-                                         manager.failures().back().why.c_str());
+        ddp_model.reset();  // it belongs to the failed group; the step is redone over the next
         continue;
       }
       sgd.step();

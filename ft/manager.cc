@@ -10,6 +10,7 @@
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/logging.h"
+#include "api/process/rank_environment.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
 #include "ft/liveness_monitor.h"
@@ -46,7 +47,7 @@ std::function<StorePtr()> connect_from_environment(bool joining) {
         "ft::Manager: MASTER_ADDR and MASTER_PORT are not set: start the job with tools/launch, or give "
         "ManagerOptions::connect");
   }
-  const bool launcher_serves = env("DISTCOMM_STORE_SERVED_BY") == "launcher";
+  const bool launcher_serves = env(local::kStoreServedByVariable) == local::kStoreServedByLauncher;
   auto first = std::make_shared<bool>(true);
   return [launch, joining, launcher_serves, first]() -> StorePtr {
     TCPStoreOptions so;
@@ -92,7 +93,7 @@ std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
 }
 
 Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
-  joining_ = options_.joining.value_or(env("DISTCOMM_FT_JOIN") == "1");
+  joining_ = options_.joining.value_or(env(local::kFtJoinVariable) == "1");
   options_.heartbeat_timeout = heartbeat_timeout_from(options_.heartbeat_timeout);
   if (options_.initial_members < 0 && !joining_) options_.initial_members = read_launch_env().world_size;
   if (!joining_ && options_.initial_members < 1) {
@@ -104,7 +105,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   }
   if (options_.backend.empty()) options_.backend = env("DISTCOMM_BACKEND");
   if (options_.backend.empty()) options_.backend = "auto";
-  id_ = options_.member_id.empty() ? env("DISTCOMM_FT_MEMBER_ID") : options_.member_id;
+  id_ = options_.member_id.empty() ? env(local::kFtMemberIdVariable) : options_.member_id;
   if (id_.empty()) {
     id_ = joining_ ? "joiner-" + std::to_string(::getpid()) + "@" + hostname()
                    : "rank" + std::to_string(read_launch_env().rank);

@@ -64,6 +64,12 @@ class Attempt {
   }
   void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
   void start_all(const std::string& path, int port);
+  // Starts local rank `local` (a replacement when number > 0) and returns it watched.
+  local::Child start_one(const std::string& path, int port, int local, int number);
+  // --replace_after_s: starts the replacements whose time has come, while ranks run.
+  void start_due_replacements(const std::string& path, int port);
+  // --replace_after_s: the job succeeded if every rank's last process exited 0.
+  void judge_by_last_processes();
   void handle_signals();
   // Stops the ranks when the watch asks (once).
   void handle_watch(const std::vector<pollfd>& fds);
@@ -105,29 +111,85 @@ class Attempt {
   JobResult result_;
   DumpRequest dumps_;
   std::string stop_reason_;  // why, while the dumps are awaited
+  struct Replacement {
+    Clock::time_point due;
+    int local_rank;
+    int number;  // the n-th replacement of its rank
+  };
+  std::vector<Replacement> replacements_;  // due, not yet started
+  std::vector<int> replaced_;              // by local rank: replacements started so far
 };
 
+local::Child Attempt::start_one(const std::string& path, int port, int local, int number) {
+  const int rank = options_.global_rank(local);
+  const std::string error_file =
+      error_dir_.empty() ? ""
+                         : error_dir_ + "/rank_" + std::to_string(rank) +
+                               (number > 0 ? "+" + std::to_string(number) : std::string()) + ".error";
+  std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
+  if (number > 0) env = replacement_environment(std::move(env), rank, number);
+  RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, rank);
+  try {
+    p.error_file = error_file;
+    pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
+    pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
+    processes_.push_back(p);
+    return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+  } catch (...) {
+    // Not yet among the watched ranks, so the cleanup of a failed start would miss it:
+    // it is stopped here (it leads its own process group), then the start fails.
+    ::kill(-p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
+    throw;
+  }
+}
+
 void Attempt::start_all(const std::string& path, int port) {
+  replaced_.assign(static_cast<size_t>(options_.nproc_per_node), 0);
   // A rank that cannot start stops those started before it (no rank is left running).
-  ranks_.start(options_.nproc_per_node, [&](int local) {
-    const std::string error_file =
-        error_dir_.empty() ? "" : error_dir_ + "/rank_" + std::to_string(options_.global_rank(local)) + ".error";
-    std::vector<std::string> env = rank_environment(options_, local, port, environ, error_file);
-    RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, options_.global_rank(local));
-    try {
-      p.error_file = error_file;
-      pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
-      pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
-      processes_.push_back(p);
-      return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
-    } catch (...) {
-      // Not yet among the watched ranks, so the cleanup of a failed start would miss it:
-      // it is stopped here (it leads its own process group), then the start fails.
-      ::kill(-p.pid, SIGKILL);
-      ::waitpid(p.pid, nullptr, 0);
-      throw;
+  ranks_.start(options_.nproc_per_node, [&](int local) { return start_one(path, port, local, 0); });
+}
+
+void Attempt::start_due_replacements(const std::string& path, int port) {
+  if (replacements_.empty() || ranks_.stopping()) return;
+  const Clock::time_point now = Clock::now();
+  for (auto it = replacements_.begin(); it != replacements_.end();) {
+    if (it->due > now) {
+      ++it;
+      continue;
     }
-  });
+    // Nobody left to join: the job has ended (or failed everywhere); a replacement would wait alone.
+    if (ranks_.running() == 0) {
+      say("rank " + std::to_string(options_.global_rank(it->local_rank)) +
+          "'s replacement is not started: no rank runs any more");
+    } else {
+      try {
+        ranks_.add(start_one(path, port, it->local_rank, it->number));
+        const RankProcess& p = processes_.back();
+        say("started rank " + std::to_string(p.rank) + "'s replacement " + std::to_string(it->number) + " (pid " +
+            std::to_string(p.pid) + ", member rank" + std::to_string(p.rank) + "+" + std::to_string(it->number) +
+            ") to join the running ranks (--replace_after_s)");
+      } catch (const std::exception& e) {
+        say("cannot start rank " + std::to_string(options_.global_rank(it->local_rank)) + "'s replacement: " + e.what());
+      }
+    }
+    it = replacements_.erase(it);
+  }
+}
+
+void Attempt::judge_by_last_processes() {
+  if (options_.replace_after.count() < 0 || result_.failed_rank < 0 || result_.interrupted_by != 0) return;
+  std::vector<int> last(static_cast<size_t>(options_.nproc_per_node), -1);
+  for (size_t i = 0; i < processes_.size(); ++i) last[static_cast<size_t>(processes_[i].local_rank)] = static_cast<int>(i);
+  for (int i : last) {
+    if (i < 0 || !local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) return;
+  }
+  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure was " +
+      result_.failure);
+  result_.exit_code = 0;
+  result_.failed_rank = -1;
+  result_.failure.clear();
+  result_.how.clear();
 }
 
 void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
@@ -262,8 +324,15 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
     if (result_.failed_rank < 0) note_failure(i);
     const std::string log = router_.log_path(processes_[i].rank);
     const int others = ranks_.running();
+    std::string replacement;
+    if (options_.replace_after.count() >= 0) {
+      const int local = processes_[i].local_rank;
+      const int number = ++replaced_[static_cast<size_t>(local)];
+      replacements_.push_back({Clock::now() + options_.replace_after, local, number});
+      replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
+    }
     say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +
-        (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)");
+        (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)" + replacement);
   }
 }
 
@@ -297,9 +366,14 @@ bool Attempt::reap_leftovers() {
 
 int Attempt::poll_timeout_ms() const {
   if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
-  // SIGCHLD wakes the poll, and ranks_ shortens it to the end of a grace; the timeout only
-  // guards against a lost wake-up.
-  return 1000;
+  int ms = 1000;
+  for (const Replacement& r : replacements_) {  // wake for the next replacement due
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(r.due - Clock::now()).count();
+    ms = std::min<int>(ms, static_cast<int>(std::max<int64_t>(left, 0)));
+  }
+  // Otherwise SIGCHLD wakes the poll, and ranks_ shortens it to the end of a grace; the
+  // timeout only guards against a lost wake-up.
+  return ms;
 }
 
 JobResult Attempt::run() {
@@ -356,6 +430,7 @@ JobResult Attempt::run() {
     handle_watch(fds);
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);
+      start_due_replacements(path, result_.master_port);
     } else {
       report_first_failure();
     }
@@ -380,6 +455,7 @@ JobResult Attempt::run() {
   }
   pump_.close_all();
   name_first_failure();
+  judge_by_last_processes();
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
   return result_;
 }

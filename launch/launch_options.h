@@ -71,6 +71,11 @@ struct LaunchOptions {
   // the first failure's code.
   enum class OnFailure { kStop, kContinue };
   OnFailure on_failure = OnFailure::kStop;
+  // With kContinue: this long after a rank fails, start a replacement for it (same RANK,
+  // DISTCOMM_FT_JOIN=1, DISTCOMM_FT_MEMBER_ID=rank<R>+<n>) that joins the running job
+  // (ft/manager.h), unless no rank runs any more. Then the job succeeds when every rank's
+  // last process exited 0. Negative: no replacements.
+  std::chrono::milliseconds replace_after{-1};
   // After a rank fails, stop the others and start the job again, up to this many times,
   // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
   int max_restarts = 0;

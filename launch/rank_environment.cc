@@ -60,10 +60,21 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
     std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
     // Who serves the store is this launcher's to say: one inherited from an outer job is
     // not this job's, and would make rank 0 wait for a server nobody starts.
-    if (ours.count(name) || is_foreign_rank_variable(name) || name == local::kStoreServedByVariable) continue;
+    // Nor is a replacement's identity (an outer fault-tolerant job's): a replacement gets
+    // its own from the attempt (replacement_environment).
+    if (ours.count(name) || is_foreign_rank_variable(name) || name == local::kStoreServedByVariable ||
+        name == local::kFtJoinVariable || name == local::kFtMemberIdVariable) {
+      continue;
+    }
     env.emplace_back(*e);
   }
   for (const auto& kv : ours) env.push_back(kv.first + "=" + kv.second);
+  return env;
+}
+
+std::vector<std::string> replacement_environment(std::vector<std::string> env, int rank, int number) {
+  env.push_back(std::string(local::kFtJoinVariable) + "=1");
+  env.push_back(std::string(local::kFtMemberIdVariable) + "=rank" + std::to_string(rank) + "+" + std::to_string(number));
   return env;
 }
 

@@ -25,5 +25,10 @@ constexpr char kRestartCountVariable[] = "DISTCOMM_RESTART_COUNT";
 std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, int master_port,
                                           const char* const* base, const std::string& error_file = "");
 
+// A rank's environment (rank_environment's) for the number-th replacement of rank `rank`:
+// with DISTCOMM_FT_JOIN=1 and DISTCOMM_FT_MEMBER_ID=rank<rank>+<number>, so that it joins
+// the running job as a new member (ft/manager.h) instead of claiming the dead one's place.
+std::vector<std::string> replacement_environment(std::vector<std::string> env, int rank, int number);
+
 }  // namespace launch
 }  // namespace distcomm

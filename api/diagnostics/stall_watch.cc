@@ -222,6 +222,7 @@ void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, m
 }
 
 void StallWatch::stop() {
+  std::lock_guard<std::mutex> stopping(stop_mu_);
   if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(shared_->mu);

@@ -76,8 +76,9 @@ class StallWatch {
   std::exception_ptr explain(const Work& op, std::exception_ptr error);
 
   // Ends the thread, which publishes this rank's last report ("left the group") on its
-  // way out. Idempotent. A thread stuck in a store call is left to end on its own (it
-  // touches nothing of the group's afterwards).
+  // way out. Idempotent, and safe from several threads at once (a group aborted by its
+  // caller and by a watchdog together). A thread stuck in a store call is left to end on
+  // its own (it touches nothing of the group's afterwards).
   void stop();
 
  private:
@@ -85,6 +86,7 @@ class StallWatch {
   static void loop(std::shared_ptr<Shared> shared);
 
   std::shared_ptr<Shared> shared_;
+  std::mutex stop_mu_;  // one stop() at a time: the second finds the thread joined
   std::thread thread_;
 };
 

@@ -101,6 +101,10 @@ class LocalRanks {
     start(n, [&](int r) { return fork_child([&] { return body(r); }); });
   }
 
+  // One more process, watched like the first ranks (a replacement for a failed rank,
+  // started by the caller): it becomes index size() - 1.
+  void add(Child child) { children_.add(std::move(child)); }
+
   size_t size() const { return children_.size(); }
   int running() const { return children_.running(); }
   const Child& operator[](size_t rank) const { return children_[rank]; }

@@ -28,6 +28,10 @@ constexpr char kStoreServedByLauncher[] = "launcher";
 // Where the store's server listens instead of MASTER_ADDR's address ("*": every interface),
 // the user's to set: read by rank 0 and by a launcher that serves the store alike.
 constexpr char kStoreBindVariable[] = "DISTCOMM_STORE_BIND";
+// A process started to replace a failed rank of a job that goes on without it (ft/manager.h):
+// "1" in kJoinVariable, and its own member id ("rank<R>+<n>", the n-th replacement of R).
+constexpr char kFtJoinVariable[] = "DISTCOMM_FT_JOIN";
+constexpr char kFtMemberIdVariable[] = "DISTCOMM_FT_MEMBER_ID";
 
 // One rank's place in its job and where the job meets.
 struct RankEnvironment {

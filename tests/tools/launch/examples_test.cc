@@ -55,6 +55,28 @@ TEST(Examples, AllReduceThroughTheLauncher) {
   EXPECT_EQ(f.out, "[rank 0] Rank 0 has 0\n[rank 0] Rank 1 has 0\n[rank 0] Rank 2 has 0\n");
 }
 
+// docs/fault-tolerance.md's command: rank 2 dies in step 30, the others go on as generation
+// 2, the launcher's replacement joins as generation 3, and every member ends with the same
+// weights; the job succeeds. Over the default backend (shm here) and gloo.
+TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
+  for (const std::string backend : {"", "gloo"}) {
+    Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=4", "--on_failure=continue",
+                      "--replace_after_s=0.5", "--", example("ft_train"), "--kill_rank=2", "--kill_step=30",
+                      "--steps=400"},
+                     std::chrono::seconds(120), {"DISTCOMM_BACKEND=" + backend});
+    EXPECT_EQ(exit_code(f), 0) << backend << ": " << f.err;
+    EXPECT_NE(f.err.find("ft: generation 2 (rank0, rank1, rank3) goes on from step 30; without rank2"), std::string::npos)
+        << backend << ": " << f.err;
+    EXPECT_NE(f.err.find("ft: generation 3 (rank0, rank1, rank3, rank2+1) goes on from step "), std::string::npos)
+        << backend << ": " << f.err;
+    for (const std::string member : {"rank0", "rank1", "rank3", "rank2+1"}) {
+      EXPECT_NE(f.out.find(member + ": 400 steps, weights identical to the other members'"), std::string::npos)
+          << backend << ": " << member << "\n" << f.out;
+    }
+    EXPECT_NE(f.err.find("the job succeeded"), std::string::npos) << backend << ": " << f.err;
+  }
+}
+
 TEST(Examples, AnUnknownBackendFailsTheJobWithItsName) {
   Finished f = run({example("all_reduce"), "--nproc=2", "--backend=no_such_backend"});
   EXPECT_NE(exit_code(f), 0);

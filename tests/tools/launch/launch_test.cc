@@ -268,6 +268,44 @@ TEST(Launch, WithoutServeStoreRankZeroServesTheStore) {
   EXPECT_NE(f.out.find("[rank 1/2] hello from rank 1\n"), std::string::npos) << f.out;
 }
 
+// --on_failure=continue --replace_after_s: a failed rank's replacement starts after the
+// delay with the same RANK, DISTCOMM_FT_JOIN=1 and its own member id, and when every rank's
+// last process exits 0 the job has succeeded.
+TEST(Launch, AFailedRanksReplacementJoinsAndTheJobSucceeds) {
+  const auto started = std::chrono::steady_clock::now();
+  Finished f = run(launch({"--nproc_per_node=3", "--on_failure=continue", "--replace_after_s=0.3"},
+                          {kProbe, "replaced", "1", "7"}));
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(300)) << "the replacement came before its delay";
+  EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed: exit code 7; 2 ranks run on (--on_failure=continue); its replacement starts in"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("started rank 1's replacement 1 (pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.out.find("[rank 1] replacement rank1+1 RANK=1"), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("every rank's last process exited 0 (failed ranks were replaced): the job succeeded"),
+            std::string::npos)
+      << f.err;
+}
+
+// A replacement that fails too leaves the job failed: the first failure is its exit code.
+TEST(Launch, AReplacementThatFailsLeavesTheJobFailed) {
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=0"},
+                          {kProbe, "replaced", "0", "7", "9"}));
+  EXPECT_EQ(exit_code(f), 7) << f.err;
+  EXPECT_NE(f.out.find("[rank 0] replacement rank0+1 RANK=0"), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("failed: exit code 9"), std::string::npos) << "the replacement's failure is said: " << f.err;
+  EXPECT_EQ(f.err.find("the job succeeded"), std::string::npos) << f.err;
+}
+
+// Without --replace_after_s a failed rank stays failed, and the job exits with its code.
+TEST(Launch, OnFailureContinueWithoutReplacementsExitsWithTheFailure) {
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue"}, {kProbe, "replaced", "1", "7"}),
+                   seconds(60));
+  EXPECT_EQ(exit_code(f), 7) << f.err;
+  EXPECT_EQ(f.out.find("replacement"), std::string::npos) << f.out;
+}
+
 TEST(Launch, HelpListsTheLaunchersFlagsOnly) {
   Finished f = run(launch({"--help"}, {}));
   ASSERT_EQ(exit_code(f), 0) << f.err;
@@ -307,6 +345,7 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
            {{"--nnodes=2", "--master_port=1234", "--max_restarts=1"}, "--max_restarts=1: with --nnodes=2 the launchers"},
            {{"--on_failure=maybe"}, "--on_failure=maybe: expected stop"},
            {{"--on_failure=continue", "--max_restarts=1"}, "--on_failure=continue: with --max_restarts=1"},
+           {{"--replace_after_s=1"}, "--replace_after_s=1.000000: a replacement joins ranks that go on"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;

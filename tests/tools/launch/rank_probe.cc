@@ -21,6 +21,12 @@
 //                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, write
 //                                     their pid to <TEST_TMPDIR>/reported_<their rank> and
 //                                     exit with code 1
+//   rank_probe replaced <rank> <code> [<replacement code>]
+//                                     that rank exits with code at once; its replacement
+//                                     (DISTCOMM_FT_JOIN=1) prints "replacement <member id>
+//                                     RANK=<rank>" and exits with <replacement code> (0); the
+//                                     others wait for a replacement to have printed (its file
+//                                     <TEST_TMPDIR>/replaced_<rank>), 3 s at most, then exit 0
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -173,6 +179,18 @@ int main(int argc, char** argv) {
     std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
     std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK"))) << ::getpid();
     return 1;
+  }
+  if (mode == "replaced" && argc > 3) {
+    const int failing = std::atoi(argv[2]);
+    const std::string done = env_str("TEST_TMPDIR") + "/replaced_" + std::to_string(failing);
+    if (env_str("DISTCOMM_FT_JOIN") == "1") {
+      write_text(1, "replacement " + env_str("DISTCOMM_FT_MEMBER_ID") + " RANK=" + env_str("RANK") + "\n");
+      std::ofstream(done) << ::getpid();
+      return argc > 4 ? std::atoi(argv[4]) : 0;
+    }
+    if (env_int("RANK") == failing) return std::atoi(argv[3]);
+    for (int i = 0; i < 3000 && ::access(done.c_str(), F_OK) != 0; ++i) ::usleep(1000);
+    return 0;
   }
   if (mode == "fail_first" && argc > 3) {
     if (env_int("DISTCOMM_RESTART_COUNT") > 0) {
