@@ -1,8 +1,10 @@
 // ft_train: DDP training that goes on when a rank dies, and takes in a replacement.
 //
-//   bazel build //examples:ft_train //tools/launch
-//   bazel-bin/tools/launch/launch --nproc_per_node=4 --on_failure=continue --replace_after_s=1 -- \
-//       bazel-bin/examples/ft_train --kill_rank=2 --kill_step=30
+//   bazel run //examples:ft_train -- --nproc=4 --kill_rank=2 --kill_step=30 --replace_after_s=1
+//
+// Run by hand it launches its own ranks as `tools/launch --on_failure=continue
+// --replace_after_s=1` would (the store served by the launcher, the others left running when
+// one dies, a replacement started after --replace_after_s); under tools/launch it is one rank.
 //
 // Each step runs under distcomm::ft::Manager (ft/manager.h): the step's group comes from
 // begin_step, DDP is rebuilt when the group changed, each member takes its share of the
@@ -22,6 +24,7 @@
 #include <memory>
 
 #include <distcomm/api/errors.h>
+#include <distcomm/api/init.h>
 #include <distcomm/api/logging.h>
 #include <distcomm/api/run_main.h>
 #include <distcomm/ddp/distributed_data_parallel.h>
@@ -30,6 +33,7 @@
 #include "examples/nn/sequential.h"
 #include "examples/nn/sgd.h"
 #include "examples/nn/synthetic_data.h"
+#include "examples/self_launch.h"
 #include "ft/manager.h"
 
 DEFINE_int32(steps, 300, "steps to train");
@@ -40,6 +44,9 @@ DEFINE_int32(kill_rank, -1, "this rank SIGKILLs itself (a first member, not a re
 DEFINE_int32(kill_step, 30, "during this step's backward");
 DEFINE_int32(min_members, 2, "stop when fewer members are left");
 DEFINE_int32(log_every, 10, "print the loss every N steps");
+DEFINE_double(replace_after_s, 1, "run by hand: start a replacement for a failed rank this long after (< 0: none)");
+DECLARE_int32(nproc);
+DECLARE_string(backend);
 
 namespace {
 
@@ -52,7 +59,13 @@ constexpr int64_t kFeatures = 16, kClasses = 4, kSamples = 4096;
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gflags::SetCommandLineOptionWithMode("nproc", "4", gflags::SET_FLAGS_DEFAULT);
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);  // the copies get them all
+  if (!distcomm::launched_as_rank()) {
+    distcomm::examples::FaultTolerantLaunch ft_launch;
+    ft_launch.replace_after_s = FLAGS_replace_after_s;
+    return distcomm::examples::launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend, ft_launch);
+  }
   return distcomm::run_main("ft_train", [&] {
     auto model = nn::make_mlp({kFeatures, FLAGS_hidden, FLAGS_hidden, kClasses}, /*seed=*/1);
     nn::Sgd sgd(model->parameters(), static_cast<float>(FLAGS_lr));
@@ -63,6 +76,7 @@ int main(int argc, char** argv) {
       state.push_back(&p->value);
     }
     ft::ManagerOptions options;
+    options.backend = FLAGS_backend;
     options.min_members = FLAGS_min_members;
     options.state_signature = "mlp " + std::to_string(kFeatures) + "-" + std::to_string(FLAGS_hidden) + "-" +
                               std::to_string(FLAGS_hidden) + "-" + std::to_string(kClasses) + ", sgd";

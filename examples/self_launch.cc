@@ -5,10 +5,12 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "launch/job.h"
 #include "launch/launch_options.h"
+#include "launch/tcp_job_store.h"
 
 DEFINE_int32(nproc, 3, "ranks to start when no launcher started this program");
 DEFINE_string(backend, "", "gloo, mpi, nccl, shm, auto... (default: $DISTCOMM_BACKEND, else auto)");
@@ -16,6 +18,9 @@ DEFINE_string(backend, "", "gloo, mpi, nccl, shm, auto... (default: $DISTCOMM_BA
 namespace distcomm {
 namespace examples {
 namespace {
+
+int launch_copies(int argc, char** argv, int nproc, const std::string& backend,
+                  const std::optional<FaultTolerantLaunch>& fault_tolerant);
 
 // The running binary itself: argv[0] may be a bare name found through $PATH, or a path
 // relative to a folder the ranks do not start in.
@@ -40,6 +45,18 @@ InitOptions self_launch(int argc, char** argv, int default_nproc) {
 }
 
 int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend) {
+  return launch_copies(argc, argv, nproc, backend, std::nullopt);
+}
+
+int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend,
+                          const FaultTolerantLaunch& fault_tolerant) {
+  return launch_copies(argc, argv, nproc, backend, fault_tolerant);
+}
+
+namespace {
+
+int launch_copies(int argc, char** argv, int nproc, const std::string& backend,
+                  const std::optional<FaultTolerantLaunch>& fault_tolerant) {
   std::string name = argc > 0 ? argv[0] : "example";
   name = name.substr(name.find_last_of('/') + 1);
   if (nproc < 1) {
@@ -53,6 +70,11 @@ int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& b
   options.identity = identity_from_environment();
   options.prefix_output = false;
   options.tag = name;
+  if (fault_tolerant) {
+    options.serve_store = launch::serve_tcp_job_store;
+    options.on_failure = launch::LaunchOptions::OnFailure::kContinue;
+    options.replace_after = std::chrono::milliseconds(static_cast<int64_t>(fault_tolerant->replace_after_s * 1000));
+  }
   try {
     options.command[0] = this_binary();
     return launch::run_job(options).exit_code;
@@ -64,6 +86,8 @@ int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& b
     return 1;
   }
 }
+
+}  // namespace
 
 }  // namespace examples
 }  // namespace distcomm

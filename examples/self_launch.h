@@ -33,5 +33,15 @@ InitOptions self_launch(int argc, char** argv, int default_nproc);
 // is reported on stderr; Ctrl-C stops them all.
 int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend);
 
+// What a job that goes on without a dead rank (ft/manager.h) needs of its launcher: the
+// store served by the launcher (it must outlive every rank), the others left running when
+// one fails, and a replacement for each failed rank after replace_after_s (< 0: none); as
+// tools/launch --on_failure=continue --replace_after_s.
+struct FaultTolerantLaunch {
+  double replace_after_s = -1;
+};
+int launch_copies_of_self(int argc, char** argv, int nproc, const std::string& backend,
+                          const FaultTolerantLaunch& fault_tolerant);
+
 }  // namespace examples
 }  // namespace distcomm

@@ -55,15 +55,24 @@ TEST(Examples, AllReduceThroughTheLauncher) {
   EXPECT_EQ(f.out, "[rank 0] Rank 0 has 0\n[rank 0] Rank 1 has 0\n[rank 0] Rank 2 has 0\n");
 }
 
-// docs/fault-tolerance.md's command: rank 2 dies in step 30, the others go on as generation
+// docs/fault-tolerance.md's commands: rank 2 dies in step 30, the others go on as generation
 // 2, the launcher's replacement joins as generation 3, and every member ends with the same
-// weights; the job succeeds. Over the default backend (shm here) and gloo.
+// weights; the job succeeds. Through tools/launch over the default backend (shm here), and
+// run by hand (it launches itself) over gloo.
 TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
   for (const std::string backend : {"", "gloo"}) {
-    Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=4", "--on_failure=continue",
-                      "--replace_after_s=0.5", "--", example("ft_train"), "--kill_rank=2", "--kill_step=30",
-                      "--steps=400"},
-                     std::chrono::seconds(120), {"DISTCOMM_BACKEND=" + backend});
+    const std::vector<std::string> through_launcher{runfile("tools/launch/launch"), "--nproc_per_node=4",
+                                                    "--on_failure=continue", "--replace_after_s=0.5", "--"};
+    std::vector<std::string> argv = backend.empty() ? through_launcher : std::vector<std::string>{};
+    for (const std::string& a : {example("ft_train"), std::string("--kill_rank=2"), std::string("--kill_step=30"),
+                                 std::string("--steps=400")}) {
+      argv.push_back(a);
+    }
+    if (!backend.empty()) {
+      argv.push_back("--nproc=4");
+      argv.push_back("--replace_after_s=0.5");
+    }
+    Finished f = run(argv, std::chrono::seconds(120), {"DISTCOMM_BACKEND=" + backend});
     EXPECT_EQ(exit_code(f), 0) << backend << ": " << f.err;
     EXPECT_NE(f.err.find("ft: generation 2 (rank0, rank1, rank3) goes on from step 30; without rank2"), std::string::npos)
         << backend << ": " << f.err;
