@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "api/errors.h"
+#include "api/group/init_wait.h"
 #include "ft/store_keys.h"
 
 namespace distcomm {
@@ -93,8 +95,17 @@ void LivenessMonitor::tick() {
     }
   }
   if (!culprit.empty()) {
+    const std::string what = "member " + culprit + " is gone: " + why;
     liveness_.mark_dead(culprit, why);
-    store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|member " + culprit + " is gone: " + why));
+    store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + what));
+    // While the generation's group is being made (no group yet), its creation waits for
+    // every member: say there that this one will not come, so the others' waits end within
+    // the creation's check interval instead of at its deadline.
+    if (!group) {
+      const int rank = static_cast<int>(std::find(members.begin(), members.end(), culprit) - members.begin());
+      store_->compare_set(keys::group_prefix(g) + "/" + first_creation_failed_key(keys::kGroupName), {},
+                          to_bytes(encode_creation_failure(rank, std::make_exception_ptr(PeerFailure(what)))));
+    }
   }
   if (!store_->check({keys::verdict(g, s)})) return;
   const std::string verdict = store_->get_string(keys::verdict(g, s));

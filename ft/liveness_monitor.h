@@ -38,7 +38,8 @@ class LivenessMonitor {
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
 
   // From now on, watch step `step` of generation `generation` (its members, in order) and
-  // abort `group` if its verdict is "abort".
+  // abort `group` if its verdict is "abort". A null group: the generation's group is being
+  // made; a member found gone then also fails that creation for every member.
   void watch(uint64_t generation, uint64_t step, std::vector<std::string> members, ProcessGroupPtr group);
   // Watch nothing but keep the heartbeat (between generations, while forming one).
   void unwatch();

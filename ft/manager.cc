@@ -181,10 +181,12 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   }
   // How long a generation's group may take to stand before the generation is given up and
   // the next one formed (twice as long each time): a member that dies after it arrived at
-  // the generation (a second failure, during the recovery) never arrives at the group, and
-  // nothing else would end the others' wait before `deadline`. The next generation leaves
-  // out whoever is gone by then (liveness.h), and a slow creation gets the time it needs.
-  std::chrono::milliseconds creation_slice = options_.heartbeat_timeout;
+  // the generation (a second failure, during the recovery) never arrives at the group. The
+  // monitor fails the creation when it sees that (a member on this host, or its successor),
+  // and this slice is the bound when it cannot (a member elsewhere that hangs). The next
+  // generation leaves out whoever is gone by then (liveness.h), and a slow creation gets the
+  // time it needs. The first generation's ranks may start slowly: it gets the whole deadline.
+  std::chrono::milliseconds creation_slice = first ? options_.op_timeout : options_.heartbeat_timeout;
   for (;;) {
     Generation next;
     if (generation_.number == 0 && joining_) {
@@ -222,8 +224,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       po.backend = options_.backend;
       po.backend_config = options_.backend_config;
       po.timeout = options_.op_timeout;
-      po.group_name = "ft";
+      po.group_name = keys::kGroupName;
       po.creation_deadline = std::min(deadline, Clock::now() + creation_slice);
+      // Watched while it is made: a member gone now fails the creation on every member
+      // (liveness_monitor.h), well before the slice ends.
+      monitor_->watch(next.number, next.committed_steps, next.members, nullptr);
       group_ = ProcessGroup::create(po);
       // Watched from here on, as a step is: a member that dies before the state has reached
       // the joiners gets the step's abort, and the broadcast ends now, not at op_timeout.

@@ -23,6 +23,7 @@ namespace ft {
 namespace keys {
 
 inline constexpr char kRoot[] = "ft";
+inline constexpr char kGroupName[] = "ft";  // each generation's ProcessGroup, in its own namespace
 inline std::string member(const std::string& id) { return "member/" + id; }
 inline std::string heartbeat(const std::string& id) { return "hb/" + id; }
 inline std::string dead(const std::string& id) { return "dead/" + id; }

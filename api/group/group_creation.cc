@@ -44,7 +44,7 @@ std::string backend_store_prefix(const std::string& group_prefix, DeviceType dev
 
 void GroupCreation::arrive() {
   Store& store = *options_.store;
-  const std::string base = "pg/" + options_.group_name;
+  const std::string base = group_store_base(options_.group_name);
   // Each rank counts its own creations of this name: the n-th one of every rank is the
   // same group.
   const int64_t n = store.add(base + "/made_by/" + std::to_string(options_.rank), 1);

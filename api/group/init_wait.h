@@ -28,6 +28,14 @@ namespace distcomm {
 // Where a rank whose part of a group's creation failed says why, in the group's namespace of
 // the store and in each backend's: waits of the others that see it end at once.
 inline constexpr const char* kCreationFailedKey = "creation_failed";
+// A group's keys in its store ("pg/<name>"; the n-th creation of that name, n > 1, under
+// "pg/<name>@<n>"), and where the first creation's first failure is said: a process that
+// learns that a rank of a group being made is gone (ft's liveness monitor) may say so there
+// (encode_creation_failure), and the others' waits end as if that rank had failed.
+inline std::string group_store_base(const std::string& group_name) { return "pg/" + group_name; }
+inline std::string first_creation_failed_key(const std::string& group_name) {
+  return group_store_base(group_name) + "/" + kCreationFailedKey;
+}
 // How often a wait that can see that key looks at it: how late the others learn.
 inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
 

@@ -43,7 +43,9 @@ medians = {}
 for f in fields:
     row = f"{f:20s}"
     for p, get in paths:
-        vals = [get(j)[f] for j in runs if get(j) is not None and get(j)[f] is not None and get(j)[f] >= 0]
+        # A run without a kill has no "after" and no recovery.
+        vals = [get(j)[f] for j in runs if get(j) is not None and get(j)[f] is not None and get(j)[f] >= 0
+                and (get(j).get("killed") or f in ("steps_lost", "steps_per_s_before"))]
         m = statistics.median(vals) if vals else None
         medians[(p, f)] = m
         row += f"{'-' if m is None else ('%.3f' % m if isinstance(m, float) else str(m)):>14s}"
