@@ -28,7 +28,6 @@
 #include <distcomm/api/logging.h>
 #include <distcomm/api/run_main.h>
 #include <distcomm/ddp/distributed_data_parallel.h>
-#include "examples/mean_over_ranks.h"
 #include "examples/nn/loss.h"
 #include "examples/nn/sequential.h"
 #include "examples/nn/sgd.h"
@@ -89,6 +88,10 @@ int main(int argc, char** argv) {
     int loss_steps = 0;
     while (manager.committed_steps() < static_cast<uint64_t>(FLAGS_steps)) {
       distcomm::ProcessGroupPtr pg = manager.begin_step(state);
+      if (!pg) {  // a replacement that came after the training had finished
+        std::printf("%s: the training had finished before it could join\n", manager.id().c_str());
+        return 0;
+      }
       const int64_t step = static_cast<int64_t>(manager.committed_steps());
       // The manager says on its rank 0 when a generation begins: who joined, who left, why.
       double loss_value = 0;
@@ -127,15 +130,26 @@ int main(int argc, char** argv) {
         loss_steps = 0;
       }
     }
-    // Every member's weights against the others': exact when the replicas are in sync.
+    // Every member's weights against the others', bit for bit: a hash of their bytes, whose
+    // minimum and maximum over the members are equal only when every member's is.
     distcomm::ProcessGroupPtr pg = manager.begin_step(state);
-    double checksum = 0;
+    if (!pg) return 0;
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a
     for (nn::Parameter* p : model->parameters()) {
-      for (int64_t i = 0; i < p->value.numel(); ++i) checksum += p->value.item(i) * static_cast<double>(i % 7 + 1);
+      const auto* bytes = static_cast<const unsigned char*>(p->value.data());
+      for (size_t i = 0; i < p->value.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
     }
-    const bool in_sync = distcomm::examples::mean_over_ranks(*pg, checksum) == checksum;
+    const int64_t mine = static_cast<int64_t>(hash >> 1);  // an int64 tensor, reduced exactly
+    Tensor lowest = Tensor::of<int64_t>({mine}), highest = Tensor::of<int64_t>({mine});
+    distcomm::AllReduceOptions min, max;
+    min.op = distcomm::ReduceOp::MIN;
+    max.op = distcomm::ReduceOp::MAX;
+    pg->all_reduce(lowest, min)->wait();
+    pg->all_reduce(highest, max)->wait();
+    const bool in_sync = *static_cast<int64_t*>(lowest.data()) == *static_cast<int64_t*>(highest.data());
     distcomm::ordered_print(*pg, manager.id() + ": " + std::to_string(FLAGS_steps) + " steps, weights " +
                                      (in_sync ? "identical to the other members'" : "DIFFER from the other members'"));
+    manager.finish();  // a replacement still waiting to join stops waiting
     return in_sync ? 0 : 1;
   });
 }

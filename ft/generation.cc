@@ -26,12 +26,6 @@ std::vector<std::string> split(const std::string& text, char by) {
   return out;
 }
 
-std::string joined(const std::vector<std::string>& ids) {
-  std::string s;
-  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
-  return s;
-}
-
 bool contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -43,8 +37,9 @@ class Arrivals {
   const std::set<std::string>& read() {
     const int64_t count = store_.add(keys::arrivals(g_), 0);
     for (; seen_ < count; ++seen_) {
-      // Counted before written: the id may be a moment behind its number.
-      store_.wait({keys::arrival(g_, seen_ + 1)}, std::chrono::seconds(5));
+      // Counted before written: the id may be a moment behind its number, or never come
+      // (its candidate died in between). Read on at the next poll; never wait here.
+      if (!store_.check({keys::arrival(g_, seen_ + 1)})) break;
       ids_.insert(store_.get_string(keys::arrival(g_, seen_ + 1)));
     }
     return ids_;
@@ -63,6 +58,12 @@ void arrive(Store& store, uint64_t g, const std::string& me) {
 }
 
 }  // namespace
+
+std::string id_list(const std::vector<std::string>& ids) {
+  std::string s;
+  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
+  return s.empty() ? "nobody" : s;
+}
 
 int Generation::rank_of(const std::string& id) const {
   const auto it = std::find(members.begin(), members.end(), id);
@@ -86,7 +87,7 @@ Generation Generation::decode(uint64_t number, const std::string& text) {
 }
 
 std::string Generation::describe() const {
-  return "generation " + std::to_string(number) + " (" + joined(members) + ")";
+  return "generation " + std::to_string(number) + " (" + id_list(members) + ")";
 }
 
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current) {
@@ -129,7 +130,11 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
       mine.number = g;
       mine.committed_steps = request.committed_steps;
       for (const std::string& id : expected) {
-        if (came.count(id) && !contains(gone, id)) mine.members.push_back(id);
+        // One that arrived and was found gone since (a dead mark: a launcher saw it exit,
+        // or a monitor lost its heartbeat) is left out too, once, here.
+        if (came.count(id) && !contains(gone, id) && (id == request.me || !store.check({keys::dead(id)}))) {
+          mine.members.push_back(id);
+        }
       }
       const std::string written = to_string(store.compare_set(keys::members(g), {}, to_bytes(mine.encode())));
       const Generation agreed = Generation::decode(g, written);
@@ -145,7 +150,7 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
     }
     if (std::chrono::steady_clock::now() >= request.deadline) {
       throw Timeout(request.me + ": forming generation " + std::to_string(g) + " timed out waiting for " +
-                    joined(missing) + ", alive by their heartbeat but not arrived");
+                    id_list(missing) + ", alive by their heartbeat but not arrived");
     }
     std::this_thread::sleep_for(kPoll);
   }
@@ -155,6 +160,7 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
   uint64_t g = store.check({keys::kLatest}) ? std::stoull(store.get_string(keys::kLatest)) + 1 : 1;
   arrive(store, g, me);
   for (;;) {
+    if (store.check({keys::kFinished})) return Generation{};  // training ended before it was taken in
     if (store.check({keys::members(g)})) {
       Generation formed = Generation::decode(g, store.get_string(keys::members(g)));
       if (formed.rank_of(me) >= 0) return formed;
@@ -163,7 +169,8 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
       continue;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw Timeout(me + ": waited to join, and generation " + std::to_string(g) + " was not formed in time");
+      const std::string dead = store.check({keys::dead(me)}) ? "; it was taken for gone: " + store.get_string(keys::dead(me)) : "";
+      throw Timeout(me + ": waited to join, and generation " + std::to_string(g) + " was not formed in time" + dead);
     }
     std::this_thread::sleep_for(kPoll);
   }

@@ -44,6 +44,9 @@ struct FormRequest {
   bool admit_joiners = true;
 };
 
+// "rank0, rank1, rank3" ("nobody" when empty), for messages.
+std::string id_list(const std::vector<std::string>& ids);
+
 // Forms generation request.number (see above) as one of its candidates. Throws Timeout at
 // the deadline naming whom it still waited for.
 Generation form_generation(Store& store, Liveness& liveness, const FormRequest& request);
@@ -53,7 +56,8 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current);
 
 // A joiner's side: arrives at each new generation from the one after `latest` until one
-// takes it in, and returns that one. Throws Timeout at the deadline.
+// takes it in, and returns that one; an empty generation (number 0, no members) when the
+// training has finished (Manager::finish) before. Throws Timeout at the deadline.
 Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace ft

@@ -29,6 +29,10 @@ std::string Liveness::gone(const std::string& id, bool by_heartbeat) {
   if (!here.empty()) return here;
   if (!by_heartbeat) return "";
   const int64_t count = store_->add(keys::heartbeat(id), 0);
+  // No beat yet: the process has not started its Manager (a rank that starts late, loads
+  // its data first, or is on a slow host). Its absence is the forming deadline's to judge,
+  // not the heartbeat's: a heartbeat can only stop once it has begun.
+  if (count == 0) return "";
   const Clock::time_point now = Clock::now();
   Beat& beat = beats_[id];
   if (count != beat.count) {

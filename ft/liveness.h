@@ -1,7 +1,9 @@
 // Whether a member of a fault-tolerant job is gone, as this process can tell: a dead mark
 // in the store (whoever learned it first wrote why), its process on this host gone (by
-// /proc, within the monitor's interval), or its heartbeat not moved for heartbeat_timeout
-// since this object began to watch it (a member on another host, or a hung one).
+// /proc, within the monitor's interval), or its heartbeat, once begun, not moved for
+// heartbeat_timeout since this object began to watch it (a member on another host, or a
+// stopped one: the heartbeat comes from the monitor's thread, so a member whose own thread
+// hangs while the process runs keeps beating, and is found by its op timeout).
 //
 // Not thread-safe: the liveness monitor's thread and the generation's forming (the
 // caller's thread) each have their own, each over its own store connection.

@@ -74,10 +74,11 @@ std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given
   return std::chrono::milliseconds(std::stol(v));
 }
 
-std::string describe_ids(const std::vector<std::string>& ids) {
+// The state as the members must agree on it: every tensor's dtype, shape and device.
+std::string describe_state(const std::vector<Tensor*>& state) {
   std::string s;
-  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
-  return s.empty() ? "nobody" : s;
+  for (const Tensor* t : state) s += (s.empty() ? "" : ", ") + t->describe();
+  return s.empty() ? "(no tensors)" : s;
 }
 
 }  // namespace
@@ -99,6 +100,16 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   if (!joining_ && options_.initial_members < 1) {
     throw InvalidArgument("ft::Manager: the first generation's size is unknown: set WORLD_SIZE (tools/launch does) "
                           "or ManagerOptions::initial_members");
+  }
+  if (options_.heartbeat_interval <= std::chrono::milliseconds::zero() ||
+      options_.heartbeat_interval * 2 > options_.heartbeat_timeout) {
+    throw InvalidArgument("ft::Manager: heartbeat_interval (" + std::to_string(options_.heartbeat_interval.count()) +
+                          " ms) must be positive and at most half of heartbeat_timeout (" +
+                          std::to_string(options_.heartbeat_timeout.count()) + " ms)");
+  }
+  if (options_.recovery_timeout <= std::chrono::milliseconds::zero() ||
+      options_.op_timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument("ft::Manager: recovery_timeout and op_timeout must be positive");
   }
   if (options_.min_members < 1) {
     throw InvalidArgument("ft::Manager: min_members must be >= 1, got " + std::to_string(options_.min_members));
@@ -126,8 +137,11 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                           "); give each process its own DISTCOMM_FT_MEMBER_ID");
   }
   // The heartbeat runs from here on: a joiner waiting to be taken in is alive too.
-  monitor_ = std::make_unique<LivenessMonitor>(std::make_shared<PrefixStore>(keys::kRoot, options_.connect()), id_,
-                                               options_.heartbeat_interval, options_.heartbeat_timeout);
+  auto monitor_store = std::make_shared<PrefixStore>(keys::kRoot, options_.connect());
+  // Its waits are short by design; a store that does not answer must not stop it for long.
+  monitor_store->set_timeout(options_.heartbeat_timeout);
+  monitor_ = std::make_unique<LivenessMonitor>(monitor_store, id_, options_.heartbeat_interval,
+                                               options_.heartbeat_timeout);
   if (joining_) {
     has_state_ = false;
     // A joiner with other state is refused before it is counted in: the job goes on. The
@@ -152,8 +166,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
         }
       }
     }
-    const int64_t n = store_->add(keys::kJoiners, 1);
-    store_->set(keys::joiner(n), id_);
+    // Counted in as a joiner only when it comes to be taken in (form_next): one counted
+    // here and slow to come would hold up the members' next generation.
   }
 }
 
@@ -165,8 +179,9 @@ Manager::~Manager() {
 
 ProcessGroupPtr Manager::begin_step(const std::vector<Tensor*>& state) {
   group_changed_ = false;
+  if (finished_) return nullptr;
   if (need_new_generation_ || !group_) form_next(state);
-  return group_;
+  return finished_ ? nullptr : group_;
 }
 
 void Manager::form_next(const std::vector<Tensor*>& state) {
@@ -179,87 +194,56 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   if (first) {
     for (int r = 0; r < options_.initial_members; ++r) previous.push_back("rank" + std::to_string(r));
   }
+  agree_on_state(state);
   // How long a generation's group may take to stand before the generation is given up and
-  // the next one formed (twice as long each time): a member that dies after it arrived at
-  // the generation (a second failure, during the recovery) never arrives at the group. The
-  // monitor fails the creation when it sees that (a member on this host, or its successor),
-  // and this slice is the bound when it cannot (a member elsewhere that hangs). The next
-  // generation leaves out whoever is gone by then (liveness.h), and a slow creation gets the
-  // time it needs. The first generation's ranks may start slowly: it gets the whole deadline.
+  // the next one formed (twice as long each time, never past the deadline): a member that
+  // dies after it arrived at the generation (a second failure, during the recovery) never
+  // arrives at the group. The monitor fails the creation when it sees that (a member on this
+  // host, or its successor), and this slice is the bound when it cannot (a member elsewhere
+  // that hangs). The next generation leaves out whoever is gone by then (liveness.h), and a
+  // slow creation gets the time it needs. The first generation's ranks may start slowly: it
+  // gets the whole deadline.
   std::chrono::milliseconds creation_slice = first ? options_.op_timeout : options_.heartbeat_timeout;
+  std::vector<std::string> failed_members;  // of the last generation given up
+  int same_failures = 0;                    // in a row, with those same members
   for (;;) {
-    Generation next;
-    if (generation_.number == 0 && joining_) {
-      next = await_admission(*store_, id_, deadline);
-    } else {
-      FormRequest request;
-      request.number = generation_.number + 1;
-      request.me = id_;
-      request.previous = previous;
-      request.committed_steps = committed_;
-      request.deadline = deadline;
-      next = form_generation(*store_, *liveness_, request);
+    const Generation next = agree_on_next(previous, deadline);
+    if (next.members.empty()) {  // a joiner, and the training finished before it was taken in
+      finished_ = true;
+      return;
     }
-    if (next.rank_of(id_) < 0) {
-      const std::string why = liveness_->gone(id_, false);
-      throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() +
-                        (why.empty() ? ": it came too late" : ", taken for gone: " + why));
-    }
-    if (static_cast<int>(next.members.size()) < options_.min_members) {
-      throw Error("ft: only " + std::to_string(next.members.size()) + " members are left (" +
-                  describe_ids(next.members) + "), fewer than the program's minimum of " +
-                  std::to_string(options_.min_members) + "; stopping");
-    }
-    const bool had_state = has_state_;
-    if (!has_state_) store_->set(keys::gen(next.number) + "needs_state/" + id_, "1");
     generation_ = next;
     committed_ = next.committed_steps;
     previous = next.members;
     if (group_) retired_ = std::move(group_);
+    const bool had_state = has_state_;
     try {
-      ProcessGroupOptions po;
-      po.store = std::make_shared<PrefixStore>(keys::group_prefix(next.number), store_);
-      po.rank = next.rank_of(id_);
-      po.size = static_cast<int>(next.members.size());
-      po.backend = options_.backend;
-      po.backend_config = options_.backend_config;
-      po.timeout = options_.op_timeout;
-      po.group_name = keys::kGroupName;
-      po.creation_deadline = std::min(deadline, Clock::now() + creation_slice);
-      // Watched while it is made: a member gone now fails the creation on every member
-      // (liveness_monitor.h), well before the slice ends.
-      monitor_->watch(next.number, next.committed_steps, next.members, nullptr);
-      group_ = ProcessGroup::create(po);
-      // Watched from here on, as a step is: a member that dies before the state has reached
-      // the joiners gets the step's abort, and the broadcast ends now, not at op_timeout.
-      monitor_->watch(next.number, next.committed_steps, next.members, group_);
-      // Creation waited for every member's arrival, and each that lacks the state said so
-      // before arriving: every member sees the same list here.
-      int root = -1;
-      bool someone_needs = false;
-      for (size_t r = 0; r < next.members.size(); ++r) {
-        const bool needs = store_->check({keys::gen(next.number) + "needs_state/" + next.members[r]});
-        someone_needs = someone_needs || needs;
-        if (!needs && root < 0) root = static_cast<int>(r);
-      }
-      if (someone_needs) {
-        if (root < 0) throw Error("ft: no member of " + next.describe() + " has the state: every one that had it is gone");
-        BroadcastOptions bo;
-        bo.root = root;
-        for (Tensor* t : state) group_->broadcast(*t, bo)->wait();
-        has_state_ = true;
-      }
+      make_group(std::min(deadline, Clock::now() + creation_slice));
+      hand_state(state);
     } catch (const InvalidArgument&) {
       throw;  // this program's mistake: another generation would repeat it
     } catch (const Error& e) {
-      // A member died while the generation formed: form the next one without it.
       has_state_ = had_state;
+      // The members whose creation stood run this generation's first step: its verdict
+      // "abort" makes their monitors end it, and they come to the next one too.
+      store_->compare_set(keys::verdict(next.number, next.committed_steps), {},
+                          to_bytes("abort|" + id_ + " gave up forming " + next.describe() + ": " + e.what()));
       monitor_->unwatch();
-      monitor_->abort_group(group_);  // it may be aborting it too
+      monitor_->abort_group(group_);  // the monitor may be aborting it too
       group_.reset();
-      if (Clock::now() >= deadline) throw;
-      creation_slice *= 2;
-      log_line("ft: " + next.describe() + " failed while forming (" + std::string(e.what()) + "); forming the next");
+      same_failures = next.members == failed_members ? same_failures + 1 : 1;
+      failed_members = next.members;
+      // Nobody is gone and the same members failed three times: what fails is not about
+      // who is there, and another generation would fail the same way.
+      if (Clock::now() >= deadline || same_failures >= 3) {
+        std::rethrow_exception(with_detail(std::current_exception(),
+                                           "ft: member '" + id_ + "' gave up forming " + next.describe() + " (" +
+                                               std::to_string(same_failures) + " times with these members)"));
+      }
+      creation_slice = std::min<std::chrono::milliseconds>(
+          creation_slice * 2, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      log_line("ft: member '" + id_ + "': " + next.describe() + " failed while forming (" + std::string(e.what()) +
+               "); forming the next");
       continue;
     }
     break;
@@ -268,29 +252,126 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   // still refers to it until it sees group_changed() and builds a new one.
   need_new_generation_ = false;
   monitor_->watch(generation_.number, committed_, generation_.members, group_);
-  // One line per generation, from its rank 0: what changed, and why.
-  if (group_->rank() == 0) {
-    std::string why;
-    if (!failures_.empty() && failures_.back().recovered == std::chrono::system_clock::time_point{}) {
-      const FailureEvent& f = failures_.back();
-      const double after_s = std::chrono::duration<double>(std::chrono::system_clock::now() - f.noticed).count();
-      char took[32];
-      std::snprintf(took, sizeof(took), "%.2f", after_s);
-      why = "; step " + std::to_string(f.step) + " of generation " + std::to_string(f.generation) + " failed (" + f.why +
-            "), formed " + took + " s after this member learned it";
+  if (group_->rank() == 0) log_generation(before);
+}
+
+void Manager::agree_on_state(const std::vector<Tensor*>& state) {
+  const std::string mine = describe_state(state);
+  if (has_state_) {
+    // The first member to form a generation says what the state is; every member must agree.
+    const std::string job = to_string(store_->compare_set(keys::kState, {}, to_bytes(mine)));
+    if (job != mine) {
+      throw InvalidArgument("ft::Manager: member '" + id_ + "' has the state " + mine + ", the job's is " + job +
+                            ": every member must pass begin_step the same tensors");
     }
-    std::string joined, left;
-    for (const std::string& id : generation_.members) {
-      if (!before.empty() && std::find(before.begin(), before.end(), id) == before.end()) joined += " " + id;
-    }
-    for (const std::string& id : before) {
-      if (generation_.rank_of(id) < 0) left += " " + id;
-    }
-    if (!left.empty()) why = "; without" + left + why;
-    if (!joined.empty()) why = "; joined:" + joined + why;
-    log_line_as(0, group_->size(), "ft: " + generation_.describe() + " goes on from step " +
-                                       std::to_string(committed_) + why);
+    return;
   }
+  if (generation_.number != 0) return;  // a joiner taken in before, whose transfer failed: checked then
+  // A joiner: its state must be the members' (dtypes and shapes; the signature was checked
+  // at construction), or it is refused before it is counted in, and the job goes on.
+  store_->wait({keys::kState}, options_.op_timeout);
+  const std::string job = store_->get_string(keys::kState);
+  if (job != mine) {
+    liveness_->mark_dead(id_, "refused: its state differs from the members'");
+    throw InvalidArgument("ft::Manager: joiner '" + id_ + "' refused: its state is " + mine + ", the members' is " + job);
+  }
+  const int64_t n = store_->add(keys::kJoiners, 1);
+  store_->set(keys::joiner(n), id_);
+}
+
+Generation Manager::agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline) {
+  Generation next;
+  if (generation_.number == 0 && joining_) {
+    next = await_admission(*store_, id_, deadline);
+    if (next.members.empty()) return next;
+  } else {
+    FormRequest request;
+    request.number = generation_.number + 1;
+    request.me = id_;
+    request.previous = previous;
+    request.committed_steps = committed_;
+    request.deadline = deadline;
+    next = form_generation(*store_, *liveness_, request);
+  }
+  if (next.rank_of(id_) < 0) {
+    const std::string why = liveness_->gone(id_, false);
+    throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() +
+                      (why.empty() ? ": it came too late" : ", taken for gone: " + why));
+  }
+  if (static_cast<int>(next.members.size()) < options_.min_members) {
+    throw Error("ft: member '" + id_ + "': only " + std::to_string(next.members.size()) + " members are left in " +
+                next.describe() + ", fewer than the program's minimum of " + std::to_string(options_.min_members) +
+                "; stopping");
+  }
+  if (!has_state_) store_->set(keys::needs_state(next.number, id_), "1");
+  return next;
+}
+
+void Manager::make_group(Clock::time_point creation_deadline) {
+  ProcessGroupOptions po;
+  po.store = std::make_shared<PrefixStore>(keys::group_prefix(generation_.number), store_);
+  po.rank = generation_.rank_of(id_);
+  po.size = static_cast<int>(generation_.members.size());
+  po.backend = options_.backend;
+  po.backend_config = options_.backend_config;
+  po.timeout = options_.op_timeout;
+  po.group_name = keys::kGroupName;
+  po.creation_deadline = creation_deadline;
+  po.store_text = "the fault-tolerant job's store (" + generation_.describe() + ")";
+  // Watched while it is made: a member gone now fails the creation on every member
+  // (liveness_monitor.h), well before the slice ends.
+  monitor_->watch(generation_.number, generation_.committed_steps, generation_.members, nullptr);
+  group_ = ProcessGroup::create(po);
+  // Watched from here on, as a step is: a member that dies before the state has reached
+  // the joiners gets the step's abort, and the broadcast ends now, not at op_timeout.
+  monitor_->watch(generation_.number, generation_.committed_steps, generation_.members, group_);
+}
+
+void Manager::hand_state(const std::vector<Tensor*>& state) {
+  // Creation waited for every member's arrival, and each that lacks the state said so
+  // before arriving: every member sees the same list here.
+  int root = -1;
+  bool someone_needs = false;
+  for (size_t r = 0; r < generation_.members.size(); ++r) {
+    const bool needs = store_->check({keys::needs_state(generation_.number, generation_.members[r])});
+    someone_needs = someone_needs || needs;
+    if (!needs && root < 0) root = static_cast<int>(r);
+  }
+  if (!someone_needs) return;
+  if (root < 0) throw Error("ft: no member of " + generation_.describe() + " has the state: every one that had it is gone");
+  BroadcastOptions bo;
+  bo.root = root;
+  for (Tensor* t : state) group_->broadcast(*t, bo)->wait();
+  has_state_ = true;
+}
+
+// One line per generation, from its rank 0: what changed, and why.
+void Manager::log_generation(const std::vector<std::string>& before) const {
+  std::string why;
+  if (!failures_.empty() && failures_.back().recovered == std::chrono::system_clock::time_point{}) {
+    const FailureEvent& f = failures_.back();
+    const double after_s = std::chrono::duration<double>(std::chrono::system_clock::now() - f.noticed).count();
+    char took[32];
+    std::snprintf(took, sizeof(took), "%.2f", after_s);
+    why = "; step " + std::to_string(f.step) + " of generation " + std::to_string(f.generation) + " failed (" + f.why +
+          "), formed " + took + " s after this member learned it";
+  }
+  std::string joined, left;
+  for (const std::string& id : generation_.members) {
+    if (!before.empty() && std::find(before.begin(), before.end(), id) == before.end()) joined += " " + id;
+  }
+  for (const std::string& id : before) {
+    if (generation_.rank_of(id) < 0) left += " " + id;
+  }
+  if (!left.empty()) why = "; without" + left + why;
+  if (!joined.empty()) why = "; joined:" + joined + why;
+  log_line_as(0, group_->size(),
+              "ft: " + generation_.describe() + " goes on from step " + std::to_string(committed_) + why);
+}
+
+void Manager::finish() {
+  if (!has_state_) return;  // a joiner never taken in has nothing to end
+  store_->compare_set(keys::kFinished, {}, to_bytes(std::to_string(committed_)));
 }
 
 void Manager::step_failed(const std::string& why) {
@@ -317,8 +398,12 @@ bool Manager::commit() {
       break;
     } catch (const Timeout&) {
       if (Clock::now() >= deadline) {
-        throw Timeout("ft: member '" + id_ + "' waited " + std::to_string(options_.op_timeout.count()) +
-                      " ms for the verdict on step " + std::to_string(s) + " of " + generation_.describe());
+        // Not on its own: the step is aborted for every member (unless a verdict came
+        // meanwhile, which then stands), so that no member applies it while this one redoes it.
+        store_->compare_set(keys::verdict(g, s), {},
+                            to_bytes("abort|" + id_ + " waited " + std::to_string(options_.op_timeout.count()) +
+                                     " ms for the others to finish the step"));
+        break;
       }
     }
   }
@@ -338,6 +423,9 @@ bool Manager::commit() {
   event.generation = g;
   event.step = s;
   event.why = verdict.substr(verdict.find('|') + 1);
+  // A monitor whose store calls fail sends no heartbeat either: say so with the failure.
+  const std::string monitor_error = monitor_->last_error();
+  if (!monitor_error.empty()) event.why += "; this member's liveness monitor's last store error: " + monitor_error;
   // Learned first by whichever came first: this member's own op failing, its monitor
   // seeing the verdict, or the verdict read here.
   event.noticed = std::chrono::system_clock::now();

@@ -105,16 +105,23 @@ class Manager {
   // or this is the first step), forms the next generation and its group first, and, if it
   // has a member that joined, broadcasts `state` (every tensor, in order, the same list on
   // every member) from rank 0 to them. Throws Error when fewer than min_members are left,
-  // or when this member was left out (taken for gone).
+  // or when this member was left out (taken for gone); InvalidArgument for a joiner whose
+  // state (dtypes, shapes) differs from the members', naming both. Null for a joiner when
+  // the training finished (finish()) before it was taken in: it has nothing to do.
   ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
   // Whether the last begin_step gave another group than the step before: rebuild what
   // refers to the old one (DDP) now. The old group lives until this step's commit().
   bool group_changed() const { return group_changed_; }
 
+  // Training has ended (every member calls it after its last commit): a joiner still waiting
+  // to be taken in stops waiting, and its begin_step returns null.
+  void finish();
+
   // This member's step failed (call it where an op of the step threw).
   void step_failed(const std::string& why);
   // Ends the step: true when every member finished it (apply the update now), false when
-  // it is to be redone by the survivors (do not apply). Throws Timeout after op_timeout.
+  // it is to be redone by the survivors (do not apply). After op_timeout without a verdict
+  // this member writes "abort" itself (the first verdict written stands for everyone).
   bool commit();
 
   uint64_t committed_steps() const { return committed_; }
@@ -123,8 +130,14 @@ class Manager {
   const std::vector<FailureEvent>& failures() const { return failures_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // The parts of forming the next generation, in order.
   void form_next(const std::vector<Tensor*>& state);
-  std::string verdict_of_finished_step();
+  void agree_on_state(const std::vector<Tensor*>& state);  // the members' state; a joiner's checked
+  Generation agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline);
+  void make_group(Clock::time_point creation_deadline);
+  void hand_state(const std::vector<Tensor*>& state);  // to the members that lack it
+  void log_generation(const std::vector<std::string>& before) const;
 
   ManagerOptions options_;
   std::string id_;
@@ -138,6 +151,7 @@ class Manager {
   bool need_new_generation_ = true;
   bool group_changed_ = false;
   bool has_state_ = true;  // a joiner has none until its first generation's transfer
+  bool finished_ = false;  // a joiner that came after the training finished
   bool step_failed_ = false;
   std::string step_failure_;
   std::chrono::system_clock::time_point step_failed_at_{};

@@ -9,7 +9,11 @@
 //   latest                      the newest generation formed (its number)
 //   gen/<g>/arrivals            how many candidates arrived to form generation g (a counter)
 //   gen/<g>/arrival/<n>         the n-th one's id
-//   gen/<g>/members             "<committed steps>|<joiners admitted>|<id>,<id>,..." (first wins)
+//   state                       the state's dtypes and shapes, as the first member to form a
+//                               generation describes them (a joiner's must be the same)
+//   finished                    written by ft::Manager::finish: training has ended
+//   gen/<g>/members             "<committed steps>|<id>,<id>,..." (first wins)
+//   gen/<g>/needs_state/<id>    a member of g that has no state yet (a joiner)
 //   gen/<g>/group/...           generation g's ProcessGroup
 //   gen/<g>/step/<s>/done       members that finished step s (a counter)
 //   gen/<g>/step/<s>/verdict    "commit|<joiners>" or "abort|<why>" (compare_set: first wins)
@@ -30,10 +34,13 @@ inline std::string dead(const std::string& id) { return "dead/" + id; }
 inline constexpr char kJoiners[] = "joiners";
 inline std::string joiner(int64_t n) { return "joiner/" + std::to_string(n); }
 inline constexpr char kLatest[] = "latest";
+inline constexpr char kState[] = "state";
+inline constexpr char kFinished[] = "finished";
 inline std::string gen(uint64_t g) { return "gen/" + std::to_string(g) + "/"; }
 inline std::string arrivals(uint64_t g) { return gen(g) + "arrivals"; }
 inline std::string arrival(uint64_t g, int64_t n) { return gen(g) + "arrival/" + std::to_string(n); }
 inline std::string members(uint64_t g) { return gen(g) + "members"; }
+inline std::string needs_state(uint64_t g, const std::string& id) { return gen(g) + "needs_state/" + id; }
 inline std::string group_prefix(uint64_t g) { return gen(g) + "group"; }
 inline std::string step(uint64_t g, uint64_t s) { return gen(g) + "step/" + std::to_string(s) + "/"; }
 inline std::string done(uint64_t g, uint64_t s) { return step(g, s) + "done"; }

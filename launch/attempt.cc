@@ -327,9 +327,15 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
     std::string replacement;
     if (options_.replace_after.count() >= 0) {
       const int local = processes_[i].local_rank;
-      const int number = ++replaced_[static_cast<size_t>(local)];
-      replacements_.push_back({Clock::now() + options_.replace_after, local, number});
-      replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
+      int& replaced = replaced_[static_cast<size_t>(local)];
+      if (replaced >= options_.max_replacements) {
+        replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
+                      std::to_string(replaced) + " replacements (--max_replacements=" +
+                      std::to_string(options_.max_replacements) + ")";
+      } else {
+        replacements_.push_back({Clock::now() + options_.replace_after, local, ++replaced});
+        replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
+      }
     }
     say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +
         (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)" + replacement);

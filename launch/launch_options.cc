@@ -77,6 +77,9 @@ void validate(const LaunchOptions& o) {
     reject("replace_after_s", std::to_string(o.replace_after.count() / 1000.0),
            "a replacement joins ranks that go on: it needs --on_failure=continue");
   }
+  if (o.max_replacements < 0) {
+    reject("max_replacements", std::to_string(o.max_replacements), "must be >= 0");
+  }
   if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
   if (o.dump_wait.count() < 0) reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0), "must be >= 0");
   if (o.grace_period.count() < 0) reject("grace_period_s", std::to_string(o.grace_period.count() / 1000.0), "must be >= 0");

@@ -76,6 +76,9 @@ struct LaunchOptions {
   // (ft/manager.h), unless no rank runs any more. Then the job succeeds when every rank's
   // last process exited 0. Negative: no replacements.
   std::chrono::milliseconds replace_after{-1};
+  // How many replacements one rank may have: a program that fails at once every time must
+  // not become a fork loop.
+  int max_replacements = 3;
   // After a rank fails, stop the others and start the job again, up to this many times,
   // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
   int max_restarts = 0;

@@ -454,7 +454,7 @@ TEST_F(FtManager, FewerThanMinMembersStopsEverySurvivorNamingWhoIsLeft) {
   mark_dead("rank2", "killed by the test");
   trainer.join();
   for (Member* m : {members[0], members[1], members[3]}) {
-    EXPECT_TRUE(contains(m->error, "only 3 members are left (rank0, rank1, rank3)") &&
+    EXPECT_TRUE(contains(m->error, "only 3 members are left in generation 2 (rank0, rank1, rank3)") &&
                 contains(m->error, "minimum of 4"))
         << m->id << ": " << m->error;
     EXPECT_EQ(m->ft->committed_steps(), kDeath) << m->id;

@@ -57,6 +57,8 @@ DEFINE_string(on_failure, "stop", "when a rank fails: stop (stop the other ranks
 DEFINE_double(replace_after_s, -1, "with --on_failure=continue: this long after a rank fails, start a replacement that "
               "joins the running ranks (DISTCOMM_FT_JOIN=1, DISTCOMM_FT_MEMBER_ID=rank<R>+<n>; ft/manager.h); the job "
               "then succeeds when every rank's last process exits 0. Negative: none");
+DEFINE_int32(max_replacements, 3, "with --replace_after_s: how many replacements one rank may have (a program that "
+             "fails at once every time must not become a fork loop)");
 DEFINE_int32(max_restarts, 0, "when a rank fails, stop the others and start the job again, up to this many times "
              "(each rank sees DISTCOMM_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT); 0: a failure ends the job");
 DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this Chrome trace JSON file "
@@ -118,6 +120,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.max_restarts = FLAGS_max_restarts;
   o.on_failure = distcomm::launch::parse_on_failure(FLAGS_on_failure);
   o.replace_after = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_replace_after_s * 1000));
+  o.max_replacements = FLAGS_max_replacements;
   o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.

@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -296,6 +298,20 @@ TEST(Launch, AReplacementThatFailsLeavesTheJobFailed) {
   EXPECT_NE(f.out.find("[rank 0] replacement rank0+1 RANK=0"), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("failed: exit code 9"), std::string::npos) << "the replacement's failure is said: " << f.err;
   EXPECT_EQ(f.err.find("the job succeeded"), std::string::npos) << f.err;
+}
+
+// A rank whose every process fails is replaced --max_replacements times, then no more: the
+// job fails with the first failure's code instead of forking without end.
+TEST(Launch, ReplacementsStopAtMaxReplacements) {
+  std::remove((std::string(std::getenv("TEST_TMPDIR")) + "/replaced_1").c_str());  // an earlier test's success
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=0",
+                           "--max_replacements=2"},
+                          {kProbe, "replaced", "1", "7", "8"}));
+  EXPECT_EQ(exit_code(f), 7) << f.err;
+  EXPECT_NE(f.err.find("started rank 1's replacement 2 "), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("started rank 1's replacement 3 "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("not replaced again: rank 1 has had 2 replacements (--max_replacements=2)"), std::string::npos)
+      << f.err;
 }
 
 // Without --replace_after_s a failed rank stays failed, and the job exits with its code.

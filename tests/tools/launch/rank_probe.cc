@@ -25,7 +25,7 @@
 //                                     that rank exits with code at once; its replacement
 //                                     (DISTCOMM_FT_JOIN=1) prints "replacement <member id>
 //                                     RANK=<rank>" and exits with <replacement code> (0); the
-//                                     others wait for a replacement to have printed (its file
+//                                     others wait for a replacement that succeeds (its file
 //                                     <TEST_TMPDIR>/replaced_<rank>), 3 s at most, then exit 0
 #include <signal.h>
 #include <sys/resource.h>
@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
     const std::string done = env_str("TEST_TMPDIR") + "/replaced_" + std::to_string(failing);
     if (env_str("DISTCOMM_FT_JOIN") == "1") {
       write_text(1, "replacement " + env_str("DISTCOMM_FT_MEMBER_ID") + " RANK=" + env_str("RANK") + "\n");
-      std::ofstream(done) << ::getpid();
-      return argc > 4 ? std::atoi(argv[4]) : 0;
+      const int code = argc > 4 ? std::atoi(argv[4]) : 0;
+      if (code == 0) std::ofstream(done) << ::getpid();  // only one that succeeds releases the others
+      return code;
     }
     if (env_int("RANK") == failing) return std::atoi(argv[3]);
     for (int i = 0; i < 3000 && ::access(done.c_str(), F_OK) != 0; ++i) ::usleep(1000);
