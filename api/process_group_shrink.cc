@@ -51,11 +51,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   for (const std::string& plugin : BackendSpec::parse(options_.backend).names(plugins())) {
     if (load_plugin(plugin, plugins()).flags & DISTCOMM_PLUGIN_SELF_RENDEZVOUS) self_meeting = plugin;
   }
-  if (!options_.store || !self_meeting.empty()) {
-    throw Unsupported(where + ": backend '" + (self_meeting.empty() ? options_.backend : self_meeting) +
+  if (!self_meeting.empty()) {
+    throw Unsupported(where + ": backend '" + self_meeting +
                       "' meets its peers without the store (mpi: through MPI_COMM_WORLD, which cannot lose a rank "
                       "without ULFM, and Open MPI 4.1 has none); restart the job instead (tools/launch "
                       "--max_restarts)");
+  }
+  if (!options_.store) {
+    throw Unsupported(where + ": the group has no store, and the survivors meet through one; create the group with "
+                      "a store (init_method env://, tcp:// or file://)");
   }
   // Counted on every survivor alike (each calls shrink the same number of times), so that
   // a second shrink with the same list is another group.
