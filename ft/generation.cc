@@ -36,11 +36,16 @@ class Arrivals {
   Arrivals(Store& store, uint64_t g) : store_(store), g_(g) {}
   const std::set<std::string>& read() {
     const int64_t count = store_.add(keys::arrivals(g_), 0);
-    for (; seen_ < count; ++seen_) {
-      // Counted before written: the id may be a moment behind its number, or never come
-      // (its candidate died in between). Read on at the next poll; never wait here.
-      if (!store_.check({keys::arrival(g_, seen_ + 1)})) break;
-      ids_.insert(store_.get_string(keys::arrival(g_, seen_ + 1)));
+    for (; seen_ < count; ++seen_) unread_.push_back(seen_ + 1);
+    // Counted before written: an id may be a moment behind its number, or never come (its
+    // candidate died in between). Read the others; try that one again at the next poll.
+    for (auto it = unread_.begin(); it != unread_.end();) {
+      if (store_.check({keys::arrival(g_, *it)})) {
+        ids_.insert(store_.get_string(keys::arrival(g_, *it)));
+        it = unread_.erase(it);
+      } else {
+        ++it;
+      }
     }
     return ids_;
   }
@@ -49,6 +54,7 @@ class Arrivals {
   Store& store_;
   uint64_t g_;
   int64_t seen_ = 0;
+  std::vector<int64_t> unread_;  // counted, not yet written
   std::set<std::string> ids_;
 };
 

@@ -179,13 +179,16 @@ class FtManager : public ::testing::Test {
     return *members_.back();
   }
 
-  // Members "rank0".."rank<n-1>" (contributions 0..n-1), their Managers made.
-  std::vector<Member*> first_members(int n, int min_members = 1) {
+  // Members "rank0".."rank<n-1>" (contributions 0..n-1), their Managers made (`tweak`, if
+  // given, changes each one's options first).
+  std::vector<Member*> first_members(int n, int min_members = 1,
+                                     const std::function<void(ft::ManagerOptions&)>& tweak = {}) {
     std::vector<Member*> out;
     for (int r = 0; r < n; ++r) {
       Member& m = add_member("rank" + std::to_string(r), r);
       ft::ManagerOptions o = options(m.id, n);
       o.min_members = min_members;
+      if (tweak) tweak(o);
       m.ft = std::make_unique<ft::Manager>(o);
       out.push_back(&m);
     }
@@ -553,14 +556,250 @@ TEST_F(FtManager, AnEarlyJoinerWithOtherStateIsRefusedOnceTheJobStands) {
   for (Member* m : members) EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2") << m->id;
 }
 
+// l. rank3 makes its Manager (and so begins to beat) 2 x heartbeat_timeout after the
+// others. A member that has never beaten is not judged by its heartbeat: the first
+// generation waits for it (its deadline is op_timeout), and it trains with the others from
+// step 0.
+TEST_F(FtManager, AFirstMemberThatStartsLateIsStillInTheFirstGeneration) {
+  constexpr uint64_t kSteps = 5;
+  std::vector<Member*> members = first_members(3, 1, [](ft::ManagerOptions& o) { o.initial_members = 4; });
+  Member& late = add_member("rank3", 3);
+  members.push_back(&late);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int r = 0; r < 3; ++r) threads.emplace_back([m = members[size_t(r)]] { train(*m, kSteps); });
+  threads.emplace_back([&] {
+    std::this_thread::sleep_for(2 * kHeartbeatTimeout);
+    try {
+      late.ft = std::make_unique<ft::Manager>(options(late.id, 4));
+    } catch (const std::exception& e) {
+      late.error = e.what();
+      return;
+    }
+    train(late, kSteps);
+  });
+  for (auto& t : threads) t.join();
+  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+
+  ASSERT_NE(late.ft, nullptr) << late.error;
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(4); });
+  for (Member* m : members) {
+    EXPECT_EQ(m->redone, 0) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1})) << m->id;
+    EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2,rank3") << m->id;
+  }
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  EXPECT_FALSE(ft_keys.check({ft::keys::dead("rank3")})) << "rank3 was taken for gone: "
+                                                         << ft_keys.get_string(ft::keys::dead("rank3"));
+  EXPECT_LT(took_s, 10.0);
+}
+
+// m. A joiner makes its Manager during step 2 (and beats from then on), then waits longer
+// than recovery_timeout (1 s here, on every member) before its first begin_step. It is
+// counted in as a joiner only then: meanwhile the members commit steps 2..7 as if it were
+// not there (none of their generations waits for it), and once it comes it is taken in at
+// the next step boundary with the members' state.
+TEST_F(FtManager, AJoinerSlowToBeginIsTakenInWhenItComesWithoutHoldingUpTheMembers) {
+  constexpr uint64_t kSteps = 12, kAsks = 2, kCounted = 8;
+  constexpr milliseconds kRecovery{1000};
+  auto short_recovery = [kRecovery](ft::ManagerOptions& o) { o.recovery_timeout = kRecovery; };
+  std::vector<Member*> members = first_members(3, 1, short_recovery);
+  Member& joiner = add_member("joiner-s", 7);
+  float* garbage = joiner.state.data_as<float>();
+  for (int64_t e = 0; e < kElements; ++e) garbage[e] = -9876.5f - float(e);
+  std::atomic<int> at_ask{0}, at_counted{0};
+  std::atomic<bool> constructed{false};
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  Script script;
+  script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr&) {
+    if (s == kAsks && m.redone == 0 && m.generations.size() == 1) {
+      ++at_ask;
+      EXPECT_TRUE(eventually([&] { return constructed.load(); })) << "the joiner never made its Manager";
+    }
+    if (s == kCounted && m.generations.size() == 1) {
+      // The joiner is counted in once it calls begin_step: this step's verdict says "grow".
+      ++at_counted;
+      EXPECT_TRUE(eventually([&] { return ft_keys.check({ft::keys::joiner(1)}); }, milliseconds(10000)))
+          << "the joiner was never counted in";
+    }
+    return false;
+  };
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  EXPECT_TRUE(eventually([&] { return at_ask.load() == 3; }));  // generation 1 stands
+  int members_at_counted = -1;  // when the joiner came to begin_step
+  double waited_s = 0;
+  std::thread joining([&] {
+    ft::ManagerOptions o = options(joiner.id, -1, /*joining=*/true);
+    o.recovery_timeout = kRecovery;
+    try {
+      joiner.ft = std::make_unique<ft::Manager>(o);
+    } catch (const std::exception& e) {
+      joiner.error = e.what();
+      constructed = true;
+      joiner.finished = true;
+      return;
+    }
+    const auto made = Clock::now();
+    constructed = true;
+    std::this_thread::sleep_for(kRecovery + milliseconds(500));
+    members_at_counted = at_counted.load();
+    waited_s = std::chrono::duration<double>(Clock::now() - made).count();
+    train(joiner, kSteps);
+  });
+  trainer.join();
+  joining.join();
+
+  EXPECT_GT(waited_s, std::chrono::duration<double>(kRecovery).count());
+  // Every member went on to step 8 while the joiner had not yet come.
+  EXPECT_EQ(members_at_counted, 3) << "the members stalled while the joiner was slow to come";
+  ASSERT_EQ(joiner.error, "");
+  std::vector<Member*> everyone = {members[0], members[1], members[2], &joiner};
+  expect_consistent(everyone, kSteps,
+                    [](uint64_t s) { return s <= kCounted ? all_of(3) : std::vector<int>{0, 1, 2, 7}; });
+  for (Member* m : members) {
+    EXPECT_EQ(m->redone, 0) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1, 2})) << m->id;
+    EXPECT_EQ(m->generation_starts, (std::vector<uint64_t>{0, kCounted + 1})) << m->id;
+  }
+  EXPECT_EQ(joiner.generation_starts, (std::vector<uint64_t>{kCounted + 1}));
+  EXPECT_EQ(ids_of(joiner.ft->generation().members), "rank0,rank1,rank2,joiner-s");
+}
+
+// n. A joiner with the members' state_signature but state tensors of another shape ([8]
+// against the members' [4]) is refused by its begin_step, before it is counted in, with
+// InvalidArgument naming both; the members go on in generation 1 as if it never came.
+TEST_F(FtManager, AJoinerWhoseStateHasAnotherShapeIsRefusedNamingBothAndTheJobGoesOn) {
+  constexpr uint64_t kSteps = 6, kAsks = 2;
+  constexpr milliseconds kRecovery{3000};  // bounds a generation that cannot form
+  std::vector<Member*> members =
+      first_members(3, 1, [kRecovery](ft::ManagerOptions& o) { o.recovery_timeout = kRecovery; });
+  std::atomic<int> at_ask{0};
+  std::atomic<bool> asked{false};
+  Script script;
+  script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr&) {
+    if (s == kAsks && m.generations.size() == 1 && m.redone == 0) {
+      ++at_ask;
+      EXPECT_TRUE(eventually([&] { return asked.load(); }));
+    }
+    return false;
+  };
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  EXPECT_TRUE(eventually([&] { return at_ask.load() == 3; }));  // generation 1 stands
+  Tensor other = Tensor::zeros({2 * kElements});
+  std::string refused = "not refused";
+  {
+    ft::ManagerOptions o = options("joiner-shape", -1, /*joining=*/true);  // the members' signature
+    o.recovery_timeout = kRecovery;
+    std::unique_ptr<ft::Manager> joiner;
+    try {
+      joiner = std::make_unique<ft::Manager>(o);
+    } catch (const std::exception& e) {
+      refused = std::string("refused by its constructor, not begin_step: ") + e.what();
+    }
+    asked = true;  // the members go on from here, whatever the joiner does
+    if (joiner) {
+      try {
+        ProcessGroupPtr pg = joiner->begin_step({&other});
+        refused = std::string("taken in: ") + (pg ? joiner->generation().describe() : "(null group)");
+      } catch (const InvalidArgument& e) {
+        refused = e.what();
+      } catch (const std::exception& e) {
+        refused = std::string("not InvalidArgument: ") + e.what();
+      }
+    }
+  }
+  trainer.join();
+  const std::string mine = other.describe(), theirs = members[0]->state.describe();
+  EXPECT_TRUE(contains(refused, "joiner-shape") && contains(refused, mine) && contains(refused, theirs))
+      << "expected to name " << mine << " and " << theirs << ": " << refused;
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(3); });
+  for (Member* m : members) {
+    EXPECT_EQ(m->redone, 0) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1})) << m->id;
+    EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2") << m->id;
+  }
+}
+
+// o. Every member calls finish() after its last commit. A joiner that starts after that is
+// not taken in (nobody forms a generation any more): its begin_step returns null at once,
+// not a Timeout at recovery_timeout.
+TEST_F(FtManager, AJoinerAfterTheTrainingFinishedGetsANullGroupPromptly) {
+  constexpr uint64_t kSteps = 3;
+  constexpr milliseconds kRecovery{4000};
+  std::vector<Member*> members = first_members(3);
+  train_all(members, kSteps);
+  for (Member* m : members) m->ft->finish();
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(3); });
+
+  Member& joiner = add_member("joiner-late", 5);
+  ft::ManagerOptions o = options(joiner.id, -1, /*joining=*/true);
+  o.recovery_timeout = kRecovery;
+  std::string outcome = "null group";
+  const auto start = Clock::now();
+  try {
+    joiner.ft = std::make_unique<ft::Manager>(o);
+    if (ProcessGroupPtr pg = joiner.ft->begin_step({&joiner.state})) outcome = "a group of " + std::to_string(pg->size());
+    if (ProcessGroupPtr pg = joiner.ft->begin_step({&joiner.state})) outcome = "a group the second time";
+  } catch (const std::exception& e) {
+    outcome = std::string("threw: ") + e.what();
+  }
+  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(outcome, "null group");
+  EXPECT_LT(took_s, 1.0) << "recovery_timeout is " << kRecovery.count() << " ms";
+  if (joiner.ft) {
+    EXPECT_EQ(joiner.ft->committed_steps(), 0u);
+  }
+}
+
+// p. commit()'s time limit: with op_timeout 600 ms, rank1 finishes step 2's op and then
+// does not commit (its thread stops there; its monitor beats on). rank0's commit() waits
+// op_timeout for it, writes the step's verdict "abort|rank0 waited ..." and returns false
+// (no Timeout thrown); rank1, come back, reads that abort, and both redo step 2.
+TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
+  constexpr uint64_t kSteps = 5, kHang = 2;
+  constexpr milliseconds kOpTimeout{600};
+  std::vector<Member*> members = first_members(2, 1, [kOpTimeout](ft::ManagerOptions& o) {
+    o.op_timeout = kOpTimeout;
+    o.recovery_timeout = std::chrono::seconds(2);  // bounds a generation that cannot form
+  });
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  const std::string verdict_key = ft::keys::verdict(1, kHang);
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (m.id != "rank1" || s != kHang || m.redone != 0) return;
+    // Back only once the step has a verdict: rank0's, at its commit's time limit.
+    EXPECT_TRUE(eventually([&] { return ft_keys.check({verdict_key}); }, milliseconds(3000)))
+        << "rank0's commit wrote no verdict";
+  };
+  const auto start = Clock::now();
+  train_all(members, kSteps, script);
+  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+
+  const std::string verdict = ft_keys.check({verdict_key}) ? ft_keys.get_string(verdict_key) : "(none)";
+  const std::string expected = "abort|rank0 waited " + std::to_string(kOpTimeout.count()) + " ms";
+  EXPECT_EQ(verdict.rfind(expected, 0), 0u) << verdict;
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
+  for (Member* m : members) {
+    EXPECT_EQ(m->redone, 1) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1, 2})) << m->id;
+    EXPECT_EQ(m->generation_starts, (std::vector<uint64_t>{0, kHang})) << m->id;
+    ASSERT_EQ(m->ft->failures().size(), 1u) << m->id;
+    EXPECT_TRUE(contains(m->ft->failures().front().why, "rank0 waited")) << m->ft->failures().front().why;
+  }
+  EXPECT_LT(took_s, 5.0);
+}
+
 // A store that hangs the thread of its member at its first call on a key holding `trap`,
-// as a process that died there; released at the test's end, it throws.
+// as a process that died there; released at the test's end, it throws. With `armed_by`,
+// only once a key holding that was set (at its first call on a key holding `trap` after).
 class TrapStore final : public Store {
  public:
-  TrapStore(StorePtr inner, std::string trap) : inner_(std::move(inner)), trap_(std::move(trap)) {}
+  TrapStore(StorePtr inner, std::string trap, std::string armed_by = "")
+      : inner_(std::move(inner)), trap_(std::move(trap)), armed_by_(std::move(armed_by)), armed_(armed_by_.empty()) {}
   void set(const std::string& key, const Bytes& value) override {
     hang_on(key);
     inner_->set(key, value);
+    if (!armed_by_.empty() && key.find(armed_by_) != std::string::npos) armed_ = true;
   }
   Bytes get(const std::string& key) override {
     hang_on(key);
@@ -591,7 +830,7 @@ class TrapStore final : public Store {
 
  private:
   void hang_on(const std::string& key) {
-    if (key.find(trap_) == std::string::npos) return;
+    if (!armed_ || key.find(trap_) == std::string::npos) return;
     hung = true;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return released_; });
@@ -599,6 +838,8 @@ class TrapStore final : public Store {
   }
   const StorePtr inner_;
   const std::string trap_;
+  const std::string armed_by_;
+  std::atomic<bool> armed_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool released_ = false;
@@ -611,11 +852,13 @@ class TrapStore final : public Store {
 class FtManagerForming : public FtManager {
  protected:
   // Members rank0..rank3, rank3's caller connection (not its monitor's) a TrapStore.
-  std::vector<Member*> members_with_trap(const std::shared_ptr<TrapStore>& trap) {
+  std::vector<Member*> members_with_trap(const std::shared_ptr<TrapStore>& trap,
+                                         const std::function<void(ft::ManagerOptions&)>& tweak = {}) {
     std::vector<Member*> out;
     for (int r = 0; r < 4; ++r) {
       Member& m = add_member("rank" + std::to_string(r), r);
       ft::ManagerOptions o = options(m.id, 4);
+      if (tweak) tweak(o);
       if (r == 3) {
         auto calls = std::make_shared<int>(0);
         StorePtr plain = store_;
@@ -709,6 +952,77 @@ TEST_F(FtManagerForming, AMemberThatDiesBeforeTheStateBroadcastIsLeftOut) {
                     [](uint64_t s) { return s <= kAsks ? all_of(4) : std::vector<int>{0, 1, 2, 9}; });
   EXPECT_EQ(ids_of(joiner.ft->generation().members), "rank0,rank1,rank2,joiner-x");
   EXPECT_EQ(joiner.generation_starts, (std::vector<uint64_t>{kAsks + 1}));
+}
+
+// q. A member found dead after it arrived at a generation, before the membership is
+// written, is left out of that generation. Every member says step 2 failed, so generation 2
+// is formed; rank3 comes first, arrives, and its thread hangs at its next store call (its
+// monitor beats on); its dead mark is written then, and only then do the others come. They
+// see rank3 arrived, and dead: generation 2 is rank0..rank2 (not rank0..rank3, whose group
+// would then fail and a generation 3 leave rank3 out).
+TEST_F(FtManagerForming, AMemberMarkedDeadAfterItArrivedIsLeftOutOfThatGeneration) {
+  constexpr uint64_t kSteps = 5, kFails = 2;
+  // From its arrival at generation 2 (its id written) on, rank3's every store call hangs.
+  auto trap = std::make_shared<TrapStore>(store_, "", /*armed_by=*/ft::keys::gen(2) + "arrival/");
+  std::vector<Member*> members = members_with_trap(trap);
+  std::atomic<bool> marked{false};
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (s != kFails || m.redone != 0) return;
+    if (m.id != "rank3") {
+      EXPECT_TRUE(eventually([&] { return marked.load(); }));
+    }
+    m.ft->step_failed("injected by the test");
+  };
+  std::vector<Member*> survivors = {members[0], members[1], members[2]};
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
+  mark_dead("rank3", "killed by the test");
+  marked = true;
+  const bool done = eventually([&] { return all_finished(survivors); });
+  trap->release();
+  trainer.join();
+  EXPECT_TRUE(done);
+
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  EXPECT_EQ(ft_keys.get_string(ft::keys::members(2)), std::to_string(kFails) + "|rank0,rank1,rank2");
+  expect_consistent(survivors, kSteps, [](uint64_t s) { return s < kFails ? all_of(4) : std::vector<int>{0, 1, 2}; });
+  for (Member* m : survivors) {
+    EXPECT_EQ(m->redone, 1) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1, 2})) << m->id;
+    EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2") << m->id;
+  }
+}
+
+// r. rank3 dies between counting its arrival at generation 2 and writing its id: the
+// arrivals after its number are still read, and the survivors form generation 2 at once.
+TEST_F(FtManagerForming, AnArrivalCountedButNeverWrittenDoesNotHideTheLaterOnes) {
+  constexpr uint64_t kSteps = 5, kFails = 2;
+  auto trap = std::make_shared<TrapStore>(store_, ft::keys::gen(2) + "arrival/");
+  std::vector<Member*> members =
+      members_with_trap(trap, [](ft::ManagerOptions& o) { o.recovery_timeout = std::chrono::seconds(3); });
+  std::atomic<bool> marked{false};
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (s != kFails || m.redone != 0) return;
+    if (m.id != "rank3") {
+      EXPECT_TRUE(eventually([&] { return marked.load(); }));
+    }
+    m.ft->step_failed("injected by the test");
+  };
+  std::vector<Member*> survivors = {members[0], members[1], members[2]};
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
+  mark_dead("rank3", "killed by the test");
+  marked = true;
+  const auto t0 = Clock::now();
+  const bool done = eventually([&] { return all_finished(survivors); });
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  trap->release();
+  trainer.join();
+  EXPECT_TRUE(done);
+  EXPECT_LT(s, 2.0);
+  expect_consistent(survivors, kSteps, [](uint64_t s) { return s < kFails ? all_of(4) : std::vector<int>{0, 1, 2}; });
 }
 
 }  // namespace
