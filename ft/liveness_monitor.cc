@@ -10,8 +10,12 @@ namespace distcomm {
 namespace ft {
 
 LivenessMonitor::LivenessMonitor(StorePtr store, std::string me, std::chrono::milliseconds interval,
-                                 std::chrono::milliseconds heartbeat_timeout)
-    : store_(std::move(store)), me_(std::move(me)), interval_(interval), liveness_(store_, heartbeat_timeout) {
+                                 std::chrono::milliseconds heartbeat_timeout, std::vector<std::string> backends)
+    : store_(std::move(store)),
+      me_(std::move(me)),
+      interval_(interval),
+      backends_(std::move(backends)),
+      liveness_(store_, heartbeat_timeout) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -103,8 +107,15 @@ void LivenessMonitor::tick() {
     // the creation's check interval instead of at its deadline.
     if (!group) {
       const int rank = static_cast<int>(std::find(members.begin(), members.end(), culprit) - members.begin());
-      store_->compare_set(keys::group_prefix(g) + "/" + first_creation_failed_key(keys::kGroupName), {},
-                          to_bytes(encode_creation_failure(rank, std::make_exception_ptr(PeerFailure(what)))));
+      const Store::Bytes failure = to_bytes(encode_creation_failure(rank, std::make_exception_ptr(PeerFailure(what))));
+      const std::string group_prefix = keys::group_prefix(g) + "/" + group_store_base(keys::kGroupName) + "/";
+      store_->compare_set(group_prefix + kCreationFailedKey, {}, failure);
+      // And where each backend's rendezvous looks, for the members already past arrival.
+      for (const std::string& plugin : backends_) {
+        for (DeviceType device : {DeviceType::kCPU, DeviceType::kCUDA}) {
+          store_->compare_set(backend_store_prefix(group_prefix, device, plugin) + "/" + kCreationFailedKey, {}, failure);
+        }
+      }
     }
   }
   if (!store_->check({keys::verdict(g, s)})) return;

@@ -31,8 +31,10 @@ namespace ft {
 class LivenessMonitor {
  public:
   using SystemTime = std::chrono::system_clock::time_point;
+  // backends: the plugins a generation's group may run (its spec's names, "auto"'s
+  // candidates), whose rendezvous a failed creation must also end.
   LivenessMonitor(StorePtr store, std::string me, std::chrono::milliseconds interval,
-                  std::chrono::milliseconds heartbeat_timeout);
+                  std::chrono::milliseconds heartbeat_timeout, std::vector<std::string> backends = {});
   ~LivenessMonitor();  // stops the thread (within one interval)
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
@@ -59,6 +61,7 @@ class LivenessMonitor {
   StorePtr store_;
   const std::string me_;
   const std::chrono::milliseconds interval_;
+  const std::vector<std::string> backends_;
   Liveness liveness_;
   mutable std::mutex mu_;
   std::mutex abort_mu_;  // abort_group's

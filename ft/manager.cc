@@ -9,6 +9,7 @@
 
 #include "api/errors.h"
 #include "api/init.h"
+#include "api/group/backend_spec.h"
 #include "api/logging.h"
 #include "api/process/rank_environment.h"
 #include "api/store/prefix_store.h"
@@ -140,8 +141,14 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   auto monitor_store = std::make_shared<PrefixStore>(keys::kRoot, options_.connect());
   // Its waits are short by design; a store that does not answer must not stop it for long.
   monitor_store->set_timeout(options_.heartbeat_timeout);
+  std::vector<std::string> backends;
+  try {
+    backends = BackendSpec::parse(options_.backend).names(PluginSearch::from_environment());
+  } catch (const Error&) {
+    // A spec it cannot read now fails the first group's creation, saying why.
+  }
   monitor_ = std::make_unique<LivenessMonitor>(monitor_store, id_, options_.heartbeat_interval,
-                                               options_.heartbeat_timeout);
+                                               options_.heartbeat_timeout, backends);
   if (joining_) {
     has_state_ = false;
     // A joiner with other state is refused before it is counted in: the job goes on. The

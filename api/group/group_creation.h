@@ -65,9 +65,6 @@ class GroupCreation {
   bool hierarchical_ = false;
 };
 
-// A backend's namespace in the store (its PrefixStore's prefix).
-std::string backend_store_prefix(const std::string& group_prefix, DeviceType device, const std::string& plugin);
-
 // The parent group's backends that a subgroup with backend spec `spec` would use again (the
 // same plugin for the same device type, of ABI minor 4 or later): each is asked for the
 // subgroup's backend (Backend::create_subgroup_backend), on every rank of the parent.

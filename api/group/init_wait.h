@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "api/device.h"
 #include "api/store/store.h"
 
 namespace distcomm {
@@ -33,9 +34,9 @@ inline constexpr const char* kCreationFailedKey = "creation_failed";
 // learns that a rank of a group being made is gone (ft's liveness monitor) may say so there
 // (encode_creation_failure), and the others' waits end as if that rank had failed.
 inline std::string group_store_base(const std::string& group_name) { return "pg/" + group_name; }
-inline std::string first_creation_failed_key(const std::string& group_name) {
-  return group_store_base(group_name) + "/" + kCreationFailedKey;
-}
+// A group's namespace for the backend `plugin` serving `device` ("pg/<name>/cpu/gloo" under
+// a group prefix "pg/<name>/"), where that backend's rendezvous looks for the same key.
+std::string backend_store_prefix(const std::string& group_prefix, DeviceType device, const std::string& plugin);
 // How often a wait that can see that key looks at it: how late the others learn.
 inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
 
