@@ -85,6 +85,34 @@ class FtManagerForming : public FtManager {
     }
     return out;
   }
+
+  // Every member fails step `fails` once, so generation 2 forms; rank3 hangs in it at its
+  // trap and is marked dead once it hangs, the others waiting for that mark before they
+  // fail. Returns how long the survivors took from the mark to finish `steps` (negative
+  // when they did not within eventually()'s limit).
+  double fail_a_step_while_rank3_hangs(const std::vector<Member*>& members, const std::shared_ptr<TrapStore>& trap,
+                                       uint64_t steps, uint64_t fails) {
+    std::atomic<bool> marked{false};
+    Script script;
+    script.after_op = [&](Member& m, uint64_t s) {
+      if (s != fails || m.redone != 0) return;
+      if (m.id != "rank3") {
+        EXPECT_TRUE(eventually([&] { return marked.load(); }));
+      }
+      m.ft->step_failed("injected by the test");
+    };
+    const std::vector<Member*> survivors = {members[0], members[1], members[2]};
+    std::thread trainer([&] { train_all(members, steps, script); });
+    EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
+    mark_dead("rank3", "killed by the test");
+    marked = true;
+    const auto t0 = Clock::now();
+    const bool done = eventually([&] { return all_finished(survivors); });
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    trap->release();
+    trainer.join();
+    return done ? took : -1;
+  }
 };
 
 // j. rank3 hangs before it arrives at generation 2's group (generation 2 agreed, its group
@@ -181,24 +209,8 @@ TEST_F(FtManagerForming, AMemberMarkedDeadAfterItArrivedIsLeftOutOfThatGeneratio
   // From its arrival at generation 2 (its id written) on, rank3's every store call hangs.
   auto trap = std::make_shared<TrapStore>(store_, "", /*armed_by=*/ft::keys::gen(2) + "arrival/");
   std::vector<Member*> members = members_with_trap(trap);
-  std::atomic<bool> marked{false};
-  Script script;
-  script.after_op = [&](Member& m, uint64_t s) {
-    if (s != kFails || m.redone != 0) return;
-    if (m.id != "rank3") {
-      EXPECT_TRUE(eventually([&] { return marked.load(); }));
-    }
-    m.ft->step_failed("injected by the test");
-  };
   std::vector<Member*> survivors = {members[0], members[1], members[2]};
-  std::thread trainer([&] { train_all(members, kSteps, script); });
-  EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
-  mark_dead("rank3", "killed by the test");
-  marked = true;
-  const bool done = eventually([&] { return all_finished(survivors); });
-  trap->release();
-  trainer.join();
-  EXPECT_TRUE(done);
+  EXPECT_GE(fail_a_step_while_rank3_hangs(members, trap, kSteps, kFails), 0.0) << "the survivors did not finish";
 
   PrefixStore ft_keys(ft::keys::kRoot, store_);
   EXPECT_EQ(ft_keys.get_string(ft::keys::members(2)), std::to_string(kFails) + "|rank0,rank1,rank2");
@@ -217,27 +229,10 @@ TEST_F(FtManagerForming, AnArrivalCountedButNeverWrittenDoesNotHideTheLaterOnes)
   auto trap = std::make_shared<TrapStore>(store_, ft::keys::gen(2) + "arrival/");
   std::vector<Member*> members =
       members_with_trap(trap, [](ft::ManagerOptions& o) { o.recovery_timeout = std::chrono::seconds(3); });
-  std::atomic<bool> marked{false};
-  Script script;
-  script.after_op = [&](Member& m, uint64_t s) {
-    if (s != kFails || m.redone != 0) return;
-    if (m.id != "rank3") {
-      EXPECT_TRUE(eventually([&] { return marked.load(); }));
-    }
-    m.ft->step_failed("injected by the test");
-  };
   std::vector<Member*> survivors = {members[0], members[1], members[2]};
-  std::thread trainer([&] { train_all(members, kSteps, script); });
-  EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
-  mark_dead("rank3", "killed by the test");
-  marked = true;
-  const auto t0 = Clock::now();
-  const bool done = eventually([&] { return all_finished(survivors); });
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  trap->release();
-  trainer.join();
-  EXPECT_TRUE(done);
-  EXPECT_LT(s, 2.0);
+  const double took = fail_a_step_while_rank3_hangs(members, trap, kSteps, kFails);
+  EXPECT_GE(took, 0.0) << "the survivors did not finish";
+  EXPECT_LT(took, 2.0);
   expect_consistent(survivors, kSteps, [](uint64_t s) { return s < kFails ? all_of(4) : std::vector<int>{0, 1, 2}; });
 }
 
