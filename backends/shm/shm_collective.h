@@ -109,6 +109,16 @@ inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // sub-slots of different ranks never share a cache line (and every dtype fits evenly).
 size_t part_bytes(size_t slot_bytes, int parts);
 
+// The bytes a data-moving op (broadcast, gather, all_gather) moves per
+// round when it has `total` to move and a round holds at most `room`. A message that fits
+// one round still goes in several pieces from 4 x kMinPipelinePiece up: the writer
+// copies piece k + 1 while its readers copy piece k, so a 1 MiB broadcast costs about one
+// copy and a quarter instead of two copies back to back. Pieces stay whole cache lines,
+// and equal on every rank (they depend on the agreed sizes only).
+constexpr size_t kMinPipelinePiece = size_t{64} << 10;
+constexpr uint64_t kPipelinePieces = 4;
+size_t pipeline_piece(size_t total, size_t room);
+
 // memcpy that tolerates dst == src (an in-place op's own block) and zero bytes.
 void copy_bytes(void* dst, const void* src, size_t bytes);
 // Copies src to two places in one pass over src, a block at a time (the second copy reads

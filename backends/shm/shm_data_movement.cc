@@ -1,6 +1,7 @@
 // broadcast, all_gather, gather and scatter over the round protocol: every byte is written
 // once into a slot by the rank that has it and copied out, in place, by each rank that
-// needs it. A chunk per round; with several slots the writer runs ahead of its readers.
+// needs it. A piece per round (pipeline_piece); with several slots the writer runs ahead
+// of its readers.
 #include <algorithm>
 
 #include "backends/shm/shm_collective.h"
@@ -17,7 +18,8 @@ size_t piece(uint64_t r, size_t step, size_t total) { return std::min(step, tota
 class Broadcast final : public CollectiveOp {
  public:
   Broadcast(const CollectiveSpec& s, const GroupShape& g)
-      : data_(bytes_of(s.out)), bytes_(s.out.nbytes()), root_(s.root), rank_(g.rank), step_(g.slot_bytes) {}
+      : data_(bytes_of(s.out)), bytes_(s.out.nbytes()), root_(s.root), rank_(g.rank),
+        step_(pipeline_piece(bytes_, g.slot_bytes)) {}
 
   uint64_t rounds() const override { return ceil_div(bytes_, step_); }
   size_t round_bytes(uint64_t r) const override { return piece(r, step_, bytes_); }
@@ -41,7 +43,7 @@ class Gather final : public CollectiveOp {
  public:
   Gather(const CollectiveSpec& s, const GroupShape& g, bool root_only)
       : out_(bytes_of(s.out)), in_(bytes_of(s.in)), block_(s.in.nbytes()), rank_(g.rank), size_(g.size),
-        gets_(!root_only || g.rank == s.root), step_(g.slot_bytes) {}
+        gets_(!root_only || g.rank == s.root), step_(pipeline_piece(block_, g.slot_bytes)) {}
 
   uint64_t rounds() const override { return ceil_div(block_, step_); }
   size_t round_bytes(uint64_t r) const override { return piece(r, step_, block_); }

@@ -63,6 +63,15 @@ const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
       {0, "op", true, [](F& f, S, S v) { f.op = parse_bench_op(v); }},
       {0, "backend", true, [](F& f, S, S v) { f.backend = v; }},
+      {0, "config", true, [](F& f, S n, S v) {
+         for (const std::string& pair : split_commas(v)) {
+           const size_t eq = pair.find('=');
+           if (eq == 0 || eq == std::string::npos) {
+             throw InvalidArgument(n + " expects key=value pairs separated by commas, got '" + pair + "'");
+           }
+           f.backend_config[pair.substr(0, eq)] = pair.substr(eq + 1);
+         }
+       }},
       {'b', "minbytes", true, [](F& f, S n, S v) { f.min_bytes = parse_size(v, n); }},
       {'e', "maxbytes", true, [](F& f, S n, S v) { f.max_bytes = parse_size(v, n); }},
       {'i', "stepbytes", true, [](F& f, S n, S v) { f.step_bytes = parse_size(v, n); }},
@@ -220,6 +229,7 @@ Measures one collective over a range of sizes and prints an nccl-tests style tab
   --op NAME            all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,
                        all_to_all, gather, scatter, send_recv (ring of pairs), barrier
   --backend NAME       gloo, mpi, nccl, ... (default: $DISTCOMM_BACKEND, else auto)
+  --config K=V,...     backend settings (docs/environment.md's keys), e.g. shm_slot_bytes=262144
   --nproc N            start N ranks on this machine; without it, ranks come from the
                        launcher or mpirun environment (a single rank when there is none)
   -b, --minbytes SIZE  smallest size (default 32M); sizes take K, M, G suffixes

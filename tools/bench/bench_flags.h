@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace bench {
 struct BenchFlags {
   BenchOp op = BenchOp::kAllReduce;
   std::string backend;  // empty: $DISTCOMM_BACKEND, else auto (init_process_group decides)
+  // --config key=value,...: the backends' settings (InitOptions::backend_config), e.g.
+  // shm_slot_bytes=262144, to measure a setting without rebuilding.
+  std::map<std::string, std::string> backend_config;
   // nccl-tests' defaults: one size of 32 MiB.
   int64_t min_bytes = 32 << 20;
   int64_t max_bytes = 32 << 20;

@@ -95,6 +95,7 @@ void write_outputs(const BenchFlags& flags, const std::vector<BenchRecord>& reco
 int run_rank(const BenchFlags& flags) {
   InitOptions opts;
   opts.backend = flags.backend;
+  opts.backend_config = flags.backend_config;
   opts.timeout = std::chrono::seconds(flags.timeout_s);
   if (read_launch_env().rank < 0) {  // started by hand, without a launcher: a world of one
     opts.rank = 0;

@@ -62,6 +62,21 @@ TEST_P(ShmConformance, LargeCount) {
   run_group(world(), "shm", [](ProcessGroup& pg) { sweep_large(pg, kLargeCount); }, options());
 }
 
+// Messages between one round's worth and a few slots: with the default settings they go
+// in pieces smaller than a slot (pipeline_piece), the last one short, so that the writer
+// and its readers copy at once.
+TEST_P(ShmConformance, MessagesOfAFewPieces) {
+  run_group(world(), "shm", [](ProcessGroup& pg) {
+    const int last = pg.size() - 1;
+    for (int64_t count : {int64_t{16385}, int64_t{300001}}) {
+      check_broadcast(pg, DType::kFloat32, count, last);
+      check_all_gather(pg, DType::kFloat32, count, Layout::kTensor);
+      check_gather(pg, DType::kFloat32, count, 0);
+      check_reduce_scatter(pg, DType::kFloat32, ReduceOp::SUM, count, Layout::kTensor);
+    }
+  }, options());
+}
+
 TEST_P(ShmConformance, InFlightAndCoalesced) {
   run_group(world(), "shm", [](ProcessGroup& pg) {
     check_many_in_flight(pg, 50, 1000);

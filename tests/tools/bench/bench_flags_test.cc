@@ -68,6 +68,7 @@ TEST(ParseFlags, ShortAndLongForms) {
   EXPECT_TRUE(f.data_varying);
   EXPECT_EQ(f.plot_path, "p.svg");
   EXPECT_EQ(f.timeout_s, 9);
+  EXPECT_TRUE(f.backend_config.empty());
   EXPECT_FALSE(f.corrupt_for_test);
 
   const BenchFlags g = parse_bench_flags({"--minbytes=1K", "--maxbytes", "4K", "--stepbytes=1K", "--average=0",
@@ -106,6 +107,8 @@ TEST(ParseFlags, MistakesNameTheFlag) {
       {{"--plot_inputs=a.json"}, "--plot"},
       {{"--nproc=0"}, "--nproc"},
       {{"--data_varying=maybe"}, "--data_varying"},
+      {{"--config=shm_slots"}, "--config expects key=value"},
+      {{"--config", "=4"}, "--config expects key=value"},
   };
   for (const Case& c : cases) {
     try {
@@ -118,6 +121,12 @@ TEST(ParseFlags, MistakesNameTheFlag) {
   }
   // A bitwise op on floats only matters for ops that reduce.
   EXPECT_NO_THROW(parse_bench_flags({"--op=all_gather", "-o", "band"}));
+}
+
+TEST(ParseFlags, ConfigPairsReachTheBackendSettings) {
+  const BenchFlags f = parse_bench_flags({"--config=shm_slot_bytes=262144,shm_slots=8", "--config", "a=x=y"});
+  EXPECT_EQ(f.backend_config, (std::map<std::string, std::string>{
+                                  {"shm_slot_bytes", "262144"}, {"shm_slots", "8"}, {"a", "x=y"}}));
 }
 
 TEST(SizeSweep, FactorStepAndSingle) {
@@ -156,7 +165,7 @@ TEST(Usage, MentionsEveryFlag) {
   const std::string u = bench_usage("bench");
   for (const char* flag : {"--op", "--backend", "--nproc", "-b", "-e", "-f", "-i", "-n", "-w", "-c", "-d", "-o",
                            "-r", "-a", "--json", "--plot", "--plot_inputs", "--data_varying", "--timeout", "--sizes",
-                           "--large_iters"}) {
+                           "--large_iters", "--config"}) {
     EXPECT_NE(u.find(flag), std::string::npos) << flag;
   }
   EXPECT_EQ(u.find("corrupt"), std::string::npos) << "the test-only flag stays hidden";
