@@ -22,6 +22,17 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
     flat_->abort();
     abort_levels();
   });
+  // The flat backend sees every rank's connection: a death on another host, where this
+  // rank's levels do not reach, is known there first (its board may have died with the
+  // rank). Not flat_->abort() here: this runs on the flat backend's own thread.
+  failure_.on_sibling_failure([this](std::exception_ptr error, int culprit) {
+    {
+      std::lock_guard<std::mutex> lock(flat_failure_mu_);
+      flat_failure_ = error;
+      flat_culprit_ = culprit;
+    }
+    abort_levels();
+  });
 }
 
 HierarchicalBackend::~HierarchicalBackend() {
@@ -147,6 +158,19 @@ std::string what_of(const std::exception_ptr& error) {
 
 std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Work& op) {
   if (failure_.failed()) return failure_.refusal();
+  // The flat backend's failure, once it has one, is the group's: it saw the first death
+  // through its own connection, also where the board died with that rank.
+  auto flat_failed = [&]() -> std::exception_ptr {
+    std::exception_ptr flat;
+    int culprit = -1;
+    {
+      std::lock_guard<std::mutex> lock(flat_failure_mu_);
+      flat = flat_failure_;
+      culprit = flat_culprit_;
+    }
+    return flat ? failure_.record(flat, op, culprit) : nullptr;
+  };
+  if (std::exception_ptr flat = flat_failed()) return flat;
   // What this rank's level saw: whom it blames, in the level's ranks and in the group's.
   int level_rank = -1;
   bool shut_down = false;
@@ -169,6 +193,7 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     const GroupFailure reader(rank(), flat_->options().store);
     cause = reader.published(std::chrono::milliseconds(300));
     if (cause) break;
+    if (std::exception_ptr flat = flat_failed()) return flat;
     if (Clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -133,6 +133,12 @@ class HierarchicalBackend : public Backend {
   ProcessGroupPtr across_;
   const bool even_;
 
+  // The flat backend's first failure, as its GroupFailure told failure_ (a death its
+  // connection watch saw, on a rank whose levels do not reach the dead rank): the levels
+  // are aborted at once, and the op in flight ends with it. Before failure_: outlives it.
+  std::mutex flat_failure_mu_;
+  std::exception_ptr flat_failure_;
+  int flat_culprit_ = -1;
   GroupFailure failure_;  // over the flat backend's board
   Tensor share_;   // scratch() memory, the thread's only
   Tensor padded_;

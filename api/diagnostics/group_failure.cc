@@ -1,6 +1,8 @@
 #include "api/diagnostics/group_failure.h"
 
+#include <algorithm>
 #include <future>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -162,7 +164,70 @@ std::optional<FailureRecord> FailureRecord::decode(const std::string& text) {
   return r;
 }
 
+// The followers of this process (on_sibling_failure), by the board they follow. A
+// follower's hook runs under its own lock, which its GroupFailure's destructor takes to
+// end it: a hook never runs into a destroyed owner.
+struct GroupFailure::Follower {
+  const Store* board = nullptr;
+  const GroupFailure* owner = nullptr;
+  std::mutex mu;
+  bool live = true;
+  SiblingFailed hook;
+};
+
+namespace {
+
+std::mutex& followers_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::vector<std::weak_ptr<GroupFailure::Follower>>& followers() {
+  static std::vector<std::weak_ptr<GroupFailure::Follower>> list;
+  return list;
+}
+
+}  // namespace
+
 GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
+
+GroupFailure::~GroupFailure() {
+  if (!follower_) return;
+  std::lock_guard<std::mutex> lock(follower_->mu);
+  follower_->live = false;
+}
+
+void GroupFailure::on_sibling_failure(SiblingFailed hook) {
+  if (!board_) return;
+  auto f = std::make_shared<Follower>();
+  f->board = board_.get();
+  f->owner = this;
+  f->hook = std::move(hook);
+  std::lock_guard<std::mutex> lock(followers_mutex());
+  auto& list = followers();
+  list.erase(std::remove_if(list.begin(), list.end(), [](const auto& w) { return w.expired(); }), list.end());
+  list.push_back(f);
+  follower_ = std::move(f);
+}
+
+void GroupFailure::tell_followers(std::exception_ptr error, int culprit) const {
+  if (!board_) return;
+  std::vector<std::shared_ptr<Follower>> told;
+  {
+    std::lock_guard<std::mutex> lock(followers_mutex());
+    for (const auto& w : followers()) {
+      std::shared_ptr<Follower> f = w.lock();
+      if (f && f->board == board_.get() && f->owner != this) told.push_back(std::move(f));
+    }
+  }
+  for (const auto& f : told) {
+    std::lock_guard<std::mutex> lock(f->mu);
+    if (!f->live || !f->hook) continue;
+    SiblingFailed hook = std::move(f->hook);  // once
+    f->hook = nullptr;
+    hook(error, culprit);
+  }
+}
 
 void GroupFailure::on_abort(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -292,6 +357,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need
   }
   run_abort_hooks();
+  tell_followers(error, r.culprit);
   return error;
 }
 

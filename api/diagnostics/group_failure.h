@@ -61,6 +61,7 @@ class GroupFailure {
   // rank: this rank in the group. board: a store every rank of the group reaches (the
   // backend's BackendOptions::store), or null: failures are then not published.
   GroupFailure(int rank, StorePtr board);
+  ~GroupFailure();
   GroupFailure(const GroupFailure&) = delete;
   GroupFailure& operator=(const GroupFailure&) = delete;
 
@@ -74,6 +75,16 @@ class GroupFailure {
   // show (a Desync). May wait a little for the peers to say (stall_watch.h).
   using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
   void set_explainer(Explainer explainer);
+
+  // For a wrapper whose GroupFailure is over the same board as the backend it wraps (the
+  // hierarchy's over its flat gloo backend's, which watches every connection): `hook` runs
+  // when another GroupFailure of this process over that board records its first failure,
+  // on the recording thread, after that one's abort hooks, with the error and the culprit
+  // (-1 when unknown); never after this GroupFailure is destroyed. It must not block, nor
+  // stop the backend that records (the thread may be one of that backend's own). Once.
+  using SiblingFailed = std::function<void(std::exception_ptr error, int culprit)>;
+  void on_sibling_failure(SiblingFailed hook);
+  struct Follower;  // the process's list of them is group_failure.cc's
 
   // Failed or shut down: later ops must be refused.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -153,6 +164,8 @@ class GroupFailure {
   template <typename R>
   std::optional<R> ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const;
   void run_abort_hooks();
+  // Tells the followers over this board (on_sibling_failure) of this first failure.
+  void tell_followers(std::exception_ptr error, int culprit) const;
 
   const int rank_;
   const StorePtr board_;
@@ -174,6 +187,7 @@ class GroupFailure {
   // The first failure's op and the error it ended with.
   const Work* first_op_ = nullptr;
   std::exception_ptr first_error_;
+  std::shared_ptr<Follower> follower_;  // set by on_sibling_failure
 };
 
 }  // namespace distcomm

@@ -38,6 +38,9 @@ GlooBackend::GlooBackend(BackendOptions options)
   comm_ = std::make_unique<GlooComm>(Backend::options(), config_);
   failure_ = std::make_unique<GroupFailure>(rank(), Backend::options().store);
   failure_->on_abort([this] {
+    // Said before the connections are cut, so that the peers take this rank's end for a
+    // consequence, and name the rank that went without a word.
+    if (ConnectionWatch* connections = comm_->connections()) connections->say_failed();
     comm_->interrupt(failure_->refusal());
     transfers_->abort_all();
   });
@@ -70,7 +73,8 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
   // have exited because of it).
   WorkPtr op = worker_->running();
   if (!op) op = transfers_->in_flight();
-  failure_->record_loss(error, op.get(), culprit_among(ranks));
+  const int departed = departure_behind(peers);
+  failure_->record_loss(error, op.get(), departed >= 0 ? departed : culprit_among(ranks));
 }
 
 GlooBackend::~GlooBackend() { shutdown(); }

@@ -24,6 +24,8 @@ constexpr std::chrono::hours kNeverEnds{24 * 365 * 10};
 // How long say_goodbye waits for its bytes to be written: at once, unless a peer has not
 // posted its listener yet (it posts one as soon as its connections are made).
 constexpr std::chrono::milliseconds kGoodbyeWait{1000};
+// The same for a failed group's word: an abort must not wait long on a peer.
+constexpr std::chrono::milliseconds kFailedWait{100};
 
 // How long a peer whose process ended has to be seen the usual way -- its goodbye, or its
 // connection's end -- before the process thread calls it lost: its descriptors were closed
@@ -44,6 +46,8 @@ ConnectionWatch::ConnectionWatch(InterruptibleContext& transport, const std::vec
       size_(transport.size),
       closed_(static_cast<size_t>(transport.size), 0),
       reported_(static_cast<size_t>(transport.size), 0),
+      left_seen_(static_cast<size_t>(transport.size), 0),
+      gone_seen_(static_cast<size_t>(transport.size), 0),
       processes_(static_cast<size_t>(transport.size)) {
   for (int p = 0; p < size_ && p < static_cast<int>(same_host_pids.size()); ++p) {
     const int pid = same_host_pids[static_cast<size_t>(p)];
@@ -154,14 +158,32 @@ void ConnectionWatch::process_ended(int p) {
     probe_locked();
     if (closed_here_ || transport_.interrupted()) return;  // this rank reports its own failure
     const auto i = static_cast<size_t>(p);
-    if (reported_[i] || said_goodbye_locked(p)) return;
+    if (reported_[i] || said_anything_locked(p)) return;
     reported_[i] = 1;
-    lost.push_back(LostPeer{p, processes_[i].pid(), !closed_[i]});
+    if (gone_seen_[i] == 0) gone_seen_[i] = ++events_;
+    lost.push_back(LostPeer{p, processes_[i].pid(), !closed_[i], departed_before_locked(p)});
   }
   on_lost_(lost);
 }
 
+void ConnectionWatch::note_goodbyes_locked() {
+  for (int p = 0; p < size_; ++p) {
+    if (left_seen_[static_cast<size_t>(p)] == 0 && said_goodbye_locked(p)) left_seen_[static_cast<size_t>(p)] = ++events_;
+  }
+}
+
+int ConnectionWatch::departed_before_locked(int peer) const {
+  const uint64_t gone = gone_seen_[static_cast<size_t>(peer)];
+  int first = -1;
+  for (int p = 0; p < size_; ++p) {
+    const uint64_t left = left_seen_[static_cast<size_t>(p)];
+    if (left != 0 && left < gone && (first < 0 || left < left_seen_[static_cast<size_t>(first)])) first = p;
+  }
+  return first;
+}
+
 void ConnectionWatch::probe_locked() {
+  note_goodbyes_locked();
   char unused = 0;
   auto probe = transport_.create_unregistered_buffer(&unused, 1);
   for (int p = 0; p < size_; ++p) {
@@ -174,18 +196,20 @@ void ConnectionWatch::probe_locked() {
         closed_here_ = true;
       } else {
         closed_[static_cast<size_t>(p)] = 1;
+        gone_seen_[static_cast<size_t>(p)] = ++events_;
       }
     }
   }
 }
 
-bool ConnectionWatch::said_goodbye_locked(int peer) const {
+uint8_t ConnectionWatch::farewell_locked(int peer) const {
   // gloo wrote the byte before it took the lock of the connection whose end (or of the
   // listener whose completion) this rank has seen since, under that same lock.
   for (const auto& memory : listener_memory_) {
-    if (static_cast<volatile uint8_t*>(memory.get())[peer] != 0) return true;
+    const uint8_t said = static_cast<volatile uint8_t*>(memory.get())[peer];
+    if (said != 0) return said;
   }
-  return false;
+  return 0;
 }
 
 bool ConnectionWatch::listen_locked() {
@@ -210,13 +234,20 @@ std::vector<ClosedPeer> ConnectionWatch::closed_peers() {
   probe_locked();
   std::vector<ClosedPeer> out;
   for (int p = 0; p < size_; ++p) {
-    if (closed_[static_cast<size_t>(p)]) out.push_back({p, said_goodbye_locked(p)});
+    if (!closed_[static_cast<size_t>(p)]) continue;
+    const bool goodbye = said_goodbye_locked(p);
+    const bool failed = farewell_locked(p) == kFailed;
+    out.push_back({p, goodbye, failed, goodbye || failed ? -1 : departed_before_locked(p)});
   }
   return out;
 }
 
-void ConnectionWatch::say_goodbye() {
-  auto buffer = transport_.create_unregistered_buffer(&goodbye_, 1);
+void ConnectionWatch::say_goodbye() { say(&goodbye_, kGoodbyeWait); }
+
+void ConnectionWatch::say_failed() { say(&failed_, kFailedWait); }
+
+void ConnectionWatch::say(const uint8_t* what, std::chrono::milliseconds wait) {
+  auto buffer = transport_.create_unregistered_buffer(const_cast<uint8_t*>(what), 1);
   int posted = 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
@@ -227,7 +258,7 @@ void ConnectionWatch::say_goodbye() {
       // That connection is closed: nobody there to tell.
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + kGoodbyeWait;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   for (int i = 0; i < posted; ++i) {
     try {
       buffer->waitSend(deadline);
@@ -252,7 +283,10 @@ void ConnectionWatch::loop(bool wait) {
       for (;;) {
         try {
           if (!listener->waitRecv(nullptr, kNeverEnds)) return;  // stop()
-          // A goodbye arrived (its byte says whose): that peer's end will be harmless.
+          // A goodbye arrived (its byte says whose): that peer's end is no death. Its
+          // place in the order tells whether a later end without one followed from it.
+          std::lock_guard<std::mutex> lock(mu_);
+          note_goodbyes_locked();
         } catch (const std::exception&) {
           break;  // a connection closed (gloo failed the listener's receive on it)
         }
@@ -267,9 +301,9 @@ void ConnectionWatch::loop(bool wait) {
       if (closed_here_ || transport_.interrupted()) return;
       for (int p = 0; p < size_; ++p) {
         const auto i = static_cast<size_t>(p);
-        if (closed_[i] && !reported_[i] && !said_goodbye_locked(p)) {
+        if (closed_[i] && !reported_[i] && !said_anything_locked(p)) {
           reported_[i] = 1;
-          lost.push_back(LostPeer{p, processes_[i].pid(), false});
+          lost.push_back(LostPeer{p, processes_[i].pid(), false, departed_before_locked(p)});
         }
       }
       // The spent listener's receives on the open connections stay posted (a goodbye may

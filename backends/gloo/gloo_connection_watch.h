@@ -5,6 +5,9 @@
 // gloo notices a closed connection only through an operation pending on it. So:
 //   - a rank that closes the group with nothing in flight first says goodbye to each peer:
 //     one byte on its connection, which arrives before the connection's end (say_goodbye);
+//     a rank whose group failed says so the same way before it cuts its connections
+//     (say_failed): its end is a consequence, and the peer that went without a word is
+//     the loss, also when the board that would say so died with it;
 //   - every rank keeps a receive for that byte posted on each connection, and a thread
 //     waiting on it, which wakes when a goodbye arrives or a connection closes (gloo fails
 //     the pending receive). It then finds which connections are closed (probe: a receive
@@ -22,6 +25,11 @@
 // learns of a death within moments, whatever it is doing -- idle, waiting for another rank,
 // or in the middle of a message from the dead one, which gloo itself would not end.
 // closed_peers() gives an op whose own wait failed on a closed connection the same answer.
+// The watch also keeps the order in which it saw goodbyes and closed connections: a peer
+// that closed without a goodbye after another had left cleanly most likely failed because
+// of that departure (a collective cannot finish without every rank), so the departure is
+// the group's first failure, also where the board that would say so left with that rank
+// (the store's host leaving cleanly, at 4 ranks and up).
 #pragma once
 
 #include <chrono>
@@ -43,11 +51,14 @@ struct LostPeer {
   int rank = -1;
   int pid = 0;                   // its process, where the watch knows it (same host), else 0
   bool connection_held = false;  // its process ended, and something still holds its connection open
+  int after_departure_of = -1;   // a peer seen to leave cleanly before this one went, else -1
 };
 
 struct ClosedPeer {
   int rank = -1;
-  bool said_goodbye = false;  // it closed the group with nothing in flight
+  bool said_goodbye = false;     // it closed the group with nothing in flight
+  bool said_failed = false;      // it cut its connections because its group had failed
+  int after_departure_of = -1;   // as LostPeer's (-1 for a peer that said goodbye)
 };
 
 class ConnectionWatch {
@@ -72,6 +83,10 @@ class ConnectionWatch {
   // Tells every peer still connected that this rank closes the group with nothing in
   // flight; waits a moment for the bytes to be written. Before the connections close.
   void say_goodbye();
+  // Tells every peer still connected that this rank's group failed and it cuts its
+  // connections now (what the failure was is on the board); waits briefly for the bytes
+  // to be written. Before the connections close.
+  void say_failed();
   // Ends the thread. Idempotent.
   void stop();
 
@@ -81,7 +96,18 @@ class ConnectionWatch {
   void loop(bool wait);
   // Finds the connections closed since the last look (mu_ held).
   void probe_locked();
-  bool said_goodbye_locked(int peer) const;
+  // What `peer` said before its connection's end: 0 nothing (yet), kGoodbye, kFailed.
+  uint8_t farewell_locked(int peer) const;
+  bool said_goodbye_locked(int peer) const { return farewell_locked(peer) == kGoodbye; }
+  bool said_anything_locked(int peer) const { return farewell_locked(peer) != 0; }
+  // Sends `what` (a member: gloo reads it while sending) to every peer still connected,
+  // waiting up to `wait` for the bytes to be written.
+  void say(const uint8_t* what, std::chrono::milliseconds wait);
+  // Stamps, in the order seen, the goodbyes that have arrived since the last look (mu_
+  // held); before closures are looked for, since a goodbye arrives before its connection's end.
+  void note_goodbyes_locked();
+  // The first peer seen to leave cleanly before `peer` was seen gone, or -1 (mu_ held).
+  int departed_before_locked(int peer) const;
   // Posts a new receive for goodbyes on every open connection (mu_ held); false when a
   // post found its connection closed meanwhile.
   bool listen_locked();
@@ -106,9 +132,15 @@ class ConnectionWatch {
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> listeners_;
   std::vector<char> closed_;    // by rank: its connection closed, by that peer
   std::vector<char> reported_;  // by rank: given to on_lost
+  // By rank: when (in events seen, from 1) its goodbye, its connection's end or its
+  // process's end was seen; 0: not yet.
+  std::vector<uint64_t> left_seen_, gone_seen_;
+  uint64_t events_ = 0;
   bool closed_here_ = false;    // this rank's connections were closed by this rank
   bool stopping_ = false;
-  uint8_t goodbye_ = 1;  // what say_goodbye sends (gloo reads it while sending)
+  static constexpr uint8_t kGoodbye = 1, kFailed = 2;
+  uint8_t goodbye_ = kGoodbye;  // what say_goodbye sends (gloo reads it while sending)
+  uint8_t failed_ = kFailed;    // what say_failed sends
   std::thread thread_;
   std::vector<ProcessWatch> processes_;  // by rank; watching() for same-host peers
   int stop_fd_ = -1;                     // an eventfd, written by stop()

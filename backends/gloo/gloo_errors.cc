@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_errors.h"
 
+#include <thread>
+
 #include <gloo/common/error.h>
 
 #include "backends/gloo/gloo_connection_watch.h"
@@ -7,6 +9,10 @@
 namespace distcomm {
 namespace gloo {
 namespace {
+
+// How long an op that lost a connection to a peer that only failed because of another
+// waits for the connection watch to name that other: its process-end grace and more.
+constexpr std::chrono::milliseconds kCauseWait{400};
 
 bool is_timeout(const std::string& gloo_message) { return gloo_message.find("Timed out") != std::string::npos; }
 
@@ -69,9 +75,26 @@ PeerFailure peers_died(const std::vector<int>& ranks) {
   return PeerFailure("ranks " + rank_list(ranks) + " closed their connections (the processes died or exited)");
 }
 
+int departure_behind(const std::vector<LostPeer>& peers) {
+  int departed = -1;
+  for (const LostPeer& p : peers) {
+    if (p.after_departure_of < 0) return -1;
+    if (departed < 0) departed = p.after_departure_of;
+  }
+  return departed;
+}
+
 PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   std::vector<int> ranks;
   for (const LostPeer& p : peers) ranks.push_back(p.rank);
+  const int departed = departure_behind(peers);
+  if (departed >= 0) {
+    const bool one = ranks.size() == 1;
+    return PeerFailure("rank " + std::to_string(departed) +
+                       " left the group (closed it with no op in flight) while the others still needed it; " +
+                       (one ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list(ranks)) +
+                       " went after that (most likely failing because of it)");
+  }
   if (peers.size() != 1 || !peers[0].connection_held) return peers_died(ranks);
   return PeerFailure("rank " + std::to_string(peers[0].rank) + " (pid " + std::to_string(peers[0].pid) +
                      ") died: its process ended while a process it forked still holds its connections open");
@@ -85,8 +108,28 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
   int culprit = -1;
   // Once the group has failed, its first failure answers (GroupFailure::record).
   if (connections && !failure.failed() && lost_to_a_peer(raw)) {
+    // Peers that closed without a goodbye after another left cleanly most likely failed
+    // because of it: that departure is the failure, unless a peer went on its own first.
     std::vector<int> died, left;
-    for (const ClosedPeer& p : connections->closed_peers()) (p.said_goodbye ? left : died).push_back(p.rank);
+    bool consequences = false;
+    for (const ClosedPeer& p : connections->closed_peers()) {
+      if (p.said_goodbye) {
+        left.push_back(p.rank);
+      } else if (p.said_failed) {
+        consequences = true;  // that peer's end follows its group's failure: not the cause
+      } else if (p.after_departure_of < 0) {
+        died.push_back(p.rank);
+      }
+    }
+    if (died.empty() && left.empty() && consequences) {
+      // The cause is elsewhere: a peer whose process ended while a child of it holds its
+      // connection (the watch names it once the kernel marks it ended), or one on the
+      // board. Given that moment, the group's failure is the watch's, recorded for this op.
+      const auto until = std::chrono::steady_clock::now() + kCauseWait;
+      while (!failure.failed() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     if (!died.empty()) {
       error = std::make_exception_ptr(peers_died(died));
       culprit = culprit_among(died);

@@ -37,7 +37,13 @@ PeerFailure peers_died(const std::vector<int>& ranks);
 // peers_died says; one whose process ended while its connection stays open as
 // "rank 1 (pid 4242) died: its process ended while a process it forked still holds its
 // connections open".
+// Peers that went after another had left cleanly (each LostPeer's after_departure_of)
+// are put behind that departure: "rank 0 left the group (closed it with no op in flight)
+// while the others still needed it; rank 1 went after that (most likely failing because of
+// it)".
 PeerFailure peers_lost(const std::vector<LostPeer>& peers);
+// The rank whose clean departure came before every one of `peers` went, or -1.
+int departure_behind(const std::vector<LostPeer>& peers);
 // The culprit to give GroupFailure::record for them: the one rank when there is one. Of
 // several, some may only have cut their connections after failing themselves, because of
 // another (the first failing rank's record, on the board, says which): then none is named

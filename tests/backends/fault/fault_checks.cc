@@ -10,6 +10,20 @@ namespace fault {
 
 Tensor floats(int64_t n) { return Tensor::zeros({n}); }
 
+std::vector<int> ranks_but(int size, int skip) {
+  std::vector<int> ranks;
+  for (int r = 0; r < size; ++r) {
+    if (r != skip) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
 void expect_departure_named(const std::string& message, int culprit, const std::vector<std::string>& words,
                             const std::string& what) {
   std::string alternatives;

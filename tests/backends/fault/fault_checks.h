@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "api/store/store.h"
 #include "api/tensor.h"
@@ -26,6 +27,12 @@ void expect_table_line(const std::string& message, const std::string& who, const
                        const std::string& what);
 // Expects `text` in the message.
 void expect_has(const std::string& message, const std::string& text, const std::string& what);
+
+// Every rank of a group of `size` but `skip`, in order: the ranks a case's culprit waits
+// for, or that wait for it.
+std::vector<int> ranks_but(int size, int skip);
+// "[0, 2, 3]": a list of ranks as errors and Desync tables write it.
+std::string rank_list(const std::vector<int>& ranks);
 
 // This moment, left on the board under `key`, and read back (waits for it).
 void note_time(Store& board, const std::string& key);

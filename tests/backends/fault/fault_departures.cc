@@ -80,7 +80,8 @@ void expect_survivor_told_or_finished(Rank& r, ProcessGroup& pg, Tensor& t, int 
     // Read in place (a copy of 64 MiB would cost this rank more time than the bounds allow).
     const float* values = t.data_as<float>();
     const float* end = values + t.numel();
-    const float* wrong = std::find_if(values, end, [](float v) { return v != kRanks; });
+    const float size = static_cast<float>(pg.size());
+    const float* wrong = std::find_if(values, end, [size](float v) { return v != size; });
     EXPECT_EQ(wrong, end) << what << ": ended well on rank " << r.rank() << " with element " << (wrong - values)
                           << " = " << (wrong == end ? 0.0f : *wrong);
   }
@@ -182,9 +183,7 @@ void killed_with_a_forked_child_alive(Runner& runner, int culprit) {
         if (r.rank() == culprit) {
           fork_a_lingering_child();
           std::vector<std::string> issued;
-          for (int p = 0; p < kRanks; ++p) {
-            if (p != culprit) issued.push_back("issuing/" + std::to_string(p));
-          }
+          for (int p : ranks_but(pg->size(), culprit)) issued.push_back("issuing/" + std::to_string(p));
           r.board().wait(issued, std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout));
           std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into their waits
           note_time(r.board(), "died");

@@ -58,6 +58,12 @@ const Entry kDifferences[] = {
      "message from rank 0, which agrees with it, so it arrives and rank 2 returns it, as the tags promise "
      "(no rank reads data from a rank that posted another op); nothing tells rank 2 that rank 1 disagrees "
      "but an extra exchange per op (mpi's agreement check)"},
+    {"gloo", "a rank whose transfers all pair up finishes",
+     "gloo's all_to_all checks each transfer through its tag (the op's fingerprint, which leaves out the "
+     "splits: they differ from rank to rank by design) and its size: a rank whose every transfer pairs up "
+     "receives exactly what its peers sent it and returns; telling it that two other ranks disagree takes an "
+     "extra exchange per op (mpi's agreement check, shm's round 0 of split sizes)"},
+    {"hier", "a rank whose transfers all pair up finishes", "hier runs all_to_all flat on gloo (see gloo's entry)"},
     {"hier", "a bystander that agrees with the root finishes",
      "hier runs broadcast flat on gloo, which checks an op through the fingerprints in its message tags (see gloo's "
      "entry)"},

@@ -1,7 +1,7 @@
 // Ranks that disagree on a collective. After a barrier (#0), rank 1 calls another op at #1
-// than ranks 0 and 2 do. Every rank must fail with Desync within the group's timeout + 2 s,
-// whose table names what rank 1 runs there ("rank 1: ...") and what the others run
-// ("ranks [0, 2]: ..."); no rank's op may succeed (a value from a mismatched op is the
+// than the others (ranks 0, 2, ...) do. Every rank must fail with Desync within the group's
+// timeout + 2 s, whose table names what rank 1 runs there ("rank 1: ...") and what the
+// others run ("ranks [0, 2]: ...", "ranks [0, 2, 3]: ..."); no rank's op may succeed (a value from a mismatched op is the
 // silent corruption this suite exists to catch).
 #include <functional>
 #include <string>
@@ -30,7 +30,9 @@ void expect_desync(Runner& runner, const std::function<void(ProcessGroup&, bool 
     const std::string msg = expect_failure_within<Desync>([&] { op(*pg, r.rank() == kCulprit); }, 0, kWithin,
                                                           "the collective rank 1 disagrees on");
     if (!culprit_op.empty()) expect_table_line(msg, "rank 1:", culprit_op, "the Desync");
-    if (!others_op.empty()) expect_table_line(msg, "ranks [0, 2]:", others_op, "the Desync");
+    if (!others_op.empty()) {
+      expect_table_line(msg, "ranks " + rank_list(ranks_but(pg->size(), kCulprit)) + ":", others_op, "the Desync");
+    }
     if (!also.empty()) expect_has(msg, also, "the Desync");
   });
 }
@@ -81,10 +83,10 @@ TEST_P(FaultSuite, ReduceOpDiffers) {
       "all_reduce #1 float32[10] max", "all_reduce #1 float32[10] sum");
 }
 
-// Rank 1 broadcasts its own tensor; ranks 0 and 2 take rank 0's. Rank 2 agrees with rank 0,
-// and still must not return: the collective as a whole is not one. Where the backend lets
-// a rank whose messages all pair with ranks that agree with it finish (fault_differences.cc),
-// rank 2 may return, but with rank 0's tensor only.
+// Rank 1 broadcasts its own tensor; the others take rank 0's. Ranks 2 and up agree with
+// rank 0, and still must not return: the collective as a whole is not one. Where the
+// backend lets a rank whose messages all pair with ranks that agree with it finish
+// (fault_differences.cc), they may return, but with rank 0's tensor only.
 TEST_P(FaultSuite, RootDiffers) {
   const bool bystander_may_finish = !differs("a bystander that agrees with the root finishes").empty();
   runner().run([&](Rank& r) {
@@ -95,7 +97,7 @@ TEST_P(FaultSuite, RootDiffers) {
     BroadcastOptions o;
     o.root = r.rank() == kCulprit ? 1 : 0;
     auto broadcast = [&] { pg->broadcast(t, o)->wait(); };
-    if (r.rank() == 2 && bystander_may_finish) {
+    if (r.rank() >= 2 && bystander_may_finish) {
       try {
         broadcast();
         for (int64_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t.item(i), 1) << "element " << i << ": not rank 0's";
@@ -106,24 +108,50 @@ TEST_P(FaultSuite, RootDiffers) {
     const std::string msg = expect_failure_within<Desync>(broadcast, 0, kWithin, "the broadcast rank 1 disagrees on");
     expect_table_line(msg, "rank 1:", "broadcast #1 float32[10] root 1", "the Desync");
     if (bystander_may_finish) {
-      expect_has(msg, "broadcast #1 float32[10] root 0", "the Desync");  // rank 0's line, rank 2's if it is there
+      expect_has(msg, "broadcast #1 float32[10] root 0", "the Desync");  // rank 0's line, the bystanders' if there
     } else {
-      expect_table_line(msg, "ranks [0, 2]:", "broadcast #1 float32[10] root 0", "the Desync");
+      expect_table_line(msg, "ranks " + rank_list(ranks_but(pg->size(), kCulprit)) + ":",
+                        "broadcast #1 float32[10] root 0", "the Desync");
     }
   });
 }
 
-// all_to_all_single of 6 floats, 2 to every rank, but rank 1 splits its input [1, 2, 3]
-// (what it sends itself still matches what it expects from itself).
+// all_to_all_single of 2 floats to every rank, but rank 1 splits its input [1, 2, 3, 2, ...]
+// (what it sends itself still matches what it expects from itself): its transfers to ranks
+// 0 and 2 do not pair up. Rank 3 and up exchange only transfers that do; where the backend
+// checks pairs alone (fault_differences.cc), such a rank may finish, with exactly what each
+// peer sent it (rank 1's splits 1 + 2 + 3 put this rank's share where even ones would).
 TEST_P(FaultSuite, AllToAllSplitsDoNotPair) {
-  expect_desync(
-      runner(),
-      [](ProcessGroup& pg, bool culprit) {
-        Tensor in = floats(6), out = floats(6);
-        const std::vector<int64_t> sends = culprit ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{2, 2, 2};
-        pg.all_to_all_single(out, in, {2, 2, 2}, sends)->wait();
-      },
-      "", "", "rank 1 sends 1 elements to rank 0, which expects 2");
+  const bool paired_rank_may_finish = !differs("a rank whose transfers all pair up finishes").empty();
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    const int size = pg->size();
+    Tensor in = floats(2 * size), out = floats(2 * size);
+    for (int64_t i = 0; i < in.numel(); ++i) in.data_as<float>()[i] = static_cast<float>(100 * r.rank() + i);
+    const std::vector<int64_t> even(static_cast<size_t>(size), 2);
+    std::vector<int64_t> sends = even;
+    if (r.rank() == kCulprit) {
+      sends[0] = 1;
+      sends[2] = 3;
+    }
+    auto exchange = [&] { pg->all_to_all_single(out, in, even, sends)->wait(); };
+    if (r.rank() >= 3 && paired_rank_may_finish) {
+      try {
+        exchange();
+      } catch (const Desync&) {
+        return;
+      }
+      for (int p = 0; p < size; ++p) {
+        for (int64_t k = 0; k < 2; ++k) {
+          EXPECT_EQ(out.item(2 * p + k), 100 * p + 2 * r.rank() + k) << "rank " << r.rank() << ": from rank " << p;
+        }
+      }
+      return;
+    }
+    const std::string msg = expect_failure_within<Desync>(exchange, 0, kWithin, "the all_to_all rank 1 splits wrongly");
+    expect_has(msg, "rank 1 sends 1 elements to rank 0, which expects 2", "the Desync");
+  });
 }
 
 // Rank 1 runs an all_reduce the others do not (a metric only it logs); they go on to a

@@ -32,14 +32,14 @@ void next_op_fails_with_the_first_failure(Rank& r, ProcessGroup& pg, const std::
   expect_has(msg, first, "the first failure, quoted");
 }
 
-// Rank 1 skips all_reduce #1 (busy elsewhere); ranks 0 and 2 time out at the group's timeout,
+// Rank 1 skips all_reduce #1 (busy elsewhere); the others (0, 2, ...) time out at the group's timeout,
 // naming it and where it is (docs/failures.md, "When a job fails").
 TEST_P(FaultSuite, SkippedCollective) {
   runner().run([](Rank& r) {
     ProcessGroupPtr pg = r.join();
     pg->barrier()->wait();
     if (r.rank() == 1) {
-      next_op_fails_with_the_first_failure(r, *pg, {0, 2}, "rank 1 has not issued #1");
+      next_op_fails_with_the_first_failure(r, *pg, ranks_but(pg->size(), 1), "rank 1 has not issued #1");
       return;
     }
     Tensor t = floats(10);
@@ -50,7 +50,7 @@ TEST_P(FaultSuite, SkippedCollective) {
   });
 }
 
-// Ranks 0 and 2 issue all_reduce #1, which rank 1 never joins (it would wait for the group's
+// The ranks but 1 issue all_reduce #1, which rank 1 never joins (it would wait for the group's
 // timeout), then #2 with a timeout of its own, 1.5 s: #2 fails 1.5 s after its issue, not
 // after #1 ends; #1 then fails too, with the group's first failure.
 TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
@@ -58,7 +58,7 @@ TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
     ProcessGroupPtr pg = r.join();
     pg->barrier()->wait();
     if (r.rank() == 1) {
-      next_op_fails_with_the_first_failure(r, *pg, {0, 2}, "1500 ms");
+      next_op_fails_with_the_first_failure(r, *pg, ranks_but(pg->size(), 1), "1500 ms");
       return;
     }
     Tensor a = floats(10), b = floats(10);
@@ -72,7 +72,8 @@ TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
     expect_has(msg, "rank 1 has not issued #", "the Timeout");
     // Where the op's own deadline was this rank's first failure, the op ends with that
     // Timeout, not with a refusal that quotes it.
-    const std::string own_timeout = "rank " + std::to_string(r.rank()) + "/3 group 'world' all_reduce #2 (float32[10] on cpu): did not finish";
+    const std::string own_timeout = "rank " + std::to_string(r.rank()) + "/" + std::to_string(pg->size()) +
+                                    " group 'world' all_reduce #2 (float32[10] on cpu): did not finish";
     EXPECT_FALSE(msg.find("unusable since an earlier failure") != std::string::npos &&
                  msg.find(own_timeout) != std::string::npos)
         << "the queued op's own Timeout is this rank's first failure, not a refusal quoting it: " << msg;
@@ -82,8 +83,9 @@ TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
   });
 }
 
-// Rank 1 never calls init: ranks 0 and 2 fail at init's deadline naming it. Rank 0 serves
-// the store and leaves at its deadline: rank 2 must still get its Timeout, not a StoreError.
+// Rank 1 never calls init: the others fail at init's deadline naming it. Rank 0 serves
+// the store and leaves at its deadline: ranks 2 and up must still get their Timeout, not a
+// StoreError.
 TEST_P(FaultSuite, RankThatNeverStarts) {
   runner().run([](Rank& r) {
     if (r.rank() == 1) return;
@@ -107,7 +109,7 @@ TEST_P(FaultSuite, StoreHostTimesOutAndLeaves) {
       o.timeout = milliseconds(1500);
       const std::string msg =
           expect_failure_within<Timeout>([&] { pg->all_reduce(t, o)->wait(); }, 1.4, 2.5, "rank 0's all_reduce");
-      expect_has(msg, "ranks [1, 2] have not issued #1", "rank 0's Timeout");
+      expect_has(msg, "ranks " + rank_list(ranks_but(pg->size(), 0)) + " have not issued #1", "rank 0's Timeout");
       mark_done(r.board(), 0);
       r.leave(pg);
       return;

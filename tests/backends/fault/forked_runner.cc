@@ -15,6 +15,7 @@ namespace {
 struct Job {
   std::string backend;
   std::vector<std::string> host_ids;  // DISTCOMM_HOST_ID per rank, or none
+  int ranks = kRanks;
   std::string dir;  // the run's folder: the board
   int port = 0;     // rank 0's TCPStore
   JobIdentity identity;
@@ -34,7 +35,7 @@ class ForkedRank : public Rank {
     o.backend = job_.backend;
     o.init_method = "tcp://127.0.0.1:" + std::to_string(job_.port);
     o.rank = rank_;
-    o.world_size = kRanks;
+    o.world_size = job_.ranks;
     o.timeout = timeout;
     o.identity = job_.identity;
     if (!job_.host_ids.empty()) ::setenv("DISTCOMM_HOST_ID", job_.host_ids.at(static_cast<size_t>(rank_)).c_str(), 1);
@@ -56,10 +57,11 @@ class ForkedRank : public Rank {
 
 class ForkedRunner : public Runner {
  public:
-  ForkedRunner(std::string backend, std::vector<std::string> host_ids)
-      : backend_(std::move(backend)), host_ids_(std::move(host_ids)) {}
+  ForkedRunner(std::string backend, std::vector<std::string> host_ids, int ranks)
+      : backend_(std::move(backend)), host_ids_(std::move(host_ids)), ranks_(ranks) {}
 
   std::string backend() const override { return backend_; }
+  int ranks() const override { return ranks_; }
 
   std::string unavailable() const override {
     for (const std::string& plugin : backend_ == "auto" || backend_ == "hier" ? std::vector<std::string>{"shm", "gloo"}
@@ -71,14 +73,14 @@ class ForkedRunner : public Runner {
   }
 
   void run(const std::function<void(Rank&)>& fn, const std::set<int>& killed) override {
-    const Job job{backend_, host_ids_, testing::make_temp_dir(), local::pick_free_port(), new_job_identity()};
+    const Job job{backend_, host_ids_, ranks(), testing::make_temp_dir(), local::pick_free_port(), new_job_identity()};
     testing::RunOptions options;
     options.may_be_killed = killed;
     // Far above any case's own bound (kWithin, a few times over): a rank still running
     // then hangs, and is reported so.
     options.timeout = std::chrono::seconds(60);
     testing::run_ranks(
-        kRanks,
+        job.ranks,
         [&](int rank, int) {
           ForkedRank r(job, rank);
           fn(r);
@@ -90,12 +92,18 @@ class ForkedRunner : public Runner {
  private:
   const std::string backend_;
   const std::vector<std::string> host_ids_;
+  const int ranks_;
 };
 
 }  // namespace
 
 RunnerPtr forked_runner(const std::string& backend, std::vector<std::string> host_ids) {
-  return std::make_shared<ForkedRunner>(backend, std::move(host_ids));
+  const int ranks = host_ids.empty() ? kRanks : static_cast<int>(host_ids.size());
+  return std::make_shared<ForkedRunner>(backend, std::move(host_ids), ranks);
+}
+
+RunnerPtr forked_runner_of(const std::string& backend, int ranks) {
+  return std::make_shared<ForkedRunner>(backend, std::vector<std::string>{}, ranks);
 }
 
 }  // namespace fault

@@ -12,9 +12,11 @@
 namespace distcomm {
 namespace fault {
 
-// host_ids: rank r runs with DISTCOMM_HOST_ID=host_ids[r] (simulated hosts, for "hier");
-// empty: unset.
+// host_ids: rank r runs with DISTCOMM_HOST_ID=host_ids[r] (simulated hosts, for "hier"),
+// and the job has that many ranks; empty: unset, and kRanks ranks.
 RunnerPtr forked_runner(const std::string& backend, std::vector<std::string> host_ids = {});
+// A job of `ranks` ranks, DISTCOMM_HOST_ID unset.
+RunnerPtr forked_runner_of(const std::string& backend, int ranks);
 
 }  // namespace fault
 }  // namespace distcomm
