@@ -59,11 +59,22 @@ bool HierarchicalBackend::reduces_natively(ReduceOp op, DType dtype) const {
 
 namespace {
 
-// Below this an op runs flat: the levels' rounds and the check would cost more than the
-// bytes they save across hosts. (On this project's 2-core test host the latency of both is
-// lost in the noise of oversubscription; 64 KiB errs towards flat.) The size is the op's
-// largest tensor: all_gather's output, reduce_scatter's input.
-constexpr size_t kFlatBelowBytes = 64 << 10;
+// Below these sizes (of the op's largest tensor: all_gather's output, reduce_scatter's
+// input) an op runs flat: the levels' rounds and the check cost more than the bytes they
+// save across hosts. Measured with tools/bench/hierarchy_vs_flat.sh --op (2 hosts x 2
+// ranks at 1 Gbit/s, sizes 64 KiB to 64 MiB, 4x apart, on this project's shared 2-core
+// host): broadcast loses at 64 KiB and wins from 256 KiB; all_gather loses up to 1 MiB and
+// wins from 4 MiB, as does reduce_scatter (its mirror); all_reduce and reduce win from
+// 64 KiB, where the noise of a loaded host makes smaller sizes unmeasurable (64 KiB errs
+// towards flat).
+size_t flat_below(OpType op) {
+  switch (op) {
+    case OpType::kBroadcast: return 256 << 10;
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: return 4 << 20;
+    default: return 64 << 10;
+  }
+}
 
 }  // namespace
 
@@ -110,7 +121,7 @@ WorkPtr HierarchicalBackend::enqueue(OpType type, const OpContext& ctx, const st
 
 WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kAllReduce, ctx)) return no;
-  if (tensor.nbytes() < kFlatBelowBytes) return flat_->all_reduce(tensor, opts, ctx);
+  if (tensor.nbytes() < flat_below(OpType::kAllReduce)) return flat_->all_reduce(tensor, opts, ctx);
   return enqueue(
       OpType::kAllReduce, ctx,
       [&](Probe& p) {
@@ -122,7 +133,7 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
 
 WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kBroadcast, ctx)) return no;
-  if (tensor.nbytes() < kFlatBelowBytes) return flat_->broadcast(tensor, opts, ctx);
+  if (tensor.nbytes() < flat_below(OpType::kBroadcast)) return flat_->broadcast(tensor, opts, ctx);
   return enqueue(
       OpType::kBroadcast, ctx,
       [&](Probe& p) {
@@ -134,7 +145,7 @@ WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& o
 
 WorkPtr HierarchicalBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kReduce, ctx)) return no;
-  if (tensor.nbytes() < kFlatBelowBytes) return flat_->reduce(tensor, opts, ctx);
+  if (tensor.nbytes() < flat_below(OpType::kReduce)) return flat_->reduce(tensor, opts, ctx);
   return enqueue(
       OpType::kReduce, ctx,
       [&](Probe& p) {
@@ -147,7 +158,7 @@ WorkPtr HierarchicalBackend::reduce(Tensor& tensor, const ReduceOptions& opts, c
 WorkPtr HierarchicalBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
                                         const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kAllGather, ctx)) return no;
-  if (output.nbytes() < kFlatBelowBytes) return flat_->all_gather(output, input, opts, ctx);
+  if (output.nbytes() < flat_below(OpType::kAllGather)) return flat_->all_gather(output, input, opts, ctx);
   return enqueue(
       OpType::kAllGather, ctx,
       [&](Probe& p) {
@@ -161,7 +172,7 @@ WorkPtr HierarchicalBackend::all_gather(Tensor& output, const Tensor& input, con
 WorkPtr HierarchicalBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
                                             const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kReduceScatter, ctx)) return no;
-  if (input.nbytes() < kFlatBelowBytes) return flat_->reduce_scatter(output, input, opts, ctx);
+  if (input.nbytes() < flat_below(OpType::kReduceScatter)) return flat_->reduce_scatter(output, input, opts, ctx);
   return enqueue(
       OpType::kReduceScatter, ctx,
       [&](Probe& p) {

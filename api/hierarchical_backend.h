@@ -18,8 +18,8 @@
 //
 // The hierarchical ops run in issue order on a thread of their own, one at a time, so that
 // every rank issues the inner groups' ops in the same order; the Work the caller holds ends
-// when the last step has. Ops below a size (kFlatBelowBytes in the .cc, by measurement) run
-// flat: there the levels' rounds and the check cost more than the bytes they save. Ops run
+// when the last step has. Ops below a size (flat_below in the .cc, by measurement: 64 KiB
+// to 4 MiB by op) run flat: there the levels' rounds and the check cost more than the bytes they save. Ops run
 // flat may end before an earlier hierarchical one (each Work ends when its op has; issue
 // order is kept for matching, not for completion).
 //
@@ -59,7 +59,7 @@ class HierarchicalBackend : public Backend {
   // reduce with the flat backend's own ops only.
   bool reduces_natively(ReduceOp op, DType dtype) const override;
 
-  // By hosts (from kFlatBelowBytes on).
+  // By hosts (from flat_below's size on, in the .cc).
   WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
   WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
   WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;

@@ -61,10 +61,11 @@ struct Levels {
 // Memory kept from op to op (only the thread runs ops, one at a time): fresh pages cost a
 // fault each on first touch (a 64 MiB op: 16K faults, more time than the copy), so each use
 // keeps one buffer, grown as needed. kWhole: the size of the op's largest tensor (a padded
-// copy, a permuted one); kPart: a smaller one (a share, what crosses hosts).
+// copy, a permuted one); kPart: a smaller one (a share, what crosses hosts); kSpare: a
+// result a rank has no use for (reduce's, beside its root).
 class Scratch {
  public:
-  enum Use { kWhole, kPart, kUses };
+  enum Use { kWhole, kPart, kSpare, kUses };
   // `count` elements of `dtype` over the use's buffer (contents undefined).
   Tensor get(Use use, int64_t count, DType dtype);
 

@@ -88,9 +88,11 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
-// The ops api/hier/ runs by hosts, each at sizes that take the hierarchy: float32 counts of
-// (3 << 20) + 5 (about 12 MiB: four 4 MiB pieces of the pipeline, the last short, and a
-// count no host size divides, so shares pad), others of about 1 MiB. Values are exact.
+// The ops api/hier/ runs by hosts, each at sizes that take the hierarchy (past the flat
+// thresholds: 256 KiB for broadcast, 4 MiB of the larger tensor for all_gather and
+// reduce_scatter, 64 KiB for reduce): float32 counts of (3 << 20) + 5 (about 12 MiB: three
+// 4 MiB pieces of the pipeline and a short one, and a count no host size divides, so
+// shares pad), others in one or two pieces. Values are exact.
 class HierOps : public ::testing::TestWithParam<Layout> {
  protected:
   int size() const { return static_cast<int>(GetParam().hosts.size()); }
@@ -115,14 +117,16 @@ TEST_P(HierOps, BroadcastAndReduce) {
 TEST_P(HierOps, AllGatherAndReduceScatter) {
   run_group(size(), "hier", [](ProcessGroup& pg) {
     ASSERT_EQ(pg.backend_for(DeviceType::kCPU).name(), "hier");
-    // Per rank: the output (all_gather) and input (reduce_scatter) are size() times this.
+    // Per rank, so that the whole (all_gather's output, reduce_scatter's input) is about
+    // 12 MiB of float32 (3 pieces and a short one), or 4 to 6 MiB of the others.
     const int64_t per_rank = kPiecesCount / pg.size();
+    const int64_t mib = (1 << 20) / pg.size();
     check_all_gather(pg, DType::kFloat32, per_rank, conformance::Layout::kTensor);
     check_all_gather(pg, DType::kFloat32, kMiBCount, conformance::Layout::kInPlace);
-    check_all_gather(pg, DType::kInt8, kMiBCount, conformance::Layout::kList);
+    check_all_gather(pg, DType::kInt8, 5 * mib + 3, conformance::Layout::kList);
     check_reduce_scatter(pg, DType::kFloat32, ReduceOp::SUM, per_rank, conformance::Layout::kTensor);
     check_reduce_scatter(pg, DType::kInt32, ReduceOp::MIN, kMiBCount, conformance::Layout::kList);
-    check_reduce_scatter(pg, DType::kBFloat16, ReduceOp::premul_sum(0.5), kMiBCount, conformance::Layout::kTensor);
+    check_reduce_scatter(pg, DType::kBFloat16, ReduceOp::premul_sum(0.5), 3 * mib + 1, conformance::Layout::kTensor);
   }, on_hosts(GetParam()));
 }
 
