@@ -11,16 +11,8 @@ namespace hier {
 namespace {
 
 void through_local_rank_0(OpRun& run, Tensor& flat, ReduceOp op) {
-  const Levels& lv = run.levels;
-  ReduceOptions to_leader;
-  to_leader.op = op;
-  lv.within->reduce(flat, run.timed(to_leader))->wait();
-  if (lv.local == 0 && lv.across_others()) {
-    AllReduceOptions all;
-    all.op = op;
-    lv.across->all_reduce(flat, run.timed(all))->wait();
-  }
-  lv.within->broadcast(flat, run.timed(BroadcastOptions{}))->wait();
+  sum_at_local_rank_0(run, flat, op);
+  run.levels.within->broadcast(flat, run.timed(BroadcastOptions{}))->wait();
 }
 
 }  // namespace

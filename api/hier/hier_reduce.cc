@@ -24,14 +24,7 @@ void through_local_rank_0(OpRun& run, Tensor& flat, ReduceOp op, int root) {
     sum = run.scratch.get(Scratch::kWhole, flat.numel(), flat.dtype());
     sum.copy_from(flat);
   }
-  ReduceOptions to_leader;
-  to_leader.op = op;
-  lv.within->reduce(sum, run.timed(to_leader))->wait();
-  if (lv.local == 0 && lv.across_others()) {
-    AllReduceOptions all;
-    all.op = op;
-    lv.across->all_reduce(sum, run.timed(all))->wait();
-  }
+  sum_at_local_rank_0(run, sum, op);
   if (lv.host != root_host || root_local == 0) return;
   if (lv.local == 0) lv.within->send(sum, root_local, run.timed(P2POptions{}))->wait();
   if (lv.rank == root) lv.within->recv(flat, 0, run.timed(P2POptions{}))->wait();

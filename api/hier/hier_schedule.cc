@@ -64,6 +64,18 @@ int64_t piece_elements(DType dtype, int64_t per_element, int64_t multiple) {
   return std::max<int64_t>(1, elements / multiple) * multiple;
 }
 
+void sum_at_local_rank_0(OpRun& run, Tensor& t, ReduceOp op) {
+  const Levels& lv = run.levels;
+  ReduceOptions to_leader;
+  to_leader.op = op;
+  lv.within->reduce(t, run.timed(to_leader))->wait();
+  if (lv.local == 0 && lv.across_others()) {
+    AllReduceOptions all;
+    all.op = op;
+    lv.across->all_reduce(t, run.timed(all))->wait();
+  }
+}
+
 Shares::Shares(OpRun& run, const Tensor& flat, int64_t local, bool copy_in)
     : flat_(flat), local_(local), block_((flat.numel() + local - 1) / local), whole_(flat) {
   const int64_t n = flat.numel();

@@ -143,6 +143,11 @@ class Shares {
   std::vector<std::pair<int64_t, int64_t>> parts_;
 };
 
+// Hosts of different sizes: a reduce within to local rank 0, then an all_reduce among the
+// hosts' local ranks 0, which end with the group's reduction of `t` (the other ranks' `t`
+// are left as they were).
+void sum_at_local_rank_0(OpRun& run, Tensor& t, ReduceOp op);
+
 // The ops. Results as the Backend's contract (api/plugin/backend.h) says; exact: the only
 // arithmetic is the levels' reductions.
 void all_reduce(OpRun& run, Tensor& tensor, ReduceOp op);
