@@ -4,20 +4,13 @@
 // them, in (local rank, host) order, copied to their ranks' places (hosts need not hold
 // consecutive ranks). What leaves a host is its ranks' blocks once per other host over L
 // connections, where a flat ring through every rank sends each link (N - 1) blocks. Hosts
-// of different sizes: a gather within to local rank 0, an all_gather among the hosts'
-// local ranks 0 (each host's blocks padded to the largest host's count), a broadcast within.
+// of different sizes: an all_gather within, one among the hosts' local ranks 0 (each host's
+// blocks padded to the largest host's count), a broadcast within.
 #include "api/hier/hier_schedule.h"
 
 namespace distcomm {
 namespace hier {
 namespace {
-
-// The slices of `t`, `count` elements each, the first `n` of them.
-std::vector<Tensor> blocks_of(const Tensor& t, int n, int64_t count) {
-  std::vector<Tensor> out;
-  for (int i = 0; i < n; ++i) out.push_back(t.flat_slice(i * count, count));
-  return out;
-}
 
 void through_local_rank_0(OpRun& run, Tensor& output, const Tensor& input) {
   const Levels& lv = run.levels;
@@ -25,11 +18,13 @@ void through_local_rank_0(OpRun& run, Tensor& output, const Tensor& input) {
   const int hosts = lv.host_count();
   const int most = lv.largest_host();
   const int mine = lv.local_count(lv.host);
+  // The host's blocks, on every rank (an all_gather within, not a gather to local rank 0:
+  // shm's gather and scatter move about 0.1 GB/s, its all_gather and broadcast several GB/s).
+  Tensor host_blocks = run.scratch.get(Scratch::kPart, most * n, input.dtype());
+  Tensor mine_out = host_blocks.flat_slice(0, mine * n);
+  lv.within->all_gather_into_tensor(mine_out, input, run.timed(AllGatherOptions{}))->wait();
   if (lv.local == 0) {
-    Tensor host_blocks = run.scratch.get(Scratch::kPart, most * n, input.dtype());
     if (most > mine) host_blocks.flat_slice(mine * n, (most - mine) * n).fill(0);  // padding, sent and dropped
-    std::vector<Tensor> into = blocks_of(host_blocks, mine, n);
-    lv.within->gather(into, input, run.timed(GatherOptions{}))->wait();
     Tensor every = run.scratch.get(Scratch::kWhole, hosts * most * n, input.dtype());
     lv.across->all_gather_into_tensor(every, host_blocks, run.timed(AllGatherOptions{}))->wait();
     for (int h = 0; h < hosts; ++h) {
@@ -37,9 +32,6 @@ void through_local_rank_0(OpRun& run, Tensor& output, const Tensor& input) {
         output.flat_slice(lv.rank_at(h, l) * n, n).copy_from(every.flat_slice((h * most + l) * n, n));
       }
     }
-  } else {
-    std::vector<Tensor> none;
-    lv.within->gather(none, input, run.timed(GatherOptions{}))->wait();
   }
   lv.within->broadcast(output, run.timed(BroadcastOptions{}))->wait();
 }
