@@ -9,13 +9,26 @@
 
 namespace distcomm {
 
+namespace {
+
+hier::Levels levels_of(int rank, ProcessGroupPtr within, ProcessGroupPtr across, const HostLayout& hosts) {
+  hier::Levels levels;
+  levels.within = std::move(within);
+  levels.across = std::move(across);
+  levels.hosts = hosts;
+  levels.rank = rank;
+  levels.host = hosts.host_of[static_cast<size_t>(rank)];
+  levels.local = hosts.local_rank_of[static_cast<size_t>(rank)];
+  return levels;
+}
+
+}  // namespace
+
 HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across,
-                                         bool even)
+                                         const HostLayout& hosts)
     : Backend(flat->options()),
       flat_(std::move(flat)),
-      within_(std::move(within)),
-      across_(std::move(across)),
-      even_(even),
+      levels_(levels_of(flat_->rank(), std::move(within), std::move(across), hosts)),
       failure_(flat_->rank(), flat_->options().store),
       thread_([this, queue = queue_] { serve(queue); }) {
   failure_.on_abort([this] {
@@ -57,19 +70,30 @@ bool HierarchicalBackend::reduces_natively(ReduceOp op, DType dtype) const {
 
 namespace {
 
-// Below this an all_reduce runs flat: the levels' three rounds and the check would cost
-// more than the bytes they save across hosts. (On this project's 2-core test host the
-// latency of both is lost in the noise of oversubscription; 64 KiB errs towards flat.)
-constexpr size_t kFlatBelowBytes = 64 << 10;
+// Below these sizes (of the op's largest tensor: all_gather's output, reduce_scatter's
+// input) an op runs flat: the levels' rounds and the check cost more than the bytes they
+// save across hosts. Measured with tools/bench/hierarchy_vs_flat.sh --op (2 hosts x 2
+// ranks at 1 Gbit/s, sizes 64 KiB to 64 MiB, 4x apart, on this project's shared 2-core
+// host): broadcast loses at 64 KiB and wins from 256 KiB; all_gather loses up to 1 MiB and
+// wins from 4 MiB, as does reduce_scatter (its mirror); all_reduce and reduce win from
+// 64 KiB, where the noise of a loaded host makes smaller sizes unmeasurable (64 KiB errs
+// towards flat).
+size_t flat_below(OpType op) {
+  switch (op) {
+    case OpType::kBroadcast: return 256 << 10;
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: return 4 << 20;
+    default: return 64 << 10;
+  }
+}
 
 }  // namespace
 
-WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
-  if (WorkPtr no = refused(OpType::kAllReduce, ctx)) return no;
-  if (tensor.nbytes() < kFlatBelowBytes) return flat_->all_reduce(tensor, opts, ctx);
-  auto work = std::make_shared<Work>(OpType::kAllReduce, ctx.seq, ctx.description);
+WorkPtr HierarchicalBackend::enqueue(OpType type, const OpContext& ctx, const std::function<WorkPtr(Probe&)>& check,
+                                     std::function<void(hier::OpRun&)> schedule) {
+  auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
   auto state = std::make_shared<JobState>();
-  WorkPtr check;
+  WorkPtr checked;
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     if (queue_->stopping) {
@@ -77,13 +101,13 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
       return work;
     }
     // The op's identity, checked by the flat backend as it checks its own ops: a one-element
-    // all_reduce under this op's sequence number and fingerprint (gloo tags its messages with
-    // it), issued now, in the group's issue order. Ranks that disagree on the op, a rank that
-    // never issues it or is gone, are named there as on a flat group, in the group's ranks
-    // and op numbers; the levels' own groups could only name theirs. It runs beside the
-    // levels: one small flat round, which large ops hide.
-    Job job{tensor, opts.op, Clock::now() + ctx.timeout, work, Tensor::zeros({1}, tensor.dtype()), nullptr, state};
-    job.check = check = flat_->all_reduce(job.probe, opts, ctx);
+    // op of the same kind under this op's sequence number and fingerprint (gloo tags its
+    // messages with it), issued now, in the group's issue order. Ranks that disagree on the
+    // op, a rank that never issues it or is gone, are named there as on a flat group, in the
+    // group's ranks and op numbers; the levels' own groups could only name theirs. It runs
+    // beside the levels: one small flat round, which large ops hide.
+    Job job{type, std::move(schedule), Clock::now() + ctx.timeout, work, std::make_shared<Probe>(), nullptr, state};
+    job.check = checked = check(*job.probe);
     queue_->jobs.push_back(std::move(job));
   }
   queue_->cv.notify_one();
@@ -92,7 +116,7 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
   // group is unusable from here on. The op's Work ends here only if the thread has not
   // begun it (then nothing touches the tensor any more); else the thread ends it, once
   // the levels' ops, cut off, have let go of the tensor.
-  check->on_finish([this, state, work](std::exception_ptr error) {
+  checked->on_finish([this, state, work](std::exception_ptr error) {
     if (!error) return;
     bool end_here = false;
     {
@@ -104,6 +128,70 @@ WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& 
     abort_levels();
   });
   return work;
+}
+
+WorkPtr HierarchicalBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kAllReduce, ctx)) return no;
+  if (tensor.nbytes() < flat_below(OpType::kAllReduce)) return flat_->all_reduce(tensor, opts, ctx);
+  return enqueue(
+      OpType::kAllReduce, ctx,
+      [&](Probe& p) {
+        p.out = Tensor::zeros({1}, tensor.dtype());
+        return flat_->all_reduce(p.out, opts, ctx);
+      },
+      [tensor, op = opts.op](hier::OpRun& run) mutable { hier::all_reduce(run, tensor, op); });
+}
+
+WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kBroadcast, ctx)) return no;
+  if (tensor.nbytes() < flat_below(OpType::kBroadcast)) return flat_->broadcast(tensor, opts, ctx);
+  return enqueue(
+      OpType::kBroadcast, ctx,
+      [&](Probe& p) {
+        p.out = Tensor::zeros({1}, tensor.dtype());
+        return flat_->broadcast(p.out, opts, ctx);
+      },
+      [tensor, root = opts.root](hier::OpRun& run) mutable { hier::broadcast(run, tensor, root); });
+}
+
+WorkPtr HierarchicalBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kReduce, ctx)) return no;
+  if (tensor.nbytes() < flat_below(OpType::kReduce)) return flat_->reduce(tensor, opts, ctx);
+  return enqueue(
+      OpType::kReduce, ctx,
+      [&](Probe& p) {
+        p.out = Tensor::zeros({1}, tensor.dtype());
+        return flat_->reduce(p.out, opts, ctx);
+      },
+      [tensor, op = opts.op, root = opts.root](hier::OpRun& run) mutable { hier::reduce(run, tensor, op, root); });
+}
+
+WorkPtr HierarchicalBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
+                                        const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kAllGather, ctx)) return no;
+  if (output.nbytes() < flat_below(OpType::kAllGather)) return flat_->all_gather(output, input, opts, ctx);
+  return enqueue(
+      OpType::kAllGather, ctx,
+      [&](Probe& p) {
+        p.in = Tensor::zeros({1}, input.dtype());
+        p.out = Tensor::zeros({size()}, input.dtype());
+        return flat_->all_gather(p.out, p.in, opts, ctx);
+      },
+      [output, input](hier::OpRun& run) mutable { hier::all_gather(run, output, input); });
+}
+
+WorkPtr HierarchicalBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
+                                            const OpContext& ctx) {
+  if (WorkPtr no = refused(OpType::kReduceScatter, ctx)) return no;
+  if (input.nbytes() < flat_below(OpType::kReduceScatter)) return flat_->reduce_scatter(output, input, opts, ctx);
+  return enqueue(
+      OpType::kReduceScatter, ctx,
+      [&](Probe& p) {
+        p.in = Tensor::zeros({size()}, input.dtype());
+        p.out = Tensor::zeros({1}, input.dtype());
+        return flat_->reduce_scatter(p.out, p.in, opts, ctx);
+      },
+      [output, input, op = opts.op](hier::OpRun& run) mutable { hier::reduce_scatter(run, output, input, op); });
 }
 
 void HierarchicalBackend::abort_levels() {
@@ -251,153 +339,17 @@ void HierarchicalBackend::serve(const std::shared_ptr<Queue>& queue) {
   }
 }
 
-namespace {
-
-// Bytes of the tensor per step of the pipeline: small enough that the steps overlap (the
-// host's reduce_scatter of one piece with the all_reduce across hosts of the one before),
-// large enough that each step's fixed cost is small against its bytes.
-constexpr int64_t kPieceBytes = 4 << 20;
-
-// Waits for every part, even after one has failed (each may still use the op's memory),
-// and throws the first failure in issue order.
-void wait_all(const std::vector<WorkPtr>& works) {
-  std::exception_ptr first;
-  for (const WorkPtr& w : works) {
-    try {
-      w->wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
-
-}  // namespace
-
 void HierarchicalBackend::run(Job& job) {
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
-    if (queue_->stopping) throw PeerFailure("the group was shut down before this all_reduce ran");
-  }
-  // Every step waits within what is left of the op's timeout, counted from its issue, as
-  // the flat backend's ops do.
-  auto left = [&] {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(job.deadline - Clock::now());
-    return std::max(ms, std::chrono::milliseconds(1));
-  };
-  const bool across = across_ && across_->size() > 1;
-  const int64_t n = job.tensor.numel();
-  Tensor flat = job.tensor.reshape({n});
-  if (!even_) {
-    // Hosts of different sizes share no partition of the tensor: through local rank 0.
-    ReduceOptions to_leader;
-    to_leader.op = job.op;
-    to_leader.root = 0;
-    to_leader.timeout = left();
-    within_->reduce(flat, to_leader)->wait();
-    if (within_->rank() == 0 && across) {
-      AllReduceOptions all;
-      all.op = job.op;
-      all.timeout = left();
-      across_->all_reduce(flat, all)->wait();
+    if (queue_->stopping) {
+      throw PeerFailure(std::string("the group was shut down before this ") + op_type_name(job.type) + " ran");
     }
-    BroadcastOptions from_leader;
-    from_leader.root = 0;
-    from_leader.timeout = left();
-    within_->broadcast(flat, from_leader)->wait();
-    return;
   }
-  const int64_t local = within_->size();
-  if (local == 1) {
-    AllReduceOptions all;
-    all.op = job.op;
-    all.timeout = left();
-    if (across) across_->all_reduce(flat, all)->wait();
-    return;
-  }
-  // Each local rank's share of the host's sum: blocks of ceil(n / local) elements, the tail
-  // padded when local does not divide n (padding is reduced with the rest and dropped).
-  const int64_t block = (n + local - 1) / local;
-  const bool padded = block * local != n;
-  Tensor whole = flat;
-  if (padded) {
-    whole = scratch(padded_, block * local, flat.dtype());
-    whole.flat_slice(0, n).copy_from(flat);
-    whole.flat_slice(n, block * local - n).fill(0);  // reduced with the rest, then dropped
-  }
-  Tensor share = scratch(share_, block, flat.dtype());
-  // In pieces, each a multiple of `local` elements: all the pieces' reduce_scatters are
-  // issued at once, each piece's all_reduce across hosts as its reduce_scatter ends, each
-  // all_gather as its all_reduce ends. Every rank issues them in this one order, so each
-  // inner group's ops match; the host's memory work and the network's overlap.
-  const int64_t piece_blocks =
-      std::max<int64_t>(1, kPieceBytes / static_cast<int64_t>(element_size(flat.dtype())) / local);
-  std::vector<std::pair<int64_t, int64_t>> pieces;  // (first block, blocks)
-  for (int64_t first = 0; first < block || pieces.empty(); first += piece_blocks) {
-    pieces.emplace_back(first, std::min(piece_blocks, block - first));
-  }
-  auto whole_piece = [&](size_t k) { return whole.flat_slice(pieces[k].first * local, pieces[k].second * local); };
-  auto share_piece = [&](size_t k) { return share.flat_slice(pieces[k].first, pieces[k].second); };
-  std::vector<WorkPtr> scattered, reduced, gathered;
-  try {
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      ReduceScatterOptions o;
-      o.op = job.op;
-      o.timeout = left();
-      Tensor out = share_piece(k);
-      scattered.push_back(within_->reduce_scatter_tensor(out, whole_piece(k), o));
-    }
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      scattered[k]->wait();
-      if (!across) continue;
-      AllReduceOptions o;
-      o.op = job.op;
-      o.timeout = left();
-      Tensor piece = share_piece(k);
-      reduced.push_back(across_->all_reduce(piece, o));
-    }
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      if (across) reduced[k]->wait();
-      AllGatherOptions o;
-      o.timeout = left();
-      Tensor out = whole_piece(k);
-      gathered.push_back(within_->all_gather_into_tensor(out, share_piece(k), o));
-    }
-    wait_all(gathered);
-  } catch (...) {
-    // Nothing may still write the op's memory when its Work ends.
-    for (const auto* works : {&scattered, &reduced, &gathered}) {
-      try {
-        wait_all(*works);
-      } catch (...) {
-      }
-    }
-    throw;
-  }
-  if (padded) flat.copy_from(whole.flat_slice(0, n));
+  hier::OpRun run{levels_, scratch_, job.deadline};
+  job.schedule(run);
 }
 
-Tensor HierarchicalBackend::scratch(Tensor& kept, int64_t count, DType dtype) {
-  // Fresh pages cost a fault each on first touch (a 64 MiB op: 16K faults, more time than
-  // the copy): one buffer per use, grown as needed, kept for the next op.
-  const size_t bytes = static_cast<size_t>(count) * element_size(dtype);
-  if (!kept.defined() || kept.nbytes() < bytes) kept = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kUInt8);
-  return Tensor::from_blob(kept.data(), {count}, dtype);
-}
-
-WorkPtr HierarchicalBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
-  if (WorkPtr no = refused(OpType::kBroadcast, ctx)) return no;
-  return flat_->broadcast(tensor, opts, ctx);
-}
-WorkPtr HierarchicalBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
-  if (WorkPtr no = refused(OpType::kReduce, ctx)) return no;
-  return flat_->reduce(tensor, opts, ctx);
-}
-WorkPtr HierarchicalBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts,
-                                        const OpContext& ctx) {
-  if (WorkPtr no = refused(OpType::kAllGather, ctx)) return no;
-  return flat_->all_gather(output, input, opts, ctx);
-}
 WorkPtr HierarchicalBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
                                     const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kGather, ctx)) return no;
@@ -407,11 +359,6 @@ WorkPtr HierarchicalBackend::scatter(Tensor& output, const Tensor& input, const 
                                      const OpContext& ctx) {
   if (WorkPtr no = refused(OpType::kScatter, ctx)) return no;
   return flat_->scatter(output, input, opts, ctx);
-}
-WorkPtr HierarchicalBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
-                                            const OpContext& ctx) {
-  if (WorkPtr no = refused(OpType::kReduceScatter, ctx)) return no;
-  return flat_->reduce_scatter(output, input, opts, ctx);
 }
 WorkPtr HierarchicalBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
                                         const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
@@ -453,9 +400,10 @@ void HierarchicalBackend::stop(bool abort) {
   }
   queue_->cv.notify_all();
   for (Job& job : dropped) {
-    job.work->finish(std::make_exception_ptr(PeerFailure("the group was shut down before this all_reduce ran")));
+    job.work->finish(std::make_exception_ptr(
+        PeerFailure(std::string("the group was shut down before this ") + op_type_name(job.type) + " ran")));
   }
-  // An all_reduce still running waits on its levels, then on its check: cutting both off
+  // An op still running waits on its levels, then on its check: cutting both off
   // ends it now (a clean destroy comes after the program's waits, so there is none then),
   // never after a peer or the op's timeout. Then the thread can be joined.
   abort_levels();

@@ -2,40 +2,43 @@
 // levels: shared memory within each host, gloo across hosts (backend "hier", and what
 // "auto" picks there, auto_backend.h).
 //
-// all_reduce, where the bytes are, runs by hosts. With the same number of ranks L on every
-// host: a reduce_scatter within the host (shm) leaves each local rank 1/L of the host's sum;
-// each local rank all_reduces its share with the ranks of its local rank on the other
-// hosts (gloo, the L groups at once, so every local rank's core and connection works); an
-// all_gather within the host puts the shares together. Across hosts every byte travels once
-// per host, not once per rank: a flat ring's cross-host traffic shrinks by about L. Hosts
-// with different numbers of ranks: a reduce to local rank 0, an all_reduce among the hosts'
-// local ranks 0, a broadcast within the host.
+// all_reduce, broadcast, reduce, all_gather and reduce_scatter, where the bytes are, run by
+// hosts: shm steps within each host, and across hosts one share of the op per local rank,
+// each local rank with its local rank on the other hosts (the groups across at once, so
+// every local rank's core and connection works), so that a host's traffic crosses once per
+// host rather than once per rank. Each op's schedule is in api/hier/hier_<op>.cc (what they
+// share: api/hier/hier_schedule.h). Hosts with different numbers of ranks go through each
+// host's local rank 0.
 //
-// Every other op runs flat on the group's gloo backend, which gains nothing by hosts
-// (all_to_all, p2p) or has not been given a hierarchy yet (broadcast, reduce, all_gather,
-// reduce_scatter, barrier: each could be, as all_reduce is). The flat backend is also the
-// group's fault handling (its connection watch and failure key) as on any gloo group.
+// Every other op runs flat on the group's gloo backend: all_to_all, gather, scatter and
+// p2p gain nothing by hosts (their bytes go from one rank to another once either way), and
+// barrier gains nothing because each hierarchical op is checked by a flat op of its own
+// kind (below), for a barrier a flat barrier. The flat backend is also the group's fault
+// handling (its connection watch and failure key) as on any gloo group.
 //
-// The hierarchical ops run in issue order on a thread of their own, one at a time, so
-// that every rank issues the inner groups' ops in the same order; the Work the caller holds
-// ends when the last step has. all_reduces below 64 KiB run flat: there the levels' three
-// rounds and the check cost more than the bytes they save. Ops run flat may end before an
-// earlier hierarchical all_reduce (each Work ends when its op has; issue order is kept for
-// matching, not for completion).
+// The hierarchical ops run in issue order on a thread of their own, one at a time, so that
+// every rank issues the inner groups' ops in the same order; the Work the caller holds ends
+// when the last step has. Ops below a size (flat_below in the .cc, by measurement: 64 KiB
+// to 4 MiB by op) run flat: there the levels' rounds and the check cost more than the bytes they save. Ops run
+// flat may end before an earlier hierarchical one (each Work ends when its op has; issue
+// order is kept for matching, not for completion).
 //
-// Failures: see ARCHITECTURE.md ("hier"): each all_reduce is also checked by the flat
-// backend, whose verdict comes first; a level's failure is recorded as the group's on the
-// flat backend's board, its culprit in the group's ranks.
+// Failures: see ARCHITECTURE.md ("hier"): each hierarchical op is also issued to the flat
+// backend as a one-element op of its kind under its sequence number and fingerprint,
+// whose verdict comes first; a level's failure is recorded as the group's on the flat
+// backend's board, its culprit in the group's ranks.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "api/diagnostics/group_failure.h"
+#include "api/hier/hier_schedule.h"
 #include "api/plugin/backend.h"
 #include "api/process_group.h"
 
@@ -45,8 +48,9 @@ class HierarchicalBackend : public Backend {
  public:
   // flat: the group's own gloo backend; within: this rank's host's group (shm); across:
   // the group of this rank's local rank over the hosts (gloo; null or size 1 when no other
-  // host has that local rank). even: every host has the same number of ranks.
-  HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across, bool even);
+  // host has that local rank); hosts: where the group's ranks sit.
+  HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across,
+                      const HostLayout& hosts);
   ~HierarchicalBackend() override;
 
   std::string name() const override { return "hier"; }
@@ -55,16 +59,17 @@ class HierarchicalBackend : public Backend {
   // reduce with the flat backend's own ops only.
   bool reduces_natively(ReduceOp op, DType dtype) const override;
 
+  // By hosts (from flat_below's size on, in the .cc).
   WorkPtr all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) override;
-
-  // The rest: the flat backend's.
   WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) override;
   WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) override;
   WorkPtr all_gather(Tensor& output, const Tensor& input, const AllGatherOptions& opts, const OpContext& ctx) override;
-  WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) override;
-  WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
                          const OpContext& ctx) override;
+
+  // The rest: the flat backend's.
+  WorkPtr gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) override;
+  WorkPtr scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts, const OpContext& ctx) override;
   WorkPtr all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
                      const std::vector<int64_t>& input_counts, const AllToAllOptions& opts,
                      const OpContext& ctx) override;
@@ -88,15 +93,23 @@ class HierarchicalBackend : public Backend {
     bool started = false;
     bool skipped = false;
   };
+  // The check's tensors (a one-element op of the op's kind), kept until it ends.
+  struct Probe {
+    Tensor in, out;
+  };
   struct Job {
-    Tensor tensor;
-    ReduceOp op;
-    Clock::time_point deadline;  // the op's timeout, counted from its issue
+    OpType type;
+    std::function<void(hier::OpRun&)> schedule;  // the op, on the levels
+    Clock::time_point deadline;                   // the op's timeout, counted from its issue
     WorkPtr work;
-    Tensor probe;   // the check's one element
-    WorkPtr check;  // the flat backend's check of the op (all_reduce)
+    std::shared_ptr<Probe> probe;
+    WorkPtr check;  // the flat backend's check of the op
     std::shared_ptr<JobState> state;
   };
+  // Queues an op for the thread, after issuing its check (`check`, given the probe, issues
+  // it to the flat backend) in the group's issue order.
+  WorkPtr enqueue(OpType type, const OpContext& ctx, const std::function<WorkPtr(Probe&)>& check,
+                  std::function<void(hier::OpRun&)> schedule);
   // What the thread shares with the object: the thread holds it too, so that a group
   // destroyed from its own thread (a Work's callback dropping the last reference) leaves
   // the thread something to read while it returns.
@@ -124,14 +137,11 @@ class HierarchicalBackend : public Backend {
   // The culprit of a level's failure, in this group's ranks (-1 when unknown); level_rank:
   // the same rank in the level's; shut_down: whether the level blames it for shutting down.
   int culprit_of(const ProcessGroupPtr& level, int* level_rank, bool* shut_down) const;
-  // A tensor of count elements over `kept`'s memory (grown when too small): the all_reduce's
-  // share and padding, reused from op to op (only the thread runs ops, one at a time).
-  static Tensor scratch(Tensor& kept, int64_t count, DType dtype);
 
   std::unique_ptr<Backend> flat_;
-  ProcessGroupPtr within_;
-  ProcessGroupPtr across_;
-  const bool even_;
+  const hier::Levels levels_;
+  const ProcessGroupPtr& within_ = levels_.within;
+  const ProcessGroupPtr& across_ = levels_.across;
 
   // The flat backend's first failure, as its GroupFailure told failure_ (a death its
   // connection watch saw, on a rank whose levels do not reach the dead rank): the levels
@@ -139,9 +149,8 @@ class HierarchicalBackend : public Backend {
   std::mutex flat_failure_mu_;
   std::exception_ptr flat_failure_;
   int flat_culprit_ = -1;
-  GroupFailure failure_;  // over the flat backend's board
-  Tensor share_;   // scratch() memory, the thread's only
-  Tensor padded_;
+  GroupFailure failure_;     // over the flat backend's board
+  hier::Scratch scratch_;    // the thread's only
 
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::atomic<bool> levels_aborted_{false};

@@ -176,7 +176,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     ProcessGroupPtr across = pg->make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], "gloo",
                                                "hier_local" + std::to_string(local));
     pg->backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
-      return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts.even());
+      return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
     });
     pg->spec_.text += " (cpu: shm within hosts, gloo across; " + hosts.describe() + ")";
   }

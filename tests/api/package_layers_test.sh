@@ -7,7 +7,9 @@
 #   2. store/ includes only the vocabulary, store/ itself and the job's identity (process/).
 #   3. process/ includes only the vocabulary, process/ itself and init.h (spawn starts a rank),
 #      and spawn.cc also store/server/tcp_store_server.h (spawn serves its job's store).
-#   4. No folder includes process_group.h: the group sits on them, never under them.
+#   4. No folder includes process_group.h, but hier/: the group sits on them, never under
+#      them. hier/ (the hierarchy's schedules, which run ops on groups) sits above the
+#      group, as hierarchical_backend.h does, and only that and hier/ include it.
 #   5. Of api/'s top, a folder includes only the vocabulary, but for the exceptions
 #      ARCHITECTURE.md names: group/environment.h reads into InitOptions (init.h),
 #      diagnostics/flight_recorder.cc words an error as run_main does (run_main.h), and
@@ -34,7 +36,7 @@ check() {  # check RULE FILES_REGEX ALLOWED_REGEX [EXCEPTIONS: "file:include" li
 check 1 "${vocabulary}" "${vocabulary}"
 check 2 'api/store/.*' "${vocabulary}|api/store/.*|api/process/job_identity\.h"
 check 3 'api/process/.*' "${vocabulary}|api/process/.*|api/init\.h" 'api/process/spawn\.cc:api/store/server/tcp_store_server\.h'
-in_folders=$(find api -mindepth 2 \( -name '*.h' -o -name '*.cc' \) | sort)
+in_folders=$(find api -mindepth 2 \( -name '*.h' -o -name '*.cc' \) | grep -v '^api/hier/' | sort)
 group_users=$(grep -l '#include "api/process_group.h"' ${in_folders} || true)
 if [ -n "${group_users}" ]; then
   echo "FAILED: rule 4: these folders' files include process_group.h:"
@@ -42,11 +44,18 @@ if [ -n "${group_users}" ]; then
   fail=1
 fi
 top_uses=$(includes ${in_folders} | grep -E ':api/[a-z0-9_]+\.h$' | grep -vE ":(${vocabulary})$" |
-  grep -vxE 'api/group/environment\.h:api/init\.h|api/diagnostics/flight_recorder\.cc:api/run_main\.h|api/process/spawn\.cc:api/init\.h' ||
+  grep -vxE 'api/hier/[a-z_]+\.(h|cc):api/process_group\.h|api/group/environment\.h:api/init\.h|api/diagnostics/flight_recorder\.cc:api/run_main\.h|api/process/spawn\.cc:api/init\.h' ||
   true)
 if [ -n "${top_uses}" ]; then
   echo "FAILED: rule 5: these folders' files include api/'s top beyond its vocabulary:"
   echo "${top_uses}"
+  fail=1
+fi
+hier_users=$(find api \( -name '*.h' -o -name '*.cc' \) | grep -vE '^api/(hier/.*|hierarchical_backend\.(h|cc))$' |
+  xargs grep -l '#include "api/hier/' || true)
+if [ -n "${hier_users}" ]; then
+  echo "FAILED: rule 4: these files include hier/, which sits above the group:"
+  echo "${hier_users}"
   fail=1
 fi
 [ "${fail}" = 0 ] && echo "PASSED: api/'s folders keep their layers"

@@ -4,12 +4,12 @@
 # one network namespace per host, tbf at --rate on both directions of its link).
 #
 #   tools/bench/hierarchy_vs_flat.sh [--hosts N] [--ranks_per_host M] [--rounds R] [--rate 1gbit]
-#                                    [--sizes "16777216 67108864"] [OUT_DIR]
+#                                    [--op all_reduce] [--sizes "16777216 67108864"] [OUT_DIR]
 #
-# Each round runs tools/bench (float32 sum all_reduce, every size) once over "hier" and once
-# over "gloo", each a separate job of N x M ranks, the order alternating from round to
-# round; the table is the median busbw of the rounds (nccl-tests' formula, GB/s), and the
-# last line reads
+# Each round runs tools/bench (--op, float32, sum where it reduces, root 0 where it has one;
+# every size) once over "hier" and once over "gloo", each a separate job of N x M ranks, the
+# order alternating from round to round; the table is the median busbw of the rounds
+# (nccl-tests' formula, GB/s; sizes are the op's largest tensor), and the last line reads
 #   hierarchical/flat busbw: 16M=<ratio> 64M=<ratio>
 # Defaults: 2 hosts x 2 ranks, 3 rounds, 1 Gbit/s. --sizes run as one bench sweep from the
 # first to the last, multiplying by 4, so give sizes 4x apart (16M 64M, or 1M 4M 16M). Every run checks its results (#wrong
@@ -23,6 +23,7 @@ per_host=2
 rounds=3
 rate=1gbit
 sizes="16777216 67108864"
+op=all_reduce
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts) hosts="$2"; shift 2 ;;
@@ -30,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --sizes) sizes="$2"; shift 2 ;;
+    --op) op="$2"; shift 2 ;;
     -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "hierarchy_vs_flat.sh: unknown flag $1 (--help)" >&2; exit 2 ;;
     *) break ;;
@@ -50,11 +52,11 @@ max=${size_list[-1]}
 
 run() {  # backend round
   local json="$out/$1.json"
-  echo "# round $2: $1, $hosts hosts x $per_host ranks at $rate (load average: $(cut -d' ' -f1-3 /proc/loadavg))" |
+  echo "# round $2: $1 $op, $hosts hosts x $per_host ranks at $rate (load average: $(cut -d' ' -f1-3 /proc/loadavg))" |
     tee -a "$log"
   rm -f "$json"
   tools/netns_hosts.sh --hosts "$hosts" --ranks_per_host "$per_host" --rate "$rate" -- \
-    "$bin/tools/bench/bench" --backend="$1" -b "$min" -e "$max" -f 4 -n 5 -w 2 --json="$json" >>"$log" 2>&1 ||
+    "$bin/tools/bench/bench" --backend="$1" --op="$op" -b "$min" -e "$max" -f 4 -n 5 -w 2 --json="$json" >>"$log" 2>&1 ||
     { echo "hierarchy_vs_flat.sh: the $1 run failed (see $log)" >&2; exit 1; }
   local size line
   for size in "${size_list[@]}"; do
@@ -72,9 +74,9 @@ for ((r = 1; r <= rounds; r++)); do
   if ((r % 2)); then run hier "$r"; run gloo "$r"; else run gloo "$r"; run hier "$r"; fi
 done
 
-python3 - "$results" "$hosts" "$per_host" "$rate" "$rounds" "${size_list[@]}" <<'EOF'
+python3 - "$results" "$op" "$hosts" "$per_host" "$rate" "$rounds" "${size_list[@]}" <<'EOF'
 import statistics, sys
-path, hosts, per_host, rate, rounds, *sizes = sys.argv[1:]
+path, op, hosts, per_host, rate, rounds, *sizes = sys.argv[1:]
 busbw = {}
 for line in open(path):
     backend, size, bw, _ = line.split()
@@ -82,7 +84,8 @@ for line in open(path):
 def label(size):
     size = int(size)
     return f"{size >> 20}M" if size >= 1 << 20 else f"{size >> 10}K" if size >= 1 << 10 else f"{size}B"
-print(f"all_reduce float32 sum, {hosts} hosts x {per_host} ranks, links at {rate}; busbw GB/s, median of {rounds} rounds")
+reduces = op in ("all_reduce", "reduce", "reduce_scatter")
+print(f"{op} float32{' sum' if reduces else ''}, {hosts} hosts x {per_host} ranks, links at {rate}; busbw GB/s, median of {rounds} rounds")
 print(f"{'size':>6} {'hier':>8} {'flat gloo':>10} {'ratio':>6}")
 ratios = []
 for size in sizes:

@@ -65,11 +65,11 @@ const Entry kDifferences[] = {
      "extra exchange per op (mpi's agreement check, shm's round 0 of split sizes)"},
     {"hier", "a rank whose transfers all pair up finishes", "hier runs all_to_all flat on gloo (see gloo's entry)"},
     {"hier", "a bystander that agrees with the root finishes",
-     "hier runs broadcast flat on gloo, which checks an op through the fingerprints in its message tags (see gloo's "
-     "entry)"},
+     "hier runs a broadcast this small flat on gloo (and checks a larger one with a one-element gloo broadcast under "
+     "its fingerprint), which checks an op through the fingerprints in its message tags (see gloo's entry)"},
     // A rank killed in the middle of a large op.
     {"hier", "a rank past its part finishes",
-     "hier's all_reduce is three steps over groups within and across hosts: a rank on another host than the dead "
+     "hier's larger ops are steps over groups within and across hosts: a rank on another host than the dead "
      "one, whose steps are done once the dead rank's data is in (it dies as its result arrives), ends the op with "
      "the right values, as the last ranks of a ring past their last step would; its next op fails naming the "
      "dead rank"},

@@ -5,7 +5,10 @@
 //
 // Layouts: 2 hosts x 2 ranks (the reduce_scatter / all_reduce / all_gather path, with
 // counts that do not divide by 2 and so pad), 3 + 1 (uneven: through each host's local rank
-// 0), 2 x 3, and 2 x 1 (one rank per host: the group runs flat, and says why).
+// 0), 2 x 3, and 2 x 1 (one rank per host: the group runs flat, and says why). HierOps runs
+// every op that goes by hosts (api/hier/) at sizes past the flat threshold, in several
+// pipeline pieces with short and padded tails, roots off local rank 0, on those layouts and
+// on hosts whose ranks are not consecutive (a, b, a, b and a, b, a, a).
 #include <gtest/gtest.h>
 
 #include "tests/backends/conformance/conformance.h"
@@ -83,6 +86,57 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"two_by_three", {"a", "a", "a", "b", "b", "b"},
                "hier (cpu: shm within hosts, gloo across; 2 hosts x 3 ranks)"},
         Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
+    [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+// The ops api/hier/ runs by hosts, each at sizes that take the hierarchy (past the flat
+// thresholds: 256 KiB for broadcast, 4 MiB of the larger tensor for all_gather and
+// reduce_scatter, 64 KiB for reduce): float32 counts of (3 << 20) + 5 (about 12 MiB: three
+// 4 MiB pieces of the pipeline and a short one, and a count no host size divides, so
+// shares pad), others in one or two pieces. Values are exact.
+class HierOps : public ::testing::TestWithParam<Layout> {
+ protected:
+  int size() const { return static_cast<int>(GetParam().hosts.size()); }
+};
+
+constexpr int64_t kPiecesCount = (3 << 20) + 5;
+constexpr int64_t kMiBCount = (1 << 18) + 3;
+
+TEST_P(HierOps, BroadcastAndReduce) {
+  run_group(size(), "hier", [](ProcessGroup& pg) {
+    ASSERT_EQ(pg.backend_for(DeviceType::kCPU).name(), "hier");
+    const int last = pg.size() - 1;
+    check_broadcast(pg, DType::kFloat32, kPiecesCount, 1);
+    check_broadcast(pg, DType::kFloat64, kMiBCount, last);
+    check_broadcast(pg, DType::kInt8, kMiBCount, 0);
+    check_reduce(pg, DType::kFloat32, ReduceOp::SUM, kPiecesCount, 1);
+    check_reduce(pg, DType::kInt64, ReduceOp::MAX, kMiBCount, last);
+    check_reduce(pg, DType::kFloat32, ReduceOp::AVG, kMiBCount, 0);
+  }, on_hosts(GetParam()));
+}
+
+TEST_P(HierOps, AllGatherAndReduceScatter) {
+  run_group(size(), "hier", [](ProcessGroup& pg) {
+    ASSERT_EQ(pg.backend_for(DeviceType::kCPU).name(), "hier");
+    // Per rank, so that the whole (all_gather's output, reduce_scatter's input) is about
+    // 12 MiB of float32 (3 pieces and a short one), or 4 to 6 MiB of the others.
+    const int64_t per_rank = kPiecesCount / pg.size();
+    const int64_t mib = (1 << 20) / pg.size();
+    check_all_gather(pg, DType::kFloat32, per_rank, conformance::Layout::kTensor);
+    check_all_gather(pg, DType::kFloat32, kMiBCount, conformance::Layout::kInPlace);
+    check_all_gather(pg, DType::kInt8, 5 * mib + 3, conformance::Layout::kList);
+    check_reduce_scatter(pg, DType::kFloat32, ReduceOp::SUM, per_rank, conformance::Layout::kTensor);
+    check_reduce_scatter(pg, DType::kInt32, ReduceOp::MIN, kMiBCount, conformance::Layout::kList);
+    check_reduce_scatter(pg, DType::kBFloat16, ReduceOp::premul_sum(0.5), 3 * mib + 1, conformance::Layout::kTensor);
+  }, on_hosts(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HierOps,
+    ::testing::Values(Layout{"two_by_two", {"a", "a", "b", "b"}, ""},
+                      Layout{"three_plus_one", {"a", "a", "a", "b"}, ""},
+                      Layout{"two_by_three", {"a", "a", "a", "b", "b", "b"}, ""},
+                      Layout{"interleaved", {"a", "b", "a", "b"}, ""},
+                      Layout{"interleaved_uneven", {"a", "b", "a", "a"}, ""}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 TEST(HierAuto, AutoPicksTheHierarchyForSeveralHostsWithSeveralRanks) {
