@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include "backends/gloo/gloo_device.h"
+#include "backends/gloo/gloo_loop_thread.h"
 
 namespace distcomm {
 namespace gloo {
@@ -25,6 +26,8 @@ void ignore_sigpipe_unless_handled() {
 GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   ignore_sigpipe_unless_handled();
   device_ = create_tcp_device(config, &listening_on_);
+  // Before any connection exists, so that no byte is read by a thread not yet set up.
+  set_up_loop_thread(*device_, config.loop_sched, options.timeout);
   context_ = std::make_shared<GlooContext>(options.rank, options.size);
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);

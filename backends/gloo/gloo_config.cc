@@ -17,6 +17,10 @@ const distcomm_config_key kConfigKeys[] = {
      "scheduling of the group's worker thread, which runs the ops nobody waits for (a waiter runs its own): "
      "normal, or batch (SCHED_BATCH: fewer context switches where the ranks have the cores to themselves, slower "
      "when other threads keep every core busy)"},
+    {"loop_sched", "batch", "DISTCOMM_GLOO_LOOP_SCHED",
+     "scheduling of gloo's network thread (it reads every connection of the group): batch (SCHED_BATCH: it does "
+     "not preempt the thread it wakes beside, which may hold the connection's lock; without real-time priority "
+     "that preemption made it spin for a whole time slice), or normal; a real-time policy the program set is kept"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -38,8 +42,10 @@ GlooConfig GlooConfig::parse(const std::map<std::string, std::string>& config) {
                           {"ring_chunked", AllReduceAlgorithm::kRingChunked},
                           {"halving_doubling", AllReduceAlgorithm::kHalvingDoubling},
                           {"bcube", AllReduceAlgorithm::kBcube}});
-  c.worker_sched =
-      r.choice("worker_sched", c.worker_sched, {{"normal", WorkerScheduling::kNormal}, {"batch", WorkerScheduling::kBatch}});
+  const std::initializer_list<std::pair<const char*, ThreadScheduling>> policies = {
+      {"normal", ThreadScheduling::kNormal}, {"batch", ThreadScheduling::kBatch}};
+  c.worker_sched = r.choice("worker_sched", c.worker_sched, policies);
+  c.loop_sched = r.choice("loop_sched", c.loop_sched, policies);
   return c;
 }
 

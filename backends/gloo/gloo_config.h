@@ -15,8 +15,9 @@ namespace gloo {
 // Ended by an entry whose name is nullptr (distcomm_plugin_v1::config_keys).
 extern const distcomm_config_key kConfigKeys[];
 
-// How the group's worker thread is scheduled ("worker_sched"; gloo_worker.h says what each does).
-enum class WorkerScheduling { kNormal, kBatch };
+// How one of the group's threads is scheduled: the worker ("worker_sched"; gloo_worker.h says
+// what each does) and gloo's network thread ("loop_sched"; gloo_loop_thread.h).
+enum class ThreadScheduling { kNormal, kBatch };
 
 struct GlooConfig {
   // Where the TCP transport listens, first set wins (gloo_device.h): "ifname", "hostname",
@@ -25,7 +26,8 @@ struct GlooConfig {
   std::string hostname;
   std::string master_addr;
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // "algorithm"
-  WorkerScheduling worker_sched = WorkerScheduling::kNormal;  // "worker_sched"
+  ThreadScheduling worker_sched = ThreadScheduling::kNormal;  // "worker_sched"
+  ThreadScheduling loop_sched = ThreadScheduling::kBatch;     // "loop_sched"
 
   // An empty value is the default, as an absent one. Throws InvalidArgument naming the
   // key, the value and what it accepts (api/plugin/config_reader.h), before the rendezvous.

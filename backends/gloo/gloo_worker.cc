@@ -1,43 +1,25 @@
 #include "backends/gloo/gloo_worker.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 
 #include "api/errors.h"
 #include "backends/gloo/gloo_errors.h"
+#include "backends/gloo/gloo_thread_setup.h"
 #include "backends/gloo/gloo_work.h"
 
 namespace distcomm {
 namespace gloo {
-namespace {
-
-// Done by the constructing thread, so that it has happened when the worker is handed out.
-// Best effort: a refusal leaves the thread as it was.
-void set_up_worker_thread(pthread_t thread, WorkerScheduling scheduling) {
-  pthread_setname_np(thread, "dc-gloo-worker");
-  int policy = 0;
-  sched_param param{};
-  if (scheduling != WorkerScheduling::kBatch || pthread_getschedparam(thread, &policy, &param) != 0 ||
-      policy != SCHED_OTHER) {
-    return;
-  }
-  param.sched_priority = 0;  // SCHED_BATCH keeps the thread's nice value
-  pthread_setschedparam(thread, SCHED_BATCH, &param);
-}
-
-}  // namespace
 
 CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
     : env_(std::move(env)), failure_(failure) {}
 
 std::shared_ptr<CollectiveWorker> CollectiveWorker::start(CollectiveEnv env, GroupFailure& failure,
-                                                          WorkerScheduling scheduling) {
+                                                          ThreadScheduling scheduling) {
   std::shared_ptr<CollectiveWorker> worker(new CollectiveWorker(std::move(env), failure));
   CollectiveWorker* self = worker.get();  // the thread ends in stop(), before the object
   worker->thread_ = std::thread([self] { self->loop(); });
-  set_up_worker_thread(worker->thread_.native_handle(), scheduling);
+  // Here, by the constructing thread, so that it has happened when the worker is handed out.
+  set_up_thread(worker->thread_.native_handle(), "dc-gloo-worker", scheduling);
   return worker;
 }
 

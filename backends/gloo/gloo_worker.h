@@ -48,7 +48,7 @@ namespace gloo {
 // block a moment later, so preempting them costs a switch away and one back. But with
 // CPU-bound threads on every core the woken worker waits for the tick, milliseconds per
 // op. So batch is for hosts whose cores the ranks have to themselves. A worker the program runs with a real-time policy keeps it.
-// (WorkerScheduling, in gloo_config.h, where the key is parsed.)
+// (ThreadScheduling, in gloo_config.h, where the key is parsed.)
 
 class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
  public:
@@ -60,7 +60,7 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
 
   // The thread is named "dc-gloo-worker" (ps -L, perf, gdb). Works hold a weak reference.
   static std::shared_ptr<CollectiveWorker> start(CollectiveEnv env, GroupFailure& failure,
-                                                 WorkerScheduling scheduling);
+                                                 ThreadScheduling scheduling);
   ~CollectiveWorker();
   CollectiveWorker(const CollectiveWorker&) = delete;
   CollectiveWorker& operator=(const CollectiveWorker&) = delete;

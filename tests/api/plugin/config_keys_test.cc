@@ -56,7 +56,7 @@ TEST_F(ConfigKeys, AnUnknownKeyIsRefusedBeforeTheRendezvousNamingTheKnownOnes) {
   const std::string msg = init_error(o);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "refused before waiting for peers";
   EXPECT_NE(msg.find("'algoritm'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("gloo: ifname, hostname, algorithm, worker_sched"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gloo: ifname, hostname, algorithm, worker_sched, loop_sched"), std::string::npos) << msg;
   EXPECT_NE(msg.find("master_addr, local_rank"), std::string::npos) << "the keys init sets: " << msg;
 }
 

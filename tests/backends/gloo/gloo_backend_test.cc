@@ -1,8 +1,10 @@
 // The gloo plugin as the loader and a user see it: its descriptor, its configuration
 // (interface, algorithm and worker scheduling, with clear errors), and its rendezvous.
 #include <dirent.h>
+#include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <vector>
@@ -97,10 +99,57 @@ TEST(GlooConfig, WorkerRunsAsNormalUnlessToldBatch) {
   }, o);
 }
 
+// gloo's network thread is found and set up from inside its loop (gloo_loop_thread.h): it
+// carries the name, and is SCHED_BATCH unless the config says normal.
+TEST(GlooConfig, NetworkThreadRunsAsBatchUnlessToldNormal) {
+  {
+    auto pg = make_local_group(1, {});
+    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH});
+  }
+  {
+    auto pg = make_local_group(1, {{"loop_sched", "normal"}});
+    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_OTHER});
+  }
+  // Two ranks: each rank's network thread is SCHED_BATCH and still reads every message,
+  // small and large (several segments of gloo's ring).
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH}) << "rank " << pg.rank();
+    for (size_t count : {size_t{2}, size_t{1} << 20}) {
+      Tensor t = Tensor::of<float>(std::vector<float>(count, float(pg.rank() + 1)));
+      pg.all_reduce(t)->wait();
+      const std::vector<double> sums = t.to_doubles();
+      EXPECT_EQ(std::count(sums.begin(), sums.end(), 3.0), static_cast<long>(count)) << "rank " << pg.rank();
+    }
+  });
+}
+
+// A program that runs with a real-time policy (chrt) keeps it on gloo's network thread, which
+// inherits it from the thread that creates the group: batch would let the callers starve it.
+TEST(GlooConfig, NetworkThreadKeepsARealTimePolicy) {
+  sched_param rt{};
+  rt.sched_priority = 1;
+  sched_param before{};
+  int before_policy = 0;
+  ASSERT_EQ(pthread_getschedparam(pthread_self(), &before_policy, &before), 0);
+  if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &rt) != 0) {
+    GTEST_SKIP() << "this user may not set SCHED_FIFO (no CAP_SYS_NICE)";
+  }
+  std::vector<int> policies;
+  {
+    auto pg = make_local_group(1, {});
+    policies = policies_of_threads_named("dc-gloo-loop");
+  }
+  pthread_setschedparam(pthread_self(), before_policy, &before);
+  EXPECT_EQ(policies, std::vector<int>{SCHED_FIFO});
+}
+
 TEST(GlooConfig, UnknownWorkerSchedulingIsRefusedWithTheChoices) {
   const std::string msg = creation_error({{"worker_sched", "fifo"}});
   EXPECT_NE(msg.find("'fifo'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("normal or batch"), std::string::npos) << msg;
+  const std::string loop = creation_error({{"loop_sched", "idle"}});
+  EXPECT_NE(loop.find("loop_sched='idle'"), std::string::npos) << loop;
+  EXPECT_NE(loop.find("normal or batch"), std::string::npos) << loop;
 }
 
 TEST(GlooConfig, UnknownInterfaceIsRefusedByName) {

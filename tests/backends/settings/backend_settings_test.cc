@@ -83,14 +83,16 @@ TEST(BackendSettings, BooleansAreReadTheSameWayByEveryBackend) {
 TEST(BackendSettings, GlooReadsItsKeysIntoItsOwnStruct) {
   const gloo::GlooConfig c = gloo::GlooConfig::parse(
       {{"ifname", "eth1"}, {"master_addr", "10.0.0.1"}, {"algorithm", "bcube"}, {"worker_sched", "batch"},
-       {"shm_slots", "8"}});  // shm's, in an auto group: left alone
+       {"loop_sched", "normal"}, {"shm_slots", "8"}});  // shm's, in an auto group: left alone
   EXPECT_EQ(c.ifname, "eth1");
   EXPECT_EQ(c.hostname, "");
   EXPECT_EQ(c.master_addr, "10.0.0.1");
   EXPECT_EQ(c.algorithm, gloo::AllReduceAlgorithm::kBcube);
-  EXPECT_EQ(c.worker_sched, gloo::WorkerScheduling::kBatch);
+  EXPECT_EQ(c.worker_sched, gloo::ThreadScheduling::kBatch);
+  EXPECT_EQ(c.loop_sched, gloo::ThreadScheduling::kNormal);
   // An empty value is the default, as it always was for gloo.
-  EXPECT_EQ(gloo::GlooConfig::parse({{"worker_sched", ""}}).worker_sched, gloo::WorkerScheduling::kNormal);
+  EXPECT_EQ(gloo::GlooConfig::parse({{"worker_sched", ""}}).worker_sched, gloo::ThreadScheduling::kNormal);
+  EXPECT_EQ(gloo::GlooConfig::parse({{"loop_sched", ""}}).loop_sched, gloo::ThreadScheduling::kBatch);
 }
 
 }  // namespace
