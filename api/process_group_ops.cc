@@ -1,6 +1,6 @@
 // ProcessGroup: the collectives and point-to-point ops, and the pipeline they share. Each op
 // checks its arguments, adapts a list form to the flat op backends implement (pack, op,
-// unpack), describes itself in an OpSpec and hands that to issue() with the call to its
+// unpack; or, where the list's tensors lie end to end, the op over their own memory), describes itself in an OpSpec and hands that to issue() with the call to its
 // backend; issue() does the rest, the same way for every op.
 #include <algorithm>
 #include <numeric>
@@ -28,6 +28,27 @@ Tensor pack(const std::vector<Tensor>& parts, DType dtype) {
     offset += p.numel();
   }
   return flat;
+}
+
+// parts as one flat tensor over their own memory, when they lie end to end in it (views of
+// one buffer, as a caller that splits a tensor into a list makes them): the list form then
+// needs no packed copy. Packing costs a fresh buffer per op, and on hosts whose first touch
+// of a page is expensive (a paravirtualised VM: ~20 us a page) that was most of the op's
+// time: a 1 MiB gather over shm took 5.5 ms packed, 0.07 ms in place. Undefined otherwise.
+Tensor end_to_end(const std::vector<Tensor>& parts) {
+  if (parts.empty() || !parts.front().is_cpu()) return Tensor();
+  const auto* next = static_cast<const uint8_t*>(parts.front().data());
+  int64_t total = 0;
+  for (const Tensor& p : parts) {
+    if (p.data() != next || !p.is_cpu() || p.dtype() != parts.front().dtype()) return Tensor();
+    next += p.nbytes();
+    total += p.numel();
+  }
+  if (next == parts.front().data()) return Tensor();  // nothing to move: no memory to view
+  // The view holds every part, and so whatever memory they own, while an op uses it.
+  auto held = std::make_shared<std::vector<Tensor>>(parts);
+  return Tensor::from_blob(parts.front().data(), {total}, parts.front().dtype(), parts.front().device(),
+                           std::shared_ptr<void>(held, held.get()));
 }
 
 // work, followed by copying flat's elements back into parts, end to end. `as`: the op the
@@ -233,6 +254,8 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
       return b.all_gather_list(outputs, input, opts, ctx);
     });
   }
+  Tensor in_place = end_to_end(outputs);
+  if (in_place.defined()) return all_gather_into_tensor(in_place, input, opts);
   Tensor flat = Tensor::empty({input.numel() * size()}, input.dtype());
   return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
 }
@@ -252,11 +275,14 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
       return b.gather_list(outputs, input, opts, ctx);
     });
   }
-  Tensor flat = root ? Tensor::empty({input.numel() * size()}, input.dtype()) : Tensor();
+  const Tensor in_place = root ? end_to_end(outputs) : Tensor();
+  Tensor flat = in_place.defined() ? in_place
+                : root            ? Tensor::empty({input.numel() * size()}, input.dtype())
+                                  : Tensor();
   WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.gather(flat, input, opts, ctx);
   });
-  return root ? unpacked_after(w, flat, outputs) : w;
+  return root && !in_place.defined() ? unpacked_after(w, flat, outputs) : w;
 }
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
@@ -273,7 +299,8 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
       return b.scatter_list(output, inputs, opts, ctx);
     });
   }
-  Tensor flat = root ? pack(inputs, output.dtype()) : Tensor();
+  const Tensor in_place = root ? end_to_end(inputs) : Tensor();
+  Tensor flat = in_place.defined() ? in_place : root ? pack(inputs, output.dtype()) : Tensor();
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.scatter(output, flat, opts, ctx);
   });

@@ -55,6 +55,10 @@ void check_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, int
 void check_all_gather(ProcessGroup& pg, DType dtype, int64_t count, Layout layout, const Placement& p = host());
 void check_gather(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p = host());
 void check_scatter(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p = host());
+// all_gather, gather and scatter of lists whose tensors are views of one host buffer, in
+// order (the core then runs the op over that buffer, no packed copy) and reversed (it must
+// not: each block still lands in its own view).
+void check_lists_of_views(ProcessGroup& pg, int64_t count);
 // layout: kList or kTensor.
 void check_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, Layout layout,
                           const Placement& p = host());

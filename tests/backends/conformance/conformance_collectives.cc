@@ -118,6 +118,42 @@ void check_gather(ProcessGroup& pg, DType dtype, int64_t count, int root, const 
   }
 }
 
+void check_lists_of_views(ProcessGroup& pg, int64_t count) {
+  const int size = pg.size(), me = pg.rank(), root = size - 1;
+  for (bool reversed : {false, true}) {
+    const std::string order = reversed ? " (views of one buffer, reversed)" : " (views of one buffer)";
+    Tensor buffer = Tensor::zeros({count * size});
+    std::vector<Tensor> views;
+    for (int r = 0; r < size; ++r) views.push_back(buffer.flat_slice((reversed ? size - 1 - r : r) * count, count));
+    auto expect_blocks = [&](const std::string& what, const std::function<double(int, int64_t)>& value) {
+      for (int r = 0; r < size; ++r) {
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(views[static_cast<size_t>(r)].item(i), value(r, i)) << what << order << ": block " << r << " element " << i;
+        }
+      }
+    };
+    Tensor input = Tensor::zeros({count});
+    for (int64_t i = 0; i < count; ++i) input.set_item(i, 1000 * me + i % 997);
+    pg.all_gather(views, input)->wait();
+    expect_blocks("all_gather(list)", [](int r, int64_t i) { return 1000 * r + i % 997; });
+
+    buffer.fill(-1);
+    GatherOptions g;
+    g.root = root;
+    std::vector<Tensor> outputs = me == root ? views : std::vector<Tensor>{};
+    pg.gather(outputs, input, g)->wait();
+    if (me == root) expect_blocks("gather", [](int r, int64_t i) { return 1000 * r + i % 997; });
+
+    for (int r = 0; r < size; ++r) views[static_cast<size_t>(r)].fill(7 * r + 1);
+    ScatterOptions s;
+    s.root = root;
+    Tensor output = Tensor::zeros({count});
+    std::vector<Tensor> inputs = me == root ? views : std::vector<Tensor>{};
+    pg.scatter(output, inputs, s)->wait();
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(output.item(i), 7 * me + 1) << "scatter" << order << ": element " << i;
+  }
+}
+
 void check_scatter(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
   const std::string what = describe("scatter", dtype, count, root_str(root));
   const int me = pg.rank();
