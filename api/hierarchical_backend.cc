@@ -49,6 +49,7 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
 }
 
 HierarchicalBackend::~HierarchicalBackend() {
+  failure_.stop_following();  // its hook aborts the levels, which go with this object
   shutdown();
   // Joinable only when destroyed from its own thread (a Work's callback dropped the group):
   // it then reads nothing of this object but the queue it shares, sees it stopping and ends.

@@ -34,8 +34,11 @@ Tensor pack(const std::vector<Tensor>& parts, DType dtype) {
 // one buffer, as a caller that splits a tensor into a list makes them): the list form then
 // needs no packed copy. Packing costs a fresh buffer per op, and on hosts whose first touch
 // of a page is expensive (a paravirtualised VM: ~20 us a page) that was most of the op's
-// time: a 1 MiB gather over shm took 5.5 ms packed, 0.07 ms in place. Undefined otherwise.
-Tensor end_to_end(const std::vector<Tensor>& parts) {
+// time: a 1 MiB gather over shm took 5.5 ms packed, 0.07 ms in place. Undefined otherwise,
+// and also where `other` (the op's other tensor) overlaps the list's memory anywhere but
+// exactly block `own_block` (-1: nowhere): packing kept such aliasing harmless, and a
+// backend's copies need not be.
+Tensor end_to_end(const std::vector<Tensor>& parts, const Tensor& other, int own_block) {
   if (parts.empty() || !parts.front().is_cpu()) return Tensor();
   const auto* next = static_cast<const uint8_t*>(parts.front().data());
   int64_t total = 0;
@@ -45,6 +48,12 @@ Tensor end_to_end(const std::vector<Tensor>& parts) {
     total += p.numel();
   }
   if (next == parts.front().data()) return Tensor();  // nothing to move: no memory to view
+  const auto* first = static_cast<const uint8_t*>(parts.front().data());
+  const auto* theirs = static_cast<const uint8_t*>(other.data());
+  const bool overlaps = other.nbytes() > 0 && theirs < next && theirs + other.nbytes() > first;
+  const bool is_own_block = own_block >= 0 && other.data() == parts[static_cast<size_t>(own_block)].data() &&
+                            other.nbytes() == parts[static_cast<size_t>(own_block)].nbytes();
+  if (overlaps && !is_own_block) return Tensor();
   // The view holds every part, and so whatever memory they own, while an op uses it.
   auto held = std::make_shared<std::vector<Tensor>>(parts);
   return Tensor::from_blob(parts.front().data(), {total}, parts.front().dtype(), parts.front().device(),
@@ -254,7 +263,7 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
       return b.all_gather_list(outputs, input, opts, ctx);
     });
   }
-  Tensor in_place = end_to_end(outputs);
+  Tensor in_place = end_to_end(outputs, input, rank());  // all_gather_into_tensor takes its own block in place
   if (in_place.defined()) return all_gather_into_tensor(in_place, input, opts);
   Tensor flat = Tensor::empty({input.numel() * size()}, input.dtype());
   return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
@@ -275,7 +284,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
       return b.gather_list(outputs, input, opts, ctx);
     });
   }
-  const Tensor in_place = root ? end_to_end(outputs) : Tensor();
+  const Tensor in_place = root ? end_to_end(outputs, input, -1) : Tensor();
   Tensor flat = in_place.defined() ? in_place
                 : root            ? Tensor::empty({input.numel() * size()}, input.dtype())
                                   : Tensor();
@@ -299,7 +308,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
       return b.scatter_list(output, inputs, opts, ctx);
     });
   }
-  const Tensor in_place = root ? end_to_end(inputs) : Tensor();
+  const Tensor in_place = root ? end_to_end(inputs, output, -1) : Tensor();
   Tensor flat = in_place.defined() ? in_place : root ? pack(inputs, output.dtype()) : Tensor();
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.scatter(output, flat, opts, ctx);

@@ -191,7 +191,9 @@ std::vector<std::weak_ptr<GroupFailure::Follower>>& followers() {
 
 GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
 
-GroupFailure::~GroupFailure() {
+GroupFailure::~GroupFailure() { stop_following(); }
+
+void GroupFailure::stop_following() {
   if (!follower_) return;
   std::lock_guard<std::mutex> lock(follower_->mu);
   follower_->live = false;

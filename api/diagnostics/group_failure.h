@@ -82,8 +82,13 @@ class GroupFailure {
   // on the recording thread, after that one's abort hooks, with the error and the culprit
   // (-1 when unknown); never after this GroupFailure is destroyed. It must not block, nor
   // stop the backend that records (the thread may be one of that backend's own). Once.
+  // Each group's backend has a board object of its own (a PrefixStore), so only a wrapper
+  // and the backend it wraps share one.
   using SiblingFailed = std::function<void(std::exception_ptr error, int culprit)>;
   void on_sibling_failure(SiblingFailed hook);
+  // No hook runs after this returns (one under way is waited for): for an owner whose
+  // destructor tears down what its hook uses before this GroupFailure goes.
+  void stop_following();
   struct Follower;  // the process's list of them is group_failure.cc's
 
   // Failed or shut down: later ops must be refused.

@@ -137,6 +137,15 @@ void check_lists_of_views(ProcessGroup& pg, int64_t count) {
     pg.all_gather(views, input)->wait();
     expect_blocks("all_gather(list)", [](int r, int64_t i) { return 1000 * r + i % 997; });
 
+    // The input is another rank's block of the list (aliasing the output): the op must
+    // still read it whole before any block lands.
+    if (size > 1) {
+      Tensor& aliased = views[static_cast<size_t>((me + 1) % size)];
+      aliased.copy_from(input);
+      pg.all_gather(views, aliased)->wait();
+      expect_blocks("all_gather(list) from a block of its own list", [](int r, int64_t i) { return 1000 * r + i % 997; });
+    }
+
     buffer.fill(-1);
     GatherOptions g;
     g.root = root;
