@@ -49,6 +49,12 @@ TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, i
   double sum = 0;
   for (double t : per_iter) sum += t;
   s.mean_us = sum / iters;
+  for (int r = 0; r < nranks; ++r) {
+    double total = 0;
+    for (int i = 0; i < iters; ++i) total += times_us[static_cast<size_t>(r) * iters + i];
+    const double mean = total / iters;
+    s.loop_us = average ? s.loop_us + mean / nranks : std::max(s.loop_us, mean);
+  }
   std::sort(per_iter.begin(), per_iter.end());
   s.min_us = per_iter.front();
   s.max_us = per_iter.back();

@@ -25,6 +25,11 @@ struct BenchRecord {
   double time_min_us = 0;
   double time_median_us = 0;
   double time_max_us = 0;
+  // Each rank's whole timed loop divided by iters, then combined across ranks (the slowest
+  // rank's, or the average with -a): a loop's time, as nccl-tests and raw_mpi_collectives
+  // take it, so the figure to hold against theirs. A stall on one rank in one iteration and on the other
+  // rank in another counts twice in time_us (each iteration's slowest) but once here.
+  double time_loop_us = 0;
   double algbw = 0;  // GB/s, GB = 1e9 bytes: bytes / time
   double busbw = 0;  // GB/s: algbw * the op's bus factor
   int64_t wrong = -1;  // wrong elements summed over ranks; -1: not checked (-c 0)
@@ -37,11 +42,12 @@ struct TimingSummary {
   double min_us = 0;
   double median_us = 0;
   double max_us = 0;
+  double loop_us = 0;  // BenchRecord::time_loop_us
 };
 
 // times_us holds nranks * iters values, rank-major (rank r's iteration i at r * iters + i).
 // Each iteration's times are combined across ranks (max, or mean when average), then
-// summarised over iterations.
+// summarised over iterations; loop_us combines each rank's mean instead.
 TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, bool average);
 
 // algbw and busbw in GB/s (1e9 bytes) for bytes moved in time_us.

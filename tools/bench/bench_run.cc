@@ -67,6 +67,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   r.time_min_us = t.min_us;
   r.time_median_us = t.median_us;
   r.time_max_us = t.max_us;
+  r.time_loop_us = t.loop_us;
   r.algbw = gigabytes_per_second(r.bytes, r.time_us);
   r.busbw = r.algbw * bus_factor(flags.op, pg.size());
   r.wrong = wrong;

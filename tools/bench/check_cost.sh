@@ -29,8 +29,9 @@ results="$out/results.txt"  # setting size time_us busbw round
 log="$out/log.txt"
 : >"$log"
 
-bazel build -c opt //tools/bench
-bench="$(bazel info -c opt bazel-bin 2>/dev/null)/tools/bench/bench"
+source tools/measure_build.sh
+measure_build //tools/bench
+bench="$bin/tools/bench/bench"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader --mca pml ob1
   -x DISTCOMM_DEBUG -x DISTCOMM_MPI_AGREEMENT_CHECK)

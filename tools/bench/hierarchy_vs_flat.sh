@@ -44,8 +44,8 @@ results="$out/results.txt"  # backend size busbw round
 log="$out/log.txt"
 : >"$log"
 
-bazel build -c opt //tools/bench >>"$log" 2>&1 || { echo "hierarchy_vs_flat.sh: build failed (see $log)" >&2; exit 1; }
-bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+source tools/measure_build.sh
+measure_build //tools/bench >>"$log" 2>&1 || { echo "hierarchy_vs_flat.sh: build failed (see $log)" >&2; exit 1; }
 read -r -a size_list <<<"$sizes"
 min=${size_list[0]}
 max=${size_list[-1]}

@@ -14,9 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-${TMPDIR:-/tmp}/distcomm_bench}"
 mkdir -p "$out"
-bazel build -c opt //tools/bench //tools/bench/overhead:gloo_overhead //tools/bench/overhead:mpi_overhead \
+source tools/measure_build.sh
+measure_build //tools/bench //tools/bench/overhead:gloo_overhead //tools/bench/overhead:mpi_overhead \
   //tools/bench/overhead:raw_gloo_bench
-bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
 bench="$bin/tools/bench/bench"
 ops="all_reduce all_gather reduce_scatter broadcast reduce all_to_all gather scatter send_recv barrier"
 sweep=(-b 8 -e 64M -f 4)

@@ -169,7 +169,8 @@ std::string to_json(const BenchRecord& r) {
     << ",\"root\":" << r.root << ",\"nranks\":" << r.nranks
     << ",\"inplace\":" << (r.inplace ? "true" : "false") << ",\"time_us\":" << number(r.time_us)
     << ",\"time_min_us\":" << number(r.time_min_us) << ",\"time_median_us\":" << number(r.time_median_us)
-    << ",\"time_max_us\":" << number(r.time_max_us) << ",\"algbw\":" << number(r.algbw)
+    << ",\"time_max_us\":" << number(r.time_max_us) << ",\"time_loop_us\":" << number(r.time_loop_us)
+    << ",\"algbw\":" << number(r.algbw)
     << ",\"busbw\":" << number(r.busbw) << ",\"wrong\":" << (r.wrong < 0 ? "null" : std::to_string(r.wrong))
     << ",\"iters\":" << r.iters << ",\"timing\":" << quote(r.timing) << "}";
   return o.str();
@@ -198,6 +199,7 @@ std::vector<BenchRecord> records_from_json_lines(const std::string& text, const 
     r.time_min_us = f.num("time_min_us");
     r.time_median_us = f.num("time_median_us");
     r.time_max_us = f.num("time_max_us");
+    r.time_loop_us = f.num("time_loop_us");
     r.algbw = f.num("algbw");
     r.busbw = f.num("busbw");
     r.wrong = static_cast<int64_t>(f.num("wrong", -1));

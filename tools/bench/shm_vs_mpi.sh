@@ -9,10 +9,12 @@
 #
 # Defaults: 3 rounds, 2 ranks, all_reduce all_gather reduce_scatter broadcast, 8 B 64 KiB
 # 1 MiB 16 MiB 64 MiB (float32). Iterations as the anchor's: 200 below 1 MiB, 10 from 1 MiB,
-# after 3 warm-up calls; each side runs an op's sizes in one job, smallest first. Both sides report the slowest rank's mean time per call and
-# nccl-tests' busbw; for all_gather and reduce_scatter bench's out-of-place row (as MPI's
-# calls are). Run it at normal priority, as users run (a `chrt` figure may stand beside,
-# labelled, never instead), on a quiet machine. Every bench run
+# after 3 warm-up calls; each side runs an op's sizes in one job, smallest first. Both sides
+# report the same figure: each rank's timed loop divided by its calls, the slowest rank's
+# (bench's time_loop_us), and nccl-tests' busbw of it; for all_gather and reduce_scatter
+# bench's out-of-place row (as MPI's calls are). Run it at normal priority, as users run (a
+# `chrt` figure may stand beside, labelled, never instead), on a quiet machine; the Bazel
+# server is stopped once the programs are built (tools/measure_build.sh). Every bench run
 # also checks its results (#wrong must be 0, else this script fails). The load average is
 # logged with each run: numbers from a busy machine are not worth quoting.
 set -euo pipefail
@@ -28,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --nproc) nproc="$2"; shift 2 ;;
     --ops) ops="$2"; shift 2 ;;
     --sizes) sizes="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "shm_vs_mpi.sh: unknown flag $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -40,8 +42,8 @@ results="$out/results.txt"  # one line per measurement: op size side time_us bus
 log="$out/log.txt"
 : > "$log"
 
-bazel build -c opt //tools/bench //tools/bench/reference:raw_mpi_collectives
-bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+source tools/measure_build.sh
+measure_build //tools/bench //tools/bench/reference:raw_mpi_collectives
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun -np "$nproc" --oversubscribe --bind-to none --mca btl self,vader --mca pml ob1)
 
@@ -60,7 +62,11 @@ run_shm() {  # op round: every size in one job, smallest first, as raw_mpi_colle
     line="$(grep "\"bytes\":$size," "$json" | grep '"inplace":false' | head -1 || true)"
     [[ -n "$line" ]] || line="$(grep "\"bytes\":$size," "$json" | head -1)"
     if [[ "$(field wrong "$line")" != "0" ]]; then echo "shm_vs_mpi.sh: bench found wrong values: $line" >&2; exit 1; fi
-    echo "$1 $size shm $(field time_us "$line") $(field busbw "$line") $2" >>"$results"
+    # time_loop_us, as MPI's side times (each rank's loop / calls, the slowest rank's); busbw
+    # rescaled to it (bench's busbw is of time_us, each call's slowest rank, averaged).
+    local loop; loop="$(field time_loop_us "$line")"
+    echo "$1 $size shm $loop $(awk -v b="$(field busbw "$line")" -v t="$(field time_us "$line")" -v l="$loop" \
+      'BEGIN {printf "%.6g", (l > 0) ? b * t / l : 0}') $2" >>"$results"
   done
 }
 

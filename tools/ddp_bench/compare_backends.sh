@@ -40,8 +40,9 @@ if (( hosts > 0 && nproc % hosts != 0 )); then
   echo "compare_backends.sh: --nproc $nproc does not divide into --hosts $hosts hosts" >&2
   exit 2
 fi
-bazel build -c opt //tools/ddp_bench
-bench="$(bazel info -c opt bazel-bin 2>/dev/null)/tools/ddp_bench/ddp_bench"
+source tools/measure_build.sh
+measure_build //tools/ddp_bench
+bench="$bin/tools/ddp_bench/ddp_bench"
 model=(--in_width=1024 --layers=7 --width=1024 --out_width=1024 --batch=64 --caps=25 --iters="$iters" --warmup=3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out="$(mktemp -d "${TMPDIR:-/tmp}/ddp_compare.XXXXXX")"

@@ -18,8 +18,9 @@ done
 case "$rounds" in ''|*[!0-9]*) echo "median_of_rounds.sh: --rounds must be a positive number" >&2; exit 2 ;; esac
 [ "$rounds" -ge 1 ] || { echo "median_of_rounds.sh: --rounds must be >= 1" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
-bazel build -c opt //tools/ft_bench >/dev/null 2>&1 || { echo "median_of_rounds.sh: build failed" >&2; exit 1; }
-bench="$(bazel info -c opt bazel-bin 2>/dev/null)/tools/ft_bench/ft_bench"
+source tools/measure_build.sh
+measure_build //tools/ft_bench >/dev/null 2>&1 || { echo "median_of_rounds.sh: build failed" >&2; exit 1; }
+bench="$bin/tools/ft_bench/ft_bench"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -33,8 +33,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-bazel build -c opt //tools/torch_ddp_bench
-bench="$(bazel info -c opt bazel-bin 2>/dev/null)/tools/torch_ddp_bench/torch_ddp_bench"
+source tools/measure_build.sh
+measure_build //tools/torch_ddp_bench
+bench="$bin/tools/torch_ddp_bench/torch_ddp_bench"
 common=(--nproc="$nproc" --iters="$iters" "${extra[@]}")
 out="$(mktemp -d "${TMPDIR:-/tmp}/torch_ddp_compare.XXXXXX")"
 results="$out/results.txt"  # impl local_ms ddp_ms exposed_ms round

@@ -40,11 +40,13 @@ TEST(Timing, SlowestRankPerIterationThenSummary) {
   EXPECT_DOUBLE_EQ(max.min_us, 30);
   EXPECT_DOUBLE_EQ(max.median_us, 45);
   EXPECT_DOUBLE_EQ(max.max_us, 60);
+  EXPECT_DOUBLE_EQ(max.loop_us, 35);  // rank means 27.5 and 35: the slowest rank's loop
   const TimingSummary avg = summarize_times(t, 2, 4, true);  // 25 30 30 40
   EXPECT_DOUBLE_EQ(avg.mean_us, 31.25);
   EXPECT_DOUBLE_EQ(avg.min_us, 25);
   EXPECT_DOUBLE_EQ(avg.median_us, 30);
   EXPECT_DOUBLE_EQ(avg.max_us, 40);
+  EXPECT_DOUBLE_EQ(avg.loop_us, 31.25);
   const TimingSummary odd = summarize_times({3, 1, 2}, 1, 3, false);
   EXPECT_DOUBLE_EQ(odd.median_us, 2);
 }
