@@ -7,6 +7,6 @@
 # command starts a server again.
 measure_build() {
   bazel build -c opt "$@" || return 1
-  bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+  bin="$(bazel info -c opt bazel-bin)" && [[ -n "$bin" ]] || { echo "measure_build: bazel info found no bazel-bin" >&2; return 1; }
   bazel shutdown 2>/dev/null || true
 }

@@ -25,10 +25,12 @@ struct BenchRecord {
   double time_min_us = 0;
   double time_median_us = 0;
   double time_max_us = 0;
-  // Each rank's whole timed loop divided by iters, then combined across ranks (the slowest
-  // rank's, or the average with -a): a loop's time, as nccl-tests and raw_mpi_collectives
-  // take it, so the figure to hold against theirs. A stall on one rank in one iteration and on the other
-  // rank in another counts twice in time_us (each iteration's slowest) but once here.
+  // Each rank's timed calls summed and divided by iters, then combined across ranks (the
+  // slowest rank's, or the average with -a): a loop's time per call, as raw_mpi_collectives
+  // (slowest rank) and nccl-tests (average by default) take it, so the figure to hold
+  // against theirs. A stall on one rank in one iteration and on the other rank in another
+  // counts twice in time_us (each iteration's slowest) but once here. (Only the calls are
+  // summed: with --data_varying the refills between them are not in it.)
   double time_loop_us = 0;
   double algbw = 0;  // GB/s, GB = 1e9 bytes: bytes / time
   double busbw = 0;  // GB/s: algbw * the op's bus factor

@@ -5,7 +5,8 @@
 # mpirun (agreement check on, the default; off; DETAIL), and over shm (its per-round op hash and
 # tag, always on); with --before BENCH, also shm through BENCH, a bench built from a tree
 # without shm's check (commit 34dbae3, the parent of the one that added it: `git worktree
-# add /tmp/before 34dbae3 && (cd /tmp/before && bazel build -c opt //tools/bench)`). Each
+# add /tmp/before 34dbae3 && (cd /tmp/before && bazel build -c opt //tools/bench && bazel shutdown)`:
+# that tree's Bazel server would otherwise take the measured ranks' cores). Each
 # setting is a separate job, in alternating rounds; prints the median over rounds of each
 # job's median time per op and its busbw. Measured at normal priority, as users run; the
 # load average is logged with each run.

@@ -122,8 +122,8 @@ def main():
     if not args.no_build:
         run(["bazel", "build", "-c", "opt", "//tools/bench", "//tools/bench/overhead:raw_gloo_bench"], "bazel build")
     bin_dir = args.bin_dir or run(["bazel", "info", "-c", "opt", "bazel-bin"], "bazel info").strip()
-    if not args.bin_dir:
-        # An idle Bazel server's threads take the measured ranks' cores (tools/measure_build.sh).
+    if not args.no_build or not args.bin_dir:
+        # Bazel ran: an idle server's threads take the measured ranks' cores (tools/measure_build.sh).
         run(["bazel", "shutdown"], "bazel shutdown")
 
     load_before = open("/proc/loadavg").read().split()[:3]

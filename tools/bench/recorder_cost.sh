@@ -6,8 +6,9 @@
 #   tools/bench/recorder_cost.sh [--rounds N] [--backends "gloo shm"] [--sizes "8 1048576"] [OUT_DIR]
 #
 # all_reduce, 2 ranks, float32; 2000 iterations below 1 MiB, 200 from 1 MiB, after 50
-# warm-ups. Run it under `chrt -f 20` on a machine others use; the load average is logged
-# with each run. Needs `bazel build -c opt //tools/bench //backends:plugins` first.
+# warm-ups. Run it at normal priority, as users run (a `chrt -f 20` figure may stand beside,
+# labelled); the load average is logged with each run. Builds with -c opt first and stops
+# the Bazel server (tools/measure_build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,7 +20,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --backends) backends="$2"; shift 2 ;;
     --sizes) sizes="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     -*) echo "recorder_cost.sh: unknown flag $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -28,7 +29,9 @@ out="${1:-${TMPDIR:-/tmp}/distcomm_recorder_cost}"
 mkdir -p "$out"
 results="$out/results.txt"  # backend size recorder round median_us
 : > "$results"
-bench=bazel-bin/tools/bench/bench
+source tools/measure_build.sh
+measure_build //tools/bench //backends:plugins
+bench="$bin/tools/bench/bench"
 
 for round in $(seq 1 "$rounds"); do
   for backend in $backends; do

@@ -37,7 +37,7 @@ while [[ $# -gt 0 ]]; do
 done
 out="${1:-${TMPDIR:-/tmp}/distcomm_shm_vs_mpi}"
 mkdir -p "$out"
-results="$out/results.txt"  # one line per measurement: op size side time_us busbw round
+results="$out/results.txt"  # one line per measurement: op size side time_us busbw round (shm: time_loop_us)
 : > "$results"
 log="$out/log.txt"
 : > "$log"

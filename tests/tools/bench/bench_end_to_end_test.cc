@@ -69,6 +69,9 @@ TEST(BenchEndToEnd, EveryOpIsRightWithTwoThreeAndFourRanks) {
         EXPECT_GT(r.time_us, 0);
         EXPECT_LE(r.time_min_us, r.time_median_us);
         EXPECT_LE(r.time_median_us, r.time_max_us);
+        // Each rank's mean call is at most the mean of each call's slowest rank.
+        EXPECT_GT(r.time_loop_us, 0);
+        EXPECT_LE(r.time_loop_us, r.time_us);
         EXPECT_EQ(r.backend, "gloo");
       }
     }

@@ -23,6 +23,7 @@ BenchRecord sample(bool inplace, int64_t wrong = 0) {
   r.time_min_us = 200;
   r.time_median_us = 240.25;
   r.time_max_us = 400;
+  r.time_loop_us = 230.5;
   r.algbw = gigabytes_per_second(r.bytes, r.time_us);
   r.busbw = r.algbw / 2;
   r.wrong = wrong;
@@ -109,6 +110,7 @@ TEST(Json, RoundTrip) {
   EXPECT_FALSE(back[0].inplace);
   EXPECT_NEAR(back[0].busbw, a.busbw, 1e-5);
   EXPECT_DOUBLE_EQ(back[0].time_median_us, 240.25);
+  EXPECT_DOUBLE_EQ(back[0].time_loop_us, 230.5);
   EXPECT_EQ(back[0].wrong, 0);
   EXPECT_EQ(back[0].timing, "max");
   EXPECT_TRUE(back[1].inplace);
