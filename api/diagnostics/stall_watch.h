@@ -25,7 +25,8 @@
 // The errors go through the group's GroupFailure, whose abort hooks end the stuck ops.
 //
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
-// kTracked ops; an op pushed out of the ring while unfinished is no longer watched). The
+// kTracked ops; an op pushed out of the ring while unfinished is no longer watched; the
+// ring lets go of an op's Work once it and every op before it have finished). The
 // thread wakes every tick (0.5 s) and makes two store calls when nothing waits.
 #pragma once
 
