@@ -68,7 +68,8 @@ class Attempt {
   local::Child start_one(const std::string& path, int port, int local, int number);
   // --replace_after_s: starts the replacements whose time has come, while ranks run.
   void start_due_replacements(const std::string& path, int port);
-  // --replace_after_s: the job succeeded if every rank's last process exited 0.
+  // --on_failure=continue: the job succeeded if every rank's last process exited 0 (its
+  // failed ranks were replaced); else one closing line says which ranks did not end well.
   void judge_by_last_processes();
   void handle_signals();
   // Stops the ranks when the watch asks (once).
@@ -178,11 +179,35 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
 }
 
 void Attempt::judge_by_last_processes() {
-  if (options_.replace_after.count() < 0 || result_.failed_rank < 0 || result_.interrupted_by != 0) return;
+  if (options_.on_failure != LaunchOptions::OnFailure::kContinue || result_.failed_rank < 0 ||
+      result_.interrupted_by != 0) {
+    return;
+  }
   std::vector<int> last(static_cast<size_t>(options_.nproc_per_node), -1);
   for (size_t i = 0; i < processes_.size(); ++i) last[static_cast<size_t>(processes_[i].local_rank)] = static_cast<int>(i);
-  for (int i : last) {
-    if (i < 0 || !local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) return;
+  // The ranks whose last process did not exit 0, and why it was the last. Without this line
+  // the job's output would end with the surviving ranks' own, and only the exit status
+  // would say that it failed.
+  std::string ended_badly;
+  for (size_t local = 0; local < last.size(); ++local) {
+    const int i = last[local];
+    if (i >= 0 && local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) continue;
+    std::string why = "not replaced: no --replace_after_s";
+    if (options_.replace_after.count() >= 0) {
+      const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
+                                         [&](const Replacement& r) { return r.local_rank == static_cast<int>(local); });
+      why = due_later ? "its replacement was not due before the other ranks ended"
+                      : replaced_[local] >= options_.max_replacements ? "no replacements left (--max_replacements)"
+                                                                      : "not replaced";
+    }
+    const std::string status = i < 0 ? "never started" : local::describe_wait_status(ranks_[static_cast<size_t>(i)].status);
+    ended_badly += std::string(ended_badly.empty() ? "" : "; ") + "rank " +
+                   std::to_string(options_.global_rank(static_cast<int>(local))) + "'s last process: " + status + " (" +
+                   why + ")";
+  }
+  if (!ended_badly.empty()) {
+    say("the job failed: " + ended_badly + "; the first failure was " + result_.failure);
+    return;
   }
   say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure was " +
       result_.failure);

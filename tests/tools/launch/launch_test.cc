@@ -320,6 +320,27 @@ TEST(Launch, OnFailureContinueWithoutReplacementsExitsWithTheFailure) {
                    seconds(60));
   EXPECT_EQ(exit_code(f), 7) << f.err;
   EXPECT_EQ(f.out.find("replacement"), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("launch: the job failed: rank 1's last process: exit code 7 (not replaced: no --replace_after_s); "
+                       "the first failure was rank 1 (local rank 1, pid "),
+            std::string::npos)
+      << "the job ends with a line that says so: " << f.err;
+}
+
+// The other ranks end before a failed rank's replacement is due: the job failed, and its
+// last line says why rather than leaving the survivors' output last.
+TEST(Launch, OthersEndingBeforeTheReplacementIsDueLeaveTheJobFailedAndSaySo) {
+  std::remove((std::string(std::getenv("TEST_TMPDIR")) + "/replaced_1").c_str());  // an earlier test's success
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=30"},
+                          {kProbe, "replaced", "1", "7"}),
+                   seconds(60));
+  EXPECT_EQ(exit_code(f), 7) << f.err;
+  EXPECT_EQ(f.err.find("started rank 1's replacement"), std::string::npos) << f.err;
+  const std::string closing =
+      "launch: the job failed: rank 1's last process: exit code 7 (its replacement was not due before the other "
+      "ranks ended); the first failure was rank 1 (local rank 1, pid ";
+  const size_t at = f.err.find(closing);
+  ASSERT_NE(at, std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find('\n', at), f.err.size() - 1) << "it is the launcher's last line: " << f.err;
 }
 
 TEST(Launch, HelpListsTheLaunchersFlagsOnly) {
