@@ -28,6 +28,7 @@ void fill_config(std::map<std::string, std::string>& config, const BackendSpec& 
   if (env.local_rank >= 0) fill("local_rank", std::to_string(env.local_rank));
   if (env.local_world_size >= 0) fill("local_world_size", std::to_string(env.local_world_size));
   fill("launcher", env.source);
+  for (const auto& [key, value] : config_from_environment(core_config_keys())) fill(key, value);
   for (const std::string& name : backend.names(plugins)) {
     for (const auto& [key, value] : config_from_environment(load_plugin(name, plugins).config_keys)) fill(key, value);
   }

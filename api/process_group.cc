@@ -167,18 +167,19 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     // Its groups within and across hosts, split from it (every rank is in one of each; the
     // lists come from the placements every rank has, so no round agrees on them), then the
     // hierarchy serves its CPU ops (hierarchical_backend.h). The groups across make their
-    // own gloo connections.
+    // own connections (gloo) or communicators (mpi).
     const HostLayout hosts = HostLayout::from_placements(creation.placements());
     const int host = hosts.host_of[static_cast<size_t>(pg->rank())];
     const int local = hosts.local_rank_of[static_cast<size_t>(pg->rank())];
     ProcessGroupPtr within =
         pg->make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host));
-    ProcessGroupPtr across = pg->make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], "gloo",
+    const std::string& across_backend = creation.across_backend();
+    ProcessGroupPtr across = pg->make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], across_backend,
                                                "hier_local" + std::to_string(local));
     pg->backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
       return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
     });
-    pg->spec_.text += " (cpu: shm within hosts, gloo across; " + hosts.describe() + ")";
+    pg->spec_.text += " (cpu: shm within hosts, " + across_backend + " across; " + hosts.describe() + ")";
   }
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();

@@ -15,6 +15,7 @@ namespace {
 
 constexpr char kShmReady[] = " shm";
 constexpr char kNcclPart[] = "|nccl";
+constexpr char kMpiPart[] = "|mpi";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -48,6 +49,15 @@ bool cuda_device_node_present() {
   return any;
 }
 
+// Whether the mpi plugin loads and can run here.
+bool mpi_plugin_runs(const PluginSearch& plugins) {
+  try {
+    return load_plugin("mpi", plugins).available;
+  } catch (const BackendUnavailable&) {
+    return false;
+  }
+}
+
 // Whether the nccl plugin loads (and, with `runs`, can run here), asked only with a GPU.
 bool nccl_plugin(bool runs, const PluginSearch& plugins) {
   if (!cuda_device_node_present()) return false;
@@ -59,9 +69,11 @@ bool nccl_plugin(bool runs, const PluginSearch& plugins) {
   }
 }
 
-std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl) {
+std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
+                                   bool ask_mpi) {
   return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
-         (shm_plugin(true, plugins) ? kShmReady : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
+         (shm_plugin(true, plugins) ? kShmReady : "") + (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") +
+         (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }
 
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) {
@@ -69,7 +81,11 @@ ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) 
   out.all_run_nccl = !exchanged.empty();
   for (const std::string& p : exchanged) {
     const bool nccl = ends_with(p, kNcclPart);
-    out.cpu.push_back(nccl ? p.substr(0, p.size() - std::strlen(kNcclPart)) : p);
+    std::string cpu = nccl ? p.substr(0, p.size() - std::strlen(kNcclPart)) : p;
+    const bool mpi = ends_with(cpu, kMpiPart);
+    if (mpi) cpu.resize(cpu.size() - std::strlen(kMpiPart));
+    out.cpu.push_back(std::move(cpu));
+    out.runs_mpi.push_back(mpi);
     out.all_run_nccl = out.all_run_nccl && nccl;
   }
   return out;
@@ -111,6 +127,27 @@ std::string choose_auto_cpu_backend(const std::vector<std::string>& placements) 
   for (const std::string& p : placements) one_place = one_place && p == placements.front();
   if (one_place && ends_with(placements.front(), kShmReady)) return "shm";
   return why_not_hierarchical(placements).empty() ? "hier" : "gloo";
+}
+
+void check_hier_across(const std::string& where, const std::string& setting) {
+  if (setting != "auto" && setting != "gloo" && setting != "mpi") {
+    throw InvalidArgument(where + ": backend config key 'hier_across' (DISTCOMM_HIER_ACROSS) = '" + setting +
+                          "': expected auto, gloo or mpi");
+  }
+}
+
+std::string choose_across_backend(const std::string& where, const std::string& setting,
+                                  const ExchangedPlacements& placements) {
+  check_hier_across(where, setting);
+  if (setting == "gloo") return "gloo";
+  for (size_t r = 0; r < placements.runs_mpi.size(); ++r) {
+    if (placements.runs_mpi[r]) continue;
+    if (setting == "auto") return "gloo";
+    throw InvalidArgument(where + ": hier_across = 'mpi', but rank " + std::to_string(r) +
+                          " cannot run mpi across hosts: it was not started by mpirun, or its mpi plugin does not "
+                          "load (set hier_across to gloo or auto, or start every rank with mpirun)");
+  }
+  return placements.runs_mpi.empty() ? "gloo" : "mpi";
 }
 
 }  // namespace distcomm

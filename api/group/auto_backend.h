@@ -11,7 +11,7 @@
 // subgroup of the ranks of one host gets shm inside a multi-host job. The ranks exchange
 // their placement once, when the group is created (over the group's store).
 //
-// "hier" asks for the hierarchy (shm within each host, gloo across: host_layout.h,
+// "hier" asks for the hierarchy (shm within each host, gloo or mpi across: host_layout.h,
 // hierarchical_backend.h): it is built when the ranks sit on two or more hosts, some host
 // holds two or more of them, and every rank can run shm; where it cannot be (one host, one rank per host, a rank without shm) the group runs flat
 // on gloo, and its backend_name() says why.
@@ -33,16 +33,19 @@ std::string shared_memory_domain();
 // (DISTCOMM_HOST_ID, process_environment.h) and whether the shm plugin loads (found through
 // `plugins`) and can run here; then, after a '|', "nccl" when it sees a GPU and the nccl
 // plugin can run here (asked only where a GPU device node exists: loading NCCL costs a
-// few hundred ms a process).
+// few hundred ms a process). Before that, after a '|', "mpi" when asked (ask_mpi: the rank
+// was started by mpirun and may run the hierarchy across hosts over mpi) and the mpi plugin
+// can run here.
 // ask_nccl: only for "auto" alone, the one spec that may add nccl.
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
-                                   bool ask_nccl = false);
+                                   bool ask_nccl = false, bool ask_mpi = false);
 
 // Every rank's exchanged placement, taken apart: what the CPU rule compares (the part
-// before '|', as below), and whether every rank can run nccl.
+// before '|', as below), whether every rank can run nccl, and which can run mpi.
 struct ExchangedPlacements {
   std::vector<std::string> cpu;
   bool all_run_nccl = false;
+  std::vector<bool> runs_mpi;  // per rank
 };
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged);
 
@@ -69,6 +72,16 @@ AutoChoice choose_auto(const std::string& spec_text, bool plan_has_cuda, const E
 
 // The rule above, over every rank's auto_backend_placement(): "shm", "hier" or "gloo".
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);
+
+// The hierarchy's backend across hosts (its groups across, and every op it runs flat), from
+// the setting hier_across (DISTCOMM_HIER_ACROSS): "gloo"; "mpi", refused with the first rank
+// that cannot run it; "auto": mpi when every rank can (started by mpirun, the mpi plugin
+// runs: Open MPI then uses the job's fast network, InfiniBand through UCX), else gloo.
+// where: the group, as errors begin ("rank 1/4 group 'world'").
+std::string choose_across_backend(const std::string& where, const std::string& setting,
+                                  const ExchangedPlacements& placements);
+// Throws InvalidArgument (after `where`) unless `setting` is a value hier_across takes.
+void check_hier_across(const std::string& where, const std::string& setting);
 
 // For an explicit "hier": "" when the placements allow the hierarchy, else why the group
 // runs flat ("one host", "one rank per host", "rank 2 cannot run shm").

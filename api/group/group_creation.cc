@@ -59,6 +59,17 @@ void GroupCreation::arrive() {
   if (options_.size > 1) wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
 }
 
+namespace {
+
+// A backend setting's value, or `otherwise` where the group has none.
+std::string config_value(const std::map<std::string, std::string>& config, const std::string& key,
+                         const std::string& otherwise) {
+  const auto it = config.find(key);
+  return it == config.end() || it->second.empty() ? otherwise : it->second;
+}
+
+}  // namespace
+
 GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const std::vector<int>& members,
                                            HostExchange* exchange) {
   const PluginSearch& plugins = options_.environment->plugins;
@@ -75,8 +86,13 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     // Only "auto" alone may add nccl, so only it asks whether this rank can run it.
     const bool plan_has_cuda = plan.count(DeviceType::kCUDA) > 0;
     const bool ask_nccl = spec_.text == "auto" && !plan_has_cuda;
+    // Only a rank mpirun started can run mpi across hosts (and only then is the mpi plugin,
+    // and with it libmpi, loaded to ask).
+    const std::string across = config_value(options_.backend_config, "hier_across", "auto");
+    check_hier_across(where_, across);  // before the exchange: refused before anything is sent
+    const bool ask_mpi = across != "gloo" && config_value(options_.backend_config, "launcher", "") == "mpirun";
     const ExchangedPlacements exchanged = split_placements(
-        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl)));
+        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi)));
     placements_ = exchanged.cpu;
     if (cpu->second == "auto") {
       const AutoChoice choice = choose_auto(spec_.text, plan_has_cuda, exchanged);
@@ -89,9 +105,10 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       if (!why_not.empty()) spec_.text += " (cpu: gloo, flat: " + why_not + ")";
     }
     // The hierarchy's flat backend: every op it does not run by hosts, and its fault
-    // handling, are gloo's. Its groups within and across hosts come once the group stands.
+    // handling, are its backend across hosts' (gloo, or mpi under mpirun). Its groups within
+    // and across hosts come once the group stands.
     hierarchical_ = cpu->second == "hier";
-    if (hierarchical_) cpu->second = "gloo";
+    if (hierarchical_) cpu->second = across_backend_ = choose_across_backend(where_, across, exchanged);
   }
   GroupBackends backends("group '" + options_.group_name + "' (backend '" + spec_.text + "')");
   const bool several = plan.size() > 1;

@@ -50,8 +50,12 @@ class GroupCreation {
   // Empty until arrival has chosen it.
   const std::string& store_prefix() const { return store_prefix_; }
   // Whether "auto" or "hier" chose the hierarchy (hierarchical_backend.h): the CPU backend
-  // made is its flat gloo, and the group builds the rest once it stands, from placements().
+  // made is its flat one (across_backend()), and the group builds the rest once it stands,
+  // from placements().
   bool hierarchical() const { return hierarchical_; }
+  // The hierarchy's backend across hosts, which is also its flat one: "gloo" or "mpi"
+  // (choose_across_backend); empty where the group is not hierarchical.
+  const std::string& across_backend() const { return across_backend_; }
   // Every rank's placement (auto_backend_placement), where "auto" or "hier" exchanged them.
   const std::vector<std::string>& placements() const { return placements_; }
 
@@ -63,6 +67,7 @@ class GroupCreation {
   std::string store_prefix_;
   std::vector<std::string> placements_;
   bool hierarchical_ = false;
+  std::string across_backend_;
 };
 
 // The parent group's backends that a subgroup with backend spec `spec` would use again (the

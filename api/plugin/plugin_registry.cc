@@ -248,6 +248,9 @@ const std::vector<ConfigKey>& core_config_keys() {
       {"local_world_size", "", "", "set by init from the launcher: how many ranks run on this host"},
       {"launcher", "", "",
        "set by init: what started the process (torchrun, mpirun, slurm, pmi, pmix), empty when none did"},
+      {"hier_across", "auto", "DISTCOMM_HIER_ACROSS",
+       "the backend a hierarchical group (hier, or auto across hosts) uses across hosts and for the ops it runs "
+       "flat: gloo, mpi, or auto (mpi when every rank was started by mpirun and can run the mpi plugin, else gloo)"},
   };
   return keys;
 }

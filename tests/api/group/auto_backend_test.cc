@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "api/errors.h"
 #include "api/group/host_layout.h"
 #include "api/process_group.h"
 
@@ -80,6 +81,29 @@ TEST(AutoBackend, NcclJoinsOnlyWhenEveryRankCanRunIt) {
   EXPECT_FALSE(split_placements({a, a}).all_run_nccl);
   EXPECT_FALSE(split_placements({a + "|nccl", a + "|nccx"}).all_run_nccl);
   EXPECT_FALSE(split_placements({}).all_run_nccl);
+}
+
+// mpi across hosts: the '|mpi' part (a rank mpirun started, whose mpi plugin runs) comes
+// off before the CPU rule compares, and hier_across picks from every rank's.
+TEST(AutoBackend, MpiAcrossHostsOnlyWhereEveryRankRunsIt) {
+  const std::string a = "boot-a pid:[1] shm", b = "boot-b pid:[1] shm";
+  const ExchangedPlacements all = split_placements({a + "|mpi", a + "|mpi|nccl", b + "|mpi", b + "|mpi"});
+  EXPECT_EQ(all.cpu, (std::vector<std::string>{a, a, b, b}));
+  EXPECT_EQ(all.runs_mpi, (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(choose_auto_cpu_backend(all.cpu), "hier") << "the mpi part does not split a host";
+  EXPECT_EQ(choose_across_backend("r", "auto", all), "mpi");
+  EXPECT_EQ(choose_across_backend("r", "gloo", all), "gloo");
+  EXPECT_EQ(choose_across_backend("r", "mpi", all), "mpi");
+  const ExchangedPlacements one_without = split_placements({a + "|mpi", a + "|mpi", b, b + "|mpi"});
+  EXPECT_EQ(choose_across_backend("r", "auto", one_without), "gloo");
+  try {
+    choose_across_backend("r", "mpi", one_without);
+    ADD_FAILURE() << "hier_across=mpi with rank 2 unable to run it was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 cannot run mpi"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(choose_across_backend("r", "ucx", all), InvalidArgument);
+  EXPECT_EQ(choose_across_backend("r", "auto", split_placements({})), "gloo");
 }
 
 // The decision and the name it gives, as group creation applies them.

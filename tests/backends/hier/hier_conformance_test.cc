@@ -11,6 +11,10 @@
 // on hosts whose ranks are not consecutive (a, b, a, b and a, b, a, a).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "api/errors.h"
+#include "api/init.h"
 #include "tests/backends/conformance/conformance.h"
 #include "tests/testing/multiprocess.h"
 
@@ -87,6 +91,31 @@ INSTANTIATE_TEST_SUITE_P(
                "hier (cpu: shm within hosts, gloo across; 2 hosts x 3 ranks)"},
         Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+// hier_across = mpi where no rank was started by mpirun: refused at creation on every rank,
+// naming the first rank that cannot run it (tests/backends/mpi:hier_over_mpi_test_* run it
+// under mpirun, where it works).
+TEST(HierAcross, MpiWithoutMpirunIsRefusedNamingTheRank) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp");
+  const std::string store = dir + "/hier_across_mpi_store";
+  testing::run_ranks(4, [&](int rank, int size) {
+    ::setenv("DISTCOMM_HOST_ID", rank < 2 ? "a" : "b", 1);
+    InitOptions o;
+    o.backend = "hier";
+    o.rank = rank;
+    o.world_size = size;
+    o.timeout = std::chrono::seconds(30);
+    o.init_method = "file://" + store;
+    o.backend_config["hier_across"] = "mpi";
+    try {
+      init_process_group(o);
+      ADD_FAILURE() << "rank " << rank << ": hier_across=mpi without mpirun made a group";
+      destroy_process_group();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 cannot run mpi across hosts"), std::string::npos) << e.what();
+    }
+  });
+}
 
 // The ops api/hier/ runs by hosts, each at sizes that take the hierarchy (past the flat
 // thresholds: 256 KiB for broadcast, 4 MiB of the larger tensor for all_gather and

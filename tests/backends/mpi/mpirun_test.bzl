@@ -1,8 +1,9 @@
 """mpirun_test: runs a program under mpirun with np ranks (mpirun_test.sh).
 
 The program is `program` (a label), or one built here from `srcs` against the core. The
-mpi plugin always travels in the runfiles. Built without Open MPI, the test prints
-SKIPPED with the reason the build found (or fails where DISTCOMM_REQUIRE lists mpi).
+mpi plugin always travels in the runfiles; `data` adds others (plugins a test also loads).
+Built without Open MPI, the test prints SKIPPED with the reason the build found (or fails
+where DISTCOMM_REQUIRE lists mpi).
 """
 
 load("@system_mpi//:info.bzl", "FOUND", "REASON")
@@ -19,7 +20,7 @@ def mpirun_program(name, srcs, deps = []):
     )
 
 def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], expect_failure_within = None,
-                expect_output = None, size = "medium", **kwargs):
+                expect_output = None, size = "medium", data = [], **kwargs):
     if srcs:
         program = ":%s_program" % name
         mpirun_program(name = "%s_program" % name, srcs = srcs, deps = deps)
@@ -36,6 +37,6 @@ def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], exp
         size = size,
         srcs = ["//tests/backends/mpi:mpirun_test.sh"],
         args = test_args,
-        data = [program, PLUGIN, "//tests/testing:skip.sh"],
+        data = [program, PLUGIN, "//tests/testing:skip.sh"] + data,
         **kwargs
     )
