@@ -7,7 +7,8 @@
 // same per-rank work); the next rows add DDP with bucket caps from 0 MiB (one all_reduce
 // per parameter) up to a single bucket (communication can only start after backward).
 // Times are the median iteration of each rank, the slowest rank reported; the rows take
-// turns iteration by iteration, so a busy machine slows them alike. Started by hand
+// turns iteration by iteration, so a busy machine slows them alike, and every iteration
+// starts after an untimed barrier, so that no row inherits the ranks' skew from the one before. Started by hand
 // it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
 #include <gflags/gflags.h>
 
@@ -158,7 +159,14 @@ void run_rank() {
   }
   pg->barrier()->wait();
   for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
-    for (auto& row : rows) row->iteration(/*timed=*/it >= FLAGS_warmup);
+    for (auto& row : rows) {
+      // Untimed: every row's iteration starts with the ranks together. The local row never
+      // synchronises them, so without this a rank's lead from a local iteration (tens of ms
+      // on a busy VM) was waited out inside the next DDP iteration and counted as exposed
+      // communication. In training the ranks start each step together, as here.
+      pg->barrier()->wait();
+      row->iteration(/*timed=*/it >= FLAGS_warmup);
+    }
   }
   const RowResult local = rows[0]->result(*pg);
   if (print) std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-", "-");

@@ -7,7 +7,7 @@
 // float32, MSE loss, SGD) on its own batch: one alone ("local": the same per-rank work, no
 // communication), one wrapped in distcomm::torch::DistributedDataParallel (gloo, default
 // 25 MiB buckets, averaged during loss.backward()). The two take turns, one iteration each,
-// so a change in the machine's load hits both alike. Reported: the median iteration of each,
+// so a change in the machine's load hits both alike, each after an untimed barrier. Reported: the median iteration of each,
 // the slowest rank's; exposed communication = DDP's median minus local's (what DDP adds to
 // an iteration); and DDP's own statistics (time communicating, the part overlapped with
 // backward, the wait at the end). One intra-op thread per rank. Started by hand it forks
@@ -106,7 +106,12 @@ void run_rank() {
   pg->barrier()->wait();
   for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
     const bool timed = it >= FLAGS_warmup;
+    // Untimed barriers: each step starts with the ranks together, as in training; the local
+    // step never synchronises them, and a rank's lead from it would otherwise be waited out
+    // inside the DDP step and counted as exposed communication (torch_ddp_bench.py alike).
+    pg->barrier()->wait();
     local.step(x, y, timed);
+    pg->barrier()->wait();
     distributed.step(x, y, timed);
   }
   const double local_ms = max_over_ranks(*pg, median(local.times_ms));

@@ -8,7 +8,7 @@ Debian's python3-torch (1.13) is for /usr/bin/python3. One job: --nproc ranks st
 torch.multiprocessing.spawn, one intra-op thread each. Every rank trains two copies of the
 MLP (--layers Linear(width, width) + ReLU, MSE loss, SGD): one alone ("local", no
 communication) and one in torch.nn.parallel.DistributedDataParallel; they take turns, one
-iteration each. Prints one line in torch_ddp_bench.cc's format (impl=torch_ddp): the
+iteration each, each after an untimed barrier. Prints one line in torch_ddp_bench.cc's format (impl=torch_ddp): the
 slowest rank's median iteration of each copy and exposed_ms = ddp_ms - local_ms.
 """
 import argparse
@@ -47,6 +47,7 @@ def run_rank(rank, args, port):
     dist.barrier()
     for it in range(args.warmup + args.iters):
         for model, sgd, times in copies:
+            dist.barrier()  # untimed: each step starts with the ranks together, as torch_ddp_bench.cc's
             start = time.perf_counter()
             sgd.zero_grad()
             torch.nn.functional.mse_loss(model(x), y).backward()
