@@ -8,7 +8,9 @@
 // per parameter) up to a single bucket (communication can only start after backward).
 // Times are the median iteration of each rank, the slowest rank reported; the rows take
 // turns iteration by iteration, so a busy machine slows them alike, and every iteration
-// starts after an untimed barrier, so that no row inherits the ranks' skew from the one before. Started by hand
+// starts after an untimed barrier, so that no row inherits the ranks' skew from the one before;
+// the wait at the barrier after a local step is printed last: how far apart the ranks' local
+// steps end, which a synchronous step waits for before any communication. Started by hand
 // it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
 #include <gflags/gflags.h>
 
@@ -158,14 +160,17 @@ void run_rank() {
     rows.push_back(std::make_unique<Row>(*pg, &options));
   }
   pg->barrier()->wait();
+  double drift_ms = 0;  // summed over timed iterations: this rank's wait after its local step
   for (int it = 0; it < FLAGS_warmup + FLAGS_iters; ++it) {
-    for (auto& row : rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
       // Untimed: every row's iteration starts with the ranks together. The local row never
       // synchronises them, so without this a rank's lead from a local iteration (tens of ms
       // on a busy VM) was waited out inside the next DDP iteration and counted as exposed
       // communication. In training the ranks start each step together, as here.
+      const Clock::time_point before = Clock::now();
       pg->barrier()->wait();
-      row->iteration(/*timed=*/it >= FLAGS_warmup);
+      if (i == 1 && it >= FLAGS_warmup) drift_ms += std::chrono::duration<double, std::milli>(Clock::now() - before).count();
+      rows[i]->iteration(/*timed=*/it >= FLAGS_warmup);
     }
   }
   const RowResult local = rows[0]->result(*pg);
@@ -177,6 +182,15 @@ void run_rank() {
     const double overlap = r.comm_ms > 0 ? 100 * r.overlapped_ms / r.comm_ms : 0;
     std::printf("%-26s %7zu %10.1f %+8.1f%% %9.1f %10.0f%% %9.1f\n", mode.c_str(), r.buckets, r.median_ms,
                 100 * (r.median_ms / local.median_ms - 1), r.comm_ms, overlap, r.wait_ms);
+  }
+  // How unevenly the host runs the ranks with no communication at all: a synchronous step
+  // waits for its slowest rank, so a DDP row's "waited ms" (and part of its time over the
+  // local row's) is this much before any communication counts.
+  const double drift = rows.size() > 1 ? max_over_ranks(*pg, drift_ms / FLAGS_iters) : 0;
+  if (print && rows.size() > 1) {
+    std::printf("\nlocal steps end %.1f ms apart (the mean wait at the barrier after one, the larger rank's): what a "
+                "synchronous step waits for here with no communication\n",
+                drift);
   }
   if (print) std::fflush(stdout);
 }
