@@ -46,7 +46,7 @@ bench="$bin/tools/ddp_bench/ddp_bench"
 model=(--in_width=1024 --layers=7 --width=1024 --out_width=1024 --batch=64 --caps=25 --iters="$iters" --warmup=3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out="$(mktemp -d "${TMPDIR:-/tmp}/ddp_compare.XXXXXX")"
-results="$out/results.txt"  # backend local_ms ddp_ms comm_ms overlapped_percent round drift_ms
+results="$out/results.txt"  # backend local_ms ddp_ms comm_ms overlapped_percent round drift_ms sync_ms
 
 for round in $(seq 1 "$rounds"); do
   for backend in $backends; do
@@ -69,7 +69,8 @@ for round in $(seq 1 "$rounds"); do
       exit 1
     fi
     drift_ms=$(sed -nE 's/^local steps end ([0-9.]+) ms apart.*/\1/p' "$out/run.txt")
-    echo "$backend $local_ms $ddp_ms $comm_ms ${overlapped%\%} $round ${drift_ms:-0}" >>"$results"
+    sync_ms=$(awk '/^local \+ barrier/ {print $(NF-4)}' "$out/run.txt")
+    echo "$backend $local_ms $ddp_ms $comm_ms ${overlapped%\%} $round ${drift_ms:-0} ${sync_ms:-0}" >>"$results"
   done
 done
 
@@ -78,13 +79,16 @@ col() { awk -v b="$1" -v c="$2" '$1 == b {print $c}' "$results" | median; }
 echo
 (( hosts > 0 )) && echo "# on $hosts simulated hosts, links at $rate (tools/netns_hosts.sh)"
 echo "# DDP, $nproc ranks, 8 x 1024 x 1024 MLP, batch 64 per rank, 25 MiB buckets; median of $rounds rounds"
-printf "%-8s %10s %10s %12s %10s %11s %9s\n" backend local_ms ddp_ms exposed_ms comm_ms overlapped drift_ms
+printf "%-8s %10s %10s %12s %10s %11s %9s %12s\n" backend local_ms ddp_ms exposed_ms comm_ms overlapped drift_ms \
+  ddp-sync_ms
 for backend in $backends; do
-  printf "%-8s %10.1f %10.1f %12.1f %10.1f %10.0f%% %9.1f\n" "$backend" "$(col "$backend" 2)" "$(col "$backend" 3)" \
+  printf "%-8s %10.1f %10.1f %12.1f %10.1f %10.0f%% %9.1f %12.1f\n" "$backend" "$(col "$backend" 2)" "$(col "$backend" 3)" \
     "$(awk -v b="$backend" '$1 == b {print $3 - $2}' "$results" | median)" "$(col "$backend" 4)" "$(col "$backend" 5)" \
-    "$(col "$backend" 7)"
+    "$(col "$backend" 7)" "$(awk -v b="$backend" '$1 == b {print $3 - $8}' "$results" | median)"
 done
 # drift_ms: how far apart the ranks' local steps (no communication) end, in the mean
 # (ddp_bench's last line): a synchronous step waits that long for its slowest rank, so
 # exposed communication well under it is not told apart from the host's unevenness.
+# ddp-sync_ms: the DDP step minus ddp_bench's "local + barrier" step (the local one made
+# synchronous, no bytes moved): what moving the gradients adds beyond that wait.
 echo "# runs in $out/runs.txt"

@@ -10,7 +10,10 @@
 // turns iteration by iteration, so a busy machine slows them alike, and every iteration
 // starts after an untimed barrier, so that no row inherits the ranks' skew from the one before;
 // the wait at the barrier after a local step is printed last: how far apart the ranks' local
-// steps end, which a synchronous step waits for before any communication. Started by hand
+// steps end, which a synchronous step waits for before any communication. The second row,
+// "local + barrier", is that synchronous step: the local one with a barrier where DDP waits
+// for its buckets, so a DDP row minus it is what moving the gradients adds, apart from the
+// host's unevenness (which on a VM can be larger than the communication itself). Started by hand
 // it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
 #include <gflags/gflags.h>
 
@@ -74,9 +77,13 @@ double max_over_ranks(distcomm::ProcessGroup& pg, double value) {
 // One row of the table: a model of its own, with DDP or without.
 class Row {
  public:
-  // ddp_options null: no DDP, no communication at all.
-  Row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options)
-      : model_(nn::make_mlp(model_widths(), /*seed=*/1)),
+  // ddp_options null: no DDP, no communication at all; with `synchronous`, a barrier where
+  // DDP would wait for its buckets (after backward): the step's wait for the slowest rank,
+  // with no bytes to move.
+  Row(distcomm::ProcessGroup& pg, const ddp::DdpOptions* ddp_options, bool synchronous = false)
+      : pg_(pg),
+        synchronous_(synchronous),
+        model_(nn::make_mlp(model_widths(), /*seed=*/1)),
         sgd_(model_->parameters(), 1e-3f),
         data_(nn::make_regression(FLAGS_batch, FLAGS_in_width, FLAGS_out_width, /*seed=*/pg.rank() + 1)) {
     if (!ddp_options) return;
@@ -92,6 +99,7 @@ class Row {
     Tensor out = model_->forward(data_.inputs);
     model_->backward(nn::mse_loss(out, data_.targets).grad, hook_);
     if (ddp_) ddp_->finish_backward();
+    if (synchronous_) pg_.barrier()->wait();
     sgd_.step();
     if (!timed) return;
     times_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -115,6 +123,8 @@ class Row {
   }
 
  private:
+  distcomm::ProcessGroup& pg_;
+  const bool synchronous_;
   std::unique_ptr<nn::Sequential> model_;
   nn::Sgd sgd_;
   nn::Dataset data_;
@@ -153,6 +163,7 @@ void run_rank() {
   const std::vector<std::string> caps = split_caps(FLAGS_caps);
   std::vector<std::unique_ptr<Row>> rows;
   rows.push_back(std::make_unique<Row>(*pg, nullptr));
+  rows.push_back(std::make_unique<Row>(*pg, nullptr, /*synchronous=*/true));
   for (const std::string& cap : caps) {
     ddp::DdpOptions options;
     options.bucket_cap_mb = cap == "one" ? 1e6 : std::atof(cap.c_str());
@@ -174,9 +185,15 @@ void run_rank() {
     }
   }
   const RowResult local = rows[0]->result(*pg);
-  if (print) std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-", "-");
+  const RowResult synchronous = rows[1]->result(*pg);
+  if (print) {
+    std::printf("%-26s %7s %10.1f %9s %9s %11s %9s\n", "local (no communication)", "-", local.median_ms, "-", "-", "-",
+                "-");
+    std::printf("%-26s %7s %10.1f %+8.1f%% %9s %11s %9s\n", "local + barrier", "-", synchronous.median_ms,
+                100 * (synchronous.median_ms / local.median_ms - 1), "-", "-", "-");
+  }
   for (size_t i = 0; i < caps.size(); ++i) {
-    const RowResult r = rows[i + 1]->result(*pg);
+    const RowResult r = rows[i + 2]->result(*pg);
     if (!print) continue;
     const std::string mode = caps[i] == "one" ? "DDP, one bucket" : "DDP, bucket_cap_mb=" + caps[i];
     const double overlap = r.comm_ms > 0 ? 100 * r.overlapped_ms / r.comm_ms : 0;
@@ -186,10 +203,10 @@ void run_rank() {
   // How unevenly the host runs the ranks with no communication at all: a synchronous step
   // waits for its slowest rank, so a DDP row's "waited ms" (and part of its time over the
   // local row's) is this much before any communication counts.
-  const double drift = rows.size() > 1 ? max_over_ranks(*pg, drift_ms / FLAGS_iters) : 0;
-  if (print && rows.size() > 1) {
+  const double drift = max_over_ranks(*pg, drift_ms / FLAGS_iters);
+  if (print) {
     std::printf("\nlocal steps end %.1f ms apart (the mean wait at the barrier after one, the larger rank's): what a "
-                "synchronous step waits for here with no communication\n",
+                "synchronous step waits for here with no communication (the local + barrier row)\n",
                 drift);
   }
   if (print) std::fflush(stdout);
