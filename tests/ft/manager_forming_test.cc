@@ -157,12 +157,15 @@ TEST_F(FtManagerForming, AMemberThatDiesBeforeTheStateBroadcastIsLeftOut) {
   float* garbage = joiner.state.data_as<float>();
   for (int64_t e = 0; e < kElements; ++e) garbage[e] = 777.25f;
   std::atomic<int> at_ask{0};
-  std::atomic<bool> asked{false};
+  std::atomic<bool> refused{false};
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
   Script script;
   script.die_at = [&](Member&, uint64_t s, const ProcessGroupPtr&) {
     if (s == kAsks) {
       ++at_ask;
-      EXPECT_TRUE(eventually([&] { return asked.load(); }));
+      // Until the joiner is counted in (its first begin_step), so that this step's verdict
+      // takes it in (as manager_test's joiner test waits).
+      EXPECT_TRUE(eventually([&] { return refused.load() || ft_keys.check({ft::keys::joiner(1)}); }));
     }
     return false;
   };
@@ -174,10 +177,9 @@ TEST_F(FtManagerForming, AMemberThatDiesBeforeTheStateBroadcastIsLeftOut) {
     } catch (const std::exception& e) {
       joiner.error = e.what();
       joiner.finished = true;
-      asked = true;
+      refused = true;
       return;
     }
-    asked = true;
     train(joiner, kSteps);
   });
   EXPECT_TRUE(eventually([&] { return trap->hung.load(); }));
