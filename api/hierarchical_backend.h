@@ -1,6 +1,6 @@
 // HierarchicalBackend: a CPU group over several hosts, several ranks per host, run as two
-// levels: shared memory within each host, gloo across hosts (backend "hier", and what
-// "auto" picks there, auto_backend.h).
+// levels: shared memory within each host, gloo across hosts (or mpi: setting hier_across,
+// auto_backend.h) (backend "hier", and what "auto" picks there).
 //
 // all_reduce, broadcast, reduce, all_gather and reduce_scatter, where the bytes are, run by
 // hosts: shm steps within each host, and across hosts one share of the op per local rank,
@@ -10,11 +10,11 @@
 // share: api/hier/hier_schedule.h). Hosts with different numbers of ranks go through each
 // host's local rank 0.
 //
-// Every other op runs flat on the group's gloo backend: all_to_all, gather, scatter and
+// Every other op runs flat on the group's backend across hosts (gloo, or mpi): all_to_all, gather, scatter and
 // p2p gain nothing by hosts (their bytes go from one rank to another once either way), and
 // barrier gains nothing because each hierarchical op is checked by a flat op of its own
 // kind (below), for a barrier a flat barrier. The flat backend is also the group's fault
-// handling (its connection watch and failure key) as on any gloo group.
+// handling (its connection watch and failure key) as on any group of that backend.
 //
 // The hierarchical ops run in issue order on a thread of their own, one at a time, so that
 // every rank issues the inner groups' ops in the same order; the Work the caller holds ends
@@ -46,9 +46,9 @@ namespace distcomm {
 
 class HierarchicalBackend : public Backend {
  public:
-  // flat: the group's own gloo backend; within: this rank's host's group (shm); across:
-  // the group of this rank's local rank over the hosts (gloo; null or size 1 when no other
-  // host has that local rank); hosts: where the group's ranks sit.
+  // flat: the group's own backend across hosts (gloo or mpi); within: this rank's host's
+  // group (shm); across: the group of this rank's local rank over the hosts (that backend;
+  // null or size 1 when no other host has that local rank); hosts: where the group's ranks sit.
   HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across,
                       const HostLayout& hosts);
   ~HierarchicalBackend() override;

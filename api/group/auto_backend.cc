@@ -144,8 +144,8 @@ std::string choose_across_backend(const std::string& where, const std::string& s
     if (placements.runs_mpi[r]) continue;
     if (setting == "auto") return "gloo";
     throw InvalidArgument(where + ": hier_across = 'mpi', but rank " + std::to_string(r) +
-                          " cannot run mpi across hosts: it was not started by mpirun, or its mpi plugin does not "
-                          "load (set hier_across to gloo or auto, or start every rank with mpirun)");
+                          " cannot run mpi across hosts here: only the world group of a job mpirun started can, on ranks "
+                          "whose mpi plugin loads (set hier_across to gloo or auto, or start every rank with mpirun)");
   }
   return placements.runs_mpi.empty() ? "gloo" : "mpi";
 }

@@ -33,9 +33,8 @@ std::string shared_memory_domain();
 // (DISTCOMM_HOST_ID, process_environment.h) and whether the shm plugin loads (found through
 // `plugins`) and can run here; then, after a '|', "nccl" when it sees a GPU and the nccl
 // plugin can run here (asked only where a GPU device node exists: loading NCCL costs a
-// few hundred ms a process). Before that, after a '|', "mpi" when asked (ask_mpi: the rank
-// was started by mpirun and may run the hierarchy across hosts over mpi) and the mpi plugin
-// can run here.
+// few hundred ms a process). Before that, after a '|', "mpi" when asked (ask_mpi: the world
+// group of a rank mpirun started, whose hier_across allows mpi) and the mpi plugin can run here.
 // ask_nccl: only for "auto" alone, the one spec that may add nccl.
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
                                    bool ask_nccl = false, bool ask_mpi = false);
@@ -74,9 +73,10 @@ AutoChoice choose_auto(const std::string& spec_text, bool plan_has_cuda, const E
 std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);
 
 // The hierarchy's backend across hosts (its groups across, and every op it runs flat), from
-// the setting hier_across (DISTCOMM_HIER_ACROSS): "gloo"; "mpi", refused with the first rank
-// that cannot run it; "auto": mpi when every rank can (started by mpirun, the mpi plugin
-// runs: Open MPI then uses the job's fast network, InfiniBand through UCX), else gloo.
+// the setting hier_across (DISTCOMM_HIER_ACROSS): "gloo" (the default); "mpi", refused with
+// the first rank that cannot run it; "auto": mpi when every rank can (the world group of a
+// job mpirun started, the mpi plugin runs: Open MPI then uses the job's fast network,
+// InfiniBand through UCX), else gloo.
 // where: the group, as errors begin ("rank 1/4 group 'world'").
 std::string choose_across_backend(const std::string& where, const std::string& setting,
                                   const ExchangedPlacements& placements);

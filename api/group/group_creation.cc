@@ -87,10 +87,13 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     const bool plan_has_cuda = plan.count(DeviceType::kCUDA) > 0;
     const bool ask_nccl = spec_.text == "auto" && !plan_has_cuda;
     // Only a rank mpirun started can run mpi across hosts (and only then is the mpi plugin,
-    // and with it libmpi, loaded to ask).
-    const std::string across = config_value(options_.backend_config, "hier_across", "auto");
+    // and with it libmpi, loaded to ask), and only in the world group: MPI starts with the
+    // whole job, so a subgroup whose members started it alone, in a world that is not mpi,
+    // would wait for the others until its deadline.
+    const std::string across = config_value(options_.backend_config, "hier_across", "gloo");
     check_hier_across(where_, across);  // before the exchange: refused before anything is sent
-    const bool ask_mpi = across != "gloo" && config_value(options_.backend_config, "launcher", "") == "mpirun";
+    const bool ask_mpi = across != "gloo" && parent == nullptr &&
+                         config_value(options_.backend_config, "launcher", "") == "mpirun";
     const ExchangedPlacements exchanged = split_placements(
         exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi)));
     placements_ = exchanged.cpu;

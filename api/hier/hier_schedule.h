@@ -1,6 +1,6 @@
 // The schedules of a hierarchical group's ops (api/hierarchical_backend.h): how each op runs
 // as ops of the group's levels, the shm group of this rank's host ("within") and the gloo
-// group of its local rank over the hosts ("across"). One file per op (hier_<op>.cc); this
+// (or mpi) group of its local rank over the hosts ("across"). One file per op (hier_<op>.cc); this
 // header is what they share: where the ranks sit, the op's deadline, memory kept from op to
 // op, the pieces of a pipeline, and the waits that keep an op's memory until its parts end.
 //

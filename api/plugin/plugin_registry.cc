@@ -248,9 +248,10 @@ const std::vector<ConfigKey>& core_config_keys() {
       {"local_world_size", "", "", "set by init from the launcher: how many ranks run on this host"},
       {"launcher", "", "",
        "set by init: what started the process (torchrun, mpirun, slurm, pmi, pmix), empty when none did"},
-      {"hier_across", "auto", "DISTCOMM_HIER_ACROSS",
+      {"hier_across", "gloo", "DISTCOMM_HIER_ACROSS",
        "the backend a hierarchical group (hier, or auto across hosts) uses across hosts and for the ops it runs "
-       "flat: gloo, mpi, or auto (mpi when every rank was started by mpirun and can run the mpi plugin, else gloo)"},
+       "flat: gloo, mpi, or auto (mpi for the world group of a job mpirun started where every rank can run the mpi "
+       "plugin, else gloo)"},
   };
   return keys;
 }
@@ -276,7 +277,7 @@ void check_backend_config(const std::vector<std::string>& backends, const std::m
     for (const ConfigKey& k : core_config_keys()) core += (core.empty() ? "" : ", ") + k.name;
     throw InvalidArgument("backend config key '" + key + "' (= '" + value + "') is not a setting of " +
                           (backends.size() == 1 ? "backend " + backends[0] : "any backend of the group") +
-                          ". Known keys: " + theirs + "; set by init for every backend: " + core);
+                          ". Known keys: " + theirs + "; the core's (every backend's): " + core);
   }
 }
 

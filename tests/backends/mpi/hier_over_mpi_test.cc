@@ -1,6 +1,6 @@
 // The hierarchy under mpirun: shm within each host and mpi across (hier_across = auto picks
-// mpi when every rank was started by mpirun; api/group/auto_backend.h), through the shared
-// conformance suite. mpirun_test.sh starts 4 ranks on this machine; each rank counts as
+// mpi for the world group when every rank was started by mpirun; api/group/auto_backend.h),
+// through part of the shared conformance suite. mpirun_test.sh starts 4 ranks on this machine; each rank counts as
 // being on the host its --hosts entry names (DISTCOMM_HOST_ID, set before init), so that
 // the group spans simulated hosts. Arguments (after gtest's own):
 //   --hosts=a,a,b,b        each rank's host
@@ -93,6 +93,17 @@ TEST(HierOverMpi, DataMovementPointToPointAndGroups) {
   check_new_group(pg);
   check_split(pg);
   check_invalid_arguments(pg);
+}
+
+// A hierarchical subgroup of 3 of the 4 ranks (across both hosts, except on 3 + 1): never
+// mpi across, whatever hier_across says (MPI starts with the whole job: a subgroup's members
+// alone cannot), and it works.
+TEST(HierOverMpi, AHierarchicalSubgroupNeverRunsMpiAcross) {
+  ProcessGroup& pg = world();
+  ProcessGroupPtr sub = pg.new_group({0, 1, 2}, "hier");
+  if (!sub) return;  // rank 3
+  EXPECT_EQ(sub->backend_name().find("mpi across"), std::string::npos) << sub->backend_name();
+  check_all_reduce(*sub, DType::kFloat32, ReduceOp::SUM, (1 << 20) + 3);
 }
 
 }  // namespace
