@@ -148,6 +148,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     }
     pg->backends_ = std::make_unique<GroupBackends>(
         creation.make_backends(parent ? parent->backends_.get() : nullptr, members, pg->exchange_.get()));
+    // Part of this creation, so that a rank whose levels fail tells the others here (confirm,
+    // below), and ranks waiting in a level for one that failed elsewhere learn it.
+    if (creation.hierarchical()) {
+      const EnclosingCreationScope enclosing(creation.wait());
+      pg->make_levels(creation);
+    }
   } catch (...) {
     failure = std::current_exception();
   }
@@ -164,22 +170,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   if (failure) std::rethrow_exception(creation.with_store_host(failure));
   pg->spec_ = creation.spec();
   if (creation.hierarchical()) {
-    // Its groups within and across hosts, split from it (every rank is in one of each; the
-    // lists come from the placements every rank has, so no round agrees on them), then the
-    // hierarchy serves its CPU ops (hierarchical_backend.h). The groups across make their
-    // own connections (gloo) or communicators (mpi).
-    const HostLayout hosts = HostLayout::from_placements(creation.placements());
-    const int host = hosts.host_of[static_cast<size_t>(pg->rank())];
-    const int local = hosts.local_rank_of[static_cast<size_t>(pg->rank())];
-    ProcessGroupPtr within =
-        pg->make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host));
-    const std::string& across_backend = creation.across_backend();
-    ProcessGroupPtr across = pg->make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], across_backend,
-                                               "hier_local" + std::to_string(local));
-    pg->backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
-      return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
-    });
-    pg->spec_.text += " (cpu: shm within hosts, " + across_backend + " across; " + hosts.describe() + ")";
+    pg->spec_.text += " (cpu: shm within hosts, " + creation.across_backend() + " across; " +
+                      HostLayout::from_placements(creation.placements()).describe() + ")";
   }
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
@@ -190,6 +182,22 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   pg->log_created();
   live_groups().add(pg);
   return pg;
+}
+
+void ProcessGroup::make_levels(const GroupCreation& creation) {
+  // Its groups within and across hosts, split from it (every rank is in one of each; the
+  // lists come from the placements every rank has, so no round agrees on them), then the
+  // hierarchy serves its CPU ops (hierarchical_backend.h). The groups across make their
+  // own connections (gloo) or communicators (mpi).
+  const HostLayout hosts = HostLayout::from_placements(creation.placements());
+  const int host = hosts.host_of[static_cast<size_t>(rank())];
+  const int local = hosts.local_rank_of[static_cast<size_t>(rank())];
+  ProcessGroupPtr within = make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host));
+  ProcessGroupPtr across = make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], creation.across_backend(),
+                                         "hier_local" + std::to_string(local));
+  backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
+    return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
+  });
 }
 
 void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {

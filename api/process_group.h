@@ -32,6 +32,7 @@ class ArgumentChecks;
 class BackendCall;
 class DetailChecks;
 class GroupBackends;
+class GroupCreation;
 class OpNumbering;
 struct OpSpec;
 
@@ -171,6 +172,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                              ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag);
+  // A hierarchical group's levels (shm within its host, the across backend between hosts),
+  // made during its creation, and the hierarchy wrapped around its CPU backend.
+  void make_levels(const GroupCreation& creation);
   // Over the store, or, without one, over the CPU backend's all_gather (host_all_gather).
   void create_exchange();
   void host_all_gather(Tensor& out, const Tensor& in);

@@ -175,7 +175,7 @@ void GroupCreation::confirm(const std::exception_ptr& failure) {
     }
     // This rank may serve the store: the others read the failure there before it goes.
     internal::note_failure_for_peers();
-    const CreationFailure earlier = CreationFailure::decode(first);
+    const CreationFailure earlier = CreationFailure::decode(first, options_.global_ranks);
     if (first != mine && may_be_consequence(failure, earlier.text)) {
       earlier.raise(prefix + "creation failed first on " + earlier.text + " -- and then here: rank " +
                     std::to_string(options_.rank) + ": " + message_of(failure));
@@ -194,7 +194,8 @@ void GroupCreation::confirm(const std::exception_ptr& failure) {
   for (int r = 0; r < options_.size; ++r) {
     const std::string said = store.get_string(keys[static_cast<size_t>(r)]);
     if (said == "ok") continue;
-    const CreationFailure first = CreationFailure::decode(store.check({first_key}) ? store.get_string(first_key) : said);
+    const CreationFailure first = CreationFailure::decode(store.check({first_key}) ? store.get_string(first_key) : said,
+                                                             options_.global_ranks);
     first.raise(prefix + "creation failed on " + first.text + "; the group is unusable here too");
   }
 }

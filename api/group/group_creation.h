@@ -49,6 +49,9 @@ class GroupCreation {
   const BackendSpec& spec() const { return spec_; }
   // Empty until arrival has chosen it.
   const std::string& store_prefix() const { return store_prefix_; }
+  // The creation's one deadline and failure key (an EnclosingCreationScope for the groups
+  // made during it).
+  const InitWait& wait() const { return wait_; }
   // Whether "auto" or "hier" chose the hierarchy (hierarchical_backend.h): the CPU backend
   // made is its flat one (across_backend()), and the group builds the rest once it stands,
   // from placements().

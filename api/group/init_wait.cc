@@ -61,6 +61,46 @@ BackendCreationScope::~BackendCreationScope() { current_creation = previous_; }
 
 const InitWait* BackendCreationScope::current() { return current_creation; }
 
+namespace {
+thread_local const EnclosingCreationScope* innermost_enclosing = nullptr;
+}  // namespace
+
+EnclosingCreationScope::EnclosingCreationScope(const InitWait& outer)
+    : store_(outer.failure_store),
+      key_(outer.failure_key),
+      where_(outer.where),
+      global_ranks_(outer.global_ranks),
+      previous_(innermost_enclosing) {
+  innermost_enclosing = this;
+}
+
+EnclosingCreationScope::~EnclosingCreationScope() { innermost_enclosing = previous_; }
+
+// The creations around a wait on this thread, for wait_until: the group's creation making a
+// backend (BackendCreationScope: a backend's own wait looks in that backend's namespace,
+// where confirm writes only for the backends the group's spec names, and a hierarchical
+// group's flat backend across hosts (mpi) is not among them), and every enclosing creation.
+struct EnclosingCreations {
+  static bool any() { return innermost_enclosing != nullptr || current_creation != nullptr; }
+  // Raises the failure of the first of them found to have failed, if any has.
+  static void raise_any_failure(const InitWait& w, const std::string& waiting) {
+    const InitWait* creating = current_creation;
+    if (creating && creating != &w && creating->failure_store &&
+        !(creating->failure_store == w.failure_store && creating->failure_key == w.failure_key) &&
+        creating->failure_store->check({creating->failure_key})) {
+      const CreationFailure first = CreationFailure::decode(creating->failure_store->get_string(creating->failure_key),
+                                                            creating->global_ranks);
+      first.raise(waiting + ": the group's creation failed on " + first.text);
+    }
+    for (const EnclosingCreationScope* s = innermost_enclosing; s; s = s->previous_) {
+      if (!s->store_ || !s->store_->check({s->key_})) continue;
+      const CreationFailure first = CreationFailure::decode(s->store_->get_string(s->key_), s->global_ranks_);
+      first.raise(waiting + ": the creation of the group this one is part of (" + s->where_ + ") failed on " +
+                  first.text);
+    }
+  }
+};
+
 milliseconds InitWait::left() const {
   return std::max(milliseconds::zero(), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
@@ -96,17 +136,18 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
   for (;;) {
     const Clock::time_point now = Clock::now();
     Clock::time_point until = std::min(w.deadline, next_report);
-    if (w.failure_store) until = std::min(until, now + kCreationFailedCheck);
+    if (w.failure_store || EnclosingCreations::any()) until = std::min(until, now + kCreationFailedCheck);
     // At least a millisecond, so that a phase already done is seen even at the deadline.
     const milliseconds slice =
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
     try {
       if (poll(slice)) return;
       if (w.failure_store && w.failure_store->check({w.failure_key})) {
-        const CreationFailure first = CreationFailure::decode(w.failure_store->get_string(w.failure_key));
+        const CreationFailure first = CreationFailure::decode(w.failure_store->get_string(w.failure_key), w.global_ranks);
         first.raise(w.where + ": init gave up waiting for " + who(true) + " " + what +
                     ": the group's creation failed on " + first.text);
       }
+      EnclosingCreations::raise_any_failure(w, w.where + ": init gave up waiting for " + who(true) + " " + what);
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
@@ -152,14 +193,19 @@ void InitWait::until_named(const std::string& whom, const std::string& what,
   wait_until(*this, what, poll, [&](bool) { return whom; }, hint);
 }
 
-CreationFailure CreationFailure::decode(const std::string& value) {
+CreationFailure CreationFailure::decode(const std::string& value, const std::vector<int>& global_ranks) {
   CreationFailure f;
   const std::optional<FailureRecord> r = FailureRecord::decode(value);
   if (!r) {
     f.text = value;  // not a record: said as it is
     return f;
   }
-  f.text = "rank " + std::to_string(r->rank) + ": " + r->message;
+  f.text = "rank " + std::to_string(r->rank);
+  if (r->rank >= 0 && static_cast<size_t>(r->rank) < global_ranks.size() &&
+      global_ranks[static_cast<size_t>(r->rank)] != r->rank) {
+    f.text += " (world rank " + std::to_string(global_ranks[static_cast<size_t>(r->rank)]) + ")";
+  }
+  f.text += ": " + r->message;
   f.timed_out = r->kind == FailureRecord::Kind::kTimeout;
   return f;
 }

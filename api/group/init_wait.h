@@ -48,7 +48,9 @@ struct CreationFailure {
   std::string text;        // "rank 0: <its error's message>"
   bool timed_out = false;  // that error was a Timeout
 
-  static CreationFailure decode(const std::string& value);
+  // global_ranks: the group's world rank of each of its ranks ("rank 1 (world rank 3): ..."
+  // where they differ); empty: the group's ranks are the world's.
+  static CreationFailure decode(const std::string& value, const std::vector<int>& global_ranks = {});
   // Throws `message` as the error of a rank that learned of this failure: a Timeout when it
   // was one (it names the ranks that never came: the job's cause), else a PeerFailure.
   [[noreturn]] void raise(const std::string& message) const;
@@ -128,6 +130,29 @@ class BackendCreationScope {
 
  private:
   const InitWait* previous_;
+};
+
+// While one lives, every InitWait::until on this thread also ends as soon as the creation
+// `outer` waits for has failed on another rank (outer's failure_key): the groups a group makes
+// during its own creation (a hierarchical group's levels, made before it is confirmed) wait
+// for ranks that may have failed elsewhere in that creation and will never come to them,
+// nor say so where those groups look. Scopes nest (a level's backends see every enclosing
+// creation). Thread-local like BackendCreationScope, and for the same reason: InitWait's
+// layout is the plugins' too.
+class EnclosingCreationScope {
+ public:
+  explicit EnclosingCreationScope(const InitWait& outer);
+  ~EnclosingCreationScope();
+  EnclosingCreationScope(const EnclosingCreationScope&) = delete;
+  EnclosingCreationScope& operator=(const EnclosingCreationScope&) = delete;
+
+ private:
+  friend struct EnclosingCreations;
+  Store* store_;
+  std::string key_;
+  std::string where_;  // outer's: "rank 2/4 group 'world'"
+  std::vector<int> global_ranks_;  // outer's
+  const EnclosingCreationScope* previous_;
 };
 
 // InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks

@@ -120,8 +120,9 @@ void Runtime::wait_started(const InitWait& wait) {
         [] { return std::vector<int>{}; },
         "they have not called init_process_group yet, or are stuck or gone (all of them: mpirun starts every "
         "process of the job)");
-  } catch (const Timeout&) {
-    // The MPI thread stays inside MPI_Init: should the process exit before it returns, it
+  } catch (...) {
+    // A Timeout, or another rank's failed creation seen meanwhile (init_wait.h): either way
+    // the MPI thread stays inside MPI_Init: should the process exit before it returns, it
     // must end without finalizing. Registered now, after whatever handlers MPI_Init has
     // registered so far, so that it runs before them.
     if (!started()) {
@@ -140,8 +141,9 @@ void Runtime::exit_while_starting(int status) {
   exit_without_finalize(status, std::string(program_initialized_mpi_ ? "distcomm's start of MPI (duplicating "
                                                                       "MPI_COMM_WORLD)"
                                                                     : "MPI_Init") +
-                                    " never finished (the other ranks of the job did not all start MPI within init's "
-                                    "timeout), and a process cannot finalize while a thread is inside MPI");
+                                    " never finished (init gave up waiting for the other ranks of the job to start MPI: its "
+                                    "timeout, or a rank's failed creation), and a process cannot finalize while a "
+                                    "thread is inside MPI");
 }
 
 void Runtime::thread_main() {

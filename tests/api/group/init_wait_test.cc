@@ -223,6 +223,74 @@ TEST(InitWait, AnotherRanksCreationFailureEndsTheWaitWithItsKind) {
   }
 }
 
+// A backend's rendezvous looks for failures in its own namespace (for_backend's store), where
+// a group writes them only for the backends its spec names; a hierarchical group's flat
+// backend across hosts (mpi) is not among them. Its wait also ends when the group making it
+// (BackendCreationScope) has failed.
+TEST(InitWait, ABackendsWaitEndsWhenTheGroupMakingItHasFailed) {
+  HashStore group_store, backend_store;
+  InitWait creation = InitWait::starting_now(milliseconds(20000), milliseconds(10000), "rank 2/4 group 'world'");
+  creation.failure_store = &group_store;
+  creation.failure_key = "pg/world/creation_failed";
+  const BackendCreationScope making(creation);
+  const InitWait w = InitWait::for_backend({}, milliseconds(20000), "rank 2/4 group 'world' (mpi)", {}, &backend_store);
+  group_store.set("pg/world/creation_failed",
+                  encode_creation_failure(3, std::make_exception_ptr(InvalidArgument("shm_slots='1' is too few"))));
+  const auto start = Clock::now();
+  try {
+    wait_for_keys(backend_store, {"never"}, {1}, w, "to start MPI", "");
+    ADD_FAILURE() << "the wait did not end";
+  } catch (const PeerFailure& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 2/4 group 'world' (mpi): init gave up waiting for ranks [1] to start MPI: the group's creation "
+                 "failed on rank 3: shm_slots='1' is too few");
+  }
+  EXPECT_LT(seconds_since(start), 2.0);
+}
+
+// The groups a group makes during its own creation (a hierarchical group's levels) wait for
+// ranks that may have failed elsewhere in it: while an EnclosingCreationScope lives, their
+// waits end when the enclosing creation has failed, naming the rank by its world rank.
+TEST(InitWait, AWaitInsideAnEnclosingCreationEndsWhenThatCreationHasFailed) {
+  HashStore store;
+  InitWait world = InitWait::starting_now(milliseconds(20000), milliseconds(10000), "rank 0/4 group 'world'");
+  world.failure_store = &store;
+  world.failure_key = "pg/world/creation_failed";
+  store.set("pg/world/creation_failed",
+            encode_creation_failure(3, std::make_exception_ptr(InvalidArgument("shm_slots='1' is too few"))));
+  auto level_wait = [&](milliseconds timeout) {
+    InitWait level = InitWait::starting_now(timeout, milliseconds(10000), "rank 0/2 group 'world/hier_local0'");
+    level.global_ranks = {0, 2};
+    level.failure_store = &store;
+    level.failure_key = "pg/world/hier_local0/creation_failed";
+    wait_for_keys(store, {"never"}, {1}, level, "to arrive at the store", "");
+  };
+  {
+    const EnclosingCreationScope enclosing(world);
+    const auto start = Clock::now();
+    try {
+      level_wait(milliseconds(20000));
+      ADD_FAILURE() << "the wait did not end";
+    } catch (const PeerFailure& e) {
+      EXPECT_STREQ(e.what(),
+                   "rank 0/2 group 'world/hier_local0': init gave up waiting for ranks [1] (world ranks [2]) to "
+                   "arrive at the store: the creation of the group this one is part of (rank 0/4 group 'world') "
+                   "failed on rank 3: shm_slots='1' is too few");
+    }
+    EXPECT_LT(seconds_since(start), 2.0);
+  }
+  // Outside the scope the enclosing creation is not looked at: the wait runs to its deadline.
+  EXPECT_THROW(level_wait(milliseconds(300)), Timeout);
+}
+
+// A group whose ranks are not the world's names the failed rank both ways.
+TEST(CreationFailure, NamesTheWorldRankOfASubgroupsRank) {
+  const std::string value = encode_creation_failure(1, std::make_exception_ptr(InvalidArgument("bad")));
+  EXPECT_EQ(CreationFailure::decode(value, {2, 3}).text, "rank 1 (world rank 3): bad");
+  EXPECT_EQ(CreationFailure::decode(value, {0, 1}).text, "rank 1: bad");
+  EXPECT_EQ(CreationFailure::decode(value).text, "rank 1: bad");
+}
+
 // Rank 0's store goes away while this rank waits on it (rank 0 was killed: no farewell):
 // the wait ends at once, naming the store's host, not with a bare StoreError. The same for
 // the launcher's store.
