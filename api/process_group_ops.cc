@@ -174,7 +174,7 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   spec.reduction = opts.op;
   spec.divided = &tensor;
   return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
-    plan.premultiplied(tensor, /*in_place=*/true);
+    plan.premultiply_in_place(tensor);
     return b.all_reduce(tensor, plan.applied_to(opts), ctx);
   });
 }

@@ -1,5 +1,7 @@
 #include "api/ops/op_numbering.h"
 
+#include <charconv>
+
 #include "api/timeouts.h"
 
 namespace distcomm {
@@ -14,19 +16,7 @@ OpContext OpNumbering::next(const OpSpec& spec) {
   ctx.seq = counter++;
   if (spec.kind != OpKind::kInternal) issued_[static_cast<size_t>(spec.type)].fetch_add(1, std::memory_order_relaxed);
   ctx.timeout = is_use_default(spec.timeout) ? group_timeout_ : spec.timeout;
-  // Appended in place: every op pays for this string.
-  std::string& d = ctx.description;
-  d.reserve(where_prefix_.size() + 64);
-  d = where_prefix_;
-  d += op_type_name(spec.type);
-  d += p2p ? " p2p#" : " #";
-  d += std::to_string(ctx.seq);
-  if (spec.tensor) {
-    d += " (";
-    d += spec.tensor->describe();
-    d += ')';
-  }
-  d += spec.description_suffix;
+  ctx.description = describe(spec, p2p, ctx.seq);
   OpFingerprint& f = ctx.fingerprint;
   f.op = spec.type;
   f.seq = ctx.seq;
@@ -47,6 +37,55 @@ OpContext OpNumbering::next(const OpSpec& spec) {
     f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag);
   }
   return ctx;
+}
+
+std::string OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq) {
+  const Tensor* t = spec.tensor;
+  auto same_as_last = [&] {
+    return last_.valid && last_.type == spec.type && last_.p2p == p2p && last_.has_tensor == (t != nullptr) &&
+           (!t || (last_.dtype == t->dtype() && last_.device == t->device() && last_.shape == t->shape())) &&
+           last_.suffix == spec.description_suffix;
+  };
+  auto fill = [&](LastDescription& d) {
+    d.type = spec.type;
+    d.p2p = p2p;
+    d.has_tensor = t != nullptr;
+    if (t) {
+      d.dtype = t->dtype();
+      d.device = t->device();
+      d.shape = t->shape();
+    }
+    d.suffix = spec.description_suffix;
+    d.head = where_prefix_;
+    d.head += op_type_name(spec.type);
+    d.head += p2p ? " p2p#" : " #";
+    d.tail.clear();
+    if (t) {
+      d.tail += " (";
+      d.tail += t->describe();
+      d.tail += ')';
+    }
+    d.tail += spec.description_suffix;
+    d.valid = true;
+  };
+  auto join = [seq](const LastDescription& d) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof(digits), seq).ptr;
+    std::string s;
+    s.reserve(d.head.size() + static_cast<size_t>(end - digits) + d.tail.size());
+    s += d.head;
+    s.append(digits, end);
+    s += d.tail;
+    return s;
+  };
+  std::unique_lock<std::mutex> lock(last_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    LastDescription fresh;
+    fill(fresh);
+    return join(fresh);
+  }
+  if (!same_as_last()) fill(last_);
+  return join(last_);
 }
 
 int64_t OpNumbering::next_ordinal(bool is_send, int peer, int tag) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "api/ops/op_spec.h"
 
@@ -35,8 +36,29 @@ class OpNumbering {
   uint64_t issued(OpType op) const { return issued_[static_cast<size_t>(op)].load(std::memory_order_relaxed); }
 
  private:
+  // The description of an op numbered seq: where_prefix, the op, its number, its tensor.
+  std::string describe(const OpSpec& spec, bool p2p, uint64_t seq);
+
   const std::string where_prefix_;
   const std::chrono::milliseconds group_timeout_;
+  // The last op's description around its number, for the next op of the same kind on a
+  // tensor of the same dtype, device and shape: a training loop or a benchmark issues the
+  // same ops over and over, and describing the tensor afresh (dtype name, shape, device)
+  // was ~1,000 of the ~6,400 instructions distcomm spent on an 8-byte all_reduce over shm.
+  struct LastDescription {
+    bool valid = false;
+    OpType type = OpType::kAllReduce;
+    bool p2p = false;
+    bool has_tensor = false;
+    DType dtype = DType::kFloat32;
+    Device device;
+    std::vector<int64_t> shape;
+    std::string suffix;
+    std::string head;  // where_prefix, op name, " #" or " p2p#"
+    std::string tail;  // " (float32[1000] on cpu)" and the suffix
+  };
+  std::mutex last_mu_;  // ops issued from several threads at once describe afresh
+  LastDescription last_;
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   std::atomic<uint64_t> internal_seq_{0};

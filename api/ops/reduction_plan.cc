@@ -24,8 +24,13 @@ ReductionPlan ReductionPlan::make(const std::string& where_prefix, OpType op, Ba
 Tensor ReductionPlan::premultiplied(const Tensor& input, bool in_place) const {
   if (premultiply_by == 1.0) return input;
   Tensor scaled = in_place ? input : input.clone();
-  scale_in_place(scaled.data(), static_cast<size_t>(scaled.numel()), scaled.dtype(), premultiply_by);
+  premultiply_in_place(scaled);
   return scaled;
+}
+
+void ReductionPlan::premultiply_in_place(Tensor& t) const {
+  if (premultiply_by == 1.0) return;
+  scale_in_place(t.data(), static_cast<size_t>(t.numel()), t.dtype(), premultiply_by);
 }
 
 WorkPtr ReductionPlan::divided_after(const WorkPtr& work, const Tensor& result) const {

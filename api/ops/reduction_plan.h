@@ -21,6 +21,8 @@ struct ReductionPlan {
                             const Tensor& t, int group_size);
   // input scaled for the plan (itself when in_place, else a copy), or input as it is.
   Tensor premultiplied(const Tensor& input, bool in_place) const;
+  // t scaled for the plan where it is (no Tensor copied: every all_reduce calls this).
+  void premultiply_in_place(Tensor& t) const;
   // work, followed by the plan's division of result.
   WorkPtr divided_after(const WorkPtr& work, const Tensor& result) const;
   // The op's options with the reduction the backend is asked for.
