@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
+#include "api/diagnostics/op_fingerprint.h"  // rank_list_text
 #include "api/errors.h"
 #include "api/plugin/plugin_registry.h"
 
@@ -16,6 +18,7 @@ namespace {
 constexpr char kShmReady[] = " shm";
 constexpr char kNcclPart[] = "|nccl";
 constexpr char kMpiPart[] = "|mpi";
+constexpr char kAcrossPart[] = "|across=";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -70,10 +73,10 @@ bool nccl_plugin(bool runs, const PluginSearch& plugins) {
 }
 
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
-                                   bool ask_mpi) {
+                                   bool ask_mpi, const std::string& hier_across) {
   return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
-         (shm_plugin(true, plugins) ? kShmReady : "") + (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") +
-         (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
+         (shm_plugin(true, plugins) ? kShmReady : "") + (hier_across.empty() ? "" : kAcrossPart + hier_across) +
+         (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }
 
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) {
@@ -84,6 +87,9 @@ ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) 
     std::string cpu = nccl ? p.substr(0, p.size() - std::strlen(kNcclPart)) : p;
     const bool mpi = ends_with(cpu, kMpiPart);
     if (mpi) cpu.resize(cpu.size() - std::strlen(kMpiPart));
+    const size_t across = cpu.rfind(kAcrossPart);
+    out.hier_across.push_back(across == std::string::npos ? "" : cpu.substr(across + std::strlen(kAcrossPart)));
+    if (across != std::string::npos) cpu.resize(across);
     out.cpu.push_back(std::move(cpu));
     out.runs_mpi.push_back(mpi);
     out.all_run_nccl = out.all_run_nccl && nccl;
@@ -139,6 +145,18 @@ void check_hier_across(const std::string& where, const std::string& setting) {
 std::string choose_across_backend(const std::string& where, const std::string& setting,
                                   const ExchangedPlacements& placements) {
   check_hier_across(where, setting);
+  std::map<std::string, std::vector<int>> said;  // setting -> the ranks that have it
+  for (size_t r = 0; r < placements.hier_across.size(); ++r) {
+    if (!placements.hier_across[r].empty()) said[placements.hier_across[r]].push_back(static_cast<int>(r));
+  }
+  if (said.size() > 1) {
+    std::string which;
+    for (const auto& [value, ranks] : said) {
+      which += (which.empty() ? "" : ", ") + value + " on ranks " + rank_list_text(ranks);
+    }
+    throw InvalidArgument(where + ": the ranks disagree on backend setting 'hier_across' (DISTCOMM_HIER_ACROSS): " +
+                          which + "; give every rank the same");
+  }
   if (setting == "gloo") return "gloo";
   for (size_t r = 0; r < placements.runs_mpi.size(); ++r) {
     if (placements.runs_mpi[r]) continue;

@@ -35,9 +35,10 @@ std::string shared_memory_domain();
 // plugin can run here (asked only where a GPU device node exists: loading NCCL costs a
 // few hundred ms a process). Before that, after a '|', "mpi" when asked (ask_mpi: the world
 // group of a rank mpirun started, whose hier_across allows mpi) and the mpi plugin can run here.
-// ask_nccl: only for "auto" alone, the one spec that may add nccl.
+// ask_nccl: only for "auto" alone, the one spec that may add nccl. Before "mpi", after a '|',
+// "across=<hier_across>" when given: the ranks must agree on it (choose_across_backend).
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
-                                   bool ask_nccl = false, bool ask_mpi = false);
+                                   bool ask_nccl = false, bool ask_mpi = false, const std::string& hier_across = "");
 
 // Every rank's exchanged placement, taken apart: what the CPU rule compares (the part
 // before '|', as below), whether every rank can run nccl, and which can run mpi.
@@ -45,6 +46,7 @@ struct ExchangedPlacements {
   std::vector<std::string> cpu;
   bool all_run_nccl = false;
   std::vector<bool> runs_mpi;  // per rank
+  std::vector<std::string> hier_across;  // per rank: its setting, "" where not exchanged
 };
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged);
 
@@ -77,6 +79,8 @@ std::string choose_auto_cpu_backend(const std::vector<std::string>& placements);
 // the first rank that cannot run it; "auto": mpi when every rank can (the world group of a
 // job mpirun started, the mpi plugin runs: Open MPI then uses the job's fast network,
 // InfiniBand through UCX), else gloo.
+// The ranks must agree on the setting: where they do not, every rank throws the same
+// InvalidArgument naming which ranks said what (they all see every rank's placement).
 // where: the group, as errors begin ("rank 1/4 group 'world'").
 std::string choose_across_backend(const std::string& where, const std::string& setting,
                                   const ExchangedPlacements& placements);

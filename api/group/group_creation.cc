@@ -95,7 +95,7 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     const bool ask_mpi = across != "gloo" && parent == nullptr &&
                          config_value(options_.backend_config, "launcher", "") == "mpirun";
     const ExchangedPlacements exchanged = split_placements(
-        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi)));
+        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi, across)));
     placements_ = exchanged.cpu;
     if (cpu->second == "auto") {
       const AutoChoice choice = choose_auto(spec_.text, plan_has_cuda, exchanged);
@@ -143,6 +143,11 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       // Alone, a backend that cannot run here fails the group now.
       if (!several) throw;
       backends.add_unavailable(device, e.what());
+    } catch (const InvalidArgument& e) {
+      // A plugin checks its settings' values when it is made ("shm_slots='1': expected an
+      // integer in [2, 64]"): say which rank, group and backend, as every other refusal does.
+      if (std::string(e.what()).rfind("rank ", 0) == 0) throw;
+      throw InvalidArgument(where_ + " (" + name + "): " + e.what());
     }
   }
   return backends;

@@ -251,7 +251,7 @@ const std::vector<ConfigKey>& core_config_keys() {
       {"hier_across", "gloo", "DISTCOMM_HIER_ACROSS",
        "the backend a hierarchical group (hier, or auto across hosts) uses across hosts and for the ops it runs "
        "flat: gloo, mpi, or auto (mpi for the world group of a job mpirun started where every rank can run the mpi "
-       "plugin, else gloo)"},
+       "plugin, else gloo); the same on every rank"},
   };
   return keys;
 }

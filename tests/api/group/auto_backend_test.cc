@@ -106,6 +106,31 @@ TEST(AutoBackend, MpiAcrossHostsOnlyWhereEveryRankRunsIt) {
   EXPECT_EQ(choose_across_backend("r", "auto", split_placements({})), "gloo");
 }
 
+// Ranks that disagree on hier_across would otherwise pick different backends across hosts
+// (or blame a rank for not running mpi when it was never asked to): every rank sees every
+// rank's setting in the placements and refuses with the same message naming who said what.
+TEST(AutoBackend, RanksThatDisagreeOnHierAcrossAreNamed) {
+  const std::string a = "boot-a pid:[1] shm", b = "boot-b pid:[1] shm";
+  const ExchangedPlacements split =
+      split_placements({a + "|across=mpi|mpi", a + "|across=mpi|mpi|nccl", b + "|across=mpi|mpi", b + "|across=gloo"});
+  EXPECT_EQ(split.cpu, (std::vector<std::string>{a, a, b, b})) << "the setting does not split a host";
+  EXPECT_EQ(split.hier_across, (std::vector<std::string>{"mpi", "mpi", "mpi", "gloo"}));
+  EXPECT_EQ(split.runs_mpi, (std::vector<bool>{true, true, true, false}));
+  try {
+    choose_across_backend("rank 0/4 group 'world'", "mpi", split);
+    ADD_FAILURE() << "a disagreement on hier_across was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 0/4 group 'world': the ranks disagree on backend setting 'hier_across' (DISTCOMM_HIER_ACROSS): "
+                 "gloo on ranks [3], mpi on ranks [0, 1, 2]; give every rank the same");
+  }
+  const ExchangedPlacements agreed = split_placements({a + "|across=auto|mpi", b + "|across=auto|mpi"});
+  EXPECT_EQ(choose_across_backend("r", "auto", agreed), "mpi");
+  PluginSearch plugins = PluginSearch::from_environment();
+  EXPECT_EQ(split_placements({auto_backend_placement(plugins, "x", false, false, "gloo")}).hier_across,
+            (std::vector<std::string>{"gloo"}));
+}
+
 // The decision and the name it gives, as group creation applies them.
 TEST(AutoBackend, OnlyAutoAloneAddsNcclAndSaysSo) {
   const std::string a = "boot-a pid:[1] shm", b = "boot-b pid:[1] shm";
