@@ -29,7 +29,8 @@ void fill_config(std::map<std::string, std::string>& config, const BackendSpec& 
   if (env.local_world_size >= 0) fill("local_world_size", std::to_string(env.local_world_size));
   fill("launcher", env.source);
   for (const auto& [key, value] : config_from_environment(core_config_keys())) fill(key, value);
-  for (const std::string& name : backend.names(plugins)) {
+  // After the core's keys: whether mpi's settings apply depends on hier_across and launcher.
+  for (const std::string& name : backend.names_taking_settings(plugins, config)) {
     for (const auto& [key, value] : config_from_environment(load_plugin(name, plugins).config_keys)) fill(key, value);
   }
 }

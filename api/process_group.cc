@@ -136,7 +136,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
   }
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(options)));
   // This rank's own mistakes are refused at once, before it waits for anyone.
-  if (check_config) check_backend_config(spec.names(pg->plugins()), pg->options_.backend_config, pg->plugins());
+  if (check_config) {
+    check_backend_config(spec.names_taking_settings(pg->plugins(), pg->options_.backend_config),
+                         pg->options_.backend_config, pg->plugins());
+  }
   GroupCreation creation(pg->options_, std::move(spec));
   std::exception_ptr failure;
   try {

@@ -51,6 +51,23 @@ std::vector<std::string> BackendSpec::names(const PluginSearch& plugins) const {
   return out;
 }
 
+std::vector<std::string> BackendSpec::names_taking_settings(const PluginSearch& plugins,
+                                                          const std::map<std::string, std::string>& config) const {
+  std::vector<std::string> out = names(plugins);
+  auto value = [&](const char* key) {
+    const auto it = config.find(key);
+    return it == config.end() ? std::string() : it->second;
+  };
+  const bool hierarchical = std::any_of(by_device.begin(), by_device.end(),
+                                        [](const auto& entry) { return entry.second == "auto" || entry.second == "hier"; });
+  const std::string across = value("hier_across");
+  if (hierarchical && (across == "auto" || across == "mpi") && value("launcher") == "mpirun" &&
+      std::find(out.begin(), out.end(), "mpi") == out.end()) {
+    out.push_back("mpi");
+  }
+  return out;
+}
+
 std::map<DeviceType, std::string> BackendSpec::plan(const PluginSearch& plugins) const {
   std::map<DeviceType, std::string> out = by_device;
   if (out.empty()) {

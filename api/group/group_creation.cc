@@ -111,7 +111,11 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     // handling, are its backend across hosts' (gloo, or mpi under mpirun). Its groups within
     // and across hosts come once the group stands.
     hierarchical_ = cpu->second == "hier";
-    if (hierarchical_) cpu->second = across_backend_ = choose_across_backend(where_, across, exchanged);
+    // A subgroup goes over gloo across hosts whatever the setting says (ask_mpi above); the
+    // ranks must still agree on it.
+    if (hierarchical_) {
+      cpu->second = across_backend_ = choose_across_backend(where_, parent == nullptr ? across : "gloo", exchanged);
+    }
   }
   GroupBackends backends("group '" + options_.group_name + "' (backend '" + spec_.text + "')");
   const bool several = plan.size() > 1;

@@ -7,6 +7,7 @@
 //   --backend=hier|auto    the group's backend spec
 //   --across=gloo|mpi|auto DISTCOMM_HIER_ACROSS, when given
 //   --expect=TEXT          the backend_name() the group must give
+//   --config=KEY=VALUE     a backend setting, when given (mpi's own: they reach mpi across)
 // The world has a file store (in TEST_TMPDIR): shm and the hierarchy need one.
 #include <gtest/gtest.h>
 
@@ -54,6 +55,8 @@ class HierWorld : public ::testing::Environment {
     o.backend = argument("backend");
     o.timeout = std::chrono::seconds(60);
     o.init_method = std::string("file://") + (dir ? dir : "/tmp") + "/hier_over_mpi_store";
+    const std::string config = argument("config");
+    if (!config.empty()) o.backend_config[config.substr(0, config.find('='))] = config.substr(config.find('=') + 1);
     init_process_group(o);
   }
   void TearDown() override { destroy_process_group(); }
