@@ -195,9 +195,12 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
   const HostLayout hosts = HostLayout::from_placements(creation.placements());
   const int host = hosts.host_of[static_cast<size_t>(rank())];
   const int local = hosts.local_rank_of[static_cast<size_t>(rank())];
-  ProcessGroupPtr within = make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host));
+  // Within the group's own deadline: init's timeout, or shrink's, bounds the levels too.
+  const auto deadline = creation.wait().deadline;
+  ProcessGroupPtr within =
+      make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host), deadline);
   ProcessGroupPtr across = make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], creation.across_backend(),
-                                         "hier_local" + std::to_string(local));
+                                         "hier_local" + std::to_string(local), deadline);
   backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
     return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
   });
@@ -310,7 +313,8 @@ Backend& ProcessGroup::backend_for(DeviceType device) { return backends_->servin
 // Subgroups
 
 std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>& ranks, const std::string& backend,
-                                                          const std::string& tag) {
+                                                          const std::string& tag,
+                                                          std::chrono::steady_clock::time_point deadline) {
   const std::string text = backend.empty() ? options_.backend : backend;
   BackendSpec spec = BackendSpec::parse(text);
   const auto me = std::find(ranks.begin(), ranks.end(), rank());
@@ -323,7 +327,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
   o.backend = text;
-  o.creation_deadline = {};  // a subgroup's creation counts from new_group
+  o.creation_deadline = deadline;  // unset: a subgroup's creation counts from new_group
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
   return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks);

@@ -63,7 +63,13 @@ std::vector<std::string> BackendSpec::names_taking_settings(const PluginSearch& 
   const std::string across = value("hier_across");
   if (hierarchical && (across == "auto" || across == "mpi") && value("launcher") == "mpirun" &&
       std::find(out.begin(), out.end(), "mpi") == out.end()) {
-    out.push_back("mpi");
+    // Only a plugin that loads has settings: without one, auto goes across over gloo (and
+    // hier_across=mpi is refused at creation, naming the rank), so init must not fail here.
+    try {
+      load_plugin("mpi", plugins);
+      out.push_back("mpi");
+    } catch (const BackendUnavailable&) {
+    }
   }
   return out;
 }

@@ -23,8 +23,8 @@ struct BackendSpec {
   std::vector<std::string> names(const PluginSearch& plugins) const;
   // The plugins whose settings a group of this spec takes, given its settings so far: its
   // names, and mpi where "auto" or "hier" may go over mpi across hosts (hier_across auto or
-  // mpi, in a process mpirun started: launcher = mpirun), so that mpi's own settings
-  // (agreement_check, progress, ...) reach it there too.
+  // mpi, in a process mpirun started: launcher = mpirun) and the mpi plugin loads, so that
+  // mpi's own settings (agreement_check, progress, ...) reach it there too.
   std::vector<std::string> names_taking_settings(const PluginSearch& plugins,
                                                  const std::map<std::string, std::string>& config) const;
   // Which device type each plugin serves ("auto" and "hier" left as they are): a single name serves every

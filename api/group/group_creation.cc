@@ -109,7 +109,8 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     }
     // The hierarchy's flat backend: every op it does not run by hosts, and its fault
     // handling, are its backend across hosts' (gloo, or mpi under mpirun). Its groups within
-    // and across hosts come once the group stands.
+    // and across hosts are made after this, still inside the group's creation
+    // (ProcessGroup::make_levels, before confirm).
     hierarchical_ = cpu->second == "hier";
     // A subgroup goes over gloo across hosts whatever the setting says (ask_mpi above); the
     // ranks must still agree on it.

@@ -53,8 +53,8 @@ class GroupCreation {
   // made during it).
   const InitWait& wait() const { return wait_; }
   // Whether "auto" or "hier" chose the hierarchy (hierarchical_backend.h): the CPU backend
-  // made is its flat one (across_backend()), and the group builds the rest once it stands,
-  // from placements().
+  // made is its flat one (across_backend()), and the group builds its levels from
+  // placements() before confirm, so that a level's failure is the creation's.
   bool hierarchical() const { return hierarchical_; }
   // The hierarchy's backend across hosts, which is also its flat one: "gloo" or "mpi"
   // (choose_across_backend); empty where the group is not hierarchical.

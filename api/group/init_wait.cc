@@ -210,6 +210,8 @@ CreationFailure CreationFailure::decode(const std::string& value, const std::vec
   return f;
 }
 
+CreationFailure CreationFailure::decode(const std::string& value) { return decode(value, {}); }
+
 void CreationFailure::raise(const std::string& message) const {
   if (timed_out) throw Timeout(message);
   throw PeerFailure(message);

@@ -7,6 +7,7 @@
 
 #include "api/errors.h"
 #include "api/group/host_layout.h"
+#include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
 
 namespace distcomm {
@@ -67,6 +68,18 @@ TEST(AutoBackend, SpecRoutesCpuToAuto) {
   const BackendSpec mixed = BackendSpec::parse("cpu:auto,cuda:nccl");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCPU), "auto");
   EXPECT_EQ(mixed.by_device.at(DeviceType::kCUDA), "nccl");
+}
+
+// mpi's settings are taken by a hierarchy that may go over mpi, but only where its plugin
+// loads: this test has no plugins, and init of "auto" under mpirun must not fail for that.
+TEST(AutoBackend, MpiSettingsOnlyWhereTheMpiPluginLoads) {
+  const PluginSearch none;  // this test's runfiles carry no plugin
+  ASSERT_THROW(load_plugin("mpi", none), BackendUnavailable);
+  const std::map<std::string, std::string> config = {{"hier_across", "auto"}, {"launcher", "mpirun"}};
+  std::vector<std::string> names;
+  ASSERT_NO_THROW(names = BackendSpec::parse("auto").names_taking_settings(none, config));
+  EXPECT_EQ(std::count(names.begin(), names.end(), "mpi"), 0);
+  EXPECT_EQ(BackendSpec::parse("gloo").names_taking_settings(none, config), (std::vector<std::string>{"gloo"}));
 }
 
 // What the ranks exchanged, taken apart: the CPU rule compares what comes before '|';
