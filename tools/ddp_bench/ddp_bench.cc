@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "api/errors.h"
 #include "api/init.h"
 #include "api/run_main.h"
 #include "api/process/spawn.h"
@@ -44,6 +45,7 @@ DEFINE_int32(out_width, 16, "outputs (the last Linear is width x out_width)");
 DEFINE_int32(batch, 16, "samples per rank per iteration");
 DEFINE_int32(iters, 20, "timed iterations per row");
 DEFINE_int32(warmup, 3, "untimed iterations per row (DDP rebuilds its buckets in the first)");
+DEFINE_string(config, "", "backend settings K=V,... (docs/environment.md's keys), e.g. shm_nap_us=200");
 DEFINE_string(caps, "0,0.25,1,4,25,one", "bucket_cap_mb values; 'one' is a single bucket");
 
 namespace {
@@ -144,6 +146,11 @@ std::vector<std::string> split_caps(const std::string& text) {
 void run_rank() {
   distcomm::InitOptions init;
   init.backend = FLAGS_backend;
+  for (const std::string& pair : split_caps(FLAGS_config)) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) throw distcomm::InvalidArgument("--config: '" + pair + "' is not K=V");
+    init.backend_config[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
   distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
   auto probe = nn::make_mlp(model_widths(), 1);
   int64_t params = 0;
