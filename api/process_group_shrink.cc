@@ -76,7 +76,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   for (int r : survivors) o.global_ranks.push_back(global_rank(r));
   // A hierarchical group goes across hosts over gloo, as a subgroup does: mpi across is for
   // the job mpirun started, and one whose ranks are lost cannot go on over it (see above).
-  if (o.backend_config.count("hier_across")) o.backend_config["hier_across"] = "gloo";
+  o.backend_config["hier_across"] = "gloo";  // absent means gloo too
   // The ops' timeout stays the group's; `timeout` bounds only the creation.
   o.creation_deadline =
       std::chrono::steady_clock::now() + (timeout > std::chrono::milliseconds::zero() ? timeout : options_.timeout);

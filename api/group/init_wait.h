@@ -51,8 +51,8 @@ struct CreationFailure {
   // global_ranks: the group's world rank of each of its ranks ("rank 1 (world rank 3): ..."
   // where they differ); empty: the group's ranks are the world's.
   static CreationFailure decode(const std::string& value, const std::vector<int>& global_ranks);
-  // The group's ranks as the world's. Kept as its own symbol: plugins built before
-  // global_ranks existed call it.
+  // The group's ranks as the world's. Kept as its own symbol for callers outside the tree
+  // built before global_ranks existed.
   static CreationFailure decode(const std::string& value);
   // Throws `message` as the error of a rank that learned of this failure: a Timeout when it
   // was one (it names the ranks that never came: the job's cause), else a PeerFailure.

@@ -136,7 +136,7 @@ class Row {
   RowResult result_;
 };
 
-std::vector<std::string> split_caps(const std::string& text) {
+std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> caps;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) caps.push_back(item);
@@ -146,7 +146,7 @@ std::vector<std::string> split_caps(const std::string& text) {
 void run_rank() {
   distcomm::InitOptions init;
   init.backend = FLAGS_backend;
-  for (const std::string& pair : split_caps(FLAGS_config)) {
+  for (const std::string& pair : split_commas(FLAGS_config)) {
     const size_t eq = pair.find('=');
     if (eq == std::string::npos || eq == 0) throw distcomm::InvalidArgument("--config: '" + pair + "' is not K=V");
     init.backend_config[pair.substr(0, eq)] = pair.substr(eq + 1);
@@ -157,9 +157,10 @@ void run_rank() {
   for (nn::Parameter* p : probe->parameters()) params += p->value.numel();
   const bool print = pg->rank() == 0;
   if (print) {
-    std::printf("ddp_bench: %d ranks (%s), MLP %d-%dx%d-%d: %.2fM parameters (%s of float32 gradients), "
+    std::printf("ddp_bench: %d ranks (%s%s%s), MLP %d-%dx%d-%d: %.2fM parameters (%s of float32 gradients), "
                 "batch %d per rank, median of %d iterations after %d warm-up\n\n",
-                pg->size(), pg->backend_name().c_str(), FLAGS_in_width, FLAGS_layers, FLAGS_width, FLAGS_out_width,
+                pg->size(), pg->backend_name().c_str(), FLAGS_config.empty() ? "" : "; ",
+                FLAGS_config.c_str(), FLAGS_in_width, FLAGS_layers, FLAGS_width, FLAGS_out_width,
                 params / 1e6,
                 ddp::format_bytes(4.0 * params).c_str(), FLAGS_batch, FLAGS_iters, FLAGS_warmup);
     std::printf("%-26s %7s %10s %9s %9s %11s %9s\n", "mode", "buckets", "iter ms", "vs local", "comm ms",
@@ -167,7 +168,7 @@ void run_rank() {
   }
   // The rows take turns, one iteration each, so that a change in the machine's load
   // (other processes, frequency) affects every row alike.
-  const std::vector<std::string> caps = split_caps(FLAGS_caps);
+  const std::vector<std::string> caps = split_commas(FLAGS_caps);
   std::vector<std::unique_ptr<Row>> rows;
   rows.push_back(std::make_unique<Row>(*pg, nullptr));
   rows.push_back(std::make_unique<Row>(*pg, nullptr, /*synchronous=*/true));
