@@ -196,11 +196,11 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
   const int host = hosts.host_of[static_cast<size_t>(rank())];
   const int local = hosts.local_rank_of[static_cast<size_t>(rank())];
   // Within the group's own deadline: init's timeout, or shrink's, bounds the levels too.
-  const auto deadline = creation.wait().deadline;
+  const InitWait& bound = creation.wait();
   ProcessGroupPtr within =
-      make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host), deadline);
+      make_subgroup(hosts.hosts[static_cast<size_t>(host)], "shm", "hier_host" + std::to_string(host), &bound);
   ProcessGroupPtr across = make_subgroup(hosts.across_hosts()[static_cast<size_t>(local)], creation.across_backend(),
-                                         "hier_local" + std::to_string(local), deadline);
+                                         "hier_local" + std::to_string(local), &bound);
   backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
     return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
   });
@@ -314,7 +314,7 @@ Backend& ProcessGroup::backend_for(DeviceType device) { return backends_->servin
 
 std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                                           const std::string& tag,
-                                                          std::chrono::steady_clock::time_point deadline) {
+                                                          const InitWait* within) {
   const std::string text = backend.empty() ? options_.backend : backend;
   BackendSpec spec = BackendSpec::parse(text);
   const auto me = std::find(ranks.begin(), ranks.end(), rank());
@@ -327,7 +327,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
   o.backend = text;
-  o.creation_deadline = deadline;  // unset: a subgroup's creation counts from new_group
+  if (within) {  // else a subgroup's creation counts from new_group
+    o.creation_deadline = within->deadline;
+    o.creation_timeout = within->timeout;
+  }
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
   return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks);

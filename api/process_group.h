@@ -33,6 +33,7 @@ class BackendCall;
 class DetailChecks;
 class GroupBackends;
 class GroupCreation;
+struct InitWait;
 class OpNumbering;
 struct OpSpec;
 
@@ -170,10 +171,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // ranks there, whose backends it may reuse.
   static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, BackendSpec spec, bool check_config,
                                              ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
-  // deadline: when its creation must be done; unset, it counts from now (new_group's timeout).
+  // within: the creation whose deadline (and timeout, for messages) bounds this one's; null,
+  // it counts from now (new_group's timeout).
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
-                                              const std::string& tag,
-                                              std::chrono::steady_clock::time_point deadline = {});
+                                              const std::string& tag, const InitWait* within = nullptr);
   // A hierarchical group's levels (shm within its host, the across backend between hosts),
   // made during its creation, and the hierarchy wrapped around its CPU backend.
   void make_levels(const GroupCreation& creation);

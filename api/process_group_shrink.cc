@@ -78,8 +78,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   // the job mpirun started, and one whose ranks are lost cannot go on over it (see above).
   o.backend_config["hier_across"] = "gloo";  // absent means gloo too
   // The ops' timeout stays the group's; `timeout` bounds only the creation.
-  o.creation_deadline =
-      std::chrono::steady_clock::now() + (timeout > std::chrono::milliseconds::zero() ? timeout : options_.timeout);
+  o.creation_timeout = timeout > std::chrono::milliseconds::zero() ? timeout : options_.timeout;
+  o.creation_deadline = std::chrono::steady_clock::now() + o.creation_timeout;
   return build(std::move(o), BackendSpec::parse(options_.backend), /*check_config=*/false);
 }
 

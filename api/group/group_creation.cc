@@ -35,6 +35,7 @@ GroupCreation::GroupCreation(const ProcessGroupOptions& options, BackendSpec spe
       where_(where_of(options)),
       wait_(InitWait::starting_now(options.timeout, options.creation_report_every, where_)) {
   if (options_.creation_deadline != InitWait::Clock::time_point{}) wait_.deadline = options_.creation_deadline;
+  if (options_.creation_timeout > std::chrono::milliseconds::zero()) wait_.timeout = options_.creation_timeout;
   wait_.global_ranks = options_.global_ranks;
 }
 

@@ -40,6 +40,9 @@ struct ProcessGroupOptions {
   // own start, so that connecting to the store counts; unset (the default), creation counts
   // from its own start. Every phase of creation waits within it.
   std::chrono::steady_clock::time_point creation_deadline{};
+  // What creation_deadline was made of, for messages ("the group's timeout is 5.0 s"):
+  // shrink's own timeout, or the enclosing creation's for a hierarchy's levels. Zero: timeout.
+  std::chrono::milliseconds creation_timeout{0};
   // How often a rank waiting at creation says whom it waits for.
   std::chrono::milliseconds creation_report_every = kDefaultInitReportInterval;
   // Where the store is, for messages ("tcp://10.0.0.1:29500").

@@ -224,6 +224,8 @@ TEST(Shrink, SurvivorsThatDisagreeDoNotMeet) {
   });
   for (int r : {0, 1, 3}) {
     EXPECT_EQ(what[r].rfind("Timeout: ", 0), 0u) << "rank " << r << ": " << what[r];
+    // The time shrink allowed, not the ops' timeout the shrunk group keeps.
+    EXPECT_NE(what[r].find("timeout is 1.5 s"), std::string::npos) << what[r];
   }
   // Rank 3's group waited for world rank 0 (which went to the other), theirs for world rank 3.
   for (int r : {0, 1}) {
