@@ -92,8 +92,8 @@ std::string split_ranks_text(const std::vector<std::vector<int>>& split_ranks) {
 // Construction
 
 ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(options)) {
-  const std::string where_prefix = "rank " + std::to_string(options_.rank) + "/" + std::to_string(options_.size) +
-                                   " group '" + options_.group_name + "' ";
+  const std::string where_prefix =
+      group_rank_text(options_.rank, options_.size, options_.group_name, options_.global_ranks) + " ";
   checks_ = std::make_unique<ArgumentChecks>(options_.rank, options_.size, where_prefix);
   numbering_ = std::make_unique<OpNumbering>(where_prefix, options_.timeout);
 }
@@ -239,7 +239,7 @@ void ProcessGroup::create_exchange() {
   o.rank = rank();
   o.size = size();
   o.timeout = options_.timeout;
-  o.where = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + name() + "'";
+  o.where = group_rank_text(rank(), size(), name(), options_.global_ranks);
   o.store_host = options_.store_host;
   if (options_.store) {
     exchange_ = make_store_exchange(o, options_.store, store_prefix_ + "exchange/");
@@ -327,10 +327,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
   o.backend = text;
-  if (within) {  // else a subgroup's creation counts from new_group
-    o.creation_deadline = within->deadline;
-    o.creation_timeout = within->timeout;
-  }
+  // Not the parent's own (init's, long past): a subgroup's creation counts from new_group,
+  // or within the creation it is part of.
+  o.creation_deadline = within ? within->deadline : std::chrono::steady_clock::time_point{};
+  o.creation_timeout = within ? within->timeout : std::chrono::milliseconds::zero();
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
   return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks);

@@ -324,6 +324,9 @@ void Manager::make_group(Clock::time_point creation_deadline) {
   po.timeout = options_.op_timeout;
   po.group_name = keys::kGroupName;
   po.creation_deadline = creation_deadline;
+  // What a Timeout quotes: the slice this creation has, not the ops' timeout.
+  po.creation_timeout = std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(
+                                                                   creation_deadline - Clock::now()));
   po.store_text = "the fault-tolerant job's store (" + generation_.describe() + ")";
   // Watched while it is made: a member gone now fails the creation on every member
   // (liveness_monitor.h), well before the slice ends.

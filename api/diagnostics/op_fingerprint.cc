@@ -207,6 +207,14 @@ std::string rank_list_text(const std::vector<int>& ranks) {
   return s + "]";
 }
 
+std::string group_rank_text(int rank, int size, const std::string& group_name, const std::vector<int>& global_ranks) {
+  std::string s = "rank " + std::to_string(rank) + "/" + std::to_string(size);
+  if (rank >= 0 && static_cast<size_t>(rank) < global_ranks.size() && global_ranks[static_cast<size_t>(rank)] != rank) {
+    s += " (world rank " + std::to_string(global_ranks[static_cast<size_t>(rank)]) + ")";
+  }
+  return s + " group '" + group_name + "'";
+}
+
 std::string rank_table(const std::vector<std::string>& text_by_rank) {
   // Lines in the order their first rank appears.
   std::vector<std::string> texts;

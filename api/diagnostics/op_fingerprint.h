@@ -111,4 +111,11 @@ std::string elements_text(int64_t count, DType dtype);
 // "[0, 2]"
 std::string rank_list_text(const std::vector<int>& ranks);
 
+// How a message names a rank of a group: "rank 1/2 group 'world/g0'". In a group whose ranks
+// are not the world's, its world rank too, "rank 1/2 (world rank 3) group 'world/g0'": the
+// number the launcher's [rank R] prefix and the job's other ranks know the process by.
+// global_ranks[group rank] = world rank (BackendOptions' and ProcessGroupOptions'); empty:
+// the same.
+std::string group_rank_text(int rank, int size, const std::string& group_name, const std::vector<int>& global_ranks);
+
 }  // namespace distcomm

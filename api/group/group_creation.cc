@@ -1,5 +1,6 @@
 #include "api/group/group_creation.h"
 
+#include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
 #include "api/plugin/plugin_registry.h"
@@ -24,7 +25,7 @@ bool may_be_consequence(const std::exception_ptr& failure, const std::string& fi
 }
 
 std::string where_of(const ProcessGroupOptions& o) {
-  return "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "'";
+  return group_rank_text(o.rank, o.size, o.group_name, o.global_ranks);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include "api/diagnostics/op_fingerprint.h"
 #include "backends/gloo/gloo_device.h"
 #include "backends/gloo/gloo_loop_thread.h"
 
@@ -32,8 +33,8 @@ GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);
   if (options.size == 1) return;  // nobody to connect to
-  const std::string where = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) +
-                            " group '" + options.group_name + "' (gloo, listening on " + listening_on_ + ")";
+  const std::string where = group_rank_text(options.rank, options.size, options.group_name, options.global_ranks) +
+                            " (gloo, listening on " + listening_on_ + ")";
   std::vector<int> same_host_pids;
   context_->adopt_connections(
       device_, connect_full_mesh(*context_, device_, *options.store,

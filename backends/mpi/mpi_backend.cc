@@ -87,8 +87,8 @@ std::unique_ptr<Op> MpiBackend::make_op(Call call, OpType type, const OpContext&
   op->call = call;
   std::string description = ctx.description;
   if (description.empty()) {
-    description = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" +
-                  options().group_name + "' " + op_type_name(type) + " #" + std::to_string(ctx.seq);
+    description = group_rank_text(rank(), size(), options().group_name, options().global_ranks) + " " +
+                  op_type_name(type) + " #" + std::to_string(ctx.seq);
   }
   op->work = std::make_shared<MpiWork>(type, ctx.seq, std::move(description), runtime_);
   // A zero or negative timeout means none (the ProcessGroup always resolves one).

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/plugin/plugin.h"
 #include "backends/mpi/mpi_backend.h"
@@ -72,8 +73,7 @@ Backend* create(const BackendOptions& options) {
   // the group's creation (init_wait.h).
   const InitWait wait = InitWait::for_backend(
       options.config, options.timeout,
-      "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) + " group '" + options.group_name +
-          "' (mpi)",
+      group_rank_text(options.rank, options.size, options.group_name, options.global_ranks) + " (mpi)",
       options.global_ranks, options.store.get());
   Runtime& runtime = Runtime::start(config, wait);
   check_world(options, runtime);

@@ -74,8 +74,8 @@ Backend* NcclBackend::create_subgroup_backend(const BackendOptions* sub, const s
   failure_->check_usable();  // a failed group cannot take part in a split
   if (!parent->usable()) return nullptr;  // its setup is still to come (never on an op's path)
   const SplitPart part = split_part(rank(), members, sub != nullptr);
-  const std::string what = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" +
-                           options().group_name + "' making a subgroup of its ranks " + [&] {
+  const std::string what = group_rank_text(rank(), size(), options().group_name, options().global_ranks) +
+                           " making a subgroup of its ranks " + [&] {
                              std::string list;
                              for (int m : members) list += (list.empty() ? "" : ",") + std::to_string(m);
                              return "[" + list + "]";
@@ -300,8 +300,8 @@ std::string NcclBackend::op_label(OpType op, const OpContext& ctx, int device) c
   // The ProcessGroup's description already names rank, group, op and seq; a direct caller
   // of the backend may not have given one.
   if (!ctx.description.empty()) return ctx.description;
-  return "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + " group '" + options().group_name +
-         "' " + op_type_name(op) + " #" + std::to_string(ctx.seq) + " on cuda:" + std::to_string(device);
+  return group_rank_text(rank(), size(), options().group_name, options().global_ranks) + " " + op_type_name(op) +
+         " #" + std::to_string(ctx.seq) + " on cuda:" + std::to_string(device);
 }
 
 }  // namespace nccl

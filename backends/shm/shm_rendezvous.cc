@@ -10,6 +10,7 @@
 
 #include "api/group/auto_backend.h"
 #include "api/errors.h"
+#include "api/diagnostics/op_fingerprint.h"
 #include "api/group/init_wait.h"
 #include "backends/shm/shm_cpus.h"
 #include "api/plugin/process_watch.h"
@@ -182,8 +183,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
-  const std::string where =
-      "rank " + std::to_string(o.rank) + "/" + std::to_string(o.size) + " group '" + o.group_name + "' (shm)";
+  const std::string where = group_rank_text(o.rank, o.size, o.group_name, o.global_ranks) + " (shm)";
   const InitWait wait = InitWait::for_backend(o.config, o.timeout, where, o.global_ranks, o.store.get());
   wait_for_keys(*o.store, keys_for(o.size, key_of), o, wait, "to publish their shm segments");
 

@@ -87,8 +87,11 @@ TEST(HierCreationFailure, ARankWhoseShmLevelFailsEndsEveryRanksCreationSoonNamin
         EXPECT_EQ(out.kind, rank == kFailing ? "InvalidArgument" : "PeerFailure") << "rank " << rank;
         EXPECT_NE(out.message.find("shm_slots"), std::string::npos) << "rank " << rank << ": " << out.message;
         if (rank != kFailing) EXPECT_NE(out.message.find("rank 3"), std::string::npos) << "rank " << rank << ": " << out.message;
-        // The plugin's refusal of the value, with the rank, group and backend that refused it.
-        if (rank == kFailing) EXPECT_EQ(out.message.rfind("rank 1/2 group 'world/hier_host1' (shm): shm", 0), 0u) << out.message;
+        // The plugin's refusal of the value, with the rank (in its level and in the world),
+        // group and backend that refused it.
+        if (rank == kFailing) {
+          EXPECT_EQ(out.message.rfind("rank 1/2 (world rank 3) group 'world/hier_host1' (shm): shm", 0), 0u) << out.message;
+        }
       });
 }
 
