@@ -1,5 +1,6 @@
 #include "api/group/group_creation.h"
 
+#include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
@@ -187,8 +188,12 @@ void GroupCreation::confirm(const std::exception_ptr& failure) {
     }
     // This rank may serve the store: the others read the failure there before it goes.
     internal::note_failure_for_peers();
+    // This rank's backend may have said its failure already (InitWait::say_creation_failed,
+    // before closing its connections): a record of this rank's is its own, not an earlier one.
+    const std::optional<FailureRecord> record = FailureRecord::decode(first);
+    const bool own = first == mine || (record && record->rank == options_.rank);
     const CreationFailure earlier = CreationFailure::decode(first, options_.global_ranks);
-    if (first != mine && may_be_consequence(failure, earlier.text)) {
+    if (!own && may_be_consequence(failure, earlier.text)) {
       earlier.raise(prefix + "creation failed first on " + earlier.text + " -- and then here: rank " +
                     std::to_string(options_.rank) + ": " + message_of(failure));
     }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "api/errors.h"
+#include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/group_failure.h"
 #include "api/store/internal/store_host.h"
 #include "api/logging.h"
@@ -15,12 +16,6 @@ namespace distcomm {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string seconds_text(milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
 
 }  // namespace
 
@@ -83,19 +78,20 @@ EnclosingCreationScope::~EnclosingCreationScope() { innermost_enclosing = previo
 struct EnclosingCreations {
   static bool any() { return innermost_enclosing != nullptr || current_creation != nullptr; }
   // Raises the failure of the first of them found to have failed, if any has.
-  static void raise_any_failure(const InitWait& w, const std::string& waiting) {
+  // waiting(): what the wait was doing, asked only when one has failed.
+  static void raise_any_failure(const InitWait& w, const std::function<std::string()>& waiting) {
     const InitWait* creating = current_creation;
     if (creating && creating != &w && creating->failure_store &&
         !(creating->failure_store == w.failure_store && creating->failure_key == w.failure_key) &&
         creating->failure_store->check({creating->failure_key})) {
       const CreationFailure first = CreationFailure::decode(creating->failure_store->get_string(creating->failure_key),
                                                             creating->global_ranks);
-      first.raise(waiting + ": the group's creation failed on " + first.text);
+      first.raise(waiting() + ": the group's creation failed on " + first.text);
     }
     for (const EnclosingCreationScope* s = innermost_enclosing; s; s = s->previous_) {
       if (!s->store_ || !s->store_->check({s->key_})) continue;
       const CreationFailure first = CreationFailure::decode(s->store_->get_string(s->key_), s->global_ranks_);
-      first.raise(waiting + ": the creation of the group this one is part of (" + s->where_ + ") failed on " +
+      first.raise(waiting() + ": the creation of the group this one is part of (" + s->where_ + ") failed on " +
                   first.text);
     }
   }
@@ -142,12 +138,7 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
     try {
       if (poll(slice)) return;
-      if (w.failure_store && w.failure_store->check({w.failure_key})) {
-        const CreationFailure first = CreationFailure::decode(w.failure_store->get_string(w.failure_key), w.global_ranks);
-        first.raise(w.where + ": init gave up waiting for " + who(true) + " " + what +
-                    ": the group's creation failed on " + first.text);
-      }
-      EnclosingCreations::raise_any_failure(w, w.where + ": init gave up waiting for " + who(true) + " " + what);
+      w.raise_if_creation_failed([&] { return w.where + ": init gave up waiting for " + who(true) + " " + what; });
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
@@ -191,6 +182,29 @@ void InitWait::until(const std::string& what, const std::function<bool(milliseco
 void InitWait::until_named(const std::string& whom, const std::string& what,
                            const std::function<bool(milliseconds)>& poll, const std::string& hint) const {
   wait_until(*this, what, poll, [&](bool) { return whom; }, hint);
+}
+
+void InitWait::raise_if_creation_failed(const std::function<std::string()>& waiting) const {
+  if (failure_store && failure_store->check({failure_key})) {
+    const CreationFailure first = CreationFailure::decode(failure_store->get_string(failure_key), global_ranks);
+    first.raise(waiting() + ": the group's creation failed on " + first.text);
+  }
+  EnclosingCreations::raise_any_failure(*this, waiting);
+}
+
+void InitWait::say_creation_failed(int rank, const std::exception_ptr& error) const {
+  const std::string record = encode_creation_failure(rank, error);
+  auto say = [&](Store* store, const std::string& key) {
+    if (!store || key.empty()) return;
+    try {
+      store->compare_set(key, {}, to_bytes(record));
+    } catch (const std::exception&) {
+      // The store has gone too: this rank's own error says more than this record could.
+    }
+  };
+  say(failure_store, failure_key);
+  const InitWait* creating = BackendCreationScope::current();
+  if (creating && creating != this) say(creating->failure_store, creating->failure_key);
 }
 
 CreationFailure CreationFailure::decode(const std::string& value, const std::vector<int>& global_ranks) {

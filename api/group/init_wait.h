@@ -115,6 +115,20 @@ struct InitWait {
   // to serve the store at ...").
   void until_named(const std::string& whom, const std::string& what,
                    const std::function<bool(std::chrono::milliseconds)>& poll, const std::string& hint) const;
+
+  // Throws, as until does, when another rank's part of this creation (failure_key) or of
+  // one enclosing it has failed; waiting() says what this rank was doing ("init gave up
+  // waiting for ..."), asked only then. For a failure seen outside until: a peer that
+  // refuses a connection is most often one that failed first and closed, and its error,
+  // not the refusal, is the job's cause.
+  void raise_if_creation_failed(const std::function<std::string()>& waiting) const;
+  // Says now that this rank's part of the creation failed with `error` (group rank `rank`),
+  // under failure_key and the creating group's key (BackendCreationScope), unless another
+  // rank said so first. A backend's rendezvous calls it before it closes its connections,
+  // so that a peer those closings reach already finds why (GroupCreation::confirm says it
+  // too, later; it knows this rank's record by its rank). Never throws: a store that has
+  // gone leaves this rank's own error to say it.
+  void say_creation_failed(int rank, const std::exception_ptr& error) const;
 };
 
 // While one lives, the backend a group's creation makes on this thread (a plugin's create()

@@ -2,7 +2,7 @@
 
 #include <gloo/types.h>
 
-#include "backends/gloo/gloo_slots.h"
+#include "backends/gloo/gloo_fail_pairs.h"
 
 namespace distcomm {
 namespace gloo {
@@ -125,27 +125,9 @@ void InterruptibleContext::interrupt(std::exception_ptr why) {
 }
 
 void InterruptibleContext::close_connections() {
-  // gloo has no call that closes a context's connections from another thread. It does one
-  // thing when a wait on an unbound buffer times out: it signals every pair of the context
-  // ("Application timeout caused pair closure"), which fails their pending operations and
-  // closes their sockets. So: post a receive on a slot nobody ever sends to and wait for it
-  // for one millisecond.
-  char unused = 0;
-  for (int i = 1; i < size; ++i) {
-    const int peer = (rank + i) % size;
-    auto buffer = create_unregistered_buffer(&unused, 1);
-    try {
-      buffer->recv(peer, ::gloo::Slot::build(kNeverSentSlotPrefix, 0), 0, 1);
-    } catch (const std::exception&) {
-      continue;  // this pair is closed already; another one may still be open
-    }
-    try {
-      buffer->waitRecv(nullptr, std::chrono::milliseconds(1));
-    } catch (const std::exception&) {
-      // The timeout that signalled every pair: done.
-    }
-    return;
-  }
+  std::vector<int> peers;
+  for (int i = 1; i < size; ++i) peers.push_back((rank + i) % size);
+  fail_every_pair(*tcp_, peers);
 }
 
 }  // namespace gloo

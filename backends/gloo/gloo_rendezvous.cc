@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 #include "api/group/auto_backend.h"
 #include "api/errors.h"
+#include "backends/gloo/gloo_fail_pairs.h"
 
 namespace distcomm {
 namespace gloo {
@@ -24,6 +26,10 @@ using std::chrono::milliseconds;
 // Enough to overlap the round trips of many connects; a connect that waits for a peer
 // that never comes holds its thread, which the deadline frees.
 constexpr int kMaxConnectThreads = 8;
+
+// How long a failing rendezvous lets connects under way end before closing its pairs
+// (connect_full_mesh): far above a connect's microseconds, small beside a failing init.
+constexpr milliseconds kSettleBeforeClosing{250};
 
 std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
 
@@ -81,7 +87,8 @@ class Connector {
         peers_(std::move(peers)),
         addresses_(std::move(addresses)),
         started_(addresses_.size()),
-        done_(addresses_.size()) {
+        done_(addresses_.size()),
+        failed_(addresses_.size()) {
     const int n = std::min<int>(kMaxConnectThreads, static_cast<int>(peers_.size()));
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { run(); });
   }
@@ -91,6 +98,12 @@ class Connector {
   bool wait_for(milliseconds slice) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, slice, [&] { return finished_ == peers_.size() || failed_peer_ >= 0; });
+  }
+
+  // Waits up to `bound` for every connect to have ended, connected or not.
+  void settle(milliseconds bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, bound, [&] { return finished_ == peers_.size(); });
   }
 
   std::vector<int> not_connected() {
@@ -109,9 +122,14 @@ class Connector {
     return failed_peer_;
   }
 
-  // No new connects; closes the pairs whose connect is still blocked (which wakes it) until
-  // none is, then joins the threads. Closing again is needed: a thread may start a
-  // connect on a pair just closed, which makes a new socket and waits on it.
+  // No new connects; fails every pair while a connect is still blocked (which wakes it),
+  // then joins the threads. Not Pair::close(): that resets the connection, and a peer
+  // whose gloo loop has just seen that connection complete then asks the kernel for the
+  // address of a socket already reset; getpeername fails, gloo's assertion throws on its
+  // loop thread, and the peer's process terminates. (A connection still in a listening
+  // pair's queue is reset by the kernel when that socket closes, whatever closes it: a
+  // failing rendezvous first lets connects under way end, settle().) On success nothing
+  // is blocked and nothing is failed.
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -126,7 +144,7 @@ class Connector {
         }
       }
       if (blocked.empty()) break;
-      for (int p : blocked) transport_.getPair(p)->close();
+      fail_every_pair(transport_, connected_first());
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, milliseconds(50));
     }
@@ -136,6 +154,19 @@ class Connector {
   }
 
  private:
+  // The peers, those connected first (fail_every_pair says why).
+  std::vector<int> connected_first() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int> out;
+    for (int p : peers_) {
+      if (done_[static_cast<size_t>(p)] && !failed_[static_cast<size_t>(p)]) out.push_back(p);
+    }
+    for (int p : peers_) {
+      if (!done_[static_cast<size_t>(p)] || failed_[static_cast<size_t>(p)]) out.push_back(p);
+    }
+    return out;
+  }
+
   void run() {
     for (;;) {
       int peer = -1;
@@ -156,6 +187,7 @@ class Connector {
       {
         std::lock_guard<std::mutex> lock(mu_);
         done_[static_cast<size_t>(peer)] = 1;
+        failed_[static_cast<size_t>(peer)] = error.empty() ? 0 : 1;
         ++finished_;
         // After stop() began, failures are of its own closing.
         if (!error.empty() && !stopping_ && failed_peer_ < 0) {
@@ -174,6 +206,7 @@ class Connector {
   std::condition_variable cv_;
   std::vector<char> started_;  // by rank
   std::vector<char> done_;     // by rank
+  std::vector<char> failed_;   // by rank: its connect threw
   size_t next_ = 0;
   size_t finished_ = 0;
   bool stopping_ = false;
@@ -202,35 +235,57 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const std::vector<char> bytes = transport->createPair(p)->address().bytes();
     mine.insert(mine.end(), bytes.begin(), bytes.end());
   }
-  store.set(address_key(rank), published(mine));
+  // From here a failure is said before this rank's connections and listening sockets
+  // close, so that a peer refused or cut off by their closing finds why in the store.
+  std::optional<Connector> connector;
+  try {
+    store.set(address_key(rank), published(mine));
 
-  std::vector<std::string> keys;
-  for (int p : peers) keys.push_back(address_key(p));
-  wait_for_keys(store, keys, peers, wait, "to publish their gloo addresses",
-                "they have not reached the gloo rendezvous, or are stuck or gone");
+    std::vector<std::string> keys;
+    for (int p : peers) keys.push_back(address_key(p));
+    wait_for_keys(store, keys, peers, wait, "to publish their gloo addresses",
+                  "they have not reached the gloo rendezvous, or are stuck or gone");
 
-  std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
-  same_host_pids->assign(static_cast<size_t>(size), 0);
-  for (int p : peers) {
-    Published theirs = read_published(store, rank, size, p);
-    addresses[static_cast<size_t>(p)] = std::move(theirs.address_for_me);
-    (*same_host_pids)[static_cast<size_t>(p)] = theirs.same_host_pid;
+    std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
+    same_host_pids->assign(static_cast<size_t>(size), 0);
+    for (int p : peers) {
+      Published theirs = read_published(store, rank, size, p);
+      addresses[static_cast<size_t>(p)] = std::move(theirs.address_for_me);
+      (*same_host_pids)[static_cast<size_t>(p)] = theirs.same_host_pid;
+    }
+
+    connector.emplace(*transport, peers, std::move(addresses));
+    wait.until(
+        "to connect with this rank over gloo", [&](milliseconds slice) { return connector->wait_for(slice); },
+        [&] { return connector->not_connected(); },
+        "they published addresses and did not connect: they are stuck or gone, or their addresses are not "
+        "reachable from here (DISTCOMM_SOCKET_IFNAME)");
+    std::string failure;
+    const int failed = connector->failed_peer(&failure);
+    if (failed >= 0) {
+      const std::string refused =
+          wait.where + ": the gloo rendezvous cannot connect to rank " + std::to_string(failed) + " (" + failure + ")";
+      // A rank that failed its part first said so before closing its end: that failure,
+      // not the refusal it caused here, is the cause.
+      wait.raise_if_creation_failed([&] { return refused; });
+      throw PeerFailure(refused + ": its process has gone since it published its address, or that address is not "
+                                  "reachable from here (DISTCOMM_SOCKET_IFNAME)");
+    }
+  } catch (...) {
+    wait.say_creation_failed(rank, std::current_exception());
+    if (connector) {
+      // A live peer's connect to one of this rank's listening pairs may be under way (it
+      // failed at the same moment, refused by the same gone rank). Closing a listening
+      // socket resets a connection still in its queue, and a reset that reaches the peer
+      // between its connect completing and its gloo loop asking for the address
+      // terminates that process (gloo's assertion on getpeername). Such connects end in
+      // microseconds; only those to ranks that never come wait out the bound.
+      connector->settle(kSettleBeforeClosing);
+      connector->stop();
+    }
+    throw;
   }
-
-  Connector connector(*transport, peers, std::move(addresses));
-  wait.until(
-      "to connect with this rank over gloo", [&](milliseconds slice) { return connector.wait_for(slice); },
-      [&] { return connector.not_connected(); },
-      "they published addresses and did not connect: they are stuck or gone, or their addresses are not "
-      "reachable from here (DISTCOMM_SOCKET_IFNAME)");
-  std::string failure;
-  const int failed = connector.failed_peer(&failure);
-  connector.stop();
-  if (failed >= 0) {
-    throw PeerFailure(wait.where + ": the gloo rendezvous cannot connect to rank " + std::to_string(failed) + " (" +
-                      failure + "): its process has gone since it published its address, or that address is "
-                      "not reachable from here (DISTCOMM_SOCKET_IFNAME)");
-  }
+  connector->stop();
   return transport;
 }
 

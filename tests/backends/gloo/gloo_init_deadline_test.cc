@@ -20,6 +20,7 @@
 
 #include "api/errors.h"
 #include "api/store/file_store.h"
+#include "api/group/init_wait.h"
 #include "api/init.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/failure_checks.h"
@@ -105,25 +106,29 @@ TEST(GlooInitDeadline, MissingStoreServerNamesRankZero) {
   destroy_process_group();
 }
 
-// What a rank 2 that arrived, published its gloo addresses on `host` and went away leaves
-// in the store of a world of 3: real addresses of pairs that no longer listen.
-void leave_stale_rank_two(const std::string& path, const std::string& host) {
+// What a rank `stale` that arrived, published its gloo addresses on `host` and went away
+// leaves in the store of a world of 3: real addresses of pairs that no longer listen.
+void leave_stale_rank(const std::string& path, const std::string& host, int stale = 2) {
   FileStore store(path, 3, "");
-  store.add("pg/world/made_by/2", 1);
-  store.set("pg/world/arrived/2", std::string("1"));
+  const std::string rank = std::to_string(stale);
+  store.add("pg/world/made_by/" + rank, 1);
+  store.set("pg/world/arrived/" + rank, std::string("1"));
   ::gloo::transport::tcp::attr attr;
   attr.hostname = host;
   auto device = ::gloo::transport::tcp::CreateDevice(attr);
-  auto context = device->createContext(2, 3);
+  auto context = device->createContext(stale, 3);
   Store::Bytes addresses;
-  for (int peer : {0, 1}) {
+  for (int peer = 0; peer < 3; ++peer) {
+    if (peer == stale) continue;
     const std::vector<char> bytes = context->createPair(peer)->address().bytes();
     addresses.insert(addresses.end(), bytes.begin(), bytes.end());
   }
   // Then its process (gloo_rendezvous.cc): none here, an empty text of length 0.
   addresses.insert(addresses.end(), 4, 0);
-  store.set("pg/world/cpu/gloo/addresses/2", addresses);
+  store.set("pg/world/cpu/gloo/addresses/" + rank, addresses);
 }  // the pairs close here
+
+void leave_stale_rank_two(const std::string& path, const std::string& host) { leave_stale_rank(path, host, 2); }
 
 TEST(GlooInitDeadline, PeerThatPublishedAndNeverConnectsIsNamedAtTheTimeout) {
   // Rank 2's addresses sort above ranks 0 and 1's (127.0.0.2 > 127.0.0.1), so they are the
@@ -153,6 +158,36 @@ TEST(GlooInitDeadline, PeerWhoseAddressRefusesIsAPeerFailureNamingIt) {
     const std::string msg =
         expect_init_fails<PeerFailure>(o, "cannot connect to rank 2", 0, 20, &logged);
     EXPECT_NE(msg.find("Connection refused"), std::string::npos) << msg;
+  });
+  ::unlink(path.c_str());
+}
+
+// A rank that fails its part of the rendezvous says why before it closes its connections
+// (InitWait::say_creation_failed); a peer then refused by it reports that first failure,
+// not the refusal it caused, and no rank names another refused one as the first. Rank 0
+// here is such a rank, left by hand as it leaves the store: its addresses, of pairs since
+// closed, and its failure in the gloo rendezvous's namespace and the group's. Ranks 1 and
+// 2 sort above it and connect to it: refused at once.
+TEST(GlooInitDeadline, RankRefusedByOneThatFailedFirstReportsThatFailure) {
+  const std::string path = temp_store_path();
+  leave_stale_rank(path, "127.0.0.1", 0);
+  const std::string cause = "rank 0/3 group 'world' (gloo): the failure this test left for rank 0";
+  {
+    FileStore store(path, 3, "");
+    const std::string record = encode_creation_failure(0, std::make_exception_ptr(PeerFailure(cause)));
+    store.set("pg/world/cpu/gloo/" + std::string(kCreationFailedKey), record);
+    store.set("pg/world/" + std::string(kCreationFailedKey), record);
+  }
+  testing::run_ranks(2, [&](int index, int) {
+    InitOptions o = options_for(index + 1, 3, "file://" + path);
+    o.timeout = std::chrono::seconds(60);
+    o.backend_config["hostname"] = "127.0.0.2";
+    std::string logged;
+    const std::string msg =
+        expect_init_fails<PeerFailure>(o, "the group's creation failed on rank 0: " + cause, 0, 20, &logged);
+    // The refusal says how this rank learned of it, after what this rank was doing.
+    EXPECT_NE(msg.find("rank " + std::to_string(index + 1) + "/3 group 'world'"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("first on rank"), std::string::npos) << "rank 0 failed first, and said so: " << msg;
   });
   ::unlink(path.c_str());
 }
