@@ -4,7 +4,10 @@
 #include <atomic>
 #include <optional>
 
+#include "api/diagnostics/duration_text.h"
 #include "api/errors.h"
+#include "api/group/environment.h"
+#include "api/logging.h"
 
 namespace distcomm {
 namespace {
@@ -51,9 +54,11 @@ struct StallWatch::Shared {
     bool finished = false;
     Clock::time_point issued;
     Clock::time_point deadline = Clock::time_point::max();
+    Clock::time_point next_report = Clock::time_point::max();  // its next "has waited" line
   };
 
   StallWatchOptions options;
+  milliseconds report_every = kDefaultStallReportInterval;  // DISTCOMM_STALL_REPORT_SECONDS
   // Held while failing an op, apart from mu: recording runs the explainer, which takes mu.
   std::mutex failure_mu;
   GroupFailure* failure = nullptr;  // null once stopped
@@ -153,6 +158,8 @@ struct StallWatch::Shared {
   std::vector<std::optional<ProgressReport>> ask_everyone();
   // GroupFailure's explainer (see there).
   std::exception_ptr explain(const Work& op, std::exception_ptr error);
+  // The "has waited" line of the oldest unfinished op, when it is due (mu not held).
+  void report_long_wait(Clock::time_point now);
   // The last report, once the group is closed here (best effort; the thread's last act).
   void leave();
 
@@ -171,6 +178,11 @@ struct StallWatch::Shared {
 
 StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : shared_(std::make_shared<Shared>()) {
   if (!options.board) throw InvalidArgument("StallWatch: needs the group's board (a store)");
+  // Read here, not from the options: StallWatchOptions is built by plugins, and a field
+  // added to it would change its layout under a plugin built before.
+  const char* report_seconds = std::getenv("DISTCOMM_STALL_REPORT_SECONDS");
+  shared_->report_every = parse_report_seconds("DISTCOMM_STALL_REPORT_SECONDS", report_seconds ? report_seconds : "",
+                                               kDefaultStallReportInterval);
   shared_->options = std::move(options);
   shared_->failure = &failure;
   failure.set_explainer(
@@ -191,10 +203,24 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
   const Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
   std::vector<std::optional<ProgressReport>> by_rank;
   auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= request); };
+  int64_t published = request;
   for (;;) {
     by_rank = read_reports(mine);
     if (std::all_of(by_rank.begin(), by_rank.end(), answered) || Clock::now() >= until) break;
     std::this_thread::sleep_for(milliseconds(50));
+    // Ranks that ask at the same moment (every waiting rank's report comes due together)
+    // answer each other from here: this watch's loop, which answers requests, is here.
+    const int64_t latest = options.board->add(kRequestKey, 0);
+    if (latest > published) {
+      ProgressReport now;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        now = report(Clock::now(), latest);
+        this->answered = std::max(this->answered, latest);
+      }
+      options.board->set(report_key(options.rank), now.encode());
+      published = latest;
+    }
   }
   for (auto& r : by_rank) {
     if (!answered(r)) r.reset();  // an old report: that rank did not answer
@@ -221,6 +247,41 @@ std::exception_ptr StallWatch::Shared::explain(const Work& op, std::exception_pt
   }
 }
 
+void StallWatch::Shared::report_long_wait(Clock::time_point now) {
+  OpFingerprint fingerprint;
+  std::string description;
+  milliseconds waited{0};
+  milliseconds timeout{0};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const uint64_t first = issued_count > ring.size() ? issued_count - ring.size() : 0;
+    Entry* oldest = nullptr;
+    for (uint64_t i = first; i < issued_count && !oldest; ++i) {
+      Entry& e = ring[i % ring.size()];
+      if (e.work && !e.work->is_completed()) oldest = &e;
+    }
+    if (!oldest || now < oldest->next_report) return;
+    waited = milliseconds(ms_between(oldest->issued, now));
+    // The next line when this wait has doubled: a handful of lines however long it lasts.
+    oldest->next_report = oldest->issued + 2 * waited;
+    fingerprint = oldest->fingerprint;
+    description = oldest->work->description();
+    if (oldest->deadline != Clock::time_point::max()) timeout = milliseconds(ms_between(oldest->issued, oldest->deadline));
+  }
+  // Where the others are: their word, fresh (each answers within a tick; a stopped rank
+  // does not, and is named as such).
+  const std::string where = explain_wait(fingerprint, ask_everyone(), options.rank);
+  {
+    // Asking takes up to a second: an op that ended meanwhile has nothing to report, and
+    // the others' word would describe what came after it.
+    std::lock_guard<std::mutex> lock(mu);
+    if (!work_of(fingerprint)) return;
+  }
+  log_line("distcomm: " + (description.empty() ? fingerprint.describe() : description) + " has waited " +
+           seconds_text(waited) + (timeout.count() > 0 ? " of its timeout of " + seconds_text(timeout) : "") +
+           (where.empty() ? "" : ": " + where));
+}
+
 StallWatch::~StallWatch() { stop(); }
 
 void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, milliseconds timeout) {
@@ -236,6 +297,7 @@ void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, m
     e.finished = false;
     e.issued = now;
     e.deadline = deadline;
+    e.next_report = now + shared_->report_every;
     // Only a deadline before the thread's next look needs it woken (rare: short timeouts).
     wake = deadline != Clock::time_point::max() && deadline + kDeadlineSlack < shared_->wake_at;
   }
@@ -301,6 +363,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
         const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
         if (probe > start) next = std::min(next, probe);
       }
+      if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
     }
     shared->wake_at = next;
     shared->cv.wait_until(lock, next, [&] { return shared->stopping; });
@@ -364,6 +427,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
           shared->fail(work, as_error(v));
         }
       }
+      shared->report_long_wait(Clock::now());
     } catch (const std::exception&) {
       // The store failed: nothing to compare with now. Every op's own deadline still holds.
     }

@@ -21,7 +21,13 @@
 //     it within a tick, with the cause;
 //   - explains a Timeout, or a connection a peer closed: which ranks are where ("ranks [1]
 //     are still at all_reduce #11", "rank 2 has left the group after broadcast #1"), or a
-//     Desync the reports show, for GroupFailure (explain()).
+//     Desync the reports show, for GroupFailure (explain());
+//   - says on stderr, once the oldest unfinished op has waited a report interval
+//     (DISTCOMM_STALL_REPORT_SECONDS, 60 s unless set) and again each time its wait has
+//     doubled, how long it has waited and where the other ranks are: a rank stopped (a
+//     debugger, SIGSTOP, a swapped-out host) or a program stuck between ops otherwise shows
+//     nothing until the op's timeout, 30 minutes by default. Doubling bounds the lines: a
+//     wait of the whole 30 minutes says so 5 times.
 // The errors go through the group's GroupFailure, whose abort hooks end the stuck ops.
 //
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
@@ -45,6 +51,9 @@
 #include "api/work.h"
 
 namespace distcomm {
+
+// How long an op waits before its first "has waited" line (DISTCOMM_STALL_REPORT_SECONDS).
+inline constexpr std::chrono::milliseconds kDefaultStallReportInterval = std::chrono::seconds(60);
 
 struct StallWatchOptions {
   int rank = 0;

@@ -113,15 +113,19 @@ InitEnvironment InitEnvironment::read() {
   return e;
 }
 
-std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
-  if (v.empty()) return kDefaultInitReportInterval;
+std::chrono::milliseconds parse_report_seconds(const char* variable, const std::string& v,
+                                               std::chrono::milliseconds otherwise) {
+  if (v.empty()) return otherwise;
   char* end = nullptr;
   const double s = std::strtod(v.c_str(), &end);
   if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
-    throw InvalidArgument("DISTCOMM_INIT_REPORT_SECONDS='" + v +
-                          "' is not a positive number of seconds (fractions allowed)");
+    throw InvalidArgument(std::string(variable) + "='" + v + "' is not a positive number of seconds (fractions allowed)");
   }
   return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
+}
+
+std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
+  return parse_report_seconds("DISTCOMM_INIT_REPORT_SECONDS", v, kDefaultInitReportInterval);
 }
 
 bool parse_store_served_by_launcher(const std::string& v) {

@@ -32,8 +32,11 @@ struct InitEnvironment {
   static InitEnvironment read();
 };
 
-// DISTCOMM_INIT_REPORT_SECONDS's text: a positive number of seconds, fractions allowed;
-// "" is kDefaultInitReportInterval. Throws InvalidArgument naming the variable.
+// A report interval's variable: a positive number of seconds, fractions allowed; "" is
+// `otherwise`. Throws InvalidArgument naming `variable`.
+std::chrono::milliseconds parse_report_seconds(const char* variable, const std::string& text,
+                                               std::chrono::milliseconds otherwise);
+// DISTCOMM_INIT_REPORT_SECONDS's text ("" is kDefaultInitReportInterval).
 std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
 
 // DISTCOMM_STORE_SERVED_BY's text: "launcher" is true (the launcher serves the store), ""

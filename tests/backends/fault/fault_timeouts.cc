@@ -4,11 +4,15 @@
 // where it is ("rank 1 has not issued #1"), never a StoreError because rank 0 has gone;
 // and the rank that was away, once it issues an op, must fail at once with the others'
 // first failure, not a cascade of its own.
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
+#include "tests/testing/captured_stderr.h"
 
 namespace distcomm {
 namespace fault {
@@ -120,6 +124,46 @@ TEST_P(FaultSuite, StoreHostTimesOutAndLeaves) {
     expect_has(msg, "rank 0", "the first failure");
     expect_has(msg, "1500 ms", "the first failure (rank 0's own Timeout)");
   });
+}
+
+// Rank 1 is slow to issue all_reduce #1 (4 s, within the group's timeout here): no error,
+// but the ranks that wait say on stderr, at the stall report interval (1 s here), how long
+// they have waited and who they wait for, as a rank stopped in a debugger or by SIGSTOP
+// would otherwise leave them silent until the timeout (30 minutes by default). The op
+// then ends with the right sum.
+TEST_P(FaultSuite, SlowRankIsNamedWhileTheOthersWait) {
+  ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "1", 1);
+  runner().run([](Rank& r) {
+    ProcessGroupPtr pg = r.join(std::chrono::seconds(30));
+    pg->barrier()->wait();
+    Tensor t = floats(10);
+    t.fill(r.rank() + 1);
+    if (r.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      pg->all_reduce(t)->wait();
+    } else {
+      testing::CapturedStderr err;
+      pg->all_reduce(t)->wait();
+      const std::string logged = err.text();
+      std::fprintf(stderr, "rank %d logged:\n%s", r.rank(), logged.c_str());
+      // The first line comes after about 1 s, long before rank 1 comes at 4 s.
+      const std::string line = "all_reduce #1 (float32[10] on cpu) has waited ";
+      const size_t at = logged.find(line);
+      ASSERT_NE(at, std::string::npos) << "a has-waited line: " << logged;
+      const double waited = std::atof(logged.c_str() + at + line.size());
+      EXPECT_GE(waited, 0.9) << logged;
+      EXPECT_LT(waited, 3.0) << logged;
+      expect_has(logged, "of its timeout of 30.0 s: ", "the has-waited line");
+      expect_has(logged, "rank 1 has not issued #1 yet", "the has-waited line");
+      EXPECT_EQ(logged.find("did not report"), std::string::npos) << "every waiting rank answers: " << logged;
+      EXPECT_EQ(logged.find("left the group"), std::string::npos) << "no line after the op ended: " << logged;
+    }
+    const double expected = pg->size() * (pg->size() + 1) / 2.0;
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data_as<float>()[i], expected) << "element " << i;
+    mark_done(r.board(), r.rank());
+    wait_for_done(r.board(), ranks_but(pg->size(), r.rank()));
+  });
+  ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
 }
 
 }  // namespace
