@@ -180,9 +180,7 @@ StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : share
   if (!options.board) throw InvalidArgument("StallWatch: needs the group's board (a store)");
   // Read here, not from the options: StallWatchOptions is built by plugins, and a field
   // added to it would change its layout under a plugin built before.
-  const char* report_seconds = std::getenv("DISTCOMM_STALL_REPORT_SECONDS");
-  shared_->report_every = parse_report_seconds("DISTCOMM_STALL_REPORT_SECONDS", report_seconds ? report_seconds : "",
-                                               kDefaultStallReportInterval);
+  shared_->report_every = stall_report_interval(kDefaultStallReportInterval);
   shared_->options = std::move(options);
   shared_->failure = &failure;
   failure.set_explainer(

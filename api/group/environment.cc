@@ -128,6 +128,10 @@ std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
   return parse_report_seconds("DISTCOMM_INIT_REPORT_SECONDS", v, kDefaultInitReportInterval);
 }
 
+std::chrono::milliseconds stall_report_interval(std::chrono::milliseconds otherwise) {
+  return parse_report_seconds("DISTCOMM_STALL_REPORT_SECONDS", env_str("DISTCOMM_STALL_REPORT_SECONDS"), otherwise);
+}
+
 bool parse_store_served_by_launcher(const std::string& v) {
   if (v.empty()) return false;
   if (v == local::kStoreServedByLauncher) return true;

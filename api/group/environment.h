@@ -38,6 +38,9 @@ std::chrono::milliseconds parse_report_seconds(const char* variable, const std::
                                                std::chrono::milliseconds otherwise);
 // DISTCOMM_INIT_REPORT_SECONDS's text ("" is kDefaultInitReportInterval).
 std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
+// DISTCOMM_STALL_REPORT_SECONDS, read now ("" or unset: `otherwise`): the stall watch's
+// report interval (api/diagnostics/stall_watch.h), which it reads when a group makes it.
+std::chrono::milliseconds stall_report_interval(std::chrono::milliseconds otherwise);
 
 // DISTCOMM_STORE_SERVED_BY's text: "launcher" is true (the launcher serves the store), ""
 // false (rank 0 does). Throws InvalidArgument naming the variable for anything else.
