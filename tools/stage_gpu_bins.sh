@@ -3,7 +3,7 @@
 # (git-ignored) for tools/gpu_check.sh, which runs them on a GPU machine without Bazel:
 #   .device_bin/bin/         the nccl test binaries, the GPU probe, the all_reduce bandwidth
 #                            program and its NCCL-only baseline (raw_nccl_all_reduce)
-#   .device_bin/lib/         libdistcomm.so.<major>, the nccl and gloo plugins, and the shared
+#   .device_bin/lib/         libdistcomm.so.<SONAME version>, the nccl and gloo plugins, and the shared
 #                            libraries they resolve here, except glibc's own, the GPU driver and
 #                            NCCL itself (218 MB: gpu_check.sh finds it on the GPU machine)
 #   .device_bin/BUILD_INFO   the NCCL and CUDA versions the binaries were built against
@@ -19,8 +19,10 @@ TESTS=(nccl_plugin_test nccl_init_test nccl_mixed_group_test nccl_cuda_ops_test 
        nccl_conformance_test)
 PROGRAMS=("${TESTS[@]}" gpu_probe nccl_all_reduce_bandwidth raw_nccl_all_reduce)
 
-# The core is named by its SONAME, libdistcomm.so.<major> (version.bzl).
-CORE=libdistcomm.so.$(sed -n 's/^DISTCOMM_VERSION = "\([0-9]*\)\..*/\1/p' version.bzl)
+# The core is named by its SONAME, libdistcomm.so.<major>, or .<major>.<minor> while the
+# major is 0 (version.bzl's DISTCOMM_SONAME_VERSION).
+version=$(sed -n 's/^DISTCOMM_VERSION = "\(.*\)"$/\1/p' version.bzl)
+if [ "${version%%.*}" = 0 ]; then CORE=libdistcomm.so.${version%.*}; else CORE=libdistcomm.so.${version%%.*}; fi
 targets=(//api:$CORE //backends/nccl:libdistcomm_nccl.so //backends/gloo:libdistcomm_gloo.so)
 for p in "${PROGRAMS[@]}"; do targets+=("//tests/backends/nccl:$p"); done
 bazel build "${targets[@]}"

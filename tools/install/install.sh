@@ -4,8 +4,9 @@
 #   bazel run -c opt //:install -- --prefix=DIR [--destdir=STAGE]
 #
 #   DIR/include/distcomm/{api,ddp}/**.h     included as <distcomm/api/init.h>, <distcomm/api/store/tcp_store.h>
-#   DIR/lib/libdistcomm.so.X.Y.Z            SONAME libdistcomm.so.X, links .so.X and .so
-#   DIR/lib/libdistcomm_ddp.so.X.Y.Z        likewise; NEEDED libdistcomm.so.X
+#   DIR/lib/libdistcomm.so.X.Y.Z            SONAME libdistcomm.so.S, links .so.S and .so
+#   DIR/lib/libdistcomm_ddp.so.X.Y.Z        likewise; NEEDED libdistcomm.so.S
+#   (S, the SONAME version: X, or X.Y while X is 0; version.bzl)
 #   DIR/lib/distcomm/plugins/libdistcomm_<name>.so   found by the loader with no variable set
 #   DIR/bin/distcomm-launch, distcomm-bench, distcomm-trace
 #   DIR/lib/pkgconfig/distcomm.pc, distcomm-ddp.pc
@@ -50,7 +51,7 @@ else
 fi
 
 version="$(sed -n 's/^#define DISTCOMM_VERSION "\(.*\)"$/\1/p' "$files/api/version.h")"
-major="${version%%.*}"
+soname_version="$(sed -n 's/^#define DISTCOMM_SONAME_VERSION "\(.*\)"$/\1/p' "$files/api/version.h")"
 [ -n "$version" ] || { echo "install: no DISTCOMM_VERSION in api/version.h" >&2; exit 1; }
 
 root="$destdir$prefix"
@@ -72,10 +73,10 @@ while read -r kind path; do
       chmod 644 "$root/include/distcomm/$sub/$name"
       ;;
     lib)
-      base="${name%.so.*}.so"  # libdistcomm.so.0 -> libdistcomm.so
+      base="${name%%.so.*}.so"  # libdistcomm.so.0.3 -> libdistcomm.so
       install -m 755 "$src" "$root/lib/$base.$version"
-      ln -sfn "$base.$version" "$root/lib/$base.$major"
-      ln -sfn "$base.$major" "$root/lib/$base"
+      ln -sfn "$base.$version" "$root/lib/$base.$soname_version"
+      ln -sfn "$base.$soname_version" "$root/lib/$base"
       ;;
     plugin) install -m 755 "$src" "$root/lib/distcomm/plugins/$name" ;;
     bin:*) install -m 755 "$src" "$root/bin/${kind#bin:}" ;;

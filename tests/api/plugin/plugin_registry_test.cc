@@ -146,7 +146,7 @@ TEST_F(PluginRegistryTest, CoreFolderAndItsPluginsFolderComeLast) {
   const auto path = plugin_search_path();
   ASSERT_GE(path.size(), 2u);
   EXPECT_EQ(path.back(), path[path.size() - 2] + "/distcomm/plugins");
-  EXPECT_TRUE(std::ifstream(path[path.size() - 2] + "/libdistcomm.so." + std::to_string(DISTCOMM_VERSION_MAJOR)).good())
+  EXPECT_TRUE(std::ifstream(path[path.size() - 2] + "/libdistcomm.so." DISTCOMM_SONAME_VERSION).good())
       << path[path.size() - 2];
 }
 

@@ -3,7 +3,7 @@
 # then removes it and checks that every file it installed is gone. Changes the system:
 # run as root on a machine you may change (CI does, after the tests).
 #
-#   tests/tools/install/deb_check.sh distcomm_0.2.0_amd64.deb
+#   tests/tools/install/deb_check.sh distcomm_0.3.0_amd64.deb
 set -euo pipefail
 deb="$(realpath "$1")"
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -43,13 +43,16 @@ grep -qx "#define DISTCOMM_VERSION \"$version\"" "$prefix/include/distcomm/api/v
 # --- the layout, SONAMEs and NEEDED entries ---
 lib="$prefix/lib"
 dynamic() { readelf -d "$1" | sed -n "s/.*($2).*\[\(.*\)\]/\1/p"; }
-[ "$(dynamic "$lib/libdistcomm.so.$version" SONAME)" = "libdistcomm.so.$major" ] || fail "libdistcomm SONAME"
-[ "$(dynamic "$lib/libdistcomm_ddp.so.$version" SONAME)" = "libdistcomm_ddp.so.$major" ] || fail "ddp SONAME"
-dynamic "$lib/libdistcomm_ddp.so.$version" NEEDED | grep -qx "libdistcomm.so.$major" ||
-  fail "libdistcomm_ddp does not NEED libdistcomm.so.$major"
+# The SONAME's version: the major, or major.minor while the major is 0 (a 0.x minor may
+# change the ABI: a program built against another one must not load this one).
+if [ "$major" = 0 ]; then soname="${version%.*}"; else soname="$major"; fi
+[ "$(dynamic "$lib/libdistcomm.so.$version" SONAME)" = "libdistcomm.so.$soname" ] || fail "libdistcomm SONAME"
+[ "$(dynamic "$lib/libdistcomm_ddp.so.$version" SONAME)" = "libdistcomm_ddp.so.$soname" ] || fail "ddp SONAME"
+dynamic "$lib/libdistcomm_ddp.so.$version" NEEDED | grep -qx "libdistcomm.so.$soname" ||
+  fail "libdistcomm_ddp does not NEED libdistcomm.so.$soname"
 for name in libdistcomm libdistcomm_ddp; do
-  [ "$(readlink "$lib/$name.so")" = "$name.so.$major" ] || fail "$name.so link"
-  [ "$(readlink "$lib/$name.so.$major")" = "$name.so.$version" ] || fail "$name.so.$major link"
+  [ "$(readlink "$lib/$name.so")" = "$name.so.$soname" ] || fail "$name.so link"
+  [ "$(readlink "$lib/$name.so.$soname")" = "$name.so.$version" ] || fail "$name.so.$soname link"
 done
 [ -f "$lib/distcomm/plugins/libdistcomm_gloo.so" ] ||
   skip_test gloo "no gloo plugin installed: the build found no libgloo (tools/setup.sh installs it)"
