@@ -202,9 +202,12 @@ void InitWait::say_creation_failed(int rank, const std::exception_ptr& error) co
       // The store has gone too: this rank's own error says more than this record could.
     }
   };
-  say(failure_store, failure_key);
+  // The group's key first: it is the one confirmation reads as the creation's first
+  // failure, and a peer that learns of this one from the backend's key and fails for it
+  // must find this record there, not write its own first.
   const InitWait* creating = BackendCreationScope::current();
   if (creating && creating != this) say(creating->failure_store, creating->failure_key);
+  say(failure_store, failure_key);
 }
 
 CreationFailure CreationFailure::decode(const std::string& value, const std::vector<int>& global_ranks) {
