@@ -3,21 +3,15 @@
 # the group naming its layout, so the ranks did see two hosts), "auto" across hosts (the
 # same hierarchy), tools/launch on each host running examples/all_reduce, a failing rank named with its status, and bad arguments refused.
 set -u
-# tc and ip live in sbin, which a test's (or a plain user's) PATH may lack.
-export PATH="${PATH}:/usr/sbin:/sbin"
-cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
+cd "${TEST_SRCDIR}/${TEST_WORKSPACE}" || exit 1
 source tests/testing/skip.sh
+source tests/tools/netns/require_netns.sh
 HOSTS=tools/netns_hosts.sh
 BENCH=tools/bench/bench
 out="${TEST_TMPDIR:-/tmp}/netns_hosts_test.out"
 fail() { echo "FAILED: $*"; echo "--- output:"; cat "${out}"; exit 1; }
 
-for tool in ip tc unshare nsenter; do
-  command -v "${tool}" >/dev/null || skip_test netns "netns_hosts_test needs ${tool} (tools/setup.sh)"
-done
-if ! unshare --net true 2>/dev/null; then
-  skip_test netns "netns_hosts_test needs network namespaces (root, or CAP_SYS_ADMIN): unshare --net fails here"
-fi
+require_netns netns_hosts_test
 
 # A different port per test run: two runs of the suite on one machine must not meet.
 port=$((29600 + RANDOM % 300))
