@@ -26,6 +26,10 @@ constexpr milliseconds kStopWait{2000};  // for the thread's last report when th
 // The soonest an op is compared with the others' (a report a moment old may show an op that
 // has since matched): an op with a short timeout is compared at half of it, not before this.
 constexpr milliseconds kShortestProbe{500};
+// The longest gap between two probes of one stalled op (see the loop): probing again and
+// again finds the same nothing, and every probe of every waiting rank reads every rank's
+// report.
+constexpr milliseconds kLongestProbeGap{16000};
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
@@ -88,6 +92,11 @@ struct StallWatch::Shared {
   bool exited = false;  // the thread is done
   Clock::time_point wake_at = Clock::time_point::max();  // the thread's next look
   int64_t answered = 0;  // the last request this rank answered
+  // The probes of the oldest stalled op (the loop's backoff): which op, when next, and the
+  // gap after that one.
+  std::optional<std::pair<bool, uint64_t>> probed;  // (p2p, seq)
+  Clock::time_point next_probe{};
+  milliseconds probe_gap{0};
 
   // The report of now (mu held).
   ProgressReport report(Clock::time_point now, int64_t request) const {
@@ -371,7 +380,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     // An op past its deadline: the group's Timeout, whether it runs or waits its turn.
     WorkPtr late;
     milliseconds late_timeout{0};
-    bool stalled = false;
+    bool probe = false;  // this tick asks the others and compares
     // An op whose timeout is short is compared sooner: at half its timeout (not before
     // kShortestProbe), so that a Desync is named before the Timeout would end it.
     milliseconds probe_after = o.probe_after;
@@ -379,6 +388,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
       if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
       probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
     }
+    const Shared::Entry* oldest_stalled = nullptr;
     for (auto& e : shared->ring) {
       if (!e.work || e.work->is_completed()) continue;
       if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
@@ -386,7 +396,29 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
         late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
         e.deadline = Clock::time_point::max();  // once: the group's failure ends it
       }
-      stalled |= now - e.issued >= probe_after;
+      if (now - e.issued >= probe_after && (!oldest_stalled || e.issued < oldest_stalled->issued)) oldest_stalled = &e;
+    }
+    // A stalled op is probed at once, then after gaps that double from a tick up to
+    // kLongestProbeGap while the probes find nothing (a slow rank, not a mismatch). Every
+    // probe of every waiting rank reads every rank's report: probed each tick, N waiting
+    // ranks made 4 N^2 store calls a second (a checkpoint on rank 0 while 1024 ranks wait
+    // in a barrier: 4 million a second on one store). A mismatch is seen at the first or
+    // second probe once every rank has issued its op; one that appears later waits at most
+    // a gap, and the op's Timeout asks everyone afresh anyway (explain()).
+    if (oldest_stalled) {
+      const std::pair<bool, uint64_t> op{oldest_stalled->fingerprint.p2p, oldest_stalled->fingerprint.seq};
+      if (shared->probed != op) {
+        shared->probed = op;
+        shared->next_probe = now;
+        shared->probe_gap = o.tick;
+      }
+      if (now >= shared->next_probe) {
+        probe = true;
+        shared->next_probe = now + shared->probe_gap;
+        shared->probe_gap = std::min(2 * shared->probe_gap, kLongestProbeGap);
+      }
+    } else {
+      shared->probed.reset();
     }
     if (late) {
       lock.unlock();
@@ -403,8 +435,8 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     lock.unlock();
     shared->follow_a_failed_peer();
     try {
-      const int64_t request = o.board->add(kRequestKey, stalled ? 1 : 0);
-      if (stalled || request > answered) {
+      const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
+      if (probe || request > answered) {
         ProgressReport mine;
         {
           std::lock_guard<std::mutex> report_lock(shared->mu);
@@ -412,7 +444,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
           shared->answered = request;
         }
         o.board->set(report_key(o.rank), mine.encode());
-        if (stalled && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
+        if (probe && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
           // Certain: then every rank's word, for the table.
           const auto all = shared->ask_everyone();
           Verdict v = compare_reports(all, o.rank, probe_after.count());

@@ -10,7 +10,10 @@
 //   - once an op has waited probe_after (or half its timeout, when that is shorter, but
 //     at least 0.5 s), publishes this rank's ProgressReport (its
 //     unfinished ops, its last collective) on the group's board (a store every rank
-//     reaches), asks the other ranks for theirs, and compares them (progress_report.h):
+//     reaches), asks the other ranks for theirs, and compares them (progress_report.h),
+//     again a tick later, then after gaps that double up to 16 s while the op waits
+//     (each probe reads every rank's report: N waiting ranks probing every tick made
+//     4 N^2 store calls a second):
 //     collectives that disagree at one sequence number end in Desync on every rank, with
 //     the table of what each rank runs there; a send and recv that disagree on size end in
 //     InvalidArgument naming both counts; anything else is left to wait (a slow rank is
