@@ -2,9 +2,9 @@
 #pragma once
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -16,28 +16,41 @@ namespace testing {
 
 class CapturedStderr {
  public:
-  CapturedStderr() : path_(temp_path("stderr_" + std::to_string(::getpid()) + "_" + std::to_string(next_id()))) {
+  // The file is unlinked as soon as it is open: only the descriptor names it, so nothing is
+  // left in the temporary folder when the capture ends or the process dies in the middle
+  // (ranks that a test kills on purpose capture too; their files once piled up in /tmp).
+  CapturedStderr() {
+    std::string path = temp_path("stderr_XXXXXX");
+    file_ = ::mkstemp(&path[0]);
+    if (file_ < 0) return;  // no capture: text() returns "" and stderr stays as it was
+    ::unlink(path.c_str());
     std::fflush(stderr);
     saved_ = ::dup(STDERR_FILENO);
-    const int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    ::dup2(fd, STDERR_FILENO);
-    ::close(fd);
+    ::dup2(file_, STDERR_FILENO);
   }
-  ~CapturedStderr() { restore(); }
+  ~CapturedStderr() {
+    restore();
+    if (file_ >= 0) ::close(file_);
+  }
   CapturedStderr(const CapturedStderr&) = delete;
   CapturedStderr& operator=(const CapturedStderr&) = delete;
 
   // Ends the capture (stderr is the original again) and returns what was written.
   std::string text() {
     restore();
-    return read_file(path_);
+    std::string written;
+    if (file_ < 0) return written;
+    char chunk[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(file_, chunk, sizeof chunk, at);
+      if (n <= 0) break;
+      written.append(chunk, static_cast<size_t>(n));
+      at += n;
+    }
+    return written;
   }
 
  private:
-  static int next_id() {
-    static std::atomic<int> id{0};
-    return id++;
-  }
   void restore() {
     if (saved_ < 0) return;
     std::fflush(stderr);
@@ -45,7 +58,7 @@ class CapturedStderr {
     ::close(saved_);
     saved_ = -1;
   }
-  std::string path_;
+  int file_ = -1;
   int saved_ = -1;
 };
 
