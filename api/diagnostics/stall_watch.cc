@@ -172,15 +172,29 @@ struct StallWatch::Shared {
   // The last report, once the group is closed here (best effort; the thread's last act).
   void leave();
 
+  // The reports of `ranks` (not this one) into by_rank, in one store request: every waiting
+  // rank reads every rank's at each look, so N ranks cost N requests a look, not 2N^2.
+  void read_reports(const std::vector<int>& ranks, std::vector<std::optional<ProgressReport>>& by_rank) const {
+    std::vector<std::string> keys;
+    keys.reserve(ranks.size());
+    for (const int r : ranks) keys.push_back(report_key(r));
+    const std::vector<std::optional<Store::Bytes>> values = read_present(*options.board, keys);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      by_rank[ranks[i]].reset();
+      if (values[i]) by_rank[ranks[i]] = ProgressReport::decode(to_string(*values[i]));
+    }
+  }
+  std::vector<int> other_ranks() const {
+    std::vector<int> others;
+    for (int r = 0; r < options.size; ++r) {
+      if (r != options.rank) others.push_back(r);
+    }
+    return others;
+  }
   std::vector<std::optional<ProgressReport>> read_reports(const ProgressReport& mine) const {
     std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
-    for (int r = 0; r < options.size; ++r) {
-      if (r == options.rank) {
-        by_rank[r] = mine;
-      } else if (options.board->check({report_key(r)})) {
-        by_rank[r] = ProgressReport::decode(options.board->get_string(report_key(r)));
-      }
-    }
+    by_rank[options.rank] = mine;
+    read_reports(other_ranks(), by_rank);
     return by_rank;
   }
 };
@@ -208,12 +222,17 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
   options.board->set(report_key(options.rank), mine.encode());
   // The others answer within a tick of their watch; a rank that left answered already.
   const Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
-  std::vector<std::optional<ProgressReport>> by_rank;
+  std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
+  by_rank[options.rank] = mine;
   auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= request); };
+  // Only the ranks that have not answered are read again.
+  std::vector<int> unanswered = other_ranks();
   int64_t published = request;
   for (;;) {
-    by_rank = read_reports(mine);
-    if (std::all_of(by_rank.begin(), by_rank.end(), answered) || Clock::now() >= until) break;
+    read_reports(unanswered, by_rank);
+    unanswered.erase(std::remove_if(unanswered.begin(), unanswered.end(), [&](int r) { return answered(by_rank[r]); }),
+                     unanswered.end());
+    if (unanswered.empty() || Clock::now() >= until) break;
     std::this_thread::sleep_for(milliseconds(50));
     // Ranks that ask at the same moment (every waiting rank's report comes due together)
     // answer each other from here: this watch's loop, which answers requests, is here.

@@ -26,10 +26,11 @@ class PrefixStore : public Store {
 
   const std::string& prefix() const { return prefix_; }
   const StorePtr& base() const { return base_; }
+  // The keys as the base store holds them.
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
 
  private:
   std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }
-  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
 
   std::string prefix_;
   StorePtr base_;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,13 @@ class Store {
 };
 
 using StorePtr = std::shared_ptr<Store>;
+
+// Each key's value, or nullopt where the key does not exist; never waits. On a TCPStore
+// (also behind PrefixStores) it is one request, where check() and get() per key are 2N: what
+// a rank reads when it looks at every rank's report. Any other store: check() and get() per
+// key. A free function, not a virtual: a virtual appended to Store would move no slot, but
+// the core would call it on stores built against a Store without it.
+std::vector<std::optional<Store::Bytes>> read_present(Store& store, const std::vector<std::string>& keys);
 
 Store::Bytes to_bytes(const std::string& s);
 std::string to_string(const Store::Bytes& b);

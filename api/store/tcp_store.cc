@@ -117,6 +117,33 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   return true;
 }
 
+std::vector<std::optional<Store::Bytes>> TCPStore::get_present(const std::vector<std::string>& keys) {
+  if (keys.size() >= internal::kMaxFields) {
+    throw InvalidArgument("TCPStore::get_present: " + std::to_string(keys.size()) + " keys, at most " +
+                          std::to_string(internal::kMaxFields - 1) + " in one request");
+  }
+  const Bytes reply = call({Command::kGetPresent, {keys.begin(), keys.end()}, timeout_});
+  std::vector<std::optional<Bytes>> values(keys.size());
+  size_t at = 0;
+  auto malformed = [&] {
+    return StoreError("TCPStore: the server at " + internal::host_port(options_.host, options_.port) +
+                      " sent a malformed GET_PRESENT reply (" + std::to_string(reply.size()) + " bytes for " +
+                      std::to_string(keys.size()) + " keys)");
+  };
+  for (auto& value : values) {
+    if (at >= reply.size()) throw malformed();
+    if (!reply[at++]) continue;
+    if (reply.size() - at < 4) throw malformed();
+    const uint32_t n = internal::get_u32(reply.data() + at);
+    at += 4;
+    if (reply.size() - at < n) throw malformed();
+    value.emplace(reply.begin() + static_cast<std::ptrdiff_t>(at), reply.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  if (at != reply.size()) throw malformed();
+  return values;
+}
+
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   // The server ends the wait (WAIT_FOR), so a wait that times out leaves the connection in
   // step: polling in slices, as every init phase does, costs no reconnect and no handshake

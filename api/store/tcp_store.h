@@ -27,7 +27,9 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "api/process/job_identity.h"
 #include "api/store/store.h"
@@ -77,6 +79,10 @@ class TCPStore : public Store {
             std::chrono::milliseconds timeout = kUseDefault) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+
+  // Each key's value, or nullopt where it does not exist, in one request; never waits.
+  // Use read_present(store, keys) (store.h), which takes any store.
+  std::vector<std::optional<Bytes>> get_present(const std::vector<std::string>& keys);
 
   const std::string& host() const { return options_.host; }
   // The server's port: the one it picked when the options asked for port 0.

@@ -26,8 +26,8 @@
 namespace distcomm {
 namespace internal {
 
-// 3: WAIT_FOR (store_protocol.h).
-constexpr char kHandshakeMagic[] = "distcomm-store/3";
+// 3: WAIT_FOR; 4: GET_PRESENT (store_protocol.h).
+constexpr char kHandshakeMagic[] = "distcomm-store/4";
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMaxRunIdBytes = 256;
 // Every handshake message fits in this; before the handshake is over the server buffers

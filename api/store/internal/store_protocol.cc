@@ -16,7 +16,7 @@ static_assert(sizeof(size_t) >= 8, "parse_message's bound checks assume a 64-bit
 
 bool is_command(uint8_t kind) {
   return (kind >= static_cast<uint8_t>(Command::kSet) && kind <= static_cast<uint8_t>(Command::kNumKeys)) ||
-         kind == static_cast<uint8_t>(Command::kWaitFor);
+         kind == static_cast<uint8_t>(Command::kWaitFor) || kind == static_cast<uint8_t>(Command::kGetPresent);
 }
 
 const char* command_name(Command c) {
@@ -28,6 +28,7 @@ const char* command_name(Command c) {
     case Command::kCheck: return "CHECK";
     case Command::kWait: return "WAIT";
     case Command::kWaitFor: return "WAIT_FOR";
+    case Command::kGetPresent: return "GET_PRESENT";
     case Command::kDelete: return "DELETE";
     case Command::kNumKeys: return "NUM_KEYS";
     case Command::kHello: return "HELLO";
@@ -129,7 +130,9 @@ ParseResult parse_message(const uint8_t* data, size_t size, Message* out, size_t
 }
 
 size_t key_fields(Command c, size_t num_fields) {
-  if (c == Command::kCheck || c == Command::kWait || c == Command::kWaitFor) return num_fields;
+  if (c == Command::kCheck || c == Command::kWait || c == Command::kWaitFor || c == Command::kGetPresent) {
+    return num_fields;
+  }
   return std::min<size_t>(num_fields, 1);
 }
 
@@ -146,7 +149,8 @@ std::string validate_request(const Message& m) {
     case Command::kCompareSet: expected = 3; break;
     case Command::kNumKeys: expected = 0; break;
     case Command::kCheck:
-    case Command::kWait: expected = n; break;
+    case Command::kWait:
+    case Command::kGetPresent: expected = n; break;
     case Command::kWaitFor:
       if (n < 1 || m.fields[0].size() != 8) return "WAIT_FOR takes an 8-byte timeout, then keys";
       expected = n;

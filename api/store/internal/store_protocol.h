@@ -45,8 +45,12 @@ enum class Command : uint8_t {
   // exists; when the timeout came first, 0 and then one byte per key, 1 for those that exist. The server ends the wait, so the connection
   // stays in step (a client that gave up on a WAIT itself had to reconnect).
   kWaitFor = 11,
+  // Protocol 4: keys...; reply: per key one byte, 1 when it exists, and then (only then) a
+  // u32 length and its value. Never held: the keys that do not exist are said so. One
+  // request reads what N ranks published (the stall watch's reports) instead of 2N.
+  kGetPresent = 12,
 };
-// A data command (SET to NUM_KEYS, WAIT_FOR).
+// A data command (SET to NUM_KEYS, WAIT_FOR, GET_PRESENT).
 bool is_command(uint8_t kind);
 const char* command_name(Command c);
 

@@ -84,7 +84,18 @@ bool TCPStoreServer::Loop::retry(int fd, Client& c) {
       return false;
     }
   }
-  if (!c.out.reserve(c.out.size() + kReplyHeaderBytes + reply_bound(c.request))) {
+  const size_t bound = reply_bound(c.request);
+  if (cmd == Command::kGetPresent && bound > max_request_) {
+    // Its reply could never be buffered: waiting for room would wait for ever.
+    const std::string why = "GET_PRESENT's reply (" + std::to_string(bound) + " bytes for " +
+                            std::to_string(c.request.fields.size()) + " keys) exceeds the server's limit of " +
+                            std::to_string(max_request_) + " bytes; read fewer keys at a time";
+    c.request = Message();
+    c.blocked = false;
+    reply(c, Status::kError, why);
+    return true;
+  }
+  if (!c.out.reserve(c.out.size() + kReplyHeaderBytes + bound)) {
     c.waiting_for_room = true;
     room_waiters_.push_back(fd);
     return false;
@@ -109,6 +120,14 @@ size_t TCPStoreServer::Loop::reply_bound(const Message& m) const {
     return std::max(v ? v->size() : 0, m.fields[2].size());
   }
   if (cmd == Command::kCheck) return m.fields.size();
+  if (cmd == Command::kGetPresent) {
+    size_t bytes = 0;
+    for (const auto& f : m.fields) {
+      const Bytes* v = map_.find(key_of(f));
+      bytes += 1 + (v ? 4 + v->size() : 0);
+    }
+    return bytes;
+  }
   // An ADD's error message names the key.
   if (cmd == Command::kAdd) return m.fields[0].size() + kSmallReplyBytes;
   return kSmallReplyBytes;
@@ -146,6 +165,19 @@ void TCPStoreServer::Loop::execute(Client& c, Message& m, bool* created) {
       Bytes present;
       for (const auto& f : m.fields) present.push_back(map_.contains(key_of(f)) ? 1 : 0);
       reply(c, Status::kOk, present);
+      break;
+    }
+    case Command::kGetPresent: {
+      Bytes out;
+      out.reserve(reply_bound(m));
+      for (const auto& f : m.fields) {
+        const Bytes* v = map_.find(key_of(f));
+        out.push_back(v ? 1 : 0);
+        if (!v) continue;
+        internal::put_u32(&out, static_cast<uint32_t>(v->size()));
+        out.insert(out.end(), v->begin(), v->end());
+      }
+      reply(c, Status::kOk, out);
       break;
     }
     case Command::kDelete:

@@ -211,6 +211,26 @@ TEST_P(StoreTest, CheckAndDelete) {
   EXPECT_EQ(store_->get_string("gone"), "back");
 }
 
+TEST_P(StoreTest, ReadPresentGivesEachKeysValueOrNothingWithoutWaiting) {
+  const Bytes binary{0, 1, 2, 0, 255};
+  store_->set("bin", binary);
+  store_->set("empty", Bytes());  // present, and empty: not the same as absent
+  client()->set("other's", "from another client");
+  EXPECT_TRUE(read_present(*store_, {}).empty());
+  std::vector<std::optional<Bytes>> values;
+  // The store's timeout is kTestTimeout: a read that waited for "absent" would take it.
+  const auto took = time_of([&] { values = read_present(*store_, {"bin", "absent", "empty", "other's", "bin"}); });
+  EXPECT_LT(took, 2s);
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[0], binary);
+  EXPECT_EQ(values[1], std::nullopt);
+  EXPECT_EQ(values[2], Bytes());
+  EXPECT_EQ(values[3], to_bytes("from another client"));
+  EXPECT_EQ(values[4], binary);
+  EXPECT_TRUE(store_->delete_key("bin"));
+  EXPECT_EQ(read_present(*client(), {"bin", "empty"}), (std::vector<std::optional<Bytes>>{std::nullopt, Bytes()}));
+}
+
 TEST_P(StoreTest, NumKeys) {
   const int64_t before = store_->num_keys();
   store_->set("k1", "v");
@@ -321,6 +341,22 @@ TEST(PrefixStoreTest, PrefixesAreSeparateNamespaces) {
   EXPECT_FALSE(a.check({"only_in_b"}));
   // num_keys counts the base store, every prefix included.
   EXPECT_EQ(a.num_keys(), 3);
+}
+
+TEST(PrefixStoreTest, ReadPresentOverATCPStoreSeesOnlyItsOwnNamespace) {
+  const JobIdentity id = new_job_identity();
+  auto server = std::make_shared<TCPStore>(server_of(id));
+  auto base = std::make_shared<TCPStore>(client_of(server->port(), kTestTimeout, id));
+  PrefixStore outer("job", base);
+  auto middle = std::make_shared<PrefixStore>("group", std::make_shared<PrefixStore>("job", base));
+  PrefixStore inner("watch", middle);
+  inner.set("report/1", "one");
+  outer.set("report/1", "outer's");
+  base->set("report/2", "base's");
+  EXPECT_EQ(read_present(inner, {"report/0", "report/1", "report/2"}),
+            (std::vector<std::optional<Bytes>>{std::nullopt, to_bytes("one"), std::nullopt}));
+  EXPECT_EQ(read_present(*server, {"job/group/watch/report/1", "job/report/1", "report/2"}),
+            (std::vector<std::optional<Bytes>>{to_bytes("one"), to_bytes("outer's"), to_bytes("base's")}));
 }
 
 TEST(PrefixStoreTest, UsesItsOwnTimeout) {

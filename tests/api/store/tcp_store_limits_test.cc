@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/store/internal/store_handshake.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
 
@@ -59,7 +60,7 @@ TEST(Limits, AConnectionStillInTheHandshakeAtItsDeadlineIsClosed) {
   RawClient idle(server.port());
   RawClient slow(server.port());
   // A HELLO at 20 bytes a second, then silence: both are closed at the deadline.
-  const std::string hello = request(9, {"distcomm-store/3", id.run_id, std::string(32, 'n')});
+  const std::string hello = request(9, {internal::kHandshakeMagic, id.run_id, std::string(32, 'n')});
   const auto slow_took = trickle_until_closed(slow, hello, 50ms);
   EXPECT_TRUE(idle.hung_up(3s));
   const auto idle_took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
@@ -171,6 +172,24 @@ TEST(Limits, AtThePendingCapTheOldestHandshakeIsClosedAndARankStillGetsIn) {
   EXPECT_LT(took, kAtOnce);
   EXPECT_TRUE(crowd[22]->hung_up(3s));
   for (int i = 23; i < 30; ++i) EXPECT_FALSE(crowd[i]->hung_up(10ms)) << i;
+}
+
+TEST(Limits, AReadPresentWhoseReplyCouldNeverFitIsRefusedAndTheConnectionGoesOn) {
+  const JobIdentity id = new_job_identity();
+  TCPStoreLimits limits;
+  limits.max_buffered_bytes = 4 * kMiB;
+  TCPStore server(limited(id, limits));
+  TCPStore rank(client_of(server.port(), kTestTimeout, id));
+  const Bytes value(3 * kMiB / 2, 'v');
+  for (const char* k : {"a", "b", "c"}) rank.set(k, value);
+  // Each value fits; the three together (4.5 MiB) never could: an error at once, not a wait.
+  std::string message;
+  const auto took = time_of([&] { message = error_of<StoreError>([&] { read_present(rank, {"a", "b", "c"}); }).first; });
+  EXPECT_LT(took, 2s);
+  EXPECT_NE(message.find("GET_PRESENT's reply (4718607 bytes for 3 keys) exceeds the server's limit of 4194304"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(read_present(rank, {"a", "b"}), (std::vector<std::optional<Bytes>>{value, value}));
 }
 
 TEST(Limits, RequestsBeyondTheBufferBudgetWaitForRoomWhileSmallOnesGoOn) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/store/internal/store_handshake.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
 
@@ -161,10 +162,10 @@ TEST(TCPStoreTest, HostileClientsAreDisconnectedWhileOthersAreServed) {
   const std::vector<std::pair<std::string, std::string>> before_handshake = {
       {"a SET before the handshake", request(kSet, {"k", "v"})},
       {"unknown command", std::string(1, '\0') + "xyz"},
-      {"a HELLO over 1 KiB", request(kHello, {"distcomm-store/3", std::string(2000, 'r'), nonce})},
+      {"a HELLO over 1 KiB", request(kHello, {internal::kHandshakeMagic, std::string(2000, 'r'), nonce})},
       {"a HELLO that declares 200 MiB", std::string(1, kHello) + u32(3) + u32(200u << 20)},
       {"a HELLO of another protocol", request(kHello, {"redis", "", nonce})},
-      {"a HELLO with a short nonce", request(kHello, {"distcomm-store/3", "", "n"})},
+      {"a HELLO with a short nonce", request(kHello, {internal::kHandshakeMagic, "", "n"})},
       {"a PROVE before HELLO", request(kProve, {std::string(32, 'p')})},
   };
   for (const auto& [what, bytes] : before_handshake) {
@@ -176,7 +177,7 @@ TEST(TCPStoreTest, HostileClientsAreDisconnectedWhileOthersAreServed) {
   const std::vector<std::pair<std::string, std::string>> after_handshake = {
       {"unknown command", std::string(1, '\0') + "xyz"},
       {"command 255", std::string(1, '\xff')},
-      {"a second HELLO", request(kHello, {"distcomm-store/3", id.run_id, nonce})},
+      {"a second HELLO", request(kHello, {internal::kHandshakeMagic, id.run_id, nonce})},
       {"4 GiB field", std::string(1, kSet) + u32(2) + u32(0xffffffffu)},
       {"a field over the server's 64 MiB", std::string(1, kSet) + u32(2) + u32((64u << 20) + 1)},
       {"4 billion fields", std::string(1, kGet) + u32(0xffffffffu)},
