@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "api/diagnostics/group_failure.h"
 #include "api/errors.h"
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
@@ -30,6 +31,7 @@ void leave_report(const std::string& text) {
   FailureReport report;
   report.unix_time_ns = FailureReport::now_ns();
   report.message = text;
+  report.consequence = latest_group_failure_was_adopted();
   std::ofstream f(*g_error_file, std::ios::binary | std::ios::trunc);
   f << report.encode();
 }

@@ -256,10 +256,14 @@ void Attempt::name_first_failure() {
   for (size_t i = 0; i < processes_.size(); ++i) {
     if (!processes_[i].error_file.empty()) reports[i] = FailureReport::read(processes_[i].error_file);
   }
-  const int first = ranks_.first_failure([&](size_t i) -> std::optional<int64_t> {
-    if (reports[i]) return reports[i]->unix_time_ns;
+  const int first = ranks_.first_failure([&](size_t i) -> std::optional<FailureReport> {
+    if (reports[i]) return reports[i];
     const local::Child& c = ranks_[i];
-    if (!c.stopped && WIFSIGNALED(c.status)) return c.ended_ns - kUnseenDeathLagNs;
+    if (!c.stopped && WIFSIGNALED(c.status)) {
+      FailureReport death;
+      death.unix_time_ns = c.ended_ns - kUnseenDeathLagNs;
+      return death;
+    }
     return std::nullopt;
   });
   if (first < 0 || result_.interrupted_by != 0) return;
@@ -270,9 +274,15 @@ void Attempt::name_first_failure() {
   result_.failed_rank = cause->rank;
   result_.exit_code = local::shell_exit_code(process.status);
   result_.how = local::describe_wait_status(process.status);
+  if (cause_report && process.stopped && WIFSIGNALED(process.status)) {
+    // It reported its failure and was still on its way out when the stop's signal came:
+    // the job failed by its error (exit code 1, as run_main's), not by this launcher's
+    // signal (143 said "terminated", as if the job had been cancelled).
+    result_.exit_code = 1;
+    result_.how = "reported its error; the stop ended it by " + local::signal_name(WTERMSIG(process.status));
+  }
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
-                    ", pid " + std::to_string(process.pid) + ") failed first (" +
-                    local::describe_wait_status(process.status) + ")" +
+                    ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
   // The rank printed its own error; say it again only when it was not the first one seen.
   if (!seen_first) say(result_.failure);

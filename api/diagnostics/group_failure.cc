@@ -12,6 +12,9 @@
 namespace distcomm {
 namespace {
 
+// latest_group_failure_was_adopted: whether the latest failure a group recorded here was.
+std::atomic<bool> g_latest_failure_adopted{false};
+
 // Where a failing rank leaves its record, in the backend's (already prefixed) store.
 const char kBoardKey[] = "failure";
 const char kFormat[] = "distcomm-failure-1";
@@ -246,6 +249,8 @@ void GroupFailure::check_usable() const {
   if (std::exception_ptr e = refusal()) std::rethrow_exception(e);
 }
 
+bool latest_group_failure_was_adopted() { return g_latest_failure_adopted.load(); }
+
 std::optional<FailureRecord> GroupFailure::first() const {
   std::lock_guard<std::mutex> lock(mu_);
   return first_;
@@ -303,6 +308,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // asking it for a report (the explainer) would bring anything but delay.
   const bool culprit_seen = r.kind == FailureRecord::Kind::kPeerFailure && culprit >= 0;
   bool explained = culprit_seen && !departure;
+  bool adopted = false;  // the error is now another rank's record
   if (r.kind == FailureRecord::Kind::kPeerFailure) {
     std::optional<FailureRecord> cause = culprit_seen ? look_up_cause(std::chrono::milliseconds(0), kNamedLossAnswerWait)
                                                       : look_up_cause(kLookupWindow, kStoreAnswerWait);
@@ -314,6 +320,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
       // Who the cause blamed, when it knew; else the rank that failed first.
       culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
       explained = true;
+      adopted = true;
     }
   }
   if (!explained && op != nullptr &&
@@ -347,6 +354,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
     described = with_context(error, where);
     r.message = message_of(described);
+    adopted = true;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -354,6 +362,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     first_ = r;
     first_op_ = op;
     first_error_ = error;
+    g_latest_failure_adopted.store(adopted);
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
     recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need

@@ -23,6 +23,11 @@ struct FailureReport {
   // across hosts as far as their clocks agree).
   int64_t unix_time_ns = 0;
   std::string message;  // "InvalidArgument: rank 1/2 group 'world' gather: root 5 is ..."
+  // Its error is another rank's failure, which it adopted (GroupFailure explains an op that
+  // a peer cut off with the peer's record): that rank is the cause, however early this one
+  // wrote. The rank that failed first writes late: it publishes its failure and cuts its
+  // connections before it throws, and the ranks it cut off may throw first.
+  bool consequence = false;
 
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -30,19 +35,28 @@ struct FailureReport {
         .count();
   }
 
-  std::string encode() const { return "distcomm-failure-report-1\n" + std::to_string(unix_time_ns) + "\n" + message; }
+  // Format 2 adds the consequence line; format 1 (without it) is still read.
+  std::string encode() const {
+    return "distcomm-failure-report-2\n" + std::to_string(unix_time_ns) + "\n" + (consequence ? "1" : "0") + "\n" +
+           message;
+  }
 
   static std::optional<FailureReport> decode(const std::string& text) {
     std::istringstream in(text);
     std::string format, time;
-    if (!std::getline(in, format) || format != "distcomm-failure-report-1" || !std::getline(in, time)) {
-      return std::nullopt;
-    }
+    const bool v2 = std::getline(in, format) && format == "distcomm-failure-report-2";
+    if (!v2 && format != "distcomm-failure-report-1") return std::nullopt;
+    if (!std::getline(in, time)) return std::nullopt;
     FailureReport r;
     try {
       r.unix_time_ns = std::stoll(time);
     } catch (const std::exception&) {
       return std::nullopt;
+    }
+    if (v2) {
+      std::string consequence;
+      if (!std::getline(in, consequence) || (consequence != "0" && consequence != "1")) return std::nullopt;
+      r.consequence = consequence == "1";
     }
     const auto start = static_cast<size_t>(in.tellg());
     r.message = start < text.size() ? text.substr(start) : "";

@@ -174,28 +174,28 @@ class LocalRanks {
 
   // The rank that failed first by time, once every rank has ended (-1: none failed). A
   // rank's time is the one it reported (`reported`), else when its exit was seen; a rank
-  // that the stop ended and that reported nothing did not fail on its own.
-  int first_failure(const std::function<std::optional<int64_t>(size_t rank)>& reported) const {
+  // that the stop ended and that reported nothing did not fail on its own. Ranks whose
+  // reports say they adopted another rank's failure (FailureReport::consequence) come
+  // after every rank that failed on its own, whatever their times.
+  int first_failure(const std::function<std::optional<FailureReport>(size_t rank)>& reported) const {
     int first = -1;
-    int64_t first_time = 0;
+    std::pair<bool, int64_t> first_key{};  // (consequence, time): the smallest is first
     for (size_t r = 0; r < size(); ++r) {
       if (!failed(r)) continue;
-      std::optional<int64_t> t = reported(r);
-      if (!t && children_[r].stopped) continue;
-      if (!t) t = children_[r].ended_ns;
-      if (first < 0 || *t < first_time) {
+      std::optional<FailureReport> report = reported(r);
+      if (!report && children_[r].stopped) continue;
+      const std::pair<bool, int64_t> key =
+          report ? std::make_pair(report->consequence, report->unix_time_ns) : std::make_pair(false, children_[r].ended_ns);
+      if (first < 0 || key < first_key) {
         first = static_cast<int>(r);
-        first_time = *t;
+        first_key = key;
       }
     }
     return first >= 0 ? first : first_seen_failure_;
   }
-  // The same, with the times of the FailureReports forked ranks wrote (fork_child).
+  // The same, with the FailureReports forked ranks wrote (fork_child).
   int first_failure() const {
-    return first_failure([this](size_t r) -> std::optional<int64_t> {
-      if (auto report = FailureReport::decode(children_[r].report)) return report->unix_time_ns;
-      return std::nullopt;
-    });
+    return first_failure([this](size_t r) { return FailureReport::decode(children_[r].report); });
   }
 
  private:

@@ -114,6 +114,37 @@ TEST(LocalRanks, TheFirstFailureIsByReportedTime) {
   EXPECT_EQ(ranks.stop_cause(), StopCause::kNone) << "both ended on their own within the grace";
 }
 
+// A report that says it adopted another rank's failure comes after the one that did not,
+// though its time is earlier; and the report's format keeps the flag.
+TEST(LocalRanks, AnAdoptedFailureIsNotTheCauseHoweverEarly) {
+  FailureReport adopted;
+  adopted.unix_time_ns = 42;
+  adopted.message = "rank 1 found it\nsecond line";
+  adopted.consequence = true;
+  const auto decoded = FailureReport::decode(adopted.encode());
+  ASSERT_TRUE(decoded);
+  EXPECT_TRUE(decoded->consequence);
+  EXPECT_EQ(decoded->unix_time_ns, 42);
+  EXPECT_EQ(decoded->message, adopted.message);
+  // Format 1, written before the flag, is read as a rank's own failure.
+  const auto old = FailureReport::decode("distcomm-failure-report-1\n7\nold");
+  ASSERT_TRUE(old);
+  EXPECT_FALSE(old->consequence);
+  EXPECT_EQ(old->message, "old");
+  EXPECT_FALSE(FailureReport::decode("distcomm-failure-report-2\n7\nyes\nbad flag"));
+
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(10000)));
+  ranks.fork_ranks(3, [](int rank) -> std::string {
+    FailureReport r;
+    r.unix_time_ns = FailureReport::now_ns() + (rank == 1 ? 1'000'000'000 : -1'000'000'000);
+    r.message = rank == 1 ? "found it" : "adopted it";
+    r.consequence = rank != 1;
+    return r.encode();
+  });
+  ranks.watch();
+  EXPECT_EQ(ranks.first_failure(), 1);
+}
+
 // kLetEnd (the test harness): after a failure the others get the grace, no signal, then SIGKILL.
 TEST(LocalRanks, AfterAFailureTheOthersGetTheGraceThenSigkill) {
   LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(500), milliseconds(60000)));

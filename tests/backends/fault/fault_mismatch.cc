@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/diagnostics/group_failure.h"
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
@@ -24,6 +25,7 @@ constexpr int kCulprit = 1;
 // ("" to leave a line unchecked).
 void expect_desync(Runner& runner, const std::function<void(ProcessGroup&, bool culprit)>& op,
                    const std::string& culprit_op, const std::string& others_op, const std::string& also = "") {
+  const bool in_processes = runner.backend() != "in_process";
   runner.run([&](Rank& r) {
     ProcessGroupPtr pg = r.join();
     pg->barrier()->wait();
@@ -34,6 +36,13 @@ void expect_desync(Runner& runner, const std::function<void(ProcessGroup&, bool 
       expect_table_line(msg, "ranks " + rank_list(ranks_but(pg->size(), kCulprit)) + ":", others_op, "the Desync");
     }
     if (!also.empty()) expect_has(msg, also, "the Desync");
+    // What run_main tells the launcher (FailureReport::consequence): a rank whose op another
+    // rank's failure cut off adopted it; the rank that found the Desync did not. Where the
+    // ranks are threads of one process (in_process) the flag is the process's, shared.
+    if (in_processes) {
+      const bool cut_off = msg.find("which cut this op off") != std::string::npos;
+      EXPECT_EQ(latest_group_failure_was_adopted(), cut_off) << "rank " << r.rank() << ": " << msg;
+    }
   });
 }
 

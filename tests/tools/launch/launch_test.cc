@@ -102,6 +102,18 @@ TEST(Launch, TheRankThatFailedFirstIsTheCause) {
   EXPECT_NE(f.err.find("failed first (exit code 5): the cause"), std::string::npos) << f.err;
 }
 
+// Rank 1 found the failure; ranks 0 and 2 adopted it (their reports say so) and wrote
+// theirs first, with earlier times, and exited at once; the stop's SIGTERM ended rank 1.
+// The launcher names rank 1, and exits with 1 (its error), not 143 (the stop's signal).
+TEST(Launch, TheRankWhoseFailureTheOthersAdoptedIsTheCause) {
+  Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "adopted", "1"}));
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed first (reported its error; the stop ended it by SIGTERM): Desync: found by this rank"),
+            std::string::npos)
+      << f.err;
+}
+
 // Rank 1 is killed from outside while the launcher cannot run (stopped); the others notice
 // its death and report it, with times before the launcher sees any exit. The launcher must
 // still name rank 1, whose death came first, not one of the ranks that reported it.

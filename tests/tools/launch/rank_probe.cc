@@ -15,6 +15,11 @@
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
 //                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
 //                                     the others exit with code 1 as soon as it has reported
+//   rank_probe adopted <rank>         that rank reports its own failure, stamped 1 s late (the
+//                                     rank that fails first writes last: it publishes and
+//                                     cuts its connections first), then waits for the stop's
+//                                     SIGTERM; the others, once it has reported, report that
+//                                     failure as theirs (consequence) and exit with code 1
 //   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
 //                                     prints "victim <pid>" and waits to be killed;
 //                                     the others, once it has died (a zombie is dead), report
@@ -157,6 +162,25 @@ int main(int argc, char** argv) {
       return 5;
     }
     while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
+    return 1;
+  }
+  if (mode == "adopted" && argc > 2) {
+    const std::string own_file = env_str(distcomm::kErrorFileVariable);
+    const std::string dir = own_file.substr(0, own_file.find_last_of('/') + 1);
+    const std::string cause_report = dir + "rank_" + argv[2] + ".error";
+    distcomm::FailureReport report;
+    if (env_int("RANK") == std::atoi(argv[2])) {
+      report.unix_time_ns = distcomm::FailureReport::now_ns() + 1'000'000'000;
+      report.message = "Desync: found by this rank";
+      std::ofstream(own_file + ".tmp") << report.encode();
+      ::rename((own_file + ".tmp").c_str(), own_file.c_str());
+      for (;;) ::pause();
+    }
+    while (::access(cause_report.c_str(), F_OK) != 0) ::usleep(1000);
+    report.unix_time_ns = distcomm::FailureReport::now_ns();
+    report.message = "Desync: rank " + std::string(argv[2]) + " found it, which cut this op off";
+    report.consequence = true;
+    std::ofstream(own_file) << report.encode();
     return 1;
   }
   if (mode == "victim" && argc > 2) {
