@@ -35,19 +35,15 @@ void fill_config(std::map<std::string, std::string>& config, const BackendSpec& 
   }
 }
 
-// "host:port" -> (host, port); IPv6 as "[::1]:port".
+// "host:port" -> (host, port); IPv6 as "[::1]:port". `what` names where s came from.
 std::pair<std::string, int> split_host_port(const std::string& s, const std::string& what) {
   const auto colon = s.rfind(':');
   if (colon == std::string::npos || colon + 1 == s.size()) {
-    throw InvalidArgument(what + " '" + s + "' is not host:port");
+    throw InvalidArgument(what + ": '" + s + "' is not host:port");
   }
   std::string host = s.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port = s.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535) {
-    throw InvalidArgument(what + " '" + s + "': port '" + port + "' is not a number in [0, 65535]");
-  }
-  return {host, std::stoi(port)};
+  return {host, parse_port(what + ": port", s.substr(colon + 1))};
 }
 
 // A rank waits for the store's server to listen, saying so every report interval, within
@@ -131,7 +127,7 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitEnviron
     return tcp(addr, port);
   }
   if (m.rfind("tcp://", 0) == 0) {
-    auto [host, port] = split_host_port(m.substr(6), "init_method");
+    auto [host, port] = split_host_port(m.substr(6), "init_method '" + m + "'");
     return tcp(host, port);
   }
   if (m.rfind("file://", 0) == 0) {
@@ -202,7 +198,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   if (po.store) po.store->set_timeout(o.timeout);
   po.rank = rank;
   po.size = world;
-  po.backend = o.backend;
+  po.backend = spec.text;  // the spec's own spelling: names in lower case
   po.timeout = o.timeout;
   po.backend_config = config;
   po.debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);

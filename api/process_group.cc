@@ -102,6 +102,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) 
   // A program that makes its world group itself, without init_process_group: this call is
   // its edge, where the environment is read (process_environment.h).
   BackendSpec spec = BackendSpec::parse(options.backend);
+  options.backend = spec.text;  // the name in lower case ("GLOO" is gloo), as the spec has it
   return create(std::move(options), std::move(spec));
 }
 
@@ -326,7 +327,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.rank = static_cast<int>(me - ranks.begin());
   o.size = static_cast<int>(ranks.size());
   o.group_name = name() + "/" + tag;
-  o.backend = text;
+  o.backend = spec.text;  // in lower case, as parse gives it
   // Not the parent's own (init's, long past): a subgroup's creation counts from new_group,
   // or within the creation it is part of.
   o.creation_deadline = within ? within->deadline : std::chrono::steady_clock::time_point{};

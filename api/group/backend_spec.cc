@@ -1,6 +1,7 @@
 #include "api/group/backend_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "api/errors.h"
@@ -9,11 +10,14 @@
 
 namespace distcomm {
 
-BackendSpec BackendSpec::parse(const std::string& spec) {
+BackendSpec BackendSpec::parse(const std::string& given) {
   BackendSpec out;
+  std::string spec = given;
+  std::transform(spec.begin(), spec.end(), spec.begin(), [](unsigned char c) { return std::tolower(c); });
   out.text = spec;
   if (spec.empty()) throw InvalidArgument("backend: empty name; expected e.g. 'gloo' or 'cpu:gloo,cuda:nccl'");
-  if (spec == "auto" || spec == "hier") {
+  const std::vector<std::string>& built_in = built_in_backend_names();
+  if (std::find(built_in.begin(), built_in.end(), spec) != built_in.end()) {
     out.by_device[DeviceType::kCPU] = spec;  // auto_backend.h: decided per group, at creation
     return out;
   }

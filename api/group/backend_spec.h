@@ -13,11 +13,19 @@
 
 namespace distcomm {
 
+// The backend names that are no plugin's: auto_backend.h chooses plugins for them per group.
+inline const std::vector<std::string>& built_in_backend_names() {
+  static const std::vector<std::string> names = {"auto", "hier"};
+  return names;
+}
+
 struct BackendSpec {
   std::map<DeviceType, std::string> by_device;  // empty for one name: every device its plugin serves
-  std::string text;  // as given, for messages ("auto (cpu: shm)" once auto has chosen)
+  std::string text;  // as given but in lower case, for messages ("auto (cpu: shm)" once auto has chosen)
 
-  // Throws InvalidArgument naming what is wrong with `spec`.
+  // Names are taken in any case, as torch.distributed takes them ("GLOO", "Cpu:Gloo"):
+  // plugins' files and the built-in names are lower case. Throws InvalidArgument naming
+  // what is wrong with `spec`.
   static BackendSpec parse(const std::string& spec);
   // The plugins it names, each once ("auto", "hier": their candidates, found through `plugins`).
   std::vector<std::string> names(const PluginSearch& plugins) const;

@@ -92,7 +92,8 @@ LaunchEnv read_launch_env() {
     break;
   }
   e.master_addr = env_str("MASTER_ADDR");
-  e.master_port = env_int("MASTER_PORT");
+  const std::string master_port = env_str("MASTER_PORT");
+  e.master_port = master_port.empty() ? -1 : parse_port("MASTER_PORT", master_port);
   return e;
 }
 
@@ -130,6 +131,13 @@ std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
 
 std::chrono::milliseconds stall_report_interval(std::chrono::milliseconds otherwise) {
   return parse_report_seconds("DISTCOMM_STALL_REPORT_SECONDS", env_str("DISTCOMM_STALL_REPORT_SECONDS"), otherwise);
+}
+
+int parse_port(const std::string& what, const std::string& v) {
+  if (v.empty() || v.size() > 5 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) > 65535) {
+    throw InvalidArgument(what + "='" + v + "': expected a port in 1-65535, or 0 for rank 0's store to pick a free one");
+  }
+  return std::stoi(v);
 }
 
 bool parse_store_served_by_launcher(const std::string& v) {

@@ -42,6 +42,13 @@ std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
 // report interval (api/diagnostics/stall_watch.h), which it reads when a group makes it.
 std::chrono::milliseconds stall_report_interval(std::chrono::milliseconds otherwise);
 
+// A store's port as text, wherever it comes from (MASTER_PORT, init_method's
+// tcp://host:port): 1-65535, or 0 for rank 0's store to pick a free one. Checked before
+// anything connects: the socket calls would take a larger number modulo 65536 and listen
+// on another port than the one the other ranks were given. Throws InvalidArgument naming
+// `what` and the text.
+int parse_port(const std::string& what, const std::string& text);
+
 // DISTCOMM_STORE_SERVED_BY's text: "launcher" is true (the launcher serves the store), ""
 // false (rank 0 does). Throws InvalidArgument naming the variable for anything else.
 bool parse_store_served_by_launcher(const std::string& text);

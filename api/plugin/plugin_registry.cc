@@ -11,6 +11,7 @@
 #include <set>
 
 #include "api/errors.h"
+#include "api/group/backend_spec.h"
 
 namespace distcomm {
 namespace {
@@ -214,11 +215,15 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
     }
     tried += "\n  " + path + ": refused: " + why;
   }
+  // What a backend spec may name: the built-in names, which choose among the plugins, and
+  // the plugins found.
   std::string names;
-  for (const auto& [n, path] : scan_names(search)) names += (names.empty() ? "" : ", ") + n;
+  for (const std::string& n : built_in_backend_names()) names += n + ", ";
+  std::string plugins;
+  for (const auto& [n, path] : scan_names(search)) plugins += (plugins.empty() ? "" : ", ") + n;
   throw BackendUnavailable("cannot load backend '" + name + "': no usable " + file_name_for(name) +
-                           ". Searched:" + tried + "\nAvailable backends: " +
-                           (names.empty() ? "none found" : names) +
+                           ". Searched:" + tried + "\nAvailable backends: " + names +
+                           (plugins.empty() ? "no plugin found" : plugins) +
                            ". Set DISTCOMM_PLUGIN_PATH to the folder that holds the plugin.");
 }
 

@@ -126,6 +126,34 @@ TEST_F(InitTest, BadInitMethodsAreRefused) {
   EXPECT_THROW(init_process_group(o), InvalidArgument);  // rank 1 of a world of 1
 }
 
+// The socket calls take a port modulo 65536 (99999 would listen on 34463 while the others
+// look for 99999): a port outside 0-65535 is refused before anything connects, naming
+// where it came from, the same way from MASTER_PORT and from tcp://host:port.
+TEST_F(InitTest, APortOutsideTheRangeIsRefusedNamingItsSource) {
+  const std::string expected = "='99999': expected a port in 1-65535, or 0 for rank 0's store to pick a free one";
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "1", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  for (const char* port : {"99999", "65536", "-1", "29500x"}) {
+    ::setenv("MASTER_PORT", port, 1);
+    const std::string m = init_refusal(-1, -1);
+    EXPECT_NE(m.find(std::string("MASTER_PORT='") + port + "': expected a port in 1-65535"), std::string::npos) << m;
+  }
+  ::setenv("MASTER_PORT", "65535", 1);
+  EXPECT_EQ(read_launch_env().master_port, 65535);
+  ::unsetenv("MASTER_PORT");
+  InitOptions o;
+  o.backend = "single_rank";
+  o.init_method = "tcp://127.0.0.1:99999";
+  try {
+    init_process_group(o);
+    ADD_FAILURE() << "init took port 99999";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("init_method 'tcp://127.0.0.1:99999': port" + expected), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(InitTest, EnvRendezvousWithPortZeroMakesTheDefaultGroup) {
   ::setenv("RANK", "0", 1);
   ::setenv("WORLD_SIZE", "1", 1);
@@ -158,6 +186,21 @@ void set_single_rank_job(int port) {
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("DISTCOMM_BACKEND", "single_rank", 1);
+}
+
+// $DISTCOMM_BACKEND and InitOptions::backend in any case, as torch.distributed takes them;
+// an unknown name is still refused.
+TEST_F(InitTest, BackendNamesAreTakenInAnyCase) {
+  set_single_rank_job(0);
+  ::setenv("DISTCOMM_BACKEND", "SINGLE_RANK", 1);
+  EXPECT_EQ(init_process_group()->backend_name(), "single_rank");
+  destroy_process_group();
+  InitOptions o;
+  o.backend = "Single_Rank";
+  EXPECT_EQ(init_process_group(o)->backend_name(), "single_rank");
+  destroy_process_group();
+  o.backend = "No_Such";
+  EXPECT_THROW(init_process_group(o), BackendUnavailable);
 }
 
 // Under a launcher that serves the store (DISTCOMM_STORE_SERVED_BY=launcher), rank 0 is a

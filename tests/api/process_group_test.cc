@@ -169,6 +169,16 @@ TEST_F(ProcessGroupTest, BackendSpecParsing) {
   EXPECT_THROW(BackendSpec::parse("cpu:gloo,cpu:mpi"), InvalidArgument);
   EXPECT_THROW(BackendSpec::parse("tpu:x"), InvalidArgument);
   EXPECT_THROW(BackendSpec::parse("gloo,nccl"), InvalidArgument);
+  // Any case, as torch.distributed takes them: the plugins' files are named in lower case.
+  EXPECT_EQ(BackendSpec::parse("GLOO").text, "gloo");
+  spec = BackendSpec::parse("CPU:Gloo,cuda:NCCL");
+  EXPECT_EQ(spec.by_device.at(DeviceType::kCPU), "gloo");
+  EXPECT_EQ(spec.by_device.at(DeviceType::kCUDA), "nccl");
+  EXPECT_EQ(BackendSpec::parse("Auto").by_device.at(DeviceType::kCPU), "auto");
+  // A group made without init_process_group, and its subgroups, take them so too.
+  auto pg = group_of("SINGLE_RANK");
+  EXPECT_EQ(pg->backend_name(), "single_rank");
+  EXPECT_EQ(pg->new_group({0}, "Single_Rank")->backend_name(), "single_rank");
 }
 
 // In a mixed group a backend that cannot run here fails only the ops of its device.

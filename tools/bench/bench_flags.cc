@@ -138,6 +138,8 @@ void check_consistency(const BenchFlags& f, bool factor_given, bool step_given) 
   if (!f.plot_inputs.empty() && f.plot_path.empty()) {
     throw InvalidArgument("--plot_inputs needs --plot=FILE.svg to say where the picture goes");
   }
+  // Known before any rank starts: refused here, as a bad flag, rather than by every rank.
+  if (f.nproc > 0) check_root(f, f.nproc, "--nproc=" + std::to_string(f.nproc));
 }
 
 }  // namespace
@@ -205,6 +207,13 @@ BenchFlags parse_bench_flags(const std::vector<std::string>& args) {
   }
   check_consistency(flags, factor_given, step_given);
   return flags;
+}
+
+void check_root(const BenchFlags& flags, int nranks, const std::string& source) {
+  if (!op_has_root(flags.op) || flags.root < nranks) return;
+  throw InvalidArgument("-r/--root " + std::to_string(flags.root) + " is not a rank of this " + std::to_string(nranks) +
+                        "-rank job" + (source.empty() ? "" : " (" + source + ")") + ": expected 0 to " +
+                        std::to_string(nranks - 1));
 }
 
 int iters_at(const BenchFlags& flags, int64_t bytes) {

@@ -58,6 +58,10 @@ int64_t parse_size(const std::string& text, const std::string& flag = "size");
 // Parses argv[1..]; throws InvalidArgument naming the flag and what was expected.
 BenchFlags parse_bench_flags(const std::vector<std::string>& args);
 
+// Refuses -r/--root outside a job of `nranks` ranks, for ops that have a root; `source`
+// says where that size came from ("--nproc=3"; empty: the group's). Throws InvalidArgument.
+void check_root(const BenchFlags& flags, int nranks, const std::string& source = "");
+
 // The sizes of the sweep: --sizes as given, else min to max inclusive, times step_factor
 // or plus step_bytes.
 std::vector<int64_t> size_sweep(const BenchFlags& flags);

@@ -97,10 +97,15 @@ int run_rank(const BenchFlags& flags) {
   opts.backend = flags.backend;
   opts.backend_config = flags.backend_config;
   opts.timeout = std::chrono::seconds(flags.timeout_s);
-  if (read_launch_env().rank < 0) {  // started by hand, without a launcher: a world of one
+  // Started by hand, without a launcher: a world of one. A launcher's environment that
+  // lacks the rank (WORLD_SIZE without RANK) is not that: init_process_group refuses it,
+  // as it does for the examples, instead of the bench running alone.
+  if (!launched_as_rank()) {
     opts.rank = 0;
     opts.world_size = 1;
     opts.store = std::make_shared<HashStore>();
+  } else if (const LaunchEnv env = read_launch_env(); env.world_size > 0) {
+    check_root(flags, env.world_size, "the world size in " + env.source + "'s environment");  // before init waits for the others
   }
   ProcessGroupPtr pg = init_process_group(opts);
   const std::vector<BenchRecord> records = run_sweep(*pg, flags, stdout);
@@ -114,7 +119,7 @@ int run_rank(const BenchFlags& flags) {
 
 int run(const BenchFlags& flags) {
   if (flags.nproc == 0) return run_rank(flags) ? kExitWrong : 0;
-  if (!read_launch_env().source.empty()) {
+  if (launched_as_rank()) {
     throw InvalidArgument("--nproc starts its own ranks, but this process was started by a launcher (" +
                           read_launch_env().source + "): drop --nproc or the launcher");
   }

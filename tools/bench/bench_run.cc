@@ -94,9 +94,16 @@ std::string run_description(const BenchFlags& flags, const std::string& backend,
   if (op_reduces(flags.op)) s += " " + std::string(flags.redop.name());
   // What the run was built with, so that two runs' tables can be compared.
   s += "\n# build: " + build_versions_line();
-  s += "\n# minBytes " + std::to_string(flags.min_bytes) + " maxBytes " + std::to_string(flags.max_bytes) +
-       " step: " + std::to_string(by_factor ? flags.step_factor : flags.step_bytes) +
-       (by_factor ? "(factor)" : "(bytes)") + " warmup iters: " + std::to_string(flags.warmup_iters) +
+  // The sizes measured: --sizes replaces -b/-e/-f/-i, whose defaults would describe
+  // another run.
+  std::string sizes;
+  for (int64_t size : flags.sizes) sizes += " " + std::to_string(size);
+  s += flags.sizes.empty() ? "\n# minBytes " + std::to_string(flags.min_bytes) + " maxBytes " +
+                                 std::to_string(flags.max_bytes) + " step: " +
+                                 std::to_string(by_factor ? flags.step_factor : flags.step_bytes) +
+                                 (by_factor ? "(factor)" : "(bytes)")
+                           : "\n# sizes:" + sizes + " (bytes, in this order)";
+  s += std::string(" warmup iters: ") + std::to_string(flags.warmup_iters) +
        " iters: " + std::to_string(flags.iters) + " check iters: " + std::to_string(flags.check_iters) +
        "\n# time: " + (flags.average ? "average of the ranks'" : "slowest rank's") +
        " per iteration, mean over iterations; data: " + (flags.data_varying ? "fresh each iteration" : "fixed") +

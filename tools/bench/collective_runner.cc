@@ -24,10 +24,7 @@ CollectiveRunner::CollectiveRunner(ProcessGroup& pg, const BenchFlags& flags, in
                                    bool in_place)
     : pg_(pg), flags_(flags), rank_(pg.rank()), nranks_(pg.size()) {
   const BenchOp op = flags.op;
-  if (op_has_root(op) && flags.root >= nranks_) {
-    throw InvalidArgument("-r/--root " + std::to_string(flags.root) + " is not a rank of this " +
-                          std::to_string(nranks_) + "-rank job");
-  }
+  check_root(flags, nranks_);
   if (op == BenchOp::kSendRecv && nranks_ < 2) {
     throw InvalidArgument("send_recv needs at least 2 ranks (each sends to the next one)");
   }

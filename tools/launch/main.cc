@@ -28,6 +28,10 @@
 #include "launch/tcp_job_store.h"
 
 DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
+DEFINE_bool(standalone, false, "torchrun's flag for a job on this machine alone, which is what the launcher does "
+            "without --nnodes: the ranks meet at a free port on 127.0.0.1, with a fresh identity. Refused with a "
+            "flag that places the job elsewhere (--nnodes, --node_rank, --master_addr, --master_port, "
+            "--rdzv_endpoint)");
 DEFINE_string(nnodes, "1", "machines in the job (each runs its own launcher): N, or MIN:MAX for an elastic job "
               "(needs --rdzv_endpoint)");
 DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
@@ -136,6 +140,20 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
 // line counts: `launch -- prog --help` asks the program.
 std::chrono::milliseconds ms_of(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
+// --standalone asks for what the launcher does by default; it is taken so that torchrun's
+// commands run as they are. A flag that places the job elsewhere contradicts it: which of
+// the two the user meant cannot be guessed.
+void check_standalone() {
+  if (!FLAGS_standalone) return;
+  for (const char* name : {"nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint"}) {
+    gflags::CommandLineFlagInfo flag;
+    if (gflags::GetCommandLineFlagInfo(name, &flag) && flag.current_value != flag.default_value) {
+      throw std::invalid_argument("--standalone runs the job on this machine alone, at a free port on 127.0.0.1; --" +
+                                  flag.name + "=" + flag.current_value + " places it elsewhere: drop one of the two");
+    }
+  }
+}
+
 // The elastic options, when the flags ask for an elastic job (--rdzv_endpoint); a range of
 // machines without an endpoint is refused.
 std::optional<distcomm::launch::ElasticOptions> elastic_from_flags() {
@@ -195,6 +213,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    check_standalone();
     distcomm::launch::LaunchOptions options = options_from_flags(std::move(command));
     const std::optional<distcomm::launch::ElasticOptions> elastic = elastic_from_flags();
     if (!elastic && FLAGS_serve_store) {

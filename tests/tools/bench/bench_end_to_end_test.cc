@@ -162,9 +162,27 @@ TEST(BenchEndToEnd, BadInputFailsClearlyWithoutHanging) {
   EXPECT_EQ(out.exit_code, 2);
   EXPECT_NE(out.output.find("larger than -e"), std::string::npos) << out.output;
 
+  // A root outside the world --nproc makes is a bad flag, refused before any rank starts.
   out = run_bench({"--op=gather", "-r", "5", "--nproc=2", "-b", "8", "-e", "8"});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("bench: -r/--root 5 is not a rank of this 2-rank job (--nproc=2)"), std::string::npos)
+      << out.output;
+  EXPECT_EQ(out.output.find("# distcomm bench"), std::string::npos) << "no rank may start: " << out.output;
+
+  // Under a launcher, the world size in its environment: refused before init waits for peers.
+  out = run_program({runfile("tools/bench/bench"), "--op=broadcast", "-r", "5", "-b", "8", "-e", "8"}, 120,
+                    {"RANK=0", "WORLD_SIZE=3"});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("-r/--root 5 is not a rank of this 3-rank job (the world size in torchrun's environment)"),
+            std::string::npos)
+      << out.output;
+
+  // A launcher's WORLD_SIZE without RANK is no rank: refused as the examples refuse it, not
+  // run as a world of one.
+  out = run_program({runfile("tools/bench/bench"), "-b", "8", "-e", "8"}, 120, {"WORLD_SIZE=2"});
   EXPECT_NE(out.exit_code, 0);
-  EXPECT_NE(out.output.find("root 5 is not a rank of this 2-rank job"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("rank and world size are unknown"), std::string::npos) << out.output;
+  EXPECT_EQ(out.output.find("# distcomm bench"), std::string::npos) << out.output;
 
   out = run_bench({"--op=send_recv", "-b", "8", "-e", "8"});  // one rank, no launcher
   EXPECT_EQ(out.exit_code, 2);
@@ -179,6 +197,19 @@ TEST(BenchEndToEnd, OneRankWithoutALauncher) {
   const Outcome out = run_bench(with(kSmall, {"--op=all_reduce"}));
   ASSERT_EQ(out.exit_code, 0) << out.output;
   EXPECT_NE(out.output.find("1 ranks"), std::string::npos) << out.output;
+}
+
+// The header describes the sizes run: --sizes replaces -b/-e/-f/-i's range.
+TEST(BenchEndToEnd, HeaderNamesTheSizesRun) {
+  Outcome out = run_bench({"--backend=gloo", "--sizes=64,1K", "-n", "1", "-w", "0"});
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("\n# sizes: 64 1024 (bytes, in this order) warmup iters: 0 iters: 1"), std::string::npos)
+      << out.output;
+  EXPECT_EQ(out.output.find("minBytes"), std::string::npos) << out.output;
+  out = run_bench(with(kSmall, {"--op=all_reduce"}));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("\n# minBytes 8 maxBytes 4096 step: 8(factor) warmup iters: 1"), std::string::npos)
+      << out.output;
 }
 
 TEST(BenchEndToEnd, PlotsThisRunAndEarlierRuns) {

@@ -106,6 +106,7 @@ TEST(ParseFlags, MistakesNameTheFlag) {
       {{"--corrupt_for_test", "-c", "0"}, "-c 1"},
       {{"--plot_inputs=a.json"}, "--plot"},
       {{"--nproc=0"}, "--nproc"},
+      {{"--nproc=3", "--op=broadcast", "-r", "5"}, "-r/--root 5 is not a rank of this 3-rank job (--nproc=3): expected 0 to 2"},
       {{"--data_varying=maybe"}, "--data_varying"},
       {{"--config=shm_slots"}, "--config expects key=value"},
       {{"--config", "=4"}, "--config expects key=value"},
@@ -119,8 +120,10 @@ TEST(ParseFlags, MistakesNameTheFlag) {
           << testing::PrintToString(c.args) << " -> " << e.what();
     }
   }
-  // A bitwise op on floats only matters for ops that reduce.
+  // A bitwise op on floats only matters for ops that reduce; a root, for ops that have one.
   EXPECT_NO_THROW(parse_bench_flags({"--op=all_gather", "-o", "band"}));
+  EXPECT_NO_THROW(parse_bench_flags({"--op=all_gather", "-r", "5", "--nproc=3"}));
+  EXPECT_NO_THROW(parse_bench_flags({"--op=broadcast", "-r", "2", "--nproc=3"}));
 }
 
 TEST(ParseFlags, ConfigPairsReachTheBackendSettings) {

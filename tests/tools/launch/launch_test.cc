@@ -64,6 +64,21 @@ TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
   EXPECT_GT(*ports.begin(), 0) << "port 0 must be replaced by a real free port";
 }
 
+// torchrun's --standalone is what the launcher does on one machine anyway: accepted, with
+// the flags that agree with it.
+TEST(Launch, StandaloneIsOneMachineAtAFreePort) {
+  Finished f = run(launch({"--standalone", "--nproc_per_node=2", "--nnodes=1"}, {kProbe, "env"}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::regex line(R"(\[rank (\d)\] RANK=\d WORLD_SIZE=2 .* MASTER_ADDR=127\.0\.0\.1 MASTER_PORT=([1-9]\d*) .*)");
+  std::set<std::string> ranks;
+  for (const std::string& l : lines_of(f.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+    ranks.insert(m[1]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"})) << f.out;
+}
+
 TEST(Launch, MultiNodeRanksAndExplicitAddressPassThrough) {
   Finished f = run(launch({"--nproc_per_node=2", "--nnodes=3", "--node_rank=1", "--master_addr=10.1.2.3",
                            "--master_port=29876"},
@@ -395,6 +410,11 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
            {{"--on_failure=maybe"}, "--on_failure=maybe: expected stop"},
            {{"--on_failure=continue", "--max_restarts=1"}, "--on_failure=continue: with --max_restarts=1"},
            {{"--replace_after_s=1"}, "--replace_after_s=1.000000: a replacement joins ranks that go on"},
+           {{"--standalone", "--nnodes=2", "--master_port=1234"},
+            "--standalone runs the job on this machine alone, at a free port on 127.0.0.1; --nnodes=2 places it "
+            "elsewhere: drop one of the two"},
+           {{"--standalone", "--master_addr=10.0.0.1"}, "--master_addr=10.0.0.1 places it elsewhere"},
+           {{"--standalone", "--rdzv_endpoint=10.0.0.1:29400"}, "--rdzv_endpoint=10.0.0.1:29400 places it elsewhere"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;
