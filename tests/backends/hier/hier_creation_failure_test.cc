@@ -86,7 +86,9 @@ TEST(HierCreationFailure, ARankWhoseShmLevelFailsEndsEveryRanksCreationSoonNamin
       [](int rank, const Outcome& out) {
         EXPECT_EQ(out.kind, rank == kFailing ? "InvalidArgument" : "PeerFailure") << "rank " << rank;
         EXPECT_NE(out.message.find("shm_slots"), std::string::npos) << "rank " << rank << ": " << out.message;
-        if (rank != kFailing) EXPECT_NE(out.message.find("rank 3"), std::string::npos) << "rank " << rank << ": " << out.message;
+        if (rank != kFailing) {
+          EXPECT_NE(out.message.find("rank 3"), std::string::npos) << "rank " << rank << ": " << out.message;
+        }
         // The plugin's refusal of the value, with the rank (in its level and in the world),
         // group and backend that refused it.
         if (rank == kFailing) {
