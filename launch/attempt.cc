@@ -206,10 +206,10 @@ void Attempt::judge_by_last_processes() {
                    why + ")";
   }
   if (!ended_badly.empty()) {
-    say("the job failed: " + ended_badly + "; the first failure was " + result_.failure);
+    say("the job failed: " + ended_badly + "; the first failure: " + result_.failure);
     return;
   }
-  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure was " +
+  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure: " +
       result_.failure);
   result_.exit_code = 0;
   result_.failed_rank = -1;
@@ -284,8 +284,10 @@ void Attempt::name_first_failure() {
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
                     ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
-  // The rank printed its own error; say it again only when it was not the first one seen.
-  if (!seen_first) say(result_.failure);
+  // The launcher's last word names the cause. The rank printed its own error; where it was
+  // the first failure seen, its lines are just above and the first one is enough; where it
+  // was not, the lines above lead elsewhere, and its whole error is said again.
+  say(seen_first ? result_.failure.substr(0, result_.failure.find('\n')) : result_.failure);
 }
 
 void Attempt::make_error_dir() {

@@ -103,6 +103,10 @@ TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
   EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("failed: exit code 3"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("stopping 2 ranks"), std::string::npos) << f.err;
+  // The last line names the cause, also where it was the first failure seen.
+  const std::string last = f.err.substr(f.err.rfind('\n', f.err.size() - 2) + 1);
+  EXPECT_TRUE(std::regex_match(last, std::regex(R"(launch: rank 1 \(local rank 1, pid \d+\) failed first \(exit code 3\)\n)")))
+      << last;
   EXPECT_EQ(ready_pids(f.out).size(), 4u) << f.out;
   expect_all_gone(ready_pids(f.out));
   EXPECT_LT(took, seconds(4)) << "SIGTERM, not the 5 s grace period, should end the others";
@@ -348,7 +352,7 @@ TEST(Launch, OnFailureContinueWithoutReplacementsExitsWithTheFailure) {
   EXPECT_EQ(exit_code(f), 7) << f.err;
   EXPECT_EQ(f.out.find("replacement"), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("launch: the job failed: rank 1's last process: exit code 7 (not replaced: no --replace_after_s); "
-                       "the first failure was rank 1 (local rank 1, pid "),
+                       "the first failure: rank 1 (local rank 1, pid "),
             std::string::npos)
       << "the job ends with a line that says so: " << f.err;
 }
@@ -364,7 +368,7 @@ TEST(Launch, OthersEndingBeforeTheReplacementIsDueLeaveTheJobFailedAndSaySo) {
   EXPECT_EQ(f.err.find("started rank 1's replacement"), std::string::npos) << f.err;
   const std::string closing =
       "launch: the job failed: rank 1's last process: exit code 7 (its replacement was not due before the other "
-      "ranks ended); the first failure was rank 1 (local rank 1, pid ";
+      "ranks ended); the first failure: rank 1 (local rank 1, pid ";
   const size_t at = f.err.find(closing);
   ASSERT_NE(at, std::string::npos) << f.err;
   EXPECT_EQ(f.err.find('\n', at), f.err.size() - 1) << "it is the launcher's last line: " << f.err;
