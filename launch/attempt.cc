@@ -270,7 +270,6 @@ void Attempt::name_first_failure() {
   const RankProcess* cause = &processes_[static_cast<size_t>(first)];
   const local::Child& process = ranks_[static_cast<size_t>(first)];
   const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
-  const bool seen_first = cause->rank == result_.failed_rank;
   result_.failed_rank = cause->rank;
   result_.exit_code = local::shell_exit_code(process.status);
   result_.how = local::describe_wait_status(process.status);
@@ -284,10 +283,9 @@ void Attempt::name_first_failure() {
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
                     ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
-  // The launcher's last word names the cause. The rank printed its own error; where it was
-  // the first failure seen, its lines are just above and the first one is enough; where it
-  // was not, the lines above lead elsewhere, and its whole error is said again.
-  say(seen_first ? result_.failure.substr(0, result_.failure.find('\n')) : result_.failure);
+  // The launcher's last word, one line, names the cause; the rank printed its whole error
+  // above (a Desync's table, say).
+  say(result_.failure.substr(0, result_.failure.find('\n')));
 }
 
 void Attempt::make_error_dir() {

@@ -329,7 +329,7 @@ void Engine::mismatch(const CollectiveTask& t, int peer) const {
   throw GroupFailedError(
       {FailureKind::kDesync, -1,
        desync_message(t.description.seq, fingerprint_table(by_rank, "(has not reached this point yet)"), "") +
-           "(found by rank " + std::to_string(group_->rank()) + " at round " + std::to_string(t.round + 1) + " of " +
+           "\n(found by rank " + std::to_string(group_->rank()) + " at round " + std::to_string(t.round + 1) + " of " +
            std::to_string(t.op->rounds()) + " of its op, reading rank " + std::to_string(peer) +
            "'s; no data was exchanged)",
        t.work.get()});

@@ -62,6 +62,8 @@ TEST(ProgressReport, CollectivesThatDifferAtOneSequenceNumberAreDesync) {
   EXPECT_NE(v.message.find("  rank 0: all_reduce #1 float32[10] sum\n"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("  rank 1: all_reduce #1 float32[20] sum\n"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("  rank 2: (did not report"), std::string::npos) << v.message;
+  // The table's last line ends the message: no newline after it (an empty line when printed).
+  EXPECT_NE(v.message.back(), '\n') << v.message;
   ASSERT_TRUE(v.op.has_value());
   EXPECT_EQ(v.op->count, 10);
   // Too recent on one side: no verdict yet.
@@ -87,6 +89,7 @@ TEST(ProgressReport, AllToAllSplitsThatDoNotPairAreDesync) {
   const Verdict v = compare_reports(by_rank, 0, 0);
   ASSERT_EQ(v.kind, Verdict::Kind::kDesync);
   EXPECT_NE(v.message.find("rank 1 sends 1 elements to rank 0, which expects 2"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.back(), '\n') << v.message;
 }
 
 // The message of the size mismatch the reports show to rank `at` ("" and a failure if none).
