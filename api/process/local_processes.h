@@ -100,6 +100,16 @@ inline std::string describe_current_exception() {
   }
 }
 
+// The FailureReport of the exception being handled, now. consequence: whether it is another
+// rank's failure, adopted (FailureReport::consequence; the core knows, this header does not).
+inline std::string report_of_current_exception(bool consequence) {
+  FailureReport thrown;
+  thrown.unix_time_ns = FailureReport::now_ns();
+  thrown.message = describe_current_exception();
+  thrown.consequence = consequence;
+  return thrown.encode();
+}
+
 // One child process and what it reported.
 struct Child {
   pid_t pid = -1;
@@ -149,10 +159,7 @@ inline Child fork_child(const std::function<std::string()>& body) {
     try {
       report = body();
     } catch (...) {
-      FailureReport thrown;
-      thrown.unix_time_ns = FailureReport::now_ns();
-      thrown.message = describe_current_exception();
-      report = thrown.encode();
+      report = report_of_current_exception(/*consequence=*/false);
     }
     std::fflush(nullptr);
     write_fully(fds[1], report);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "api/diagnostics/group_failure.h"
 #include "api/errors.h"
 #include "api/init.h"
 #include "api/process/job_identity.h"
@@ -57,7 +58,12 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
       local::RankEnvironment mine = job;
       mine.rank = mine.local_rank = rank;
       mine.export_here();  // as a launcher would have set it
-      fn(rank, nprocs);
+      try {
+        fn(rank, nprocs);
+      } catch (...) {
+        // As run_main's report: a rank that adopted another's failure is not the cause.
+        return local::report_of_current_exception(latest_group_failure_was_adopted());
+      }
       return std::string();
     });
   } catch (const std::runtime_error& e) {

@@ -179,6 +179,36 @@ TEST(Spawn, RunsACollectiveOverGloo) {
       options);
 }
 
+// A real Desync over gloo: the rank that finds it throws last (it publishes its record and
+// cuts the others off first), and the ranks it cut off throw its error as theirs. spawn
+// names the finder, not a rank that adopted its failure. The ranks ignore the stop's
+// SIGTERM, so that the finder lives to report, as with a longer grace: a finder that the
+// stop kills before it has written its report leaves only adopted ones (1 run in 10 here),
+// and the earliest of those is named (its message names the finder).
+TEST(Spawn, ARankThatAdoptedAnothersFailureIsNotNamedAsTheCause) {
+  SpawnOptions options;
+  options.backend = "gloo";
+  options.timeout = std::chrono::seconds(60);
+  std::string message;
+  try {
+    spawn(
+        3,
+        [](int rank, int) {
+          ::signal(SIGTERM, SIG_IGN);
+          ProcessGroupPtr pg = init_process_group();
+          Tensor t = Tensor::zeros({16});
+          (rank == 1 ? pg->broadcast(t) : pg->all_reduce(t))->wait();
+        },
+        options);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("failed first: it threw distcomm::Desync: "), std::string::npos) << message;
+  EXPECT_NE(message.find("the ranks disagree on collective #0"), std::string::npos) << message;
+  EXPECT_EQ(message.find("which cut this op off"), std::string::npos) << message;
+  expect_no_children();
+}
+
 TEST(Spawn, RankExitingNonZeroStopsTheOthers) {
   Clock::time_point start = Clock::now();
   std::string message = spawn_error(3, [](int rank, int) {
