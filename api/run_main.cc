@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "api/diagnostics/group_failure.h"
 #include "api/errors.h"
+#include "api/process/failure_origin.h"
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
 #include "api/process_group.h"

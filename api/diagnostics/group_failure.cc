@@ -7,13 +7,11 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
 
 namespace distcomm {
 namespace {
-
-// latest_group_failure_was_adopted: whether the latest failure a group recorded here was.
-std::atomic<bool> g_latest_failure_adopted{false};
 
 // Where a failing rank leaves its record, in the backend's (already prefixed) store.
 const char kBoardKey[] = "failure";
@@ -249,8 +247,6 @@ void GroupFailure::check_usable() const {
   if (std::exception_ptr e = refusal()) std::rethrow_exception(e);
 }
 
-bool latest_group_failure_was_adopted() { return g_latest_failure_adopted.load(); }
-
 std::optional<FailureRecord> GroupFailure::first() const {
   std::lock_guard<std::mutex> lock(mu_);
   return first_;
@@ -362,7 +358,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     first_ = r;
     first_op_ = op;
     first_error_ = error;
-    g_latest_failure_adopted.store(adopted);
+    note_group_failure_origin(adopted);  // api/process/failure_origin.h
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
     recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need

@@ -56,13 +56,6 @@ struct FailureRecord {
   static Kind kind_of(const std::exception_ptr& error);
 };
 
-// Whether the latest group failure this process recorded, in any group, was another rank's
-// that it adopted (the error it throws names that rank's failure as the cause): run_main
-// writes it into its FailureReport (consequence), so that the launcher names that rank.
-// The latest, not the first: a program that survived one failure (ft/) ends by another.
-// False when it was this rank's own, or none was recorded.
-bool latest_group_failure_was_adopted();
-
 class GroupFailure {
  public:
   // rank: this rank in the group. board: a store every rank of the group reaches (the

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "api/diagnostics/group_failure.h"
 #include "api/errors.h"
 #include "api/init.h"
+#include "api/process/failure_origin.h"
 #include "api/process/job_identity.h"
 #include "api/process/local_processes.h"
 #include "api/process/local_ranks.h"

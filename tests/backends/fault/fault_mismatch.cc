@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "api/diagnostics/group_failure.h"
+#include "api/process/failure_origin.h"
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
