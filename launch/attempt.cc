@@ -56,10 +56,17 @@ class Attempt {
   JobResult run();
 
  private:
-  // The launcher stops its ranks itself: it asks them for trace dumps first, and says what it does.
-  static local::RankWatchOptions watch_policy() {
+  // The launcher stops its ranks itself: it asks them for trace dumps first, and says what
+  // it does. A rank's report is its error file.
+  local::RankWatchOptions watch_policy() {
     local::RankWatchOptions o;
     o.after_failure = local::AfterFailure::kCallerStops;
+    o.adopted_failure_hold = local::kAdoptedFailureHold;
+    o.adopted = [this](size_t i) {
+      if (i >= processes_.size() || processes_[i].error_file.empty()) return false;
+      const std::optional<FailureReport> report = FailureReport::read(processes_[i].error_file);
+      return report && report->consequence;
+    };
     return o;
   }
   void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }

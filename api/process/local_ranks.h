@@ -45,6 +45,12 @@ enum class AfterFailure {
 // Why the ranks still running were stopped.
 enum class StopCause { kNone, kFailure, kTimeLimit, kCaller };
 
+// How long spawn() and the launcher hold a stop when the first rank to fail adopted another
+// rank's failure (RankWatchOptions::adopted_failure_hold). The finder exits within
+// milliseconds of the ranks it cut off when it can; a finder that cannot (hung, or on
+// another host) costs the others this much more before they are stopped.
+constexpr std::chrono::milliseconds kAdoptedFailureHold{2000};
+
 struct RankWatchOptions {
   // How long the ranks may run, from the first turn of watching (0: no limit). At the limit
   // the ranks still running are stopped: SIGTERM and the grace with kTerminate, SIGKILL with
@@ -54,6 +60,17 @@ struct RankWatchOptions {
   AfterFailure after_failure = AfterFailure::kTerminate;
   // Ranks that may die of SIGKILL without having failed (failure tests kill one on purpose).
   std::set<int> may_be_killed;
+  // When the first rank seen failing says it adopted another rank's failure
+  // (FailureReport::consequence), the policy waits up to this long for a rank that failed
+  // on its own before it acts (0: it acts at once). The rank that finds a failure publishes
+  // it and cuts the others off before it throws, so the ranks it cut off can exit first; a
+  // SIGTERM sent then could end it before it has said why, and only adopted reports would
+  // be left to name the cause. The wait ends at once when such a rank exits, or when none
+  // runs.
+  std::chrono::milliseconds adopted_failure_hold{0};
+  // Whether rank r's report says it adopted another rank's failure; by default what a
+  // forked rank wrote through its pipe (fork_child). The launcher reads its ranks' files.
+  std::function<bool(size_t rank)> adopted;
 };
 
 // A rank that could not be started (what() says why); the ranks started before it have
@@ -111,8 +128,9 @@ class LocalRanks {
 
   // One turn: sleeps up to `wait` (less when the policy has something to do sooner) until a
   // rank exits or writes, or `extra` has something to read; reaps. The first failure seen
-  // before any stop is noted (first_seen_failure()), and the policy kept: the others' grace
-  // begins, the time limit stops them, SIGKILL ends the grace. Returns the ranks that exited.
+  // before any stop is noted (first_seen_failure(); an adopted one only after its hold, see
+  // adopted_failure_hold), and the policy kept: the others' grace begins, the time limit
+  // stops them, SIGKILL ends the grace. Returns the ranks that exited.
   std::vector<size_t> watch_once(std::chrono::milliseconds wait, std::vector<pollfd>* extra = nullptr) {
     if (!limit_at_) {
       limit_at_ = options_.time_limit.count() > 0 ? Clock::now() + options_.time_limit : Clock::time_point::max();
@@ -124,9 +142,17 @@ class LocalRanks {
     std::vector<size_t> exited = children_.poll(wait, extra);
     for (size_t r : exited) {
       if (first_seen_failure_ >= 0 || stopping() || !failed(r)) continue;
+      if (options_.adopted_failure_hold.count() > 0 && adopted(r)) {
+        if (held_failure_ < 0) {
+          held_failure_ = static_cast<int>(r);
+          held_until_ = Clock::now() + options_.adopted_failure_hold;
+        }
+        continue;
+      }
       first_seen_failure_ = static_cast<int>(r);
       after_first_failure();
     }
+    end_hold_when_due();
     keep_time();
     return exited;
   }
@@ -208,6 +234,21 @@ class LocalRanks {
     }
   }
 
+  bool adopted(size_t rank) const {
+    if (options_.adopted) return options_.adopted(rank);
+    const std::optional<FailureReport> report = FailureReport::decode(children_[rank].report);
+    return report && report->consequence;
+  }
+
+  // The held (adopted) failure becomes the first seen, and the policy acts, once the hold is
+  // over, no rank runs, or a stop began for another reason (then it only counts as seen).
+  void end_hold_when_due() {
+    if (held_failure_ < 0 || first_seen_failure_ >= 0) return;
+    if (!stopping() && running() > 0 && Clock::now() < held_until_) return;
+    first_seen_failure_ = held_failure_;
+    if (!stopping()) after_first_failure();
+  }
+
   void after_first_failure() {
     switch (options_.after_failure) {
       case AfterFailure::kTerminate:
@@ -229,9 +270,13 @@ class LocalRanks {
   // When the policy acts next, if it will.
   std::optional<Clock::time_point> next_due() const {
     if (kill_at_) return kill_at_;
-    if (options_.after_failure == AfterFailure::kCallerStops || stopping()) return std::nullopt;
-    if (*limit_at_ == Clock::time_point::max()) return std::nullopt;
-    return limit_at_;
+    const bool holding = held_failure_ >= 0 && first_seen_failure_ < 0 && !stopping();
+    const bool limited = options_.after_failure != AfterFailure::kCallerStops && !stopping() &&
+                         *limit_at_ != Clock::time_point::max();
+    if (holding && limited) return std::min(held_until_, *limit_at_);
+    if (holding) return held_until_;
+    if (limited) return limit_at_;
+    return std::nullopt;
   }
 
   void keep_time() {
@@ -256,6 +301,8 @@ class LocalRanks {
   std::optional<Clock::time_point> kill_at_;  // SIGKILL is due (a grace is running)
   bool killed_ = false;
   int first_seen_failure_ = -1;
+  int held_failure_ = -1;  // the first failure seen, while the hold waits (adopted_failure_hold)
+  Clock::time_point held_until_;
 };
 
 }  // namespace local

@@ -30,6 +30,7 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
   watch.time_limit = options.timeout;
   watch.grace = options.grace;
   watch.after_failure = local::AfterFailure::kTerminate;
+  watch.adopted_failure_hold = local::kAdoptedFailureHold;
   local::LocalRanks ranks(watch);
   // The job's store, served here as a launcher serves it: listening before the first rank
   // starts, destroyed after the last has ended, so that it outlives any rank (the survivors

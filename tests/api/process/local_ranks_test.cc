@@ -145,6 +145,55 @@ TEST(LocalRanks, AnAdoptedFailureIsNotTheCauseHoweverEarly) {
   EXPECT_EQ(ranks.first_failure(), 1);
 }
 
+std::string report_of(bool consequence, const std::string& message) {
+  FailureReport r;
+  r.unix_time_ns = FailureReport::now_ns();
+  r.message = message;
+  r.consequence = consequence;
+  return r.encode();
+}
+
+// The ranks that adopted rank 1's failure exit first; the stop waits for rank 1, which then
+// reports its own and is seen as the first failure. Without the hold the SIGTERM ended rank
+// 1 before it reported, and an adopted report named the cause.
+TEST(LocalRanks, TheStopWaitsForTheRankWhoseFailureWasAdopted) {
+  RankWatchOptions o = policy(AfterFailure::kTerminate, milliseconds(300));
+  o.adopted_failure_hold = milliseconds(10000);
+  LocalRanks ranks(o);
+  ranks.fork_ranks(3, [](int rank) -> std::string {
+    if (rank != 1) return report_of(true, "rank 1 found it, which cut this op off");
+    std::this_thread::sleep_for(milliseconds(300));
+    return report_of(false, "found it");
+  });
+  const auto start = Clock::now();
+  ranks.watch();
+  EXPECT_LT(seconds_since(start), 5.0) << "the hold ends when rank 1 exits, not when it runs out";
+  EXPECT_EQ(ranks.first_seen_failure(), 1);
+  EXPECT_EQ(ranks.first_failure(), 1);
+  for (size_t r = 0; r < 3; ++r) EXPECT_FALSE(ranks[r].stopped) << "rank " << r;
+  expect_no_children();
+}
+
+// A hold runs out: the adopted failure is then the first seen, and the others are stopped.
+TEST(LocalRanks, AHoldThatRunsOutStopsTheOthers) {
+  RankWatchOptions o = policy(AfterFailure::kTerminate, milliseconds(300));
+  o.adopted_failure_hold = milliseconds(400);
+  LocalRanks ranks(o);
+  ranks.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 0) return report_of(true, "rank 1 found it, which cut this op off");
+    wait_forever();
+  });
+  const auto start = Clock::now();
+  ranks.watch();
+  EXPECT_GE(seconds_since(start), 0.35);
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(ranks.first_seen_failure(), 0);
+  EXPECT_EQ(ranks.stop_cause(), StopCause::kFailure);
+  EXPECT_TRUE(ranks[1].stopped);
+  EXPECT_EQ(describe_wait_status(ranks[1].status), "signal SIGTERM (Terminated)");
+  expect_no_children();
+}
+
 // kLetEnd (the test harness): after a failure the others get the grace, no signal, then SIGKILL.
 TEST(LocalRanks, AfterAFailureTheOthersGetTheGraceThenSigkill) {
   LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(500), milliseconds(60000)));

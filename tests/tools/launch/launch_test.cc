@@ -133,6 +133,18 @@ TEST(Launch, TheRankWhoseFailureTheOthersAdoptedIsTheCause) {
       << f.err;
 }
 
+// Rank 1 found the failure, and the ranks it cut off report it and exit before rank 1 has
+// written its own report (as a real finder publishes and cuts first). The launcher holds
+// the stop's SIGTERM for it (local::kAdoptedFailureHold): without that, the SIGTERM ended
+// rank 1 unreported and the launcher named rank 0 or 2, who only adopted its failure.
+TEST(Launch, TheStopWaitsForTheRankWhoseFailureWasAdopted) {
+  Finished f = run(launch({"--nproc_per_node=3"}, {kProbe, "late_finder", "1"}));
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  EXPECT_NE(f.err.find("launch: rank 1 (local rank 1, pid "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("failed first (exit code 1): Desync: found by this rank"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("SIGTERM"), std::string::npos) << "no rank should need stopping: " << f.err;
+}
+
 // Rank 1 is killed from outside while the launcher cannot run (stopped); the others notice
 // its death and report it, with times before the launcher sees any exit. The launcher must
 // still name rank 1, whose death came first, not one of the ranks that reported it.

@@ -20,6 +20,12 @@
 //                                     cuts its connections first), then waits for the stop's
 //                                     SIGTERM; the others, once it has reported, report that
 //                                     failure as theirs (consequence) and exit with code 1
+//   rank_probe late_finder <rank>     that rank publishes a failure (a file), and once the
+//                                     others have reported it as theirs (consequence) and
+//                                     exited with code 1, takes 300 ms more to report its own
+//                                     and exit with code 1 (a SIGTERM before then ends it
+//                                     unreported, as it would a finder still cutting its
+//                                     connections)
 //   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
 //                                     prints "victim <pid>" and waits to be killed;
 //                                     the others, once it has died (a zombie is dead), report
@@ -181,6 +187,33 @@ int main(int argc, char** argv) {
     report.message = "Desync: rank " + std::string(argv[2]) + " found it, which cut this op off";
     report.consequence = true;
     std::ofstream(own_file) << report.encode();
+    return 1;
+  }
+  if (mode == "late_finder" && argc > 2) {
+    const std::string own_file = env_str(distcomm::kErrorFileVariable);
+    const std::string dir = own_file.substr(0, own_file.find_last_of('/') + 1);
+    const std::string published = dir + "published";
+    distcomm::FailureReport report;
+    if (env_int("RANK") == std::atoi(argv[2])) {
+      std::ofstream marker(published);
+      marker.close();
+      for (int r = 0; r < env_int("WORLD_SIZE"); ++r) {
+        const std::string theirs = dir + "rank_" + std::to_string(r) + ".error";
+        while (r != env_int("RANK") && ::access(theirs.c_str(), F_OK) != 0) ::usleep(1000);
+      }
+      ::usleep(300'000);
+      report.unix_time_ns = distcomm::FailureReport::now_ns();
+      report.message = "Desync: found by this rank";
+      std::ofstream(own_file + ".tmp") << report.encode();
+      ::rename((own_file + ".tmp").c_str(), own_file.c_str());
+      return 1;
+    }
+    while (::access(published.c_str(), F_OK) != 0) ::usleep(1000);
+    report.unix_time_ns = distcomm::FailureReport::now_ns();
+    report.message = "Desync: rank " + std::string(argv[2]) + " found it, which cut this op off";
+    report.consequence = true;
+    std::ofstream(own_file + ".tmp") << report.encode();
+    ::rename((own_file + ".tmp").c_str(), own_file.c_str());
     return 1;
   }
   if (mode == "victim" && argc > 2) {
