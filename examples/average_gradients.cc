@@ -5,7 +5,11 @@
 //   epoch 0: mean loss 0.4...
 //   ...
 //   rank 0: parameter checksum ...     (the same on every rank: the replicas never diverge)
-//   rank 0 saved the model to /tmp/distcomm_model.txt
+//   rank 0 saved the model to /home/you/average_gradients_model.5f0c3e8a91d2b467.txt
+//
+// The model goes into the folder the program was started from (with `bazel run`, the one
+// bazel was run from), named after the job (job_file.h), so that two jobs never write one
+// file; --model_path chooses another. The last line names the file.
 //
 // Every rank holds the same model and trains on its own slice of each global batch. After
 // backward, each gradient is summed over the ranks with all_reduce and divided by the world
@@ -21,6 +25,7 @@
 #include <distcomm/api/init.h>
 #include <distcomm/api/logging.h>
 #include <distcomm/api/run_main.h>
+#include "examples/job_file.h"
 #include "examples/nn/loss.h"
 #include "examples/nn/sequential.h"
 #include "examples/nn/sgd.h"
@@ -30,7 +35,9 @@
 DEFINE_int32(epochs, 5, "passes over the data set");
 DEFINE_int32(batch_per_rank, 16, "samples each rank trains on per step");
 DEFINE_double(learning_rate, 0.1, "SGD step size");
-DEFINE_string(model_path, "/tmp/distcomm_model.txt", "where rank 0 saves the trained model");
+DEFINE_string(model_path, "",
+              "where rank 0 saves the trained model (default: average_gradients_model.<run id>.txt in the folder "
+              "the program was started from; a relative path is in that folder too)");
 
 using distcomm::ProcessGroup;
 using distcomm::Tensor;
@@ -113,8 +120,10 @@ int main(int argc, char** argv) {
 
     // Every replica is identical, so one copy is enough: only rank 0 writes it.
     if (pg.rank() == 0) {
-      save(*model, FLAGS_model_path);
-      std::cout << "rank 0 saved the model to " << FLAGS_model_path << std::endl;
+      const std::string path = FLAGS_model_path.empty() ? distcomm::examples::job_file("average_gradients_model", "txt")
+                                                        : distcomm::examples::user_path(FLAGS_model_path);
+      save(*model, path);
+      std::cout << "rank 0 saved the model to " << path << std::endl;
     }
     return 0;
   });

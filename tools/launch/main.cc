@@ -38,9 +38,18 @@ DEFINE_int32(node_rank, 0, "this machine's index in [0, nnodes)");
 DEFINE_string(master_addr, "127.0.0.1", "host of the job's store (node 0's, whose launcher serves it)");
 DEFINE_int32(master_port, 0, "port of the job's store; 0: pick a free one (single machine only)");
 DEFINE_string(backend, "", "backend for the program, exported as DISTCOMM_BACKEND (gloo, mpi, nccl...; default: the program's, else auto)");
-DEFINE_string(log_dir, "", "write each rank's output to <log_dir>/rank_<R>.log (terminal only with --tee)");
-DEFINE_bool(tee, false, "with --log_dir: print the output on the terminal as well");
-DEFINE_string(ranks_filter, "", "comma list of ranks whose output reaches the terminal, e.g. 0 (default: all)");
+// Unlike torchrun's --log-dir, which only names the folder (its -r/--redirects or -t/--tee
+// send output there), --log_dir moves the output off the terminal by itself: --help says so,
+// or `--log_dir=D --ranks_filter=0` looks like a job that prints nothing.
+DEFINE_string(log_dir, "", "write each rank's stdout and stderr to <log_dir>/rank_<R>.log instead of the terminal: "
+              "without --tee no rank's output is shown, whatever --ranks_filter says (the launcher's own lines "
+              "still are). A later job given the same folder overwrites the files; restart n writes to "
+              "<log_dir>/attempt_<n>/");
+DEFINE_bool(tee, false, "with --log_dir: show the output on the terminal as well (of the ranks --ranks_filter "
+            "names); the files still get every rank's");
+DEFINE_string(ranks_filter, "", "comma list of global ranks whose output is shown on the terminal, e.g. 0 (default: "
+              "all); the others' is not shown (with --log_dir it is in their files). With --log_dir it shows "
+              "nothing unless --tee is given");
 DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the job is stopped");
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
@@ -118,7 +127,6 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.backend = FLAGS_backend;
   // From the environment, never from flags: a command line is visible to every user.
   o.identity = identity_from_environment();
-  o.log_dir = FLAGS_log_dir;
   o.tee = FLAGS_tee;
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
   o.max_restarts = FLAGS_max_restarts;
@@ -129,6 +137,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
+  o.log_dir = absolute(FLAGS_log_dir, o.working_dir);
   o.trace_dir = absolute(FLAGS_trace_dir, o.working_dir);
   o.dump_wait = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_dump_wait_s * 1000));
   o.timeline = absolute(FLAGS_timeline, o.working_dir);
