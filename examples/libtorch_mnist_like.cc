@@ -30,6 +30,7 @@
 #include "api/init.h"
 #include "api/logging.h"
 #include "api/run_main.h"
+#include "examples/job_file.h"
 #include "examples/self_launch.h"
 #include "integrations/torch/distributed_data_parallel.h"
 #include "integrations/torch/distributed_sampler.h"
@@ -39,7 +40,9 @@ DEFINE_int32(epochs, 3, "passes over the data set");
 DEFINE_int32(batch, 32, "images per rank per step");
 DEFINE_int32(samples, 2048, "size of the synthetic data set");
 DEFINE_double(lr, 0.05, "SGD learning rate");
-DEFINE_string(save, "libtorch_mnist_like.pt", "where rank 0 saves the trained model");
+DEFINE_string(save, "",
+              "where rank 0 saves the trained model (default: libtorch_mnist_like.<run id>.pt in the folder the "
+              "program was started from; a relative path is in that folder too)");
 
 namespace {
 
@@ -135,8 +138,11 @@ int main(int argc, char** argv) {
     const bool in_step = checksum.item<double>() == mine;
     distcomm::ordered_print(*pg, std::string("weights ") + (in_step ? "identical to rank 0's" : "DIFFER from rank 0's"));
     if (rank == 0) {
-      torch::save(std::static_pointer_cast<torch::nn::Module>(net), FLAGS_save);
-      std::printf("libtorch_mnist_like: trained on %d ranks, model saved to %s\n", pg->size(), FLAGS_save.c_str());
+      // As average_gradients' model: a file of the job's own, where the user started it.
+      const std::string path = FLAGS_save.empty() ? distcomm::examples::job_file("libtorch_mnist_like", "pt")
+                                                  : distcomm::examples::user_path(FLAGS_save);
+      torch::save(std::static_pointer_cast<torch::nn::Module>(net), path);
+      std::printf("libtorch_mnist_like: trained on %d ranks, model saved to %s\n", pg->size(), path.c_str());
     }
     return in_step ? 0 : 1;
   });
