@@ -178,14 +178,19 @@ struct GroupFailure::Follower {
 
 namespace {
 
+// Both never destroyed: a group's backend threads record losses while the process exits,
+// until the group itself is destroyed, and the default group (api/init.cc) is a global made
+// before these, so destroyed after them. A list destroyed first was read by a gloo watch
+// thread of a hierarchical group as exit() destroyed that group: SIGSEGV on every survivor
+// of a killed rank.
 std::mutex& followers_mutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 
 std::vector<std::weak_ptr<GroupFailure::Follower>>& followers() {
-  static std::vector<std::weak_ptr<GroupFailure::Follower>> list;
-  return list;
+  static auto* list = new std::vector<std::weak_ptr<GroupFailure::Follower>>;
+  return *list;
 }
 
 }  // namespace
