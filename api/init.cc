@@ -142,6 +142,15 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitEnviron
 
 }  // namespace
 
+std::map<std::string, std::string> backend_config_as_init_gives(const std::string& backend,
+                                                                std::map<std::string, std::string> given) {
+  const LaunchEnv env = read_launch_env();
+  const PluginSearch plugins = PluginSearch::from_environment();
+  fill_config(given, BackendSpec::parse(backend), env, plugins);
+  if (!env.master_addr.empty()) given.emplace("master_addr", env.master_addr);
+  return given;
+}
+
 ProcessGroupPtr init_process_group(InitOptions o) {
   const auto started = std::chrono::steady_clock::now();
   {

@@ -34,6 +34,16 @@ LaunchEnv read_launch_env();
 // InitOptions::identity is empty.
 JobIdentity identity_from_environment();
 
+// The settings init_process_group gives backend `backend` (a spec: "gloo", "auto", ...):
+// `given` (the program's, which win), then this rank's launch environment (local_rank,
+// launcher) and the settings' variables (DISTCOMM_SOCKET_IFNAME, ...), and MASTER_ADDR as
+// "master_addr", from which gloo picks the address towards the job's store. For groups a
+// program makes over a store of its own (ft::Manager), so that they listen where
+// init_process_group's would: without it, a group spanning hosts listened on the host
+// name, which resolves to loopback on many machines (Debian's /etc/hosts).
+std::map<std::string, std::string> backend_config_as_init_gives(const std::string& backend,
+                                                                std::map<std::string, std::string> given);
+
 // Whether a launcher gave this process a rank (read_launch_env() found one: tools/launch,
 // torchrun, spawn, mpirun, srun, a PMI launcher). A program that starts its own ranks
 // when run by hand asks this first.

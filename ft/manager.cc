@@ -320,7 +320,9 @@ void Manager::make_group(Clock::time_point creation_deadline) {
   po.rank = generation_.rank_of(id_);
   po.size = static_cast<int>(generation_.members.size());
   po.backend = options_.backend;
-  po.backend_config = options_.backend_config;
+  // As init_process_group's: the launch environment's settings, and the address towards
+  // MASTER_ADDR, so that a generation spanning hosts listens where its peers can reach it.
+  po.backend_config = backend_config_as_init_gives(options_.backend, options_.backend_config);
   po.timeout = options_.op_timeout;
   po.group_name = keys::kGroupName;
   po.creation_deadline = creation_deadline;
