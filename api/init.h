@@ -102,7 +102,10 @@ bool is_initialized();
 // The group made by init_process_group; throws if there is none.
 ProcessGroup& default_group();
 ProcessGroupPtr default_group_ptr();
-// Drops the default group (aborting nothing in flight that has finished).
+// Drops the default group. The group itself ends (its connections close, its threads stop)
+// when the last ProcessGroupPtr to it goes: a pointer the program still holds keeps it
+// working, unlike torch's destroy_process_group, which ends the group for every holder.
+// init_process_group may then be called again.
 void destroy_process_group();
 
 }  // namespace distcomm

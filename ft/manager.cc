@@ -306,7 +306,9 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
                       (why.empty() ? ": it came too late" : ", taken for gone: " + why));
   }
   if (static_cast<int>(next.members.size()) < options_.min_members) {
-    throw Error("ft: member '" + id_ + "': only " + std::to_string(next.members.size()) + " members are left in " +
+    const size_t left = next.members.size();
+    throw Error("ft: member '" + id_ + "': only " + std::to_string(left) + (left == 1 ? " member is" : " members are") +
+                " left in " +
                 next.describe() + ", fewer than the program's minimum of " + std::to_string(options_.min_members) +
                 "; stopping");
   }
