@@ -114,9 +114,14 @@ Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate) 
   Segment s;
   s.fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s.fd_ < 0) {
+    // ENOENT: the peer's process, or its segment, is gone (it exited, or its own part of the
+    // creation failed): the hint about users and namespaces would mislead there.
+    const bool gone = errno == ENOENT;
     throw BackendUnavailable(system_error("shm: cannot open the peer's segment " + path) +
-                             " (both processes must run as the same user in one PID namespace, and the peer must "
-                             "not be marked non-dumpable)");
+                             (gone ? " (the peer's process has ended, or closed its segment: it left the group's "
+                                     "creation)"
+                                   : " (both processes must run as the same user in one PID namespace, and the "
+                                     "peer must not be marked non-dumpable)"));
   }
   struct stat st {};
   if (::fstat(s.fd_, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
