@@ -42,9 +42,13 @@
 // the plugin initialised MPI, calls MPI_Finalize.
 // When a failed group left operations MPI still holds, MPI_Finalize may wait for a peer
 // that never comes: after a few seconds the process then ends without it, and says so on
-// stderr. A process whose MPI_Init, or a group's communicator creation (mpi_group_comm.h),
-// never finished cannot finalize at all (a thread is still inside MPI): it ends at once
-// without MPI_Finalize, and says so.
+// stderr. A process exiting with an error status (an exception out of run_main's body) gives
+// the drain and MPI_Finalize 2 s, then ends without them and says so: its peers may sit in
+// an op it never joined, which Open MPI's MPI_Finalize would wait for until that op's
+// timeout; mpirun ends the job once the process exits with an error. A process whose
+// MPI_Init, or a group's communicator creation (mpi_group_comm.h), never finished cannot
+// finalize at all (a thread is still inside MPI): it ends at once without MPI_Finalize, and
+// says so.
 #pragma once
 
 #include <mpi.h>

@@ -21,6 +21,13 @@ namespace {
 // At exit, how long MPI_Finalize may wait for peers when a failed group left operations
 // MPI still holds (a peer that never joined them may be stuck, and never finalize).
 constexpr auto kFinalizeGrace = std::chrono::seconds(5);
+// At an exit with an error status, how long the drain and MPI_Finalize may take. The peers
+// may sit in an op this process will never join (it failed before joining), and Open
+// MPI's MPI_Finalize waits for every rank: they would come only at that op's timeout. The
+// job fails anyway (mpirun ends it when a process exits with an error, finalized or not),
+// so this only lets ranks that all end at once finalize cleanly (milliseconds), and keeps
+// the job's end within seconds of the error.
+constexpr auto kErrorExitGrace = std::chrono::seconds(2);
 
 std::mutex g_start_mu;
 // Never deleted: static destructors that run after exit (a default group being
@@ -226,11 +233,23 @@ void Runtime::stop_at_exit(int status) {
   if (!thread_.joinable()) return;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return state_ == State::kFinalized || finalize_may_hang_; });
-    if (!done_cv_.wait_for(lock, kFinalizeGrace, [this] { return state_ == State::kFinalized; })) {
-      lock.unlock();
-      exit_without_finalize(status, "a failed group left operations that a peer never joined, and MPI_Finalize "
-                                    "waited " + std::to_string(kFinalizeGrace.count()) + " s for that peer (stuck or gone)");
+    const auto finalized = [this] { return state_ == State::kFinalized; };
+    if (status != 0) {
+      if (!done_cv_.wait_for(lock, kErrorExitGrace, finalized)) {
+        lock.unlock();
+        exit_without_finalize(status, "the program is ending with an error (exit status " + std::to_string(status) +
+                                          "), and draining its ops and MPI_Finalize waited " +
+                                          std::to_string(kErrorExitGrace.count()) +
+                                          " s for the other ranks, which may sit in an op this process never joined");
+      }
+    } else {
+      // Queued and running ops end by their own deadlines.
+      done_cv_.wait(lock, [this] { return state_ == State::kFinalized || finalize_may_hang_; });
+      if (!done_cv_.wait_for(lock, kFinalizeGrace, finalized)) {
+        lock.unlock();
+        exit_without_finalize(status, "a failed group left operations that a peer never joined, and MPI_Finalize "
+                                      "waited " + std::to_string(kFinalizeGrace.count()) + " s for that peer (stuck or gone)");
+      }
     }
   }
   thread_.join();
