@@ -14,6 +14,7 @@
 #include "api/group/group_backends.h"
 #include "api/group/group_creation.h"
 #include "api/group/host_layout.h"
+#include "api/group/member_lists.h"
 #include "api/hierarchical_backend.h"
 #include "api/ops/argument_checks.h"
 #include "api/ops/backend_call.h"
@@ -117,7 +118,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options, 
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, BackendSpec spec, bool check_config,
-                                                  ProcessGroup* parent, const std::vector<int>& members) {
+                                                  ProcessGroup* parent, const std::vector<int>& members,
+                                                  const MemberLists* lists) {
   if (options.size < 1) throw InvalidArgument("ProcessGroup: size must be >= 1, got " + std::to_string(options.size));
   if (options.rank < 0 || options.rank >= options.size) {
     throw InvalidArgument("ProcessGroup: rank " + std::to_string(options.rank) + " is outside [0, " +
@@ -141,7 +143,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     check_backend_config(spec.names_taking_settings(pg->plugins(), pg->options_.backend_config),
                          pg->options_.backend_config, pg->plugins());
   }
-  GroupCreation creation(pg->options_, std::move(spec));
+  GroupCreation creation(pg->options_, std::move(spec), lists);
   std::exception_ptr failure;
   try {
     if (pg->options_.store) {
@@ -315,11 +317,13 @@ Backend& ProcessGroup::backend_for(DeviceType device) { return backends_->servin
 
 std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                                           const std::string& tag,
-                                                          const InitWait* within) {
+                                                          const InitWait* within, const MemberLists* lists) {
   const std::string text = backend.empty() ? options_.backend : backend;
   BackendSpec spec = BackendSpec::parse(text);
   const auto me = std::find(ranks.begin(), ranks.end(), rank());
   if (me == ranks.end()) {
+    // What it passed, for any member that lists this rank: that member passed another list.
+    if (lists) lists->post(*options_.store);
     skip_subgroup(*backends_, spec, ranks, plugins());
     return nullptr;
   }
@@ -334,7 +338,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.creation_timeout = within ? within->timeout : std::chrono::milliseconds::zero();
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
-  return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks);
+  return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks, lists);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {
@@ -353,7 +357,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
                             " is listed twice in " + rank_list_text(ranks));
     }
   }
-  return make_subgroup(sorted, backend, "g" + std::to_string(id));
+  const std::string tag = "g" + std::to_string(id);
+  // The subgroup's name is the call's, whatever the list: its members compare their lists
+  // as they arrive (member_lists.h). Without a store there is nowhere to post them
+  // (docs/subgroups.md says what happens then).
+  if (!options_.store) return make_subgroup(sorted, backend, tag);
+  const MemberLists lists("new_group #" + std::to_string(id) + " on group '" + name() + "'",
+                          store_prefix_ + "new_group/" + std::to_string(id) + "/", sorted, rank());
+  return make_subgroup(sorted, backend, tag, nullptr, &lists);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {

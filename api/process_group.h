@@ -34,6 +34,7 @@ class DetailChecks;
 class GroupBackends;
 class GroupCreation;
 struct InitWait;
+class MemberLists;
 class OpNumbering;
 struct OpSpec;
 
@@ -169,12 +170,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Subgroups skip the config check (they inherit their parent's config, which may hold
   // keys of backends they do not use); parent and members: a subgroup's parent and its
   // ranks there, whose backends it may reuse.
+  // lists: new_group's (member_lists.h), for the creation's arrival.
   static std::shared_ptr<ProcessGroup> build(ProcessGroupOptions options, BackendSpec spec, bool check_config,
-                                             ProcessGroup* parent = nullptr, const std::vector<int>& members = {});
+                                             ProcessGroup* parent = nullptr, const std::vector<int>& members = {},
+                                             const MemberLists* lists = nullptr);
   // within: the creation whose deadline (and timeout, for messages) bounds this one's; null,
-  // it counts from now (new_group's timeout).
+  // it counts from now (new_group's timeout). lists: new_group's, posted here by a rank
+  // outside `ranks`.
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
-                                              const std::string& tag, const InitWait* within = nullptr);
+                                              const std::string& tag, const InitWait* within = nullptr,
+                                              const MemberLists* lists = nullptr);
   // A hierarchical group's levels (shm within its host, the across backend between hosts),
   // made during its creation, and the hierarchy wrapped around its CPU backend.
   void make_levels(const GroupCreation& creation);

@@ -31,9 +31,10 @@ std::string where_of(const ProcessGroupOptions& o) {
 
 }  // namespace
 
-GroupCreation::GroupCreation(const ProcessGroupOptions& options, BackendSpec spec)
+GroupCreation::GroupCreation(const ProcessGroupOptions& options, BackendSpec spec, const MemberLists* lists)
     : options_(options),
       spec_(std::move(spec)),
+      lists_(lists),
       where_(where_of(options)),
       wait_(InitWait::starting_now(options.timeout, options.creation_report_every, where_)) {
   if (options_.creation_deadline != InitWait::Clock::time_point{}) wait_.deadline = options_.creation_deadline;
@@ -49,8 +50,11 @@ void GroupCreation::arrive() {
   Store& store = *options_.store;
   const std::string base = group_store_base(options_.group_name);
   // Each rank counts its own creations of this name: the n-th one of every rank is the
-  // same group.
-  const int64_t n = store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+  // same group. new_group's members meet first, where ranks of another list are refused
+  // (member_lists.h), and take their leader's count: ranks of disjoint lists, which share
+  // the name, each take their own group's.
+  const int64_t n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text)
+                           : store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
   store_prefix_ = n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
   // From here on a rank that fails tells the others (confirm), and every wait of theirs,
   // this one first, ends as soon as it sees that.
@@ -59,7 +63,10 @@ void GroupCreation::arrive() {
   wait_.store_host = options_.store_host;
   // Every rank arrives before any backend waits for it (each in its own way, few of which
   // can say whom they wait for): one that never comes is named here.
-  if (options_.size > 1) wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
+  // (new_group's meeting was its arrival.)
+  if (!lists_ && options_.size > 1) {
+    wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
+  }
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include "api/group/group_backends.h"
 #include "api/group/host_exchange.h"
 #include "api/group/init_wait.h"
+#include "api/group/member_lists.h"
 #include "api/group/process_group_options.h"
 
 namespace distcomm {
@@ -27,11 +28,15 @@ class GroupCreation {
  public:
   // options: the group's, checked (environment set, global ranks filled); spec: its backend
   // spec, parsed once. The deadline counts from options.creation_deadline, or from now.
-  GroupCreation(const ProcessGroupOptions& options, BackendSpec spec);
+  // lists: new_group's (member_lists.h), whose meeting is then the arrival; null otherwise.
+  GroupCreation(const ProcessGroupOptions& options, BackendSpec spec, const MemberLists* lists = nullptr);
 
   // Step 1 (groups with a store). The group's prefix in the store ("pg/world/", or
   // "pg/world@2/" for the second group of that name over the same store) is chosen first,
-  // before the wait: a rank whose arrival times out confirms that failure under it.
+  // before the wait: a rank whose arrival times out confirms that failure under it. (For
+  // new_group, the prefix is the leader's, known once every member has come: a member
+  // refused or timed out in that meeting confirms nothing, and its members, in the same
+  // wait, end on their own.)
   void arrive();
   // Step 2. parent: for a subgroup, its parent's backends (those it can reuse are asked
   // first, reusable_backends), with members, its ranks in the parent; exchange: the
@@ -65,6 +70,7 @@ class GroupCreation {
  private:
   const ProcessGroupOptions& options_;
   BackendSpec spec_;
+  const MemberLists* lists_;
   std::string where_;  // "rank 1/4 group 'world'"
   InitWait wait_;
   std::string store_prefix_;

@@ -244,16 +244,20 @@ std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
 }
 
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
-                   const InitWait& w, const std::string& what, const std::string& hint) {
+                   const InitWait& w, const std::string& what, const std::string& hint,
+                   const std::function<void()>& check) {
   w.until(
       what,
       [&](milliseconds slice) {
+        bool done = true;
         try {
-          store.wait(keys, slice);
-          return true;
+          // With a check, look often: what has come may end the wait long before the rest.
+          store.wait(keys, check ? std::min(slice, kCreationFailedCheck) : slice);
         } catch (const Timeout&) {
-          return false;
+          done = false;
         }
+        if (check) check();
+        return done;
       },
       [&] {
         std::vector<int> missing;
@@ -274,9 +278,15 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
     ranks.push_back(r);
   }
   store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  wait_for_arrivals(store, keys, ranks, w, store_text, {});
+}
+
+void wait_for_arrivals(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                       const InitWait& w, const std::string& store_text, const std::function<void()>& check) {
   wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
                 "they have not called init_process_group (or new_group) yet, cannot reach the store, or are stuck or "
-                "gone");
+                "gone",
+                check);
 }
 
 }  // namespace distcomm

@@ -173,14 +173,21 @@ class EnclosingCreationScope {
 };
 
 // InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks
-// missing are ranks[i] of the keys that do not.
+// missing are ranks[i] of the keys that do not. check, when given, runs after every look at
+// the keys (at least every kCreationFailedCheck), done or not, and may end the phase by
+// throwing: what the keys that have come say may already doom it (new_group's lists).
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
-                   const InitWait& w, const std::string& what, const std::string& hint);
+                   const InitWait& w, const std::string& what, const std::string& hint,
+                   const std::function<void()>& check = {});
 
 // Every rank of a group of `size` posts "<prefix>arrived/<rank>" and waits, within w, until
 // every rank has: the first phase of a group's creation, so that a rank that never called
 // init (or new_group) is named before any backend starts waiting for it.
 void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
                        const std::string& store_text);
+// The same phase over keys the ranks posted elsewhere (keys[i] by group rank ranks[i]; this
+// rank's already posted), with wait_for_keys' check: new_group's lists (member_lists.h).
+void wait_for_arrivals(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                       const InitWait& w, const std::string& store_text, const std::function<void()>& check);
 
 }  // namespace distcomm

@@ -1,0 +1,88 @@
+#include "api/group/member_lists.h"
+
+#include <optional>
+#include <utility>
+
+#include "api/diagnostics/op_fingerprint.h"  // rank_list_text
+#include "api/errors.h"
+
+namespace distcomm {
+namespace {
+
+// A post is "<number> <list>": the number is the leader's count of the creation (0 from the
+// other ranks), the list as rank_list_text writes it.
+std::string post_value(int64_t number, const std::vector<int>& list) {
+  return std::to_string(number) + " " + rank_list_text(list);
+}
+int64_t number_of(const std::string& value) { return std::stoll(value.substr(0, value.find(' '))); }
+std::string list_of(const std::string& value) { return value.substr(value.find(' ') + 1); }
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return ranks.size() == 1 ? "rank " + std::to_string(ranks.front()) : "ranks " + rank_list_text(ranks);
+}
+
+}  // namespace
+
+MemberLists::MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank)
+    : call_(std::move(call)), key_prefix_(std::move(key_prefix)), list_(std::move(list)), parent_rank_(parent_rank) {}
+
+std::string MemberLists::key(int parent_rank) const { return key_prefix_ + std::to_string(parent_rank); }
+
+void MemberLists::post(Store& store) const { post(store, 0); }
+
+void MemberLists::post(Store& store, int64_t number) const {
+  store.set(key(parent_rank_), post_value(number, list_));
+}
+
+int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const InitWait& w,
+                          const std::string& store_text) const {
+  // The leader numbers the creation before it posts; the others read the number there once
+  // every member has posted.
+  post(store, rank == 0 ? store.add(base + "/made_by/0", 1) : 0);
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (size_t i = 0; i < list_.size(); ++i) {
+    keys.push_back(key(list_[i]));
+    ranks.push_back(static_cast<int>(i));
+  }
+  std::vector<std::string> values(list_.size());  // what each member posted, once seen
+  wait_for_arrivals(store, keys, ranks, w, store_text, [&] {
+    // One request for every list not seen yet (read_present), not a check and a get each.
+    std::vector<std::string> unseen;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!values[i].empty()) continue;
+      unseen.push_back(keys[i]);
+      at.push_back(i);
+    }
+    if (unseen.empty()) return;
+    const std::vector<std::optional<Store::Bytes>> got = read_present(store, unseen);
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (got[j]) values[at[j]].assign(got[j]->begin(), got[j]->end());
+    }
+    check(values);
+  });
+  return number_of(values.front());
+}
+
+void MemberLists::check(const std::vector<std::string>& values) const {
+  const std::string mine = rank_list_text(list_);
+  bool differs = false;
+  for (const std::string& v : values) differs = differs || (!v.empty() && list_of(v) != mine);
+  if (!differs) return;
+  // Who passed which list, this rank's list first (the member at values[i] is list_[i]).
+  std::vector<std::pair<std::string, std::vector<int>>> passed{{mine, {}}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].empty()) continue;
+    const std::string list = list_of(values[i]);
+    auto it = passed.begin();
+    while (it != passed.end() && it->first != list) ++it;
+    if (it == passed.end()) it = passed.insert(passed.end(), {list, {}});
+    it->second.push_back(list_[i]);
+  }
+  std::string who;
+  for (const auto& [list, ranks] : passed) who += (who.empty() ? "" : ", ") + ranks_text(ranks) + " passed " + list;
+  throw InvalidArgument(call_ + ": " + who + "; every rank must pass the same list");
+}
+
+}  // namespace distcomm
