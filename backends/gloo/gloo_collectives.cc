@@ -1,8 +1,9 @@
 // The collectives that map onto one gloo call each, and the dispatch of every collective.
 //
 // Shared conventions: a group of one never calls gloo (gloo's collectives need a peer
-// connection even then); an op with no elements does nothing; tensors are flat and
-// contiguous (the ProcessGroup packed list arguments), so gloo gets raw pointers.
+// connection even then); an op with no elements moves no data but still meets its peers
+// (a barrier on its tag); tensors are flat and contiguous (the ProcessGroup packed list
+// arguments), so gloo gets raw pointers.
 #include <cstring>
 
 #include <gloo/allgather.h>
@@ -133,10 +134,14 @@ void run_alone(GlooOp& op) {
   }
 }
 
+// Whether this rank's op has no data to move: its count is 0, and so, where the ranks
+// agree (the tag carries the count), every rank's. all_to_all never: its count is this
+// rank's alone, and run_all_to_all meets each peer with a one-byte message where a pair
+// has nothing.
 bool moves_nothing(const GlooOp& op) {
   switch (op.type) {
-    case OpType::kBarrier: return false;
-    case OpType::kAllToAll: return op.in.numel() == 0 && op.out.numel() == 0;
+    case OpType::kBarrier:
+    case OpType::kAllToAll: return false;
     case OpType::kAllGather:
     case OpType::kGather: return op.in.numel() == 0;
     default: return op.out.numel() == 0;
@@ -146,9 +151,13 @@ bool moves_nothing(const GlooOp& op) {
 }  // namespace
 
 void run_collective(CollectiveEnv& env, GlooOp& op) {
-  if (moves_nothing(op)) return;
   if (env.context->size == 1) return run_alone(op);
   env.context->set_transport_timeout(op.wait_limit);
+  // No data, but still a meeting on the op's tag: every rank that agrees takes this path
+  // too, while a rank whose op differs (a non-empty tensor, another op) waits in another
+  // slot with the others, and the stall watch names the disagreement (a Desync). Returning
+  // here would let this rank go on, and leave the others to wait out the timeout.
+  if (moves_nothing(op)) return run_barrier(env, op);
   switch (op.type) {
     case OpType::kAllReduce: return run_all_reduce(env, op);
     case OpType::kBroadcast: return run_broadcast(env, op);

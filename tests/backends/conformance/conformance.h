@@ -66,6 +66,10 @@ void check_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t co
 // rank s sends (s + 2d + rows_per_peer) % 3 rows to rank d (some zero), with split sizes.
 void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, bool uneven,
                              const Placement& p = host());
+// all_to_all_single with splits where the last rank sends and receives nothing and the
+// others rows_per_peer rows to each other: the idle rank's op is still the group's (its
+// peers wait for it; it returns once they meet), and it writes nothing.
+void check_all_to_all_idle_rank(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, const Placement& p = host());
 // all_to_all with lists, blocks of (s + 2d) % 3 + extra elements from s to d.
 void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p = host());
 // Rank 0 enters late; the others must not leave before it arrives. Needs size() >= 2.

@@ -1,4 +1,5 @@
 // Conformance checks of the collectives (conformance.h).
+#include <functional>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -211,16 +212,16 @@ double a2a_value(DType dtype, int src, int dst, int64_t row, int col) {
   return data_value(dtype, src * 1009 + dst * 101 + row * 2 + col + 1);
 }
 
-}  // namespace
-
-void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, bool uneven, const Placement& p) {
-  const std::string what = describe("all_to_all_single", dtype, rows_per_peer, uneven ? "uneven" : "even");
+// all_to_all_single on [rows, 2] tensors, rank src sending rows(src, dst) rows to rank dst;
+// with_splits: the split sizes are passed (else the rows must be even).
+void check_all_to_all_rows(ProcessGroup& pg, DType dtype, const std::function<int64_t(int, int)>& rows,
+                           bool with_splits, const std::string& what, const Placement& p) {
   const int me = pg.rank();
   const int size = pg.size();
   std::vector<int64_t> in_splits, out_splits;
   for (int r = 0; r < size; ++r) {
-    in_splits.push_back(a2a_rows(me, r, rows_per_peer, uneven));
-    out_splits.push_back(a2a_rows(r, me, rows_per_peer, uneven));
+    in_splits.push_back(rows(me, r));
+    out_splits.push_back(rows(r, me));
   }
   // Flattened contents of both sides, block by block in rank order.
   std::vector<double> in_values, expected;
@@ -236,12 +237,27 @@ void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_pee
   const auto out_rows = static_cast<int64_t>(expected.size() / 2);
   Tensor input = p.to_device(host_tensor(dtype, {in_rows, 2}, [&](int64_t i) { return in_values[static_cast<size_t>(i)]; }));
   Tensor output = p.to_device(host_tensor(dtype, {out_rows, 2}, [&](int64_t i) { return junk_value(dtype, me, i); }));
-  if (uneven) {
+  if (with_splits) {
     pg.all_to_all_single(output, input, out_splits, in_splits)->wait();
   } else {
     pg.all_to_all_single(output, input)->wait();
   }
   expect_elements(p.to_host(output), [&](int64_t i) { return expected[static_cast<size_t>(i)]; }, what);
+}
+
+}  // namespace
+
+void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, bool uneven, const Placement& p) {
+  check_all_to_all_rows(
+      pg, dtype, [&](int src, int dst) { return a2a_rows(src, dst, rows_per_peer, uneven); }, uneven,
+      describe("all_to_all_single", dtype, rows_per_peer, uneven ? "uneven" : "even"), p);
+}
+
+void check_all_to_all_idle_rank(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, const Placement& p) {
+  const int idle = pg.size() - 1;
+  check_all_to_all_rows(
+      pg, dtype, [&](int src, int dst) { return src == idle || dst == idle ? 0 : rows_per_peer; }, true,
+      describe("all_to_all_single", dtype, rows_per_peer, "last rank idle"), p);
 }
 
 void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p) {

@@ -80,6 +80,25 @@ TEST_P(FaultSuite, Float64AgainstFloat32) {
   all_reduce_tensors_differ(runner(), DType::kFloat64, 10, "all_reduce #1 float64[10] sum");
 }
 
+// Rank 1 passes no elements. A backend may skip moving data for an empty tensor, but not
+// the meeting: a rank that returned at once would leave the others waiting out the timeout
+// for it, or go on to its next op and meet theirs there.
+TEST_P(FaultSuite, EmptyTensorOnOneRank) {
+  all_reduce_tensors_differ(runner(), DType::kFloat32, 0, "all_reduce #1 float32[0] sum");
+}
+
+// The same, where the count that must agree is an input's (all_gather's).
+TEST_P(FaultSuite, EmptyInputOnOneRank) {
+  expect_desync(
+      runner(),
+      [](ProcessGroup& pg, bool culprit) {
+        const int64_t n = culprit ? 0 : 10;
+        Tensor in = floats(n), out = floats(n * pg.size());
+        pg.all_gather_into_tensor(out, in)->wait();
+      },
+      "all_gather #1 float32[0]", "all_gather #1 float32[10]");
+}
+
 TEST_P(FaultSuite, ReduceOpDiffers) {
   expect_desync(
       runner(),
