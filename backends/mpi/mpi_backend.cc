@@ -212,22 +212,19 @@ WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::v
                                const OpContext& ctx) {
   check_count(OpType::kAllToAll, input.numel(), "input elements");
   check_count(OpType::kAllToAll, output.numel(), "output elements");
-  auto op = make_op(Call::kAlltoall, OpType::kAllToAll, ctx, output);
+  // Always MPI_Ialltoallv: a rank sees only its own counts, and every rank must make the
+  // same call. A rank whose counts were all equal (all 0, say, a rank with nothing to send
+  // or receive) made MPI_Ialltoall while the others made MPI_Ialltoallv, and its op never
+  // ended.
+  auto op = make_op(Call::kAlltoallv, OpType::kAllToAll, ctx, output);
   op->input = separate_input(*op, input, output);
-  const bool equal = std::all_of(input_counts.begin(), input_counts.end(), [&](int64_t c) { return c == input_counts[0]; }) &&
-                     output_counts == input_counts;
-  if (equal && !input_counts.empty()) {
-    op->count = input_counts[0];
-  } else {
-    op->call = Call::kAlltoallv;
-    auto to_ints = [](const std::vector<int64_t>& counts, std::vector<int>* out, std::vector<int>* displs) {
-      out->assign(counts.begin(), counts.end());
-      displs->resize(counts.size());
-      std::exclusive_scan(out->begin(), out->end(), displs->begin(), 0);
-    };
-    to_ints(input_counts, &op->send_counts, &op->send_displs);
-    to_ints(output_counts, &op->recv_counts, &op->recv_displs);
-  }
+  auto to_ints = [](const std::vector<int64_t>& counts, std::vector<int>* out, std::vector<int>* displs) {
+    out->assign(counts.begin(), counts.end());
+    displs->resize(counts.size());
+    std::exclusive_scan(out->begin(), out->end(), displs->begin(), 0);
+  };
+  to_ints(input_counts, &op->send_counts, &op->send_displs);
+  to_ints(output_counts, &op->recv_counts, &op->recv_displs);
   return submit(std::move(op), ctx);
 }
 

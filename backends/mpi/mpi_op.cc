@@ -44,8 +44,6 @@ int start_call(Op& op, int64_t index, MPI_Comm comm, MPI_Request* request) {
       return MPI_Iscatter(input, n, op.type, in_place_or(op, data), n, op.type, op.root, comm, request);
     case Call::kReduceScatter:
       return MPI_Ireduce_scatter_block(input, data, n, op.type, op.reduce_op, comm, request);
-    case Call::kAlltoall:
-      return MPI_Ialltoall(input, n, op.type, data, n, op.type, comm, request);
     case Call::kAlltoallv:
       return MPI_Ialltoallv(input, op.send_counts.data(), op.send_displs.data(), op.type, data,
                             op.recv_counts.data(), op.recv_displs.data(), op.type, comm, request);
@@ -144,7 +142,6 @@ const char* call_name(Call call) {
     case Call::kGather: return "MPI_Igather";
     case Call::kScatter: return "MPI_Iscatter";
     case Call::kReduceScatter: return "MPI_Ireduce_scatter_block";
-    case Call::kAlltoall: return "MPI_Ialltoall";
     case Call::kAlltoallv: return "MPI_Ialltoallv";
     case Call::kBarrier: return "MPI_Ibarrier";
     case Call::kSend: return "MPI_Isend";

@@ -41,7 +41,6 @@ enum class Call : uint8_t {
   kGather,
   kScatter,
   kReduceScatter,
-  kAlltoall,
   kAlltoallv,
   kBarrier,
   kSend,
