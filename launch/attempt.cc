@@ -81,6 +81,9 @@ class Attempt {
   void handle_signals();
   // Stops the ranks when the watch asks (once).
   void handle_watch(const std::vector<pollfd>& fds);
+  // Stops the ranks when the store this launcher serves finds that the job cannot run
+  // (job_store.h: a rank of another node counts another world size), once.
+  void handle_doomed_store(const std::vector<pollfd>& fds);
   // Reports the first rank that failed, seen before any stop, and stops the others.
   void report_first_failure();
   // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
@@ -113,6 +116,8 @@ class Attempt {
   OutputPump pump_;
   SignalWatch& signals_;
   const AttemptWatch* watch_;
+  const JobStore* store_ = nullptr;  // the store this launcher serves, if it does
+  std::string doomed_;               // why that store says the job cannot run, once it did
   std::string error_dir_;
   std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
   local::LocalRanks ranks_;
@@ -343,6 +348,16 @@ void Attempt::handle_watch(const std::vector<pollfd>& fds) {
   }
 }
 
+void Attempt::handle_doomed_store(const std::vector<pollfd>& fds) {
+  if (store_ == nullptr || !doomed_.empty() || ranks_.stopping()) return;
+  for (const pollfd& p : fds) {
+    if (p.fd != store_->doomed_fd() || !(p.revents & POLLIN)) continue;
+    doomed_ = store_->doomed();
+    if (doomed_.empty()) return;
+    begin_stop(local::StopCause::kCaller, "the job cannot run");
+  }
+}
+
 std::string Attempt::failed_line(size_t i) const {
   const RankProcess& p = processes_[i];
   return "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) + ", pid " +
@@ -442,8 +457,10 @@ JobResult Attempt::run() {
   std::unique_ptr<JobStore> store;
   if (options_.serve_store && options_.node_rank == 0) {
     store = options_.serve_store(JobStoreRequest{options_.master_addr, options_.master_port, options_.store_bind,
-                                                 options_.identity, options_.world_size()});
+                                                 options_.identity, options_.world_size(), options_.nnodes,
+                                                 options_.nproc_per_node});
     result_.master_port = store->port();
+    store_ = store.get();
   } else {
     result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
   }
@@ -468,14 +485,19 @@ JobResult Attempt::run() {
     std::vector<pollfd> fds = pump_.poll_set();
     fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
     if (watch_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
+    if (store_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{store_->doomed_fd(), POLLIN, 0});
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
     const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
-      if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) && (p.revents & (POLLIN | POLLHUP | POLLERR))) pump_.read_from(p.fd);
+      if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) &&
+          (store_ == nullptr || p.fd != store_->doomed_fd()) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+        pump_.read_from(p.fd);
+      }
     }
     handle_signals();
     handle_watch(fds);
+    handle_doomed_store(fds);
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);
       start_due_replacements(path, result_.master_port);
@@ -504,6 +526,15 @@ JobResult Attempt::run() {
   pump_.close_all();
   name_first_failure();
   judge_by_last_processes();
+  if (!doomed_.empty() && result_.interrupted_by == 0) {
+    // No rank failed: the job as launched cannot run. Its last line says why, and a
+    // restart (which would meet the same ranks) is not tried (failed_rank -1).
+    result_.failed_rank = -1;
+    result_.failure = doomed_;
+    result_.how.clear();
+    result_.exit_code = 1;
+    say("the job cannot run: " + doomed_);
+  }
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
   return result_;
 }

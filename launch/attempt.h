@@ -49,7 +49,9 @@ struct AttemptWatch {
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the
 // environment, and pumps their output line by line until they have all exited. With
 // options.serve_store, node 0's launcher serves the attempt's store from before the first
-// rank starts until every rank was reaped (job_store.h). When a
+// rank starts until every rank was reaped (job_store.h); when that store finds that the job
+// cannot run (JobStore::doomed), the ranks are stopped and the result is exit code 1,
+// with no failed rank (so no restart), its last line saying why. When a
 // rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP (through
 // `signals`), or `watch` asks, it says so on stderr ("<tag>: ...") and stops every rank's
 // process group: SIGTERM, then SIGKILL after options.grace_period (at once on a second

@@ -24,7 +24,11 @@ struct JobStoreRequest {
   // "" is host's address, "*" every interface, else that address.
   std::string bind;
   JobIdentity identity;  // the attempt's: a rank of another attempt is refused
+  // The job's shape as this launcher was given it: a rank whose world size is another
+  // (its launcher was given another --nproc_per_node or --nnodes) is refused.
   int world_size = -1;
+  int nnodes = 1;
+  int nproc_per_node = 1;
 };
 
 // A store being served: from its creation, listening, until it is destroyed. It serves in
@@ -34,6 +38,13 @@ class JobStore {
   virtual ~JobStore() = default;
   // The port it listens on (the one it picked for port 0).
   virtual int port() const = 0;
+  // Why the job cannot run, once the store has refused a rank that counts another world
+  // size (its node's launcher was given other flags); "" until then. Its ranks and this
+  // machine's would otherwise wait for each other until their timeout (30 minutes).
+  virtual std::string doomed() const = 0;
+  // Readable once doomed() is not "" (never read, never reset): polled beside the ranks'
+  // output, so that the launcher stops its ranks at once.
+  virtual int doomed_fd() const = 0;
 };
 
 // Starts serving a store, or throws std::runtime_error saying why it cannot (the port is

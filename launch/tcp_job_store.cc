@@ -1,29 +1,84 @@
 #include "launch/tcp_job_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
 #include "api/store/server/tcp_store_server.h"
 
 namespace distcomm {
 namespace launch {
 namespace {
 
+// The refusal a rank of another shape gets, and what node 0's launcher ends with. The
+// server knows the client's world size only: its nodes are taken to be as many as ours.
+std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std::string& client) {
+  const std::string per_node = ours.nnodes > 0 && theirs % ours.nnodes == 0
+                                   ? " (with " + std::to_string(ours.nnodes) + " nodes: " +
+                                         std::to_string(theirs / ours.nnodes) + " per node)"
+                                   : "";
+  return "a rank at " + client + " says the job has " + std::to_string(theirs) + " ranks" + per_node +
+         ", node 0's store serves a job of " + std::to_string(ours.world_size) + " (" + std::to_string(ours.nnodes) +
+         (ours.nnodes == 1 ? " node" : " nodes") + " x " + std::to_string(ours.nproc_per_node) +
+         " per node): give every launcher the same --nproc_per_node and --nnodes (or use --rdzv_endpoint for "
+         "nodes of different sizes)";
+}
+
 class TCPJobStore : public JobStore {
  public:
-  explicit TCPJobStore(const TCPStoreServerOptions& options) : server_(options) { server_.start(); }
+  explicit TCPJobStore(const JobStoreRequest& request) : server_(options(request)) {
+    if (::pipe2(doomed_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
+    }
+    server_.start();
+  }
+  ~TCPJobStore() override {
+    server_.stop();  // first: its thread may be telling us that the job is doomed
+    ::close(doomed_pipe_[0]);
+    ::close(doomed_pipe_[1]);
+  }
   int port() const override { return server_.port(); }
+  std::string doomed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return doomed_;
+  }
+  int doomed_fd() const override { return doomed_pipe_[0]; }
 
  private:
+  TCPStoreServerOptions options(const JobStoreRequest& request) {
+    TCPStoreServerOptions o;
+    o.bind_address = server_bind_address(request.host, request.bind);
+    o.port = request.port;
+    o.identity = request.identity;
+    o.world_size = request.world_size;
+    o.world_size_mismatch = [this, request](int64_t theirs, const std::string& client) {
+      const std::string why = mismatch_text(request, theirs, client);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (doomed_.empty()) {
+        doomed_ = why;
+        const char byte = 1;
+        (void)!::write(doomed_pipe_[1], &byte, 1);
+      }
+      return why;
+    };
+    return o;
+  }
+
+  mutable std::mutex mu_;
+  std::string doomed_;  // the first refusal's text
+  int doomed_pipe_[2] = {-1, -1};
   TCPStoreServer server_;  // stopped (its thread joined) when destroyed
 };
 
 }  // namespace
 
 std::unique_ptr<JobStore> serve_tcp_job_store(const JobStoreRequest& request) {
-  TCPStoreServerOptions o;
-  o.bind_address = server_bind_address(request.host, request.bind);
-  o.port = request.port;
-  o.identity = request.identity;
-  o.world_size = request.world_size;
-  return std::make_unique<TCPJobStore>(o);
+  return std::make_unique<TCPJobStore>(request);
 }
 
 }  // namespace launch

@@ -293,7 +293,7 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
     bool closed_early = false;
     const internal::ServerHello hello = internal::client_handshake(
         s.fd(), server, options_.identity, std::min(deadline, internal::Clock::now() + kHandshakeTimeout),
-        &closed_early);
+        &closed_early, options_.num_workers);
     if (!closed_early) {
       max_request_bytes_ = hello.max_request_bytes;
       fd_ = s.release();

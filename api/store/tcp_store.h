@@ -55,7 +55,8 @@ struct TCPStoreOptions {
   TCPStoreLimits limits;
   // When > 0, each store counts itself in on the server (the key "init/", which
   // num_keys() then includes), and a server store with wait_for_workers returns from its
-  // constructor only once that many stores have.
+  // constructor only once that many stores have. A client names it in its handshake, and
+  // a server that knows another world size refuses it (StoreError, at once).
   int num_workers = -1;
   // For connecting (retried until then, since the server may start later) and for get()
   // and wait().

@@ -20,25 +20,27 @@ std::string describe_run_id(const std::string& id) {
   return id.empty() ? "no run id" : "run id " + printable(id);
 }
 
-std::string printable(const std::string& s) {
+std::string printable(const std::string& s, size_t max_chars) {
   std::string out;
-  for (const char c : s.substr(0, 64)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  for (const char c : s.substr(0, max_chars)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
   return out;
 }
 
 Store::Bytes encode_client_hello(const ClientHello& h) {
   return encode_message(static_cast<uint8_t>(Command::kHello),
-                        {std::string(kHandshakeMagic), h.run_id, h.nonce});
+                        {std::string(kHandshakeMagic), h.run_id, h.nonce, encode_i64(h.world_size)});
 }
 
 std::string parse_client_hello(const Message& m, ClientHello* out) {
   if (m.kind != static_cast<uint8_t>(Command::kHello)) return "the first request is not HELLO";
-  if (m.fields.size() != 3) return "HELLO has " + std::to_string(m.fields.size()) + " fields, not 3";
+  if (m.fields.size() != 4) return "HELLO has " + std::to_string(m.fields.size()) + " fields, not 4";
   if (text_of(m.fields[0]) != kHandshakeMagic) return "HELLO is not of protocol " + std::string(kHandshakeMagic);
   if (m.fields[1].size() > kMaxRunIdBytes) return "the run id is over " + std::to_string(kMaxRunIdBytes) + " bytes";
   if (m.fields[2].size() != kNonceBytes) return "the nonce is not " + std::to_string(kNonceBytes) + " bytes";
+  if (m.fields[3].size() != 8) return "the world size is not 8 bytes";
   out->run_id = text_of(m.fields[1]);
   out->nonce = text_of(m.fields[2]);
+  out->world_size = get_i64(m.fields[3].data());
   return "";
 }
 
@@ -92,7 +94,7 @@ IoStatus recv_reply(int fd, Reply* out, size_t max_payload, Clock::time_point de
 }
 
 ServerHello client_handshake(int fd, const std::string& server, const JobIdentity& identity,
-                             Clock::time_point deadline, bool* closed_early) {
+                             Clock::time_point deadline, bool* closed_early, int64_t world_size) {
   *closed_early = false;
   const std::string who = "TCPStore: the store at " + server;
   std::string their_id;  // known after the first reply
@@ -110,7 +112,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
                        "; is it a TCPStore server of the same version?");
     }
     if (reply->status == Status::kError) {
-      const std::string why = printable(text_of(reply->payload));
+      const std::string why = printable(text_of(reply->payload), kMaxHandshakeBytes);
       throw StoreError(who + (their_id.empty() ? "" : " (" + their_id + ")") + " refused this connection: " + why +
                        (why == "wrong store token"
                             ? std::string("; every rank needs rank 0's ") + kStoreTokenVariable
@@ -119,7 +121,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
     return true;
   };
 
-  ClientHello hello{identity.run_id, random_bytes(kNonceBytes)};
+  ClientHello hello{identity.run_id, random_bytes(kNonceBytes), world_size};
   Reply reply;
   if (!exchange(encode_client_hello(hello), &reply)) {
     *closed_early = true;

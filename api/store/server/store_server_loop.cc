@@ -324,6 +324,7 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
                          ": it belongs to another job (" + internal::describe_run_id(hello.run_id) + ")");
       return true;
     }
+    if (world_size_differs(c, hello.world_size)) return true;
     if (!mine.token_required && at_connection_cap(c)) return true;
     reply(c, Status::kOk, internal::encode_server_hello(mine));
     if (mine.token_required) {
@@ -351,6 +352,20 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
   return true;
 }
 
+bool TCPStoreServer::Loop::world_size_differs(Client& c, int64_t theirs) {
+  const int ours = options_.world_size;
+  if (ours <= 0 || theirs <= 0 || theirs == ours) return false;
+  const std::string peer = internal::peer_name(c.sock.fd());
+  std::string why = options_.world_size_mismatch
+                        ? options_.world_size_mismatch(theirs, peer)
+                        : "this store serves a job of " + std::to_string(ours) + " ranks, and the client at " + peer +
+                              " says its job has " + std::to_string(theirs) + ": every rank needs the same WORLD_SIZE";
+  // The client reads at most this much of a reply before the handshake is over.
+  why.resize(std::min(why.size(), internal::kMaxHandshakeBytes));
+  refuse(c, "world size", why, /*log=*/!options_.world_size_mismatch);
+  return true;
+}
+
 bool TCPStoreServer::Loop::at_connection_cap(Client& c) {
   if (ready_ < options_.limits.max_connections) return false;
   refuse(c, "cap",
@@ -366,10 +381,10 @@ void TCPStoreServer::Loop::become_ready(Client& c) {
   ++ready_;
 }
 
-void TCPStoreServer::Loop::refuse(Client& c, const std::string& kind, const std::string& why) {
+void TCPStoreServer::Loop::refuse(Client& c, const std::string& kind, const std::string& why, bool log) {
   reply(c, Status::kError, why);
   c.stage = Stage::kClosing;
-  note(kind, "refused a connection from " + internal::peer_name(c.sock.fd()) + ": " + why);
+  if (log) note(kind, "refused a connection from " + internal::peer_name(c.sock.fd()) + ": " + why);
 }
 
 void TCPStoreServer::Loop::note(const std::string& kind, const std::string& what) {

@@ -78,8 +78,11 @@ class TCPStoreServer::Loop {
   bool handshake(Client& c, const internal::Message& m);
   void become_ready(Client& c);
   bool at_connection_cap(Client& c);
-  // Answers with an error, then closes once it is sent; logs the first refusal of a kind.
-  void refuse(Client& c, const std::string& kind, const std::string& why);
+  // Refuses a client whose HELLO names another world size than the server's (both known).
+  bool world_size_differs(Client& c, int64_t theirs);
+  // Answers with an error, then closes once it is sent; logs the first refusal of a kind
+  // (unless `log` is false: the server's owner says it).
+  void refuse(Client& c, const std::string& kind, const std::string& why, bool log = true);
   void note(const std::string& kind, const std::string& what);
   bool flush(int fd, Client& c);
   // kReset for a client that broke a rule or a deadline; kGraceful after a refusal.

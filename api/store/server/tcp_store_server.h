@@ -9,7 +9,8 @@
 //
 // The server is the job's front door, and reads untrusted bytes:
 // - A connection starts with a handshake (internal/store_handshake.h): it must name the
-//   job's run id and, when the server has a token, prove it knows the token. Until then
+//   job's run id and, when the server has a token, prove it knows the token. A client that
+//   names another world size than the server's (both known) is refused with why. Until then
 //   the server buffers at most 1 KiB for it, and closes it after limits.handshake_deadline.
 // - A client that sends an unknown command, a bad length, a request over the size limits
 //   (64 KiB keys; a request must fit in limits.max_buffered_bytes) is disconnected, and
@@ -27,6 +28,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,8 +66,15 @@ struct TCPStoreServerOptions {
   int port = 0;  // 0 picks a free port (see port())
   // Clients must name identity.run_id, and prove identity.token when it is not empty.
   JobIdentity identity;
+  // -1: unknown. When known, a client whose HELLO names another world size is refused: its
+  // ranks and this job's would otherwise wait for each other until their timeout.
   int world_size = -1;
   TCPStoreLimits limits;
+  // Unset: that refusal says "this store serves a job of 4 ranks, this client's has 6".
+  // Set: it is called (on the server's thread) with the client's world size and address,
+  // and returns the refusal's text instead -- its owner knows the job's shape and what to
+  // change, and learns so that the job cannot run (node 0's launcher stops its ranks).
+  std::function<std::string(int64_t client_world_size, const std::string& client)> world_size_mismatch;
 };
 
 class TCPStoreServer {

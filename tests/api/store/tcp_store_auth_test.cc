@@ -72,6 +72,28 @@ TEST_F(AuthTest, ARankWithoutIdentityIsRefused) {
   EXPECT_NE(no_token.find("asks for a store token and this rank has none"), std::string::npos) << no_token;
 }
 
+// Ranks that count another world size would wait for each other until their timeout (a
+// launcher given another --nproc_per_node): the store refuses them at once, naming both.
+TEST(Auth, AClientOfAnotherWorldSizeIsRefusedNamingBoth) {
+  const JobIdentity job = new_job_identity();
+  TCPStoreOptions so = server_of(job);
+  so.num_workers = 4;
+  TCPStore server(so);
+  TCPStoreOptions six = client_of(server.port(), kTestTimeout, job);
+  six.num_workers = 6;
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(six); });
+  EXPECT_NE(message.find("refused this connection: this store serves a job of 4 ranks, and the client at 127.0.0.1:"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(" says its job has 6: every rank needs the same WORLD_SIZE"), std::string::npos) << message;
+  EXPECT_LT(took, kAtOnce);
+  // The same world size, or none (a tool's, a launcher's), is admitted.
+  TCPStoreOptions four = six;
+  four.num_workers = 4;
+  EXPECT_NO_THROW(TCPStore{four});
+  EXPECT_NO_THROW(TCPStore{client_of(server.port(), kTestTimeout, job)});
+}
+
 TEST(Auth, ARankWithATokenRefusesAStoreWithout) {
   TCPStore open_store(server_of());
   const auto [message, took] =
@@ -151,8 +173,8 @@ TEST(Auth, TheServerMustProveTheTokenTooAndTheTokenNeverCrossesTheWire) {
   const std::string sent = impostor.finish();
   EXPECT_NE(sent.find(job.run_id), std::string::npos) << "the client names its run id";
   EXPECT_EQ(sent.find(job.token), std::string::npos) << "the token itself went over the wire";
-  // HELLO (magic, run id, nonce) and PROVE (a 32-byte proof), nothing else.
-  EXPECT_EQ(sent.size(), (5 + 4 + 16 + 4 + job.run_id.size() + 4 + 32) + (5 + 4 + 32));
+  // HELLO (magic, run id, nonce, world size) and PROVE (a 32-byte proof), nothing else.
+  EXPECT_EQ(sent.size(), (5 + 4 + 16 + 4 + job.run_id.size() + 4 + 32 + 4 + 8) + (5 + 4 + 32));
 }
 
 // What a client that watched a connection could try: the same client nonce, the proof it
