@@ -139,6 +139,10 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
     try {
       if (poll(slice)) return;
       w.raise_if_creation_failed([&] { return w.where + ": init gave up waiting for " + who(true) + " " + what; });
+    } catch (const InvalidArgument& e) {
+      // The store says the job cannot run (a rank of it counts another world size): no
+      // wait can end well, and the others' errors say the same.
+      throw InvalidArgument(w.where + ": init stopped waiting for " + who(false) + " " + what + ": " + e.what());
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.

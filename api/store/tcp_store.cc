@@ -227,7 +227,9 @@ Store::Bytes TCPStore::call_locked(const Request& r) {
   }
   if (s != IoStatus::kOk) fail_locked(r, s);
   if (reply.status == internal::Status::kError) {
-    throw StoreError("TCPStore: " + server + ": " + to_string(reply.payload));
+    const std::string why = to_string(reply.payload);
+    if (why.rfind(internal::kJobCannotRun, 0) == 0) throw InvalidArgument("TCPStore: " + server + ": " + why);
+    throw StoreError("TCPStore: " + server + ": " + why);
   }
   if (r.reply_size >= 0 && reply.payload.size() != static_cast<size_t>(r.reply_size)) {
     disconnect_locked();

@@ -27,6 +27,10 @@ constexpr size_t kMaxKeyBytes = size_t{64} << 10;
 constexpr size_t kMaxMessageBytes = size_t{256} << 20;
 // Bounds the per-field bookkeeping a message can cost (e.g. wait() on many keys).
 constexpr uint32_t kMaxFields = 1u << 16;
+// How an error reply to a wait begins when the server knows that the job cannot run (a
+// rank of it says the job has another number of ranks, tcp_store_server.h): the client
+// then throws InvalidArgument, the job's mistake, not StoreError, the store's.
+inline constexpr char kJobCannotRun[] = "the job cannot run: ";
 
 // TCPStore request kinds. Values are wire format: never renumber.
 enum class Command : uint8_t {

@@ -314,6 +314,7 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
     internal::ClientHello hello;
     if (!internal::parse_client_hello(m, &hello).empty()) return false;
     c.client_nonce = hello.nonce;
+    c.world_size = hello.world_size;
     c.server_nonce = random_bytes(internal::kNonceBytes);
     internal::ServerHello mine{id.run_id, c.server_nonce, !id.token.empty(), max_request_};
     if (hello.run_id != id.run_id) {
@@ -324,7 +325,9 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
                          ": it belongs to another job (" + internal::describe_run_id(hello.run_id) + ")");
       return true;
     }
-    if (world_size_differs(c, hello.world_size)) return true;
+    // With a token, only a client that proved it may say what the job is: a stranger that
+    // knows the run id must not end this job's waits.
+    if (!mine.token_required && world_size_differs(c)) return true;
     if (!mine.token_required && at_connection_cap(c)) return true;
     reply(c, Status::kOk, internal::encode_server_hello(mine));
     if (mine.token_required) {
@@ -344,6 +347,7 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
     refuse(c, "token", "wrong store token");
     return true;
   }
+  if (world_size_differs(c)) return true;
   if (at_connection_cap(c)) return true;
   const internal::Digest proof =
       internal::handshake_proof(internal::Prover::kServer, id.token, id.run_id, c.client_nonce, c.server_nonce);
@@ -352,7 +356,8 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
   return true;
 }
 
-bool TCPStoreServer::Loop::world_size_differs(Client& c, int64_t theirs) {
+bool TCPStoreServer::Loop::world_size_differs(Client& c) {
+  const int64_t theirs = c.world_size;
   const int ours = options_.world_size;
   if (ours <= 0 || theirs <= 0 || theirs == ours) return false;
   const std::string peer = internal::peer_name(c.sock.fd());
@@ -363,6 +368,10 @@ bool TCPStoreServer::Loop::world_size_differs(Client& c, int64_t theirs) {
   // The client reads at most this much of a reply before the handshake is over.
   why.resize(std::min(why.size(), internal::kMaxHandshakeBytes));
   refuse(c, "world size", why, /*log=*/!options_.world_size_mismatch);
+  if (!options_.world_size_mismatch && job_cannot_run_.empty()) {
+    job_cannot_run_ = internal::kJobCannotRun + why;
+    fail_waits();
+  }
   return true;
 }
 

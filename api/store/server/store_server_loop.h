@@ -42,6 +42,9 @@ class TCPStoreServer::Loop {
     Clock::time_point accepted;
     std::string client_nonce;
     std::string server_nonce;
+    // What its HELLO said the job's world size is (-1: unknown), checked once it is known
+    // to be of this job: at HELLO without a token, after its proof with one.
+    int64_t world_size = -1;
     internal::ChargedBuffer in;
     internal::ChargedBuffer out;
     size_t out_sent = 0;
@@ -78,8 +81,13 @@ class TCPStoreServer::Loop {
   bool handshake(Client& c, const internal::Message& m);
   void become_ready(Client& c);
   bool at_connection_cap(Client& c);
-  // Refuses a client whose HELLO names another world size than the server's (both known).
-  bool world_size_differs(Client& c, int64_t theirs);
+  // Refuses a client whose HELLO named another world size than the server's (both known).
+  // Without an owner to tell (options_.world_size_mismatch), the job cannot run: every
+  // wait of its ranks on this store ends with why (fail_waits).
+  bool world_size_differs(Client& c);
+  // Answers every parked GET, WAIT and WAIT_FOR with job_cannot_run_; later ones that
+  // would park get it at once (retry).
+  void fail_waits();
   // Answers with an error, then closes once it is sent; logs the first refusal of a kind
   // (unless `log` is false: the server's owner says it).
   void refuse(Client& c, const std::string& kind, const std::string& why, bool log = true);
@@ -99,6 +107,8 @@ class TCPStoreServer::Loop {
   void unpark(int fd, Client& c);
   void key_created(const std::string& key);
   // Answers every WAIT_FOR whose time has come with "not yet"; returns the next such time.
+  // Answers a parked request now, with `payload` (a WAIT_FOR's "not yet", an error).
+  void answer_parked(int fd, Client& c, internal::Status status, internal::FieldRef payload);
   Clock::time_point end_expired_waits(Clock::time_point now);
   void wake_room_waiters();
   void reply(Client& c, internal::Status s, internal::FieldRef field);
@@ -131,6 +141,10 @@ class TCPStoreServer::Loop {
   Clock::time_point accept_paused_until_;
   std::set<std::string> noted_;
   Store::Bytes scratch_;  // what each recv() lands in
+  // Why the job this store serves cannot run ("" while it can): a rank of it (past the
+  // token, when there is one) says the job has another number of ranks, so the ranks the
+  // others wait for may never come.
+  std::string job_cannot_run_;
 };
 
 }  // namespace distcomm

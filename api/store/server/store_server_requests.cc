@@ -49,22 +49,34 @@ TCPStoreServer::Loop::Clock::time_point TCPStoreServer::Loop::end_expired_waits(
   }
   for (const int fd : expired) {
     Client& c = *find(fd);
-    unpark(fd, c);
-    // 0, then which keys exist (sent when the loop polls it writable).
+    // 0, then which keys exist.
     Bytes not_yet{0};
     for (size_t i = 1; i < c.request.fields.size(); ++i) {
       not_yet.push_back(map_.contains(key_of(c.request.fields[i])) ? 1 : 0);
     }
-    c.request = Message();
-    c.blocked = false;
-    c.wait_until = Clock::time_point::max();
-    try {
-      reply(c, Status::kOk, not_yet);
-    } catch (const std::exception&) {
-      drop(fd);
-    }
+    answer_parked(fd, c, Status::kOk, not_yet);
   }
   return next;
+}
+
+void TCPStoreServer::Loop::fail_waits() {
+  std::vector<int> parked;
+  for (const auto& [fd, c] : clients_) {
+    if (c->blocked && !c->parked_on.empty()) parked.push_back(fd);
+  }
+  for (const int fd : parked) answer_parked(fd, *find(fd), Status::kError, job_cannot_run_);
+}
+
+void TCPStoreServer::Loop::answer_parked(int fd, Client& c, Status status, FieldRef payload) {
+  unpark(fd, c);
+  c.request = Message();
+  c.blocked = false;
+  c.wait_until = Clock::time_point::max();
+  try {
+    reply(c, status, payload);  // sent when the loop polls it writable
+  } catch (const std::exception&) {
+    drop(fd);
+  }
 }
 
 bool TCPStoreServer::Loop::retry(int fd, Client& c) {
@@ -78,6 +90,12 @@ bool TCPStoreServer::Loop::retry(int fd, Client& c) {
       keys.push_back(key_of(c.request.fields[i]));
     }
     auto missing = map_.missing(keys);
+    if (!missing.empty() && !job_cannot_run_.empty()) {
+      c.request = Message();
+      c.blocked = false;
+      reply(c, Status::kError, job_cannot_run_);
+      return true;
+    }
     if (!missing.empty()) {
       for (const auto& k : missing) parked_[k].push_back(fd);
       c.parked_on = std::move(missing);

@@ -9,8 +9,12 @@
 //
 // The server is the job's front door, and reads untrusted bytes:
 // - A connection starts with a handshake (internal/store_handshake.h): it must name the
-//   job's run id and, when the server has a token, prove it knows the token. A client that
-//   names another world size than the server's (both known) is refused with why. Until then
+//   job's run id and, when the server has a token, prove it knows the token. A client of
+//   the job (past the token, when there is one) that names another world size than the
+//   server's (both known) is refused with why; and, unless the server's owner takes that
+//   (world_size_mismatch), the job cannot run: every wait on a missing key, parked or
+//   later, is answered with an error saying so, instead of waiting for ranks that may never
+//   come. Keys that exist are still read, and writes still succeed. Until then
 //   the server buffers at most 1 KiB for it, and closes it after limits.handshake_deadline.
 // - A client that sends an unknown command, a bad length, a request over the size limits
 //   (64 KiB keys; a request must fit in limits.max_buffered_bytes) is disconnected, and
@@ -70,7 +74,8 @@ struct TCPStoreServerOptions {
   // ranks and this job's would otherwise wait for each other until their timeout.
   int world_size = -1;
   TCPStoreLimits limits;
-  // Unset: that refusal says "this store serves a job of 4 ranks, this client's has 6".
+  // Unset: that refusal says "this store serves a job of 4 ranks, this client's has 6",
+  // and ends every wait on a missing key with "the job cannot run: " and that.
   // Set: it is called (on the server's thread) with the client's world size and address,
   // and returns the refusal's text instead -- its owner knows the job's shape and what to
   // change, and learns so that the job cannot run (node 0's launcher stops its ranks).

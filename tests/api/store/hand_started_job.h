@@ -3,6 +3,7 @@
 // its environment, its stdout and stderr together in the order written.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,16 @@ class HandStartedJob {
                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port_),
                                     std::string(kRunIdVariable) + "=" + identity_.run_id,
                                     std::string(kStoreTokenVariable) + "=" + identity_.token};
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    // An extra NAME=value replaces the job's own NAME (a rank told another WORLD_SIZE).
+    for (const std::string& extra : extra_env) {
+      const std::string name = extra.substr(0, extra.find('=') + 1);
+      auto same = std::find_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+      if (same != env.end()) {
+        *same = extra;
+      } else {
+        env.push_back(extra);
+      }
+    }
     return std::make_unique<Subprocess>(argv, env, /*merge_stderr=*/true);
   }
 

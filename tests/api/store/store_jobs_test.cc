@@ -329,6 +329,36 @@ TEST(Jobs, StartedByHandRankZeroServesTheStore) {
   }
 }
 
+// Started by hand, one rank told another WORLD_SIZE: rank 0's store refuses it, and every
+// rank ends at once saying why. (Before, the refused rank ended and the others waited out
+// init's 30-minute timeout for it.)
+TEST(Jobs, StartedByHandARankOfAnotherWorldSizeEndsEveryRankAtOnce) {
+  const HandStartedJob job(3);
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::string> env = {"DISTCOMM_STORE_SERVED_BY=", "DISTCOMM_BACKEND=gloo"};
+    if (r == 2) env.push_back("WORLD_SIZE=4");
+    ranks.push_back(job.start(r, {runfile("tests/api/store/store_survivor_probe"), "exit"}, env));
+  }
+  const auto start = Clock::now();
+  for (int r = 0; r < 3; ++r) {
+    const Finished f = ranks[static_cast<size_t>(r)]->finish(90s);
+    EXPECT_EQ(exit_code(f), 1) << f.out;
+    EXPECT_NE(f.out.find("this store serves a job of 3 ranks, and the client at 127.0.0.1:"), std::string::npos)
+        << f.out;
+    EXPECT_NE(f.out.find(" says its job has 4: every rank needs the same WORLD_SIZE"), std::string::npos) << f.out;
+    if (r == 2) {
+      EXPECT_NE(f.out.find("refused this connection"), std::string::npos) << f.out;
+    } else {
+      EXPECT_NE(f.out.find("rank " + std::to_string(r) + "/3 group 'world': init stopped waiting for the other ranks"),
+                std::string::npos)
+          << f.out;
+      EXPECT_NE(f.out.find("the job cannot run: "), std::string::npos) << f.out;
+    }
+  }
+  EXPECT_LT(Clock::now() - start, 30s) << "the ranks of the right size waited for the refused one";
+}
+
 // "id=<run id> token=<length>" from every rank of a launched job.
 std::set<std::string> identities_seen(const std::vector<std::string>& env = {}) {
   Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=2", "--", "/bin/sh", "-c",

@@ -94,6 +94,63 @@ TEST(Auth, AClientOfAnotherWorldSizeIsRefusedNamingBoth) {
   EXPECT_NO_THROW(TCPStore{client_of(server.port(), kTestTimeout, job)});
 }
 
+// Once a client of the job (it proved the token) is refused for another world size, the
+// job cannot run: a wait on a key that is missing ends at once with InvalidArgument saying
+// why, parked or later; keys that exist are still read, and writes still succeed.
+TEST(Auth, AfterAWorldSizeRefusalEveryWaitSaysTheJobCannotRun) {
+  const JobIdentity job = new_job_identity();
+  TCPStoreOptions so = server_of(job);
+  so.num_workers = 2;
+  TCPStore server(so);
+  server.set("there", "yes");
+  TCPStoreOptions two = client_of(server.port(), kTestTimeout, job);
+  two.num_workers = 2;
+  TCPStore waiter(two);
+  std::pair<std::string, std::chrono::milliseconds> parked;
+  std::thread t([&] { parked = error_of<InvalidArgument>([&] { waiter.wait({"never"}, 20s); }); });
+  std::this_thread::sleep_for(300ms);  // parked on the server by now
+  TCPStoreOptions three = two;
+  three.num_workers = 3;
+  EXPECT_THROW(TCPStore{three}, StoreError);
+  t.join();
+  EXPECT_NE(parked.first.find("the job cannot run: this store serves a job of 2 ranks, and the client at 127.0.0.1:"),
+            std::string::npos)
+      << parked.first;
+  EXPECT_NE(parked.first.find(" says its job has 3"), std::string::npos) << parked.first;
+  EXPECT_LT(parked.second, kAtOnce);
+  const auto [later, took] = error_of<InvalidArgument>([&] { server.get("missing"); });
+  EXPECT_NE(later.find("the job cannot run: "), std::string::npos) << later;
+  EXPECT_LT(took, kAtOnce);
+  EXPECT_EQ(server.get_string("there"), "yes");
+  EXPECT_NO_THROW(server.set("written", "still"));
+  EXPECT_NO_THROW(waiter.wait({"written"}, 1s));
+}
+
+// A client that does not know the token cannot end the job's waits by naming another world
+// size: it is refused for the token, and the waits go on.
+TEST(Auth, AStrangerNamingAnotherWorldSizeEndsNoWait) {
+  const JobIdentity job = new_job_identity();
+  TCPStoreOptions so = server_of(job);
+  so.num_workers = 2;
+  TCPStore server(so);
+  TCPStoreOptions two = client_of(server.port(), kTestTimeout, job);
+  two.num_workers = 2;
+  TCPStore waiter(two);
+  bool got = false;
+  std::thread t([&] {
+    waiter.wait({"later"}, 20s);
+    got = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  TCPStoreOptions stranger = client_of(server.port(), kTestTimeout, {job.run_id, "not the token"});
+  stranger.num_workers = 3;
+  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(stranger); });
+  EXPECT_NE(message.find("wrong store token"), std::string::npos) << message;
+  server.set("later", "1");
+  t.join();
+  EXPECT_TRUE(got);
+}
+
 TEST(Auth, ARankWithATokenRefusesAStoreWithout) {
   TCPStore open_store(server_of());
   const auto [message, took] =

@@ -48,8 +48,10 @@ TEST(NodeShape, LaunchersGivenAnotherNprocPerNodeEndAtOnceSayingBothCounts) {
   ASSERT_FALSE(lines0.empty());
   EXPECT_EQ(lines0.back().rfind("launch: the job cannot run: a rank at 127.0.0.1:", 0), 0u) << f0.err;
   EXPECT_NE(lines0.back().find(why), std::string::npos) << f0.err;
-  // Node 1's ranks were refused by that store at once, and say so.
-  EXPECT_NE(f1.err.find("TCPStore: the store at 127.0.0.1:" + port + " refused this connection: a rank at 127.0.0.1:"),
+  // Node 1's ranks were refused by that store at once (after proving the token: only a
+  // process of the job may say what the job is), and say so.
+  EXPECT_NE(f1.err.find("TCPStore: the store at 127.0.0.1:" + port +
+                        " (run id two_shapes) refused this connection: a rank at 127.0.0.1:"),
             std::string::npos)
       << f1.err;
   EXPECT_NE(f1.err.find(why), std::string::npos) << f1.err;
