@@ -75,6 +75,16 @@ std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given
   return std::chrono::milliseconds(std::stol(v));
 }
 
+// The first member a replacement stands for: "rank<R>" for the launcher's replacement ids
+// "rank<R>+<n>" (api/process/rank_environment.h: the n-th replacement of rank R, started once
+// the process before it has ended), "" for any other id.
+std::string replaced_first_member(const std::string& id) {
+  const size_t plus = id.find('+');
+  const std::string rank = id.substr(0, plus), number = plus == std::string::npos ? "" : id.substr(plus + 1);
+  auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  return rank.rfind("rank", 0) == 0 && digits(rank.substr(4)) && digits(number) ? rank : "";
+}
+
 // The state as the members must agree on it: every tensor's dtype, shape and device.
 std::string describe_state(const std::vector<Tensor*>& state) {
   std::string s;
@@ -151,6 +161,23 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                                                options_.heartbeat_timeout, backends);
   if (joining_) {
     has_state_ = false;
+    // A replacement of rank R is started once R's process has ended, so first member rank<R>
+    // is gone. When it died before its Manager wrote its record (within its first moments),
+    // nothing else can tell: it left no pid to look up and no heartbeat to stop, and the
+    // first generation waits for a member that has not started until op_timeout (it may
+    // start late), while this replacement waits for that generation below: a hang of
+    // minutes (bug B7). Say it is gone, so that the first generation forms without it and
+    // takes this one in at a step boundary. Not when its process lives on this host (then
+    // this is not its replacement: liveness judges it as any member), and a record written
+    // meanwhile is one that lives, so the record is looked for after its process.
+    const std::string replaced = replaced_first_member(id_);
+    if (!replaced.empty()) {
+      std::string why = liveness_->gone_here(replaced);
+      if (why.empty() && !store_->check({keys::member(replaced)})) {
+        why = "it ended before its ft::Manager started (" + id_ + " was started to replace it)";
+      }
+      if (!why.empty()) liveness_->mark_dead(replaced, why);
+    }
     // A joiner with other state is refused before it is counted in: the job goes on. The
     // members' state is known once the job's first generation stands: a joiner started
     // before it waits for it, or it would be counted in unchecked (and taken into a

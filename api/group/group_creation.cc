@@ -104,8 +104,14 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     check_hier_across(where_, across);  // before the exchange: refused before anything is sent
     const bool ask_mpi = across != "gloo" && parent == nullptr &&
                          config_value(options_.backend_config, "launcher", "") == "mpirun";
-    const ExchangedPlacements exchanged = split_placements(
-        exchange->all_gather(auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi, across)));
+    const std::string placement = auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi, across);
+    std::vector<std::string> placements;
+    {
+      // Within the creation's deadline, ending when another rank's part fails (host_exchange.cc).
+      const BackendCreationScope creating(wait_);
+      placements = exchange->all_gather(placement);
+    }
+    const ExchangedPlacements exchanged = split_placements(placements);
     placements_ = exchanged.cpu;
     if (cpu->second == "auto") {
       const AutoChoice choice = choose_auto(spec_.text, plan_has_cuda, exchanged);

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "api/errors.h"
+#include "api/group/init_wait.h"
 #include "api/store/internal/store_host.h"
 #include "api/diagnostics/op_fingerprint.h"
 
@@ -67,7 +68,7 @@ class StoreExchange final : public HostExchange {
       if (!read) return {};
       std::vector<std::string> keys;
       for (int r = 0; r < options_.size; ++r) keys.push_back(key(call, r));
-      wait_naming_missing(keys, what);
+      wait_naming_missing(keys, call, what);
       std::vector<std::string> out;
       for (const std::string& k : keys) out.push_back(store_->get_string(k));
       return out;
@@ -76,7 +77,20 @@ class StoreExchange final : public HostExchange {
     }
   }
 
-  void wait_naming_missing(const std::vector<std::string>& keys, const std::string& what) {
+  void wait_naming_missing(const std::vector<std::string>& keys, uint64_t call, const std::string& what) {
+    // A call made while a group is being created (the auto backend's placements,
+    // GroupCreation::make_backends) waits as the creation's other phases do: within its
+    // deadline, logging whom it waits for, and ending as soon as another rank's part of it
+    // has failed (its failure key: ft's liveness monitor writes it for a member that died
+    // after it arrived). With the group's op timeout alone, the survivors of a rank killed
+    // between its arrival and its post waited that whole timeout (30 minutes) in silence.
+    if (const InitWait* creating = BackendCreationScope::current()) {
+      std::vector<int> ranks;
+      for (int r = 0; r < options_.size; ++r) ranks.push_back(r);
+      wait_for_keys(*store_, keys, ranks, *creating, "to post host message exchange #" + std::to_string(call),
+                    "they have not reached this call, or are stuck or gone");
+      return;
+    }
     try {
       store_->wait(keys, options_.timeout);
     } catch (const StoreError& e) {

@@ -15,7 +15,9 @@
 //
 // Every call is collective: all ranks of the group make the same calls in the same order.
 // Calls are numbered per group, so subgroups never see each other's messages. Every wait
-// has the group's timeout; a Timeout names the ranks that did not post.
+// has the group's timeout (a call during the group's own creation: the creation's deadline,
+// and it ends when another rank's part of the creation failed, init_wait.h); a Timeout names
+// the ranks that did not post.
 #pragma once
 
 #include <chrono>

@@ -133,7 +133,8 @@ struct InitWait {
 
 // While one lives, the backend a group's creation makes on this thread (a plugin's create()
 // or create_subgroup_backend(), which run their rendezvous on the calling thread) takes
-// `wait`'s deadline through InitWait::for_backend. A scope, not a field of BackendOptions:
+// `wait`'s deadline through InitWait::for_backend, and a host exchange over the store
+// (host_exchange.h: the auto backend's placements) waits under `wait` itself. A scope, not a field of BackendOptions:
 // a new field there would change the layout of a struct of plugin ABI 1 (plugin.h), and
 // text in the config would be parsed back by every plugin.
 class BackendCreationScope {

@@ -238,5 +238,103 @@ TEST_F(FtManagerForming, AnArrivalCountedButNeverWrittenDoesNotHideTheLaterOnes)
   expect_consistent(survivors, kSteps, [](uint64_t s) { return s < kFails ? all_of(4) : std::vector<int>{0, 1, 2}; });
 }
 
+// The members wait at step `at` until the joiner is counted in (its first begin_step) or has
+// failed, so that it is taken in by then.
+Script wait_for_joiner_at(uint64_t at, Store& ft_keys, const std::atomic<bool>& failed) {
+  Script script;
+  script.die_at = [at, &ft_keys, &failed](Member&, uint64_t s, const ProcessGroupPtr&) {
+    if (s == at) {
+      EXPECT_TRUE(eventually([&] { return failed.load() || ft_keys.check({ft::keys::joiner(1)}); }));
+    }
+    return false;
+  };
+  return script;
+}
+
+// A joiner's thread: makes its Manager with `o`, then trains; what its constructor throws is
+// its error, and `failed`.
+std::thread start_joiner(Member& m, ft::ManagerOptions o, uint64_t steps, std::atomic<bool>& failed) {
+  return std::thread([&m, o, steps, &failed] {
+    try {
+      m.ft = std::make_unique<ft::Manager>(o);
+    } catch (const std::exception& e) {
+      m.error = e.what();
+      failed = true;
+      return;
+    }
+    train(m, steps);
+  });
+}
+
+// s. rank3 dies before its Manager starts (its process killed at once): it leaves no record
+// and no heartbeat, so the first generation cannot tell it from a rank that starts late and
+// would wait for it until op_timeout; its replacement (the launcher's id "rank3+1", started
+// once rank3's process ended) waits for that first generation in its constructor. The
+// replacement must say rank3 is gone: the first generation forms without it at once, and
+// the replacement is taken in at a step boundary, by step 2's (B7: the job sat silent until
+// op_timeout).
+TEST_F(FtManagerForming, AFirstMemberThatDiesBeforeItsManagerStartsIsReplaced) {
+  constexpr uint64_t kSteps = 5, kAsks = 2;
+  // Short, so that a hang fails the test in seconds; far above what forming takes.
+  constexpr milliseconds kOpTimeout{6000};
+  std::vector<Member*> members = first_members(3, 1, [&](ft::ManagerOptions& o) {
+    o.initial_members = 4;
+    o.op_timeout = kOpTimeout;
+  });
+  Member& replacement = add_member("rank3+1", 7);
+  float* garbage = replacement.state.data_as<float>();
+  for (int64_t e = 0; e < kElements; ++e) garbage[e] = -99.5f;
+  std::atomic<bool> failed{false};
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  const Script script = wait_for_joiner_at(kAsks, ft_keys, failed);  // it may be taken in before
+  const auto start = Clock::now();
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  // The members are forming the first generation, waiting for rank3, when it is replaced.
+  EXPECT_TRUE(eventually([&] { return ft_keys.add(ft::keys::arrivals(1), 0) == 3; }));
+  ft::ManagerOptions o = options(replacement.id, -1, /*joining=*/true);
+  o.op_timeout = kOpTimeout;
+  std::thread joining = start_joiner(replacement, o, kSteps, failed);
+  trainer.join();
+  joining.join();
+  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+
+  ASSERT_EQ(replacement.error, "");
+  EXPECT_LT(took_s, 4.0) << "the first generation waited for rank3";
+  EXPECT_EQ(ft_keys.get_string(ft::keys::members(1)), "0|rank0,rank1,rank2");
+  ASSERT_TRUE(ft_keys.check({ft::keys::dead("rank3")}));
+  EXPECT_TRUE(contains(ft_keys.get_string(ft::keys::dead("rank3")), "rank3+1 was started to replace it"))
+      << ft_keys.get_string(ft::keys::dead("rank3"));
+  std::vector<Member*> everyone = {members[0], members[1], members[2], &replacement};
+  ASSERT_EQ(replacement.generation_starts.size(), 1u);
+  const uint64_t joined = replacement.generation_starts.front();
+  EXPECT_GE(joined, 1u);
+  EXPECT_LE(joined, kAsks + 1);
+  expect_consistent(everyone, kSteps, [&](uint64_t s) { return s < joined ? all_of(3) : std::vector<int>{0, 1, 2, 7}; });
+  for (Member* m : members) {
+    EXPECT_EQ(m->redone, 0) << m->id;
+    EXPECT_EQ(m->generations, (std::vector<uint64_t>{1, 2})) << m->id;
+  }
+  EXPECT_EQ(ids_of(replacement.ft->generation().members), "rank0,rank1,rank2,rank3+1");
+}
+
+// t. The same id while rank3 lives: a process that only calls itself rank3's replacement
+// does not make a running rank3 gone (its record names a live process on this host).
+TEST_F(FtManagerForming, AReplacementIdDoesNotMakeALiveMemberGone) {
+  constexpr uint64_t kSteps = 5, kAsks = 2;
+  std::vector<Member*> members = first_members(4);
+  Member& joiner = add_member("rank3+1", 7);
+  std::atomic<bool> failed{false};
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  const Script script = wait_for_joiner_at(kAsks, ft_keys, failed);
+  std::thread trainer([&] { train_all(members, kSteps, script); });
+  std::thread joining = start_joiner(joiner, options(joiner.id, -1, /*joining=*/true), kSteps, failed);
+  trainer.join();
+  joining.join();
+  ASSERT_EQ(joiner.error, "");
+  EXPECT_FALSE(ft_keys.check({ft::keys::dead("rank3")})) << ft_keys.get_string(ft::keys::dead("rank3"));
+  for (Member* m : members) EXPECT_EQ(m->redone, 0) << m->id;
+  EXPECT_EQ(ids_of(joiner.ft->generation().members), "rank0,rank1,rank2,rank3,rank3+1");
+}
+
 }  // namespace
 }  // namespace distcomm

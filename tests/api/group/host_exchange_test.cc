@@ -10,6 +10,8 @@
 #include "api/errors.h"
 #include "api/store/file_store.h"
 #include "api/group/host_exchange.h"
+#include "api/group/init_wait.h"
+#include "api/store/hash_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/multiprocess.h"
@@ -135,6 +137,48 @@ TEST(HostExchange, OverCollectivesEveryRankGetsEveryMessageInRankOrder) {
     expect_all_gather_and_gather(*exchange, rank, size);
     EXPECT_EQ(calls, 6) << "two all_gathers (lengths, bytes) per call";
   });
+}
+
+// A call made while a group is being created (the auto backend's placements) waits as the
+// creation does: it ends when another rank's part of the creation has failed (its failure
+// key, which ft's liveness monitor writes for a member that died after it arrived), and at
+// the creation's deadline, not after the exchange's own timeout (20 s here; the group's op
+// timeout, 30 minutes by default, for the ft job whose survivors waited that long).
+TEST(HostExchange, DuringACreationAWaitEndsWithTheCreation) {
+  auto store = std::make_shared<HashStore>();
+  auto exchange = make_store_exchange(options_for(0, 2), store, "ex/");  // rank 1 never posts
+  InitWait creation = InitWait::starting_now(milliseconds(20000), milliseconds(20000), "rank 0/2 group 'test'");
+  creation.failure_store = store.get();
+  creation.failure_key = "pg/test/creation_failed";
+  std::thread says([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    store->set(creation.failure_key,
+               encode_creation_failure(1, std::make_exception_ptr(PeerFailure("member rank1 is gone"))));
+  });
+  auto start = Clock::now();
+  try {
+    const BackendCreationScope creating(creation);
+    exchange->all_gather("placement");
+    ADD_FAILURE() << "an exchange without rank 1 succeeded";
+  } catch (const Error& e) {  // not only PeerFailure: the thread is joined below whatever came
+    EXPECT_NE(dynamic_cast<const PeerFailure*>(&e), nullptr) << e.what();
+    EXPECT_NE(std::string(e.what()).find("member rank1 is gone"), std::string::npos) << e.what();
+  }
+  says.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
+
+  // Its deadline: a Timeout naming the rank that did not post.
+  auto later = make_store_exchange(options_for(0, 2), store, "later/");
+  InitWait short_one = InitWait::starting_now(milliseconds(600), milliseconds(20000), "rank 0/2 group 'test'");
+  start = Clock::now();
+  try {
+    const BackendCreationScope creating(short_one);
+    later->all_gather("placement");
+    ADD_FAILURE() << "an exchange without rank 1 succeeded";
+  } catch (const Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("[1]"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
 }
 
 TEST(HostExchange, GatherRefusesARootOutsideTheGroup) {
