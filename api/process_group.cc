@@ -244,10 +244,27 @@ void ProcessGroup::create_exchange() {
   o.timeout = options_.timeout;
   o.where = group_rank_text(rank(), size(), name(), options_.global_ranks);
   o.store_host = options_.store_host;
+  o.raise_if_group_failed = [this](const std::vector<int>& missing) { raise_if_exchange_cannot_end(missing); };
   if (options_.store) {
     exchange_ = make_store_exchange(o, options_.store, store_prefix_ + "exchange/");
   } else {
     exchange_ = make_collective_exchange(o, [this](Tensor& out, const Tensor& in) { host_all_gather(out, in); });
+  }
+}
+
+void ProcessGroup::raise_if_exchange_cannot_end(const std::vector<int>& missing) const {
+  if (aborted_) throw PeerFailure("the group was aborted (ProcessGroup::abort) while it waited for ranks " +
+                                  rank_list_text(missing));
+  // Not while the group is being created: its backends are not there yet (and such a call
+  // waits as the creation does, init_wait.h).
+  if (!backends_ || !options_.store) return;
+  for (const auto& [device, backend] : backends_->all()) {
+    PrefixStore board(backend_store_prefix(store_prefix_, device, backend.plugin), options_.store);
+    const std::optional<FailureRecord> r = GroupFailure::read_record(board);
+    if (r && std::find(missing.begin(), missing.end(), r->culprit) != missing.end()) {
+      throw PeerFailure("rank " + std::to_string(r->culprit) + " will not come: the group failed (rank " +
+                        std::to_string(r->rank) + " recorded: " + r->message + ")");
+    }
   }
 }
 

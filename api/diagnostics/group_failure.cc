@@ -448,6 +448,11 @@ std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record,
   return std::nullopt;
 }
 
+std::optional<FailureRecord> GroupFailure::read_record(Store& board) {
+  if (!board.check({kBoardKey})) return std::nullopt;
+  return FailureRecord::decode(board.get_string(kBoardKey));
+}
+
 void GroupFailure::publish_record(const StorePtr& board, const FailureRecord& record) {
   if (!board) return;
   std::atomic<bool> gone{false};

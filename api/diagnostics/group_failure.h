@@ -143,6 +143,9 @@ class GroupFailure {
   // failure no backend saw (the program's own error, ProcessGroup::publish_program_failure)
   // reaches the peers' GroupFailures.
   static void publish_record(const StorePtr& board, const FailureRecord& record);
+  // The record published on `board`, if any: one plain read (the caller bounds its waits),
+  // for what waits on the group's ranks outside its ops (the host exchange).
+  static std::optional<FailureRecord> read_record(Store& board);
 
   // Whether this group is still usable here while another rank has published the group's
   // failure (one read of the board, bounded). A rank that no closed connection reaches (a

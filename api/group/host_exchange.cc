@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "api/errors.h"
 #include "api/group/init_wait.h"
@@ -23,6 +24,13 @@ void check_root(const HostExchangeOptions& options, int root) {
                           " is outside [0, " + std::to_string(options.size) + ")");
   }
 }
+
+// A wait of the store exchange holds the store's one connection for at most this long at a
+// time, then leaves it free for kStoreLeftFree (a thread waiting to use it gets it then:
+// the mutex is not fair to a thread that lets go and takes it again at once). Most calls end
+// within the first slice; a longer one costs a tenth more.
+constexpr std::chrono::milliseconds kWaitSlice{50};
+constexpr std::chrono::milliseconds kStoreLeftFree{5};
 
 class StoreExchange final : public HostExchange {
  public:
@@ -92,18 +100,45 @@ class StoreExchange final : public HostExchange {
       return;
     }
     try {
-      store_->wait(keys, options_.timeout);
+      // In slices, with the store's connection free between them: the process's other
+      // users of that connection -- the backend's watch that publishes a dead peer, the
+      // stall watch -- would otherwise wait behind this wait, and a rank gone meanwhile
+      // would never be recorded. And every kGroupFailureCheck, whether the group has learnt
+      // that a rank it waits for is gone.
+      using Clock = std::chrono::steady_clock;
+      const Clock::time_point deadline = Clock::now() + options_.timeout;
+      Clock::time_point next_check = Clock::now() + kGroupFailureCheck;
+      for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left <= std::chrono::milliseconds::zero()) throw Timeout(what);
+        try {
+          store_->wait(keys, std::min(left, kWaitSlice));
+          return;
+        } catch (const Timeout&) {
+          if (left <= kWaitSlice) throw;
+        }
+        std::this_thread::sleep_for(kStoreLeftFree);
+        if (options_.raise_if_group_failed && Clock::now() >= next_check) {
+          options_.raise_if_group_failed(missing(keys));
+          next_check = Clock::now() + kGroupFailureCheck;
+        }
+      }
     } catch (const StoreError& e) {
       std::rethrow_exception(internal::store_lost(what + ": the store failed (" + e.what() + ")", options_.store_host));
     } catch (const Timeout&) {
-      std::vector<int> missing;
-      for (int r = 0; r < options_.size; ++r) {
-        if (!store_->check({keys[static_cast<size_t>(r)]})) missing.push_back(r);
-      }
-      throw Timeout(what + ": ranks " + rank_list_text(missing) + " did not post within " +
+      throw Timeout(what + ": ranks " + rank_list_text(missing(keys)) + " did not post within " +
                     std::to_string(options_.timeout.count()) +
                     " ms: they have not reached this call, or are stuck or gone");
     }
+  }
+
+  // The ranks whose key is not in the store yet.
+  std::vector<int> missing(const std::vector<std::string>& keys) {
+    std::vector<int> ranks;
+    for (int r = 0; r < options_.size; ++r) {
+      if (!store_->check({keys[static_cast<size_t>(r)]})) ranks.push_back(r);
+    }
+    return ranks;
   }
 
   const HostExchangeOptions options_;

@@ -15,7 +15,7 @@
 //
 // Every call is collective: all ranks of the group make the same calls in the same order.
 // Calls are numbered per group, so subgroups never see each other's messages. Every wait
-// has the group's timeout (a call during the group's own creation: the creation's deadline,
+// has the group's timeout and ends early when the group has failed (a call during the group's own creation: the creation's deadline,
 // and it ends when another rank's part of the creation failed, init_wait.h); a Timeout names
 // the ranks that did not post.
 #pragma once
@@ -51,7 +51,17 @@ struct HostExchangeOptions {
   // does: a store that goes away during a call is then a PeerFailure saying it has gone
   // (internal/store_host.h).
   std::string store_host;
+  // Asked between slices of a wait (every kGroupFailureCheck) with the ranks that have not
+  // posted yet: throws when they will not -- the group was aborted (ft's liveness monitor
+  // does that for a member found gone), or its failure published on a backend's board
+  // blames one of them (a backend saw its process die; its program ended with an error) --
+  // so that a wait for a dead rank ends then, not at the group's timeout (30 minutes by
+  // default).
+  std::function<void(const std::vector<int>& missing)> raise_if_group_failed;
 };
+
+// How often a wait of the store exchange asks raise_if_group_failed: how late it learns.
+inline constexpr std::chrono::milliseconds kGroupFailureCheck{500};
 
 // Over a store every rank of the group reaches. Keys live under key_prefix; a rank deletes
 // its own keys once every rank is known to have read them.

@@ -117,6 +117,40 @@ TEST(HostExchange, OverAStoreAMissingRankIsNamed) {
   });
 }
 
+// A group aborted while a rank waits in its exchange (ft's liveness monitor aborts the group
+// of a member found gone) ends that wait within a look or two, saying so; before, it waited
+// the group's timeout (20 s here) for the rank that never came.
+TEST(HostExchange, AnAbortedGroupEndsItsExchangeWait) {
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      pg.store()->wait({"test/done"}, milliseconds(30000));  // alive, never takes part
+      return;
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(milliseconds(300));
+      pg.abort();
+    });
+    const auto start = Clock::now();
+    try {
+      pg.exchange().all_gather("hello");
+      ADD_FAILURE() << "an exchange without rank 1 succeeded";
+    } catch (const PeerFailure& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("the group was aborted (ProcessGroup::abort) while it waited for ranks [1]"),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("host message exchange #"), std::string::npos) << msg;
+    }
+    aborter.join();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
+    pg.store()->set("test/done", "1");
+  }, [] {
+    testing::GroupHarnessOptions o;
+    o.op_timeout = milliseconds(20000);
+    return o;
+  }());
+}
+
 // The transport of groups without a shared store (MPI's), here over gloo's all_gather.
 TEST(HostExchange, OverCollectivesEveryRankGetsEveryMessageInRankOrder) {
   use_test_plugins();
