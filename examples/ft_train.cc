@@ -10,8 +10,9 @@
 // begin_step, DDP is rebuilt when the group changed, each member takes its share of the
 // step's global batch (ft::shard, so the batch is re-sharded over whoever is there), and
 // the update is applied only when commit() says every member finished the step. Rank
-// --kill_rank SIGKILLs itself during step --kill_step's backward; the others form a group
-// without it within a second and redo that step; the replacement the launcher starts
+// --kill_rank SIGKILLs itself during step --kill_step's backward (or stops, --kill_signal=STOP,
+// and the launcher kills it once the others have taken it for gone); the others form a group
+// without it (within a second of a death; a stop takes the heartbeat timeout) and redo that step; the replacement the launcher starts
 // (--replace_after_s) joins at a step boundary and gets the weights from a member first.
 // At the end every member checks that its weights equal the others' bit for bit.
 //
@@ -41,6 +42,9 @@ DEFINE_int32(hidden, 128, "width of the two hidden layers");
 DEFINE_double(lr, 0.05, "SGD learning rate");
 DEFINE_int32(kill_rank, -1, "this rank SIGKILLs itself (a first member, not a replacement); -1: none");
 DEFINE_int32(kill_step, 30, "during this step's backward");
+DEFINE_string(kill_signal, "KILL",
+              "how --kill_rank fails: KILL (it dies), or STOP (it stops, as a hung machine would: the others take it "
+              "for gone after the heartbeat timeout, and its launcher kills it)");
 DEFINE_int32(min_members, 2, "stop when fewer members are left");
 DEFINE_int32(log_every, 10, "print the loss every N steps");
 DEFINE_double(replace_after_s, 1, "run by hand: start a replacement for a failed rank this long after (< 0: none)");
@@ -80,7 +84,11 @@ int main(int argc, char** argv) {
     options.state_signature = "mlp " + std::to_string(kFeatures) + "-" + std::to_string(FLAGS_hidden) + "-" +
                               std::to_string(FLAGS_hidden) + "-" + std::to_string(kClasses) + ", sgd";
     ft::Manager manager(options);
-    const bool victim = FLAGS_kill_rank >= 0 && manager.id() == "rank" + std::to_string(FLAGS_kill_rank);
+    bool victim = FLAGS_kill_rank >= 0 && manager.id() == "rank" + std::to_string(FLAGS_kill_rank);
+    if (FLAGS_kill_signal != "KILL" && FLAGS_kill_signal != "STOP") {
+      throw distcomm::InvalidArgument("--kill_signal=" + FLAGS_kill_signal + ": expected KILL or STOP");
+    }
+    const int kill_signal = FLAGS_kill_signal == "KILL" ? SIGKILL : SIGSTOP;
     const nn::Dataset data = nn::make_blobs(kSamples, kFeatures, kClasses, /*seed=*/2024);
 
     std::unique_ptr<ddp::DistributedDataParallel> ddp_model;
@@ -109,7 +117,10 @@ int main(int argc, char** argv) {
         loss_value = loss.value;
         model->backward(loss.grad, [&](size_t i) {
           ddp_model->mark_grad_ready(i);
-          if (victim && step == FLAGS_kill_step) ::raise(SIGKILL);  // a machine failing mid-step
+          if (victim && step == FLAGS_kill_step) {  // a machine failing mid-step, once
+            victim = false;
+            ::raise(kill_signal);
+          }
         });
         ddp_model->finish_backward();
       } catch (const distcomm::Error& e) {

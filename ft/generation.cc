@@ -127,7 +127,7 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
       if (why.empty()) {
         missing.push_back(id);
       } else {
-        liveness.mark_dead(id, why);
+        liveness.fence(id, why);
         gone.push_back(id);
       }
     }
@@ -170,7 +170,9 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
     if (store.check({keys::members(g)})) {
       Generation formed = Generation::decode(g, store.get_string(keys::members(g)));
       if (formed.rank_of(me) >= 0) return formed;
-      ++g;  // formed without me (I came late): the next one
+      // Formed without me: taken for gone (stopped while it waited, say), it never will be.
+      if (store.check({keys::dead(me)})) throw Error(fenced_message(me, store.get_string(keys::dead(me))));
+      ++g;  // I came late: the next one
       arrive(store, g, me);
       continue;
     }

@@ -15,12 +15,17 @@ const MemberRecord& Liveness::record(const std::string& id, std::chrono::millise
   return records_.emplace(id, MemberRecord::decode(store_->get_string(keys::member(id)))).first->second;
 }
 
-std::string Liveness::gone_here(const std::string& id) {
+const MemberRecord* Liveness::written_record(const std::string& id) {
   auto it = records_.find(id);
   if (it == records_.end() && store_->check({keys::member(id)})) {
     it = records_.emplace(id, MemberRecord::decode(store_->get_string(keys::member(id)))).first;
   }
-  return it == records_.end() ? "" : process_gone(it->second);
+  return it == records_.end() ? nullptr : &it->second;
+}
+
+std::string Liveness::gone_here(const std::string& id) {
+  const MemberRecord* record = written_record(id);
+  return record ? process_gone(*record) : "";
 }
 
 std::string Liveness::gone(const std::string& id, bool by_heartbeat) {
@@ -47,6 +52,25 @@ std::string Liveness::gone(const std::string& id, bool by_heartbeat) {
 
 void Liveness::mark_dead(const std::string& id, const std::string& why) {
   store_->compare_set(keys::dead(id), {}, to_bytes(why));
+}
+
+void Liveness::fence(const std::string& id, const std::string& why) {
+  const std::string first = to_string(store_->compare_set(keys::dead(id), {}, to_bytes(why)));
+  const MemberRecord* record = written_record(id);
+  if (!record) return;
+  local::FencedMember fenced;
+  fenced.id = id;
+  fenced.domain = record->domain;
+  fenced.pid = record->pid;
+  fenced.start_ticks = record->start_ticks;
+  fenced.why = first;
+  store_->compare_set(keys::fenced(id), {}, to_bytes(fenced.encode()));
+}
+
+std::string fenced_message(const std::string& id, const std::string& why) {
+  return "ft: member '" + id + "' was taken for gone by its group (" + why +
+         ") and is fenced: it cannot rejoin the job, and ends here (a member that stops beating for the heartbeat "
+         "timeout, stopped or stalled, is dropped for good)";
 }
 
 }  // namespace ft

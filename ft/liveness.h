@@ -19,6 +19,10 @@
 namespace distcomm {
 namespace ft {
 
+// The error of a member that finds it was taken for gone (its dead mark, `why`): it is
+// fenced and ends, whatever it was doing; it never rejoins.
+std::string fenced_message(const std::string& id, const std::string& why);
+
 class Liveness {
  public:
   using Clock = std::chrono::steady_clock;
@@ -34,10 +38,19 @@ class Liveness {
   std::string gone_here(const std::string& id);
   // Writes why `id` is gone, unless another has (the first cause stays).
   void mark_dead(const std::string& id, const std::string& why);
+  // `id` was found gone by this member: marks it dead (as mark_dead) and fences it: writes
+  // fenced/<id>, its process and the first cause, so that the launcher that started that
+  // process kills it (api/process/fenced_member.h); a member with no record yet has no
+  // process to name. Never for this process's own member (a joiner that refuses itself
+  // ends on its own).
+  void fence(const std::string& id, const std::string& why);
   // The member's record (read once, then kept); throws Timeout when it has none by then.
   const MemberRecord& record(const std::string& id, std::chrono::milliseconds wait);
 
  private:
+  // Its record if it has written one (read once, then kept), else null; never waits.
+  const MemberRecord* written_record(const std::string& id);
+
   struct Beat {
     int64_t count = -1;
     Clock::time_point since;

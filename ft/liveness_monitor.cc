@@ -73,8 +73,31 @@ void LivenessMonitor::run() {
   }
 }
 
+std::string LivenessMonitor::fenced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fenced_;
+}
+
 void LivenessMonitor::tick() {
   store_->add(keys::heartbeat(me_), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fenced_.empty()) return;
+  }
+  // Taken for gone by the others (it was stopped, or stalled past the heartbeat timeout): it
+  // judges nobody any more (what it knew of their heartbeats is stale), and aborts its step's
+  // group, so that an op of it ends now; the Manager ends with that (fenced()).
+  if (store_->check({keys::dead(me_)})) {
+    const std::string why = store_->get_string(keys::dead(me_));
+    ProcessGroupPtr group;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fenced_ = why.empty() ? "no cause given" : why;
+      group = group_;
+    }
+    abort_group(group);
+    return;
+  }
   uint64_t g, s;
   std::vector<std::string> members;
   ProcessGroupPtr group;
@@ -100,7 +123,7 @@ void LivenessMonitor::tick() {
   }
   if (!culprit.empty()) {
     const std::string what = "member " + culprit + " is gone: " + why;
-    liveness_.mark_dead(culprit, why);
+    liveness_.fence(culprit, why);
     store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + what));
     // While the generation's group is being made (no group yet), its creation waits for
     // every member: say there that this one will not come, so the others' waits end within

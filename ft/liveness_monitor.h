@@ -1,10 +1,12 @@
 // The thread that keeps a fault-tolerant member's heartbeat and watches the step under way:
 // every interval it adds to hb/<me>, checks the members on this host by their processes
 // (no store call) and its successor in the membership (the next member, cyclically) by dead
-// mark and heartbeat, and, when one is gone, marks it dead and sets the step's verdict to
-// "abort" naming it. When the step's verdict is "abort" (its own or another's) it aborts
-// the step's group once, so that an op blocked on the dead member ends now, not at its
-// timeout. Watching only the successor across hosts keeps each member's store traffic
+// mark and heartbeat, and, when one is gone, marks it dead, fences it (liveness.h: its
+// launcher kills its process) and sets the step's verdict to "abort" naming it. When the
+// step's verdict is "abort" (its own or another's) it aborts the step's group once, so that
+// an op blocked on the dead member ends now, not at its timeout. A member that finds its
+// own dead mark (it was stopped, and runs again) aborts its group and judges nobody any
+// more. Watching only the successor across hosts keeps each member's store traffic
 // constant in the job's size; every member is someone's successor.
 //
 // It has its own store connection: a TCPStore serves one request at a time, and the
@@ -53,6 +55,10 @@ class LivenessMonitor {
   std::optional<SystemTime> noticed_abort() const;
   // The last error of a store call ("" if none): the monitor goes on, and says why here.
   std::string last_error() const;
+  // Why the others took this member for gone, once the monitor found its dead mark ("" until
+  // then). From then on it only beats: it judges no other member, and it aborted the group
+  // it watched.
+  std::string fenced() const;
 
  private:
   void run();
@@ -74,6 +80,7 @@ class LivenessMonitor {
   bool aborted_ = false;
   std::optional<SystemTime> noticed_;
   std::string last_error_;
+  std::string fenced_;
   std::thread thread_;
 };
 

@@ -213,6 +213,8 @@ Manager::~Manager() {
 
 ProcessGroupPtr Manager::begin_step(const std::vector<Tensor*>& state) {
   group_changed_ = false;
+  const std::string fenced = monitor_->fenced();
+  if (!fenced.empty()) throw Error(fenced_message(id_, fenced));
   if (finished_) return nullptr;
   if (need_new_generation_ || !group_) form_next(state);
   return finished_ ? nullptr : group_;
@@ -329,8 +331,8 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
   }
   if (next.rank_of(id_) < 0) {
     const std::string why = liveness_->gone(id_, false);
-    throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() +
-                      (why.empty() ? ": it came too late" : ", taken for gone: " + why));
+    if (!why.empty()) throw Error(fenced_message(id_, why) + "; " + next.describe() + " was formed without it");
+    throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() + ": it came too late");
   }
   if (static_cast<int>(next.members.size()) < options_.min_members) {
     const size_t left = next.members.size();
@@ -411,6 +413,9 @@ void Manager::log_generation(const std::vector<std::string>& before) const {
 }
 
 void Manager::finish() {
+  // Training has ended here: the others may end their Managers (their heartbeats stop)
+  // while this one lives on, and must not be taken for gone (fenced: killed) for that.
+  monitor_->unwatch();
   if (!has_state_) return;  // a joiner never taken in has nothing to end
   store_->compare_set(keys::kFinished, {}, to_bytes(std::to_string(committed_)));
 }
@@ -448,7 +453,14 @@ bool Manager::commit() {
       }
     }
   }
-  const std::string verdict = store_->get_string(keys::verdict(g, s));
+  // The verdict, and in the same request whether the others took this member for gone
+  // meanwhile (it was stopped, say): then it ends here, whatever the verdict.
+  const std::vector<std::optional<Store::Bytes>> read = read_present(*store_, {keys::verdict(g, s), keys::dead(id_)});
+  if (read[1]) {
+    monitor_->abort_group(group_);
+    throw Error(fenced_message(id_, to_string(*read[1])));
+  }
+  const std::string verdict = read[0] ? to_string(*read[0]) : store_->get_string(keys::verdict(g, s));
   step_failed_ = false;
   retired_.reset();
   if (verdict.rfind("commit|", 0) == 0) {

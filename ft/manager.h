@@ -29,8 +29,12 @@
 //   at the next step boundary; before its first step the members' state (the tensors given
 //   to begin_step) is broadcast to it from rank 0 of the new generation, a member that has it.
 // - Detection (liveness_monitor.h): a member's process gone on this host is seen within one
-//   heartbeat interval, a closed connection by the backend at once, and a member on another
-//   host that stops beating after heartbeat_timeout.
+//   heartbeat interval, a closed connection by the backend at once, and a member that stops
+//   beating (another host gone, a process stopped or stalled) after heartbeat_timeout.
+// - A member taken for gone is fenced for good (liveness.h): the launcher that serves the
+//   store kills its process if it is one of its ranks (api/process/fenced_member.h), and a
+//   member that runs again before that (SIGCONT) finds its dead mark at its next
+//   begin_step or commit and throws, never rejoining.
 #pragma once
 
 #include <chrono>
@@ -105,7 +109,8 @@ class Manager {
   // or this is the first step), forms the next generation and its group first, and, if it
   // has a member that joined, broadcasts `state` (every tensor, in order, the same list on
   // every member) from rank 0 to them. Throws Error when fewer than min_members are left,
-  // or when this member was left out (taken for gone); InvalidArgument for a joiner whose
+  // or when this member was taken for gone (fenced: liveness.h's fenced_message), and
+  // PeerFailure when it was left out for coming late; InvalidArgument for a joiner whose
   // state (dtypes, shapes) differs from the members', naming both. Null for a joiner when
   // the training finished (finish()) before it was taken in: it has nothing to do.
   ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
@@ -114,7 +119,8 @@ class Manager {
   bool group_changed() const { return group_changed_; }
 
   // Training has ended (every member calls it after its last commit): a joiner still waiting
-  // to be taken in stops waiting, and its begin_step returns null.
+  // to be taken in stops waiting, and its begin_step returns null; this member takes nobody
+  // for gone any more (the others may end first).
   void finish();
 
   // This member's step failed (call it where an op of the step threw).
@@ -122,6 +128,7 @@ class Manager {
   // Ends the step: true when every member finished it (apply the update now), false when
   // it is to be redone by the survivors (do not apply). After op_timeout without a verdict
   // this member writes "abort" itself (the first verdict written stands for everyone).
+  // Throws Error (fenced_message) when the others took this member for gone meanwhile.
   bool commit();
 
   uint64_t committed_steps() const { return committed_; }

@@ -4,6 +4,9 @@
 //   member/<id>                 the member's MemberRecord (written once, when it starts)
 //   hb/<id>                     its heartbeat: a counter it adds to every interval
 //   dead/<id>                   why it is known to be gone (whoever learns it first)
+//   fenced/<id>                 its process and that first cause, written by whoever took it
+//                               for gone (never by itself): its launcher kills that process
+//                               (api/process/fenced_member.h)
 //   joiners                     how many processes have asked to join (a counter)
 //   joiner/<n>                  the n-th one's id (from 1)
 //   latest                      the newest generation formed (its number)
@@ -22,15 +25,18 @@
 #include <cstdint>
 #include <string>
 
+#include "api/process/fenced_member.h"
+
 namespace distcomm {
 namespace ft {
 namespace keys {
 
-inline constexpr char kRoot[] = "ft";
+inline constexpr const char* kRoot = local::kFtStoreRoot;  // read by the launcher too
 inline constexpr char kGroupName[] = "ft";  // each generation's ProcessGroup, in its own namespace
 inline std::string member(const std::string& id) { return "member/" + id; }
 inline std::string heartbeat(const std::string& id) { return "hb/" + id; }
 inline std::string dead(const std::string& id) { return "dead/" + id; }
+inline std::string fenced(const std::string& id) { return local::kFencedFolder + id; }
 inline constexpr char kJoiners[] = "joiners";
 inline std::string joiner(int64_t n) { return "joiner/" + std::to_string(n); }
 inline constexpr char kLatest[] = "latest";

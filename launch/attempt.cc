@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -84,6 +85,13 @@ class Attempt {
   // Stops the ranks when the store this launcher serves finds that the job cannot run
   // (job_store.h: a rank of another node counts another world size), once.
   void handle_doomed_store(const std::vector<pollfd>& fds);
+  // Kills each rank that its fault-tolerant group fenced (taken for gone: stopped, or
+  // stalled past the heartbeat timeout), as the store this launcher serves says
+  // (JobStore::take_fenced): it is then a failed rank like any other.
+  void handle_fenced_members(const std::vector<pollfd>& fds);
+  // How processes_[i] ended: its wait status, or that its group fenced it and this launcher
+  // killed it.
+  std::string how_ended(size_t i) const;
   // Reports the first rank that failed, seen before any stop, and stops the others.
   void report_first_failure();
   // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
@@ -116,8 +124,9 @@ class Attempt {
   OutputPump pump_;
   SignalWatch& signals_;
   const AttemptWatch* watch_;
-  const JobStore* store_ = nullptr;  // the store this launcher serves, if it does
+  JobStore* store_ = nullptr;  // the store this launcher serves, if it does
   std::string doomed_;               // why that store says the job cannot run, once it did
+  std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
   std::string error_dir_;
   std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
   local::LocalRanks ranks_;
@@ -212,7 +221,7 @@ void Attempt::judge_by_last_processes() {
                       : replaced_[local] >= options_.max_replacements ? "no replacements left (--max_replacements)"
                                                                       : "not replaced";
     }
-    const std::string status = i < 0 ? "never started" : local::describe_wait_status(ranks_[static_cast<size_t>(i)].status);
+    const std::string status = i < 0 ? "never started" : how_ended(static_cast<size_t>(i));
     ended_badly += std::string(ended_badly.empty() ? "" : "; ") + "rank " +
                    std::to_string(options_.global_rank(static_cast<int>(local))) + "'s last process: " + status + " (" +
                    why + ")";
@@ -284,7 +293,7 @@ void Attempt::name_first_failure() {
   const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
   result_.failed_rank = cause->rank;
   result_.exit_code = local::shell_exit_code(process.status);
-  result_.how = local::describe_wait_status(process.status);
+  result_.how = how_ended(static_cast<size_t>(first));
   if (cause_report && process.stopped && WIFSIGNALED(process.status)) {
     // It reported its failure and was still on its way out when the stop's signal came:
     // the job failed by its error (exit code 1, as run_main's), not by this launcher's
@@ -358,18 +367,43 @@ void Attempt::handle_doomed_store(const std::vector<pollfd>& fds) {
   }
 }
 
+void Attempt::handle_fenced_members(const std::vector<pollfd>& fds) {
+  if (store_ == nullptr || store_->fenced_fd() < 0) return;
+  for (const pollfd& p : fds) {
+    if (p.fd != store_->fenced_fd() || !(p.revents & POLLIN)) continue;
+    for (const local::FencedMember& member : store_->take_fenced()) {
+      if (ranks_.stopping()) continue;  // the stop ends every rank anyway
+      // Only a rank of this launcher, not yet reaped (so its pid is still its own), and
+      // alive: one that has exited already ends as it did.
+      for (size_t i = 0; i < processes_.size(); ++i) {
+        if (!ranks_[i].running || !member.is_running_process(ranks_[i].pid)) continue;
+        fenced_[i] = "member " + member.id + ": " + member.why;
+        ::kill(-ranks_[i].pid, SIGKILL);  // it leads its own process group: what it started goes too
+      }
+    }
+  }
+}
+
+std::string Attempt::how_ended(size_t i) const {
+  const int status = ranks_[i].status;
+  const auto fenced = fenced_.find(i);
+  if (fenced != fenced_.end() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+    return "taken for gone by its group (" + fenced->second + ") and killed by the launcher (SIGKILL)";
+  }
+  return local::describe_wait_status(status);
+}
+
 std::string Attempt::failed_line(size_t i) const {
   const RankProcess& p = processes_[i];
   return "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) + ", pid " +
-         std::to_string(p.pid) + ") failed: " + local::describe_wait_status(ranks_[i].status);
+         std::to_string(p.pid) + ") failed: " + how_ended(i);
 }
 
 void Attempt::note_failure(size_t i) {
-  const int status = ranks_[i].status;
   result_.failed_rank = processes_[i].rank;
   result_.failure = failed_line(i);
-  result_.exit_code = local::shell_exit_code(status);
-  result_.how = local::describe_wait_status(status);
+  result_.exit_code = local::shell_exit_code(ranks_[i].status);
+  result_.how = how_ended(i);
 }
 
 void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
@@ -486,18 +520,23 @@ JobResult Attempt::run() {
     fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
     if (watch_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
     if (store_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{store_->doomed_fd(), POLLIN, 0});
+    if (store_ != nullptr && store_->fenced_fd() >= 0 && !ranks_.stopping()) {
+      fds.push_back(pollfd{store_->fenced_fd(), POLLIN, 0});
+    }
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
     const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) &&
-          (store_ == nullptr || p.fd != store_->doomed_fd()) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+          (store_ == nullptr || (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd())) &&
+          (p.revents & (POLLIN | POLLHUP | POLLERR))) {
         pump_.read_from(p.fd);
       }
     }
     handle_signals();
     handle_watch(fds);
     handle_doomed_store(fds);
+    handle_fenced_members(fds);
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);
       start_due_replacements(path, result_.master_port);

@@ -10,7 +10,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "api/process/fenced_member.h"
 #include "api/process/job_identity.h"
 
 namespace distcomm {
@@ -45,6 +47,12 @@ class JobStore {
   // Readable once doomed() is not "" (never read, never reset): polled beside the ranks'
   // output, so that the launcher stops its ranks at once.
   virtual int doomed_fd() const = 0;
+  // The members of a fault-tolerant job that their group fenced since the last call
+  // (api/process/fenced_member.h), those whose process is on this host: the launcher kills
+  // the ones that are its ranks.
+  virtual std::vector<local::FencedMember> take_fenced() { return {}; }
+  // Readable while take_fenced() has something to give (-1: it never has).
+  virtual int fenced_fd() const { return -1; }
 };
 
 // Starts serving a store, or throws std::runtime_error saying why it cannot (the port is

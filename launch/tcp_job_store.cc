@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "api/group/auto_backend.h"
 #include "api/store/server/tcp_store_server.h"
 
 namespace distcomm {
@@ -32,15 +34,19 @@ std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std
 class TCPJobStore : public JobStore {
  public:
   explicit TCPJobStore(const JobStoreRequest& request) : server_(options(request)) {
-    if (::pipe2(doomed_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
+    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
+      if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
+      }
     }
     server_.start();
   }
   ~TCPJobStore() override {
     server_.stop();  // first: its thread may be telling us that the job is doomed
-    ::close(doomed_pipe_[0]);
-    ::close(doomed_pipe_[1]);
+    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
+      ::close(pipe[0]);
+      ::close(pipe[1]);
+    }
   }
   int port() const override { return server_.port(); }
   std::string doomed() const override {
@@ -48,6 +54,16 @@ class TCPJobStore : public JobStore {
     return doomed_;
   }
   int doomed_fd() const override { return doomed_pipe_[0]; }
+  std::vector<local::FencedMember> take_fenced() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    char bytes[64];
+    while (::read(fenced_pipe_[0], bytes, sizeof(bytes)) > 0) {
+    }
+    std::vector<local::FencedMember> taken;
+    taken.swap(fenced_);
+    return taken;
+  }
+  int fenced_fd() const override { return fenced_pipe_[0]; }
 
  private:
   TCPStoreServerOptions options(const JobStoreRequest& request) {
@@ -66,12 +82,25 @@ class TCPJobStore : public JobStore {
       }
       return why;
     };
+    // A member its group fenced, whose process is on this host: the launcher kills it if
+    // it is one of its ranks. Elsewhere a pid means nothing here.
+    o.created_prefix = local::fenced_key_prefix();
+    o.on_created = [this, domain = shared_memory_domain()](const std::string&, const std::string& value) {
+      const std::optional<local::FencedMember> member = local::FencedMember::decode(value);
+      if (!member || member->domain != domain) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      fenced_.push_back(*member);
+      const char byte = 1;
+      (void)!::write(fenced_pipe_[1], &byte, 1);
+    };
     return o;
   }
 
   mutable std::mutex mu_;
   std::string doomed_;  // the first refusal's text
   int doomed_pipe_[2] = {-1, -1};
+  std::vector<local::FencedMember> fenced_;  // not yet taken
+  int fenced_pipe_[2] = {-1, -1};
   TCPStoreServer server_;  // stopped (its thread joined) when destroyed
 };
 

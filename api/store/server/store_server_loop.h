@@ -105,10 +105,11 @@ class TCPStoreServer::Loop {
   void execute(Client& c, internal::Message& m, bool* created);
   size_t reply_bound(const internal::Message& m) const;
   void unpark(int fd, Client& c);
+  // Wakes the clients parked on `key`, and tells options_.on_created of it.
   void key_created(const std::string& key);
-  // Answers every WAIT_FOR whose time has come with "not yet"; returns the next such time.
   // Answers a parked request now, with `payload` (a WAIT_FOR's "not yet", an error).
   void answer_parked(int fd, Client& c, internal::Status status, internal::FieldRef payload);
+  // Answers every WAIT_FOR whose time has come with "not yet"; returns the next such time.
   Clock::time_point end_expired_waits(Clock::time_point now);
   void wake_room_waiters();
   void reply(Client& c, internal::Status s, internal::FieldRef field);

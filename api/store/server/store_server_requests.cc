@@ -222,6 +222,10 @@ void TCPStoreServer::Loop::unpark(int fd, Client& c) {
 }
 
 void TCPStoreServer::Loop::key_created(const std::string& key) {
+  if (options_.on_created && key.compare(0, options_.created_prefix.size(), options_.created_prefix) == 0) {
+    const Bytes* value = map_.find(key);
+    if (value) options_.on_created(key, std::string(value->begin(), value->end()));
+  }
   auto it = parked_.find(key);
   if (it == parked_.end()) return;
   const std::vector<int> waiting = std::move(it->second);

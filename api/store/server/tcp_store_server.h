@@ -80,6 +80,12 @@ struct TCPStoreServerOptions {
   // and returns the refusal's text instead -- its owner knows the job's shape and what to
   // change, and learns so that the job cannot run (node 0's launcher stops its ranks).
   std::function<std::string(int64_t client_world_size, const std::string& client)> world_size_mismatch;
+  // Set: called (on the server's thread; it must be quick, and not throw) with each key
+  // whose name starts with created_prefix, and its value, when a client creates it (a set,
+  // add or compare_set of a missing key). The launcher serving a fault-tolerant job's store
+  // learns so which members their group fenced (api/process/fenced_member.h).
+  std::string created_prefix;
+  std::function<void(const std::string& key, const std::string& value)> on_created;
 };
 
 class TCPStoreServer {

@@ -1,13 +1,17 @@
 // The examples as a user runs them: started by hand (they launch their own ranks) and
 // through the launcher, over the backend a program gets when it names none (auto: shm on
 // one host), and over gloo.
+#include <dirent.h>
+#include <signal.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +87,79 @@ TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
           << backend << ": " << member << "\n" << f.out;
     }
     EXPECT_NE(f.err.find("the job succeeded"), std::string::npos) << backend << ": " << f.err;
+  }
+}
+
+// A child of `parent` stopped by a signal (state 'T' in /proc/<pid>/stat), -1 if none.
+pid_t stopped_child_of(pid_t parent) {
+  DIR* proc = ::opendir("/proc");
+  pid_t found = -1;
+  while (dirent* e = proc ? ::readdir(proc) : nullptr) {
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(in, line) || line.rfind(')') == std::string::npos) continue;
+    std::istringstream fields(line.substr(line.rfind(')') + 1));
+    char state = '?';
+    pid_t ppid = -1;
+    fields >> state >> ppid;
+    if (ppid == parent && state == 'T') found = static_cast<pid_t>(std::stol(e->d_name));
+  }
+  if (proc) ::closedir(proc);
+  return found;
+}
+
+// Bug B8: a rank stopped (SIGSTOP) mid-training is taken for gone by the others after the
+// heartbeat timeout; they go on and finish. The launcher that serves the store kills it
+// (it used to wait for it for ever, and the job never ended) as a failed rank: its
+// replacement joins, and the job succeeds.
+TEST(Examples, FtTrainRankThatStopsIsKilledByItsLauncherAndReplaced) {
+  Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=3", "--on_failure=continue",
+                    "--replace_after_s=0.5", "--", example("ft_train"), "--kill_rank=1", "--kill_step=20",
+                    "--kill_signal=STOP", "--steps=400"},
+                   std::chrono::seconds(60), {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000"});
+  ASSERT_FALSE(f.timed_out) << "the launcher waited for the stopped rank:\n" << f.err;
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_TRUE(std::regex_search(
+      f.err, std::regex(R"(launch: rank 1 \(local rank 1, pid \d+\) failed: taken for gone by its group \(member )"
+                        R"(rank1: its heartbeat has not moved for \d+ ms \(heartbeat timeout 1000 ms\)\) and killed )"
+                        R"(by the launcher \(SIGKILL\); 2 ranks run on)")))
+      << f.err;
+  EXPECT_NE(f.err.find("ft: generation 3 (rank0, rank2, rank1+1) goes on from step "), std::string::npos) << f.err;
+  EXPECT_NE(f.out.find("rank1+1: 400 steps, weights identical to the other members'"), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("the job succeeded"), std::string::npos) << f.err;
+}
+
+// A rank taken for gone that runs again (SIGCONT) before anyone kills it (here no launcher
+// serves the store: rank 0 does) finds that it was dropped and ends with that error; it
+// does not rejoin. The others finish.
+TEST(Examples, FtTrainRankThatResumesAfterBeingTakenForGoneEndsSayingSo) {
+  Subprocess launcher({runfile("tools/launch/launch"), "--nproc_per_node=3", "--on_failure=continue",
+                       "--serve_store=false", "--", example("ft_train"), "--kill_rank=1", "--kill_step=20",
+                       "--kill_signal=STOP", "--steps=1000"},
+                      {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000"});
+  pid_t stopped = -1;
+  for (int i = 0; i < 300 && stopped < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stopped = stopped_child_of(launcher.pid());
+  }
+  ASSERT_GT(stopped, 0) << "rank 1 never stopped";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // twice the heartbeat timeout: taken for gone
+  ::kill(stopped, SIGCONT);
+  Finished f = launcher.finish(std::chrono::seconds(60));
+  ASSERT_FALSE(f.timed_out) << f.err;
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  EXPECT_NE(f.err.find("without rank1; step 20 of generation 1 failed (member rank1 is gone: its heartbeat has not "
+                       "moved for "),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("[rank 1] ft_train: ft: member 'rank1' was taken for gone by its group (its heartbeat has not "
+                       "moved for "),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find(") and is fenced: it cannot rejoin the job, and ends here"), std::string::npos) << f.err;
+  for (const std::string member : {"rank0", "rank2"}) {
+    EXPECT_NE(f.out.find(member + ": 1000 steps, weights identical to the other members'"), std::string::npos)
+        << member << "\n" << f.out;
   }
 }
 
