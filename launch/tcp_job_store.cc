@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -42,6 +43,10 @@ class TCPJobStore : public JobStore {
     server_.start();
   }
   ~TCPJobStore() override {
+    // A doomed job's other ranks may still be in their handshake (a refusal comes after a
+    // token's proof): they get their refusal, which says why, rather than a closed
+    // connection. At most a second; at once when none is connected.
+    if (!doomed().empty()) server_.stop_after_farewell(std::chrono::seconds(1));
     server_.stop();  // first: its thread may be telling us that the job is doomed
     for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       ::close(pipe[0]);
