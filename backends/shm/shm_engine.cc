@@ -25,6 +25,9 @@ constexpr std::chrono::milliseconds kTableWait{1000};
 // (a clock read each): a poll that moves data takes microseconds, so a look comes well
 // within a liveness interval.
 constexpr uint64_t kProgressedPollsBetweenLooks = 64;
+// How often the sleeping progress thread looks at the peers' processes: a peer that dies
+// between ops is recorded within this (look_at_idle_peers), for a few system calls.
+constexpr std::chrono::milliseconds kIdleWatch{500};
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
@@ -452,7 +455,11 @@ void Engine::progress_loop() {
       // Idle for a while: sleep until an op is submitted (submit() wakes this thread then;
       // while it naps, submitting costs no system call).
       thread_asleep_.store(true);
-      thread_cv_.wait(lock, [&] { return stopping_.load() || pending_.load() > 0; });
+      while (!thread_cv_.wait_for(lock, kIdleWatch, [&] { return stopping_.load() || pending_.load() > 0; })) {
+        lock.unlock();
+        look_at_idle_peers();
+        lock.lock();
+      }
       thread_asleep_.store(false);
       idle_naps = 0;
       continue;
@@ -475,6 +482,29 @@ void Engine::progress_loop() {
       done_cv_.notify_all();
     }
     lock.lock();
+  }
+}
+
+void Engine::look_at_idle_peers() {
+  if (failure_.failed()) return;
+  for (int p = 0; p < group_->size(); ++p) {
+    // A peer that closed the group (it left cleanly) or failed (it published why) is no
+    // news; nor is one whose process lives.
+    if (p == group_->rank() || group_->of(p).state().load(std::memory_order_acquire) != kActive ||
+        group_->alive(p)) {
+      continue;
+    }
+    std::unique_lock<std::mutex> progress(progress_mu_, std::try_to_lock);
+    if (!progress.owns_lock() || pending_.load() > 0) return;  // an op runs: its own waits look at the peers
+    DoneList list;
+    std::vector<Completion>& done = list.get();
+    fail_group({FailureKind::kPeerFailure, p,
+                "rank " + std::to_string(p) + " (pid " + std::to_string(group_->pid(p)) +
+                    ") died: its process ended while no op was in flight"},
+               done);
+    progress.unlock();
+    complete(done);
+    return;
   }
 }
 

@@ -138,6 +138,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool drive(Stop stop, Clock::time_point give_up);
   void complete(std::vector<Completion>& done);
   void progress_loop();
+  // Records the death of a peer whose process ended while no op was in flight (the progress
+  // thread, asleep, calls it every kIdleWatch): as gloo's connection watch does, so that what
+  // waits for that rank outside the ops (the host exchange) learns it from the group's
+  // board, and the next op is refused at once naming it.
+  void look_at_idle_peers();
   void wake_progress_thread();
 
   const std::unique_ptr<MappedGroup> group_;

@@ -78,13 +78,6 @@ const Entry kDifferences[] = {
      "one, whose steps are done once the dead rank's data is in (it dies as its result arrives), ends the op with "
      "the right values, as the last ranks of a ring past their last step would; its next op fails naming the "
      "dead rank"},
-    // A rank that dies between ops, while the others wait for it in the host exchange.
-    {"shm", "a death between ops is learnt at the next op",
-     "shm looks at its peers' processes only while an op waits for them (its progress thread sleeps when no op "
-     "is pending, so as not to take the compute's cores): nothing records the death until the next op, and a "
-     "host exchange waiting for the dead rank ends at the group's timeout, naming it as the rank that did not "
-     "post"},
-    {"auto", "a death between ops is learnt at the next op", "auto runs shm on one host (see shm's entry)"},
     // A rank that destroys its group and goes on (the mpi runner's ranks are the processes
     // of one mpirun job, which stay until its end).
     {"mpi", "a departure is a timeout",
