@@ -140,6 +140,7 @@ void check_consistency(const BenchFlags& f, bool factor_given, bool step_given) 
   }
   // Known before any rank starts: refused here, as a bad flag, rather than by every rank.
   if (f.nproc > 0) check_root(f, f.nproc, "--nproc=" + std::to_string(f.nproc));
+  size_sweep(f);  // a sweep of too many sizes
 }
 
 }  // namespace
@@ -156,7 +157,13 @@ int64_t parse_size(const std::string& text, const std::string& flag) {
   if (digits == 0 || digits > 12) {
     throw InvalidArgument(flag + " expects a byte count like 8, 64K, 1M or 2G, got '" + text + "'");
   }
-  return std::stoll(text.substr(0, digits)) * unit;
+  // 12 digits of G would overflow int64 (a negative size passed the -b <= -e check and the
+  // sweep grew to trillions of sizes); no host has a petabyte to send.
+  const int64_t count = std::stoll(text.substr(0, digits));
+  if (count > kMaxBenchBytes / unit) {
+    throw InvalidArgument(flag + " " + text + " is more than 1 PiB (2^50 bytes), the largest size bench takes");
+  }
+  return count * unit;
 }
 
 BenchFlags parse_bench_flags(const std::vector<std::string>& args) {
@@ -224,7 +231,18 @@ std::vector<int64_t> size_sweep(const BenchFlags& flags) {
   if (!flags.sizes.empty()) return flags.sizes;
   std::vector<int64_t> sizes;
   for (int64_t size = flags.min_bytes; size <= flags.max_bytes;) {
+    if (sizes.size() == kMaxSweepSizes) {
+      throw InvalidArgument("-b " + std::to_string(flags.min_bytes) + " to -e " + std::to_string(flags.max_bytes) +
+                            " in steps of " +
+                            (flags.step_factor > 1 ? "x" + std::to_string(flags.step_factor)
+                                                   : std::to_string(flags.step_bytes) + " bytes") +
+                            " is more than " + std::to_string(kMaxSweepSizes) +
+                            " sizes: take a larger step (-i) or a factor (-f)");
+    }
     sizes.push_back(size);
+    // Sizes and steps are at most kMaxBenchBytes: a sum cannot overflow, and a product past
+    // -e ends the sweep before it is taken.
+    if (flags.step_factor > 1 && size > flags.max_bytes / flags.step_factor) break;
     const int64_t next = flags.step_factor > 1 ? size * flags.step_factor : size + flags.step_bytes;
     if (next <= size) break;  // -b == -e with no step: one size
     size = next;

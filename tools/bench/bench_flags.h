@@ -53,6 +53,11 @@ struct BenchFlags {
 };
 
 // "8", "64K", "1M", "2G" (binary multiples, either case). Throws InvalidArgument.
+// The largest size bench takes (1 PiB): sizes and steps past it are refused, so that no sum
+// or product of them overflows.
+inline constexpr int64_t kMaxBenchBytes = int64_t{1} << 50;
+// The most sizes one sweep may have (-b to -e by -i or -f).
+inline constexpr size_t kMaxSweepSizes = 4096;
 int64_t parse_size(const std::string& text, const std::string& flag = "size");
 
 // Parses argv[1..]; throws InvalidArgument naming the flag and what was expected.

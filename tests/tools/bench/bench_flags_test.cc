@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 #include "api/errors.h"
 
 namespace distcomm {
@@ -30,6 +33,41 @@ TEST(ParseSize, RejectsMalformed) {
     EXPECT_NE(std::string(e.what()).find("-e"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("lots"), std::string::npos) << e.what();
   }
+}
+
+// Found by a review: 8589934592G overflowed to -2^63, passed -b <= -e, and the sweep grew
+// until the kernel killed bench at 12 GB; 17179869184G wrapped to 0.
+TEST(ParseSize, RefusesSizesPastAPetabyte) {
+  EXPECT_EQ(parse_size("1048576G"), int64_t{1} << 50);
+  for (const char* huge : {"1048577G", "8589934592G", "17179869184G", "999999999999G"}) {
+    try {
+      parse_size(huge, "-b");
+      ADD_FAILURE() << huge << " was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("is more than 1 PiB"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(SizeSweep, RefusesASweepOfTooManySizesAndNeverOverflows) {
+  BenchFlags f;
+  f.min_bytes = 8;
+  f.max_bytes = int64_t{1} << 40;
+  f.step_factor = 1;
+  f.step_bytes = 1;
+  try {
+    size_sweep(f);
+    ADD_FAILURE() << "a sweep of 2^40 sizes was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("is more than 4096 sizes"), std::string::npos) << e.what();
+  }
+  // The largest sizes by the largest factor: one step past -e is never taken.
+  f.min_bytes = int64_t{1} << 49;
+  f.max_bytes = int64_t{1} << 50;
+  f.step_factor = std::numeric_limits<int>::max();
+  EXPECT_EQ(size_sweep(f), std::vector<int64_t>{int64_t{1} << 49});
+  f.step_factor = 2;
+  EXPECT_EQ(size_sweep(f), (std::vector<int64_t>{int64_t{1} << 49, int64_t{1} << 50}));
 }
 
 TEST(ParseFlags, DefaultsAreNcclTests) {
