@@ -310,6 +310,7 @@ void ProcessGroup::create_recorder() {
 
 ProcessGroup::~ProcessGroup() {
   log_destroyed();
+  warn_of_ops_cut_off();
   if (backends_) backends_->shutdown();  // none when the creation failed
 }
 

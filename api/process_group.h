@@ -195,6 +195,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // DISTCOMM_DEBUG=INFO and up: the group's creation (in rank order) and its op counts.
   void log_created();
   void log_destroyed() const;
+  // One line, at any debug level, when the group is destroyed with ops of the program not
+  // ended: they are cut off (the flight recorder says which).
+  void warn_of_ops_cut_off() const;
   // The op pipeline (process_group_ops.cc): route -> plan -> (refused once aborted) ->
   // number -> record [DETAIL's checks [the backend's call]] -> AVG's division. Argument
   // checks come first, in each op.

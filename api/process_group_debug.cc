@@ -8,6 +8,7 @@
 #include "api/logging.h"
 #include "api/ops/op_numbering.h"
 #include "api/process_group.h"
+#include "api/diagnostics/flight_recorder.h"
 #include "api/diagnostics/progress_report.h"
 
 namespace distcomm {
@@ -48,6 +49,30 @@ bool is_point_to_point(OpType op) {
 }
 
 }  // namespace
+
+void ProcessGroup::warn_of_ops_cut_off() const {
+  // The recorder knows which ops have not ended (none without it: DISTCOMM_TRACE_BUFFER=0).
+  // After abort() the program asked for it.
+  if (!recorder_ || aborted_) return;
+  std::vector<std::string> open;
+  for (const TraceEntry& e : recorder_->snapshot()) {
+    if (e.state != TraceEntry::State::kQueued && e.state != TraceEntry::State::kStarted) continue;
+    if (e.fingerprint.internal) continue;
+    open.push_back(std::string(op_type_name(e.fingerprint.op)) + (e.fingerprint.p2p ? " p2p#" : " #") +
+                   std::to_string(e.fingerprint.seq));
+  }
+  if (open.empty()) return;
+  std::string named;
+  for (size_t i = 0; i < open.size() && i < 3; ++i) named += (i ? ", " : "") + open[i];
+  if (open.size() > 3) named += ", ... " + open.back();
+  // A destroyed group cuts its ops off (c10d's gloo group would finish them first): a
+  // program that never waits on its last async op would otherwise lose it without a word.
+  log_line_as(rank(), size(),
+              "distcomm: group '" + name() + "' destroyed with " + std::to_string(open.size()) +
+                  (open.size() == 1 ? " op" : " ops") + " not finished (" + named +
+                  "): they end with a PeerFailure and their results are lost; wait() on an op before the group "
+                  "goes to keep it");
+}
 
 void ProcessGroup::log_destroyed() const {
   if (options_.debug == DebugLevel::kOff) return;

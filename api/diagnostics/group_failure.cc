@@ -82,7 +82,7 @@ std::exception_ptr explained_by(const FailureRecord& cause) {
           Timeout(who + " timed out and aborted the group, which cut this op off. Its error: " + cause.message));
     case FailureRecord::Kind::kShutDown:
       return std::make_exception_ptr(
-          PeerFailure(who + " shut the group down (abort or destruction) while this op was in flight"));
+          PeerFailure(who + " shut the group down (abort or destruction) with ops of its own in flight"));
     case FailureRecord::Kind::kDesync:
       return std::make_exception_ptr(
           Desync(who + " found that the ranks disagree and aborted the group, which cut this op off. Its error: " +
