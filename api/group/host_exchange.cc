@@ -196,7 +196,10 @@ void agree_on_arguments(HostExchange& exchange, const std::string& call, const s
   const auto all = exchange.all_gather(error.empty() ? "ok " + digest : "bad " + error);
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].compare(0, 4, "bad ") == 0) {
-      throw InvalidArgument(call + ": rank " + std::to_string(r) + " gave bad arguments: " + all[r].substr(4));
+      // Where every rank found the same fault (the usual case: one program), say so.
+      const bool everyone = std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[r]; });
+      throw InvalidArgument(call + ": " + (everyone ? std::string("every rank") : "rank " + std::to_string(r)) +
+                            " gave bad arguments: " + all[r].substr(4));
     }
   }
   const auto differs = std::find_if(all.begin(), all.end(), [&](const std::string& s) { return s != all.front(); });

@@ -74,7 +74,7 @@ TEST(DeviceMesh, BadShapesAndNamesAreRefusedOnEveryRank) {
     const int me = pg.rank();
     auto world = pg.shared_from_this();
     expect_contains(invalid_argument([&] { DeviceMesh(world, {2, 3}, {"dp", "tp"}); }),
-                    "rank 0 gave bad arguments: shape {2, 3} holds more than the group's 4 ranks", me);
+                    "every rank gave bad arguments: shape {2, 3} holds more than the group's 4 ranks", me);
     expect_contains(invalid_argument([&] { DeviceMesh(world, {3}, {"dp"}); }), "shape {3} holds 3 ranks but the group has 4",
                     me);
     expect_contains(invalid_argument([&] { DeviceMesh(world, {4}, {"dp", "tp"}); }),
