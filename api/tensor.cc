@@ -70,7 +70,10 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
   const size_t alignment = t.nbytes() >= kPageAlignedFromBytes ? 4096 : 64;
   const size_t bytes = std::max<size_t>(alignment, (t.nbytes() + alignment - 1) / alignment * alignment);
   void* p = std::aligned_alloc(alignment, bytes);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    throw TensorAllocationError("cannot allocate " + std::to_string(bytes) + " bytes of host memory for " +
+                                t.describe());
+  }
   t.storage_ = std::shared_ptr<void>(p, std::free);
   t.data_ = p;
   return t;

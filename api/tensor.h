@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,23 @@
 
 namespace distcomm {
 
+// What Tensor::empty (and zeros) throw when the host cannot give the memory: a
+// std::bad_alloc, as before, that says how much was asked for and for what tensor.
+class TensorAllocationError : public std::bad_alloc {
+ public:
+  explicit TensorAllocationError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
 class Tensor {
  public:
   Tensor() = default;  // undefined: defined() is false
 
-  // Host memory, owned. CUDA memory is never allocated by distcomm: wrap it with from_blob.
+  // Host memory, owned (TensorAllocationError when the host has none to give). CUDA memory
+  // is never allocated by distcomm: wrap it with from_blob.
   static Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32,
                       Device device = Device::cpu());
   static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32);

@@ -113,5 +113,16 @@ TEST(TensorMemory, LargeTensorsStartOnAPageSmallOnesOnACacheLine) {
   }
 }
 
+// More memory than the host has: a std::bad_alloc still, now saying how much and for what.
+TEST(Tensor, AnAllocationTheHostCannotGiveSaysHowMuch) {
+  try {
+    Tensor::empty({int64_t{1} << 60}, DType::kFloat32);
+    ADD_FAILURE() << "4 EiB were allocated";
+  } catch (const std::bad_alloc& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot allocate 4611686018427387904 bytes of host memory for float32[1152921504606846976] on cpu");
+  }
+}
+
 }  // namespace
 }  // namespace distcomm
