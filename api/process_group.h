@@ -202,6 +202,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // number -> record [DETAIL's checks [the backend's call]] -> AVG's division. Argument
   // checks come first, in each op.
   WorkPtr issue(const OpSpec& spec, const BackendCall& call);
+  // batch_isend_irecv's ops with this rank itself (CPU tensors; `sends` and `recvs` index
+  // them, in order): the k-th send pairs with the k-th recv, as NCCL takes them in a batch,
+  // and is copied here. InvalidArgument, before anything is copied, when they do not pair.
+  void pair_with_itself(std::vector<P2POp>& ops, const std::vector<size_t>& sends, const std::vector<size_t>& recvs,
+                        const std::string& where) const;
   const PluginSearch& plugins() const { return options_.environment->plugins; }
 
   ProcessGroupOptions options_;  // environment: set by create(), inherited by subgroups

@@ -3,6 +3,7 @@
 // unpack; or, where the list's tensors lie end to end, the op over their own memory), describes itself in an OpSpec and hands that to issue() with the call to its
 // backend; issue() does the rest, the same way for every op.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "api/errors.h"
@@ -490,13 +491,18 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   const std::string where = checks_->where(kOp);
   if (ops.empty()) throw InvalidArgument(where + ": the batch is empty");
   if (opts.tag < 0) throw InvalidArgument(where + ": tag must be >= 0, got " + std::to_string(opts.tag));
+  std::vector<size_t> self_sends, self_recvs;  // ops with this rank itself, in order
   for (size_t i = 0; i < ops.size(); ++i) {
     const std::string name = "ops[" + std::to_string(i) + "]";
     if (ops[i].kind != P2POp::Kind::kSend && ops[i].kind != P2POp::Kind::kRecv) {
       throw InvalidArgument(where + ": " + name + " is neither a send nor a receive");
     }
     checks_->tensor(kOp, ops[i].tensor, (name + ".tensor").c_str());
-    checks_->peer(kOp, ops[i].peer, (name + ".peer").c_str());
+    if (ops[i].peer == rank() && ops[i].tensor.is_cpu()) {
+      (ops[i].kind == P2POp::Kind::kSend ? self_sends : self_recvs).push_back(i);
+    } else {
+      checks_->peer(kOp, ops[i].peer, (name + ".peer").c_str());
+    }
     if (ops[i].tensor.device().type != ops[0].tensor.device().type) {
       throw InvalidArgument(where + ": " + name + " is on " + ops[i].tensor.device().str() + " but ops[0] on " +
                             ops[0].tensor.device().str() + "; one batch goes to one backend");
@@ -504,22 +510,62 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   }
   const DeviceType device = ops[0].tensor.device().type;
   backends_->serving(device);  // a backend that could not be created says why, before anything is issued
+  pair_with_itself(ops, self_sends, self_recvs, where);
+  // What goes to the backend: the ops with other ranks.
+  std::vector<P2POp> with_others;
+  if (!self_sends.empty()) {
+    for (const P2POp& op : ops) {
+      if (op.peer != rank()) with_others.push_back(op);
+    }
+  }
+  std::vector<P2POp>& batch = self_sends.empty() ? ops : with_others;
+  const std::string description = where + " of " + std::to_string(ops.size()) + " ops";
+  if (batch.empty()) {  // every op was with this rank itself: done
+    auto done = std::make_shared<Work>(kOp, 0, description);
+    done->finish(nullptr);
+    return done;
+  }
   if (backends_->lists(device, kOp)) {
     // One call to a backend that batches natively (nccl).
     OpSpec spec = spec_of(kOp, nullptr, opts.timeout);
     spec.kind = OpKind::kPointToPoint;
     spec.device = device;
     spec.tag = opts.tag;
-    spec.batch = &ops;
-    spec.description_suffix = " (" + std::to_string(ops.size()) + " sends and receives)";
-    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) { return b.batch_p2p(ops, opts, ctx); });
+    spec.batch = &batch;
+    spec.description_suffix = " (" + std::to_string(batch.size()) + " sends and receives)";
+    return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) { return b.batch_p2p(batch, opts, ctx); });
   }
   // One by one, in order: backends whose sends and receives progress on their own.
   std::vector<WorkPtr> parts;
-  for (auto& op : ops) {
+  for (auto& op : batch) {
     parts.push_back(op.kind == P2POp::Kind::kSend ? send(op.tensor, op.peer, opts) : recv(op.tensor, op.peer, opts));
   }
-  return all_of(parts, kOp, parts.front()->seq(), where + " of " + std::to_string(ops.size()) + " ops");
+  return all_of(parts, kOp, parts.front()->seq(), description);
+}
+
+void ProcessGroup::pair_with_itself(std::vector<P2POp>& ops, const std::vector<size_t>& sends,
+                                    const std::vector<size_t>& recvs, const std::string& where) const {
+  if (sends.empty() && recvs.empty()) return;
+  if (sends.size() != recvs.size()) {
+    throw InvalidArgument(where + ": the batch sends this rank itself " + std::to_string(sends.size()) +
+                          " tensors and receives " + std::to_string(recvs.size()) +
+                          " from itself; each send to itself pairs with a recv from itself, in order");
+  }
+  for (size_t k = 0; k < sends.size(); ++k) {
+    const Tensor& from = ops[sends[k]].tensor;
+    const Tensor& to = ops[recvs[k]].tensor;
+    if (from.dtype() != to.dtype() || from.numel() != to.numel()) {
+      throw InvalidArgument(where + ": ops[" + std::to_string(sends[k]) + "] sends this rank itself " +
+                            from.describe() + " but ops[" + std::to_string(recvs[k]) +
+                            "], the recv from itself it pairs with, holds " + to.describe());
+    }
+  }
+  // Checked first, copied after: a refused batch changes nothing.
+  for (size_t k = 0; k < sends.size(); ++k) {
+    if (ops[sends[k]].tensor.nbytes() > 0) {
+      std::memcpy(ops[recvs[k]].tensor.data(), ops[sends[k]].tensor.data(), ops[sends[k]].tensor.nbytes());
+    }
+  }
 }
 
 }  // namespace distcomm

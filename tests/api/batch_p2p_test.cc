@@ -46,7 +46,14 @@ TEST(BatchP2PTest, BadBatchesAreRefusedBeforeAnythingIsSent) {
     Tensor t = Tensor::of<float>({1.0f});
     std::vector<P2POp> to_self{P2POp::send(t, 1 - pg.rank()), P2POp::recv(t, pg.rank())};
     const std::string m = refusal([&] { pg.batch_isend_irecv(to_self); });
-    EXPECT_TRUE(contains(m, "ops[1].peer is this rank itself")) << m;
+    EXPECT_TRUE(contains(m, "the batch sends this rank itself 0 tensors and receives 1 from itself")) << m;
+    Tensor wide = Tensor::of<double>({0.0});
+    std::vector<P2POp> unlike{P2POp::send(t, pg.rank()), P2POp::recv(wide, pg.rank())};
+    const std::string m2 = refusal([&] { pg.batch_isend_irecv(unlike); });
+    EXPECT_TRUE(contains(m2, "ops[0] sends this rank itself float32[1] on cpu but ops[1], the recv from itself it "
+                             "pairs with, holds float64[1] on cpu"))
+        << m2;
+    EXPECT_EQ(wide.item(0), 0.0) << "a refused batch copied";
     std::vector<P2POp> outside{P2POp::send(t, 5)};
     EXPECT_TRUE(contains(refusal([&] { pg.batch_isend_irecv(outside); }), "ops[0].peer 5 is outside [0, 2)"));
     float word = 0;
@@ -65,6 +72,40 @@ TEST(BatchP2PTest, BadBatchesAreRefusedBeforeAnythingIsSent) {
     EXPECT_EQ(got.item(0), 3.0 - pg.rank());
   });
 }
+
+// All-to-all written as NCCL users write it: one batch of a send to and a recv from every
+// rank, this one included (NCCL takes pairs with itself in a batch; here they are copied
+// and the rest goes to the backend). And a batch of nothing but pairs with itself.
+class BatchWithItself : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchWithItself, AnAllToAllBatchIncludesThisRankItself) {
+  testing::run_group(3, GetParam(), [](ProcessGroup& pg) {
+    const int n = pg.size(), me = pg.rank();
+    std::vector<Tensor> out, in;
+    std::vector<P2POp> ops;
+    for (int peer = 0; peer < n; ++peer) {
+      out.push_back(Tensor::of<int32_t>({100 * me + peer, -1}));
+      in.push_back(Tensor::of<int32_t>({0, 0}));
+    }
+    for (int peer = 0; peer < n; ++peer) {
+      ops.push_back(P2POp::send(out[static_cast<size_t>(peer)], peer));
+      ops.push_back(P2POp::recv(in[static_cast<size_t>(peer)], peer));
+    }
+    pg.batch_isend_irecv(ops)->wait();
+    for (int peer = 0; peer < n; ++peer) {
+      EXPECT_EQ(in[static_cast<size_t>(peer)].to_doubles(), (std::vector<double>{100.0 * peer + me, -1.0}))
+          << "rank " << me << " from " << peer;
+    }
+    Tensor a = Tensor::of<float>({1.5f}), b = Tensor::of<float>({0.0f});
+    std::vector<P2POp> alone{P2POp::recv(b, me), P2POp::send(a, me)};
+    WorkPtr w = pg.batch_isend_irecv(alone);
+    EXPECT_TRUE(w->is_completed());
+    w->wait();
+    EXPECT_EQ(b.item(0), 1.5);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BatchWithItself, ::testing::Values("gloo", "shm"));
 
 }  // namespace
 }  // namespace distcomm
