@@ -36,7 +36,8 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
   // seconds, on the thread that found the failure.
   const StorePtr board = size() > 1 && core_abi_minor() >= 3 ? Backend::options().store : nullptr;
   failure_ = std::make_shared<GroupFailure>(rank(), board);
-  queue_ = runtime_.attach(comm, failure_);
+  queue_ = runtime_.attach(
+      comm, failure_, group_rank_text(rank(), size(), Backend::options().group_name, Backend::options().global_ranks));
   // A failure the watch records (a deadline, a disagreement the reports show) ends the
   // group's ops as one the queue finds does.
   failure_->on_abort([rt = &runtime_, queue = std::weak_ptr<OpQueue>(queue_)] {

@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ constexpr int64_t kWaiterDrivesBelowBytes = 1 << 20;
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
 // Ops given up after a timeout are tested this often while nothing else runs.
 constexpr auto kAbandonedTestInterval = std::chrono::milliseconds(50);
+// At exit, how long ops still queued or running may take to end before they are given up
+// (recvs cancelled, the rest left to MPI_Finalize). A program that returns without
+// waiting for an op its peers never join (a recv nobody sends to) would otherwise keep the
+// whole job until that op's timeout (30 min by default): its peers sit in MPI_Finalize,
+// which in Open MPI waits for every rank. Ops the peers do join end within it.
+constexpr auto kExitDrainGrace = std::chrono::seconds(2);
 
 // Set while this thread runs a round: run() then runs its task inline, and drive() must
 // not start a nested round (a Work callback that waits would wait for itself).
@@ -91,6 +98,7 @@ void Runtime::serve() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   Backoff backoff(yield_when_idle_);
   bool idle_before = true;
+  Clock::time_point drain_until = Clock::time_point::max();  // set once exiting with ops left
   while (true) {
     const uint64_t seen = epoch_.load();
     const bool exiting = exiting_.load();
@@ -106,6 +114,15 @@ void Runtime::serve() {
       r = round(exiting);
     }
     if (r.running) {
+      if (exiting) {
+        const Clock::time_point now = Clock::now();
+        if (drain_until == Clock::time_point::max()) drain_until = now + kExitDrainGrace;
+        if (now >= drain_until) {
+          // close() fails what is left: recvs cancelled, what MPI still holds abandoned.
+          say_abandoned_at_exit();
+          return;
+        }
+      }
       backoff.after(r.progressed || idle_before);
       idle_before = false;
       continue;
@@ -114,6 +131,20 @@ void Runtime::serve() {
     idle_before = true;
     wait_for_work(seen);
   }
+}
+
+void Runtime::say_abandoned_at_exit() {
+  if (exit_status_.load() != 0) return;
+  std::lock_guard<std::mutex> lock(progress_mu_);
+  for (auto& queue : queues_) {
+    const std::string pending = queue->pending_ops();
+    if (pending.empty()) continue;
+    std::fprintf(stderr,
+                 "distcomm: %s: exiting with %s still pending; abandoned after %lld s (wait() on ops before the "
+                 "program ends to be sure they finish)\n",
+                 queue->where().c_str(), pending.c_str(), static_cast<long long>(kExitDrainGrace.count()));
+  }
+  std::fflush(stderr);
 }
 
 void Runtime::wait_for_work(uint64_t seen) {
@@ -287,9 +318,9 @@ void Runtime::run_setup_within(std::function<void()> fn, std::function<void()> i
   if (call->error) std::rethrow_exception(call->error);
 }
 
-std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure) {
-  auto queue =
-      std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); }, std::move(failure));
+std::shared_ptr<OpQueue> Runtime::attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure, std::string where) {
+  auto queue = std::make_shared<OpQueue>(comm, ops_, [this](int64_t bytes) { submitted(bytes); }, std::move(failure),
+                                         std::move(where));
   run([&] {
     queue->set_abandoned_sink(&abandoned_);
     queues_.push_back(queue);

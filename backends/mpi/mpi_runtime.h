@@ -37,9 +37,13 @@
 // reporting every interval, and throws Timeout at the deadline, leaving the MPI thread in
 // MPI_Init: nothing can call it off.
 //
-// Exit. An exit handler refuses new ops, lets queued and running ones finish (or time
-// out), frees the communicators that no given-up op still uses (abandoned_ops.h) and, if
-// the plugin initialised MPI, calls MPI_Finalize.
+// Exit. An exit handler refuses new ops, gives queued and running ones 2 s to finish, then
+// gives up what is left (recvs cancelled, the rest abandoned: abandoned_ops.h), saying so
+// on stderr, one line per group, frees the communicators that no given-up op still uses
+// and, if the plugin initialised MPI, calls MPI_Finalize. Open MPI's MPI_Finalize waits for
+// every rank to call it (not for pending requests): an unbounded drain would keep a peer
+// there until the op's timeout when the op is one that peer never joins (a recv of a tag
+// nobody sends).
 // When a failed group left operations MPI still holds, MPI_Finalize may wait for a peer
 // that never comes: after a few seconds the process then ends without it, and says so on
 // stderr. A process exiting with an error status (an exception out of run_main's body) gives
@@ -110,8 +114,9 @@ class Runtime {
   void run_setup_within(std::function<void()> fn, std::function<void()> if_late, const InitWait& wait,
                         const std::string& what, const std::string& hint);
 
-  // Serves a new communicator's ops from now on; failure is its group's.
-  std::shared_ptr<OpQueue> attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure);
+  // Serves a new communicator's ops from now on; failure is its group's, where names it
+  // ("rank 1/2 group 'world'") in what is said at exit.
+  std::shared_ptr<OpQueue> attach(MPI_Comm comm, std::shared_ptr<GroupFailure> failure, std::string where);
   // Fails the queue's ops with `error`, stops serving it and frees its communicator, once
   // MPI holds none of its requests (abandoned_ops.h). Never throws; does nothing once MPI
   // is finalised.
@@ -144,6 +149,9 @@ class Runtime {
   // not, the MPI thread is inside MPI_Init and the process must end without finalizing.
   void exit_while_starting(int status);
   void serve();
+  // The drain at exit ran out of time: says on stderr, one line per group, which ops are
+  // left (after a 0 exit status only: an error exit says why it ends without them).
+  void say_abandoned_at_exit();
   // One pass over tasks and queues. The caller holds progress_mu_.
   RoundResult round(bool refuse_new);
   void wait_for_work(uint64_t seen);
@@ -184,6 +192,7 @@ class Runtime {
   std::atomic<bool> sleeping_{false};    // in wait_for_work (napping or deeply)
   std::atomic<bool> deep_sleep_{false};  // past the naps: only a notification wakes it
   std::atomic<bool> exiting_{false};
+  std::atomic<int> exit_status_{0};  // the program's, set before exiting_
   std::atomic<int> drivers_{0};            // threads running rounds in drive()
   OpCounters ops_;
 

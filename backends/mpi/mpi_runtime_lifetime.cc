@@ -228,6 +228,7 @@ void Runtime::stop_at_exit(int status) {
     exit_without_finalize(status, "creating a group's communicator never finished (a member gave up at its deadline, "
                                   "or is stuck or gone), and a process cannot finalize while a thread is inside MPI");
   }
+  exit_status_.store(status);
   exiting_.store(true);
   wake();
   if (!thread_.joinable()) return;
@@ -243,7 +244,8 @@ void Runtime::stop_at_exit(int status) {
                                           " s for the other ranks, which may sit in an op this process never joined");
       }
     } else {
-      // Queued and running ops end by their own deadlines.
+      // Queued and running ops get 2 s to end (the MPI thread's drain, kExitDrainGrace), then
+      // are given up, saying so; so this wait ends within that and close()'s own MPI calls.
       done_cv_.wait(lock, [this] { return state_ == State::kFinalized || finalize_may_hang_; });
       if (!done_cv_.wait_for(lock, kFinalizeGrace, finalized)) {
         lock.unlock();

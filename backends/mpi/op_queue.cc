@@ -18,11 +18,47 @@ std::exception_ptr timeout_error(const Op& op) {
       "this group is now unusable: destroy it and create a new one, or exit"));
 }
 
+// An op not ended yet: its name, and what tells it apart ("tag 5 from rank 0", "#4").
+std::pair<std::string, std::string> pending_op_text(const Op& op) {
+  if (op.call == Call::kSend) {
+    return {"send", "tag " + std::to_string(op.tag) + " to rank " + std::to_string(op.root)};
+  }
+  if (op.call == Call::kRecv) {
+    return {"recv", "tag " + std::to_string(op.tag) + " from " +
+                        (op.root == MPI_ANY_SOURCE ? std::string("any rank") : "rank " + std::to_string(op.root))};
+  }
+  return {op_type_name(op.work->op()), "#" + std::to_string(op.work->seq())};
+}
+
 }  // namespace
 
 OpQueue::OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted,
-                 std::shared_ptr<GroupFailure> failure)
-    : comm_(comm), counters_(counters), submitted_(std::move(submitted)), failure_(std::move(failure)) {}
+                 std::shared_ptr<GroupFailure> failure, std::string where)
+    : comm_(comm),
+      counters_(counters),
+      submitted_(std::move(submitted)),
+      failure_(std::move(failure)),
+      where_(std::move(where)) {}
+
+std::string OpQueue::pending_ops() {
+  take_incoming();
+  std::vector<const Op*> ops;
+  if (collective_) ops.push_back(collective_.get());
+  for (const auto& op : p2p_) ops.push_back(op.get());
+  for (const auto& op : waiting_) ops.push_back(op.get());
+  if (ops.empty()) return "";
+  if (ops.size() == 1) {
+    const auto [name, detail] = pending_op_text(*ops[0]);
+    return "1 " + name + " (" + detail + ")";
+  }
+  std::string named;
+  for (size_t i = 0; i < ops.size() && i < 3; ++i) {
+    const auto [name, detail] = pending_op_text(*ops[i]);
+    named += (i ? ", " : "") + name + " " + detail;
+  }
+  if (ops.size() > 3) named += ", ...";
+  return std::to_string(ops.size()) + " ops (" + named + ")";
+}
 
 void OpQueue::end(Op& op, std::exception_ptr error) {
   op.work->finish(error);

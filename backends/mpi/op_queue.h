@@ -44,13 +44,15 @@ class OpQueue {
   enum class State { kIdle, kWaiting, kProgressed };
 
   // submitted(bytes): called after each submit (the runtime starts the op or wakes its
-  // thread). failure: the group's, shared with its backend.
+  // thread). failure: the group's, shared with its backend. where: "rank 1/2 group 'world'",
+  // for what is said at exit.
   OpQueue(MPI_Comm comm, OpCounters& counters, std::function<void(int64_t)> submitted,
-          std::shared_ptr<GroupFailure> failure);
+          std::shared_ptr<GroupFailure> failure, std::string where);
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
   MPI_Comm comm() const { return comm_; }
+  const std::string& where() const { return where_; }
 
   // Any thread: hands the op to the MPI thread, or fails its Work at once when the group
   // refuses new ops (failed, shut down, process exiting).
@@ -71,6 +73,9 @@ class OpQueue {
   // After fail_all: hands the communicator to the abandoned ops, which free it once none
   // of its requests is pending (abandoned_ops.h).
   void retire_comm();
+  // The ops not ended yet, running ones first, for a line on stderr: "" when none,
+  // "1 recv (tag 5 from rank 0)", "3 ops (send tag 9 to rank 1, all_reduce #4, ...)".
+  std::string pending_ops();
   // Where ops given up by a timeout, an error or the group's end go; set before any op runs.
   void set_abandoned_sink(AbandonedOps* sink) { abandoned_ = sink; }
 
@@ -90,6 +95,7 @@ class OpQueue {
   OpCounters& counters_;
   const std::function<void(int64_t)> submitted_;
   const std::shared_ptr<GroupFailure> failure_;
+  const std::string where_;
 
   // Guards incoming_; submit() checks the group's failure and queues under it, so that an
   // op is either refused or seen by the fail_all() that follows the failure.

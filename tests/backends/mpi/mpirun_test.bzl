@@ -20,12 +20,14 @@ def mpirun_program(name, srcs, deps = []):
     )
 
 def mpirun_test(name, np, program = None, srcs = None, deps = [], args = [], expect_failure_within = None,
-                expect_output = None, size = "medium", data = [], **kwargs):
+                expect_success_within = None, expect_output = None, size = "medium", data = [], **kwargs):
     if srcs:
         program = ":%s_program" % name
         mpirun_program(name = "%s_program" % name, srcs = srcs, deps = deps)
     if FOUND:
         expect = ["--expect-failure-within", str(expect_failure_within)] if expect_failure_within else []
+        if expect_success_within:
+            expect += ["--expect-success-within", str(expect_success_within)]
         # One text or a list of them; in double quotes (the texts quote group names in single ones).
         for text in ([expect_output] if type(expect_output) == "string" else (expect_output or [])):
             expect += ["--expect-output", "\"%s\"" % text]

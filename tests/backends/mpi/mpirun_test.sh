@@ -1,10 +1,13 @@
 #!/bin/bash
 # Runs a test program under Open MPI's mpirun, N ranks on this host:
 #   mpirun_test.sh N path/to/program [args...]
-#   mpirun_test.sh N [--expect-failure-within SECONDS] [--expect-output TEXT]... path/to/program [args...]
+#   mpirun_test.sh N [--expect-failure-within SECONDS | --expect-success-within SECONDS] [--expect-output TEXT]...
+#                  path/to/program [args...]
 #       --expect-failure-within: passes if the job fails (non-zero) within SECONDS, as a dead
-#       rank must end a job (else the job must succeed); --expect-output (repeatable): only
-#       if its output (any rank, stdout or stderr) has each TEXT too
+#       rank must end a job (else the job must succeed); --expect-success-within: only if the
+#       job succeeds within SECONDS (a job that ends late, or hangs, fails the test);
+#       --expect-output (repeatable): only if its output (any rank, stdout or stderr) has each
+#       TEXT too
 #   mpirun_test.sh N skip REASON      (built without Open MPI: skips with the reason, or fails
 #                                     where DISTCOMM_REQUIRE lists mpi: tests/testing/skip.sh)
 # The settings that matter on a small test machine:
@@ -18,10 +21,12 @@ set -euo pipefail
 np="$1"
 shift
 expect_failure_within=""
+expect_success_within=""
 expect_outputs=()
 while [[ "$1" == --expect-* ]]; do
   case "$1" in
     --expect-failure-within) expect_failure_within="$2" ;;
+    --expect-success-within) expect_success_within="$2" ;;
     --expect-output) expect_outputs+=("$2") ;;
     *) echo "mpirun_test.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -50,14 +55,15 @@ trap 'rm -rf "$scratch"' EXIT
 command=(mpirun --oversubscribe --bind-to none -np "$np" --mca btl self,vader,tcp --mca pml ob1
   --mca orte_tmpdir_base "$scratch" --mca btl_vader_backing_directory "$scratch"
   --tag-output "$program" "$@")
-if [[ -z "$expect_failure_within" && ${#expect_outputs[@]} -eq 0 ]]; then
+if [[ -z "$expect_failure_within" && -z "$expect_success_within" && ${#expect_outputs[@]} -eq 0 ]]; then
   "${command[@]}"
   exit
 fi
 start=$SECONDS
 status=0
-if [[ -n "$expect_failure_within" ]]; then
-  timeout "$((expect_failure_within + 30))" "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
+if [[ -n "$expect_failure_within$expect_success_within" ]]; then
+  timeout "$((expect_failure_within + expect_success_within + 30))" "${command[@]}" > >(tee "$scratch/output") 2>&1 ||
+    status=$?
 else
   "${command[@]}" > >(tee "$scratch/output") 2>&1 || status=$?
 fi
@@ -65,6 +71,14 @@ elapsed=$((SECONDS - start))
 # The output's tee may still be writing: wait for it before reading the file.
 wait
 echo "mpirun exited with status $status after ${elapsed}s"
+if [[ -n "$expect_success_within" ]] && [[ $status -ne 0 || $elapsed -gt $expect_success_within ]]; then
+  if [[ $status -eq 124 ]]; then
+    echo "FAILED: expected the job to succeed within ${expect_success_within}s; still running after ${elapsed}s, ended"
+  else
+    echo "FAILED: expected the job to succeed within ${expect_success_within}s"
+  fi
+  exit 1
+fi
 if [[ -z "$expect_failure_within" && $status -ne 0 ]]; then
   echo "FAILED: the job failed"
   exit 1
@@ -82,6 +96,8 @@ for text in "${expect_outputs[@]}"; do
 done
 if [[ -n "$expect_failure_within" ]]; then
   echo "PASSED: the job failed within ${expect_failure_within}s, as it must"
+elif [[ -n "$expect_success_within" ]]; then
+  echo "PASSED: the job succeeded within ${expect_success_within}s and its output has what it must"
 else
   echo "PASSED: the job succeeded and its output has what it must"
 fi
