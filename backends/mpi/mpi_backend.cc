@@ -267,7 +267,8 @@ WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, cons
 void MpiBackend::shutdown() {
   if (!queue_) return;
   if (watch_) watch_->stop();
-  runtime_.detach(queue_, std::make_exception_ptr(Error(
+  // PeerFailure, as gloo and shm say it: code that catches it to recover sees one type.
+  runtime_.detach(queue_, std::make_exception_ptr(PeerFailure(
                               "mpi backend: group '" + options().group_name +
                               "' was shut down (ProcessGroup::abort or destruction) before this op finished")));
   queue_.reset();
