@@ -19,7 +19,9 @@ std::exception_ptr mismatch_of(const P2PRequest& r, int src, int tag, uint64_t b
   return std::make_exception_ptr(InvalidArgument(
       "rank " + std::to_string(src) + " sends " + elements_text(count(bytes, dtype), dtype) + " with tag " +
       std::to_string(tag) + ", but this receive holds " + elements_text(count(r.bytes, r.dtype), r.dtype) +
-      "; a send and its recv must have the same count and dtype"));
+      "; a send and its recv must have the same count and dtype. The message was discarded and the tensor left "
+      "untouched; the sender cannot tell (its send completed once the message was in the ring), and the group "
+      "stays usable"));
 }
 
 DType dtype_of(const ChunkHeader& h) { return static_cast<DType>(h.dtype); }

@@ -494,7 +494,8 @@ class InProcessBackend : public Backend {
     if (data.nbytes() != r.into.nbytes()) {
       r.work->finish(std::make_exception_ptr(InvalidArgument(
           "this recv holds " + elements_text(r.into.numel(), r.into.dtype()) + " but rank " + std::to_string(src) +
-          " sends " + elements_text(data.numel(), data.dtype()))));
+          " sends " + elements_text(data.numel(), data.dtype()) +
+          "; the message was discarded, and the sender cannot tell (its send was buffered)")));
       return;
     }
     copy_bytes(r.into, 0, data, 0, data.numel());
