@@ -41,10 +41,15 @@ void convert(const Tensor& src, Tensor& dst, double scale) {
   });
 }
 
-CommHook compress_hook(DType wire_dtype) {
-  return [wire_dtype](ProcessGroup& pg, GradBucket& bucket) -> WorkPtr {
+// The hooks below, as one type so that is_builtin_hook can tell them from a program's own.
+// compress: cast to wire_dtype for the wire (float32/float64 buckets only).
+struct BuiltinHook {
+  bool compress = false;
+  DType wire_dtype = DType::kFloat32;
+
+  WorkPtr operator()(ProcessGroup& pg, GradBucket& bucket) const {
     const DType dtype = bucket.buffer.dtype();
-    if (dtype != DType::kFloat32 && dtype != DType::kFloat64) {
+    if (!compress || (dtype != DType::kFloat32 && dtype != DType::kFloat64)) {
       AllReduceOptions avg;
       avg.op = ReduceOp::AVG;
       return pg.all_reduce(bucket.buffer, avg);
@@ -55,21 +60,16 @@ CommHook compress_hook(DType wire_dtype) {
     WorkPtr work = pg.all_reduce(*wire);
     Tensor result = bucket.buffer;
     return then(work, [wire, result]() mutable { convert(*wire, result, 1.0); });
-  };
-}
+  }
+};
 
 }  // namespace
 
-CommHook allreduce_hook() {
-  return [](ProcessGroup& pg, GradBucket& bucket) {
-    AllReduceOptions avg;
-    avg.op = ReduceOp::AVG;
-    return pg.all_reduce(bucket.buffer, avg);
-  };
-}
+CommHook allreduce_hook() { return BuiltinHook{}; }
+CommHook fp16_compress_hook() { return BuiltinHook{true, DType::kFloat16}; }
+CommHook bf16_compress_hook() { return BuiltinHook{true, DType::kBFloat16}; }
 
-CommHook fp16_compress_hook() { return compress_hook(DType::kFloat16); }
-CommHook bf16_compress_hook() { return compress_hook(DType::kBFloat16); }
+bool is_builtin_hook(const CommHook& hook) { return hook.target<BuiltinHook>() != nullptr; }
 
 }  // namespace ddp
 }  // namespace distcomm

@@ -22,9 +22,10 @@ namespace ddp {
 struct GradBucket {
   size_t index = 0;        // launch order, 0 first
   size_t num_buckets = 0;
-  // Flat, one dtype; gradients of locally unused parameters are zero. The last bucket's
-  // buffer ends with one extra element per parameter (which ranks produced which
-  // gradients): reduce the whole buffer, the extra elements like the rest.
+  // Flat, one dtype: exactly the bucket's gradients (parameter_indices at offsets), nothing
+  // else; gradients of locally unused parameters are zero. Which ranks produced which
+  // gradients is DDP's own exchange, never in the buffer of a hook of yours, so a hook may
+  // compress, sparsify or quantize the buffer: what it leaves there is what DDP writes back.
   Tensor buffer;
   std::vector<size_t> parameter_indices;  // which parameters, in buffer order
   std::vector<int64_t> offsets;           // element offset of each in buffer
@@ -42,6 +43,12 @@ CommHook allreduce_hook();
 // Buckets that are not float32/float64 are averaged uncompressed.
 CommHook fp16_compress_hook();
 CommHook bf16_compress_hook();
+
+// Whether `hook` is one of the three above, as returned (not wrapped in a function of
+// yours). DDP lets its own per-gradient flags ride in the last bucket through these, which
+// average every element (ddp/reducer.h); with any other hook it exchanges them itself. So
+// which collectives DDP issues depends on the hook: every rank must register the same one.
+bool is_builtin_hook(const CommHook& hook);
 
 // then(first, next): a Work that completes when `first` has and `next` has run after it
 // (api/work.h), for hooks that post-process.

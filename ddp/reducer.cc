@@ -60,8 +60,9 @@ void Reducer::build_buckets(const std::vector<BucketSpec>& assignment) {
   for (size_t b = 0; b < assignment.size(); ++b) {
     Bucket& bucket = fresh[b];
     bucket.spec = assignment[b];
-    // The last bucket of a floating dtype carries one extra element per gradient: the
-    // usage flags (fill_usage_tail), reduced with the gradients at no extra collective.
+    // The last bucket of a floating dtype has room for one extra element per gradient: the
+    // usage flags (fill_usage_tail), reduced with the gradients at no extra collective when
+    // the hook is a built-in one (launch). A hook of the user's sees the gradients alone.
     const bool carries_usage = b + 1 == assignment.size() && is_floating(bucket.spec.dtype);
     const int64_t tail = carries_usage ? static_cast<int64_t>(grads_.size()) : 0;
     bucket.buffer = Tensor::zeros({bucket.spec.numel + tail}, bucket.spec.dtype);
@@ -69,7 +70,6 @@ void Reducer::build_buckets(const std::vector<BucketSpec>& assignment) {
     bucket.pending = bucket.spec.gradients.size();
     bucket.hook_view.index = b;
     bucket.hook_view.num_buckets = assignment.size();
-    bucket.hook_view.buffer = bucket.buffer;
     bucket.hook_view.parameter_indices = bucket.spec.gradients;
     bucket.hook_view.offsets = bucket.spec.offsets;
     for (size_t k = 0; k < bucket.spec.gradients.size(); ++k) {
@@ -136,9 +136,17 @@ void Reducer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   bucket.launched = Clock::now();
   bucket.done_ns->store(0);
-  if (index + 1 == buckets_.size() && usage_tail_.defined()) fill_usage_tail();
+  // The last bucket launches after every other (when every gradient is marked, or from
+  // finish_backward): this rank's usage is final now.
+  const bool last = index + 1 == buckets_.size();
+  const bool rides = last && usage_rides_in_last_bucket();
+  if (rides) fill_usage_tail();
+  // The hook reduces the tail only when the flags ride; otherwise it sees the gradients alone.
+  bucket.hook_view.buffer = rides ? bucket.buffer : bucket.buffer.flat_slice(0, bucket.spec.numel);
   bucket.work = options_.comm_hook(pg_, bucket.hook_view);
   if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
+  // Otherwise DDP exchanges the flags itself, queued right behind the last bucket's reduction.
+  if (last && !rides) usage_work_ = gather_usage(usage_gathered_);
   // The callback holds the buffer: if the reducer goes away mid-flight, the memory the
   // backend writes into stays alive until the reduction ends.
   bucket.work->on_finish([done = bucket.done_ns, keep_alive = bucket.buffer](std::exception_ptr) {
@@ -194,17 +202,14 @@ bool Reducer::finish_backward() {
   const size_t started_in_backward = next_bucket_;
   for (size_t b = next_bucket_; b < buckets_.size(); ++b) fill_unmarked(buckets_[b]);
   while (next_bucket_ < buckets_.size()) launch(next_bucket_++);
-  // Which gradients each rank produced normally rides in the last bucket's tail; only
-  // when that bucket cannot carry it is it exchanged by its own collective.
-  Tensor gathered;
-  WorkPtr usage_work = usage_tail_.defined() ? nullptr : gather_usage(gathered);
-  const std::exception_ptr error = wait_all(usage_work);
+  // Which gradients each rank produced went with the last bucket's launch (launch).
+  const std::exception_ptr error = wait_all(usage_work_);
   ++iterations_;
   record_stats(finish_called, Clock::now());
   stats_.buckets_started_in_backward = started_in_backward;
   try {
     if (error) std::rethrow_exception(error);
-    const std::vector<bool> used_anywhere = agree_on_usage(gathered);
+    const std::vector<bool> used_anywhere = agree_on_usage(usage_gathered_);
     for (size_t i = 0; i < used_anywhere.size(); ++i) {
       if (!used_anywhere[i]) stats_.unused_parameters.push_back(i);
     }
@@ -230,13 +235,35 @@ WorkPtr Reducer::gather_usage(Tensor& gathered) const {
   return pg_.all_gather_into_tensor(gathered, mine);
 }
 
+bool Reducer::usage_rides_in_last_bucket() const {
+  // Only a hook of DDP's own is known to average every element: a user's may sparsify or
+  // quantize, and would lose the small 1.0 flags next to large gradients.
+  return usage_tail_.defined() && is_builtin_hook(options_.comm_hook);
+}
+
+bool Reducer::usage_flag(size_t i) const {
+  // With find_unused_parameters: used since the last synchronised pass; without: missed.
+  return options_.find_unused_parameters ? used_[i] : !marked_[i];
+}
+
 void Reducer::fill_usage_tail() {
-  // Called when the last bucket launches: by then this rank's usage is final (that bucket
-  // launches after every other, either because every gradient is marked or from
-  // finish_backward). Averaged across ranks, an element is non-zero iff some rank set it.
+  // Averaged across ranks, an element is non-zero iff some rank set it.
+  for (size_t i = 0; i < grads_.size(); ++i) usage_tail_.set_item(static_cast<int64_t>(i), usage_flag(i) ? 1.0 : 0.0);
+}
+
+void Reducer::check_own_flags_kept(const std::vector<bool>& flagged) const {
+  // A reduced flag is non-zero iff some rank set it, so this rank's own can never come back
+  // zero; if one does, the reduction lost it, and every decision taken from the flags (which
+  // gradients to average, or whether a rank missed one) would be silently wrong.
   for (size_t i = 0; i < grads_.size(); ++i) {
-    const bool flag = options_.find_unused_parameters ? used_[i] : !marked_[i];
-    usage_tail_.set_item(static_cast<int64_t>(i), flag ? 1.0 : 0.0);
+    if (!usage_flag(i) || flagged[i]) continue;
+    throw Error("DDP (rank " + std::to_string(pg_.rank()) + "): internal error: '" + grads_[i].name +
+                "' (parameter " + std::to_string(i) + ") was " +
+                (options_.find_unused_parameters ? "used on this rank, but the usage flags reduced with the last "
+                                                   "bucket say that no rank used it"
+                                                 : "not marked ready on this rank, but the usage flags reduced "
+                                                   "with the last bucket say that every rank marked it") +
+                "; the reduction corrupted the flags, so this iteration's gradients are not to be trusted");
   }
 }
 
@@ -250,6 +277,7 @@ std::vector<bool> Reducer::agree_on_usage(Tensor gathered) {
       flagged[i] = usage_tail_.item(static_cast<int64_t>(i)) != 0;
       any = any || flagged[i];
     }
+    check_own_flags_kept(flagged);
     if (find_unused) return flagged;                  // used by some rank
     if (!any) return std::vector<bool>(n, true);      // every rank marked every gradient
     // Some rank missed a gradient. Every rank sees the same reduced flags, so all of them
@@ -371,6 +399,8 @@ void Reducer::end_iteration(bool synced) {
   if (synced) std::fill(used_.begin(), used_.end(), false);
   std::fill(stashed_.begin(), stashed_.end(), Tensor());
   ready_order_.clear();
+  usage_work_.reset();
+  usage_gathered_ = Tensor();
   for (Bucket& b : buckets_) {
     b.pending = b.spec.gradients.size();
     b.work.reset();

@@ -7,11 +7,16 @@
 // Collective discipline: buckets are launched strictly in bucket order, which is the same
 // on every rank, and finish_backward() always launches the buckets that are still missing
 // (with zeros for gradients this rank never produced). Which gradients each rank produced
-// travels with the last bucket (a flag per gradient after its gradients, averaged with
-// them; a separate all_gather only where that bucket is not floating point, and when a
-// rank missed a gradient, to name it). So however the ranks' backward passes differ, they
-// issue the same collectives, and a rank that skipped a gradient makes every rank raise
-// the same error instead of leaving the others waiting.
+// (the unused-parameter decision, or the error naming a gradient a rank missed) never
+// depends on a user's comm hook. With DDP's built-in hooks (is_builtin_hook), which average
+// every element, it rides in the last bucket: a flag per gradient after its gradients, no
+// extra collective. With any other hook (it sees the gradients alone, and may sparsify or
+// quantize them), or where the last bucket is not floating point, DDP all_gathers the flags
+// itself, issued right after the last bucket's hook so that it overlaps that reduction.
+// (Where the flags ride, a rank that missed a gradient makes every rank all_gather them, to
+// name it.) So however the ranks' backward passes differ, they issue the same collectives,
+// and a rank that skipped a gradient makes every rank raise the same error instead of
+// leaving the others waiting.
 #pragma once
 
 #include <atomic>
@@ -101,8 +106,11 @@ class Reducer {
   void fill_unmarked(Bucket& bucket);
   std::exception_ptr wait_all(const WorkPtr& usage_work);
   WorkPtr gather_usage(Tensor& gathered) const;
+  bool usage_rides_in_last_bucket() const;
+  bool usage_flag(size_t index) const;
   void fill_usage_tail();
   std::vector<bool> agree_on_usage(Tensor gathered);
+  void check_own_flags_kept(const std::vector<bool>& flagged) const;
   void check_all_marked(const Tensor& usage) const;
   void write_back(const std::vector<bool>& used_anywhere);
   void rebuild_buckets();
@@ -124,6 +132,8 @@ class Reducer {
   std::vector<size_t> ready_order_;
   std::vector<Tensor> stashed_;    // bucket-view mode: local gradients zeroed while reduced
   Tensor usage_tail_;              // in the last bucket's buffer, after its gradients (or undefined)
+  WorkPtr usage_work_;             // the all_gather of the flags, when they do not ride (or null)
+  Tensor usage_gathered_;          // its output: every rank's flags (kMarkedThisBackward, kUsedSinceSync)
   size_t next_bucket_ = 0;
   bool sync_ = true;
   bool syncing_ = true;  // sync_ as it was when this backward pass began

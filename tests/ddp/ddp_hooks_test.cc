@@ -1,7 +1,7 @@
 // DDP's comm hooks and buffer sync at 3 ranks, over the in_process test plugin (3
 // ProcessGroups of this process, one thread each): which buckets a hook sees and in what
-// order, that a registered hook replaces the default and its result is what DDP writes
-// back, and that sync_buffers() copies rank 0's buffers.
+// order, that a registered hook replaces the default, sees the gradients alone and its result
+// is what DDP writes back, and that sync_buffers() copies rank 0's buffers.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -20,6 +20,7 @@ struct Seen {
   size_t index, num_buckets;
   bool is_last;
   std::vector<size_t> parameters;
+  int64_t numel;
 };
 
 TEST(DdpHooks, ARegisteredHookSeesEveryBucketInOrderAndItsResultIsWrittenBack) {
@@ -46,7 +47,7 @@ TEST(DdpHooks, ARegisteredHookSeesEveryBucketInOrderAndItsResultIsWrittenBack) {
 
     std::vector<Seen> seen;
     ddp.register_comm_hook([&seen](ProcessGroup& group, GradBucket& bucket) {
-      seen.push_back({bucket.index, bucket.num_buckets, bucket.is_last(), bucket.parameter_indices});
+      seen.push_back({bucket.index, bucket.num_buckets, bucket.is_last(), bucket.parameter_indices, bucket.buffer.numel()});
       return group.all_reduce(bucket.buffer);  // a sum, not the average
     });
     backward();
@@ -57,10 +58,21 @@ TEST(DdpHooks, ARegisteredHookSeesEveryBucketInOrderAndItsResultIsWrittenBack) {
       EXPECT_EQ(seen[b].index, b) << "launch order";
       EXPECT_EQ(seen[b].num_buckets, 3u);
       EXPECT_EQ(seen[b].is_last, b == 2) << "bucket " << b;
+      EXPECT_EQ(seen[b].numel, 4) << "bucket " << b << ": its gradient and nothing else";
       covered.insert(seen[b].parameters.begin(), seen[b].parameters.end());
     }
     EXPECT_EQ(covered, (std::set<size_t>{0, 1, 2}));
   });
+}
+
+// DDP lets its per-gradient flags ride only through its own hooks (reducer.h).
+TEST(DdpHooks, OnlyTheBuiltInHooksAreRecognisedAsBuiltIn) {
+  EXPECT_TRUE(is_builtin_hook(allreduce_hook()));
+  EXPECT_TRUE(is_builtin_hook(fp16_compress_hook()));
+  EXPECT_TRUE(is_builtin_hook(bf16_compress_hook()));
+  CommHook builtin = allreduce_hook();
+  EXPECT_FALSE(is_builtin_hook([builtin](ProcessGroup& pg, GradBucket& b) { return builtin(pg, b); }));
+  EXPECT_FALSE(is_builtin_hook(CommHook()));
 }
 
 TEST(DdpHooks, GradBucketIsLastOnlyForTheLastIndex) {

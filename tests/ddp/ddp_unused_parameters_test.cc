@@ -2,7 +2,12 @@
 // find_unused_parameters they contribute zero and the result is the average of what each
 // rank computed; parameters no rank used keep their gradient untouched. Without it, every
 // rank gets an error naming the parameters -- not a hang -- and the next iteration works.
+// Both hold with a comm hook that sparsifies (the usage flags never go through the hook).
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
 
 #include "api/errors.h"
 #include "examples/nn/loss.h"
@@ -231,6 +236,105 @@ TEST_P(DdpUnusedParameters, IntegerGradientsExchangeUsageSeparately) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpUnusedParameters, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
+
+// A comm hook of the user's that sparsifies, as a top-k hook does: it drops every element
+// under `threshold` (the small ones), then averages what is left.
+CommHook sparsifying_hook(double threshold) {
+  return [threshold](ProcessGroup& pg, GradBucket& bucket) {
+    for (int64_t k = 0; k < bucket.buffer.numel(); ++k) {
+      if (std::abs(bucket.buffer.item(k)) < threshold) bucket.buffer.set_item(k, 0.0);
+    }
+    AllReduceOptions avg;
+    avg.op = ReduceOp::AVG;
+    return pg.all_reduce(bucket.buffer, avg);
+  };
+}
+
+// Which ranks produced which gradients must not go through such a hook. It used to ride as
+// 1.0 flags at the end of the last bucket, which the hook dropped next to gradients of 6 and
+// more: DDP concluded that no rank used any parameter, left every gradient local, exit code
+// 0, and the ranks trained different models. Gradients are multiples of 6, so the averages
+// are exact at 2 and 3 ranks.
+class DdpUsageWithSparsifyingHook : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+struct ThreeParameters {
+  // a: every rank produces its gradient; b: rank 0 only; c: no rank.
+  Tensor a = Tensor::zeros({4}), a_grad = Tensor::zeros({4});
+  Tensor b = Tensor::zeros({3}), b_grad = Tensor::zeros({3});
+  Tensor c = Tensor::zeros({2}), c_grad = Tensor::zeros({2});
+  std::vector<NamedParameter> named() { return {{"a", &a, &a_grad}, {"b", &b, &b_grad}, {"c", &c, &c_grad}}; }
+  void backward(DistributedDataParallel& ddp, int rank) {
+    for (int64_t k = 0; k < a_grad.numel(); ++k) a_grad.set_item(k, 6.0 * (rank + 1) * (k + 1));
+    for (int64_t k = 0; k < b_grad.numel(); ++k) b_grad.set_item(k, rank == 0 ? -6.0 * (k + 1) : 0.25);
+    c_grad.fill(0.5);
+    ddp.mark_grad_ready(0);
+    if (rank == 0) ddp.mark_grad_ready(1);
+  }
+};
+
+TEST_P(DdpUsageWithSparsifyingHook, FindUnusedParametersAveragesWhatSomeRankUsed) {
+  const auto& [backend, world] = GetParam();
+  distcomm::testing::run_group(world, backend, [](ProcessGroup& pg) {
+    const int rank = pg.rank(), world = pg.size();
+    for (double cap : {0.0, 1000.0}) {
+      for (bool view : {false, true}) {
+        const std::string context = "bucket_cap_mb=" + std::to_string(static_cast<int>(cap)) + (view ? ", bucket view" : "");
+        ThreeParameters m;
+        DdpOptions options;
+        options.find_unused_parameters = true;
+        options.bucket_cap_mb = cap;
+        options.gradient_as_bucket_view = view;
+        options.comm_hook = sparsifying_hook(2.0);
+        DistributedDataParallel ddp(pg, m.named(), options);
+        for (int step = 0; step < 2; ++step) {  // the second after the buckets are rebuilt
+          m.backward(ddp, rank);
+          ddp.finish_backward();
+          for (int64_t k = 0; k < m.a_grad.numel(); ++k) {
+            EXPECT_FLOAT_EQ(m.a_grad.item(k), 6.0 * (k + 1) * (world + 1) / 2) << context << ", a[" << k << "] step " << step;
+          }
+          for (int64_t k = 0; k < m.b_grad.numel(); ++k) {  // rank 0's, averaged with zeros
+            EXPECT_FLOAT_EQ(m.b_grad.item(k), -6.0 * (k + 1) / world) << context << ", b[" << k << "] step " << step;
+          }
+          EXPECT_EQ(m.c_grad.to_doubles(), std::vector<double>(2, 0.5)) << context << ": no rank used c";
+          EXPECT_EQ(ddp.last_stats().unused_parameters, std::vector<size_t>{2}) << context << " step " << step;
+        }
+      }
+    }
+  });
+}
+
+TEST_P(DdpUsageWithSparsifyingHook, WithoutFindUnusedAMissedGradientIsStillAnErrorOnEveryRank) {
+  const auto& [backend, world] = GetParam();
+  distcomm::testing::run_group(world, backend, [](ProcessGroup& pg) {
+    const int rank = pg.rank(), world = pg.size();
+    ThreeParameters m;
+    DdpOptions options;
+    options.comm_hook = sparsifying_hook(2.0);
+    DistributedDataParallel ddp(pg, m.named(), options);
+    m.backward(ddp, rank);  // b on rank 0 only, c nowhere
+    try {
+      ddp.finish_backward();
+      ADD_FAILURE() << "rank " << rank << ": finish_backward did not throw";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("'b' (parameter 1) on " + std::string(world == 2 ? "rank 1" : "ranks 1, 2")),
+                std::string::npos) << message;
+      EXPECT_NE(message.find("'c' (parameter 2) on"), std::string::npos) << message;
+    }
+    // Still in step: a pass that marks everything is averaged.
+    m.backward(ddp, rank);
+    if (rank != 0) ddp.mark_grad_ready(1);
+    ddp.mark_grad_ready(2);
+    ddp.finish_backward();
+    EXPECT_FLOAT_EQ(m.a_grad.item(3), 24.0 * (world + 1) / 2);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendsAndRanks, DdpUsageWithSparsifyingHook,
+                         ::testing::Combine(::testing::Values("gloo", "shm"), ::testing::Values(2, 3)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace test

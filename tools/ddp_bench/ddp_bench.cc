@@ -15,6 +15,8 @@
 // for its buckets, so a DDP row minus it is what moving the gradients adds, apart from the
 // host's unevenness (which on a VM can be larger than the communication itself). Started by hand
 // it forks --nproc ranks (distcomm::spawn); under tools/launch or mpirun it is one rank.
+// --find_unused_parameters and --comm_hook (default, fp16, bf16, user: an averaging hook DDP
+// cannot tell from any other) apply to every DDP row.
 #include <gflags/gflags.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "api/init.h"
 #include "api/run_main.h"
 #include "api/process/spawn.h"
+#include "ddp/comm_hooks.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/message_format.h"
 #include "examples/nn/loss.h"
@@ -47,6 +50,8 @@ DEFINE_int32(iters, 20, "timed iterations per row");
 DEFINE_int32(warmup, 3, "untimed iterations per row (DDP rebuilds its buckets in the first)");
 DEFINE_string(config, "", "backend settings K=V,... (docs/environment.md's keys), e.g. shm_nap_us=200");
 DEFINE_string(caps, "0,0.25,1,4,25,one", "bucket_cap_mb values; 'one' is a single bucket");
+DEFINE_bool(find_unused_parameters, false, "DDP's find_unused_parameters (every parameter is still used)");
+DEFINE_string(comm_hook, "default", "default, fp16, bf16, or user: an averaging hook of the program's own");
 
 namespace {
 
@@ -136,6 +141,21 @@ class Row {
   RowResult result_;
 };
 
+ddp::CommHook comm_hook_from_flag() {
+  if (FLAGS_comm_hook == "default") return {};
+  if (FLAGS_comm_hook == "fp16") return ddp::fp16_compress_hook();
+  if (FLAGS_comm_hook == "bf16") return ddp::bf16_compress_hook();
+  if (FLAGS_comm_hook == "user") {
+    // What the default does, written as a user would: DDP cannot tell it from any other hook.
+    return [](distcomm::ProcessGroup& pg, ddp::GradBucket& bucket) {
+      distcomm::AllReduceOptions avg;
+      avg.op = distcomm::ReduceOp::AVG;
+      return pg.all_reduce(bucket.buffer, avg);
+    };
+  }
+  throw distcomm::InvalidArgument("--comm_hook: '" + FLAGS_comm_hook + "' is not default, fp16, bf16 or user");
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> caps;
   std::stringstream in(text);
@@ -158,11 +178,12 @@ void run_rank() {
   const bool print = pg->rank() == 0;
   if (print) {
     std::printf("ddp_bench: %d ranks (%s%s%s), MLP %d-%dx%d-%d: %.2fM parameters (%s of float32 gradients), "
-                "batch %d per rank, median of %d iterations after %d warm-up\n\n",
+                "batch %d per rank, median of %d iterations after %d warm-up; comm hook %s%s\n\n",
                 pg->size(), pg->backend_name().c_str(), FLAGS_config.empty() ? "" : "; ",
                 FLAGS_config.c_str(), FLAGS_in_width, FLAGS_layers, FLAGS_width, FLAGS_out_width,
                 params / 1e6,
-                ddp::format_bytes(4.0 * params).c_str(), FLAGS_batch, FLAGS_iters, FLAGS_warmup);
+                ddp::format_bytes(4.0 * params).c_str(), FLAGS_batch, FLAGS_iters, FLAGS_warmup,
+                FLAGS_comm_hook.c_str(), FLAGS_find_unused_parameters ? ", find_unused_parameters" : "");
     std::printf("%-26s %7s %10s %9s %9s %11s %9s\n", "mode", "buckets", "iter ms", "vs local", "comm ms",
                 "overlapped", "waited ms");
   }
@@ -176,6 +197,8 @@ void run_rank() {
     ddp::DdpOptions options;
     options.bucket_cap_mb = cap == "one" ? 1e6 : std::atof(cap.c_str());
     if (cap == "one") options.first_bucket_cap_mb = 1e6;
+    options.find_unused_parameters = FLAGS_find_unused_parameters;
+    options.comm_hook = comm_hook_from_flag();
     rows.push_back(std::make_unique<Row>(*pg, &options));
   }
   pg->barrier()->wait();
