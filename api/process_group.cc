@@ -244,7 +244,9 @@ void ProcessGroup::create_exchange() {
   o.timeout = options_.timeout;
   o.where = group_rank_text(rank(), size(), name(), options_.global_ranks);
   o.store_host = options_.store_host;
-  o.raise_if_group_failed = [this](const std::vector<int>& missing) { raise_if_exchange_cannot_end(missing); };
+  o.raise_if_group_failed = [this](const std::function<std::vector<int>()>& missing) {
+    raise_if_exchange_cannot_end(missing);
+  };
   if (options_.store) {
     exchange_ = make_store_exchange(o, options_.store, store_prefix_ + "exchange/");
   } else {
@@ -252,16 +254,18 @@ void ProcessGroup::create_exchange() {
   }
 }
 
-void ProcessGroup::raise_if_exchange_cannot_end(const std::vector<int>& missing) const {
+void ProcessGroup::raise_if_exchange_cannot_end(const std::function<std::vector<int>()>& missing_ranks) const {
   if (aborted_) throw PeerFailure("the group was aborted (ProcessGroup::abort) while it waited for ranks " +
-                                  rank_list_text(missing));
+                                  rank_list_text(missing_ranks()));
   // Not while the group is being created: its backends are not there yet (and such a call
   // waits as the creation does, init_wait.h).
   if (!backends_ || !options_.store) return;
   for (const auto& [device, backend] : backends_->all()) {
     PrefixStore board(backend_store_prefix(store_prefix_, device, backend.plugin), options_.store);
     const std::optional<FailureRecord> r = GroupFailure::read_record(board);
-    if (r && std::find(missing.begin(), missing.end(), r->culprit) != missing.end()) {
+    if (!r) continue;
+    const std::vector<int> missing = missing_ranks();
+    if (std::find(missing.begin(), missing.end(), r->culprit) != missing.end()) {
       throw PeerFailure("rank " + std::to_string(r->culprit) + " will not come: the group failed (rank " +
                         std::to_string(r->rank) + " recorded: " + r->message + ")");
     }

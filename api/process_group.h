@@ -185,10 +185,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void make_levels(const GroupCreation& creation);
   // Over the store, or, without one, over the CPU backend's all_gather (host_all_gather).
   void create_exchange();
-  // The host exchange's check while it waits for `missing` (host_exchange.h): throws a
+  // The host exchange's check while it waits for the ranks `missing` gives (host_exchange.h,
+  // asked only once a failure is found): throws a
   // PeerFailure when this group was aborted, or when the failure a rank published on one of
   // its backends' boards blames one of them.
-  void raise_if_exchange_cannot_end(const std::vector<int>& missing) const;
+  void raise_if_exchange_cannot_end(const std::function<std::vector<int>()>& missing) const;
   void host_all_gather(Tensor& out, const Tensor& in);
   // The recorder (unless turned off), registered for dumps (trace_dump.h).
   void create_recorder();

@@ -51,13 +51,14 @@ struct HostExchangeOptions {
   // does: a store that goes away during a call is then a PeerFailure saying it has gone
   // (internal/store_host.h).
   std::string store_host;
-  // Asked between slices of a wait (every kGroupFailureCheck) with the ranks that have not
+  // Asked between slices of a wait (every kGroupFailureCheck) about the ranks that have not
   // posted yet: throws when they will not -- the group was aborted (ft's liveness monitor
   // does that for a member found gone), or its failure published on a backend's board
   // blames one of them (a backend saw its process die; its program ended with an error) --
   // so that a wait for a dead rank ends then, not at the group's timeout (30 minutes by
   // default).
-  std::function<void(const std::vector<int>& missing)> raise_if_group_failed;
+  // `missing` says which ranks those are (store requests: asked only when needed).
+  std::function<void(const std::function<std::vector<int>()>& missing)> raise_if_group_failed;
 };
 
 // How often a wait of the store exchange asks raise_if_group_failed: how late it learns.
