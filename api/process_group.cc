@@ -314,8 +314,9 @@ void ProcessGroup::create_recorder() {
 
 ProcessGroup::~ProcessGroup() {
   log_destroyed();
-  warn_of_ops_cut_off();
+  const std::vector<uint64_t> not_ended = ops_not_ended();
   if (backends_) backends_->shutdown();  // none when the creation failed
+  warn_of_ops_cut_off(not_ended);
 }
 
 void ProcessGroup::abort() {

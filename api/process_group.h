@@ -197,8 +197,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void log_created();
   void log_destroyed() const;
   // One line, at any debug level, when the group is destroyed with ops of the program not
-  // ended: they are cut off (the flight recorder says which).
-  void warn_of_ops_cut_off() const;
+  // ended and the backends' shutdown cuts them off (the flight recorder says which).
+  // The ops this rank issued that had not ended when the group began to go (warned of
+  // after the backends' shutdown, if it did not let them end).
+  std::vector<uint64_t> ops_not_ended() const;
+  void warn_of_ops_cut_off(const std::vector<uint64_t>& not_ended_before) const;
   // The op pipeline (process_group_ops.cc): route -> plan -> (refused once aborted) ->
   // number -> record [DETAIL's checks [the backend's call]] -> AVG's division. Argument
   // checks come first, in each op.

@@ -1,5 +1,6 @@
 // ProcessGroup: DISTCOMM_DEBUG's levels and INFO's logs (api/debug_level.h); DETAIL's checks
 // are api/ops/detail_checks.h.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,14 +51,26 @@ bool is_point_to_point(OpType op) {
 
 }  // namespace
 
-void ProcessGroup::warn_of_ops_cut_off() const {
+std::vector<uint64_t> ProcessGroup::ops_not_ended() const {
   // The recorder knows which ops have not ended (none without it: DISTCOMM_TRACE_BUFFER=0).
-  // After abort() the program asked for it.
-  if (!recorder_ || aborted_) return;
-  std::vector<std::string> open;
+  // After abort() the program asked for their end.
+  std::vector<uint64_t> ids;
+  if (!recorder_ || aborted_) return ids;
   for (const TraceEntry& e : recorder_->snapshot()) {
     if (e.state != TraceEntry::State::kQueued && e.state != TraceEntry::State::kStarted) continue;
-    if (e.fingerprint.internal) continue;
+    if (!e.fingerprint.internal) ids.push_back(e.id);
+  }
+  return ids;
+}
+
+void ProcessGroup::warn_of_ops_cut_off(const std::vector<uint64_t>& not_ended_before) const {
+  // Only the ops the shutdown did not let end: the nccl backend lets the GPU finish what a
+  // returned wait() left queued on a stream, and those ops' results are there.
+  if (not_ended_before.empty()) return;
+  std::vector<std::string> open;
+  for (const TraceEntry& e : recorder_->snapshot()) {
+    if (e.state == TraceEntry::State::kCompleted) continue;
+    if (std::find(not_ended_before.begin(), not_ended_before.end(), e.id) == not_ended_before.end()) continue;
     open.push_back(std::string(op_type_name(e.fingerprint.op)) + (e.fingerprint.p2p ? " p2p#" : " #") +
                    std::to_string(e.fingerprint.seq));
   }

@@ -31,7 +31,7 @@ BIN="$PWD/.device_bin"
 BUDGET=${GPU_CHECK_BUDGET_S:-330}
 
 # suite:timeout in seconds, in the order they run (the budget caps them further).
-SUITES=(nccl_cuda_ops_test:90 nccl_conformance_test:90 nccl_cuda_streams_test:30 nccl_cuda_p2p_test:45
+SUITES=(nccl_cuda_ops_test:90 nccl_conformance_test:90 nccl_cuda_streams_test:30 nccl_cuda_p2p_test:90
         nccl_cuda_failure_test:75 nccl_cuda_lifecycle_test:30 nccl_cuda_subgroup_test:45 nccl_mixed_group_test:20
         nccl_plugin_test:10 nccl_init_test:15 baseline:60)
 # Suites about the machine without a GPU (they mostly skip here): not counted as GPU cases.

@@ -199,8 +199,10 @@ cudaStream_t NcclBackend::checked_caller_stream(OpType op, int device, CUstream_
   const cudaStream_t stream = option_stream ? option_stream : current_cuda_stream();  // CUstream_st* both
   // The legacy default stream (nullptr) is the current device's: ask with the op's.
   DeviceGuard guard(device);
-  check_stream_device(op, device, stream_device(stream));
+  // Capture first: cudaStreamIsCapturing is allowed on a capturing stream, while
+  // cudaStreamGetDevice there fails and invalidates the user's capture (seen on an H200).
   check_not_capturing(op, stream_capture(stream));
+  check_stream_device(op, device, stream_device(stream));
   return stream;
 }
 
