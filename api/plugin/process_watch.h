@@ -23,9 +23,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every architecture (Linux 5.3)
@@ -84,5 +86,35 @@ class ProcessWatch {
   int fd_ = -1;
   bool gone_ = false;  // pidfd_open found no such process: it had ended (and been reaped)
 };
+
+// Which of `watches` (those that are watching()) have ended, in one poll() for all: a
+// process watching many peers while idle (shm's progress thread) asks about each of them
+// twice a second, and one system call per peer was ~18,000 a second on a host of 96 ranks.
+// Returns the indices into `watches`, in order.
+inline std::vector<size_t> ended_among(const std::vector<const ProcessWatch*>& watches) {
+  std::vector<size_t> ended;
+  std::vector<struct pollfd> fds;
+  std::vector<size_t> index_of_fd;
+  for (size_t i = 0; i < watches.size(); ++i) {
+    const ProcessWatch& w = *watches[i];
+    if (w.fd() >= 0) {
+      fds.push_back({w.fd(), POLLIN, 0});
+      index_of_fd.push_back(i);
+    } else if (w.watching() && w.ended()) {
+      ended.push_back(i);  // no pidfd: pidfd_open found the process gone
+    }
+  }
+  if (fds.empty()) return ended;
+  int n;
+  do {
+    n = ::poll(fds.data(), fds.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return ended;
+  for (size_t k = 0; k < fds.size(); ++k) {
+    if (fds[k].revents & (POLLIN | POLLHUP)) ended.push_back(index_of_fd[k]);
+  }
+  std::sort(ended.begin(), ended.end());
+  return ended;
+}
 
 }  // namespace distcomm

@@ -487,13 +487,11 @@ void Engine::progress_loop() {
 
 void Engine::look_at_idle_peers() {
   if (failure_.failed()) return;
-  for (int p = 0; p < group_->size(); ++p) {
-    // A peer that closed the group (it left cleanly) or failed (it published why) is no
-    // news; nor is one whose process lives.
-    if (p == group_->rank() || group_->of(p).state().load(std::memory_order_acquire) != kActive ||
-        group_->alive(p)) {
-      continue;
-    }
+  // A peer that closed the group (it left cleanly) or failed (it published why) is no
+  // news; nor is one whose process lives.
+  const std::vector<int> ended = group_->ended_peers(
+      [this](int p) { return group_->of(p).state().load(std::memory_order_acquire) == kActive; });
+  for (int p : ended) {
     std::unique_lock<std::mutex> progress(progress_mu_, std::try_to_lock);
     if (!progress.owns_lock() || pending_.load() > 0) return;  // an op runs: its own waits look at the peers
     DoneList list;

@@ -1,5 +1,7 @@
 #include "backends/shm/shm_group.h"
 
+#include <algorithm>
+
 namespace distcomm {
 namespace shm {
 
@@ -18,6 +20,25 @@ bool MappedGroup::alive(int r) const {
   if (r == rank_) return true;
   const ProcessWatch& w = watches_[static_cast<size_t>(r)];
   return w.watching() ? !w.ended() : segments_[static_cast<size_t>(r)].owner_alive();
+}
+
+std::vector<int> MappedGroup::ended_peers(const std::function<bool(int)>& consider) const {
+  std::vector<int> ended;
+  std::vector<const ProcessWatch*> watched;
+  std::vector<int> rank_of_watch;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_ || !consider(r)) continue;
+    const ProcessWatch& w = watches_[static_cast<size_t>(r)];
+    if (w.watching()) {
+      watched.push_back(&w);
+      rank_of_watch.push_back(r);
+    } else if (!segments_[static_cast<size_t>(r)].owner_alive()) {
+      ended.push_back(r);
+    }
+  }
+  for (size_t i : ended_among(watched)) ended.push_back(rank_of_watch[i]);
+  std::sort(ended.begin(), ended.end());
+  return ended;
 }
 
 }  // namespace shm

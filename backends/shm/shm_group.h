@@ -2,6 +2,7 @@
 // peer's, mapped read-write from the peers' memfds (shm_rendezvous.h builds it).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ class MappedGroup {
   // Whether rank r's process still runs: its pidfd (api/plugin/process_watch.h), or where the kernel has
   // none, its segment lock (which a child it forked also holds). Always true for self.
   bool alive(int r) const;
+  // The peers whose processes have ended, of those `consider` accepts, in rank order: the
+  // pidfds in one poll(), the segment locks of peers without one.
+  std::vector<int> ended_peers(const std::function<bool(int)>& consider) const;
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
   // The CPUs in the union of the ranks' affinity masks at creation; 0 when unknown.
   int cpus_of_ranks() const { return cpus_of_ranks_; }
