@@ -1,6 +1,7 @@
 #include "ddp/distributed_data_parallel.h"
 
 #include <set>
+#include <string>
 #include <utility>
 
 #include "api/errors.h"
@@ -79,6 +80,15 @@ ReplicaDescription describe(const std::vector<NamedParameter>& params, const std
   return d;
 }
 
+// The highest rank whose element of a join notice is set; -1 when none (every rank joined).
+int highest_training_rank(const Tensor& notice) {
+  if (!notice.defined()) return -1;
+  for (int64_t r = notice.numel(); r-- > 0;) {
+    if (notice.item(r) != 0) return static_cast<int>(r);
+  }
+  return -1;
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::vector<NamedParameter> parameters,
@@ -118,6 +128,11 @@ void DistributedDataParallel::mark_grad_ready(const std::string& name) {
 
 void DistributedDataParallel::finish_backward() {
   if (!reducer_->finish_backward()) return;  // under no_sync()
+  after_synced_pass();
+}
+
+void DistributedDataParallel::after_synced_pass() {
+  if (joining_) join_root_ = highest_training_rank(reducer_->last_notice());
   if (options_.broadcast_buffers && !buffers_.empty()) sync_buffers();
   const IterationStats& stats = reducer_->last_stats();
   if (options_.log_every_n > 0 && stats.iteration % static_cast<uint64_t>(options_.log_every_n) == 0) {
@@ -145,7 +160,49 @@ void DistributedDataParallel::register_comm_hook(CommHook hook) { reducer_->set_
 void DistributedDataParallel::sync_buffers() {
   std::vector<Tensor*> values;
   for (const NamedBuffer& b : buffers_) values.push_back(b.value);
-  broadcast_coalesced(pg_, values, /*root=*/0, kBroadcastBucketBytes);
+  // Inside join, rank 0 may have stopped training: the highest rank still training has
+  // buffers that moved with the model (PyTorch takes the same rank).
+  const int root = joining_ && join_root_ >= 0 ? join_root_ : 0;
+  broadcast_coalesced(pg_, values, root, kBroadcastBucketBytes);
+}
+
+size_t DistributedDataParallel::join(const std::function<void()>& train) {
+  const std::string head = "DDP join (rank " + std::to_string(pg_.rank()) + "): ";
+  if (joining_) throw InvalidArgument(head + "already inside join()");
+  if (reducer_->in_backward()) throw InvalidArgument(head + "a backward pass is under way; call finish_backward() first");
+  if (!reducer_->sync()) throw InvalidArgument(head + "called under no_sync(); leave it first");
+  joining_ = true;
+  join_root_ = -1;
+  reducer_->set_joining(true);
+  struct Leave {
+    DistributedDataParallel& ddp;
+    ~Leave() {
+      ddp.joining_ = false;
+      ddp.reducer_->set_joining(false);
+    }
+  } leave{*this};
+  train();
+  if (reducer_->in_backward()) {
+    throw InvalidArgument(head + "the training loop returned inside a backward pass (gradients marked ready, "
+                                 "finish_backward() not called)");
+  }
+  if (!reducer_->sync()) throw InvalidArgument(head + "the training loop returned under no_sync()");
+  // This rank's inputs have ended: run the others' passes with it until none trains.
+  size_t shadowed = 0;
+  while (true) {
+    const Tensor notice = reducer_->shadow_pass();
+    if (highest_training_rank(notice) < 0) break;
+    after_synced_pass();
+    ++shadowed;
+  }
+  // One model on every rank: the ranks that joined early stopped updating theirs.
+  if (join_root_ >= 0) {
+    std::vector<Tensor*> state;
+    for (const NamedParameter& p : parameters_) state.push_back(p.value);
+    for (const NamedBuffer& b : buffers_) state.push_back(b.value);
+    broadcast_coalesced(pg_, state, join_root_, kBroadcastBucketBytes);
+  }
+  return shadowed;
 }
 
 const IterationStats& DistributedDataParallel::last_stats() const { return reducer_->last_stats(); }

@@ -12,10 +12,11 @@
 // Gradients are packed into buckets (bucket_assignment.h) whose all_reduce starts as soon
 // as the bucket is full, overlapping communication with the rest of backward (reducer.h).
 // Every rank must construct DDP with the same parameters and run the same number of
-// synchronised backward passes.
+// synchronised backward passes, or run its passes inside join() (uneven inputs).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -108,6 +109,22 @@ class DistributedDataParallel {
   };
   [[nodiscard]] NoSyncGuard no_sync();
 
+  // Uneven inputs (PyTorch's `with model.join():`). Every rank calls join() at the same
+  // point, between backward passes, with its own training loop; the loops may run
+  // different numbers of synchronised backward passes. Inside join, each synchronised pass
+  // first all_reduces who is still training (a 4-byte-per-rank int32 sum, issued before the
+  // first bucket). Once `train` returns, this rank takes part in the others' remaining
+  // passes with zero gradients, counted as produced (never as missing), so they average
+  // over the whole world: a joined rank adds zeros, as PyTorch's default
+  // (divide_by_initial_world_size). Buffers are broadcast from the highest rank still
+  // training. When every rank's loop has ended, the parameters and buffers of the highest
+  // rank that trained longest are copied to every rank, so all ranks end with one model.
+  // Collective; returns the number of passes this rank ran for the others. Inside `train`,
+  // use the group for DDP's passes only: an op of your own there has no partner on a rank
+  // that has joined (the ranks then fail with a Desync or a timeout naming the op). An
+  // exception from `train` propagates at once, without waiting for the others.
+  size_t join(const std::function<void()>& train);
+
   // Replaces the comm hook (every rank must do the same, between backward passes).
   void register_comm_hook(CommHook hook);
   // Copies rank 0's buffers to every rank now (collective).
@@ -120,12 +137,20 @@ class DistributedDataParallel {
   ProcessGroup& process_group() { return pg_; }
 
  private:
+  // What follows every synchronised pass, this rank's or one it runs for the others in
+  // join(): the buffers' broadcast and the log line.
+  void after_synced_pass();
+
   ProcessGroup& pg_;
   std::vector<NamedParameter> parameters_;
   std::vector<NamedBuffer> buffers_;
   DdpOptions options_;
   std::unordered_map<std::string, size_t> index_of_;
   std::unique_ptr<Reducer> reducer_;
+  bool joining_ = false;
+  // Inside join(): the highest rank still training in the last synchronised pass (-1 before
+  // any), the root of the buffers' broadcast and, at the end, of the model's.
+  int join_root_ = -1;
 };
 
 }  // namespace ddp

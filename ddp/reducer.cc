@@ -108,6 +108,7 @@ void Reducer::mark_ready(size_t index) {
     in_backward_ = true;
     syncing_ = sync_;
     backward_start_ = Clock::now();
+    begin_pass();
   }
   marked_[index] = used_[index] = true;
   ready_order_.push_back(index);
@@ -121,6 +122,42 @@ void Reducer::mark_ready(size_t index) {
     }
     launch_ready_buckets();
   }
+}
+
+void Reducer::begin_pass() {
+  notice_ = Tensor();
+  if (!joining_ || !syncing_) return;
+  // Before any bucket, so that a joined rank's shadow_pass matches it first.
+  notice_ = Tensor::zeros({pg_.size()}, DType::kInt32);
+  notice_.set_item(pg_.rank(), 1);
+  notice_work_ = pg_.all_reduce(notice_);
+}
+
+Tensor Reducer::shadow_pass() {
+  if (in_backward_) throw InvalidArgument("DDP join: a backward pass is under way; call finish_backward() first");
+  Tensor notice = Tensor::zeros({pg_.size()}, DType::kInt32);
+  try {
+    pg_.all_reduce(notice)->wait();
+  } catch (...) {
+    std::rethrow_exception(with_context(std::current_exception(), "DDP join: asking which ranks still train"));
+  }
+  bool any = false;
+  for (int r = 0; r < pg_.size(); ++r) any = any || notice.item(r) != 0;
+  if (!any) return notice;
+  // Nothing of this rank's own: every gradient contributes zero (fill_unmarked), and none
+  // counts as missing (usage_flag, gather_usage).
+  std::fill(used_.begin(), used_.end(), false);
+  notice_ = notice;
+  shadow_ = true;
+  in_backward_ = true;
+  syncing_ = true;
+  backward_start_ = Clock::now();
+  struct EndShadow {
+    bool& shadow;
+    ~EndShadow() { shadow = false; }
+  } end_shadow{shadow_};
+  finish_backward();
+  return notice;
 }
 
 int Reducer::timeline_rank() const { return pg_.global_rank(pg_.rank()); }
@@ -196,7 +233,10 @@ bool Reducer::finish_backward() {
     return false;
   }
   const Clock::time_point finish_called = Clock::now();
-  if (!in_backward_) backward_start_ = finish_called;
+  if (!in_backward_) {
+    backward_start_ = finish_called;
+    begin_pass();
+  }
   // Launch what is left, gradients this rank never produced included, so that every rank
   // issues the same reductions whatever its own backward pass did.
   const size_t started_in_backward = next_bucket_;
@@ -230,7 +270,10 @@ WorkPtr Reducer::gather_usage(Tensor& gathered) const {
   const size_t n = grads_.size();
   Tensor mine = Tensor::zeros({static_cast<int64_t>(n)}, DType::kUInt8);
   uint8_t* bits = mine.data_as<uint8_t>();
-  for (size_t i = 0; i < n; ++i) bits[i] = (marked_[i] ? kMarkedThisBackward : 0) | (used_[i] ? kUsedSinceSync : 0);
+  for (size_t i = 0; i < n; ++i) {
+    // A pass for the others (join) produced nothing, and missed nothing either.
+    bits[i] = (marked_[i] || shadow_ ? kMarkedThisBackward : 0) | (used_[i] ? kUsedSinceSync : 0);
+  }
   gathered = Tensor::empty({static_cast<int64_t>(n) * pg_.size()}, DType::kUInt8);
   return pg_.all_gather_into_tensor(gathered, mine);
 }
@@ -242,8 +285,9 @@ bool Reducer::usage_rides_in_last_bucket() const {
 }
 
 bool Reducer::usage_flag(size_t i) const {
-  // With find_unused_parameters: used since the last synchronised pass; without: missed.
-  return options_.find_unused_parameters ? used_[i] : !marked_[i];
+  // With find_unused_parameters: used since the last synchronised pass; without: missed
+  // (never in a pass a joined rank runs for the others).
+  return options_.find_unused_parameters ? used_[i] : !marked_[i] && !shadow_;
 }
 
 void Reducer::fill_usage_tail() {
@@ -299,6 +343,13 @@ std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
   // Wait for everything even after a failure: nothing may still write into the buckets
   // when the next iteration starts.
   std::exception_ptr first;
+  if (notice_work_) {
+    try {
+      notice_work_->wait();
+    } catch (...) {
+      first = with_context(std::current_exception(), "DDP join: telling the others this rank still trains");
+    }
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const int64_t wait_start = timeline_enabled() ? timeline_now_ns() : 0;
     try {
@@ -401,6 +452,7 @@ void Reducer::end_iteration(bool synced) {
   ready_order_.clear();
   usage_work_.reset();
   usage_gathered_ = Tensor();
+  notice_work_.reset();
   for (Bucket& b : buckets_) {
     b.pending = b.spec.gradients.size();
     b.work.reset();

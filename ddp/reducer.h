@@ -16,7 +16,8 @@
 // (Where the flags ride, a rank that missed a gradient makes every rank all_gather them, to
 // name it.) So however the ranks' backward passes differ, they issue the same collectives,
 // and a rank that skipped a gradient makes every rank raise the same error instead of
-// leaving the others waiting.
+// leaving the others waiting. Inside DDP's join (uneven inputs), a rank whose own passes have ended
+// runs shadow passes: the same collectives, with zero gradients that are not missing.
 #pragma once
 
 #include <atomic>
@@ -78,6 +79,18 @@ class Reducer {
   void set_sync(bool sync) { sync_ = sync; }
   bool sync() const { return sync_; }
   void set_comm_hook(CommHook hook);
+  bool in_backward() const { return in_backward_; }
+
+  // Uneven inputs (DistributedDataParallel::join). While joining, every synchronised pass
+  // of this rank begins with the join notice: an int32 all_reduce (sum) of one element per
+  // rank, 1 where the rank still trains, issued before the first bucket.
+  void set_joining(bool joining) { joining_ = joining; }
+  // For a rank whose own passes have ended: the next notice with this rank's element 0;
+  // unless every element is 0 (every rank has joined), then one pass like the others',
+  // with zero gradients that count as produced. Returns the notice.
+  Tensor shadow_pass();
+  // The notice of the last synchronised pass (undefined when it had none).
+  const Tensor& last_notice() const { return notice_; }
 
   // Buckets in launch order (as of now; the first iteration may rebuild them).
   std::vector<BucketSpec> buckets() const;
@@ -98,6 +111,7 @@ class Reducer {
     std::shared_ptr<std::atomic<int64_t>> done_ns = std::make_shared<std::atomic<int64_t>>(0);
   };
 
+  void begin_pass();
   std::vector<BucketSpec> assignment_for(const std::vector<size_t>& order) const;
   void build_buckets(const std::vector<BucketSpec>& assignment);
   bool is_bucket_view(size_t index) const;
@@ -142,6 +156,10 @@ class Reducer {
   Clock::time_point backward_start_;
   uint64_t iterations_ = 0;
   IterationStats stats_;
+  bool joining_ = false;
+  bool shadow_ = false;  // this pass is one a joined rank runs for the others
+  Tensor notice_;        // the join notice of this (or the last) synchronised pass
+  WorkPtr notice_work_;
 };
 
 }  // namespace ddp

@@ -206,6 +206,10 @@ void DistributedDataParallel::finish_backward() {
 }
 
 ddp::DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() { return state_->ddp->no_sync(); }
+size_t DistributedDataParallel::join(const std::function<void()>& train) {
+  // Not under the state's lock: `train` runs backward passes, whose hooks take it.
+  return state_->ddp->join(train);
+}
 void DistributedDataParallel::register_comm_hook(ddp::CommHook hook) { state_->ddp->register_comm_hook(std::move(hook)); }
 void DistributedDataParallel::sync_buffers() { state_->ddp->sync_buffers(); }
 const ddp::IterationStats& DistributedDataParallel::last_stats() const { return state_->ddp->last_stats(); }

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,11 @@ class DistributedDataParallel {
   // While the guard lives, backward passes accumulate gradients locally (gradient
   // accumulation); the next synchronised pass averages the sums.
   [[nodiscard]] ddp::DistributedDataParallel::NoSyncGuard no_sync();
+  // Uneven inputs (PyTorch's `with model.join():`): ddp::DistributedDataParallel::join.
+  // `train` runs this rank's loop (forward, backward, optimizer step); afterwards this rank
+  // runs the others' remaining passes with zero gradients, and every rank ends with the
+  // module of the rank that trained longest. Returns the passes run for the others.
+  size_t join(const std::function<void()>& train);
   void register_comm_hook(ddp::CommHook hook);
   void sync_buffers();  // copies rank 0's buffers to every rank now (collective)
 

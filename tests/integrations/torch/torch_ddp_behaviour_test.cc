@@ -138,6 +138,46 @@ TEST_P(TorchDdp, FindUnusedParametersAveragesWhatSomeRanksUsed) {
   });
 }
 
+// Uneven inputs: rank r runs 1 + r steps inside join(); every step averages over the whole
+// world (a rank that has joined adds zeros), and every rank ends with one model, that of
+// the same training in one process.
+TEST_P(TorchDdp, JoinTrainsRanksWithUnevenStepsIntoOneModel) {
+  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
+    const int world = pg.size(), mine = 1 + pg.rank(), longest = world;
+    constexpr double kLr = 0.1;
+    auto loss = [](Net& m, int rank, int step) {
+      return ::torch::nn::functional::mse_loss(m.forward(inputs(step, 0, rank * 4, 4)), targets(step, 0, rank * 4, 4));
+    };
+    auto net = std::make_shared<Net>(1 + pg.rank());
+    DistributedDataParallel ddp(pg, net);
+    const size_t shadowed = ddp.join([&] {
+      for (int k = 0; k < mine; ++k) {
+        net->zero_grad();
+        loss(*net, pg.rank(), k).backward();
+        ::torch::NoGradGuard no_grad;
+        for (at::Tensor& p : net->parameters()) p.sub_(kLr * p.grad());
+      }
+    });
+    EXPECT_EQ(shadowed, static_cast<size_t>(longest - mine));
+    Net alone(1);
+    for (int k = 0; k < longest; ++k) {
+      std::vector<at::Tensor> sum;
+      for (const at::Tensor& p : alone.parameters()) sum.push_back(at::zeros_like(p));
+      for (int r = 0; r < world; ++r) {
+        if (1 + r <= k) continue;  // rank r has joined: it adds zeros
+        alone.zero_grad();
+        loss(alone, r, k).backward();
+        const auto params = alone.parameters();
+        for (size_t i = 0; i < params.size(); ++i) sum[i] += params[i].grad();
+      }
+      ::torch::NoGradGuard no_grad;
+      auto params = alone.parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].sub_(kLr * sum[i] / world);
+    }
+    expect_same_weights(net->parameters(), alone.parameters(), 1e-6, "rank " + std::to_string(pg.rank()));
+  });
+}
+
 TEST(TorchDdpLifetime, DestroyedDdpLeavesAutogradAlone) {
   distcomm::testing::run_group(2, "gloo", [](ProcessGroup& pg) {
     auto net = std::make_shared<Net>(1 + pg.rank());

@@ -1,0 +1,202 @@
+// Uneven inputs (DistributedDataParallel::join, PyTorch's `with model.join():`): ranks run
+// different numbers of backward passes; a rank whose loop has ended runs the others'
+// remaining passes with zero gradients, so every pass averages over the whole world, and
+// at the end every rank holds the model of the rank that trained longest. Checked exactly
+// against the same training computed in one process, over gloo and shm, at 2 and 3 ranks,
+// with one bucket and with one per parameter (bucket views), find_unused_parameters, a
+// comm hook of the user's, buffers, and a rank with no passes at all.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "api/errors.h"
+#include "ddp/distributed_data_parallel.h"
+#include "tests/testing/multiprocess.h"
+
+namespace distcomm {
+namespace ddp {
+namespace {
+
+constexpr double kLr = 0.125;
+constexpr double kTolerance = 1e-4;
+const std::vector<int64_t> kSizes = {5, 3};  // two parameters
+
+// The gradient rank r produces for element e of parameter i in its pass k.
+double grad_value(int r, int k, size_t i, int64_t e) { return (r + 1) * (k + 1) + 0.5 * static_cast<double>(e) + i; }
+
+// Whether rank r produces a gradient for parameter i in pass k (with find_unused, rank 1
+// skips parameter 1 in its even passes).
+bool produces(bool find_unused, int r, int k, size_t i) { return !(find_unused && r == 1 && i == 1 && k % 2 == 0); }
+
+struct Setting {
+  std::string name;
+  std::function<int(int rank)> passes;
+  bool find_unused = false;
+  bool one_bucket_each = false;  // bucket_cap_mb = 0, gradient_as_bucket_view
+  bool user_hook = false;
+};
+
+// The averaged gradient of pass k and the parameters after `steps` passes, in one process.
+std::vector<std::vector<double>> averaged(const Setting& s, int world, int k) {
+  std::vector<std::vector<double>> g;
+  for (size_t i = 0; i < kSizes.size(); ++i) {
+    g.emplace_back(static_cast<size_t>(kSizes[i]), 0.0);
+    for (int r = 0; r < world; ++r) {
+      if (s.passes(r) <= k || !produces(s.find_unused, r, k, i)) continue;
+      for (int64_t e = 0; e < kSizes[i]; ++e) g[i][static_cast<size_t>(e)] += grad_value(r, k, i, e) / world;
+    }
+  }
+  return g;
+}
+
+std::vector<std::vector<double>> trained(const Setting& s, int world) {
+  int longest = 0;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, s.passes(r));
+  std::vector<std::vector<double>> w;
+  for (int64_t n : kSizes) w.emplace_back(static_cast<size_t>(n), 1.0);
+  for (int k = 0; k < longest; ++k) {
+    const auto g = averaged(s, world, k);
+    for (size_t i = 0; i < w.size(); ++i) {
+      for (size_t e = 0; e < w[i].size(); ++e) w[i][e] -= kLr * g[i][e];
+    }
+  }
+  return w;
+}
+
+void train_with_join(ProcessGroup& pg, const Setting& s) {
+  const int me = pg.rank(), world = pg.size();
+  std::vector<Tensor> values, grads;
+  for (int64_t n : kSizes) {
+    values.push_back(Tensor::zeros({n}));
+    values.back().fill(me == 0 ? 1.0 : 7.0);  // DDP's construction copies rank 0's
+    grads.push_back(Tensor::zeros({n}));
+  }
+  Tensor buffer = Tensor::zeros({2});
+  std::vector<NamedParameter> params;
+  for (size_t i = 0; i < kSizes.size(); ++i) params.push_back({"p" + std::to_string(i), &values[i], &grads[i]});
+  DdpOptions options;
+  options.find_unused_parameters = s.find_unused;
+  if (s.one_bucket_each) {
+    options.bucket_cap_mb = 0;
+    options.gradient_as_bucket_view = true;
+  }
+  if (s.user_hook) {
+    // Not a built-in hook: the usage flags go in DDP's own all_gather.
+    options.comm_hook = [plain = allreduce_hook()](ProcessGroup& g, GradBucket& b) { return plain(g, b); };
+  }
+  DistributedDataParallel ddp(pg, params, options, {{"b", &buffer}});
+  const int mine = s.passes(me);
+  int longest = 0;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, s.passes(r));
+
+  const size_t shadowed = ddp.join([&] {
+    for (int k = 0; k < mine; ++k) {
+      for (Tensor& g : grads) g.fill(0.0);  // zero_grad: a gradient no rank produced stays 0
+      for (size_t i = 0; i < kSizes.size(); ++i) {
+        if (!produces(s.find_unused, me, k, i)) continue;
+        for (int64_t e = 0; e < kSizes[i]; ++e) grads[i].set_item(e, grad_value(me, k, i, e));
+        ddp.mark_grad_ready(i);
+      }
+      buffer.set_item(0, k);
+      buffer.set_item(1, me);
+      ddp.finish_backward();
+      const auto expect = averaged(s, world, k);
+      int highest = 0;
+      for (int r = 0; r < world; ++r) {
+        if (s.passes(r) > k) highest = r;
+      }
+      EXPECT_EQ(buffer.item(1), highest) << "pass " << k << ": buffers come from the highest rank training";
+      for (size_t i = 0; i < kSizes.size(); ++i) {
+        for (int64_t e = 0; e < kSizes[i]; ++e) {
+          ASSERT_NEAR(grads[i].item(e), expect[i][static_cast<size_t>(e)], kTolerance)
+              << "pass " << k << ", parameter " << i << ", element " << e;
+          values[i].set_item(e, values[i].item(e) - kLr * grads[i].item(e));
+        }
+      }
+    }
+  });
+  EXPECT_EQ(shadowed, static_cast<size_t>(longest - mine)) << "passes run for the others";
+  const auto expect = trained(s, world);
+  for (size_t i = 0; i < kSizes.size(); ++i) {
+    for (int64_t e = 0; e < kSizes[i]; ++e) {
+      ASSERT_NEAR(values[i].item(e), expect[i][static_cast<size_t>(e)], kTolerance)
+          << "rank " << me << " ends with another model: parameter " << i << ", element " << e;
+    }
+  }
+  if (longest > 0) {
+    int last = 0;
+    for (int r = 0; r < world; ++r) {
+      if (s.passes(r) == longest) last = r;
+    }
+    EXPECT_EQ(buffer.item(0), longest - 1) << "the final buffers are those of the last pass";
+    EXPECT_EQ(buffer.item(1), last) << "the final buffers are the highest last trainer's";
+  }
+  // The group goes on after join: a pass with every rank again.
+  for (size_t i = 0; i < kSizes.size(); ++i) {
+    grads[i].fill(me);
+    ddp.mark_grad_ready(i);
+  }
+  ddp.finish_backward();
+  EXPECT_NEAR(grads[0].item(0), (world - 1) / 2.0, kTolerance) << "a plain pass after join";
+}
+
+std::vector<Setting> settings() {
+  return {
+      {"rank r runs 1 + 2r passes", [](int r) { return 1 + 2 * r; }},
+      {"rank 0 runs the most", [](int r) { return 4 - r; }},
+      {"rank 0 runs none", [](int r) { return r == 0 ? 0 : 2 + r; }},
+      {"all equal", [](int) { return 3; }},
+      {"none runs any", [](int) { return 0; }},
+      {"find_unused_parameters", [](int r) { return 1 + 2 * r; }, /*find_unused=*/true},
+      {"one bucket per parameter, bucket views", [](int r) { return 4 - r; }, false, /*one_bucket_each=*/true},
+      {"a comm hook of the user's, find_unused_parameters", [](int r) { return 1 + 2 * r; }, true, false,
+       /*user_hook=*/true},
+  };
+}
+
+class DdpJoin : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(DdpJoin, UnevenPassesAverageOverTheWorldAndEndWithOneModel) {
+  const auto& [backend, world] = GetParam();
+  for (const Setting& s : settings()) {
+    SCOPED_TRACE(s.name);
+    testing::run_group(world, backend, [&](ProcessGroup& pg) { train_with_join(pg, s); });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DdpJoin,
+                         ::testing::Combine(::testing::Values("gloo", "shm"), ::testing::Values(2, 3)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+
+TEST(DdpJoinMisuse, RefusedInsideABackwardPassUnderNoSyncAndNested) {
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    Tensor value = Tensor::zeros({4}), grad = Tensor::zeros({4});
+    DistributedDataParallel ddp(pg, {{"w", &value, &grad}});
+    ddp.mark_grad_ready(0);
+    EXPECT_THROW(ddp.join([] {}), InvalidArgument) << "inside a backward pass";
+    ddp.finish_backward();
+    {
+      auto guard = ddp.no_sync();
+      EXPECT_THROW(ddp.join([] {}), InvalidArgument) << "under no_sync()";
+    }
+    EXPECT_EQ(ddp.join([&] { EXPECT_THROW(ddp.join([] {}), InvalidArgument) << "nested"; }), 0u);
+    // A loop that returns halfway through a pass is refused (its peers then fail too).
+    try {
+      ddp.join([&] { ddp.mark_grad_ready(0); });
+      ADD_FAILURE() << "a loop that returned inside a backward pass was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("inside a backward pass"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ddp
+}  // namespace distcomm
