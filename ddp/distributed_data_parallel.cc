@@ -190,7 +190,24 @@ size_t DistributedDataParallel::join(const std::function<void()>& train) {
   // This rank's inputs have ended: run the others' passes with it until none trains.
   size_t shadowed = 0;
   while (true) {
-    const Tensor notice = reducer_->shadow_pass();
+    Tensor notice;
+    try {
+      notice = reducer_->shadow_pass();
+    } catch (const PeerFailure&) {
+      throw;
+    } catch (const Timeout&) {
+      throw;
+    } catch (const Desync&) {
+      throw;
+    } catch (const Error&) {
+      // An error every rank raises in a pass (a gradient a rank still training missed, its
+      // comm hook's failure) is theirs to handle: they may catch it and go on, and this
+      // rank goes on running passes for them, as a joined rank does in PyTorch. (Leaving
+      // would pair its next collectives with their passes.) The pass ended before the
+      // buffers' broadcast on every rank, so none follows here either.
+      ++shadowed;
+      continue;
+    }
     if (highest_training_rank(notice) < 0) break;
     after_synced_pass();
     ++shadowed;

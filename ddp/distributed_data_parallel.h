@@ -60,7 +60,8 @@ struct DdpOptions {
   // The gradient tensors become views into the buckets (DDP reassigns *grad at
   // construction and when buckets are rebuilt): no copy in or out, less memory.
   bool gradient_as_bucket_view = false;
-  // Re-broadcast the buffers from rank 0 after every synchronised backward pass.
+  // Re-broadcast the buffers from rank 0 after every synchronised backward pass (inside
+  // join(), from the highest rank still training).
   bool broadcast_buffers = true;
   // Rebuild the buckets after the first iteration from the order gradients were marked.
   bool rebuild_buckets = true;
@@ -112,22 +113,26 @@ class DistributedDataParallel {
   // Uneven inputs (PyTorch's `with model.join():`). Every rank calls join() at the same
   // point, between backward passes, with its own training loop; the loops may run
   // different numbers of synchronised backward passes. Inside join, each synchronised pass
-  // first all_reduces who is still training (a 4-byte-per-rank int32 sum, issued before the
-  // first bucket). Once `train` returns, this rank takes part in the others' remaining
-  // passes with zero gradients, counted as produced (never as missing), so they average
-  // over the whole world: a joined rank adds zeros, as PyTorch's default
-  // (divide_by_initial_world_size). Buffers are broadcast from the highest rank still
-  // training. When every rank's loop has ended, the parameters and buffers of the highest
-  // rank that trained longest are copied to every rank, so all ranks end with one model.
-  // Collective; returns the number of passes this rank ran for the others. Inside `train`,
-  // use the group for DDP's passes only: an op of your own there has no partner on a rank
-  // that has joined (the ranks then fail with a Desync or a timeout naming the op). An
-  // exception from `train` propagates at once, without waiting for the others.
+  // first all_reduces who is still training (one float32 per rank, issued before the first
+  // bucket). Once `train` returns, this rank takes part in the others' remaining passes
+  // with zero gradients, counted as produced (never as missing), so they average over the
+  // whole world: a joined rank adds zeros, as PyTorch's default
+  // (divide_by_initial_world_size); its own gradient tensors are left as they were. An
+  // error the others raise in such a pass (a gradient one of them missed) is theirs: this
+  // rank goes on. Buffers are broadcast from the highest rank still training. When every
+  // rank's loop has ended, the parameters and buffers of the highest rank that trained
+  // longest are copied to every rank, so all ranks end with one model. Collective; returns
+  // the number of passes this rank ran for the others. Inside `train`, use the group for
+  // DDP's passes only: an op of your own there has no partner on a rank that has joined
+  // (the ranks then fail with a Desync naming both ops, or a Timeout). An exception from
+  // `train` propagates at once, without waiting for the others; they learn of it when this
+  // rank's group goes (PeerFailure), or at their op's timeout if the group lives on.
   size_t join(const std::function<void()>& train);
 
   // Replaces the comm hook (every rank must do the same, between backward passes).
   void register_comm_hook(CommHook hook);
-  // Copies rank 0's buffers to every rank now (collective).
+  // Copies rank 0's buffers to every rank now (collective; inside join(), the highest rank
+  // still training is the source).
   void sync_buffers();
 
   const IterationStats& last_stats() const;

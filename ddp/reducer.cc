@@ -128,18 +128,28 @@ void Reducer::begin_pass() {
   notice_ = Tensor();
   if (!joining_ || !syncing_) return;
   // Before any bucket, so that a joined rank's shadow_pass matches it first.
-  notice_ = Tensor::zeros({pg_.size()}, DType::kInt32);
+  notice_ = Tensor::zeros({pg_.size()}, DType::kFloat32);
   notice_.set_item(pg_.rank(), 1);
-  notice_work_ = pg_.all_reduce(notice_);
+  notice_work_ = issue_notice(notice_);
+}
+
+WorkPtr Reducer::issue_notice(Tensor& notice) {
+  // A premul_sum by 1 is a sum, but its fingerprint is no program's own op: a collective
+  // of the user's inside join (a count per rank, summed) would otherwise pair with the
+  // notice of a rank that has joined, succeed with wrong data, and derail the passes.
+  // Against this op it is a Desync naming both.
+  AllReduceOptions o;
+  o.op = ReduceOp::premul_sum(1.0);
+  return pg_.all_reduce(notice, o);
 }
 
 Tensor Reducer::shadow_pass() {
   if (in_backward_) throw InvalidArgument("DDP join: a backward pass is under way; call finish_backward() first");
-  Tensor notice = Tensor::zeros({pg_.size()}, DType::kInt32);
+  Tensor notice = Tensor::zeros({pg_.size()}, DType::kFloat32);
   try {
-    pg_.all_reduce(notice)->wait();
+    issue_notice(notice)->wait();
   } catch (...) {
-    std::rethrow_exception(with_context(std::current_exception(), "DDP join: asking which ranks still train"));
+    std::rethrow_exception(with_context(std::current_exception(), "DDP join: exchanging which ranks still train"));
   }
   bool any = false;
   for (int r = 0; r < pg_.size(); ++r) any = any || notice.item(r) != 0;
@@ -147,15 +157,27 @@ Tensor Reducer::shadow_pass() {
   // Nothing of this rank's own: every gradient contributes zero (fill_unmarked), and none
   // counts as missing (usage_flag, gather_usage).
   std::fill(used_.begin(), used_.end(), false);
+  // The gradients stay this rank's own, as in PyTorch: those living in the buckets are
+  // saved and given back (the others are not written, see finish_backward).
+  std::vector<Tensor> saved(grads_.size());
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (is_bucket_view(i)) saved[i] = grads_[i].grad->clone();
+  }
   notice_ = notice;
   shadow_ = true;
   in_backward_ = true;
   syncing_ = true;
   backward_start_ = Clock::now();
   struct EndShadow {
-    bool& shadow;
-    ~EndShadow() { shadow = false; }
-  } end_shadow{shadow_};
+    Reducer& reducer;
+    std::vector<Tensor>& saved;
+    ~EndShadow() {
+      reducer.shadow_ = false;
+      for (size_t i = 0; i < saved.size(); ++i) {
+        if (saved[i].defined()) reducer.grads_[i].grad->copy_from(saved[i]);
+      }
+    }
+  } end_shadow{*this, saved};
   finish_backward();
   return notice;
 }
@@ -253,7 +275,7 @@ bool Reducer::finish_backward() {
     for (size_t i = 0; i < used_anywhere.size(); ++i) {
       if (!used_anywhere[i]) stats_.unused_parameters.push_back(i);
     }
-    write_back(used_anywhere);
+    if (!shadow_) write_back(used_anywhere);
     if (!rebuilt_ && options_.rebuild_buckets) rebuild_buckets();
   } catch (...) {
     for (size_t i = 0; i < grads_.size(); ++i) {
@@ -347,7 +369,7 @@ std::exception_ptr Reducer::wait_all(const WorkPtr& usage_work) {
     try {
       notice_work_->wait();
     } catch (...) {
-      first = with_context(std::current_exception(), "DDP join: telling the others this rank still trains");
+      first = with_context(std::current_exception(), "DDP join: exchanging which ranks still train");
     }
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {

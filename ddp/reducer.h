@@ -82,12 +82,14 @@ class Reducer {
   bool in_backward() const { return in_backward_; }
 
   // Uneven inputs (DistributedDataParallel::join). While joining, every synchronised pass
-  // of this rank begins with the join notice: an int32 all_reduce (sum) of one element per
-  // rank, 1 where the rank still trains, issued before the first bucket.
+  // of this rank begins with the join notice: a float32 sum (premul_sum by 1, a fingerprint
+  // of its own) of one element per rank, 1 where the rank still trains, issued before the
+  // first bucket.
   void set_joining(bool joining) { joining_ = joining; }
   // For a rank whose own passes have ended: the next notice with this rank's element 0;
   // unless every element is 0 (every rank has joined), then one pass like the others',
-  // with zero gradients that count as produced. Returns the notice.
+  // with zero gradients that count as produced; this rank's gradient tensors are left as
+  // they were. Returns the notice.
   Tensor shadow_pass();
   // The notice of the last synchronised pass (undefined when it had none).
   const Tensor& last_notice() const { return notice_; }
@@ -112,6 +114,7 @@ class Reducer {
   };
 
   void begin_pass();
+  WorkPtr issue_notice(Tensor& notice);
   std::vector<BucketSpec> assignment_for(const std::vector<size_t>& order) const;
   void build_buckets(const std::vector<BucketSpec>& assignment);
   bool is_bucket_view(size_t index) const;

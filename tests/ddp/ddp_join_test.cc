@@ -121,6 +121,13 @@ void train_with_join(ProcessGroup& pg, const Setting& s) {
     }
   });
   EXPECT_EQ(shadowed, static_cast<size_t>(longest - mine)) << "passes run for the others";
+  if (mine > 0) {
+    // A joined rank's own gradients stay those of its last pass (as in PyTorch).
+    const auto last = averaged(s, world, mine - 1);
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      EXPECT_NEAR(grads[i].item(0), last[i][0], kTolerance) << "rank " << me << "'s gradient " << i << " was overwritten";
+    }
+  }
   const auto expect = trained(s, world);
   for (size_t i = 0; i < kSizes.size(); ++i) {
     for (int64_t e = 0; e < kSizes[i]; ++e) {
@@ -174,6 +181,78 @@ INSTANTIATE_TEST_SUITE_P(Backends, DdpJoin,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
                          });
+
+// A rank still training misses a gradient and catches the error every rank raises (the
+// message says the next iteration starts clean): the rank that has joined goes on running
+// passes for it instead of leaving join, so the next epoch's passes pair up again (found by
+// a review: the joined rank left with the error, and its next epoch's gradients were
+// averaged with the other's old ones).
+TEST(DdpJoinErrors, AnErrorOfARankStillTrainingDoesNotEndAJoinedRanksJoin) {
+  for (const char* backend : {"gloo", "shm"}) {
+    SCOPED_TRACE(backend);
+    testing::run_group(2, backend, [](ProcessGroup& pg) {
+      const int me = pg.rank();
+      Tensor w0 = Tensor::zeros({3}), g0 = Tensor::zeros({3}), w1 = Tensor::zeros({2}), g1 = Tensor::zeros({2});
+      DistributedDataParallel ddp(pg, {{"p0", &w0, &g0}, {"p1", &w1, &g1}});
+      // Epoch 0: rank 0 runs 1 pass, rank 1 runs 3 and skips p1 in its second.
+      size_t errors = 0;
+      const size_t shadowed = ddp.join([&] {
+        for (int k = 0; k < (me == 0 ? 1 : 3); ++k) {
+          g0.fill(1 + k);
+          g1.fill(1 + k);
+          ddp.mark_grad_ready(0);
+          if (!(me == 1 && k == 1)) ddp.mark_grad_ready(1);
+          try {
+            ddp.finish_backward();
+          } catch (const Error& e) {
+            ++errors;
+            EXPECT_NE(std::string(e.what()).find("'p1' (parameter 1) on rank 1"), std::string::npos) << e.what();
+          }
+        }
+      });
+      EXPECT_EQ(errors, me == 1 ? 1u : 0u);
+      EXPECT_EQ(shadowed, me == 0 ? 2u : 0u);
+      // Epoch 1: one pass each, averaged together.
+      ddp.join([&] {
+        g0.fill(10 * (me + 1));
+        g1.fill(10 * (me + 1));
+        ddp.mark_grad_ready(0);
+        ddp.mark_grad_ready(1);
+        ddp.finish_backward();
+        EXPECT_DOUBLE_EQ(g0.item(0), 15.0) << "the epochs' passes paired up wrongly";
+      });
+    });
+  }
+}
+
+// A collective of the program's own inside join pairs with no DDP op: with a rank that has
+// joined, a count per rank summed in float32 (the join notice's dtype and shape) is a Desync
+// naming both ops on both ranks, not a success with the notice's data (found by a review,
+// when the notice was a plain int32 sum: the program's op took the notice's data).
+TEST(DdpJoinErrors, AnOpOfTheProgramsOwnInsideJoinIsADesync) {
+  for (const char* backend : {"gloo", "shm"}) {
+    SCOPED_TRACE(backend);
+    testing::run_group(2, backend, [](ProcessGroup& pg) {
+      const int me = pg.rank();
+      Tensor w = Tensor::zeros({3}), g = Tensor::zeros({3});
+      DistributedDataParallel ddp(pg, {{"w", &w, &g}});
+      try {
+        ddp.join([&] {
+          if (me == 0) return;  // joins at once
+          g.fill(1);
+          ddp.mark_grad_ready(0);
+          ddp.finish_backward();
+          Tensor counts = Tensor::zeros({pg.size()}, DType::kFloat32);
+          counts.set_item(me, 5);
+          pg.all_reduce(counts)->wait();
+        });
+        ADD_FAILURE() << "rank " << me << ": join ended well";
+      } catch (const Desync& e) {
+        EXPECT_NE(std::string(e.what()).find("premul_sum"), std::string::npos) << e.what();
+      }
+    });
+  }
+}
 
 TEST(DdpJoinMisuse, RefusedInsideABackwardPassUnderNoSyncAndNested) {
   testing::run_group(2, "gloo", [](ProcessGroup& pg) {
