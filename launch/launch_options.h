@@ -90,7 +90,8 @@ struct LaunchOptions {
 
   // Elastic jobs (elastic_agent.h): the rendezvous gives this machine's first rank and the
   // world size, since machines may run different numbers of ranks; -1: from node_rank and
-  // nnodes. rdzv_id, when set, is exported as TORCHELASTIC_RUN_ID.
+  // nnodes. rdzv_id, when set, is exported as TORCHELASTIC_RUN_ID (tools/launch sets it
+  // for every job, "none" unless --rdzv_id says otherwise, as torchrun does).
   int first_rank = -1;
   int total_ranks = -1;
   std::string rdzv_id;

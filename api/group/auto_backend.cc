@@ -99,8 +99,20 @@ ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) 
 
 std::vector<std::string> auto_backend_candidates(const PluginSearch& plugins, bool with_nccl) {
   std::vector<std::string> names;
-  if (shm_plugin(false, plugins)) names.push_back("shm");
-  names.push_back("gloo");
+  const bool shm = shm_plugin(false, plugins);
+  if (shm) names.push_back("shm");
+  // gloo only where it loads, unless nothing else does: an install without gloo runs a
+  // one-host job over shm; a job that needs gloo (across hosts) fails when it picks it,
+  // naming the missing plugin then.
+  bool gloo = true;
+  if (shm) {
+    try {
+      load_plugin("gloo", plugins);
+    } catch (const BackendUnavailable&) {
+      gloo = false;
+    }
+  }
+  if (gloo) names.push_back("gloo");
   if (with_nccl && nccl_plugin(false, plugins)) names.push_back("nccl");
   return names;
 }

@@ -125,6 +125,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.master_addr = FLAGS_master_addr;
   o.master_port = FLAGS_master_port;
   o.backend = FLAGS_backend;
+  o.rdzv_id = FLAGS_rdzv_id;  // TORCHELASTIC_RUN_ID: torchrun sets it in static jobs too ("none")
   // From the environment, never from flags: a command line is visible to every user.
   o.identity = identity_from_environment();
   o.tee = FLAGS_tee;

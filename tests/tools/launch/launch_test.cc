@@ -56,6 +56,8 @@ TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
     EXPECT_EQ(m[1], m[2]) << "prefix and RANK differ: " << l;
     EXPECT_EQ(m[2], m[3]) << "one machine: LOCAL_RANK is RANK: " << l;
     EXPECT_NE(l.find(" DISTCOMM_STORE_SERVED_BY=launcher "), std::string::npos) << "the launcher serves the store: " << l;
+    // torchrun sets it in every job: --rdzv_id, "none" by default.
+    EXPECT_NE(l.find(" TORCHELASTIC_RUN_ID=none "), std::string::npos) << "a static job's run id, as torchrun's: " << l;
     ranks.insert(std::stoi(m[2]));
     ports.insert(std::stoi(m[4]));
   }

@@ -72,7 +72,7 @@ void print_env() {
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                            "DISTCOMM_BACKEND", "OMPI_COMM_WORLD_RANK", "DISTCOMM_RESTART_COUNT",
                            "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "DISTCOMM_RUN_ID",
-                           "DISTCOMM_STORE_SERVED_BY"}) {
+                           "DISTCOMM_STORE_SERVED_BY", "TORCHELASTIC_RUN_ID"}) {
     line += std::string(line.empty() ? "" : " ") + name + "=" + env_str(name);
   }
   char cwd[4096];
