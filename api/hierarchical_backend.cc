@@ -288,9 +288,12 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
   }
   if (cause) {
     const int first = cause->culprit >= 0 ? cause->culprit : cause->rank;
-    return failure_.record(reworded(error, "rank " + std::to_string(cause->rank) + " of the group failed first: " +
-                                               cause->message),
-                           op, first);
+    // The recorder is not the culprit when the record names another: "rank 1 failed first"
+    // over rank 0's death sent readers to a healthy rank (a review's finding).
+    const std::string who = cause->culprit >= 0 && cause->culprit != cause->rank
+                                ? "rank " + std::to_string(cause->rank) + " of the group recorded the failure first: "
+                                : "rank " + std::to_string(cause->rank) + " of the group failed first: ";
+    return failure_.record(reworded(error, who + cause->message), op, first);
   }
   if (culprit < 0) return failure_.record(error, op);
   // This rank's level saw it first: the culprit in the group's ranks, the level's words after.
