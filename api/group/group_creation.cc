@@ -120,8 +120,12 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       spec_.text += choice.label;
     } else {
       const std::string why_not = why_not_hierarchical(placements_);
-      cpu->second = why_not.empty() ? "hier" : "gloo";
-      if (!why_not.empty()) spec_.text += " (cpu: gloo, flat: " + why_not + ")";
+      // Within one host, where every rank can run shm (else why_not says which cannot), the
+      // hierarchy's own level is the whole group: shm, as docs/many-hosts.md's table says
+      // (a DeviceMesh's intra-host groups of a hier world went over gloo on loopback).
+      const char* flat = why_not == "one host" ? "shm" : "gloo";
+      cpu->second = why_not.empty() ? "hier" : flat;
+      if (!why_not.empty()) spec_.text += std::string(" (cpu: ") + flat + ", flat: " + why_not + ")";
     }
     // The hierarchy's flat backend: every op it does not run by hosts, and its fault
     // handling, are its backend across hosts' (gloo, or mpi under mpirun). Its groups within

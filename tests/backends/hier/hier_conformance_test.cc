@@ -50,11 +50,13 @@ class HierConformance : public ::testing::TestWithParam<Layout> {
 
 TEST_P(HierConformance, NamesItsLayoutAndReduces) {
   const std::string expected = GetParam().backend_name;
-  const bool flat = GetParam().name == "one_per_host";
+  const std::string& name = GetParam().name;
+  const char* serving = name == "one_per_host" ? "gloo" : name == "one_host" ? "shm" : "hier";
   run_group(size(), "hier", [&](ProcessGroup& pg) {
     EXPECT_EQ(pg.backend_name(), expected);
-    // The CPU ops go through the hierarchy (its all_reduce by hosts), or flat gloo.
-    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), flat ? "gloo" : "hier");
+    // The CPU ops go through the hierarchy (its all_reduce by hosts), or flat: gloo across
+    // hosts of one rank each, shm within one host.
+    EXPECT_EQ(pg.backend_for(DeviceType::kCPU).name(), serving);
     for (int64_t count : kCounts) sweep_reductions(pg, count);
     check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 1001);  // pads on every layout
   }, on_hosts(GetParam()));
@@ -89,7 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"three_plus_one", {"a", "a", "a", "b"}, "hier (cpu: shm within hosts, gloo across; 2 hosts (3 + 1 ranks))"},
         Layout{"two_by_three", {"a", "a", "a", "b", "b", "b"},
                "hier (cpu: shm within hosts, gloo across; 2 hosts x 3 ranks)"},
-        Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"}),
+        Layout{"one_per_host", {"a", "b"}, "hier (cpu: gloo, flat: one rank per host)"},
+        // A hier group within one host is shm's (a review found gloo over loopback there).
+        Layout{"one_host", {"a", "a", "a"}, "hier (cpu: shm, flat: one host)"}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // hier_across = mpi where no rank was started by mpirun: refused at creation on every rank,
