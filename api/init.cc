@@ -122,7 +122,10 @@ StorePtr make_store(const InitOptions& o, int rank, int world, const InitEnviron
     const int port = env.master_port;
     if (addr.empty() || port < 0) {
       throw InvalidArgument("init_method env:// needs MASTER_ADDR and MASTER_PORT (rank " + std::to_string(rank) +
-                            "): set them, start the job with tools/launch, or use tcp://host:port");
+                            "): set them, start the job with tools/launch, or use tcp://host:port" +
+                            (env.source == "mpirun" ? std::string("; under mpirun, backend 'mpi' needs neither "
+                                                                  "(InitOptions.backend = \"mpi\", or DISTCOMM_BACKEND=mpi)")
+                                                    : std::string()));
     }
     return tcp(addr, port);
   }
@@ -177,10 +180,19 @@ ProcessGroupPtr init_process_group(InitOptions o) {
     rank = 0;  // a singleton run without mpirun; the backend checks its own view
     world = 1;
   }
-  if (rank < 0 || world < 0) {
+  if (rank < 0 && world < 0) {
     throw InvalidArgument(
         "init_process_group: rank and world size are unknown: pass InitOptions.rank/world_size, or set "
         "RANK and WORLD_SIZE (tools/launch does), or run under mpirun or srun");
+  }
+  if (rank < 0 || world < 0) {
+    // One of the two: say which is missing, in the launcher's words.
+    const LaunchVariables names = launch_variables(env.source);
+    throw InvalidArgument(rank >= 0 ? "init_process_group: the rank is " + std::to_string(rank) +
+                                          " but the world size is unknown: set " + names.world_size +
+                                          " (or InitOptions.world_size) too"
+                                    : "init_process_group: the world size is " + std::to_string(world) +
+                                          " but the rank is unknown: set " + names.rank + " (or InitOptions.rank) too");
   }
   if (world < 1 || rank >= world) {
     throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is outside world size " +

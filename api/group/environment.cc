@@ -28,7 +28,8 @@ int env_int(const char* name) {
   char* end = nullptr;
   const long x = std::strtol(v.c_str(), &end, 10);
   if (*end != '\0' || x < 0 || x > 1 << 30) {
-    throw InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+    throw InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not an integer from 0 to " +
+                          std::to_string(1 << 30));
   }
   return static_cast<int>(x);
 }
@@ -60,19 +61,17 @@ size_t trace_buffer(const std::string& v) {
   return static_cast<size_t>(n);
 }
 
-}  // namespace
+// Launchers in order of precedence, each with its names for rank, world size, local rank
+// and local world size. The first whose rank (or world size) is set wins.
+struct Launcher {
+  const char* source;
+  const char* rank;
+  const char* world;
+  const char* local_rank;
+  const char* local_world;
+};
 
-LaunchEnv read_launch_env() {
-  // Launchers in order of precedence, each with its names for rank, world size, local rank
-  // and local world size. The first whose rank (or world size) is set wins.
-  struct Launcher {
-    const char* source;
-    const char* rank;
-    const char* world;
-    const char* local_rank;
-    const char* local_world;
-  };
-  static const Launcher kLaunchers[] = {
+const Launcher kLaunchers[] = {
       {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
       {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
        "OMPI_COMM_WORLD_LOCAL_SIZE"},
@@ -80,7 +79,18 @@ LaunchEnv read_launch_env() {
       // PMI-1/2 launchers (MPICH's mpiexec, srun --mpi=pmi2) and PMIx ones (prterun).
       {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
       {"pmix", "PMIX_RANK", nullptr, nullptr, nullptr},
-  };
+};
+
+}  // namespace
+
+LaunchVariables launch_variables(const std::string& source) {
+  for (const Launcher& l : kLaunchers) {
+    if (source == l.source) return {l.rank, l.world ? l.world : "(none: pass InitOptions.world_size)"};
+  }
+  return {"RANK", "WORLD_SIZE"};
+}
+
+LaunchEnv read_launch_env() {
   LaunchEnv e;
   for (const Launcher& l : kLaunchers) {
     if (env_int(l.rank) < 0 && env_int(l.world) < 0) continue;
@@ -89,6 +99,11 @@ LaunchEnv read_launch_env() {
     e.world_size = env_int(l.world);
     e.local_rank = env_int(l.local_rank);
     e.local_world_size = env_int(l.local_world);
+    if (e.local_rank >= 0 && e.local_world_size >= 0 && e.local_rank >= e.local_world_size) {
+      throw InvalidArgument(std::string("environment variable ") + l.local_rank + "=" + std::to_string(e.local_rank) +
+                            " is not below " + l.local_world + "=" + std::to_string(e.local_world_size) +
+                            ": a local rank counts from 0 among the ranks of its host");
+    }
     break;
   }
   e.master_addr = env_str("MASTER_ADDR");

@@ -32,6 +32,14 @@ struct InitEnvironment {
   static InitEnvironment read();
 };
 
+// The variables a launcher (LaunchEnv::source: "torchrun", "mpirun", ...) sets for the rank
+// and the world size, for messages ("RANK", "WORLD_SIZE"); for "" torchrun's.
+struct LaunchVariables {
+  std::string rank;
+  std::string world_size;
+};
+LaunchVariables launch_variables(const std::string& source);
+
 // A report interval's variable: a positive number of seconds, fractions allowed; "" is
 // `otherwise`. Throws InvalidArgument naming `variable`.
 std::chrono::milliseconds parse_report_seconds(const char* variable, const std::string& text,

@@ -20,6 +20,7 @@ namespace {
 const char* kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                       "SLURM_NTASKS_PER_NODE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
                        "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID", "DISTCOMM_STORE_SERVED_BY"};
 
 class InitTest : public ::testing::Test {
@@ -103,6 +104,52 @@ TEST_F(InitTest, AHostIdWithTheSeparatorIsRefused) {
 TEST_F(InitTest, MissingRankSaysHowToProvideIt) {
   const std::string m = init_refusal(-1, -1);
   EXPECT_NE(m.find("RANK and WORLD_SIZE"), std::string::npos) << m;
+}
+
+// One of the two known: the message says which is missing, in the launcher's words (a review
+// found "rank and world size are unknown" for RANK=0 without WORLD_SIZE).
+TEST_F(InitTest, HalfOfRankAndWorldSizeNamesTheMissingOne) {
+  ::setenv("RANK", "0", 1);
+  std::string m = init_refusal(-1, -1);
+  EXPECT_NE(m.find("the rank is 0 but the world size is unknown: set WORLD_SIZE"), std::string::npos) << m;
+  ::unsetenv("RANK");
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  m = init_refusal(-1, -1);
+  EXPECT_NE(m.find("the world size is 4 but the rank is unknown: set OMPI_COMM_WORLD_RANK"), std::string::npos) << m;
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  m = init_refusal(2, -1);
+  EXPECT_NE(m.find("the rank is 2 but the world size is unknown"), std::string::npos) << m;
+}
+
+TEST_F(InitTest, NumbersOutOfRangeAndALocalRankBeyondItsHostAreNamed) {
+  ::setenv("WORLD_SIZE", "99999999999", 1);
+  std::string m;
+  try {
+    read_launch_env();
+  } catch (const InvalidArgument& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("WORLD_SIZE='99999999999' is not an integer from 0 to 1073741824"), std::string::npos) << m;
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("RANK", "0", 1);
+  ::setenv("LOCAL_RANK", "5", 1);
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  m.clear();
+  try {
+    read_launch_env();
+  } catch (const InvalidArgument& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("LOCAL_RANK=5 is not below LOCAL_WORLD_SIZE=2"), std::string::npos) << m;
+}
+
+// Under mpirun (its variables set), env:// without an address points at backend mpi.
+TEST_F(InitTest, UnderMpirunTheMissingAddressPointsAtBackendMpi) {
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  const std::string m = init_refusal(-1, -1);
+  EXPECT_NE(m.find("MASTER_ADDR and MASTER_PORT"), std::string::npos) << m;
+  EXPECT_NE(m.find("under mpirun, backend 'mpi' needs neither"), std::string::npos) << m;
 }
 
 TEST_F(InitTest, EnvMethodNeedsMasterAddress) {

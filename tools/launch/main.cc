@@ -123,6 +123,10 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.nnodes = distcomm::launch::parse_nnodes(FLAGS_nnodes).first;
   o.node_rank = FLAGS_node_rank;
   o.master_addr = FLAGS_master_addr;
+  // "[::1]" as in a URL: the address is what is inside (messages put the brackets back).
+  if (o.master_addr.size() > 2 && o.master_addr.front() == '[' && o.master_addr.back() == ']') {
+    o.master_addr = o.master_addr.substr(1, o.master_addr.size() - 2);
+  }
   o.master_port = FLAGS_master_port;
   o.backend = FLAGS_backend;
   o.rdzv_id = FLAGS_rdzv_id;  // TORCHELASTIC_RUN_ID: torchrun sets it in static jobs too ("none")

@@ -181,7 +181,7 @@ TEST(BenchEndToEnd, BadInputFailsClearlyWithoutHanging) {
   // run as a world of one.
   out = run_program({runfile("tools/bench/bench"), "-b", "8", "-e", "8"}, 120, {"WORLD_SIZE=2"});
   EXPECT_NE(out.exit_code, 0);
-  EXPECT_NE(out.output.find("rank and world size are unknown"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("the world size is 2 but the rank is unknown: set RANK"), std::string::npos) << out.output;
   EXPECT_EQ(out.output.find("# distcomm bench"), std::string::npos) << out.output;
 
   out = run_bench({"--op=send_recv", "-b", "8", "-e", "8"});  // one rank, no launcher

@@ -1,5 +1,7 @@
 // The launcher binary end to end: real processes, real pipes, real signals.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +44,27 @@ const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptO
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
   for (pid_t pid : pids) EXPECT_FALSE(process_exists(pid)) << "pid " << pid << " survived the job (or was not reaped)";
+}
+
+// Whether this machine can listen on IPv6's loopback (containers may have no IPv6).
+bool ipv6_loopback_usable() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// --master_addr=[::1], as a URL writes it, is the address inside the brackets (a review got
+// "cannot listen on [[::1]]:0").
+TEST(Launch, ABracketedIPv6MasterAddressIsTheAddressInside) {
+  if (!ipv6_loopback_usable()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  Finished f = run(launch({"--nproc_per_node=1", "--master_addr=[::1]", "--backend=gloo"}, {kProbe, "env"}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find(" MASTER_ADDR=::1 "), std::string::npos) << f.out;
 }
 
 TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
