@@ -21,7 +21,6 @@
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
 #include "api/process/local_ranks.h"
-#include "api/process/write_fully.h"
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
 #include "launch/output_pump.h"
@@ -70,7 +69,8 @@ class Attempt {
     };
     return o;
   }
-  void say(const std::string& message) const { write_fully(2, options_.tag + ": " + message + "\n"); }
+  // To stderr, queued behind the ranks' lines: never waits for a reader (output_pump.h).
+  void say(const std::string& message) { router_.say(options_.tag + ": " + message); }
   void start_all(const std::string& path, int port);
   // Starts local rank `local` (a replacement when number > 0) and returns it watched.
   local::Child start_one(const std::string& path, int port, int local, int number);
@@ -507,15 +507,28 @@ JobResult Attempt::run() {
   start_all(path, result_.master_port);
 
   Clock::time_point drain_deadline;
+  Clock::time_point turn_began;
+  bool was_held_back = false;  // in the last turn, some pipes were not read (a slow reader)
   while (true) {
     int running = ranks_.running();
     bool leftovers = reap_leftovers();
     // A stopped job ends when its last process does; after a clean exit the launcher does
     // not wait for daemons the ranks chose to leave running.
     if (running == 0 && !(ranks_.stopping() && leftovers)) {
-      if (drain_deadline == Clock::time_point()) drain_deadline = Clock::now() + kDrainAfterExit;
-      if (pump_.all_closed() || Clock::now() >= drain_deadline) break;
+      const Clock::time_point now = Clock::now();
+      if (drain_deadline == Clock::time_point()) {
+        drain_deadline = now + kDrainAfterExit;
+      } else if (was_held_back) {
+        // The pipes were not read while the terminal's reader was behind: that time does not
+        // count, or the ranks' last lines, still in their pipes, would be lost to a slow reader.
+        drain_deadline += now - turn_began;
+      }
+      if (pump_.all_closed() || now >= drain_deadline) break;
     }
+    turn_began = Clock::now();
+    was_held_back = pump_.held_back();
+    // The ranks' pipes (those whose terminal's reader keeps up: output_pump.h), signals and
+    // rank exits are all handled here, and nothing here waits for a reader of the output.
     std::vector<pollfd> fds = pump_.poll_set();
     fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
     if (watch_ != nullptr && !ranks_.stopping()) fds.push_back(pollfd{watch_->fd, POLLIN, 0});
@@ -530,7 +543,7 @@ JobResult Attempt::run() {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) &&
           (store_ == nullptr || (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd())) &&
           (p.revents & (POLLIN | POLLHUP | POLLERR))) {
-        pump_.read_from(p.fd);
+        pump_.on_ready(p.fd);
       }
     }
     handle_signals();

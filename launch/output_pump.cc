@@ -1,10 +1,12 @@
 #include "launch/output_pump.h"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -68,8 +70,91 @@ void LineSplitter::finish(const Emit& emit) {
   pending_.clear();
 }
 
+TerminalWriter::TerminalWriter(int fd, size_t capacity) : fd_(fd), capacity_(capacity) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    ::close(wake_fd_);
+    throw;
+  }
+}
+
+TerminalWriter::~TerminalWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  queued_.notify_one();
+  thread_.join();
+  ::close(wake_fd_);
+}
+
+void TerminalWriter::write(std::string text) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return;
+    bytes_ += text.size();
+    queue_.push_back(std::move(text));
+  }
+  queued_.notify_one();
+}
+
+bool TerminalWriter::full() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_ >= capacity_;
+}
+
+void TerminalWriter::clear_wake() {
+  uint64_t count;
+  ssize_t ignored = ::read(wake_fd_, &count, sizeof(count));  // EAGAIN: nothing to clear
+  (void)ignored;
+}
+
+void TerminalWriter::run() noexcept {
+  // Nothing may escape a thread; should anything throw all the same, the lines are dropped
+  // from then on (broken_), so that the polling thread never waits for this one.
+  try {
+    while (true) {
+      std::string text;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        queued_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // closing, and all written
+        text = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      // Blocks while the reader does not read: only this thread waits for it. A reader gone
+      // (EPIPE; the launcher ignores SIGPIPE) drops the line: `launch ... | head` goes on.
+      write_fully(fd_, text);
+      bool caught_up;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        caught_up = bytes_ >= capacity_ && bytes_ - text.size() < capacity_;
+        bytes_ -= text.size();
+      }
+      if (caught_up) {
+        const uint64_t one = 1;
+        ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));  // wakes the poll waiting on it
+        (void)ignored;
+      }
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+    queue_.clear();
+    bytes_ = 0;
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+}
+
 OutputRouter::OutputRouter(const LaunchOptions& options, int terminal_out, int terminal_err)
-    : options_(options), terminal_out_(terminal_out), terminal_err_(terminal_err) {
+    : options_(options),
+      out_(std::make_unique<TerminalWriter>(terminal_out)),
+      err_(std::make_unique<TerminalWriter>(terminal_err)) {
   if (options_.log_dir.empty()) return;
   make_dirs(options_.log_dir);
   for (int local = 0; local < options_.nproc_per_node; ++local) {
@@ -106,8 +191,7 @@ void OutputRouter::route(int rank, Stream stream, std::string_view line) {
   std::string text = options_.prefix_output && !has_rank_prefix(line) ? "[rank " + std::to_string(rank) + "] " : "";
   text.append(line);
   text += '\n';
-  // A terminal that went away (`launch ... | head`) must not stop the job: drop the line.
-  write_fully(stream == Stream::kStdout ? terminal_out_ : terminal_err_, text);
+  writer(stream).write(std::move(text));
 }
 
 OutputPump::~OutputPump() { close_all(); }
@@ -116,11 +200,35 @@ void OutputPump::add(int fd, int rank, Stream stream) { sources_.emplace(fd, Sou
 
 std::vector<pollfd> OutputPump::poll_set() const {
   std::vector<pollfd> set;
-  for (const auto& kv : sources_) set.push_back(pollfd{kv.first, POLLIN, 0});
+  bool wait_for[2] = {false, false};  // by Stream: its reader is behind
+  for (const auto& kv : sources_) {
+    const Stream stream = kv.second.stream;
+    if (router_.held_back(stream)) {
+      wait_for[static_cast<int>(stream)] = true;
+    } else {
+      set.push_back(pollfd{kv.first, POLLIN, 0});
+    }
+  }
+  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    if (wait_for[static_cast<int>(stream)]) set.push_back(pollfd{router_.wake_fd(stream), POLLIN, 0});
+  }
   return set;
 }
 
-void OutputPump::read_from(int fd) {
+bool OutputPump::held_back() const {
+  for (const auto& kv : sources_) {
+    if (router_.held_back(kv.second.stream)) return true;
+  }
+  return false;
+}
+
+void OutputPump::on_ready(int fd) {
+  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    if (fd == router_.wake_fd(stream)) {
+      router_.clear_wake(stream);  // the next poll_set() asks held_back() again
+      return;
+    }
+  }
   auto it = sources_.find(fd);
   if (it == sources_.end()) return;
   Source& s = it->second;

@@ -1,6 +1,10 @@
 // The launcher library's pieces that need no process: options, environment, line cutting.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +38,44 @@ TEST(LineSplitter, CutsALineThatNeverEnds) {
   EXPECT_EQ(split(s, {"abcdefghij", "\n"}), (std::vector<std::string>{"abcd", "efgh", "ij"}));
   // A line that arrives whole is never cut.
   EXPECT_EQ(split(s, {"abcdefghij\n"}), (std::vector<std::string>{"abcdefghij"}));
+}
+
+// A reader that does not read: write() never blocks, full() says to stop reading the ranks,
+// the wake fd says when the reader has caught up, and the destructor writes out the rest.
+TEST(TerminalWriter, QueuesWhileTheReaderIsBehindAndWritesEverythingOut) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const std::string line(999, 'x');
+  std::string got;
+  auto read_some = [&] {
+    char buf[65536];
+    const ssize_t n = ::read(pipe_fds[0], buf, sizeof(buf));
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+    return n;
+  };
+  std::thread reader;
+  {
+    TerminalWriter writer(pipe_fds[1], /*capacity=*/100'000);
+    for (int i = 0; i < 300; ++i) writer.write(line + "\n");  // 300 kB: more than the pipe and the capacity
+    EXPECT_TRUE(writer.full());
+    pollfd wake{writer.wake_fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&wake, 1, 0), 0) << "the reader has not caught up";
+    while (writer.full()) ASSERT_GT(read_some(), 0);
+    EXPECT_EQ(::poll(&wake, 1, 5000), 1) << "the wake fd says the reader caught up";
+    writer.clear_wake();
+    EXPECT_EQ(::poll(&wake, 1, 0), 0);
+    // The rest is read while the destructor waits for it to be written.
+    reader = std::thread([&] {
+      while (read_some() > 0) {
+      }
+    });
+  }
+  ::close(pipe_fds[1]);
+  reader.join();
+  std::string all;
+  for (int i = 0; i < 300; ++i) all += line + "\n";
+  EXPECT_EQ(got, all);
+  ::close(pipe_fds[0]);
 }
 
 TEST(RankList, ParsesCommaListsAndRefusesTheRest) {
