@@ -63,6 +63,7 @@ constexpr int64_t kFeatures = 16, kClasses = 4, kSamples = 4096;
 
 int main(int argc, char** argv) {
   gflags::SetCommandLineOptionWithMode("nproc", "4", gflags::SET_FLAGS_DEFAULT);
+  distcomm::examples::print_help_if_asked(argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);  // the copies get them all
   if (!distcomm::launched_as_rank()) {
     distcomm::examples::FaultTolerantLaunch ft_launch;

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "launch/job.h"
 #include "launch/launch_options.h"
@@ -33,9 +35,32 @@ std::string this_binary() {
 
 }  // namespace
 
+void print_help_if_asked(int argc, char** argv) {
+  std::string name = argc > 0 ? argv[0] : "example";
+  name = name.substr(name.rfind('/') + 1);
+  gflags::SetUsageMessage(name + " [flags]: a distcomm example");
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg != "--help" && arg != "-help" && arg != "-h") continue;
+    // The example's own flags, not gflags' internals first (--helpfull lists those too).
+    std::cout << name << ": a distcomm example. Run by hand, it starts --nproc copies of itself, each a rank;\n"
+              << "under tools/launch, mpirun or srun it is one of the ranks.\n\nflags:\n";
+    std::vector<gflags::CommandLineFlagInfo> flags;
+    gflags::GetAllFlags(&flags);
+    for (const auto& f : flags) {
+      if (f.filename.find("gflags") != std::string::npos) continue;
+      std::cout << "  --" << f.name << "=" << (f.type == "string" ? "\"" + f.default_value + "\"" : f.default_value)
+                << "\n      " << f.description << "\n";
+    }
+    std::exit(0);
+  }
+}
+
 InitOptions self_launch(int argc, char** argv, int default_nproc) {
   // Each example has its own default; set before parsing so that --help shows it.
   gflags::SetCommandLineOptionWithMode("nproc", std::to_string(default_nproc).c_str(), gflags::SET_FLAGS_DEFAULT);
+  print_help_if_asked(argc, argv);
   // The original argv is what the copies get: keep the flags in it.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
   if (!launched_as_rank()) std::exit(launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend));

@@ -26,6 +26,11 @@ namespace examples {
 // init_process_group (the backend from --backend; otherwise $DISTCOMM_BACKEND, else auto).
 InitOptions self_launch(int argc, char** argv, int default_nproc);
 
+// With --help (or -h) among the flags: prints the example's own flags (not gflags'
+// internals) and exits 0. self_launch calls it; an example that parses its flags itself
+// calls it first.
+void print_help_if_asked(int argc, char** argv);
+
 // Runs nproc copies of this program with the same arguments as one job on this machine and
 // returns what main should return: 0 when every rank exited 0. The ranks' output passes
 // through unchanged (no "[rank R]" prefix), whole lines at a time. backend, when not empty,
