@@ -1,10 +1,16 @@
 #include "api/group/group_creation.h"
 
+#include <unistd.h>
+
+#include <optional>
+#include <sstream>
+
 #include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
 #include "api/plugin/plugin_registry.h"
+#include "api/process/job_identity.h"
 #include "api/store/internal/store_host.h"
 #include "api/store/prefix_store.h"
 
@@ -27,6 +33,56 @@ bool may_be_consequence(const std::exception_ptr& failure, const std::string& fi
 
 std::string where_of(const ProcessGroupOptions& o) {
   return group_rank_text(o.rank, o.size, o.group_name, o.global_ranks);
+}
+
+// The n-th creation's prefix of a group whose keys are under `base` (group_store_base).
+std::string creation_prefix(const std::string& base, int64_t n) {
+  return n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
+}
+
+// Which process holds a rank of a group (GroupCreation::claim_rank), kept under
+// "<base>/process/<rank>" as "<creation> <size> <host>:<pid> <word>": the creation it made
+// last and that group's size, the process as messages name it, and a random word drawn
+// once per process, so that processes of one pid on hosts of one name (containers) are
+// still told apart. The pid is asked each time: a child forked after the word was drawn
+// has the word, not the pid.
+struct RankClaim {
+  int64_t creation = 0;
+  int size = 0;
+  std::string process;  // "<host>:<pid>"
+  std::string word;
+
+  static RankClaim of_this_process(int64_t creation, int size) {
+    static const std::string word = [] {
+      try {
+        return hex_of(random_bytes(8));
+      } catch (const std::exception&) {
+        return std::string("-");  // host and pid alone, then
+      }
+    }();
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') host[0] = '?';
+    return {creation, size, std::string(host) + ":" + std::to_string(::getpid()), word};
+  }
+  std::string encode() const {
+    return std::to_string(creation) + " " + std::to_string(size) + " " + process + " " + word;
+  }
+  static std::optional<RankClaim> decode(const std::string& value) {
+    std::istringstream in(value);
+    RankClaim c;
+    if (!(in >> c.creation >> c.size >> c.process >> c.word) || c.creation < 1 || c.size < 1) return std::nullopt;
+    return c;
+  }
+  bool same_process(const RankClaim& o) const { return process == o.process && word == o.word; }
+};
+
+// Whether the creation under `prefix` is still in its arrival: no rank of it has said that
+// it failed, and not every one of the `size` has arrived.
+bool still_arriving(Store& store, const std::string& prefix, int size) {
+  if (store.check({prefix + kCreationFailedKey})) return false;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + "arrived/" + std::to_string(r));
+  return !store.check(keys);
 }
 
 }  // namespace
@@ -55,7 +111,9 @@ void GroupCreation::arrive() {
   // the name, each take their own group's.
   const int64_t n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text)
                            : store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
-  store_prefix_ = n == 1 ? base + "/" : base + "@" + std::to_string(n) + "/";
+  // (new_group's ranks come from a parent whose creation claimed them.)
+  if (!lists_ && options_.size > 1) claim_rank(store, base, n);
+  store_prefix_ = creation_prefix(base, n);
   // From here on a rank that fails tells the others (confirm), and every wait of theirs,
   // this one first, ends as soon as it sees that.
   wait_.failure_store = options_.store.get();
@@ -66,6 +124,41 @@ void GroupCreation::arrive() {
   // (new_group's meeting was its arrival.)
   if (!lists_ && options_.size > 1) {
     wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
+  }
+}
+
+void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n) const {
+  const std::string key = base + "/process/" + std::to_string(options_.rank);
+  const RankClaim mine = RankClaim::of_this_process(n, options_.size);
+  const std::string wanted = mine.encode();
+  std::string expected;  // no claim yet
+  // A few turns: another process may take a claim that is over at the same time as this one.
+  for (int turn = 0; turn < 8; ++turn) {
+    const std::string held = to_string(store.compare_set(key, to_bytes(expected), to_bytes(wanted)));
+    if (held == wanted) return;
+    const std::optional<RankClaim> other = RankClaim::decode(held);
+    if (other && !other->same_process(mine) &&
+        still_arriving(store, creation_prefix(base, other->creation), other->size)) {
+      // Two processes arriving as the same rank: each counted its own creation of the group
+      // (made_by), so the other ranks wait under one prefix for a rank that went to another.
+      // Said where both creations' ranks wait, this one's own too (the other process may
+      // have counted second), so that every rank ends now, quoting this.
+      const InvalidArgument error(where_ + ": rank " + std::to_string(options_.rank) + " was started twice: by " +
+                                  other->process + " and " + mine.process + "; every process needs its own RANK");
+      const std::string record = encode_creation_failure(options_.rank, std::make_exception_ptr(error));
+      for (const int64_t c : {other->creation, n}) {
+        try {
+          store.compare_set(creation_prefix(base, c) + kCreationFailedKey, {}, to_bytes(record));
+        } catch (const Error&) {
+          // The store has gone: this rank's own error says it.
+        }
+      }
+      throw error;
+    }
+    // This process's own claim of an earlier creation, or one whose creation is over (it
+    // failed, or every rank arrived: another job over the same store, or a rank a later
+    // creation gives to another process): this creation takes it.
+    expected = held;
   }
 }
 

@@ -36,7 +36,8 @@ class GroupCreation {
   // before the wait: a rank whose arrival times out confirms that failure under it. (For
   // new_group, the prefix is the leader's, known once every member has come: a member
   // refused or timed out in that meeting confirms nothing, and its members, in the same
-  // wait, end on their own.)
+  // wait, end on their own.) Before it, the rank claims its number (claim_rank): a second
+  // process arriving as the same rank is refused with an InvalidArgument naming both.
   void arrive();
   // Step 2. parent: for a subgroup, its parent's backends (those it can reuse are asked
   // first, reusable_backends), with members, its ranks in the parent; exchange: the
@@ -68,6 +69,16 @@ class GroupCreation {
   const std::vector<std::string>& placements() const { return placements_; }
 
  private:
+  // Claims this rank of the group for this process, in creation n (not new_group's: its
+  // ranks come from a parent that claimed them), under "<base>/process/<rank>". A claim
+  // held by another process whose creation is still in its arrival (no rank said it
+  // failed, not every rank has come) is the same rank started twice: an InvalidArgument
+  // naming both processes ("host:pid"), said first where both creations' ranks wait
+  // (kCreationFailedKey), so that they end within a look too. A claim of this process's, or
+  // one whose creation is over (a new job over the same store), is taken. One store call
+  // more per creation; the others only where the claim is another process's.
+  void claim_rank(Store& store, const std::string& base, int64_t n) const;
+
   const ProcessGroupOptions& options_;
   BackendSpec spec_;
   const MemberLists* lists_;

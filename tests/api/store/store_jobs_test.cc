@@ -22,9 +22,11 @@
 #include "api/init.h"
 #include "api/process/spawn.h"
 #include "api/process/job_identity.h"
+#include "api/store/file_store.h"
 #include "tests/api/store/hand_started_job.h"
 #include "tests/api/store/store_survivors.h"
 #include "tests/api/store/store_test_util.h"
+#include "tests/testing/multiprocess.h"
 #include "tests/testing/subprocess.h"
 
 namespace distcomm {
@@ -357,6 +359,85 @@ TEST(Jobs, StartedByHandARankOfAnotherWorldSizeEndsEveryRankAtOnce) {
     }
   }
   EXPECT_LT(Clock::now() - start, 30s) << "the ranks of the right size waited for the refused one";
+}
+
+// Started by hand, two processes given the same RANK (WORLD_SIZE=3: ranks 0, 1 and 1 again;
+// rank_probe's init, group timeout 3 s): the second rank 1 to claim its number is refused at
+// once with an InvalidArgument naming both processes, and the others end with it too, well
+// before their timeout. (Before, each rank 1 counted its own creation of 'world', the second
+// as 'world@2', and every rank timed out waiting for ranks that were there: one rank 1 for
+// [0, 2], the others for [2]; nothing said why.)
+TEST(Jobs, StartedByHandTwoProcessesOfTheSameRankAreNamedAtOnce) {
+  const HandStartedJob job(3);
+  const std::vector<int> ranks_given = {0, 1, 1};
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  const auto start = Clock::now();
+  for (int r : ranks_given) {
+    ranks.push_back(job.start(r, {runfile("tests/api/store/rank_probe"), "init"}, {"DISTCOMM_STORE_SERVED_BY="}));
+  }
+  std::vector<Finished> done;
+  for (auto& rank : ranks) done.push_back(rank->finish(60s));
+  const auto took = Clock::now() - start;
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  const std::string host = name;
+  int refused = 0;
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Finished& f = done[i];
+    std::fprintf(stderr, "--- process %zu (rank %d, pid %d, exit %d):\n%s", i, ranks_given[i],
+                 static_cast<int>(ranks[i]->pid()), exit_code(f), f.out.c_str());
+    EXPECT_EQ(exit_code(f), 1) << f.out;
+    EXPECT_EQ(f.out.find("timed out"), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find("rank 1 was started twice: by "), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find("; every process needs its own RANK"), std::string::npos) << f.out;
+    // Both rank 1 processes are named, as host:pid, whichever claimed the rank first.
+    const std::string a = host + ":" + std::to_string(ranks[1]->pid()), b = host + ":" + std::to_string(ranks[2]->pid());
+    EXPECT_TRUE(f.out.find("by " + a + " and " + b + ";") != std::string::npos ||
+                f.out.find("by " + b + " and " + a + ";") != std::string::npos)
+        << a << ", " << b << ": " << f.out;
+    const std::string head = "rank " + std::to_string(ranks_given[i]) + " caught distcomm::";
+    if (f.out.find(head + "InvalidArgument: rank 1/3 group 'world': rank 1 was started twice") != std::string::npos) {
+      ++refused;
+    } else {
+      EXPECT_NE(f.out.find(head + "PeerFailure: rank " + std::to_string(ranks_given[i]) + "/3 group 'world': init gave up"),
+                std::string::npos)
+          << f.out;
+    }
+  }
+  EXPECT_EQ(refused, 1) << "one of the two rank 1 processes is refused itself";
+  // No rank waited for its timeout (3 s: none says "timed out"); how long they took, for the log.
+  std::fprintf(stderr, "--- every process ended %lld ms after the first started\n",
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
+// What the check of a rank started twice must let through: a process that makes its group
+// again over the same store (destroy, then init), and a later job's processes over a store
+// an earlier job left its keys in (a FileStore kept, without a run id), each claiming ranks
+// another process held in a creation that is over.
+TEST(Jobs, RanksClaimedInACreationThatIsOverAreTakenAgain) {
+  const std::string path = temp_path("kept_file_store");
+  std::remove(path.c_str());
+  auto job = [&](int creations) {
+    testing::run_ranks(2, [&](int r, int world) {
+      auto store = std::make_shared<FileStore>(path);  // kept: no count of workers
+      for (int i = 0; i < creations; ++i) {
+        InitOptions o;
+        o.backend = "gloo";
+        o.store = store;
+        o.rank = r;
+        o.world_size = world;
+        o.timeout = 20s;
+        ProcessGroupPtr pg = init_process_group(o);
+        EXPECT_EQ(pg->size(), 2);
+        pg->barrier()->wait();
+        pg.reset();
+        destroy_process_group();
+      }
+    });
+  };
+  job(2);  // the same processes, twice
+  job(1);  // new processes, over what the first job left
+  std::remove(path.c_str());
 }
 
 // "id=<run id> token=<length>" from every rank of a launched job.
