@@ -247,8 +247,16 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
   // is closed; the next request opens a new one.
   disconnect_locked();
   if (s == IoStatus::kTimeout && r.waited) {
-    throw internal::wait_timeout("TCPStore " + server, missing_after_timeout(*r.waited),
-                                 r.timeout);
+    const std::optional<std::vector<std::string>> missing = missing_after_timeout(*r.waited);
+    if (missing) throw internal::wait_timeout("TCPStore " + server, *missing, r.timeout);
+    // Not even a check of the keys got an answer: the server is what is missing, not the
+    // keys (a review found "waiting for key 'k'" about a key that existed, on a stopped server).
+    std::string keys;
+    for (const std::string& k : *r.waited) keys += (keys.empty() ? "'" : ", '") + k + "'";
+    throw Timeout("TCPStore: the server at " + server + " sent no reply to " + name + " within " +
+                  internal::format_duration(r.timeout) + ", nor to a check of the key" +
+                  (r.waited->size() == 1 ? " " : "s ") + keys + " after it: is its process stopped or " +
+                  "overloaded, or its host unreachable?");
   }
   if (s == IoStatus::kTimeout) {
     throw Timeout("TCPStore: no reply to " + name + " from " + server + " within " +
@@ -265,7 +273,7 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
                    internal::errno_message(err));
 }
 
-std::vector<std::string> TCPStore::missing_after_timeout(const std::vector<std::string>& keys) {
+std::optional<std::vector<std::string>> TCPStore::missing_after_timeout(const std::vector<std::string>& keys) {
   try {
     connect_locked(std::min(kMissingKeysTimeout, options_.timeout));
     const Bytes present = call_locked({Command::kCheck, {keys.begin(), keys.end()},
@@ -278,7 +286,7 @@ std::vector<std::string> TCPStore::missing_after_timeout(const std::vector<std::
     // Empty when the keys arrived just after the deadline: name them all.
     return missing.empty() ? keys : missing;
   } catch (const Error&) {
-    return keys;
+    return std::nullopt;  // no answer to the check either
   }
 }
 

@@ -97,7 +97,9 @@ class TCPStore : public Store {
   [[noreturn]] void fail_locked(const Request& r, internal::IoStatus s);
   void connect_locked(std::chrono::milliseconds timeout);
   void disconnect_locked();
-  std::vector<std::string> missing_after_timeout(const std::vector<std::string>& keys);
+  // Which of keys are missing, asked after a request that waited for them timed out;
+  // nullopt when the server does not answer that either.
+  std::optional<std::vector<std::string>> missing_after_timeout(const std::vector<std::string>& keys);
   void count_in_worker();
 
   TCPStoreOptions options_;

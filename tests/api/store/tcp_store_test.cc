@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -89,6 +92,42 @@ TEST(TCPStoreTest, ServerGoneIsAStoreErrorNotAHang) {
   const auto [again, took_again] = error_of<StoreError>([&] { s.get("k"); });
   EXPECT_LT(took_again, 50ms);
   EXPECT_NE(again.find("taken as gone"), std::string::npos) << again;
+}
+
+// A server whose process is stopped (SIGSTOP: a debugger, a frozen container) answers
+// nothing: the client says so, rather than that it waited for a key, which existed (a
+// review: "timed out after 2 s waiting for key 'k'; check that the rank that sets it is
+// running").
+TEST(TCPStoreTest, AStoppedServerIsNamedNotTheKey) {
+  int port_pipe[2];
+  ASSERT_EQ(::pipe(port_pipe), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    TCPStoreServer server;
+    server.start();
+    const int port = server.port();
+    if (::write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  int port = 0;
+  ASSERT_EQ(::read(port_pipe[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ::close(port_pipe[0]);
+  ::close(port_pipe[1]);
+  {
+    TCPStore s(client_of(port, 1000ms));
+    s.set("k", "v");
+    ASSERT_EQ(::kill(child, SIGSTOP), 0);
+    const auto [message, took] = error_of<Timeout>([&] { s.get("k"); });
+    EXPECT_NE(message.find("sent no reply to GET"), std::string::npos) << message;
+    EXPECT_NE(message.find("is its process stopped"), std::string::npos) << message;
+    EXPECT_EQ(message.find("waiting for key"), std::string::npos) << message;
+    EXPECT_LT(took, 10s);
+  }
+  ::kill(child, SIGKILL);
+  ::kill(child, SIGCONT);
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST(TCPStoreTest, LargeValuesRoundTrip) {
