@@ -367,26 +367,34 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {
   // Counted on every rank, member or not, so all ranks agree on the next group's name.
   const uint64_t id = subgroups_++;
-  if (ranks.empty()) throw InvalidArgument("new_group on group '" + name() + "': 'ranks' is empty");
+  const std::string call = "new_group #" + std::to_string(id) + " on group '" + name() + "'";
+  const std::string key_prefix = store_prefix_ + "new_group/" + std::to_string(id) + "/";
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i) {
+  std::string refusal;
+  if (ranks.empty()) refusal = "'ranks' is empty";
+  for (size_t i = 0; i < sorted.size() && refusal.empty(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= size()) {
-      throw InvalidArgument("new_group on group '" + name() + "': rank " + std::to_string(sorted[i]) +
-                            " is outside [0, " + std::to_string(size()) + ")");
+      refusal = "rank " + std::to_string(sorted[i]) + " is outside [0, " + std::to_string(size()) + ")";
+    } else if (i && sorted[i] == sorted[i - 1]) {
+      refusal = "rank " + std::to_string(sorted[i]) + " is listed twice in " + rank_list_text(ranks);
     }
-    if (i && sorted[i] == sorted[i - 1]) {
-      throw InvalidArgument("new_group on group '" + name() + "': rank " + std::to_string(sorted[i]) +
-                            " is listed twice in " + rank_list_text(ranks));
-    }
+  }
+  if (!refusal.empty()) {
+    // Posted where the members it names look for its list (member_lists.h), so that they are
+    // refused at once too, quoting it, rather than waiting out the timeout for this rank.
+    if (options_.store) MemberLists(call, key_prefix, ranks, rank()).refuse(*options_.store, refusal);
+    throw InvalidArgument("new_group on group '" + name() + "': " + refusal);
   }
   const std::string tag = "g" + std::to_string(id);
   // The subgroup's name is the call's, whatever the list: its members compare their lists
-  // as they arrive (member_lists.h). Without a store there is nowhere to post them
-  // (docs/subgroups.md says what happens then).
+  // as they arrive (member_lists.h), and stop waiting for one the parent knows is gone, as
+  // its exchange does. Without a store there is nowhere to post them (docs/subgroups.md
+  // says what happens then).
   if (!options_.store) return make_subgroup(sorted, backend, tag);
-  const MemberLists lists("new_group #" + std::to_string(id) + " on group '" + name() + "'",
-                          store_prefix_ + "new_group/" + std::to_string(id) + "/", sorted, rank());
+  const MemberLists lists(call, key_prefix, sorted, rank(), [this](const std::function<std::vector<int>()>& missing) {
+    raise_if_exchange_cannot_end(missing);
+  });
   return make_subgroup(sorted, backend, tag, nullptr, &lists);
 }
 

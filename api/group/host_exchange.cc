@@ -25,12 +25,8 @@ void check_root(const HostExchangeOptions& options, int root) {
   }
 }
 
-// A wait of the store exchange holds the store's one connection for at most this long at a
-// time, then leaves it free for kStoreLeftFree (a thread waiting to use it gets it then:
-// the mutex is not fair to a thread that lets go and takes it again at once). Most calls end
-// within the first slice; a longer one costs a tenth more.
-constexpr std::chrono::milliseconds kWaitSlice{50};
-constexpr std::chrono::milliseconds kStoreLeftFree{5};
+// A wait of the store exchange holds the store's connection in slices (kWaitSlice,
+// kStoreLeftFree: init_wait.h).
 
 class StoreExchange final : public HostExchange {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "api/errors.h"
 #include "api/diagnostics/duration_text.h"
@@ -250,17 +251,24 @@ std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
                    const InitWait& w, const std::string& what, const std::string& hint,
                    const std::function<void()>& check) {
+  InitWait::Clock::time_point next_check = InitWait::Clock::now() + kCreationFailedCheck;
   w.until(
       what,
       [&](milliseconds slice) {
         bool done = true;
         try {
-          // With a check, look often: what has come may end the wait long before the rest.
-          store.wait(keys, check ? std::min(slice, kCreationFailedCheck) : slice);
+          // With a check, look often: what has come may end the wait long before the rest;
+          // and in slices, with the connection free between them (kWaitSlice).
+          store.wait(keys, check ? std::min(slice, kWaitSlice) : slice);
         } catch (const Timeout&) {
           done = false;
         }
-        if (check) check();
+        if (!check) return done;
+        if (done || InitWait::Clock::now() >= next_check) {
+          check();
+          next_check = InitWait::Clock::now() + kCreationFailedCheck;
+        }
+        if (!done) std::this_thread::sleep_for(kStoreLeftFree);
         return done;
       },
       [&] {

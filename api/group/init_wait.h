@@ -40,6 +40,15 @@ std::string backend_store_prefix(const std::string& group_prefix, DeviceType dev
 // How often a wait that can see that key looks at it: how late the others learn.
 inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
 
+// A wait over a store that other threads of this process use meanwhile (the host exchange's;
+// new_group's, whose parent's backends publish a failure through the same store) holds the
+// store's one connection for at most kWaitSlice at a time, then leaves it free for
+// kStoreLeftFree (a thread waiting to use it gets it then: the mutex is not fair to a thread
+// that lets go and takes it again at once). Most calls end within the first slice; a longer
+// one costs a tenth more.
+inline constexpr std::chrono::milliseconds kWaitSlice{50};
+inline constexpr std::chrono::milliseconds kStoreLeftFree{5};
+
 // 30 s, as the users asked: often enough to see, rare enough not to flood a log.
 inline constexpr std::chrono::milliseconds kDefaultInitReportInterval = std::chrono::seconds(30);
 
@@ -174,9 +183,12 @@ class EnclosingCreationScope {
 };
 
 // InitWait::until for a phase over a store: it ends when every keys[i] exists; the ranks
-// missing are ranks[i] of the keys that do not. check, when given, runs after every look at
-// the keys (at least every kCreationFailedCheck), done or not, and may end the phase by
-// throwing: what the keys that have come say may already doom it (new_group's lists).
+// missing are ranks[i] of the keys that do not. check, when given, runs after a look at the
+// keys at least every kCreationFailedCheck and after the last, and may end the phase by
+// throwing: what the keys that have come say may already doom it (new_group's lists), or a
+// rank it waits for may be known gone (new_group's parent); such a wait leaves the store's
+// connection free between slices (kWaitSlice), so that the threads that would publish that
+// are not held behind it.
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
                    const InitWait& w, const std::string& what, const std::string& hint,
                    const std::function<void()>& check = {});

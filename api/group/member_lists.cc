@@ -10,12 +10,20 @@ namespace distcomm {
 namespace {
 
 // A post is "<number> <list>": the number is the leader's count of the creation (0 from the
-// other ranks), the list as rank_list_text writes it.
-std::string post_value(int64_t number, const std::vector<int>& list) {
-  return std::to_string(number) + " " + rank_list_text(list);
+// other ranks), the list as rank_list_text writes it; a refused list's is followed by a line
+// saying why ("<number> <list>\n<why>").
+std::string post_value(int64_t number, const std::vector<int>& list, const std::string& refusal) {
+  return std::to_string(number) + " " + rank_list_text(list) + (refusal.empty() ? "" : "\n" + refusal);
 }
 int64_t number_of(const std::string& value) { return std::stoll(value.substr(0, value.find(' '))); }
-std::string list_of(const std::string& value) { return value.substr(value.find(' ') + 1); }
+std::string list_of(const std::string& value) {
+  const size_t from = value.find(' ') + 1;
+  return value.substr(from, value.find('\n') - from);  // npos - from: to the end
+}
+std::string refusal_of(const std::string& value) {
+  const size_t at = value.find('\n');
+  return at == std::string::npos ? "" : value.substr(at + 1);
+}
 
 std::string ranks_text(const std::vector<int>& ranks) {
   return ranks.size() == 1 ? "rank " + std::to_string(ranks.front()) : "ranks " + rank_list_text(ranks);
@@ -23,15 +31,22 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 }  // namespace
 
-MemberLists::MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank)
-    : call_(std::move(call)), key_prefix_(std::move(key_prefix)), list_(std::move(list)), parent_rank_(parent_rank) {}
+MemberLists::MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank,
+                         RaiseIfFailed raise_if_parent_failed)
+    : call_(std::move(call)),
+      key_prefix_(std::move(key_prefix)),
+      list_(std::move(list)),
+      parent_rank_(parent_rank),
+      raise_if_parent_failed_(std::move(raise_if_parent_failed)) {}
 
 std::string MemberLists::key(int parent_rank) const { return key_prefix_ + std::to_string(parent_rank); }
 
 void MemberLists::post(Store& store) const { post(store, 0); }
 
-void MemberLists::post(Store& store, int64_t number) const {
-  store.set(key(parent_rank_), post_value(number, list_));
+void MemberLists::refuse(Store& store, const std::string& why) const { post(store, 0, why); }
+
+void MemberLists::post(Store& store, int64_t number, const std::string& refusal) const {
+  store.set(key(parent_rank_), post_value(number, list_, refusal));
 }
 
 int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const InitWait& w,
@@ -61,11 +76,31 @@ int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const
       if (got[j]) values[at[j]].assign(got[j]->begin(), got[j]->end());
     }
     check(values);
+    // Members still to come: is one of them known gone (the parent's failure record)?
+    // Asked as the parent's host exchange asks it, once per look (kCreationFailedCheck).
+    if (!raise_if_parent_failed_) return;
+    std::vector<int> missing;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i].empty()) missing.push_back(list_[i]);
+    }
+    if (missing.empty()) return;
+    try {
+      raise_if_parent_failed_([&] { return missing; });
+    } catch (const Error&) {
+      std::rethrow_exception(with_context(std::current_exception(), call_));
+    }
   });
   return number_of(values.front());
 }
 
 void MemberLists::check(const std::vector<std::string>& values) const {
+  // A member that refused its own list first: its refusal is the cause, and says why.
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string why = values[i].empty() ? "" : refusal_of(values[i]);
+    if (why.empty()) continue;
+    throw InvalidArgument(call_ + ": rank " + std::to_string(list_[i]) + " passed " + list_of(values[i]) +
+                          ", which it refused: " + why);
+  }
   const std::string mine = rank_list_text(list_);
   bool differs = false;
   for (const std::string& v : values) differs = differs || (!v.empty() && list_of(v) != mine);

@@ -17,11 +17,19 @@
 // creation, as each rank's own count numbers a group's creations elsewhere (arrive), so that
 // each group's keys are its own.
 //
+// A rank that refuses its own list (a rank outside the parent, one listed twice, none) posts
+// it there too, with why (refuse): the members it names are refused at once, quoting it,
+// rather than waiting out the timeout for a rank that will not come. And while a member
+// waits, it asks the parent (every kCreationFailedCheck) whether a rank it still waits for
+// is known gone (raise_if_parent_failed: the parent's failure record, as the parent's host
+// exchange asks it), so that a member that died before new_group is named then.
+//
 // Groups without a store (mpi as init makes it) have nowhere to post: docs/subgroups.md says
 // what happens there.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,23 +40,32 @@ namespace distcomm {
 
 class MemberLists {
  public:
+  // Asked, while meet waits, with the parent ranks whose lists have not come: throws when
+  // they will not (ProcessGroup::raise_if_exchange_cannot_end's contract).
+  using RaiseIfFailed = std::function<void(const std::function<std::vector<int>()>& missing)>;
+
   // call: "new_group #0 on group 'world'", for messages; key_prefix: the call's keys, in
   // the parent's namespace; list: this rank's, sorted, in ranks of the parent, whose rank
-  // this rank is.
-  MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank);
+  // this rank is (as passed, for refuse).
+  MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank,
+              RaiseIfFailed raise_if_parent_failed = {});
 
   // A rank outside its own list: says what it passed, and goes.
   void post(Store& store) const;
+  // A rank that refuses its own list because `why` ("rank 7 is outside [0, 4)"): says what
+  // it passed and why, for the members it names, before it throws.
+  void refuse(Store& store, const std::string& why) const;
   // A member (group rank `rank` in the list) whose group's keys are under `base`
   // ("pg/world/g0"): posts its list, waits within w for its members' (the group's
   // arrival, reported as arrival is) and returns the creation's number, its leader's
   // count of creations under base (1: the first; n: the group's keys are under base@n).
-  // Throws InvalidArgument as soon as a member's list is seen to differ.
+  // Throws InvalidArgument as soon as a member's list is seen to differ or to be refused,
+  // and what raise_if_parent_failed throws for a member that will not come.
   int64_t meet(Store& store, const std::string& base, int rank, const InitWait& w, const std::string& store_text) const;
 
  private:
   std::string key(int parent_rank) const;
-  void post(Store& store, int64_t number) const;
+  void post(Store& store, int64_t number, const std::string& refusal = "") const;
   // Throws when a posted list (values[i] of list_[i], "" where not posted) differs.
   void check(const std::vector<std::string>& values) const;
 
@@ -56,6 +73,7 @@ class MemberLists {
   std::string key_prefix_;
   std::vector<int> list_;
   int parent_rank_;
+  RaiseIfFailed raise_if_parent_failed_;
 };
 
 }  // namespace distcomm

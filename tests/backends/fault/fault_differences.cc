@@ -37,6 +37,8 @@ const Entry kCannot[] = {
     {"in_process", "StoreHostKilledWithAForkedChildAlive", kOneProcess},
     {"in_process", "KilledWhileOthersWaitInAHostExchange", kOneProcess},
     {"mpi", "KilledWhileOthersWaitInAHostExchange", kMpirunEndsTheJob},
+    {"in_process", "KilledWhileOthersCreateASubgroup", kOneProcess},
+    {"mpi", "KilledWhileOthersCreateASubgroup", kMpirunEndsTheJob},
     {"in_process", "SlowRankIsNamedWhileTheOthersWait",
      "the in_process backend (the suite's check of itself) has no stall watch, and its ranks are threads of one "
      "process, whose stderr cannot be told apart"},

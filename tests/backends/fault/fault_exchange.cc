@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "api/group/host_exchange.h"
+#include "api/tensor.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
 
@@ -45,6 +46,28 @@ TEST_P(FaultSuite, KilledWhileOthersWaitInAHostExchange) {
         const std::string msg =
             expect_failure_within<PeerFailure>(exchange, 0, kBound, "a host exchange that a rank died before posting to");
         expect_departure_named(msg, kCulprit, {"died", "closed", "exited"}, "the host exchange");
+      },
+      {kCulprit});
+}
+
+// The same death before new_group, which meets its members through the parent's store
+// (member_lists.h) rather than its exchange: the survivors' new_group of every rank ends
+// with a PeerFailure naming the dead rank once the parent group knows of it, not at the
+// timeout (30 s here; before, they waited it out and then said that rank 1 "has not called
+// init_process_group (or new_group) yet").
+TEST_P(FaultSuite, KilledWhileOthersCreateASubgroup) {
+  runner().run(
+      [&](Rank& r) {
+        ProcessGroupPtr pg = r.join(kLongTimeout);
+        Tensor one = Tensor::of<int32_t>({1});
+        pg->all_reduce(one)->wait();
+        if (r.rank() == kCulprit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others into their waits
+          ::raise(SIGKILL);
+        }
+        auto create = [&] { pg->new_group(ranks_but(pg->size(), -1)); };
+        const std::string msg = expect_failure_within<PeerFailure>(create, 0, kBound, "new_group of a dead rank");
+        expect_departure_named(msg, kCulprit, {"died", "closed", "exited"}, "new_group");
       },
       {kCulprit});
 }

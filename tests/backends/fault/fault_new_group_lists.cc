@@ -73,6 +73,39 @@ TEST_P(FaultSuite, NewGroupListsDiffer) {
   });
 }
 
+// A list that its rank refuses (a rank outside the group, here) is refused there at once,
+// and posted with the refusal where the members it names look for it: they are refused
+// too, within half a second of it, quoting it (the group's timeout is 30 s: before, they
+// waited it out and then said that rank 1 had not called new_group). The call is counted
+// on every rank all the same: the next new_group is #1 everywhere, and works.
+TEST_P(FaultSuite, NewGroupListRefused) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join(kLongTimeout);
+    const std::vector<int> everyone = ranks_but(pg->size(), -1);
+    const std::vector<int> culprits_list{0, kCulprit, pg->size()};
+    const std::string n = std::to_string(pg->size());
+    const std::string outside = "rank " + n + " is outside [0, " + n + ")";
+    if (r.rank() == kCulprit) {
+      const std::string msg = expect_failure_within<InvalidArgument>(
+          [&] { pg->new_group(culprits_list); }, 0, kFast, "new_group of a rank outside the group");
+      expect_has(msg, outside, "the refusal");
+    } else {
+      const std::string msg = expect_failure_within<InvalidArgument>(
+          [&] { pg->new_group(everyone); }, 0, kFast, "new_group whose member refused its list");
+      expect_has(msg, "new_group #0 on group 'world'", "the partner's refusal");
+      expect_has(msg, "rank 1 passed " + rank_list(culprits_list), "the partner's refusal");
+      expect_has(msg, outside, "the partner's refusal");
+    }
+
+    ProcessGroupPtr sub = pg->new_group(everyone);
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->name(), "world/g1") << "the numbering after a refused list";
+    Tensor one = Tensor::of<int32_t>({1});
+    sub->all_reduce(one)->wait();
+    EXPECT_EQ(one.item(0), pg->size()) << "the group after a refused list";
+  });
+}
+
 }  // namespace
 }  // namespace fault
 }  // namespace distcomm
