@@ -191,7 +191,9 @@ JobResult Agent::run_rounds() {
       const std::string here = "node " + std::to_string(node) + " (" + address + ")";
       try {
         if (cause.interrupted_by != 0) {
-          rendezvous_->end(round->number, {true, 128 + cause.interrupted_by,
+          // 1 for the others, who were not interrupted (128 + the signal is this node's own
+          // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
+          rendezvous_->end(round->number, {true, 1,
                                            here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")"});
           return;
         }
@@ -215,7 +217,7 @@ JobResult Agent::run_rounds() {
       interrupted_by_ = interrupted_by_ != 0 ? interrupted_by_ : sig;
       try {
         // Written already when the signal came while the ranks ran (on_stop); not when it came later.
-        rendezvous_->end(round->number, {true, 128 + interrupted_by_,
+        rendezvous_->end(round->number, {true, 1,
                                          "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
                                              local::signal_name(interrupted_by_) + ")"});
       } catch (const std::exception&) {
@@ -235,7 +237,7 @@ JobResult Agent::run_rounds() {
     if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
     const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;
     if (end->restart && round->restarts >= options_.max_restarts) {
-      say(ended + (options_.max_restarts == 0 ? std::string()
+      say(ended + (options_.max_restarts == 0 ? "; gave up (--max_restarts=0)"
                                               : "; gave up after " + std::to_string(round->restarts) +
                                                     (round->restarts == 1 ? " restart" : " restarts") +
                                                     " (--max_restarts=" + std::to_string(options_.max_restarts) + ")"));

@@ -276,6 +276,29 @@ TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
   EXPECT_TRUE(no_orphan_running());
 }
 
+// The same without restarts: the machine that was not interrupted gives up with exit 1 and
+// says so, not with the other's 130 (a review: a script took it for a Ctrl-C there).
+TEST(Elastic, CtrlCOnOneMachineWithoutRestartsEndsTheOthersWithOne) {
+  const int port = local::pick_free_port();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  const std::string finish = temp_path("finish_ctrl_c_no_restarts");
+  auto args = launcher(endpoint, "1:2", {"--rdzv_id=ctrlc0", "--rdzv_last_call_s=30", "--max_restarts=0"},
+                       {kElasticProbe, finish});
+  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(listening(port, seconds(30)));
+  Subprocess b(args, {kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  b.send_signal(SIGINT);
+  Finished fb = b.finish(seconds(30));
+  EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
+  Finished fa = a.finish(seconds(60));
+  EXPECT_EQ(exit_code(fa), 1) << fa.out;
+  EXPECT_TRUE(std::regex_search(fa.out, std::regex(R"(round 1 ended: node \d \(127\.0\.0\.1\) left: interrupted \(SIGINT\); gave up \(--max_restarts=0\)\n)")))
+      << fa.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
 TEST(Elastic, AnEndpointThatDoesNotAnswerIsReportedWithinTheTimeout) {
   // TEST-NET-1 (RFC 5737): resolves, is no address of this host, and nobody answers there.
   const auto start = std::chrono::steady_clock::now();
