@@ -119,6 +119,11 @@ TEST(TCPStoreTest, AStoppedServerIsNamedNotTheKey) {
     TCPStore s(client_of(port, 1000ms));
     s.set("k", "v");
     ASSERT_EQ(::kill(child, SIGSTOP), 0);
+    // kill() returns before the stop takes hold: on a busy machine the server's thread
+    // answered the GET first (seen once in CI). Wait until the kernel reports it stopped.
+    int stop_status = 0;
+    ASSERT_EQ(::waitpid(child, &stop_status, WUNTRACED), child);
+    ASSERT_TRUE(WIFSTOPPED(stop_status));
     const auto [message, took] = error_of<Timeout>([&] { s.get("k"); });
     EXPECT_NE(message.find("sent no reply to GET"), std::string::npos) << message;
     EXPECT_NE(message.find("is its process stopped"), std::string::npos) << message;
