@@ -173,6 +173,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
       failure = std::current_exception();
     }
   }
+  if (failure && parent && creation.list_refused()) parent->leave_subgroup(creation.spec());
   if (failure) std::rethrow_exception(creation.with_store_host(failure));
   pg->spec_ = creation.spec();
   if (creation.hierarchical()) {
@@ -364,6 +365,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks, lists);
 }
 
+void ProcessGroup::leave_subgroup(const BackendSpec& spec) {
+  try {
+    skip_subgroup(*backends_, spec, {}, plugins());
+  } catch (const Error&) {
+    // The split itself failed, which the parent's backend has recorded as the parent's
+    // failure (its next op says so); this rank's own refusal stays the error it reports.
+  }
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {
   // Counted on every rank, member or not, so all ranks agree on the next group's name.
   const uint64_t id = subgroups_++;
@@ -384,6 +394,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
     // Posted where the members it names look for its list (member_lists.h), so that they are
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.
     if (options_.store) MemberLists(call, key_prefix, ranks, rank()).refuse(*options_.store, refusal);
+    // Members whose lists agree make their group all the same: where the parent's backend
+    // splits it (NCCL), they wait in the split for this rank too.
+    try {
+      leave_subgroup(BackendSpec::parse(backend.empty() ? options_.backend : backend));
+    } catch (const InvalidArgument&) {
+      // A backend text this rank cannot parse: no backend of the parent is asked, here or
+      // on any rank (each parses the same text), and the refusal above says what is wrong.
+    }
     throw InvalidArgument("new_group on group '" + name() + "': " + refusal);
   }
   const std::string tag = "g" + std::to_string(id);

@@ -180,6 +180,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag, const InitWait* within = nullptr,
                                               const MemberLists* lists = nullptr);
+  // new_group on a rank that refused its list, or whose list its members refused: it makes
+  // no group, but the backends of this one that would derive the subgroup's are told it is
+  // left out (skip_subgroup), as the parent's ranks outside a list are, since a split over
+  // this group (NCCL's) waits for every rank of it. A failed split is this group's failure,
+  // which its backend has recorded; the refusal stays the error this rank reports.
+  void leave_subgroup(const BackendSpec& spec);
   // A hierarchical group's levels (shm within its host, the across backend between hosts),
   // made during its creation, and the hierarchy wrapped around its CPU backend.
   void make_levels(const GroupCreation& creation);

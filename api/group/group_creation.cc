@@ -109,8 +109,14 @@ void GroupCreation::arrive() {
   // same group. new_group's members meet first, where ranks of another list are refused
   // (member_lists.h), and take their leader's count: ranks of disjoint lists, which share
   // the name, each take their own group's.
-  const int64_t n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text)
-                           : store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+  int64_t n = 0;
+  try {
+    n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text)
+               : store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+  } catch (const InvalidArgument&) {
+    list_refused_ = lists_ != nullptr;  // meet's only InvalidArgument: a list refused
+    throw;
+  }
   // (new_group's ranks come from a parent whose creation claimed them.)
   if (!lists_ && options_.size > 1) claim_rank(store, base, n);
   store_prefix_ = creation_prefix(base, n);

@@ -67,6 +67,10 @@ class GroupCreation {
   const std::string& across_backend() const { return across_backend_; }
   // Every rank's placement (auto_backend_placement), where "auto" or "hier" exchanged them.
   const std::vector<std::string>& placements() const { return placements_; }
+  // Whether new_group's meeting refused this rank's list (InvalidArgument from meet): it
+  // then made no backend, and the parent's backends must still hear of the subgroup as
+  // left out of it (skip_subgroup), as a split over the parent (NCCL) waits for every rank.
+  bool list_refused() const { return list_refused_; }
 
  private:
   // Claims this rank of the group for this process, in creation n (not new_group's: its
@@ -85,6 +89,7 @@ class GroupCreation {
   std::string where_;  // "rank 1/4 group 'world'"
   InitWait wait_;
   std::string store_prefix_;
+  bool list_refused_ = false;
   std::vector<std::string> placements_;
   bool hierarchical_ = false;
   std::string across_backend_;

@@ -139,8 +139,9 @@ class Backend {
   // of the subgroup or not, in the same order on each (both are collective over this
   // group), where the subgroup's backend for this device type would be created.
   // members: the subgroup's ranks as ranks of this group (subgroup rank i is members[i]);
-  // empty on a rank that split() leaves out. options: the subgroup's on its members,
-  // nullptr elsewhere. Returns the subgroup's backend, made from this one's resources
+  // empty on a rank that split() leaves out, and on a rank whose new_group list was
+  // refused (by itself or its members: it makes no group, but a split still waits for it).
+  // options: the subgroup's on its members, nullptr elsewhere. Returns the subgroup's backend, made from this one's resources
   // (NCCL: ncclCommSplit of this group's communicator), which the core owns; or nullptr,
   // and the core creates it through the plugin's create(). Returns nullptr where options
   // is nullptr. Every rank must decide alike, on state the ranks share. Default: nullptr.

@@ -53,6 +53,40 @@ TEST_F(SubgroupHooksTest, NewGroupAsksTheParentOnEveryRankAndMembersGetItsBacken
   });
 }
 
+// A rank whose list is refused, by itself or by its members, makes no group, but is still
+// asked as left out: where the parent splits the subgroup (NCCL's ncclCommSplit, which
+// waits for every parent rank), the ranks whose lists agree would otherwise wait in the
+// split for it until their timeout.
+TEST_F(SubgroupHooksTest, NewGroupAsksARankWhoseListIsRefusedAsLeftOut) {
+  run_group(3, "subgroup_hooks", [](ProcessGroup& pg) {
+    // Rank 2 refuses its own list; ranks 0 and 1 agree on theirs, which leaves 2 out.
+    if (pg.rank() == 2) {
+      EXPECT_THROW(pg.new_group({0, 1, 5}), InvalidArgument);
+    } else {
+      ASSERT_NE(pg.new_group({0, 1}), nullptr);
+    }
+    // Ranks 0 and 1 agree; rank 2 lists itself with them, and its members refuse it.
+    if (pg.rank() == 2) {
+      EXPECT_THROW(pg.new_group({0, 1, 2}), InvalidArgument);
+    } else {
+      ASSERT_NE(pg.new_group({0, 1}), nullptr);
+    }
+    // Every member refused: rank 1 refuses its own list, which 0 and 2 name.
+    if (pg.rank() == 1) {
+      EXPECT_THROW(pg.new_group({1, 1}), InvalidArgument);
+    } else {
+      EXPECT_THROW(pg.new_group({0, 1, 2}), InvalidArgument);
+    }
+    const std::vector<std::string> logs{
+        "created; member of [0,1]; member of [0,1]; left out of []",
+        "created; member of [0,1]; member of [0,1]; left out of []",
+        "created; left out of []; left out of []; left out of []",
+    };
+    EXPECT_EQ(log_of(pg, "world", pg.rank()), logs[static_cast<size_t>(pg.rank())]);
+    pg.exchange().all_gather("checked");
+  });
+}
+
 TEST_F(SubgroupHooksTest, SplitAsksTheRanksItLeavesOutTooInKeyOrder) {
   run_group(3, "subgroup_hooks", [](ProcessGroup& pg) {
     // Rank 1 is left out; ranks 0 and 2 order themselves by key: 2 first.

@@ -4,6 +4,9 @@
 // over its members only. Three ranks run on one GPU with DISTCOMM_TEST_SHARE_GPU=1.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "api/errors.h"
 #include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/backends/nccl/cuda_tensor.h"
@@ -84,6 +87,39 @@ TEST(NcclSubgroupTest, ASubgroupMadeBeforeTheParentsFirstOpSetsItselfUpThroughTh
     EXPECT_EQ(sum_over(pg, pg), 6.0f);
     pg.barrier()->wait();
   });
+}
+
+// A rank whose new_group list is refused still takes part in the split (as left out): the
+// members whose lists agree get their subgroup at once, not after their split's timeout
+// (which before this waited for the refused rank), and the parent goes on.
+TEST(NcclSubgroupTest, ARankWhoseListIsRefusedStillLetsTheOthersSplit) {
+  const std::string why = missing_gpus(3);
+  if (!why.empty()) DISTCOMM_SKIP_WITHOUT(gpu_requirement()) << why;
+  GroupHarnessOptions options;
+  options.op_timeout = std::chrono::milliseconds(40000);
+  run_gpu_group(3, "nccl", [](ProcessGroup& pg) {
+    EXPECT_EQ(sum_over(pg, pg), 6.0f);  // the split path from here on
+    const auto start = std::chrono::steady_clock::now();
+    // Rank 2 lists itself with 0 and 1, which agree on [0, 1]: its members refuse it.
+    if (pg.rank() == 2) {
+      EXPECT_THROW(pg.new_group({0, 1, 2}), InvalidArgument);
+    } else {
+      auto sub = pg.new_group({0, 1});
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(sum_over(pg, *sub), 1.0f + 2.0f);
+    }
+    // Rank 0 refuses its own list.
+    if (pg.rank() == 0) {
+      EXPECT_THROW(pg.new_group({0, 3}), InvalidArgument);
+    } else {
+      auto sub = pg.new_group({1, 2});
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(sum_over(pg, *sub), 2.0f + 3.0f);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "a split waited out its timeout";
+    EXPECT_EQ(sum_over(pg, pg), 6.0f);
+    pg.barrier()->wait();
+  }, options);
 }
 
 }  // namespace
