@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,11 +22,23 @@ using Clock = std::chrono::steady_clock;
 
 Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                        bool merge_stderr) {
+  int err[2] = {-1, -1};
+  if (!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  start(argv, extra_env, err[1], err[0]);  // -1: stderr goes where stdout goes
+}
+
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                       const StderrToFile& to) {
+  const int err = ::open(to.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (err < 0) throw std::runtime_error("Subprocess: cannot create " + to.path);
+  start(argv, extra_env, err, -1);
+}
+
+void Subprocess::start(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                       int err_target, int err_read) {
   if (argv.empty()) throw std::invalid_argument("Subprocess: no program");
-  int out[2], err[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0 || (!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0)) {
-    throw std::runtime_error("pipe failed");
-  }
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   // getenv() returns the first match: the extra entries go first to override.
   std::vector<std::string> env = extra_env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
@@ -38,17 +51,15 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<s
   if (pid_ == 0) {
     ::setpgid(0, 0);
     ::dup2(out[1], 1);
-    ::dup2(merge_stderr ? out[1] : err[1], 2);
+    ::dup2(err_target >= 0 ? err_target : out[1], 2);
     ::execvpe(argv_c[0], argv_c.data(), env_c.data());
     ::_exit(127);
   }
   ::setpgid(pid_, pid_);  // also here: the deadline may come before the child has run
   ::close(out[1]);
   out_fd_ = out[0];
-  if (!merge_stderr) {
-    ::close(err[1]);
-    err_fd_ = err[0];
-  }
+  if (err_target >= 0) ::close(err_target);
+  err_fd_ = err_read;
 }
 
 Subprocess::~Subprocess() {
@@ -94,6 +105,11 @@ bool Subprocess::wait_for_stdout(const std::string& text, int count, std::chrono
 
 void Subprocess::send_signal(int sig) { ::kill(pid_, sig); }
 
+size_t Subprocess::stdout_unread() const {
+  int queued = 0;
+  return out_fd_ >= 0 && ::ioctl(out_fd_, FIONREAD, &queued) == 0 ? static_cast<size_t>(queued) : 0;
+}
+
 Finished Subprocess::finish(std::chrono::milliseconds deadline) {
   Clock::time_point end = Clock::now() + deadline;
   int status = 0;
@@ -123,6 +139,11 @@ Finished run(const std::vector<std::string>& argv, std::chrono::milliseconds dea
 
 int exit_code(const Finished& f) { return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : -1; }
 
+int shell_exit_code(const Finished& f) {
+  if (f.timed_out) return -1;
+  return WIFEXITED(f.status) ? WEXITSTATUS(f.status) : 128 + WTERMSIG(f.status);
+}
+
 ProgramOutcome run_program(const std::vector<std::string>& argv, int timeout_s,
                            const std::vector<std::string>& extra_env) {
   Subprocess p(argv, extra_env, /*merge_stderr=*/true);
@@ -133,7 +154,7 @@ ProgramOutcome run_program(const std::vector<std::string>& argv, int timeout_s,
     outcome.exit_code = 128 + SIGKILL;
     outcome.output += "\n[test: killed after " + std::to_string(timeout_s) + " s]";
   } else {
-    outcome.exit_code = WIFEXITED(f.status) ? WEXITSTATUS(f.status) : 128 + WTERMSIG(f.status);
+    outcome.exit_code = shell_exit_code(f);
   }
   return outcome;
 }

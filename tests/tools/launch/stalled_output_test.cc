@@ -2,15 +2,12 @@
 // test holds the read end of the launcher's stdout pipe and does not read it. A rank's
 // failure and a signal must still stop the job within the grace period, as they do with a
 // reader; the output waits for the reader and none of it is lost.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -34,69 +31,27 @@ const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptO
 // file the test can look at meanwhile.
 class StalledLauncher {
  public:
-  StalledLauncher(const std::vector<std::string>& argv, const std::string& err_path) : err_path_(err_path) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (err < 0) throw std::runtime_error("cannot create " + err_path);
-    std::vector<char*> argv_c;
-    for (const auto& a : argv) argv_c.push_back(const_cast<char*>(a.c_str()));
-    argv_c.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err, 2);
-      ::execv(argv_c[0], argv_c.data());
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-    ::close(out[1]);
-    ::close(err);
-    out_fd_ = out[0];
-  }
+  StalledLauncher(const std::vector<std::string>& argv, const std::string& err_path)
+      : err_path_(err_path), launcher_(std::in_place, argv, std::vector<std::string>{}, StderrToFile{err_path}) {}
   ~StalledLauncher() {
-    if (!reaped_) {
-      ::kill(-pid_, SIGKILL);  // its ranks die with it (PR_SET_PDEATHSIG)
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(out_fd_);
+    launcher_.reset();  // kills its process group if it still runs: its ranks die with it
     no_orphan_running();
   }
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return launcher_->pid(); }
   std::string err() const { return read_file(err_path_); }
 
   // Waits until the stdout pipe is full: from then on the launcher's writes to it would block.
   bool wait_until_stalled(milliseconds deadline) {
-    return wait_for(deadline, [&] {
-      int queued = 0;
-      return ::ioctl(out_fd_, FIONREAD, &queued) == 0 && queued >= 60000;
-    });
+    return wait_for(deadline, [&] { return launcher_->stdout_unread() >= 60000; });
   }
 
   // Reads stdout to its end (the launcher then exits), waits for the launcher; its exit code,
   // -1 at the deadline.
   int drain(milliseconds deadline, std::string* out) {
-    const auto until = Clock::now() + deadline;
-    char buf[65536];
-    while (Clock::now() < until) {
-      pollfd p{out_fd_, POLLIN, 0};
-      ::poll(&p, 1, 100);
-      if (p.revents == 0) continue;
-      const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
-      if (n <= 0) break;
-      out->append(buf, static_cast<size_t>(n));
-    }
-    int status = 0;
-    while (Clock::now() < until) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return -1;
+    const Finished f = launcher_->finish(deadline);
+    *out = f.out;
+    return shell_exit_code(f);
   }
 
   template <typename Done>
@@ -110,9 +65,7 @@ class StalledLauncher {
 
  private:
   std::string err_path_;
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  bool reaped_ = false;
+  std::optional<Subprocess> launcher_;
 };
 
 // The pid a rank wrote to <name>_<rank> in the test's folder (0 until it did).
