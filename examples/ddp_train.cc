@@ -11,7 +11,9 @@
 // The model code is nn/: example code, not part of distcomm.
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <memory>
 
 #include <distcomm/api/errors.h>
@@ -35,6 +37,8 @@ DEFINE_double(bucket_cap_mb, 0.05, "DDP bucket cap in MiB (small here so the tin
 DEFINE_bool(bucket_view, false, "gradient_as_bucket_view");
 DEFINE_string(hook, "avg", "comm hook: avg, fp16 or bf16");
 DEFINE_int32(log_every, 0, "also log DDP statistics every N steps (0: only at the end)");
+DEFINE_int32(uneven, 0,
+             "uneven inputs: rank r runs N*r fewer steps per epoch than rank 0 (at least 1), inside DDP's join()");
 
 namespace {
 
@@ -64,6 +68,7 @@ double weight_checksum(nn::Sequential& model) {
 int main(int argc, char** argv) {
   return distcomm::run_main("ddp_train", [&] {
     distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/2);
+    if (FLAGS_uneven < 0) throw distcomm::InvalidArgument("--uneven must be 0 or more, not " + std::to_string(FLAGS_uneven));
     distcomm::ProcessGroupPtr pg = distcomm::init_process_group(init);
     const int rank = pg->rank(), world = pg->size();
 
@@ -88,24 +93,35 @@ int main(int argc, char** argv) {
                   static_cast<long long>(data.size()), static_cast<long long>(global_batch),
                   ddp::describe_buckets(ddp_model.buckets()).c_str());
     }
+    // With --uneven, ranks run different numbers of steps (PyTorch's `with model.join():`):
+    // a rank whose data ends first joins the others' remaining steps with zero gradients.
+    const int64_t my_steps =
+        std::max<int64_t>(1, steps_per_epoch - static_cast<int64_t>(FLAGS_uneven) * rank);
     for (int epoch = 1; epoch <= FLAGS_epochs; ++epoch) {
       double loss_sum = 0, accuracy_sum = 0;
-      for (int64_t step = 0; step < steps_per_epoch; ++step) {
-        const int64_t begin = step * global_batch + rank * FLAGS_batch;
-        const std::vector<int64_t> labels = nn::rows(data.labels, begin, FLAGS_batch);
-        sgd.zero_grad();
-        Tensor logits = model->forward(nn::rows(data.inputs, begin, FLAGS_batch));
-        nn::LossResult loss = nn::softmax_cross_entropy(logits, labels);
-        // Backward visits the layers last to first; DDP starts reducing a bucket of
-        // gradients as soon as it is full, while the earlier layers are still computed.
-        model->backward(loss.grad, [&](size_t i) { ddp_model.mark_grad_ready(i); });
-        ddp_model.finish_backward();  // the gradients are now averaged over all ranks
-        sgd.step();
-        loss_sum += loss.value;
-        accuracy_sum += nn::accuracy(logits, labels);
+      const auto train = [&] {
+        for (int64_t step = 0; step < my_steps; ++step) {
+          const int64_t begin = step * global_batch + rank * FLAGS_batch;
+          const std::vector<int64_t> labels = nn::rows(data.labels, begin, FLAGS_batch);
+          sgd.zero_grad();
+          Tensor logits = model->forward(nn::rows(data.inputs, begin, FLAGS_batch));
+          nn::LossResult loss = nn::softmax_cross_entropy(logits, labels);
+          // Backward visits the layers last to first; DDP starts reducing a bucket of
+          // gradients as soon as it is full, while the earlier layers are still computed.
+          model->backward(loss.grad, [&](size_t i) { ddp_model.mark_grad_ready(i); });
+          ddp_model.finish_backward();  // the gradients are now averaged over all ranks
+          sgd.step();
+          loss_sum += loss.value;
+          accuracy_sum += nn::accuracy(logits, labels);
+        }
+      };
+      if (FLAGS_uneven > 0) {
+        ddp_model.join(train);  // every rank's loop has ended when it returns
+      } else {
+        train();
       }
-      const double loss = distcomm::examples::mean_over_ranks(*pg, loss_sum / steps_per_epoch);
-      const double accuracy = distcomm::examples::mean_over_ranks(*pg, accuracy_sum / steps_per_epoch);
+      const double loss = distcomm::examples::mean_over_ranks(*pg, loss_sum / my_steps);
+      const double accuracy = distcomm::examples::mean_over_ranks(*pg, accuracy_sum / my_steps);
       if (rank == 0) std::printf("epoch %d/%d: loss %.4f, accuracy %.1f%%\n", epoch, FLAGS_epochs, loss, 100 * accuracy);
     }
     std::fflush(stdout);

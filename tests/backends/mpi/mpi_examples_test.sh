@@ -54,4 +54,9 @@ run 3 average_gradients --model_path="$scratch/model.txt"
 run 2 ddp_train --epochs=2
 [ "$(grep -c "weights identical to the other ranks'" "$scratch/out")" = 2 ] || {
   cat "$scratch/out"; echo "FAILED: ddp_train"; exit 1; }
+# Uneven inputs (DDP's join): ranks run 42, 22 and 2 steps per epoch; the joined ranks take
+# part in the others' remaining steps, so every rank counts 84 synchronised iterations.
+run 3 ddp_train --epochs=2 --uneven=20
+[ "$(grep -c "DDP iteration 84: .*weights identical to the other ranks'" "$scratch/out")" = 3 ] || {
+  cat "$scratch/out"; echo "FAILED: ddp_train --uneven"; exit 1; }
 echo "PASSED: all examples under mpirun with --backend=mpi"
