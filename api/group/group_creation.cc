@@ -1,7 +1,12 @@
 #include "api/group/group_creation.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
@@ -9,6 +14,7 @@
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
+#include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process/job_identity.h"
 #include "api/store/internal/store_host.h"
@@ -76,13 +82,34 @@ struct RankClaim {
   bool same_process(const RankClaim& o) const { return process == o.process && word == o.word; }
 };
 
-// Whether the creation under `prefix` is still in its arrival: no rank of it has said that
-// it failed, and not every one of the `size` has arrived.
-bool still_arriving(Store& store, const std::string& prefix, int size) {
-  if (store.check({prefix + kCreationFailedKey})) return false;
+enum class CreationState { kArriving, kFailed, kArrived };
+
+// Where the creation under `prefix` stands: a rank of it has said that it failed; else
+// every one of the `size` has arrived, or not yet.
+CreationState creation_state(Store& store, const std::string& prefix, int size) {
+  if (store.check({prefix + kCreationFailedKey})) return CreationState::kFailed;
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(prefix + "arrived/" + std::to_string(r));
-  return !store.check(keys);
+  return store.check(keys) ? CreationState::kArrived : CreationState::kArriving;
+}
+
+// Whether the process of a claim ("<host>:<pid>") runs on this host, as far as this process
+// can tell: the same host name and a live pid. (A container of the same name with its own
+// pids could show another process under that pid: only ever a warning.)
+bool runs_here(const RankClaim& claim) {
+  const RankClaim mine = RankClaim::of_this_process(1, 1);
+  const size_t colon = claim.process.rfind(':');
+  if (colon == std::string::npos || claim.process.substr(0, colon) != mine.process.substr(0, mine.process.rfind(':'))) {
+    return false;
+  }
+  const long pid = std::strtol(claim.process.c_str() + colon + 1, nullptr, 10);
+  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  // A rank that died and is not reaped yet (its launcher is about to start the replacement
+  // this may be) is a zombie: "Z" after the name in /proc/<pid>/stat.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= text.size() || text[name_end + 2] != 'Z';
 }
 
 }  // namespace
@@ -129,11 +156,11 @@ void GroupCreation::arrive() {
   // can say whom they wait for): one that never comes is named here.
   // (new_group's meeting was its arrival.)
   if (!lists_ && options_.size > 1) {
-    wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text);
+    wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text, duplicate_hint_);
   }
 }
 
-void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n) const {
+void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n) {
   const std::string key = base + "/process/" + std::to_string(options_.rank);
   const RankClaim mine = RankClaim::of_this_process(n, options_.size);
   const std::string wanted = mine.encode();
@@ -143,8 +170,10 @@ void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n)
     const std::string held = to_string(store.compare_set(key, to_bytes(expected), to_bytes(wanted)));
     if (held == wanted) return;
     const std::optional<RankClaim> other = RankClaim::decode(held);
-    if (other && !other->same_process(mine) &&
-        still_arriving(store, creation_prefix(base, other->creation), other->size)) {
+    const CreationState state = other && !other->same_process(mine)
+                                    ? creation_state(store, creation_prefix(base, other->creation), other->size)
+                                    : CreationState::kFailed;
+    if (state == CreationState::kArriving) {
       // Two processes arriving as the same rank: each counted its own creation of the group
       // (made_by), so the other ranks wait under one prefix for a rank that went to another.
       // Said where both creations' ranks wait, this one's own too (the other process may
@@ -163,7 +192,19 @@ void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n)
     }
     // This process's own claim of an earlier creation, or one whose creation is over (it
     // failed, or every rank arrived: another job over the same store, or a rank a later
-    // creation gives to another process): this creation takes it.
+    // creation gives to another process): this creation takes it. But where every rank
+    // of it arrived and its process still runs here, this may be a second process started
+    // with that rank after the first had joined its group: nothing here can tell (the
+    // other may be done with that group), so it is said at once and in a Timeout, while
+    // this process waits for ranks that, then, never come.
+    if (state == CreationState::kArrived && duplicate_hint_.empty() && runs_here(*other)) {
+      const std::string r = std::to_string(options_.rank);
+      duplicate_hint_ = "rank " + r + " of group '" + options_.group_name + "' is already held by process " +
+                        other->process + ", which joined the group with every other rank and still runs: if it is " +
+                        "still in the job, this process is a second rank " + r +
+                        " and waits for ranks that never come (every process needs its own RANK)";
+      log_line("warning: " + duplicate_hint_);
+    }
     expected = held;
   }
 }

@@ -81,7 +81,10 @@ class GroupCreation {
   // (kCreationFailedKey), so that they end within a look too. A claim of this process's, or
   // one whose creation is over (a new job over the same store), is taken. One store call
   // more per creation; the others only where the claim is another process's.
-  void claim_rank(Store& store, const std::string& base, int64_t n) const;
+  // A claim taken from another process of this host that still runs, after every rank of
+  // its creation arrived, is named in a warning and in the arrival's Timeout
+  // (duplicate_hint_).
+  void claim_rank(Store& store, const std::string& base, int64_t n);
 
   const ProcessGroupOptions& options_;
   BackendSpec spec_;
@@ -90,6 +93,7 @@ class GroupCreation {
   InitWait wait_;
   std::string store_prefix_;
   bool list_refused_ = false;
+  std::string duplicate_hint_;  // claim_rank's: this may be a second process of its rank
   std::vector<std::string> placements_;
   bool hierarchical_ = false;
   std::string across_backend_;

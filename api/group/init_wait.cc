@@ -281,8 +281,13 @@ void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std
       hint);
 }
 
+namespace {
+const std::string kNotArrivedHint =
+    "they have not called init_process_group (or new_group) yet, cannot reach the store, or are stuck or gone";
+}  // namespace
+
 void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
-                       const std::string& store_text) {
+                       const std::string& store_text, const std::string& extra_hint) {
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (int r = 0; r < size; ++r) {
@@ -290,15 +295,13 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
     ranks.push_back(r);
   }
   store.set(keys[static_cast<size_t>(rank)], std::string("1"));
-  wait_for_arrivals(store, keys, ranks, w, store_text, {});
+  wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
+                kNotArrivedHint + (extra_hint.empty() ? "" : "; " + extra_hint));
 }
 
 void wait_for_arrivals(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
                        const InitWait& w, const std::string& store_text, const std::function<void()>& check) {
-  wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
-                "they have not called init_process_group (or new_group) yet, cannot reach the store, or are stuck or "
-                "gone",
-                check);
+  wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")", kNotArrivedHint, check);
 }
 
 }  // namespace distcomm

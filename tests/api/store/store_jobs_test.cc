@@ -410,6 +410,34 @@ TEST(Jobs, StartedByHandTwoProcessesOfTheSameRankAreNamedAtOnce) {
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
 }
 
+// A second process with a rank that arrives after the job's group was made (WORLD_SIZE=2,
+// ranks 0 and 1 in their first op; then rank 1 again, group timeout 3 s) cannot be told from
+// a replacement by the store alone, and waits for ranks that never come; but the process that
+// holds its rank still runs on this host, so it says so at once, and its Timeout says it too.
+TEST(Jobs, ASecondProcessOfARankAfterTheGroupWasMadeIsToldTheFirstStillRuns) {
+  const HandStartedJob job(2);
+  const std::string gate = temp_path("second_rank_gate");
+  std::remove(gate.c_str());
+  std::unique_ptr<Subprocess> rank0 = job.start(0, {runfile("tests/api/store/rank_probe"), "hang", gate});
+  std::unique_ptr<Subprocess> rank1 = job.start(1, {runfile("tests/api/store/rank_probe"), "hang", gate});
+  ASSERT_TRUE(rank0->wait_for_stdout("rank 0 waits in all_reduce #1", 1, 30s)) << rank0->finish(1s).out;
+  std::unique_ptr<Subprocess> second = job.start(1, {runfile("tests/api/store/rank_probe"), "init"});
+  const Finished f = second->finish(30s);
+  open_gate(gate);
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  const std::string first = std::string(name) + ":" + std::to_string(rank1->pid());
+  EXPECT_EQ(exit_code(f), 1) << f.out;
+  const std::string said = "rank 1 of group 'world' is already held by process " + first +
+                           ", which joined the group with every other rank and still runs: if it is still in the job, "
+                           "this process is a second rank 1";
+  EXPECT_NE(f.out.find("warning: " + said), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("init timed out"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("; " + said), std::string::npos) << "the Timeout says it too: " << f.out;
+  EXPECT_LT(f.out.find("warning: "), f.out.find("init timed out")) << "said at once, before the wait: " << f.out;
+  std::remove(gate.c_str());
+}
+
 // What the check of a rank started twice must let through: a process that makes its group
 // again over the same store (destroy, then init), and a later job's processes over a store
 // an earlier job left its keys in (a FileStore kept, without a run id), each claiming ranks
