@@ -127,8 +127,16 @@ void DistributedDataParallel::mark_grad_ready(const std::string& name) {
 }
 
 void DistributedDataParallel::finish_backward() {
-  if (!reducer_->finish_backward()) return;  // under no_sync()
-  after_synced_pass();
+  bool synced = false;
+  try {
+    synced = reducer_->finish_backward();
+  } catch (const Error&) {
+    // A pass every rank failed alike still said who trains: the final model's source
+    // follows it, as after a pass that worked.
+    if (joining_ && reducer_->last_failure_agreed()) join_root_ = highest_training_rank(reducer_->last_notice());
+    throw;
+  }
+  if (synced) after_synced_pass();  // not under no_sync()
 }
 
 void DistributedDataParallel::after_synced_pass() {
@@ -173,12 +181,12 @@ size_t DistributedDataParallel::join(const std::function<void()>& train) {
   if (!reducer_->sync()) throw InvalidArgument(head + "called under no_sync(); leave it first");
   joining_ = true;
   join_root_ = -1;
-  reducer_->set_joining(true);
+  reducer_->set_joining(++joins_);
   struct Leave {
     DistributedDataParallel& ddp;
     ~Leave() {
       ddp.joining_ = false;
-      ddp.reducer_->set_joining(false);
+      ddp.reducer_->set_joining(0);
     }
   } leave{*this};
   train();
@@ -193,18 +201,16 @@ size_t DistributedDataParallel::join(const std::function<void()>& train) {
     Tensor notice;
     try {
       notice = reducer_->shadow_pass();
-    } catch (const PeerFailure&) {
-      throw;
-    } catch (const Timeout&) {
-      throw;
-    } catch (const Desync&) {
-      throw;
     } catch (const Error&) {
-      // An error every rank raises in a pass (a gradient a rank still training missed, its
-      // comm hook's failure) is theirs to handle: they may catch it and go on, and this
-      // rank goes on running passes for them, as a joined rank does in PyTorch. (Leaving
-      // would pair its next collectives with their passes.) The pass ended before the
-      // buffers' broadcast on every rank, so none follows here either.
+      // An error every rank raises alike in a pass (a gradient a rank still training
+      // missed) is theirs to handle: they may catch it and go on, and this rank goes on
+      // running passes for them, as a joined rank does in PyTorch. (Leaving would pair its
+      // next collectives with their passes.) The pass ended before the buffers' broadcast
+      // on every rank, so none follows here either. Anything else -- the communication's
+      // failure, this rank's own comm hook's, a misuse -- is this rank's, and ends its join:
+      // repeating the pass could only fail again.
+      if (!reducer_->last_failure_agreed()) throw;
+      join_root_ = highest_training_rank(reducer_->last_notice());
       ++shadowed;
       continue;
     }

@@ -114,12 +114,14 @@ class DistributedDataParallel {
   // point, between backward passes, with its own training loop; the loops may run
   // different numbers of synchronised backward passes. Inside join, each synchronised pass
   // first all_reduces who is still training (one float32 per rank, issued before the first
-  // bucket). Once `train` returns, this rank takes part in the others' remaining passes
+  // bucket, a premul_sum by the join's number: a rank in another join() than the others
+  // meets a Desync naming both, not their passes). Once `train` returns, this rank takes part in the others' remaining passes
   // with zero gradients, counted as produced (never as missing), so they average over the
   // whole world: a joined rank adds zeros, as PyTorch's default
   // (divide_by_initial_world_size); its own gradient tensors are left as they were. An
-  // error the others raise in such a pass (a gradient one of them missed) is theirs: this
-  // rank goes on. Buffers are broadcast from the highest rank still training. When every
+  // error every rank raises alike in such a pass (a gradient one of them missed) is
+  // theirs: this rank goes on; any other error there (the communication's, its comm
+  // hook's) ends its join with that error. Buffers are broadcast from the highest rank still training. When every
   // rank's loop has ended, the parameters and buffers of the highest rank that trained
   // longest are copied to every rank, so all ranks end with one model. Collective; returns
   // the number of passes this rank ran for the others. Inside `train`, use the group for
@@ -131,8 +133,10 @@ class DistributedDataParallel {
 
   // Replaces the comm hook (every rank must do the same, between backward passes).
   void register_comm_hook(CommHook hook);
-  // Copies rank 0's buffers to every rank now (collective; inside join(), the highest rank
-  // still training is the source).
+  // Copies rank 0's buffers to every rank now (collective). Inside join(), DDP calls it
+  // after every pass (broadcast_buffers), from the highest rank still training; a call of
+  // the program's own there is an op of its own (see join): a rank that has joined makes
+  // no such call.
   void sync_buffers();
 
   const IterationStats& last_stats() const;
@@ -153,6 +157,7 @@ class DistributedDataParallel {
   std::unordered_map<std::string, size_t> index_of_;
   std::unique_ptr<Reducer> reducer_;
   bool joining_ = false;
+  uint64_t joins_ = 0;  // join() calls so far: the notice's factor (Reducer::set_joining)
   // Inside join(): the highest rank still training in the last synchronised pass (-1 before
   // any), the root of the buffers' broadcast and, at the end, of the model's.
   int join_root_ = -1;

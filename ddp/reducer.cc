@@ -126,7 +126,7 @@ void Reducer::mark_ready(size_t index) {
 
 void Reducer::begin_pass() {
   notice_ = Tensor();
-  if (!joining_ || !syncing_) return;
+  if (join_number_ == 0 || !syncing_) return;
   // Before any bucket, so that a joined rank's shadow_pass matches it first.
   notice_ = Tensor::zeros({pg_.size()}, DType::kFloat32);
   notice_.set_item(pg_.rank(), 1);
@@ -134,16 +134,18 @@ void Reducer::begin_pass() {
 }
 
 WorkPtr Reducer::issue_notice(Tensor& notice) {
-  // A premul_sum by 1 is a sum, but its fingerprint is no program's own op: a collective
-  // of the user's inside join (a count per rank, summed) would otherwise pair with the
-  // notice of a rank that has joined, succeed with wrong data, and derail the passes.
-  // Against this op it is a Desync naming both.
+  // A premul_sum is a sum with a factor, whose fingerprint is no program's own op: a
+  // collective of the user's inside join (a count per rank, summed) would otherwise pair
+  // with the notice of a rank that has joined, succeed with wrong data, and derail the
+  // passes. Against this op it is a Desync naming both. The factor, the join's number,
+  // keeps the notices of two join() calls apart in the same way.
   AllReduceOptions o;
-  o.op = ReduceOp::premul_sum(1.0);
+  o.op = ReduceOp::premul_sum(static_cast<double>(join_number_));
   return pg_.all_reduce(notice, o);
 }
 
 Tensor Reducer::shadow_pass() {
+  last_failure_agreed_ = false;
   if (in_backward_) throw InvalidArgument("DDP join: a backward pass is under way; call finish_backward() first");
   Tensor notice = Tensor::zeros({pg_.size()}, DType::kFloat32);
   try {
@@ -202,8 +204,16 @@ void Reducer::launch(size_t index) {
   if (rides) fill_usage_tail();
   // The hook reduces the tail only when the flags ride; otherwise it sees the gradients alone.
   bucket.hook_view.buffer = rides ? bucket.buffer : bucket.buffer.flat_slice(0, bucket.spec.numel);
-  bucket.work = options_.comm_hook(pg_, bucket.hook_view);
-  if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
+  try {
+    bucket.work = options_.comm_hook(pg_, bucket.hook_view);
+    if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
+  } catch (...) {
+    // The pass cannot go on (its later buckets would pair with the others' next ones):
+    // end it here, so that this rank's next pass starts afresh, not "marked twice".
+    const std::exception_ptr failure = with_context(std::current_exception(), "DDP: the comm hook of " + bucket_name(index));
+    abandon_pass();
+    std::rethrow_exception(failure);
+  }
   // Otherwise DDP exchanges the flags itself, queued right behind the last bucket's reduction.
   if (last && !rides) usage_work_ = gather_usage(usage_gathered_);
   // The callback holds the buffer: if the reducer goes away mid-flight, the memory the
@@ -249,6 +259,7 @@ std::string Reducer::bucket_name(size_t index) const {
 }
 
 bool Reducer::finish_backward() {
+  last_failure_agreed_ = false;
   if (!in_backward_) syncing_ = sync_;
   if (!syncing_) {  // no_sync(): gradients stay local and accumulate
     end_iteration(/*synced=*/false);
@@ -269,9 +280,19 @@ bool Reducer::finish_backward() {
   ++iterations_;
   record_stats(finish_called, Clock::now());
   stats_.buckets_started_in_backward = started_in_backward;
+  last_failure_agreed_ = false;
   try {
     if (error) std::rethrow_exception(error);
-    const std::vector<bool> used_anywhere = agree_on_usage(usage_gathered_);
+    std::vector<bool> used_anywhere;
+    try {
+      used_anywhere = agree_on_usage(usage_gathered_);
+    } catch (const Error& e) {
+      // Decided from the flags every rank gathered: every rank raises it, unless it is the
+      // communication's own failure (naming the flags' exchange).
+      last_failure_agreed_ = !dynamic_cast<const PeerFailure*>(&e) && !dynamic_cast<const Timeout*>(&e) &&
+                             !dynamic_cast<const Desync*>(&e);
+      throw;
+    }
     for (size_t i = 0; i < used_anywhere.size(); ++i) {
       if (!used_anywhere[i]) stats_.unused_parameters.push_back(i);
     }
@@ -465,6 +486,25 @@ void Reducer::record_stats(Clock::time_point finish_called, Clock::time_point wa
   stats_.comm_ms = covered_length(intervals, -inf, inf);
   stats_.overlapped_ms = covered_length(intervals, 0.0, stats_.backward_ms);
   stats_.wait_ms = std::chrono::duration<double, std::milli>(waited - finish_called).count();
+}
+
+void Reducer::abandon_pass() {
+  last_failure_agreed_ = false;
+  // Nothing may write into the buckets once the pass is over. Their errors are not what
+  // failed the pass (the hook did, which the caller reports); each op has its deadline.
+  const auto wait_quietly = [](const WorkPtr& w) {
+    try {
+      if (w) w->wait();
+    } catch (const std::exception&) {
+    }
+  };
+  wait_quietly(notice_work_);
+  for (Bucket& b : buckets_) wait_quietly(b.work);
+  wait_quietly(usage_work_);
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (stashed_[i].defined()) buckets_[bucket_of_[i]].views[slot_of_[i]].copy_from(stashed_[i]);
+  }
+  end_iteration(/*synced=*/true);
 }
 
 void Reducer::end_iteration(bool synced) {

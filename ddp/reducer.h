@@ -71,8 +71,14 @@ class Reducer {
   void mark_ready(size_t index);
   // Ends a backward pass (see the class comment). Rethrows a failed reduction with the
   // bucket named, or throws Error naming gradients some rank never marked ready. Returns
-  // whether the pass was synchronised (false under no_sync).
+  // whether the pass was synchronised (false under no_sync). A comm hook that throws or
+  // returns no Work (here or in mark_ready) ends the pass: the reductions already launched
+  // are waited for, and the next backward pass starts afresh.
   bool finish_backward();
+  // Whether the last synchronised pass failed with an error every rank raised alike (a
+  // gradient some rank never marked ready, decided from the flags every rank gathered),
+  // rather than this rank's own (its comm hook) or the communication's.
+  bool last_failure_agreed() const { return last_failure_agreed_; }
 
   // With sync off (DDP's no_sync), mark_ready only records use and gradients accumulate
   // locally; the next synchronised backward reduces the accumulated sums.
@@ -81,11 +87,14 @@ class Reducer {
   void set_comm_hook(CommHook hook);
   bool in_backward() const { return in_backward_; }
 
-  // Uneven inputs (DistributedDataParallel::join). While joining, every synchronised pass
-  // of this rank begins with the join notice: a float32 sum (premul_sum by 1, a fingerprint
-  // of its own) of one element per rank, 1 where the rank still trains, issued before the
-  // first bucket.
-  void set_joining(bool joining) { joining_ = joining; }
+  // Uneven inputs (DistributedDataParallel::join). While joining (join_number > 0: the
+  // how-manieth join() of this DDP), every synchronised pass of this rank begins with the
+  // join notice: a float32 premul_sum by join_number of one element per rank, 1 where the
+  // rank still trains (join_number once multiplied), issued before the first bucket. The
+  // factor is in the op's fingerprint: no op of the program's own pairs with it, nor does the
+  // notice of another join() (a rank that left one with an exception and entered the next
+  // while the others still run the first), which is a Desync naming both. 0: not joining.
+  void set_joining(uint64_t join_number) { join_number_ = join_number; }
   // For a rank whose own passes have ended: the next notice with this rank's element 0;
   // unless every element is 0 (every rank has joined), then one pass like the others',
   // with zero gradients that count as produced; this rank's gradient tensors are left as
@@ -133,6 +142,9 @@ class Reducer {
   void rebuild_buckets();
   void record_stats(Clock::time_point finish_called, Clock::time_point waited);
   void end_iteration(bool synced);
+  // launch()'s comm hook failed: waits (each wait has its deadline) for what this pass
+  // launched, gives back stashed gradients, and ends the pass.
+  void abandon_pass();
   std::string bucket_name(size_t index) const;
   // Where the buckets' events go on the timeline (api/diagnostics/timeline.h): this rank, lane "ddp <group>".
   int timeline_rank() const;
@@ -159,7 +171,8 @@ class Reducer {
   Clock::time_point backward_start_;
   uint64_t iterations_ = 0;
   IterationStats stats_;
-  bool joining_ = false;
+  uint64_t join_number_ = 0;  // set_joining's
+  bool last_failure_agreed_ = false;
   bool shadow_ = false;  // this pass is one a joined rank runs for the others
   Tensor notice_;        // the join notice of this (or the last) synchronised pass
   WorkPtr notice_work_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -252,6 +253,72 @@ TEST(DdpJoinErrors, AnOpOfTheProgramsOwnInsideJoinIsADesync) {
       }
     });
   }
+}
+
+// A rank that leaves one join() with an exception of its program's own, catches it and
+// enters the next, while the other still runs the first for it: the two joins' notices
+// differ (premul_sum by the join's number), so both ranks fail with a Desync naming them,
+// instead of the first join pairing with the second's passes and averaging gradients of
+// different epochs (found by a review: both printed (100 + 201) / 2).
+TEST(DdpJoinErrors, ARankInTheNextJoinIsADesyncNotAPairing) {
+  for (const char* backend : {"gloo", "shm"}) {
+    SCOPED_TRACE(backend);
+    testing::run_group(2, backend, [](ProcessGroup& pg) {
+      const int me = pg.rank();
+      Tensor w = Tensor::zeros({2}), g = Tensor::zeros({2});
+      DistributedDataParallel ddp(pg, {{"w", &w, &g}});
+      auto one_pass = [&](float value) {
+        g.fill(value);
+        ddp.mark_grad_ready(0);
+        ddp.finish_backward();
+      };
+      std::string error;
+      try {
+        ddp.join([&] {
+          one_pass(1);
+          if (me == 1) throw std::runtime_error("a bad batch");  // before its second pass
+        });
+      } catch (const Desync& e) {
+        error = e.what();
+      } catch (const std::runtime_error&) {
+        try {
+          ddp.join([&] { one_pass(100); });  // rank 1's next epoch
+        } catch (const Desync& e) {
+          error = e.what();
+        }
+      }
+      EXPECT_NE(error.find("premul_sum(1)"), std::string::npos) << "rank " << me << ": " << error;
+      EXPECT_NE(error.find("premul_sum(2)"), std::string::npos) << "rank " << me << ": " << error;
+    });
+  }
+}
+
+// A pass that fails alike on every rank (a gradient missed) still says who trains: when
+// rank 0, the longest trainer, catches that error in its last passes, the final model is
+// its own, not the one it had after its last pass that worked (found by a review: both
+// ranks ended with rank 1's buffer of pass 0).
+TEST(DdpJoinErrors, TheFinalModelIsTheLongestTrainersAlsoAfterPassesThatFailedAlike) {
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    const int me = pg.rank();
+    Tensor w0 = Tensor::zeros({2}), g0 = Tensor::zeros({2}), w1 = Tensor::zeros({2}), g1 = Tensor::zeros({2});
+    Tensor running = Tensor::zeros({1});
+    DistributedDataParallel ddp(pg, {{"p0", &w0, &g0}, {"p1", &w1, &g1}}, {}, {{"running", &running}});
+    ddp.join([&] {
+      for (int k = 0; k < (me == 0 ? 3 : 1); ++k) {
+        running.fill(10 * (k + 1) + me);  // a running statistic: moves in every pass
+        g0.fill(1);
+        g1.fill(1);
+        ddp.mark_grad_ready(0);
+        if (k == 0) ddp.mark_grad_ready(1);  // passes 1 and 2 miss p1
+        try {
+          ddp.finish_backward();
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("got no gradient"), std::string::npos) << e.what();
+        }
+      }
+    });
+    EXPECT_EQ(running.item(0), 30.0) << "rank " << me << " ended with another rank's buffer than rank 0's last";
+  });
 }
 
 TEST(DdpJoinMisuse, RefusedInsideABackwardPassUnderNoSyncAndNested) {
