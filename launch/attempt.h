@@ -24,8 +24,8 @@ struct JobResult {
   int failed_rank = -1;
   std::string failure;      // "rank 1 (local rank 1, pid 7) failed: exit code 3", "" if none
   std::string how;          // how that rank ended: "exit code 3", "signal SIGKILL (Killed)"
-  int interrupted_by = 0;   // SIGINT/SIGTERM/SIGHUP that stopped the job, 0 if none
-  // SIGINT/SIGTERM/SIGHUP that came while the attempt was already stopping (after a
+  int interrupted_by = 0;   // SIGINT/SIGTERM/SIGHUP/SIGQUIT that stopped the job, 0 if none
+  // SIGINT/SIGTERM/SIGHUP/SIGQUIT that came while the attempt was already stopping (after a
   // failure or a stop request): nothing may start after it.
   int signal_while_stopping = 0;
   std::string stopped_for;  // why an AttemptWatch stopped the attempt, "" if it did not
@@ -52,7 +52,7 @@ struct AttemptWatch {
 // rank starts until every rank was reaped (job_store.h); when that store finds that the job
 // cannot run (JobStore::doomed), the ranks are stopped and the result is exit code 1,
 // with no failed rank (so no restart), its last line saying why. When a
-// rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP (through
+// rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP/SIGQUIT (through
 // `signals`), or `watch` asks, it says so on stderr ("<tag>: ...") and stops every rank's
 // process group: SIGTERM, then SIGKILL after options.grace_period (at once on a second
 // Ctrl-C); but a failed rank under OnFailure::kContinue is said in one line and the others

@@ -48,7 +48,7 @@ class Agent {
  private:
   void say(const std::string& m) const { write_fully(2, options_.tag + ": " + m + "\n"); }
   std::string rendezvous_name() const { return "rendezvous '" + elastic_.rdzv_id + "'"; }
-  // SIGINT/SIGTERM/SIGHUP since the last look (0: none).
+  // SIGINT/SIGTERM/SIGHUP/SIGQUIT since the last look (0: none).
   bool interrupted();
   LaunchOptions round_options(const Round& round) const;
   // After this machine's ranks finished: until every member's have (true), or the round
@@ -74,7 +74,7 @@ class Agent {
 
 bool Agent::interrupted() {
   for (int sig : signals_.take()) {
-    if (interrupted_by_ == 0 && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) interrupted_by_ = sig;
+    if (interrupted_by_ == 0 && stops_the_job(sig)) interrupted_by_ = sig;
   }
   return interrupted_by_ != 0;
 }

@@ -1,4 +1,5 @@
 #include "launch/job.h"
+#include "launch/signal_watch.h"
 
 #include <signal.h>
 
@@ -77,7 +78,7 @@ JobResult run_job(const LaunchOptions& options) {
     if (!failed || options.max_restarts == 0) break;
     int sig = result.signal_while_stopping;
     for (int s : signals.take()) {
-      if (sig == 0 && (s == SIGINT || s == SIGTERM || s == SIGHUP)) sig = s;
+      if (sig == 0 && stops_the_job(s)) sig = s;
     }
     if (sig != 0) {
       say("got " + local::signal_name(sig) + " while stopping after the failure: no restart");

@@ -17,7 +17,7 @@ namespace launch {
 // job to its ranks: a fresh identity and port (restart_identity), its own error files,
 // and its logs and dumps beside the failed attempt's (attempt_options), never over them.
 // After the last allowed restart fails, it says it gave up and returns that failure.
-// SIGINT/SIGTERM/SIGHUP at any point ends the job: no restart follows.
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT at any point ends the job: no restart follows.
 //
 // Throws std::invalid_argument for bad options and std::runtime_error when the job cannot
 // start; in both cases no rank is left running.

@@ -23,6 +23,8 @@ struct LaunchOptions {
   // Ranks on this machine, and the job's shape across machines:
   // RANK = node_rank * nproc_per_node + LOCAL_RANK, WORLD_SIZE = nnodes * nproc_per_node.
   int nproc_per_node = 1;
+  // torchrun's --role: the ranks' ROLE_NAME.
+  std::string role = "default";
   int nnodes = 1;
   int node_rank = 0;
   // Where the job's store is served. Port 0: pick a free port once and hand it to every

@@ -50,6 +50,20 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
   ours["TORCHELASTIC_RESTART_COUNT"] = std::to_string(options.restart_count);
   ours["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   if (!options.rdzv_id.empty()) ours["TORCHELASTIC_RUN_ID"] = options.rdzv_id;
+  // torchrun's role variables: one role per job here, so its ranks are the job's.
+  ours["ROLE_NAME"] = options.role;
+  ours["ROLE_RANK"] = std::to_string(rank.rank);
+  ours["ROLE_WORLD_SIZE"] = std::to_string(rank.world_size);
+  // As torchrun: several ranks on a machine each start an OpenMP (MKL, libtorch) pool as
+  // wide as the machine unless told otherwise, and oversubscribe its cores. Where the
+  // caller set it, the caller's value stands (the loop below keeps it).
+  const bool omp_given = [&] {
+    for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
+      if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0) return true;
+    }
+    return false;
+  }();
+  if (options.nproc_per_node > 1 && !omp_given) ours["OMP_NUM_THREADS"] = "1";
   if (!error_file.empty()) ours[kErrorFileVariable] = error_file;
   if (!options.trace_dir.empty()) ours[kTraceDirVariable] = options.trace_dir;
   if (!options.timeline.empty()) ours[kTimelineVariable] = options.timeline;

@@ -12,7 +12,8 @@ namespace distcomm {
 namespace launch {
 namespace {
 
-const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE};
+static_assert(sizeof(kWatched) / sizeof(kWatched[0]) == SignalWatch::kCount, "one saved disposition per signal");
 volatile sig_atomic_t g_write_fd = -1;
 
 void on_signal(int sig) {
@@ -26,6 +27,8 @@ void on_signal(int sig) {
 }
 
 }  // namespace
+
+bool stops_the_job(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
 SignalWatch::SignalWatch() {
   if (g_write_fd >= 0) throw std::logic_error("SignalWatch: only one may exist at a time");

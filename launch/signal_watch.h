@@ -9,12 +9,17 @@
 namespace distcomm {
 namespace launch {
 
-// While it exists: SIGINT, SIGTERM and SIGHUP (stop the job) and SIGCHLD (a rank ended)
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT: the signals that stop the job (as torchrun's agent
+// handles them), the ranks getting SIGTERM and the grace period.
+bool stops_the_job(int sig);
+
+// While it exists: the signals that stop the job and SIGCHLD (a rank ended)
 // are caught and queued; SIGPIPE is ignored (a closed terminal must not kill the launcher
 // halfway through stopping its ranks). The previous dispositions come back on destruction.
 // One watch per process at a time.
 class SignalWatch {
  public:
+  static constexpr int kCount = 6;  // signals watched (or ignored)
   SignalWatch();
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
@@ -28,7 +33,7 @@ class SignalWatch {
  private:
   int read_fd_ = -1;
   int write_fd_ = -1;
-  struct sigaction previous_[5];
+  struct sigaction previous_[kCount];
 };
 
 }  // namespace launch

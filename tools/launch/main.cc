@@ -26,8 +26,10 @@
 #include "launch/job.h"
 #include "launch/launch_options.h"
 #include "launch/tcp_job_store.h"
+#include "tools/launch/torchrun_flags.h"
 
-DEFINE_int32(nproc_per_node, 1, "ranks to start on this machine");
+DEFINE_string(nproc_per_node, "1", "ranks to start on this machine: a number, or torchrun's cpu (the cores this "
+              "launcher may use), gpu (the CUDA devices) or auto (the GPUs if any, else the cores)");
 DEFINE_bool(standalone, false, "torchrun's flag for a job on this machine alone, which is what the launcher does "
             "without --nnodes: the ranks meet at a free port on 127.0.0.1, with a fresh identity. Refused with a "
             "flag that places the job elsewhere (--nnodes, --node_rank, --master_addr, --master_port, "
@@ -54,6 +56,15 @@ DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
+DEFINE_string(rdzv_backend, "", "torchrun's: static (the default; --master_addr/--master_port) or c10d (with "
+              "--rdzv_endpoint: an elastic job); the launchers meet through their own store either way");
+DEFINE_bool(no_python, false, "torchrun's (--no-python): the program is run as it is, which the launcher always does");
+DEFINE_double(monitor_interval, 0.1, "torchrun's: taken for its command lines; the launcher learns of a rank's end at "
+              "once (SIGCHLD), not by polling");
+DEFINE_string(role, "default", "torchrun's: the ranks' role, exported as ROLE_NAME (ROLE_RANK and ROLE_WORLD_SIZE "
+              "are RANK and WORLD_SIZE: one role per job)");
+DEFINE_string(start_method, "spawn", "torchrun's (spawn, fork, forkserver: how Python starts workers): taken; every "
+              "rank here is a program of its own, started with fork and exec");
 DEFINE_string(rdzv_endpoint, "", "elastic job: HOST[:PORT] (default port 29400) of the rendezvous store, which the "
               "launcher on HOST serves; every machine's launcher gives the same (and the same DISTCOMM_STORE_TOKEN "
               "in its environment)");
@@ -94,8 +105,12 @@ int command_start(int argc, char** argv) {
     std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
     if (name.find('=') != std::string::npos) continue;
     gflags::CommandLineFlagInfo info;
-    // "--flag value": a non-bool flag takes the next argument as its value.
-    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) && info.type != "bool") ++i;
+    // "--flag value": a non-bool flag takes the next argument as its value, unless that is
+    // "--" (then the value is missing, which the parse says, rather than taken as "--").
+    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) && info.type != "bool" && i + 1 < argc &&
+        std::string(argv[i + 1]) != "--") {
+      ++i;
+    }
   }
   return argc;
 }
@@ -116,10 +131,15 @@ distcomm::JobIdentity identity_from_environment() {
   return {run_id ? run_id : "", token ? token : ""};
 }
 
+std::chrono::milliseconds ms_of(const std::string& flag, double seconds) {
+  return std::chrono::milliseconds(distcomm::launch::seconds_flag(flag, seconds));
+}
+
 distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> command) {
   distcomm::launch::LaunchOptions o;
   o.command = std::move(command);
-  o.nproc_per_node = FLAGS_nproc_per_node;
+  o.nproc_per_node = distcomm::launch::parse_nproc_per_node(FLAGS_nproc_per_node);
+  o.role = FLAGS_role;
   o.nnodes = distcomm::launch::parse_nnodes(FLAGS_nnodes).first;
   o.node_rank = FLAGS_node_rank;
   o.master_addr = FLAGS_master_addr;
@@ -136,15 +156,16 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.ranks_filter = distcomm::launch::parse_rank_list(FLAGS_ranks_filter);
   o.max_restarts = FLAGS_max_restarts;
   o.on_failure = distcomm::launch::parse_on_failure(FLAGS_on_failure);
-  o.replace_after = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_replace_after_s * 1000));
+  o.replace_after = std::chrono::milliseconds(
+      distcomm::launch::seconds_flag("replace_after_s", FLAGS_replace_after_s, /*minus_one_is_off=*/true));
   o.max_replacements = FLAGS_max_replacements;
-  o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_grace_period_s * 1000));
+  o.grace_period = ms_of("grace_period_s", FLAGS_grace_period_s);
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
   o.log_dir = absolute(FLAGS_log_dir, o.working_dir);
   o.trace_dir = absolute(FLAGS_trace_dir, o.working_dir);
-  o.dump_wait = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_dump_wait_s * 1000));
+  o.dump_wait = ms_of("dump_wait_s", FLAGS_dump_wait_s);
   o.timeline = absolute(FLAGS_timeline, o.working_dir);
   return o;
 }
@@ -152,7 +173,6 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
 // --help lists the launcher's own flags, not those of every library linked in (gflags'
 // --help would), and --version prints distcomm's. Only the launcher's part of the command
 // line counts: `launch -- prog --help` asks the program.
-std::chrono::milliseconds ms_of(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
 // --standalone asks for what the launcher does by default; it is taken so that torchrun's
 // commands run as they are. A flag that places the job elsewhere contradicts it: which of
@@ -161,6 +181,8 @@ void check_standalone() {
   if (!FLAGS_standalone) return;
   for (const char* name : {"nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint"}) {
     gflags::CommandLineFlagInfo flag;
+    // torchrun's own examples pair it with --nnodes=1 (or 1:1): this machine alone too.
+    if (std::string(name) == "nnodes" && (FLAGS_nnodes == "1" || FLAGS_nnodes == "1:1")) continue;
     if (gflags::GetCommandLineFlagInfo(name, &flag) && flag.current_value != flag.default_value) {
       throw std::invalid_argument("--standalone runs the job on this machine alone, at a free port on 127.0.0.1; --" +
                                   flag.name + "=" + flag.current_value + " places it elsewhere: drop one of the two");
@@ -171,6 +193,7 @@ void check_standalone() {
 // The elastic options, when the flags ask for an elastic job (--rdzv_endpoint); a range of
 // machines without an endpoint is refused.
 std::optional<distcomm::launch::ElasticOptions> elastic_from_flags() {
+  distcomm::launch::check_rdzv_backend(FLAGS_rdzv_backend, FLAGS_rdzv_endpoint, FLAGS_standalone);
   const auto [min, max] = distcomm::launch::parse_nnodes(FLAGS_nnodes);
   if (FLAGS_rdzv_endpoint.empty()) {
     if (min != max) {
@@ -184,10 +207,56 @@ std::optional<distcomm::launch::ElasticOptions> elastic_from_flags() {
   e.max_nodes = max;
   distcomm::launch::parse_endpoint(FLAGS_rdzv_endpoint, &e);
   e.rdzv_id = FLAGS_rdzv_id;
-  e.last_call = ms_of(FLAGS_rdzv_last_call_s);
-  e.timeout = ms_of(FLAGS_rdzv_timeout_s);
+  e.last_call = ms_of("rdzv_last_call_s", FLAGS_rdzv_last_call_s);
+  e.timeout = ms_of("rdzv_timeout_s", FLAGS_rdzv_timeout_s);
   e.local_addr = FLAGS_local_addr;
   return e;
+}
+
+// torchrun reads each flag from PET_<FLAG> where the command line does not give it (as
+// Kubeflow's PyTorchJob passes them): the same here, before the command line is parsed, so
+// that the command line still wins.
+void defaults_from_pet_variables() {
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);
+  for (const auto& f : flags) {
+    if (f.filename != __FILE__) continue;
+    const std::string variable = distcomm::launch::pet_variable(f.name);
+    const char* value = std::getenv(variable.c_str());
+    if (value == nullptr) continue;
+    if (gflags::SetCommandLineOptionWithMode(f.name.c_str(), value, gflags::SET_FLAGS_DEFAULT).empty()) {
+      throw std::invalid_argument(variable + "=" + value + ": not a valid value for --" + f.name);
+    }
+  }
+}
+
+// gflags ends the process on an unknown flag with its own line and status 1 (a failed
+// rank's): the launcher's flags are checked first, and one of torchrun's that only makes
+// sense for Python says what to do instead.
+void check_flag_names(int flag_argc, char** argv) {
+  for (int i = 1; i < flag_argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+    name = name.substr(0, name.find('='));
+    std::string underscored = name;
+    for (char& c : underscored) c = c == '-' ? '_' : c;
+    gflags::CommandLineFlagInfo info;
+    if (gflags::GetCommandLineFlagInfo(underscored.c_str(), &info)) {
+      if (info.type == "bool" || arg.find('=') != std::string::npos) continue;
+      // "--flag value": skip the value; none (or "--", where the program starts) is an error.
+      if (++i >= flag_argc) throw std::invalid_argument(arg + " needs a value: " + arg + "=VALUE");
+      continue;
+    }
+    // --noflag for a bool flag is gflags' "false".
+    if (underscored.rfind("no", 0) == 0 && gflags::GetCommandLineFlagInfo(underscored.substr(2).c_str(), &info) &&
+        info.type == "bool") {
+      continue;
+    }
+    const std::string typed = arg.substr(0, arg.find('='));
+    const std::string hint = distcomm::launch::torchrun_only_flag_hint(typed);
+    throw std::invalid_argument("unknown flag " + typed + (hint.empty() ? "" : ": " + hint));
+  }
 }
 
 bool print_help_or_version(int flag_argc, char** argv) {
@@ -221,6 +290,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> command(argv + start + (start < argc && std::string(argv[start]) == "--"), argv + argc);
   int flag_argc = start;
   if (print_help_or_version(flag_argc, argv)) return 0;
+  try {
+    check_flag_names(flag_argc, argv);
+    defaults_from_pet_variables();
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "launch: " << e.what() << "\n(usage: launch [flags] -- program [args...]; launch --help lists the flags)\n";
+    return 2;
+  }
   gflags::ParseCommandLineFlags(&flag_argc, &argv, /*remove_flags=*/true);
   if (flag_argc > 1) {
     std::cerr << "launch: unexpected argument '" << argv[1] << "' among the launcher's flags\n";

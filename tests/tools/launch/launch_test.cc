@@ -221,6 +221,52 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   expect_all_gone(ready_pids(f.out));
 }
 
+// A job's torchrun command line runs as it is: its flags for the rendezvous, the Python
+// worker and the polling are taken; the ranks get torchrun's role variables (one role: the
+// job's ranks) and OMP_NUM_THREADS=1 where several share the machine and the caller set
+// none; PET_<FLAG> gives a flag the command line does not.
+TEST(Launch, TorchrunsCommandLineAndVariablesAreTaken) {
+  const std::string show = "echo RANK=$RANK ROLE_NAME=$ROLE_NAME ROLE_RANK=$ROLE_RANK ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE "
+                           "OMP_NUM_THREADS=${OMP_NUM_THREADS-unset}";
+  Finished f = run(launch({"--rdzv_backend=static", "--no-python", "--monitor_interval=5", "--start_method=fork",
+                           "--role=trainer", "--nproc_per_node=2"},
+                          {"sh", "-c", show}),
+                   seconds(30), {"ROLE_RANK=7", "OMP_NUM_THREADS="});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::set<std::string> lines;
+  for (const std::string& l : lines_of(f.out)) lines.insert(l);
+  // An inherited ROLE_RANK is not this job's; a caller's OMP_NUM_THREADS (even empty) stands.
+  EXPECT_EQ(lines, (std::set<std::string>{"[rank 0] RANK=0 ROLE_NAME=trainer ROLE_RANK=0 ROLE_WORLD_SIZE=2 OMP_NUM_THREADS=",
+                                          "[rank 1] RANK=1 ROLE_NAME=trainer ROLE_RANK=1 ROLE_WORLD_SIZE=2 OMP_NUM_THREADS="}))
+      << f.out;
+
+  // Unset: 1 per rank (docs/launch.md says so; a line each job would be noise). PET_NPROC_PER_NODE
+  // gives the count; the command line wins over it.
+  const std::vector<std::string> unset_omp = {"PET_NPROC_PER_NODE=3"};
+  ::unsetenv("OMP_NUM_THREADS");
+  f = run(launch({}, {"sh", "-c", show}), seconds(30), unset_omp);
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(lines_of(f.out).size(), 3u) << f.out;
+  EXPECT_NE(f.out.find("[rank 2] RANK=2 ROLE_NAME=default ROLE_RANK=2 ROLE_WORLD_SIZE=3 OMP_NUM_THREADS=1"),
+            std::string::npos)
+      << f.out;
+  f = run(launch({"--nproc_per_node=1"}, {"sh", "-c", show}), seconds(30), unset_omp);
+  EXPECT_EQ(f.out, "[rank 0] RANK=0 ROLE_NAME=default ROLE_RANK=0 ROLE_WORLD_SIZE=1 OMP_NUM_THREADS=unset\n") << f.err;
+}
+
+// SIGQUIT stops the job as SIGTERM does (torchrun's agent handles it too): before, the
+// launcher died of it at once, without a word, and the ranks got no grace period.
+TEST(Launch, SigquitStopsEveryRank) {
+  Subprocess p(launch({"--nproc_per_node=2"}, {kProbe, "wait"}));
+  ASSERT_TRUE(p.wait_for_stdout("ready", 2, seconds(30)));
+  p.send_signal(SIGQUIT);
+  Finished f = p.finish(seconds(10));
+  ASSERT_FALSE(f.timed_out);
+  EXPECT_EQ(exit_code(f), 128 + SIGQUIT) << f.err;
+  EXPECT_NE(f.err.find("launch: got SIGQUIT: stopping 2 ranks"), std::string::npos) << f.err;
+  expect_all_gone(ready_pids(f.out));
+}
+
 TEST(Launch, CtrlCStopsEveryRankAndWhatTheyStarted) {
   Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "wait"}));
   ASSERT_TRUE(p.wait_for_stdout("ready", 3, seconds(30)));
@@ -456,6 +502,16 @@ TEST(Launch, BadFlagsAreRefusedWithTheirName) {
             "elsewhere: drop one of the two"},
            {{"--standalone", "--master_addr=10.0.0.1"}, "--master_addr=10.0.0.1 places it elsewhere"},
            {{"--standalone", "--rdzv_endpoint=10.0.0.1:29400"}, "--rdzv_endpoint=10.0.0.1:29400 places it elsewhere"},
+           // torchrun's spellings: what is taken is checked as the launcher's own flags are.
+           {{"--nproc_per_node=many"}, "--nproc_per_node=many: expected a number of ranks, or cpu, gpu or auto"},
+           {{"--rdzv_backend=etcd"}, "--rdzv_backend=etcd: the launchers meet through their own store"},
+           {{"--rdzv_backend=c10d"}, "--rdzv_backend=c10d: give every launcher the same --rdzv_endpoint"},
+           {{"--grace_period_s=inf"}, "--grace_period_s=inf: expected a number of seconds in [0, 1e9]"},
+           {{"--on_failure=continue", "--replace_after_s=nan"}, "--replace_after_s=nan: expected a number of seconds"},
+           {{"--log_dir"}, "--log_dir needs a value: --log_dir=VALUE"},
+           {{"--bogus"}, "launch: unknown flag --bogus"},
+           {{"-m", "trainer"}, "unknown flag -m: torchrun's -m runs a Python module or file"},
+           {{"--redirects=3"}, "torchrun's --redirects sends the ranks' output to files: here --log_dir=DIR"},
        }) {
     Finished f = run(launch(c.flags, {kProbe, "env"}));
     EXPECT_EQ(exit_code(f), 2) << c.message;
