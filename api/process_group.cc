@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "api/diagnostics/group_failure.h"
@@ -354,7 +355,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   ProcessGroupOptions o = options_;
   o.rank = static_cast<int>(me - ranks.begin());
   o.size = static_cast<int>(ranks.size());
-  o.group_name = name() + "/" + tag;
+  o.group_name = subgroup_name(tag);
   o.backend = spec.text;  // in lower case, as parse gives it
   // Not the parent's own (init's, long past): a subgroup's creation counts from new_group,
   // or within the creation it is part of.
@@ -363,6 +364,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::make_subgroup(const std::vector<int>
   o.global_ranks.clear();
   for (int r : ranks) o.global_ranks.push_back(global_rank(r));
   return build(std::move(o), std::move(spec), /*check_config=*/false, this, ranks, lists);
+}
+
+std::string ProcessGroup::subgroup_name(const std::string& tag) const {
+  // store_prefix_ is "pg/<name>/" or "pg/<name>@<n>/" (GroupCreation::arrive); none
+  // without a store, where creations are not counted.
+  const std::string base = group_store_base(name());
+  const bool counted = store_prefix_.size() > base.size() + 1 && store_prefix_.compare(0, base.size(), base) == 0 &&
+                       store_prefix_[base.size()] == '@';
+  const std::string path = counted ? store_prefix_.substr(3, store_prefix_.size() - 4) : name();
+  return path + "/" + tag;
 }
 
 void ProcessGroup::leave_subgroup(const BackendSpec& spec) {
@@ -390,18 +401,24 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       refusal = "rank " + std::to_string(sorted[i]) + " is listed twice in " + rank_list_text(ranks);
     }
   }
+  // The backend as the group would be made with it ("" is the parent's), which the members
+  // compare with their lists: "GLOO" and "gloo" are one.
+  std::optional<BackendSpec> spec;
+  try {
+    spec = BackendSpec::parse(backend.empty() ? options_.backend : backend);
+  } catch (const InvalidArgument& e) {
+    if (refusal.empty()) refusal = e.what();
+  }
+  const std::string backend_text = spec ? spec->text : backend;
   if (!refusal.empty()) {
     // Posted where the members it names look for its list (member_lists.h), so that they are
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.
-    if (options_.store) MemberLists(call, key_prefix, ranks, rank()).refuse(*options_.store, refusal);
+    if (options_.store) MemberLists(call, key_prefix, ranks, rank(), backend_text).refuse(*options_.store, refusal);
     // Members whose lists agree make their group all the same: where the parent's backend
-    // splits it (NCCL), they wait in the split for this rank too.
-    try {
-      leave_subgroup(BackendSpec::parse(backend.empty() ? options_.backend : backend));
-    } catch (const InvalidArgument&) {
-      // A backend text this rank cannot parse: no backend of the parent is asked, here or
-      // on any rank (each parses the same text), and the refusal above says what is wrong.
-    }
+    // splits it (NCCL), they wait in the split for this rank too. (With a backend text this
+    // rank cannot parse, no backend of the parent is asked, here or on any rank: each parses
+    // the same text.)
+    if (spec) leave_subgroup(*spec);
     throw InvalidArgument("new_group on group '" + name() + "': " + refusal);
   }
   const std::string tag = "g" + std::to_string(id);
@@ -410,7 +427,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   // its exchange does. Without a store there is nowhere to post them (docs/subgroups.md
   // says what happens then).
   if (!options_.store) return make_subgroup(sorted, backend, tag);
-  const MemberLists lists(call, key_prefix, sorted, rank(), [this](const std::function<std::vector<int>()>& missing) {
+  const MemberLists lists(call, key_prefix, sorted, rank(), backend_text,
+                          [this](const std::function<std::vector<int>()>& missing) {
     raise_if_exchange_cannot_end(missing);
   });
   return make_subgroup(sorted, backend, tag, nullptr, &lists);

@@ -180,6 +180,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, const std::string& backend,
                                               const std::string& tag, const InitWait* within = nullptr,
                                               const MemberLists* lists = nullptr);
+  // The name of this group's subgroup `tag` ("world/g0"). Under this group's name, and,
+  // where this group is not the first creation of its name over its store ("pg/world/g0@2/":
+  // one of the groups a new_group call with disjoint lists made, which share the name), with
+  // that creation's number ("world/g0@2/s0c0"): subgroups of two such groups never share
+  // a name, whose keys (rank claims, creation counts) would mix their members.
+  std::string subgroup_name(const std::string& tag) const;
   // new_group on a rank that refused its list, or whose list its members refused: it makes
   // no group, but the backends of this one that would derive the subgroup's are told it is
   // left out (skip_subgroup), as the parent's ranks outside a list are, since a split over

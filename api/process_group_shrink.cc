@@ -71,7 +71,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   ProcessGroupOptions o = options_;
   o.rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
   o.size = static_cast<int>(survivors.size());
-  o.group_name = name() + "/shrink" + std::to_string(id) + "-without-" + (gone.empty() ? "none" : joined(gone));
+  o.group_name = subgroup_name("shrink" + std::to_string(id) + "-without-" + (gone.empty() ? "none" : joined(gone)));
   o.global_ranks.clear();
   for (int r : survivors) o.global_ranks.push_back(global_rank(r));
   // A hierarchical group goes across hosts over gloo, as a subgroup does: mpi across is for

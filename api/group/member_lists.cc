@@ -9,15 +9,21 @@
 namespace distcomm {
 namespace {
 
-// A post is "<number> <list>": the number is the leader's count of the creation (0 from the
-// other ranks), the list as rank_list_text writes it; a refused list's is followed by a line
-// saying why ("<number> <list>\n<why>").
-std::string post_value(int64_t number, const std::vector<int>& list, const std::string& refusal) {
-  return std::to_string(number) + " " + rank_list_text(list) + (refusal.empty() ? "" : "\n" + refusal);
+// A post is "<number> <list>\t<backend>": the number is the leader's count of the creation
+// (0 from the other ranks), the list as rank_list_text writes it, the backend as the rank
+// passed it ("" for the parent's); a refused list's is followed by a line saying why
+// ("...\n<why>").
+std::string post_value(int64_t number, const std::vector<int>& list, const std::string& backend,
+                       const std::string& refusal) {
+  return std::to_string(number) + " " + rank_list_text(list) + "\t" + backend + (refusal.empty() ? "" : "\n" + refusal);
 }
 int64_t number_of(const std::string& value) { return std::stoll(value.substr(0, value.find(' '))); }
 std::string list_of(const std::string& value) {
   const size_t from = value.find(' ') + 1;
+  return value.substr(from, value.find('\t') - from);
+}
+std::string backend_of(const std::string& value) {
+  const size_t from = value.find('\t') + 1;
   return value.substr(from, value.find('\n') - from);  // npos - from: to the end
 }
 std::string refusal_of(const std::string& value) {
@@ -32,11 +38,12 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }  // namespace
 
 MemberLists::MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank,
-                         RaiseIfFailed raise_if_parent_failed)
+                         std::string backend, RaiseIfFailed raise_if_parent_failed)
     : call_(std::move(call)),
       key_prefix_(std::move(key_prefix)),
       list_(std::move(list)),
       parent_rank_(parent_rank),
+      backend_(std::move(backend)),
       raise_if_parent_failed_(std::move(raise_if_parent_failed)) {}
 
 std::string MemberLists::key(int parent_rank) const { return key_prefix_ + std::to_string(parent_rank); }
@@ -46,7 +53,7 @@ void MemberLists::post(Store& store) const { post(store, 0); }
 void MemberLists::refuse(Store& store, const std::string& why) const { post(store, 0, why); }
 
 void MemberLists::post(Store& store, int64_t number, const std::string& refusal) const {
-  store.set(key(parent_rank_), post_value(number, list_, refusal));
+  store.set(key(parent_rank_), post_value(number, list_, backend_, refusal));
 }
 
 int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const InitWait& w,
@@ -104,7 +111,17 @@ void MemberLists::check(const std::vector<std::string>& values) const {
   const std::string mine = rank_list_text(list_);
   bool differs = false;
   for (const std::string& v : values) differs = differs || (!v.empty() && list_of(v) != mine);
-  if (!differs) return;
+  if (!differs) {
+    // The same list, each member's group would be made with the backend it passed: ranks
+    // that passed different ones would wait in different rendezvous until the timeout.
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i].empty() || backend_of(values[i]) == backend_) continue;
+      throw InvalidArgument(call_ + ": rank " + std::to_string(parent_rank_) + " passed backend '" + backend_ +
+                            "', rank " + std::to_string(list_[i]) + " passed '" + backend_of(values[i]) + "' (both for " +
+                            mine + "); every rank must pass the same backend");
+    }
+    return;
+  }
   // Who passed which list, this rank's list first (the member at values[i] is list_[i]).
   std::vector<std::pair<std::string, std::vector<int>>> passed{{mine, {}}};
   for (size_t i = 0; i < values.size(); ++i) {

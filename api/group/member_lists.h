@@ -7,7 +7,7 @@
 // rank of the parent posts its list under the call's key, in the parent's namespace, and a
 // member waits there for the lists of its members -- the subgroup's arrival, no extra round
 // -- refusing at once, with an InvalidArgument naming who passed what, a member whose list is
-// another.
+// another, or whose backend is (the backend argument as passed).
 //
 // Members wait for members only, as arrival always has: a rank outside its list posts it and
 // returns (members that list it see what it passed), and a member none of whose members
@@ -46,8 +46,9 @@ class MemberLists {
 
   // call: "new_group #0 on group 'world'", for messages; key_prefix: the call's keys, in
   // the parent's namespace; list: this rank's, sorted, in ranks of the parent, whose rank
-  // this rank is (as passed, for refuse).
-  MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank,
+  // this rank is (as passed, for refuse); backend: the subgroup's backend text as this rank
+  // would make it, compared too: members of one list that passed different ones are refused.
+  MemberLists(std::string call, std::string key_prefix, std::vector<int> list, int parent_rank, std::string backend,
               RaiseIfFailed raise_if_parent_failed = {});
 
   // A rank outside its own list: says what it passed, and goes.
@@ -73,6 +74,7 @@ class MemberLists {
   std::string key_prefix_;
   std::vector<int> list_;
   int parent_rank_;
+  std::string backend_;
   RaiseIfFailed raise_if_parent_failed_;
 };
 

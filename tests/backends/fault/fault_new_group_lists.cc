@@ -106,6 +106,28 @@ TEST_P(FaultSuite, NewGroupListRefused) {
   });
 }
 
+// The same list with another backend on rank 1 ("gloo" there, "shm" elsewhere): every rank is
+// refused at once, naming both backends (before, each waited out the timeout in its own
+// backend's rendezvous, and the errors blamed the rendezvous). No backend is made, so
+// neither needs to be loadable here. The world goes on.
+TEST_P(FaultSuite, NewGroupBackendsDiffer) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join(kLongTimeout);
+    const std::vector<int> everyone = ranks_but(pg->size(), -1);
+    const std::string mine = r.rank() == kCulprit ? "gloo" : "shm";
+    const std::string msg = expect_failure_within<InvalidArgument>(
+        [&] { pg->new_group(everyone, mine); }, 0, kFast, "new_group with another backend on rank 1");
+    expect_has(msg, "new_group #0 on group 'world'", "the refusal");
+    expect_has(msg, "every rank must pass the same backend", "the refusal");
+    expect_has(msg, r.rank() == kCulprit ? "rank 1 passed backend 'gloo', rank 0 passed 'shm'"
+                                         : "passed backend 'shm', rank 1 passed 'gloo'",
+               "the refusal");
+    Tensor one = Tensor::of<int32_t>({1});
+    pg->all_reduce(one)->wait();
+    EXPECT_EQ(one.item(0), pg->size()) << "the world afterwards";
+  });
+}
+
 }  // namespace
 }  // namespace fault
 }  // namespace distcomm
