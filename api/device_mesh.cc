@@ -175,6 +175,9 @@ std::vector<int> DeviceMesh::ranks() const {
     return index_over(coordinate_of(a, layout_->shape), spans, layout_->shape) <
            index_over(coordinate_of(b, layout_->shape), spans, layout_->shape);
   });
+  // World ranks, as PyTorch's mesh holds them: a mesh made over a subgroup says which
+  // processes it spans, not their places in that subgroup.
+  for (int& r : out) r = layout_->world->global_rank(r);
   return out;
 }
 

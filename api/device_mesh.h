@@ -56,7 +56,8 @@ class DeviceMesh {
   // The group along one dimension: the ranks that share this rank's coordinate on every
   // other dimension of the world's mesh, ordered along `dim`.
   const ProcessGroupPtr& group(const std::string& dim) const;
-  // This mesh's ranks (world ranks), row-major.
+  // This mesh's ranks, row-major, as world ranks (global_ranks of the group the mesh was
+  // made over: the group's own ranks where that is the world).
   std::vector<int> ranks() const;
 
   // The sub-mesh of the given dimensions (in the order given) through this rank: no group

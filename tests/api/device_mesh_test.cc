@@ -69,6 +69,21 @@ TEST(DeviceMesh, ThreeDimensionsSliceAndFlatten) {
   });
 }
 
+// A mesh over a subgroup names world ranks, as PyTorch's: over new_group({2, 3, 4, 5}) of 6
+// ranks, its ranks are [2, 3, 4, 5] (found by a review: they were [0, 1, 2, 3], the
+// subgroup's, although its group's global_ranks() said [2, 3]).
+TEST(DeviceMesh, RanksOfAMeshOverASubgroupAreWorldRanks) {
+  on_every_rank(in_process_world(6), [](ProcessGroup& pg) {
+    ProcessGroupPtr sub = pg.new_group({2, 3, 4, 5});
+    if (!sub) return;
+    DeviceMesh mesh(sub, {2, 2}, {"dp", "tp"});
+    EXPECT_EQ(mesh.ranks(), (std::vector<int>{2, 3, 4, 5}));
+    const std::vector<int> row = pg.rank() < 4 ? std::vector<int>{2, 3} : std::vector<int>{4, 5};
+    EXPECT_EQ(mesh["tp"].ranks(), row) << "rank " << pg.rank();
+    EXPECT_EQ(mesh.group("tp")->global_ranks(), row) << "rank " << pg.rank();
+  });
+}
+
 TEST(DeviceMesh, BadShapesAndNamesAreRefusedOnEveryRank) {
   on_every_rank(in_process_world(4), [](ProcessGroup& pg) {
     const int me = pg.rank();
