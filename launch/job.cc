@@ -1,9 +1,9 @@
 #include "launch/job.h"
-#include "launch/signal_watch.h"
 
 #include <signal.h>
 
 #include <cstdio>
+#include <stdexcept>
 
 #include "api/process/local_processes.h"
 #include "api/process/write_fully.h"
@@ -73,7 +73,16 @@ JobResult run_job(const LaunchOptions& options) {
           std::to_string(options.max_restarts) + " in " +
           tenths_text(std::chrono::steady_clock::now() - result.stop_began));
     }
-    result = run_attempt(attempt, signals);
+    try {
+      result = run_attempt(attempt, signals);
+    } catch (const std::invalid_argument& e) {
+      if (restarts == 0) throw;  // the command line's mistake, before anything ran
+      // The program went away between attempts (a rebuild, a deleted file): the job ends
+      // with the failure that asked for the restart, not as a usage error.
+      say("restart " + std::to_string(restarts) + " cannot start: " + e.what() + "; the job failed: " +
+          failure_line(result));
+      break;
+    }
     const bool failed = result.exit_code != 0 && result.interrupted_by == 0 && result.failed_rank >= 0;
     if (!failed || options.max_restarts == 0) break;
     int sig = result.signal_while_stopping;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -120,6 +121,25 @@ TEST(Restart, WithoutMaxRestartsAFailureStillEndsTheJob) {
   EXPECT_EQ(exit_code(f), 3) << f.err;
   EXPECT_EQ(f.err.find("restart"), std::string::npos) << f.err;
   EXPECT_EQ(f.err.find("gave up"), std::string::npos) << "no restart was allowed: nothing to give up: " << f.err;
+}
+
+// The program is gone when the restart comes (a rebuild replaced it, it was deleted): the job
+// ends with the failure that asked for the restart and says why no restart ran (helper-53's
+// review: the launcher printed its usage hint and exited 2, as for a mistyped command line).
+TEST(Restart, AProgramGoneBeforeTheRestartEndsTheJobWithTheFailure) {
+  const std::string program = temp_path("deletes_itself.sh");
+  {
+    std::ofstream out(program);
+    out << "#!/bin/sh\nrm -f \"$0\"\nexit 3\n";
+  }
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  Finished f = run(launch({"--max_restarts=2"}, {program}), seconds(60));
+  EXPECT_EQ(exit_code(f), 3) << f.err;
+  EXPECT_NE(f.err.find("launch: restart 1 cannot start: '" + program + "' is not an executable file; the job failed: "
+                       "rank 0 failed (exit code 3)"),
+            std::string::npos)
+      << f.err;
+  EXPECT_EQ(f.err.find("usage:"), std::string::npos) << f.err;
 }
 
 // Ctrl-C while the failed attempt's ranks are being stopped (they ignore SIGTERM, and the
