@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -34,7 +35,7 @@ std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std
 
 class TCPJobStore : public JobStore {
  public:
-  explicit TCPJobStore(const JobStoreRequest& request) : server_(options(request)) {
+  explicit TCPJobStore(const JobStoreRequest& request) : nnodes_(request.nnodes), server_(options(request)) {
     for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
@@ -46,7 +47,26 @@ class TCPJobStore : public JobStore {
     // A doomed job's other ranks may still be in their handshake (a refusal comes after a
     // token's proof): they get their refusal, which says why, rather than a closed
     // connection. At most a second; at once when none is connected.
-    if (!doomed().empty()) server_.stop_after_farewell(std::chrono::seconds(1));
+    if (!doomed().empty()) {
+      server_.stop_after_farewell(std::chrono::seconds(1));
+    } else if (nnodes_ > 1) {
+      // The other machines' ranks may still be ending (their last ops, their groups'
+      // teardown) when this machine's have: the store stays until they have left it, at most
+      // kOtherMachinesGrace, as torchrun's agents wait for each other at the end (a barrier
+      // of 300 s there; shorter here, as Ctrl-C waits for it too).
+      const auto began = std::chrono::steady_clock::now();
+      server_.stop_after_farewell(kOtherMachinesGrace);
+      const auto waited = std::chrono::steady_clock::now() - began;
+      if (waited >= std::chrono::seconds(1)) {
+        char line[200];
+        std::snprintf(line, sizeof(line),
+                      "launch: kept the job's store %.1f s after this machine's ranks ended, until the other "
+                      "machines' ranks left it (at most %lld s)\n",
+                      std::chrono::duration<double>(waited).count(),
+                      static_cast<long long>(kOtherMachinesGrace.count() / 1000));
+        (void)!::write(2, line, std::strlen(line));
+      }
+    }
     server_.stop();  // first: its thread may be telling us that the job is doomed
     for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       ::close(pipe[0]);
@@ -101,6 +121,8 @@ class TCPJobStore : public JobStore {
     return o;
   }
 
+  static constexpr std::chrono::milliseconds kOtherMachinesGrace{30000};
+  const int nnodes_;
   mutable std::mutex mu_;
   std::string doomed_;  // the first refusal's text
   int doomed_pipe_[2] = {-1, -1};

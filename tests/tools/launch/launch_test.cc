@@ -370,6 +370,27 @@ TEST(Launch, NodeZerosLauncherServesAStaticJobsStore) {
   }
 }
 
+// Node 0's ranks end first; node 1's use the job's store 1.5 s later. Node 0's launcher keeps
+// the store until they have left it (helper-53's review: it left 16 ms after its own ranks,
+// taking the store with it, while node 1's ranks still ran).
+TEST(Launch, NodeZerosLauncherKeepsTheStoreUntilTheOtherMachinesRanksLeave) {
+  const int port = local::pick_free_port();
+  const std::vector<std::string> env = {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins"),
+                                        "DISTCOMM_RUN_ID=two_nodes_late", "DISTCOMM_STORE_TOKEN=secret"};
+  auto node = [&](int n) {
+    return launch({"--nnodes=2", "--node_rank=" + std::to_string(n), "--nproc_per_node=1",
+                   "--master_port=" + std::to_string(port), "--backend=any_size"},
+                  {runfile("tests/tools/launch/ordered_probe"), "late_store_use"});
+  };
+  Subprocess node1(node(1), env);
+  Finished node0 = run(node(0), seconds(60), env);
+  Finished f1 = node1.finish(seconds(60));
+  EXPECT_EQ(exit_code(node0), 0) << node0.err;
+  EXPECT_EQ(exit_code(f1), 0) << f1.out << f1.err;
+  EXPECT_NE(f1.out.find("[rank 1] rank 1: late store op ok"), std::string::npos) << f1.out << f1.err;
+  EXPECT_NE(node0.err.find("launch: kept the job's store "), std::string::npos) << node0.err;
+}
+
 // --serve_store=false: the launcher neither serves the store nor says it does, and rank 0
 // serves it at the port it was given (a program with a store of its own there, such as
 // torch's, needs the port free).
