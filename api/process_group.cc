@@ -415,9 +415,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.
     if (options_.store) MemberLists(call, key_prefix, ranks, rank(), backend_text).refuse(*options_.store, refusal);
     // Members whose lists agree make their group all the same: where the parent's backend
-    // splits it (NCCL), they wait in the split for this rank too. (With a backend text this
-    // rank cannot parse, no backend of the parent is asked, here or on any rank: each parses
-    // the same text.)
+    // splits it (NCCL), they wait in the split for this rank too. (A rank that cannot parse
+    // its backend text asks no backend of the parent. Where ranks passed different backends,
+    // they ask different backends of the parent, and no choice made here, without another
+    // round, suits every one of them: a split may then wait for its timeout.)
     if (spec) leave_subgroup(*spec);
     throw InvalidArgument("new_group on group '" + name() + "': " + refusal);
   }
