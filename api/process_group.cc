@@ -438,7 +438,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   const uint64_t id = subgroups_++;
   // One round: everyone learns everyone's (color, key).
-  const auto all = exchange().all_gather(std::to_string(color) + " " + std::to_string(key));
+  const auto all = all_gather_for(exchange(), "split #" + std::to_string(id) + " on group '" + name() + "'",
+                                  std::to_string(color) + " " + std::to_string(key));
   if (color < 0) {
     skip_subgroup(*backends_, BackendSpec::parse(options_.backend), {}, plugins());
     return nullptr;

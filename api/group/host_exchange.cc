@@ -186,13 +186,23 @@ class CollectiveExchange final : public HostExchange {
 
 }  // namespace
 
+std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine) {
+  try {
+    return exchange.all_gather(mine);
+  } catch (const Error&) {
+    // "rank 0/3 group 'world' host message exchange #2: ..." says where, not which call of
+    // the program's waited there.
+    std::rethrow_exception(with_context(std::current_exception(), call));
+  }
+}
+
 void agree_on_arguments(HostExchange& exchange, const std::string& call, const std::string& error,
                         const std::string& arguments) {
   // A digest, not the text: arguments that grow with the group (split_group's lists) would
   // otherwise cost every rank the whole group's texts, N^2 through the store. The texts
   // travel in a second round only when the digests differ, to be named.
   const std::string digest = std::to_string(std::hash<std::string>{}(arguments));
-  const auto all = exchange.all_gather(error.empty() ? "ok " + digest : "bad " + error);
+  const auto all = all_gather_for(exchange, call, error.empty() ? "ok " + digest : "bad " + error);
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].compare(0, 4, "bad ") == 0) {
       // Where every rank found the same fault (the usual case: one program), say so.
@@ -203,7 +213,7 @@ void agree_on_arguments(HostExchange& exchange, const std::string& call, const s
   }
   const auto differs = std::find_if(all.begin(), all.end(), [&](const std::string& s) { return s != all.front(); });
   if (differs == all.end()) return;
-  const auto texts = exchange.all_gather(arguments);  // every rank saw the difference: all take this round
+  const auto texts = all_gather_for(exchange, call, arguments);  // every rank saw the difference: all take this round
   const size_t r = static_cast<size_t>(differs - all.begin());
   throw InvalidArgument(call + ": rank " + std::to_string(r) + " gave " + texts[r] + " but rank 0 gave " +
                         texts.front() + ": every rank must pass the same");

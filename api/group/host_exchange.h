@@ -69,6 +69,10 @@ inline constexpr std::chrono::milliseconds kGroupFailureCheck{500};
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
                                                   std::string key_prefix);
 
+// exchange.all_gather(mine) on behalf of `call` ("split #0 on group 'world'"): its error (a
+// peer's death, a timeout) says which call of the program's was waiting.
+std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine);
+
 // A collective call's arguments, checked on every rank together (split_group, DeviceMesh):
 // each rank posts `arguments` (its view of them, as text) or, when its own check found them
 // bad, `error`. Throws InvalidArgument on every rank alike, "<call>: rank R gave ...",

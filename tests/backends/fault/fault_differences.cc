@@ -37,6 +37,8 @@ const Entry kCannot[] = {
     {"in_process", "StoreHostKilledWithAForkedChildAlive", kOneProcess},
     {"in_process", "KilledWhileOthersWaitInAHostExchange", kOneProcess},
     {"mpi", "KilledWhileOthersWaitInAHostExchange", kMpirunEndsTheJob},
+    {"in_process", "KilledWhileOthersSplit", kOneProcess},
+    {"mpi", "KilledWhileOthersSplit", kMpirunEndsTheJob},
     {"in_process", "KilledWhileOthersCreateASubgroup", kOneProcess},
     {"mpi", "KilledWhileOthersCreateASubgroup", kMpirunEndsTheJob},
     {"in_process", "SlowRankIsNamedWhileTheOthersWait",

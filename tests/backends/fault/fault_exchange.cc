@@ -50,6 +50,26 @@ TEST_P(FaultSuite, KilledWhileOthersWaitInAHostExchange) {
       {kCulprit});
 }
 
+// The same death while the others split the group: split's exchange fails as above, and the
+// error also says which call of the program's was waiting (before: only "host message
+// exchange #0", found by a review).
+TEST_P(FaultSuite, KilledWhileOthersSplit) {
+  runner().run(
+      [&](Rank& r) {
+        ProcessGroupPtr pg = r.join(kLongTimeout);
+        pg->barrier()->wait();
+        if (r.rank() == kCulprit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others into their waits
+          ::raise(SIGKILL);
+        }
+        const std::string msg = expect_failure_within<PeerFailure>([&] { pg->split(0, r.rank()); }, 0, kBound,
+                                                                   "a split that a rank died before joining");
+        expect_has(msg, "split #0 on group 'world': ", "the split");
+        expect_departure_named(msg, kCulprit, {"died", "closed", "exited"}, "the split");
+      },
+      {kCulprit});
+}
+
 // The same death before new_group, which meets its members through the parent's store
 // (member_lists.h) rather than its exchange: the survivors' new_group of every rank ends
 // with a PeerFailure naming the dead rank once the parent group knows of it, not at the
