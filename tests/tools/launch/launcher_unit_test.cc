@@ -1,9 +1,12 @@
 // The launcher library's pieces that need no process: options, environment, line cutting.
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -58,6 +61,25 @@ TEST(TerminalWriter, QueuesWhileTheReaderIsBehindAndWritesEverythingOut) {
     TerminalWriter writer(pipe_fds[1], /*capacity=*/100'000);
     for (int i = 0; i < 300; ++i) writer.write(line + "\n");  // 300 kB: more than the pipe and the capacity
     EXPECT_TRUE(writer.full());
+    // The writer's thread fills the pipe while the lines are queued, and may drop below the
+    // capacity for a moment while they still are (a wake that is right when it is sent). Once
+    // the pipe holds all it can, the thread waits in write(): from then on only reading can
+    // wake the poll. A pipe holds less than its size in 1000-byte lines (whole lines per
+    // page), so "full" is: more than half of it, unchanged for 100 ms.
+    const int pipe_size = ::fcntl(pipe_fds[0], F_GETPIPE_SZ);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int in_pipe = -1, steady_ms = 0;
+    while (steady_ms < 100 && std::chrono::steady_clock::now() < deadline) {
+      int now = 0;
+      ASSERT_EQ(::ioctl(pipe_fds[0], FIONREAD, &now), 0);
+      steady_ms = (now == in_pipe && now > pipe_size / 2) ? steady_ms + 1 : 0;
+      in_pipe = now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // Not ASSERT: leaving this scope waits for every line to be read (the destructor).
+    EXPECT_EQ(steady_ms, 100) << "the writer's thread never filled the pipe: " << in_pipe << " of "
+                              << pipe_size << " bytes";
+    writer.clear_wake();
     pollfd wake{writer.wake_fd(), POLLIN, 0};
     EXPECT_EQ(::poll(&wake, 1, 0), 0) << "the reader has not caught up";
     while (writer.full()) ASSERT_GT(read_some(), 0);
