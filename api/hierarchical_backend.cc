@@ -31,6 +31,7 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
       levels_(levels_of(flat_->rank(), std::move(within), std::move(across), hosts)),
       failure_(flat_->rank(), flat_->options().store),
       thread_([this, queue = queue_] { serve(queue); }) {
+  failure_.set_world_ranks(flat_->options().global_ranks);
   failure_.on_abort([this] {
     flat_->abort();
     abort_levels();

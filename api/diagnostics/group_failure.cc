@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -73,9 +74,10 @@ std::exception_ptr as_distcomm_error(std::exception_ptr e) {
 
 FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_of(e); }
 
-// What an op cut off by `cause` (another rank's failure) ends with.
-std::exception_ptr explained_by(const FailureRecord& cause) {
-  const std::string who = "rank " + std::to_string(cause.rank) + " of the group";
+// What an op cut off by `cause` (another rank's failure) ends with. world: " (world rank
+// N)" for the cause's rank in a subgroup, else "".
+std::exception_ptr explained_by(const FailureRecord& cause, const std::string& world) {
+  const std::string who = "rank " + std::to_string(cause.rank) + world + " of the group";
   switch (cause.kind) {
     case FailureRecord::Kind::kTimeout:
       return std::make_exception_ptr(
@@ -193,11 +195,54 @@ std::vector<std::weak_ptr<GroupFailure::Follower>>& followers() {
   return *list;
 }
 
+// Each GroupFailure's world ranks (set_world_ranks), kept here rather than in the object:
+// plugins built against an older header allocate GroupFailure at that header's size. Read
+// only when a failure names a rank. Never destroyed: a plugin's group may outlive statics.
+std::mutex& world_ranks_mutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::map<const GroupFailure*, std::vector<int>>& world_ranks_of() {
+  static auto* of = new std::map<const GroupFailure*, std::vector<int>>;
+  return *of;
+}
+
 }  // namespace
 
 GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
 
-GroupFailure::~GroupFailure() { stop_following(); }
+void GroupFailure::set_world_ranks(std::vector<int> world_ranks) {
+  std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  world_ranks_of()[this] = std::move(world_ranks);
+}
+
+std::string GroupFailure::world_rank_text(int group_rank) const {
+  if (group_rank < 0) return "";
+  std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  const auto it = world_ranks_of().find(this);
+  if (it == world_ranks_of().end() || static_cast<size_t>(group_rank) >= it->second.size()) return "";
+  const int world = it->second[static_cast<size_t>(group_rank)];
+  return world == group_rank ? "" : " (world rank " + std::to_string(world) + ")";
+}
+
+std::exception_ptr GroupFailure::naming_world_rank(std::exception_ptr error, int culprit) const {
+  const std::string world = world_rank_text(culprit);
+  if (world.empty()) return error;
+  const std::string message = message_of(error);
+  // Already said: explained_by's "rank 2 (world rank 5) of the group", or a peer's record
+  // that said it.
+  if (message.find("rank " + std::to_string(culprit) + world) != std::string::npos) return error;
+  const std::string world_rank = world.substr(2, world.size() - 3);  // "world rank N"
+  const std::string note = "rank " + std::to_string(culprit) + " of this group is " + world_rank;
+  if (message.find(note) != std::string::npos) return error;
+  return with_detail(error, note);
+}
+
+GroupFailure::~GroupFailure() {
+  stop_following();
+  std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  world_ranks_of().erase(this);
+}
 
 void GroupFailure::stop_following() {
   if (!follower_) return;
@@ -316,7 +361,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     // A departure with a board that did not answer in time: nobody can explain it either.
     if (departure && board_gone_.load()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
-      error = explained_by(*cause);
+      error = explained_by(*cause, world_rank_text(cause->rank));
       r.kind = kind_of(error);
       // Who the cause blamed, when it knew; else the rank that failed first.
       culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
@@ -340,6 +385,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   r.culprit = culprit;
   r.op = op ? op_type_name(op->op()) : "";
   r.seq = op ? static_cast<int64_t>(op->seq()) : -1;
+  error = naming_world_rank(error, culprit);
   std::exception_ptr described = with_context(error, where);
   r.message = message_of(described);
   r.time = std::chrono::system_clock::now();
@@ -350,9 +396,10 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // This rank may serve the store the peers read it from: it stays for them a moment.
   internal::note_failure_for_peers();
   if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
-    error = explained_by(*earlier);
+    error = explained_by(*earlier, world_rank_text(earlier->rank));
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
+    error = naming_world_rank(error, r.culprit);
     described = with_context(error, where);
     r.message = message_of(described);
     adopted = true;

@@ -65,6 +65,16 @@ class GroupFailure {
   GroupFailure(const GroupFailure&) = delete;
   GroupFailure& operator=(const GroupFailure&) = delete;
 
+  // world_ranks[group rank] = world rank (BackendOptions::global_ranks). In a subgroup,
+  // where the two differ, a failure that blames a rank then also gives its world rank
+  // ("...; rank 1 of this group is world rank 3"), and a peer's failure names that peer
+  // "rank 2 (world rank 5) of the group": a reader of a subgroup's error would otherwise
+  // take "rank 1" for world rank 1 (as often as not the rank reporting) and read the wrong
+  // process's log. Call it before any op. ABI 1.7: a plugin calls it only where
+  // core_abi_minor() >= 7 (api/plugin/plugin.h). Kept outside the object (group_failure.cc),
+  // so that GroupFailure's layout stays what plugins built before were compiled with.
+  void set_world_ranks(std::vector<int> world_ranks);
+
   // Run once, in the order added, by the thread that records the first failure (and by a
   // shutdown with ops in flight). They must not block on peers. Add them before any op.
   void on_abort(std::function<void()> hook);
@@ -174,6 +184,12 @@ class GroupFailure {
   void run_abort_hooks();
   // Tells the followers over this board (on_sibling_failure) of this first failure.
   void tell_followers(std::exception_ptr error, int culprit) const;
+
+  // " (world rank N)" for a group rank whose world rank differs; "" otherwise.
+  std::string world_rank_text(int group_rank) const;
+  // error, saying which world rank `culprit` is when that differs and the message does not
+  // say it already.
+  std::exception_ptr naming_world_rank(std::exception_ptr error, int culprit) const;
 
   const int rank_;
   const StorePtr board_;

@@ -55,13 +55,15 @@
 // asks for minor 5 before it calls the virtual). Minor 6: Backend::list_ops and the list
 // virtuals (all_gather_list, gather_list, scatter_list, reduce_scatter_list,
 // all_to_all_list): the list forms of device tensors go whole to a backend that names them.
+// Minor 7: GroupFailure::set_world_ranks (api/diagnostics/group_failure.h), a core function a
+// plugin calls only where core_abi_minor() >= 7; no layout changes.
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the
 // thread that runs the plugin's create() or create_subgroup_backend() (init_wait.h,
 // BackendCreationScope). Plugins that already called for_backend there are unaffected.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 6
+#define DISTCOMM_PLUGIN_ABI_MINOR 7
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

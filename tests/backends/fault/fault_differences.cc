@@ -41,6 +41,8 @@ const Entry kCannot[] = {
     {"mpi", "KilledWhileOthersSplit", kMpirunEndsTheJob},
     {"in_process", "KilledWhileOthersCreateASubgroup", kOneProcess},
     {"mpi", "KilledWhileOthersCreateASubgroup", kMpirunEndsTheJob},
+    {"in_process", "KilledInASubgroupIsNamedByItsWorldRank", kOneProcess},
+    {"mpi", "KilledInASubgroupIsNamedByItsWorldRank", kMpirunEndsTheJob},
     {"in_process", "SlowRankIsNamedWhileTheOthersWait",
      "the in_process backend (the suite's check of itself) has no stall watch, and its ranks are threads of one "
      "process, whose stderr cannot be told apart"},
