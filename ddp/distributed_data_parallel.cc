@@ -174,14 +174,30 @@ void DistributedDataParallel::sync_buffers() {
   broadcast_coalesced(pg_, values, root, kBroadcastBucketBytes);
 }
 
-size_t DistributedDataParallel::join(const std::function<void()>& train) {
+size_t DistributedDataParallel::join(const std::function<void()>& train, const JoinOptions& options) {
   const std::string head = "DDP join (rank " + std::to_string(pg_.rank()) + "): ";
   if (joining_) throw InvalidArgument(head + "already inside join()");
   if (reducer_->in_backward()) throw InvalidArgument(head + "a backward pass is under way; call finish_backward() first");
   if (!reducer_->sync()) throw InvalidArgument(head + "called under no_sync(); leave it first");
+  if (!options.divide_by_initial_world_size) {
+    // Refused here, alike on every rank (they share the hook and the parameters), before
+    // any pass: the rescaling is of the built-in hooks' average over the world.
+    if (!reducer_->builtin_hook()) {
+      throw InvalidArgument(head + "divide_by_initial_world_size=false needs one of DDP's own comm hooks "
+                                   "(allreduce_hook, fp16_compress_hook, bf16_compress_hook); a hook of yours "
+                                   "divides by what it chooses");
+    }
+    for (const NamedParameter& p : parameters_) {
+      if (!is_floating(p.value->dtype())) {
+        throw InvalidArgument(head + "divide_by_initial_world_size=false: parameter '" + p.name + "' is " +
+                              dtype_name(p.value->dtype()) + "; averaging over the ranks still training needs "
+                              "floating-point gradients");
+      }
+    }
+  }
   joining_ = true;
   join_root_ = -1;
-  reducer_->set_joining(++joins_);
+  reducer_->set_joining(++joins_, options.divide_by_initial_world_size);
   struct Leave {
     DistributedDataParallel& ddp;
     ~Leave() {

@@ -49,6 +49,15 @@ struct NamedBuffer {
   Tensor* value = nullptr;
 };
 
+// join()'s options, PyTorch's `model.join(...)` arguments.
+struct JoinOptions {
+  // true (PyTorch's default): every pass averages over the whole world, a joined rank adding
+  // zeros. false: over the ranks still training in that pass (the join notice says which),
+  // as PyTorch computes its "effective world size". Needs one of DDP's own comm hooks (a
+  // hook of yours does its own dividing) and floating-point gradients.
+  bool divide_by_initial_world_size = true;
+};
+
 struct DdpOptions {
   // Bucket size cap; 0 gives one all_reduce per parameter.
   double bucket_cap_mb = 25;
@@ -118,7 +127,8 @@ class DistributedDataParallel {
   // meets a Desync naming both, not their passes). Once `train` returns, this rank takes part in the others' remaining passes
   // with zero gradients, counted as produced (never as missing), so they average over the
   // whole world: a joined rank adds zeros, as PyTorch's default
-  // (divide_by_initial_world_size); its own gradient tensors are left as they were. An
+  // (divide_by_initial_world_size; JoinOptions makes it the ranks still training); its own
+  // gradient tensors are left as they were. An
   // error every rank raises alike in such a pass (a gradient one of them missed) is
   // theirs: this rank goes on; any other error there (the communication's, its comm
   // hook's) ends its join with that error. Buffers are broadcast from the highest rank still training. When every
@@ -129,7 +139,7 @@ class DistributedDataParallel {
   // (the ranks then fail with a Desync naming both ops, or a Timeout). An exception from
   // `train` propagates at once, without waiting for the others; they learn of it when this
   // rank's group goes (PeerFailure), or at their op's timeout if the group lives on.
-  size_t join(const std::function<void()>& train);
+  size_t join(const std::function<void()>& train, const JoinOptions& options = {});
 
   // Replaces the comm hook (every rank must do the same, between backward passes).
   void register_comm_hook(CommHook hook);

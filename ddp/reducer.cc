@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/reduce_op.h"
 #include "api/diagnostics/timeline.h"
 #include "ddp/message_format.h"
 
@@ -39,6 +40,10 @@ Reducer::~Reducer() = default;  // in-flight reductions keep their buffers alive
 
 void Reducer::set_comm_hook(CommHook hook) {
   if (in_backward_) throw InvalidArgument("DDP: a comm hook cannot be changed during a backward pass");
+  if (divide_by_training_ && hook && !is_builtin_hook(hook)) {
+    throw InvalidArgument("DDP: inside join(divide_by_initial_world_size=false) the comm hook must stay one of DDP's "
+                          "own; a hook of yours divides by what it chooses");
+  }
   options_.comm_hook = hook ? std::move(hook) : allreduce_hook();
 }
 
@@ -296,6 +301,7 @@ bool Reducer::finish_backward() {
     for (size_t i = 0; i < used_anywhere.size(); ++i) {
       if (!used_anywhere[i]) stats_.unused_parameters.push_back(i);
     }
+    if (!shadow_ && divide_by_training_) average_over_training_ranks();
     if (!shadow_) write_back(used_anywhere);
     if (!rebuilt_ && options_.rebuild_buckets) rebuild_buckets();
   } catch (...) {
@@ -445,6 +451,17 @@ void Reducer::write_back(const std::vector<bool>& used_anywhere) {
       // No rank used it: its gradient is left as it was, as if DDP were not there.
       view.copy_from(stashed_[i]);
     }
+  }
+}
+
+void Reducer::average_over_training_ranks() {
+  int training = 0;
+  for (int r = 0; r < pg_.size(); ++r) training += notice_.item(r) != 0 ? 1 : 0;
+  // A pass this rank runs itself has it training; no rank's pass has none.
+  if (training == 0 || training == pg_.size()) return;
+  const double factor = static_cast<double>(pg_.size()) / training;
+  for (Bucket& bucket : buckets_) {
+    scale_in_place(bucket.buffer.data(), static_cast<size_t>(bucket.spec.numel), bucket.spec.dtype, factor);
   }
 }
 

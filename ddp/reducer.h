@@ -85,6 +85,8 @@ class Reducer {
   void set_sync(bool sync) { sync_ = sync; }
   bool sync() const { return sync_; }
   void set_comm_hook(CommHook hook);
+  // Whether the hook is one of DDP's own (is_builtin_hook).
+  bool builtin_hook() const { return is_builtin_hook(options_.comm_hook); }
   bool in_backward() const { return in_backward_; }
 
   // Uneven inputs (DistributedDataParallel::join). While joining (join_number > 0: the
@@ -94,7 +96,15 @@ class Reducer {
   // factor is in the op's fingerprint: no op of the program's own pairs with it, nor does the
   // notice of another join() (a rank that left one with an exception and entered the next
   // while the others still run the first), which is a Desync naming both. 0: not joining.
-  void set_joining(uint64_t join_number) { join_number_ = join_number; }
+  // divide_by_initial_world_size false (PyTorch's join option): a pass's average is over
+  // the ranks still training in it (the notice's nonzero elements), not over the world.
+  // The built-in hooks divide by the world; the reducer then rescales the bucket by
+  // world / training, before the gradients are written back. Only with a built-in hook
+  // (DistributedDataParallel::join refuses others: a hook of yours does its own dividing).
+  void set_joining(uint64_t join_number, bool divide_by_initial_world_size = true) {
+    join_number_ = join_number;
+    divide_by_training_ = join_number != 0 && !divide_by_initial_world_size;
+  }
   // For a rank whose own passes have ended: the next notice with this rank's element 0;
   // unless every element is 0 (every rank has joined), then one pass like the others',
   // with zero gradients that count as produced; this rank's gradient tensors are left as
@@ -139,6 +149,9 @@ class Reducer {
   void check_own_flags_kept(const std::vector<bool>& flagged) const;
   void check_all_marked(const Tensor& usage) const;
   void write_back(const std::vector<bool>& used_anywhere);
+  // divide_by_training_: the buckets' gradients (not the usage tail), averaged over the
+  // world by the hook, become the average over the ranks still training in this pass.
+  void average_over_training_ranks();
   void rebuild_buckets();
   void record_stats(Clock::time_point finish_called, Clock::time_point waited);
   void end_iteration(bool synced);
@@ -172,6 +185,7 @@ class Reducer {
   uint64_t iterations_ = 0;
   IterationStats stats_;
   uint64_t join_number_ = 0;  // set_joining's
+  bool divide_by_training_ = false;  // set_joining's: divide by the ranks training, not the world
   bool last_failure_agreed_ = false;
   bool shadow_ = false;  // this pass is one a joined rank runs for the others
   Tensor notice_;        // the join notice of this (or the last) synchronised pass

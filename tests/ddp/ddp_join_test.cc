@@ -40,16 +40,22 @@ struct Setting {
   bool find_unused = false;
   bool one_bucket_each = false;  // bucket_cap_mb = 0, gradient_as_bucket_view
   bool user_hook = false;
+  // join(divide_by_initial_world_size=false): each pass averages over the ranks training.
+  bool divide_by_training = false;
 };
 
 // The averaged gradient of pass k and the parameters after `steps` passes, in one process.
 std::vector<std::vector<double>> averaged(const Setting& s, int world, int k) {
+  int training = 0;
+  for (int r = 0; r < world; ++r) training += s.passes(r) > k ? 1 : 0;
+  // A rank that produced no gradient still counts (it adds zeros), as in PyTorch.
+  const int divisor = s.divide_by_training ? training : world;
   std::vector<std::vector<double>> g;
   for (size_t i = 0; i < kSizes.size(); ++i) {
     g.emplace_back(static_cast<size_t>(kSizes[i]), 0.0);
     for (int r = 0; r < world; ++r) {
       if (s.passes(r) <= k || !produces(s.find_unused, r, k, i)) continue;
-      for (int64_t e = 0; e < kSizes[i]; ++e) g[i][static_cast<size_t>(e)] += grad_value(r, k, i, e) / world;
+      for (int64_t e = 0; e < kSizes[i]; ++e) g[i][static_cast<size_t>(e)] += grad_value(r, k, i, e) / divisor;
     }
   }
   return g;
@@ -95,6 +101,8 @@ void train_with_join(ProcessGroup& pg, const Setting& s) {
   int longest = 0;
   for (int r = 0; r < world; ++r) longest = std::max(longest, s.passes(r));
 
+  JoinOptions join_options;
+  join_options.divide_by_initial_world_size = !s.divide_by_training;
   const size_t shadowed = ddp.join([&] {
     for (int k = 0; k < mine; ++k) {
       for (Tensor& g : grads) g.fill(0.0);  // zero_grad: a gradient no rank produced stays 0
@@ -120,7 +128,7 @@ void train_with_join(ProcessGroup& pg, const Setting& s) {
         }
       }
     }
-  });
+  }, join_options);
   EXPECT_EQ(shadowed, static_cast<size_t>(longest - mine)) << "passes run for the others";
   if (mine > 0) {
     // A joined rank's own gradients stay those of its last pass (as in PyTorch).
@@ -164,6 +172,13 @@ std::vector<Setting> settings() {
       {"one bucket per parameter, bucket views", [](int r) { return 4 - r; }, false, /*one_bucket_each=*/true},
       {"a comm hook of the user's, find_unused_parameters", [](int r) { return 1 + 2 * r; }, true, false,
        /*user_hook=*/true},
+      {"over the ranks training: rank r runs 1 + 2r passes", [](int r) { return 1 + 2 * r; }, false, false, false,
+       /*divide_by_training=*/true},
+      {"over the ranks training: rank 0 runs none", [](int r) { return r == 0 ? 0 : 2 + r; }, false, false, false,
+       true},
+      {"over the ranks training: find_unused_parameters", [](int r) { return 4 - r; }, true, false, false, true},
+      {"over the ranks training: one bucket per parameter, bucket views", [](int r) { return 1 + 2 * r; }, false,
+       true, false, true},
   };
 }
 
@@ -340,6 +355,41 @@ TEST(DdpJoinMisuse, RefusedInsideABackwardPassUnderNoSyncAndNested) {
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("inside a backward pass"), std::string::npos) << e.what();
     }
+  });
+}
+
+// divide_by_initial_world_size=false rescales the built-in hooks' average over the world:
+// refused, before any pass and alike on every rank, with a hook of the user's, with
+// gradients that are not floating point, and a hook of the user's registered inside.
+TEST(DdpJoinMisuse, DividingByTheRanksTrainingNeedsABuiltInHookAndFloatGradients) {
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    JoinOptions over_training;
+    over_training.divide_by_initial_world_size = false;
+    auto refusal = [&](DistributedDataParallel& ddp) {
+      try {
+        ddp.join([] {}, over_training);
+      } catch (const InvalidArgument& e) {
+        return std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    Tensor value = Tensor::zeros({4}), grad = Tensor::zeros({4});
+    DdpOptions with_hook;
+    with_hook.comm_hook = [plain = allreduce_hook()](ProcessGroup& g, GradBucket& b) { return plain(g, b); };
+    DistributedDataParallel hooked(pg, {{"w", &value, &grad}}, with_hook);
+    EXPECT_NE(refusal(hooked).find("needs one of DDP's own comm hooks"), std::string::npos) << refusal(hooked);
+    hooked.register_comm_hook(fp16_compress_hook());
+    EXPECT_EQ(refusal(hooked), "accepted") << "a built-in hook registered later";
+    hooked.join([&] {
+      EXPECT_THROW(hooked.register_comm_hook(with_hook.comm_hook), InvalidArgument) << "a hook of the user's, inside";
+      hooked.register_comm_hook(allreduce_hook());
+    }, over_training);
+
+    Tensor count = Tensor::zeros({2}, DType::kInt64), count_grad = Tensor::zeros({2}, DType::kInt64);
+    DistributedDataParallel integers(pg, {{"count", &count, &count_grad}});
+    const std::string msg = refusal(integers);
+    EXPECT_NE(msg.find("parameter 'count' is int64"), std::string::npos) << msg;
+    EXPECT_EQ(integers.join([] {}), 0u) << "the default divides by the world, which integers can";
   });
 }
 
