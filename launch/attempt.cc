@@ -133,6 +133,10 @@ class Attempt {
   JobResult result_;
   DumpRequest dumps_;
   std::string stop_reason_;  // why, while the dumps are awaited
+  // What stops the ranks: SIGTERM, or the signal that stopped this launcher, passed on as
+  // torchrun's agent does (a Ctrl-C reaches the ranks as SIGINT: they lead process groups
+  // of their own, which the terminal's SIGINT does not reach).
+  int stop_signal_ = SIGTERM;
   struct Replacement {
     Clock::time_point due;
     int local_rank;
@@ -265,11 +269,11 @@ void Attempt::prepare_trace_files() {
 void Attempt::terminate(const std::string& why) {
   int n = ranks_.running();
   if (n > 0) {
-    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
-        " (SIGTERM, then SIGKILL after " + seconds_text(options_.grace_period) + ")");
+    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + " (" +
+        local::signal_name(stop_signal_) + ", then SIGKILL after " + seconds_text(options_.grace_period) + ")");
   }
   // Ranks that already exited may have left processes in their group: stop those too.
-  ranks_.terminate(options_.grace_period);
+  ranks_.terminate(options_.grace_period, stop_signal_);
 }
 
 void Attempt::name_first_failure() {
@@ -336,6 +340,7 @@ void Attempt::handle_signals() {
     if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
     if (!ranks_.stopping()) {
       result_.interrupted_by = sig;
+      stop_signal_ = sig;
       if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
       begin_stop(local::StopCause::kCaller, "got " + local::signal_name(sig));
       continue;

@@ -54,8 +54,9 @@ struct AttemptWatch {
 // with no failed rank (so no restart), its last line saying why. When a
 // rank exits non-zero or dies on a signal, the launcher gets SIGINT/SIGTERM/SIGHUP/SIGQUIT (through
 // `signals`), or `watch` asks, it says so on stderr ("<tag>: ...") and stops every rank's
-// process group: SIGTERM, then SIGKILL after options.grace_period (at once on a second
-// Ctrl-C); but a failed rank under OnFailure::kContinue is said in one line and the others
+// process group: SIGTERM (the launcher's own stopping signal, passed on, when that is what
+// stopped it: SIGINT for a Ctrl-C, as torchrun's agent does), then SIGKILL after
+// options.grace_period (at once on a second Ctrl-C); but a failed rank under OnFailure::kContinue is said in one line and the others
 // run on. Every rank is reaped, and the attempt's error files removed, before it returns.
 //
 // Throws std::runtime_error when the ranks cannot start; no rank is left running then.

@@ -10,7 +10,7 @@ namespace distcomm {
 namespace launch {
 
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT: the signals that stop the job (as torchrun's agent
-// handles them), the ranks getting SIGTERM and the grace period.
+// handles them), the ranks getting the same signal and the grace period.
 bool stops_the_job(int sig);
 
 // While it exists: the signals that stop the job and SIGCHLD (a rank ended)

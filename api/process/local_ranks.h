@@ -169,11 +169,12 @@ class LocalRanks {
   }
   bool stopping() const { return cause_ != StopCause::kNone; }
   StopCause stop_cause() const { return cause_; }
-  // SIGTERM to every rank (and to the process group of each that leads one, also after it
-  // exited: what it started may still run there); SIGKILL is due after `grace`.
-  void terminate(std::chrono::milliseconds grace) {
+  // SIGTERM (or `sig`: a launcher passes on the signal that stopped it) to every rank (and
+  // to the process group of each that leads one, also after it exited: what it started may
+  // still run there); SIGKILL is due after `grace`.
+  void terminate(std::chrono::milliseconds grace, int sig = SIGTERM) {
     children_.mark_stopped();
-    children_.signal(SIGTERM);
+    children_.signal(sig);
     if (!killed_) kill_at_ = Clock::now() + grace;
   }
   bool kill_due() const { return kill_at_ && Clock::now() >= *kill_at_; }

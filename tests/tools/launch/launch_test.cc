@@ -282,6 +282,28 @@ TEST(Launch, CtrlCStopsEveryRankAndWhatTheyStarted) {
   expect_all_gone(pids);
 }
 
+// The signal that stops the launcher is the one its ranks get, as torchrun's agent passes it
+// on: a program's Ctrl-C handler runs under the launcher too (the ranks lead process groups
+// of their own, which the terminal's SIGINT does not reach). Before, they always got SIGTERM.
+// A rank's failure stops the others with SIGTERM.
+TEST(Launch, TheRanksGetTheSignalThatStoppedTheLauncher) {
+  for (const auto& [sig, name] : {std::pair<int, std::string>{SIGINT, "SIGINT"}, {SIGHUP, "SIGHUP"},
+                                  {SIGTERM, "SIGTERM"}}) {
+    Subprocess p(launch({"--nproc_per_node=2"}, {kProbe, "say_signal"}));
+    ASSERT_TRUE(p.wait_for_stdout("ready", 2, seconds(30))) << name;
+    p.send_signal(sig);
+    Finished f = p.finish(seconds(10));
+    ASSERT_FALSE(f.timed_out) << name;
+    EXPECT_EQ(exit_code(f), 128 + sig) << name << ": " << f.err;
+    for (int rank : {0, 1}) {
+      EXPECT_NE(f.out.find("rank " + std::to_string(rank) + " got " + name), std::string::npos)
+          << name << ", rank " << rank << ": " << f.out;
+    }
+    EXPECT_NE(f.err.find("launch: got " + name + ": stopping 2 ranks (" + name + ", then SIGKILL"), std::string::npos)
+        << f.err;
+  }
+}
+
 TEST(Launch, LogDirHoldsOneFilePerRankAndTeeCopiesToTheTerminal) {
   std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/logs/nested";
   Finished quiet = run(launch({"--nproc_per_node=2", "--log_dir=" + dir}, {kProbe, "lines", "3"}));

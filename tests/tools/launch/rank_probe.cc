@@ -10,6 +10,8 @@
 //                                     on the job's first attempt (DISTCOMM_RESTART_COUNT 0)
 //                                     as fail; on a restarted attempt as env
 //   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
+//   rank_probe say_signal             like wait, but prints "rank <rank> got <SIGNAME>" for
+//                                     SIGINT, SIGTERM, SIGHUP or SIGQUIT, then dies of it
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
@@ -48,6 +50,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "api/process/failure_report.h"
 
@@ -117,6 +120,27 @@ void wait_for_the_others_to_be_ready() {
   for (;;) ::pause();
 }
 
+// say_signal's: the line each stopping signal prints, made before any can come (a handler
+// may only write() and re-raise).
+std::string g_said[NSIG];
+
+void say_and_die(int sig) {
+  const std::string& line = g_said[sig];
+  ssize_t ignored = ::write(1, line.data(), line.size());
+  (void)ignored;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+[[noreturn]] void say_which_signal_stops_it() {
+  for (const auto& [sig, name] : {std::pair<int, const char*>{SIGINT, "SIGINT"}, {SIGTERM, "SIGTERM"},
+                                  {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}}) {
+    g_said[sig] = "rank " + env_str("RANK") + " got " + name + "\n";
+    ::signal(sig, say_and_die);
+  }
+  wait_to_be_stopped(false);
+}
+
 // Whether the process whose /proc/<pid>/stat this is has ended (a zombie, or reaped).
 bool process_is_dead(const std::string& stat_path) {
   std::ifstream stat(stat_path);
@@ -154,6 +178,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "wait") wait_to_be_stopped(argc > 2 && std::string(argv[2]) == "ignore_term");
+  if (mode == "say_signal") say_which_signal_stops_it();
   if (mode == "cascade" && argc > 2) {
     const std::string cause_file = env_str(distcomm::kErrorFileVariable);
     const std::string dir = cause_file.substr(0, cause_file.find_last_of('/') + 1);
