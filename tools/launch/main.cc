@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "api/process/job_identity.h"
 #include "api/process/rank_environment.h"
 #include "api/version.h"
 #include "launch/elastic_agent.h"
@@ -150,6 +151,11 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.master_port = FLAGS_master_port;
   o.backend = FLAGS_backend;
   o.rdzv_id = FLAGS_rdzv_id;  // TORCHELASTIC_RUN_ID: torchrun sets it in static jobs too ("none")
+  // --standalone without --rdzv_id: torchrun names the run with a fresh uuid, which programs
+  // use to keep one run's files apart from the next's; "none" would give every run one name.
+  if (FLAGS_standalone && gflags::GetCommandLineFlagInfoOrDie("rdzv_id").is_default) {
+    o.rdzv_id = distcomm::hex_of(distcomm::random_bytes(16));
+  }
   // From the environment, never from flags: a command line is visible to every user.
   o.identity = identity_from_environment();
   o.tee = FLAGS_tee;

@@ -102,6 +102,27 @@ TEST(Launch, StandaloneIsOneMachineAtAFreePort) {
     ranks.insert(m[1]);
   }
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"})) << f.out;
+
+  // Each run is named afresh, as torchrun's uuid names it (before: "none", every run alike),
+  // one name for all its ranks; a --rdzv_id given stands.
+  auto run_ids = [](const std::vector<std::string>& flags) {
+    Finished g = run(launch(flags, {kProbe, "env"}));
+    EXPECT_EQ(exit_code(g), 0) << g.err;
+    std::set<std::string> ids;
+    const std::regex id(R"( TORCHELASTIC_RUN_ID=(\S+) )");
+    for (const std::string& l : lines_of(g.out)) {
+      std::smatch m;
+      if (std::regex_search(l, m, id)) ids.insert(m[1]);
+    }
+    return ids;
+  };
+  const std::set<std::string> first = run_ids({"--standalone", "--nproc_per_node=2"});
+  const std::set<std::string> second = run_ids({"--standalone", "--nproc_per_node=2"});
+  ASSERT_EQ(first.size(), 1u) << "one run id for every rank of a run";
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_TRUE(std::regex_match(*first.begin(), std::regex("[0-9a-f]{32}"))) << *first.begin();
+  EXPECT_NE(*first.begin(), *second.begin()) << "two runs, one name";
+  EXPECT_EQ(run_ids({"--standalone", "--nproc_per_node=1", "--rdzv_id=mine"}), std::set<std::string>{"mine"});
 }
 
 TEST(Launch, MultiNodeRanksAndExplicitAddressPassThrough) {
