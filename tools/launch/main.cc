@@ -153,7 +153,9 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   o.rdzv_id = FLAGS_rdzv_id;  // TORCHELASTIC_RUN_ID: torchrun sets it in static jobs too ("none")
   // --standalone without --rdzv_id: torchrun names the run with a fresh uuid, which programs
   // use to keep one run's files apart from the next's; "none" would give every run one name.
-  if (FLAGS_standalone && gflags::GetCommandLineFlagInfoOrDie("rdzv_id").is_default) {
+  // (PET_RDZV_ID sets the flag's default, so is_default alone does not tell it was not given.)
+  if (FLAGS_standalone && gflags::GetCommandLineFlagInfoOrDie("rdzv_id").is_default &&
+      std::getenv(distcomm::launch::pet_variable("rdzv_id").c_str()) == nullptr) {
     o.rdzv_id = distcomm::hex_of(distcomm::random_bytes(16));
   }
   // From the environment, never from flags: a command line is visible to every user.

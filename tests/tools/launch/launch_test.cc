@@ -123,6 +123,9 @@ TEST(Launch, StandaloneIsOneMachineAtAFreePort) {
   EXPECT_TRUE(std::regex_match(*first.begin(), std::regex("[0-9a-f]{32}"))) << *first.begin();
   EXPECT_NE(*first.begin(), *second.begin()) << "two runs, one name";
   EXPECT_EQ(run_ids({"--standalone", "--nproc_per_node=1", "--rdzv_id=mine"}), std::set<std::string>{"mine"});
+  ::setenv("PET_RDZV_ID", "from_pet", 1);
+  EXPECT_EQ(run_ids({"--standalone", "--nproc_per_node=1"}), std::set<std::string>{"from_pet"}) << "PET_RDZV_ID";
+  ::unsetenv("PET_RDZV_ID");
 }
 
 TEST(Launch, MultiNodeRanksAndExplicitAddressPassThrough) {
