@@ -47,6 +47,9 @@ DEFINE_string(kill_signal, "KILL",
               "for gone after the heartbeat timeout, and its launcher kills it)");
 DEFINE_int32(min_members, 2, "stop when fewer members are left");
 DEFINE_int32(log_every, 10, "print the loss every N steps");
+DEFINE_bool(await_replacement, false,
+            "tests: past --steps, train on (up to 10x --steps) until a step is committed by as many members as "
+            "the job started with, so that a replacement joins before the others end");
 DEFINE_double(replace_after_s, 1, "run by hand: start a replacement for a failed rank this long after (< 0: none)");
 DECLARE_int32(nproc);
 DECLARE_string(backend);
@@ -95,7 +98,17 @@ int main(int argc, char** argv) {
     std::unique_ptr<ddp::DistributedDataParallel> ddp_model;
     double loss_sum = 0;
     int loss_steps = 0;
-    while (manager.committed_steps() < static_cast<uint64_t>(FLAGS_steps)) {
+    // Every member of a generation sees the same size at the same step, so they all stop
+    // together (a member that stopped alone would be taken for gone by the others).
+    const char* world = std::getenv("WORLD_SIZE");  // the first generation's size (the launcher's)
+    const int started_with = world ? std::atoi(world) : 0;
+    bool full_step_committed = false;
+    auto trained_enough = [&] {
+      const uint64_t steps = manager.committed_steps();
+      if (steps < static_cast<uint64_t>(FLAGS_steps)) return false;
+      return !FLAGS_await_replacement || full_step_committed || steps >= 10 * static_cast<uint64_t>(FLAGS_steps);
+    };
+    while (!trained_enough()) {
       distcomm::ProcessGroupPtr pg = manager.begin_step(state);
       if (!pg) {  // a replacement that came after the training had finished
         std::printf("%s: the training had finished before it could join\n", manager.id().c_str());
@@ -132,6 +145,7 @@ int main(int argc, char** argv) {
         continue;
       }
       sgd.step();
+      full_step_committed = pg->size() >= started_with;
       loss_sum += loss_value;
       ++loss_steps;
       if (FLAGS_log_every > 0 && (step + 1) % FLAGS_log_every == 0 && pg->rank() == 0) {
@@ -159,7 +173,7 @@ int main(int argc, char** argv) {
     pg->all_reduce(lowest, min)->wait();
     pg->all_reduce(highest, max)->wait();
     const bool in_sync = *static_cast<int64_t*>(lowest.data()) == *static_cast<int64_t*>(highest.data());
-    distcomm::ordered_print(*pg, manager.id() + ": " + std::to_string(FLAGS_steps) + " steps, weights " +
+    distcomm::ordered_print(*pg, manager.id() + ": " + std::to_string(manager.committed_steps()) + " steps, weights " +
                                      (in_sync ? "identical to the other members'" : "DIFFER from the other members'"));
     manager.finish();  // a replacement still waiting to join stops waiting
     return in_sync ? 0 : 1;

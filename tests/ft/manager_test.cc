@@ -77,8 +77,11 @@ TEST_F(FtManager, AMemberWhoseHeartbeatStopsIsFoundAfterTheHeartbeatTimeout) {
   script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr& pg) {
     if (m.id != "rank2" || s != kDeath) return false;
     m.held = pg;
-    m.ft.reset();  // its monitor, and so its heartbeat, stops
+    // Before the reset, which joins the monitor (and may take a while on a loaded machine):
+    // the heartbeat's last beat is no later than the reset's end, and taking the time after
+    // it made the death look later than it was (the survivors then seemed to notice early).
     died_at_ns = std::chrono::system_clock::now().time_since_epoch().count();
+    m.ft.reset();  // its monitor, and so its heartbeat, stops
     return true;
   };
   train_all(members, kSteps, script);

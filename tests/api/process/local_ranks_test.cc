@@ -73,14 +73,24 @@ TEST(RankEnvironment, NamesTheRankAndWhereTheJobMeets) {
 // kTerminate (spawn): the first failure stops the others at once, SIGTERM then SIGKILL.
 TEST(LocalRanks, AFailureTerminatesTheOthers) {
   LocalRanks ranks(policy(AfterFailure::kTerminate, milliseconds(300)));
-  ranks.fork_ranks(3, [](int rank) -> std::string {
+  int handler_set[2];
+  ASSERT_EQ(::pipe(handler_set), 0);
+  ranks.fork_ranks(3, [&](int rank) -> std::string {
     if (rank == 1) {
-      std::this_thread::sleep_for(milliseconds(500));  // rank 2 has set its handler by then
+      // Once rank 2 has set its handler (a sleep here lost the race on a loaded machine:
+      // rank 2 then died of the SIGTERM).
+      char byte;
+      if (::read(handler_set[0], &byte, 1) != 1) return "rank 2 never said it ignores SIGTERM";
       return "rank 1 gave up";
     }
-    if (rank == 2) ::signal(SIGTERM, SIG_IGN);  // left for SIGKILL
+    if (rank == 2) {
+      ::signal(SIGTERM, SIG_IGN);  // left for SIGKILL
+      if (::write(handler_set[1], "r", 1) != 1) ::_exit(9);
+    }
     wait_forever();
   });
+  ::close(handler_set[0]);
+  ::close(handler_set[1]);
   const auto start = Clock::now();
   ranks.watch();
   EXPECT_LT(seconds_since(start), 5.0);
@@ -264,11 +274,19 @@ TEST(LocalRanks, ARankThatCannotStartStopsTheOnesBefore) {
 // caller's terminate and kill keep the grace.
 TEST(LocalRanks, TheCallerStopsWithItsOwnGrace) {
   LocalRanks ranks(policy(AfterFailure::kCallerStops, milliseconds(0)));
-  ranks.fork_ranks(2, [](int rank) -> std::string {
-    if (rank == 0) ::_exit(3);
+  int handler_set[2];
+  ASSERT_EQ(::pipe(handler_set), 0);
+  ranks.fork_ranks(2, [&](int rank) -> std::string {
+    if (rank == 0) {
+      char byte;  // fails once rank 1 ignores SIGTERM, so that the stop below meets that
+      ::_exit(::read(handler_set[0], &byte, 1) == 1 ? 3 : 9);
+    }
     ::signal(SIGTERM, SIG_IGN);
+    if (::write(handler_set[1], "r", 1) != 1) ::_exit(9);
     wait_forever();
   });
+  ::close(handler_set[0]);
+  ::close(handler_set[1]);
   const auto start = Clock::now();
   while (ranks.first_seen_failure() < 0 && seconds_since(start) < 30) ranks.watch_once(milliseconds(1000));
   ASSERT_EQ(ranks.first_seen_failure(), 0);

@@ -3,9 +3,10 @@
 // single CPU, which once turned spinning off), ranks pinned to one core together must not.
 //
 // Seen from outside through the waiting thread's voluntary context switches: a rank that
-// spins through a 100 ms wait makes none; one that sleeps on the futex wakes at least every
-// 10 ms (its liveness checks), so it makes several. Spin is set long (1 s) and yield to 0,
-// so the answer shows in the whole wait.
+// spins through a 500 ms wait makes none; one that sleeps on the futex wakes at least every
+// 10 ms (its liveness checks), so it makes dozens (5 are asked: a loaded machine delays
+// wake-ups, and rank 1 may enter the wait late). Spin is set long (1 s) and yield to 0, so
+// the answer shows in the whole wait.
 #include <sched.h>
 #include <sys/resource.h>
 
@@ -50,7 +51,7 @@ long voluntary_switches() {
   return u.ru_nvcsw;
 }
 
-// Rank r is pinned to cpu_of_rank[r] before the group is made; rank 1 then waits 100 ms in
+// Rank r is pinned to cpu_of_rank[r] before the group is made; rank 1 then waits 500 ms in
 // a barrier for rank 0. Returns rank 1's voluntary context switches in that wait.
 void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin) {
   GroupHarnessOptions options;
@@ -60,14 +61,14 @@ void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin) {
     ProcessGroupPtr pg = world.new_group({0, 1});  // sees the ranks' masks as they are now
     pg->barrier()->wait();
     if (pg->rank() == 0) {
-      std::this_thread::sleep_for(milliseconds(100));  // the wait rank 1 is measured in
+      std::this_thread::sleep_for(milliseconds(500));  // the wait rank 1 is measured in
       pg->barrier()->wait();
       return;
     }
     const long before = voluntary_switches();
     pg->barrier()->wait();
     const long switches = voluntary_switches() - before;
-    std::fprintf(stderr, "[rank 1 pinned to CPU %d, rank 0 to CPU %d] %ld voluntary context switches in a 100 ms wait\n",
+    std::fprintf(stderr, "[rank 1 pinned to CPU %d, rank 0 to CPU %d] %ld voluntary context switches in a 500 ms wait\n",
                  cpu_of_rank[1], cpu_of_rank[0], switches);
     if (expect_spin) {
       EXPECT_LE(switches, 2) << "rank 1 slept while it waited: pinned to a core of its own, it should spin";

@@ -73,7 +73,10 @@ TEST(Elastic, MachinesLeaveAndJoinAndTheJobGoesOn) {
   auto start = [&] {
     return std::make_unique<Subprocess>(
         launcher(endpoint, "1:3",
-                 {"--nproc_per_node=2", "--rdzv_id=job7", "--rdzv_last_call_s=3", "--max_restarts=3"},
+                 // A last call long enough for all three to be in round 1 on a loaded machine
+                 // (it closes as soon as the third joins; later rounds close once every
+                 // launcher of the round before is back or gone).
+                 {"--nproc_per_node=2", "--rdzv_id=job7", "--rdzv_last_call_s=30", "--max_restarts=3"},
                  {kElasticProbe, finish}),
         std::vector<std::string>{kToken}, /*merge_stderr=*/true);
   };
@@ -149,7 +152,7 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
   const std::string finish = temp_path("finish_silent");
   auto start = [&] {
     return std::make_unique<Subprocess>(
-        launcher(endpoint, "1:3", {"--rdzv_id=silent", "--rdzv_last_call_s=3", "--max_restarts=3"},
+        launcher(endpoint, "1:3", {"--rdzv_id=silent", "--rdzv_last_call_s=30", "--max_restarts=3"},
                  {kElasticProbe, finish}),
         std::vector<std::string>{kToken}, /*merge_stderr=*/true);
   };

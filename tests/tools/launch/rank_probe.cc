@@ -9,6 +9,9 @@
 //   rank_probe fail_first <rank> <code>
 //                                     on the job's first attempt (DISTCOMM_RESTART_COUNT 0)
 //                                     as fail; on a restarted attempt as env
+//   rank_probe fail_first_then_wait <rank> <code>
+//                                     as fail_first, but a restarted attempt's ranks wait
+//                                     to be stopped (as wait)
 //   rank_probe signal <rank> <sig>    like wait, but that rank kills itself with signal sig
 //   rank_probe say_signal             like wait, but prints "rank <rank> got <SIGNAME>" for
 //                                     SIGINT, SIGTERM, SIGHUP or SIGQUIT, then dies of it
@@ -108,6 +111,9 @@ void wait_for_the_others_to_be_ready() {
 // "ready <pid> <grandchild>" once a grandchild (same process group) exists, then waits.
 [[noreturn]] void wait_to_be_stopped(bool ignore_term) {
   if (ignore_term) ::signal(SIGTERM, SIG_IGN);
+  // A SIGQUIT the launcher passes on (SigquitStopsEveryRank) must not leave cores.
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
   pid_t grandchild = ::fork();
   if (grandchild == 0) {
     for (;;) ::pause();
@@ -275,8 +281,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3000 && ::access(done.c_str(), F_OK) != 0; ++i) ::usleep(1000);
     return 0;
   }
-  if (mode == "fail_first" && argc > 3) {
+  if ((mode == "fail_first" || mode == "fail_first_then_wait") && argc > 3) {
     if (env_int("DISTCOMM_RESTART_COUNT") > 0) {
+      if (mode == "fail_first_then_wait") wait_to_be_stopped(false);
       print_env();
       return 0;
     }

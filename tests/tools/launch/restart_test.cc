@@ -166,10 +166,12 @@ TEST(Restart, CtrlCWhileStoppingForARestartEndsEverything) {
 }
 
 // Ctrl-C as soon as the restart is announced, while the new attempt's ranks are starting.
+// (They then wait to be stopped: were they to fail again by themselves, as they did before,
+// a Ctrl-C that a loaded machine delivers late could find "restart 2" already begun.)
 TEST(Restart, CtrlCJustAfterARestartBeganEndsEverything) {
   const std::string tmp = fresh_tmpdir("ctrl_c_restart");
-  Subprocess p(launch({"--nproc_per_node=3", "--max_restarts=3"}, {kProbe, "fail", "1", "3"}), {"TMPDIR=" + tmp},
-               /*merge_stderr=*/true);
+  Subprocess p(launch({"--nproc_per_node=3", "--max_restarts=3"}, {kProbe, "fail_first_then_wait", "1", "3"}),
+               {"TMPDIR=" + tmp}, /*merge_stderr=*/true);
   ASSERT_TRUE(p.wait_for_stdout("restart 1 of 3", 1, seconds(30)));
   p.send_signal(SIGINT);
   Finished f = p.finish(seconds(30));
