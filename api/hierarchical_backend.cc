@@ -287,23 +287,30 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     if (Clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // "rank 3 (world rank 4)" in a subgroup: GroupFailure then adds no note of its own, which
+  // would follow the level's note in the level's numbering (set_world_ranks).
+  auto rank_text = [this](int r) {
+    const std::vector<int>& world = options().global_ranks;
+    const bool differs = r >= 0 && static_cast<size_t>(r) < world.size() && world[static_cast<size_t>(r)] != r;
+    return "rank " + std::to_string(r) + (differs ? " (world rank " + std::to_string(world[static_cast<size_t>(r)]) + ")" : "");
+  };
   if (cause) {
     const int first = cause->culprit >= 0 ? cause->culprit : cause->rank;
     // The recorder is not the culprit when the record names another: "rank 1 failed first"
     // over rank 0's death sent readers to a healthy rank (a review's finding).
     const std::string who = cause->culprit >= 0 && cause->culprit != cause->rank
-                                ? "rank " + std::to_string(cause->rank) + " of the group recorded the failure first: "
-                                : "rank " + std::to_string(cause->rank) + " of the group failed first: ";
+                                ? rank_text(cause->rank) + " of the group recorded the failure first: "
+                                : rank_text(cause->rank) + " of the group failed first: ";
     return failure_.record(reworded(error, who + cause->message), op, first);
   }
   if (culprit < 0) return failure_.record(error, op);
   // This rank's level saw it first: the culprit in the group's ranks, the level's words after.
-  std::string message = "rank " + std::to_string(culprit) + (shut_down ? " shut its part of the group down" : " died or closed its connection");
+  std::string message = rank_text(culprit) + (shut_down ? " shut its part of the group down" : " died or closed its connection");
   try {
     std::rethrow_exception(error);
   } catch (const PeerFailure&) {
   } catch (...) {
-    message = "rank " + std::to_string(culprit) + " failed";
+    message = rank_text(culprit) + " failed";
   }
   message += ", seen by the group's level '" + (*level)->name() + "', where it is rank " +
              std::to_string(level_rank) + ": " + what_of(error);

@@ -245,15 +245,20 @@ void Attempt::judge_by_last_processes() {
 void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
   ranks_.begin_stop(cause);
   result_.stop_began = Clock::now();
-  if (!options_.trace_dir.empty()) {
+  // Ranks that dump only on SIGTERM (an inherited DISTCOMM_TRACE_DIR) are asked first when
+  // they are to get another signal.
+  const std::string dump_dir = !options_.trace_dir.empty() ? options_.trace_dir
+                               : stop_signal_ != SIGTERM   ? options_.inherited_trace_dir
+                                                           : std::string();
+  if (!dump_dir.empty()) {
     std::vector<std::pair<int, pid_t>> running;
     for (size_t i = 0; i < processes_.size(); ++i) {
       if (ranks_[i].running) running.emplace_back(processes_[i].rank, ranks_[i].pid);
     }
-    dumps_.ask(options_.trace_dir, running, options_.dump_wait);
+    dumps_.ask(dump_dir, running, options_.dump_wait);
     if (dumps_.pending()) {
       say(why + ": asking " + std::to_string(running.size()) + (running.size() == 1 ? " rank" : " ranks") +
-          " for a trace dump (SIGUSR1) into " + options_.trace_dir);
+          " for a trace dump (SIGUSR1) into " + dump_dir);
       stop_reason_ = why;
       return;  // terminate() once they are written (see run())
     }

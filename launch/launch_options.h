@@ -54,7 +54,8 @@ struct LaunchOptions {
   // Put "[rank R] " before each line on the terminal. Self-launching examples turn it off
   // so that their output reads exactly as the program printed it.
   bool prefix_output = true;  // except on lines that already start with "[rank N"
-  // Between SIGTERM and SIGKILL when the job is stopped.
+  // Between the stopping signal (SIGTERM, or the one that stopped the launcher) and SIGKILL
+  // when the job is stopped.
   std::chrono::milliseconds grace_period{5000};
   // When not empty: exported as DISTCOMM_TRACE_DIR (absolute), so every rank dumps its
   // flight recorder there on a failure and at exit; and when a rank fails or the job is
@@ -62,6 +63,11 @@ struct LaunchOptions {
   // dump_wait to write it before they are stopped.
   std::string trace_dir;
   std::chrono::milliseconds dump_wait{5000};
+  // Without trace_dir: the DISTCOMM_TRACE_DIR the ranks inherit from the launcher's
+  // environment, if any. A rank dumps there by itself on SIGTERM only; when the launcher
+  // passes on another signal (Ctrl-C's SIGINT), it asks for the dumps first (SIGUSR1), as
+  // with trace_dir.
+  std::string inherited_trace_dir;
   // When not empty: exported as DISTCOMM_TIMELINE (absolute); the file is removed first,
   // and the ranks merge their timelines into it (api/diagnostics/timeline.h).
   std::string timeline;

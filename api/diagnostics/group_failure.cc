@@ -527,3 +527,8 @@ void GroupFailure::run_abort_hooks() {
 }
 
 }  // namespace distcomm
+
+extern "C" void distcomm_group_failure_set_world_ranks(distcomm::GroupFailure* failure, const int* world_ranks,
+                                                        size_t count) {
+  failure->set_world_ranks(std::vector<int>(world_ranks, world_ranks + count));
+}

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -66,13 +67,13 @@ class GroupFailure {
   GroupFailure& operator=(const GroupFailure&) = delete;
 
   // world_ranks[group rank] = world rank (BackendOptions::global_ranks). In a subgroup,
-  // where the two differ, a failure that blames a rank then also gives its world rank
-  // ("...; rank 1 of this group is world rank 3"), and a peer's failure names that peer
-  // "rank 2 (world rank 5) of the group": a reader of a subgroup's error would otherwise
-  // take "rank 1" for world rank 1 (as often as not the rank reporting) and read the wrong
-  // process's log. Call it before any op. ABI 1.7: a plugin calls it only where
-  // core_abi_minor() >= 7 (api/plugin/plugin.h). Kept outside the object (group_failure.cc),
-  // so that GroupFailure's layout stays what plugins built before were compiled with.
+  // where the two differ, a failure that blames one lost peer then also gives its world
+  // rank ("...; rank 1 of this group is world rank 3"), and a peer's failure names that
+  // peer "rank 2 (world rank 5) of the group": a reader of a subgroup's error would
+  // otherwise take "rank 1" for world rank 1 (as often as not the rank reporting) and read
+  // the wrong process's log. Call it before any op; a plugin calls name_world_ranks below
+  // instead. Kept outside the object (group_failure.cc), so that GroupFailure's layout stays
+  // what plugins built before were compiled with.
   void set_world_ranks(std::vector<int> world_ranks);
 
   // Run once, in the order added, by the thread that records the first failure (and by a
@@ -213,5 +214,22 @@ class GroupFailure {
   std::exception_ptr first_error_;
   std::shared_ptr<Follower> follower_;  // set by on_sibling_failure
 };
+
+}  // namespace distcomm
+
+// set_world_ranks for plugins (ABI 1.7), weak: a plugin built with this header still loads
+// in a core that predates it (a plain member function would be an undefined symbol there,
+// and the loader's RTLD_NOW refuses the plugin); its subgroup errors then name group ranks
+// only.
+extern "C" void distcomm_group_failure_set_world_ranks(distcomm::GroupFailure* failure, const int* world_ranks,
+                                                        size_t count) __attribute__((weak));
+
+namespace distcomm {
+
+inline void name_world_ranks(GroupFailure& failure, const std::vector<int>& world_ranks) {
+  if (distcomm_group_failure_set_world_ranks) {
+    distcomm_group_failure_set_world_ranks(&failure, world_ranks.data(), world_ranks.size());
+  }
+}
 
 }  // namespace distcomm

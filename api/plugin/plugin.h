@@ -55,8 +55,10 @@
 // asks for minor 5 before it calls the virtual). Minor 6: Backend::list_ops and the list
 // virtuals (all_gather_list, gather_list, scatter_list, reduce_scatter_list,
 // all_to_all_list): the list forms of device tensors go whole to a backend that names them.
-// Minor 7: GroupFailure::set_world_ranks (api/diagnostics/group_failure.h), a core function a
-// plugin calls only where core_abi_minor() >= 7; no layout changes.
+// Minor 7: distcomm_group_failure_set_world_ranks (api/diagnostics/group_failure.h), a core
+// entry point declared weak, as distcomm_current_cuda_stream: a plugin that calls it still
+// loads in an older core (a plain member function would be an undefined symbol there, which
+// the loader's RTLD_NOW refuses). No layout changes.
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the

@@ -178,7 +178,7 @@ class LocalRanks {
     if (!killed_) kill_at_ = Clock::now() + grace;
   }
   bool kill_due() const { return kill_at_ && Clock::now() >= *kill_at_; }
-  // SIGKILL, as terminate() sends SIGTERM; the ranks are reaped by the next turns.
+  // SIGKILL, as terminate() sends its signal; the ranks are reaped by the next turns.
   void kill() {
     children_.mark_stopped();
     children_.signal(SIGKILL);

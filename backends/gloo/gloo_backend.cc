@@ -38,7 +38,7 @@ GlooBackend::GlooBackend(BackendOptions options)
       config_(GlooConfig::parse(Backend::options().config)) {
   comm_ = std::make_unique<GlooComm>(Backend::options(), config_);
   failure_ = std::make_unique<GroupFailure>(rank(), Backend::options().store);
-  if (core_abi_minor() >= 7) failure_->set_world_ranks(Backend::options().global_ranks);
+  name_world_ranks(*failure_, Backend::options().global_ranks);
   failure_->on_abort([this] {
     // Said before the connections are cut, so that the peers take this rank's end for a
     // consequence, and name the rank that went without a word.

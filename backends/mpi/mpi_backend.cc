@@ -36,7 +36,7 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
   // seconds, on the thread that found the failure.
   const StorePtr board = size() > 1 && core_abi_minor() >= 3 ? Backend::options().store : nullptr;
   failure_ = std::make_shared<GroupFailure>(rank(), board);
-  if (core_abi_minor() >= 7) failure_->set_world_ranks(Backend::options().global_ranks);
+  name_world_ranks(*failure_, Backend::options().global_ranks);
   queue_ = runtime_.attach(
       comm, failure_, group_rank_text(rank(), size(), Backend::options().group_name, Backend::options().global_ranks));
   // A failure the watch records (a deadline, a disagreement the reports show) ends the

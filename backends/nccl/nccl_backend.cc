@@ -4,7 +4,6 @@
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
-#include "api/plugin/plugin.h"
 #include "api/group/init_wait.h"
 #include "api/store/prefix_store.h"
 #include "backends/nccl/cuda_status.h"
@@ -50,7 +49,7 @@ NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
             return std::vector<std::shared_ptr<WatchedComm>>(all.begin(), all.end());
           },
           kCloseTime)) {
-  if (core_abi_minor() >= 7) failure_->set_world_ranks(this->options().global_ranks);
+  name_world_ranks(*failure_, this->options().global_ranks);
   if (config_.device_id >= visible_devices_) {
     throw InvalidArgument("nccl backend config device_id=" + std::to_string(config_.device_id) +
                           ": this process sees " + std::to_string(visible_devices_) + " CUDA device(s)");

@@ -1,7 +1,6 @@
 #include "backends/shm/shm_backend.h"
 
 #include "api/errors.h"
-#include "api/plugin/plugin.h"
 #include "backends/shm/shm_rendezvous.h"
 #include "backends/shm/shm_work.h"
 
@@ -43,7 +42,7 @@ void ShmWork::wait(std::chrono::milliseconds timeout) {
 ShmBackend::ShmBackend(BackendOptions options)
     : Backend(std::move(options)), config_(parse_shm_config(Backend::options().config)) {
   engine_ = std::make_shared<Engine>(join_group(Backend::options(), config_), config_, Backend::options().store);
-  if (core_abi_minor() >= 7) engine_->failure().set_world_ranks(Backend::options().global_ranks);
+  name_world_ranks(engine_->failure(), Backend::options().global_ranks);
   if (Backend::options().store && size() > 1) {
     StallWatchOptions w;
     w.rank = rank();

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "api/diagnostics/trace_dump.h"
 #include "api/process/job_identity.h"
 #include "api/process/rank_environment.h"
 #include "api/version.h"
@@ -53,7 +54,7 @@ DEFINE_bool(tee, false, "with --log_dir: show the output on the terminal as well
 DEFINE_string(ranks_filter, "", "comma list of global ranks whose output is shown on the terminal, e.g. 0 (default: "
               "all); the others' is not shown (with --log_dir it is in their files). With --log_dir it shows "
               "nothing unless --tee is given");
-DEFINE_double(grace_period_s, 5.0, "seconds between SIGTERM and SIGKILL when the job is stopped");
+DEFINE_double(grace_period_s, 5.0, "seconds between the stopping signal (SIGTERM, or the one that stopped the launcher) and SIGKILL when the job is stopped");
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
@@ -173,6 +174,9 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
   o.log_dir = absolute(FLAGS_log_dir, o.working_dir);
   o.trace_dir = absolute(FLAGS_trace_dir, o.working_dir);
+  if (const char* inherited = std::getenv(distcomm::kTraceDirVariable)) {
+    o.inherited_trace_dir = absolute(inherited, o.working_dir);
+  }
   o.dump_wait = ms_of("dump_wait_s", FLAGS_dump_wait_s);
   o.timeline = absolute(FLAGS_timeline, o.working_dir);
   return o;

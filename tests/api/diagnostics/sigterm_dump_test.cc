@@ -95,5 +95,31 @@ TEST(SigtermDump, AProgramsOwnSigtermHandlerIsKept) {
   EXPECT_FALSE(exists(dir + "/rank_0.json"));
 }
 
+// Under tools/launch with DISTCOMM_TRACE_DIR in the environment (not --trace_dir), a Ctrl-C
+// reaches the ranks as SIGINT (the launcher passes its signal on), which dumps nothing by
+// itself: the launcher asks for the dumps (SIGUSR1) first, so that a hung job stopped with
+// Ctrl-C leaves them as one stopped with SIGTERM does (found by a review of the change that
+// passes the signal on).
+TEST(SigtermDump, ACtrlCToTheLauncherStillLeavesEveryRanksDump) {
+  const std::string dir = fresh_dir("ctrl_c");
+  const std::string gate = testing::temp_path("ctrl_c_gate");
+  Subprocess launcher({testing::runfile("tools/launch/launch"), "--nproc_per_node=2", "--", kProbe, "hang", gate},
+                      {"DISTCOMM_TRACE_DIR=" + dir, "DISTCOMM_PLUGIN_PATH=" + testing::runfile("backends/gloo")},
+                      /*merge_stderr=*/true);
+  ASSERT_TRUE(launcher.wait_for_stdout("rank 0 waits in all_reduce #1", 1, 60s));
+  launcher.send_signal(SIGINT);
+  const Finished f = launcher.finish(30s);
+  std::fprintf(stderr, "--- launcher (status %d):\n%s", f.status, f.out.c_str());
+  ASSERT_FALSE(f.timed_out);
+  EXPECT_EQ(testing::exit_code(f), 128 + SIGINT);
+  EXPECT_NE(f.out.find("got SIGINT: asking 2 ranks for a trace dump (SIGUSR1) into " + dir), std::string::npos)
+      << f.out;
+  for (int rank : {0, 1}) {
+    const std::string path = dir + "/rank_" + std::to_string(rank) + ".json";
+    ASSERT_TRUE(exists(path)) << path;
+    EXPECT_EQ(trace::parse_json_file(path).integer("rank"), rank);
+  }
+}
+
 }  // namespace
 }  // namespace distcomm

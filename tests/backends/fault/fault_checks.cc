@@ -35,7 +35,7 @@ void expect_departure_named(const std::string& message, int culprit, const std::
       << what << ": should name rank " << culprit << " with one of [" << alternatives << "]: " << message;
   // Nor may it call a survivor the first to fail (hier once said "rank 1 of the group failed
   // first: ... rank 0 closed its connection", sending readers to a healthy rank).
-  static const std::regex first(R"(rank (\d+) of the group failed first)");
+  static const std::regex first(R"(rank (\d+)(?: \(world rank \d+\))? of the group failed first)");
   for (std::sregex_iterator it(message.begin(), message.end(), first), end; it != end; ++it) {
     EXPECT_EQ(std::stoi((*it)[1]), culprit) << what << ": calls rank " << (*it)[1] << " the first to fail: " << message;
   }

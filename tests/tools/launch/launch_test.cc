@@ -298,7 +298,7 @@ TEST(Launch, CtrlCStopsEveryRankAndWhatTheyStarted) {
   p.send_signal(SIGINT);
   Finished f = p.finish(seconds(10));
   ASSERT_FALSE(f.timed_out);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3)) << "SIGTERM, not SIGKILL after 5 s, ends them";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3)) << "the stopping signal (SIGINT), not SIGKILL after 5 s, ends them";
   EXPECT_EQ(exit_code(f), 128 + SIGINT);
   EXPECT_NE(f.err.find("launch: got SIGINT: stopping 3 ranks"), std::string::npos) << f.err;
   std::vector<pid_t> pids = ready_pids(f.out);
