@@ -116,8 +116,10 @@ TEST(Examples, FtTrainRankThatStopsIsKilledByItsLauncherAndReplaced) {
   Finished f = run({runfile("tools/launch/launch"), "--nproc_per_node=3", "--on_failure=continue",
                     "--replace_after_s=0.5", "--", example("ft_train"), "--kill_rank=1", "--kill_step=20",
                     "--kill_signal=STOP", "--steps=400", "--await_replacement"},
-                   std::chrono::seconds(60), {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000"});
-  ASSERT_FALSE(f.timed_out) << "the launcher waited for the stopped rank:\n" << f.err;
+                   // A stall report every 5 s: this case once hung (only "generation 1" in
+                   // 58 s, cause not found); should it again, the log says where ops wait.
+                   std::chrono::seconds(60), {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000", "DISTCOMM_STALL_REPORT_SECONDS=5"});
+  ASSERT_FALSE(f.timed_out) << "the launcher waited for the stopped rank:\n" << f.err << "\nstdout:\n" << f.out;
   EXPECT_EQ(exit_code(f), 0) << f.err;
   EXPECT_TRUE(std::regex_search(
       f.err, std::regex(R"(launch: rank 1 \(local rank 1, pid \d+\) failed: taken for gone by its group \(member )"
