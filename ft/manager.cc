@@ -65,6 +65,19 @@ std::function<StorePtr()> connect_from_environment(bool joining) {
   };
 }
 
+// The "ft/" keys over a new connection, every call bounded by `timeout`. Both get it: a
+// PrefixStore's own timeout bounds only the waits it makes (get, wait), while add, check and
+// compare_set go straight to the connection, which would otherwise wait its default (5
+// minutes) for a server that does not answer -- the liveness monitor's heartbeat `add`
+// among them (found by helper-57: a stopped store server then held the monitor, and a
+// Manager's destructor, for 5 minutes).
+StorePtr root_store(StorePtr connection, std::chrono::milliseconds timeout) {
+  connection->set_timeout(timeout);
+  auto root = std::make_shared<PrefixStore>(keys::kRoot, std::move(connection));
+  root->set_timeout(timeout);
+  return root;
+}
+
 std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given) {
   if (given > std::chrono::milliseconds::zero()) return given;
   const std::string v = env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
@@ -136,8 +149,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
     throw InvalidArgument("ft::Manager: member id '" + id_ + "' is unset or holds ',', '|' or '/'");
   }
   if (!options_.connect) options_.connect = connect_from_environment(joining_);
-  store_ = std::make_shared<PrefixStore>(keys::kRoot, options_.connect());
-  store_->set_timeout(options_.op_timeout);
+  store_ = root_store(options_.connect(), options_.op_timeout);
   liveness_ = std::make_unique<Liveness>(store_, options_.heartbeat_timeout);
 
   const MemberRecord me = MemberRecord::of_this_process(id_, options_.state_signature);
@@ -148,9 +160,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                           "); give each process its own DISTCOMM_FT_MEMBER_ID");
   }
   // The heartbeat runs from here on: a joiner waiting to be taken in is alive too.
-  auto monitor_store = std::make_shared<PrefixStore>(keys::kRoot, options_.connect());
-  // Its waits are short by design; a store that does not answer must not stop it for long.
-  monitor_store->set_timeout(options_.heartbeat_timeout);
+  // Its calls are short by design; a store that does not answer must not stop it for long.
+  StorePtr monitor_store = root_store(options_.connect(), options_.heartbeat_timeout);
   std::vector<std::string> backends;
   try {
     backends = BackendSpec::parse(options_.backend).names(PluginSearch::from_environment());

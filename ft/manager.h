@@ -84,7 +84,8 @@ struct ManagerOptions {
   std::string state_signature;
   // A new connection to the job's store (called twice: one for the caller's thread, one for
   // the liveness monitor). Unset: a TCPStore client of MASTER_ADDR:MASTER_PORT with the
-  // job's identity from the environment.
+  // job's identity from the environment. The Manager sets each one's timeout (op_timeout;
+  // heartbeat_timeout for the monitor's), which bounds every call on it.
   std::function<StorePtr()> connect;
 };
 
