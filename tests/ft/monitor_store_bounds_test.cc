@@ -3,10 +3,6 @@
 // connections stay open and nothing answers), the monitor's heartbeat `add` used to wait the
 // 5 minutes, and a Manager's destructor, which joins the monitor, with it (found by a helper
 // reading the paths of a hang). A real TCPStore server in a forked process.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <future>
 #include <memory>
@@ -14,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "api/store/server/tcp_store_server.h"
 #include "api/store/tcp_store.h"
 #include "ft/manager.h"
+#include "tests/testing/forked_store_server.h"
 
 namespace distcomm {
 namespace ft {
@@ -25,22 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(MonitorStoreBounds, AStoppedStoreServerHoldsTheMonitorNoLongerThanItsTimeout) {
-  int port_pipe[2];
-  ASSERT_EQ(::pipe(port_pipe), 0);
-  const pid_t server = ::fork();
-  ASSERT_GE(server, 0);
-  if (server == 0) {
-    TCPStoreServer s;
-    s.start();
-    const int port = s.port();
-    if (::write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) ::_exit(1);
-    ::pause();
-    ::_exit(0);
-  }
-  int port = 0;
-  ASSERT_EQ(::read(port_pipe[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
-  ::close(port_pipe[0]);
-  ::close(port_pipe[1]);
+  testing::ForkedStoreServer server;
+  const int port = server.port();
 
   ManagerOptions o;
   o.member_id = "rank0";
@@ -57,9 +39,7 @@ TEST(MonitorStoreBounds, AStoppedStoreServerHoldsTheMonitorNoLongerThanItsTimeou
   };
   auto manager = std::make_unique<Manager>(o);
   std::this_thread::sleep_for(100ms);  // beating
-  ASSERT_EQ(::kill(server, SIGSTOP), 0);
-  int stop_status = 0;
-  ASSERT_EQ(::waitpid(server, &stop_status, WUNTRACED), server);  // stopped before we go on
+  server.stop();
   std::this_thread::sleep_for(200ms);  // the monitor is inside a call that gets no answer
 
   // The destructor joins the monitor, which must come out of that call within its timeout.
@@ -67,10 +47,8 @@ TEST(MonitorStoreBounds, AStoppedStoreServerHoldsTheMonitorNoLongerThanItsTimeou
   auto destroyed = std::async(std::launch::async, [&] { manager.reset(); });
   const bool in_time = destroyed.wait_for(10s) == std::future_status::ready;
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::kill(server, SIGKILL);  // unblocks a call that waits on it, should the check fail
-  ::kill(server, SIGCONT);
+  server.kill();  // unblocks a call that waits on it, should the check fail
   destroyed.wait();
-  ::waitpid(server, nullptr, 0);
   EXPECT_TRUE(in_time) << "the Manager's destructor waited for the stopped store server";
   EXPECT_LT(took, 5.0) << "the monitor's store call outlived its 0.5 s timeout by this much";
 }
