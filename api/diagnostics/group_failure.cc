@@ -1,12 +1,12 @@
 #include "api/diagnostics/group_failure.h"
 
 #include <algorithm>
-#include <future>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
 
+#include "api/diagnostics/bounded_call.h"
 #include "api/errors.h"
 #include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
@@ -37,29 +37,6 @@ constexpr std::chrono::milliseconds kLookupWindow{1000};
 constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
 
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
-
-// Runs fn on its own thread and waits at most `limit` for it. A store can block much longer
-// than that (a TCPStore whose server died retries its connection until the store timeout),
-// and a failing group must not turn into a hang: a call still running after `limit` is
-// abandoned (its thread holds what it needs and ends when the store gives up).
-// `gone` is set when a call runs out of time, and then later calls are not made: a store
-// that did not answer once would cost every later step of the failure the same wait.
-template <typename R>
-std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit, std::atomic<bool>& gone) {
-  if (gone.load()) return std::nullopt;
-  std::packaged_task<R()> task(std::move(fn));
-  std::future<R> result = task.get_future();
-  std::thread(std::move(task)).detach();
-  if (result.wait_for(limit) != std::future_status::ready) {
-    gone.store(true);
-    return std::nullopt;
-  }
-  try {
-    return result.get();
-  } catch (...) {
-    return std::nullopt;  // the store itself failed: there is nothing to be had from it
-  }
-}
 
 // A distcomm error as it is; anything else becomes Error with its message.
 std::exception_ptr as_distcomm_error(std::exception_ptr e) {
@@ -109,7 +86,7 @@ bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit
 
 template <typename R>
 std::optional<R> GroupFailure::ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const {
-  return call_with_limit<R>(std::move(fn), answer_wait, board_gone_);
+  return internal::call_with_limit<R>(std::move(fn), answer_wait, &board_gone_);
 }
 
 FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
@@ -502,10 +479,9 @@ std::optional<FailureRecord> GroupFailure::read_record(Store& board) {
 
 void GroupFailure::publish_record(const StorePtr& board, const FailureRecord& record) {
   if (!board) return;
-  std::atomic<bool> gone{false};
   const Store::Bytes value = to_bytes(record.encode());
-  call_with_limit<bool>([board, value] { return board->compare_set(kBoardKey, {}, value).empty(); },
-                        kStoreAnswerWait, gone);
+  internal::call_with_limit<bool>([board, value] { return board->compare_set(kBoardKey, {}, value).empty(); },
+                                  kStoreAnswerWait);
   internal::note_failure_for_peers();
 }
 

@@ -83,7 +83,10 @@ class GroupFailure {
   // become the group's first failure (before the abort hooks, while the other peers are
   // still connected): returns the error to record instead -- the same one with where the
   // other ranks are ("ranks [1] are still at all_reduce #11"), or what the ranks' reports
-  // show (a Desync). May wait a little for the peers to say (stall_watch.h).
+  // show (a Desync). May wait a little for the peers to say (stall_watch.h), never for
+  // long: it runs on the recording thread, which may be the backend's progress thread with
+  // the group's ops held, so it bounds its own store calls (the stall watch's give up after
+  // its answer window, diagnostics/bounded_call.h) and returns null when nobody answered.
   using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
   void set_explainer(Explainer explainer);
 

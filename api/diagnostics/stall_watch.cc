@@ -4,6 +4,7 @@
 #include <atomic>
 #include <optional>
 
+#include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/duration_text.h"
 #include "api/errors.h"
 #include "api/group/environment.h"
@@ -30,6 +31,12 @@ constexpr milliseconds kShortestProbe{500};
 // again finds the same nothing, and every probe of every waiting rank reads every rank's
 // report.
 constexpr milliseconds kLongestProbeGap{16000};
+// How much longer than its answer window (a tick and a half second, ask_everyone) an
+// explanation may take for the store's own round trips on a loaded machine, before the
+// failure is recorded without it: a store that does not answer (its server stopped) must not
+// hold the recording thread, which may be the backend's progress thread, for the store's
+// timeout.
+constexpr milliseconds kExplainSlack{1500};
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
@@ -165,8 +172,11 @@ struct StallWatch::Shared {
   // Raises the request count, publishes this rank's report, and returns every rank's that
   // answers it (a rank that left answered already), waiting about a tick for them.
   std::vector<std::optional<ProgressReport>> ask_everyone();
-  // GroupFailure's explainer (see there).
-  std::exception_ptr explain(const Work& op, std::exception_ptr error);
+  // GroupFailure's explainer (see there): what explained() says, given up on after the
+  // answer window and kExplainSlack. `self` is this: the asking thread, if abandoned, holds it.
+  static std::exception_ptr explain(const std::shared_ptr<Shared>& self, const Work& op, std::exception_ptr error);
+  // Asks everyone and names where they are, against op `fingerprint`, which ended with `error`.
+  std::exception_ptr explained(const OpFingerprint& fingerprint, const std::exception_ptr& error);
   // The "has waited" line of the oldest unfinished op, when it is due (mu not held).
   void report_long_wait(Clock::time_point now);
   // The last report, once the group is closed here (best effort; the thread's last act).
@@ -207,7 +217,7 @@ StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : share
   shared_->options = std::move(options);
   shared_->failure = &failure;
   failure.set_explainer(
-      [shared = shared_](const Work& op, std::exception_ptr error) { return shared->explain(op, std::move(error)); });
+      [shared = shared_](const Work& op, std::exception_ptr error) { return Shared::explain(shared, op, std::move(error)); });
   shared_->ring.resize(kTracked);
   thread_ = std::thread(loop, shared_);
 }
@@ -254,18 +264,26 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
   return by_rank;
 }
 
-std::exception_ptr StallWatch::Shared::explain(const Work& op, std::exception_ptr error) {
+std::exception_ptr StallWatch::Shared::explain(const std::shared_ptr<Shared>& self, const Work& op,
+                                              std::exception_ptr error) {
+  std::optional<OpFingerprint> fingerprint;
+  {
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (const Shared::Entry* e = self->entry_of(op)) fingerprint = e->fingerprint;
+  }
+  if (!fingerprint) return nullptr;
+  const milliseconds limit = self->options.tick + milliseconds(500) + kExplainSlack;
+  const std::optional<std::exception_ptr> better = internal::call_with_limit<std::exception_ptr>(
+      [self, fp = *fingerprint, error] { return self->explained(fp, error); }, limit);
+  return better ? *better : nullptr;
+}
+
+std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprint, const std::exception_ptr& error) {
   try {
-    std::optional<OpFingerprint> fingerprint;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (const Shared::Entry* e = entry_of(op)) fingerprint = e->fingerprint;
-    }
-    if (!fingerprint) return nullptr;
     const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone();
     // The op failed: whatever the reports show now is what stopped it.
     if (std::exception_ptr named = as_error(compare_reports(by_rank, options.rank, 0))) return named;
-    const std::string where = explain_wait(*fingerprint, by_rank, options.rank);
+    const std::string where = explain_wait(fingerprint, by_rank, options.rank);
     if (where.empty()) return nullptr;
     return with_detail(error, where);
   } catch (const std::exception&) {
@@ -338,7 +356,8 @@ void StallWatch::stop() {
     shared_->stopping = true;
   }
   {
-    std::lock_guard<std::mutex> lock(shared_->failure_mu);  // waits for a failure being recorded
+    // Waits for a failure being recorded: bounded, as its board calls and explainer are.
+    std::lock_guard<std::mutex> lock(shared_->failure_mu);
     if (shared_->failure) shared_->failure->set_explainer(nullptr);
     shared_->failure = nullptr;
   }
@@ -372,7 +391,7 @@ void StallWatch::Shared::leave() {
 }
 
 std::exception_ptr StallWatch::explain(const Work& op, std::exception_ptr error) {
-  return shared_->explain(op, std::move(error));
+  return Shared::explain(shared_, op, std::move(error));
 }
 
 void StallWatch::loop(std::shared_ptr<Shared> shared) {

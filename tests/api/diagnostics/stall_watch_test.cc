@@ -1,6 +1,7 @@
 // The stall watch's ring of recent ops (api/diagnostics/stall_watch.h): what it keeps of an
 // op once the op has finished, and that an unfinished op stays watched to its deadline. One
-// rank over an in-memory store: the ring does not depend on the group's size.
+// rank over an in-memory store: the ring does not depend on the group's size. And its
+// explainer over a store that stops answering.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,7 +10,10 @@
 
 #include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/stall_watch.h"
+#include "api/errors.h"
 #include "api/store/hash_store.h"
+#include "api/store/tcp_store.h"
+#include "tests/testing/forked_store_server.h"
 
 namespace distcomm {
 namespace {
@@ -98,6 +102,44 @@ TEST(StallWatchRing, AnUnfinishedOpAfterManyFinishedOnesStillTimesOut) {
   EXPECT_EQ(r.kind, FailureRecord::Kind::kTimeout);
   EXPECT_EQ(r.seq, static_cast<int64_t>(stuck_seq));
   stuck->finish();
+}
+
+// A failure is recorded on whatever thread found it: for shm, the thread that polls, with
+// the group's ops held. The explainer asks the others over the board; a board whose server
+// is stopped (a frozen host, a stopped launcher) answers nothing until the store's timeout,
+// here a minute. The Timeout must still be recorded, unexplained, within the explainer's
+// answer window plus a margin, not after the store's timeout.
+TEST(StallWatchExplainer, AStoreThatStopsAnsweringDoesNotHoldTheRecordingThread) {
+  testing::ForkedStoreServer server;
+  TCPStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  o.timeout = milliseconds(60000);
+  StorePtr board = std::make_shared<TCPStore>(o);
+  GroupFailure failure{0, board};
+  StallWatchOptions w;
+  w.rank = 0;
+  w.size = 2;  // rank 1 never reports: the explainer waits for it
+  w.board = board;
+  w.tick = milliseconds(200);
+  StallWatch watch(w, failure);
+  WorkPtr stuck = op(0);
+  watch.issued(collective(0), stuck, milliseconds(600000));
+  server.stop();
+  const auto start = std::chrono::steady_clock::now();
+  const std::exception_ptr recorded = failure.record(std::make_exception_ptr(Timeout("the op's own timeout")), *stuck);
+  const int64_t took_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+  // The explainer's window (0.2 s tick + 0.5 s + 1.5 s) and the board's publish (3 s).
+  EXPECT_LT(took_ms, 12000) << "the recording thread waited for the stopped store";
+  ASSERT_TRUE(failure.failed());
+  EXPECT_EQ(failure.first()->kind, FailureRecord::Kind::kTimeout);
+  EXPECT_NE(message_of(recorded).find("the op's own timeout"), std::string::npos) << message_of(recorded);
+  stuck->finish();
+  const auto stopping = std::chrono::steady_clock::now();
+  watch.stop();  // its thread is in a store call too: stop() leaves it after its own wait
+  EXPECT_LT(std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - stopping).count(), 10000);
+  server.kill();  // the abandoned calls fail now and their threads end
 }
 
 }  // namespace
