@@ -1,12 +1,14 @@
 #include "api/diagnostics/group_failure.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
 
 #include "api/diagnostics/bounded_call.h"
+#include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
@@ -202,10 +204,71 @@ std::string GroupFailure::world_rank_text(int group_rank) const {
   return world == group_rank ? "" : " (world rank " + std::to_string(world) + ")";
 }
 
+namespace {
+
+// Whether a message names a rank by number ("rank 2", "ranks [1, 3]"): in a subgroup those
+// are the subgroup's numbers.
+bool names_a_rank(const std::string& message) {
+  for (size_t at = message.find("rank"); at != std::string::npos; at = message.find("rank", at + 4)) {
+    size_t next = at + 4;
+    if (next < message.size() && message[next] == 's') ++next;
+    if (next + 1 < message.size() && message[next] == ' ' &&
+        (std::isdigit(static_cast<unsigned char>(message[next + 1])) || message[next + 1] == '[')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The first this many of a large subgroup's world ranks are listed; a strided one (a
+// DeviceMesh's dimension) is said by its formula whatever its size.
+constexpr size_t kListedWorldRanks = 64;
+
+// "this group's ranks [0, 1, 2] are world ranks [1, 3, 5]"; "" where they are the same.
+std::string world_ranks_note(const std::vector<int>& world) {
+  std::vector<int> group(world.size());
+  for (size_t r = 0; r < world.size(); ++r) group[r] = static_cast<int>(r);
+  if (world.empty() || world == group) return "";
+  if (world.size() <= kListedWorldRanks) {
+    return "this group's ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(world);
+  }
+  const int stride = world[1] - world[0];
+  bool strided = true;
+  for (size_t r = 1; r < world.size() && strided; ++r) strided = world[r] - world[r - 1] == stride;
+  if (strided) {
+    return "this group's rank r (0 to " + std::to_string(world.size() - 1) + ") is world rank " +
+           std::to_string(world[0]) + " + " + std::to_string(stride) + "r";
+  }
+  group.resize(kListedWorldRanks);
+  const std::vector<int> first(world.begin(), world.begin() + kListedWorldRanks);
+  return "this group's ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(first) + " (the first " +
+         std::to_string(kListedWorldRanks) + " of " + std::to_string(world.size()) +
+         "; ProcessGroup::global_ranks() has them all)";
+}
+
+}  // namespace
+
+std::string GroupFailure::world_ranks_note_for(const std::string& words) const {
+  if (!names_a_rank(words)) return "";
+  std::vector<int> world;
+  {
+    std::lock_guard<std::mutex> lock(world_ranks_mutex());
+    const auto it = world_ranks_of().find(this);
+    if (it != world_ranks_of().end()) world = it->second;
+  }
+  return world_ranks_note(world);
+}
+
 std::exception_ptr GroupFailure::naming_world_rank(std::exception_ptr error, int culprit) const {
+  const std::string message = message_of(error);
+  // A lost peer is named once, by itself; a Timeout's or a Desync's words may name several
+  // ranks ("ranks [1, 2] are still at all_reduce #11", a table): then the group's map.
+  if (culprit < 0 || kind_of(error) != FailureRecord::Kind::kPeerFailure) {
+    const std::string note = world_ranks_note_for(message);
+    if (!note.empty()) return message.find(note) != std::string::npos ? error : with_detail(error, note);
+  }
   const std::string world = world_rank_text(culprit);
   if (world.empty()) return error;
-  const std::string message = message_of(error);
   // Already said: explained_by's "rank 2 (world rank 5) of the group", or a peer's record
   // that said it.
   if (message.find("rank " + std::to_string(culprit) + world) != std::string::npos) return error;

@@ -75,6 +75,11 @@ class GroupFailure {
   // instead. Kept outside the object (group_failure.cc), so that GroupFailure's layout stays
   // what plugins built before were compiled with.
   void set_world_ranks(std::vector<int> world_ranks);
+  // "this group's ranks [0, 1] are world ranks [3, 5]" when `words` name a rank by number
+  // ("rank 1", "ranks [1, 2]") and this group's ranks are not the world's; else "". A
+  // failure that may name several ranks (a Timeout's where-the-others-are, a Desync's
+  // table) gets it appended when recorded; the stall watch's log lines too.
+  std::string world_ranks_note_for(const std::string& words) const;
 
   // Run once, in the order added, by the thread that records the first failure (and by a
   // shutdown with ops in flight). They must not block on peers. Add them before any op.
@@ -191,8 +196,8 @@ class GroupFailure {
 
   // " (world rank N)" for a group rank whose world rank differs; "" otherwise.
   std::string world_rank_text(int group_rank) const;
-  // error, saying which world rank `culprit` is when that differs and the message does not
-  // say it already.
+  // error, saying which world rank `culprit` is (a lost peer) when that differs and the
+  // message does not say it already; for other failures, world_ranks_note_for its words.
   std::exception_ptr naming_world_rank(std::exception_ptr error, int culprit) const;
 
   const int rank_;

@@ -321,9 +321,14 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now) {
     std::lock_guard<std::mutex> lock(mu);
     if (!work_of(fingerprint)) return;
   }
+  std::string map;  // a subgroup's ranks in `where` as world ranks
+  {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (failure && !where.empty()) map = failure->world_ranks_note_for(where);
+  }
   log_line("distcomm: " + (description.empty() ? fingerprint.describe() : description) + " has waited " +
            seconds_text(waited) + (timeout.count() > 0 ? " of its timeout of " + seconds_text(timeout) : "") +
-           (where.empty() ? "" : ": " + where));
+           (where.empty() ? "" : ": " + where) + (map.empty() ? "" : "; " + map));
 }
 
 StallWatch::~StallWatch() { stop(); }

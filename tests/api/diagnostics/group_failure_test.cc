@@ -167,9 +167,9 @@ TEST(GroupFailure, APeerFailureWithItsCulpritIsNotHeldUp) {
 
 // In a subgroup (world ranks 5, 2, 7 as ranks 0, 1, 2) the lost peer a failure blames is
 // also named by world rank, once; a peer's failure names that peer so too. In the world
-// group, or without the world ranks, the words stay as they were. (A Timeout or Desync
-// blames no one here -- culprit -1 -- and keeps its words: their rank lists are the
-// subgroup's.)
+// group, or without the world ranks, the words stay as they were. A Timeout or Desync may
+// name several ranks (where the others are, a table), in the subgroup's numbers: it gets
+// the group's map of them to world ranks, when its words name any rank.
 TEST(GroupFailure, ASubgroupsFailureNamesTheBlamedRanksWorldRank) {
   auto board = std::make_shared<HashStore>();
   GroupFailure first(0, board), third(2, board);
@@ -195,7 +195,12 @@ TEST(GroupFailure, ASubgroupsFailureNamesTheBlamedRanksWorldRank) {
   GroupFailure timed_out(1, nullptr);
   timed_out.set_world_ranks({5, 2, 7});
   EXPECT_EQ(thrown_by<Timeout>(timed_out.record(timeout("rank 2 has not issued all_reduce #4"), op(OpType::kAllReduce, 4))),
-            "rank 2 has not issued all_reduce #4");
+            "rank 2 has not issued all_reduce #4; this group's ranks [0, 1, 2] are world ranks [5, 2, 7]");
+  GroupFailure quiet(1, nullptr);
+  quiet.set_world_ranks({5, 2, 7});
+  EXPECT_EQ(thrown_by<Timeout>(quiet.record(timeout("did not finish within 500 ms"), op(OpType::kAllReduce, 4))),
+            "did not finish within 500 ms")
+      << "words that name no rank need no map";
   // The world group: ranks are world ranks, nothing is added. Nor where nobody set them (a
   // plugin on an older core), even in a GroupFailure where one was set before (the table
   // outside the object forgets a destroyed one).
@@ -215,6 +220,26 @@ TEST(GroupFailure, ASubgroupsFailureNamesTheBlamedRanksWorldRank) {
             "rank 1 closed its connection")
       << "a GroupFailure at a destroyed one's address took that one's world ranks";
   again->~GroupFailure();
+}
+
+// A large subgroup's map: by its formula when strided (a DeviceMesh dimension), else its
+// first 64 ranks, saying so.
+TEST(GroupFailure, ALargeSubgroupsMapIsAFormulaOrItsFirstRanks) {
+  std::vector<int> strided(100), irregular(100);
+  for (int r = 0; r < 100; ++r) {
+    strided[r] = 3 + 2 * r;
+    irregular[r] = r * r;
+  }
+  GroupFailure by_formula(0, nullptr), listed(0, nullptr);
+  by_formula.set_world_ranks(strided);
+  listed.set_world_ranks(irregular);
+  EXPECT_EQ(thrown_by<Desync>(by_formula.record(std::make_exception_ptr(Desync("rank 7: all_reduce #1 float32[2]")),
+                                                op(OpType::kAllReduce, 1))),
+            "rank 7: all_reduce #1 float32[2]; this group's rank r (0 to 99) is world rank 3 + 2r");
+  const std::string first = thrown_by<Desync>(
+      listed.record(std::make_exception_ptr(Desync("ranks [1, 2] run another op")), op(OpType::kAllReduce, 1)));
+  EXPECT_NE(first.find("are world ranks [0, 1, 4, 9, "), std::string::npos) << first;
+  EXPECT_NE(first.find("(the first 64 of 100; ProcessGroup::global_ranks() has them all)"), std::string::npos) << first;
 }
 
 // Two ranks saw the same peer die: the second keeps its own words (its own op), not "rank 0

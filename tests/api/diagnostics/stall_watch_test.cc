@@ -4,6 +4,8 @@
 // explainer over a store that stops answering.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "api/errors.h"
 #include "api/store/hash_store.h"
 #include "api/store/tcp_store.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/forked_store_server.h"
 
 namespace distcomm {
@@ -102,6 +105,34 @@ TEST(StallWatchRing, AnUnfinishedOpAfterManyFinishedOnesStillTimesOut) {
   EXPECT_EQ(r.kind, FailureRecord::Kind::kTimeout);
   EXPECT_EQ(r.seq, static_cast<int64_t>(stuck_seq));
   stuck->finish();
+}
+
+// A subgroup's "has waited" line names the others by the subgroup's numbers ("rank 1 did
+// not report"): it adds which world ranks those are.
+TEST(StallWatchReport, ASubgroupsHasWaitedLineMapsItsRanksToWorldRanks) {
+  ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "0.3", 1);  // read by the watch's constructor
+  testing::CapturedStderr err;
+  {
+    StorePtr store = std::make_shared<HashStore>();
+    GroupFailure failure{0, store};
+    failure.set_world_ranks({4, 6});
+    StallWatchOptions o;
+    o.rank = 0;
+    o.size = 2;  // rank 1 never reports
+    o.board = store;
+    o.tick = milliseconds(100);
+    StallWatch watch(o, failure);
+    WorkPtr waiting = op(0);
+    watch.issued(collective(0), waiting, milliseconds(600000));
+    std::this_thread::sleep_for(milliseconds(1500));  // 0.3 s, then the answer window (0.6 s)
+    waiting->finish();
+    watch.stop();
+  }
+  ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
+  const std::string text = err.text();
+  EXPECT_NE(text.find("has waited"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1 did not report"), std::string::npos) << text;
+  EXPECT_NE(text.find("; this group's ranks [0, 1] are world ranks [4, 6]"), std::string::npos) << text;
 }
 
 // A failure is recorded on whatever thread found it: for shm, the thread that polls, with

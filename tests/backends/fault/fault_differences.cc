@@ -26,6 +26,10 @@ constexpr char kMpirunEndsTheJob[] =
 constexpr char kOneProcess[] =
     "the in_process backend's ranks are threads of one process: one of them cannot die alone";
 
+constexpr char kNoGroupFailure[] =
+    "the in_process backend (the suite's check of itself) fails its groups itself, without the core's "
+    "GroupFailure, which adds a subgroup's map to world ranks (tests/api/diagnostics:group_failure_test checks it)";
+
 const Entry kCannot[] = {
     {"mpi", "KilledInALargeOp", kMpirunEndsTheJob},
     {"mpi", "StoreHostKilledInALargeOp", kMpirunEndsTheJob},
@@ -43,6 +47,8 @@ const Entry kCannot[] = {
     {"mpi", "KilledWhileOthersCreateASubgroup", kMpirunEndsTheJob},
     {"in_process", "KilledInASubgroupIsNamedByItsWorldRank", kOneProcess},
     {"mpi", "KilledInASubgroupIsNamedByItsWorldRank", kMpirunEndsTheJob},
+    {"in_process", "SkippedCollectiveInASubgroupMapsItsRanksToWorldRanks", kNoGroupFailure},
+    {"in_process", "DesyncInASubgroupMapsItsRanksToWorldRanks", kNoGroupFailure},
     {"in_process", "SlowRankIsNamedWhileTheOthersWait",
      "the in_process backend (the suite's check of itself) has no stall watch, and its ranks are threads of one "
      "process, whose stderr cannot be told apart"},

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -65,6 +66,84 @@ TEST_P(FaultSuite, KilledInASubgroupIsNamedByItsWorldRank) {
         r.board().set("done/" + std::to_string(r.rank()), std::string("1"));
       },
       {runner().ranks() - 1});
+}
+
+// "this group's ranks [0, 1, 2] are world ranks [1, 2, 3]": the subgroup of every rank but 0.
+std::string map_of_all_but_zero(int world_size) {
+  std::vector<int> group, world;
+  for (int r = 1; r < world_size; ++r) {
+    group.push_back(r - 1);
+    world.push_back(r);
+  }
+  return "this group's ranks " + rank_list(group) + " are world ranks " + rank_list(world);
+}
+
+// In the subgroup of every rank but world rank 0, `culprit_op` runs on subgroup rank 1
+// (world rank 2) and `others_op` on the rest; every other member must fail with E, whose
+// words name ranks by the subgroup's numbers (where the others are, a Desync's table) and
+// add the subgroup's map to world ranks. Rank 0 stays outside until they are done.
+template <typename E>
+void expect_subgroup_failure_with_map(Runner& runner, const std::function<void(ProcessGroup&)>& culprit_op,
+                                      const std::function<void(ProcessGroup&)>& others_op, double earliest,
+                                      const std::string& says) {
+  runner.run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    const std::vector<int> members = ranks_but(pg->size(), 0);
+    ProcessGroupPtr sub = pg->new_group(members);
+    std::vector<std::string> members_done;
+    for (int m : members) members_done.push_back("done/" + std::to_string(m));
+    if (!sub) {
+      r.board().wait(members_done, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::duration<double>(3 * kWithin)));
+      return;
+    }
+    sub->barrier()->wait();
+    if (sub->rank() == 1) {
+      try {
+        culprit_op(*sub);
+      } catch (const Error&) {
+        // Its own end of it (a Desync too, or the others' failure): the others' words are checked.
+      }
+      // Stays in the group until they are done: leaving would end their op otherwise.
+      std::vector<std::string> others_done;
+      for (int m : members) {
+        if (m != r.rank()) others_done.push_back("done/" + std::to_string(m));
+      }
+      r.board().wait(others_done, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::duration<double>(2 * kWithin)));
+    } else {
+      const std::string msg = expect_failure_within<E>([&] { others_op(*sub); }, earliest, kWithin,
+                                                       "the subgroup's op that its rank 1 runs otherwise");
+      expect_has(msg, says, "the failure, in the subgroup's numbers");
+      expect_has(msg, map_of_all_but_zero(pg->size()), "the subgroup's map to world ranks");
+    }
+    r.board().set("done/" + std::to_string(r.rank()), std::string("1"));
+  });
+}
+
+// Subgroup rank 1 skips all_reduce #1: the others' Timeout says "rank 1 has not issued #1".
+TEST_P(FaultSuite, SkippedCollectiveInASubgroupMapsItsRanksToWorldRanks) {
+  const double group_seconds = std::chrono::duration<double>(kGroupTimeout).count();
+  expect_subgroup_failure_with_map<Timeout>(
+      runner(), [](ProcessGroup&) {},
+      [](ProcessGroup& sub) {
+        Tensor t = floats(10);
+        sub.all_reduce(t)->wait();
+      },
+      group_seconds - 0.5, "rank 1 has not issued #1");
+}
+
+// Subgroup rank 1 reduces 20 elements where the others reduce 10: a Desync whose table has
+// "rank 1:" on a line of its own.
+TEST_P(FaultSuite, DesyncInASubgroupMapsItsRanksToWorldRanks) {
+  auto all_reduce_of = [](int64_t count) {
+    return [count](ProcessGroup& sub) {
+      Tensor t = floats(count);
+      sub.all_reduce(t)->wait();
+    };
+  };
+  expect_subgroup_failure_with_map<Desync>(runner(), all_reduce_of(20), all_reduce_of(10), 0,
+                                           "all_reduce #1 float32[20] sum");
 }
 
 }  // namespace
