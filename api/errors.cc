@@ -1,4 +1,5 @@
 #include "api/errors.h"
+#include "api/errors_internal.h"
 
 namespace distcomm {
 
@@ -61,6 +62,16 @@ std::exception_ptr with_detail(std::exception_ptr e, const std::string& detail) 
   if (!e || detail.empty()) return e;
   auto msg = [&](const std::exception& x) { return std::string(x.what()) + "; " + detail; };
   return rebuilt(e, msg, "unknown exception; " + detail);
+}
+
+std::exception_ptr with_line(std::exception_ptr e, const std::string& line) {
+  if (!e || line.empty()) return e;
+  auto msg = [&](const std::exception& x) {
+    std::string m = x.what();
+    if (!m.empty() && m.back() != '\n') m += '\n';
+    return m + line;
+  };
+  return rebuilt(e, msg, "unknown exception\n" + line);
 }
 
 std::string message_of(std::exception_ptr e) {

@@ -287,8 +287,10 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     if (Clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // "rank 3 (world rank 4)" in a subgroup: GroupFailure then adds no note of its own, which
-  // would follow the level's note in the level's numbering (set_world_ranks).
+  // "rank 3 (world rank 4)" in a subgroup: GroupFailure then adds no note of its own for the
+  // culprit, which would follow the level's note in the level's numbering (set_world_ranks).
+  // A level's words may end with the level's map of its ranks; GroupFailure may add this
+  // group's: each names its group ("group 'world/g0/...' ranks [0, 1] are world ranks ...").
   auto rank_text = [this](int r) {
     const std::vector<int>& world = options().global_ranks;
     const bool differs = r >= 0 && static_cast<size_t>(r) < world.size() && world[static_cast<size_t>(r)] != r;

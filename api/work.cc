@@ -2,6 +2,7 @@
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
+#include "api/logging.h"
 
 namespace distcomm {
 
@@ -88,8 +89,19 @@ void Work::finish(std::exception_ptr error) {
     callbacks.swap(callbacks_);
   }
   // Callbacks first (outside the lock: they may touch this Work), then wake the waiters,
-  // so a wait() that returns sees everything the callbacks did.
-  for (auto& cb : callbacks) cb(error);
+  // so a wait() that returns sees everything the callbacks did. One that throws (a program's
+  // handler that rethrows the op's error) must not stop the others, leave the Work
+  // unfinished (its waiters would wait for ever) or escape into the thread that finishes
+  // it (a backend's own: that would end the process): it is said, then dropped.
+  for (auto& cb : callbacks) {
+    try {
+      cb(error);
+    } catch (...) {
+      log_line("distcomm: " + description_ + ": a Work callback (on_finish) threw, which nothing can catch on the "
+               "thread that ends the op; dropped: " + message_of(std::current_exception()) +
+               " (chain a step that may fail with then(), whose Work carries its error)");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     end_ = Clock::now();

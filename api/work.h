@@ -74,8 +74,11 @@ class Work {
   // Callbacks run on this thread, then waiters wake. Only the first call counts.
   void finish(std::exception_ptr error = nullptr);
   void set_source_rank(int rank);
-  // Runs cb(error) when the op ends (at once if it has). A callback that throws turns a
-  // success into that error for works chained on it (see ProcessGroup's list ops).
+  // Runs cb(error) when the op ends (at once if it has), on the thread that ends it, which
+  // may be a backend's own. A callback must not throw: one that does is logged and dropped
+  // (the Work still ends and its other callbacks run); a step that may fail belongs in
+  // then(), whose Work carries its error (see ProcessGroup's list ops). Called after the
+  // op ended, cb runs here, and what it throws reaches this caller.
   void on_finish(std::function<void(std::exception_ptr)> cb);
 
  protected:

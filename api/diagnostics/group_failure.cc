@@ -10,6 +10,7 @@
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
+#include "api/errors_internal.h"
 #include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
 
@@ -224,31 +225,51 @@ bool names_a_rank(const std::string& message) {
 // DeviceMesh's dimension) is said by its formula whatever its size.
 constexpr size_t kListedWorldRanks = 64;
 
-// "this group's ranks [0, 1, 2] are world ranks [1, 3, 5]"; "" where they are the same.
-std::string world_ranks_note(const std::vector<int>& world) {
+// The group an op's description names ("rank 1/2 (world rank 3) group 'world/g0'
+// all_reduce #1 (...)"): "world/g0"; "" when it names none.
+std::string group_named_in(const std::string& where) {
+  const std::string head = "group '";
+  const size_t at = where.find(head);
+  if (at == std::string::npos) return "";
+  const size_t end = where.find('\'', at + head.size());
+  return end == std::string::npos ? "" : where.substr(at + head.size(), end - at - head.size());
+}
+
+// "group 'world/g0' ranks [0, 1, 2] are world ranks [1, 3, 5]" ("this group's ranks ..."
+// when the name is not known); "" where they are the same. Named, because a failure may
+// quote another group's words with that group's map (a hierarchy's level's).
+std::string world_ranks_note(const std::vector<int>& world, const std::string& name) {
   std::vector<int> group(world.size());
   for (size_t r = 0; r < world.size(); ++r) group[r] = static_cast<int>(r);
   if (world.empty() || world == group) return "";
+  const std::string whose = name.empty() ? "this group's" : "group '" + name + "'";
   if (world.size() <= kListedWorldRanks) {
-    return "this group's ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(world);
+    return whose + " ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(world);
   }
   const int stride = world[1] - world[0];
   bool strided = true;
   for (size_t r = 1; r < world.size() && strided; ++r) strided = world[r] - world[r - 1] == stride;
   if (strided) {
-    return "this group's rank r (0 to " + std::to_string(world.size() - 1) + ") is world rank " +
-           std::to_string(world[0]) + " + " + std::to_string(stride) + "r";
+    return whose + " rank r (0 to " + std::to_string(world.size() - 1) + ") is world rank " + std::to_string(world[0]) +
+           " + " + std::to_string(stride) + "r";
   }
   group.resize(kListedWorldRanks);
   const std::vector<int> first(world.begin(), world.begin() + kListedWorldRanks);
-  return "this group's ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(first) + " (the first " +
+  return whose + " ranks " + rank_list_text(group) + " are world ranks " + rank_list_text(first) + " (the first " +
          std::to_string(kListedWorldRanks) + " of " + std::to_string(world.size()) +
          "; ProcessGroup::global_ranks() has them all)";
 }
 
+// error with `note` after it: on a line of its own after a message of several lines (a
+// Desync's table, whose last row it would otherwise seem to belong to), else after "; ".
+std::exception_ptr with_note(std::exception_ptr error, const std::string& message, const std::string& note) {
+  if (message.find('\n') == std::string::npos) return with_detail(error, note);
+  return with_line(error, note);
+}
+
 }  // namespace
 
-std::string GroupFailure::world_ranks_note_for(const std::string& words) const {
+std::string GroupFailure::world_ranks_note_for(const std::string& words, const std::string& where) const {
   if (!names_a_rank(words)) return "";
   std::vector<int> world;
   {
@@ -256,16 +277,16 @@ std::string GroupFailure::world_ranks_note_for(const std::string& words) const {
     const auto it = world_ranks_of().find(this);
     if (it != world_ranks_of().end()) world = it->second;
   }
-  return world_ranks_note(world);
+  return world_ranks_note(world, group_named_in(where));
 }
 
-std::exception_ptr GroupFailure::naming_world_rank(std::exception_ptr error, int culprit) const {
+std::exception_ptr GroupFailure::naming_world_rank(std::exception_ptr error, int culprit, const std::string& where) const {
   const std::string message = message_of(error);
   // A lost peer is named once, by itself; a Timeout's or a Desync's words may name several
   // ranks ("ranks [1, 2] are still at all_reduce #11", a table): then the group's map.
   if (culprit < 0 || kind_of(error) != FailureRecord::Kind::kPeerFailure) {
-    const std::string note = world_ranks_note_for(message);
-    if (!note.empty()) return message.find(note) != std::string::npos ? error : with_detail(error, note);
+    const std::string note = world_ranks_note_for(message, where);
+    if (!note.empty()) return message.find(note) != std::string::npos ? error : with_note(error, message, note);
   }
   const std::string world = world_rank_text(culprit);
   if (world.empty()) return error;
@@ -409,7 +430,9 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
       adopted = true;
     }
   }
-  if (!explained && op != nullptr &&
+  // Nor when the board did not answer in time once: the explainer asks over it too, and the
+  // recording thread (shm's polling one, with the group's ops held) would wait for it again.
+  if (!explained && op != nullptr && !board_gone_.load() &&
       (r.kind == FailureRecord::Kind::kPeerFailure || r.kind == FailureRecord::Kind::kTimeout)) {
     Explainer explain;
     {
@@ -425,7 +448,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   r.culprit = culprit;
   r.op = op ? op_type_name(op->op()) : "";
   r.seq = op ? static_cast<int64_t>(op->seq()) : -1;
-  error = naming_world_rank(error, culprit);
+  error = naming_world_rank(error, culprit, where);
   std::exception_ptr described = with_context(error, where);
   r.message = message_of(described);
   r.time = std::chrono::system_clock::now();
@@ -439,7 +462,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     error = explained_by(*earlier, world_rank_text(earlier->rank));
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
-    error = naming_world_rank(error, r.culprit);
+    error = naming_world_rank(error, r.culprit, where);
     described = with_context(error, where);
     r.message = message_of(described);
     adopted = true;

@@ -75,11 +75,6 @@ class GroupFailure {
   // instead. Kept outside the object (group_failure.cc), so that GroupFailure's layout stays
   // what plugins built before were compiled with.
   void set_world_ranks(std::vector<int> world_ranks);
-  // "this group's ranks [0, 1] are world ranks [3, 5]" when `words` name a rank by number
-  // ("rank 1", "ranks [1, 2]") and this group's ranks are not the world's; else "". A
-  // failure that may name several ranks (a Timeout's where-the-others-are, a Desync's
-  // table) gets it appended when recorded; the stall watch's log lines too.
-  std::string world_ranks_note_for(const std::string& words) const;
 
   // Run once, in the order added, by the thread that records the first failure (and by a
   // shutdown with ops in flight). They must not block on peers. Add them before any op.
@@ -90,8 +85,10 @@ class GroupFailure {
   // other ranks are ("ranks [1] are still at all_reduce #11"), or what the ranks' reports
   // show (a Desync). May wait a little for the peers to say (stall_watch.h), never for
   // long: it runs on the recording thread, which may be the backend's progress thread with
-  // the group's ops held, so it bounds its own store calls (the stall watch's give up after
-  // its answer window, diagnostics/bounded_call.h) and returns null when nobody answered.
+  // the group's ops held, so it bounds its own store calls (the stall watch's gives up after
+  // its answer window and a store call's 3 s, diagnostics/bounded_call.h) and returns null
+  // when the board did not answer in time. Not asked once the board has not answered one
+  // of GroupFailure's own calls in time.
   using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
   void set_explainer(Explainer explainer);
 
@@ -196,9 +193,17 @@ class GroupFailure {
 
   // " (world rank N)" for a group rank whose world rank differs; "" otherwise.
   std::string world_rank_text(int group_rank) const;
+  // "group 'world/g0' ranks [0, 1] are world ranks [3, 5]" when `words` name a rank by
+  // number ("rank 1", "ranks [1, 2]") and this group's ranks are not the world's; else "".
+  // `where`: an op's description, which names the group. A failure that may name several
+  // ranks (a Timeout's where-the-others-are, a Desync's table) gets it appended when
+  // recorded; the stall watch's log lines too (the core's own: not an entry point for
+  // plugins, hence private).
+  std::string world_ranks_note_for(const std::string& words, const std::string& where) const;
+  friend class StallWatch;
   // error, saying which world rank `culprit` is (a lost peer) when that differs and the
   // message does not say it already; for other failures, world_ranks_note_for its words.
-  std::exception_ptr naming_world_rank(std::exception_ptr error, int culprit) const;
+  std::exception_ptr naming_world_rank(std::exception_ptr error, int culprit, const std::string& where) const;
 
   const int rank_;
   const StorePtr board_;

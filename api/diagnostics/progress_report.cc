@@ -270,6 +270,21 @@ std::string desync_message(uint64_t seq, const std::string& table, const std::st
   return message;
 }
 
+std::optional<Departure> departed_before(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                                         int mine) {
+  if (op.p2p) return std::nullopt;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    const std::optional<ProgressReport>& report = by_rank[r];
+    if (static_cast<int>(r) == mine || !report || !report->left) continue;
+    if (report->last_collective && report->last_collective->seq >= op.seq) continue;  // it took part
+    const std::string after =
+        report->last_collective ? " after " + report->last_collective->describe() : std::string(" before any collective");
+    return Departure{static_cast<int>(r), "rank " + std::to_string(r) + " left the group (closed it on its side)" + after +
+                                              ", without issuing #" + std::to_string(op.seq)};
+  }
+  return std::nullopt;
+}
+
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
                          int mine) {
   Clauses clauses;

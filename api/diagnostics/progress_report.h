@@ -86,4 +86,15 @@ std::string desync_message(uint64_t seq, const std::string& table, const std::st
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
                          int mine);
 
+// For collective `op`, in which rank `mine` waits: the first other rank whose report says it
+// left the group (closed it on its side) without issuing op -- it never will -- and words
+// that say so ("rank 1 left the group (closed it on its side) after barrier #0, without
+// issuing #1"); nullopt when every rank that left had issued it, or none left.
+struct Departure {
+  int rank = -1;
+  std::string message;
+};
+std::optional<Departure> departed_before(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                                         int mine);
+
 }  // namespace distcomm

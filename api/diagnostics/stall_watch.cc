@@ -17,6 +17,11 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 const char kRequestKey[] = "watch/request";
+// What a rank that leaves adds to the request count (a request adds 1): the count's high
+// bits say how many ranks have left, so that every waiting rank learns it within a tick
+// from the call it makes anyway, and looks whether one of them left without issuing the
+// collective it waits in.
+constexpr int64_t kLeaveIncrement = int64_t{1} << 32;
 std::string report_key(int rank) { return "watch/report/" + std::to_string(rank); }
 
 // An op's own wait normally reports its timeout; the watch steps in this much later, for
@@ -32,11 +37,12 @@ constexpr milliseconds kShortestProbe{500};
 // report.
 constexpr milliseconds kLongestProbeGap{16000};
 // How much longer than its answer window (a tick and a half second, ask_everyone) an
-// explanation may take for the store's own round trips on a loaded machine, before the
-// failure is recorded without it: a store that does not answer (its server stopped) must not
-// hold the recording thread, which may be the backend's progress thread, for the store's
-// timeout.
-constexpr milliseconds kExplainSlack{1500};
+// explanation may take for the store's own round trips, before the failure is recorded
+// without it: what GroupFailure gives one board call (its kStoreAnswerWait), so that a slow
+// store (a loaded machine, many ranks timing out at once) still explains, while one that
+// does not answer (its server stopped) does not hold the recording thread, which may be the
+// backend's progress thread, for the store's timeout.
+constexpr milliseconds kExplainSlack{3000};
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
@@ -110,6 +116,9 @@ struct StallWatch::Shared {
     ProgressReport r;
     r.rank = options.rank;
     r.request = request;
+    // Once the group is closed here, every report says so: an explainer still asking (one
+    // given up on, whose store answers late) must not overwrite leave()'s last word.
+    r.left = stopping;
     const uint64_t first = issued_count > ring.size() ? issued_count - ring.size() : 0;
     for (uint64_t i = first; i < issued_count; ++i) {
       const Entry& e = ring[i % ring.size()];
@@ -143,6 +152,22 @@ struct StallWatch::Shared {
   void fail(const WorkPtr& work, std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(failure_mu);
     if (failure && work) failure->record(std::move(error), *work);
+  }
+
+  // A rank left the group without issuing `op`, which this rank waits in: the op fails
+  // naming it, unless the watch was stopped. Recorded as a lost peer named by the backend
+  // is (one look at the board, for a failure that rank published before it left; no
+  // explainer: its own report said where it is).
+  void fail_departure(const OpFingerprint& op, const Departure& departure) {
+    WorkPtr work;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      work = work_of(op);
+    }
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (failure && work) {
+      failure->record(std::make_exception_ptr(PeerFailure(departure.message)), *work, departure.rank);
+    }
   }
 
   // Another rank published the group's failure while this rank's group is still usable:
@@ -324,7 +349,7 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now) {
   std::string map;  // a subgroup's ranks in `where` as world ranks
   {
     std::lock_guard<std::mutex> lock(failure_mu);
-    if (failure && !where.empty()) map = failure->world_ranks_note_for(where);
+    if (failure && !where.empty()) map = failure->world_ranks_note_for(where, description);
   }
   log_line("distcomm: " + (description.empty() ? fingerprint.describe() : description) + " has waited " +
            seconds_text(waited) + (timeout.count() > 0 ? " of its timeout of " + seconds_text(timeout) : "") +
@@ -390,6 +415,7 @@ void StallWatch::Shared::leave() {
     }
     last.left = true;
     options.board->set(report_key(options.rank), last.encode());
+    options.board->add(kRequestKey, kLeaveIncrement);
   } catch (const std::exception&) {
     // The store is gone: nobody will ask.
   }
@@ -479,14 +505,26 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     shared->follow_a_failed_peer();
     try {
       const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
-      if (probe || request > answered) {
+      // Once a rank has left, a collective this rank waits in may be one that rank never
+      // issued: with no connection to see close (mpi), it would wait out its timeout.
+      const bool someone_left = request >= kLeaveIncrement;
+      if (probe || request > answered || someone_left) {
         ProgressReport mine;
+        const bool answer = probe || request > answered;
         {
           std::lock_guard<std::mutex> report_lock(shared->mu);
-          mine = shared->report(Clock::now(), request);
-          shared->answered = request;
+          mine = shared->report(Clock::now(), answer ? request : answered);
+          if (answer) shared->answered = request;
         }
-        o.board->set(report_key(o.rank), mine.encode());
+        if (answer) o.board->set(report_key(o.rank), mine.encode());
+        const PendingOp* waiting = mine.oldest_collective();
+        if (waiting && someone_left) {
+          const std::optional<Departure> gone = departed_before(waiting->fingerprint, shared->read_reports(mine), o.rank);
+          if (gone) {
+            shared->fail_departure(waiting->fingerprint, *gone);
+            probe = false;
+          }
+        }
         if (probe && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
           // Certain: then every rank's word, for the table.
           const auto all = shared->ask_everyone();

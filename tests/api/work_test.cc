@@ -58,6 +58,25 @@ TEST(Work, CallbacksRunBeforeWaitersWakeAndAfterFinishAtOnce) {
   EXPECT_EQ(late, 2);
 }
 
+// A callback that throws (a handler that rethrows the op's error) runs on the thread that
+// ends the op, often a backend's own: finish() must still end the Work, run the other
+// callbacks and wake the waiters, and throw nothing into that thread.
+TEST(Work, ACallbackThatThrowsNeitherEscapesNorLeavesTheWorkUnfinished) {
+  auto w = std::make_shared<Work>(OpType::kAllReduce, 5, "rank 0/2 group 'world' all_reduce #5");
+  bool second_ran = false;
+  w->on_finish([](std::exception_ptr e) { std::rethrow_exception(e); });
+  w->on_finish([&](std::exception_ptr) { second_ran = true; });
+  std::thread waiter([w] { EXPECT_THROW(w->wait(), PeerFailure); });
+  std::thread finisher([w] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NO_THROW(w->finish(std::make_exception_ptr(PeerFailure("rank 1 died"))));
+  });
+  finisher.join();
+  waiter.join();
+  EXPECT_TRUE(w->is_completed());
+  EXPECT_TRUE(second_ran);
+}
+
 TEST(Work, OnlyTheFirstFinishCounts) {
   Work w(OpType::kBarrier, 0);
   w.finish();

@@ -195,7 +195,7 @@ TEST(GroupFailure, ASubgroupsFailureNamesTheBlamedRanksWorldRank) {
   GroupFailure timed_out(1, nullptr);
   timed_out.set_world_ranks({5, 2, 7});
   EXPECT_EQ(thrown_by<Timeout>(timed_out.record(timeout("rank 2 has not issued all_reduce #4"), op(OpType::kAllReduce, 4))),
-            "rank 2 has not issued all_reduce #4; this group's ranks [0, 1, 2] are world ranks [5, 2, 7]");
+            "rank 2 has not issued all_reduce #4; group 'world' ranks [0, 1, 2] are world ranks [5, 2, 7]");
   GroupFailure quiet(1, nullptr);
   quiet.set_world_ranks({5, 2, 7});
   EXPECT_EQ(thrown_by<Timeout>(quiet.record(timeout("did not finish within 500 ms"), op(OpType::kAllReduce, 4))),
@@ -235,11 +235,35 @@ TEST(GroupFailure, ALargeSubgroupsMapIsAFormulaOrItsFirstRanks) {
   listed.set_world_ranks(irregular);
   EXPECT_EQ(thrown_by<Desync>(by_formula.record(std::make_exception_ptr(Desync("rank 7: all_reduce #1 float32[2]")),
                                                 op(OpType::kAllReduce, 1))),
-            "rank 7: all_reduce #1 float32[2]; this group's rank r (0 to 99) is world rank 3 + 2r");
+            "rank 7: all_reduce #1 float32[2]; group 'world' rank r (0 to 99) is world rank 3 + 2r");
   const std::string first = thrown_by<Desync>(
       listed.record(std::make_exception_ptr(Desync("ranks [1, 2] run another op")), op(OpType::kAllReduce, 1)));
   EXPECT_NE(first.find("are world ranks [0, 1, 4, 9, "), std::string::npos) << first;
   EXPECT_NE(first.find("(the first 64 of 100; ProcessGroup::global_ranks() has them all)"), std::string::npos) << first;
+}
+
+// The map names its group: a hierarchy quotes its level's words, which end with the level's
+// map, and adds its own; each says whose ranks it maps. After a table (a Desync's rows) the
+// map is a line of its own, not part of the last row.
+TEST(GroupFailure, AMapNamesItsGroupAndFollowsATableOnALineOfItsOwn) {
+  GroupFailure hier(0, nullptr);
+  hier.set_world_ranks({2, 3, 4, 5});
+  const Work hier_op(OpType::kAllReduce, 3, "rank 0/4 (world rank 2) group 'world/g0' all_reduce #3");
+  const std::string level_words =
+      "rank 3 (world rank 5) failed, seen by the group's level 'within', where it is rank 1: rank 1 has not issued "
+      "#3; group 'world/g0/h1' ranks [0, 1] are world ranks [4, 5]";
+  const std::string both = thrown_by<Timeout>(hier.record(timeout(level_words), hier_op, 3));
+  EXPECT_EQ(both, level_words + "; group 'world/g0' ranks [0, 1, 2, 3] are world ranks [2, 3, 4, 5]");
+  GroupFailure table(1, nullptr);
+  table.set_world_ranks({4, 6});
+  const Work table_op(OpType::kAllReduce, 1, "rank 1/2 (world rank 6) group 'world/g1' all_reduce #1");
+  const std::string desync = thrown_by<Desync>(table.record(
+      std::make_exception_ptr(Desync("the ranks disagree on collective #1. Each rank's op there:\n"
+                                     "  rank 0: all_reduce #1 float32[10] sum\n  rank 1: all_reduce #1 float32[20] sum")),
+      table_op));
+  EXPECT_EQ(desync, "the ranks disagree on collective #1. Each rank's op there:\n"
+                    "  rank 0: all_reduce #1 float32[10] sum\n  rank 1: all_reduce #1 float32[20] sum\n"
+                    "group 'world/g1' ranks [0, 1] are world ranks [4, 6]");
 }
 
 // Two ranks saw the same peer die: the second keeps its own words (its own op), not "rank 0

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "api/diagnostics/group_failure.h"
+#include "api/diagnostics/progress_report.h"
 #include "api/diagnostics/stall_watch.h"
 #include "api/errors.h"
 #include "api/store/hash_store.h"
@@ -34,18 +35,23 @@ WorkPtr op(uint64_t seq) {
   return std::make_shared<Work>(OpType::kAllReduce, seq, "rank 0/1 group 'world' all_reduce #" + std::to_string(seq));
 }
 
+// Rank 0's watch of a group of `size` over `board`.
+StallWatchOptions watch_options(StorePtr board, int size, milliseconds tick) {
+  StallWatchOptions o;
+  o.rank = 0;
+  o.size = size;
+  o.board = std::move(board);
+  o.tick = tick;
+  return o;
+}
+
 struct Watched {
   StorePtr store = std::make_shared<HashStore>();
   GroupFailure failure{0, store};
   StallWatch watch;
   explicit Watched(milliseconds tick = milliseconds(500)) : watch(options(store, tick), failure) {}
   ~Watched() { watch.stop(); }
-  static StallWatchOptions options(StorePtr store, milliseconds tick) {
-    StallWatchOptions o;
-    o.board = std::move(store);
-    o.tick = tick;
-    return o;
-  }
+  static StallWatchOptions options(StorePtr store, milliseconds tick) { return watch_options(std::move(store), 1, tick); }
 };
 
 TEST(StallWatchRing, LetsGoOfAFinishedOpsWorkAtTheNextOp) {
@@ -116,15 +122,12 @@ TEST(StallWatchReport, ASubgroupsHasWaitedLineMapsItsRanksToWorldRanks) {
     StorePtr store = std::make_shared<HashStore>();
     GroupFailure failure{0, store};
     failure.set_world_ranks({4, 6});
-    StallWatchOptions o;
-    o.rank = 0;
-    o.size = 2;  // rank 1 never reports
-    o.board = store;
-    o.tick = milliseconds(100);
-    StallWatch watch(o, failure);
+    StallWatch watch(watch_options(store, 2, milliseconds(100)), failure);  // rank 1 never reports
     WorkPtr waiting = op(0);
     watch.issued(collective(0), waiting, milliseconds(600000));
-    std::this_thread::sleep_for(milliseconds(1500));  // 0.3 s, then the answer window (0.6 s)
+    // 0.3 s, then the answer window (0.6 s); the line is dropped if the op ends first, so
+    // the op waits well past that on a loaded machine.
+    std::this_thread::sleep_for(milliseconds(4000));
     waiting->finish();
     watch.stop();
   }
@@ -132,7 +135,24 @@ TEST(StallWatchReport, ASubgroupsHasWaitedLineMapsItsRanksToWorldRanks) {
   const std::string text = err.text();
   EXPECT_NE(text.find("has waited"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 1 did not report"), std::string::npos) << text;
-  EXPECT_NE(text.find("; this group's ranks [0, 1] are world ranks [4, 6]"), std::string::npos) << text;
+  EXPECT_NE(text.find("; group 'world' ranks [0, 1] are world ranks [4, 6]"), std::string::npos) << text;
+}
+
+// Once the watch has stopped (the group closed here), every report this rank publishes says
+// it left: an explainer still asking then (one given up on, whose store answers late) must
+// not overwrite leave()'s last word with a report that shows the rank present.
+TEST(StallWatchReport, AReportAfterTheWatchStoppedSaysTheRankLeft) {
+  StorePtr store = std::make_shared<HashStore>();
+  GroupFailure failure{0, store};
+  StallWatch watch(watch_options(store, 1, milliseconds(50)), failure);
+  WorkPtr running = op(0);
+  watch.issued(collective(0), running, milliseconds(600000));
+  watch.stop();
+  watch.explain(*running, std::make_exception_ptr(Timeout("late")));  // asks, and publishes its report
+  const std::optional<ProgressReport> last = ProgressReport::decode(store->get_string("watch/report/0"));
+  ASSERT_TRUE(last);
+  EXPECT_TRUE(last->left) << "a report published after the watch stopped shows the rank present";
+  running->finish();
 }
 
 // A failure is recorded on whatever thread found it: for shm, the thread that polls, with
@@ -148,12 +168,7 @@ TEST(StallWatchExplainer, AStoreThatStopsAnsweringDoesNotHoldTheRecordingThread)
   o.timeout = milliseconds(60000);
   StorePtr board = std::make_shared<TCPStore>(o);
   GroupFailure failure{0, board};
-  StallWatchOptions w;
-  w.rank = 0;
-  w.size = 2;  // rank 1 never reports: the explainer waits for it
-  w.board = board;
-  w.tick = milliseconds(200);
-  StallWatch watch(w, failure);
+  StallWatch watch(watch_options(board, 2, milliseconds(200)), failure);  // rank 1 never reports
   WorkPtr stuck = op(0);
   watch.issued(collective(0), stuck, milliseconds(600000));
   server.stop();
@@ -161,7 +176,7 @@ TEST(StallWatchExplainer, AStoreThatStopsAnsweringDoesNotHoldTheRecordingThread)
   const std::exception_ptr recorded = failure.record(std::make_exception_ptr(Timeout("the op's own timeout")), *stuck);
   const int64_t took_ms =
       std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
-  // The explainer's window (0.2 s tick + 0.5 s + 1.5 s) and the board's publish (3 s).
+  // The explainer's window (0.2 s tick + 0.5 s + 3 s) and the board's publish (3 s).
   EXPECT_LT(took_ms, 12000) << "the recording thread waited for the stopped store";
   ASSERT_TRUE(failure.failed());
   EXPECT_EQ(failure.first()->kind, FailureRecord::Kind::kTimeout);

@@ -90,12 +90,6 @@ const Entry kDifferences[] = {
      "one, whose steps are done once the dead rank's data is in (it dies as its result arrives), ends the op with "
      "the right values, as the last ranks of a ring past their last step would; its next op fails naming the "
      "dead rank"},
-    // A rank that destroys its group and goes on (the mpi runner's ranks are the processes
-    // of one mpirun job, which stay until its end).
-    {"mpi", "a departure is a timeout",
-     "a group destroyed on one rank closes nothing the others can see (MPI has no connection to close, and "
-     "a process that exits ends the mpirun job): the others' op times out at its timeout, naming the rank "
-     "that has not issued it"},
 };
 
 std::string find(const Entry* table, size_t n, const std::string& backend, const std::string& what) {

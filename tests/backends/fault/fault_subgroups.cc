@@ -68,14 +68,15 @@ TEST_P(FaultSuite, KilledInASubgroupIsNamedByItsWorldRank) {
       {runner().ranks() - 1});
 }
 
-// "this group's ranks [0, 1, 2] are world ranks [1, 2, 3]": the subgroup of every rank but 0.
-std::string map_of_all_but_zero(int world_size) {
+// "group 'world/g0' ranks [0, 1, 2] are world ranks [1, 2, 3]": the subgroup of every rank
+// but 0, named `name`.
+std::string map_of_all_but_zero(const std::string& name, int world_size) {
   std::vector<int> group, world;
   for (int r = 1; r < world_size; ++r) {
     group.push_back(r - 1);
     world.push_back(r);
   }
-  return "this group's ranks " + rank_list(group) + " are world ranks " + rank_list(world);
+  return "group '" + name + "' ranks " + rank_list(group) + " are world ranks " + rank_list(world);
 }
 
 // In the subgroup of every rank but world rank 0, `culprit_op` runs on subgroup rank 1
@@ -115,7 +116,7 @@ void expect_subgroup_failure_with_map(Runner& runner, const std::function<void(P
       const std::string msg = expect_failure_within<E>([&] { others_op(*sub); }, earliest, kWithin,
                                                        "the subgroup's op that its rank 1 runs otherwise");
       expect_has(msg, says, "the failure, in the subgroup's numbers");
-      expect_has(msg, map_of_all_but_zero(pg->size()), "the subgroup's map to world ranks");
+      expect_has(msg, map_of_all_but_zero(sub->name(), pg->size()), "the subgroup's map to world ranks");
     }
     r.board().set("done/" + std::to_string(r.rank()), std::string("1"));
   });
