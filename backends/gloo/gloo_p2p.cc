@@ -5,6 +5,15 @@
 namespace distcomm {
 namespace gloo {
 
+namespace {
+
+// Set on a waiter thread whose TransferWaiters was stopped from a Work callback that thread
+// ran (the group aborted or destroyed as a transfer ends): it is not joined, and returns
+// as soon as the callback has, touching nothing of the object, which may be gone.
+thread_local bool t_left_by_stop = false;
+
+}  // namespace
+
 TransferWaiters::~TransferWaiters() { stop(); }
 
 void TransferWaiters::add(std::unique_ptr<Transfer> t) {
@@ -58,7 +67,51 @@ void TransferWaiters::stop() {
   }
   abort_all();
   cv_.notify_all();
-  for (auto& th : threads) th.join();
+  bool from_a_waiter = false;
+  for (auto& th : threads) {
+    if (th.get_id() == std::this_thread::get_id()) {
+      from_a_waiter = true;  // a Work callback on this waiter: it cannot join itself
+      t_left_by_stop = true;
+      th.detach();
+    } else {
+      th.join();  // each takes what is queued before it ends
+    }
+  }
+  if (!from_a_waiter) return;
+  // With no other waiter left, what is still queued (aborted) ends here.
+  for (;;) {
+    std::unique_ptr<Transfer> t;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      t = std::move(queue_.front());
+      queue_.pop_front();
+      waiting_.insert(t.get());
+    }
+    wait_and_finish(std::move(t));
+  }
+}
+
+void TransferWaiters::wait_and_finish(std::unique_ptr<Transfer> t) {
+  std::exception_ptr error;
+  int peer = -1;
+  try {
+    const bool done =
+        t->is_send ? t->buffer->waitSend(&peer, t->wait_limit) : t->buffer->waitRecv(&peer, t->wait_limit);
+    // Aborted: the group failed or was shut down. The transfer whose failure came first
+    // (the stall watch's Timeout for it) gets that error, any other the refusal.
+    if (!done) error = failure_.record(failure_.refusal(), *t->work);
+  } catch (...) {
+    error = record_op_failure(failure_, connections_, std::current_exception(), t->timeout, *t->work);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.erase(t.get());
+  }
+  if (!error && !t->is_send) t->work->set_source_rank(peer);
+  WorkPtr work = std::move(t->work);
+  t.reset();
+  work->finish(error);
 }
 
 void TransferWaiters::loop() {
@@ -74,25 +127,8 @@ void TransferWaiters::loop() {
       queue_.pop_front();
       waiting_.insert(t.get());
     }
-    std::exception_ptr error;
-    int peer = -1;
-    try {
-      const bool done =
-          t->is_send ? t->buffer->waitSend(&peer, t->wait_limit) : t->buffer->waitRecv(&peer, t->wait_limit);
-      // Aborted: the group failed or was shut down. The transfer whose failure came first
-      // (the stall watch's Timeout for it) gets that error, any other the refusal.
-      if (!done) error = failure_.record(failure_.refusal(), *t->work);
-    } catch (...) {
-      error = record_op_failure(failure_, connections_, std::current_exception(), t->timeout, *t->work);
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      waiting_.erase(t.get());
-    }
-    if (!error && !t->is_send) t->work->set_source_rank(peer);
-    WorkPtr work = std::move(t->work);
-    t.reset();
-    work->finish(error);
+    wait_and_finish(std::move(t));
+    if (t_left_by_stop) return;  // stopped by that callback: this object may be gone
   }
 }
 

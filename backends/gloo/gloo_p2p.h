@@ -60,10 +60,14 @@ class TransferWaiters {
   // end them.
   void abort_all();
   // abort_all(), then joins the threads; later add()s are refused at once. Idempotent.
+  // From a Work callback on a waiter thread (the group aborted or destroyed as a transfer
+  // ends) that thread is left to end on its own, and what is queued ends here.
   void stop();
 
  private:
   void loop();
+  // Waits for t (taken from the queue into waiting_) and finishes its Work.
+  void wait_and_finish(std::unique_ptr<Transfer> t);
   void abort_locked(Transfer& t);
 
   GroupFailure& failure_;

@@ -16,8 +16,9 @@ CollectiveWorker::CollectiveWorker(CollectiveEnv env, GroupFailure& failure)
 std::shared_ptr<CollectiveWorker> CollectiveWorker::start(CollectiveEnv env, GroupFailure& failure,
                                                           ThreadScheduling scheduling) {
   std::shared_ptr<CollectiveWorker> worker(new CollectiveWorker(std::move(env), failure));
-  CollectiveWorker* self = worker.get();  // the thread ends in stop(), before the object
-  worker->thread_ = std::thread([self] { self->loop(); });
+  // The thread holds the worker until its loop ends: a Work callback it runs may destroy
+  // the group (drop the last reference), and the loop goes on after that callback returns.
+  worker->thread_ = std::thread([self = worker] { self->loop(); });
   // Here, by the constructing thread, so that it has happened when the worker is handed out.
   set_up_thread(worker->thread_.native_handle(), "dc-gloo-worker", scheduling);
   return worker;
@@ -73,13 +74,31 @@ void CollectiveWorker::wake_worker_locked() {
 }
 
 void CollectiveWorker::stop() {
+  std::deque<Queued> refused;
+  bool join = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) return;
     stopping_ = true;
     wake_worker_locked();
+    const std::thread::id me = std::this_thread::get_id();
+    const bool on_worker = thread_.get_id() == me;
+    if (on_worker || (finishing_ && finisher_ == me)) {
+      // From a Work callback (a program that aborts or drops the group as an op ends): the
+      // worker is this thread, or waits for this callback to return before it can end, so
+      // it is not joined from here. What is queued is refused now, while the group's
+      // failure state (the backend's) is surely there; the worker then finds nothing to do
+      // and ends (it holds itself). A later stop() from elsewhere joins it; the worker's
+      // own is detached: the last reference may be the one its thread drops.
+      refused.swap(queue_);
+      next_taken_ += refused.size();
+      if (on_worker) thread_.detach();
+    } else {
+      join = true;  // it refuses what is queued, then ends once idle
+    }
   }
-  thread_.join();
+  for (Queued& q : refused) q.op.work->finish(failure_.record(failure_.refusal(), *q.op.work));
+  if (join) thread_.join();
 }
 
 CollectiveWorker::Taken CollectiveWorker::take_locked() {

@@ -75,7 +75,9 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   WorkPtr running() const;
   // Ends the thread after it has refused the queued ops and an op a waiter runs has ended
   // (the group must already be marked failed or shut down, and a running op interrupted).
-  // Idempotent. Later waiters run nothing.
+  // Idempotent. Later waiters run nothing. From a Work callback (on the worker, or on the
+  // thread finishing an op) it refuses the queued ops itself and does not join: the thread
+  // ends on its own once the callback has returned.
   void stop();
 
   // For GlooWork. ticket: the op's place in issue order.
