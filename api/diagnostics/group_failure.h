@@ -77,7 +77,9 @@ class GroupFailure {
   void set_world_ranks(std::vector<int> world_ranks);
 
   // Run once, in the order added, by the thread that records the first failure (and by a
-  // shutdown with ops in flight). They must not block on peers. Add them before any op.
+  // shutdown with ops in flight). They must not block on peers, nor wait for a thread that
+  // runs Work callbacks: a callback may abort the group, and the recording thread may hold
+  // what that abort takes (the stall watch's failure lock). Add them before any op.
   void on_abort(std::function<void()> hook);
   // Asked when an op's own Timeout, or a PeerFailure no peer has explained, is about to
   // become the group's first failure (before the abort hooks, while the other peers are

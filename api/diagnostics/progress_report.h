@@ -89,7 +89,8 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
 // For collective `op`, in which rank `mine` waits: the first other rank whose report says it
 // left the group (closed it on its side) without issuing op -- it never will -- and words
 // that say so ("rank 1 left the group (closed it on its side) after barrier #0, without
-// issuing #1"); nullopt when every rank that left had issued it, or none left.
+// issuing #1"); nullopt when every rank that left had issued it, or none left. A report
+// that shows no collective at all is not judged (its ring may hold only later p2p ops).
 struct Departure {
   int rank = -1;
   std::string message;

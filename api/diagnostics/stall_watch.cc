@@ -102,6 +102,10 @@ struct StallWatch::Shared {
     }
   }
   bool stopping = false;
+  // The loop's own: how many ranks had left (the request count's high bits) when it last
+  // read the reports, and the left ranks' last reports, which never change.
+  int64_t leaves_read = 0;
+  std::vector<std::optional<ProgressReport>> left_reports;
   bool exited = false;  // the thread is done
   Clock::time_point wake_at = Clock::time_point::max();  // the thread's next look
   int64_t answered = 0;  // the last request this rank answered
@@ -519,7 +523,18 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
         if (answer) o.board->set(report_key(o.rank), mine.encode());
         const PendingOp* waiting = mine.oldest_collective();
         if (waiting && someone_left) {
-          const std::optional<Departure> gone = departed_before(waiting->fingerprint, shared->read_reports(mine), o.rank);
+          // A left report never changes: the reports are read again only when more ranks
+          // have left (the count's high bits), not at every tick of every waiting rank.
+          const int64_t leaves = request / kLeaveIncrement;
+          if (leaves > shared->leaves_read) {
+            const auto reports = shared->read_reports(mine);
+            shared->left_reports.resize(reports.size());
+            for (size_t r = 0; r < reports.size(); ++r) {
+              if (reports[r] && reports[r]->left) shared->left_reports[r] = reports[r];
+            }
+            shared->leaves_read = leaves;
+          }
+          const std::optional<Departure> gone = departed_before(waiting->fingerprint, shared->left_reports, o.rank);
           if (gone) {
             shared->fail_departure(waiting->fingerprint, *gone);
             probe = false;

@@ -86,7 +86,7 @@ class StallWatch {
   // Timeout, or a peer's closed connection nobody explained), asks every rank for its
   // report (waiting about a tick) and returns a Desync or InvalidArgument the reports show,
   // else error with where the others are (progress_report.h's explain_wait), else null.
-  // Null too when the board does not answer within that window and 1.5 s: a store whose
+  // Null too when the board does not answer within that window and 3 s: a store whose
   // server is stopped must not hold the recording thread for the store's timeout.
   std::exception_ptr explain(const Work& op, std::exception_ptr error);
 

@@ -52,15 +52,22 @@ GlooBackend::GlooBackend(BackendOptions options)
   env.connections = comm_->connections();
   env.algorithm = config_.algorithm;
   worker_ = CollectiveWorker::start(std::move(env), *failure_, config_.worker_sched);
-  if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
-    StallWatchOptions w;
-    w.rank = rank();
-    w.size = size();
-    w.board = Backend::options().store;
-    watch_ = std::make_unique<StallWatch>(w, *failure_);
-  }
-  if (ConnectionWatch* connections = comm_->connections()) {
-    connections->start([this](const std::vector<LostPeer>& lost) { peers_lost(lost); });
+  try {
+    if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
+      StallWatchOptions w;
+      w.rank = rank();
+      w.size = size();
+      w.board = Backend::options().store;
+      watch_ = std::make_unique<StallWatch>(w, *failure_);  // throws on a bad DISTCOMM_STALL_REPORT_SECONDS
+    }
+    if (ConnectionWatch* connections = comm_->connections()) {
+      connections->start([this](const std::vector<LostPeer>& lost) { peers_lost(lost); });
+    }
+  } catch (...) {
+    // No destructor runs for a half-made backend, and the worker holds itself until
+    // stopped: stopped here, or its thread would keep the context and its sockets for ever.
+    worker_->stop();
+    throw;
   }
 }
 

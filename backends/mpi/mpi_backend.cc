@@ -39,10 +39,12 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
   name_world_ranks(*failure_, Backend::options().global_ranks);
   queue_ = runtime_.attach(
       comm, failure_, group_rank_text(rank(), size(), Backend::options().group_name, Backend::options().global_ranks));
-  // A failure the watch records (a deadline, a disagreement the reports show) ends the
-  // group's ops as one the queue finds does.
+  // A failure the watch records (a deadline, a disagreement the reports show, a rank that
+  // left) ends the group's ops as one the queue finds does. Posted, not waited for: the
+  // watch records under its failure lock, and an op's callback that aborts the group (run
+  // by that round) stops the watch, which takes that lock (helper-60's review: a hang).
   failure_->on_abort([rt = &runtime_, queue = std::weak_ptr<OpQueue>(queue_)] {
-    if (std::shared_ptr<OpQueue> q = queue.lock()) rt->run([&q] { q->abort(); });
+    if (std::shared_ptr<OpQueue> q = queue.lock()) rt->post([q] { q->abort(); });
   });
   if (board) {
     StallWatchOptions w;

@@ -237,11 +237,42 @@ void Runtime::run_tasks() {
       task->error = std::current_exception();
     }
   }
+  std::vector<Task*> posted;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (Task* task : tasks) task->done = true;
+    for (Task* task : tasks) {
+      if (task->owned) {
+        posted.push_back(task);  // nobody waits for it
+      } else {
+        task->done = true;
+      }
+    }
   }
+  for (Task* task : posted) delete task;
   done_cv_.notify_all();
+}
+
+void Runtime::post(std::function<void()> fn) {
+  if (t_in_round) {  // from a Work callback: this thread already holds the progress lock
+    try {
+      fn();
+    } catch (...) {
+    }
+    return;
+  }
+  auto* task = new Task{nullptr, nullptr};
+  task->owned = std::move(fn);
+  task->fn = &task->owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kRunning) {
+      delete task;
+      return;
+    }
+    tasks_.push_back(task);
+    task_count_.fetch_add(1);
+  }
+  wake();
 }
 
 void Runtime::run(const std::function<void()>& fn) {

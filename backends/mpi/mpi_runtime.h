@@ -101,6 +101,11 @@ class Runtime {
   // Runs fn in a round (on the MPI thread or a driving thread) and waits for it;
   // rethrows what it throws.
   void run(const std::function<void()>& fn);
+  // Runs fn in a round and does not wait for it (at once on the MPI thread): for a group's
+  // abort hook, which runs on the thread recording the failure, where waiting for a round
+  // could wait for a Work callback that waits for that thread (the stall watch's). What fn
+  // throws is dropped; after the runtime has begun to end, fn never runs.
+  void post(std::function<void()> fn);
   // Runs a blocking group-setup call: on the calling thread with MPI_THREAD_MULTIPLE
   // (other groups' ops go on meanwhile), on the MPI thread otherwise.
   void run_setup(const std::function<void()>& fn);
@@ -185,6 +190,7 @@ class Runtime {
     const std::function<void()>* fn;
     std::exception_ptr error;
     bool done = false;
+    std::function<void()> owned;  // post()'s: the task owns fn, and is deleted once run
   };
   std::vector<Task*> tasks_;  // guarded by mu_
   std::atomic<size_t> task_count_{0};

@@ -20,6 +20,19 @@ namespace distcomm {
 namespace fault {
 namespace {
 
+// A subgroup of every rank (a new group, so that ending it leaves the runner's world group).
+ProcessGroupPtr subgroup_of_everyone(ProcessGroup& pg) {
+  std::vector<int> everyone;
+  for (int i = 0; i < pg.size(); ++i) everyone.push_back(i);
+  return pg.new_group(everyone);
+}
+
+// Until `flag` is set by a callback nobody waits for, or the suite's bound has passed.
+void wait_until_set(const std::atomic<bool>& flag) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(kWithin);
+  while (!flag && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 enum class Ending { kAbort, kDestroy };
 enum class Waiter { kNobody, kTheCaller };
 
@@ -29,9 +42,7 @@ enum class Waiter { kNobody, kTheCaller };
 void end_a_group_from_a_callback(Runner& runner, Ending ending, Waiter waiter) {
   runner.run([&](Rank& r) {
     ProcessGroupPtr pg = r.join();
-    std::vector<int> everyone;
-    for (int i = 0; i < pg->size(); ++i) everyone.push_back(i);
-    ProcessGroupPtr sub = pg->new_group(everyone);
+    ProcessGroupPtr sub = subgroup_of_everyone(*pg);
     Tensor t = floats(100);
     t.fill(1);
     if (r.rank() != 0) {
@@ -41,26 +52,33 @@ void end_a_group_from_a_callback(Runner& runner, Ending ending, Waiter waiter) {
       pg->barrier()->wait();  // the world group goes on
       return;
     }
-    std::atomic<bool> ran{false};
+    auto ran = std::make_shared<std::atomic<bool>>(false);  // outlives this frame, as the callback may
     auto holder = std::make_shared<ProcessGroupPtr>(sub);
     WorkPtr w = sub->all_reduce(t);  // waits for the others, who issue it only after this
-    w->on_finish([&ran, holder, ending](std::exception_ptr) {
+    w->on_finish([ran, holder, ending](std::exception_ptr) {
       if (ending == Ending::kAbort) {
         (*holder)->abort();
       } else {
         holder->reset();
       }
-      ran = true;
+      *ran = true;
     });
     if (ending == Ending::kDestroy) sub.reset();  // the callback holds the last reference
-    r.board().set("callback_set", std::string("1"));
     if (waiter == Waiter::kTheCaller) {
+      // The others are let in only once this thread waits: the op is this thread's to run
+      // (gloo leaves a waited op to its waiter) and ends on it.
+      std::thread let_in([&r] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        r.board().set("callback_set", std::string("1"));
+      });
       EXPECT_NO_THROW(w->wait());
+      let_in.join();
     } else {
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(kWithin);
-      while (!ran && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      r.board().set("callback_set", std::string("1"));
+      wait_until_set(*ran);
     }
-    ASSERT_TRUE(ran) << "the all_reduce did not end, or its callback did not return";
+    ASSERT_TRUE(*ran) << "the all_reduce did not end, or its callback did not return";
+    EXPECT_NO_THROW(w->wait());  // the callback returned; the Work ends right after
     EXPECT_TRUE(w->is_success());
     EXPECT_EQ(t.data_as<float>()[0], static_cast<float>(pg->size()));
     if (ending == Ending::kAbort) {
@@ -77,29 +95,59 @@ void end_a_group_from_a_callback(Runner& runner, Ending ending, Waiter waiter) {
 TEST_P(FaultSuite, AbortFromTheCallbackOfARecvNobodyWaitsFor) {
   runner().run([&](Rank& r) {
     ProcessGroupPtr pg = r.join();
-    std::vector<int> everyone;
-    for (int i = 0; i < pg->size(); ++i) everyone.push_back(i);
-    ProcessGroupPtr sub = pg->new_group(everyone);
+    ProcessGroupPtr sub = subgroup_of_everyone(*pg);
     Tensor t = floats(100);
     if (r.rank() == 1) {
       t.fill(7);
       r.board().wait({"callback_set"}, std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout));
       sub->send(t, 0)->wait();
     } else if (r.rank() == 0) {
-      std::atomic<bool> ran{false};
+      auto ran = std::make_shared<std::atomic<bool>>(false);
       WorkPtr w = sub->recv(t, 1);
-      w->on_finish([&ran, sub](std::exception_ptr) {
+      w->on_finish([ran, sub](std::exception_ptr) {
         sub->abort();
-        ran = true;
+        *ran = true;
       });
       r.board().set("callback_set", std::string("1"));
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(kWithin);
-      while (!ran && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      ASSERT_TRUE(ran) << "the recv did not end, or its callback did not return";
+      wait_until_set(*ran);
+      ASSERT_TRUE(*ran) << "the recv did not end, or its callback did not return";
+      EXPECT_NO_THROW(w->wait());
       EXPECT_TRUE(w->is_success());
       EXPECT_EQ(t.data_as<float>()[0], 7.0f);
       EXPECT_THROW(sub->barrier()->wait(), Error) << "an aborted group refuses later ops";
     }
+    pg->barrier()->wait();  // the world group goes on
+  });
+}
+
+// The usual handler, on an op that fails: rank 1 leaves the subgroup without issuing
+// all_reduce #1, which the others wait in; their callback aborts the subgroup when the op
+// ends with the error. Where the stall watch records the failure (a departure under mpi), the
+// callback runs while the watch holds its failure lock, which the abort's stop of the watch
+// takes (helper-60's review: mpi hung there for good).
+TEST_P(FaultSuite, AbortFromTheCallbackOfAnOpThatFailsBecauseARankLeft) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    ProcessGroupPtr sub = subgroup_of_everyone(*pg);
+    sub->barrier()->wait();
+    if (r.rank() == 1) {
+      sub.reset();  // leaves; the world group stays
+      pg->barrier()->wait();
+      return;
+    }
+    Tensor t = floats(10);
+    auto ran = std::make_shared<std::atomic<bool>>(false);
+    WorkPtr w = sub->all_reduce(t);
+    w->on_finish([ran, sub](std::exception_ptr error) {
+      if (error) sub->abort();
+      *ran = true;
+    });
+    const std::string msg = testing::expect_failure_within<PeerFailure>([&] { w->wait(); }, 0, kWithin,
+                                                                        "the all_reduce rank 1 left without issuing");
+    expect_departure_named(msg, 1, {"died", "closed", "exited", "shut", "left"}, "the all_reduce");
+    EXPECT_TRUE(*ran);
+    EXPECT_THROW(sub->barrier()->wait(), Error) << "an aborted group refuses later ops";
+    sub.reset();
     pg->barrier()->wait();  // the world group goes on
   });
 }

@@ -11,7 +11,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
@@ -141,6 +144,31 @@ TEST(GlooInitDeadline, PeerThatPublishedAndNeverConnectsIsNamedAtTheTimeout) {
     std::string logged;
     expect_init_fails<Timeout>(o, "waiting for ranks [2] to connect with this rank", 2.9, kMaxSeconds, &logged);
     EXPECT_NE(logged.find("for ranks [2] to connect with this rank"), std::string::npos) << logged;
+  });
+  ::unlink(path.c_str());
+}
+
+// The threads of this process named `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
+// A backend that fails after its worker started (here the stall watch refuses a bad
+// DISTCOMM_STALL_REPORT_SECONDS) leaves no worker thread behind: no destructor runs for a
+// half-made backend, and the worker holds itself until stopped (helper-60's review).
+TEST(GlooInitDeadline, ABackendThatFailsAfterItsWorkerStartedLeavesNoWorkerThread) {
+  const std::string path = temp_store_path();
+  testing::run_ranks(2, [&](int rank, int world) {
+    ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "soon", 1);
+    EXPECT_THROW(init_process_group(options_for(rank, world, "file://" + path)), InvalidArgument);
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_EQ(threads_named("dc-gloo-worker"), 0) << "a failed backend's worker thread lives on";
   });
   ::unlink(path.c_str());
 }
