@@ -7,8 +7,12 @@
 #include <mutex>
 #include <thread>
 
+#include "api/diagnostics/duration_text.h"
+#include "api/diagnostics/stall_watch.h"  // kDefaultStallReportInterval
 #include "api/errors.h"
+#include "api/group/environment.h"
 #include "api/group/init_wait.h"
+#include "api/logging.h"
 #include "api/store/internal/store_host.h"
 #include "api/diagnostics/op_fingerprint.h"
 
@@ -102,8 +106,14 @@ class StoreExchange final : public HostExchange {
       // would never be recorded. And every kGroupFailureCheck, whether the group has learnt
       // that a rank it waits for is gone.
       using Clock = std::chrono::steady_clock;
-      const Clock::time_point deadline = Clock::now() + options_.timeout;
-      Clock::time_point next_check = Clock::now() + kGroupFailureCheck;
+      const Clock::time_point start = Clock::now();
+      const Clock::time_point deadline = start + options_.timeout;
+      Clock::time_point next_check = start + kGroupFailureCheck;
+      // A wait of the group's timeout (30 minutes by default) says every stall report
+      // interval whom it waits for, as an op's does: a peer stuck or stopped before this
+      // call (split, DDP's construction, a rank-ordered print) is not a silent hang.
+      const std::chrono::milliseconds report_every = stall_report_interval(kDefaultStallReportInterval);
+      Clock::time_point next_report = start + report_every;
       for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left <= std::chrono::milliseconds::zero()) throw Timeout(what);
@@ -114,6 +124,13 @@ class StoreExchange final : public HostExchange {
           if (left <= kWaitSlice) throw;
         }
         std::this_thread::sleep_for(kStoreLeftFree);
+        if (Clock::now() >= next_report) {
+          const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+          log_line("distcomm: " + what + " has waited " + seconds_text(waited) + " of its timeout of " +
+                   seconds_text(options_.timeout) + " for ranks " + rank_list_text(missing(keys)) +
+                   " to post: they have not reached this call, or are stuck or gone");
+          next_report = Clock::now() + report_every;
+        }
         if (options_.raise_if_group_failed && Clock::now() >= next_check) {
           // The missing ranks are looked up only when the group has a failure to match
           // them with: every waiting rank asks every 0.5 s, and a check per rank each time

@@ -2,6 +2,7 @@
 // gets, in which order, what stays in the store, and what a missing rank makes the others
 // say.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "api/store/hash_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -114,6 +116,29 @@ TEST(HostExchange, OverAStoreAMissingRankIsNamed) {
     EXPECT_GE(took, 1.4);
     EXPECT_LE(took, 1.5 + 5);
     if (rank == 0) store->set("test/done", "1");
+  });
+}
+
+// A wait that lasts says every stall report interval whom it waits for
+// (DISTCOMM_STALL_REPORT_SECONDS), not only when it gives up: the group's timeout is 30
+// minutes by default (helper-59's audit: split, DDP's construction, ordered prints waited
+// that long in silence).
+TEST(HostExchange, OverAStoreALongWaitSaysWhomItWaitsFor) {
+  TempDir dir;
+  testing::run_ranks(2, [&](int rank, int size) {
+    ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "0.3", 1);
+    auto store = std::make_shared<FileStore>(dir.store(), size);
+    auto exchange = make_store_exchange(options_for(rank, size, milliseconds(1500)), store, "ex/");
+    if (rank == 1) {
+      store->wait({"test/done"}, milliseconds(30000));  // never takes part
+      return;
+    }
+    testing::CapturedStderr err;
+    EXPECT_THROW(exchange->all_gather("hello"), Timeout);
+    const std::string logged = err.text();
+    EXPECT_NE(logged.find("host message exchange #0 has waited"), std::string::npos) << logged;
+    EXPECT_NE(logged.find("for ranks [1] to post"), std::string::npos) << logged;
+    store->set("test/done", "1");
   });
 }
 
