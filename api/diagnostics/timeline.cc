@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include "api/diagnostics/json_text.h"
 #include "api/logging.h"
 #include "api/process/write_fully.h"
+#include "api/store/internal/file_lock.h"
 
 namespace distcomm {
 namespace {
@@ -27,6 +29,8 @@ namespace {
 // Events held in memory before they are appended on the way (a long job's memory stays bounded).
 constexpr size_t kFlushEvery = 100000;
 constexpr char kTail[] = "\n]}\n";
+// How long a flush waits for another rank to let go of the file.
+constexpr std::chrono::seconds kLockWait{10};
 
 struct Events {
   std::mutex mu;
@@ -180,7 +184,18 @@ void timeline_flush() {
     int fd;
     ~Closer() { ::close(fd); }  // also drops the lock
   } closer{fd};
-  if (::flock(fd, LOCK_EX) != 0) throw Error("timeline: cannot lock " + path + ": " + std::strerror(errno));
+  // Ranks of a job append to one file in turn; one stopped while it holds the lock must not
+  // hold the others' exit for good.
+  switch (internal::flock_until(fd, true, std::chrono::steady_clock::now() + kLockWait)) {
+    case internal::FileLockResult::kLocked:
+      break;
+    case internal::FileLockResult::kFailed:
+      throw Error("timeline: cannot lock " + path + ": " + std::strerror(errno));
+    case internal::FileLockResult::kTimedOut:
+      throw Error("timeline: " + path + " stayed locked by another process for " +
+                  std::to_string(kLockWait.count()) + " s; " + std::to_string(batch.size()) +
+                  " events of this process are left out");
+  }
   const std::string head = "{\"otherData\":{\"run_id\":" + json_quote(target().run_id) + "},\"traceEvents\":[\n";
   struct stat st;
   if (::fstat(fd, &st) != 0) throw Error("timeline: cannot stat " + path + ": " + std::strerror(errno));

@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <thread>
 #include <utility>
 
 #include "api/errors.h"
+#include "api/store/internal/file_lock.h"
 #include "api/store/internal/key_value_map.h"
 #include "api/store/internal/socket.h"
 #include "api/store/internal/store_protocol.h"
@@ -39,6 +41,8 @@ Store::Bytes make_record(const std::string& run_id, uint8_t kind, std::vector<in
 
 constexpr std::chrono::milliseconds kFirstPause{10};
 constexpr std::chrono::milliseconds kMaxPause{100};
+// How long a store being destroyed waits for the file's lock to say its worker is done.
+constexpr std::chrono::milliseconds kGoodbyeWait{5000};
 
 std::string io_error(const std::string& what, const std::string& path) {
   return "FileStore: cannot " + what + " " + path + ": " + internal::errno_message(errno);
@@ -66,25 +70,48 @@ ssize_t transfer(size_t n, Op op) {
 
 class FileStore::FileLock {
  public:
-  FileLock(int fd, bool exclusive, const std::string& path) : fd_(fd) {
-    while (flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0) {
-      if (errno != EINTR) throw StoreError(io_error("lock", path));
+  // Throws Timeout when another process holds the lock past the deadline.
+  FileLock(int fd, bool exclusive, const std::string& path, internal::Clock::time_point deadline,
+           std::chrono::milliseconds budget)
+      : fd_(fd) {
+    switch (internal::flock_until(fd_, exclusive, deadline)) {
+      case internal::FileLockResult::kLocked:
+        return;
+      case internal::FileLockResult::kFailed:
+        throw StoreError(io_error("lock", path));
+      case internal::FileLockResult::kTimedOut:
+        throw held_too_long(path, budget);
     }
   }
   ~FileLock() { flock(fd_, LOCK_UN); }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
+  static Timeout held_too_long(const std::string& path, std::chrono::milliseconds budget) {
+    return Timeout("FileStore: " + path + " stayed locked for the " + std::to_string(budget.count()) +
+                   " ms this call could wait: a process of the job holds its lock and does not "
+                   "let go (stopped, frozen, or its host lost while it held an NFS lock?)");
+  }
+
  private:
   int fd_;
 };
 
 template <typename Fn>
-auto FileStore::locked(bool exclusive, Fn&& fn) {
-  std::lock_guard<std::mutex> guard(mu_);
-  FileLock lock(fd_, exclusive, path_);
+auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point deadline,
+                       std::chrono::milliseconds budget) {
+  // Another thread of this process holds mu_ only while it waits for the file's lock,
+  // which is bounded too; this call's own deadline covers both waits.
+  std::unique_lock<std::timed_mutex> guard(mu_, deadline);
+  if (!guard.owns_lock()) throw FileLock::held_too_long(path_, budget);
+  FileLock lock(fd_, exclusive, path_, deadline, budget);
   replay_locked(exclusive);
   return fn();
+}
+
+template <typename Fn>
+auto FileStore::locked(bool exclusive, Fn&& fn) {
+  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + timeout_, timeout_);
 }
 
 FileStore::FileStore(std::string path, int num_workers, std::string run_id)
@@ -118,10 +145,14 @@ FileStore::FileStore(std::string path, int num_workers, std::string run_id)
 FileStore::~FileStore() {
   if (num_workers_ > 0) {
     try {
-      locked(true, [&] {
-        append_locked(make_record(run_id_, kWorkerDoneRecord, {}));
-        if (workers_done_ >= num_workers_) ::unlink(path_.c_str());
-      });
+      // An exiting rank does not wait the store's whole timeout for a stopped peer's lock.
+      locked(
+          true,
+          [&] {
+            append_locked(make_record(run_id_, kWorkerDoneRecord, {}));
+            if (workers_done_ >= num_workers_) ::unlink(path_.c_str());
+          },
+          internal::Clock::now() + std::min(timeout_, kGoodbyeWait), std::min(timeout_, kGoodbyeWait));
     } catch (const std::exception&) {
       // A destructor cannot report it; the file is merely left behind.
     }
@@ -136,13 +167,16 @@ void FileStore::set(const std::string& key, const Bytes& value) {
 Store::Bytes FileStore::get(const std::string& key) {
   Bytes value;
   poll_until(
-      [&] {
-        return locked(false, [&]() -> std::vector<std::string> {
-          const Bytes* v = map_->find(key);
-          if (!v) return {key};
-          value = *v;
-          return {};
-        });
+      [&](internal::Clock::time_point deadline) {
+        return locked(
+            false,
+            [&]() -> std::vector<std::string> {
+              const Bytes* v = map_->find(key);
+              if (!v) return {key};
+              value = *v;
+              return {};
+            },
+            deadline, timeout_);
       },
       timeout_);
   return value;
@@ -171,7 +205,11 @@ bool FileStore::check(const std::vector<std::string>& keys) {
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  poll_until([&] { return locked(false, [&] { return map_->missing(keys); }); }, resolve(timeout));
+  poll_until(
+      [&](internal::Clock::time_point deadline) {
+        return locked(false, [&] { return map_->missing(keys); }, deadline, resolve(timeout));
+      },
+      resolve(timeout));
 }
 
 bool FileStore::delete_key(const std::string& key) {
@@ -275,14 +313,15 @@ void FileStore::apply(internal::Message& record) {
   }
 }
 
-void FileStore::poll_until(const std::function<std::vector<std::string>()>& missing_now,
-                           std::chrono::milliseconds timeout) {
+void FileStore::poll_until(
+    const std::function<std::vector<std::string>(internal::Clock::time_point)>& missing_now,
+    std::chrono::milliseconds timeout) {
   // Other processes write the file: there is nothing to be woken by, so poll, often at
   // first (rendezvous keys tend to arrive together), then less.
   const auto deadline = internal::Clock::now() + timeout;
   auto pause = kFirstPause;
   while (true) {
-    const auto missing = missing_now();
+    const auto missing = missing_now(deadline);
     if (missing.empty()) return;
     const auto left = deadline - internal::Clock::now();
     if (left <= internal::Clock::duration::zero()) {

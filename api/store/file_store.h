@@ -6,7 +6,9 @@
 // wait() poll the file, so they answer within a few tens of milliseconds, not at once.
 // Create the store after fork(): a child that inherits its parent's store shares its
 // open file, and so its lock. A record (key and value) is limited to 256 MiB, and the file
-// grows with every change: it suits rendezvous, not heavy traffic.
+// grows with every change: it suits rendezvous, not heavy traffic. No call waits for the
+// file's lock beyond its timeout: a process stopped while it holds the lock costs the
+// others a Timeout naming the file, not a wait for good.
 //
 // With a run id, every record carries it and the store reads only its own run's: the
 // keys of a previous job left in the same file (it crashed before cleaning up) are never
@@ -15,6 +17,7 @@
 // whoever can write it can change the job's rendezvous.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -54,7 +57,12 @@ class FileStore : public Store {
  private:
   class FileLock;
 
-  // Runs fn with the file locked (shared or exclusive) and the view brought up to date.
+  // Runs fn with the file locked (shared or exclusive) and the view brought up to date;
+  // throws Timeout, naming the call's budget, when the lock cannot be had by the deadline
+  // (by default the store's timeout from now).
+  template <typename Fn>
+  auto locked(bool exclusive, Fn&& fn, std::chrono::steady_clock::time_point deadline,
+              std::chrono::milliseconds budget);
   template <typename Fn>
   auto locked(bool exclusive, Fn&& fn);
   // Reads and applies the records appended since the last call.
@@ -63,15 +71,16 @@ class FileStore : public Store {
   // Applies the whole records at the front of data; returns how many bytes they took.
   size_t consume(const uint8_t* data, size_t size);
   void apply(internal::Message& record);
-  // Polls until missing_now() returns nothing, or throws Timeout naming what it returned.
-  void poll_until(const std::function<std::vector<std::string>()>& missing_now,
+  // Polls until missing_now(deadline) returns nothing, or throws Timeout naming what it
+  // returned; each poll may wait for the file's lock until the deadline.
+  void poll_until(const std::function<std::vector<std::string>(std::chrono::steady_clock::time_point)>& missing_now,
                   std::chrono::milliseconds timeout);
 
   std::string path_;
   int num_workers_;
   std::string run_id_;
   int fd_ = -1;
-  std::mutex mu_;  // flock() does not exclude threads sharing our descriptor
+  std::timed_mutex mu_;  // flock() does not exclude threads sharing our descriptor
   uint64_t offset_ = 0;
   int64_t workers_done_ = 0;
   std::unique_ptr<internal::KeyValueMap> map_;

@@ -3,12 +3,18 @@
 // TCPStore's own tests are in tcp_store_test.cc and tcp_store_*_test.cc.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "api/errors.h"
@@ -488,6 +494,84 @@ TEST(FileStoreTest, IsCreatedPrivateAndRefusesAFileOthersCanWrite) {
     const auto [other, took2] = error_of<StoreError>([&] { FileStore s(path); });
     EXPECT_NE(other.find("belongs to uid 12345, not to this user"), std::string::npos) << other;
   }
+  std::remove(path.c_str());
+}
+
+// A process that holds the file's lock and never lets go: a rank stopped (SIGSTOP, a
+// debugger) inside a store call, or an NFS client lost while it held the lock.
+class StuckLockHolder {
+ public:
+  explicit StuckLockHolder(const std::string& path) {
+    int ready[2];
+    if (pipe(ready) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = ::open(path.c_str(), O_RDWR);
+      if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+      char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      pause();
+      _exit(0);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    locked_ = read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+  }
+  ~StuckLockHolder() { release(); }
+  bool locked() const { return locked_; }
+  void release() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool locked_ = false;
+};
+
+TEST(FileStoreTest, ALockHeldByAStoppedProcessCostsATimeoutNotAWaitForGood) {
+  const std::string path = temp_path("held");
+  FileStore s(path);
+  s.set("k", "v");
+  StuckLockHolder holder(path);
+  ASSERT_TRUE(holder.locked());
+  s.set_timeout(500ms);
+  const auto [set_error, set_took] = error_of<Timeout>([&] { s.set("k2", "v"); });
+  EXPECT_NE(set_error.find("stayed locked for the 500 ms this call could wait"), std::string::npos) << set_error;
+  EXPECT_NE(set_error.find(path), std::string::npos) << set_error;
+  EXPECT_LT(set_took, 2s);
+  // A wait's own timeout bounds its wait for the lock too.
+  const auto [wait_error, wait_took] = error_of<Timeout>([&] { s.wait({"k"}, 300ms); });
+  EXPECT_NE(wait_error.find("stayed locked"), std::string::npos) << wait_error;
+  EXPECT_LT(wait_took, 2s);
+  // Another thread of this process that waits for the lock holds the store's mutex
+  // meanwhile: a second call still ends by its own deadline, not by the first's.
+  s.set_timeout(5s);
+  std::thread first([&] { EXPECT_THROW(s.add("n", 1), Timeout); });
+  std::this_thread::sleep_for(100ms);
+  const auto [second_error, second_took] = error_of<Timeout>([&] { s.wait({"k"}, 300ms); });
+  EXPECT_LT(second_took, 2s) << second_error;
+  first.join();
+  // Once the holder is gone, the store works again.
+  holder.release();
+  s.set("k2", "v2");
+  EXPECT_EQ(s.get_string("k2"), "v2");
+  std::remove(path.c_str());
+}
+
+TEST(FileStoreTest, AStoreBeingDestroyedDoesNotWaitForAStuckLockForLong) {
+  const std::string path = temp_path("held_exit");
+  auto s = std::make_unique<FileStore>(path, 2);
+  s->set("k", "v");
+  StuckLockHolder holder(path);
+  ASSERT_TRUE(holder.locked());
+  const auto start = std::chrono::steady_clock::now();
+  s.reset();  // the store's timeout is 5 minutes; the goodbye waits 5 s
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  holder.release();
   std::remove(path.c_str());
 }
 
