@@ -16,7 +16,10 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <string>
 #include <utility>
+
+#include "api/store/internal/call_deadline.h"
 
 namespace distcomm {
 namespace internal {
@@ -29,7 +32,13 @@ template <typename R>
 std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit,
                                  std::atomic<bool>* gone = nullptr) {
   if (gone && gone->load()) return std::nullopt;
-  std::packaged_task<R()> task(std::move(fn));
+  // Store calls on the thread end by the limit too (call_deadline.h), so that an abandoned
+  // one does not hold the store's connection, which the process's other calls share, for
+  // the store's whole timeout.
+  std::packaged_task<R()> task([fn = std::move(fn), limit, deadline = std::chrono::steady_clock::now() + limit]() -> R {
+    StoreCallDeadline bounded(deadline, "a call made with a limit of " + std::to_string(limit.count()) + " ms");
+    return fn();
+  });
   std::future<R> result = task.get_future();
   try {
     std::thread(std::move(task)).detach();

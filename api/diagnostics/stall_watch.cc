@@ -9,6 +9,7 @@
 #include "api/errors.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
+#include "api/store/internal/call_deadline.h"
 
 namespace distcomm {
 namespace {
@@ -43,6 +44,14 @@ constexpr milliseconds kLongestProbeGap{16000};
 // does not answer (its server stopped) does not hold the recording thread, which may be the
 // backend's progress thread, for the store's timeout.
 constexpr milliseconds kExplainSlack{3000};
+
+// How long one look at the board may take: at most two rounds of asking everyone (a probe
+// that finds a mismatch, then the "has waited" line), each a tick and a half second, and the
+// store's round trips. A board whose server does not answer (its process stopped, its host
+// frozen) then costs a tick this long, not the store's timeout (the group's, 30 minutes):
+// the watch goes on failing late ops and saying whom they wait for, and the connection,
+// which every store call of the process shares, is not held for as long either.
+milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kExplainSlack; }
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
@@ -206,8 +215,9 @@ struct StallWatch::Shared {
   static std::exception_ptr explain(const std::shared_ptr<Shared>& self, const Work& op, std::exception_ptr error);
   // Asks everyone and names where they are, against op `fingerprint`, which ended with `error`.
   std::exception_ptr explained(const OpFingerprint& fingerprint, const std::exception_ptr& error);
-  // The "has waited" line of the oldest unfinished op, when it is due (mu not held).
-  void report_long_wait(Clock::time_point now);
+  // The "has waited" line of the oldest unfinished op, when it is due (mu not held);
+  // board_error: why this tick's look at the board failed, when it did (then nobody is asked).
+  void report_long_wait(Clock::time_point now, std::string board_error);
   // The last report, once the group is closed here (best effort; the thread's last act).
   void leave();
 
@@ -320,7 +330,7 @@ std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprin
   }
 }
 
-void StallWatch::Shared::report_long_wait(Clock::time_point now) {
+void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string board_error) {
   OpFingerprint fingerprint;
   std::string description;
   milliseconds waited{0};
@@ -342,8 +352,16 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now) {
     if (oldest->deadline != Clock::time_point::max()) timeout = milliseconds(ms_between(oldest->issued, oldest->deadline));
   }
   // Where the others are: their word, fresh (each answers within a tick; a stopped rank
-  // does not, and is named as such).
-  const std::string where = explain_wait(fingerprint, ask_everyone(), options.rank);
+  // does not, and is named as such). Without a board, at least that this rank still waits.
+  std::string where;
+  if (board_error.empty()) {
+    try {
+      where = explain_wait(fingerprint, ask_everyone(), options.rank);
+    } catch (const std::exception& e) {
+      board_error = e.what();
+    }
+  }
+  if (!board_error.empty()) where = "the others could not be asked (" + board_error + ")";
   {
     // Asking takes up to a second: an op that ended meanwhile has nothing to report, and
     // the others' word would describe what came after it.
@@ -353,7 +371,7 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now) {
   std::string map;  // a subgroup's ranks in `where` as world ranks
   {
     std::lock_guard<std::mutex> lock(failure_mu);
-    if (failure && !where.empty()) map = failure->world_ranks_note_for(where, description);
+    if (failure && !where.empty() && board_error.empty()) map = failure->world_ranks_note_for(where, description);
   }
   log_line("distcomm: " + (description.empty() ? fingerprint.describe() : description) + " has waited " +
            seconds_text(waited) + (timeout.count() > 0 ? " of its timeout of " + seconds_text(timeout) : "") +
@@ -411,6 +429,8 @@ void StallWatch::stop() {
 }
 
 void StallWatch::Shared::leave() {
+  // Within the time stop() gives the thread: a board that does not answer is left alone.
+  internal::StoreCallDeadline bounded(Clock::now() + kStopWait, "the stall watch's last report");
   try {
     ProgressReport last;
     {
@@ -507,6 +527,8 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     const int64_t answered = shared->answered;
     lock.unlock();
     shared->follow_a_failed_peer();
+    internal::StoreCallDeadline bounded(Clock::now() + board_look_limit(o.tick), "the stall watch's look at the board");
+    std::string board_error;
     try {
       const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
       // Once a rank has left, a collective this rank waits in may be one that rank never
@@ -553,10 +575,11 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
           shared->fail(work, as_error(v));
         }
       }
-      shared->report_long_wait(Clock::now());
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // The store failed: nothing to compare with now. Every op's own deadline still holds.
+      board_error = e.what();
     }
+    shared->report_long_wait(Clock::now(), board_error);
     lock.lock();
   }
   lock.unlock();

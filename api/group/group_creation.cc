@@ -17,6 +17,7 @@
 #include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process/job_identity.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/internal/store_host.h"
 #include "api/store/prefix_store.h"
 
@@ -138,14 +139,11 @@ void GroupCreation::arrive() {
   // the name, each take their own group's.
   int64_t n = 0;
   try {
-    n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text)
-               : store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+    n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text) : count_creation(store, base);
   } catch (const InvalidArgument&) {
     list_refused_ = lists_ != nullptr;  // meet's only InvalidArgument: a list refused
     throw;
   }
-  // (new_group's ranks come from a parent whose creation claimed them.)
-  if (!lists_ && options_.size > 1) claim_rank(store, base, n);
   store_prefix_ = creation_prefix(base, n);
   // From here on a rank that fails tells the others (confirm), and every wait of theirs,
   // this one first, ends as soon as it sees that.
@@ -158,6 +156,17 @@ void GroupCreation::arrive() {
   if (!lists_ && options_.size > 1) {
     wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text, duplicate_hint_);
   }
+}
+
+int64_t GroupCreation::count_creation(Store& store, const std::string& base) {
+  // These calls wait for nobody, so they end by the creation's deadline too: a shrink or a
+  // new_group given 10 s whose store's server is stopped fails in 10 s, not in the store's
+  // timeout (the group's, 30 minutes). (The waits after them handle the deadline
+  // themselves, naming who is missing.)
+  internal::StoreCallDeadline bounded(wait_.deadline, "the creation of " + where_);
+  const int64_t n = store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
+  if (options_.size > 1) claim_rank(store, base, n);
+  return n;
 }
 
 void GroupCreation::claim_rank(Store& store, const std::string& base, int64_t n) {

@@ -73,6 +73,9 @@ class GroupCreation {
   bool list_refused() const { return list_refused_; }
 
  private:
+  // Counts this creation of the group's name on this rank (made_by) and claims the rank:
+  // returns the count, the n-th creation of every rank being the same group.
+  int64_t count_creation(Store& store, const std::string& base);
   // Claims this rank of the group for this process, in creation n (not new_group's: its
   // ranks come from a parent that claimed them), under "<base>/process/<rank>". A claim
   // held by another process whose creation is still in its arrival (no rank said it

@@ -9,6 +9,7 @@
 #include "api/errors.h"
 #include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/group_failure.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/internal/store_host.h"
 #include "api/logging.h"
 #include "api/diagnostics/op_fingerprint.h"
@@ -294,7 +295,10 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
     keys.push_back(prefix + "arrived/" + std::to_string(r));
     ranks.push_back(r);
   }
-  store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  {
+    internal::StoreCallDeadline bounded(w.deadline, "the creation of " + w.where);  // as count_creation's calls
+    store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  }
   wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
                 kNotArrivedHint + (extra_hint.empty() ? "" : "; " + extra_hint));
 }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/internal/file_lock.h"
 #include "api/store/internal/key_value_map.h"
 #include "api/store/internal/socket.h"
@@ -111,7 +112,8 @@ auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point dead
 
 template <typename Fn>
 auto FileStore::locked(bool exclusive, Fn&& fn) {
-  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + timeout_, timeout_);
+  const std::chrono::milliseconds budget = internal::within_call_deadline(timeout_, "call");
+  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + budget, budget);
 }
 
 FileStore::FileStore(std::string path, int num_workers, std::string run_id)
@@ -166,6 +168,7 @@ void FileStore::set(const std::string& key, const Bytes& value) {
 
 Store::Bytes FileStore::get(const std::string& key) {
   Bytes value;
+  const std::chrono::milliseconds timeout = internal::within_call_deadline(timeout_, "GET");
   poll_until(
       [&](internal::Clock::time_point deadline) {
         return locked(
@@ -176,9 +179,9 @@ Store::Bytes FileStore::get(const std::string& key) {
               value = *v;
               return {};
             },
-            deadline, timeout_);
+            deadline, timeout);
       },
-      timeout_);
+      timeout);
   return value;
 }
 
@@ -205,11 +208,12 @@ bool FileStore::check(const std::vector<std::string>& keys) {
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds t = internal::within_call_deadline(resolve(timeout), "WAIT");
   poll_until(
       [&](internal::Clock::time_point deadline) {
-        return locked(false, [&] { return map_->missing(keys); }, deadline, resolve(timeout));
+        return locked(false, [&] { return map_->missing(keys); }, deadline, t);
       },
-      resolve(timeout));
+      t);
 }
 
 bool FileStore::delete_key(const std::string& key) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/internal/close_on_fork.h"
 #include "api/store/internal/key_value_map.h"
 #include "api/store/internal/socket.h"
@@ -38,6 +39,9 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
 // How much longer than a wait's own timeout this side waits for the server to end it.
 constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
+// ... and for a wait cut short by the thread's call deadline (call_deadline.h), this much:
+// the caller's bound is what counts there, and a server that answers is seldom that late.
+constexpr std::chrono::milliseconds kBoundedWaitReplyGrace{2000};
 constexpr std::chrono::milliseconds kWaitForEver{int64_t{1} << 35};
 constexpr char kInitKey[] = "init/";
 
@@ -51,6 +55,9 @@ struct TCPStore::Request {
   const std::vector<std::string>* waited = nullptr;
   // The reply's size, when the command fixes it.
   int64_t reply_size = -1;
+  // How long the call may wait for another thread's request on the connection, when not
+  // `timeout` (WAIT_FOR: the wait's own timeout, without the server's grace).
+  std::chrono::milliseconds queue_timeout{-1};
 };
 
 TCPStore::TCPStore(TCPStoreOptions options)
@@ -73,7 +80,7 @@ TCPStore::TCPStore(TCPStoreOptions options)
                           std::to_string(options_.port) + " (port 0 is for is_server only)");
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::timed_mutex> lock(mu_);
     connect_locked(options_.timeout);
   }
   if (options_.num_workers > 0) count_in_worker();
@@ -81,7 +88,7 @@ TCPStore::TCPStore(TCPStoreOptions options)
 
 TCPStore::~TCPStore() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::timed_mutex> lock(mu_);
     disconnect_locked();  // first, or the farewell would wait for this connection too
   }
   if (server_ && (internal::failures_noted_for_peers() != failures_at_start_ || std::uncaught_exceptions() > 0)) {
@@ -154,13 +161,18 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
                           std::to_string(internal::kMaxFields - 1) + " at once");
   }
   // Beyond a year is for ever, as the server takes it (and the deadlines below cannot overflow).
-  const std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
+  std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
+  std::chrono::milliseconds grace = kWaitReplyGrace;
+  if (const auto left = internal::StoreCallDeadline::time_left("WAIT_FOR"); left && *left < t) {
+    t = *left;  // the server ends the wait by the thread's call deadline
+    grace = kBoundedWaitReplyGrace;
+  }
   const Bytes ms = internal::encode_i64(t.count());
   std::vector<internal::FieldRef> fields{ms};
   fields.insert(fields.end(), keys.begin(), keys.end());
   // "Every key exists" is one byte, 1; "not yet" is 0, then one byte per key, 1 for those
   // that exist, so the Timeout names the missing ones without another round trip.
-  const Bytes reply = call({Command::kWaitFor, fields, t + kWaitReplyGrace, &keys, -1});
+  const Bytes reply = call({Command::kWaitFor, fields, t + grace, &keys, -1, t});
   if (reply.size() == 1 && reply[0] == 1) return;
   if (reply.size() != keys.size() + 1 || reply[0] != 0) {
     throw StoreError("TCPStore: " + internal::host_port(options_.host, options_.port) +
@@ -183,20 +195,38 @@ int64_t TCPStore::num_keys() {
   return internal::get_i64(call({Command::kNumKeys, {}, timeout_, nullptr, 8}).data());
 }
 
-Store::Bytes TCPStore::call(const Request& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+Store::Bytes TCPStore::call(const Request& asked) {
+  Request r = asked;
+  const char* name = internal::command_name(r.command);
+  // (WAIT_FOR's timeout was bounded in wait(), which told the server.)
+  if (r.command != Command::kWaitFor) r.timeout = internal::within_call_deadline(r.timeout, name);
+  const std::chrono::milliseconds queue = r.queue_timeout.count() >= 0 ? r.queue_timeout : r.timeout;
+  // One request at a time on the connection; a thread behind one the server does not answer
+  // (its process stopped) waits by its own bound, not by that request's.
+  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+  if (!lock.try_lock_for(queue)) {
+    throw Timeout("TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
+                  " stayed busy with another thread's request for the " + internal::format_duration(queue) +
+                  " this " + name + " could wait: does the server answer?");
+  }
+  const std::chrono::milliseconds connect_timeout = std::min(options_.timeout, r.timeout);
   if (!gone_.empty()) throw StoreError(gone_);
-  if (fd_ < 0 && !closed_by_server_) connect_locked(std::min(kReconnectTimeout, options_.timeout));
+  if (fd_ < 0 && !closed_by_server_) connect_locked(std::min(kReconnectTimeout, connect_timeout));
   if (fd_ < 0) {
     try {
-      connect_locked(std::min(kReconnectAfterCloseTimeout, options_.timeout));
+      connect_locked(std::min(kReconnectAfterCloseTimeout, connect_timeout));
     } catch (const StoreError& e) {
       gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
       throw StoreError(gone_);
     }
     closed_by_server_ = false;
   }
-  return call_locked(r);
+  if (r.timeout >= asked.timeout) return call_locked(r);
+  try {
+    return call_locked(r);
+  } catch (const Timeout& e) {
+    throw Timeout(std::string(e.what()) + ", what was left before " + internal::StoreCallDeadline::scope_name());
+  }
 }
 
 Store::Bytes TCPStore::call_locked(const Request& r) {

@@ -64,7 +64,8 @@ struct TCPStoreOptions {
   bool wait_for_workers = false;
 };
 
-// Thread-safe: requests from several threads are sent one at a time.
+// Thread-safe: requests from several threads are sent one at a time; a call waits for
+// the connection no longer than its own timeout.
 class TCPStore : public Store {
  public:
   explicit TCPStore(TCPStoreOptions options);
@@ -104,7 +105,7 @@ class TCPStore : public Store {
 
   TCPStoreOptions options_;
   std::unique_ptr<TCPStoreServer> server_;
-  std::mutex mu_;
+  std::timed_mutex mu_;  // one request at a time on the connection
   int fd_ = -1;
   // The server closed a connection it had served (its process exited, or it was destroyed):
   // a reconnect then gets one short try, and when that fails, `gone_` says why, and every

@@ -45,6 +45,15 @@ StallWatchOptions watch_options(StorePtr board, int size, milliseconds tick) {
   return o;
 }
 
+// A board served by `server`, whose calls wait up to `timeout` for an answer.
+StorePtr board_of(const testing::ForkedStoreServer& server, milliseconds timeout) {
+  TCPStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  o.timeout = timeout;
+  return std::make_shared<TCPStore>(o);
+}
+
 struct Watched {
   StorePtr store = std::make_shared<HashStore>();
   GroupFailure failure{0, store};
@@ -162,11 +171,7 @@ TEST(StallWatchReport, AReportAfterTheWatchStoppedSaysTheRankLeft) {
 // answer window plus a margin, not after the store's timeout.
 TEST(StallWatchExplainer, AStoreThatStopsAnsweringDoesNotHoldTheRecordingThread) {
   testing::ForkedStoreServer server;
-  TCPStoreOptions o;
-  o.host = "127.0.0.1";
-  o.port = server.port();
-  o.timeout = milliseconds(60000);
-  StorePtr board = std::make_shared<TCPStore>(o);
+  StorePtr board = board_of(server, milliseconds(60000));
   GroupFailure failure{0, board};
   StallWatch watch(watch_options(board, 2, milliseconds(200)), failure);  // rank 1 never reports
   WorkPtr stuck = op(0);
@@ -186,6 +191,63 @@ TEST(StallWatchExplainer, AStoreThatStopsAnsweringDoesNotHoldTheRecordingThread)
   watch.stop();  // its thread is in a store call too: stop() leaves it after its own wait
   EXPECT_LT(std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - stopping).count(), 10000);
   server.kill();  // the abandoned calls fail now and their threads end
+}
+
+// The board's server stops answering (its process stopped, a frozen host): each of the
+// watch's looks at the board then ends within its limit (two answer windows and 3 s), not at
+// the store's timeout (here two minutes), so the watch goes on doing what needs no board.
+// (The group's failure keeps its record elsewhere here: its own board calls are bounded
+// already, and would close the shared connection after their 3 s, hiding the watch's.)
+
+// An op past its deadline still fails within seconds of it: the watch is what fails an op
+// that never started (queued behind another), so its deadline must not wait for the store.
+TEST(StallWatchBoard, AStoppedBoardDoesNotDelayALateOpsTimeout) {
+  testing::ForkedStoreServer server;
+  StorePtr board = board_of(server, milliseconds(120000));
+  GroupFailure failure{0, std::make_shared<HashStore>()};
+  StallWatch watch(watch_options(board, 2, milliseconds(200)), failure);
+  server.stop();
+  WorkPtr stuck = op(0);
+  const auto start = std::chrono::steady_clock::now();
+  watch.issued(collective(0), stuck, milliseconds(1000));
+  while (!failure.failed() && std::chrono::steady_clock::now() - start < milliseconds(60000)) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  const int64_t took_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+  // The deadline (1 s), a look in progress (4.4 s), the explainer's window (3.7 s), and
+  // room for a loaded machine.
+  EXPECT_LT(took_ms, 25000) << "the late op waited for the stopped store";
+  ASSERT_TRUE(failure.failed());
+  EXPECT_EQ(failure.first()->kind, FailureRecord::Kind::kTimeout);
+  stuck->finish();
+  watch.stop();
+  server.kill();
+}
+
+// The "has waited" line still comes, saying that nobody could be asked and why.
+TEST(StallWatchBoard, AStoppedBoardStillSaysHasWaited) {
+  ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "0.5", 1);  // read by the watch's constructor
+  testing::ForkedStoreServer server;
+  StorePtr board = board_of(server, milliseconds(120000));
+  std::string text;
+  {
+    testing::CapturedStderr err;
+    GroupFailure failure{0, std::make_shared<HashStore>()};
+    StallWatch watch(watch_options(board, 2, milliseconds(200)), failure);
+    server.stop();
+    WorkPtr waiting = op(0);
+    watch.issued(collective(0), waiting, milliseconds(600000));
+    // The first look at the board ends at its limit (4.4 s); the line comes right after.
+    std::this_thread::sleep_for(milliseconds(12000));
+    waiting->finish();
+    watch.stop();
+    text = err.text();
+  }
+  ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
+  server.kill();
+  EXPECT_NE(text.find("all_reduce #0 has waited"), std::string::npos) << text;
+  EXPECT_NE(text.find("the others could not be asked (TCPStore:"), std::string::npos) << text;
 }
 
 }  // namespace

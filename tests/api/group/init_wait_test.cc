@@ -12,9 +12,11 @@
 #include "api/group/environment.h"
 #include "api/errors.h"
 #include "api/store/hash_store.h"
+#include "api/group/group_creation.h"
 #include "api/group/init_wait.h"
 #include "api/store/tcp_store.h"
 #include "tests/testing/captured_stderr.h"
+#include "tests/testing/forked_store_server.h"
 
 namespace distcomm {
 namespace {
@@ -337,6 +339,39 @@ TEST(InitWait, AStoreThatGoesAwayEndsTheWaitNamingTheRankThatServedIt) {
           << message;
     }
   }
+}
+
+// The store's server stops answering (rank 0, which serves it, is stopped; its host froze)
+// while a group is being made with a short deadline (a shrink's own timeout, new_group's):
+// the creation's first store calls, which wait for nobody, end by that deadline, not by the
+// store's timeout (the group's, 30 minutes by default; here a minute).
+TEST(GroupCreationStore, AStoppedStoreCostsTheCreationsDeadlineNotTheStoresTimeout) {
+  testing::ForkedStoreServer server;
+  TCPStoreOptions so;
+  so.port = server.port();
+  so.timeout = milliseconds(60000);
+  ProcessGroupOptions o;
+  o.store = std::make_shared<TCPStore>(so);
+  o.rank = 1;
+  o.size = 2;
+  o.group_name = "shrunk";
+  o.timeout = milliseconds(60000);
+  o.creation_deadline = Clock::now() + milliseconds(1000);
+  o.creation_timeout = milliseconds(1000);
+  server.stop();
+  GroupCreation creation(o, BackendSpec::parse("gloo"));
+  const auto start = Clock::now();
+  std::string message;
+  try {
+    creation.arrive();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_LT(seconds_since(start), 5.0) << "the creation waited for the store's timeout: " << message;
+  EXPECT_NE(message.find("no reply to ADD"), std::string::npos) << message;
+  EXPECT_NE(message.find("what was left before the deadline of the creation of rank 1/2 group 'shrunk'"), std::string::npos)
+      << message;
+  server.kill();
 }
 
 }  // namespace

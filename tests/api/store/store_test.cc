@@ -20,6 +20,7 @@
 #include "api/errors.h"
 #include "api/store/file_store.h"
 #include "api/store/hash_store.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
@@ -555,6 +556,13 @@ TEST(FileStoreTest, ALockHeldByAStoppedProcessCostsATimeoutNotAWaitForGood) {
   const auto [second_error, second_took] = error_of<Timeout>([&] { s.wait({"k"}, 300ms); });
   EXPECT_LT(second_took, 2s) << second_error;
   first.join();
+  {
+    // A thread's call deadline (call_deadline.h) bounds the wait for the lock too.
+    s.set_timeout(60s);
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 300ms, "the test's scope");
+    const auto [scoped_error, scoped_took] = error_of<Timeout>([&] { s.set("k3", "v"); });
+    EXPECT_LT(scoped_took, 2s) << scoped_error;
+  }
   // Once the holder is gone, the store works again.
   holder.release();
   s.set("k2", "v2");

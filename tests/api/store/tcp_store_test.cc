@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/internal/store_handshake.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
@@ -348,6 +349,59 @@ TEST(TCPStoreTest, TheServerEndsAWaitForAtItsTimeout) {
   // A WAIT_FOR without its 8-byte timeout is refused and the connection closed.
   raw.send_bytes(request(kWaitFor, {"k"}));
   EXPECT_TRUE(raw.closed_by_server());
+}
+
+// A call waits for the connection, which the process's threads share, by its own bound: a
+// thread behind another's request that the server does not answer (its process stopped)
+// must not wait for that request's timeout (a stall watch's call, say, behind which a
+// shrink with a short timeout would otherwise wait the store's 30 minutes).
+TEST(TCPStoreTest, ACallBehindAnUnansweredRequestWaitsByItsOwnBound) {
+  testing::ForkedStoreServer server;
+  TCPStore s(client_of(server.port(), 60s));
+  s.set("k", "v");
+  server.stop();
+  std::thread first([&] { EXPECT_THROW(s.add("n", 1), Error); });
+  std::this_thread::sleep_for(200ms);  // first's request is sent and waits
+  const auto [message, took] = error_of<Timeout>([&] { s.wait({"k"}, 500ms); });
+  EXPECT_NE(message.find("stayed busy with another thread's request"), std::string::npos) << message;
+  EXPECT_NE(message.find("this WAIT_FOR could wait"), std::string::npos) << message;
+  EXPECT_LT(took, 3s);
+  server.kill();  // first's call fails now
+  first.join();
+}
+
+// Within a StoreCallDeadline, every call ends by the scope's deadline, whatever the store's
+// timeout; one begun after it throws at once, naming the scope, and sends nothing.
+TEST(TCPStoreTest, ACallDeadlineBoundsEveryCallOfItsThread) {
+  testing::ForkedStoreServer server;
+  TCPStore s(client_of(server.port(), 60s));
+  s.set("k", "v");
+  {
+    internal::StoreCallDeadline passed(std::chrono::steady_clock::now() - 1ms, "the test's first scope");
+    const auto [message, took] = error_of<Timeout>([&] { s.get("k"); });
+    EXPECT_NE(message.find("store GET not made: the deadline of the test's first scope has passed"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(s.get_string("k"), "v");  // nothing was sent: the connection is in step
+  server.stop();
+  {
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 500ms, "the test's scope");
+    // An inner scope cannot lengthen the outer one.
+    internal::StoreCallDeadline inner(std::chrono::steady_clock::now() + 60s, "an inner scope");
+    const auto [add_error, add_took] = error_of<Timeout>([&] { s.add("n", 1); });
+    EXPECT_LT(add_took, 3s) << add_error;
+    const auto [wait_error, wait_took] = error_of<Error>([&] { s.wait({"missing"}, 30s); });
+    EXPECT_NE(wait_error.find("the test's scope has passed"), std::string::npos) << wait_error;
+    EXPECT_LT(wait_took, 1s) << wait_error;
+  }
+  {
+    // A wait bounded by a scope tells the server the shorter timeout.
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 400ms, "the test's scope");
+    const auto [wait_error, wait_took] = error_of<Error>([&] { s.wait({"missing"}, 30s); });
+    EXPECT_LT(wait_took, 4s) << wait_error;
+  }
+  server.kill();
 }
 
 }  // namespace
