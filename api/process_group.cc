@@ -212,6 +212,7 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
 }
 
 void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
+  std::vector<std::pair<StorePtr, FailureRecord>> records;
   for (const std::shared_ptr<ProcessGroup>& pg : live_groups().all()) {
     if (!pg->options_.store || pg->size() == 1) continue;
     FailureRecord r;
@@ -223,12 +224,13 @@ void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
     r.time = std::chrono::system_clock::now();
     for (const auto& [device, backend] : pg->backends_->all()) {
       // Where that backend's GroupFailure reads (its BackendOptions::store).
-      GroupFailure::publish_record(std::make_shared<PrefixStore>(backend_store_prefix(pg->store_prefix_, device,
-                                                                                      backend.plugin),
-                                                                 pg->options_.store),
-                                   r);
+      records.emplace_back(
+          std::make_shared<PrefixStore>(backend_store_prefix(pg->store_prefix_, device, backend.plugin),
+                                        pg->options_.store),
+          r);
     }
   }
+  GroupFailure::publish_records(records);
 }
 
 bool ProcessGroup::needs_store(const std::string& backend_spec, const PluginSearch& plugins) {

@@ -18,8 +18,7 @@
 #include <thread>
 #include <string>
 #include <utility>
-
-#include "api/store/internal/call_deadline.h"
+#include <vector>
 
 namespace distcomm {
 namespace internal {
@@ -32,13 +31,10 @@ template <typename R>
 std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::milliseconds limit,
                                  std::atomic<bool>* gone = nullptr) {
   if (gone && gone->load()) return std::nullopt;
-  // Store calls on the thread end by the limit too (call_deadline.h), so that an abandoned
-  // one does not hold the store's connection, which the process's other calls share, for
-  // the store's whole timeout.
-  std::packaged_task<R()> task([fn = std::move(fn), limit, deadline = std::chrono::steady_clock::now() + limit]() -> R {
-    StoreCallDeadline bounded(deadline, "a call made with a limit of " + std::to_string(limit.count()) + " ms");
-    return fn();
-  });
+  // Not bounded by a StoreCallDeadline: an abandoned write (a failure record) must still land
+  // when the store is merely slow, and a call that does not return sets `gone`. Another
+  // thread's call does not queue behind it for longer than its own bound (TCPStore).
+  std::packaged_task<R()> task(std::move(fn));
   std::future<R> result = task.get_future();
   try {
     std::thread(std::move(task)).detach();
@@ -54,6 +50,25 @@ std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::millisecond
   } catch (...) {
     return std::nullopt;
   }
+}
+
+// Each of calls, all at once, each on a thread of its own as call_with_limit's: returns
+// once every one has ended or `limit` has passed since the first started (what is still
+// running then is abandoned). Their results are not needed: the calls are what matters.
+template <typename R>
+void call_each_with_limit(std::vector<std::function<R()>> calls, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<std::future<R>> running;
+  for (std::function<R()>& fn : calls) {
+    std::packaged_task<R()> task(std::move(fn));
+    running.push_back(task.get_future());
+    try {
+      std::thread(std::move(task)).detach();
+    } catch (const std::system_error&) {
+      running.pop_back();  // no thread to be had: that call is not made
+    }
+  }
+  for (std::future<R>& r : running) r.wait_until(deadline);
 }
 
 }  // namespace internal

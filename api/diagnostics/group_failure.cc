@@ -563,12 +563,16 @@ std::optional<FailureRecord> GroupFailure::read_record(Store& board) {
   return FailureRecord::decode(board.get_string(kBoardKey));
 }
 
-void GroupFailure::publish_record(const StorePtr& board, const FailureRecord& record) {
-  if (!board) return;
-  const Store::Bytes value = to_bytes(record.encode());
-  internal::call_with_limit<bool>([board, value] { return board->compare_set(kBoardKey, {}, value).empty(); },
-                                  kStoreAnswerWait);
-  internal::note_failure_for_peers();
+void GroupFailure::publish_records(const std::vector<std::pair<StorePtr, FailureRecord>>& records) {
+  std::vector<std::function<bool()>> calls;
+  for (const auto& [board, record] : records) {
+    if (!board) continue;
+    calls.push_back([board = board, value = to_bytes(record.encode())] {
+      return board->compare_set(kBoardKey, {}, value).empty();
+    });
+  }
+  internal::call_each_with_limit<bool>(std::move(calls), kStoreAnswerWait);
+  if (!records.empty()) internal::note_failure_for_peers();
 }
 
 void GroupFailure::run_abort_hooks() {

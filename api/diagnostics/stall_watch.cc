@@ -91,6 +91,12 @@ struct StallWatch::Shared {
   std::mutex mu;  // everything below
   std::condition_variable cv;
   std::vector<Entry> ring;
+  // The last collective issued, kept apart from the ring: a rank that ran more than the
+  // ring's ops point to point after it (a broadcast's root, then a pipeline of sends) must
+  // still report it, or a peer waiting in it would take this rank's departure for one
+  // "before any collective". Weak: an expired Work is one that finished and was let go.
+  std::optional<OpFingerprint> last_collective;
+  std::weak_ptr<Work> last_collective_work;
   uint64_t issued_count = 0;
   uint64_t swept = 0;  // the ops before this one that finished have given their Work back
 
@@ -137,11 +143,12 @@ struct StallWatch::Shared {
       const Entry& e = ring[i % ring.size()];
       if (!e.work && !e.finished) continue;
       const bool finished = e.finished || e.work->is_completed();
-      if (!e.fingerprint.p2p) {
-        r.last_collective = e.fingerprint;
-        r.last_collective_finished = finished;
-      }
       if (!finished && r.pending.size() < kMaxReported) r.pending.push_back({e.fingerprint, ms_between(e.issued, now)});
+    }
+    if (last_collective) {
+      r.last_collective = last_collective;
+      const WorkPtr work = last_collective_work.lock();
+      r.last_collective_finished = !work || work->is_completed();
     }
     return r;
   }
@@ -394,6 +401,10 @@ void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, m
     e.issued = now;
     e.deadline = deadline;
     e.next_report = now + shared_->report_every;
+    if (!fingerprint.p2p) {
+      shared_->last_collective = fingerprint;
+      shared_->last_collective_work = work;
+    }
     // Only a deadline before the thread's next look needs it woken (rare: short timeouts).
     wake = deadline != Clock::time_point::max() && deadline + kDeadlineSlack < shared_->wake_at;
   }

@@ -8,10 +8,15 @@
 #include <memory>
 #include <new>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/diagnostics/group_failure.h"
 #include "api/store/hash_store.h"
+#include "api/store/prefix_store.h"
+#include "api/store/tcp_store.h"
+#include "tests/testing/forked_store_server.h"
 
 namespace distcomm {
 namespace {
@@ -471,6 +476,44 @@ TEST(GroupFailure, RecordsSurviveTheirTextForm) {
   EXPECT_EQ(back->message, "two\nlines");
   EXPECT_EQ(back->time, r.time);
   EXPECT_FALSE(FailureRecord::decode("something else").has_value());
+}
+
+// A program's own error reaches the boards of every group and backend of the process
+// (ProcessGroup::publish_program_failure) at once: a record already there stays, and over a
+// store that does not answer (its server stopped) the whole costs one wait, not one per board.
+TEST(GroupFailurePublish, EveryBoardGetsTheRecordUnlessOneIsThere) {
+  auto store = std::make_shared<HashStore>();
+  auto first = std::make_shared<PrefixStore>("pg/a/cpu/gloo", store);
+  auto second = std::make_shared<PrefixStore>("pg/b/cpu/gloo", store);
+  FailureRecord earlier;
+  earlier.kind = FailureRecord::Kind::kPeerFailure;
+  earlier.rank = 3;
+  second->set("failure", earlier.encode());
+  FailureRecord r;
+  r.kind = FailureRecord::Kind::kOther;
+  r.rank = 1;
+  r.message = "its program ended with an error";
+  GroupFailure::publish_records({{first, r}, {second, r}});
+  EXPECT_EQ(FailureRecord::decode(to_string(first->get("failure")))->rank, 1);
+  EXPECT_EQ(FailureRecord::decode(to_string(second->get("failure")))->rank, 3) << "the first word stays";
+}
+
+TEST(GroupFailurePublish, ManyBoardsOverAStoppedStoreCostOneWait) {
+  testing::ForkedStoreServer server;
+  TCPStoreOptions o;
+  o.port = server.port();
+  o.timeout = std::chrono::milliseconds(60000);
+  StorePtr store = std::make_shared<TCPStore>(o);
+  std::vector<std::pair<StorePtr, FailureRecord>> records;
+  for (int g = 0; g < 5; ++g) {
+    records.emplace_back(std::make_shared<PrefixStore>("pg/g" + std::to_string(g) + "/cpu/gloo", store),
+                         FailureRecord{});
+  }
+  server.stop();
+  const auto start = Clock::now();
+  GroupFailure::publish_records(records);
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(6000)) << "3 s for each of 5 boards, one after another";
+  server.kill();
 }
 
 }  // namespace

@@ -250,5 +250,87 @@ TEST(StallWatchBoard, AStoppedBoardStillSaysHasWaited) {
   EXPECT_NE(text.find("the others could not be asked (TCPStore:"), std::string::npos) << text;
 }
 
+// Two ranks' watches over one board; rank 1 closes its group (its watch stops) while rank 0
+// waits in broadcast #1, whose root is rank 1 (done once it has sent).
+struct TwoRanks {
+  StorePtr board = std::make_shared<HashStore>();
+  GroupFailure f0{0, board}, f1{1, board};
+  StallWatch w0{options(0), f0}, w1{options(1), f1};
+  StallWatchOptions options(int rank) {
+    StallWatchOptions o = watch_options(board, 2, milliseconds(100));
+    o.rank = rank;
+    return o;
+  }
+  ~TwoRanks() {
+    w0.stop();
+    w1.stop();
+  }
+};
+
+// More point-to-point ops than the ring holds, each finished.
+void run_many_sends(StallWatch& w) {
+  for (uint64_t i = 0; i < StallWatch::kTracked + 44; ++i) {
+    OpFingerprint send;
+    send.op = OpType::kSend;
+    send.p2p = true;
+    send.seq = i;
+    send.root = 0;
+    WorkPtr work = std::make_shared<Work>(OpType::kSend, i, "send");
+    w.issued(send, work, milliseconds(600000));
+    work->finish();
+  }
+}
+
+OpFingerprint broadcast_from_1(uint64_t seq) {
+  OpFingerprint f;
+  f.op = OpType::kBroadcast;
+  f.seq = seq;
+  f.root = 1;
+  return f;
+}
+
+// Rank 1 finished broadcast #1 and then ran more point-to-point ops than the ring holds:
+// its departure is no failure of rank 0's #1, which rank 1 did issue (a review's
+// reproduction: "rank 1 left ... before any collective, without issuing #1").
+TEST(StallWatchDeparture, ManyP2pOpsAfterTheLastCollectiveDoNotHideIt) {
+  TwoRanks t;
+  WorkPtr mine = op(1);
+  t.w0.issued(broadcast_from_1(1), mine, milliseconds(600000));
+  WorkPtr theirs = op(1);
+  t.w1.issued(broadcast_from_1(1), theirs, milliseconds(600000));
+  theirs->finish();
+  run_many_sends(t.w1);
+  t.w1.stop();
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_FALSE(t.f0.failed()) << t.f0.first()->message;
+  mine->finish();
+}
+
+// And a rank that left without issuing the collective another waits in is named within a
+// few ticks, not at the op's timeout, however many point-to-point ops it ran after its last
+// collective (its report shows that collective, not "none", which is not judged).
+TEST(StallWatchDeparture, ARankThatLeftWithoutIssuingTheCollectiveIsNamed) {
+  TwoRanks t;
+  WorkPtr theirs = op(0);
+  t.w1.issued(broadcast_from_1(0), theirs, milliseconds(600000));
+  theirs->finish();
+  run_many_sends(t.w1);
+  WorkPtr mine0 = op(0);
+  t.w0.issued(broadcast_from_1(0), mine0, milliseconds(600000));
+  mine0->finish();
+  WorkPtr mine = op(1);
+  t.w0.issued(broadcast_from_1(1), mine, milliseconds(600000));
+  t.w1.stop();
+  const auto start = std::chrono::steady_clock::now();
+  while (!t.f0.failed() && std::chrono::steady_clock::now() - start < milliseconds(10000)) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(t.f0.failed());
+  const std::string message = t.f0.first()->message;
+  EXPECT_NE(message.find("rank 1 left the group"), std::string::npos) << message;
+  EXPECT_NE(message.find("without issuing #1"), std::string::npos) << message;
+  mine->finish();
+}
+
 }  // namespace
 }  // namespace distcomm
