@@ -46,12 +46,14 @@ constexpr milliseconds kLongestProbeGap{16000};
 constexpr milliseconds kExplainSlack{3000};
 
 // How long one look at the board may take: at most two rounds of asking everyone (a probe
-// that finds a mismatch, then the "has waited" line), each a tick and a half second, and the
-// store's round trips. A board whose server does not answer (its process stopped, its host
-// frozen) then costs a tick this long, not the store's timeout (the group's, 30 minutes):
-// the watch goes on failing late ops and saying whom they wait for, and the connection,
-// which every store call of the process shares, is not held for as long either.
-milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kExplainSlack; }
+// that finds a mismatch, then the "has waited" line), each a tick and a half second, and
+// 10 s for the store's round trips. A board whose server does not answer (its process
+// stopped, its host frozen) then costs a tick this long, not the store's timeout (the
+// group's, 30 minutes): the watch goes on failing late ops and saying whom they wait for.
+// Generous, not tight: a look cut short closes the connection the process's store calls
+// share, and a server merely slow (a thousand ranks asking at once) must not be cut.
+constexpr milliseconds kBoardRoundTrips{10000};
+milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kBoardRoundTrips; }
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));

@@ -29,8 +29,9 @@ namespace {
 // Events held in memory before they are appended on the way (a long job's memory stays bounded).
 constexpr size_t kFlushEvery = 100000;
 constexpr char kTail[] = "\n]}\n";
-// How long a flush waits for another rank to let go of the file.
-constexpr std::chrono::seconds kLockWait{10};
+// How long a flush waits for another rank to let go of the file: far longer than the ranks
+// of a job appending their events in turn take, so only a stopped rank's lock ends it.
+constexpr std::chrono::seconds kLockWait{30};
 
 struct Events {
   std::mutex mu;

@@ -159,11 +159,10 @@ void GroupCreation::arrive() {
 }
 
 int64_t GroupCreation::count_creation(Store& store, const std::string& base) {
-  // These calls wait for nobody, so they end by the creation's deadline too: a shrink or a
-  // new_group given 10 s whose store's server is stopped fails in 10 s, not in the store's
-  // timeout (the group's, 30 minutes). (The waits after them handle the deadline
-  // themselves, naming who is missing.)
-  internal::StoreCallDeadline bounded(wait_.deadline, "the creation of " + where_);
+  // These calls wait for nobody, so they end by the creation's deadline too (and a little
+  // slack, InitWait::store_calls_deadline): a shrink given 10 s whose store's server is
+  // stopped fails in about 12 s, not in the store's timeout (the group's, 30 minutes).
+  internal::StoreCallDeadline bounded(wait_.store_calls_deadline(), "the creation of " + where_);
   const int64_t n = store.add(base + "/made_by/" + std::to_string(options_.rank), 1);
   if (options_.size > 1) claim_rank(store, base, n);
   return n;

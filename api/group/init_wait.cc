@@ -21,6 +21,11 @@ using std::chrono::milliseconds;
 
 }  // namespace
 
+InitWait::Clock::time_point InitWait::store_calls_deadline() const {
+  const Clock::time_point from = std::max(deadline, Clock::now());
+  return from >= Clock::time_point::max() - kCreationStoreSlack ? Clock::time_point::max() : from + kCreationStoreSlack;
+}
+
 InitWait InitWait::starting_now(milliseconds timeout, milliseconds report_every, std::string where) {
   InitWait w;
   w.started = Clock::now();
@@ -130,6 +135,10 @@ std::string whom(const std::vector<int>& missing, const std::vector<int>& global
 void wait_until(const InitWait& w, const std::string& what, const std::function<bool(milliseconds)>& poll,
                 const std::function<std::string(bool ask)>& who, const std::string& hint) {
   using Clock = InitWait::Clock;
+  // The polls are sliced to the deadline; the looks at the failure key and at who is missing
+  // are single calls, which a store that does not answer (or a FileStore lock held by a
+  // stopped process) would hold for the store's timeout.
+  internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
   Clock::time_point next_report = Clock::now() + w.report_every;
   for (;;) {
     const Clock::time_point now = Clock::now();
@@ -179,6 +188,8 @@ void InitWait::until(const std::string& what, const std::function<bool(milliseco
         try {
           if (ask) last_known = missing();
         } catch (const StoreError&) {
+        } catch (const Timeout&) {
+          // The store did not answer by the creation's deadline: what was known stands.
         }
         return whom(last_known, global_ranks);
       },
@@ -296,7 +307,7 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
     ranks.push_back(r);
   }
   {
-    internal::StoreCallDeadline bounded(w.deadline, "the creation of " + w.where);  // as count_creation's calls
+    internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
     store.set(keys[static_cast<size_t>(rank)], std::string("1"));
   }
   wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",

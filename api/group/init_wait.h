@@ -39,6 +39,7 @@ inline std::string group_store_base(const std::string& group_name) { return "pg/
 std::string backend_store_prefix(const std::string& group_prefix, DeviceType device, const std::string& plugin);
 // How often a wait that can see that key looks at it: how late the others learn.
 inline constexpr std::chrono::milliseconds kCreationFailedCheck{500};
+inline constexpr std::chrono::milliseconds kCreationStoreSlack{2000};
 
 // A wait over a store that other threads of this process use meanwhile (the host exchange's;
 // new_group's, whose parent's backends publish a failure through the same store) holds the
@@ -95,6 +96,11 @@ struct InitWait {
 
   static InitWait starting_now(std::chrono::milliseconds timeout, std::chrono::milliseconds report_every,
                                std::string where);
+  // When the creation's store calls give up (a StoreCallDeadline, store/internal/call_deadline.h):
+  // kCreationStoreSlack after the deadline, or after now when that has passed, so that a phase
+  // already done is still seen at the deadline, while a store that does not answer (its
+  // server stopped) costs the creation its own timeout, not the store's.
+  Clock::time_point store_calls_deadline() const;
   // A backend's rendezvous: the deadline and report interval of the group's creation that
   // is making the backend on this thread (BackendCreationScope); a backend created outside
   // a group's creation starts a full `timeout` now. config is the backend's (kept for the

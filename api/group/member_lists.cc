@@ -5,6 +5,7 @@
 
 #include "api/diagnostics/op_fingerprint.h"  // rank_list_text
 #include "api/errors.h"
+#include "api/store/internal/call_deadline.h"
 
 namespace distcomm {
 namespace {
@@ -59,8 +60,11 @@ void MemberLists::post(Store& store, int64_t number, const std::string& refusal)
 int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const InitWait& w,
                           const std::string& store_text) const {
   // The leader numbers the creation before it posts; the others read the number there once
-  // every member has posted.
-  post(store, rank == 0 ? store.add(base + "/made_by/0", 1) : 0);
+  // every member has posted. (Calls that wait for nobody: bounded as a creation's count.)
+  {
+    internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
+    post(store, rank == 0 ? store.add(base + "/made_by/0", 1) : 0);
+  }
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (size_t i = 0; i < list_.size(); ++i) {

@@ -42,8 +42,13 @@ Store::Bytes make_record(const std::string& run_id, uint8_t kind, std::vector<in
 
 constexpr std::chrono::milliseconds kFirstPause{10};
 constexpr std::chrono::milliseconds kMaxPause{100};
-// How long a store being destroyed waits for the file's lock to say its worker is done.
-constexpr std::chrono::milliseconds kGoodbyeWait{5000};
+// How long a store being destroyed waits for the file's lock to say its worker is done: a
+// lock that stays held this long is a stopped process's, not contention's.
+constexpr std::chrono::milliseconds kGoodbyeWait{15000};
+// How long a poll of get() or wait() waits for the lock at least, even at the call's
+// deadline: a lock busy at that instant (another rank's poll) is not a stuck one.
+constexpr std::chrono::milliseconds kLockAtTheDeadline{1000};
+constexpr std::chrono::milliseconds kForEver{int64_t{1} << 35};
 
 std::string io_error(const std::string& what, const std::string& path) {
   return "FileStore: cannot " + what + " " + path + ": " + internal::errno_message(errno);
@@ -72,8 +77,8 @@ ssize_t transfer(size_t n, Op op) {
 class FileStore::FileLock {
  public:
   // Throws Timeout when another process holds the lock past the deadline.
-  FileLock(int fd, bool exclusive, const std::string& path, internal::Clock::time_point deadline,
-           std::chrono::milliseconds budget)
+  FileLock(int fd, bool exclusive, const std::string& path, internal::Clock::time_point since,
+           internal::Clock::time_point deadline)
       : fd_(fd) {
     switch (internal::flock_until(fd_, exclusive, deadline)) {
       case internal::FileLockResult::kLocked:
@@ -81,17 +86,20 @@ class FileStore::FileLock {
       case internal::FileLockResult::kFailed:
         throw StoreError(io_error("lock", path));
       case internal::FileLockResult::kTimedOut:
-        throw held_too_long(path, budget);
+        throw held_too_long(path, since);
     }
   }
   ~FileLock() { flock(fd_, LOCK_UN); }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  static Timeout held_too_long(const std::string& path, std::chrono::milliseconds budget) {
-    return Timeout("FileStore: " + path + " stayed locked for the " + std::to_string(budget.count()) +
-                   " ms this call could wait: a process of the job holds its lock and does not "
-                   "let go (stopped, frozen, or its host lost while it held an NFS lock?)");
+  static Timeout held_too_long(const std::string& path, internal::Clock::time_point since) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(internal::Clock::now() - since);
+    const std::string scope = internal::StoreCallDeadline::scope_name();
+    return Timeout("FileStore: " + path + " stayed locked for " + internal::format_duration(waited) +
+                   ", as long as this call could wait" + (scope.empty() ? "" : " (" + scope + ")") +
+                   ": a process of the job holds its lock and does not let go (stopped, frozen, or its host "
+                   "lost while it held an NFS lock?)");
   }
 
  private:
@@ -99,21 +107,33 @@ class FileStore::FileLock {
 };
 
 template <typename Fn>
-auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point deadline,
-                       std::chrono::milliseconds budget) {
+auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point deadline) {
+  const auto since = internal::Clock::now();
   // Another thread of this process holds mu_ only while it waits for the file's lock,
   // which is bounded too; this call's own deadline covers both waits.
   std::unique_lock<std::timed_mutex> guard(mu_, deadline);
-  if (!guard.owns_lock()) throw FileLock::held_too_long(path_, budget);
-  FileLock lock(fd_, exclusive, path_, deadline, budget);
+  if (!guard.owns_lock()) throw FileLock::held_too_long(path_, since);
+  if (!exclusive) {
+    // A reader whose view is the whole file needs no lock (writers append, and a torn record
+    // that a writer cuts off makes the file shorter, which replay_locked refuses): waiting
+    // ranks poll many times a second, and every lock they take is one a writer waits behind
+    // (on NFS, a lock RPC).
+    struct stat st {};
+    if (fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == offset_) return fn();
+  }
+  FileLock lock(fd_, exclusive, path_, since, deadline);
   replay_locked(exclusive);
   return fn();
 }
 
 template <typename Fn>
 auto FileStore::locked(bool exclusive, Fn&& fn) {
-  const std::chrono::milliseconds budget = internal::within_call_deadline(timeout_, "call");
-  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + budget, budget);
+  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + call_timeout("call"));
+}
+
+std::chrono::milliseconds FileStore::call_timeout(const char* call) const {
+  // Beyond a year is for ever (and the deadlines cannot overflow).
+  return internal::within_call_deadline(std::min(timeout_, kForEver), call);
 }
 
 FileStore::FileStore(std::string path, int num_workers, std::string run_id)
@@ -154,7 +174,7 @@ FileStore::~FileStore() {
             append_locked(make_record(run_id_, kWorkerDoneRecord, {}));
             if (workers_done_ >= num_workers_) ::unlink(path_.c_str());
           },
-          internal::Clock::now() + std::min(timeout_, kGoodbyeWait), std::min(timeout_, kGoodbyeWait));
+          internal::Clock::now() + std::min(timeout_, kGoodbyeWait));
     } catch (const std::exception&) {
       // A destructor cannot report it; the file is merely left behind.
     }
@@ -168,7 +188,7 @@ void FileStore::set(const std::string& key, const Bytes& value) {
 
 Store::Bytes FileStore::get(const std::string& key) {
   Bytes value;
-  const std::chrono::milliseconds timeout = internal::within_call_deadline(timeout_, "GET");
+  const std::chrono::milliseconds timeout = call_timeout("GET");
   poll_until(
       [&](internal::Clock::time_point deadline) {
         return locked(
@@ -179,7 +199,7 @@ Store::Bytes FileStore::get(const std::string& key) {
               value = *v;
               return {};
             },
-            deadline, timeout);
+            deadline);
       },
       timeout);
   return value;
@@ -208,10 +228,10 @@ bool FileStore::check(const std::vector<std::string>& keys) {
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  const std::chrono::milliseconds t = internal::within_call_deadline(resolve(timeout), "WAIT");
+  const std::chrono::milliseconds t = internal::within_call_deadline(std::min(resolve(timeout), kForEver), "WAIT");
   poll_until(
       [&](internal::Clock::time_point deadline) {
-        return locked(false, [&] { return map_->missing(keys); }, deadline, t);
+        return locked(false, [&] { return map_->missing(keys); }, deadline);
       },
       t);
 }
@@ -325,7 +345,7 @@ void FileStore::poll_until(
   const auto deadline = internal::Clock::now() + timeout;
   auto pause = kFirstPause;
   while (true) {
-    const auto missing = missing_now(deadline);
+    const auto missing = missing_now(std::max(deadline, internal::Clock::now() + kLockAtTheDeadline));
     if (missing.empty()) return;
     const auto left = deadline - internal::Clock::now();
     if (left <= internal::Clock::duration::zero()) {

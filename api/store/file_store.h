@@ -58,13 +58,14 @@ class FileStore : public Store {
   class FileLock;
 
   // Runs fn with the file locked (shared or exclusive) and the view brought up to date;
-  // throws Timeout, naming the call's budget, when the lock cannot be had by the deadline
-  // (by default the store's timeout from now).
+  // throws Timeout when the lock cannot be had by the deadline (by default the store's
+  // timeout, or the thread's call deadline, from now).
   template <typename Fn>
-  auto locked(bool exclusive, Fn&& fn, std::chrono::steady_clock::time_point deadline,
-              std::chrono::milliseconds budget);
+  auto locked(bool exclusive, Fn&& fn, std::chrono::steady_clock::time_point deadline);
   template <typename Fn>
   auto locked(bool exclusive, Fn&& fn);
+  // The store's timeout, bounded by this thread's call deadline (call_deadline.h).
+  std::chrono::milliseconds call_timeout(const char* call) const;
   // Reads and applies the records appended since the last call.
   void replay_locked(bool exclusive);
   void append_locked(const Bytes& record);

@@ -42,6 +42,10 @@ constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
 // ... and for a wait cut short by the thread's call deadline (call_deadline.h), this much:
 // the caller's bound is what counts there, and a server that answers is seldom that late.
 constexpr std::chrono::milliseconds kBoundedWaitReplyGrace{2000};
+// The least a call waits for another thread's request on the connection (unless its call
+// deadline is sooner): requests take milliseconds, and a 50 ms wait slice behind one must not
+// fail for it.
+constexpr std::chrono::milliseconds kMinQueueWait{2000};
 constexpr std::chrono::milliseconds kWaitForEver{int64_t{1} << 35};
 constexpr char kInitKey[] = "init/";
 
@@ -58,6 +62,9 @@ struct TCPStore::Request {
   // How long the call may wait for another thread's request on the connection, when not
   // `timeout` (WAIT_FOR: the wait's own timeout, without the server's grace).
   std::chrono::milliseconds queue_timeout{-1};
+  // Whether the thread's call deadline shortened `timeout` (then a timeout is the caller's:
+  // the keys are not checked again after it).
+  bool cut_by_scope = false;
 };
 
 TCPStore::TCPStore(TCPStoreOptions options)
@@ -163,9 +170,11 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   // Beyond a year is for ever, as the server takes it (and the deadlines below cannot overflow).
   std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
   std::chrono::milliseconds grace = kWaitReplyGrace;
+  bool scoped = false;
   if (const auto left = internal::StoreCallDeadline::time_left("WAIT_FOR"); left && *left < t) {
     t = *left;  // the server ends the wait by the thread's call deadline
     grace = kBoundedWaitReplyGrace;
+    scoped = true;
   }
   const Bytes ms = internal::encode_i64(t.count());
   std::vector<internal::FieldRef> fields{ms};
@@ -183,8 +192,10 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
     if (!reply[i + 1]) missing.push_back(keys[i]);
   }
   // Empty when the keys arrived just after the deadline: name them all.
-  throw internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),
-                               missing.empty() ? keys : missing, t);
+  const Timeout timeout_error = internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),
+                                                       missing.empty() ? keys : missing, t);
+  if (!scoped) throw timeout_error;
+  throw Timeout(timeout_error.what() + scope_suffix(true));
 }
 
 bool TCPStore::delete_key(const std::string& key) {
@@ -198,35 +209,62 @@ int64_t TCPStore::num_keys() {
 Store::Bytes TCPStore::call(const Request& asked) {
   Request r = asked;
   const char* name = internal::command_name(r.command);
-  // (WAIT_FOR's timeout was bounded in wait(), which told the server.)
-  if (r.command != Command::kWaitFor) r.timeout = internal::within_call_deadline(r.timeout, name);
-  const std::chrono::milliseconds queue = r.queue_timeout.count() >= 0 ? r.queue_timeout : r.timeout;
-  // One request at a time on the connection; a thread behind one the server does not answer
-  // (its process stopped) waits by its own bound, not by that request's.
+  const auto entry = internal::Clock::now();
+  // This thread's call deadline (call_deadline.h), when it has one; throws once it passed.
+  const std::optional<std::chrono::milliseconds> scope_left = internal::StoreCallDeadline::time_left(name);
+  // One request at a time on the connection. A thread behind a request the server does not
+  // answer (its process stopped) waits by its own bound, not by that request's; never less
+  // than kMinQueueWait, so that a short wait behind an ordinary request does not fail.
+  std::chrono::milliseconds queue = std::max(r.queue_timeout.count() >= 0 ? r.queue_timeout : r.timeout, kMinQueueWait);
+  if (scope_left) queue = std::min(queue, *scope_left);
   std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
-  if (!lock.try_lock_for(queue)) {
+  if (!lock.try_lock_until(entry + queue)) {
     throw Timeout("TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
                   " stayed busy with another thread's request for the " + internal::format_duration(queue) +
-                  " this " + name + " could wait: does the server answer?");
+                  " this " + name + " could wait (that request has had no answer yet)" + scope_suffix(scope_left.has_value()));
+  }
+  if (scope_left) {
+    // What the queue left of the scope bounds the request: one deadline for both. A wait keeps
+    // a short grace for the server's answer, which ends it at the time it was told.
+    const std::chrono::milliseconds left = *internal::StoreCallDeadline::time_left(name);
+    const std::chrono::milliseconds bound = r.command == Command::kWaitFor ? left + kBoundedWaitReplyGrace : left;
+    if (bound < r.timeout) {
+      r.timeout = bound;
+      r.cut_by_scope = true;
+    }
   }
   const std::chrono::milliseconds connect_timeout = std::min(options_.timeout, r.timeout);
   if (!gone_.empty()) throw StoreError(gone_);
-  if (fd_ < 0 && !closed_by_server_) connect_locked(std::min(kReconnectTimeout, connect_timeout));
+  // A connect cut short by the scope is a Timeout of the caller's, not the server's loss.
+  auto scope_cut = [&](std::chrono::milliseconds usual) { return r.cut_by_scope && r.timeout < usual; };
+  if (fd_ < 0 && !closed_by_server_) {
+    try {
+      connect_locked(std::min(kReconnectTimeout, connect_timeout));
+    } catch (const StoreError& e) {
+      if (scope_cut(kReconnectTimeout)) throw Timeout(e.what() + scope_suffix(true));
+      throw;
+    }
+  }
   if (fd_ < 0) {
     try {
       connect_locked(std::min(kReconnectAfterCloseTimeout, connect_timeout));
     } catch (const StoreError& e) {
+      if (scope_cut(kReconnectAfterCloseTimeout)) throw Timeout(e.what() + scope_suffix(true));
       gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
       throw StoreError(gone_);
     }
     closed_by_server_ = false;
   }
-  if (r.timeout >= asked.timeout) return call_locked(r);
+  if (!r.cut_by_scope) return call_locked(r);
   try {
     return call_locked(r);
   } catch (const Timeout& e) {
-    throw Timeout(std::string(e.what()) + ", what was left before " + internal::StoreCallDeadline::scope_name());
+    throw Timeout(e.what() + scope_suffix(true));
   }
+}
+
+std::string TCPStore::scope_suffix(bool scoped) {
+  return scoped ? ", what was left before " + internal::StoreCallDeadline::scope_name() : std::string();
 }
 
 Store::Bytes TCPStore::call_locked(const Request& r) {
@@ -276,7 +314,7 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
   // The connection is out of step (a late reply would answer the next request), so it
   // is closed; the next request opens a new one.
   disconnect_locked();
-  if (s == IoStatus::kTimeout && r.waited) {
+  if (s == IoStatus::kTimeout && r.waited && !r.cut_by_scope) {
     const std::optional<std::vector<std::string>> missing = missing_after_timeout(*r.waited);
     if (missing) throw internal::wait_timeout("TCPStore " + server, *missing, r.timeout);
     // Not even a check of the keys got an answer: the server is what is missing, not the

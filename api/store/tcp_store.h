@@ -93,6 +93,8 @@ class TCPStore : public Store {
  private:
   struct Request;
   Bytes call(const Request& r);
+  // ", what was left before the deadline of <scope>" when scoped (call_deadline.h), else "".
+  static std::string scope_suffix(bool scoped);
   Bytes call_locked(const Request& r);
   // Throws the error for a request whose send or receive ended with status s.
   [[noreturn]] void fail_locked(const Request& r, internal::IoStatus s);

@@ -12,6 +12,14 @@
 namespace distcomm {
 namespace testing {
 
+std::shared_ptr<TCPStore> ForkedStoreServer::client(std::chrono::milliseconds timeout) const {
+  TCPStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = port_;
+  o.timeout = timeout;
+  return std::make_shared<TCPStore>(o);
+}
+
 ForkedStoreServer::ForkedStoreServer() {
   int port_pipe[2];
   if (::pipe(port_pipe) != 0) {

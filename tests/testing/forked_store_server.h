@@ -5,6 +5,11 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <memory>
+
+#include "api/store/tcp_store.h"
+
 namespace distcomm {
 namespace testing {
 
@@ -19,6 +24,8 @@ class ForkedStoreServer {
   ForkedStoreServer& operator=(const ForkedStoreServer&) = delete;
 
   int port() const { return port_; }
+  // A client of the server on 127.0.0.1 whose calls wait up to `timeout` for an answer.
+  std::shared_ptr<TCPStore> client(std::chrono::milliseconds timeout) const;
   // SIGSTOP, and returns once the kernel reports it stopped (kill() returns before the stop
   // takes hold: on a busy machine the server could still answer a request sent right after).
   void stop();

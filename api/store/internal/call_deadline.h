@@ -4,9 +4,11 @@
 // the group (30 minutes by default): right for a rendezvous, wrong for a caller with a
 // shorter bound of its own. A shrink({k}, 10 s) whose first call meets a stopped store
 // server would wait 30 minutes; the stall watch, whose reports must come every tick, would
-// fall silent for as long. Within a scope, TCPStore and FileStore end each call by the
-// scope's deadline (a Timeout) and wait no longer than it for another thread's call on the
-// same connection. Scopes nest; the sooner deadline holds.
+// fall silent for as long. Within a scope, TCPStore ends each call, its wait for another
+// thread's request on the connection included, by the scope's deadline (a Timeout saying so;
+// a WAIT_FOR gets 2 s more for the server's answer), and FileStore its wait for the file's
+// lock (a poll of get() or wait() gets the lock at least 1 s). Scopes nest; the sooner
+// deadline holds.
 //
 //   internal::StoreCallDeadline bound(Clock::now() + 2s, "the stall watch of group 'world'");
 //   board.add(key, 1);  // a Timeout after 2 s at most, however long the store's timeout

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/group_failure.h"
 #include "api/store/hash_store.h"
 #include "api/store/prefix_store.h"
@@ -500,10 +501,7 @@ TEST(GroupFailurePublish, EveryBoardGetsTheRecordUnlessOneIsThere) {
 
 TEST(GroupFailurePublish, ManyBoardsOverAStoppedStoreCostOneWait) {
   testing::ForkedStoreServer server;
-  TCPStoreOptions o;
-  o.port = server.port();
-  o.timeout = std::chrono::milliseconds(60000);
-  StorePtr store = std::make_shared<TCPStore>(o);
+  StorePtr store = server.client(std::chrono::milliseconds(60000));
   std::vector<std::pair<StorePtr, FailureRecord>> records;
   for (int g = 0; g < 5; ++g) {
     records.emplace_back(std::make_shared<PrefixStore>("pg/g" + std::to_string(g) + "/cpu/gloo", store),
@@ -513,6 +511,25 @@ TEST(GroupFailurePublish, ManyBoardsOverAStoppedStoreCostOneWait) {
   const auto start = Clock::now();
   GroupFailure::publish_records(records);
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(6000)) << "3 s for each of 5 boards, one after another";
+  server.kill();
+}
+
+// A board call that does not return within its limit marks the board gone, so that the
+// failure's later steps do not each wait the same again (a review found the mark almost
+// never set while the calls were bounded by the limit themselves).
+TEST(GroupFailurePublish, ACallThatRunsOutOfTimeMarksTheBoardGone) {
+  testing::ForkedStoreServer server;
+  StorePtr store = server.client(std::chrono::milliseconds(60000));
+  server.stop();
+  std::atomic<bool> gone{false};
+  const auto start = Clock::now();
+  const std::optional<int64_t> got = internal::call_with_limit<int64_t>(
+      [store] { return store->add("k", 1); }, std::chrono::milliseconds(300), &gone);
+  EXPECT_FALSE(got);
+  EXPECT_TRUE(gone.load());
+  EXPECT_FALSE(internal::call_with_limit<int64_t>([store] { return store->add("k", 1); },
+                                                  std::chrono::milliseconds(300), &gone));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(3000)) << "the second call was made";
   server.kill();
 }
 
