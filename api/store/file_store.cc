@@ -113,14 +113,6 @@ auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point dead
   // which is bounded too; this call's own deadline covers both waits.
   std::unique_lock<std::timed_mutex> guard(mu_, deadline);
   if (!guard.owns_lock()) throw FileLock::held_too_long(path_, since);
-  if (!exclusive) {
-    // A reader whose view is the whole file needs no lock (writers append, and a torn record
-    // that a writer cuts off makes the file shorter, which replay_locked refuses): waiting
-    // ranks poll many times a second, and every lock they take is one a writer waits behind
-    // (on NFS, a lock RPC).
-    struct stat st {};
-    if (fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == offset_) return fn();
-  }
   FileLock lock(fd_, exclusive, path_, since, deadline);
   replay_locked(exclusive);
   return fn();
