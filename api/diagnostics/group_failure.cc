@@ -13,6 +13,7 @@
 #include "api/errors_internal.h"
 #include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
+#include "api/store/prefix_store.h"
 
 namespace distcomm {
 namespace {
@@ -563,12 +564,41 @@ std::optional<FailureRecord> GroupFailure::read_record(Store& board) {
   return FailureRecord::decode(board.get_string(kBoardKey));
 }
 
+namespace {
+
+// The store a board's calls end at: boards that are PrefixStores over one store (every
+// group's over the job's TCPStore) share its one connection.
+const Store* underlying_store(const StorePtr& board) {
+  const Store* at = board.get();
+  while (const auto* prefixed = dynamic_cast<const PrefixStore*>(at)) at = prefixed->base().get();
+  return at;
+}
+
+}  // namespace
+
 void GroupFailure::publish_records(const std::vector<std::pair<StorePtr, FailureRecord>>& records) {
-  std::vector<std::function<bool()>> calls;
+  // One thread per store, posting its boards' records in the order given (the world's
+  // first): threads of one store would only queue on its connection, in no order, and a
+  // slow store would take whichever records came first in the few seconds there are.
+  std::vector<std::pair<const Store*, std::vector<std::pair<StorePtr, Store::Bytes>>>> by_store;
   for (const auto& [board, record] : records) {
     if (!board) continue;
-    calls.push_back([board = board, value = to_bytes(record.encode())] {
-      return board->compare_set(kBoardKey, {}, value).empty();
+    const Store* store = underlying_store(board);
+    auto it = std::find_if(by_store.begin(), by_store.end(), [&](const auto& s) { return s.first == store; });
+    if (it == by_store.end()) it = by_store.insert(by_store.end(), {store, {}});
+    it->second.emplace_back(board, to_bytes(record.encode()));
+  }
+  std::vector<std::function<bool()>> calls;
+  for (auto& entry : by_store) {
+    calls.push_back([posts = std::move(entry.second)] {
+      for (const auto& [board, value] : posts) {
+        try {
+          board->compare_set(kBoardKey, {}, value);
+        } catch (const std::exception&) {
+          // That board's store refused it: the next board's may still take its record.
+        }
+      }
+      return true;
     });
   }
   internal::call_each_with_limit<bool>(std::move(calls), kStoreAnswerWait);

@@ -157,10 +157,11 @@ class GroupFailure {
   std::optional<FailureRecord> published(std::chrono::milliseconds answer_wait) const;
 
   // Leaves each record on its board (a backend's store, the one a GroupFailure of the
-  // group reads) unless another record is there already; all at once, waiting a few
-  // seconds at most in all (an exiting process with many groups over a store that does not
-  // answer waited that long for each). How a failure no backend saw (the program's own
-  // error, ProcessGroup::publish_program_failure) reaches the peers' GroupFailures.
+  // group reads) unless another record is there already, waiting a few seconds at most in
+  // all (an exiting process with many groups over a store that does not answer waited that
+  // long for each): the boards of each underlying store in the order given, the stores at
+  // once. How a failure no backend saw (the program's own error,
+  // ProcessGroup::publish_program_failure) reaches the peers' GroupFailures.
   static void publish_records(const std::vector<std::pair<StorePtr, FailureRecord>>& records);
   // The record published on `board`, if any: one plain read (the caller bounds its waits),
   // for what waits on the group's ranks outside its ops (the host exchange).

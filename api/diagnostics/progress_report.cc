@@ -275,13 +275,14 @@ std::optional<Departure> departed_before(const OpFingerprint& op, const std::vec
   if (op.p2p) return std::nullopt;
   for (size_t r = 0; r < by_rank.size(); ++r) {
     const std::optional<ProgressReport>& report = by_rank[r];
-    // A report without a last collective cannot tell: the rank may have run none, or only
-    // point-to-point ops in the last ring's worth (helper-60's review).
-    if (static_cast<int>(r) == mine || !report || !report->left || !report->last_collective) continue;
-    if (report->last_collective->seq >= op.seq) continue;  // it took part
-    return Departure{static_cast<int>(r), "rank " + std::to_string(r) + " left the group (closed it on its side) after " +
-                                              report->last_collective->describe() + ", without issuing #" +
-                                              std::to_string(op.seq)};
+    if (static_cast<int>(r) == mine || !report || !report->left) continue;
+    // A report without a last collective is of a rank that issued none: the watch keeps the
+    // last one apart from its ring of recent ops, so p2p ops after it cannot hide it.
+    if (report->last_collective && report->last_collective->seq >= op.seq) continue;  // it took part
+    const std::string when =
+        report->last_collective ? "after " + report->last_collective->describe() : "before any collective";
+    return Departure{static_cast<int>(r), "rank " + std::to_string(r) + " left the group (closed it on its side) " +
+                                              when + ", without issuing #" + std::to_string(op.seq)};
   }
   return std::nullopt;
 }

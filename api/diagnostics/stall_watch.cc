@@ -55,6 +55,14 @@ constexpr milliseconds kExplainSlack{3000};
 constexpr milliseconds kBoardRoundTrips{10000};
 milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kBoardRoundTrips; }
 
+// Why a look at the board failed, as the "has waited" line says it: a look its deadline cut
+// short means the store's server did not answer, which is what a user must be told plainly
+// (the process serving it stopped, or its host frozen), not only the store call's words.
+std::string look_failure_text(const std::exception& e) {
+  if (!dynamic_cast<const internal::StoreCallCutShort*>(&e)) return e.what();
+  return std::string("the store's server did not answer: is the process that serves it stopped? ") + e.what();
+}
+
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
 }
@@ -367,7 +375,7 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string boa
     try {
       where = explain_wait(fingerprint, ask_everyone(), options.rank);
     } catch (const std::exception& e) {
-      board_error = e.what();
+      board_error = look_failure_text(e);
     }
   }
   if (!board_error.empty()) where = "the others could not be asked (" + board_error + ")";
@@ -590,7 +598,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
       }
     } catch (const std::exception& e) {
       // The store failed: nothing to compare with now. Every op's own deadline still holds.
-      board_error = e.what();
+      board_error = look_failure_text(e);
     }
     shared->report_long_wait(Clock::now(), board_error);
     lock.lock();

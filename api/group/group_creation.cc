@@ -138,18 +138,22 @@ void GroupCreation::arrive() {
   // (member_lists.h), and take their leader's count: ranks of disjoint lists, which share
   // the name, each take their own group's.
   int64_t n = 0;
+  wait_.store_host = options_.store_host;
   try {
     n = lists_ ? lists_->meet(store, base, options_.rank, wait_, options_.store_text) : count_creation(store, base);
   } catch (const InvalidArgument&) {
     list_refused_ = lists_ != nullptr;  // meet's only InvalidArgument: a list refused
     throw;
+  } catch (const internal::StoreCallCutShort& e) {
+    // The count or the rank claim (calls that wait for nobody) got no answer by the
+    // creation's store deadline: said as init's timeout, naming the store.
+    wait_.raise_store_did_not_answer("the store to count this creation (" + options_.store_text + ")", e);
   }
   store_prefix_ = creation_prefix(base, n);
   // From here on a rank that fails tells the others (confirm), and every wait of theirs,
   // this one first, ends as soon as it sees that.
   wait_.failure_store = options_.store.get();
   wait_.failure_key = store_prefix_ + kCreationFailedKey;
-  wait_.store_host = options_.store_host;
   // Every rank arrives before any backend waits for it (each in its own way, few of which
   // can say whom they wait for): one that never comes is named here.
   // (new_group's meeting was its arrival.)

@@ -154,6 +154,10 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
       // The store says the job cannot run (a rank of it counts another world size): no
       // wait can end well, and the others' errors say the same.
       throw InvalidArgument(w.where + ": init stopped waiting for " + who(false) + " " + what + ": " + e.what());
+    } catch (const internal::StoreCallCutShort& e) {
+      // A look at the store (a failure key, a phase's own check) that did not finish by the
+      // creation's store deadline: the store, not a rank, is what did not answer.
+      w.raise_store_did_not_answer(who(false) + " " + what, e);
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
@@ -207,6 +211,12 @@ void InitWait::raise_if_creation_failed(const std::function<std::string()>& wait
     first.raise(waiting() + ": the group's creation failed on " + first.text);
   }
   EnclosingCreations::raise_any_failure(*this, waiting);
+}
+
+void InitWait::raise_store_did_not_answer(const std::string& waiting_for, const std::exception& cut) const {
+  throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " + seconds_text(timeout) +
+                ") waiting for " + waiting_for + ": the store did not answer in time (" + cut.what() + ")" +
+                (store_host.empty() ? "" : "; " + store_host + " serves it: is that process stopped?"));
 }
 
 void InitWait::say_creation_failed(int rank, const std::exception_ptr& error) const {
@@ -306,9 +316,11 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
     keys.push_back(prefix + "arrived/" + std::to_string(r));
     ranks.push_back(r);
   }
-  {
+  try {
     internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
     store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+  } catch (const internal::StoreCallCutShort& e) {
+    w.raise_store_did_not_answer("the store to take this rank's arrival (" + store_text + ")", e);
   }
   wait_for_keys(store, keys, ranks, w, "to arrive at the store (" + store_text + ")",
                 kNotArrivedHint + (extra_hint.empty() ? "" : "; " + extra_hint));

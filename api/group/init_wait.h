@@ -137,6 +137,11 @@ struct InitWait {
   // refuses a connection is most often one that failed first and closed, and its error,
   // not the refusal, is the job's cause.
   void raise_if_creation_failed(const std::function<std::string()>& waiting) const;
+  // Throws init's own Timeout for a store call the creation's store deadline refused or cut
+  // short (a StoreCallCutShort, `cut`): "<where>: init timed out after 12.0 s (...) waiting
+  // for <waiting_for>: the store did not answer in time (<cut>); rank 0 serves it: is that
+  // process stopped?", rather than the bare store call's words.
+  [[noreturn]] void raise_store_did_not_answer(const std::string& waiting_for, const std::exception& cut) const;
   // Says now that this rank's part of the creation failed with `error` (group rank `rank`),
   // under failure_key and the creating group's key (BackendCreationScope), unless another
   // rank said so first. A backend's rendezvous calls it before it closes its connections,

@@ -86,20 +86,24 @@ class FileStore::FileLock {
       case internal::FileLockResult::kFailed:
         throw StoreError(io_error("lock", path));
       case internal::FileLockResult::kTimedOut:
-        throw held_too_long(path, since);
+        throw_held_too_long(path, since);
     }
   }
   ~FileLock() { flock(fd_, LOCK_UN); }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  static Timeout held_too_long(const std::string& path, internal::Clock::time_point since) {
+  [[noreturn]] static void throw_held_too_long(const std::string& path, internal::Clock::time_point since) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(internal::Clock::now() - since);
     const std::string scope = internal::StoreCallDeadline::scope_name();
-    return Timeout("FileStore: " + path + " stayed locked for " + internal::format_duration(waited) +
-                   ", as long as this call could wait" + (scope.empty() ? "" : " (" + scope + ")") +
-                   ": a process of the job holds its lock and does not let go (stopped, frozen, or its host "
-                   "lost while it held an NFS lock?)");
+    const std::string message =
+        "FileStore: " + path + " stayed locked for " + internal::format_duration(waited) +
+        ", as long as this call could wait" + (scope.empty() ? "" : " (" + scope + ")") +
+        ": a process of the job holds its lock and does not let go (stopped, frozen, or its host lost while it "
+        "held an NFS lock?)";
+    // The thread's call deadline ended the wait: its setter tells that apart (call_deadline.h).
+    if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(message);
+    throw Timeout(message);
   }
 
  private:
@@ -112,15 +116,15 @@ auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point dead
   // Another thread of this process holds mu_ only while it waits for the file's lock,
   // which is bounded too; this call's own deadline covers both waits.
   std::unique_lock<std::timed_mutex> guard(mu_, deadline);
-  if (!guard.owns_lock()) throw FileLock::held_too_long(path_, since);
+  if (!guard.owns_lock()) FileLock::throw_held_too_long(path_, since);
   FileLock lock(fd_, exclusive, path_, since, deadline);
   replay_locked(exclusive);
   return fn();
 }
 
 template <typename Fn>
-auto FileStore::locked(bool exclusive, Fn&& fn) {
-  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + call_timeout("call"));
+auto FileStore::locked(const char* call, bool exclusive, Fn&& fn) {
+  return locked(exclusive, std::forward<Fn>(fn), internal::Clock::now() + call_timeout(call));
 }
 
 std::chrono::milliseconds FileStore::call_timeout(const char* call) const {
@@ -175,7 +179,7 @@ FileStore::~FileStore() {
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {
-  locked(true, [&] { append_locked(make_record(run_id_, kSetRecord, {key, value})); });
+  locked("SET", true, [&] { append_locked(make_record(run_id_, kSetRecord, {key, value})); });
 }
 
 Store::Bytes FileStore::get(const std::string& key) {
@@ -198,7 +202,7 @@ Store::Bytes FileStore::get(const std::string& key) {
 }
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
-  return locked(true, [&] {
+  return locked("ADD", true, [&] {
     const int64_t v = internal::added_value(key, map_->find(key), delta);
     append_locked(make_record(run_id_, kSetRecord, {key, internal::encode_integer(v)}));
     return v;
@@ -207,7 +211,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
 
 Store::Bytes FileStore::compare_set(const std::string& key, const Bytes& expected,
                                     const Bytes& desired) {
-  return locked(true, [&] {
+  return locked("COMPARE_SET", true, [&] {
     const Bytes* current = map_->find(key);
     if (!internal::compare_set_matches(current, expected)) return current ? *current : Bytes();
     append_locked(make_record(run_id_, kSetRecord, {key, desired}));
@@ -216,7 +220,7 @@ Store::Bytes FileStore::compare_set(const std::string& key, const Bytes& expecte
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {
-  return locked(false, [&] { return map_->missing(keys).empty(); });
+  return locked("CHECK", false, [&] { return map_->missing(keys).empty(); });
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -229,7 +233,7 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
 }
 
 bool FileStore::delete_key(const std::string& key) {
-  return locked(true, [&] {
+  return locked("DELETE", true, [&] {
     if (!map_->contains(key)) return false;
     append_locked(make_record(run_id_, kDeleteRecord, {key}));
     return true;
@@ -237,7 +241,7 @@ bool FileStore::delete_key(const std::string& key) {
 }
 
 int64_t FileStore::num_keys() {
-  return locked(false, [&] { return map_->size(); });
+  return locked("NUM_KEYS", false, [&] { return map_->size(); });
 }
 
 void FileStore::replay_locked(bool exclusive) {
@@ -341,7 +345,9 @@ void FileStore::poll_until(
     if (missing.empty()) return;
     const auto left = deadline - internal::Clock::now();
     if (left <= internal::Clock::duration::zero()) {
-      throw internal::wait_timeout("FileStore " + path_, missing, timeout);
+      const Timeout timed_out = internal::wait_timeout("FileStore " + path_, missing, timeout);
+      if (!internal::StoreCallDeadline::has_passed()) throw timed_out;
+      throw internal::StoreCallCutShort(timed_out.what() + (" (" + internal::StoreCallDeadline::scope_name() + ")"));
     }
     std::this_thread::sleep_for(std::min<internal::Clock::duration>(pause, left));
     pause = std::min(pause * 2, kMaxPause);

@@ -59,11 +59,11 @@ class FileStore : public Store {
 
   // Runs fn with the file locked (shared or exclusive) and the view brought up to date;
   // throws Timeout when the lock cannot be had by the deadline (by default the store's
-  // timeout, or the thread's call deadline, from now).
+  // timeout, or the thread's call deadline, from now: past it, "store <call> not made").
   template <typename Fn>
   auto locked(bool exclusive, Fn&& fn, std::chrono::steady_clock::time_point deadline);
   template <typename Fn>
-  auto locked(bool exclusive, Fn&& fn);
+  auto locked(const char* call, bool exclusive, Fn&& fn);
   // The store's timeout, bounded by this thread's call deadline (call_deadline.h).
   std::chrono::milliseconds call_timeout(const char* call) const;
   // Reads and applies the records appended since the last call.

@@ -39,8 +39,9 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
 // How much longer than a wait's own timeout this side waits for the server to end it.
 constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
-// ... and for a wait cut short by the thread's call deadline (call_deadline.h), this much:
-// the caller's bound is what counts there, and a server that answers is seldom that late.
+// ... and for a wait cut short by the thread's call deadline (call_deadline.h), at most this
+// much of what is left of it (half when less is left): the server ends the wait that much
+// earlier, so that its answer too comes by the deadline.
 constexpr std::chrono::milliseconds kBoundedWaitReplyGrace{2000};
 // The least a call waits for another thread's request on the connection (unless its call
 // deadline is sooner): requests take milliseconds, and a 50 ms wait slice behind one must not
@@ -65,6 +66,9 @@ struct TCPStore::Request {
   // Whether the thread's call deadline shortened `timeout` (then a timeout is the caller's:
   // the keys are not checked again after it).
   bool cut_by_scope = false;
+  // WAIT_FOR: how long the server is told to wait (fields[0]); call() shortens it, here and
+  // in the request, when the call deadline comes sooner.
+  std::chrono::milliseconds* server_wait = nullptr;
 };
 
 TCPStore::TCPStore(TCPStoreOptions options)
@@ -168,20 +172,16 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
                           std::to_string(internal::kMaxFields - 1) + " at once");
   }
   // Beyond a year is for ever, as the server takes it (and the deadlines below cannot overflow).
-  std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
-  std::chrono::milliseconds grace = kWaitReplyGrace;
-  bool scoped = false;
-  if (const auto left = internal::StoreCallDeadline::time_left("WAIT_FOR"); left && *left < t) {
-    t = *left;  // the server ends the wait by the thread's call deadline
-    grace = kBoundedWaitReplyGrace;
-    scoped = true;
-  }
+  const std::chrono::milliseconds t = std::min(resolve(timeout), kWaitForEver);
   const Bytes ms = internal::encode_i64(t.count());
   std::vector<internal::FieldRef> fields{ms};
   fields.insert(fields.end(), keys.begin(), keys.end());
   // "Every key exists" is one byte, 1; "not yet" is 0, then one byte per key, 1 for those
   // that exist, so the Timeout names the missing ones without another round trip.
-  const Bytes reply = call({Command::kWaitFor, fields, t + grace, &keys, -1, t});
+  std::chrono::milliseconds asked = t;  // what the server was told, when the call deadline cut it
+  Request r{Command::kWaitFor, fields, t + kWaitReplyGrace, &keys, -1, t};
+  r.server_wait = &asked;
+  const Bytes reply = call(r);
   if (reply.size() == 1 && reply[0] == 1) return;
   if (reply.size() != keys.size() + 1 || reply[0] != 0) {
     throw StoreError("TCPStore: " + internal::host_port(options_.host, options_.port) +
@@ -193,9 +193,9 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   }
   // Empty when the keys arrived just after the deadline: name them all.
   const Timeout timeout_error = internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),
-                                                       missing.empty() ? keys : missing, t);
-  if (!scoped) throw timeout_error;
-  throw Timeout(timeout_error.what() + scope_suffix(true));
+                                                       missing.empty() ? keys : missing, asked);
+  if (asked >= t) throw timeout_error;
+  throw internal::StoreCallCutShort(timeout_error.what() + scope_suffix(true));
 }
 
 bool TCPStore::delete_key(const std::string& key) {
@@ -219,47 +219,53 @@ Store::Bytes TCPStore::call(const Request& asked) {
   if (scope_left) queue = std::min(queue, *scope_left);
   std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
   if (!lock.try_lock_until(entry + queue)) {
-    throw Timeout("TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
-                  " stayed busy with another thread's request for the " + internal::format_duration(queue) +
-                  " this " + name + " could wait (that request has had no answer yet)" + scope_suffix(scope_left.has_value()));
+    const std::string busy = "TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
+                             " stayed busy with another thread's request for the " + internal::format_duration(queue) +
+                             " this " + name + " could wait (that request has had no answer yet)";
+    if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(busy + scope_suffix(true));
+    throw Timeout(busy);
   }
-  if (scope_left) {
-    // What the queue left of the scope bounds the request: one deadline for both. A wait keeps
-    // a short grace for the server's answer, which ends it at the time it was told.
-    const std::chrono::milliseconds left = *internal::StoreCallDeadline::time_left(name);
-    const std::chrono::milliseconds bound = r.command == Command::kWaitFor ? left + kBoundedWaitReplyGrace : left;
-    if (bound < r.timeout) {
-      r.timeout = bound;
-      r.cut_by_scope = true;
-    }
-  }
-  const std::chrono::milliseconds connect_timeout = std::min(options_.timeout, r.timeout);
   if (!gone_.empty()) throw StoreError(gone_);
-  // A connect cut short by the scope is a Timeout of the caller's, not the server's loss.
-  auto scope_cut = [&](std::chrono::milliseconds usual) { return r.cut_by_scope && r.timeout < usual; };
-  if (fd_ < 0 && !closed_by_server_) {
+  // A connect the call deadline ended is a Timeout of the caller's, not the server's loss.
+  auto connect = [&](std::chrono::milliseconds usual, bool after_close) {
     try {
-      connect_locked(std::min(kReconnectTimeout, connect_timeout));
+      connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
     } catch (const StoreError& e) {
-      if (scope_cut(kReconnectTimeout)) throw Timeout(e.what() + scope_suffix(true));
+      if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(e.what() + scope_suffix(true));
+      if (after_close) {
+        gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
+        throw StoreError(gone_);
+      }
       throw;
     }
-  }
+  };
+  if (fd_ < 0 && !closed_by_server_) connect(kReconnectTimeout, false);
   if (fd_ < 0) {
-    try {
-      connect_locked(std::min(kReconnectAfterCloseTimeout, connect_timeout));
-    } catch (const StoreError& e) {
-      if (scope_cut(kReconnectAfterCloseTimeout)) throw Timeout(e.what() + scope_suffix(true));
-      gone_ = std::string(e.what()) + " (it had closed this store's connection: taken as gone, not tried again)";
-      throw StoreError(gone_);
-    }
+    connect(kReconnectAfterCloseTimeout, true);
     closed_by_server_ = false;
+  }
+  // What the queue and the connect left of the call deadline bounds the request: one
+  // deadline for all three. A wait's server is told to end it early enough that its answer
+  // comes back by the deadline too (a stopped server costs the caller no more than that).
+  Bytes server_wait;
+  if (const auto left = internal::StoreCallDeadline::time_left(name); left && *left < r.timeout) {
+    if (r.command == Command::kWaitFor && r.server_wait) {
+      const std::chrono::milliseconds told =
+          std::min(*r.server_wait, *left - std::min(kBoundedWaitReplyGrace, *left / 2));
+      if (told < *r.server_wait) {
+        *r.server_wait = told;
+        server_wait = internal::encode_i64(told.count());
+        r.fields[0] = server_wait;
+      }
+    }
+    r.timeout = *left;
+    r.cut_by_scope = true;
   }
   if (!r.cut_by_scope) return call_locked(r);
   try {
     return call_locked(r);
   } catch (const Timeout& e) {
-    throw Timeout(e.what() + scope_suffix(true));
+    throw internal::StoreCallCutShort(e.what() + scope_suffix(true));
   }
 }
 
@@ -343,9 +349,14 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
 
 std::optional<std::vector<std::string>> TCPStore::missing_after_timeout(const std::vector<std::string>& keys) {
   try {
-    connect_locked(std::min(kMissingKeysTimeout, options_.timeout));
-    const Bytes present = call_locked({Command::kCheck, {keys.begin(), keys.end()},
-                                       kMissingKeysTimeout, nullptr,
+    // Within the thread's call deadline, if it has one (a Timeout once it has passed).
+    const auto deadline = internal::Clock::now() + internal::within_call_deadline(kMissingKeysTimeout, "CHECK");
+    auto left = [&] {
+      return std::max(std::chrono::milliseconds(1),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - internal::Clock::now()));
+    };
+    connect_locked(std::min(left(), options_.timeout));
+    const Bytes present = call_locked({Command::kCheck, {keys.begin(), keys.end()}, left(), nullptr,
                                        static_cast<int64_t>(keys.size())});
     std::vector<std::string> missing;
     for (size_t i = 0; i < keys.size(); ++i) {

@@ -55,6 +55,11 @@ void ForkedStoreServer::stop() {
   ::waitpid(pid_, &status, WUNTRACED);
 }
 
+void ForkedStoreServer::cont() {
+  if (reaped_) return;
+  ::kill(pid_, SIGCONT);
+}
+
 void ForkedStoreServer::kill() {
   if (reaped_) return;
   ::kill(pid_, SIGKILL);

@@ -29,6 +29,8 @@ class ForkedStoreServer {
   // SIGSTOP, and returns once the kernel reports it stopped (kill() returns before the stop
   // takes hold: on a busy machine the server could still answer a request sent right after).
   void stop();
+  // SIGCONT: a stopped server answers again, what came while it was stopped first.
+  void cont();
   // SIGKILL now: a call still waiting on it fails at once (its connection is reset).
   void kill();
 

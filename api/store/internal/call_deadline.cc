@@ -23,14 +23,24 @@ StoreCallDeadline::StoreCallDeadline(std::chrono::steady_clock::time_point deadl
 
 StoreCallDeadline::~StoreCallDeadline() { t_innermost = enclosing_; }
 
+StoreCallCutShort::~StoreCallCutShort() = default;
+
+bool StoreCallDeadline::has_passed() {
+  // A socket's poll() counts whole milliseconds and may return a little early: a wait that
+  // ended this close to the deadline was ended by it.
+  constexpr std::chrono::milliseconds kTolerance{10};
+  return t_innermost && t_innermost->deadline_ != std::chrono::steady_clock::time_point::max() &&
+         std::chrono::steady_clock::now() + kTolerance >= t_innermost->deadline_;
+}
+
 std::optional<std::chrono::milliseconds> StoreCallDeadline::time_left(const char* call) {
   const StoreCallDeadline* scope = t_innermost;
   if (!scope) return std::nullopt;
   if (scope->deadline_ == std::chrono::steady_clock::time_point::max()) return std::nullopt;
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(scope->deadline_ - std::chrono::steady_clock::now());
+  // Rounded up: a wait given this ends at the deadline, not just before it (has_passed).
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(scope->deadline_ - std::chrono::steady_clock::now());
   if (left <= std::chrono::milliseconds::zero()) {
-    throw Timeout(std::string("store ") + call + " not made: the deadline of " + scope->what_ + " has passed");
+    throw StoreCallCutShort(std::string("store ") + call + " not made: the deadline of " + scope->what_ + " has passed");
   }
   return left;
 }

@@ -5,10 +5,10 @@
 // shorter bound of its own. A shrink({k}, 10 s) whose first call meets a stopped store
 // server would wait 30 minutes; the stall watch, whose reports must come every tick, would
 // fall silent for as long. Within a scope, TCPStore ends each call, its wait for another
-// thread's request on the connection included, by the scope's deadline (a Timeout saying so;
-// a WAIT_FOR gets 2 s more for the server's answer), and FileStore its wait for the file's
-// lock (a poll of get() or wait() gets the lock at least 1 s). Scopes nest; the sooner
-// deadline holds.
+// thread's request on the connection and its reconnect included, by the scope's deadline
+// (a StoreCallCutShort saying so; a WAIT_FOR's server is told to end the wait early enough
+// for its answer to come by then), and FileStore its wait for the file's lock (a poll of
+// get() or wait() gets the lock at least 1 s). Scopes nest; the sooner deadline holds.
 //
 //   internal::StoreCallDeadline bound(Clock::now() + 2s, "the stall watch of group 'world'");
 //   board.add(key, 1);  // a Timeout after 2 s at most, however long the store's timeout
@@ -20,8 +20,20 @@
 #include <optional>
 #include <string>
 
+#include "api/errors.h"
+
 namespace distcomm {
 namespace internal {
+
+// The Timeout of a store call that a thread's call deadline refused or cut short. The code
+// that set the deadline catches it apart from a Timeout of the store's own (or a peer's
+// failure record of kind timeout, raised as a Timeout too) and says what it was waiting
+// for, instead of letting a bare "store CHECK not made" reach the user.
+class StoreCallCutShort : public Timeout {
+ public:
+  using Timeout::Timeout;
+  ~StoreCallCutShort() override;
+};
 
 class StoreCallDeadline {
  public:
@@ -32,10 +44,13 @@ class StoreCallDeadline {
 
   // How long a store call of this thread may still take: nullopt outside every scope. Throws
   // Timeout, naming the scope, once its deadline has passed (a call begun then would only
-  // be cut short, and a connection cut mid-request must be reopened).
+  // be cut short, and a connection cut mid-request must be reopened): a StoreCallCutShort.
   static std::optional<std::chrono::milliseconds> time_left(const char* call);
   // "the deadline of <what>", of the scope that holds now ("" outside every scope).
   static std::string scope_name();
+  // Whether this thread is in a scope whose deadline has passed (or is 10 ms away): a wait
+  // that ended then was ended by the scope.
+  static bool has_passed();
 
  private:
   std::chrono::steady_clock::time_point deadline_;

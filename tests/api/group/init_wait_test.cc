@@ -366,9 +366,39 @@ TEST(GroupCreationStore, AStoppedStoreCostsTheCreationsDeadlineNotTheStoresTimeo
   }
   // The deadline and the creation's store slack (2 s).
   EXPECT_LT(seconds_since(start), 10.0) << "the creation waited for the store's timeout: " << message;
-  EXPECT_NE(message.find("no reply to ADD"), std::string::npos) << message;
+  EXPECT_EQ(message.find("rank 1/2 group 'shrunk': init timed out after "), 0u) << message;
+  EXPECT_NE(message.find("waiting for the store to count this creation"), std::string::npos) << message;
+  EXPECT_NE(message.find("the store did not answer in time (TCPStore: no reply to ADD"), std::string::npos) << message;
   EXPECT_NE(message.find("what was left before the deadline of the creation of rank 1/2 group 'shrunk'"), std::string::npos)
       << message;
+  server.kill();
+}
+
+// The store stops answering (rank 0, which serves it, is stopped) during a phase whose
+// creation checks a failure key: the wait ends by the creation's store deadline as init's
+// own timeout, saying the store did not answer and who serves it, not with a bare "store
+// CHECK not made" from whichever look the deadline refused.
+TEST(InitWait, AStoreThatStopsAnsweringEndsTheWaitAsItsTimeoutNamingTheStore) {
+  testing::ForkedStoreServer server;
+  std::shared_ptr<TCPStore> store = server.client(milliseconds(60000));
+  store->set("x", "1");
+  server.stop();
+  InitWait w = InitWait::starting_now(milliseconds(2000), milliseconds(60000), "rank 0/2 group 'g'");
+  w.failure_store = store.get();
+  w.failure_key = "pg/g/0/creation_failed";
+  w.store_host = "rank 0";
+  const auto start = Clock::now();
+  std::string message = "nothing was thrown";
+  try {
+    wait_for_keys(*store, {"a0", "a1"}, {0, 1}, w, "to arrive", "the test's hint");
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  // The deadline and the creation's store slack (2 s), with room for a loaded machine.
+  EXPECT_LT(seconds_since(start), 7.0) << message;
+  EXPECT_EQ(message.find("rank 0/2 group 'g': init timed out after "), 0u) << message;
+  EXPECT_NE(message.find("to arrive: the store did not answer in time ("), std::string::npos) << message;
+  EXPECT_NE(message.find("; rank 0 serves it: is that process stopped?"), std::string::npos) << message;
   server.kill();
 }
 

@@ -8,12 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <chrono>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "api/errors.h"
 #include "api/store/internal/call_deadline.h"
@@ -401,18 +404,100 @@ TEST(TCPStoreTest, ACallDeadlineBoundsEveryCallOfItsThread) {
 
 // A wait bounded by a scope tells the server the shorter timeout: the server ends it then
 // (told 30 s, it would answer only after the client had given up, 2 s after the scope).
+// The local ports of this process's TCP connections to `port` on 127.0.0.1: a connection
+// that was closed and opened again shows as a new port.
+std::vector<int> local_ports_of_connections_to(int port) {
+  std::vector<int> ports;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in peer{}, self{};
+    socklen_t n = sizeof peer, m = sizeof self;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &n) != 0 || peer.sin_family != AF_INET) continue;
+    if (ntohs(peer.sin_port) != port) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &m) != 0) continue;
+    ports.push_back(ntohs(self.sin_port));
+  }
+  return ports;
+}
+
+// A wait() for key "missing" in a scope named "the test's scope" ended by that scope.
+void expect_a_wait_for_missing_cut_short_by_the_test(const std::string& error, std::chrono::milliseconds took,
+                                                     std::chrono::milliseconds within) {
+  EXPECT_NE(error.find("'missing'"), std::string::npos) << error;
+  EXPECT_NE(error.find("what was left before the deadline of the test's scope"), std::string::npos) << error;
+  EXPECT_LT(took, within) << error;
+}
+
+// s (which set "k" to "v") still answers over the connection it had (local port `before`).
+void expect_the_same_connection_still_answers(TCPStore& s, int port, const std::vector<int>& before) {
+  EXPECT_EQ(s.get_string("k"), "v");
+  EXPECT_EQ(local_ports_of_connections_to(port), before) << "the wait cost a reconnect";
+}
+
 TEST(TCPStoreTest, AWaitBoundedByACallDeadlineEndsThenAndKeepsItsConnection) {
   testing::ForkedStoreServer server;
   TCPStore s(client_of(server.port(), 60s));
   s.set("k", "v");
+  const std::vector<int> before = local_ports_of_connections_to(server.port());
+  ASSERT_EQ(before.size(), 1u);
   {
     internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 400ms, "the test's scope");
-    const auto [wait_error, wait_took] = error_of<Timeout>([&] { s.wait({"missing"}, 30s); });
-    EXPECT_NE(wait_error.find("'missing'"), std::string::npos) << wait_error;
-    EXPECT_NE(wait_error.find("what was left before the deadline of the test's scope"), std::string::npos)
-        << wait_error;
-    EXPECT_LT(wait_took, 2s) << wait_error;
+    const auto [wait_error, wait_took] = error_of<internal::StoreCallCutShort>([&] { s.wait({"missing"}, 30s); });
+    expect_a_wait_for_missing_cut_short_by_the_test(wait_error, wait_took, 2s);
   }
+  expect_the_same_connection_still_answers(s, server.port(), before);
+}
+
+// A wait that queued behind another thread's request still ends by its call deadline: the
+// server is told what is left after the queue, not what was left before it (which had the
+// live server blamed for not answering, and the connection closed, 2 s past the deadline).
+TEST(TCPStoreTest, AWaitThatQueuedBehindAnotherRequestStillEndsByItsCallDeadline) {
+  testing::ForkedStoreServer server;
+  TCPStore s(client_of(server.port(), 60s));
+  s.set("k", "v");
+  const std::vector<int> before = local_ports_of_connections_to(server.port());
+  std::thread other([&] { EXPECT_THROW(s.wait({"never"}, 2500ms), Timeout); });
+  std::this_thread::sleep_for(200ms);  // the other wait holds the connection now
+  std::string wait_error;
+  std::chrono::milliseconds wait_took{};
+  {
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 3500ms, "the test's scope");
+    // Any Timeout: a test thread must not leave with `other` still running.
+    std::tie(wait_error, wait_took) = error_of<Timeout>([&] { s.wait({"missing"}, 30s); });
+  }
+  other.join();
+  expect_a_wait_for_missing_cut_short_by_the_test(wait_error, wait_took, 3500ms + 300ms);
+  expect_the_same_connection_still_answers(s, server.port(), before);
+}
+
+// A reconnect the call deadline cuts short is the caller's Timeout: the store is not taken
+// as gone, and the next call, outside the scope, works.
+TEST(TCPStoreTest, AReconnectTheCallDeadlineCutsShortDoesNotMarkTheStoreGone) {
+  testing::ForkedStoreServer server;
+  TCPStore s(client_of(server.port(), 60s));
+  s.set("k", "v");
+  server.stop();
+  {
+    // The GET is cut short (its connection is closed: a late answer would be out of step).
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 300ms, "the test's scope");
+    EXPECT_THROW(s.get("k"), internal::StoreCallCutShort);
+  }
+  {
+    // The reconnect meets a server that accepts (the kernel does) and never says hello.
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 300ms, "the test's scope");
+    bool cut_short = false;
+    const auto [error, took] = error_of<Timeout>([&] {
+      try {
+        s.get("k");
+      } catch (const internal::StoreCallCutShort&) {
+        cut_short = true;
+        throw;
+      }
+    });
+    EXPECT_TRUE(cut_short) << error;
+    EXPECT_NE(error.find("what was left before the deadline of the test's scope"), std::string::npos) << error;
+    EXPECT_LT(took, 1500ms) << error;
+  }
+  server.cont();
   EXPECT_EQ(s.get_string("k"), "v");
 }
 
