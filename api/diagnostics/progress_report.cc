@@ -279,10 +279,14 @@ std::optional<Departure> departed_before(const OpFingerprint& op, const std::vec
     // A report without a last collective is of a rank that issued none: the watch keeps the
     // last one apart from its ring of recent ops, so p2p ops after it cannot hide it.
     if (report->last_collective && report->last_collective->seq >= op.seq) continue;  // it took part
-    const std::string when =
-        report->last_collective ? "after " + report->last_collective->describe() : "before any collective";
-    return Departure{static_cast<int>(r), "rank " + std::to_string(r) + " left the group (closed it on its side) " +
-                                              when + ", without issuing #" + std::to_string(op.seq)};
+    // Sequence numbers are the group's, shared by its backends, and a backend without a
+    // watch (nccl) reports nothing here: "none" is of this backend only.
+    const std::string left = "rank " + std::to_string(r) + " left the group (closed it on its side) ";
+    const std::string seq = "#" + std::to_string(op.seq);
+    return Departure{static_cast<int>(r),
+                     report->last_collective
+                         ? left + "after " + report->last_collective->describe() + ", without issuing " + seq
+                         : left + "without issuing " + seq + " (it issued no collective on this backend)"};
   }
   return std::nullopt;
 }

@@ -97,6 +97,8 @@ int64_t MemberLists::meet(Store& store, const std::string& base, int rank, const
     if (missing.empty()) return;
     try {
       raise_if_parent_failed_([&] { return missing; });
+    } catch (const internal::StoreCallCutShort&) {
+      throw;  // the store did not answer: wait_until says so (with_context would lose the type)
     } catch (const Error&) {
       std::rethrow_exception(with_context(std::current_exception(), call_));
     }

@@ -93,14 +93,19 @@ class FileStore::FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  [[noreturn]] static void throw_held_too_long(const std::string& path, internal::Clock::time_point since) {
+  // by_this_process: the wait was for another thread of this process (the store's mutex),
+  // itself waiting for the file's lock, not for the file's lock.
+  [[noreturn]] static void throw_held_too_long(const std::string& path, internal::Clock::time_point since,
+                                               bool by_this_process = false) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(internal::Clock::now() - since);
     const std::string scope = internal::StoreCallDeadline::scope_name();
     const std::string message =
         "FileStore: " + path + " stayed locked for " + internal::format_duration(waited) +
         ", as long as this call could wait" + (scope.empty() ? "" : " (" + scope + ")") +
-        ": a process of the job holds its lock and does not let go (stopped, frozen, or its host lost while it "
-        "held an NFS lock?)";
+        (by_this_process ? ": another thread of this process held the store all that time, waiting for the file's "
+                           "lock, which a process of the job holds and does not let go"
+                         : ": a process of the job holds its lock and does not let go") +
+        " (stopped, frozen, or its host lost while it held an NFS lock?)";
     // The thread's call deadline ended the wait: its setter tells that apart (call_deadline.h).
     if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(message);
     throw Timeout(message);
@@ -116,7 +121,7 @@ auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point dead
   // Another thread of this process holds mu_ only while it waits for the file's lock,
   // which is bounded too; this call's own deadline covers both waits.
   std::unique_lock<std::timed_mutex> guard(mu_, deadline);
-  if (!guard.owns_lock()) FileLock::throw_held_too_long(path_, since);
+  if (!guard.owns_lock()) FileLock::throw_held_too_long(path_, since, true);
   FileLock lock(fd_, exclusive, path_, since, deadline);
   replay_locked(exclusive);
   return fn();

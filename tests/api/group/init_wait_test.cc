@@ -14,6 +14,8 @@
 #include "api/store/hash_store.h"
 #include "api/group/group_creation.h"
 #include "api/group/init_wait.h"
+#include "api/group/member_lists.h"
+#include "api/store/internal/call_deadline.h"
 #include "api/store/tcp_store.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/forked_store_server.h"
@@ -400,6 +402,28 @@ TEST(InitWait, AStoreThatStopsAnsweringEndsTheWaitAsItsTimeoutNamingTheStore) {
   EXPECT_NE(message.find("to arrive: the store did not answer in time ("), std::string::npos) << message;
   EXPECT_NE(message.find("; rank 0 serves it: is that process stopped?"), std::string::npos) << message;
   server.kill();
+}
+
+// new_group's meeting looks at its parent's failure board while members are missing; a look
+// the creation's store deadline cut short is said as init's timeout there too (the context
+// new_group adds to a parent's failure must not turn it into a bare "store CHECK not made").
+TEST(InitWait, ANewGroupsLookAtItsParentThatTheStoreCutShortIsInitsTimeout) {
+  HashStore store;
+  const MemberLists lists("new_group([0, 1])", "pg/sub/lists/", {0, 1}, 0, "gloo",
+                          [](const std::function<std::vector<int>()>&) {
+                            throw internal::StoreCallCutShort(
+                                "store CHECK not made: the deadline of the creation of rank 0/2 group 'sub' has passed");
+                          });
+  InitWait w = InitWait::starting_now(milliseconds(20000), milliseconds(60000), "rank 0/2 group 'sub'");
+  w.store_host = "rank 0";
+  std::string message = "nothing was thrown";
+  try {
+    lists.meet(store, "pg/sub", 0, w, "the test's store");
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message.find("rank 0/2 group 'sub': init timed out after "), 0u) << message;
+  EXPECT_NE(message.find("the store did not answer in time (store CHECK not made"), std::string::npos) << message;
 }
 
 // A phase already done is still seen at the deadline: the arrival mark of a rank that comes

@@ -560,13 +560,19 @@ TEST(FileStoreTest, ALockHeldByAStoppedProcessCostsATimeoutNotAWaitForGood) {
   std::this_thread::sleep_for(500ms);
   const auto [second_error, second_took] = error_of<Timeout>([&] { s.wait({"k3"}, 300ms); });
   EXPECT_LT(second_took, 3s) << second_error;
+  EXPECT_NE(second_error.find("another thread of this process held the store all that time"), std::string::npos)
+      << second_error;
   first.join();
   {
-    // A thread's call deadline (call_deadline.h) bounds the wait for the lock too.
+    // A thread's call deadline (call_deadline.h) bounds the wait for the lock too, and says
+    // so in the Timeout its setter tells apart; a call made after it is not made at all.
     s.set_timeout(60s);
     internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 300ms, "the test's scope");
-    const auto [scoped_error, scoped_took] = error_of<Timeout>([&] { s.set("k3", "v"); });
+    const auto [scoped_error, scoped_took] = error_of<internal::StoreCallCutShort>([&] { s.set("k3", "v"); });
     EXPECT_LT(scoped_took, 2s) << scoped_error;
+    EXPECT_NE(scoped_error.find("(the deadline of the test's scope)"), std::string::npos) << scoped_error;
+    const std::string late_error = error_of<internal::StoreCallCutShort>([&] { s.add("n", 1); }).first;
+    EXPECT_EQ(late_error, "store ADD not made: the deadline of the test's scope has passed");
   }
   // Once the holder is gone, the store works again.
   holder.release();
