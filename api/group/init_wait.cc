@@ -140,6 +140,11 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
   // stopped process) would hold for the store's timeout.
   internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
   Clock::time_point next_report = Clock::now() + w.report_every;
+  // The wait's own Timeout; ask: whether whom it waits for may still be asked of the store.
+  auto timed_out = [&](bool ask) {
+    return Timeout(w.where + ": init timed out after " + w.waited_text() + " (the group's timeout is " +
+                   seconds_text(w.timeout) + ") waiting for " + who(ask) + " " + what + (hint.empty() ? "" : "; " + hint));
+  };
   for (;;) {
     const Clock::time_point now = Clock::now();
     Clock::time_point until = std::min(w.deadline, next_report);
@@ -156,8 +161,10 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
       throw InvalidArgument(w.where + ": init stopped waiting for " + who(false) + " " + what + ": " + e.what());
     } catch (const internal::StoreCallCutShort& e) {
       // A look at the store (a failure key, a phase's own check) that did not finish by the
-      // creation's store deadline: the store, not a rank, is what did not answer.
-      w.raise_store_did_not_answer(who(false) + " " + what, e);
+      // creation's store deadline: the store, not a rank, is what did not answer; or one not
+      // made since the deadline had passed: the wait's own timeout, as below.
+      if (e.where() != internal::StoreCallCutShort::kNotMade) w.raise_store_did_not_answer(who(false) + " " + what, e);
+      throw timed_out(false);
     } catch (const StoreError& e) {
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
@@ -166,11 +173,7 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
           w.store_host));
     }
     const Clock::time_point after = Clock::now();
-    if (after >= w.deadline) {
-      throw Timeout(w.where + ": init timed out after " + w.waited_text() + " (the group's timeout is " +
-                    seconds_text(w.timeout) + ") waiting for " + who(true) + " " + what +
-                    (hint.empty() ? "" : "; " + hint));
-    }
+    if (after >= w.deadline) throw timed_out(true);
     if (after >= next_report) {
       log_line("distcomm: " + w.where + ": init has waited " + w.waited_text() + " for " + who(true) + " " + what +
                " (it gives up in " + seconds_text(w.left()) + ")");
@@ -214,8 +217,19 @@ void InitWait::raise_if_creation_failed(const std::function<std::string()>& wait
 }
 
 void InitWait::raise_store_did_not_answer(const std::string& waiting_for, const std::exception& cut) const {
-  throw Timeout(where + ": init timed out after " + waited_text() + " (the group's timeout is " + seconds_text(timeout) +
-                ") waiting for " + waiting_for + ": the store did not answer in time (" + cut.what() + ")" +
+  const std::string timed_out = where + ": init timed out after " + waited_text() + " (the group's timeout is " +
+                                seconds_text(timeout) + ") waiting for " + waiting_for;
+  const auto* cut_short = dynamic_cast<const internal::StoreCallCutShort*>(&cut);
+  if (cut_short && cut_short->where() == internal::StoreCallCutShort::kBehindAnotherRequest) {
+    // The server may be fine: another thread of this process held the connection.
+    throw Timeout(timed_out + ": this process's connection to the store stayed busy with another thread's request (" +
+                  cut.what() + ")");
+  }
+  if (cut_short && cut_short->where() == internal::StoreCallCutShort::kNotMade) {
+    // The time went before this call, waiting for what the caller names.
+    throw Timeout(timed_out + " (" + cut.what() + ")");
+  }
+  throw Timeout(timed_out + ": the store did not answer in time (" + cut.what() + ")" +
                 (store_host.empty() ? "" : "; " + store_host + " serves it: is that process stopped?"));
 }
 
@@ -282,6 +296,10 @@ void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std
           // With a check, look often: what has come may end the wait long before the rest;
           // and in slices, with the connection free between them (kWaitSlice).
           store.wait(keys, check ? std::min(slice, kWaitSlice) : slice);
+        } catch (const internal::StoreCallCutShort& e) {
+          // The store did not answer by the creation's store deadline: wait_until says so.
+          if (e.where() != internal::StoreCallCutShort::kNotMade) throw;
+          done = false;
         } catch (const Timeout&) {
           done = false;
         }

@@ -107,7 +107,10 @@ class FileStore::FileLock {
                          : ": a process of the job holds its lock and does not let go") +
         " (stopped, frozen, or its host lost while it held an NFS lock?)";
     // The thread's call deadline ended the wait: its setter tells that apart (call_deadline.h).
-    if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(message);
+    if (internal::StoreCallDeadline::has_passed()) {
+      throw internal::StoreCallCutShort(message, by_this_process ? internal::StoreCallCutShort::kBehindAnotherRequest
+                                                                 : internal::StoreCallCutShort::kInTheCall);
+    }
     throw Timeout(message);
   }
 

@@ -40,9 +40,12 @@ constexpr std::chrono::milliseconds kMissingKeysTimeout{1000};
 // How much longer than a wait's own timeout this side waits for the server to end it.
 constexpr std::chrono::milliseconds kWaitReplyGrace{10000};
 // ... and for a wait cut short by the thread's call deadline (call_deadline.h), at most this
-// much of what is left of it (half when less is left): the server ends the wait that much
-// earlier, so that its answer too comes by the deadline.
+// much of what is left of it (a quarter when less is left): the server ends the wait that
+// much earlier, so that its answer too comes by the deadline.
 constexpr std::chrono::milliseconds kBoundedWaitReplyGrace{2000};
+// A call with less than this left of its call deadline is not made (a round trip on a busy
+// host takes longer; cut off, it would also cost the connection).
+constexpr std::chrono::milliseconds kLeastCallTime{5};
 // The least a call waits for another thread's request on the connection (unless its call
 // deadline is sooner): requests take milliseconds, and a 50 ms wait slice behind one must not
 // fail for it.
@@ -191,11 +194,13 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!reply[i + 1]) missing.push_back(keys[i]);
   }
-  // Empty when the keys arrived just after the deadline: name them all.
+  // Empty when the keys arrived just after the deadline: name them all. The server answered:
+  // a plain Timeout even where the call deadline shortened the wait (a StoreCallCutShort
+  // says the store did not answer), naming how long it waited and the scope.
   const Timeout timeout_error = internal::wait_timeout("TCPStore " + internal::host_port(options_.host, options_.port),
                                                        missing.empty() ? keys : missing, asked);
   if (asked >= t) throw timeout_error;
-  throw internal::StoreCallCutShort(timeout_error.what() + scope_suffix(true));
+  throw Timeout(timeout_error.what() + scope_suffix(true));
 }
 
 bool TCPStore::delete_key(const std::string& key) {
@@ -209,9 +214,10 @@ int64_t TCPStore::num_keys() {
 Store::Bytes TCPStore::call(const Request& asked) {
   Request r = asked;
   const char* name = internal::command_name(r.command);
-  const auto entry = internal::Clock::now();
   // This thread's call deadline (call_deadline.h), when it has one; throws once it passed.
+  // Asked before `entry`, so that entry + what was left is never before the deadline.
   const std::optional<std::chrono::milliseconds> scope_left = internal::StoreCallDeadline::time_left(name);
+  const auto entry = internal::Clock::now();
   // One request at a time on the connection. A thread behind a request the server does not
   // answer (its process stopped) waits by its own bound, not by that request's; never less
   // than kMinQueueWait, so that a short wait behind an ordinary request does not fail.
@@ -222,7 +228,9 @@ Store::Bytes TCPStore::call(const Request& asked) {
     const std::string busy = "TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
                              " stayed busy with another thread's request for the " + internal::format_duration(queue) +
                              " this " + name + " could wait (that request has had no answer yet)";
-    if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(busy + scope_suffix(true));
+    if (internal::StoreCallDeadline::has_passed()) {
+      throw internal::StoreCallCutShort(busy + scope_suffix(true), internal::StoreCallCutShort::kBehindAnotherRequest);
+    }
     throw Timeout(busy);
   }
   if (!gone_.empty()) throw StoreError(gone_);
@@ -248,10 +256,17 @@ Store::Bytes TCPStore::call(const Request& asked) {
   // deadline for all three. A wait's server is told to end it early enough that its answer
   // comes back by the deadline too (a stopped server costs the caller no more than that).
   Bytes server_wait;
-  if (const auto left = internal::StoreCallDeadline::time_left(name); left && *left < r.timeout) {
+  if (const auto left = internal::StoreCallDeadline::time_left(name); left && *left <= r.timeout) {
+    if (*left < kLeastCallTime) {
+      // Less than a round trip: a request would only be cut off, and its connection with it.
+      throw internal::StoreCallCutShort(std::string("store ") + name + " not made: less than " +
+                                        internal::format_duration(kLeastCallTime) + " was left before " +
+                                        internal::StoreCallDeadline::scope_name(),
+                                        internal::StoreCallCutShort::kNotMade);
+    }
     if (r.command == Command::kWaitFor && r.server_wait) {
       const std::chrono::milliseconds told =
-          std::min(*r.server_wait, *left - std::min(kBoundedWaitReplyGrace, *left / 2));
+          std::min(*r.server_wait, *left - std::min(kBoundedWaitReplyGrace, *left / 4));
       if (told < *r.server_wait) {
         *r.server_wait = told;
         server_wait = internal::encode_i64(told.count());

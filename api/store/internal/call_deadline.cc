@@ -40,7 +40,8 @@ std::optional<std::chrono::milliseconds> StoreCallDeadline::time_left(const char
   // Rounded up: a wait given this ends at the deadline, not just before it (has_passed).
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(scope->deadline_ - std::chrono::steady_clock::now());
   if (left <= std::chrono::milliseconds::zero()) {
-    throw StoreCallCutShort(std::string("store ") + call + " not made: the deadline of " + scope->what_ + " has passed");
+    throw StoreCallCutShort(std::string("store ") + call + " not made: the deadline of " + scope->what_ + " has passed",
+                            StoreCallCutShort::kNotMade);
   }
   return left;
 }

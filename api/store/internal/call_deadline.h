@@ -31,8 +31,19 @@ namespace internal {
 // for, instead of letting a bare "store CHECK not made" reach the user.
 class StoreCallCutShort : public Timeout {
  public:
-  using Timeout::Timeout;
+  // What the call was doing when its deadline came: kInTheCall, waiting for the store (its
+  // server did not answer in time, or the file's lock did not come); kBehindAnotherRequest,
+  // waiting for another thread of this process to be done with the store (its request
+  // still unanswered: the server may be fine, that request a long wait); kNotMade, nothing:
+  // the deadline had passed (or all but passed) before the call (what used up the time
+  // came before it).
+  enum Where { kInTheCall, kBehindAnotherRequest, kNotMade };
+  explicit StoreCallCutShort(const std::string& what, Where where = kInTheCall) : Timeout(what), where_(where) {}
   ~StoreCallCutShort() override;
+  Where where() const { return where_; }
+
+ private:
+  Where where_;
 };
 
 class StoreCallDeadline {

@@ -404,6 +404,32 @@ TEST(InitWait, AStoreThatStopsAnsweringEndsTheWaitAsItsTimeoutNamingTheStore) {
   server.kill();
 }
 
+// Another thread of this process holds the store's one connection with a long wait of its
+// own (the program's store.wait) while a creation waits: the creation's timeout says so,
+// not that the store's server may be stopped (it is fine).
+TEST(InitWait, AConnectionBusyWithAnotherThreadsWaitIsNotBlamedOnTheServer) {
+  testing::ForkedStoreServer server;
+  std::shared_ptr<TCPStore> store = server.client(milliseconds(60000));
+  std::thread other([&] { EXPECT_THROW(store->wait({"never"}, milliseconds(6000)), Timeout); });
+  std::this_thread::sleep_for(milliseconds(300));  // the other wait holds the connection now
+  InitWait w = InitWait::starting_now(milliseconds(1000), milliseconds(60000), "rank 0/2 group 'g'");
+  w.failure_store = store.get();
+  w.failure_key = "pg/g/0/creation_failed";
+  w.store_host = "rank 0";
+  std::string message = "nothing was thrown";
+  try {
+    wait_for_keys(*store, {"a0", "a1"}, {0, 1}, w, "to arrive", "the test's hint");
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  other.join();
+  EXPECT_EQ(message.find("rank 0/2 group 'g': init timed out after "), 0u) << message;
+  EXPECT_NE(message.find("this process's connection to the store stayed busy with another thread's request"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("is that process stopped?"), std::string::npos) << message;
+}
+
 // new_group's meeting looks at its parent's failure board while members are missing; a look
 // the creation's store deadline cut short is said as init's timeout there too (the context
 // new_group adds to a parent's failure must not turn it into a bare "store CHECK not made").
