@@ -512,6 +512,11 @@ std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds an
       [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, answer_wait);
 }
 
+void GroupFailure::board_answered_again() const {
+  // A load first: the watch says so at every tick, the flag is seldom set.
+  if (board_gone_.load(std::memory_order_relaxed)) board_gone_.store(false);
+}
+
 std::optional<FailureRecord> GroupFailure::published(std::chrono::milliseconds answer_wait) const {
   const std::optional<std::string> found = read_board(answer_wait);
   if (!found || found->empty()) return std::nullopt;

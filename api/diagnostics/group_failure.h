@@ -204,6 +204,11 @@ class GroupFailure {
   // recorded; the stall watch's log lines too (the core's own: not an entry point for
   // plugins, hence private).
   std::string world_ranks_note_for(const std::string& words, const std::string& where) const;
+  // The board's store answered a call made by someone else (the stall watch's look at the
+  // same store): a read that once got no answer in time (board_gone_) no longer stops the
+  // next ones. A server stopped for a while (a debugger on rank 0) would otherwise leave the
+  // group deaf to its peers' published failures for the rest of the job. (The core's own.)
+  void board_answered_again() const;
   friend class StallWatch;
   // error, saying which world rank `culprit` is (a lost peer) when that differs and the
   // message does not say it already; for other failures, world_ranks_note_for its words.

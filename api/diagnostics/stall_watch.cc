@@ -200,6 +200,13 @@ struct StallWatch::Shared {
     }
   }
 
+  // The board answered this tick's look: the group's failure reads it again, if one of its
+  // reads had once been left unanswered (GroupFailure::board_answered_again).
+  void board_answered() {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (failure) failure->board_answered_again();
+  }
+
   // Another rank published the group's failure while this rank's group is still usable:
   // the group is gone (that rank cut its connections), so it fails here too, as the cut-off
   // oldest unfinished op, or outside an op when none is in flight.
@@ -552,6 +559,7 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     std::string board_error;
     try {
       const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
+      shared->board_answered();
       // Once a rank has left, a collective this rank waits in may be one that rank never
       // issued: with no connection to see close (mpi), it would wait out its timeout.
       const bool someone_left = request >= kLeaveIncrement;

@@ -35,6 +35,15 @@ WorkPtr op(uint64_t seq) {
   return std::make_shared<Work>(OpType::kAllReduce, seq, "rank 0/1 group 'world' all_reduce #" + std::to_string(seq));
 }
 
+// Whether `f` has failed by `limit` (a departure is seen within a few 100 ms ticks).
+bool failed_within(const GroupFailure& f, milliseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!f.failed() && std::chrono::steady_clock::now() - start < limit) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return f.failed();
+}
+
 // Rank 0's watch of a group of `size` over `board`.
 StallWatchOptions watch_options(StorePtr board, int size, milliseconds tick) {
   StallWatchOptions o;
@@ -216,6 +225,28 @@ TEST(StallWatchBoard, AStoppedBoardDoesNotDelayALateOpsTimeout) {
   server.kill();
 }
 
+// The board's server is stopped for a while (a debugger on rank 0): a read of the group's
+// failure that got no answer then must not leave the group deaf to its peers for good. Once
+// the watch's look is answered again, a failure another rank publishes later still reaches
+// this rank (which has no op in flight and no connection to see close).
+TEST(StallWatchBoard, AFailurePublishedAfterTheBoardCameBackIsStillFollowed) {
+  testing::ForkedStoreServer server;
+  StorePtr board = server.client(milliseconds(60000));
+  GroupFailure f0{0, board};
+  StallWatch watch(watch_options(board, 2, milliseconds(100)), f0);
+  server.stop();
+  // The watch's next look at the failure (3 s unanswered) leaves it marked unanswered.
+  std::this_thread::sleep_for(milliseconds(4500));
+  server.cont();
+  std::this_thread::sleep_for(milliseconds(1500));  // the watch's looks are answered again
+  ASSERT_FALSE(f0.failed());
+  GroupFailure f1{1, server.client(milliseconds(60000))};
+  f1.record(std::make_exception_ptr(PeerFailure("rank 1's test failure")), "the group (no op in flight)");
+  EXPECT_TRUE(failed_within(f0, milliseconds(15000))) << "rank 0 never read the board again";
+  watch.stop();
+  server.kill();
+}
+
 // The "has waited" line still comes, saying that nobody could be asked and, plainly, why.
 TEST(StallWatchBoard, AStoppedBoardStillSaysHasWaited) {
   ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "0.5", 1);  // read by the watch's constructor
@@ -260,15 +291,6 @@ struct TwoRanks {
     w1.stop();
   }
 };
-
-// Whether `f` has failed by `limit` (a departure is seen within a few 100 ms ticks).
-bool failed_within(const GroupFailure& f, milliseconds limit) {
-  const auto start = std::chrono::steady_clock::now();
-  while (!f.failed() && std::chrono::steady_clock::now() - start < limit) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return f.failed();
-}
 
 // More point-to-point ops than the ring holds, each finished.
 void run_many_sends(StallWatch& w) {
