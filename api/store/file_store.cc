@@ -353,9 +353,11 @@ void FileStore::poll_until(
     if (missing.empty()) return;
     const auto left = deadline - internal::Clock::now();
     if (left <= internal::Clock::duration::zero()) {
+      // The file was read (a store that answered, as TCPStore's "not yet"): a plain Timeout,
+      // naming the scope when its deadline is what ended the wait.
       const Timeout timed_out = internal::wait_timeout("FileStore " + path_, missing, timeout);
       if (!internal::StoreCallDeadline::has_passed()) throw timed_out;
-      throw internal::StoreCallCutShort(timed_out.what() + (" (" + internal::StoreCallDeadline::scope_name() + ")"));
+      throw Timeout(timed_out.what() + (" (" + internal::StoreCallDeadline::scope_name() + ")"));
     }
     std::this_thread::sleep_for(std::min<internal::Clock::duration>(pause, left));
     pause = std::min(pause * 2, kMaxPause);

@@ -581,6 +581,31 @@ TEST(FileStoreTest, ALockHeldByAStoppedProcessCostsATimeoutNotAWaitForGood) {
   std::remove(path.c_str());
 }
 
+// A wait its thread's call deadline ends while the file answers (the keys are not there)
+// is a plain Timeout naming the scope, as TCPStore's answered "not yet": a StoreCallCutShort
+// would tell a creation that the store did not answer.
+TEST(FileStoreTest, AWaitItsCallDeadlineEndsIsAPlainTimeoutNamingTheScope) {
+  const std::string path = temp_path("scoped_wait");
+  FileStore s(path);
+  bool cut_short = false;
+  std::string message;
+  {
+    internal::StoreCallDeadline bounded(std::chrono::steady_clock::now() + 300ms, "the test's scope");
+    message = error_of<Timeout>([&] {
+                try {
+                  s.wait({"never"}, 30s);
+                } catch (const internal::StoreCallCutShort&) {
+                  cut_short = true;
+                  throw;
+                }
+              }).first;
+  }
+  EXPECT_FALSE(cut_short) << message;
+  EXPECT_NE(message.find("'never'"), std::string::npos) << message;
+  EXPECT_NE(message.find("(the deadline of the test's scope)"), std::string::npos) << message;
+  std::remove(path.c_str());
+}
+
 TEST(FileStoreTest, AStoreBeingDestroyedDoesNotWaitForAStuckLockForLong) {
   const std::string path = temp_path("held_exit");
   auto s = std::make_unique<FileStore>(path, 2);
