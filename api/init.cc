@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "api/diagnostics/stall_watch.h"
 #include "api/group/environment.h"
 #include "api/errors.h"
 #include "api/store/file_store.h"
@@ -206,6 +207,10 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   const std::chrono::milliseconds report_every =
       o.init_report_interval > std::chrono::milliseconds::zero() ? o.init_report_interval
                                                                  : parse_init_report_seconds(environment.init_report_seconds);
+  // Read again by each group's stall watch as its backend starts, after that backend's
+  // rendezvous: checked here too, so that a bad value fails every rank alike before anything
+  // is sent, not one rank after its connections were made (its peers would see them close).
+  stall_report_interval(kDefaultStallReportInterval);
   InitWait wait = InitWait::starting_now(o.timeout, report_every,
                                          "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
   wait.started = started;

@@ -3,6 +3,7 @@
 #include <gloo/types.h>
 
 #include "api/errors.h"
+#include "api/group/init_wait.h"
 #include "api/plugin/plugin.h"
 #include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_slots.h"
@@ -64,6 +65,14 @@ GlooBackend::GlooBackend(BackendOptions options)
       connections->start([this](const std::vector<LostPeer>& lost) { peers_lost(lost); });
     }
   } catch (...) {
+    // Said before the connections close (the worker's stop and the members' destructors):
+    // a peer still completing its side of the rendezvous sees them close and must find this
+    // failure, the cause, not report a connection closed by this rank (gloo_rendezvous.cc).
+    if (Backend::options().store && size() > 1) {
+      InitWait::for_backend(Backend::options().config, Backend::options().timeout, "", Backend::options().global_ranks,
+                            Backend::options().store.get())
+          .say_creation_failed(rank(), std::current_exception());
+    }
     // No destructor runs for a half-made backend, and the worker holds itself until
     // stopped: stopped here, or its thread would keep the context and its sockets for ever.
     worker_->stop();

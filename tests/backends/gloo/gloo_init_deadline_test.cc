@@ -159,16 +159,54 @@ int threads_named(const std::string& name) {
   return n;
 }
 
-// A backend that fails after its worker started (here the stall watch refuses a bad
-// DISTCOMM_STALL_REPORT_SECONDS) leaves no worker thread behind: no destructor runs for a
-// half-made backend, and the worker holds itself until stopped (helper-60's review).
-TEST(GlooInitDeadline, ABackendThatFailsAfterItsWorkerStartedLeavesNoWorkerThread) {
+// A bad DISTCOMM_STALL_REPORT_SECONDS fails init on every rank alike, before anything is
+// sent: no rank gets as far as its backend (whose stall watch reads it again) and so none
+// sees a peer's connections close.
+TEST(GlooInitDeadline, ABadStallReportIntervalFailsInitOnEveryRankBeforeItConnects) {
   const std::string path = temp_store_path();
   testing::run_ranks(2, [&](int rank, int world) {
     ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "soon", 1);
-    EXPECT_THROW(init_process_group(options_for(rank, world, "file://" + path)), InvalidArgument);
-    std::this_thread::sleep_for(milliseconds(200));
-    EXPECT_EQ(threads_named("dc-gloo-worker"), 0) << "a failed backend's worker thread lives on";
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      init_process_group(options_for(rank, world, "file://" + path));
+      ADD_FAILURE() << "init succeeded with DISTCOMM_STALL_REPORT_SECONDS=soon";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("DISTCOMM_STALL_REPORT_SECONDS='soon'"), std::string::npos) << e.what();
+    }
+    // Before the store: a rank that waited for its peer at the store would take 3 s.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
+    EXPECT_EQ(threads_named("dc-gloo-worker"), 0) << "a backend was made";
+  });
+  ::unlink(path.c_str());
+}
+
+// A backend that fails after its worker started leaves no worker thread behind (no
+// destructor runs for a half-made backend, and the worker holds itself until stopped:
+// helper-60's review), and says its failure before its connections close: a peer still
+// completing its side of the rendezvous reports that failure, not "connection closed by
+// peer" (CI, stop 55: rank 0 did, one run in ten). The failure here: the variable changed
+// after init checked it, so each subgroup's stall watch refuses it after the rendezvous.
+TEST(GlooInitDeadline, ABackendThatFailsAfterItsWorkerStartedLeavesNoWorkerAndItsPeersNameTheCause) {
+  const std::string path = temp_store_path();
+  testing::run_ranks(2, [&](int rank, int world) {
+    ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
+    ProcessGroupPtr pg = init_process_group(options_for(rank, world, "file://" + path));
+    ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "soon", 1);
+    for (int round = 0; round < 5; ++round) {
+      try {
+        pg->new_group({0, 1});
+        ADD_FAILURE() << "new_group succeeded with DISTCOMM_STALL_REPORT_SECONDS=soon";
+      } catch (const InvalidArgument& e) {
+        // Its own watch's refusal.
+        EXPECT_NE(std::string(e.what()).find("DISTCOMM_STALL_REPORT_SECONDS='soon'"), std::string::npos) << e.what();
+      } catch (const Error& e) {
+        // The peer's, which failed first and closed its connections: named as the cause.
+        EXPECT_NE(std::string(e.what()).find("DISTCOMM_STALL_REPORT_SECONDS='soon'"), std::string::npos) << e.what();
+      }
+      std::this_thread::sleep_for(milliseconds(200));
+      EXPECT_EQ(threads_named("dc-gloo-worker"), 1) << "a failed backend's worker thread lives on (the world's is one)";
+    }
+    ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
   });
   ::unlink(path.c_str());
 }
