@@ -166,9 +166,12 @@ TEST(GlooInitDeadline, ABadStallReportIntervalFailsInitOnEveryRankBeforeItConnec
   const std::string path = temp_store_path();
   testing::run_ranks(2, [&](int rank, int world) {
     ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "soon", 1);
+    // The program's own store, kept after init fails: what init wrote there shows.
+    InitOptions o = options_for(rank, world, "");
+    o.store = std::make_shared<FileStore>(path);
     const auto start = std::chrono::steady_clock::now();
     try {
-      init_process_group(options_for(rank, world, "file://" + path));
+      init_process_group(o);
       ADD_FAILURE() << "init succeeded with DISTCOMM_STALL_REPORT_SECONDS=soon";
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("DISTCOMM_STALL_REPORT_SECONDS='soon'"), std::string::npos) << e.what();
@@ -176,6 +179,8 @@ TEST(GlooInitDeadline, ABadStallReportIntervalFailsInitOnEveryRankBeforeItConnec
     // Before the store: a rank that waited for its peer at the store would take 3 s.
     EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
     EXPECT_EQ(threads_named("dc-gloo-worker"), 0) << "a backend was made";
+    // Nothing was sent: no rank claimed its place at the store or started a rendezvous.
+    EXPECT_EQ(o.store->num_keys(), 0) << "rank " << rank << " reached the store before refusing the variable";
   });
   ::unlink(path.c_str());
 }
