@@ -20,28 +20,23 @@
 #include "api/errors.h"
 #include "api/store/internal/close_on_fork.h"
 #include "api/store/internal/key_value_map.h"
+#include "api/store/internal/name_lookup.h"
 
 namespace distcomm {
 namespace internal {
 
 namespace {
 
-using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-
-// Resolves host:port. Returns null and sets *error when it fails.
-AddrInfoPtr resolve(const std::string& host, int port, int flags, std::string* error) {
+// Resolves host:port by `deadline` (name_lookup.h). Returns null and sets *error when it
+// fails or runs out of time.
+AddrInfoPtr resolve(const std::string& host, int port, int flags, Clock::time_point deadline, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = flags | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (rc != 0) {
-    *error = rc == EAI_SYSTEM ? errno_message(errno) : gai_strerror(rc);
-    return AddrInfoPtr(nullptr, freeaddrinfo);
-  }
-  return AddrInfoPtr(res, freeaddrinfo);
+  NameLookup lookup = look_up(host, std::to_string(port), hints, deadline);
+  if (!lookup.found) *error = lookup.error;
+  return std::move(lookup.found);
 }
 
 // Milliseconds left until deadline, rounded up so that poll() does not wake early.
@@ -163,7 +158,10 @@ std::string host_port(const std::string& host, int port) {
 Socket listen_tcp(const std::string& host, int port) {
   const std::string where = "TCPStoreServer: cannot listen on " + host_port(host, port) + ": ";
   std::string error;
-  auto list = resolve(host, port, AI_PASSIVE, &error);
+  // A server has no deadline of its own to start by; its bind address is the wildcard or a
+  // numeric one in practice (DISTCOMM_STORE_BIND), which needs no DNS. A name's lookup is
+  // bounded all the same, by a minute, not left to the resolver's retries.
+  auto list = resolve(host, port, AI_PASSIVE, Clock::now() + std::chrono::minutes(1), &error);
   if (!list) throw StoreError(where + error);
   // For the wildcard, glibc lists 0.0.0.0 before ::. A dual-stack :: serves both
   // families, so try IPv6 first and keep 0.0.0.0 for machines without IPv6.
@@ -228,7 +226,7 @@ Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds 
   std::string error = errno_message(ETIMEDOUT);
   while (true) {
     // Resolve on every attempt: the server's name may appear in DNS after we start.
-    auto list = resolve(host, port, 0, &error);
+    auto list = resolve(host, port, 0, deadline, &error);
     for (const addrinfo* a = list.get(); a; a = a->ai_next) {
       Socket s = try_connect(*a, deadline, &error);
       if (s.valid()) return s;

@@ -1,0 +1,37 @@
+// getaddrinfo with a deadline.
+//
+// getaddrinfo has none of its own: a DNS server that does not answer holds it for
+// resolv.conf's timeout x attempts, per server, per search domain and per address family,
+// which is 20 s with glibc's defaults and minutes with a few search domains. A rank whose
+// MASTER_ADDR is a name (as torchrun's users write it) would wait that long past its init
+// deadline before it could say anything. So a name is looked up on a thread of its own,
+// which the caller leaves at its deadline; that thread ends when getaddrinfo returns, and
+// frees what it found. A numeric address needs no DNS and is looked up on the caller's
+// thread.
+#pragma once
+
+#include <netdb.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace distcomm {
+namespace internal {
+
+using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
+
+struct NameLookup {
+  AddrInfoPtr found{nullptr, freeaddrinfo};  // null when the lookup failed or ran out of time
+  std::string error;                          // why, when found is null
+  bool timed_out = false;                     // the deadline came before the answer
+};
+
+// getaddrinfo(host or null for an empty host, service, hints) by `deadline`. On a timeout,
+// error says how long the lookup waited and that it is the name's DNS server that did not
+// answer (/etc/resolv.conf).
+NameLookup look_up(const std::string& host, const std::string& service, const addrinfo& hints,
+                   std::chrono::steady_clock::time_point deadline);
+
+}  // namespace internal
+}  // namespace distcomm
