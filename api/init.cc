@@ -53,23 +53,32 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
 // but across machines node 0's launcher may start after this one).
 void wait_for_store_server(const std::string& host, int port, bool launcher_serves, const InitWait& wait) {
   const std::string where = internal::host_port(host, port);
+  std::string last_attempt;  // why the last probe failed: refused, unreachable, a name not answered
   const auto probe = [&](std::chrono::milliseconds slice) {
     try {
       internal::connect_tcp(host, port, slice, "TCPStore");  // closed at once: a probe
       return true;
-    } catch (const StoreError&) {
+    } catch (const StoreError& e) {
+      last_attempt = e.what();
       return false;
     }
   };
   const std::string not_there = where + " is not its address (MASTER_ADDR/MASTER_PORT), or a firewall drops the connection";
-  if (launcher_serves) {
-    wait.until_named("the launcher", "to serve the store at " + where, probe,
-                     "the launcher (" + std::string(local::kStoreServedByVariable) +
-                         "=launcher) serves it from before the ranks start: it has exited, or " + not_there);
-    return;
+  try {
+    if (launcher_serves) {
+      wait.until_named("the launcher", "to serve the store at " + where, probe,
+                       "the launcher (" + std::string(local::kStoreServedByVariable) +
+                           "=launcher) serves it from before the ranks start: it has exited, or " + not_there);
+      return;
+    }
+    wait.until("to start the store at " + where, probe, [] { return std::vector<int>{0}; },
+               "rank 0 has not called init_process_group yet, or " + not_there);
+  } catch (const Timeout& e) {
+    // What the last attempt met tells those causes apart: a refused connection (nobody
+    // listens yet), no route, or a name its DNS server never answered.
+    if (last_attempt.empty()) throw;
+    throw Timeout(std::string(e.what()) + "; the last attempt: " + last_attempt);
   }
-  wait.until("to start the store at " + where, probe, [] { return std::vector<int>{0}; },
-             "rank 0 has not called init_process_group yet, or " + not_there);
 }
 
 // Whether the launcher, not rank 0, serves the TCPStore of init_method m.

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -16,33 +17,38 @@ namespace internal {
 
 namespace {
 
-// One lookup, shared by the caller and the thread that runs it: whichever lets go last
-// frees it, so a caller that left at its deadline leaves nothing behind.
+// One lookup, shared by the callers waiting for it and the thread that runs it: whichever
+// lets go last frees it and what it found, so a caller that left at its deadline leaves
+// nothing behind.
 struct PendingLookup {
   std::string host;
   std::string service;
   addrinfo hints{};
+  std::chrono::steady_clock::time_point started;
   std::mutex mu;
   std::condition_variable answered;
   bool done = false;
-  bool abandoned = false;  // the caller left at its deadline: the thread frees `found`
   int rc = 0;
   int error_number = 0;
   addrinfo* found = nullptr;
+
+  PendingLookup() = default;
+  PendingLookup(const PendingLookup&) = delete;
+  PendingLookup& operator=(const PendingLookup&) = delete;
+  ~PendingLookup() {
+    if (found) ::freeaddrinfo(found);
+  }
 };
 
 void run(const std::shared_ptr<PendingLookup>& p) {
   addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(p->host.empty() ? nullptr : p->host.c_str(), p->service.c_str(), &p->hints, &found);
+  const int rc = ::getaddrinfo(p->host.c_str(), p->service.c_str(), &p->hints, &found);
   const int error_number = errno;
   std::lock_guard<std::mutex> lock(p->mu);
-  if (p->abandoned) {
-    if (found) ::freeaddrinfo(found);
-  } else {
-    p->rc = rc;
-    p->error_number = error_number;
-    p->found = found;
-  }
+  p->rc = rc;
+  p->error_number = error_number;
+  p->found = rc == 0 ? found : nullptr;
+  if (rc != 0 && found) ::freeaddrinfo(found);
   p->done = true;
   p->answered.notify_all();
 }
@@ -51,21 +57,64 @@ std::string lookup_error(int rc, int error_number) {
   return rc == EAI_SYSTEM ? errno_message(error_number) : ::gai_strerror(rc);
 }
 
-NameLookup answered(int rc, int error_number, addrinfo* found) {
+NameLookup on_this_thread(const std::string& host, const std::string& service, const addrinfo& hints) {
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+  const int error_number = errno;
   NameLookup result;
   if (rc != 0) {
     if (found) ::freeaddrinfo(found);
     result.error = lookup_error(rc, error_number);
   } else {
-    result.found.reset(found);
+    result.found = std::shared_ptr<const addrinfo>(found, ::freeaddrinfo);
   }
   return result;
 }
 
-NameLookup on_this_thread(const std::string& host, const std::string& service, const addrinfo& hints) {
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
-  return answered(rc, errno, found);
+// The lookups still running, by name: a caller that retries by slices (init's probe of the
+// store's server, every 0.5 s) joins the one under way instead of starting another thread,
+// so a DNS server that does not answer costs one thread per name, not one per retry.
+std::mutex g_running_mu;
+std::map<std::string, std::weak_ptr<PendingLookup>> g_running;
+
+std::string running_key(const std::string& host, const std::string& service, const addrinfo& hints) {
+  return host + '\n' + service + '\n' + std::to_string(hints.ai_family) + ' ' + std::to_string(hints.ai_socktype) +
+         ' ' + std::to_string(hints.ai_protocol) + ' ' + std::to_string(hints.ai_flags);
+}
+
+// The lookup of key under way, or a new one started (an answered one is not reused: a name
+// may appear in DNS after a failed lookup). Null when no thread could be made.
+std::shared_ptr<PendingLookup> join_or_start(const std::string& key, const std::string& host, const std::string& service,
+                                             const addrinfo& hints) {
+  std::lock_guard<std::mutex> lock(g_running_mu);
+  for (auto it = g_running.begin(); it != g_running.end();) {  // forget the ended ones
+    it = it->second.expired() ? g_running.erase(it) : std::next(it);
+  }
+  if (auto running = g_running[key].lock()) {
+    std::lock_guard<std::mutex> answered(running->mu);
+    if (!running->done) return running;
+  }
+  auto pending = std::make_shared<PendingLookup>();
+  pending->host = host;
+  pending->service = service;
+  pending->hints = hints;
+  pending->started = std::chrono::steady_clock::now();
+  try {
+    std::thread([pending] {
+      pthread_setname_np(pthread_self(), "dc-name-lookup");
+      try {
+        run(pending);
+      } catch (...) {
+        // Only a mutex can throw here (a broken lock): the callers then wait out their
+        // deadlines and report the lookup as unanswered, which names the name.
+      }
+    }).detach();
+  } catch (const std::system_error&) {
+    g_running.erase(key);
+    return nullptr;
+  }
+  g_running[key] = pending;
+  return pending;
 }
 
 }  // namespace
@@ -76,39 +125,28 @@ NameLookup look_up(const std::string& host, const std::string& service, const ad
   if (host.empty() || is_numeric_address(host) || (hints.ai_flags & AI_NUMERICHOST)) {
     return on_this_thread(host, service, hints);
   }
-  auto pending = std::make_shared<PendingLookup>();
-  pending->host = host;
-  pending->service = service;
-  pending->hints = hints;
-  const auto started = std::chrono::steady_clock::now();
-  try {
-    std::thread([pending] {
-      pthread_setname_np(pthread_self(), "dc-name-lookup");
-      try {
-        run(pending);
-      } catch (...) {
-        // Only the mutex can throw here (a broken lock): the caller then waits out its
-        // deadline and reports the lookup as unanswered, which names the name.
-      }
-    }).detach();
-  } catch (const std::system_error&) {
-    // No thread to be had (the process is at its limit): look up unbounded, as before.
-    return on_this_thread(host, service, hints);
-  }
+  const std::string key = running_key(host, service, hints);
+  std::shared_ptr<PendingLookup> pending = join_or_start(key, host, service, hints);
+  // No thread to be had (the process is at its limit): look up unbounded, as before.
+  if (!pending) return on_this_thread(host, service, hints);
   std::unique_lock<std::mutex> lock(pending->mu);
   if (!pending->answered.wait_until(lock, deadline, [&] { return pending->done; })) {
-    pending->abandoned = true;
     NameLookup result;
     result.timed_out = true;
     result.error = "looking up the name '" + host + "' had no answer after " +
                    format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - started)) +
+                       std::chrono::steady_clock::now() - pending->started)) +
                    " (its DNS server, /etc/resolv.conf, does not answer; a numeric address needs no lookup)";
     return result;
   }
-  addrinfo* found = pending->found;
-  pending->found = nullptr;
-  return answered(pending->rc, pending->error_number, found);
+  NameLookup result;
+  if (pending->rc != 0) {
+    result.error = lookup_error(pending->rc, pending->error_number);
+  } else {
+    // Every caller that joined shares the one list, which lives as long as one holds it.
+    result.found = std::shared_ptr<const addrinfo>(pending, pending->found);
+  }
+  return result;
 }
 
 }  // namespace internal

@@ -6,8 +6,9 @@
 // MASTER_ADDR is a name (as torchrun's users write it) would wait that long past its init
 // deadline before it could say anything. So a name is looked up on a thread of its own,
 // which the caller leaves at its deadline; that thread ends when getaddrinfo returns, and
-// frees what it found. A numeric address needs no DNS and is looked up on the caller's
-// thread.
+// what it found is freed with the last holder. Callers that retry by slices join the lookup
+// of their name under way, so a silent DNS server costs one thread per name, not one per
+// retry. A numeric address needs no DNS and is looked up on the caller's thread.
 #pragma once
 
 #include <netdb.h>
@@ -19,10 +20,8 @@
 namespace distcomm {
 namespace internal {
 
-using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-
 struct NameLookup {
-  AddrInfoPtr found{nullptr, freeaddrinfo};  // null when the lookup failed or ran out of time
+  std::shared_ptr<const addrinfo> found;  // the list; null when the lookup failed or ran out of time
   std::string error;                          // why, when found is null
   bool timed_out = false;                     // the deadline came before the answer
 };

@@ -29,14 +29,15 @@ namespace {
 
 // Resolves host:port by `deadline` (name_lookup.h). Returns null and sets *error when it
 // fails or runs out of time.
-AddrInfoPtr resolve(const std::string& host, int port, int flags, Clock::time_point deadline, std::string* error) {
+std::shared_ptr<const addrinfo> resolve(const std::string& host, int port, int flags, Clock::time_point deadline,
+                                        std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = flags | AI_NUMERICSERV;
   NameLookup lookup = look_up(host, std::to_string(port), hints, deadline);
   if (!lookup.found) *error = lookup.error;
-  return std::move(lookup.found);
+  return lookup.found;
 }
 
 // Milliseconds left until deadline, rounded up so that poll() does not wake early.

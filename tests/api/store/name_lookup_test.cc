@@ -24,11 +24,13 @@
 #include <string>
 
 #include "api/errors.h"
+#include "api/init.h"
 #include "api/store/internal/name_lookup.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/require.h"
+#include "tests/testing/threads.h"
 
 namespace distcomm {
 namespace {
@@ -129,6 +131,30 @@ TEST_F(SilentDns, ALookupThatRanOutOfTimeLeavesTheCallerFreeAndANumericAddressNe
     NameLookup numeric = look_up("127.0.0.1", "80", hints, std::chrono::steady_clock::now());
     ASSERT_TRUE(numeric.found) << numeric.error;
     EXPECT_FALSE(numeric.timed_out);
+  });
+}
+
+// init's wait for the store's server probes it every report interval: the probes join the
+// one lookup under way (one thread, not one per probe), and init's Timeout says what the
+// last attempt met, not only the causes it cannot tell apart.
+TEST_F(SilentDns, InitWaitingForAStoreByANameThatHasNoAnswerSaysSoAtItsDeadline) {
+  testing::run_ranks(1, [&](int, int) {
+    enter_namespaces_with_a_silent_dns_server(dir_);
+    if (::testing::Test::HasFatalFailure()) return;
+    InitOptions o;
+    o.backend = "gloo";
+    o.rank = 1;
+    o.world_size = 2;
+    o.init_method = "tcp://store.distcomm-test:29500";
+    o.timeout = 3s;
+    o.init_report_interval = 500ms;
+    const auto [message, took] = error_of<Timeout>([&] { init_process_group(o); });
+    EXPECT_NE(message.find("to start the store at store.distcomm-test:29500"), std::string::npos) << message;
+    EXPECT_NE(message.find("the last attempt: TCPStore: cannot connect to store.distcomm-test:29500"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("looking up the name 'store.distcomm-test' had no answer"), std::string::npos) << message;
+    EXPECT_LT(took.count(), 5000) << "ms; " << message;
+    EXPECT_LE(testing::threads_named("dc-name-lookup"), 1) << "the probes did not join the lookup under way";
   });
 }
 

@@ -29,6 +29,7 @@
 #include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/test_files.h"
+#include "tests/testing/threads.h"
 
 namespace distcomm {
 namespace {
@@ -148,16 +149,7 @@ TEST(GlooInitDeadline, PeerThatPublishedAndNeverConnectsIsNamedAtTheTimeout) {
   ::unlink(path.c_str());
 }
 
-// The threads of this process named `name` (/proc/self/task/*/comm).
-int threads_named(const std::string& name) {
-  int n = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
-  }
-  return n;
-}
+using testing::threads_named;
 
 // A bad DISTCOMM_STALL_REPORT_SECONDS fails init on every rank alike, before anything is
 // sent: no rank gets as far as its backend (whose stall watch reads it again) and so none
