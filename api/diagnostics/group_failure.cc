@@ -444,6 +444,12 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
       if (std::exception_ptr better = explain(*op, error)) error = better;
       r.kind = kind_of(error);
     }
+  } else if (!explained && op != nullptr && board_gone_.load() && r.kind == FailureRecord::Kind::kTimeout) {
+    // Said, not left out: a bare Timeout sends its reader to the ranks, when the store's
+    // server (a rank 0 stopped in a debugger, a frozen node) is what keeps anyone from
+    // saying who is missing.
+    error = with_detail(error, "the others could not be asked: the store's server did not answer this rank's "
+                               "last look at the board in time (is the process that serves it stopped?)");
   }
   r.rank = rank_;
   r.culprit = culprit;

@@ -551,11 +551,20 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
       continue;
     }
 
-    // Answer the others' requests; when an op of this rank waits, ask and compare.
+    // Answer the others' requests; when an op of this rank waits, ask and compare. The look
+    // ends by the first op deadline too: this thread is what fails a late op, and a store
+    // that does not answer (its server stopped) must not hold it past that deadline (it
+    // did by up to 2.5 s where a group's levels share the connection, hier).
+    Clock::time_point look_until = Clock::now() + board_look_limit(o.tick);
+    for (const auto& e : shared->ring) {
+      if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
+        look_until = std::min(look_until, e.deadline + kDeadlineSlack);
+      }
+    }
     const int64_t answered = shared->answered;
     lock.unlock();
     shared->follow_a_failed_peer();
-    internal::StoreCallDeadline bounded(Clock::now() + board_look_limit(o.tick), "the stall watch's look at the board");
+    internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
     std::string board_error;
     try {
       const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);

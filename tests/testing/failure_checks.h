@@ -32,7 +32,7 @@ std::string expect_failure_within(const std::function<void()>& op, double min_s,
   } catch (const E& e) {
     message = e.what();
     // In the test's log: what a user would read.
-    std::fprintf(stderr, "[%s] %s\n", what, message.c_str());
+    std::fprintf(stderr, "[%s] (%.2f s) %s\n", what, seconds_since(start), message.c_str());
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
   }

@@ -52,6 +52,8 @@ const Entry kCannot[] = {
     {"in_process", "SlowRankIsNamedWhileTheOthersWait",
      "the in_process backend (the suite's check of itself) has no stall watch, and its ranks are threads of one "
      "process, whose stderr cannot be told apart"},
+    {"in_process", "StoreHostStoppedBeforeACollective",
+     "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone"},
     {"in_process", "RecvDtypeDiffers",
      "the in_process backend delivers a message into a recv of another dtype and the same bytes, as MPI does, "
      "so that tests/api:detail_native_batch_test can show DISTCOMM_DEBUG=DETAIL naming such a recv"},
