@@ -54,6 +54,9 @@ const Entry kCannot[] = {
      "process, whose stderr cannot be told apart"},
     {"in_process", "StoreHostStoppedBeforeACollective",
      "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone"},
+    {"in_process", "BackendFailsOnOneRankAfterItsRendezvous",
+     "the in_process backend (the suite's check of itself) has no stall watch to refuse a setting, and its ranks "
+     "are threads of one process, which share its environment"},
     {"in_process", "RecvDtypeDiffers",
      "the in_process backend delivers a message into a recv of another dtype and the same bytes, as MPI does, "
      "so that tests/api:detail_native_batch_test can show DISTCOMM_DEBUG=DETAIL naming such a recv"},
