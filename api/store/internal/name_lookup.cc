@@ -1,7 +1,9 @@
 #include "api/store/internal/name_lookup.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <map>
@@ -74,8 +76,27 @@ NameLookup on_this_thread(const std::string& host, const std::string& service, c
 // The lookups still running, by name: a caller that retries by slices (init's probe of the
 // store's server, every 0.5 s) joins the one under way instead of starting another thread,
 // so a DNS server that does not answer costs one thread per name, not one per retry.
-std::mutex g_running_mu;
-std::map<std::string, std::weak_ptr<PendingLookup>> g_running;
+// Per process: a child forked without exec (spawn's ranks, a data loader) has none of its
+// parent's lookup threads, and its copy of the parent's lock may be held by one of them, so
+// it starts a table of its own (the parent's copy is left behind, a few bytes).
+struct RunningLookups {
+  explicit RunningLookups(pid_t p) : pid(p) {}
+  const pid_t pid;
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<PendingLookup>> by_key;
+};
+std::atomic<RunningLookups*> g_running{nullptr};
+
+RunningLookups& running_lookups() {
+  const pid_t me = ::getpid();
+  RunningLookups* seen = g_running.load();
+  while (!seen || seen->pid != me) {
+    auto* mine = new RunningLookups(me);
+    if (g_running.compare_exchange_strong(seen, mine)) return *mine;
+    delete mine;  // another thread of this process made it first: `seen` is now that one
+  }
+  return *seen;
+}
 
 std::string running_key(const std::string& host, const std::string& service, const addrinfo& hints) {
   return host + '\n' + service + '\n' + std::to_string(hints.ai_family) + ' ' + std::to_string(hints.ai_socktype) +
@@ -86,11 +107,13 @@ std::string running_key(const std::string& host, const std::string& service, con
 // may appear in DNS after a failed lookup). Null when no thread could be made.
 std::shared_ptr<PendingLookup> join_or_start(const std::string& key, const std::string& host, const std::string& service,
                                              const addrinfo& hints) {
-  std::lock_guard<std::mutex> lock(g_running_mu);
-  for (auto it = g_running.begin(); it != g_running.end();) {  // forget the ended ones
-    it = it->second.expired() ? g_running.erase(it) : std::next(it);
+  RunningLookups& running_now = running_lookups();
+  std::lock_guard<std::mutex> lock(running_now.mu);
+  auto& by_key = running_now.by_key;
+  for (auto it = by_key.begin(); it != by_key.end();) {  // forget the ended ones
+    it = it->second.expired() ? by_key.erase(it) : std::next(it);
   }
-  if (auto running = g_running[key].lock()) {
+  if (auto running = by_key[key].lock()) {
     std::lock_guard<std::mutex> answered(running->mu);
     if (!running->done) return running;
   }
@@ -110,10 +133,10 @@ std::shared_ptr<PendingLookup> join_or_start(const std::string& key, const std::
       }
     }).detach();
   } catch (const std::system_error&) {
-    g_running.erase(key);
+    by_key.erase(key);
     return nullptr;
   }
-  g_running[key] = pending;
+  by_key[key] = pending;
   return pending;
 }
 

@@ -22,8 +22,8 @@ namespace internal {
 
 struct NameLookup {
   std::shared_ptr<const addrinfo> found;  // the list; null when the lookup failed or ran out of time
-  std::string error;                          // why, when found is null
-  bool timed_out = false;                     // the deadline came before the answer
+  std::string error;                      // why, when found is null
+  bool timed_out = false;                 // the deadline came before the answer
 };
 
 // getaddrinfo(host or null for an empty host, service, hints) by `deadline`. On a timeout,

@@ -20,8 +20,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/init.h"
@@ -62,9 +66,9 @@ int bound_socket(int type) {
   return fd;
 }
 
-// In this (forked) process: new namespaces whose DNS server, 127.0.0.1:53, never answers.
-// The sockets stay open for the process's life. Fails the test when a step fails.
-void enter_namespaces_with_a_silent_dns_server(const std::string& dir) {
+// In this (forked) process: new namespaces whose DNS server is 127.0.0.1:53, which nothing
+// serves yet. Fails the test when a step fails.
+void enter_namespaces(const std::string& dir) {
   ASSERT_EQ(::unshare(CLONE_NEWNS | CLONE_NEWNET), 0) << std::strerror(errno);
   // The bind mount below must not reach the machine's own mount namespace.
   ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
@@ -79,8 +83,55 @@ void enter_namespaces_with_a_silent_dns_server(const std::string& dir) {
   lo.ifr_flags |= IFF_UP;
   ASSERT_EQ(::ioctl(fd, SIOCSIFFLAGS, &lo), 0) << std::strerror(errno);
   ::close(fd);
+}
+
+// As enter_namespaces, with a DNS server that never answers: sockets that read nothing,
+// open for the process's life.
+void enter_namespaces_with_a_silent_dns_server(const std::string& dir) {
+  enter_namespaces(dir);
+  if (::testing::Test::HasFatalFailure()) return;
   ASSERT_GE(bound_socket(SOCK_DGRAM), 0) << std::strerror(errno);
   ASSERT_GE(bound_socket(SOCK_STREAM), 0) << std::strerror(errno);
+}
+
+// A DNS server on this namespace's 127.0.0.1:53 (enter_namespaces) that answers every query
+// after `delay`: 127.0.0.1 for an A query, no address for any other. Runs on a thread of its
+// own for the process's life.
+void serve_slow_dns(std::chrono::milliseconds delay) {
+  const int fd = bound_socket(SOCK_DGRAM);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::thread([fd, delay] {
+    unsigned char q[512];
+    for (;;) {
+      sockaddr_in from{};
+      socklen_t len = sizeof(from);
+      const ssize_t n = ::recvfrom(fd, q, sizeof(q), 0, reinterpret_cast<sockaddr*>(&from), &len);
+      if (n < 17) continue;
+      std::this_thread::sleep_for(delay);
+      // The question's name ends at its zero byte; its type follows.
+      size_t at = 12;
+      while (at < static_cast<size_t>(n) && q[at] != 0) at += q[at] + 1;
+      const size_t question_end = at + 5;  // the zero byte, type, class
+      if (question_end > static_cast<size_t>(n)) continue;
+      const bool a = q[at + 1] == 0 && q[at + 2] == 1;
+      std::vector<unsigned char> r(q, q + question_end);
+      r[2] = 0x81;  // a response, recursion desired
+      r[3] = 0x80;  // recursion available, no error
+      r[6] = 0;
+      r[7] = a ? 1 : 0;  // answers
+      r[8] = r[9] = r[10] = r[11] = 0;
+      if (a) {
+        const unsigned char answer[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1};
+        r.insert(r.end(), answer, answer + sizeof(answer));
+      }
+      // Three times: a forked child's resolver may share its parent's socket, and a copy
+      // the other process reads (and drops, its ID not being that one's) is lost to this one.
+      for (int copy = 0; copy < 3; ++copy) {
+        ::sendto(fd, r.data(), r.size(), 0, reinterpret_cast<sockaddr*>(&from), len);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }).detach();
 }
 
 class SilentDns : public ::testing::Test {
@@ -131,6 +182,36 @@ TEST_F(SilentDns, ALookupThatRanOutOfTimeLeavesTheCallerFreeAndANumericAddressNe
     NameLookup numeric = look_up("127.0.0.1", "80", hints, std::chrono::steady_clock::now());
     ASSERT_TRUE(numeric.found) << numeric.error;
     EXPECT_FALSE(numeric.timed_out);
+  });
+}
+
+// A child forked while its parent's lookup of a name is under way (spawn's ranks, a data
+// loader) has no thread of that lookup: it must look the name up itself, not join the
+// parent's and wait out its deadline for an answer that never comes there.
+TEST_F(SilentDns, AChildForkedDuringALookupLooksTheNameUpItself) {
+  testing::run_ranks(1, [&](int, int) {
+    enter_namespaces(dir_);
+    if (::testing::Test::HasFatalFailure()) return;
+    serve_slow_dns(1000ms);
+    if (::testing::Test::HasFatalFailure()) return;
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    // Left at 100 ms: the lookup goes on, on its thread, until the answer comes at 1 s.
+    NameLookup early = look_up("store.distcomm-test", "80", hints, std::chrono::steady_clock::now() + 100ms);
+    ASSERT_TRUE(early.timed_out) << early.error;
+    const pid_t child = ::fork();
+    if (child == 0) {
+      NameLookup own = look_up("store.distcomm-test", "80", hints, std::chrono::steady_clock::now() + 4s);
+      std::fprintf(stderr, "child: %s\n", own.found ? "found" : own.error.c_str());
+      ::_exit(own.found ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not find the name (its stderr says why)";
+    // And the parent's own next lookup joins nothing stale either: the answer came.
+    NameLookup later = look_up("store.distcomm-test", "80", hints, std::chrono::steady_clock::now() + 4s);
+    EXPECT_TRUE(later.found) << later.error << " (early: " << early.error << ")";
   });
 }
 
