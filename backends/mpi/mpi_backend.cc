@@ -39,19 +39,28 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
   name_world_ranks(*failure_, Backend::options().global_ranks);
   queue_ = runtime_.attach(
       comm, failure_, group_rank_text(rank(), size(), Backend::options().group_name, Backend::options().global_ranks));
-  // A failure the watch records (a deadline, a disagreement the reports show, a rank that
-  // left) ends the group's ops as one the queue finds does. Posted, not waited for: the
-  // watch records under its failure lock, and an op's callback that aborts the group (run
-  // by that round) stops the watch, which takes that lock (helper-60's review: a hang).
-  failure_->on_abort([rt = &runtime_, queue = std::weak_ptr<OpQueue>(queue_)] {
-    if (std::shared_ptr<OpQueue> q = queue.lock()) rt->post([q] { q->abort(); });
-  });
-  if (board) {
-    StallWatchOptions w;
-    w.rank = rank();
-    w.size = size();
-    w.board = board;
-    watch_ = std::make_unique<StallWatch>(w, *failure_);
+  try {
+    // A failure the watch records (a deadline, a disagreement the reports show, a rank that
+    // left) ends the group's ops as one the queue finds does. Posted, not waited for: the
+    // watch records under its failure lock, and an op's callback that aborts the group (run
+    // by that round) stops the watch, which takes that lock (helper-60's review: a hang).
+    failure_->on_abort([rt = &runtime_, queue = std::weak_ptr<OpQueue>(queue_)] {
+      if (std::shared_ptr<OpQueue> q = queue.lock()) rt->post([q] { q->abort(); });
+    });
+    if (board) {
+      StallWatchOptions w;
+      w.rank = rank();
+      w.size = size();
+      w.board = board;
+      watch_ = std::make_unique<StallWatch>(w, *failure_);
+    }
+  } catch (...) {
+    // No destructor runs for a half-made backend: the runtime would serve the queue, and
+    // hold its communicator, for the process's life, one more for every failed new_group
+    // (helper-64's review). The core publishes the failure for the peers (GroupCreation).
+    runtime_.detach(queue_, std::current_exception());
+    queue_.reset();
+    throw;
   }
 }
 

@@ -84,6 +84,15 @@ Backend* create(const BackendOptions& options) {
 }  // namespace mpi
 }  // namespace distcomm
 
+// Diagnostics: how many groups' communicators this process's MPI runtime serves, -1 before
+// one started it. A group that fails to be made must leave it unchanged
+// (tests/backends/mpi:failed_new_group_leaves_no_communicator_test, which finds it with
+// dlsym in the loaded plugin).
+extern "C" __attribute__((visibility("default"))) long distcomm_mpi_groups_served() {
+  distcomm::mpi::Runtime* runtime = distcomm::mpi::Runtime::started();
+  return runtime ? static_cast<long>(runtime->groups_served()) : -1;
+}
+
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("mpi",
                        "Open MPI " DISTCOMM_STR(OMPI_MAJOR_VERSION) "." DISTCOMM_STR(OMPI_MINOR_VERSION) "." DISTCOMM_STR(
                            OMPI_RELEASE_VERSION) ", distcomm " DISTCOMM_VERSION,

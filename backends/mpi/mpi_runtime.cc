@@ -371,6 +371,11 @@ void Runtime::detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr e
   }
 }
 
+size_t Runtime::groups_served() {
+  std::lock_guard<std::mutex> progress(progress_mu_);
+  return queues_.size();
+}
+
 void Runtime::close() {
   {
     std::lock_guard<std::mutex> lock(mu_);

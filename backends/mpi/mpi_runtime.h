@@ -126,6 +126,11 @@ class Runtime {
   // MPI holds none of its requests (abandoned_ops.h). Never throws; does nothing once MPI
   // is finalised.
   void detach(const std::shared_ptr<OpQueue>& queue, std::exception_ptr error) noexcept;
+  // How many groups' communicators it serves now (attached, not yet detached): what a
+  // group that failed to be made must leave unchanged.
+  size_t groups_served();
+  // The process's runtime, or null before the first group started it.
+  static Runtime* started();
 
   // Whether the thread that submits and waits for an op of `bytes` runs its progress.
   bool waiter_drives(int64_t bytes) const;

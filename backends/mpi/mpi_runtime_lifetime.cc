@@ -83,6 +83,11 @@ void choose_iallreduce_algorithm(int algorithm, int thread_level) {
 
 }  // namespace
 
+Runtime* Runtime::started() {
+  std::lock_guard<std::mutex> start_lock(g_start_mu);
+  return g_runtime;
+}
+
 Runtime& Runtime::start(const MpiConfig& config, const InitWait& wait) {
   Runtime* rt = nullptr;
   {
