@@ -90,7 +90,9 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
 // left the group (closed it on its side) without issuing op -- it never will -- and words
 // that say so ("rank 1 left the group (closed it on its side) after barrier #0, without
 // issuing #1"); nullopt when every rank that left had issued it, or none left. A report
-// that shows no collective at all is not judged (its ring may hold only later p2p ops).
+// that shows no collective at all is of a rank that issued none on this backend, and is
+// judged so (the watch keeps the last collective apart from its ring of recent ops, so p2p
+// ops after it cannot hide it).
 struct Departure {
   int rank = -1;
   std::string message;
