@@ -555,7 +555,8 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     // ends by the first op deadline too: this thread is what fails a late op, and a store
     // that does not answer (its server stopped) must not hold it past that deadline (it
     // did by up to 2.5 s where a group's levels share the connection, hier).
-    Clock::time_point look_until = Clock::now() + board_look_limit(o.tick);
+    const Clock::time_point look_limit = Clock::now() + board_look_limit(o.tick);
+    Clock::time_point look_until = look_limit;
     for (const auto& e : shared->ring) {
       if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
         look_until = std::min(look_until, e.deadline + kDeadlineSlack);
@@ -616,6 +617,14 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     } catch (const std::exception& e) {
       // The store failed: nothing to compare with now. Every op's own deadline still holds.
       board_error = look_failure_text(e);
+      // Ended by an op's deadline, not because the store did not answer (asking everyone
+      // waits up to a tick for their reports): no "could not be asked" line for it; that op
+      // fails at the top of the loop, its Timeout explained afresh.
+      if (look_until < look_limit && Clock::now() >= look_until &&
+          dynamic_cast<const internal::StoreCallCutShort*>(&e)) {
+        lock.lock();
+        continue;
+      }
     }
     shared->report_long_wait(Clock::now(), board_error);
     lock.lock();
