@@ -27,7 +27,7 @@ size_t part_bytes(size_t slot_bytes, int parts) {
 
 size_t pipeline_piece(size_t total, size_t room) {
   const size_t quarter = ceil_div(ceil_div(total, kPipelinePieces), kLineBytes) * kLineBytes;
-  return std::max<size_t>(1, std::min(room, std::max(quarter, kMinPipelinePiece)));
+  return std::max<size_t>(1, std::min({room, kMaxPipelinePiece, std::max(quarter, kMinPipelinePiece)}));
 }
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
