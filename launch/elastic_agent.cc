@@ -159,7 +159,7 @@ JobResult Agent::run_rounds() {
   Liveness liveness(elastic_.heartbeat_timeout);
   AlivePort alive;
   const std::string address =
-      elastic_.local_addr.empty() ? local_address_towards(elastic_.endpoint_host, elastic_.endpoint_port) : elastic_.local_addr;
+      elastic_.local_addr.empty() ? local_address_towards(elastic_.endpoint_host, elastic_.endpoint_port, elastic_.timeout) : elastic_.local_addr;
 
   while (true) {
     const Member self{id_, address, options_.nproc_per_node, local::pick_free_port(), alive.port()};

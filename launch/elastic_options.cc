@@ -10,6 +10,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "api/store/internal/name_lookup.h"
+
 namespace distcomm {
 namespace launch {
 namespace {
@@ -68,33 +70,34 @@ void validate(const ElasticOptions& o) {
   const std::string range = std::to_string(o.min_nodes) + ":" + std::to_string(o.max_nodes);
   if (o.min_nodes < 1 || o.max_nodes < o.min_nodes) reject("nnodes", range, "expected 1 <= MIN <= MAX");
   if (o.endpoint_host.empty()) reject("rdzv_endpoint", "", "an elastic job needs the rendezvous endpoint, HOST:PORT");
+  if (o.timeout.count() <= 0) reject("rdzv_timeout_s", seconds(o.timeout), "must be > 0");
+  // By the rendezvous' own deadline: a DNS server that does not answer would otherwise
+  // hold the launcher for the resolver's timeouts (name_lookup.h), past --rdzv_timeout_s.
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(o.endpoint_host.c_str(), nullptr, &hints, &found);
-  if (rc != 0) {
+  const internal::NameLookup found =
+      internal::look_up(o.endpoint_host, std::to_string(o.endpoint_port), hints, std::chrono::steady_clock::now() + o.timeout);
+  if (!found.found) {
     reject("rdzv_endpoint", o.endpoint_host + ":" + std::to_string(o.endpoint_port),
-           "cannot resolve '" + o.endpoint_host + "': " + ::gai_strerror(rc));
+           "cannot resolve '" + o.endpoint_host + "': " + found.error +
+               (found.timed_out ? " (--rdzv_timeout_s)" : ""));
   }
-  ::freeaddrinfo(found);
   if (o.rdzv_id.empty() || o.rdzv_id.size() > 128 ||
       o.rdzv_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
           std::string::npos) {
     reject("rdzv_id", o.rdzv_id, "expected 1 to 128 letters, digits, '_', '-' or '.'");
   }
   if (o.last_call.count() < 0) reject("rdzv_last_call_s", seconds(o.last_call), "must be >= 0");
-  if (o.timeout.count() <= 0) reject("rdzv_timeout_s", seconds(o.timeout), "must be > 0");
 }
 
-std::string local_address_towards(const std::string& host, int port) {
+std::string local_address_towards(const std::string& host, int port, std::chrono::milliseconds wait) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    throw std::runtime_error("cannot resolve '" + host + "': " + ::gai_strerror(rc));
-  }
+  const internal::NameLookup found =
+      internal::look_up(host, std::to_string(port), hints, std::chrono::steady_clock::now() + wait);
+  if (!found.found) throw std::runtime_error("cannot resolve '" + host + "': " + found.error);
   std::string address;
-  for (addrinfo* a = found; a != nullptr && address.empty(); a = a->ai_next) {
+  for (const addrinfo* a = found.found.get(); a != nullptr && address.empty(); a = a->ai_next) {
     const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
     sockaddr_storage local{};
@@ -109,7 +112,6 @@ std::string local_address_towards(const std::string& host, int port) {
     }
     ::close(fd);
   }
-  ::freeaddrinfo(found);
   if (address.empty()) throw std::runtime_error("no route from this host to '" + host + "'");
   return address;
 }

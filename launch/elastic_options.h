@@ -48,8 +48,8 @@ void parse_endpoint(const std::string& text, ElasticOptions* options);
 void validate(const ElasticOptions& options);
 
 // The address this host uses to reach host:port (a UDP socket "connected" there: nothing
-// is sent). Throws std::runtime_error.
-std::string local_address_towards(const std::string& host, int port);
+// is sent), host's name looked up within `wait`. Throws std::runtime_error.
+std::string local_address_towards(const std::string& host, int port, std::chrono::milliseconds wait);
 
 }  // namespace launch
 }  // namespace distcomm

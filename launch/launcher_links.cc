@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
+
+#include "api/store/internal/name_lookup.h"
 
 namespace distcomm {
 namespace launch {
@@ -40,12 +43,15 @@ bool LauncherLinks::add(const std::string& id, const std::string& host, int port
   for (const std::string& known : ids_) {
     if (known == id) return true;
   }
+  // The lookup and each connect within kLinkWaitMs: a peer's host whose name its DNS server
+  // does not answer for is as unreachable as one that does not accept.
+  constexpr int kLinkWaitMs = 2000;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list) != 0) return false;
+  const internal::NameLookup found = internal::look_up(
+      host, std::to_string(port), hints, std::chrono::steady_clock::now() + std::chrono::milliseconds(kLinkWaitMs));
   int connected = -1;
-  for (addrinfo* a = list; a != nullptr && connected < 0; a = a->ai_next) {
+  for (const addrinfo* a = found.found.get(); a != nullptr && connected < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
     bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
@@ -53,7 +59,7 @@ bool LauncherLinks::add(const std::string& id, const std::string& host, int port
       pollfd p{fd, POLLOUT, 0};
       int err = 0;
       socklen_t len = sizeof(err);
-      ok = ::poll(&p, 1, 2000) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      ok = ::poll(&p, 1, kLinkWaitMs) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
     }
     if (ok) {
       connected = fd;
@@ -61,7 +67,6 @@ bool LauncherLinks::add(const std::string& id, const std::string& host, int port
       ::close(fd);
     }
   }
-  ::freeaddrinfo(list);
   if (connected < 0) return false;
   ids_.push_back(id);
   fds_.push_back(connected);

@@ -40,7 +40,7 @@ class LauncherLinks {
   LauncherLinks(const LauncherLinks&) = delete;
   LauncherLinks& operator=(const LauncherLinks&) = delete;
 
-  // Connects (within 2 s) to host:port on behalf of id, unless connected already; false
+  // Looks host up and connects (each within 2 s) to host:port on behalf of id, unless connected already; false
   // when it cannot (then only the heartbeats watch that launcher). Not while ended() runs.
   bool add(const std::string& id, const std::string& host, int port);
   // Those of `among` whose connection has ended, waiting up to timeout_ms for one (0: just

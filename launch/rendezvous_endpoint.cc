@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/store/internal/name_lookup.h"
 #include "api/store/tcp_store.h"
 #include "launch/duration_text.h"
 
@@ -21,41 +22,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<addrinfo> addresses_of(const std::string& host, int port, addrinfo** list) {
+// host:port's addresses, looked up within `wait` (name_lookup.h): a DNS server that does
+// not answer would otherwise hold the launcher for the resolver's timeouts.
+internal::NameLookup addresses_of(const std::string& host, int port, std::chrono::milliseconds wait) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  std::vector<addrinfo> found;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, list) != 0) return found;
-  for (addrinfo* a = *list; a != nullptr; a = a->ai_next) found.push_back(*a);
-  return found;
+  return internal::look_up(host, std::to_string(port), hints, Clock::now() + wait);
 }
 
-// Whether host names an address of this machine: binding a socket to it (port 0) works.
-bool is_this_host(const std::string& host) {
-  addrinfo* list = nullptr;
+// Whether host names an address of this machine: binding a socket to it (port 0) works. A
+// name not looked up within `wait` counts as another machine's: connect() then waits for
+// it, and says what it met, within --rdzv_timeout_s.
+bool is_this_host(const std::string& host, std::chrono::milliseconds wait) {
   bool local = false;
-  for (const addrinfo& a : addresses_of(host, 0, &list)) {
-    const int fd = ::socket(a.ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const internal::NameLookup found = addresses_of(host, 0, wait);
+  for (const addrinfo* a = found.found.get(); a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
-    local = local || ::bind(fd, a.ai_addr, a.ai_addrlen) == 0;
+    local = local || ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
     ::close(fd);
   }
-  if (list) ::freeaddrinfo(list);
   return local;
 }
 
 // Whether something accepts TCP connections at host:port within `wait`; `error` says what
 // went wrong otherwise.
 bool accepts_connections(const std::string& host, int port, std::chrono::milliseconds wait, std::string* error) {
-  addrinfo* list = nullptr;
   bool ok = false;
-  const std::vector<addrinfo> found = addresses_of(host, port, &list);
-  if (found.empty()) *error = "cannot resolve '" + host + "'";
-  for (const addrinfo& a : found) {
-    if (ok) break;
-    const int fd = ::socket(a.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const internal::NameLookup found = addresses_of(host, port, wait);
+  if (!found.found) *error = "cannot resolve '" + host + "': " + found.error;
+  for (const addrinfo* a = found.found.get(); a != nullptr && !ok; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
-    if (::connect(fd, a.ai_addr, a.ai_addrlen) == 0) {
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
       ok = true;
     } else if (errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
@@ -72,7 +71,6 @@ bool accepts_connections(const std::string& host, int port, std::chrono::millise
     }
     ::close(fd);
   }
-  if (list) ::freeaddrinfo(list);
   return ok;
 }
 
@@ -80,7 +78,7 @@ bool accepts_connections(const std::string& host, int port, std::chrono::millise
 
 RendezvousEndpoint::RendezvousEndpoint(const ElasticOptions& options, const std::string& token)
     : options_(options), identity_{"rdzv-" + options.rdzv_id, token} {
-  if (!is_this_host(options.endpoint_host)) return;
+  if (!is_this_host(options.endpoint_host, options.timeout)) return;
   TCPStoreServerOptions server;
   server.bind_address = options.endpoint_host;
   server.port = options.endpoint_port;

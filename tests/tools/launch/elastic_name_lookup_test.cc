@@ -1,0 +1,54 @@
+// An elastic launcher whose --rdzv_endpoint is a name that its DNS server does not answer
+// for: it refuses the flag by --rdzv_timeout_s, naming the lookup, where getaddrinfo alone
+// would hold it for the resolver's timeouts (launch/elastic_options.cc, name_lookup.h).
+// The silent DNS server is the test's own (private_dns.h): there one getaddrinfo of a name
+// takes 10 s or more.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tests/testing/multiprocess.h"
+#include "tests/testing/private_dns.h"
+#include "tests/testing/require.h"
+#include "tests/testing/test_files.h"
+#include "tests/tools/launch/launcher_harness.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
+
+TEST(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvousTimeout) {
+  if (::geteuid() != 0 || !can_make_private_dns()) {
+    DISTCOMM_SKIP_WITHOUT("netns") << "needs mount and network namespaces (root): unshare fails here";
+  }
+  const std::string dir = make_temp_dir();
+  run_ranks(1, [&](int, int) {
+    enter_namespaces_with_a_silent_dns_server(dir);
+    if (::testing::Test::HasFatalFailure()) return;
+    const auto start = std::chrono::steady_clock::now();
+    const Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400",
+                            "--rdzv_timeout_s=2", "--", rank_probe_path(), "env"},
+                           std::chrono::seconds(60), {"DISTCOMM_STORE_TOKEN=elastic-name-lookup-test"});
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    EXPECT_EQ(exit_code(f), 2) << f.err;
+    EXPECT_NE(f.err.find("--rdzv_endpoint=store.distcomm-test:29400: cannot resolve 'store.distcomm-test': "
+                         "looking up the name 'store.distcomm-test' had no answer after 2"),
+              std::string::npos)
+        << f.err;
+    EXPECT_NE(f.err.find("(--rdzv_timeout_s)"), std::string::npos) << f.err;
+    EXPECT_EQ(f.out, "") << "nothing may start";
+    // The resolver alone would take 10 s or more (private_dns.h).
+    EXPECT_LT(took.count(), 6000) << "ms; " << f.err;
+  });
+  remove_temp_dir(dir);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
