@@ -58,14 +58,15 @@
 // Minor 7: distcomm_group_failure_set_world_ranks (api/diagnostics/group_failure.h), a core
 // entry point declared weak, as distcomm_current_cuda_stream: a plugin that calls it still
 // loads in an older core (a plain member function would be an undefined symbol there, which
-// the loader's RTLD_NOW refuses). No layout changes.
+// the loader's RTLD_NOW refuses). No layout changes. Minor 8: distcomm_resolve
+// (api/plugin/name_resolution.h), weak as well: a name looked up by a deadline.
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the
 // thread that runs the plugin's create() or create_subgroup_backend() (init_wait.h,
 // BackendCreationScope). Plugins that already called for_backend there are unaffected.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 7
+#define DISTCOMM_PLUGIN_ABI_MINOR 8
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

@@ -26,7 +26,10 @@ void ignore_sigpipe_unless_handled() {
 
 GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   ignore_sigpipe_unless_handled();
-  device_ = create_tcp_device(config, &listening_on_);
+  // Its name lookups by the group's init deadline: a DNS server that does not answer must
+  // not hold the creation past it.
+  device_ = create_tcp_device(config, &listening_on_,
+                              InitWait::for_backend(options.config, options.timeout, "", options.global_ranks).deadline);
   // Before any connection exists, so that no byte is read by a thread not yet set up.
   set_up_loop_thread(*device_, config.loop_sched, options.timeout);
   context_ = std::make_shared<GlooContext>(options.rank, options.size);

@@ -1,6 +1,7 @@
 #include "backends/gloo/gloo_device.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "api/errors.h"
+#include "api/plugin/name_resolution.h"
 
 namespace distcomm {
 namespace gloo {
@@ -19,27 +21,60 @@ bool is_loopback_name(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-// gloo reports a bad interface or address with its own exception types; say which setting
-// was wrong and what to do instead.
-// gloo's device looks a hostname up with getaddrinfo and checks only for -1, which it never
-// returns: a name that does not resolve sends it walking an unset list (SIGSEGV). So the
-// name is resolved here first, and a failure is ours to report.
-void check_resolves(const std::string& hostname, const std::string& what) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(hostname.c_str(), nullptr, &hints, &found);
-  if (found) ::freeaddrinfo(found);
-  if (rc != 0 || !found) {
-    throw InvalidArgument("gloo cannot listen on " + what + ": '" + hostname + "' does not resolve (" +
-                          ::gai_strerror(rc) + "); give an address of this host, or set DISTCOMM_SOCKET_IFNAME "
-                          "(config 'ifname') to an interface that reaches the other ranks");
+using Clock = std::chrono::steady_clock;
+
+// An address as text that getaddrinfo reads back without DNS (an IPv6 link-local one with
+// its interface).
+std::string numeric_text(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    if (!::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, text, sizeof(text))) return "";
+    return text;
   }
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+  if (!::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text))) return "";
+  std::string result = text;
+  char ifname[IF_NAMESIZE] = {};
+  if (v6->sin6_scope_id != 0 && ::if_indextoname(v6->sin6_scope_id, ifname)) result += std::string("%") + ifname;
+  return result;
 }
 
+// What a lookup that found nothing says: why, and for a deadline, which one.
+std::string lookup_failure(const Resolved& r) {
+  return r.error + (r.timed_out ? " (by the group's init deadline)" : "");
+}
+
+// The address gloo's device would listen on for `hostname` -- the first of its addresses
+// a socket binds to, as gloo picks it -- as a numeric address, looked up by `deadline`.
+// gloo's device looks a name up again, with no deadline (a DNS server that does not answer
+// would hold it for the resolver's timeouts), and checks getaddrinfo only for -1, which it
+// never returns: a name that does not resolve sends it walking an unset list (SIGSEGV). So
+// the name is resolved here, a failure is ours to report, and gloo gets no name to look up.
+std::string listen_address_of(const std::string& hostname, const std::string& what, Clock::time_point deadline) {
+  const Resolved found = resolve_by(hostname, "", AF_UNSPEC, SOCK_STREAM, deadline);
+  if (found.addresses.empty()) {
+    throw InvalidArgument("gloo cannot listen on " + what + ": '" + hostname + "' does not resolve (" +
+                          lookup_failure(found) +
+                          "); give an address of this host, or set DISTCOMM_SOCKET_IFNAME (config 'ifname') to an "
+                          "interface that reaches the other ranks");
+  }
+  for (const distcomm_address& a : found.addresses) {
+    const int fd = ::socket(a.address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const bool binds = ::bind(fd, reinterpret_cast<const sockaddr*>(&a.address), a.length) == 0;
+    ::close(fd);
+    const std::string text = binds ? numeric_text(a.address) : "";
+    if (!text.empty()) return text;
+  }
+  throw InvalidArgument("gloo cannot listen on " + what + ": no address of '" + hostname +
+                        "' is this host's; give an address of this host, or set DISTCOMM_SOCKET_IFNAME (config "
+                        "'ifname') to an interface that reaches the other ranks");
+}
+
+// gloo reports a bad interface or address with its own exception types; say which setting
+// was wrong and what to do instead.
 std::shared_ptr<::gloo::transport::Device> make_device(const ::gloo::transport::tcp::attr& attr,
                                                        const std::string& what) {
-  if (!attr.hostname.empty()) check_resolves(attr.hostname, what);
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
@@ -51,39 +86,34 @@ std::shared_ptr<::gloo::transport::Device> make_device(const ::gloo::transport::
 
 }  // namespace
 
-std::string local_address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0) {
-    throw InvalidArgument("cannot resolve master address '" + host + "': " + gai_strerror(rc));
+std::string local_address_towards(const std::string& host, Clock::time_point deadline) {
+  const Resolved found = resolve_by(host, "9", AF_UNSPEC, SOCK_DGRAM, deadline);
+  if (found.addresses.empty()) {
+    throw InvalidArgument("cannot resolve master address '" + host + "': " + lookup_failure(found));
   }
   std::string result;
   std::string last_error = "no address";
-  for (addrinfo* a = found; a && result.empty(); a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
+  for (const distcomm_address& a : found.addresses) {
+    if (!result.empty()) break;
+    const int fd = ::socket(a.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
     // connect() on a datagram socket only looks up the route and fixes the source address.
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.address), a.length) == 0 &&
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      char text[INET6_ADDRSTRLEN] = {};
-      const void* raw = local.ss_family == AF_INET
-                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
-      if (::inet_ntop(local.ss_family, raw, text, sizeof(text))) result = text;
+      result = numeric_text(local);
     } else {
       last_error = std::strerror(errno);
     }
     ::close(fd);
   }
-  ::freeaddrinfo(found);
   if (result.empty()) throw InvalidArgument("no route to master address '" + host + "': " + last_error);
   return result;
 }
 
-std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& config, std::string* chosen) {
+std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& config, std::string* chosen,
+                                                             Clock::time_point deadline) {
   ::gloo::transport::tcp::attr attr;
   if (const std::string& ifname = config.ifname; !ifname.empty()) {
     attr.iface = ifname;
@@ -91,20 +121,19 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& c
     return make_device(attr, *chosen);
   }
   if (const std::string& hostname = config.hostname; !hostname.empty()) {
-    attr.hostname = hostname;
     *chosen = "address " + hostname + " (config 'hostname')";
+    attr.hostname = listen_address_of(hostname, *chosen, deadline);
     return make_device(attr, *chosen);
   }
   if (const std::string& master = config.master_addr; !master.empty()) {
-    attr.hostname = is_loopback_name(master) ? "127.0.0.1" : local_address_towards(master);
+    attr.hostname = is_loopback_name(master) ? "127.0.0.1" : local_address_towards(master, deadline);
     *chosen = "address " + attr.hostname + " (the route to master " + master + ")";
     return make_device(attr, *chosen);
   }
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
-    attr.hostname = name;
     try {
-      check_resolves(name, std::string("host name ") + name);
+      attr.hostname = listen_address_of(name, std::string("host name ") + name, deadline);
       auto device = ::gloo::transport::tcp::CreateDevice(attr);
       *chosen = std::string("host name ") + name + " (no ifname, hostname or master_addr given)";
       return device;

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/multiprocess.h"
+#include "tests/testing/require.h"
+
 namespace distcomm {
 namespace testing {
 namespace {
@@ -102,6 +105,17 @@ void serve_slow_dns(std::chrono::milliseconds delay) {
       }
     }
   }).detach();
+}
+
+void PrivateDnsTest::SetUp() {
+  if (::geteuid() != 0 || !can_make_private_dns()) {
+    DISTCOMM_SKIP_WITHOUT("netns") << "needs mount and network namespaces (root): unshare fails here";
+  }
+  dir_ = make_temp_dir();
+}
+
+void PrivateDnsTest::TearDown() {
+  if (!dir_.empty()) remove_temp_dir(dir_);
 }
 
 }  // namespace testing

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <string>
 
+#include <gtest/gtest.h>
+
 namespace distcomm {
 namespace testing {
 
@@ -30,6 +32,19 @@ void enter_namespaces_with_a_silent_dns_server(const std::string& dir);
 // `delay` (127.0.0.1 for an A query, no address for any other), on a thread of its own for
 // the process's life.
 void serve_slow_dns(std::chrono::milliseconds delay);
+
+// A test that needs these: skipped with the reason where namespaces cannot be made (failed
+// instead where DISTCOMM_REQUIRE lists netns); dir() is a temporary folder of its own, for
+// enter_namespaces.
+class PrivateDnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
 
 }  // namespace testing
 }  // namespace distcomm

@@ -35,23 +35,11 @@ using testing::enter_namespaces;
 using testing::enter_namespaces_with_a_silent_dns_server;
 using testing::serve_slow_dns;
 
-class SilentDns : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (::geteuid() != 0 || !testing::can_make_private_dns()) {
-      DISTCOMM_SKIP_WITHOUT("netns") << "needs mount and network namespaces (root): unshare fails here";
-    }
-    dir_ = testing::make_temp_dir();
-  }
-  void TearDown() override {
-    if (!dir_.empty()) testing::remove_temp_dir(dir_);
-  }
-  std::string dir_;
-};
+class SilentDns : public testing::PrivateDnsTest {};
 
 TEST_F(SilentDns, AStoreClientGivesUpByItsDeadlineAndNamesTheLookup) {
   testing::run_ranks(1, [&](int, int) {
-    enter_namespaces_with_a_silent_dns_server(dir_);
+    enter_namespaces_with_a_silent_dns_server(dir());
     if (::testing::Test::HasFatalFailure()) return;
     const auto [message, took] = error_of<StoreError>([&] {
       TCPStoreOptions o = client_of(29500, 2s);
@@ -68,7 +56,7 @@ TEST_F(SilentDns, AStoreClientGivesUpByItsDeadlineAndNamesTheLookup) {
 
 TEST_F(SilentDns, ALookupThatRanOutOfTimeLeavesTheCallerFreeAndANumericAddressNeedsNoDns) {
   testing::run_ranks(1, [&](int, int) {
-    enter_namespaces_with_a_silent_dns_server(dir_);
+    enter_namespaces_with_a_silent_dns_server(dir());
     if (::testing::Test::HasFatalFailure()) return;
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
@@ -91,7 +79,7 @@ TEST_F(SilentDns, ALookupThatRanOutOfTimeLeavesTheCallerFreeAndANumericAddressNe
 // parent's and wait out its deadline for an answer that never comes there.
 TEST_F(SilentDns, AChildForkedDuringALookupLooksTheNameUpItself) {
   testing::run_ranks(1, [&](int, int) {
-    enter_namespaces(dir_);
+    enter_namespaces(dir());
     if (::testing::Test::HasFatalFailure()) return;
     serve_slow_dns(1000ms);
     if (::testing::Test::HasFatalFailure()) return;
@@ -121,7 +109,7 @@ TEST_F(SilentDns, AChildForkedDuringALookupLooksTheNameUpItself) {
 // last attempt met, not only the causes it cannot tell apart.
 TEST_F(SilentDns, InitWaitingForAStoreByANameThatHasNoAnswerSaysSoAtItsDeadline) {
   testing::run_ranks(1, [&](int, int) {
-    enter_namespaces_with_a_silent_dns_server(dir_);
+    enter_namespaces_with_a_silent_dns_server(dir());
     if (::testing::Test::HasFatalFailure()) return;
     InitOptions o;
     o.backend = "gloo";

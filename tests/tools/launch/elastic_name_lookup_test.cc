@@ -4,7 +4,6 @@
 // The silent DNS server is the test's own (private_dns.h): there one getaddrinfo of a name
 // takes 10 s or more.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -12,7 +11,6 @@
 
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/private_dns.h"
-#include "tests/testing/require.h"
 #include "tests/testing/test_files.h"
 #include "tests/tools/launch/launcher_harness.h"
 
@@ -22,13 +20,11 @@ namespace {
 
 const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptOrphans);
 
-TEST(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvousTimeout) {
-  if (::geteuid() != 0 || !can_make_private_dns()) {
-    DISTCOMM_SKIP_WITHOUT("netns") << "needs mount and network namespaces (root): unshare fails here";
-  }
-  const std::string dir = make_temp_dir();
+class ElasticNameLookup : public PrivateDnsTest {};
+
+TEST_F(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvousTimeout) {
   run_ranks(1, [&](int, int) {
-    enter_namespaces_with_a_silent_dns_server(dir);
+    enter_namespaces_with_a_silent_dns_server(dir());
     if (::testing::Test::HasFatalFailure()) return;
     const auto start = std::chrono::steady_clock::now();
     const Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400",
@@ -46,7 +42,6 @@ TEST(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvousTi
     // The resolver alone would take 10 s or more (private_dns.h).
     EXPECT_LT(took.count(), 6000) << "ms; " << f.err;
   });
-  remove_temp_dir(dir);
 }
 
 }  // namespace
