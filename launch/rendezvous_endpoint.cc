@@ -31,11 +31,16 @@ internal::NameLookup addresses_of(const std::string& host, int port, std::chrono
 }
 
 // Whether host names an address of this machine: binding a socket to it (port 0) works. A
-// name not looked up within `wait` counts as another machine's: connect() then waits for
-// it, and says what it met, within --rdzv_timeout_s.
+// name not looked up within `wait` is an error: taken for another machine's, the endpoint's
+// own launcher would serve no store, and every launcher would wait out its timeout blaming
+// the endpoint's host.
 bool is_this_host(const std::string& host, std::chrono::milliseconds wait) {
   bool local = false;
   const internal::NameLookup found = addresses_of(host, 0, wait);
+  if (found.timed_out) {
+    throw std::runtime_error("cannot tell whether this host is the rendezvous endpoint '" + host + "': " +
+                             found.error + " (--rdzv_timeout_s)");
+  }
   for (const addrinfo* a = found.found.get(); a != nullptr; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;

@@ -6,7 +6,7 @@
 // at its deadline (store/internal/name_lookup.h); this is that, for a backend: its own
 // address, the master's.
 //
-// distcomm_resolve is weak, as every core entry point a plugin calls (plugin.h): a plugin
+// distcomm_resolve is weak, as every core entry point added after ABI 1.0 (plugin.h): a plugin
 // built with this header still loads in a core that predates it, where resolve_by falls back
 // to a plain getaddrinfo (no deadline, as before).
 #pragma once
@@ -28,13 +28,13 @@ struct distcomm_address {
   socklen_t length;
 };
 
-// host:service (service may be empty) looked up within wait_ms, with getaddrinfo's hints
+// host:service (either may be empty; an empty host is the loopback) looked up within wait_ms, with getaddrinfo's hints
 // family (AF_UNSPEC, AF_INET, AF_INET6) and socktype. Writes up to `max` addresses, in
 // getaddrinfo's order, and returns how many it found (it may be more than max); -1 when the
 // lookup failed or ran out of time, with why in `error` (NUL-terminated, cut to
 // error_size), and *timed_out set in the second case.
 int distcomm_resolve(const char* host, const char* service, int family, int socktype, int64_t wait_ms,
-                     distcomm_address* out, int max, char* error, size_t error_size, int* timed_out)
+                     distcomm_address* out, int max, char* error, size_t error_size, int* timed_out) noexcept
     __attribute__((weak));
 
 }  // extern "C"
@@ -72,7 +72,9 @@ inline Resolved resolve_by(const std::string& host, const std::string& service, 
   hints.ai_family = family;
   hints.ai_socktype = socktype;
   addrinfo* list = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), service.empty() ? nullptr : service.c_str(), &hints, &list);
+  // An empty host is the loopback, as in the core's lookup.
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.empty() ? nullptr : service.c_str(),
+                               &hints, &list);
   if (rc != 0) {
     r.error = ::gai_strerror(rc);
     return r;

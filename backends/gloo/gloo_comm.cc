@@ -26,24 +26,22 @@ void ignore_sigpipe_unless_handled() {
 
 GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   ignore_sigpipe_unless_handled();
-  // Its name lookups by the group's init deadline: a DNS server that does not answer must
-  // not hold the creation past it.
-  device_ = create_tcp_device(config, &listening_on_,
-                              InitWait::for_backend(options.config, options.timeout, "", options.global_ranks).deadline);
+  // One deadline for the creation's name lookups and its rendezvous: a DNS server that does
+  // not answer must not hold the creation past it.
+  InitWait wait =
+      InitWait::for_backend(options.config, options.timeout, "", options.global_ranks, options.store.get());
+  device_ = create_tcp_device(config, &listening_on_, wait.deadline);
   // Before any connection exists, so that no byte is read by a thread not yet set up.
   set_up_loop_thread(*device_, config.loop_sched, options.timeout);
   context_ = std::make_shared<GlooContext>(options.rank, options.size);
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);
   if (options.size == 1) return;  // nobody to connect to
-  const std::string where = group_rank_text(options.rank, options.size, options.group_name, options.global_ranks) +
-                            " (gloo, listening on " + listening_on_ + ")";
+  wait.where = group_rank_text(options.rank, options.size, options.group_name, options.global_ranks) +
+               " (gloo, listening on " + listening_on_ + ")";
   std::vector<int> same_host_pids;
   context_->adopt_connections(
-      device_, connect_full_mesh(*context_, device_, *options.store,
-                                 InitWait::for_backend(options.config, options.timeout, where, options.global_ranks,
-                                                       options.store.get()),
-                                 &same_host_pids));
+      device_, connect_full_mesh(*context_, device_, *options.store, wait, &same_host_pids));
   connections_ = std::make_unique<ConnectionWatch>(*context_->transport(), same_host_pids);
 }
 

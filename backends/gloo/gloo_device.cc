@@ -1,7 +1,6 @@
 #include "backends/gloo/gloo_device.h"
 
 #include <arpa/inet.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,20 +22,16 @@ bool is_loopback_name(const std::string& host) {
 
 using Clock = std::chrono::steady_clock;
 
-// An address as text that getaddrinfo reads back without DNS (an IPv6 link-local one with
-// its interface).
+// An address as text that getaddrinfo reads back without DNS. An IPv6 link-local address
+// loses its interface (scope id), as it did when this code passed inet_ntop's text to gloo
+// before: its scope id means nothing on the peers' hosts, so such an address is not one to
+// listen on without an 'ifname'.
 std::string numeric_text(const sockaddr_storage& a) {
   char text[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET) {
-    if (!::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, text, sizeof(text))) return "";
-    return text;
-  }
-  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-  if (!::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text))) return "";
-  std::string result = text;
-  char ifname[IF_NAMESIZE] = {};
-  if (v6->sin6_scope_id != 0 && ::if_indextoname(v6->sin6_scope_id, ifname)) result += std::string("%") + ifname;
-  return result;
+  const void* raw = a.ss_family == AF_INET
+                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&a)->sin_addr)
+                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr);
+  return ::inet_ntop(a.ss_family, raw, text, sizeof(text)) ? text : "";
 }
 
 // What a lookup that found nothing says: why, and for a deadline, which one.
@@ -50,8 +45,11 @@ std::string lookup_failure(const Resolved& r) {
 // would hold it for the resolver's timeouts), and checks getaddrinfo only for -1, which it
 // never returns: a name that does not resolve sends it walking an unset list (SIGSEGV). So
 // the name is resolved here, a failure is ours to report, and gloo gets no name to look up.
-std::string listen_address_of(const std::string& hostname, const std::string& what, Clock::time_point deadline) {
+// *timed_out (when given): whether the failure was the deadline's.
+std::string listen_address_of(const std::string& hostname, const std::string& what, Clock::time_point deadline,
+                              bool* timed_out = nullptr) {
   const Resolved found = resolve_by(hostname, "", AF_UNSPEC, SOCK_STREAM, deadline);
+  if (timed_out) *timed_out = found.timed_out;
   if (found.addresses.empty()) {
     throw InvalidArgument("gloo cannot listen on " + what + ": '" + hostname + "' does not resolve (" +
                           lookup_failure(found) +
@@ -132,13 +130,17 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(const GlooConfig& c
   }
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+    bool timed_out = false;
     try {
-      attr.hostname = listen_address_of(name, std::string("host name ") + name, deadline);
+      attr.hostname = listen_address_of(name, std::string("host name ") + name, deadline, &timed_out);
       auto device = ::gloo::transport::tcp::CreateDevice(attr);
       *chosen = std::string("host name ") + name + " (no ifname, hostname or master_addr given)";
       return device;
     } catch (const std::exception&) {
-      // The name does not resolve to an address of this host (common in containers).
+      // The name does not resolve to an address of this host (common in containers): the
+      // loopback, below. Unless the lookup took the whole deadline: then the group's
+      // creation has no time left, and the error says why.
+      if (timed_out) throw;
     }
   }
   attr.hostname = "127.0.0.1";

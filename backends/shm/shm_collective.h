@@ -117,8 +117,8 @@ size_t part_bytes(size_t slot_bytes, int parts);
 // kMaxPipelinePiece, whatever the slot, so that (as we read the figures; not proven with
 // cache counters) a reader copies a piece while it is still in its writer's cache, not from
 // memory. With 1 MiB pieces (the default slot) a 16 MiB broadcast between 2
-// ranks ran at 8-11 GB/s busbw, with 256 KiB pieces at 25-26 GB/s; 128 KiB pieces were
-// slower again at 1 MiB (more rounds). Pieces stay whole cache lines, and equal on every
+// ranks ran at 8-12 GB/s busbw, with 256 KiB pieces at 20-28 GB/s (docs/shm.md); 128 KiB
+// pieces were slower again at 1 MiB (more rounds). Pieces stay whole cache lines, and equal on every
 // rank (they depend on the agreed sizes only).
 constexpr size_t kMinPipelinePiece = size_t{64} << 10;
 constexpr size_t kMaxPipelinePiece = size_t{256} << 10;

@@ -32,8 +32,11 @@ int bound_socket(int type) {
   a.sin_family = AF_INET;
   a.sin_port = htons(53);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
-  if (type == SOCK_STREAM && ::listen(fd, 8) != 0) return -1;
+  if (fd < 0) return -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || (type == SOCK_STREAM && ::listen(fd, 8) != 0)) {
+    ::close(fd);
+    return -1;
+  }
   return fd;
 }
 
