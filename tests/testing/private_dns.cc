@@ -73,16 +73,18 @@ void enter_namespaces_with_a_silent_dns_server(const std::string& dir) {
   ASSERT_GE(bound_socket(SOCK_STREAM), 0) << std::strerror(errno);
 }
 
-void serve_slow_dns(std::chrono::milliseconds delay) {
+void serve_slow_dns(std::chrono::milliseconds delay, int answers) {
   const int fd = bound_socket(SOCK_DGRAM);
   ASSERT_GE(fd, 0) << std::strerror(errno);
-  std::thread([fd, delay] {
+  std::thread([fd, delay, answers] {
     unsigned char q[512];
-    for (;;) {
+    for (int answered = 0;;) {
       sockaddr_in from{};
       socklen_t len = sizeof(from);
       const ssize_t n = ::recvfrom(fd, q, sizeof(q), 0, reinterpret_cast<sockaddr*>(&from), &len);
       if (n < 17) continue;
+      if (answers >= 0 && answered >= answers) continue;  // silent from now on
+      ++answered;
       std::this_thread::sleep_for(delay);
       // The question's name ends at its zero byte; its type follows.
       size_t at = 12;

@@ -28,10 +28,10 @@ void enter_namespaces(const std::string& dir);
 // read nothing, open for the process's life.
 void enter_namespaces_with_a_silent_dns_server(const std::string& dir);
 
-// After enter_namespaces: a DNS server on 127.0.0.1:53 that answers every query after
+// After enter_namespaces: a DNS server on 127.0.0.1:53 that answers each query after
 // `delay` (127.0.0.1 for an A query, no address for any other), on a thread of its own for
-// the process's life.
-void serve_slow_dns(std::chrono::milliseconds delay);
+// the process's life; with answers >= 0, only the first `answers` queries, then none.
+void serve_slow_dns(std::chrono::milliseconds delay, int answers = -1);
 
 // A test that needs these: skipped with the reason where namespaces cannot be made (failed
 // instead where DISTCOMM_REQUIRE lists netns); dir() is a temporary folder of its own, for

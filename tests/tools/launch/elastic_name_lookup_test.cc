@@ -44,6 +44,33 @@ TEST_F(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvous
   });
 }
 
+// The flag's check found the name, and the next lookup (whether this host is the endpoint's)
+// has no answer: the launcher says so, rather than take the endpoint for another host (its
+// own launcher would then serve no store, and every launcher would wait out its timeout
+// blaming the endpoint's host).
+TEST_F(ElasticNameLookup, AnEndpointWhoseNameStopsAnsweringIsNotTakenForAnotherHost) {
+  run_ranks(1, [&](int, int) {
+    enter_namespaces(dir());
+    if (::testing::Test::HasFatalFailure()) return;
+    serve_slow_dns(std::chrono::milliseconds(0), /*answers=*/2);  // the A and AAAA of one lookup
+    if (::testing::Test::HasFatalFailure()) return;
+    const auto start = std::chrono::steady_clock::now();
+    const Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400",
+                            "--rdzv_timeout_s=2", "--", rank_probe_path(), "env"},
+                           std::chrono::seconds(60), {"DISTCOMM_STORE_TOKEN=elastic-name-lookup-test"});
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    EXPECT_NE(exit_code(f), 0) << f.err;
+    EXPECT_NE(f.err.find("cannot tell whether this host is the rendezvous endpoint 'store.distcomm-test': "
+                         "looking up the name 'store.distcomm-test' had no answer after 2"),
+              std::string::npos)
+        << f.err;
+    EXPECT_EQ(f.err.find("is the launcher of the endpoint's host running?"), std::string::npos) << f.err;
+    EXPECT_EQ(f.out, "") << "nothing may start";
+    EXPECT_LT(took.count(), 6000) << "ms; " << f.err;
+  });
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace distcomm
