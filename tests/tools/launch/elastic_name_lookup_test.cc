@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/testing/multiprocess.h"
@@ -22,16 +23,21 @@ const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptO
 
 class ElasticNameLookup : public PrivateDnsTest {};
 
+// An elastic launcher whose endpoint is store.distcomm-test:29400, with a 2 s rendezvous
+// timeout, and how long it ran.
+std::pair<Finished, std::chrono::milliseconds> launch_with_a_named_endpoint() {
+  const auto start = std::chrono::steady_clock::now();
+  Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400", "--rdzv_timeout_s=2",
+                    "--", rank_probe_path(), "env"},
+                   std::chrono::seconds(60), {"DISTCOMM_STORE_TOKEN=elastic-name-lookup-test"});
+  return {std::move(f), std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)};
+}
+
 TEST_F(ElasticNameLookup, AnEndpointWhoseNameHasNoAnswerIsRefusedByTheRendezvousTimeout) {
   run_ranks(1, [&](int, int) {
     enter_namespaces_with_a_silent_dns_server(dir());
     if (::testing::Test::HasFatalFailure()) return;
-    const auto start = std::chrono::steady_clock::now();
-    const Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400",
-                            "--rdzv_timeout_s=2", "--", rank_probe_path(), "env"},
-                           std::chrono::seconds(60), {"DISTCOMM_STORE_TOKEN=elastic-name-lookup-test"});
-    const auto took =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto [f, took] = launch_with_a_named_endpoint();
     EXPECT_EQ(exit_code(f), 2) << f.err;
     EXPECT_NE(f.err.find("--rdzv_endpoint=store.distcomm-test:29400: cannot resolve 'store.distcomm-test': "
                          "looking up the name 'store.distcomm-test' had no answer after 2"),
@@ -54,12 +60,7 @@ TEST_F(ElasticNameLookup, AnEndpointWhoseNameStopsAnsweringIsNotTakenForAnotherH
     if (::testing::Test::HasFatalFailure()) return;
     serve_slow_dns(std::chrono::milliseconds(0), /*answers=*/2);  // the A and AAAA of one lookup
     if (::testing::Test::HasFatalFailure()) return;
-    const auto start = std::chrono::steady_clock::now();
-    const Finished f = run({launcher_path(), "--nnodes=1:2", "--rdzv_endpoint=store.distcomm-test:29400",
-                            "--rdzv_timeout_s=2", "--", rank_probe_path(), "env"},
-                           std::chrono::seconds(60), {"DISTCOMM_STORE_TOKEN=elastic-name-lookup-test"});
-    const auto took =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto [f, took] = launch_with_a_named_endpoint();
     EXPECT_NE(exit_code(f), 0) << f.err;
     EXPECT_NE(f.err.find("cannot tell whether this host is the rendezvous endpoint 'store.distcomm-test': "
                          "looking up the name 'store.distcomm-test' had no answer after 2"),
