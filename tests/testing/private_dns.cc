@@ -73,6 +73,14 @@ void enter_namespaces_with_a_silent_dns_server(const std::string& dir) {
   ASSERT_GE(bound_socket(SOCK_STREAM), 0) << std::strerror(errno);
 }
 
+void take_host_name(const std::string& dir, const std::string& name, const std::string& hosts_lines) {
+  ASSERT_EQ(::unshare(CLONE_NEWUTS), 0) << std::strerror(errno);
+  ASSERT_EQ(::sethostname(name.data(), name.size()), 0) << std::strerror(errno);
+  const std::string hosts = dir + "/hosts";
+  std::ofstream(hosts) << "127.0.0.1 localhost\n::1 localhost\n" << hosts_lines;
+  ASSERT_EQ(::mount(hosts.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
+}
+
 void serve_slow_dns(std::chrono::milliseconds delay, int answers) {
   const int fd = bound_socket(SOCK_DGRAM);
   ASSERT_GE(fd, 0) << std::strerror(errno);

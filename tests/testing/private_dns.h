@@ -28,6 +28,12 @@ void enter_namespaces(const std::string& dir);
 // read nothing, open for the process's life.
 void enter_namespaces_with_a_silent_dns_server(const std::string& dir);
 
+// After enter_namespaces: this process's host name becomes `name` (a UTS namespace of its
+// own), and /etc/hosts (a bind mount over it, like resolv.conf's) holds only localhost's
+// lines and `hosts_lines` (e.g. "10.99.0.1 box.distcomm-test\n"; "" for none: then the
+// name is the DNS server's to answer).
+void take_host_name(const std::string& dir, const std::string& name, const std::string& hosts_lines);
+
 // After enter_namespaces: a DNS server on 127.0.0.1:53 that answers each query after
 // `delay` (127.0.0.1 for an A query, no address for any other), on a thread of its own for
 // the process's life; with answers >= 0, only the first `answers` queries, then none.
