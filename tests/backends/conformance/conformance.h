@@ -104,6 +104,13 @@ void check_split_group(ProcessGroup& pg);
 // and flatten of the whole mesh and of a reordered slice.
 void check_device_mesh(ProcessGroup& pg, const std::vector<int>& shape);
 
+// --- Object collectives (api/object_collectives.h), over pg's own ops.
+// all_gather_object, broadcast_object (every root), gather_object and scatter_object of byte
+// strings of different lengths (one empty, zero bytes inside, one of 1 MiB + 3), all empty
+// too; scatter_object with a list of the wrong length on src fails on every rank, naming it,
+// and the group goes on.
+void check_object_collectives(ProcessGroup& pg);
+
 // --- Bad arguments: InvalidArgument is thrown by the call itself, before anything is sent.
 // Only rank 0 makes the bad calls; a collective right after must still match on all ranks.
 void check_invalid_arguments(ProcessGroup& pg);

@@ -61,6 +61,7 @@ TEST_P(GlooConformance, SubgroupsAndBadArguments) {
     check_new_group(pg);
     check_split(pg);
     check_split_group(pg);
+    check_object_collectives(pg);
     check_invalid_arguments(pg);
   });
 }

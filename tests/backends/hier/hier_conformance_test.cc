@@ -80,6 +80,7 @@ TEST_P(HierConformance, DataMovementPointToPointAndGroups) {
     check_new_group(pg);
     check_split(pg);
     check_split_group(pg);
+    check_object_collectives(pg);
     check_invalid_arguments(pg);
   }, on_hosts(GetParam()));
 }

@@ -60,6 +60,7 @@ TEST(MpiConformance, SubgroupsAndBadArguments) {
   check_new_group(world());
   check_split(world());
   check_split_group(world());
+  check_object_collectives(world());
   check_invalid_arguments(world());
 }
 

@@ -96,6 +96,7 @@ TEST_P(ShmConformance, SubgroupsAndBadArguments) {
     check_new_group(pg);
     check_split(pg);
     check_split_group(pg);
+    check_object_collectives(pg);
     check_invalid_arguments(pg);
   }, options());
 }
@@ -106,6 +107,11 @@ TEST(ShmDeviceMesh, TwoByTwoAndTwoByThree) {
     run_group(4, backend, [](ProcessGroup& pg) { check_device_mesh(pg, {2, 2}); });
     run_group(6, backend, [](ProcessGroup& pg) { check_device_mesh(pg, {2, 3}); });
   }
+}
+
+// The object collectives over auto (shm here), besides shm's own above.
+TEST(ShmObjectCollectives, OverAuto) {
+  run_group(3, "auto", [](ProcessGroup& pg) { check_object_collectives(pg); });
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance,
