@@ -14,6 +14,9 @@
 // padded to the longest (so one rank's long object costs every rank that length, as in
 // torch); when every object is empty, the second op is left out, on every rank alike.
 //
+// timeout: each of the two ops' (kUseDefault: the group's), so a call may take up to twice
+// it before it fails.
+//
 // An argument that only one rank can check (scatter_object's list, on src) still reaches the
 // others: src sends the lengths anyway, marked, and every rank throws the same
 // InvalidArgument naming src, instead of waiting for bytes that will not come.
