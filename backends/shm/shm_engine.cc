@@ -47,6 +47,47 @@ WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
 
 }  // namespace
 
+// The completions whose callbacks this thread is running, innermost first. A callback may
+// wait for an op that ended in the same poll: its Work is further down the batch, ended but
+// not yet finished, and would be finished only after the callback returns -- with no op in
+// flight, no deadline would end that wait (helper-66 found it hang). wait_for() finishes it
+// then, with the batch's entries before it, in order.
+namespace {
+
+struct CompletingBatch {
+  std::vector<Completion>* list;
+  size_t next;  // the first entry not finished yet
+  CompletingBatch* outer;
+};
+thread_local CompletingBatch* t_completing = nullptr;
+
+void finish_entry(Completion& c) {
+  const WorkPtr work = std::move(c.work);  // empty now: the batch skips it
+  if (!work) return;
+  if (c.source >= 0) work->set_source_rank(c.source);
+  try {
+    work->finish(c.error);
+  } catch (...) {
+    // A callback that throws is the caller's bug; it must not stop the other completions
+    // or escape the progress thread. Works chained through then() carry such errors.
+  }
+}
+
+// Finishes `work` if this thread holds it in a batch, with the entries before it; says
+// whether it did.
+bool finish_if_completing(const Work& work) {
+  for (CompletingBatch* b = t_completing; b != nullptr; b = b->outer) {
+    for (size_t i = b->next; i < b->list->size(); ++i) {
+      if ((*b->list)[i].work.get() != &work) continue;
+      while (b->next <= i) finish_entry((*b->list)[b->next++]);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 // A drive() collects completions in a vector and runs them after releasing the progress
 // lock. The thread's outermost drive() reuses one (an op issued and waited for costs no
 // allocation here); a drive() from inside a completion's callback gets its own.
@@ -388,15 +429,10 @@ void Engine::fail_everything(const ErrorFor& error_for, std::vector<Completion>&
 
 void Engine::complete(std::vector<Completion>& done) {
   if (done.empty()) return;
-  for (Completion& c : done) {
-    if (c.source >= 0) c.work->set_source_rank(c.source);
-    try {
-      c.work->finish(c.error);
-    } catch (...) {
-      // A callback that throws is the caller's bug; it must not stop the other completions
-      // or escape the progress thread. Works chained through then() carry such errors.
-    }
-  }
+  CompletingBatch batch{&done, 0, t_completing};
+  t_completing = &batch;
+  while (batch.next < done.size()) finish_entry(done[batch.next++]);
+  t_completing = batch.outer;
   pending_.fetch_sub(static_cast<int64_t>(done.size()));
   done.clear();
   if (waiters_.load() > 0) {
@@ -437,6 +473,7 @@ bool Engine::drive(Stop stop, Clock::time_point give_up) {
 }
 
 bool Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
+  if (finish_if_completing(work)) return true;
   const Clock::time_point give_up =
       is_use_default(timeout) ? Clock::time_point::max() : Clock::now() + timeout;
   struct Waiting {

@@ -2,6 +2,8 @@
 // and receives from any rank while the senders come and go.
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -111,6 +113,50 @@ TEST(ShmP2P, ReceiveFromAnyRankOutlivesWorkersThatLeave) {
                                                                "a receive from any rank with every worker gone");
     EXPECT_NE(msg.find("no rank is left"), std::string::npos) << msg;
   });
+}
+
+
+// A callback that waits for an op which ended in the same poll (helper-66's hang): rank 0's
+// two recvs end together when the progress thread, napping 1 s, finds both messages there;
+// the first one's callback waits for the second, ended but not yet finished. That wait must
+// finish it. Before, it waited for a finish that comes only after the callback returns, for
+// ever: with no op in flight, no deadline ended it.
+TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
+  GroupHarnessOptions options;
+  options.backend_config = {{"shm_nap_us", "1000000"}};
+  run_group(2, "shm", [](ProcessGroup& pg) {
+    Tensor a = filled(4, 0.0f), b = filled(4, 0.0f);
+    P2POptions first_tag, second_tag;
+    first_tag.tag = 1;
+    second_tag.tag = 2;
+    if (pg.rank() == 1) {
+      wait_for_done(pg, {0});  // rank 0's recvs and callback are in place
+      a.fill(1.0f);
+      b.fill(2.0f);
+      pg.send(a, 0, first_tag)->wait();
+      pg.send(b, 0, second_tag)->wait();
+      return;
+    }
+    WorkPtr first = pg.recv(a, 1, first_tag);
+    WorkPtr second = pg.recv(b, 1, second_tag);
+    auto outcome = std::make_shared<std::promise<std::string>>();
+    first->on_finish([second, outcome](std::exception_ptr) {
+      try {
+        second->wait();
+        outcome->set_value(second->is_success() ? "finished" : "failed");
+      } catch (const std::exception& e) {
+        outcome->set_value(e.what());
+      }
+    });
+    mark_done(pg);  // through the store: nothing here drives the group meanwhile
+    std::future<std::string> got = outcome->get_future();
+    ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "the callback's wait for the second recv never returned";
+    EXPECT_EQ(got.get(), "finished");
+    EXPECT_EQ(b.data_as<float>()[0], 2.0f);
+    first->wait();
+    EXPECT_EQ(a.data_as<float>()[0], 1.0f);
+  }, options);
 }
 
 }  // namespace
