@@ -158,8 +158,30 @@ void GroupCreation::arrive() {
   // can say whom they wait for): one that never comes is named here.
   // (new_group's meeting was its arrival.)
   if (!lists_ && options_.size > 1) {
-    wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text, duplicate_hint_);
+    wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text, duplicate_hint_,
+                      spec_.text);
+    check_same_backend_as_rank_0(store);
   }
+}
+
+void GroupCreation::check_same_backend_as_rank_0(Store& store) const {
+  // Ranks that asked for different backends (DISTCOMM_BACKEND set for some ranks only) would
+  // each wait in their own backend's rendezvous until the timeout, 30 minutes by default,
+  // and then blame each other as stuck. Every rank's arrival holds its backend: one read of
+  // rank 0's, once all have come, finds it here; this rank's refusal (confirm) then ends
+  // rank 0's wait too, with these words. (new_group compares its members' in its meeting.)
+  if (options_.rank == 0) return;
+  std::string first;
+  try {
+    internal::StoreCallDeadline bounded(wait_.store_calls_deadline(), "the creation of " + where_);
+    first = to_string(store.get(store_prefix_ + "arrived/0"));
+  } catch (const internal::StoreCallCutShort& e) {
+    wait_.raise_store_did_not_answer("the store to read rank 0's backend (" + options_.store_text + ")", e);
+  }
+  if (first == spec_.text) return;
+  throw InvalidArgument(where_ + ": rank " + std::to_string(options_.rank) + " asked for backend '" + spec_.text +
+                        "', rank 0 for '" + first +
+                        "'; every rank must ask for the same (InitOptions.backend, DISTCOMM_BACKEND or --backend)");
 }
 
 int64_t GroupCreation::count_creation(Store& store, const std::string& base) {

@@ -88,6 +88,8 @@ class GroupCreation {
   // its creation arrived, is named in a warning and in the arrival's Timeout
   // (duplicate_hint_).
   void claim_rank(Store& store, const std::string& base, int64_t n);
+  // After the arrivals: InvalidArgument when rank 0 asked for another backend than this rank.
+  void check_same_backend_as_rank_0(Store& store) const;
 
   const ProcessGroupOptions& options_;
   BackendSpec spec_;

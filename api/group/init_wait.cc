@@ -327,7 +327,7 @@ const std::string kNotArrivedHint =
 }  // namespace
 
 void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
-                       const std::string& store_text, const std::string& extra_hint) {
+                       const std::string& store_text, const std::string& extra_hint, const std::string& value) {
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (int r = 0; r < size; ++r) {
@@ -336,7 +336,7 @@ void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int si
   }
   try {
     internal::StoreCallDeadline bounded(w.store_calls_deadline(), "the creation of " + w.where);
-    store.set(keys[static_cast<size_t>(rank)], std::string("1"));
+    store.set(keys[static_cast<size_t>(rank)], value);
   } catch (const internal::StoreCallCutShort& e) {
     w.raise_store_did_not_answer("the store to take this rank's arrival (" + store_text + ")", e);
   }

@@ -208,9 +208,11 @@ void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std
 // every rank has: the first phase of a group's creation, so that a rank that never called
 // init (or new_group) is named before any backend starts waiting for it.
 // extra_hint: said after the usual reasons where this rank knows more (a second process
-// with its rank, GroupCreation::claim_rank).
+// with its rank, GroupCreation::claim_rank). value: what this rank's key holds, for the
+// others to compare with theirs once every rank has come (GroupCreation: its backend).
 void wait_for_arrivals(Store& store, const std::string& prefix, int rank, int size, const InitWait& w,
-                       const std::string& store_text, const std::string& extra_hint = "");
+                       const std::string& store_text, const std::string& extra_hint = "",
+                       const std::string& value = "1");
 // The same phase over keys the ranks posted elsewhere (keys[i] by group rank ranks[i]; this
 // rank's already posted), with wait_for_keys' check: new_group's lists (member_lists.h).
 void wait_for_arrivals(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
