@@ -373,7 +373,10 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
     }
     int64_t total = 0;
     for (size_t r = 0; r < splits.size(); ++r) {
-      if (splits[r] < 0) throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split size " + std::to_string(r) + " is negative");
+      if (splits[r] < 0) {
+        throw InvalidArgument(checks_->where(kOp) + ": " + arg + "_split_sizes[" + std::to_string(r) + "] is " +
+                              std::to_string(splits[r]) + ", a negative number of rows");
+      }
       total += splits[r];
       c[r] = splits[r] * row;
     }

@@ -14,8 +14,16 @@ void ArgumentChecks::tensor(OpType op, const Tensor& t, const char* arg) const {
   }
 }
 
+namespace {
+
+bool match(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.device() == b.device() && a.numel() == b.numel();
+}
+
+}  // namespace
+
 void ArgumentChecks::same(OpType op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const {
-  if (a.dtype() != b.dtype() || a.device() != b.device() || a.numel() != b.numel()) {
+  if (!match(a, b)) {
     throw InvalidArgument(where(op) + ": '" + a_name + "' is " + a.describe() + " but '" + b_name + "' is " +
                           b.describe() + "; they must match in dtype, device and number of elements");
   }
@@ -51,8 +59,10 @@ bool ArgumentChecks::list(OpType op, const std::vector<Tensor>& list, const char
                           " tensors, expected one per rank (" + std::to_string(size_) + ")" +
                           (root >= 0 ? " on the root" : ""));
   }
-  const std::string element = std::string(arg) + "[i]";
-  for (const Tensor& t : list) same(op, t, element.c_str(), like, like_name);
+  // The element's name only when it is said (it names the index: "outputs[2]").
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!match(list[i], like)) same(op, list[i], (std::string(arg) + "[" + std::to_string(i) + "]").c_str(), like, like_name);
+  }
   return true;
 }
 

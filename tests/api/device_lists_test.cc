@@ -179,7 +179,7 @@ TEST(DeviceListsTest, WholeListsAreCheckedLikeTheFlatOps) {
     std::vector<Tensor> mixed = {in.tensors[0], Tensor::from_blob(elsewhere.host.data(), {1}, DType::kFloat32,
                                                                    Device::cuda(1))};
     const std::string d = refusal([&] { pg.all_gather(mixed, out.device); });
-    EXPECT_TRUE(contains(d, "outputs[i]")) << d;
+    EXPECT_TRUE(contains(d, "'outputs[1]' is float32[1] on cuda:1")) << d;  // the element that differs, by index
 
     // What a rank sends itself must fit what it expects from itself: NCCL's send to self
     // of another count than its receive would not end.

@@ -118,6 +118,13 @@ TEST_F(ProcessGroupTest, InvalidArgumentsNameOpRankAndArgument) {
   });
   EXPECT_NE(splits.find("output split sizes add up to 3 rows but the tensor has 4"), std::string::npos) << splits;
 
+  const std::string negative = error_of([&] {
+    Tensor a = Tensor::empty({4});
+    Tensor b = Tensor::empty({4});
+    pg_->all_to_all_single(a, b, {-1}, {4});
+  });
+  EXPECT_NE(negative.find("output_split_sizes[0] is -1, a negative number of rows"), std::string::npos) << negative;
+
   const std::string self_block = error_of([&] {
     Tensor out4 = Tensor::empty({4});
     Tensor in3 = Tensor::empty({3});
