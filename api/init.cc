@@ -220,6 +220,8 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // rendezvous: checked here too, so that a bad value fails every rank alike before anything
   // is sent, not one rank after its connections were made (its peers would see them close).
   stall_report_interval(kDefaultStallReportInterval);
+  // Before the store too: a bad DISTCOMM_DEBUG is refused before rank 0 serves anything.
+  const DebugLevel debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
   InitWait wait = InitWait::starting_now(o.timeout, report_every,
                                          "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
   wait.started = started;
@@ -236,7 +238,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   po.backend = spec.text;  // the spec's own spelling: names in lower case
   po.timeout = o.timeout;
   po.backend_config = config;
-  po.debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
+  po.debug = debug;
   po.environment = environment.process;
   po.creation_deadline = wait.deadline;
   po.creation_report_every = report_every;

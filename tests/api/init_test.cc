@@ -21,7 +21,7 @@ const char* kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
                        "SLURM_NTASKS_PER_NODE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
-                       "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID", "DISTCOMM_STORE_SERVED_BY"};
+                       "DISTCOMM_BACKEND", "DISTCOMM_HOST_ID", "DISTCOMM_STORE_SERVED_BY", "DISTCOMM_DEBUG"};
 
 class InitTest : public ::testing::Test {
  protected:
@@ -328,6 +328,23 @@ TEST_F(InitTest, RankZeroServesTheStoreUnlessTheLauncherDoes) {
     ADD_FAILURE() << "DISTCOMM_STORE_SERVED_BY=rank0 was taken";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("DISTCOMM_STORE_SERVED_BY='rank0': expected 'launcher'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A bad DISTCOMM_DEBUG is refused before the store is made or reached (helper-66: rank 0
+// started serving its TCP store first). Here the store would be refused too, for another
+// reason (a launcher's store at port 0): the debug level must be what is said.
+TEST_F(InitTest, ABadDebugLevelIsRefusedBeforeTheStore) {
+  set_single_rank_job(0);
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "launcher", 1);
+  ::setenv("DISTCOMM_DEBUG", "LOUD", 1);
+  try {
+    init_process_group();
+    ADD_FAILURE() << "DISTCOMM_DEBUG=LOUD was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("debug level 'LOUD' (DISTCOMM_DEBUG or InitOptions::debug) must be"),
+              std::string::npos)
         << e.what();
   }
 }
