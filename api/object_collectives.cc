@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/group/host_exchange.h"
 #include "api/tensor.h"
 
 namespace distcomm {
@@ -64,14 +65,11 @@ std::vector<std::string> unpadded(const Tensor& bytes, const Tensor& lengths, in
 
 std::vector<std::string> all_gather_object(ProcessGroup& pg, const std::string& object,
                                            std::chrono::milliseconds timeout) {
-  const Tensor lengths = all_lengths(pg, object, timeout);
-  const int64_t width = longest(lengths);
-  if (width == 0) return std::vector<std::string>(static_cast<size_t>(pg.size()));
-  Tensor all = Tensor::empty({width * pg.size()}, DType::kUInt8);
   AllGatherOptions o;
   o.timeout = timeout;
-  pg.all_gather_into_tensor(all, padded(object, width), o)->wait();
-  return unpadded(all, lengths, width);
+  return all_gather_strings(pg.size(), object, [&](Tensor& out, const Tensor& in) {
+    pg.all_gather_into_tensor(out, in, o)->wait();
+  });
 }
 
 void broadcast_object(ProcessGroup& pg, std::string& object, int src, std::chrono::milliseconds timeout) {
@@ -89,10 +87,13 @@ void broadcast_object(ProcessGroup& pg, std::string& object, int src, std::chron
     pg.broadcast(bytes, o)->wait();
     return;
   }
-  object.assign(static_cast<size_t>(n), '\0');
-  if (n == 0) return;
-  Tensor bytes = Tensor::from_blob(object.data(), {n}, DType::kUInt8);
-  pg.broadcast(bytes, o)->wait();
+  // Into a string of its own: a broadcast that fails leaves the caller's as it was.
+  std::string received(static_cast<size_t>(n), '\0');
+  if (n > 0) {
+    Tensor bytes = Tensor::from_blob(received.data(), {n}, DType::kUInt8);
+    pg.broadcast(bytes, o)->wait();
+  }
+  object.swap(received);
 }
 
 std::vector<std::string> gather_object(ProcessGroup& pg, const std::string& object, int dst,

@@ -83,6 +83,19 @@ struct RankClaim {
   bool same_process(const RankClaim& o) const { return process == o.process && word == o.word; }
 };
 
+// What a rank's arrival key holds: the backend it asked for, as the ranks compare it (a
+// device list in device order, so "cpu:gloo,cuda:nccl" and "cuda:nccl,cpu:gloo" agree; a
+// single name as given: "auto" and "cpu:auto" differ, the first may add nccl).
+const std::string kArrivalBackend = "backend=";
+std::string arrival_value(const BackendSpec& spec) {
+  if (spec.text.find(':') == std::string::npos) return kArrivalBackend + spec.text;
+  std::string list;
+  for (const auto& [device, name] : spec.by_device) {
+    list += (list.empty() ? "" : ",") + std::string(device_type_name(device)) + ":" + name;
+  }
+  return kArrivalBackend + list;
+}
+
 enum class CreationState { kArriving, kFailed, kArrived };
 
 // Where the creation under `prefix` stands: a rank of it has said that it failed; else
@@ -159,7 +172,7 @@ void GroupCreation::arrive() {
   // (new_group's meeting was its arrival.)
   if (!lists_ && options_.size > 1) {
     wait_for_arrivals(store, store_prefix_, options_.rank, options_.size, wait_, options_.store_text, duplicate_hint_,
-                      spec_.text);
+                      arrival_value(spec_));
     check_same_backend_as_rank_0(store);
   }
 }
@@ -178,10 +191,16 @@ void GroupCreation::check_same_backend_as_rank_0(Store& store) const {
   } catch (const internal::StoreCallCutShort& e) {
     wait_.raise_store_did_not_answer("the store to read rank 0's backend (" + options_.store_text + ")", e);
   }
-  if (first == spec_.text) return;
-  throw InvalidArgument(where_ + ": rank " + std::to_string(options_.rank) + " asked for backend '" + spec_.text +
-                        "', rank 0 for '" + first +
-                        "'; every rank must ask for the same (InitOptions.backend, DISTCOMM_BACKEND or --backend)");
+  // An arrival without a backend (a core from before it held one) says nothing to compare.
+  if (first.compare(0, kArrivalBackend.size(), kArrivalBackend) != 0) return;
+  const std::string mine = arrival_value(spec_);
+  if (first == mine) return;
+  // A rank 0 that failed first is the cause, whatever it asked for.
+  wait_.raise_if_creation_failed([&] { return where_ + ": init compared its backend with rank 0's"; });
+  throw InvalidArgument(where_ + ": rank " + std::to_string(options_.rank) + " asked for backend '" +
+                        mine.substr(kArrivalBackend.size()) + "', rank 0 for '" + first.substr(kArrivalBackend.size()) +
+                        "'; every rank must ask for the same (at init: InitOptions.backend, DISTCOMM_BACKEND or the "
+                        "launcher's --backend)");
 }
 
 int64_t GroupCreation::count_creation(Store& store, const std::string& base) {

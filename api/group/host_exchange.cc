@@ -170,22 +170,8 @@ class CollectiveExchange final : public HostExchange {
   CollectiveExchange(const HostExchangeOptions& options, AllGatherBytes all_gather)
       : options_(options), all_gather_(std::move(all_gather)) {}
 
-  // Lengths first, then the bytes padded to the longest.
   std::vector<std::string> all_gather(const std::string& mine) override {
-    const int size = options_.size;
-    Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
-    Tensor lengths = Tensor::empty({size}, DType::kInt64);
-    all_gather_(lengths, length);
-    const int64_t* length_of = lengths.data_as<int64_t>();
-    const int64_t longest = *std::max_element(length_of, length_of + size);
-    Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
-    if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
-    Tensor all = Tensor::empty({longest * size}, DType::kUInt8);
-    all_gather_(all, padded);
-    const char* bytes = static_cast<const char*>(all.data());
-    std::vector<std::string> out;
-    for (int r = 0; r < size; ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(length_of[r]));
-    return out;
+    return all_gather_strings(options_.size, mine, all_gather_);
   }
 
   // Collectives give no cheaper gather than an all_gather of small messages.
@@ -240,6 +226,25 @@ std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& opt
                                                   std::string key_prefix) {
   if (!store) throw InvalidArgument(options.where + ": a store exchange needs a store");
   return std::make_unique<StoreExchange>(options, std::move(store), std::move(key_prefix));
+}
+
+std::vector<std::string> all_gather_strings(int size, const std::string& mine, const AllGatherBytes& all_gather) {
+  Tensor length = Tensor::of<int64_t>({static_cast<int64_t>(mine.size())});
+  Tensor lengths = Tensor::empty({size}, DType::kInt64);
+  all_gather(lengths, length);
+  const int64_t* length_of = lengths.data_as<int64_t>();
+  const int64_t longest = *std::max_element(length_of, length_of + size);
+  if (longest == 0) return std::vector<std::string>(static_cast<size_t>(size));
+  // Zeros past this rank's bytes: no stale memory leaves the process.
+  Tensor padded = Tensor::zeros({longest}, DType::kUInt8);
+  if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
+  Tensor all = Tensor::empty({longest * size}, DType::kUInt8);
+  all_gather(all, padded);
+  const char* bytes = static_cast<const char*>(all.data());
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(length_of[r]));
+  return out;
 }
 
 std::unique_ptr<HostExchange> make_collective_exchange(const HostExchangeOptions& options,

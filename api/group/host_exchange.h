@@ -89,4 +89,10 @@ using AllGatherBytes = std::function<void(Tensor& out, const Tensor& in)>;
 std::unique_ptr<HostExchange> make_collective_exchange(const HostExchangeOptions& options,
                                                        AllGatherBytes all_gather);
 
+// Every rank's byte string in rank order, over `all_gather` (a group of `size`): the
+// lengths, then the bytes padded to the longest (left out when every string is empty, on
+// every rank alike). The collective exchange's all_gather and all_gather_object
+// (object_collectives.h) both.
+std::vector<std::string> all_gather_strings(int size, const std::string& mine, const AllGatherBytes& all_gather);
+
 }  // namespace distcomm

@@ -430,9 +430,12 @@ void Engine::fail_everything(const ErrorFor& error_for, std::vector<Completion>&
 void Engine::complete(std::vector<Completion>& done) {
   if (done.empty()) return;
   CompletingBatch batch{&done, 0, t_completing};
-  t_completing = &batch;
+  struct Linked {  // off the chain however this frame ends: the chain must not outlive it
+    CompletingBatch& b;
+    explicit Linked(CompletingBatch& batch) : b(batch) { t_completing = &b; }
+    ~Linked() { t_completing = b.outer; }
+  } linked(batch);
   while (batch.next < done.size()) finish_entry(done[batch.next++]);
-  t_completing = batch.outer;
   pending_.fetch_sub(static_cast<int64_t>(done.size()));
   done.clear();
   if (waiters_.load() > 0) {

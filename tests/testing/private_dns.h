@@ -17,7 +17,7 @@
 namespace distcomm {
 namespace testing {
 
-// Whether this process may make mount and network namespaces (a forked child tries).
+// Whether this process may make mount, network and UTS namespaces (a forked child tries).
 bool can_make_private_dns();
 
 // In this (forked) process: the namespaces and resolv.conf above (written into dir), with

@@ -120,7 +120,7 @@ TEST(ShmP2P, ReceiveFromAnyRankOutlivesWorkersThatLeave) {
 // two recvs end together when the progress thread, napping 1 s, finds both messages there;
 // the first one's callback waits for the second, ended but not yet finished. That wait must
 // finish it. Before, it waited for a finish that comes only after the callback returns, for
-// ever: with no op in flight, no deadline ended it.
+// ever: with no op in flight, no deadline ended it (here the wait's own 5 s timeout does).
 TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
   GroupHarnessOptions options;
   options.backend_config = {{"shm_nap_us", "1000000"}};
@@ -142,7 +142,7 @@ TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
     auto outcome = std::make_shared<std::promise<std::string>>();
     first->on_finish([second, outcome](std::exception_ptr) {
       try {
-        second->wait();
+        second->wait(std::chrono::seconds(5));  // bounded: a regression fails here, not by a hang
         outcome->set_value(second->is_success() ? "finished" : "failed");
       } catch (const std::exception& e) {
         outcome->set_value(e.what());
