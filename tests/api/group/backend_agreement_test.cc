@@ -9,10 +9,14 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/process_group.h"
 #include "api/store/file_store.h"
+#include "api/store/hash_store.h"
+#include "tests/testing/in_process_group.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -46,6 +50,31 @@ TEST(BackendAgreement, RanksThatAskForDifferentBackendsFailAtOnceNamingBoth) {
   });
   ::unlink(store_path.c_str());
   ::rmdir(pattern);
+}
+
+// The same device list in another order is the same backend: the ranks compare each
+// spec's device map, not its text. (A list and a single name are compared as written:
+// "auto" may add nccl where "cpu:auto" never does.)
+TEST(BackendAgreement, ADeviceListInAnotherOrderIsTheSameBackend) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(2);
+  std::vector<ProcessGroupPtr> groups(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      testing::InProcessOptions o;
+      o.timeout = std::chrono::seconds(20);
+      o.backend = r == 0 ? "cpu:in_process,cuda:in_process_cuda" : "CUDA:in_process_cuda,cpu:in_process";
+      try {
+        groups[static_cast<size_t>(r)] = testing::in_process_rank(store, r, 2, o);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }
 
 }  // namespace
