@@ -123,35 +123,84 @@ void Work::on_finish(std::function<void(std::exception_ptr)> cb) {
 
 namespace {
 
-// then()'s Work. Waiting for it waits for `first` before, so that a backend whose waiters
-// run their own op (gloo) or drive its progress (mpi) does so for this Work's waiter too.
+// What is left of `timeout` at `deadline`: kUseDefault stays itself; never below zero.
+std::chrono::milliseconds left_until(Work::Clock::time_point deadline, std::chrono::milliseconds timeout) {
+  if (is_use_default(timeout)) return timeout;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Work::Clock::now());
+  return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
+
+Work::Clock::time_point deadline_of(std::chrono::milliseconds timeout) {
+  const auto now = Work::Clock::now();
+  if (is_use_default(timeout) || timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               Work::Clock::time_point::max() - now)) {
+    return Work::Clock::time_point::max();
+  }
+  return now + timeout;
+}
+
+// Waits for `part` by its own wait(), which drives the op where the backend's waiters do
+// (gloo runs it, mpi progresses it, shm runs its group, also from a callback), within what
+// is left of `timeout`. What the wait throws before the part has ended (its Timeout, mpi's
+// refusal to wait inside a callback) is thrown; the part's own error is not: it reaches the
+// Work that waits through that Work's callback, which rethrows it.
+// No is_completed() first: a poll tells gloo that nobody waits, and it hands the op to its
+// worker (GlooWorker.AWaiterRunsItsOpAndTheWorkerSleeps).
+void wait_for_part(Work& part, Work::Clock::time_point deadline, std::chrono::milliseconds timeout) {
+  try {
+    part.wait(left_until(deadline, timeout));
+  } catch (...) {
+    if (!part.is_completed()) throw;
+  }
+}
+
+// then()'s Work. Waiting for it waits for `first` before, with or without a timeout.
 class ChainedWork : public Work {
  public:
   ChainedWork(WorkPtr first, OpType op) : Work(op, first->seq(), first->description()), first_(std::move(first)) {}
 
   void wait(std::chrono::milliseconds timeout = kUseDefault) override {
-    if (!Work::is_completed()) {
-      if (is_use_default(timeout)) {
-        try {
-          first_->wait();
-        } catch (...) {
-          // first's error reaches this Work through the callback; Work::wait rethrows it
-        }
-      } else {
-        first_->is_completed();  // a poll: lets the backend start the op now
-      }
-    }
-    Work::wait(timeout);
+    const auto deadline = deadline_of(timeout);
+    if (!Work::is_completed()) wait_for_part(*first_, deadline, timeout);
+    Work::wait(left_until(deadline, timeout));
   }
 
   bool is_completed() const override {
     if (Work::is_completed()) return true;
-    first_->is_completed();
+    first_->is_completed();  // a poll: lets the backend start the op now
     return Work::is_completed();
   }
 
  private:
   const WorkPtr first_;
+};
+
+// all_of()'s Work. Waiting for it waits for each part in turn, so that the parts are driven
+// as their own waiters would drive them (a Work that only waited on its condition would
+// leave a gloo transfer to the worker and an mpi op unprogressed, and hang a callback on
+// shm's progress thread that waits for a batch nothing else moves).
+class AllOfWork : public Work {
+ public:
+  AllOfWork(std::vector<WorkPtr> parts, OpType op, uint64_t seq, const std::string& description)
+      : Work(op, seq, description), parts_(std::move(parts)) {}
+
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override {
+    const auto deadline = deadline_of(timeout);
+    for (const WorkPtr& part : parts_) {
+      if (Work::is_completed()) break;
+      wait_for_part(*part, deadline, timeout);
+    }
+    Work::wait(left_until(deadline, timeout));
+  }
+
+  bool is_completed() const override {
+    if (Work::is_completed()) return true;
+    for (const WorkPtr& part : parts_) part->is_completed();  // polls, as then()'s Work does
+    return Work::is_completed();
+  }
+
+ private:
+  const std::vector<WorkPtr> parts_;
 };
 
 }  // namespace
@@ -175,7 +224,7 @@ WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpT
 }
 
 WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description) {
-  auto outer = std::make_shared<Work>(op, seq, description);
+  auto outer = std::make_shared<AllOfWork>(parts, op, seq, description);
   struct State {
     std::mutex mu;
     size_t left;
@@ -184,8 +233,10 @@ WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const
   auto state = std::make_shared<State>();
   state->left = parts.size();
   state->errors.resize(parts.size());
+  if (parts.empty()) outer->finish(nullptr);  // nothing to wait for
   for (size_t i = 0; i < parts.size(); ++i) {
-    parts[i]->on_finish([outer, state, i](std::exception_ptr error) {
+    // Weak: the outer Work holds its parts, for its waiters to drive.
+    parts[i]->on_finish([weak_outer = std::weak_ptr<Work>(outer), state, i](std::exception_ptr error) {
       std::exception_ptr first;
       {
         std::lock_guard<std::mutex> lock(state->mu);
@@ -198,7 +249,7 @@ WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const
           }
         }
       }
-      outer->finish(first);
+      if (auto outer = weak_outer.lock()) outer->finish(first);
     });
   }
   return outer;

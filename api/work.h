@@ -105,10 +105,13 @@ using WorkPtr = std::shared_ptr<Work>;
 // It carries first's sequence number, description and source rank, and first's op unless
 // `as` is given.
 // For post-processing: unpacking list outputs, AVG's division, a comm hook's cast back.
+// Its wait(timeout) waits for `first` by first's own wait() (which drives the op where the
+// backend's waiters do), within the same timeout.
 WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpType> as = std::nullopt);
 
 // A Work that ends when every one of `parts` has ended, with the first error in the parts'
-// order (a batch of transfers run one by one).
+// order (a batch of transfers run one by one). Its wait(timeout) waits for each part by
+// the part's own wait(), in order, within the one timeout.
 WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description);
 
 }  // namespace distcomm

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/work.h"
@@ -111,6 +114,67 @@ TEST(Work, ThenPassesTheFirstErrorOnAndTurnsItsOwnIntoOne) {
   WorkPtr throwing = then(ok, [] { throw InvalidArgument("cannot unpack"); });
   ok->finish();
   EXPECT_THROW(throwing->wait(), InvalidArgument);
+}
+
+// An op whose waiter runs it, as gloo's waiters run their ops and shm's drive their group:
+// it ends only inside wait(), which records the timeout it was given. With refuse_with set
+// its wait throws that before the op ends, as mpi's does inside a callback.
+class DrivenByItsWaiter : public Work {
+ public:
+  explicit DrivenByItsWaiter(uint64_t seq) : Work(OpType::kSend, seq, "send #" + std::to_string(seq)) {}
+  void wait(std::chrono::milliseconds timeout = kUseDefault) override {
+    timeouts.push_back(timeout);
+    if (!refuse_with.empty()) throw Error(refuse_with);
+    finish();
+    Work::wait(timeout);
+  }
+  std::vector<std::chrono::milliseconds> timeouts;
+  std::string refuse_with;
+};
+
+// A then() Work waited with a timeout drives its first op within that timeout (it used to
+// poll once and wait on its own condition, which nothing else would end).
+TEST(Work, ThenWaitedWithATimeoutDrivesItsFirstWithinIt) {
+  auto first = std::make_shared<DrivenByItsWaiter>(3);
+  int ran = 0;
+  WorkPtr chained = then(first, [&] { ++ran; });
+  EXPECT_NO_THROW(chained->wait(std::chrono::milliseconds(2000)));
+  EXPECT_EQ(ran, 1);
+  ASSERT_EQ(first->timeouts.size(), 1u);
+  EXPECT_GT(first->timeouts[0].count(), 0);
+  EXPECT_LE(first->timeouts[0].count(), 2000);
+}
+
+// all_of()'s Work (batch_isend_irecv's) drives each part as its own waiter would, with or
+// without a timeout (it used to wait on its own condition only: a batch whose parts are run
+// by their waiters never ended).
+TEST(Work, AllOfDrivesEachPartInTurn) {
+  // The bounded wait first: a regression fails there rather than by the test's timeout.
+  for (auto timeout : {std::chrono::milliseconds(2000), kUseDefault}) {
+    auto a = std::make_shared<DrivenByItsWaiter>(1), b = std::make_shared<DrivenByItsWaiter>(2);
+    WorkPtr batch = all_of({a, b}, OpType::kBatchP2P, 1, "batch");
+    ASSERT_NO_THROW(batch->wait(timeout));
+    EXPECT_TRUE(batch->is_success());
+    EXPECT_EQ(a->timeouts.size(), 1u);
+    EXPECT_EQ(b->timeouts.size(), 1u);
+  }
+}
+
+// A part whose wait refuses before its op ends (mpi inside a callback) makes the batch's
+// wait throw that, rather than wait for ever; a part's own error is the batch's error.
+TEST(Work, AllOfPassesARefusedWaitOnAndKeepsThePartsErrors) {
+  auto a = std::make_shared<DrivenByItsWaiter>(1), b = std::make_shared<DrivenByItsWaiter>(2);
+  a->refuse_with = "would wait for itself";
+  WorkPtr batch = all_of({a, b}, OpType::kBatchP2P, 1, "batch");
+  EXPECT_THROW(batch->wait(), Error);
+  EXPECT_FALSE(batch->is_completed());
+
+  auto ok = std::make_shared<Work>(OpType::kSend, 1), failed = std::make_shared<Work>(OpType::kRecv, 2);
+  WorkPtr both = all_of({ok, failed}, OpType::kBatchP2P, 1, "batch");
+  ok->finish();
+  failed->finish(std::make_exception_ptr(PeerFailure("rank 1 died")));
+  EXPECT_THROW(both->wait(std::chrono::milliseconds(1000)), PeerFailure);
+  EXPECT_TRUE(all_of({}, OpType::kBatchP2P, 0, "empty")->is_success());
 }
 
 }  // namespace

@@ -55,6 +55,20 @@ constexpr const char* kPluginName = "in_process_cuda";
 constexpr const char* kPluginName = "in_process";
 #endif
 
+// How many ops' callbacks this thread is running: an op's callbacks run on the thread that
+// ends it, often another rank's (the sender's, for a recv), whose next op a wait() there
+// would stop; such a wait is refused, as gloo's and mpi's are.
+thread_local int g_callbacks_running = 0;
+
+// Ends `work` (its callbacks run here).
+void end_op(Work& work, std::exception_ptr error = nullptr) {
+  ++g_callbacks_running;
+  struct Leave {
+    ~Leave() { --g_callbacks_running; }
+  } leave;
+  work.finish(error);
+}
+
 // A Work whose wait() ends at the op's deadline: an op some rank never joined fails there,
 // with the error timed_out() makes (which also fails the group).
 class DeadlineWork : public Work {
@@ -65,6 +79,11 @@ class DeadlineWork : public Work {
         deadline_(Clock::now() + ctx.timeout),
         timed_out_(std::move(timed_out)) {}
   void wait(std::chrono::milliseconds timeout = kUseDefault) override {
+    if (g_callbacks_running > 0 && !is_completed()) {
+      throw Error(description() + ": Work::wait called from a Work callback (on_finish): the in_process backend "
+                  "runs it on the thread that ended the op, often another rank's, whose next op this wait would stop; "
+                  "chain the next step with on_finish instead");
+    }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
     const auto until_deadline = std::max(left, std::chrono::milliseconds(0));
     if (!is_use_default(timeout) && timeout < until_deadline) return Work::wait(timeout);
@@ -73,9 +92,9 @@ class DeadlineWork : public Work {
       return;
     } catch (const Timeout&) {
     }
-    finish(timed_out_ ? timed_out_(this)
-                      : std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
-                                                        std::to_string(timeout_.count()) + " ms")));
+    end_op(*this, timed_out_ ? timed_out_(this)
+                             : std::make_exception_ptr(Timeout("not every rank joined within the op's timeout of " +
+                                                               std::to_string(timeout_.count()) + " ms")));
     Work::wait();
   }
 
@@ -290,7 +309,7 @@ WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tens
 
 // Ends `works` with the group's refusal; outside the group's lock (callbacks run).
 void end_all(const std::vector<std::shared_ptr<Work>>& works, const std::exception_ptr& error) {
-  for (const auto& w : works) w->finish(error);
+  for (const auto& w : works) end_op(*w, error);
 }
 
 // The groups of this process, by the id their rank 0 published in the group's store.
@@ -445,13 +464,13 @@ class InProcessBackend : public Backend {
         waiting.erase(it);
         lock.unlock();
         deliver(r, t, rank());
-        work->finish();
+        end_op(*work);
         return work;
       }
     }
     s.mail[{rank(), dst, o.tag}].push_back(t.clone());
     lock.unlock();
-    work->finish();  // buffered
+    end_op(*work);  // buffered
     return work;
   }
   WorkPtr recv(Tensor& t, int src, const P2POptions& o, const OpContext& c) override {
@@ -484,7 +503,7 @@ class InProcessBackend : public Backend {
 
   // The op, ended at once with the group's first failure. Called under s.mu.
   static WorkPtr refused(const std::shared_ptr<Work>& work, const Shared& s) {
-    work->finish(s.refusal());
+    end_op(*work, s.refusal());
     return work;
   }
 
@@ -492,7 +511,7 @@ class InProcessBackend : public Backend {
   // the same size is delivered whatever its dtype (MPI's behaviour, which DETAIL checks).
   static void deliver(PendingRecv& r, const Tensor& data, int src) {
     if (data.nbytes() != r.into.nbytes()) {
-      r.work->finish(std::make_exception_ptr(InvalidArgument(
+      end_op(*r.work, std::make_exception_ptr(InvalidArgument(
           "this recv holds " + elements_text(r.into.numel(), r.into.dtype()) + " but rank " + std::to_string(src) +
           " sends " + elements_text(data.numel(), data.dtype()) +
           "; the message was discarded, and the sender cannot tell (its send was buffered)")));
@@ -500,7 +519,7 @@ class InProcessBackend : public Backend {
     }
     copy_bytes(r.into, 0, data, 0, data.numel());
     r.work->set_source_rank(src);
-    r.work->finish();
+    end_op(*r.work);
   }
 
   WorkPtr receive(OpType op, Tensor& t, int src, int tag, const OpContext& c) {
@@ -595,7 +614,7 @@ class InProcessBackend : public Backend {
       } catch (...) {
         error = std::current_exception();
       }
-      for (Part& p : ready) p.work->finish(error);
+      for (Part& p : ready) end_op(*p.work, error);
       if (error) {
         // A Desync fails the group, as a real backend's does.
         std::vector<std::shared_ptr<Work>> to_end;

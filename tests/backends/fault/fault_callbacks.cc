@@ -8,9 +8,12 @@
 // ever for the callback that waited for it).
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
@@ -167,6 +170,74 @@ TEST_P(FaultSuite, AbortFromTheCallbackOfAnOpItsCallerWaitsFor) {
 TEST_P(FaultSuite, DestroyFromTheCallbackOfAnOpItsCallerWaitsFor) {
   end_a_group_from_a_callback(runner(), Ending::kDestroy, Waiter::kTheCaller);
 }
+
+// How a callback waits for another op: the Work recv returned, a batch_isend_irecv's Work,
+// or a then() Work; each with a timeout.
+enum class OtherWork { kRecv, kBatch, kThen };
+
+// Rank 0's callback on a recv waits, with a 5 s timeout, for a second recv from rank 1.
+// Every backend must end that wait: with the second recv finished and its data (shm drives
+// the group there), or with an Error that says a wait inside a callback cannot be (gloo,
+// mpi: the callback runs where nothing else moves); never a hang, nor a Timeout for an op
+// whose data was sent (helper-66 found shm's same-poll hang; the batch and then() Works did
+// not drive their parts).
+void wait_from_a_callback(Runner& runner, OtherWork kind) {
+  runner.run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    Tensor a = floats(4), b = floats(4);
+    P2POptions first_tag, second_tag;
+    first_tag.tag = 1;
+    second_tag.tag = 2;
+    if (r.rank() == 1) {
+      r.board().wait({"callback_set"}, std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout));
+      a.fill(1);
+      b.fill(2);
+      pg->send(a, 0, first_tag)->wait();
+      pg->send(b, 0, second_tag)->wait();
+    } else if (r.rank() == 0) {
+      WorkPtr first = pg->recv(a, 1, first_tag);
+      WorkPtr second;
+      if (kind == OtherWork::kBatch) {
+        std::vector<P2POp> batch = {P2POp::recv(b, 1)};
+        second = pg->batch_isend_irecv(batch, second_tag);
+      } else {
+        second = pg->recv(b, 1, second_tag);
+        if (kind == OtherWork::kThen) second = then(second, [] {});
+      }
+      auto outcome = std::make_shared<std::promise<std::string>>();
+      first->on_finish([second, outcome](std::exception_ptr) {
+        try {
+          second->wait(std::chrono::seconds(5));
+          outcome->set_value("finished");
+        } catch (const std::exception& e) {
+          outcome->set_value(e.what());
+        }
+      });
+      r.board().set("callback_set", std::string("1"));
+      std::future<std::string> got = outcome->get_future();
+      ASSERT_EQ(got.wait_for(std::chrono::duration<double>(kWithin)), std::future_status::ready)
+          << "the callback's wait for the second recv did not return";
+      const std::string said = got.get();
+      if (said == "finished") {
+        EXPECT_EQ(b.data_as<float>()[0], 2.0f);
+      } else {
+        EXPECT_NE(said.find("callback"), std::string::npos) << "neither finished nor refused as a wait in a callback: " << said;
+      }
+      std::printf("[ %s ] the callback's wait: %s\n", runner.backend().c_str(), said.c_str());
+      first->wait();
+      EXPECT_EQ(a.data_as<float>()[0], 1.0f);
+      if (said != "finished") second->wait();  // the recv itself still ends, outside the callback
+      EXPECT_EQ(b.data_as<float>()[0], 2.0f);
+    }
+    pg->barrier()->wait();
+  });
+}
+
+TEST_P(FaultSuite, AWaitInACallbackForAnotherRecvEnds) { wait_from_a_callback(runner(), OtherWork::kRecv); }
+
+TEST_P(FaultSuite, AWaitInACallbackForABatchEnds) { wait_from_a_callback(runner(), OtherWork::kBatch); }
+
+TEST_P(FaultSuite, AWaitInACallbackForAThenWorkEnds) { wait_from_a_callback(runner(), OtherWork::kThen); }
 
 }  // namespace
 }  // namespace fault

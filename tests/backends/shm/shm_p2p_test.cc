@@ -116,15 +116,18 @@ TEST(ShmP2P, ReceiveFromAnyRankOutlivesWorkersThatLeave) {
 }
 
 
-// A callback that waits for an op which ended in the same poll (helper-66's hang): rank 0's
-// two recvs end together when the progress thread, napping 1 s, finds both messages there;
-// the first one's callback waits for the second, ended but not yet finished. That wait must
-// finish it. Before, it waited for a finish that comes only after the callback returns, for
-// ever: with no op in flight, no deadline ended it (here the wait's own 5 s timeout does).
-TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
+// How a callback on the first recv waits for the second: the Work recv returned, a
+// batch_isend_irecv's Work (all_of's), or a then() Work waited with a timeout.
+enum class SecondWork { kRecv, kBatch, kThenWithTimeout };
+
+// A Work callback on shm's progress thread waits for a recv that ended in the same poll as
+// its own: with `shm_nap_us` at 1 s both recvs end in the progress thread's first poll, so
+// the second sits ended, not yet finished, further down the batch whose callbacks run. The
+// wait must finish it (each kind of Work drives its parts), not wait for ever.
+void a_callback_waits_for_an_op_that_ended_in_the_same_poll(SecondWork kind) {
   GroupHarnessOptions options;
   options.backend_config = {{"shm_nap_us", "1000000"}};
-  run_group(2, "shm", [](ProcessGroup& pg) {
+  run_group(2, "shm", [kind](ProcessGroup& pg) {
     Tensor a = filled(4, 0.0f), b = filled(4, 0.0f);
     P2POptions first_tag, second_tag;
     first_tag.tag = 1;
@@ -138,7 +141,14 @@ TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
       return;
     }
     WorkPtr first = pg.recv(a, 1, first_tag);
-    WorkPtr second = pg.recv(b, 1, second_tag);
+    WorkPtr second;
+    if (kind == SecondWork::kBatch) {
+      std::vector<P2POp> batch = {P2POp::recv(b, 1)};
+      second = pg.batch_isend_irecv(batch, second_tag);
+    } else {
+      second = pg.recv(b, 1, second_tag);
+      if (kind == SecondWork::kThenWithTimeout) second = then(second, [] {});
+    }
     auto outcome = std::make_shared<std::promise<std::string>>();
     first->on_finish([second, outcome](std::exception_ptr) {
       try {
@@ -157,6 +167,18 @@ TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
     first->wait();
     EXPECT_EQ(a.data_as<float>()[0], 1.0f);
   }, options);
+}
+
+TEST(ShmP2P, ACallbackWaitsForAnOpThatEndedInTheSamePoll) {
+  a_callback_waits_for_an_op_that_ended_in_the_same_poll(SecondWork::kRecv);
+}
+
+TEST(ShmP2P, ACallbackWaitsForABatchThatEndedInTheSamePoll) {
+  a_callback_waits_for_an_op_that_ended_in_the_same_poll(SecondWork::kBatch);
+}
+
+TEST(ShmP2P, ACallbackWaitsWithATimeoutForAThenWorkThatEndedInTheSamePoll) {
+  a_callback_waits_for_an_op_that_ended_in_the_same_poll(SecondWork::kThenWithTimeout);
 }
 
 }  // namespace
