@@ -32,6 +32,7 @@ void leave_report(const std::string& text) {
   report.unix_time_ns = FailureReport::now_ns();
   report.message = text;
   report.consequence = latest_group_failure_was_adopted();
+  report.lost_rank = latest_group_failure_lost_rank();
   std::ofstream f(*g_error_file, std::ios::binary | std::ios::trunc);
   f << report.encode();
 }

@@ -160,7 +160,9 @@ local::Child Attempt::start_one(const std::string& path, int port, int local, in
     pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
     pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
     processes_.push_back(p);
-    return local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+    local::Child child = local::watched_child(p.pid, /*report_fd=*/-1, /*own_group=*/true);
+    child.rank = p.rank;  // replacements share their rank (LocalRanks::first_failure)
+    return child;
   } catch (...) {
     // Not yet among the watched ranks, so the cleanup of a failed start would miss it:
     // it is stopped here (it leads its own process group), then the start fails.
@@ -313,6 +315,15 @@ void Attempt::name_first_failure() {
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
                     ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
+  // Ranks that also failed on their own and said nothing (a signal, an exit code without
+  // an error file): nothing else would mention them. Before the last word.
+  std::string others;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (static_cast<int>(i) == first || !ranks_.failed(i) || ranks_[i].stopped || reports[i]) continue;
+    others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(processes_[i].rank) + " (pid " +
+              std::to_string(ranks_[i].pid) + ", " + how_ended(i) + ")";
+  }
+  if (!others.empty()) say("also failed, with no error file: " + others);
   // The launcher's last word, one line, names the cause; the rank printed its whole error
   // above (a Desync's table, say).
   say(result_.failure.substr(0, result_.failure.find('\n')));

@@ -206,6 +206,14 @@ std::string GroupFailure::world_rank_text(int group_rank) const {
   return world == group_rank ? "" : " (world rank " + std::to_string(world) + ")";
 }
 
+int GroupFailure::world_rank_of(int group_rank) const {
+  if (group_rank < 0) return -1;
+  std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  const auto it = world_ranks_of().find(this);
+  if (it == world_ranks_of().end() || it->second.empty()) return group_rank;
+  return static_cast<size_t>(group_rank) < it->second.size() ? it->second[static_cast<size_t>(group_rank)] : -1;
+}
+
 namespace {
 
 // Whether a message names a rank by number ("rank 2", "ranks [1, 3]"): in a subgroup those
@@ -480,7 +488,9 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     first_ = r;
     first_op_ = op;
     first_error_ = error;
-    note_group_failure_origin(adopted);  // api/process/failure_origin.h
+    // api/process/failure_origin.h. A loss names the lost rank, so that the launcher does
+    // not take this rank, which saw the loss first, for the cause (FailureReport::lost_rank).
+    note_group_failure_origin(adopted, r.kind == FailureRecord::Kind::kPeerFailure ? world_rank_of(r.culprit) : -1);
     refusal_ = with_context(described, kUnusable);
     failed_.store(true, std::memory_order_release);
     recorded_.notify_all();  // before the abort hooks: a waiter may hold what they need

@@ -197,6 +197,9 @@ class GroupFailure {
 
   // " (world rank N)" for a group rank whose world rank differs; "" otherwise.
   std::string world_rank_text(int group_rank) const;
+  // The world rank of `group_rank`: itself where no map was set (the world group, whose
+  // global_ranks are empty), -1 where the map does not hold it.
+  int world_rank_of(int group_rank) const;
   // "group 'world/g0' ranks [0, 1] are world ranks [3, 5]" when `words` name a rank by
   // number ("rank 1", "ranks [1, 2]") and this group's ranks are not the world's; else "".
   // `where`: an op's description, which names the group. A failure that may name several

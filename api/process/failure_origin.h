@@ -7,9 +7,13 @@
 
 namespace distcomm {
 
-void note_group_failure_origin(bool adopted);
+// lost_world_rank: the world rank whose loss (death, closed connections) the failure is,
+// when it is one and that rank is known; else -1 (FailureReport::lost_rank).
+void note_group_failure_origin(bool adopted, int lost_world_rank = -1);
 // The latest, not the first: a program that survived one failure (ft/) ends by another.
 // False when it was this rank's own, or none was recorded.
 bool latest_group_failure_was_adopted();
+// The latest failure's lost world rank; -1 when it was not a loss, or none was recorded.
+int latest_group_failure_lost_rank();
 
 }  // namespace distcomm

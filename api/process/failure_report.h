@@ -28,6 +28,11 @@ struct FailureReport {
   // wrote. The rank that failed first writes late: it publishes its failure and cuts its
   // connections before it throws, and the ranks it cut off may throw first.
   bool consequence = false;
+  // The world rank whose loss this failure is (it died, or closed its connections, as this
+  // rank saw it); -1 when it is not a loss or the rank is unknown. A rank that reports the
+  // loss of a rank that failed on its own is not the cause either, however early it wrote:
+  // the lost rank may have died before anyone (its launcher included) saw it.
+  int lost_rank = -1;
 
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -35,28 +40,43 @@ struct FailureReport {
         .count();
   }
 
-  // Format 2 adds the consequence line; format 1 (without it) is still read.
+  // Format 3 adds the lost rank's line, format 2 the consequence line; formats 1 and 2 are
+  // still read.
   std::string encode() const {
-    return "distcomm-failure-report-2\n" + std::to_string(unix_time_ns) + "\n" + (consequence ? "1" : "0") + "\n" +
-           message;
+    return "distcomm-failure-report-3\n" + std::to_string(unix_time_ns) + "\n" + (consequence ? "1" : "0") + "\n" +
+           std::to_string(lost_rank) + "\n" + message;
   }
 
   static std::optional<FailureReport> decode(const std::string& text) {
     std::istringstream in(text);
     std::string format, time;
-    const bool v2 = std::getline(in, format) && format == "distcomm-failure-report-2";
-    if (!v2 && format != "distcomm-failure-report-1") return std::nullopt;
-    if (!std::getline(in, time)) return std::nullopt;
+    if (!std::getline(in, format)) return std::nullopt;
+    const int version = format == "distcomm-failure-report-3"   ? 3
+                        : format == "distcomm-failure-report-2" ? 2
+                        : format == "distcomm-failure-report-1" ? 1
+                                                                : 0;
+    if (version == 0 || !std::getline(in, time)) return std::nullopt;
     FailureReport r;
     try {
       r.unix_time_ns = std::stoll(time);
     } catch (const std::exception&) {
       return std::nullopt;
     }
-    if (v2) {
+    if (version >= 2) {
       std::string consequence;
       if (!std::getline(in, consequence) || (consequence != "0" && consequence != "1")) return std::nullopt;
       r.consequence = consequence == "1";
+    }
+    if (version >= 3) {
+      std::string lost;
+      if (!std::getline(in, lost)) return std::nullopt;
+      try {
+        size_t used = 0;
+        r.lost_rank = std::stoi(lost, &used);
+        if (used != lost.size() || r.lost_rank < -1) return std::nullopt;
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
     }
     const auto start = static_cast<size_t>(in.tellg());
     r.message = start < text.size() ? text.substr(start) : "";

@@ -101,12 +101,14 @@ inline std::string describe_current_exception() {
 }
 
 // The FailureReport of the exception being handled, now. consequence: whether it is another
-// rank's failure, adopted (FailureReport::consequence; the core knows, this header does not).
-inline std::string report_of_current_exception(bool consequence) {
+// rank's failure, adopted; lost_rank: the rank whose loss it is (FailureReport's fields; the
+// core knows them, this header does not).
+inline std::string report_of_current_exception(bool consequence, int lost_rank = -1) {
   FailureReport thrown;
   thrown.unix_time_ns = FailureReport::now_ns();
   thrown.message = describe_current_exception();
   thrown.consequence = consequence;
+  thrown.lost_rank = lost_rank;
   return thrown.encode();
 }
 
@@ -121,6 +123,7 @@ struct Child {
   int status = 0;          // the waitpid status, once !running
   int64_t ended_ns = 0;    // when its exit was seen (FailureReport::now_ns)
   bool stopped = false;    // still running when the set was told to stop
+  int rank = -1;           // the job's rank it runs (FailureReport::lost_rank); -1: its index
 };
 
 // A child of this process, watched from now on (its pidfd opened: a ChildSet then sleeps
@@ -210,15 +213,10 @@ class ChildSet {
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
     if (extra) std::copy(fds.begin(), fds.begin() + static_cast<std::ptrdiff_t>(extra->size()), extra->begin());
     std::vector<size_t> exited;
+    exited.swap(reaped_early_);
     for (size_t i = 0; i < children_.size(); ++i) {
-      Child& c = children_[i];
-      read_report(c);
-      if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      c.ended_ns = FailureReport::now_ns();
-      read_report(c);  // what it wrote last; a process it left behind may hold the pipe open
-      close_fds(c);
-      exited.push_back(i);
+      read_report(children_[i]);
+      if (reap(children_[i])) exited.push_back(i);
     }
     return exited;
   }
@@ -236,8 +234,13 @@ class ChildSet {
   }
 
   // Marks the children still running as stopped: when they end, it is not a failure of
-  // their own (LocalRanks::first_failure passes over them unless they say otherwise).
+  // their own (LocalRanks::first_failure passes over them unless they say otherwise). A
+  // child that has already exited, unreaped, is reaped instead, not marked (two ranks that
+  // die together: the second is a failure of its own too); the next poll() returns it.
   void mark_stopped() {
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (reap(children_[i])) reaped_early_.push_back(i);
+    }
     for (Child& c : children_) c.stopped = c.stopped || c.running;
   }
 
@@ -268,6 +271,15 @@ class ChildSet {
   }
 
  private:
+  // Reaps c if it is running and has exited; true when it did.
+  static bool reap(Child& c) {
+    if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) return false;
+    c.running = false;
+    c.ended_ns = FailureReport::now_ns();
+    read_report(c);  // what it wrote last; a process it left behind may hold the pipe open
+    close_fds(c);
+    return true;
+  }
   static void read_report(Child& c) {
     if (c.report_fd < 0) return;
     char buf[4096];
@@ -286,6 +298,7 @@ class ChildSet {
   }
 
   std::vector<Child> children_;
+  std::vector<size_t> reaped_early_;  // by mark_stopped: the next poll() returns them
 };
 
 }  // namespace local

@@ -202,8 +202,10 @@ class LocalRanks {
   // The rank that failed first by time, once every rank has ended (-1: none failed). A
   // rank's time is the one it reported (`reported`), else when its exit was seen; a rank
   // that the stop ended and that reported nothing did not fail on its own. Ranks whose
-  // reports say they adopted another rank's failure (FailureReport::consequence) come
-  // after every rank that failed on its own, whatever their times.
+  // reports say they adopted another rank's failure (FailureReport::consequence), or
+  // report the loss of a rank here that failed on its own (FailureReport::lost_rank: its
+  // exit, with a code or a signal, was seen only after they noticed it), come after every
+  // rank that failed on its own, whatever their times.
   int first_failure(const std::function<std::optional<FailureReport>(size_t rank)>& reported) const {
     int first = -1;
     std::pair<bool, int64_t> first_key{};  // (consequence, time): the smallest is first
@@ -211,8 +213,9 @@ class LocalRanks {
       if (!failed(r)) continue;
       std::optional<FailureReport> report = reported(r);
       if (!report && children_[r].stopped) continue;
+      const bool consequence = report && (report->consequence || lost_on_its_own(report->lost_rank, r));
       const std::pair<bool, int64_t> key =
-          report ? std::make_pair(report->consequence, report->unix_time_ns) : std::make_pair(false, children_[r].ended_ns);
+          report ? std::make_pair(consequence, report->unix_time_ns) : std::make_pair(false, children_[r].ended_ns);
       if (first < 0 || key < first_key) {
         first = static_cast<int>(r);
         first_key = key;
@@ -223,6 +226,19 @@ class LocalRanks {
   // The same, with the FailureReports forked ranks wrote (fork_child).
   int first_failure() const {
     return first_failure([this](size_t r) { return FailureReport::decode(children_[r].report); });
+  }
+
+  // The job's rank that index `i` runs (Child::rank, else the index).
+  int rank_of(size_t i) const { return children_[i].rank >= 0 ? children_[i].rank : static_cast<int>(i); }
+
+  // Whether a process of the job's rank `rank` (not the reporter, index `reporter`) failed on
+  // its own: it ended in failure, and not by the stop.
+  bool lost_on_its_own(int rank, size_t reporter) const {
+    if (rank < 0 || rank == rank_of(reporter)) return false;
+    for (size_t i = 0; i < size(); ++i) {
+      if (rank_of(i) == rank && failed(i) && !children_[i].stopped) return true;
+    }
+    return false;
   }
 
  private:

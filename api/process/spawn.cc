@@ -63,7 +63,7 @@ void spawn(int nprocs, const std::function<void(int rank, int world_size)>& fn, 
         fn(rank, nprocs);
       } catch (...) {
         // As run_main's report: a rank that adopted another's failure is not the cause.
-        return local::report_of_current_exception(latest_group_failure_was_adopted());
+        return local::report_of_current_exception(latest_group_failure_was_adopted(), latest_group_failure_lost_rank());
       }
       return std::string();
     });

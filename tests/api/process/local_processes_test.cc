@@ -78,6 +78,28 @@ TEST(LocalProcesses, PollWakesWhenAChildExits) {
   EXPECT_LT(seconds_since(start), 5.0) << "slept past the child's exit";
 }
 
+// A child that has died but is not yet reaped when the set is told to stop (two ranks that
+// die together: the second's exit comes between the poll that saw the first and the stop)
+// is not marked stopped: its failure is its own. The next poll returns it as exited.
+TEST(LocalProcesses, AChildDeadBeforeTheStopIsNotMarkedStopped) {
+  ChildSet children;
+  children.add(fork_child([] {
+    for (;;) ::pause();
+    return std::string();
+  }));
+  children.add(fork_child([]() -> std::string { ::_exit(3); }));
+  siginfo_t info{};
+  // Until the second has exited, without reaping it (it stays a zombie for the set).
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(children[1].pid), &info, WEXITED | WNOWAIT), 0);
+  children.mark_stopped();
+  EXPECT_TRUE(children[0].stopped);
+  EXPECT_FALSE(children[1].stopped) << "it died before the stop: its failure is its own";
+  EXPECT_FALSE(children[1].running);
+  EXPECT_EQ(describe_wait_status(children[1].status), "exit code 3");
+  EXPECT_EQ(children.poll(milliseconds(0)), std::vector<size_t>{1}) << "the next poll returns it";
+  children.kill_all();
+}
+
 // A child that ignores SIGTERM is killed once the grace is over: not before, not much after.
 TEST(LocalProcesses, StopGivesTheGraceThenKills) {
   ChildSet children;

@@ -155,6 +155,58 @@ TEST(LocalRanks, AnAdoptedFailureIsNotTheCauseHoweverEarly) {
   EXPECT_EQ(ranks.first_failure(), 1);
 }
 
+// A rank that reports the loss of another (FailureReport::lost_rank) comes after that rank
+// when it failed on its own, though the lost rank left no report and its exit (a code, not
+// a signal) was seen after the report's time: the loser died before anyone saw it
+// (helper-68: the launcher named a survivor that saw rank 1's _exit(3), 1 run in 10 under
+// load). A loss of a rank the stop ended does not count. The format keeps the field.
+TEST(LocalRanks, ARankThatReportsALossIsNotTheCauseWhenTheLostRankFailedOnItsOwn) {
+  FailureReport loss;
+  loss.unix_time_ns = 42;
+  loss.message = "rank 1 died";
+  loss.lost_rank = 1;
+  const auto decoded = FailureReport::decode(loss.encode());
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->lost_rank, 1);
+  EXPECT_FALSE(decoded->consequence);
+  EXPECT_EQ(decoded->message, "rank 1 died");
+  const auto v2 = FailureReport::decode("distcomm-failure-report-2\n7\n1\nadopted");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->lost_rank, -1);
+  EXPECT_TRUE(v2->consequence);
+  EXPECT_FALSE(FailureReport::decode("distcomm-failure-report-3\n7\n0\nx1\nbad rank"));
+  EXPECT_FALSE(FailureReport::decode("distcomm-failure-report-3\n7\n0\n-2\nbad rank"));
+
+  LocalRanks ranks(policy(AfterFailure::kLetEnd, milliseconds(10000)));
+  ranks.fork_ranks(3, [](int rank) -> std::string {
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(300));  // seen well after the others' reports
+      ::_exit(3);
+    }
+    FailureReport r;
+    r.unix_time_ns = FailureReport::now_ns() - 1'000'000'000;
+    r.message = "rank 1 died";
+    r.lost_rank = 1;
+    return r.encode();
+  });
+  ranks.watch();
+  EXPECT_EQ(ranks.first_failure(), 1) << "the rank whose loss the others report";
+
+  // The lost rank was ended by the stop: the rank that reported its loss is the cause.
+  LocalRanks stopped(policy(AfterFailure::kTerminate, milliseconds(5000)));
+  stopped.fork_ranks(2, [](int rank) -> std::string {
+    if (rank == 1) wait_forever();
+    FailureReport r;
+    r.unix_time_ns = FailureReport::now_ns();
+    r.message = "rank 1 went silent";
+    r.lost_rank = 1;
+    return r.encode();
+  });
+  stopped.watch();
+  EXPECT_EQ(stopped.first_failure(), 0);
+  expect_no_children();
+}
+
 std::string report_of(bool consequence, const std::string& message) {
   FailureReport r;
   r.unix_time_ns = FailureReport::now_ns();

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/process/failure_origin.h"
 #include "api/tensor.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
@@ -59,6 +60,9 @@ TEST_P(FaultSuite, KilledInASubgroupIsNamedByItsWorldRank) {
         EXPECT_TRUE(std::regex_search(msg, world))
             << "rank " << r.rank() << ": should say that the subgroup's rank " << c << " is world rank " << w << ": "
             << msg;
+        // What run_main tells the launcher (FailureReport::lost_rank): the world rank lost,
+        // so that the launcher does not take this survivor for the cause.
+        EXPECT_EQ(latest_group_failure_lost_rank(), world_culprit) << "rank " << r.rank() << ": " << msg;
         const std::string later = expect_failure_within<PeerFailure>([&] { sub->barrier()->wait(); }, 0, 0.5,
                                                                      "a later op of the subgroup, refused at once");
         EXPECT_TRUE(std::regex_search(later, world))

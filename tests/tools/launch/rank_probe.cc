@@ -31,12 +31,17 @@
 //                                     and exit with code 1 (a SIGTERM before then ends it
 //                                     unreported, as it would a finder still cutting its
 //                                     connections)
-//   rank_probe victim <rank>          that rank writes its pid to <TEST_TMPDIR>/victim_pid,
-//                                     prints "victim <pid>" and waits to be killed;
+//   rank_probe victim <rank> [exit]   that rank writes its pid to <TEST_TMPDIR>/victim_pid,
+//                                     prints "victim <pid>" and waits to be killed (with
+//                                     "exit": exits with code 3, reporting nothing, on SIGUSR2);
 //                                     the others, once it has died (a zombie is dead), report
-//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE, write
-//                                     their pid to <TEST_TMPDIR>/reported_<their rank> and
-//                                     exit with code 1
+//                                     "rank <rank> died" in their DISTCOMM_ERROR_FILE (its loss,
+//                                     FailureReport::lost_rank, as the core's reports say it),
+//                                     write their pid to <TEST_TMPDIR>/reported_<their rank>
+//                                     and exit with code 1
+//   rank_probe victims <rank> <rank>  those two ranks write their pids to
+//                                     <TEST_TMPDIR>/victim_pid_<rank>, print "victim <pid>" and
+//                                     wait to be killed; the others wait to be stopped
 //   rank_probe replaced <rank> <code> [<replacement code>]
 //                                     that rank exits with code at once; its replacement
 //                                     (DISTCOMM_FT_JOIN=1) prints "replacement <member id>
@@ -247,9 +252,21 @@ int main(int argc, char** argv) {
     ::rename((own_file + ".tmp").c_str(), own_file.c_str());
     return 1;
   }
+  if (mode == "victims" && argc > 3) {
+    const int rank = env_int("RANK");
+    if (rank != std::atoi(argv[2]) && rank != std::atoi(argv[3])) wait_to_be_stopped(false);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    const std::string pid_file = env_str("TEST_TMPDIR") + "/victim_pid_" + std::to_string(rank);
+    std::ofstream(pid_file + ".tmp") << ::getpid();
+    ::rename((pid_file + ".tmp").c_str(), pid_file.c_str());
+    write_text(1, "victim " + std::to_string(::getpid()) + "\n");
+    for (;;) ::pause();
+  }
   if (mode == "victim" && argc > 2) {
     const int victim = std::atoi(argv[2]);
     if (env_int("RANK") == victim) {
+      if (argc > 3 && std::string(argv[3]) == "exit") ::signal(SIGUSR2, [](int) { ::_exit(3); });
       std::ofstream(ready_file(victim) + ".tmp") << ::getpid();
       ::rename((ready_file(victim) + ".tmp").c_str(), ready_file(victim).c_str());
       std::ofstream(env_str("TEST_TMPDIR") + "/victim_pid.tmp") << ::getpid();
@@ -264,6 +281,7 @@ int main(int argc, char** argv) {
     distcomm::FailureReport report;
     report.unix_time_ns = distcomm::FailureReport::now_ns();
     report.message = "rank " + std::to_string(victim) + " died";
+    report.lost_rank = victim;
     std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
     std::ofstream(env_str("TEST_TMPDIR") + "/reported_" + std::to_string(env_int("RANK"))) << ::getpid();
     return 1;
