@@ -397,11 +397,24 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
                           " from itself; input split " + std::to_string(rank()) + " must equal output split " +
                           std::to_string(rank()));
   }
-  OpSpec spec = spec_of(kOp, &input, opts.timeout);
+  // torch's in-place form, all_to_all_single(t, t): backends post receives into the output
+  // while sends still read the input, so a block that arrives early, or this rank's own
+  // block, lands on rows not yet sent (gloo and shm returned wrong data with skewed splits:
+  // helper-69). The input is sent from a copy; the copy lives in the backend's op.
+  const char* input_bytes = static_cast<const char*>(input.data());
+  const char* output_bytes = static_cast<const char*>(output.data());
+  const bool overlap = input.nbytes() > 0 && output.nbytes() > 0 && input_bytes < output_bytes + output.nbytes() &&
+                       output_bytes < input_bytes + input.nbytes();
+  if (overlap && !input.is_cpu()) {
+    throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + input.device().str() +
+                          "; an in-place all_to_all needs host tensors: pass a separate output");
+  }
+  const Tensor send_from = overlap ? input.clone() : input;
+  OpSpec spec = spec_of(kOp, &send_from, opts.timeout);
   spec.send_counts = in_counts;
   spec.recv_counts = out_counts;
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-    return b.all_to_all(output, input, out_counts, in_counts, opts, ctx);
+    return b.all_to_all(output, send_from, out_counts, in_counts, opts, ctx);
   });
 }
 

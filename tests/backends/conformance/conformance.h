@@ -70,6 +70,9 @@ void check_all_to_all_single(ProcessGroup& pg, DType dtype, int64_t rows_per_pee
 // others rows_per_peer rows to each other: the idle rank's op is still the group's (its
 // peers wait for it; it returns once they meet), and it writes nothing.
 void check_all_to_all_idle_rank(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, const Placement& p = host());
+// all_to_all_single whose output is its input: even rows, then skewed splits (rank s sends
+// (s - d) mod size + rows_per_peer rows to rank d, the same total as it receives).
+void check_all_to_all_in_place(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, const Placement& p = host());
 // all_to_all with lists, blocks of (s + 2d) % 3 + extra elements from s to d.
 void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p = host());
 // Rank 0 enters late; the others must not leave before it arrives. Needs size() >= 2.

@@ -213,9 +213,10 @@ double a2a_value(DType dtype, int src, int dst, int64_t row, int col) {
 }
 
 // all_to_all_single on [rows, 2] tensors, rank src sending rows(src, dst) rows to rank dst;
-// with_splits: the split sizes are passed (else the rows must be even).
+// with_splits: the split sizes are passed (else the rows must be even); in_place: the output
+// is the input (each rank must then receive as many rows as it sends).
 void check_all_to_all_rows(ProcessGroup& pg, DType dtype, const std::function<int64_t(int, int)>& rows,
-                           bool with_splits, const std::string& what, const Placement& p) {
+                           bool with_splits, const std::string& what, const Placement& p, bool in_place = false) {
   const int me = pg.rank();
   const int size = pg.size();
   std::vector<int64_t> in_splits, out_splits;
@@ -236,7 +237,8 @@ void check_all_to_all_rows(ProcessGroup& pg, DType dtype, const std::function<in
   const auto in_rows = static_cast<int64_t>(in_values.size() / 2);
   const auto out_rows = static_cast<int64_t>(expected.size() / 2);
   Tensor input = p.to_device(host_tensor(dtype, {in_rows, 2}, [&](int64_t i) { return in_values[static_cast<size_t>(i)]; }));
-  Tensor output = p.to_device(host_tensor(dtype, {out_rows, 2}, [&](int64_t i) { return junk_value(dtype, me, i); }));
+  Tensor output = in_place ? input
+                           : p.to_device(host_tensor(dtype, {out_rows, 2}, [&](int64_t i) { return junk_value(dtype, me, i); }));
   if (with_splits) {
     pg.all_to_all_single(output, input, out_splits, in_splits)->wait();
   } else {
@@ -258,6 +260,19 @@ void check_all_to_all_idle_rank(ProcessGroup& pg, DType dtype, int64_t rows_per_
   check_all_to_all_rows(
       pg, dtype, [&](int src, int dst) { return src == idle || dst == idle ? 0 : rows_per_peer; }, true,
       describe("all_to_all_single", dtype, rows_per_peer, "last rank idle"), p);
+}
+
+void check_all_to_all_in_place(ProcessGroup& pg, DType dtype, int64_t rows_per_peer, const Placement& p) {
+  check_all_to_all_rows(
+      pg, dtype, [&](int, int) { return rows_per_peer; }, false,
+      describe("all_to_all_single", dtype, rows_per_peer, "in place, even"), p, /*in_place=*/true);
+  // Rank s sends (s - d) mod size + rows_per_peer rows to d: every rank sends and receives
+  // the same total, in blocks of other sizes, so a block received early lands on rows not
+  // yet sent (gloo overwrote them with 3 ranks or more: helper-69).
+  const int size = pg.size();
+  check_all_to_all_rows(
+      pg, dtype, [&](int src, int dst) { return (src - dst + size) % size + rows_per_peer; }, true,
+      describe("all_to_all_single", dtype, rows_per_peer, "in place, skewed splits"), p, /*in_place=*/true);
 }
 
 void check_all_to_all_list(ProcessGroup& pg, DType dtype, int64_t extra, const Placement& p) {

@@ -46,6 +46,7 @@ void sweep_data_movement(ProcessGroup& pg, int64_t count, const Placement& p) {
     check_all_to_all_single(pg, dtype, count, true, p);
     check_all_to_all_list(pg, dtype, count, p);
     check_all_to_all_idle_rank(pg, dtype, count, p);
+    check_all_to_all_in_place(pg, dtype, count, p);
   }
   if (&p == &host()) check_lists_of_views(pg, count);
 }
