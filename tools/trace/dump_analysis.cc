@@ -33,7 +33,19 @@ struct RankView {
   int global_rank = -1;
   std::string host;
   std::map<int64_t, Op> ops;
+  // Sends and receives not completed, oldest first: a rank that waits in one issues no
+  // collective, and "nothing issued since" would hide why.
+  std::vector<Op> open_p2p;
 };
+
+// "recv p2p#0 float32[8] from 0 tag 42 (transfer 0) (started)", and how many more.
+std::string open_p2p_text(const RankView& rv) {
+  if (rv.open_p2p.empty()) return "";
+  const Op& oldest = rv.open_p2p.front();
+  std::string s = oldest.describe + " (" + oldest.state + ")";
+  if (rv.open_p2p.size() > 1) s += " and " + std::to_string(rv.open_p2p.size() - 1) + " more point-to-point";
+  return s;
+}
 
 struct GroupView {
   int size = 0;
@@ -67,14 +79,17 @@ std::map<std::string, GroupView> collect(const std::vector<RankDump>& dumps) {
       rv.global_rank = static_cast<int>(d.doc.integer("rank", -1));
       rv.host = d.doc.str("host");
       for (const JsonValue& o : g["ops"].items) {
-        if (o.str("kind") != "collective") continue;  // p2p pairs are not in one order
         Op op;
         op.seq = o.integer("seq");
         op.state = o.str("state");
         op.describe = o.str("describe");
-        op.fingerprint = OpFingerprint::decode(o.str("fingerprint"));
         op.ended_ns = o.integer("ended_ns");
         op.error = o.str("error");
+        if (o.str("kind") != "collective") {  // p2p pairs are not in one order: only what waits
+          if (op.state != "completed") rv.open_p2p.push_back(op);
+          continue;
+        }
+        op.fingerprint = OpFingerprint::decode(o.str("fingerprint"));
         rv.ops[op.seq] = op;
       }
     }
@@ -101,11 +116,13 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     out << "  rank " << rank;
     if (rv.global_rank != rank) out << " (world rank " << rv.global_rank << ")";
     out << ": last completed " << (done ? done->describe : std::string("nothing"));
-    if (started && (!done || started->seq > done->seq)) {
+    const bool issued = started && (!done || started->seq > done->seq);
+    if (issued) {
       out << "; then " << op_text(*started);
-    } else {
+    } else if (rv.open_p2p.empty()) {
       out << "; nothing issued since";
     }
+    if (!rv.open_p2p.empty()) out << (issued ? "; also in " : "; since then in ") << open_p2p_text(rv);
     out << "\n";
   }
   if (!missing.empty()) out << "  no dump from ranks " << rank_list_text(missing) << "\n";
@@ -140,6 +157,10 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     if (!absent.empty()) {
       out << "    behind: " << (absent.size() == 1 ? "rank " + std::to_string(absent[0]) : "ranks " + rank_list_text(absent))
           << " never issued " << what << "\n";
+      for (int rank : absent) {
+        const RankView& rv = g.by_rank.at(rank);
+        if (!rv.open_p2p.empty()) out << "    rank " << rank << " was in " << open_p2p_text(rv) << "\n";
+      }
     }
     if (!waiting.empty()) out << "    waiting in it: ranks " << rank_list_text(waiting) << "\n";
     if (!failed.empty()) out << "    failed in it: ranks " << rank_list_text(failed) << "\n";
@@ -212,15 +233,21 @@ std::string analyze_dumps(const std::vector<RankDump>& dumps) {
   out << "\n";
   for (const auto& [name, g] : collect(dumps)) report_group(out, name, g);
 
-  // The first failure by time, over every rank and group.
+  // The first failure by time, over every rank and group; an op another rank's failure cut
+  // off (the core's words for an adopted failure) only where no rank failed on its own: it
+  // ends during the finder's abort, before the finder's own op is marked failed.
   const JsonValue* first = nullptr;
+  bool first_adopted = true;
   int first_rank = -1;
   std::string first_group;
   for (const RankDump& d : dumps) {
     for (const JsonValue& g : d.doc["groups"].items) {
       for (const JsonValue& o : g["ops"].items) {
         if (o.str("state") != "failed") continue;
-        if (!first || o.integer("ended_ns") < first->integer("ended_ns")) {
+        const bool adopted = o.str("error").find("which cut this op off") != std::string::npos;
+        if (!first || (first_adopted && !adopted) ||
+            (adopted == first_adopted && o.integer("ended_ns") < first->integer("ended_ns"))) {
+          first_adopted = adopted;
           first = &o;
           first_rank = static_cast<int>(d.doc.integer("rank", -1));
           first_group = g.str("name");

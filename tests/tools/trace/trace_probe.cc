@@ -2,7 +2,8 @@
 //   trace_probe skip     3+ ranks: three all_reduces, then rank 1 skips the fourth while
 //                        the others time out in it (group timeout 3 s) and check that
 //                        their dump (DISTCOMM_TRACE_DIR) was written before wait() threw;
-//                        rank 1 stays in the group until they are through.
+//                        rank 1 stays in the group until they are through, waiting in
+//                        a recv from rank 0 (tag 42) that nobody sends.
 //   trace_probe sigusr1  rank 0 sends itself SIGUSR1 after six all_reduces, waits for its
 //                        dump to appear, and the ranks go on for six more.
 //   trace_probe die      three all_reduces, then the last rank dies (SIGKILL) and the others
@@ -57,7 +58,11 @@ int skip(distcomm::ProcessGroup& pg) {
   all_reduces(pg, 3);
   const std::string dump = std::string(std::getenv("DISTCOMM_TRACE_DIR")) + "/rank_" + std::to_string(pg.rank()) + ".json";
   if (pg.rank() == 1) {
-    // Skips all_reduce #3; stays until the others have failed in it.
+    // Skips all_reduce #3 for a recv nobody sends; stays until the others have failed.
+    distcomm::Tensor never = distcomm::Tensor::zeros({8});
+    distcomm::P2POptions tag;
+    tag.tag = 42;
+    distcomm::WorkPtr unmatched = pg.recv(never, 0, tag);
     if (!eventually([&] { return pg.store()->add("trace_probe/failed", 0) == pg.size() - 1; })) {
       throw distcomm::Error("rank 1: the others never reported their Timeout");
     }
