@@ -19,6 +19,18 @@ void reduce_reduced_floats(void* in, void* inout, int* len, MPI_Datatype* type) 
   reduce_into(inout, in, static_cast<size_t>(*len), dtype, ReduceOp(kKind));
 }
 
+// MIN and MAX for float and double, which MPI's built-in MPI_MIN/MPI_MAX leave to a plain
+// comparison: a NaN was dropped or kept by which rank held it (min of {1, NaN, 3} came out
+// 3). The core's kernels give NaN, as torch and the other backends do.
+MPI_Op g_nan_min = MPI_OP_NULL;
+MPI_Op g_nan_max = MPI_OP_NULL;
+
+template <ReduceOp::Kind kKind>
+void reduce_floats_with_nan(void* in, void* inout, int* len, MPI_Datatype* type) {
+  const DType dtype = *type == MPI_DOUBLE ? DType::kFloat64 : DType::kFloat32;
+  reduce_into(inout, in, static_cast<size_t>(*len), dtype, ReduceOp(kKind));
+}
+
 MPI_Datatype two_byte_type() {
   MPI_Datatype t;
   MPI_Type_contiguous(2, MPI_BYTE, &t);
@@ -38,6 +50,8 @@ void register_reduced_float_types() {
   MPI_Op_create(&reduce_reduced_floats<ReduceOp::PRODUCT>, 1, &g_reduced_float_ops[ReduceOp::PRODUCT]);
   MPI_Op_create(&reduce_reduced_floats<ReduceOp::MIN>, 1, &g_reduced_float_ops[ReduceOp::MIN]);
   MPI_Op_create(&reduce_reduced_floats<ReduceOp::MAX>, 1, &g_reduced_float_ops[ReduceOp::MAX]);
+  MPI_Op_create(&reduce_floats_with_nan<ReduceOp::MIN>, 1, &g_nan_min);
+  MPI_Op_create(&reduce_floats_with_nan<ReduceOp::MAX>, 1, &g_nan_max);
 }
 
 MPI_Datatype datatype_of(DType dtype) {
@@ -68,6 +82,9 @@ MPI_Op op_of(ReduceOp op, DType dtype) {
       default: break;
     }
   } else {
+    const bool floating = dtype == DType::kFloat32 || dtype == DType::kFloat64;
+    if (floating && op.kind == ReduceOp::MIN && g_nan_min != MPI_OP_NULL) return g_nan_min;
+    if (floating && op.kind == ReduceOp::MAX && g_nan_max != MPI_OP_NULL) return g_nan_max;
     switch (op.kind) {
       case ReduceOp::SUM: return MPI_SUM;
       case ReduceOp::PRODUCT: return MPI_PROD;

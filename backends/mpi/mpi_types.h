@@ -17,7 +17,8 @@
 namespace distcomm {
 namespace mpi {
 
-// Creates the float16/bfloat16 datatypes and their user ops. Once, after MPI_Init.
+// Creates the float16/bfloat16 datatypes and their user ops, and the float/double MIN and
+// MAX ops that keep a NaN (mpi_types.cc). Once, after MPI_Init.
 void register_reduced_float_types();
 
 MPI_Datatype datatype_of(DType dtype);

@@ -10,7 +10,7 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
   if (!is_completed() && Runtime::in_round()) {
     // A Work callback runs inside a round: the op it would wait for cannot move meanwhile.
     throw Error(description() + ": Work::wait called from a Work callback (on_finish) would wait "
-                "for itself; chain the next step with on_finish instead");
+                "for an op that cannot move before the callback returns; chain the next step with on_finish instead");
   }
   if (!is_completed() && waiter_drives_) {
     const auto deadline = is_use_default(timeout)

@@ -49,6 +49,9 @@ std::vector<DType> all_dtypes();
 
 // --- Collectives. root is a rank of pg. count is elements per rank (0 is allowed).
 void check_all_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, const Placement& p = host());
+// MIN and MAX over floats with a NaN on one rank give NaN, whichever rank holds it (torch's
+// rule; MPI's built-in MPI_MIN/MPI_MAX dropped or kept it by position: helper-69).
+void check_nan_in_min_max(ProcessGroup& pg, const Placement& p = host());
 void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p = host());
 // Also checks that non-root tensors are left unchanged.
 void check_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, int root, const Placement& p = host());

@@ -1,5 +1,7 @@
 // Conformance checks of the collectives (conformance.h).
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -50,6 +52,32 @@ void check_all_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count,
   o.op = op;
   pg.all_reduce(t.view(), o)->wait();
   t.check([&](int64_t i) { return reduce_expected(dtype, op, pg.size(), i); }, what, reduce_tolerance(dtype, op));
+}
+
+void check_nan_in_min_max(ProcessGroup& pg, const Placement& p) {
+  const int me = pg.rank();
+  const int size = pg.size();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Element k holds a NaN on rank k, and 1 + rank elsewhere; element `size` holds no NaN.
+  auto input = [&](int64_t i) { return i == me ? nan : 1.0 + me; };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::MIN, ReduceOp::MAX}) {
+      auto expected = [&](int64_t i) { return i < size ? nan : (op.kind == ReduceOp::MAX ? size : 1.0); };
+      Guarded all(dtype, size + 1, input, p);
+      AllReduceOptions a;
+      a.op = op;
+      pg.all_reduce(all.view(), a)->wait();
+      all.check(expected, describe("all_reduce", dtype, size + 1, std::string(op.name()) + " with a NaN per rank"));
+      Guarded one(dtype, size + 1, input, p);
+      ReduceOptions r;
+      r.op = op;
+      r.root = size - 1;
+      pg.reduce(one.view(), r)->wait();
+      if (me == size - 1) {
+        one.check(expected, describe("reduce", dtype, size + 1, std::string(op.name()) + " with a NaN per rank"));
+      }
+    }
+  }
 }
 
 void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
