@@ -335,7 +335,7 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
     if (check_liveness && peer >= 0 && !news && !group_->alive(peer)) {
       Failure died{FailureKind::kPeerFailure, peer,
                    "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
-                       ") died: its process ended while this op waited for it"};
+                       ") died: its process ended while this op waited for it" + group_->others_dead_too(peer)};
       throw GroupFailedError(died);
     }
   }
@@ -538,7 +538,7 @@ void Engine::look_at_idle_peers() {
     std::vector<Completion>& done = list.get();
     fail_group({FailureKind::kPeerFailure, p,
                 "rank " + std::to_string(p) + " (pid " + std::to_string(group_->pid(p)) +
-                    ") died: its process ended while no op was in flight"},
+                    ") died: its process ended while no op was in flight" + group_->others_dead_too(p)},
                done);
     progress.unlock();
     complete(done);

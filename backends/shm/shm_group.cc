@@ -41,5 +41,21 @@ std::vector<int> MappedGroup::ended_peers(const std::function<bool(int)>& consid
   return ended;
 }
 
+std::string MappedGroup::others_dead_too(int peer) const {
+  const std::vector<int> dead = ended_peers([&](int r) {
+    return r != peer && of(r).state().load(std::memory_order_acquire) == kActive;
+  });
+  if (dead.empty()) return "";
+  if (dead.size() == 1) {
+    return "; rank " + std::to_string(dead[0]) + " (pid " + std::to_string(pid(dead[0])) + ") has died too";
+  }
+  std::string ranks, pids;
+  for (int r : dead) {
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    pids += (pids.empty() ? "" : ", ") + std::to_string(pid(r));
+  }
+  return "; ranks [" + ranks + "] (pids " + pids + ") have died too";
+}
+
 }  // namespace shm
 }  // namespace distcomm

@@ -289,7 +289,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   if (!r.is_send && has_unread(peer)) return;
   Failure f = active ? Failure{FailureKind::kPeerFailure, peer,
                                "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
-                                   ") died while this rank waited in a " + describe(r)}
+                                   ") died while this rank waited in a " + describe(r) + group_.others_dead_too(peer)}
                      : failure_of_peer(v, peer);
   f.op = r.work.get();
   throw GroupFailedError(f);
