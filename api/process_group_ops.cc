@@ -13,16 +13,17 @@
 #include "api/ops/detail_checks.h"
 #include "api/ops/op_numbering.h"
 #include "api/ops/op_spec.h"
+#include "api/ops/scratch_pool.h"
 #include "api/process_group.h"
 
 namespace distcomm {
 namespace {
 
-// Copies tensors end to end into one flat host tensor.
+// Copies tensors end to end into one flat host tensor (of the scratch pool).
 Tensor pack(const std::vector<Tensor>& parts, DType dtype) {
   int64_t total = 0;
   for (const auto& p : parts) total += p.numel();
-  Tensor flat = Tensor::empty({total}, dtype);
+  Tensor flat = pooled_tensor(total, dtype);
   int64_t offset = 0;
   for (const auto& p : parts) {
     flat.flat_slice(offset, p.numel()).copy_from(p.reshape({p.numel()}));
@@ -266,7 +267,7 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
   }
   Tensor in_place = end_to_end(outputs, input, rank());  // all_gather_into_tensor takes its own block in place
   if (in_place.defined()) return all_gather_into_tensor(in_place, input, opts);
-  Tensor flat = Tensor::empty({input.numel() * size()}, input.dtype());
+  Tensor flat = pooled_tensor(input.numel() * size(), input.dtype());
   return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
 }
 
@@ -287,7 +288,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   }
   const Tensor in_place = root ? end_to_end(outputs, input, -1) : Tensor();
   Tensor flat = in_place.defined() ? in_place
-                : root            ? Tensor::empty({input.numel() * size()}, input.dtype())
+                : root            ? pooled_tensor(input.numel() * size(), input.dtype())
                                   : Tensor();
   WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.gather(flat, input, opts, ctx);
@@ -409,7 +410,11 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
     throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + input.device().str() +
                           "; an in-place all_to_all needs host tensors: pass a separate output");
   }
-  const Tensor send_from = overlap ? input.clone() : input;
+  Tensor send_from = input;
+  if (overlap) {
+    send_from = pooled_tensor(input.numel(), input.dtype()).reshape(input.shape());
+    send_from.copy_from(input);
+  }
   OpSpec spec = spec_of(kOp, &send_from, opts.timeout);
   spec.send_counts = in_counts;
   spec.recv_counts = out_counts;
@@ -459,7 +464,7 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
     });
   }
   Tensor in = pack(inputs, inputs[0].dtype());
-  Tensor out = Tensor::empty({std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0})}, inputs[0].dtype());
+  Tensor out = pooled_tensor(std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0}), inputs[0].dtype());
   OpSpec spec = spec_of(kOp, &in, opts.timeout);
   spec.send_counts = in_counts;
   spec.recv_counts = out_counts;
