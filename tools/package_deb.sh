@@ -50,9 +50,9 @@ Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $depends
 Description: collective communication for C++ programs (torch.distributed without Python)
  libdistcomm (process groups, collectives, point-to-point, stores), libdistcomm_ddp
- (DistributedDataParallel), the backend plugins, distcomm-launch and distcomm-bench,
- headers (<distcomm/api/init.h>), pkg-config (distcomm, distcomm-ddp) and CMake
- (find_package(distcomm)) files.
+ (DistributedDataParallel), libdistcomm_ft (fault tolerance: ft::Manager), the backend
+ plugins, distcomm-launch and distcomm-bench, headers (<distcomm/api/init.h>), pkg-config
+ (distcomm, distcomm-ddp, distcomm-ft) and CMake (find_package(distcomm)) files.
 CONTROL
 # The new libraries enter ld.so's cache when the package is installed or removed.
 echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"

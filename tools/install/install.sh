@@ -3,13 +3,14 @@
 #
 #   bazel run -c opt //:install -- --prefix=DIR [--destdir=STAGE]
 #
-#   DIR/include/distcomm/{api,ddp}/**.h     included as <distcomm/api/init.h>, <distcomm/api/store/tcp_store.h>
+#   DIR/include/distcomm/{api,ddp,ft}/**.h  included as <distcomm/api/init.h>, <distcomm/api/store/tcp_store.h>
 #   DIR/lib/libdistcomm.so.X.Y.Z            SONAME libdistcomm.so.S, links .so.S and .so
 #   DIR/lib/libdistcomm_ddp.so.X.Y.Z        likewise; NEEDED libdistcomm.so.S
+#   DIR/lib/libdistcomm_ft.so.X.Y.Z         likewise (distcomm::ft::Manager)
 #   (S, the SONAME version: X, or X.Y while X is 0; version.bzl)
 #   DIR/lib/distcomm/plugins/libdistcomm_<name>.so   found by the loader with no variable set
 #   DIR/bin/distcomm-launch, distcomm-bench, distcomm-trace
-#   DIR/lib/pkgconfig/distcomm.pc, distcomm-ddp.pc
+#   DIR/lib/pkgconfig/distcomm.pc, distcomm-ddp.pc, distcomm-ft.pc
 #   DIR/lib/cmake/distcomm/distcommConfig.cmake, distcommConfigVersion.cmake
 #
 # --destdir=STAGE writes everything under STAGE/DIR while the files still name DIR (for
@@ -55,8 +56,8 @@ soname_version="$(sed -n 's/^#define DISTCOMM_SONAME_VERSION "\(.*\)"$/\1/p' "$f
 [ -n "$version" ] || { echo "install: no DISTCOMM_VERSION in api/version.h" >&2; exit 1; }
 
 root="$destdir$prefix"
-install -d "$root/include/distcomm/api" "$root/include/distcomm/ddp" "$root/lib/distcomm/plugins" \
-  "$root/bin" "$root/lib/pkgconfig" "$root/lib/cmake/distcomm"
+install -d "$root/include/distcomm/api" "$root/include/distcomm/ddp" "$root/include/distcomm/ft" \
+  "$root/lib/distcomm/plugins" "$root/bin" "$root/lib/pkgconfig" "$root/lib/cmake/distcomm"
 
 count=0
 while read -r kind path; do
@@ -64,12 +65,13 @@ while read -r kind path; do
   name="$(basename "$path")"
   case "$kind" in
     header)
-      # In the repository headers include each other as "api/store/x.h"; installed, that is
-      # "distcomm/api/store/x.h" (found through -I<prefix>/include, or /usr/include). The
-      # path below include/distcomm is the header's path in the repository.
+      # In the repository headers include each other as "api/store/x.h" (or "ddp/x.h",
+      # "ft/x.h"); installed, that is "distcomm/api/store/x.h" (found through
+      # -I<prefix>/include, or /usr/include). The path below include/distcomm is the
+      # header's path in the repository.
       sub="$(dirname "$path")"
       install -d "$root/include/distcomm/$sub"
-      sed -E 's@^#include "(api|ddp)/@#include "distcomm/\1/@' "$src" >"$root/include/distcomm/$sub/$name"
+      sed -E 's@^#include "(api|ddp|ft)/@#include "distcomm/\1/@' "$src" >"$root/include/distcomm/$sub/$name"
       chmod 644 "$root/include/distcomm/$sub/$name"
       ;;
     lib)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # distcomm used the way a project outside this repository uses it: installed into a fresh
 # prefix (tools/install), then, from a folder outside the tree,
-#   - the shared objects have the SONAMEs and NEEDED entries the layout promises;
+#   - the shared objects have the SONAMEs and NEEDED entries the layout promises, and every
+#     header an installed header includes is installed, under its <distcomm/...> spelling;
 #   - a consumer built with CMake (find_package, distcomm::ddp) and one built with
 #     pkg-config run at 2 ranks under the installed distcomm-launch over gloo, which the
-#     loader finds in <prefix>/lib/distcomm/plugins with no DISTCOMM_PLUGIN_PATH;
+#     loader finds in <prefix>/lib/distcomm/plugins with no DISTCOMM_PLUGIN_PATH; so does a
+#     fault-tolerant one (ft_consumer.cc: distcomm::ft::Manager, distcomm::ft / distcomm-ft);
 #   - a third-party plugin built against the installed headers loads by name;
 #   - every place that states the version states the same one.
 set -euo pipefail
@@ -47,10 +49,12 @@ dynamic() { readelf -d "$1" | sed -n "s/.*($2).*\[\(.*\)\]/\1/p"; }
 # change the ABI: a program built against another one must not load this one).
 if [ "$major" = 0 ]; then soname="${version%.*}"; else soname="$major"; fi
 [ "$(dynamic "$lib/libdistcomm.so.$version" SONAME)" = "libdistcomm.so.$soname" ] || fail "libdistcomm SONAME"
-[ "$(dynamic "$lib/libdistcomm_ddp.so.$version" SONAME)" = "libdistcomm_ddp.so.$soname" ] || fail "ddp SONAME"
-dynamic "$lib/libdistcomm_ddp.so.$version" NEEDED | grep -qx "libdistcomm.so.$soname" ||
-  fail "libdistcomm_ddp does not NEED libdistcomm.so.$soname"
-for name in libdistcomm libdistcomm_ddp; do
+for name in libdistcomm_ddp libdistcomm_ft; do
+  [ "$(dynamic "$lib/$name.so.$version" SONAME)" = "$name.so.$soname" ] || fail "$name SONAME"
+  dynamic "$lib/$name.so.$version" NEEDED | grep -qx "libdistcomm.so.$soname" ||
+    fail "$name does not NEED libdistcomm.so.$soname"
+done
+for name in libdistcomm libdistcomm_ddp libdistcomm_ft; do
   [ "$(readlink "$lib/$name.so")" = "$name.so.$soname" ] || fail "$name.so link"
   [ "$(readlink "$lib/$name.so.$soname")" = "$name.so.$version" ] || fail "$name.so.$soname link"
 done
@@ -61,7 +65,12 @@ for plugin in "$lib"/distcomm/plugins/*.so; do
   # A plugin takes the core from the process that loads it; linking it would make two.
   ! dynamic "$plugin" NEEDED | grep -q '^libdistcomm' || fail "$plugin links libdistcomm"
 done
-! grep -rq '#include "api/\|#include "ddp/' "$prefix/include" || fail "an installed header includes \"api/...\""
+! grep -rqE '#include "(api|ddp|ft)/' "$prefix/include" || fail "an installed header includes \"api/...\" (or ddp/, ft/)"
+# Every header an installed header includes as "distcomm/..." is installed.
+missing="$(grep -rhoE '^#include "distcomm/[^"]+"' "$prefix/include" | sed -E 's/^#include "(.*)"$/\1/' | sort -u |
+  while read -r included; do [ -f "$prefix/include/$included" ] || echo "$included"; done)"
+[ -z "$missing" ] || fail "installed headers include headers that are not installed:"$'\n'"$missing"
+[ -f "$prefix/include/distcomm/ft/manager.h" ] || fail "no include/distcomm/ft/manager.h"
 # Headers keep their folders below api/ (docs/install.md, "Headers that moved").
 for header in store/tcp_store.h plugin/plugin.h diagnostics/trace_dump.h group/init_wait.h process/spawn.h; do
   [ -f "$prefix/include/distcomm/api/$header" ] || fail "no include/distcomm/api/$header"
@@ -76,9 +85,14 @@ grep -q "distcomm $version plugins in $lib/distcomm/plugins" "$work/cmake.log" |
 cmake --build "$work/cmake_build" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "cmake build"; }
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-# shellcheck disable=SC2046  # pkg-config's words are separate flags
-g++ -std=c++17 -o "$work/consumer_pc" "$work/cmake_project/consumer.cc" $(pkg-config --cflags --libs distcomm-ddp) \
-  -Wl,-rpath,"$(pkg-config --variable=libdir distcomm)" || fail "pkg-config build"
+pkg_config_build() {  # pkg_config_build PROGRAM PACKAGE: $work/PROGRAM from the project's PROGRAM.cc
+  # shellcheck disable=SC2046  # pkg-config's words are separate flags
+  g++ -std=c++17 -o "$work/$1_pc" "$work/cmake_project/$1.cc" $(pkg-config --cflags --libs "$2") \
+    -Wl,-rpath,"$(pkg-config --variable=libdir distcomm)" || fail "pkg-config build of $1 ($2)"
+}
+pkg_config_build consumer distcomm-ddp
+pkg_config_build ft_consumer distcomm-ft
+dynamic "$work/ft_consumer_pc" NEEDED | grep -qx "libdistcomm_ft.so.$soname" || fail "ft_consumer does not NEED libdistcomm_ft"
 
 for program in "$work/cmake_build/consumer" "$work/consumer_pc"; do
   out="$("$prefix/bin/distcomm-launch" --nproc_per_node=2 --backend=gloo -- "$program" --ddp)" ||
@@ -89,6 +103,17 @@ for program in "$work/cmake_build/consumer" "$work/consumer_pc"; do
   expect_line "$out" "[rank 0] Rank 1 has 3"
   expect_line "$out" "[rank 0] Rank 0 averaged gradient 1.5"
   expect_line "$out" "[rank 0] Rank 1 averaged gradient 1.5"
+done
+
+# Each rank of the fault-tolerant consumer commits the 3 steps in the first generation, with
+# the gradients 1 and 2 summed at each: 9.
+for program in "$work/cmake_build/ft_consumer" "$work/ft_consumer_pc"; do
+  out="$("$prefix/bin/distcomm-launch" --nproc_per_node=2 --backend=gloo -- "$program")" ||
+    fail "$program at 2 ranks: $out"
+  echo "$out"
+  for rank in 0 1; do
+    expect_line "$out" "[rank $rank] rank$rank: 3 steps committed in generation 1 (rank0, rank1), weight 9"
+  done
 done
 
 # --- a third-party plugin against the installed headers, loaded by name ---
@@ -102,4 +127,4 @@ out="$(DISTCOMM_PLUGIN_PATH="$work/my_plugins" "$prefix/bin/distcomm-launch" --n
 echo "$out"
 expect_line "$out" "[rank 0] distcomm $version (headers $version), backend template from $work/my_plugins/libdistcomm_template.so"
 expect_line "$out" "[rank 0] Rank 0 has 1"
-echo "PASS: distcomm $version installed, used from CMake and pkg-config, a plugin of our own loaded"
+echo "PASS: distcomm $version installed, used from CMake and pkg-config (ddp and ft), a plugin of our own loaded"
