@@ -150,7 +150,7 @@ JobResult Agent::run() {
 JobResult Agent::run_rounds() {
   auto stop_asked = [this] { return interrupted(); };
   endpoint_ = std::make_unique<RendezvousEndpoint>(elastic_, options_.identity.token);
-  store_ = endpoint_->connect(stop_asked);
+  store_ = endpoint_->connect(stop_asked, [this](const std::string& line) { say(line); });
   if (!store_) return leave(128 + interrupted_by_, "interrupted");
   rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts);
   rendezvous_->agree_on_settings();

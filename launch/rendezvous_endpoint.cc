@@ -102,14 +102,23 @@ RendezvousEndpoint::~RendezvousEndpoint() {
   if (server_) server_->stop();
 }
 
-std::unique_ptr<Store> RendezvousEndpoint::connect(const std::function<bool()>& interrupted) {
+std::unique_ptr<Store> RendezvousEndpoint::connect(const std::function<bool()>& interrupted,
+                                                   const std::function<void(const std::string&)>& say) {
   const std::string endpoint = "--rdzv_endpoint=" + options_.endpoint_host + ":" + std::to_string(options_.endpoint_port);
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + options_.timeout;
+  auto next_word = start + std::chrono::seconds(10);
   std::string error;
   int tries = 0;
   while (!accepts_connections(options_.endpoint_host, options_.endpoint_port, std::chrono::milliseconds(500), &error)) {
     ++tries;
     if (interrupted()) return nullptr;
+    if (say && Clock::now() >= next_word && Clock::now() < deadline) {
+      say(endpoint + ": no rendezvous store there yet (" + error + ") after " + seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)) +
+          "; trying until --rdzv_timeout_s=" + seconds_text(options_.timeout) +
+          " (is the launcher of the endpoint's host running?)");
+      next_word = Clock::now() + std::chrono::seconds(30);
+    }
     if (Clock::now() >= deadline) {
       throw std::runtime_error(endpoint + ": cannot reach the rendezvous store: " + std::to_string(tries) +
                                " connection attempts in " + seconds_text(options_.timeout) +

@@ -26,10 +26,13 @@ class RendezvousEndpoint {
 
   bool serving() const { return server_ != nullptr; }
   // A client, once the endpoint accepts connections: tries for options.timeout, asking
-  // interrupted() between tries (nullptr when it says yes). Throws std::runtime_error
+  // interrupted() between tries (nullptr when it says yes), and passing say() a line after
+  // the first 10 s without an answer and every 30 s then (the default timeout is 600 s: a
+  // launcher must not sit silent while its endpoint is down). Throws std::runtime_error
   // naming the endpoint and what was tried, or the store's refusal (another job, a wrong
   // token).
-  std::unique_ptr<Store> connect(const std::function<bool()>& interrupted);
+  std::unique_ptr<Store> connect(const std::function<bool()>& interrupted,
+                                 const std::function<void(const std::string&)>& say = nullptr);
   // Another client, for a thread, once connect() has succeeded.
   std::unique_ptr<Store> connect_again() const;
 

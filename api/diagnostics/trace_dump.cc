@@ -243,6 +243,19 @@ void dump_quietly(const std::string& reason) {
   }
 }
 
+// The timeline's events so far, to its file (DISTCOMM_TIMELINE), when a launcher asks for a
+// dump or stops the rank: a rank ended by its launcher's SIGTERM (and then SIGKILL) never
+// reaches the exit flush, and a stopped job's timeline held only the ranks that ended on
+// their own (helper-69).
+void flush_timeline_quietly(const std::string& reason) {
+  if (!timeline_enabled()) return;
+  try {
+    timeline_flush();
+  } catch (const std::exception& e) {
+    log_line(std::string("distcomm: timeline (") + reason + ") not written: " + e.what());
+  }
+}
+
 // An op's bar on the timeline: from start to end, in its group's lane.
 void add_to_timeline(const FlightRecorder& recorder, const TraceEntry& entry) {
   const TraceGroupInfo info = recorder.info();
@@ -283,7 +296,8 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
   std::thread([done] {
-    if (!same_as_last_dump()) dump_quietly("SIGTERM");
+    flush_timeline_quietly("SIGTERM");
+    if (dumps_asked_for() && !same_as_last_dump()) dump_quietly("SIGTERM");
     done->set_value();
   }).detach();
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
@@ -301,6 +315,7 @@ void signal_thread(int read_fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate();
+    flush_timeline_quietly("SIGUSR1");
     dump_quietly("SIGUSR1");
   }
 }
@@ -341,8 +356,9 @@ void set_up_locked(Registry& r) {
   std::thread(signal_thread, r.wake_fd[0]).detach();
   handle_unless_handled(SIGUSR1);
   // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
-  // trace folder asked for, the rank leaves its dump there first.
-  if (!r.settings.dump_dir.empty()) handle_unless_handled(SIGTERM);
+  // trace folder asked for, the rank leaves its dump there first; with a timeline, its
+  // events.
+  if (!r.settings.dump_dir.empty() || timeline_enabled()) handle_unless_handled(SIGTERM);
 }
 
 }  // namespace

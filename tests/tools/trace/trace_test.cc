@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -111,6 +112,24 @@ TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
   EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; nothing issued since"), std::string::npos);
   EXPECT_NE(f.out.find("no op failed"), std::string::npos);
+}
+
+// A job the launcher stops (rank 2 died; ranks 0 and 1 sit in a long computation until
+// the SIGTERM): the stopped ranks append their events to the timeline on the way out
+// (helper-69: the file was missing, since only the exit flush wrote it).
+TEST(Trace, AStoppedJobsRanksWriteTheirTimeline) {
+  const std::string dir = fresh_dir("stopped_timeline");
+  const std::string file = dir + "/timeline.json";
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--timeline=" + file, "--", kProbe, "die"}, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 128 + 9) << job.out << job.err;
+  ASSERT_TRUE(exists(file)) << job.err;
+  const trace::JsonValue doc = trace::parse_json_file(file);
+  std::map<int64_t, int> all_reduces;  // by rank (pid)
+  for (const trace::JsonValue& e : doc["traceEvents"].items) {
+    if (e.str("name") == "all_reduce" && e.str("ph") == "X") ++all_reduces[e.integer("pid")];
+  }
+  EXPECT_EQ(all_reduces[0], 3) << "rank 0's three all_reduces";
+  EXPECT_EQ(all_reduces[1], 3) << "rank 1's three all_reduces";
 }
 
 TEST(Trace, ADdpTimelineHasEveryRanksOpsAndBucketsAndDrawsAsSvg) {
