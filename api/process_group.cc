@@ -23,6 +23,7 @@
 #include "api/ops/op_numbering.h"
 #include "api/ops/op_spec.h"
 #include "api/plugin/plugin_registry.h"
+#include "api/process/failure_origin.h"
 #include "api/store/prefix_store.h"
 
 namespace distcomm {
@@ -145,6 +146,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
                          pg->options_.backend_config, pg->plugins());
   }
   GroupCreation creation(pg->options_, std::move(spec), lists);
+  // A group outside init_process_group's world (ft's generations, named "ft") numbers its
+  // ranks its own way: the losses its backends record name no job rank.
+  const std::string& name = pg->options_.group_name;
+  std::optional<GroupsWithRanksOfTheirOwn> own_ranks;
+  if (name != "world" && name.rfind("world/", 0) != 0) own_ranks.emplace();
   std::exception_ptr failure;
   try {
     if (pg->options_.store) {

@@ -401,26 +401,26 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   // torch's in-place form, all_to_all_single(t, t): backends post receives into the output
   // while sends still read the input, so a block that arrives early, or this rank's own
   // block, lands on rows not yet sent (gloo and shm returned wrong data with skewed splits:
-  // helper-69). The input is sent from a copy; the copy lives in the backend's op.
+  // helper-69). The op receives into a buffer of the pool and the result is copied into
+  // the output once it has ended; the input is still read when the op runs, in issue order
+  // behind the group's earlier ops.
   const char* input_bytes = static_cast<const char*>(input.data());
   const char* output_bytes = static_cast<const char*>(output.data());
   const bool overlap = input.nbytes() > 0 && output.nbytes() > 0 && input_bytes < output_bytes + output.nbytes() &&
                        output_bytes < input_bytes + input.nbytes();
-  if (overlap && !input.is_cpu()) {
-    throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + input.device().str() +
+  if (overlap && !output.is_cpu()) {
+    throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + output.device().str() +
                           "; an in-place all_to_all needs host tensors: pass a separate output");
   }
-  Tensor send_from = input;
-  if (overlap) {
-    send_from = pooled_tensor(input.numel(), input.dtype()).reshape(input.shape());
-    send_from.copy_from(input);
-  }
-  OpSpec spec = spec_of(kOp, &send_from, opts.timeout);
+  Tensor receive_into = overlap ? pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()) : output;
+  OpSpec spec = spec_of(kOp, &input, opts.timeout);
   spec.send_counts = in_counts;
   spec.recv_counts = out_counts;
-  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-    return b.all_to_all(output, send_from, out_counts, in_counts, opts, ctx);
+  WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_to_all(receive_into, input, out_counts, in_counts, opts, ctx);
   });
+  if (!overlap) return work;
+  return then(work, [result = output, received = receive_into]() mutable { result.copy_from(received); });
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

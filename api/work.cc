@@ -186,9 +186,15 @@ class AllOfWork : public Work {
 
   void wait(std::chrono::milliseconds timeout = kUseDefault) override {
     const auto deadline = deadline_of(timeout);
-    for (const WorkPtr& part : parts_) {
-      if (Work::is_completed()) break;
-      wait_for_part(*part, deadline, timeout);
+    try {
+      for (const WorkPtr& part : parts_) {
+        if (Work::is_completed()) break;
+        wait_for_part(*part, deadline, timeout);
+      }
+    } catch (const Timeout&) {
+      // Said of the batch and the caller's timeout, not of the part it ran out in.
+      throw Timeout(description() + ": not finished after " + std::to_string(timeout.count()) +
+                    " ms of waiting (Work::wait timeout); the op is still running");
     }
     Work::wait(left_until(deadline, timeout));
   }
@@ -235,8 +241,11 @@ WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const
   state->errors.resize(parts.size());
   if (parts.empty()) outer->finish(nullptr);  // nothing to wait for
   for (size_t i = 0; i < parts.size(); ++i) {
-    // Weak: the outer Work holds its parts, for its waiters to drive.
-    parts[i]->on_finish([weak_outer = std::weak_ptr<Work>(outer), state, i](std::exception_ptr error) {
+    // The outer Work holds its parts (for its waiters to drive) and each part's callback
+    // holds it: a cycle that each part's finish() breaks (it lets go of its callbacks), as
+    // every part finishes. Held strongly, so that a program that keeps no reference to the
+    // batch still gets its on_finish callbacks, as with any other op.
+    parts[i]->on_finish([outer, state, i](std::exception_ptr error) {
       std::exception_ptr first;
       {
         std::lock_guard<std::mutex> lock(state->mu);
@@ -249,7 +258,7 @@ WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const
           }
         }
       }
-      if (auto outer = weak_outer.lock()) outer->finish(first);
+      outer->finish(first);
     });
   }
   return outer;

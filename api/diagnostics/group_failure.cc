@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -62,20 +63,20 @@ std::exception_ptr explained_by(const FailureRecord& cause, const std::string& w
   switch (cause.kind) {
     case FailureRecord::Kind::kTimeout:
       return std::make_exception_ptr(
-          Timeout(who + " timed out and aborted the group, which cut this op off. Its error: " + cause.message));
+          Timeout(who + " timed out and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
     case FailureRecord::Kind::kShutDown:
       return std::make_exception_ptr(
           PeerFailure(who + " shut the group down (abort or destruction) with ops of its own in flight"));
     case FailureRecord::Kind::kDesync:
       return std::make_exception_ptr(
-          Desync(who + " found that the ranks disagree and aborted the group, which cut this op off. Its error: " +
+          Desync(who + " found that the ranks disagree and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " +
                  cause.message));
     case FailureRecord::Kind::kInvalidArgument:
       return std::make_exception_ptr(InvalidArgument(
-          who + " found a mismatch and aborted the group, which cut this op off. Its error: " + cause.message));
+          who + " found a mismatch and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
     default:
       return std::make_exception_ptr(
-          PeerFailure(who + " failed and aborted the group, which cut this op off. Its error: " + cause.message));
+          PeerFailure(who + " failed and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
   }
 }
 
@@ -190,7 +191,24 @@ std::map<const GroupFailure*, std::vector<int>>& world_ranks_of() {
 
 }  // namespace
 
-GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {}
+namespace {
+
+// GroupFailures whose groups number their ranks otherwise than the job (process/
+// failure_origin.h): their losses name no job rank. A set beside the class, as the world
+// ranks are, so that its layout stays what plugins allocate.
+std::set<const GroupFailure*>& with_ranks_of_their_own() {
+  static auto* of = new std::set<const GroupFailure*>;  // guarded by world_ranks_mutex()
+  return *of;
+}
+
+}  // namespace
+
+GroupFailure::GroupFailure(int rank, StorePtr board) : rank_(rank), board_(std::move(board)) {
+  if (creating_groups_with_ranks_of_their_own()) {
+    std::lock_guard<std::mutex> lock(world_ranks_mutex());
+    with_ranks_of_their_own().insert(this);
+  }
+}
 
 void GroupFailure::set_world_ranks(std::vector<int> world_ranks) {
   std::lock_guard<std::mutex> lock(world_ranks_mutex());
@@ -209,6 +227,7 @@ std::string GroupFailure::world_rank_text(int group_rank) const {
 int GroupFailure::world_rank_of(int group_rank) const {
   if (group_rank < 0) return -1;
   std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  if (with_ranks_of_their_own().count(this)) return -1;
   const auto it = world_ranks_of().find(this);
   if (it == world_ranks_of().end() || it->second.empty()) return group_rank;
   return static_cast<size_t>(group_rank) < it->second.size() ? it->second[static_cast<size_t>(group_rank)] : -1;
@@ -312,6 +331,7 @@ GroupFailure::~GroupFailure() {
   stop_following();
   std::lock_guard<std::mutex> lock(world_ranks_mutex());
   world_ranks_of().erase(this);
+  with_ranks_of_their_own().erase(this);
 }
 
 void GroupFailure::stop_following() {

@@ -39,6 +39,11 @@
 
 namespace distcomm {
 
+// The words by which an op's error says that another rank's failure cut it off (an adopted
+// failure): "rank 2 of the group timed out and aborted the group, which cut this op off".
+// tools/trace reads them in dumps, to tell such an error from a rank's own.
+constexpr char kCutThisOpOff[] = "which cut this op off";
+
 struct FailureRecord {
   // Appended only: the number is what a record published in the store carries.
   enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther, kDesync, kInvalidArgument };

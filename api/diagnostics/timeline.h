@@ -44,7 +44,8 @@ void timeline_instant(int rank, const std::string& lane, const std::string& name
 void timeline_async_span(int rank, const std::string& lane, const std::string& name, int64_t start_ns,
                          int64_t end_ns, const std::string& args = "");
 
-// Appends the events held so far to the file and forgets them (done at exit by itself).
+// Appends the events held so far to the file and forgets them (done by itself at exit, and
+// on SIGTERM and SIGUSR1: trace_dump.h).
 // Throws Error when the file cannot be written.
 void timeline_flush();
 

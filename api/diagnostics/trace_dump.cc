@@ -295,9 +295,13 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
 [[noreturn]] void dump_and_terminate() {
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
-  std::thread([done] {
-    flush_timeline_quietly("SIGTERM");
+  const auto started = std::chrono::steady_clock::now();
+  std::thread([done, started] {
+    // The dump first, alone, as before the timeline came: the timeline's flush waits for the
+    // other ranks' on its file's lock. It goes only while most of the time is left: a flush
+    // the time limit cut short would leave the file without its tail.
     if (dumps_asked_for() && !same_as_last_dump()) dump_quietly("SIGTERM");
+    if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) flush_timeline_quietly("SIGTERM");
     done->set_value();
   }).detach();
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
@@ -315,8 +319,8 @@ void signal_thread(int read_fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate();
-    flush_timeline_quietly("SIGUSR1");
     dump_quietly("SIGUSR1");
+    flush_timeline_quietly("SIGUSR1");
   }
 }
 

@@ -12,7 +12,8 @@
 //   - on SIGTERM, with DISTCOMM_TRACE_DIR set (any launcher's stop: Slurm, mpirun,
 //     Kubernetes, tools/launch): the same pipe and thread write the dump (at most 5 s; not
 //     again when it would repeat the last dump word for word, as after tools/launch's
-//     SIGUSR1), then the process ends as SIGTERM's default action ends it (its exit status
+//     SIGUSR1); with DISTCOMM_TIMELINE set too, or alone, they append the timeline's events
+//     (on SIGUSR1 as well); then the process ends as SIGTERM's default action ends it (its exit status
 //     says "terminated"). A second SIGTERM ends it at once; so does SIGTERM in a fork child
 //     that has no dump thread.
 //   Both handlers are installed only over the default action, when the first group is

@@ -9,7 +9,13 @@ namespace {
 // One word, so that the two are read as they were noted together.
 std::atomic<int64_t> g_latest_failure{0};  // bit 32: adopted; low 32 bits: lost rank + 1
 
+thread_local int t_groups_with_ranks_of_their_own = 0;
+
 }  // namespace
+
+GroupsWithRanksOfTheirOwn::GroupsWithRanksOfTheirOwn() { ++t_groups_with_ranks_of_their_own; }
+GroupsWithRanksOfTheirOwn::~GroupsWithRanksOfTheirOwn() { --t_groups_with_ranks_of_their_own; }
+bool creating_groups_with_ranks_of_their_own() { return t_groups_with_ranks_of_their_own > 0; }
 
 void note_group_failure_origin(bool adopted, int lost_world_rank) {
   const int64_t lost = lost_world_rank >= 0 ? static_cast<int64_t>(lost_world_rank) + 1 : 0;

@@ -16,4 +16,18 @@ bool latest_group_failure_was_adopted();
 // The latest failure's lost world rank; -1 when it was not a loss, or none was recorded.
 int latest_group_failure_lost_rank();
 
+// While one lives on a thread, the groups created there number their ranks otherwise than
+// the job does (ft's generations, compacted after a loss; any group not made under
+// init_process_group's world): a loss in them names no job rank (lost_rank -1), or the
+// launcher would match a generation's rank with another process of the job.
+class GroupsWithRanksOfTheirOwn {
+ public:
+  GroupsWithRanksOfTheirOwn();
+  ~GroupsWithRanksOfTheirOwn();
+  GroupsWithRanksOfTheirOwn(const GroupsWithRanksOfTheirOwn&) = delete;
+  GroupsWithRanksOfTheirOwn& operator=(const GroupsWithRanksOfTheirOwn&) = delete;
+};
+// Whether a GroupsWithRanksOfTheirOwn lives on this thread.
+bool creating_groups_with_ranks_of_their_own();
+
 }  // namespace distcomm

@@ -34,6 +34,10 @@ constexpr std::chrono::milliseconds kProcessEndGrace{200};
 
 // How long a peer whose connection closed may take to be marked ended, if it died.
 constexpr std::chrono::milliseconds kClosedToEnded{50};
+// How long the first loss waits for others that came with it (gather_losses_that_came_
+// together): the connections of a host's ranks close within milliseconds of each other;
+// a loss is still named well within the second the fault suite allows.
+constexpr std::chrono::milliseconds kTogetherWindow{100};
 
 const uint64_t kGoodbyeSlot = ::gloo::Slot::build(kGoodbyeSlotPrefix, 0);
 const uint64_t kProbeSlot = ::gloo::Slot::build(kNeverSentSlotPrefix, 1);
@@ -163,7 +167,33 @@ void ConnectionWatch::process_ended(int p) {
     if (gone_seen_[i] == 0) gone_seen_[i] = ++events_;
     lost.push_back(LostPeer{p, processes_[i].pid(), !closed_[i], departed_before_locked(p)});
   }
+  if (!gather_losses_that_came_together(lost)) return;
   on_lost_(lost);
+}
+
+bool ConnectionWatch::gather_losses_that_came_together(std::vector<LostPeer>& lost) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only the first report waits: the group has failed by the next one.
+    if (gathered_once_) return true;
+    gathered_once_ = true;
+  }
+  if (stopped_within(kTogetherWindow)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return false;
+  probe_locked();
+  if (closed_here_ || transport_.interrupted()) return false;
+  for (int p = 0; p < size_; ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (reported_[i] || said_anything_locked(p)) continue;
+    const bool ended = processes_[i].watching() && processes_[i].ended();
+    if (!closed_[i] && !ended) continue;
+    reported_[i] = 1;
+    if (gone_seen_[i] == 0) gone_seen_[i] = ++events_;
+    lost.push_back(LostPeer{p, processes_[i].pid(), !closed_[i], departed_before_locked(p)});
+  }
+  std::sort(lost.begin(), lost.end(), [](const LostPeer& a, const LostPeer& b) { return a.rank < b.rank; });
+  return true;
 }
 
 void ConnectionWatch::note_goodbyes_locked() {
@@ -327,6 +357,7 @@ void ConnectionWatch::loop(bool wait) {
       // connection closed meanwhile means another look before waiting.
       wait = listen_locked();
     }
+    if (!lost.empty() && !gather_losses_that_came_together(lost)) return;
     if (lost.size() > 1) lost = dead_among(lost);
     if (!lost.empty()) on_lost_(lost);
   }

@@ -120,6 +120,13 @@ class ConnectionWatch {
   std::vector<LostPeer> dead_among(const std::vector<LostPeer>& closed) const;
   // Waits up to `timeout` for stop(); true when stopping.
   bool stopped_within(std::chrono::milliseconds timeout) const;
+  // Before the first loss is reported: waits kTogetherWindow, then adds to `lost` the peers
+  // gone meanwhile (connection closed without a word, or process ended on this host). Ranks
+  // that go together -- a host that goes down, two killed by the OOM killer -- are then
+  // named together, so that the survivors can go on without all of them (ProcessGroup::
+  // shrink) rather than wait for one the first report left out. False when stopping or
+  // when this rank closed the group meanwhile (it reports its own failure).
+  bool gather_losses_that_came_together(std::vector<LostPeer>& lost);
 
   InterruptibleContext& transport_;
   const int rank_;
@@ -132,6 +139,7 @@ class ConnectionWatch {
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> listeners_;
   std::vector<char> closed_;    // by rank: its connection closed, by that peer
   std::vector<char> reported_;  // by rank: given to on_lost
+  bool gathered_once_ = false;  // the first loss waited for others (gather_losses_that_came_together)
   // By rank: when (in events seen, from 1) its goodbye, its connection's end or its
   // process's end was seen; 0: not yet.
   std::vector<uint64_t> left_seen_, gone_seen_;

@@ -12,7 +12,7 @@ MPI_Op g_reduced_float_ops[ReduceOp::PREMUL_SUM + 1];
 
 // MPI calls this with its own buffers: the datatype handle tells float16 from bfloat16.
 template <ReduceOp::Kind kKind>
-void reduce_reduced_floats(void* in, void* inout, int* len, MPI_Datatype* type) {
+void reduce_reduced_floats(void* in, void* inout, int* len, MPI_Datatype* type) noexcept {
   const DType dtype = *type == g_bfloat16 ? DType::kBFloat16 : DType::kFloat16;
   // inout = inout (op) in. The kernels do not throw for these four ops on 16-bit floats,
   // which matters: an exception must not unwind through MPI's C frames.
@@ -25,8 +25,10 @@ void reduce_reduced_floats(void* in, void* inout, int* len, MPI_Datatype* type) 
 MPI_Op g_nan_min = MPI_OP_NULL;
 MPI_Op g_nan_max = MPI_OP_NULL;
 
+// noexcept: an exception must not unwind through MPI's C frames (the kernels do not throw
+// for these ops and dtypes; one that did would end the process here, said, not unwind).
 template <ReduceOp::Kind kKind>
-void reduce_floats_with_nan(void* in, void* inout, int* len, MPI_Datatype* type) {
+void reduce_floats_with_nan(void* in, void* inout, int* len, MPI_Datatype* type) noexcept {
   const DType dtype = *type == MPI_DOUBLE ? DType::kFloat64 : DType::kFloat32;
   reduce_into(inout, in, static_cast<size_t>(*len), dtype, ReduceOp(kKind));
 }

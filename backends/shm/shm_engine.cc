@@ -28,6 +28,8 @@ constexpr uint64_t kProgressedPollsBetweenLooks = 64;
 // How often the sleeping progress thread looks at the peers' processes: a peer that dies
 // between ops is recorded within this (look_at_idle_peers), for a few system calls.
 constexpr std::chrono::milliseconds kIdleWatch{500};
+// How long a peer found dead between ops waits for others that went with it.
+constexpr std::chrono::milliseconds kTogetherWindow{50};
 // How long a waiter that could not poll (another thread does) waits for news.
 constexpr std::chrono::microseconds kPollerWait{200};
 
@@ -531,6 +533,10 @@ void Engine::look_at_idle_peers() {
   // news; nor is one whose process lives.
   const std::vector<int> ended = group_->ended_peers(
       [this](int p) { return group_->of(p).state().load(std::memory_order_acquire) == kActive; });
+  // Ranks that go together (a killed job step, the OOM killer) end within milliseconds of
+  // each other: a moment's wait lets the failure name all of them (others_dead_too), not the
+  // first alone. Nothing waits on this group meanwhile; an op issued now looks for itself.
+  if (!ended.empty()) std::this_thread::sleep_for(kTogetherWindow);
   for (int p : ended) {
     std::unique_lock<std::mutex> progress(progress_mu_, std::try_to_lock);
     if (!progress.owns_lock() || pending_.load() > 0) return;  // an op runs: its own waits look at the peers

@@ -177,5 +177,26 @@ TEST(Work, AllOfPassesARefusedWaitOnAndKeepsThePartsErrors) {
   EXPECT_TRUE(all_of({}, OpType::kBatchP2P, 0, "empty")->is_success());
 }
 
+// A batch's callback runs though the program kept no reference to its Work, as any op's
+// does (the parts' callbacks hold it until they finish); its Timeout names the batch.
+TEST(Work, AllOfKeepsItsCallbacksWithoutAReferenceAndNamesItselfInATimeout) {
+  auto a = std::make_shared<Work>(OpType::kSend, 1), b = std::make_shared<Work>(OpType::kRecv, 2);
+  bool ran = false;
+  all_of({a, b}, OpType::kBatchP2P, 1, "the batch")->on_finish([&](std::exception_ptr) { ran = true; });
+  a->finish();
+  b->finish();
+  EXPECT_TRUE(ran);
+
+  auto c = std::make_shared<Work>(OpType::kSend, 3, "send #3");
+  WorkPtr batch = all_of({c}, OpType::kBatchP2P, 3, "the batch");
+  try {
+    batch->wait(std::chrono::milliseconds(20));
+    ADD_FAILURE() << "no Timeout";
+  } catch (const Timeout& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("the batch: not finished after 20 ms", 0), 0u) << e.what();
+  }
+  c->finish();
+}
+
 }  // namespace
 }  // namespace distcomm

@@ -1,5 +1,10 @@
 #include "tests/testing/failure_checks.h"
 
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 
 #include "api/store/file_store.h"
@@ -8,6 +13,18 @@ namespace distcomm {
 namespace testing {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool process_ends_within(int pid, std::chrono::milliseconds limit) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, static_cast<int>(limit.count()));
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  return n == 1;
+}
 
 namespace {
 

@@ -42,6 +42,11 @@ std::string expect_failure_within(const std::function<void()>& op, double min_s,
   return message;
 }
 
+// Whether process `pid` (not necessarily a child) has ended within `limit`, as the backends
+// see it: its pidfd readable, which comes once every thread of it has exited (its /proc
+// state reads "Z" before that). True at once for a pid already reaped.
+bool process_ends_within(int pid, std::chrono::milliseconds limit);
+
 // Ranks tell a bystander rank they are done (through the group's store; a group without
 // one, mpi's, uses a file store in the test's folder), so it stays alive and in the group
 // until then.

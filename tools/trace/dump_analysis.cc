@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
@@ -119,10 +120,10 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     const bool issued = started && (!done || started->seq > done->seq);
     if (issued) {
       out << "; then " << op_text(*started);
-    } else if (rv.open_p2p.empty()) {
-      out << "; nothing issued since";
+    } else {
+      out << "; no collective issued since";
     }
-    if (!rv.open_p2p.empty()) out << (issued ? "; also in " : "; since then in ") << open_p2p_text(rv);
+    if (!rv.open_p2p.empty()) out << "; point-to-point not finished: " << open_p2p_text(rv);
     out << "\n";
   }
   if (!missing.empty()) out << "  no dump from ranks " << rank_list_text(missing) << "\n";
@@ -159,7 +160,7 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
           << " never issued " << what << "\n";
       for (int rank : absent) {
         const RankView& rv = g.by_rank.at(rank);
-        if (!rv.open_p2p.empty()) out << "    rank " << rank << " was in " << open_p2p_text(rv) << "\n";
+        if (!rv.open_p2p.empty()) out << "    rank " << rank << "'s point-to-point not finished: " << open_p2p_text(rv) << "\n";
       }
     }
     if (!waiting.empty()) out << "    waiting in it: ranks " << rank_list_text(waiting) << "\n";
@@ -244,7 +245,7 @@ std::string analyze_dumps(const std::vector<RankDump>& dumps) {
     for (const JsonValue& g : d.doc["groups"].items) {
       for (const JsonValue& o : g["ops"].items) {
         if (o.str("state") != "failed") continue;
-        const bool adopted = o.str("error").find("which cut this op off") != std::string::npos;
+        const bool adopted = o.str("error").find(kCutThisOpOff) != std::string::npos;
         if (!first || (first_adopted && !adopted) ||
             (adopted == first_adopted && o.integer("ended_ns") < first->integer("ended_ns"))) {
           first_adopted = adopted;

@@ -16,6 +16,7 @@
 #include "api/errors.h"
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/group_failure.h"
+#include "api/process/failure_origin.h"
 #include "api/store/hash_store.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
@@ -228,6 +229,28 @@ TEST(GroupFailure, ASubgroupsFailureNamesTheBlamedRanksWorldRank) {
             "rank 1 closed its connection")
       << "a GroupFailure at a destroyed one's address took that one's world ranks";
   again->~GroupFailure();
+}
+
+// What run_main tells the launcher (FailureReport::lost_rank): a loss names the world rank
+// lost (a subgroup's map applied); a group created with ranks of its own (ft's
+// generations: GroupsWithRanksOfTheirOwn while it is made) names none, since its rank k
+// need not be the job's rank k; nor does a failure that is not a loss.
+TEST(GroupFailure, ALossNotesTheWorldRankLostUnlessTheGroupHasRanksOfItsOwn) {
+  GroupFailure sub(0, nullptr);
+  sub.set_world_ranks({5, 2, 7});
+  sub.record(peer_failure("rank 1 closed its connection"), op(OpType::kAllReduce, 4), 1);
+  EXPECT_EQ(latest_group_failure_lost_rank(), 2);
+  std::unique_ptr<GroupFailure> generation;
+  {
+    const GroupsWithRanksOfTheirOwn own;
+    generation = std::make_unique<GroupFailure>(0, nullptr);
+  }
+  generation->set_world_ranks({0, 1, 2});
+  generation->record(peer_failure("rank 1 closed its connection"), op(OpType::kAllReduce, 4), 1);
+  EXPECT_EQ(latest_group_failure_lost_rank(), -1);
+  GroupFailure world(0, nullptr);
+  world.record(timeout("rank 1 has not issued all_reduce #4"), op(OpType::kAllReduce, 4), 1);
+  EXPECT_EQ(latest_group_failure_lost_rank(), -1) << "a Timeout is no loss";
 }
 
 // A large subgroup's map: by its formula when strided (a DeviceMesh dimension), else its

@@ -61,6 +61,10 @@ TEST(ScratchPool, AListGatherReturnsItsBuffer) {
   const ScratchPoolUse after = scratch_pool_use();
   EXPECT_EQ(after.taken - before.taken, 3u) << "the root's three gathers pack into the pool";
   EXPECT_LE(after.allocated - before.allocated, 1u) << "the gather's packed buffer did not come back";
+  // Every buffer taken came back: the pool holds what it held before, plus any it allocated
+  // (each gather takes one of its buffers and returns it before the next).
+  EXPECT_EQ(after.free_buffers, before.free_buffers + (after.allocated - before.allocated))
+      << "a gather kept its buffer";
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -209,6 +211,48 @@ TEST_P(FaultSuite, StoreHostKilledInALargeOp) {
 TEST_P(FaultSuite, KilledWithAForkedChildAlive) { killed_with_a_forked_child_alive(runner(), 1); }
 
 TEST_P(FaultSuite, StoreHostKilledWithAForkedChildAlive) { killed_with_a_forked_child_alive(runner(), 0); }
+
+// Whether the message names group rank `r` as one that went: "rank 1 (pid", "rank 1
+// closed", or in a list "ranks [1, 2]" (not "rank 1/4", a rank's own prefix).
+bool names_rank(const std::string& message, int r) {
+  const std::string n = std::to_string(r);
+  return std::regex_search(message, std::regex("\\brank " + n + "(?![/0-9])|\\branks \\[([0-9]+, )*" + n + "\\b"));
+}
+
+// Ranks 1 and 2 are SIGKILLed together (a host that goes down, the OOM killer), and are
+// both dead before the survivors issue an all_reduce: every survivor's PeerFailure names
+// both, so that a program that goes on without them (ProcessGroup::shrink) leaves both
+// out (helper-68: shm named one, and the shrink waited out its timeout for the other;
+// gloo named the first connection it saw close).
+TEST_P(FaultSuite, TwoKilledTogetherAreBothNamed) {
+  const bool first_group_only = !differs("names the loss its first failed group saw").empty();
+  runner().run(
+      [&](Rank& r) {
+        ProcessGroupPtr pg = r.join();
+        Tensor t = floats(64);
+        pg->barrier()->wait();
+        const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout);
+        if (r.rank() == 1 || r.rank() == 2) {
+          r.board().set("pid/" + std::to_string(r.rank()), std::to_string(::getpid()));
+          r.board().wait({"pid/1", "pid/2"}, bound);  // both about to die
+          ::raise(SIGKILL);
+        }
+        for (int victim : {1, 2}) {
+          r.board().wait({"pid/" + std::to_string(victim)}, bound);
+          const int pid = std::stoi(r.board().get_string("pid/" + std::to_string(victim)));
+          ASSERT_TRUE(testing::process_ends_within(pid, bound)) << "rank " << victim << " did not die";
+        }
+        const std::string msg = testing::expect_failure_within<PeerFailure>(
+            [&] { pg->all_reduce(t)->wait(); }, 0, kWithin, "an all_reduce after ranks 1 and 2 died");
+        if (first_group_only) {
+          EXPECT_TRUE(names_rank(msg, 1) || names_rank(msg, 2)) << "rank " << r.rank() << ": " << msg;
+          return;
+        }
+        EXPECT_TRUE(names_rank(msg, 1)) << "rank " << r.rank() << " should name rank 1: " << msg;
+        EXPECT_TRUE(names_rank(msg, 2)) << "rank " << r.rank() << " should name rank 2: " << msg;
+      },
+      {1, 2});
+}
 
 // Rank `culprit` destroys its group after a barrier and ends, while the others issue
 // all_reduce #1.

@@ -46,6 +46,8 @@ const Entry kCannot[] = {
     {"in_process", "KilledWhileOthersCreateASubgroup", kOneProcess},
     {"mpi", "KilledWhileOthersCreateASubgroup", kMpirunEndsTheJob},
     {"in_process", "KilledInASubgroupIsNamedByItsWorldRank", kOneProcess},
+    {"mpi", "TwoKilledTogetherAreBothNamed", kMpirunEndsTheJob},
+    {"in_process", "TwoKilledTogetherAreBothNamed", kOneProcess},
     {"mpi", "KilledInASubgroupIsNamedByItsWorldRank", kMpirunEndsTheJob},
     {"in_process", "SkippedCollectiveInASubgroupMapsItsRanksToWorldRanks", kNoGroupFailure},
     {"in_process", "DesyncInASubgroupMapsItsRanksToWorldRanks", kNoGroupFailure},
@@ -95,6 +97,11 @@ const Entry kDifferences[] = {
      "one, whose steps are done once the dead rank's data is in (it dies as its result arrives), ends the op with "
      "the right values, as the last ranks of a ring past their last step would; its next op fails naming the "
      "dead rank"},
+    // Ranks killed together.
+    {"hier", "names the loss its first failed group saw",
+     "hier's group fails with the first failure of its groups within and across hosts: with one dead rank on this "
+     "rank's host and one on another, each lies in another of those groups, and the first to fail names its own "
+     "(gloo and shm name every rank that went together within their group)"},
 };
 
 std::string find(const Entry* table, size_t n, const std::string& backend, const std::string& what) {

@@ -253,7 +253,9 @@ TEST(Launch, ARankThatExitsWithACodeIsTheCauseOfTheReportsAboutIt) {
 
 // Two ranks die together, by signals the launcher did not send: both are named, the one
 // that is not the cause in the line before the last (helper-68: the second one, a SIGSEGV,
-// was counted among the ranks the launcher stopped, and never mentioned).
+// was never mentioned). Here both are dead before the launcher looks, so one poll reaps
+// both; the race helper-68 hit (the second reaped only after the stop began) is
+// LocalProcesses.AChildDeadBeforeTheStopIsNotMarkedStopped's.
 TEST(Launch, TwoRanksThatDieTogetherAreBothNamed) {
   Subprocess p(launch({"--nproc_per_node=4"}, {kProbe, "victims", "1", "2"}));
   ASSERT_TRUE(p.wait_for_stdout("victim ", 2, seconds(30)));

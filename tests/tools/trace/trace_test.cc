@@ -52,12 +52,13 @@ TEST(Trace, ARankThatSkipsAnAllReduceIsNamedFromTheTimeoutDumps) {
   ASSERT_EQ(exit_code(f), 0);
   EXPECT_NE(f.out.find("group 'world' (3 ranks, gloo)"), std::string::npos);
   // Rank 1 waits in a recv instead: named, not "nothing issued since" (helper-69).
-  EXPECT_NE(f.out.find("rank 1: last completed all_reduce #2 float32[4] sum; since then in recv p2p#0 float32[8] "
-                       "from 0 tag 42"),
+  EXPECT_NE(f.out.find("rank 1: last completed all_reduce #2 float32[4] sum; no collective issued since; "
+                       "point-to-point not finished: recv p2p#0 float32[8] from 0 tag 42"),
             std::string::npos);
   EXPECT_NE(f.out.find("stuck at all_reduce #3 float32[4] sum:\n    behind: rank 1 never issued all_reduce #3"),
             std::string::npos);
-  EXPECT_NE(f.out.find("    rank 1 was in recv p2p#0 float32[8] from 0 tag 42"), std::string::npos);
+  EXPECT_NE(f.out.find("    rank 1's point-to-point not finished: recv p2p#0 float32[8] from 0 tag 42"),
+            std::string::npos);
   EXPECT_NE(f.out.find("failed in it: ranks [0, 2]"), std::string::npos);
   EXPECT_NE(f.out.find("first failure: rank "), std::string::npos);
   EXPECT_NE(f.out.find("all_reduce #3 float32[4] sum at "), std::string::npos);
@@ -110,7 +111,7 @@ TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   EXPECT_FALSE(exists(dir + "/rank_2.json"));
   Finished f = analyze(dir);
   EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
-  EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; nothing issued since"), std::string::npos);
+  EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; no collective issued since"), std::string::npos);
   EXPECT_NE(f.out.find("no op failed"), std::string::npos);
 }
 
