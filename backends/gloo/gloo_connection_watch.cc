@@ -171,6 +171,20 @@ void ConnectionWatch::process_ended(int p) {
   on_lost_(lost);
 }
 
+std::vector<int> ConnectionWatch::gone_together_with(const std::vector<int>& died) {
+  std::vector<int> gone = died;
+  if (stopped_within(kTogetherWindow)) return gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  probe_locked();
+  for (int p = 0; p < size_; ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (p == rank_ || said_anything_locked(p) || std::find(gone.begin(), gone.end(), p) != gone.end()) continue;
+    if (closed_[i] || (processes_[i].watching() && processes_[i].ended())) gone.push_back(p);
+  }
+  std::sort(gone.begin(), gone.end());
+  return gone;
+}
+
 bool ConnectionWatch::gather_losses_that_came_together(std::vector<LostPeer>& lost) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -80,6 +80,10 @@ class ConnectionWatch {
   void start(OnLost on_lost);
   // The peers whose connections they closed (not this rank), in rank order, as of now.
   std::vector<ClosedPeer> closed_peers();
+  // For an op that failed on the connections of `died`: those, and the peers that went
+  // without a word within kTogetherWindow more (connection closed, or process ended on this
+  // host), in rank order, as the watch's own first report gathers them.
+  std::vector<int> gone_together_with(const std::vector<int>& died);
   // Tells every peer still connected that this rank closes the group with nothing in
   // flight; waits a moment for the bytes to be written. Before the connections close.
   void say_goodbye();

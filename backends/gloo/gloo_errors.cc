@@ -131,6 +131,7 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
       }
     }
     if (!died.empty()) {
+      died = connections->gone_together_with(died);  // ranks that went together are named together
       error = std::make_exception_ptr(peers_died(died));
       culprit = culprit_among(died);
     } else if (!left.empty()) {
