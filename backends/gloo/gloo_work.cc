@@ -12,6 +12,7 @@ void GlooWork::wait(std::chrono::milliseconds timeout) {
     } else if (is_use_default(timeout)) {
       worker->drive(ticket_, description());
     } else {
+      worker->refuse_wait_in_a_callback(description());
       worker->hurry(ticket_);  // with a deadline this thread must be free to give up
     }
   }

@@ -146,13 +146,23 @@ void CollectiveWorker::run_and_finish(Taken taken) {
   finisher_ = std::thread::id();
 }
 
-void CollectiveWorker::drive(uint64_t ticket, const std::string& description) {
-  std::unique_lock<std::mutex> lock(mu_);
+void CollectiveWorker::refuse_wait_in_a_callback_locked(const std::string& description) const {
   if (finishing_ && finisher_ == std::this_thread::get_id()) {
-    // Nothing else runs until this callback returns: waiting here would wait for itself.
+    // Nothing else runs until this callback returns: waiting here would wait for itself
+    // (with a timeout: all of it, to say only that the op still runs).
     throw Error(description + ": Work::wait called from a Work callback (on_finish) would wait for an op that "
                 "cannot start before the callback returns; chain the next step with on_finish instead");
   }
+}
+
+void CollectiveWorker::refuse_wait_in_a_callback(const std::string& description) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  refuse_wait_in_a_callback_locked(description);
+}
+
+void CollectiveWorker::drive(uint64_t ticket, const std::string& description) {
+  std::unique_lock<std::mutex> lock(mu_);
+  refuse_wait_in_a_callback_locked(description);
   waited_below_ = std::max(waited_below_, ticket + 1);
   while (ticket >= next_taken_ && idle_locked() && !stopping_ && !queue_.empty()) {
     Taken taken = take_locked();

@@ -84,6 +84,9 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   // Runs the queued ops up to and including `ticket` on this thread, as far as no other
   // thread is running one; returns when that op is done or another thread has it.
   void drive(uint64_t ticket, const std::string& description);
+  // Throws drive()'s Error when this thread runs a Work callback of this worker's (a wait
+  // with a timeout there could only run out: the op cannot start before it returns).
+  void refuse_wait_in_a_callback(const std::string& description) const;
   // wait() on the op, which had ended: its caller waits for its ops (see submit).
   void note_waited(uint64_t ticket);
   // Someone polls the op or waits with a deadline: if it is still queued, the worker
@@ -91,6 +94,7 @@ class CollectiveWorker : public std::enable_shared_from_this<CollectiveWorker> {
   void hurry(uint64_t ticket);
 
  private:
+  void refuse_wait_in_a_callback_locked(const std::string& description) const;
   struct Queued {
     GlooOp op;
     uint64_t ticket = 0;

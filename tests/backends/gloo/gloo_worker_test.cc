@@ -157,8 +157,10 @@ TEST(GlooWorker, WaitingForALaterOpRunsTheEarlierOnesInIssueOrder) {
   });
 }
 
-TEST(GlooWorker, WaitingForALaterOpInsideACallbackIsRefusedNotAHang) {
-  run_group(2, "gloo", [](ProcessGroup& pg) {
+// With a timeout or without: a wait with a timeout inside the callback used to wait all of
+// it and then say only that the op was still running (helper-69).
+void wait_for_a_later_op_inside_a_callback(std::chrono::milliseconds timeout) {
+  run_group(2, "gloo", [timeout](ProcessGroup& pg) {
     Tensor a = Tensor::zeros({2}), b = Tensor::zeros({2});
     if (pg.rank() == 1) {
       wait_for(pg, "callback set");  // so that rank 0's first op cannot end before that
@@ -169,20 +171,32 @@ TEST(GlooWorker, WaitingForALaterOpInsideACallbackIsRefusedNotAHang) {
     WorkPtr first = pg.all_reduce(a);
     WorkPtr second;
     auto message = std::make_shared<std::string>();
-    first->on_finish([&second, message](std::exception_ptr) {
+    auto waited_s = std::make_shared<double>(0);
+    first->on_finish([&second, message, waited_s, timeout](std::exception_ptr) {
+      const auto start = Clock::now();
       try {
-        second->wait();
+        second->wait(timeout);
         *message = "returned";
       } catch (const Error& e) {
         *message = e.what();
       }
+      *waited_s = seconds_since(start);
     });
     second = pg.all_reduce(b);
     mark(pg, "callback set");
     second->wait();
     first->wait();
     EXPECT_NE(message->find("called from a Work callback"), std::string::npos) << *message;
+    EXPECT_LT(*waited_s, 2.0) << "refused at once, not after the wait's timeout";
   });
+}
+
+TEST(GlooWorker, WaitingForALaterOpInsideACallbackIsRefusedNotAHang) {
+  wait_for_a_later_op_inside_a_callback(kUseDefault);
+}
+
+TEST(GlooWorker, WaitingWithATimeoutForALaterOpInsideACallbackIsRefusedAtOnce) {
+  wait_for_a_later_op_inside_a_callback(std::chrono::milliseconds(5000));
 }
 
 TEST(GlooWorker, WaitWithATimeoutGivesUpAndTheOpGoesOn) {
