@@ -3,8 +3,7 @@
 #include <signal.h>
 
 #include "api/diagnostics/op_fingerprint.h"
-#include "backends/gloo/gloo_device.h"
-#include "backends/gloo/gloo_loop_thread.h"
+#include "backends/gloo/gloo_shared_device.h"
 
 namespace distcomm {
 namespace gloo {
@@ -30,9 +29,7 @@ GlooComm::GlooComm(const BackendOptions& options, const GlooConfig& config) {
   // not answer must not hold the creation past it.
   InitWait wait =
       InitWait::for_backend(options.config, options.timeout, "", options.global_ranks, options.store.get());
-  device_ = create_tcp_device(config, &listening_on_, wait.deadline);
-  // Before any connection exists, so that no byte is read by a thread not yet set up.
-  set_up_loop_thread(*device_, config.loop_sched, options.timeout);
+  device_ = shared_tcp_device(config, &listening_on_, wait.deadline, options.timeout);
   context_ = std::make_shared<GlooContext>(options.rank, options.size);
   // Pairs take this timeout when they connect; it is also the default of every op.
   context_->setTimeout(options.timeout);

@@ -6,9 +6,10 @@ namespace distcomm {
 namespace shm {
 
 MappedGroup::MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-                         std::vector<ProcessWatch> watches, int cpus_of_ranks)
+                         std::vector<ProcessWatch> watches, int cpus_of_ranks, PopulateCharge populated)
     : rank_(rank),
       layout_(layout),
+      populated_(std::move(populated)),
       segments_(std::move(segments)),
       pids_(std::move(pids)),
       watches_(std::move(watches)),

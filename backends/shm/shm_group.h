@@ -9,6 +9,7 @@
 
 #include "backends/shm/shm_layout.h"
 #include "api/plugin/process_watch.h"
+#include "backends/shm/shm_populate_budget.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -19,8 +20,10 @@ class MappedGroup {
   // segments[r] is rank r's segment; segments[rank] is this rank's own. watches[r] watches
   // rank r's process (not watching for this rank).
   // cpus_of_ranks: how many CPUs the ranks may run on together (shm_cpus.h; 0 unknown).
+  // populated: what mapping the segments in at creation took from the process's budget,
+  // given back with them.
   MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-              std::vector<ProcessWatch> watches, int cpus_of_ranks);
+              std::vector<ProcessWatch> watches, int cpus_of_ranks, PopulateCharge populated);
 
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
@@ -46,6 +49,7 @@ class MappedGroup {
  private:
   const int rank_;
   const Layout layout_;
+  PopulateCharge populated_;  // before segments_: given back once they are unmapped
   std::vector<Segment> segments_;
   std::vector<SegmentView> views_;
   std::vector<int> pids_;

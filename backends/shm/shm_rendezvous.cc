@@ -14,6 +14,7 @@
 #include "api/group/init_wait.h"
 #include "backends/shm/shm_cpus.h"
 #include "api/plugin/process_watch.h"
+#include "backends/shm/shm_populate_budget.h"
 #include "backends/shm/shm_segment.h"
 
 namespace distcomm {
@@ -175,11 +176,18 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   mine.cpus = allowed_cpus_text();
   mine.settings = config.shared_signature();
 
-  // This rank writes its collective area at every op: populated now. Its rings are not:
-  // a ring's memory comes with its pair's first transfer (n^2 rings of ~132 KiB would be
-  // 528 MiB for 64 ranks of a host).
+  // This rank writes its collective area at every op: populated now, and its peers' too
+  // where they fit kPeerPopulateBudget, while the process's live groups stay within
+  // PopulateCharge's budget (else all of it lazily). The rings never are: a ring's memory
+  // comes with its pair's first transfer (n^2 rings of ~132 KiB would be 528 MiB for 64
+  // ranks of a host).
+  const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
+  const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
+  PopulateCharge populated = PopulateCharge::take(layout.rings_offset() + peer_part * static_cast<size_t>(o.size - 1));
+  const size_t populate_own = populated.granted() ? layout.rings_offset() : 0;
+  const size_t populate_peer = populated.granted() ? peer_part : 0;
   Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes,
-                                layout.rings_offset());
+                                populate_own);
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());
@@ -191,8 +199,6 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
   std::vector<ProcessWatch> watches(static_cast<size_t>(o.size));
   std::vector<std::string> masks{mine.cpus};
-  const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
-  const size_t populate_peer = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
     const SegmentAddress a = SegmentAddress::decode(o.store->get_string(key_of(r)), r);
@@ -216,7 +222,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   segments[static_cast<size_t>(o.rank)] = std::move(own);
   pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
   auto group = std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids), std::move(watches),
-                                             cpus_in_union(masks));
+                                             cpus_in_union(masks), std::move(populated));
   // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
   // once would otherwise close its memfd before a slower peer opened it. A rank that dies
   // meanwhile is named at once (its segment is mapped here, so its process is watched).

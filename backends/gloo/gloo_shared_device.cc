@@ -1,0 +1,48 @@
+#include "backends/gloo/gloo_shared_device.h"
+
+#include <map>
+#include <mutex>
+
+#include "backends/gloo/gloo_device.h"
+#include "backends/gloo/gloo_loop_thread.h"
+
+namespace distcomm {
+namespace gloo {
+namespace {
+
+struct Shared {
+  std::weak_ptr<::gloo::transport::Device> device;
+  std::string chosen;
+};
+
+// What decides the device: the settings create_tcp_device reads and the thread's scheduling.
+std::string key_of(const GlooConfig& c) {
+  return "ifname=" + c.ifname + "\nhostname=" + c.hostname + "\nmaster_addr=" + c.master_addr +
+         "\nloop_sched=" + std::to_string(static_cast<int>(c.loop_sched));
+}
+
+}  // namespace
+
+std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& config, std::string* chosen,
+                                                             std::chrono::steady_clock::time_point deadline,
+                                                             std::chrono::milliseconds loop_setup_deadline) {
+  // Held while a device is made, so that groups created at once from several threads still
+  // share one. Creation is bounded by the caller's deadline.
+  static std::mutex mu;
+  static auto* devices = new std::map<std::string, Shared>();  // never destroyed: groups may outlive statics
+  std::lock_guard<std::mutex> lock(mu);
+  Shared& entry = (*devices)[key_of(config)];
+  if (auto device = entry.device.lock()) {
+    *chosen = entry.chosen;
+    return device;
+  }
+  auto device = create_tcp_device(config, chosen, deadline);
+  // Before any connection exists, so that no byte is read by a thread not yet set up.
+  set_up_loop_thread(*device, config.loop_sched, loop_setup_deadline);
+  entry.device = device;
+  entry.chosen = *chosen;
+  return device;
+}
+
+}  // namespace gloo
+}  // namespace distcomm
