@@ -54,14 +54,25 @@ void log_rank_zero(const std::string& text) {
   if (g_rank <= 0) log_line(text);
 }
 
-void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix, bool to_stderr) {
+namespace {
+
+// ordered_print's work; `purpose` tells its host exchange from another caller's, so that a
+// rank's ordered_print never prints another rank's DDP log line (host_exchange.h).
+void print_in_rank_order(ProcessGroup& pg, const std::string& purpose, const std::string& text, bool prefix,
+                         bool to_stderr) {
   const std::string mine = prefixed(prefix ? rank_prefix(pg.rank(), pg.size()) : "", text);
-  const std::vector<std::string> texts = pg.exchange().gather(mine, 0);
+  const std::vector<std::string> texts = pg.exchange().gather(mine, 0, purpose);
   if (pg.rank() != 0) return;
   std::string all;
   for (const std::string& text_of_rank : texts) all += text_of_rank;
   std::fflush(to_stderr ? stderr : stdout);  // what the program printed before comes first
   write_fully(to_stderr ? STDERR_FILENO : STDOUT_FILENO, all);
+}
+
+}  // namespace
+
+void ordered_print(ProcessGroup& pg, const std::string& text, bool prefix, bool to_stderr) {
+  print_in_rank_order(pg, "ordered_print", text, prefix, to_stderr);
 }
 
 void log_with_mode(LogMode mode, ProcessGroup* pg, const std::string& text) {
@@ -70,7 +81,8 @@ void log_with_mode(LogMode mode, ProcessGroup* pg, const std::string& text) {
     case LogMode::kRankZero: return log_rank_zero(text);
     case LogMode::kOrdered:
       if (!pg) throw InvalidArgument("log_with_mode: ordered logging needs a process group");
-      return ordered_print(*pg, text);
+      return print_in_rank_order(*pg, "an ordered log line (log_with_mode: DDP's, ...)", text, /*prefix=*/true,
+                                 /*to_stderr=*/false);
   }
 }
 

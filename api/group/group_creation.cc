@@ -302,7 +302,7 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     {
       // Within the creation's deadline, ending when another rank's part fails (host_exchange.cc).
       const BackendCreationScope creating(wait_);
-      placements = exchange->all_gather(placement);
+      placements = exchange->all_gather(placement, "the auto backend's placements");
     }
     const ExchangedPlacements exchanged = split_placements(placements);
     placements_ = exchanged.cpu;

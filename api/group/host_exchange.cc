@@ -22,6 +22,40 @@ HostExchange::~HostExchange() = default;
 
 namespace {
 
+// A message is its call's purpose, a NUL, then the caller's bytes (a purpose never holds a
+// NUL: it is the program's text about a call).
+std::string framed(const std::string& purpose, const std::string& mine) {
+  std::string out;
+  out.reserve(purpose.size() + 1 + mine.size());
+  out.append(purpose).push_back('\0');
+  out.append(mine);
+  return out;
+}
+
+std::string purpose_text(const std::string& purpose) { return purpose.empty() ? "(no purpose named)" : purpose; }
+
+// The callers' bytes of `messages`; a Desync when a rank's purpose is not `purpose`.
+std::vector<std::string> unframed(std::vector<std::string> messages, const std::string& purpose,
+                                  const std::string& where, uint64_t call) {
+  std::vector<std::string> purposes;
+  bool differ = false;
+  for (std::string& m : messages) {
+    const size_t end = m.find('\0');
+    purposes.push_back(end == std::string::npos ? m : m.substr(0, end));
+    differ |= purposes.back() != purpose;
+    m.erase(0, end == std::string::npos ? m.size() : end + 1);
+  }
+  if (!differ) return messages;
+  std::string text;
+  for (size_t r = 0; r < purposes.size(); ++r) {
+    text += (r ? "; rank " : "rank ") + std::to_string(r) + ": " + purpose_text(purposes[r]);
+  }
+  throw Desync(where + " host message exchange #" + std::to_string(call) +
+               ": the ranks' calls pair up but are not the same call (" + text +
+               "): every rank must make the same host exchanges (ordered_print, split, DDP's logging, ...) in the "
+               "same order");
+}
+
 void check_root(const HostExchangeOptions& options, int root) {
   if (root < 0 || root >= options.size) {
     throw InvalidArgument(options.where + ": host exchange gather: root " + std::to_string(root) +
@@ -37,7 +71,10 @@ class StoreExchange final : public HostExchange {
   StoreExchange(const HostExchangeOptions& options, StorePtr store, std::string key_prefix)
       : options_(options), store_(std::move(store)), prefix_(std::move(key_prefix)) {}
 
-  std::vector<std::string> all_gather(const std::string& mine) override {
+  const std::string& where() const override { return options_.where; }
+  uint64_t next_call() const override { return calls_.load(); }
+
+  std::vector<std::string> all_gather_messages(const std::string& mine) override {
     const uint64_t call = calls_++;
     std::vector<std::string> out = exchange(call, mine, /*read=*/true);
     // Every rank has posted this call, so every rank is done reading the earlier ones.
@@ -51,7 +88,7 @@ class StoreExchange final : public HostExchange {
     return out;
   }
 
-  std::vector<std::string> gather(const std::string& mine, int root) override {
+  std::vector<std::string> gather_messages(const std::string& mine, int root) override {
     check_root(options_, root);
     const uint64_t call = calls_++;
     if (options_.rank != root) {
@@ -170,14 +207,18 @@ class CollectiveExchange final : public HostExchange {
   CollectiveExchange(const HostExchangeOptions& options, AllGatherBytes all_gather)
       : options_(options), all_gather_(std::move(all_gather)) {}
 
-  std::vector<std::string> all_gather(const std::string& mine) override {
+  const std::string& where() const override { return options_.where; }
+  uint64_t next_call() const override { return calls_.load(); }
+
+  std::vector<std::string> all_gather_messages(const std::string& mine) override {
+    ++calls_;
     return all_gather_strings(options_.size, mine, all_gather_);
   }
 
   // Collectives give no cheaper gather than an all_gather of small messages.
-  std::vector<std::string> gather(const std::string& mine, int root) override {
+  std::vector<std::string> gather_messages(const std::string& mine, int root) override {
     check_root(options_, root);
-    std::vector<std::string> all = all_gather(mine);
+    std::vector<std::string> all = all_gather_messages(mine);
     if (options_.rank != root) return {};
     return all;
   }
@@ -185,13 +226,26 @@ class CollectiveExchange final : public HostExchange {
  private:
   const HostExchangeOptions options_;
   const AllGatherBytes all_gather_;
+  std::atomic<uint64_t> calls_{0};
 };
 
 }  // namespace
 
+std::vector<std::string> HostExchange::all_gather(const std::string& mine, const std::string& purpose) {
+  const uint64_t call = next_call();
+  return unframed(all_gather_messages(framed(purpose, mine)), purpose, where(), call);
+}
+
+std::vector<std::string> HostExchange::gather(const std::string& mine, int root, const std::string& purpose) {
+  const uint64_t call = next_call();
+  std::vector<std::string> messages = gather_messages(framed(purpose, mine), root);
+  if (messages.empty()) return messages;  // not the root
+  return unframed(std::move(messages), purpose, where(), call);
+}
+
 std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine) {
   try {
-    return exchange.all_gather(mine);
+    return exchange.all_gather(mine, call);
   } catch (const Error&) {
     // "rank 0/3 group 'world' host message exchange #2: ..." says where, not which call of
     // the program's waited there.

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,10 +37,23 @@ class HostExchange {
   virtual ~HostExchange();
 
   // Every rank's bytes, in rank order, on every rank (torch's all_gather_object).
-  virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
+  // `purpose` names the call ("ordered_print", "split #0 on group 'world'") and travels with
+  // the bytes: ranks whose calls pair up with different purposes (one rank's ordered_print
+  // with another's DDP log line, or with its split) get a Desync naming each rank's, instead
+  // of each other's bytes. Every rank that reads the messages checks them.
+  std::vector<std::string> all_gather(const std::string& mine, const std::string& purpose = "");
   // Every rank's bytes, in rank order, on `root`; an empty vector elsewhere. Over a store,
-  // the other ranks return as soon as theirs is posted.
-  virtual std::vector<std::string> gather(const std::string& mine, int root) = 0;
+  // the other ranks return as soon as theirs is posted (only the root checks the purposes).
+  std::vector<std::string> gather(const std::string& mine, int root, const std::string& purpose = "");
+
+ protected:
+  // The transports move the framed messages (purpose and bytes) as they are.
+  virtual std::vector<std::string> all_gather_messages(const std::string& mine) = 0;
+  virtual std::vector<std::string> gather_messages(const std::string& mine, int root) = 0;
+  // "rank 1/4 group 'world'": before a Desync's text.
+  virtual const std::string& where() const = 0;
+  // The number the transport gives its next call ("host message exchange #3" in its errors).
+  virtual uint64_t next_call() const = 0;
 };
 
 struct HostExchangeOptions {
@@ -69,8 +83,8 @@ inline constexpr std::chrono::milliseconds kGroupFailureCheck{500};
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
                                                   std::string key_prefix);
 
-// exchange.all_gather(mine) on behalf of `call` ("split #0 on group 'world'"): its error (a
-// peer's death, a timeout) says which call of the program's was waiting.
+// exchange.all_gather(mine, call) on behalf of `call` ("split #0 on group 'world'"): its
+// error (a peer's death, a timeout) says which call of the program's was waiting.
 std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine);
 
 // A collective call's arguments, checked on every rank together (split_group, DeviceMesh):

@@ -96,5 +96,34 @@ TEST(OrderedPrint, ComesOutInRankOrder) {
   EXPECT_EQ(got.str(), expected);
 }
 
+// A rank's ordered_print that pairs with another rank's ordered log line (DDP's, with
+// log_every_n set on that rank only) is a Desync naming both on rank 0, which prints:
+// helper-72's rank 0 printed rank 1's DDP statistics in place of rank 1's own line.
+TEST(OrderedPrint, PairedWithAnotherRanksLogLineIsADesync) {
+  use_test_plugins();
+  char dir[] = "/tmp/distcomm_logging_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string store_path = std::string(dir) + "/store";
+  testing::run_ranks(2, [&](int r, int size) {
+    ProcessGroupOptions o;
+    o.store = std::make_shared<FileStore>(store_path, size);
+    o.rank = r;
+    o.size = size;
+    o.backend = "any_size";
+    auto pg = ProcessGroup::create(o);
+    if (r == 1) {
+      log_with_mode(LogMode::kOrdered, pg.get(), "DDP iteration 1: ...");
+      return;
+    }
+    try {
+      ordered_print(*pg, "my own line");
+      ADD_FAILURE() << "rank 0's ordered_print took rank 1's log line";
+    } catch (const Desync& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("rank 0: ordered_print; rank 1: an ordered log line"), std::string::npos) << msg;
+    }
+  }, std::chrono::seconds(60));
+}
+
 }  // namespace
 }  // namespace distcomm

@@ -198,6 +198,59 @@ TEST(HostExchange, OverCollectivesEveryRankGetsEveryMessageInRankOrder) {
   });
 }
 
+// Calls that pair up but are not the same call (one rank's ordered_print with another's DDP
+// log line, or with its split) get a Desync naming each rank's purpose, on every rank that
+// reads the messages; never each other's bytes (helper-72: rank 0's ordered_print printed
+// rank 1's DDP statistics, exit code 0). Both transports.
+void expect_different_purposes_are_named(HostExchange& exchange, int rank) {
+  const std::string purpose = rank == 1 ? "split #0 on group 'test'" : "ordered_print";
+  try {
+    exchange.all_gather("bytes of rank " + std::to_string(rank), purpose);
+    ADD_FAILURE() << "rank " << rank << ": calls of different purposes paired up";
+  } catch (const Desync& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 0: ordered_print; rank 1: split #0 on group 'test'; rank 2: ordered_print"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("host message exchange #0"), std::string::npos) << msg;
+  }
+  // Only the root reads a gather's messages: it names them, the others have posted theirs.
+  const std::string gather_purpose = rank == 2 ? "an ordered log line" : "ordered_print";
+  if (rank == 0) {
+    EXPECT_THROW(exchange.gather("line", 0, gather_purpose), Desync);
+  } else {
+    EXPECT_TRUE(exchange.gather("line", 0, gather_purpose).empty());
+  }
+  // The same purpose everywhere pairs up as before.
+  EXPECT_EQ(exchange.all_gather(std::to_string(rank), "agreed").back(), "2");
+}
+
+TEST(HostExchange, OverAStoreCallsOfDifferentPurposesAreADesync) {
+  TempDir dir;
+  testing::run_ranks(3, [&](int rank, int size) {
+    auto store = std::make_shared<FileStore>(dir.store(), size);
+    auto exchange = make_store_exchange(options_for(rank, size), store, "ex/");
+    expect_different_purposes_are_named(*exchange, rank);
+  });
+}
+
+TEST(HostExchange, OverCollectivesCallsOfDifferentPurposesAreADesync) {
+  use_test_plugins();
+  TempDir dir;
+  testing::run_ranks(3, [&](int rank, int size) {
+    ProcessGroupOptions o;
+    o.store = std::make_shared<FileStore>(dir.store(), size);
+    o.rank = rank;
+    o.size = size;
+    o.backend = "gloo";
+    o.timeout = std::chrono::seconds(20);
+    auto pg = ProcessGroup::create(o);
+    auto exchange = make_collective_exchange(options_for(rank, size), [&](Tensor& out, const Tensor& in) {
+      pg->all_gather_into_tensor(out, in)->wait();
+    });
+    expect_different_purposes_are_named(*exchange, rank);
+  });
+}
+
 // A call made while a group is being created (the auto backend's placements) waits as the
 // creation does: it ends when another rank's part of the creation has failed (its failure
 // key, which ft's liveness monitor writes for a member that died after it arrived), and at
