@@ -272,6 +272,24 @@ void add_to_timeline(const FlightRecorder& recorder, const TraceEntry& entry) {
   timeline_complete(rank, info.name, op_type_name(f.op), entry.started_ns, entry.ended_ns, args);
 }
 
+// The ops still queued or running when the rank is stopped, as bars up to now marked
+// "unfinished": they are what a stopped (hung) job is about, and would otherwise never reach
+// the timeline, which takes an op when it ends (helper-73: a timeline of a job stopped in a
+// hang held only the ops that had finished). Only on SIGTERM: after SIGUSR1 the ops go on,
+// and each adds its own bar when it ends.
+void add_unfinished_to_timeline() {
+  const int64_t now = timeline_now_ns();
+  for (const auto& recorder : recorders()) {
+    for (TraceEntry entry : recorder->snapshot()) {
+      if (entry.state != TraceEntry::State::kQueued && entry.state != TraceEntry::State::kStarted) continue;
+      if (entry.state == TraceEntry::State::kQueued) entry.started_ns = now;  // not started: a bar of no length
+      entry.ended_ns = now;
+      entry.error = "unfinished when the rank was stopped";
+      add_to_timeline(*recorder, entry);
+    }
+  }
+}
+
 void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
   if (timeline_enabled()) add_to_timeline(recorder, entry);
   if (entry.state != TraceEntry::State::kFailed || !dumps_on_failure(entry.error)) return;
@@ -301,7 +319,10 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
     // other ranks' on its file's lock. It goes only while most of the time is left: a flush
     // the time limit cut short would leave the file without its tail.
     if (dumps_asked_for() && !same_as_last_dump()) dump_quietly("SIGTERM");
-    if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) flush_timeline_quietly("SIGTERM");
+    if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) {
+      if (timeline_enabled()) add_unfinished_to_timeline();
+      flush_timeline_quietly("SIGTERM");
+    }
     done->set_value();
   }).detach();
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {

@@ -8,6 +8,9 @@
 //                        dump to appear, and the ranks go on for six more.
 //   trace_probe die      three all_reduces, then the last rank dies (SIGKILL) and the others
 //                        sit in a long computation, until the launcher stops them.
+//   trace_probe hang     3 ranks, three all_reduces; then rank 1 waits in a recv from rank 0
+//                        (tag 42) that nobody sends while ranks 0 and 2 wait in all_reduce
+//                        #3 without it, and rank 2 stops the job: SIGTERM to its launcher.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,6 +122,30 @@ int die(distcomm::ProcessGroup& pg) {
   return 0;
 }
 
+// A hang, as a user stops it: every rank is inside an op that will not end.
+int hang(distcomm::ProcessGroup& pg) {
+  all_reduces(pg, 3);
+  distcomm::Tensor t = distcomm::Tensor::zeros({4});
+  distcomm::WorkPtr stuck;
+  if (pg.rank() == 1) {
+    distcomm::P2POptions tag;
+    tag.tag = 42;
+    stuck = pg.recv(t, 0, tag);
+  } else {
+    stuck = pg.all_reduce(t);
+  }
+  pg.store()->add("trace_probe/stuck", 1);
+  if (pg.rank() == 2) {
+    if (!eventually([&] { return pg.store()->add("trace_probe/stuck", 0) == pg.size(); })) {
+      throw distcomm::Error("the other ranks never got stuck");
+    }
+    std::this_thread::sleep_for(300ms);  // their ops have started
+    ::kill(::getppid(), SIGTERM);        // the launcher, which stops every rank
+  }
+  stuck->wait();
+  throw distcomm::Error("an op that could not end has ended");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,6 +158,7 @@ int main(int argc, char** argv) {
     if (mode == "skip") return skip(*pg);
     if (mode == "sigusr1") return sigusr1(*pg);
     if (mode == "die") return die(*pg);
+    if (mode == "hang") return hang(*pg);
     throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1 or die, got '" + mode + "'");
   });
 }

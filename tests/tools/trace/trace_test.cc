@@ -133,6 +133,34 @@ TEST(Trace, AStoppedJobsRanksWriteTheirTimeline) {
   EXPECT_EQ(all_reduces[1], 3) << "rank 1's three all_reduces";
 }
 
+// A job stopped in a hang: the ops every rank was stuck in are on the timeline, as bars up
+// to the stop marked unfinished (helper-73: only the finished ops were, the very ops a hang
+// is about were not).
+TEST(Trace, AStoppedJobsTimelineShowsTheOpsItWasStuckIn) {
+  const std::string dir = fresh_dir("hung_timeline");
+  const std::string file = dir + "/timeline.json";
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--timeline=" + file, "--", kProbe, "hang"}, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 128 + 15) << job.out << job.err;
+  ASSERT_TRUE(exists(file)) << job.err;
+  const trace::JsonValue doc = trace::parse_json_file(file);
+  std::map<std::string, int> count;  // "<pid> <name> <state>"
+  for (const trace::JsonValue& e : doc["traceEvents"].items) {
+    if (e.str("ph") != "X") continue;
+    const trace::JsonValue& args = e["args"];
+    ++count[std::to_string(e.integer("pid")) + " " + e.str("name") + " " + args.str("state")];
+    if (args.str("state") == "started") {
+      EXPECT_EQ(args.str("error"), "unfinished when the rank was stopped");
+      EXPECT_GE(e.real("dur"), 250000) << "from its start to the stop, 300 ms after (in us)";
+    }
+  }
+  for (const std::string pid : {"0", "2"}) {
+    EXPECT_EQ(count[pid + " all_reduce completed"], 3) << pid;
+    EXPECT_EQ(count[pid + " all_reduce started"], 1) << "rank " << pid << "'s all_reduce #3";
+  }
+  EXPECT_EQ(count["1 all_reduce completed"], 3);
+  EXPECT_EQ(count["1 recv started"], 1) << "rank 1's recv";
+}
+
 TEST(Trace, ADdpTimelineHasEveryRanksOpsAndBucketsAndDrawsAsSvg) {
   const std::string dir = fresh_dir("timeline");
   const std::string file = dir + "/timeline.json";
