@@ -283,6 +283,22 @@ void Attempt::terminate(const std::string& why) {
   ranks_.terminate(options_.grace_period, stop_signal_);
 }
 
+// The first line of a rank's error, for the launcher's last line: whole, with a pointer to
+// the rest.
+static std::string first_line_of_failure(const std::string& failure, int rank) {
+  const size_t end = failure.find('\n');
+  if (end == std::string::npos) return failure;
+  std::string line = failure.substr(0, end);
+  // A first line that ends in a colon or mid-sentence ("...: no usable libdistcomm_x.so.
+  // Searched:") introduces what follows: cut it after its last whole sentence.
+  const size_t last_char = line.find_last_not_of(" \t");
+  if (last_char != std::string::npos && line[last_char] == ':') {
+    const size_t sentence = line.rfind(". ");
+    line = sentence == std::string::npos ? line.substr(0, last_char) : line.substr(0, sentence + 1);
+  }
+  return line + " (the rest in rank " + std::to_string(rank) + "'s output above)";
+}
+
 void Attempt::name_first_failure() {
   std::vector<std::optional<FailureReport>> reports(processes_.size());
   for (size_t i = 0; i < processes_.size(); ++i) {
@@ -326,7 +342,7 @@ void Attempt::name_first_failure() {
   if (!others.empty()) say("also failed, with no error file: " + others);
   // The launcher's last word, one line, names the cause; the rank printed its whole error
   // above (a Desync's table, say).
-  say(result_.failure.substr(0, result_.failure.find('\n')));
+  say(first_line_of_failure(result_.failure, processes_[static_cast<size_t>(first)].rank));
 }
 
 void Attempt::make_error_dir() {
@@ -566,6 +582,11 @@ JobResult Attempt::run() {
           (p.revents & (POLLIN | POLLHUP | POLLERR))) {
         pump_.on_ready(p.fd);
       }
+    }
+    // Ranks that ended before init (and will not be replaced): the store says so to the
+    // others' init (job_store.h).
+    if (store_ != nullptr && !ranks_.stopping() && options_.replace_after.count() < 0) {
+      for (size_t i : exited) store_->rank_ended(processes_[i].rank, how_ended(i));
     }
     handle_signals();
     handle_watch(fds);

@@ -53,6 +53,16 @@ class JobStore {
   virtual std::vector<local::FencedMember> take_fenced() { return {}; }
   // Readable while take_fenced() has something to give (-1: it never has).
   virtual int fenced_fd() const { return -1; }
+  // Rank `rank` of this launcher ended (`how`: "exit code 0"), and no replacement will take
+  // its place. If it never came to init_process_group, the store says so where the world's
+  // creation looks (its creation-failed key): the ranks waiting there for it end within
+  // half a second, naming it, instead of at their timeout (30 minutes by default). A rank
+  // that came to init needs nothing here: its groups' backends see it go. Quick, and never
+  // throws (the launcher's loop calls it).
+  virtual void rank_ended(int rank, const std::string& how) {
+    (void)rank;
+    (void)how;
+  }
 };
 
 // Starts serving a store, or throws std::runtime_error saying why it cannot (the port is

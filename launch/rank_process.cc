@@ -67,6 +67,8 @@ std::string find_program(const std::string& program, const std::string& working_
   if (program.find('/') != std::string::npos) {
     std::string path = (program[0] == '/' || working_dir.empty()) ? program : working_dir + "/" + program;
     if (!is_executable_file(path)) {
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) throw std::invalid_argument("'" + path + "' does not exist");
       throw std::invalid_argument("'" + path + "' is not an executable file");
     }
     return program;  // execve runs after chdir(working_dir), so keep it relative

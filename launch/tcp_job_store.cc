@@ -12,8 +12,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "api/errors.h"
 #include "api/group/auto_backend.h"
+#include "api/group/init_wait.h"
+#include "api/group/process_group_options.h"
 #include "api/store/server/tcp_store_server.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace launch {
@@ -35,7 +39,8 @@ std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std
 
 class TCPJobStore : public JobStore {
  public:
-  explicit TCPJobStore(const JobStoreRequest& request) : nnodes_(request.nnodes), server_(options(request)) {
+  explicit TCPJobStore(const JobStoreRequest& request)
+      : host_(request.host), identity_(request.identity), nnodes_(request.nnodes), server_(options(request)) {
     for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
@@ -44,6 +49,7 @@ class TCPJobStore : public JobStore {
     server_.start();
   }
   ~TCPJobStore() override {
+    client_.reset();  // not a client the farewell should wait for
     // A doomed job's other ranks may still be in their handshake (a refusal comes after a
     // token's proof): they get their refusal, which says why, rather than a closed
     // connection. At most a second; at once when none is connected.
@@ -90,6 +96,26 @@ class TCPJobStore : public JobStore {
   }
   int fenced_fd() const override { return fenced_pipe_[0]; }
 
+  void rank_ended(int rank, const std::string& how) override {
+    try {
+      Store& store = client();
+      const std::string world = group_store_base(ProcessGroupOptions{}.group_name);
+      if (store.check({world + "/made_by/" + std::to_string(rank)})) return;  // it came to init
+      const PeerFailure gone("rank " + std::to_string(rank) + " ended (" + how +
+                             ") before it called init_process_group: the launcher saw it end");
+      store.compare_set(world + "/" + kCreationFailedKey, {},
+                        to_bytes(encode_creation_failure(rank, std::make_exception_ptr(gone))));
+    } catch (const std::exception& e) {
+      // The ranks' own wait still ends at their timeout: say once why they may wait it out.
+      if (!client_failed_) {
+        client_failed_ = true;
+        const std::string line = "launch: cannot tell the other ranks that rank " + std::to_string(rank) +
+                                 " ended before init (" + e.what() + ")\n";
+        (void)!::write(2, line.data(), line.size());
+      }
+    }
+  }
+
  private:
   TCPStoreServerOptions options(const JobStoreRequest& request) {
     TCPStoreServerOptions o;
@@ -121,7 +147,24 @@ class TCPJobStore : public JobStore {
     return o;
   }
 
+  // A client of this store, as a rank is one, made at the first rank_ended.
+  Store& client() {
+    if (!client_) {
+      TCPStoreOptions o;
+      o.host = host_;
+      o.port = server_.port();
+      o.identity = identity_;
+      o.timeout = std::chrono::milliseconds(2000);  // the launcher's loop waits for it
+      client_ = std::make_unique<TCPStore>(o);
+    }
+    return *client_;
+  }
+
   static constexpr std::chrono::milliseconds kOtherMachinesGrace{30000};
+  const std::string host_;
+  const JobIdentity identity_;
+  std::unique_ptr<TCPStore> client_;
+  bool client_failed_ = false;
   const int nnodes_;
   mutable std::mutex mu_;
   std::string doomed_;  // the first refusal's text

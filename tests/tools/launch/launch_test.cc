@@ -440,6 +440,22 @@ TEST(Launch, OrderedPrintComesOutInRankOrder) {
   EXPECT_EQ(f.out, expected);
 }
 
+// A rank that ends before it calls init (here with exit code 0, which stops nothing) is named
+// by the others' init within moments: the launcher tells the store, where the world's
+// creation looks. Before, they waited for it until their timeout, 30 minutes (helper-73).
+TEST(Launch, ARankThatEndsBeforeInitIsNamedByTheOthersInit) {
+  const auto start = std::chrono::steady_clock::now();
+  Finished f = run(launch({"--nproc_per_node=3", "--backend=any_size"},
+                          {"sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 0; fi; exec \"$0\"",
+                           runfile("tests/tools/launch/ordered_probe")}),
+                   seconds(60), {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins")});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20)) << f.err;
+  EXPECT_NE(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.err.find("rank 1 ended (exit code 0) before it called init_process_group: the launcher saw it end"),
+            std::string::npos)
+      << f.err;
+}
+
 // Two machines' launchers on this one: node 0's serves the job's store, and node 1's ranks,
 // started first, wait for it and join. (Node 1's launcher serves nothing: its port stays free
 // for node 0's.)
@@ -594,6 +610,25 @@ TEST(Launch, MissingProgramIsReportedBeforeAnythingStarts) {
   Finished f = run(launch({"--nproc_per_node=2"}, {"no_such_program_xyz"}));
   EXPECT_EQ(exit_code(f), 2);
   EXPECT_NE(f.err.find("'no_such_program_xyz' not found in $PATH"), std::string::npos) << f.err;
+}
+
+// A program path that does not exist is said so (helper-73: "is not an executable file").
+TEST(Launch, AProgramPathThatDoesNotExistIsSaidSo) {
+  Finished f = run(launch({"--nproc_per_node=1"}, {"./no_such_program_xyz"}));
+  EXPECT_EQ(exit_code(f), 2);
+  EXPECT_NE(f.err.find("'./no_such_program_xyz' does not exist"), std::string::npos) << f.err;
+}
+
+// The last line takes the first line of a rank's error, whole: one that introduced a list
+// ended the job's summary at a dangling "Searched:" (helper-73).
+TEST(Launch, TheLastLineEndsWithAWholeSentence) {
+  Finished f = run(launch({"--nproc_per_node=1"}, {kProbe, "multiline_error"}));
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  const std::string last = f.err.substr(f.err.rfind('\n', f.err.size() - 2) + 1);
+  EXPECT_TRUE(std::regex_match(last, std::regex(R"(launch: rank 0 \(local rank 0, pid \d+\) failed first \(exit code 1\): )"
+                                                R"(cannot load backend 'x': no usable libdistcomm_x\.so\. )"
+                                                R"(\(the rest in rank 0's output above\)\n)")))
+      << last;
 }
 
 TEST(Launch, BadFlagsAreRefusedWithTheirName) {

@@ -17,6 +17,8 @@
 //                                     SIGINT, SIGTERM, SIGHUP or SIGQUIT, then dies of it
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
+//   rank_probe multiline_error        reports an error of two lines, the first ending "Searched:",
+//                                     and exits with code 1
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
 //                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
 //                                     the others exit with code 1 as soon as it has reported
@@ -190,6 +192,14 @@ int main(int argc, char** argv) {
   }
   if (mode == "wait") wait_to_be_stopped(argc > 2 && std::string(argv[2]) == "ignore_term");
   if (mode == "say_signal") say_which_signal_stops_it();
+  if (mode == "multiline_error") {
+    // An error whose first line introduces a list (the plugin loader's "Searched:").
+    distcomm::FailureReport report;
+    report.unix_time_ns = distcomm::FailureReport::now_ns();
+    report.message = "cannot load backend 'x': no usable libdistcomm_x.so. Searched:\n  /a/libdistcomm_x.so: not found";
+    std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
+    return 1;
+  }
   if (mode == "cascade" && argc > 2) {
     const std::string cause_file = env_str(distcomm::kErrorFileVariable);
     const std::string dir = cause_file.substr(0, cause_file.find_last_of('/') + 1);

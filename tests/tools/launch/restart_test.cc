@@ -135,7 +135,7 @@ TEST(Restart, AProgramGoneBeforeTheRestartEndsTheJobWithTheFailure) {
   ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
   Finished f = run(launch({"--max_restarts=2"}, {program}), seconds(60));
   EXPECT_EQ(exit_code(f), 3) << f.err;
-  EXPECT_NE(f.err.find("launch: restart 1 cannot start: '" + program + "' is not an executable file; the job failed: "
+  EXPECT_NE(f.err.find("launch: restart 1 cannot start: '" + program + "' does not exist; the job failed: "
                        "rank 0 failed (exit code 3)"),
             std::string::npos)
       << f.err;
