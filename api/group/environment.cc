@@ -20,19 +20,22 @@ std::string env_str(const char* name) {
   return v ? v : "";
 }
 
-// An integer environment variable, or -1 when unset (or unnamed); malformed is an error
-// naming it.
-int env_int(const char* name) {
+// An integer environment variable from `min` to 2^30, or -1 when unset (or unnamed);
+// malformed or out of range is an error naming it. Sizes start at 1: WORLD_SIZE=0 passed
+// this check as "from 0" and then failed init as "rank 0 is outside world size 0".
+int env_int(const char* name, int min) {
   const std::string v = env_str(name);
   if (v.empty()) return -1;
   char* end = nullptr;
   const long x = std::strtol(v.c_str(), &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 30) {
-    throw InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not an integer from 0 to " +
-                          std::to_string(1 << 30));
+  if (*end != '\0' || x < min || x > 1 << 30) {
+    throw InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not an integer from " +
+                          std::to_string(min) + " to " + std::to_string(1 << 30));
   }
   return static_cast<int>(x);
 }
+int env_index(const char* name) { return env_int(name, 0); }  // a rank: from 0
+int env_size(const char* name) { return env_int(name, 1); }   // a count of ranks: from 1
 
 // "a:b::c" -> {"a", "b", "c"}.
 std::vector<std::string> split_path(const std::string& s) {
@@ -93,12 +96,12 @@ LaunchVariables launch_variables(const std::string& source) {
 LaunchEnv read_launch_env() {
   LaunchEnv e;
   for (const Launcher& l : kLaunchers) {
-    if (env_int(l.rank) < 0 && env_int(l.world) < 0) continue;
+    if (env_index(l.rank) < 0 && env_size(l.world) < 0) continue;
     e.source = l.source;
-    e.rank = env_int(l.rank);
-    e.world_size = env_int(l.world);
-    e.local_rank = env_int(l.local_rank);
-    e.local_world_size = env_int(l.local_world);
+    e.rank = env_index(l.rank);
+    e.world_size = env_size(l.world);
+    e.local_rank = env_index(l.local_rank);
+    e.local_world_size = env_size(l.local_world);
     if (e.local_rank >= 0 && e.local_world_size >= 0 && e.local_rank >= e.local_world_size) {
       throw InvalidArgument(std::string("environment variable ") + l.local_rank + "=" + std::to_string(e.local_rank) +
                             " is not below " + l.local_world + "=" + std::to_string(e.local_world_size) +

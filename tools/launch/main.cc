@@ -92,10 +92,31 @@ DEFINE_string(timeline, "", "every rank's ops and DDP buckets, merged into this 
 
 namespace {
 
-const char kUsage[] =
-    "starts N ranks of a program with torchrun's environment variables.\n"
-    "usage: launch [flags] -- program [args...]\n"
-    "example: launch --nproc_per_node=3 -- bazel-bin/examples/all_reduce";
+// The usage in the name the launcher was run as: "launch" under bazel-bin, "distcomm-launch"
+// installed (a fixed "launch", and an example under bazel-bin/, were wrong for the latter).
+std::string usage(const std::string& program) {
+  return "starts N ranks of a program with torchrun's environment variables.\n"
+         "usage: " + program + " [flags] -- program [args...]\n"
+         "example: " + program + " --nproc_per_node=3 -- ./train --epochs=2";
+}
+
+// What a refusal ends with: how to find the right command line.
+std::string usage_hint(const std::string& program) {
+  return "(usage: " + program + " [flags] -- program [args...]; " + program + " --help lists the flags)";
+}
+
+std::string program_name(const char* argv0) {
+  const std::string path = argv0 && *argv0 ? argv0 : "launch";
+  return path.substr(path.rfind('/') + 1);
+}
+
+// The launcher's flags that PET_<FLAG> gave (defaults_from_pet_variables) and the command
+// line did not: refusals name the variable, not a flag the user never typed.
+std::vector<std::string> g_flags_from_pet;
+
+std::string naming_pet_variables(const std::string& message) {
+  return distcomm::launch::name_pet_variables(message, g_flags_from_pet);
+}
 
 // Where the program starts in argv: after "--", else at the first argument that is not a
 // launcher flag (so that `launch --nproc_per_node=2 prog --its_flag` leaves --its_flag alone).
@@ -239,7 +260,17 @@ void defaults_from_pet_variables() {
     if (gflags::SetCommandLineOptionWithMode(f.name.c_str(), value, gflags::SET_FLAGS_DEFAULT).empty()) {
       throw std::invalid_argument(variable + "=" + value + ": not a valid value for --" + f.name);
     }
+    g_flags_from_pet.push_back(f.name);
   }
+}
+
+// Once the command line is parsed: the flags it gave are its own, whatever PET_<FLAG> says.
+void drop_flags_the_command_line_gave() {
+  std::vector<std::string> kept;
+  for (const std::string& name : g_flags_from_pet) {
+    if (gflags::GetCommandLineFlagInfoOrDie(name.c_str()).is_default) kept.push_back(name);
+  }
+  g_flags_from_pet.swap(kept);
 }
 
 // gflags ends the process on an unknown flag with its own line and status 1 (a failed
@@ -279,7 +310,7 @@ bool print_help_or_version(int flag_argc, char** argv) {
       return true;
     }
     if (arg == "--help" || arg == "-help" || arg == "-h") {
-      std::cout << "launch: " << kUsage << "\n\nflags:\n";
+      std::cout << program_name(argv[0]) << ": " << usage(program_name(argv[0])) << "\n\nflags:\n";
       std::vector<gflags::CommandLineFlagInfo> flags;
       gflags::GetAllFlags(&flags);
       for (const auto& f : flags) {
@@ -297,7 +328,8 @@ bool print_help_or_version(int flag_argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(kUsage);
+  const std::string program = program_name(argv[0]);
+  gflags::SetUsageMessage(usage(program));
   int start = command_start(argc, argv);
   std::vector<std::string> command(argv + start + (start < argc && std::string(argv[start]) == "--"), argv + argc);
   int flag_argc = start;
@@ -306,10 +338,11 @@ int main(int argc, char** argv) {
     check_flag_names(flag_argc, argv);
     defaults_from_pet_variables();
   } catch (const std::invalid_argument& e) {
-    std::cerr << "launch: " << e.what() << "\n(usage: launch [flags] -- program [args...]; launch --help lists the flags)\n";
+    std::cerr << "launch: " << e.what() << "\n" << usage_hint(program) << "\n";
     return 2;
   }
   gflags::ParseCommandLineFlags(&flag_argc, &argv, /*remove_flags=*/true);
+  drop_flags_the_command_line_gave();
   if (flag_argc > 1) {
     std::cerr << "launch: unexpected argument '" << argv[1] << "' among the launcher's flags\n";
     return 2;
@@ -330,10 +363,10 @@ int main(int argc, char** argv) {
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
-    std::cerr << "launch: " << e.what() << "\n(usage: launch [flags] -- program [args...]; launch --help lists the flags)\n";
+    std::cerr << "launch: " << naming_pet_variables(e.what()) << "\n" << usage_hint(program) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "launch: cannot start the job: " << e.what() << "\n";
+    std::cerr << "launch: cannot start the job: " << naming_pet_variables(e.what()) << "\n";
     return 1;
   }
 }

@@ -114,5 +114,24 @@ std::string pet_variable(const std::string& flag) {
   return v;
 }
 
+std::string name_pet_variables(std::string message, const std::vector<std::string>& from_pet) {
+  for (const std::string& flag : from_pet) {
+    const std::string typed = "--" + flag;
+    const std::string variable = pet_variable(flag);
+    for (size_t at = message.find(typed); at != std::string::npos; at = message.find(typed, at)) {
+      // The whole name only: --nnodes is not the start of --nnodes_max.
+      const size_t end = at + typed.size();
+      const unsigned char next = end < message.size() ? message[end] : ' ';
+      if (std::isalnum(next) || next == '_') {
+        at = end;
+        continue;
+      }
+      message.replace(at, typed.size(), variable);
+      at += variable.size();
+    }
+  }
+  return message;
+}
+
 }  // namespace launch
 }  // namespace distcomm

@@ -32,5 +32,11 @@ std::string torchrun_only_flag_hint(const std::string& typed);
 // "nproc_per_node" -> "PET_NPROC_PER_NODE".
 std::string pet_variable(const std::string& flag);
 
+// `message` (a refusal that names flags as "--flag=value" or "--flag") with each of
+// `from_pet`, the flags whose value came from PET_<FLAG> rather than the command line,
+// named as its variable: "--nproc_per_node=x: ..." -> "PET_NPROC_PER_NODE=x: ...". The
+// user who never typed the flag is told what to change.
+std::string name_pet_variables(std::string message, const std::vector<std::string>& from_pet);
+
 }  // namespace launch
 }  // namespace distcomm

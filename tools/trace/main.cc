@@ -1,7 +1,9 @@
-// trace: reading what distcomm's flight recorder and timeline wrote.
+// trace: reading what distcomm's flight recorder and timeline wrote. Installed as
+// distcomm-trace; its usage names it as it was run.
 //
 //   trace analyze DIR                 the ranks' dumps merged: who is behind, where, what differs
 //   trace timeline FILE --svg OUT     a timeline (DISTCOMM_TIMELINE) drawn as an SVG
+//   trace --help | --version
 //
 // Run it first when a job hangs: `bazel run //tools/trace -- analyze /path/to/trace_dir`.
 #include <cstdlib>
@@ -13,58 +15,115 @@
 
 #include "api/errors.h"
 #include "api/run_main.h"
+#include "api/version.h"
 #include "tools/trace/dump_analysis.h"
 #include "tools/trace/timeline_svg.h"
 
 namespace {
 
-const char kUsage[] =
-    "usage: trace analyze DIR\n"
-    "       trace timeline FILE --svg OUT";
+// Usage errors exit 2, as tools/launch's and bench's do; a failure to read or write (a
+// missing folder, a dump that is not JSON) exits 1 through run_main.
+constexpr int kExitUsage = 2;
 
-int timeline(const std::vector<std::string>& args) {
-  std::string file, svg;
-  for (size_t i = 0; i < args.size(); ++i) {
+// A command line that cannot be run: its message, then the usage, exit status 2.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// The usage in the name the program was run as: "trace" under bazel-bin, "distcomm-trace"
+// installed (a fixed "trace" told the installed copy's user of a command they do not have).
+std::string usage(const std::string& program) {
+  return "usage: " + program + " analyze DIR                 the ranks' flight-recorder dumps merged: who is "
+         "behind, where, what differs\n"
+         "       " + program + " timeline FILE --svg OUT     a timeline (DISTCOMM_TIMELINE) drawn as an SVG\n"
+         "       " + program + " --help | --version";
+}
+
+std::string program_name(const char* argv0) {
+  const std::string path = argv0 && *argv0 ? argv0 : "trace";
+  return path.substr(path.rfind('/') + 1);
+}
+
+// What the command line asks for, checked before anything is read.
+struct Command {
+  std::string name;  // "analyze" or "timeline"
+  std::string path;  // analyze's DIR, timeline's FILE
+  std::string svg;   // timeline's OUT
+};
+
+Command parse_timeline(const std::vector<std::string>& args) {
+  Command c{"timeline", "", ""};
+  for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--svg" && i + 1 < args.size()) {
-      svg = args[++i];
+      c.svg = args[++i];
     } else if (args[i].rfind("--svg=", 0) == 0) {
-      svg = args[i].substr(6);
-    } else if (file.empty() && args[i][0] != '-') {
-      file = args[i];
+      c.svg = args[i].substr(6);
+    } else if (c.path.empty() && !args[i].empty() && args[i][0] != '-') {
+      c.path = args[i];
     } else {
-      throw distcomm::InvalidArgument("timeline: unexpected argument '" + args[i] + "'\n" + kUsage);
+      throw UsageError("timeline: unexpected argument '" + args[i] + "'");
     }
   }
-  if (file.empty() || svg.empty()) throw distcomm::InvalidArgument(std::string("timeline: FILE and --svg OUT are needed\n") + kUsage);
-  const distcomm::trace::JsonValue doc = distcomm::trace::parse_json_file(file);
+  if (c.path.empty() || c.svg.empty()) throw UsageError("timeline: FILE and --svg OUT are needed");
+  return c;
+}
+
+Command parse_command(const std::vector<std::string>& args) {
+  if (args.empty()) throw UsageError("no command");
+  if (args[0] == "analyze") {
+    if (args.size() != 2) throw UsageError("analyze takes one folder");
+    return {"analyze", args[1], ""};
+  }
+  if (args[0] == "timeline") return parse_timeline(args);
+  throw UsageError("unknown command '" + args[0] + "'");
+}
+
+int timeline(const Command& c) {
+  const distcomm::trace::JsonValue doc = distcomm::trace::parse_json_file(c.path);
   distcomm::trace::TimelineSummary summary;
-  const std::string text = distcomm::trace::render_timeline_svg(doc, "distcomm timeline: " + file, &summary);
-  std::ofstream out(svg, std::ios::binary | std::ios::trunc);
+  const std::string text = distcomm::trace::render_timeline_svg(doc, "distcomm timeline: " + c.path, &summary);
+  std::ofstream out(c.svg, std::ios::binary | std::ios::trunc);
   out << text;
-  if (!out.flush()) throw distcomm::Error("timeline: cannot write " + svg);
-  std::cout << "trace: " << svg << ": " << summary.ranks << " ranks, " << summary.lanes << " rows, " << summary.bars
-            << " ops, " << summary.ticks << " instants\n";
+  if (!out.flush()) throw distcomm::Error("timeline: cannot write " + c.svg);
+  std::cout << "trace: " << c.svg << ": " << summary.ranks << " ranks, " << summary.lanes << " rows, "
+            << summary.bars << " ops, " << summary.ticks << " instants\n";
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return distcomm::run_main("trace", [&] {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    // Under `bazel run` relative paths mean the folder bazel was run from.
-    if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
-      for (size_t i = 1; i < args.size(); ++i) {
-        if (!args[i].empty() && args[i][0] != '/' && args[i][0] != '-') args[i] = std::string(dir) + "/" + args[i];
-      }
-    }
-    if (args.empty()) throw distcomm::InvalidArgument(std::string("no command\n") + kUsage);
-    if (args[0] == "analyze") {
-      if (args.size() != 2) throw distcomm::InvalidArgument(std::string("analyze takes one folder\n") + kUsage);
-      std::cout << distcomm::trace::analyze_dumps(distcomm::trace::load_dumps(args[1]));
+  const std::string program = program_name(argv[0]);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // Anywhere on the line (`trace timeline --help` asks too), as launch and bench take them.
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      std::cout << usage(program) << "\n";
       return 0;
     }
-    if (args[0] == "timeline") return timeline({args.begin() + 1, args.end()});
-    throw distcomm::InvalidArgument("unknown command '" + args[0] + "'\n" + kUsage);
+    if (arg == "--version" || arg == "-version") {
+      std::cout << "trace (distcomm) " << DISTCOMM_VERSION << "\n";
+      return 0;
+    }
+  }
+  // Under `bazel run` relative paths mean the folder bazel was run from.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (!args[i].empty() && args[i][0] != '/' && args[i][0] != '-') args[i] = std::string(dir) + "/" + args[i];
+    }
+  }
+  Command command;
+  try {
+    command = parse_command(args);
+  } catch (const UsageError& e) {
+    std::cerr << "trace: " << e.what() << "\n" << usage(program) << "\n";
+    return kExitUsage;
+  }
+  return distcomm::run_main("trace", [&] {
+    if (command.name == "analyze") {
+      std::cout << distcomm::trace::analyze_dumps(distcomm::trace::load_dumps(command.path));
+      return 0;
+    }
+    return timeline(command);
   });
 }

@@ -1,0 +1,75 @@
+// tools/trace's command line, as launch's and bench's: --help and --version, exit status 2
+// for a command line it cannot run (1 is for a failure to read or write), and the usage in
+// the name it was run as (distcomm-trace, installed).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "api/version.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_files.h"
+
+namespace distcomm {
+namespace testing {
+namespace {
+
+const std::string kTrace = runfile("tools/trace/trace");
+
+// The trace binary as an installed copy's user runs it: <prefix>/bin/distcomm-trace.
+std::string installed_trace() {
+  const std::string bin = temp_path("bin");
+  ::mkdir(bin.c_str(), 0755);
+  const std::string path = bin + "/distcomm-trace";
+  ::unlink(path.c_str());
+  EXPECT_EQ(::symlink(kTrace.c_str(), path.c_str()), 0) << path;
+  return path;
+}
+
+TEST(TraceCommandLine, HelpAndVersion) {
+  const std::string trace = installed_trace();
+  for (const char* help : {"--help", "-h"}) {
+    Finished f = run({trace, help});
+    EXPECT_EQ(exit_code(f), 0) << help << ": " << f.err;
+    EXPECT_NE(f.out.find("usage: distcomm-trace analyze DIR "), std::string::npos) << help << ": " << f.out;
+    EXPECT_NE(f.out.find("\n       distcomm-trace timeline FILE --svg OUT "), std::string::npos) << f.out;
+  }
+  Finished f = run({trace, "timeline", "--help"});
+  EXPECT_EQ(exit_code(f), 0) << "a command's --help asks too: " << f.err;
+  f = run({trace, "--version"});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.out, std::string("trace (distcomm) ") + DISTCOMM_VERSION + "\n");
+}
+
+TEST(TraceCommandLine, AWrongCommandLineExitsTwoWithTheUsage) {
+  const std::string trace = installed_trace();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {}, {"bogus"}, {"analyze"}, {"analyze", "a", "b"}, {"timeline", "f.json"}, {"timeline", "--svg=x", "-q"}}) {
+    std::vector<std::string> argv = {trace};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Finished f = run(argv);
+    const std::string what = args.empty() ? "(no arguments)" : args[0] + "...";
+    EXPECT_EQ(exit_code(f), 2) << what << ": " << f.err;
+    EXPECT_EQ(f.err.rfind("trace: ", 0), 0u) << f.err;
+    EXPECT_NE(f.err.find("usage: distcomm-trace analyze DIR"), std::string::npos) << what << ": " << f.err;
+  }
+  // In the tree it is trace.
+  Finished f = run({kTrace, "bogus"});
+  EXPECT_EQ(exit_code(f), 2) << f.err;
+  EXPECT_NE(f.err.find("trace: unknown command 'bogus'\nusage: trace analyze DIR"), std::string::npos) << f.err;
+}
+
+// A command line it can run that then fails (a folder that is not there) is not a usage
+// error: status 1, as any program's failure under run_main.
+TEST(TraceCommandLine, AFailureToReadExitsOne) {
+  Finished f = run({kTrace, "analyze", temp_path("no_such_folder")});
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  EXPECT_NE(f.err.find("cannot open folder"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("usage:"), std::string::npos) << f.err;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace distcomm
