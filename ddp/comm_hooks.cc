@@ -71,5 +71,13 @@ CommHook bf16_compress_hook() { return BuiltinHook{true, DType::kBFloat16}; }
 
 bool is_builtin_hook(const CommHook& hook) { return hook.target<BuiltinHook>() != nullptr; }
 
+std::string hook_name(const CommHook& hook) {
+  if (!hook) return "allreduce_hook";
+  const BuiltinHook* builtin = hook.target<BuiltinHook>();
+  if (!builtin) return "a hook of the program's own";
+  if (!builtin->compress) return "allreduce_hook";
+  return builtin->wire_dtype == DType::kFloat16 ? "fp16_compress_hook" : "bf16_compress_hook";
+}
+
 }  // namespace ddp
 }  // namespace distcomm

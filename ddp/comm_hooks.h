@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "api/process_group.h"
@@ -49,6 +50,11 @@ CommHook bf16_compress_hook();
 // average every element (ddp/reducer.h); with any other hook it exchanges them itself. So
 // which collectives DDP issues depends on the hook: every rank must register the same one.
 bool is_builtin_hook(const CommHook& hook);
+
+// "allreduce_hook" (an empty hook too: DDP's default), "fp16_compress_hook",
+// "bf16_compress_hook", or "a hook of the program's own" (two such hooks cannot be told
+// apart): what DDP compares across ranks at construction.
+std::string hook_name(const CommHook& hook);
 
 // then(first, next): a Work that completes when `first` has and `next` has run after it
 // (api/work.h), for hooks that post-process.

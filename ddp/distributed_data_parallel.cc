@@ -1,5 +1,9 @@
 #include "ddp/distributed_data_parallel.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,6 +19,52 @@ namespace {
 
 // Parameters and buffers are copied from rank 0 in flat buffers of about this size.
 constexpr size_t kBroadcastBucketBytes = 64u << 20;
+
+// Two parameters whose values or gradients share memory (tied weights passed under two
+// names): each would be reduced on its own, into the same memory, and the result would
+// depend on the order they were marked. PyTorch's named_parameters() gives a shared
+// parameter once; so must the program.
+void find_shared_memory(const std::vector<NamedParameter>& params, std::vector<std::string>& problems) {
+  struct Span {
+    const char* begin;
+    const char* end;
+    size_t index;
+    const char* role;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (const auto& [t, role] : {std::make_pair(params[i].value, "value"), std::make_pair(params[i].grad, "gradient")}) {
+      if (!t || !t->defined() || t->nbytes() == 0) continue;
+      const char* begin = static_cast<const char*>(t->data());
+      spans.push_back({begin, begin + t->nbytes(), i, role});
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  // (first, second) -> what they share, "value/gradient" of the first and of the second;
+  // ordered, so that the message does not depend on where the allocator put the tensors.
+  std::map<std::pair<size_t, size_t>, std::set<std::pair<std::string, std::string>>> shared;
+  size_t widest = 0;  // the span reaching furthest among those before
+  for (size_t k = 1; k < spans.size(); ++k) {
+    const Span& a = spans[widest];
+    const Span& b = spans[k];
+    if (b.begin < a.end && a.index != b.index) {
+      const bool a_first = a.index < b.index;
+      shared[{std::min(a.index, b.index), std::max(a.index, b.index)}].insert(
+          a_first ? std::make_pair(a.role, b.role) : std::make_pair(b.role, a.role));
+    }
+    if (b.end > a.end) widest = k;
+  }
+  for (const auto& [pair, roles] : shared) {
+    std::string what;
+    for (const auto& [first, second] : roles) {
+      what += (what.empty() ? "" : ", ") +
+              (first == second ? "their " + first + "s" : "the " + first + " of the first, the " + second + " of the second");
+    }
+    problems.push_back("parameters " + std::to_string(pair.first) + " ('" + params[pair.first].name + "') and " +
+                       std::to_string(pair.second) + " ('" + params[pair.second].name + "') share memory (" + what +
+                       "): a parameter used in two places (tied weights) must be passed once, under one name");
+  }
+}
 
 // Everything wrong with this rank's arguments, "; "-separated ("" when fine). Collected
 // rather than thrown, so that verify_replicas can make every rank fail together.
@@ -48,11 +98,19 @@ std::string find_local_problems(const std::vector<NamedParameter>& params, const
     if (p.grad->dtype() != p.value->dtype() || p.grad->shape() != p.value->shape()) {
       problems.push_back(what + ": grad " + p.grad->describe() + " does not match value " + p.value->describe());
     }
+    if (!is_floating(p.value->dtype())) {
+      // As in PyTorch, where only floating-point tensors may require grad: an average of
+      // integer gradients truncates (2 and 3 give 2), silently.
+      problems.push_back(what + ": a parameter must be floating point, got " + dtype_name(p.value->dtype()) +
+                         " (an averaged integer gradient truncates); pass integer state as a buffer");
+      continue;
+    }
     std::string why;
     if (!reduce_supported(ReduceOp::AVG, p.grad->dtype(), &why)) {
       problems.push_back(what + ": gradients of dtype " + dtype_name(p.grad->dtype()) + " cannot be averaged: " + why);
     }
   }
+  find_shared_memory(params, problems);
   for (size_t i = 0; i < buffers.size(); ++i) {
     const std::string what = "buffer " + std::to_string(i) + " ('" + buffers[i].name + "')";
     check_name(what, buffers[i].name);
@@ -70,11 +128,44 @@ std::string find_local_problems(const std::vector<NamedParameter>& params, const
   return joined;
 }
 
+// The shortest text that reads back as v: 25, 0.5, 0.1 (not 0.10000000000000001).
+std::string number_text(double v) {
+  char text[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
+  return text;
+}
+
+const char* log_mode_name(LogMode mode) {
+  switch (mode) {
+    case LogMode::kEveryRank: return "LogMode::kEveryRank";
+    case LogMode::kRankZero: return "LogMode::kRankZero";
+    case LogMode::kOrdered: return "LogMode::kOrdered";
+  }
+  return "LogMode(?)";
+}
+
+// The options every rank must pass alike (see DdpOptions), compared in the replica round.
+std::vector<std::pair<std::string, std::string>> options_that_must_agree(const DdpOptions& o) {
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {{"bucket_cap_mb", number_text(o.bucket_cap_mb)},
+          {"first_bucket_cap_mb", number_text(o.first_bucket_cap_mb)},
+          {"find_unused_parameters", flag(o.find_unused_parameters)},
+          {"broadcast_buffers", flag(o.broadcast_buffers)},
+          {"rebuild_buckets", flag(o.rebuild_buckets)},
+          {"comm_hook", hook_name(o.comm_hook)},
+          {"log_every_n", std::to_string(o.log_every_n)},
+          {"log_mode", log_mode_name(o.log_mode)}};
+}
+
 ReplicaDescription describe(const std::vector<NamedParameter>& params, const std::vector<NamedBuffer>& buffers,
-                            std::string problems) {
+                            const DdpOptions& options, std::string problems) {
   ReplicaDescription d;
   d.local_problems = std::move(problems);
   if (!d.local_problems.empty()) return d;
+  d.options = options_that_must_agree(options);
   for (const NamedParameter& p : params) d.entries.push_back("parameter '" + p.name + "' " + p.value->describe());
   for (const NamedBuffer& b : buffers) d.entries.push_back("buffer '" + b.name + "' " + b.value->describe());
   return d;
@@ -94,7 +185,7 @@ int highest_training_rank(const Tensor& notice) {
 DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::vector<NamedParameter> parameters,
                                                  DdpOptions options, std::vector<NamedBuffer> buffers)
     : pg_(pg), parameters_(std::move(parameters)), buffers_(std::move(buffers)), options_(std::move(options)) {
-  verify_replicas(pg_, describe(parameters_, buffers_, find_local_problems(parameters_, buffers_, options_)));
+  verify_replicas(pg_, describe(parameters_, buffers_, options_, find_local_problems(parameters_, buffers_, options_)));
 
   std::vector<Tensor*> state;
   for (const NamedParameter& p : parameters_) state.push_back(p.value);
@@ -180,19 +271,13 @@ size_t DistributedDataParallel::join(const std::function<void()>& train, const J
   if (reducer_->in_backward()) throw InvalidArgument(head + "a backward pass is under way; call finish_backward() first");
   if (!reducer_->sync()) throw InvalidArgument(head + "called under no_sync(); leave it first");
   if (!options.divide_by_initial_world_size) {
-    // Refused here, alike on every rank (they share the hook and the parameters), before
-    // any pass: the rescaling is of the built-in hooks' average over the world.
+    // Refused here, alike on every rank (they share the hook), before any pass: the
+    // rescaling is of the built-in hooks' average over the world. (Parameters are floating
+    // point: the constructor refuses others.)
     if (!reducer_->builtin_hook()) {
       throw InvalidArgument(head + "divide_by_initial_world_size=false needs one of DDP's own comm hooks "
                                    "(allreduce_hook, fp16_compress_hook, bf16_compress_hook); a hook of yours "
                                    "divides by what it chooses");
-    }
-    for (const NamedParameter& p : parameters_) {
-      if (!is_floating(p.value->dtype())) {
-        throw InvalidArgument(head + "divide_by_initial_world_size=false: parameter '" + p.name + "' is " +
-                              dtype_name(p.value->dtype()) + "; averaging over the ranks still training needs "
-                              "floating-point gradients");
-      }
     }
   }
   joining_ = true;

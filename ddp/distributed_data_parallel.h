@@ -34,9 +34,12 @@ namespace ddp {
 
 class Reducer;
 
-// A parameter and its gradient (same shape and dtype, host memory). The Tensor objects
-// belong to the caller and must outlive DDP; DDP reads `grad` when the parameter is marked
-// ready and writes the averaged gradient back into it.
+// A parameter and its gradient (same shape and dtype, host memory, floating point: as in
+// PyTorch, where only floating-point tensors may require grad, since an averaged integer
+// gradient truncates; integer state is a buffer). The Tensor objects belong to the caller
+// and must outlive DDP; DDP reads `grad` when the parameter is marked ready and writes the
+// averaged gradient back into it. A parameter used in two places (tied weights) is passed
+// once, under one name: two parameters whose values or gradients share memory are refused.
 struct NamedParameter {
   std::string name;
   Tensor* value = nullptr;
@@ -54,10 +57,19 @@ struct JoinOptions {
   // true (PyTorch's default): every pass averages over the whole world, a joined rank adding
   // zeros. false: over the ranks still training in that pass (the join notice says which),
   // as PyTorch computes its "effective world size". Needs one of DDP's own comm hooks (a
-  // hook of yours does its own dividing) and floating-point gradients.
+  // hook of yours does its own dividing).
   bool divide_by_initial_world_size = true;
 };
 
+// Every rank must pass the same options, except gradient_as_bucket_view (where gradients
+// live in this rank's memory): the others decide which collectives DDP issues, their sizes
+// and order -- the buckets (the caps, rebuild_buckets), the usage flags
+// (find_unused_parameters, comm_hook), the buffers' broadcast (broadcast_buffers) and the
+// logging (log_every_n, log_mode: kOrdered is a collective). The constructor compares them
+// in the round that compares the parameters, and a difference is an InvalidArgument on every
+// rank naming the option, the values and the ranks holding each. Of comm_hook it compares
+// the kind (allreduce_hook -- or none --, fp16_compress_hook, bf16_compress_hook, or one of
+// the program's own): two hooks of the program's own cannot be told apart.
 struct DdpOptions {
   // Bucket size cap; 0 gives one all_reduce per parameter.
   double bucket_cap_mb = 25;
@@ -84,8 +96,9 @@ struct DdpOptions {
 class DistributedDataParallel {
  public:
   // Collective. Checks that every rank passes the same parameters and buffers (names,
-  // dtypes, shapes, order) -- InvalidArgument on every rank naming the differences and the
-  // ranks otherwise -- then copies rank 0's parameter and buffer values to every rank.
+  // dtypes, shapes, order) and the same options (DdpOptions) -- InvalidArgument on every
+  // rank naming the differences and the ranks otherwise -- then copies rank 0's parameter
+  // and buffer values to every rank.
   DistributedDataParallel(ProcessGroup& pg, std::vector<NamedParameter> parameters, DdpOptions options = {},
                           std::vector<NamedBuffer> buffers = {});
   ~DistributedDataParallel();
@@ -141,7 +154,8 @@ class DistributedDataParallel {
   // rank's group goes (PeerFailure), or at their op's timeout if the group lives on.
   size_t join(const std::function<void()>& train, const JoinOptions& options = {});
 
-  // Replaces the comm hook (every rank must do the same, between backward passes).
+  // Replaces the comm hook (every rank must do the same, between backward passes; unlike
+  // DdpOptions::comm_hook at construction, nothing compares it across ranks).
   void register_comm_hook(CommHook hook);
   // Copies rank 0's buffers to every rank now (collective). Inside join(), DDP calls it
   // after every pass (broadcast_buffers), from the highest rank still training; a call of

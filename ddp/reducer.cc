@@ -1,6 +1,7 @@
 #include "ddp/reducer.h"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <utility>
 
@@ -209,13 +210,21 @@ void Reducer::launch(size_t index) {
   if (rides) fill_usage_tail();
   // The hook reduces the tail only when the flags ride; otherwise it sees the gradients alone.
   bucket.hook_view.buffer = rides ? bucket.buffer : bucket.buffer.flat_slice(0, bucket.spec.numel);
+  std::exception_ptr failure;
   try {
     bucket.work = options_.comm_hook(pg_, bucket.hook_view);
-    if (!bucket.work) throw Error("DDP: the comm hook returned no Work for " + bucket_name(index));
   } catch (...) {
+    failure = with_context(std::current_exception(), "DDP: the comm hook of " + bucket_name(index));
+  }
+  // Named here, not thrown into the catch above: its message already says which bucket.
+  if (!failure && !bucket.work) {
+    failure = std::make_exception_ptr(Error("DDP: the comm hook of " + bucket_name(index) +
+                                            " returned no Work; a hook must return the Work of the collective it "
+                                            "issued for the bucket"));
+  }
+  if (failure) {
     // The pass cannot go on (its later buckets would pair with the others' next ones):
     // end it here, so that this rank's next pass starts afresh, not "marked twice".
-    const std::exception_ptr failure = with_context(std::current_exception(), "DDP: the comm hook of " + bucket_name(index));
     abandon_pass();
     std::rethrow_exception(failure);
   }

@@ -1,8 +1,11 @@
-// Checks, before training starts, that every rank wraps the same parameters: averaging
-// gradients of tensors that differ between ranks would silently train garbage.
+// Checks, before training starts, that every rank wraps the same parameters and passes the
+// same options: averaging gradients of tensors that differ between ranks would silently
+// train garbage, and options that differ would make the ranks issue different collectives
+// (a Desync naming DDP's internal ops, a hang, or logging that pairs with the wrong op).
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/process_group.h"
@@ -11,19 +14,23 @@ namespace distcomm {
 namespace ddp {
 
 // What one rank brings: one line per tensor ("parameter 'fc0.weight' float32[4, 8] on
-// cpu"), or the problems its own validation found (then `entries` is ignored).
+// cpu"), or the problems its own validation found (then `entries` is ignored), and the
+// options that must agree, (name, value as text), in the same message (no extra round).
 struct ReplicaDescription {
   std::vector<std::string> entries;
   std::string local_problems;
+  std::vector<std::pair<std::string, std::string>> options;
 };
 
-// Collective over pg (one exchange of host messages). Returns when every rank has no local problems and
-// the same entries. Otherwise throws InvalidArgument on EVERY rank -- a problem on one rank
-// must not leave the others waiting in the next collective -- with a message naming each
-// differing entry and which ranks hold which version.
+// Collective over pg (one exchange of host messages). Returns when every rank has no local
+// problems, the same entries and the same options. Otherwise throws InvalidArgument on
+// EVERY rank -- a problem on one rank must not leave the others waiting in the next
+// collective -- with a message naming each differing entry or option and which ranks hold
+// which value, each followed by the advice that fits it.
 void verify_replicas(ProcessGroup& pg, const ReplicaDescription& mine);
 
-// Pure part of verify_replicas, for tests: "" when all ranks agree, else the message.
+// Pure part of verify_replicas, for tests: "" when all ranks agree, else the message (less
+// the "DistributedDataParallel (rank r/n, group 'g'): " head and the final period).
 std::string describe_replica_mismatch(const std::vector<ReplicaDescription>& ranks);
 
 }  // namespace ddp

@@ -58,6 +58,10 @@ void failing_pass_then_clean_ones(bool no_work) {
         const std::string m = e.what();
         EXPECT_NE(m.find("DDP: the comm hook of bucket "), std::string::npos) << m;
         EXPECT_NE(m.find(no_work ? "returned no Work" : "the hook failed on purpose"), std::string::npos) << m;
+        // Said once: the bucket was named twice, "the comm hook of bucket 1 of 2 (...): DDP:
+        // the comm hook returned no Work for bucket 1 of 2 (...)".
+        EXPECT_EQ(m.find("bucket 1 of 2"), m.rfind("bucket 1 of 2")) << m;
+        EXPECT_EQ(m.find("DDP:"), m.rfind("DDP:")) << m;
       }
       // finish_backward() now (as the message of a missed gradient advises after a failed
       // pass) is a pass of its own, in which no rank marked anything: that error on every

@@ -48,26 +48,48 @@ TEST(IterationStats, SummaryShortensLongBucketLists) {
       << s.summary();
 }
 
-ReplicaDescription entries(std::vector<std::string> e) { return {std::move(e), ""}; }
+ReplicaDescription entries(std::vector<std::string> e) { return {std::move(e), "", {}}; }
 
 TEST(ReplicaMismatch, AgreeingRanks) {
   EXPECT_EQ(describe_replica_mismatch({entries({"a", "b"}), entries({"a", "b"})}), "");
 }
 
+constexpr const char* kModelAdvice =
+    ". Every rank must wrap the same parameters and buffers (names, dtypes, shapes, order); build the model "
+    "identically on every rank";
+
 TEST(ReplicaMismatch, NamesTheEntryAndTheRanks) {
   const std::string m = describe_replica_mismatch(
       {entries({"a", "w float32[4]"}), entries({"a", "w float32[5]"}), entries({"a", "w float32[4]"})});
-  EXPECT_EQ(m, "entry 1: w float32[4] on ranks 0, 2; w float32[5] on rank 1");
+  EXPECT_EQ(m, std::string("entry 1: w float32[4] on ranks 0, 2; w float32[5] on rank 1") + kModelAdvice);
 }
 
-TEST(ReplicaMismatch, CountsDiffer) {
+TEST(ReplicaMismatch, CountsDifferAndTheExtraEntryIsNamed) {
   const std::string m = describe_replica_mismatch({entries({"a", "b"}), entries({"a"})});
-  EXPECT_EQ(m, "the ranks hold different numbers of tensors: 2 on rank 0; 1 on rank 1");
+  EXPECT_EQ(m, std::string("the ranks hold different numbers of tensors: 2 on rank 0; 1 on rank 1; "
+                           "entry 1: b on rank 0; no tensor on rank 1") + kModelAdvice);
 }
 
-TEST(ReplicaMismatch, LocalProblemsComeFirst) {
-  const std::string m = describe_replica_mismatch({entries({"a"}), {{}, "grad does not match"}});
-  EXPECT_EQ(m, "invalid parameters on rank 1: grad does not match");
+TEST(ReplicaMismatch, LocalProblemsComeFirstWithoutTheModelAdvice) {
+  const std::string m = describe_replica_mismatch({entries({"a"}), {{}, "grad does not match", {}}});
+  EXPECT_EQ(m, "invalid arguments on rank 1: grad does not match");
+}
+
+TEST(ReplicaMismatch, OptionsThatDifferAreNamedWithTheirOwnAdvice) {
+  ReplicaDescription r0 = entries({"a"}), r1 = entries({"a"}), r2 = entries({"b"});
+  r0.options = {{"find_unused_parameters", "false"}, {"log_every_n", "0"}};
+  r1.options = {{"find_unused_parameters", "true"}, {"log_every_n", "0"}};
+  r2.options = r0.options;
+  EXPECT_EQ(describe_replica_mismatch({r0, r1, r0}),
+            "find_unused_parameters differs between ranks: false on ranks 0, 2; true on rank 1. Every rank must "
+            "pass the same DdpOptions (all but gradient_as_bucket_view; see DdpOptions in "
+            "ddp/distributed_data_parallel.h)");
+  // With the model's own difference too: each part with its advice.
+  const std::string both = describe_replica_mismatch({r0, r1, r2});
+  EXPECT_NE(both.find("see DdpOptions in ddp/distributed_data_parallel.h). entry 0: a on ranks 0, 1; b on rank 2"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(both.find(kModelAdvice), std::string::npos) << both;
 }
 
 TEST(ReplicaMismatch, ManyDifferencesAreSummarised) {

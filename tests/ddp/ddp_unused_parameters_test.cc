@@ -204,36 +204,6 @@ TEST_P(DdpUnusedParameters, UseUnderNoSyncCounts) {
   });
 }
 
-// Integer gradients: the last bucket cannot carry the usage flags (an integer average
-// truncates them), so they travel in a separate exchange; the outcome must be the same.
-TEST_P(DdpUnusedParameters, IntegerGradientsExchangeUsageSeparately) {
-  distcomm::testing::run_group(GetParam(), "gloo", [](ProcessGroup& pg) {
-    const int rank = pg.rank(), world = pg.size();
-    Tensor a = Tensor::of<int32_t>({1, 2}), a_grad = Tensor::of<int32_t>({0, 0});
-    Tensor b = Tensor::of<int32_t>({3}), b_grad = Tensor::of<int32_t>({0});
-    Tensor c = Tensor::of<int32_t>({4}), c_grad = Tensor::of<int32_t>({0});  // no rank uses c
-    for (bool find_unused : {false, true}) {
-      DdpOptions options;
-      options.find_unused_parameters = find_unused;
-      DistributedDataParallel ddp(pg, {{"a", &a, &a_grad}, {"b", &b, &b_grad}, {"c", &c, &c_grad}}, options);
-      a_grad.fill(10 * world);
-      c_grad.fill(7);
-      b_grad.fill(100 * (rank + 1));
-      ddp.mark_grad_ready(1);
-      if (rank != 1) ddp.mark_grad_ready(0);  // rank 1 never produces a's gradient
-      if (!find_unused) {
-        EXPECT_THROW(ddp.finish_backward(), Error);
-        continue;
-      }
-      ddp.finish_backward();
-      EXPECT_EQ(a_grad.item(0), 10 * (world - 1));  // rank 1 contributed zero
-      EXPECT_EQ(b_grad.item(0), 100 * (world + 1) / 2);
-      EXPECT_EQ(c_grad.item(0), 7);  // untouched
-      EXPECT_EQ(ddp.last_stats().unused_parameters, std::vector<size_t>{2});
-    }
-  });
-}
-
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpUnusedParameters, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
 
