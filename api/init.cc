@@ -44,6 +44,14 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   }
   std::string host = s.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  // An empty host would have rank 0's store listen on every interface (the wildcard) and
+  // the others connect to this host: the store listens on its host's address only, and
+  // every interface only when asked (docs/security.md).
+  if (host.empty()) {
+    throw InvalidArgument(what + ": '" + s + "' is not host:port: the host is empty (expected the address of rank 0's "
+                          "host, which the store listens on and the other ranks connect to; DISTCOMM_STORE_BIND=* "
+                          "listens on every interface)");
+  }
   return {host, parse_port(what + ": port", s.substr(colon + 1))};
 }
 
@@ -222,6 +230,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   stall_report_interval(kDefaultStallReportInterval);
   // Before the store too: a bad DISTCOMM_DEBUG is refused before rank 0 serves anything.
   const DebugLevel debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
+  set_plugin_debug_level(debug);  // the loader's INFO line: a plugin that hides a built-in one
   InitWait wait = InitWait::starting_now(o.timeout, report_every,
                                          "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
   wait.started = started;

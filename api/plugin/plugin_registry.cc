@@ -6,12 +6,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "api/errors.h"
 #include "api/group/backend_spec.h"
+#include "api/logging.h"
+#include "api/process/local_processes.h"
 
 namespace distcomm {
 namespace {
@@ -72,10 +78,48 @@ std::vector<std::string> runfiles_plugin_dirs(const PluginSearch& search) {
 
 std::string file_name_for(const std::string& name) { return "libdistcomm_" + name + ".so"; }
 
+// The plugin this thread is dlopening, for the terminate handler below.
+thread_local const std::pair<std::string, std::string>* t_loading = nullptr;  // name, path
+std::terminate_handler g_previous_terminate = nullptr;
+
+// An exception out of a plugin's static initialisation (run by dlopen, on the loading
+// thread) cannot be caught: C++ calls std::terminate, whose handler (run_main's) names the
+// exception but no file. This one says which plugin first, then hands over.
+[[noreturn]] void on_terminate_while_loading() {
+  if (t_loading && std::current_exception()) {
+    log_line("backend '" + t_loading->first + "' (" + t_loading->second +
+             "): the plugin's static initialisation (run by dlopen) threw " + local::describe_current_exception() +
+             "; the process ends (C++ allows no catching it): fix or remove the plugin");
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+// While it lives, this thread is loading plugin `name` from `path`. The handler is
+// installed once, chained to the one in place (run_main's, set when the program starts).
+class LoadingPlugin {
+ public:
+  LoadingPlugin(const std::string& name, const std::string& path) : what_(name, path) {
+    static std::once_flag installed;
+    std::call_once(installed, [] { g_previous_terminate = std::set_terminate(on_terminate_while_loading); });
+    t_loading = &what_;
+  }
+  ~LoadingPlugin() { t_loading = nullptr; }
+  LoadingPlugin(const LoadingPlugin&) = delete;
+  LoadingPlugin& operator=(const LoadingPlugin&) = delete;
+
+ private:
+  const std::pair<std::string, std::string> what_;
+};
+
 // Loads one candidate file and checks its descriptor; on refusal returns nullptr and why.
 const distcomm_plugin_v1* try_load(const std::string& path, const std::string& name, std::string* why) {
   // RTLD_GLOBAL is not needed: plugins only import from the core, never export to others.
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = nullptr;
+  {
+    const LoadingPlugin loading(name, path);
+    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (!handle) {
     *why = std::string("dlopen failed: ") + ::dlerror();
     return nullptr;
@@ -136,11 +180,43 @@ PluginInfo describe(const distcomm_plugin_v1* d, const std::string& path) {
   }
   try {
     info.available = d->available(&info.unavailable_reason) != 0;
-  } catch (const std::exception& e) {
+  } catch (...) {
     info.available = false;
-    info.unavailable_reason = std::string("available() threw: ") + e.what();
+    info.unavailable_reason = "available() threw " + local::describe_current_exception();
   }
   return info;
+}
+
+std::atomic<DebugLevel> g_debug{DebugLevel::kOff};
+
+// "the built-in" plugin of `name` that the one found in DISTCOMM_PLUGIN_PATH's `dir` hides:
+// the first file of that name later in the search path ("" when none). Without the line
+// load_plugin logs, a stale libdistcomm_gloo.so in that folder would replace the built-in
+// gloo silently.
+std::string built_in_hidden_by(const std::string& dir, const std::string& file, const PluginSearch& search) {
+  const auto& own = search.plugin_path;
+  if (std::find(own.begin(), own.end(), dir) == own.end()) return "";
+  for (const auto& later : plugin_search_path(search)) {
+    if (std::find(own.begin(), own.end(), later) != own.end()) continue;
+    if (is_file(later + "/" + file)) return later + "/" + file;
+  }
+  return "";
+}
+
+// A plugin's exception out of create(): a distcomm error as it is (it says what went wrong
+// in the plugin's own words, often "rank R, group ...: ..." that callers look for, and the
+// group's creation and the fault handling catch it by type); any other ("boom in ctor", or
+// "unknown exception" for one that is not a std::exception, which named neither the backend
+// nor its file) becomes an Error naming the backend, its file and the exception's type.
+std::exception_ptr from_create(std::exception_ptr e, const std::string& name, const std::string& path) {
+  const std::string where = "backend '" + name + "' (" + path + ")";
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error&) {
+    return e;
+  } catch (...) {
+    return std::make_exception_ptr(Error(where + ": create() threw " + local::describe_current_exception()));
+  }
 }
 
 std::mutex& registry_mutex() {
@@ -153,7 +229,44 @@ std::map<std::string, PluginInfo>& loaded() {
   return *m;
 }
 
-// Names of plugin files in the search path (for "available backends: ...").
+// distcomm's own libraries that share the plugins' prefix without being plugins. They are
+// installed in <prefix>/lib, the folder of libdistcomm.so, which is searched for plugins:
+// without this list they showed as backends, and asking for one dlopened it ("no entry
+// point"). Checking each file's entry point instead would dlopen every file in the search
+// path (running its initializers) to write one error message.
+const char* non_plugin_library(const std::string& name) {
+  if (name == "ft") return "distcomm's fault-tolerance library (ft/)";
+  if (name == "ddp") return "distcomm's DistributedDataParallel library (ddp/)";
+  return nullptr;
+}
+
+bool is_lower_case(const std::string& s) {
+  return std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::isupper(c); });
+}
+
+// A file in `dir` whose name is `file` but for case ("" when none): backend specs are lower
+// case (backend_spec.h), so libdistcomm_Upper.so is never the file asked for, and "not
+// found" alone would leave its owner puzzled.
+std::string case_variant(const std::string& dir, const std::string& file) {
+  std::string found;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != file && n.size() == file.size() &&
+          std::equal(n.begin(), n.end(), file.begin(), [](unsigned char a, unsigned char b) {
+            return std::tolower(a) == std::tolower(b);
+          })) {
+        found = n;
+        break;
+      }
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+// Names of plugin files in the search path (for "available backends: ..."), less distcomm's
+// libraries that are not plugins.
 std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& search) {
   std::vector<std::pair<std::string, std::string>> found;
   std::set<std::string> seen;
@@ -166,6 +279,7 @@ std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& 
       if (n.size() > prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
           n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
         const std::string name = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+        if (non_plugin_library(name)) continue;
         if (seen.insert(name).second) found.emplace_back(name, dir + "/" + n);
       }
     }
@@ -206,11 +320,23 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
   for (const auto& dir : plugin_search_path(search)) {
     const std::string path = dir + "/" + file_name_for(name);
     if (!is_file(path)) {
-      tried += "\n  " + path + ": not found";
+      const std::string other = case_variant(dir, file_name_for(name));
+      tried += "\n  " + path + ": not found" +
+               (other.empty() ? "" : " (" + other + " is there, but backend names are lower case: rename it " +
+                                         file_name_for(name) + ")");
+      continue;
+    }
+    if (const char* what = non_plugin_library(name)) {
+      tried += "\n  " + path + ": " + what + ", not a backend plugin";
       continue;
     }
     std::string why;
     if (const distcomm_plugin_v1* d = try_load(path, name, &why)) {
+      const std::string hidden = built_in_hidden_by(dir, file_name_for(name), search);
+      if (!hidden.empty() && g_debug.load() != DebugLevel::kOff) {
+        log_line("backend '" + name + "': using " + path + " (from DISTCOMM_PLUGIN_PATH) in place of the built-in " +
+                 hidden);
+      }
       return loaded().emplace(name, describe(d, path)).first->second;
     }
     tried += "\n  " + path + ": refused: " + why;
@@ -220,7 +346,11 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
   std::string names;
   for (const std::string& n : built_in_backend_names()) names += n + ", ";
   std::string plugins;
-  for (const auto& [n, path] : scan_names(search)) plugins += (plugins.empty() ? "" : ", ") + n;
+  // A file named in another case is left out: no backend spec can name it (the line above
+  // for its folder says so).
+  for (const auto& [n, path] : scan_names(search)) {
+    if (is_lower_case(n)) plugins += (plugins.empty() ? "" : ", ") + n;
+  }
   throw BackendUnavailable("cannot load backend '" + name + "': no usable " + file_name_for(name) +
                            ". Searched:" + tried + "\nAvailable backends: " + names +
                            (plugins.empty() ? "no plugin found" : plugins) +
@@ -298,8 +428,13 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
     throw BackendUnavailable("backend '" + name + "' does not serve " +
                              device_type_name(options.device) + " tensors");
   }
-  std::unique_ptr<Backend> backend(info.descriptor->create(options));
-  if (!backend) throw BackendUnavailable("backend '" + name + "' create() returned null");
+  std::unique_ptr<Backend> backend;
+  try {
+    backend.reset(info.descriptor->create(options));
+  } catch (...) {
+    std::rethrow_exception(from_create(std::current_exception(), name, info.path));
+  }
+  if (!backend) throw BackendUnavailable("backend '" + name + "' (" + info.path + ") create() returned null");
   return backend;
 }
 
@@ -307,6 +442,10 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   return create_backend(name, options, PluginSearch::from_environment());
 }
 
+}  // namespace distcomm
+
+namespace distcomm {
+void set_plugin_debug_level(DebugLevel level) { g_debug.store(level); }
 }  // namespace distcomm
 
 extern "C" uint32_t distcomm_core_abi_minor() { return DISTCOMM_PLUGIN_ABI_MINOR; }

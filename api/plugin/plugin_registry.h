@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/debug_level.h"
 #include "api/plugin/backend.h"
 #include "api/plugin/plugin.h"
 #include "api/group/process_environment.h"
@@ -72,7 +73,15 @@ const std::vector<ConfigKey>& core_config_keys();
 void check_backend_config(const std::vector<std::string>& backends, const std::map<std::string, std::string>& config,
                           const PluginSearch& search);
 
-// load_plugin(name), its available() probe, then its factory.
+// The level DISTCOMM_DEBUG set (init_process_group passes it; OFF until then). At INFO and
+// above, load_plugin logs one line when a plugin found in DISTCOMM_PLUGIN_PATH replaces a
+// built-in one of the same name (the program's folder, the runfiles, libdistcomm.so's),
+// naming both files.
+void set_plugin_debug_level(DebugLevel level);
+
+// load_plugin(name), its available() probe, then its factory. An exception create() throws
+// comes out naming the backend and its file, with its message; a distcomm error keeps its
+// type, any other becomes Error naming its type.
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
                                         const PluginSearch& search);
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);

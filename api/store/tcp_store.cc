@@ -78,6 +78,12 @@ TCPStore::TCPStore(TCPStoreOptions options)
     : options_(std::move(options)), failures_at_start_(internal::failures_noted_for_peers()) {
   timeout_ = options_.timeout;
   if (options_.is_server) {
+    // server_bind_address would take an empty host for the wildcard: a store listens on
+    // every interface only when bind_address says "*" (docs/security.md).
+    if (options_.host.empty() && options_.bind_address.empty()) {
+      throw InvalidArgument("TCPStore: host is empty: expected the address the server listens on and its clients "
+                            "connect to (bind_address \"*\" listens on every interface)");
+    }
     TCPStoreServerOptions so;
     so.bind_address = server_bind_address(options_.host, options_.bind_address);
     so.port = options_.port;
@@ -237,7 +243,14 @@ Store::Bytes TCPStore::call(const Request& asked) {
   // A connect the call deadline ended is a Timeout of the caller's, not the server's loss.
   auto connect = [&](std::chrono::milliseconds usual, bool after_close) {
     try {
-      connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
+      try {
+        connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
+      } catch (const InvalidArgument& e) {
+        // "not a known host name": the name resolved when this store first connected, so
+        // its host has left DNS since (a cluster drops a host's record when its process
+        // ends): the server is lost, as a refused reconnect says, not misnamed.
+        throw StoreError(e.what());
+      }
     } catch (const StoreError& e) {
       if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(e.what() + scope_suffix(true));
       if (after_close) {

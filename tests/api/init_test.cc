@@ -129,7 +129,20 @@ TEST_F(InitTest, NumbersOutOfRangeAndALocalRankBeyondItsHostAreNamed) {
   } catch (const InvalidArgument& e) {
     m = e.what();
   }
-  EXPECT_NE(m.find("WORLD_SIZE='99999999999' is not an integer from 0 to 1073741824"), std::string::npos) << m;
+  EXPECT_NE(m.find("WORLD_SIZE='99999999999' is not an integer from 1 to 1073741824"), std::string::npos) << m;
+  // A world of no ranks is refused here, naming the variable (it passed as "from 0 to ..."
+  // and failed init with "rank 0 is outside world size 0"); a rank may be 0.
+  ::setenv("WORLD_SIZE", "0", 1);
+  ::setenv("RANK", "0", 1);
+  m.clear();
+  try {
+    read_launch_env();
+  } catch (const InvalidArgument& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("environment variable WORLD_SIZE='0' is not an integer from 1 to 1073741824"), std::string::npos)
+      << m;
+  ::unsetenv("RANK");
   ::setenv("WORLD_SIZE", "4", 1);
   ::setenv("RANK", "0", 1);
   ::setenv("LOCAL_RANK", "5", 1);
@@ -171,6 +184,44 @@ TEST_F(InitTest, BadInitMethodsAreRefused) {
   o.rank = 1;
   o.init_method = "tcp://127.0.0.1:1";
   EXPECT_THROW(init_process_group(o), InvalidArgument);  // rank 1 of a world of 1
+}
+
+// tcp://:PORT (no host) had rank 0's store listen on every interface (the wildcard), which
+// only DISTCOMM_STORE_BIND=* may ask for (docs/security.md): refused before anything listens,
+// as a missing port is; and so is an empty MASTER_ADDR.
+TEST_F(InitTest, AnEmptyStoreHostIsRefusedBeforeAnythingListens) {
+  InitOptions o;
+  o.backend = "single_rank";
+  o.rank = 0;
+  o.world_size = 1;
+  for (const char* m : {"tcp://:0", "tcp://[]:0"}) {
+    o.init_method = m;
+    try {
+      init_process_group(o);
+      ADD_FAILURE() << m << ": init made a store that listens on every interface";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("init_method '") + m + "': '" + (m + 6) +
+                                           "' is not host:port: the host is empty"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("DISTCOMM_STORE_BIND=*"), std::string::npos) << e.what();
+    }
+    destroy_process_group();
+  }
+  ::setenv("MASTER_ADDR", "", 1);
+  ::setenv("MASTER_PORT", "0", 1);
+  const std::string m = init_refusal(0, 1);
+  EXPECT_NE(m.find("init_method env:// needs MASTER_ADDR and MASTER_PORT"), std::string::npos) << m;
+  // A server store given no host, made without init, says so too.
+  TCPStoreOptions so;
+  so.host = "";
+  so.is_server = true;
+  try {
+    TCPStore store(so);
+    ADD_FAILURE() << "a TCPStore with an empty host listens on " << store.host() << ":" << store.port();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("TCPStore: host is empty"), std::string::npos) << e.what();
+  }
 }
 
 // The socket calls take a port modulo 65536 (99999 would listen on 34463 while the others

@@ -23,6 +23,7 @@ namespace {
 // lets go last frees it and what it found, so a caller that left at its deadline leaves
 // nothing behind.
 struct PendingLookup {
+  std::string key;  // running_key(host, service, hints)
   std::string host;
   std::string service;
   addrinfo hints{};
@@ -42,10 +43,42 @@ struct PendingLookup {
   }
 };
 
+// A wait this long for a name's answer is a sign of a DNS server that does not answer: a
+// resolver answers in a few milliseconds, and a silent one holds getaddrinfo for its timeout
+// (5 s per try by default). A lookup cut short sooner (by a caller whose deadline had all
+// but passed, as init's last probe of the store) says nothing about the server.
+constexpr std::chrono::milliseconds kSilentAfter{100};
+
+// Whether getaddrinfo's rc is a definite answer about host: no such name, or a name with no
+// address. With AI_NUMERICSERV, EAI_NONAME may be about the service instead.
+bool says_no_such_name(int rc, const std::string& host, const std::string& service, const addrinfo& hints) {
+  if (host.empty() || is_numeric_address(host) || (hints.ai_flags & AI_NUMERICHOST)) return false;
+  if ((hints.ai_flags & AI_NUMERICSERV) &&
+      service.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+#ifdef EAI_NODATA
+  if (rc == EAI_NODATA) return true;
+#endif
+  return rc == EAI_NONAME;
+}
+
+std::string lookup_error(int rc, int error_number, const std::string& host, const std::string& service,
+                         const addrinfo& hints) {
+  const std::string said = rc == EAI_SYSTEM ? errno_message(error_number) : ::gai_strerror(rc);
+  if (!says_no_such_name(rc, host, service, hints)) return said;
+  return rc == EAI_NONAME ? "'" + host + "' is not a known host name: " + said
+                          : "'" + host + "' is a host name with no address: " + said;
+}
+
+void remember_answer(const std::string& key, const std::string& said);
+
 void run(const std::shared_ptr<PendingLookup>& p) {
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(p->host.c_str(), p->service.c_str(), &p->hints, &found);
   const int error_number = errno;
+  // For a later lookup of the name that its caller's deadline cuts short (look_up).
+  remember_answer(p->key, rc == 0 ? std::string() : lookup_error(rc, error_number, p->host, p->service, p->hints));
   std::lock_guard<std::mutex> lock(p->mu);
   p->rc = rc;
   p->error_number = error_number;
@@ -55,10 +88,6 @@ void run(const std::shared_ptr<PendingLookup>& p) {
   p->answered.notify_all();
 }
 
-std::string lookup_error(int rc, int error_number) {
-  return rc == EAI_SYSTEM ? errno_message(error_number) : ::gai_strerror(rc);
-}
-
 NameLookup on_this_thread(const std::string& host, const std::string& service, const addrinfo& hints) {
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
@@ -66,7 +95,8 @@ NameLookup on_this_thread(const std::string& host, const std::string& service, c
   NameLookup result;
   if (rc != 0) {
     if (found) ::freeaddrinfo(found);
-    result.error = lookup_error(rc, error_number);
+    result.error = lookup_error(rc, error_number, host, service, hints);
+    result.no_such_name = says_no_such_name(rc, host, service, hints);
   } else {
     result.found = std::shared_ptr<const addrinfo>(found, ::freeaddrinfo);
   }
@@ -84,6 +114,8 @@ struct RunningLookups {
   const pid_t pid;
   std::mutex mu;
   std::map<std::string, std::weak_ptr<PendingLookup>> by_key;
+  // What the last answered lookup of each key said ("" when it found the name).
+  std::map<std::string, std::string> last_answer;
 };
 std::atomic<RunningLookups*> g_running{nullptr};
 
@@ -96,6 +128,21 @@ RunningLookups& running_lookups() {
     delete mine;  // another thread of this process made it first: `seen` is now that one
   }
   return *seen;
+}
+
+void remember_answer(const std::string& key, const std::string& said) {
+  RunningLookups& running_now = running_lookups();
+  std::lock_guard<std::mutex> lock(running_now.mu);
+  running_now.last_answer[key] = said;
+}
+
+// ", what the last lookup of key met" when one in this process was answered, else "".
+std::string last_answer_of(const std::string& key) {
+  RunningLookups& running_now = running_lookups();
+  std::lock_guard<std::mutex> lock(running_now.mu);
+  auto it = running_now.last_answer.find(key);
+  if (it == running_now.last_answer.end()) return "";
+  return it->second.empty() ? "; the lookup of it before found it" : "; the lookup of it before said: " + it->second;
 }
 
 std::string running_key(const std::string& host, const std::string& service, const addrinfo& hints) {
@@ -118,6 +165,7 @@ std::shared_ptr<PendingLookup> join_or_start(const std::string& key, const std::
     if (!running->done) return running;
   }
   auto pending = std::make_shared<PendingLookup>();
+  pending->key = key;
   pending->host = host;
   pending->service = service;
   pending->hints = hints;
@@ -154,17 +202,25 @@ NameLookup look_up(const std::string& host, const std::string& service, const ad
   if (!pending) return on_this_thread(host, service, hints);
   std::unique_lock<std::mutex> lock(pending->mu);
   if (!pending->answered.wait_until(lock, deadline, [&] { return pending->done; })) {
+    lock.unlock();
     NameLookup result;
     result.timed_out = true;
-    result.error = "looking up the name '" + host + "' had no answer after " +
-                   format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - pending->started)) +
-                   " (its DNS server, /etc/resolv.conf, does not answer; a numeric address needs no lookup)";
+    const auto waited = std::chrono::steady_clock::now() - pending->started;
+    if (waited >= kSilentAfter) {
+      result.error = "looking up the name '" + host + "' had no answer after " +
+                     format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(waited)) +
+                     " (its DNS server, /etc/resolv.conf, does not answer; a numeric address needs no lookup)";
+    } else {
+      // "no answer after 0 ms" would blame a DNS server that had no time to answer.
+      result.error = "looking up the name '" + host + "' was cut short by the deadline, too soon for an answer" +
+                     last_answer_of(key);
+    }
     return result;
   }
   NameLookup result;
   if (pending->rc != 0) {
-    result.error = lookup_error(pending->rc, pending->error_number);
+    result.error = lookup_error(pending->rc, pending->error_number, host, service, hints);
+    result.no_such_name = says_no_such_name(pending->rc, host, service, hints);
   } else {
     // Every caller that joined shares the one list, which lives as long as one holds it.
     result.found = std::shared_ptr<const addrinfo>(pending, pending->found);

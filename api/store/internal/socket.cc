@@ -27,17 +27,13 @@ namespace internal {
 
 namespace {
 
-// Resolves host:port by `deadline` (name_lookup.h). Returns null and sets *error when it
-// fails or runs out of time.
-std::shared_ptr<const addrinfo> resolve(const std::string& host, int port, int flags, Clock::time_point deadline,
-                                        std::string* error) {
+// Resolves host:port by `deadline` (name_lookup.h).
+NameLookup resolve(const std::string& host, int port, int flags, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = flags | AI_NUMERICSERV;
-  NameLookup lookup = look_up(host, std::to_string(port), hints, deadline);
-  if (!lookup.found) *error = lookup.error;
-  return lookup.found;
+  return look_up(host, std::to_string(port), hints, deadline);
 }
 
 // Milliseconds left until deadline, rounded up so that poll() does not wake early.
@@ -162,8 +158,9 @@ Socket listen_tcp(const std::string& host, int port) {
   // A server has no deadline of its own to start by; its bind address is the wildcard or a
   // numeric one in practice (DISTCOMM_STORE_BIND), which needs no DNS. A name's lookup is
   // bounded all the same, by a minute, not left to the resolver's retries.
-  auto list = resolve(host, port, AI_PASSIVE, Clock::now() + std::chrono::minutes(1), &error);
-  if (!list) throw StoreError(where + error);
+  const NameLookup lookup = resolve(host, port, AI_PASSIVE, Clock::now() + std::chrono::minutes(1));
+  if (!lookup.found) throw StoreError(where + lookup.error);
+  const std::shared_ptr<const addrinfo>& list = lookup.found;
   // For the wildcard, glibc lists 0.0.0.0 before ::. A dual-stack :: serves both
   // families, so try IPv6 first and keep 0.0.0.0 for machines without IPv6.
   std::vector<const addrinfo*> addrs;
@@ -225,10 +222,21 @@ Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds 
   const auto deadline = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(10);
   std::string error = errno_message(ETIMEDOUT);
+  bool attempted = false;  // whether `error` says what an attempt met
   while (true) {
-    // Resolve on every attempt: the server's name may appear in DNS after we start.
-    auto list = resolve(host, port, 0, deadline, &error);
-    for (const addrinfo* a = list.get(); a; a = a->ai_next) {
+    // Resolve on every attempt: a DNS server that failed for now (EAI_AGAIN) or did not
+    // answer may answer the next time. A definite "no such name" ends the call at once: the
+    // name is wrong (a typo in MASTER_ADDR), and retrying would only hide that for the
+    // whole timeout (30 minutes at init).
+    const NameLookup lookup = resolve(host, port, 0, deadline);
+    if (lookup.no_such_name) {
+      throw InvalidArgument(who + ": cannot connect to " + host_port(host, port) + ": " + lookup.error);
+    }
+    // A lookup that the deadline cut short says less than what an earlier attempt met
+    // (refused, or the resolver's own failure).
+    if (!lookup.found && !(lookup.timed_out && attempted)) error = lookup.error;
+    attempted = true;
+    for (const addrinfo* a = lookup.found.get(); a; a = a->ai_next) {
       Socket s = try_connect(*a, deadline, &error);
       if (s.valid()) return s;
     }

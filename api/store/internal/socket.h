@@ -54,7 +54,9 @@ bool is_numeric_address(const std::string& host);
 
 // Connects to host:port, retrying refused and unreachable attempts with backoff until
 // `timeout` has passed, since the server may start after its clients. Throws StoreError
-// "<who>: cannot connect to host:port after T: <last OS error>".
+// "<who>: cannot connect to host:port after T: <last OS error>", or at once InvalidArgument
+// "<who>: cannot connect to host:port: 'host' is not a known host name: <getaddrinfo's
+// words>" when the name's lookup answered that it does not exist (name_lookup.h).
 Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
                    const std::string& who);
 

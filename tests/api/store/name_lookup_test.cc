@@ -4,8 +4,14 @@
 // getaddrinfo of a name takes 10 s or more where the server is silent.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -36,6 +42,117 @@ using testing::enter_namespaces_with_a_silent_dns_server;
 using testing::serve_slow_dns;
 
 class SilentDns : public testing::PrivateDnsTest {};
+class NameAnswers : public testing::PrivateDnsTest {};
+
+// After enter_namespaces: a DNS server on 127.0.0.1:53 that answers every query at once
+// "no such name" (NXDOMAIN), as a cluster's does for a name nobody registered.
+void serve_no_such_name() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(53);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+  std::thread([fd] {
+    unsigned char q[512];
+    while (true) {
+      sockaddr_in from{};
+      socklen_t len = sizeof(from);
+      const ssize_t n = ::recvfrom(fd, q, sizeof(q), 0, reinterpret_cast<sockaddr*>(&from), &len);
+      if (n < 17) continue;
+      size_t at = 12;  // the question's name ends at its zero byte; its type and class follow
+      while (at < static_cast<size_t>(n) && q[at] != 0) at += q[at] + 1;
+      const size_t question_end = at + 5;
+      if (question_end > static_cast<size_t>(n)) continue;
+      q[2] = 0x81;  // a response, recursion desired
+      q[3] = 0x83;  // recursion available, NXDOMAIN
+      for (int i = 6; i < 12; ++i) q[i] = 0;  // no answer, authority or additional records
+      ::sendto(fd, q, question_end, 0, reinterpret_cast<sockaddr*>(&from), len);
+    }
+  }).detach();
+}
+
+// A name its DNS server says does not exist (getaddrinfo's EAI_NONAME) was retried until the
+// deadline, and init then said "had no answer after 0 ms (its DNS server ... does not
+// answer)". It is a definite answer: an InvalidArgument at once, in getaddrinfo's words.
+TEST_F(NameAnswers, ANameThatDoesNotExistIsRefusedAtOnceInGetaddrinfosWords) {
+  testing::run_ranks(1, [&](int, int) {
+    enter_namespaces(dir());
+    if (::testing::Test::HasFatalFailure()) return;
+    serve_no_such_name();
+    if (::testing::Test::HasFatalFailure()) return;
+    const std::string plain = "'nosuchhost.distcomm-test' is not a known host name: Name or service not known";
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    NameLookup none = look_up("nosuchhost.distcomm-test", "80", hints, std::chrono::steady_clock::now() + 10s);
+    EXPECT_FALSE(none.found);
+    EXPECT_TRUE(none.no_such_name);
+    EXPECT_FALSE(none.timed_out);
+    EXPECT_EQ(none.error, plain);
+
+    const auto [store_message, store_took] = error_of<InvalidArgument>([&] {
+      TCPStoreOptions o = client_of(29500, 20s);
+      o.host = "nosuchhost.distcomm-test";
+      TCPStore s(o);
+    });
+    EXPECT_NE(store_message.find("TCPStore: cannot connect to nosuchhost.distcomm-test:29500: " + plain),
+              std::string::npos)
+        << store_message;
+    EXPECT_LT(store_took.count(), 2000) << "ms; " << store_message;
+
+    InitOptions o;
+    o.backend = "gloo";
+    o.rank = 1;
+    o.world_size = 2;
+    o.init_method = "tcp://nosuchhost.distcomm-test:29500";
+    o.timeout = 20s;
+    const auto [message, took] = error_of<InvalidArgument>([&] { init_process_group(o); });
+    EXPECT_NE(message.find(plain), std::string::npos) << message;
+    EXPECT_EQ(message.find("no answer"), std::string::npos) << message;
+    EXPECT_LT(took.count(), 2000) << "ms; " << message;
+  });
+}
+
+// A failure for now (EAI_AGAIN: here no DNS server listens) is still retried until the
+// deadline, and says what getaddrinfo said; a lookup the deadline cut short before any answer
+// could come does not blame the DNS server ("had no answer after 0 ms") but says what the
+// lookup before it met.
+TEST_F(NameAnswers, ATemporaryFailureIsRetriedAndALookupCutShortDoesNotBlameTheServer) {
+  testing::run_ranks(1, [&](int, int) {
+    enter_namespaces(dir());
+    if (::testing::Test::HasFatalFailure()) return;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    NameLookup failed = look_up("later.distcomm-test", "80", hints, std::chrono::steady_clock::now() + 10s);
+    ASSERT_FALSE(failed.found);
+    EXPECT_FALSE(failed.no_such_name);
+    EXPECT_FALSE(failed.timed_out);
+    EXPECT_EQ(failed.error, "Temporary failure in name resolution");
+    NameLookup cut = look_up("later.distcomm-test", "80", hints, std::chrono::steady_clock::now());
+    EXPECT_TRUE(cut.timed_out) << cut.error;
+    EXPECT_EQ(cut.error.find("no answer"), std::string::npos) << cut.error;
+    EXPECT_NE(cut.error.find("looking up the name 'later.distcomm-test' was cut short by the deadline, too soon for "
+                             "an answer; the lookup of it before said: Temporary failure in name resolution"),
+              std::string::npos)
+        << cut.error;
+
+    InitOptions o;
+    o.backend = "gloo";
+    o.rank = 1;
+    o.world_size = 2;
+    o.init_method = "tcp://later.distcomm-test:29500";
+    o.timeout = 2s;
+    o.init_report_interval = 500ms;
+    const auto [message, took] = error_of<Timeout>([&] { init_process_group(o); });
+    EXPECT_NE(message.find("the last attempt: TCPStore: cannot connect to later.distcomm-test:29500"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("Temporary failure in name resolution"), std::string::npos) << message;
+    EXPECT_EQ(message.find("no answer after 0 ms"), std::string::npos) << message;
+    EXPECT_GE(took.count(), 1900) << "ms; " << message;
+  });
+}
 
 TEST_F(SilentDns, AStoreClientGivesUpByItsDeadlineAndNamesTheLookup) {
   testing::run_ranks(1, [&](int, int) {
