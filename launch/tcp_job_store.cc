@@ -120,6 +120,7 @@ class TCPJobStore : public JobStore {
   TCPStoreServerOptions options(const JobStoreRequest& request) {
     TCPStoreServerOptions o;
     o.bind_address = server_bind_address(request.host, request.bind);
+    if (!request.bind.empty() && request.bind != "*") o.bind_address_named_by = "DISTCOMM_STORE_BIND";
     o.port = request.port;
     o.identity = request.identity;
     o.world_size = request.world_size;

@@ -86,6 +86,9 @@ TCPStore::TCPStore(TCPStoreOptions options)
     }
     TCPStoreServerOptions so;
     so.bind_address = server_bind_address(options_.host, options_.bind_address);
+    if (!options_.bind_address.empty() && options_.bind_address != "*") {
+      so.bind_address_named_by = "the store's bind address (DISTCOMM_STORE_BIND, TCPStoreOptions::bind_address)";
+    }
     so.port = options_.port;
     so.identity = options_.identity;
     so.world_size = options_.num_workers;

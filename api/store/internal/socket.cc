@@ -152,7 +152,7 @@ std::string host_port(const std::string& host, int port) {
   return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
 }
 
-Socket listen_tcp(const std::string& host, int port) {
+Socket listen_tcp(const std::string& host, int port, const std::string& named_by) {
   const std::string where = "TCPStoreServer: cannot listen on " + host_port(host, port) + ": ";
   std::string error;
   // A server has no deadline of its own to start by; its bind address is the wildcard or a
@@ -200,6 +200,9 @@ Socket listen_tcp(const std::string& host, int port) {
   if (last_errno == EADDRINUSE) {
     error += "; another job (or another program) is using port " + std::to_string(port) +
              ": give each job its own MASTER_PORT";
+  } else if (last_errno == EADDRNOTAVAIL && !named_by.empty()) {
+    error += "; '" + host + "', from " + named_by + ", is not an address of this host: give it one of this "
+             "host's addresses, '*' for every interface, or leave it unset to listen on MASTER_ADDR's";
   } else if (last_errno == EADDRNOTAVAIL) {
     error += "; '" + host + "' is not an address of this host: the job's store listens on MASTER_ADDR, which "
              "must name the host that serves it, rank 0's or (tools/launch) node 0's (or set DISTCOMM_STORE_BIND)";

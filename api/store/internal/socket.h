@@ -42,8 +42,9 @@ std::string host_port(const std::string& host, int port);
 // machine has both). A name is resolved, and its first address that is not loopback is
 // preferred. Port 0 picks a free port: see local_port(). The socket is non-blocking.
 // Throws StoreError naming the address and the OS error (and, for a port in use, that
-// another job may hold it).
-Socket listen_tcp(const std::string& host, int port);
+// another job may hold it). `named_by`: what chose host when not MASTER_ADDR
+// ("DISTCOMM_STORE_BIND"), for the error about an address that is not this host's.
+Socket listen_tcp(const std::string& host, int port, const std::string& named_by = "");
 int local_port(int fd);
 // "10.0.0.5:41234" for the other end of a connected socket, "?" when unknown.
 std::string peer_name(int fd);

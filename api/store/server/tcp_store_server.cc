@@ -54,7 +54,8 @@ TCPStoreServer::~TCPStoreServer() { stop(); }
 
 void TCPStoreServer::start() {
   if (loop_) throw StoreError("TCPStoreServer: already started on port " + std::to_string(options_.port));
-  internal::Socket listener = internal::listen_tcp(options_.bind_address, options_.port);
+  internal::Socket listener =
+      internal::listen_tcp(options_.bind_address, options_.port, options_.bind_address_named_by);
   options_.port = internal::local_port(listener.fd());
   const std::string where = internal::host_port(options_.bind_address, options_.port);
   if (options_.identity.token.empty()) warn_unauthenticated(where);

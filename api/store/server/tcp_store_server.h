@@ -67,6 +67,9 @@ std::string server_bind_address(const std::string& host, const std::string& bind
 struct TCPStoreServerOptions {
   // An address (or name) of this host to listen on; "" listens on every interface.
   std::string bind_address;
+  // What chose bind_address when it is not the store's host ("DISTCOMM_STORE_BIND"): named
+  // in the error when it is not this host's address. "": MASTER_ADDR.
+  std::string bind_address_named_by;
   int port = 0;  // 0 picks a free port (see port())
   // Clients must name identity.run_id, and prove identity.token when it is not empty.
   JobIdentity identity;

@@ -310,7 +310,20 @@ TEST(Listen, APortInUseAndAnAddressOfAnotherHostAreClearErrors) {
   TCPStoreOptions remote = server_of();
   remote.host = "192.0.2.1";  // TEST-NET-1: never an address of this host
   const auto [not_here, took2] = error_of<StoreError>([&] { TCPStore s(remote); });
-  EXPECT_NE(not_here.find("'192.0.2.1' is not an address of this host"), std::string::npos) << not_here;
+  EXPECT_NE(not_here.find("'192.0.2.1' is not an address of this host: the job's store listens on MASTER_ADDR"),
+            std::string::npos)
+      << not_here;
+  // A bind address that is not this host's is named as what it is, not as MASTER_ADDR
+  // (helper-73: DISTCOMM_STORE_BIND's mistake was blamed on MASTER_ADDR, with the advice to
+  // set DISTCOMM_STORE_BIND).
+  TCPStoreOptions bound = server_of();
+  bound.bind_address = "192.0.2.1";
+  const auto [bad_bind, took3] = error_of<StoreError>([&] { TCPStore s(bound); });
+  EXPECT_NE(bad_bind.find("'192.0.2.1', from the store's bind address (DISTCOMM_STORE_BIND, "
+                          "TCPStoreOptions::bind_address), is not an address of this host"),
+            std::string::npos)
+      << bad_bind;
+  EXPECT_EQ(bad_bind.find("MASTER_ADDR, which"), std::string::npos) << bad_bind;
 }
 
 }  // namespace
