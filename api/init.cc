@@ -6,6 +6,7 @@
 #include "api/group/environment.h"
 #include "api/errors.h"
 #include "api/store/file_store.h"
+#include "api/group/init_method.h"
 #include "api/group/init_wait.h"
 #include "api/store/internal/socket.h"
 #include "api/logging.h"
@@ -188,8 +189,14 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // auto: shm when the group's ranks share a host, the hierarchy or gloo across hosts, and
   // CUDA tensors to nccl where every rank can run it (group/auto_backend.h).
   if (o.backend.empty()) o.backend = "auto";
-  int rank = o.rank >= 0 ? o.rank : env.rank;
-  int world = o.world_size >= 0 ? o.world_size : env.world_size;
+  // rank and world_size in the init_method's query, as torch takes them (group/init_method.h).
+  const std::string given_method = o.init_method;
+  const InitMethodParts method = split_init_method(given_method);
+  o.init_method = method.method;
+  const LaunchVariables variables = launch_variables(env.source);
+  int rank = agreed_value("rank", o.rank, method.rank, env.rank, variables.rank, given_method);
+  int world = agreed_value("world_size", o.world_size, method.world_size, env.world_size, variables.world_size,
+                           given_method);
 
   const BackendSpec spec = BackendSpec::parse(o.backend);  // once, here
   // A backend that finds its peers by itself (MPI) needs no store or address.
@@ -205,7 +212,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   }
   if (rank < 0 || world < 0) {
     // One of the two: say which is missing, in the launcher's words.
-    const LaunchVariables names = launch_variables(env.source);
+    const LaunchVariables& names = variables;
     throw InvalidArgument(rank >= 0 ? "init_process_group: the rank is " + std::to_string(rank) +
                                           " but the world size is unknown: set " + names.world_size +
                                           " (or InitOptions.world_size) too"

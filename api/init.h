@@ -67,7 +67,9 @@ struct InitOptions {
   // "auto" (group/auto_backend.h: shm on one host, and nccl for CUDA tensors where every
   // rank can run it; DISTCOMM_BACKEND=gloo keeps gloo).
   std::string backend;
-  // "env://" (MASTER_ADDR/MASTER_PORT), "tcp://host:port", "file:///path".
+  // "env://" (MASTER_ADDR/MASTER_PORT), "tcp://host:port", "file:///path"; as torch takes
+  // them, each may end in "?rank=R&world_size=N" (a rank or world size given elsewhere too
+  // must agree), and tcp://'s in a '/' after the port.
   std::string init_method = "env://";
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment

@@ -277,6 +277,45 @@ TEST_F(InitTest, EnvRendezvousWithPortZeroMakesTheDefaultGroup) {
   EXPECT_EQ(pg.use_count(), 1) << "the default group let go of it";
 }
 
+// torch's init_method forms: rank and world_size in the query, a '/' after the port
+// (helper-73: the query was ignored, "rank and world size are unknown", and the '/' made the
+// port "29612/"). A query that disagrees with the program or the environment is refused
+// naming both; an unknown setting in it is refused.
+TEST_F(InitTest, AnInitMethodsQueryGivesRankAndWorldSizeAsTorchTakesThem) {
+  InitOptions o;
+  o.backend = "single_rank";
+  o.init_method = "tcp://127.0.0.1:0/?rank=0&world_size=1";
+  auto pg = init_process_group(o);
+  EXPECT_EQ(pg->rank(), 0);
+  EXPECT_EQ(pg->size(), 1);
+  destroy_process_group();
+  pg.reset();
+
+  auto refusal = [](InitOptions o) {
+    try {
+      init_process_group(o);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  o.init_method = "tcp://127.0.0.1:0?rank=0&world_size=1";
+  o.world_size = 2;
+  EXPECT_NE(refusal(o).find("init_method 'tcp://127.0.0.1:0?rank=0&world_size=1' says world_size 1, InitOptions 2"),
+            std::string::npos)
+      << refusal(o);
+  o.world_size = -1;
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  EXPECT_NE(refusal(o).find("says rank 0, RANK 1: give it once"), std::string::npos) << refusal(o);
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  o.init_method = "tcp://127.0.0.1:0?rank=0&size=1";
+  EXPECT_NE(refusal(o).find("unknown setting 'size'"), std::string::npos) << refusal(o);
+  o.init_method = "tcp://127.0.0.1:0?rank=0&world_size=0";
+  EXPECT_NE(refusal(o).find("world_size='0' is not an integer from 1"), std::string::npos) << refusal(o);
+}
+
 // A single rank's job over env://, its store at MASTER_PORT port.
 void set_single_rank_job(int port) {
   ::setenv("RANK", "0", 1);
