@@ -86,37 +86,43 @@ void serve_slow_dns(std::chrono::milliseconds delay, int answers) {
   const int fd = bound_socket(SOCK_DGRAM);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   std::thread([fd, delay, answers] {
-    unsigned char q[512];
     for (int answered = 0;;) {
+      std::vector<unsigned char> q(512);
       sockaddr_in from{};
       socklen_t len = sizeof(from);
-      const ssize_t n = ::recvfrom(fd, q, sizeof(q), 0, reinterpret_cast<sockaddr*>(&from), &len);
+      const ssize_t n = ::recvfrom(fd, q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
       if (n < 17) continue;
       if (answers >= 0 && answered >= answers) continue;  // silent from now on
       ++answered;
-      std::this_thread::sleep_for(delay);
-      // The question's name ends at its zero byte; its type follows.
-      size_t at = 12;
-      while (at < static_cast<size_t>(n) && q[at] != 0) at += q[at] + 1;
-      const size_t question_end = at + 5;  // the zero byte, type, class
-      if (question_end > static_cast<size_t>(n)) continue;
-      const bool a = q[at + 1] == 0 && q[at + 2] == 1;
-      std::vector<unsigned char> r(q, q + question_end);
-      r[2] = 0x81;  // a response, recursion desired
-      r[3] = 0x80;  // recursion available, no error
-      r[6] = 0;
-      r[7] = a ? 1 : 0;  // answers
-      r[8] = r[9] = r[10] = r[11] = 0;
-      if (a) {
-        const unsigned char answer[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1};
-        r.insert(r.end(), answer, answer + sizeof(answer));
-      }
-      // Three times: a forked child's resolver may share its parent's socket, and a copy
-      // the other process reads (and drops, its ID not being that one's) is lost to this one.
-      for (int copy = 0; copy < 3; ++copy) {
-        ::sendto(fd, r.data(), r.size(), 0, reinterpret_cast<sockaddr*>(&from), len);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      q.resize(static_cast<size_t>(n));
+      // Each query is answered `delay` after it came, on a thread of its own: answered one
+      // after another, a query queued behind others waited their delays too, and a test's
+      // deadline counted from its own query was missed on a loaded machine.
+      std::thread([fd, delay, q, from, len] {
+        std::this_thread::sleep_for(delay);
+        // The question's name ends at its zero byte; its type follows.
+        size_t at = 12;
+        while (at < q.size() && q[at] != 0) at += q[at] + 1;
+        const size_t question_end = at + 5;  // the zero byte, type, class
+        if (question_end > q.size()) return;
+        const bool a = q[at + 1] == 0 && q[at + 2] == 1;
+        std::vector<unsigned char> r(q.begin(), q.begin() + static_cast<long>(question_end));
+        r[2] = 0x81;  // a response, recursion desired
+        r[3] = 0x80;  // recursion available, no error
+        r[6] = 0;
+        r[7] = a ? 1 : 0;  // answers
+        r[8] = r[9] = r[10] = r[11] = 0;
+        if (a) {
+          const unsigned char answer[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1};
+          r.insert(r.end(), answer, answer + sizeof(answer));
+        }
+        // Three times: a forked child's resolver may share its parent's socket, and a copy
+        // the other process reads (and drops, its ID not being that one's) is lost to this one.
+        for (int copy = 0; copy < 3; ++copy) {
+          ::sendto(fd, r.data(), r.size(), 0, reinterpret_cast<const sockaddr*>(&from), len);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }).detach();
     }
   }).detach();
 }
