@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_shared_device.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 
@@ -13,6 +15,7 @@ namespace {
 struct Shared {
   std::weak_ptr<::gloo::transport::Device> device;
   std::string chosen;
+  pid_t pid = 0;  // the process that made it
 };
 
 // What decides the device: the settings create_tcp_device reads and the thread's scheduling.
@@ -32,15 +35,20 @@ std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& c
   static auto* devices = new std::map<std::string, Shared>();  // never destroyed: groups may outlive statics
   std::lock_guard<std::mutex> lock(mu);
   Shared& entry = (*devices)[key_of(config)];
-  if (auto device = entry.device.lock()) {
-    *chosen = entry.chosen;
-    return device;
+  // A child forked after a group was made inherits the entry, but not the device's network
+  // thread: it makes a device of its own.
+  if (entry.pid == ::getpid()) {
+    if (auto device = entry.device.lock()) {
+      *chosen = entry.chosen;
+      return device;
+    }
   }
   auto device = create_tcp_device(config, chosen, deadline);
   // Before any connection exists, so that no byte is read by a thread not yet set up.
   set_up_loop_thread(*device, config.loop_sched, loop_setup_deadline);
   entry.device = device;
   entry.chosen = *chosen;
+  entry.pid = ::getpid();
   return device;
 }
 

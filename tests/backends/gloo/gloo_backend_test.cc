@@ -149,6 +149,20 @@ TEST(GlooConfig, GroupsOfAProcessShareOneNetworkThread) {
   });
 }
 
+// Ranks forked while a gloo group of their parent lives (spawn's, this harness's) inherit
+// the parent's shared device in memory but not its network thread: they make their own, or
+// their ops would wait for bytes nobody reads.
+TEST(GlooConfig, RanksForkedWhileAGroupLivesMakeTheirOwnNetworkThread) {
+  auto parents = make_local_group(1, {});
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH}) << "rank " << pg.rank();
+    Tensor t = Tensor::of<float>(std::vector<float>(size_t{1} << 18, float(pg.rank() + 1)));
+    pg.all_reduce(t)->wait();
+    const std::vector<double> sums = t.to_doubles();
+    EXPECT_EQ(std::count(sums.begin(), sums.end(), 3.0), static_cast<long>(sums.size())) << "rank " << pg.rank();
+  });
+}
+
 // A program that runs with a real-time policy (chrt) keeps it on gloo's network thread, which
 // inherits it from the thread that creates the group: batch would let the callers starve it.
 TEST(GlooConfig, NetworkThreadKeepsARealTimePolicy) {
