@@ -4,9 +4,10 @@
 #   tools/package_deb.sh [OUT_DIR]
 #
 # The package holds what `bazel run -c opt //:install -- --prefix=/usr` installs: libraries,
-# headers, pkg-config and CMake files, distcomm-launch and distcomm-bench, and the plugins
-# of the backends whose libraries this machine has (a backend without its library is
-# simply absent). Depends lists the Debian packages of every library those files link.
+# headers, pkg-config and CMake files, distcomm-launch, distcomm-bench and distcomm-trace, and
+# the plugins of the backends whose libraries this machine has (a backend without its library
+# is simply absent; so is libdistcomm_torch where the build found no libtorch). Depends lists
+# the Debian packages of every library those files link.
 # DISTCOMM_DEB_BAZEL_FLAGS replaces "-c opt" (CI sets it empty: it packages the build it has
 # just tested).
 set -euo pipefail
@@ -38,6 +39,14 @@ done | cut -d: -f1 | sort -u | while read -r pkg; do
   echo "$pkg (>= $(dpkg-query -W -f='${Version}' "$pkg" | sed 's/-[^-]*$//'))"
 done | paste -sd, | sed 's/,/, /g')"
 
+# libdistcomm_torch, where the build found libtorch (a program built against it needs
+# libtorch's headers too: libtorch-dev).
+torch_description=""
+if [ -e "$root/usr/lib/libdistcomm_torch.so.$version" ]; then
+  torch_description=$'\n'" libdistcomm_torch (libtorch: torch tensors in process group ops, DDP over a"
+  torch_description+=$'\n'" torch::nn::Module, DistributedSampler; distcomm-torch, distcomm::torch)."
+fi
+
 mkdir -p "$root/DEBIAN"
 cat >"$root/DEBIAN/control" <<CONTROL
 Package: distcomm
@@ -51,8 +60,9 @@ Depends: $depends
 Description: collective communication for C++ programs (torch.distributed without Python)
  libdistcomm (process groups, collectives, point-to-point, stores), libdistcomm_ddp
  (DistributedDataParallel), libdistcomm_ft (fault tolerance: ft::Manager), the backend
- plugins, distcomm-launch and distcomm-bench, headers (<distcomm/api/init.h>), pkg-config
- (distcomm, distcomm-ddp, distcomm-ft) and CMake (find_package(distcomm)) files.
+ plugins, distcomm-launch, distcomm-bench and distcomm-trace, headers
+ (<distcomm/api/init.h>), pkg-config (distcomm, distcomm-ddp, distcomm-ft) and CMake
+ (find_package(distcomm)) files.$torch_description
 CONTROL
 # The new libraries enter ld.so's cache when the package is installed or removed.
 echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"

@@ -4,14 +4,20 @@
 #   bazel run -c opt //:install -- --prefix=DIR [--destdir=STAGE]
 #
 #   DIR/include/distcomm/{api,ddp,ft}/**.h  included as <distcomm/api/init.h>, <distcomm/api/store/tcp_store.h>
+#   DIR/include/distcomm/integrations/torch/*.h   <distcomm/integrations/torch/tensor_bridge.h> (*)
 #   DIR/lib/libdistcomm.so.X.Y.Z            SONAME libdistcomm.so.S, links .so.S and .so
 #   DIR/lib/libdistcomm_ddp.so.X.Y.Z        likewise; NEEDED libdistcomm.so.S
 #   DIR/lib/libdistcomm_ft.so.X.Y.Z         likewise (distcomm::ft::Manager)
+#   DIR/lib/libdistcomm_torch.so.X.Y.Z      likewise; NEEDED libdistcomm_ddp.so.S, libdistcomm.so.S, libtorch (*)
 #   (S, the SONAME version: X, or X.Y while X is 0; version.bzl)
 #   DIR/lib/distcomm/plugins/libdistcomm_<name>.so   found by the loader with no variable set
 #   DIR/bin/distcomm-launch, distcomm-bench, distcomm-trace
-#   DIR/lib/pkgconfig/distcomm.pc, distcomm-ddp.pc, distcomm-ft.pc
-#   DIR/lib/cmake/distcomm/distcommConfig.cmake, distcommConfigVersion.cmake
+#   DIR/lib/pkgconfig/distcomm.pc, distcomm-ddp.pc, distcomm-ft.pc, distcomm-torch.pc (*)
+#   DIR/lib/cmake/distcomm/distcommConfig.cmake, distcommConfigVersion.cmake,
+#                          distcommTorchTargets.cmake (*: distcomm::torch)
+#
+# (*) integrations/torch, only where the build found libtorch; elsewhere the manifest says
+# why it is missing, and this script prints that.
 #
 # --destdir=STAGE writes everything under STAGE/DIR while the files still name DIR (for
 # packaging: tools/package_deb.sh). What to install comes from manifest.txt (BUILD).
@@ -66,12 +72,12 @@ while read -r kind path; do
   case "$kind" in
     header)
       # In the repository headers include each other as "api/store/x.h" (or "ddp/x.h",
-      # "ft/x.h"); installed, that is "distcomm/api/store/x.h" (found through
+      # "ft/x.h", "integrations/torch/x.h"); installed, that is "distcomm/api/store/x.h" (found through
       # -I<prefix>/include, or /usr/include). The path below include/distcomm is the
       # header's path in the repository.
       sub="$(dirname "$path")"
       install -d "$root/include/distcomm/$sub"
-      sed -E 's@^#include "(api|ddp|ft)/@#include "distcomm/\1/@' "$src" >"$root/include/distcomm/$sub/$name"
+      sed -E 's@^#include "(api|ddp|ft|integrations)/@#include "distcomm/\1/@' "$src" >"$root/include/distcomm/$sub/$name"
       chmod 644 "$root/include/distcomm/$sub/$name"
       ;;
     lib)
@@ -87,6 +93,10 @@ while read -r kind path; do
       chmod 644 "$root/lib/pkgconfig/$name"
       ;;
     cmake) install -m 644 "$src" "$root/lib/cmake/distcomm/$name" ;;
+    missing)  # "missing <what>: <why>", the rest of the line
+      echo "install: not installed: $path"
+      continue
+      ;;
     *) echo "install: unknown kind '$kind' in manifest.txt" >&2; exit 1 ;;
   esac
   count=$((count + 1))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs a distcomm .deb on this machine, builds and runs a program against it from /usr,
-# then removes it and checks that every file it installed is gone. Changes the system:
+# Installs a distcomm .deb on this machine, builds and runs a program against it from /usr
+# (and a libtorch one, where the package has libdistcomm_torch), then removes it and checks that every file it installed is gone. Changes the system:
 # run as root on a machine you may change (CI does, after the tests).
 #
 #   tests/tools/install/deb_check.sh distcomm_0.3.0_amd64.deb
@@ -30,6 +30,21 @@ grep -qxF "[rank 0] Rank 1 averaged gradient 1.5" <<<"$out" || fail "DDP result"
 grep -qF "backend gloo from /usr/lib/distcomm/plugins/libdistcomm_gloo.so" <<<"$out" || fail "plugin location"
 cmake -S "$here/consumer" -B "$work/cmake_build" >/dev/null && cmake --build "$work/cmake_build" >/dev/null ||
   fail "CMake build against /usr"
+# libdistcomm_torch, where the package has it (its build found libtorch): a libtorch program
+# (libtorch's headers come from libtorch-dev), with pkg-config and with CMake.
+if [ -e /usr/lib/libdistcomm_torch.so ]; then
+  # shellcheck disable=SC2046
+  g++ -std=c++17 -o "$work/torch_consumer" "$here/torch_consumer/torch_consumer.cc" $(pkg-config --cflags --libs distcomm-torch) ||
+    fail "pkg-config build of torch_consumer against /usr"
+  out="$(distcomm-launch --nproc_per_node=2 -- "$work/torch_consumer")"
+  echo "$out"
+  grep -qxF "[rank 0] Rank 1 has 3 3 3" <<<"$out" || fail "all_reduce of a torch tensor"
+  grep -qxF "[rank 0] Rank 1 averaged gradient 1.5 1.5" <<<"$out" || fail "torch DDP result"
+  cmake -S "$here/torch_consumer" -B "$work/torch_cmake_build" >/dev/null && cmake --build "$work/torch_cmake_build" >/dev/null ||
+    fail "CMake build of torch_consumer against /usr"
+else
+  echo "no libdistcomm_torch in the package (its build found no libtorch)"
+fi
 
 dpkg -r distcomm
 left="$(while read -r f; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done <"$work/files")"

@@ -39,7 +39,7 @@ major="${version%%.*}"
 [ "$("$prefix/bin/distcomm-bench" --version)" = "bench (distcomm) $version" ] || fail "distcomm-bench --version"
 # The trace tool runs from the prefix (it needs libdistcomm through its rpath).
 trace_usage="$("$prefix/bin/distcomm-trace" 2>&1 || true)"  # without arguments: usage, exit 2
-grep -q "usage: trace analyze" <<<"$trace_usage" || fail "distcomm-trace does not run: $trace_usage"
+grep -q "usage: distcomm-trace analyze" <<<"$trace_usage" || fail "distcomm-trace does not run: $trace_usage"
 grep -qx "#define DISTCOMM_VERSION \"$version\"" "$prefix/include/distcomm/api/version.h" || fail "version.h"
 
 # --- the layout, SONAMEs and NEEDED entries ---
@@ -65,7 +65,8 @@ for plugin in "$lib"/distcomm/plugins/*.so; do
   # A plugin takes the core from the process that loads it; linking it would make two.
   ! dynamic "$plugin" NEEDED | grep -q '^libdistcomm' || fail "$plugin links libdistcomm"
 done
-! grep -rqE '#include "(api|ddp|ft)/' "$prefix/include" || fail "an installed header includes \"api/...\" (or ddp/, ft/)"
+! grep -rqE '#include "(api|ddp|ft|integrations)/' "$prefix/include" ||
+  fail "an installed header includes \"api/...\" (or ddp/, ft/, integrations/)"
 # Every header an installed header includes as "distcomm/..." is installed.
 missing="$(grep -rhoE '^#include "distcomm/[^"]+"' "$prefix/include" | sed -E 's/^#include "(.*)"$/\1/' | sort -u |
   while read -r included; do [ -f "$prefix/include/$included" ] || echo "$included"; done)"
