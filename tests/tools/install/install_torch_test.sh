@@ -20,17 +20,8 @@ for tool in cmake pkg-config readelf nm g++; do
   command -v "$tool" >/dev/null || skip_test cmake "$tool is not installed (tools/setup.sh installs it)"
 done
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_line() {  # expect_line OUTPUT LINE: LINE is one whole line of OUTPUT
-  grep -qxF -- "$2" <<<"$1" || fail "expected the line '$2' in:"$'\n'"$1"
-}
-
-src="$PWD"  # the runfiles: tools/install/install, the consumer's sources
-work="${TEST_TMPDIR:-$(mktemp -d)}/outside_torch"
-prefix="$work/prefix"
-rm -rf "$work"
-mkdir -p "$work"
-unset DISTCOMM_PLUGIN_PATH DISTCOMM_BACKEND
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tests/tools/install/outside_prefix.sh"
+outside_prefix outside_torch
 
 installed="$(tools/install/install --prefix="$prefix")" || fail "install: $installed"
 echo "$installed"
