@@ -63,12 +63,22 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
 void wait_for_store_server(const std::string& host, int port, bool launcher_serves, const InitWait& wait) {
   const std::string where = internal::host_port(host, port);
   std::string last_attempt;  // why the last probe failed: refused, unreachable, a name not answered
+  bool said_unknown = false;
   const auto probe = [&](std::chrono::milliseconds slice) {
+    bool name_unknown = false;
     try {
-      internal::connect_tcp(host, port, slice, "TCPStore");  // closed at once: a probe
+      internal::connect_tcp(host, port, slice, "TCPStore", &name_unknown);  // closed at once: a probe
       return true;
     } catch (const StoreError& e) {
       last_attempt = e.what();
+      // A name its DNS says does not exist is retried (its record may come once its host is
+      // up), but a typo would otherwise be said only at the deadline, 30 minutes by default.
+      if (name_unknown && !said_unknown) {
+        said_unknown = true;
+        log_line("distcomm: " + wait.where + ": the store's host '" + host +
+                 "' is not a known host name (its DNS says so); init retries until its deadline in case its record "
+                 "is yet to appear (a host that is not up yet): check MASTER_ADDR or the init_method");
+      }
       return false;
     }
   };
@@ -193,10 +203,8 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   const std::string given_method = o.init_method;
   const InitMethodParts method = split_init_method(given_method);
   o.init_method = method.method;
-  const LaunchVariables variables = launch_variables(env.source);
-  int rank = agreed_value("rank", o.rank, method.rank, env.rank, variables.rank, given_method);
-  int world = agreed_value("world_size", o.world_size, method.world_size, env.world_size, variables.world_size,
-                           given_method);
+  int rank = agreed_value("rank", o.rank, method.rank, env.rank, given_method);
+  int world = agreed_value("world_size", o.world_size, method.world_size, env.world_size, given_method);
 
   const BackendSpec spec = BackendSpec::parse(o.backend);  // once, here
   // A backend that finds its peers by itself (MPI) needs no store or address.
@@ -212,7 +220,7 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   }
   if (rank < 0 || world < 0) {
     // One of the two: say which is missing, in the launcher's words.
-    const LaunchVariables& names = variables;
+    const LaunchVariables names = launch_variables(env.source);
     throw InvalidArgument(rank >= 0 ? "init_process_group: the rank is " + std::to_string(rank) +
                                           " but the world size is unknown: set " + names.world_size +
                                           " (or InitOptions.world_size) too"

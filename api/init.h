@@ -68,8 +68,8 @@ struct InitOptions {
   // rank can run it; DISTCOMM_BACKEND=gloo keeps gloo).
   std::string backend;
   // "env://" (MASTER_ADDR/MASTER_PORT), "tcp://host:port", "file:///path"; as torch takes
-  // them, each may end in "?rank=R&world_size=N" (a rank or world size given elsewhere too
-  // must agree), and tcp://'s in a '/' after the port.
+  // them, each may end in "?rank=R&world_size=N" (over RANK and WORLD_SIZE; rank and
+  // world_size below must agree with it), and tcp://'s in a '/' after the port.
   std::string init_method = "env://";
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment

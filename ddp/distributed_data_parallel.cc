@@ -43,16 +43,19 @@ void find_shared_memory(const std::vector<NamedParameter>& params, std::vector<s
   // (first, second) -> what they share, "value/gradient" of the first and of the second;
   // ordered, so that the message does not depend on where the allocator put the tensors.
   std::map<std::pair<size_t, size_t>, std::set<std::pair<std::string, std::string>>> shared;
-  size_t widest = 0;  // the span reaching furthest among those before
-  for (size_t k = 1; k < spans.size(); ++k) {
-    const Span& a = spans[widest];
+  std::vector<size_t> open;  // the spans before the current one that reach past its start
+  for (size_t k = 0; k < spans.size(); ++k) {
     const Span& b = spans[k];
-    if (b.begin < a.end && a.index != b.index) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](size_t i) { return spans[i].end <= b.begin; }),
+               open.end());
+    for (size_t i : open) {
+      const Span& a = spans[i];
+      if (a.index == b.index) continue;
       const bool a_first = a.index < b.index;
       shared[{std::min(a.index, b.index), std::max(a.index, b.index)}].insert(
           a_first ? std::make_pair(a.role, b.role) : std::make_pair(b.role, a.role));
     }
-    if (b.end > a.end) widest = k;
+    open.push_back(k);
   }
   for (const auto& [pair, roles] : shared) {
     std::string what;
@@ -138,13 +141,10 @@ std::string number_text(double v) {
   return text;
 }
 
-const char* log_mode_name(LogMode mode) {
-  switch (mode) {
-    case LogMode::kEveryRank: return "LogMode::kEveryRank";
-    case LogMode::kRankZero: return "LogMode::kRankZero";
-    case LogMode::kOrdered: return "LogMode::kOrdered";
-  }
-  return "LogMode(?)";
+// "every 5 iterations", or "none" (log_every_n 0, or a log_mode that is no collective).
+std::string ordered_logging_text(const DdpOptions& o) {
+  if (o.log_every_n <= 0 || o.log_mode != LogMode::kOrdered) return "none";
+  return "every " + std::to_string(o.log_every_n) + (o.log_every_n == 1 ? " iteration" : " iterations");
 }
 
 // The options every rank must pass alike (see DdpOptions), compared in the replica round.
@@ -156,8 +156,8 @@ std::vector<std::pair<std::string, std::string>> options_that_must_agree(const D
           {"broadcast_buffers", flag(o.broadcast_buffers)},
           {"rebuild_buckets", flag(o.rebuild_buckets)},
           {"comm_hook", hook_name(o.comm_hook)},
-          {"log_every_n", std::to_string(o.log_every_n)},
-          {"log_mode", log_mode_name(o.log_mode)}};
+          // Only ordered logging is a collective: ranks may log differently otherwise.
+          {"ordered logging (log_every_n with LogMode::kOrdered)", ordered_logging_text(o)}};
 }
 
 ReplicaDescription describe(const std::vector<NamedParameter>& params, const std::vector<NamedBuffer>& buffers,

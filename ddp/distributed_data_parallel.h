@@ -65,7 +65,8 @@ struct JoinOptions {
 // live in this rank's memory): the others decide which collectives DDP issues, their sizes
 // and order -- the buckets (the caps, rebuild_buckets), the usage flags
 // (find_unused_parameters, comm_hook), the buffers' broadcast (broadcast_buffers) and the
-// logging (log_every_n, log_mode: kOrdered is a collective). The constructor compares them
+// ordered logging (log_every_n with log_mode kOrdered, a collective; logging that is none, or
+// not ordered, may differ between ranks). The constructor compares them
 // in the round that compares the parameters, and a difference is an InvalidArgument on every
 // rank naming the option, the values and the ranks holding each. Of comm_hook it compares
 // the kind (allreduce_hook -- or none --, fp16_compress_hook, bf16_compress_hook, or one of

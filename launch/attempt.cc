@@ -285,18 +285,18 @@ void Attempt::terminate(const std::string& why) {
 
 // The first line of a rank's error, for the launcher's last line: whole, with a pointer to
 // the rest.
-static std::string first_line_of_failure(const std::string& failure, int rank) {
+static std::string first_line_of_failure(const std::string& failure, const std::string& where_the_rest_is) {
   const size_t end = failure.find('\n');
   if (end == std::string::npos) return failure;
   std::string line = failure.substr(0, end);
-  // A first line that ends in a colon or mid-sentence ("...: no usable libdistcomm_x.so.
-  // Searched:") introduces what follows: cut it after its last whole sentence.
+  // A first line that ends in a colon ("...: no usable libdistcomm_x.so. Searched:")
+  // introduces what follows: cut it after its last whole sentence, where it has one.
   const size_t last_char = line.find_last_not_of(" \t");
-  if (last_char != std::string::npos && line[last_char] == ':') {
-    const size_t sentence = line.rfind(". ");
-    line = sentence == std::string::npos ? line.substr(0, last_char) : line.substr(0, sentence + 1);
+  const size_t sentence = line.rfind(". ");
+  if (last_char != std::string::npos && line[last_char] == ':' && sentence != std::string::npos) {
+    line = line.substr(0, sentence + 1);
   }
-  return line + " (the rest in rank " + std::to_string(rank) + "'s output above)";
+  return line + " (the rest in " + where_the_rest_is + ")";
 }
 
 void Attempt::name_first_failure() {
@@ -342,7 +342,12 @@ void Attempt::name_first_failure() {
   if (!others.empty()) say("also failed, with no error file: " + others);
   // The launcher's last word, one line, names the cause; the rank printed its whole error
   // above (a Desync's table, say).
-  say(first_line_of_failure(result_.failure, processes_[static_cast<size_t>(first)].rank));
+  // The rank printed its whole error (run_main does), in its output: shown above, or in its
+  // log file under --log_dir.
+  const int cause_rank = processes_[static_cast<size_t>(first)].rank;
+  const std::string log = router_.log_path(cause_rank);
+  say(first_line_of_failure(result_.failure,
+                            log.empty() ? "rank " + std::to_string(cause_rank) + "'s output above" : log));
 }
 
 void Attempt::make_error_dir() {

@@ -97,22 +97,23 @@ class TCPJobStore : public JobStore {
   int fenced_fd() const override { return fenced_pipe_[0]; }
 
   void rank_ended(int rank, const std::string& how) override {
+    // One failed attempt to reach the store is enough: each would hold the launcher's loop
+    // (its output, its signals) for the client's timeout.
+    if (client_failed_) return;
     try {
       Store& store = client();
       const std::string world = group_store_base(ProcessGroupOptions{}.group_name);
       if (store.check({world + "/made_by/" + std::to_string(rank)})) return;  // it came to init
       const PeerFailure gone("rank " + std::to_string(rank) + " ended (" + how +
-                             ") before it called init_process_group: the launcher saw it end");
+                             ") before it joined init_process_group's world group: the launcher saw it end");
       store.compare_set(world + "/" + kCreationFailedKey, {},
                         to_bytes(encode_creation_failure(rank, std::make_exception_ptr(gone))));
     } catch (const std::exception& e) {
       // The ranks' own wait still ends at their timeout: say once why they may wait it out.
-      if (!client_failed_) {
-        client_failed_ = true;
-        const std::string line = "launch: cannot tell the other ranks that rank " + std::to_string(rank) +
-                                 " ended before init (" + e.what() + ")\n";
-        (void)!::write(2, line.data(), line.size());
-      }
+      client_failed_ = true;
+      const std::string line = "launch: cannot tell the other ranks that rank " + std::to_string(rank) +
+                               " ended before init (" + e.what() + "); not trying again\n";
+      (void)!::write(2, line.data(), line.size());
     }
   }
 

@@ -276,7 +276,8 @@ void add_to_timeline(const FlightRecorder& recorder, const TraceEntry& entry) {
 // "unfinished": they are what a stopped (hung) job is about, and would otherwise never reach
 // the timeline, which takes an op when it ends (helper-73: a timeline of a job stopped in a
 // hang held only the ops that had finished). Only on SIGTERM: after SIGUSR1 the ops go on,
-// and each adds its own bar when it ends.
+// and each adds its own bar when it ends. (An op that ends between the snapshot and the
+// flush has both bars: harmless at the end of a stopped rank.)
 void add_unfinished_to_timeline() {
   const int64_t now = timeline_now_ns();
   for (const auto& recorder : recorders()) {

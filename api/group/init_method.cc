@@ -44,6 +44,8 @@ InitMethodParts split_init_method(const std::string& init_method) {
       parts.rank = number_of(init_method, key, value, 0);
     } else if (key == "world_size") {
       parts.world_size = number_of(init_method, key, value, 1);
+    } else if (key == "use_libuv") {
+      // torch's choice of its own store's event loop: nothing here to choose.
     } else {
       throw InvalidArgument("init_method '" + init_method + "': unknown setting '" + key +
                             "' in its query (expected rank and world_size, as torch takes them)");
@@ -53,18 +55,14 @@ InitMethodParts split_init_method(const std::string& init_method) {
 }
 
 int agreed_value(const std::string& what, int from_program, int from_query, int from_environment,
-                 const std::string& env_name, const std::string& init_method) {
+                 const std::string& init_method) {
   if (from_query < 0) return from_program >= 0 ? from_program : from_environment;
-  const std::string query = "init_method '" + init_method + "' says " + what + " " + std::to_string(from_query);
   if (from_program >= 0 && from_program != from_query) {
-    throw InvalidArgument("init_process_group: " + query + ", InitOptions " + std::to_string(from_program) +
+    throw InvalidArgument("init_process_group: init_method '" + init_method + "' says " + what + " " +
+                          std::to_string(from_query) + ", InitOptions " + std::to_string(from_program) +
                           ": give it once");
   }
-  if (from_program < 0 && from_environment >= 0 && from_environment != from_query) {
-    throw InvalidArgument("init_process_group: " + query + ", " + env_name + " " + std::to_string(from_environment) +
-                          ": give it once");
-  }
-  return from_query;
+  return from_query;  // over the environment's: a worker forked by a launched process inherits its RANK
 }
 
 }  // namespace distcomm

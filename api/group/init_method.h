@@ -18,10 +18,11 @@ struct InitMethodParts {
 InitMethodParts split_init_method(const std::string& init_method);
 
 // The rank (or world size, by `what`) the job runs with: the program's (InitOptions, -1 when
-// unset), else the query's, else the environment's (`env_name`: "RANK"); -1 when none says.
-// A query that disagrees with the program or the environment is an InvalidArgument naming
-// both (torch refuses a rank given twice).
+// unset), else the query's, else the environment's; -1 when none says. The query wins over
+// the environment, as in torch (workers that a launched process forks, each with its rank in
+// the query, inherit the launcher's RANK); a query that disagrees with InitOptions is an
+// InvalidArgument naming both. torch's use_libuv setting is taken and means nothing here.
 int agreed_value(const std::string& what, int from_program, int from_query, int from_environment,
-                 const std::string& env_name, const std::string& init_method);
+                 const std::string& init_method);
 
 }  // namespace distcomm

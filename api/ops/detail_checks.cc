@@ -33,7 +33,7 @@ WorkPtr DetailChecks::around(const OpSpec& spec, const OpContext& ctx, const std
 
 void DetailChecks::compare_fingerprints(const OpContext& ctx) {
   const OpFingerprint& mine = ctx.fingerprint;
-  const std::vector<std::string> texts = exchange_.all_gather(mine.encode());
+  const std::vector<std::string> texts = exchange_.all_gather(mine.encode(), "DISTCOMM_DEBUG=DETAIL's op check");
   std::vector<std::optional<OpFingerprint>> by_rank;
   std::vector<OpFingerprint> all_to_alls;
   bool differs = false, every_one_all_to_all = true;

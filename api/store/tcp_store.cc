@@ -246,14 +246,7 @@ Store::Bytes TCPStore::call(const Request& asked) {
   // A connect the call deadline ended is a Timeout of the caller's, not the server's loss.
   auto connect = [&](std::chrono::milliseconds usual, bool after_close) {
     try {
-      try {
-        connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
-      } catch (const InvalidArgument& e) {
-        // "not a known host name": the name resolved when this store first connected, so
-        // its host has left DNS since (a cluster drops a host's record when its process
-        // ends): the server is lost, as a refused reconnect says, not misnamed.
-        throw StoreError(e.what());
-      }
+      connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
     } catch (const StoreError& e) {
       if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(e.what() + scope_suffix(true));
       if (after_close) {

@@ -18,7 +18,9 @@ const distcomm_config_key kConfigKeys[] = {
      "normal, or batch (SCHED_BATCH: fewer context switches where the ranks have the cores to themselves, slower "
      "when other threads keep every core busy)"},
     {"loop_sched", "batch", "DISTCOMM_GLOO_LOOP_SCHED",
-     "scheduling of gloo's network thread (it reads every connection of the group): batch (SCHED_BATCH: it does "
+     "scheduling of gloo's network thread (one per process, shared by its gloo groups with the same setting: it "
+     "reads every connection of them, and keeps the real-time policy and CPU affinity of the thread that made the "
+     "first): batch (SCHED_BATCH: it does "
      "not preempt the thread it wakes beside, which may hold the connection's lock; without real-time priority "
      "that preemption made it spin for a whole time slice), or normal; a real-time policy the program set is kept"},
     {nullptr, nullptr, nullptr, nullptr},

@@ -1,5 +1,6 @@
 #include "backends/gloo/gloo_shared_device.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <map>
@@ -30,9 +31,15 @@ std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& c
                                                              std::chrono::steady_clock::time_point deadline,
                                                              std::chrono::milliseconds loop_setup_deadline) {
   // Held while a device is made, so that groups created at once from several threads still
-  // share one. Creation is bounded by the caller's deadline.
+  // share one (a second caller waits for the first's creation, bounded by the first's
+  // deadline). Held across fork too (pthread_atfork), so that a child forked while another
+  // thread makes a device does not inherit it locked for good.
   static std::mutex mu;
   static auto* devices = new std::map<std::string, Shared>();  // never destroyed: groups may outlive statics
+  static std::once_flag at_fork;
+  std::call_once(at_fork, [] {
+    ::pthread_atfork([] { mu.lock(); }, [] { mu.unlock(); }, [] { mu.unlock(); });
+  });
   std::lock_guard<std::mutex> lock(mu);
   Shared& entry = (*devices)[key_of(config)];
   // A child forked after a group was made inherits the entry, but not the device's network

@@ -8,7 +8,9 @@
 // 250th in 87 s, under load). Shared, the process has one such thread whatever its groups.
 // The cost: one thread reads every group's incoming bytes, so groups that run ops at once
 // share its core; a group's own connections, their locks and failures stay its own (pairs
-// belong to the group's context, not to the device).
+// belong to the group's context, not to the device). And the thread is set up once, by the
+// first group: it inherits that creating thread's real-time policy and CPU affinity, which a
+// later group's creator does not change.
 #pragma once
 
 #include <chrono>

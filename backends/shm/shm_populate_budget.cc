@@ -1,5 +1,7 @@
 #include "backends/shm/shm_populate_budget.h"
 
+#include <unistd.h>
+
 #include <mutex>
 #include <utility>
 
@@ -9,6 +11,7 @@ namespace {
 
 std::mutex budget_mu;
 size_t eager_bytes_in_use = 0;  // guarded by budget_mu
+pid_t budget_owner = 0;         // the process whose groups those are: a forked child starts afresh
 
 }  // namespace
 
@@ -16,20 +19,27 @@ PopulateCharge PopulateCharge::take(size_t bytes) {
   PopulateCharge charge;
   if (bytes == 0) return charge;
   std::lock_guard<std::mutex> lock(budget_mu);
+  if (budget_owner != ::getpid()) {
+    budget_owner = ::getpid();
+    eager_bytes_in_use = 0;
+  }
   if (bytes > kEagerBytes - eager_bytes_in_use) return charge;
   eager_bytes_in_use += bytes;
   charge.bytes_ = bytes;
+  charge.owner_ = budget_owner;
   return charge;
 }
 
 PopulateCharge::~PopulateCharge() { give_back(); }
 
-PopulateCharge::PopulateCharge(PopulateCharge&& other) noexcept : bytes_(std::exchange(other.bytes_, 0)) {}
+PopulateCharge::PopulateCharge(PopulateCharge&& other) noexcept
+    : bytes_(std::exchange(other.bytes_, 0)), owner_(other.owner_) {}
 
 PopulateCharge& PopulateCharge::operator=(PopulateCharge&& other) noexcept {
   if (this != &other) {
     give_back();
     bytes_ = std::exchange(other.bytes_, 0);
+    owner_ = other.owner_;
   }
   return *this;
 }
@@ -37,7 +47,7 @@ PopulateCharge& PopulateCharge::operator=(PopulateCharge&& other) noexcept {
 void PopulateCharge::give_back() {
   if (bytes_ == 0) return;
   std::lock_guard<std::mutex> lock(budget_mu);
-  eager_bytes_in_use -= bytes_;
+  if (owner_ == budget_owner) eager_bytes_in_use -= bytes_;  // not a parent's, inherited by fork
   bytes_ = 0;
 }
 

@@ -9,6 +9,8 @@
 // the faults, and only the pages its ops touch ever become resident.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 
 namespace distcomm {
@@ -21,6 +23,7 @@ class PopulateCharge {
   static constexpr size_t kEagerBytes = size_t{256} << 20;
 
   // Takes `bytes` from this process's budget when all of them fit (granted()), else nothing.
+  // A child forked after its parent's groups were made starts with the whole budget.
   static PopulateCharge take(size_t bytes);
 
   PopulateCharge() = default;
@@ -35,6 +38,7 @@ class PopulateCharge {
  private:
   void give_back();
   size_t bytes_ = 0;
+  pid_t owner_ = 0;  // the process it was taken in (a forked child's budget is its own)
 };
 
 }  // namespace shm

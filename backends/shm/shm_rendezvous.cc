@@ -178,14 +178,21 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
 
   // This rank writes its collective area at every op: populated now, and its peers' too
   // where they fit kPeerPopulateBudget, while the process's live groups stay within
-  // PopulateCharge's budget (else all of it lazily). The rings never are: a ring's memory
+  // PopulateCharge's budget (else its own alone, or none of it: lazily). The rings never are: a ring's memory
   // comes with its pair's first transfer (n^2 rings of ~132 KiB would be 528 MiB for 64
   // ranks of a host).
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
+  // Past the budget for all of that, this rank's own area alone (the one it writes at every
+  // op), if that fits.
+  size_t populate_peer = peer_part;
   PopulateCharge populated = PopulateCharge::take(layout.rings_offset() + peer_part * static_cast<size_t>(o.size - 1));
+  if (!populated.granted() && peer_part > 0) {
+    populated = PopulateCharge::take(layout.rings_offset());
+    populate_peer = 0;
+  }
   const size_t populate_own = populated.granted() ? layout.rings_offset() : 0;
-  const size_t populate_peer = populated.granted() ? peer_part : 0;
+  if (!populated.granted()) populate_peer = 0;
   Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes,
                                 populate_own);
   mine.fd = own.fd();

@@ -121,6 +121,21 @@ TEST(DdpArgumentChecks, TiedWeightsUnderTwoNamesAreRefusedNamingBoth) {
     views.params[1].grad = &slice;
     e = construction_error(pg, views.params);
     expect_has(e, "parameters 0 ('a') and 1 ('b') share memory (their gradients)");
+
+    // Every pair is named, also two that overlap inside a third (helper-78: the sweep
+    // compared each only with the widest before it, and missed b with c).
+    Model nested;
+    nested.add("a", {100});
+    nested.add("b", {10});
+    nested.add("c", {15});
+    Tensor b_grad = nested.grads[0].flat_slice(10, 10);
+    Tensor c_grad = nested.grads[0].flat_slice(15, 15);
+    nested.params[1].grad = &b_grad;
+    nested.params[2].grad = &c_grad;
+    e = construction_error(pg, nested.params);
+    expect_has(e, "parameters 0 ('a') and 1 ('b') share memory (their gradients)");
+    expect_has(e, "parameters 0 ('a') and 2 ('c') share memory (their gradients)");
+    expect_has(e, "parameters 1 ('b') and 2 ('c') share memory (their gradients)");
   });
 }
 

@@ -71,11 +71,14 @@ TEST(DdpOptionsAgreement, AnOptionThatDiffersIsRefusedOnEveryRankNamingItTheValu
        }},
       // The user's two: on rank 1 only its DDP lines went into rank 0's next ordered_print;
       // on rank 0 only, the ranks hung until the group's timeout.
-      {"log_every_n differs between ranks: 0 on ranks 0, 2; 1 on rank 1",
+      {"ordered logging (log_every_n with LogMode::kOrdered) differs between ranks: none on ranks 0, 2; every 1 "
+       "iteration on rank 1",
        [](DdpOptions& o, int r) { o.log_every_n = r == 1 ? 1 : 0; }},
-      {"log_every_n differs between ranks: 1 on rank 0; 0 on ranks 1, 2",
+      {"ordered logging (log_every_n with LogMode::kOrdered) differs between ranks: every 1 iteration on rank 0; "
+       "none on ranks 1, 2",
        [](DdpOptions& o, int r) { o.log_every_n = r == 0 ? 1 : 0; }},
-      {"log_mode differs between ranks: LogMode::kOrdered on ranks 0, 2; LogMode::kRankZero on rank 1",
+      {"ordered logging (log_every_n with LogMode::kOrdered) differs between ranks: every 5 iterations on ranks 0, "
+       "2; none on rank 1",
        [](DdpOptions& o, int r) {
          o.log_every_n = 5;
          if (r == 1) o.log_mode = LogMode::kRankZero;
@@ -103,6 +106,11 @@ TEST(DdpOptionsAgreement, AnOptionThatDiffersIsRefusedOnEveryRankNamingItTheValu
                      "rebuild_buckets differs between ranks: true on ranks 0, 1; false on rank 2. "),
               std::string::npos)
         << m;
+    // Logging that is no collective may differ: every rank on its own, at its own pace.
+    DdpOptions own_pace;
+    own_pace.log_mode = pg.rank() == 1 ? LogMode::kRankZero : LogMode::kEveryRank;
+    own_pace.log_every_n = pg.rank() + 1;
+    EXPECT_EQ(construction_error(pg, own_pace), "");
     // After the refusals the ranks are still in step.
     EXPECT_EQ(construction_error(pg, {}), "");
   });

@@ -221,20 +221,19 @@ int local_port(int fd) {
 }
 
 Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
-                   const std::string& who) {
+                   const std::string& who, bool* name_unknown) {
   const auto deadline = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(10);
   std::string error = errno_message(ETIMEDOUT);
   bool attempted = false;  // whether `error` says what an attempt met
   while (true) {
-    // Resolve on every attempt: a DNS server that failed for now (EAI_AGAIN) or did not
-    // answer may answer the next time. A definite "no such name" ends the call at once: the
-    // name is wrong (a typo in MASTER_ADDR), and retrying would only hide that for the
-    // whole timeout (30 minutes at init).
+    // Resolve on every attempt: the server's name may appear in DNS after we start (a
+    // Kubernetes service publishes a pod's name once it is ready, while the other pods
+    // already wait for it), and a DNS server that failed for now (EAI_AGAIN) or did not
+    // answer may answer the next time. So even a definite "no such name" is retried; it is
+    // said in getaddrinfo's words, and *name_unknown lets the caller say so at once.
     const NameLookup lookup = resolve(host, port, 0, deadline);
-    if (lookup.no_such_name) {
-      throw InvalidArgument(who + ": cannot connect to " + host_port(host, port) + ": " + lookup.error);
-    }
+    if (name_unknown && (lookup.found || lookup.no_such_name)) *name_unknown = lookup.no_such_name;
     // A lookup that the deadline cut short says less than what an earlier attempt met
     // (refused, or the resolver's own failure).
     if (!lookup.found && !(lookup.timed_out && attempted)) error = lookup.error;

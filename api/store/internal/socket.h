@@ -53,13 +53,14 @@ bool bound_to_loopback(int fd);
 // Whether host is a numeric IPv4 or IPv6 address rather than a name.
 bool is_numeric_address(const std::string& host);
 
-// Connects to host:port, retrying refused and unreachable attempts with backoff until
-// `timeout` has passed, since the server may start after its clients. Throws StoreError
-// "<who>: cannot connect to host:port after T: <last OS error>", or at once InvalidArgument
-// "<who>: cannot connect to host:port: 'host' is not a known host name: <getaddrinfo's
-// words>" when the name's lookup answered that it does not exist (name_lookup.h).
+// Connects to host:port, retrying refused and unreachable attempts, and names that do not
+// resolve (yet), with backoff until `timeout` has passed, since the server may start (and
+// its name appear in DNS) after its clients. Throws StoreError "<who>: cannot connect to
+// host:port after T: <what the last attempt met>" (for a name its DNS says does not exist,
+// "'host' is not a known host name: <getaddrinfo's words>", name_lookup.h). With
+// name_unknown: set to whether the last lookup answered that the name does not exist.
 Socket connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
-                   const std::string& who);
+                   const std::string& who = "TCPStore", bool* name_unknown = nullptr);
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);

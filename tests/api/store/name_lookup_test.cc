@@ -24,6 +24,7 @@
 #include "api/store/internal/name_lookup.h"
 #include "api/store/tcp_store.h"
 #include "tests/api/store/store_test_util.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/multiprocess.h"
 #include "tests/testing/private_dns.h"
 #include "tests/testing/require.h"
@@ -73,10 +74,12 @@ void serve_no_such_name() {
   }).detach();
 }
 
-// A name its DNS server says does not exist (getaddrinfo's EAI_NONAME) was retried until the
-// deadline, and init then said "had no answer after 0 ms (its DNS server ... does not
-// answer)". It is a definite answer: an InvalidArgument at once, in getaddrinfo's words.
-TEST_F(NameAnswers, ANameThatDoesNotExistIsRefusedAtOnceInGetaddrinfosWords) {
+// A name its DNS server says does not exist (getaddrinfo's EAI_NONAME) was said at init's
+// deadline as "had no answer after 0 ms (its DNS server ... does not answer)". It is said in
+// getaddrinfo's words, and init says it at once; but it is still retried until the deadline,
+// since a host's record may appear only once the host is up (a Kubernetes service's pods
+// wait for the master's: helper-78's review of a first version that failed at once).
+TEST_F(NameAnswers, ANameThatDoesNotExistIsSaidAtOnceInGetaddrinfosWordsAndRetried) {
   testing::run_ranks(1, [&](int, int) {
     enter_namespaces(dir());
     if (::testing::Test::HasFatalFailure()) return;
@@ -91,26 +94,32 @@ TEST_F(NameAnswers, ANameThatDoesNotExistIsRefusedAtOnceInGetaddrinfosWords) {
     EXPECT_FALSE(none.timed_out);
     EXPECT_EQ(none.error, plain);
 
-    const auto [store_message, store_took] = error_of<InvalidArgument>([&] {
-      TCPStoreOptions o = client_of(29500, 20s);
+    const auto [store_message, store_took] = error_of<StoreError>([&] {
+      TCPStoreOptions o = client_of(29500, 2s);
       o.host = "nosuchhost.distcomm-test";
       TCPStore s(o);
     });
-    EXPECT_NE(store_message.find("TCPStore: cannot connect to nosuchhost.distcomm-test:29500: " + plain),
+    EXPECT_NE(store_message.find("TCPStore: cannot connect to nosuchhost.distcomm-test:29500 after 2 s: " + plain),
               std::string::npos)
         << store_message;
-    EXPECT_LT(store_took.count(), 2000) << "ms; " << store_message;
+    EXPECT_GE(store_took.count(), 1900) << "ms: retried until the deadline; " << store_message;
 
     InitOptions o;
     o.backend = "gloo";
     o.rank = 1;
     o.world_size = 2;
     o.init_method = "tcp://nosuchhost.distcomm-test:29500";
-    o.timeout = 20s;
-    const auto [message, took] = error_of<InvalidArgument>([&] { init_process_group(o); });
+    o.timeout = 3s;
+    testing::CapturedStderr err;
+    const auto [message, took] = error_of<Timeout>([&] { init_process_group(o); });
+    const std::string logged = err.text();
     EXPECT_NE(message.find(plain), std::string::npos) << message;
     EXPECT_EQ(message.find("no answer"), std::string::npos) << message;
-    EXPECT_LT(took.count(), 2000) << "ms; " << message;
+    EXPECT_GE(took.count(), 2900) << "ms; " << message;
+    EXPECT_NE(logged.find("the store's host 'nosuchhost.distcomm-test' is not a known host name (its DNS says so); "
+                          "init retries until its deadline"),
+              std::string::npos)
+        << logged;
   });
 }
 

@@ -451,7 +451,7 @@ TEST(Launch, ARankThatEndsBeforeInitIsNamedByTheOthersInit) {
                    seconds(60), {"DISTCOMM_PLUGIN_PATH=" + runfile("tests/api/plugins")});
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20)) << f.err;
   EXPECT_NE(exit_code(f), 0) << f.err;
-  EXPECT_NE(f.err.find("rank 1 ended (exit code 0) before it called init_process_group: the launcher saw it end"),
+  EXPECT_NE(f.err.find("rank 1 ended (exit code 0) before it joined init_process_group's world group: the launcher saw it end"),
             std::string::npos)
       << f.err;
 }
@@ -629,6 +629,7 @@ TEST(Launch, TheLastLineEndsWithAWholeSentence) {
                                                 R"(cannot load backend 'x': no usable libdistcomm_x\.so\. )"
                                                 R"(\(the rest in rank 0's output above\)\n)")))
       << last;
+  EXPECT_NE(f.err.find("Searched:\n[rank 0]   /a/libdistcomm_x.so: not found"), std::string::npos) << f.err;
 }
 
 TEST(Launch, BadFlagsAreRefusedWithTheirName) {

@@ -17,8 +17,8 @@
 //                                     SIGINT, SIGTERM, SIGHUP or SIGQUIT, then dies of it
 //   rank_probe lines <n>              print n numbered lines to stdout and to stderr, each in
 //                                     several ragged write() calls
-//   rank_probe multiline_error        reports an error of two lines, the first ending "Searched:",
-//                                     and exits with code 1
+//   rank_probe multiline_error        reports (and prints) an error of two lines, the first
+//                                     ending "Searched:", and exits with code 1
 //   rank_probe cascade <rank>         that rank reports a failure in its DISTCOMM_ERROR_FILE,
 //                                     then takes 500 ms to exit (code 5, ignoring SIGTERM);
 //                                     the others exit with code 1 as soon as it has reported
@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
     report.unix_time_ns = distcomm::FailureReport::now_ns();
     report.message = "cannot load backend 'x': no usable libdistcomm_x.so. Searched:\n  /a/libdistcomm_x.so: not found";
     std::ofstream(env_str(distcomm::kErrorFileVariable)) << report.encode();
+    std::fprintf(stderr, "rank_probe: %s\n", report.message.c_str());  // as run_main prints it
     return 1;
   }
   if (mode == "cascade" && argc > 2) {

@@ -65,6 +65,10 @@ int skip(distcomm::ProcessGroup& pg) {
     distcomm::Tensor never = distcomm::Tensor::zeros({8});
     distcomm::P2POptions tag;
     tag.tag = 42;
+    // Longer than the others' 3 s: their all_reduce #3 is the first failure, as the test
+    // expects (with the group's 3 s, this recv, issued a moment before, timed out first
+    // 1 run in 4).
+    tag.timeout = std::chrono::seconds(30);
     distcomm::WorkPtr unmatched = pg.recv(never, 0, tag);
     if (!eventually([&] { return pg.store()->add("trace_probe/failed", 0) == pg.size() - 1; })) {
       throw distcomm::Error("rank 1: the others never reported their Timeout");
