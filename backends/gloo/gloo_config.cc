@@ -18,11 +18,15 @@ const distcomm_config_key kConfigKeys[] = {
      "normal, or batch (SCHED_BATCH: fewer context switches where the ranks have the cores to themselves, slower "
      "when other threads keep every core busy)"},
     {"loop_sched", "batch", "DISTCOMM_GLOO_LOOP_SCHED",
-     "scheduling of gloo's network thread (one per process, shared by its gloo groups with the same setting: it "
-     "reads every connection of them, and keeps the real-time policy and CPU affinity of the thread that made the "
-     "first): batch (SCHED_BATCH: it does "
+     "scheduling of gloo's network threads (network_threads; each reads every connection of the groups it serves, "
+     "and keeps the real-time policy and CPU affinity of the thread that made it): batch (SCHED_BATCH: it does "
      "not preempt the thread it wakes beside, which may hold the connection's lock; without real-time priority "
      "that preemption made it spin for a whole time slice), or normal; a real-time policy the program set is kept"},
+    {"network_threads", "2", "DISTCOMM_GLOO_NETWORK_THREADS",
+     "how many gloo network threads a process's groups (with the same listening choice and loop_sched) spread "
+     "over, 1 to 64: a group gets a thread of its own while there are fewer, then shares the one that reads the "
+     "fewest connections. Each wakes 100 times a second at rest; groups that run ops at once on one thread share "
+     "its core (PyTorch makes one per group)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -48,6 +52,7 @@ GlooConfig GlooConfig::parse(const std::map<std::string, std::string>& config) {
       {"normal", ThreadScheduling::kNormal}, {"batch", ThreadScheduling::kBatch}};
   c.worker_sched = r.choice("worker_sched", c.worker_sched, policies);
   c.loop_sched = r.choice("loop_sched", c.loop_sched, policies);
+  c.network_threads = static_cast<int>(r.integer("network_threads", c.network_threads, 1, 64));
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <vector>
 #include <mutex>
 
 #include "backends/gloo/gloo_device.h"
@@ -13,7 +14,8 @@ namespace distcomm {
 namespace gloo {
 namespace {
 
-struct Shared {
+// One of the network threads of a listening choice: a device and what made it.
+struct Slot {
   std::weak_ptr<::gloo::transport::Device> device;
   std::string chosen;
   pid_t pid = 0;  // the process that made it
@@ -35,27 +37,44 @@ std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& c
   // deadline). Held across fork too (pthread_atfork), so that a child forked while another
   // thread makes a device does not inherit it locked for good.
   static std::mutex mu;
-  static auto* devices = new std::map<std::string, Shared>();  // never destroyed: groups may outlive statics
+  static auto* devices = new std::map<std::string, std::vector<Slot>>();  // never destroyed: groups may outlive statics
   static std::once_flag at_fork;
   std::call_once(at_fork, [] {
     ::pthread_atfork([] { mu.lock(); }, [] { mu.unlock(); }, [] { mu.unlock(); });
   });
   std::lock_guard<std::mutex> lock(mu);
-  Shared& entry = (*devices)[key_of(config)];
-  // A child forked after a group was made inherits the entry, but not the device's network
-  // thread: it makes a device of its own.
-  if (entry.pid == ::getpid()) {
-    if (auto device = entry.device.lock()) {
-      *chosen = entry.chosen;
-      return device;
+  std::vector<Slot>& slots = (*devices)[key_of(config)];
+  // The live device the fewest hold: every group, and each of its contexts and pairs, holds
+  // one reference, so use_count is the connections it reads. A child forked after a group
+  // was made inherits the slots, but not their network threads: it makes devices of its own.
+  std::shared_ptr<::gloo::transport::Device> least;
+  const Slot* least_slot = nullptr;
+  int live = 0;
+  for (Slot& slot : slots) {
+    if (slot.pid != ::getpid()) continue;
+    auto device = slot.device.lock();
+    if (!device) continue;
+    ++live;
+    if (!least || device.use_count() < least.use_count()) {
+      least = std::move(device);
+      least_slot = &slot;
     }
+  }
+  if (least && live >= config.network_threads) {
+    *chosen = least_slot->chosen;
+    return least;
   }
   auto device = create_tcp_device(config, chosen, deadline);
   // Before any connection exists, so that no byte is read by a thread not yet set up.
   set_up_loop_thread(*device, config.loop_sched, loop_setup_deadline);
-  entry.device = device;
-  entry.chosen = *chosen;
-  entry.pid = ::getpid();
+  Slot* free_slot = nullptr;
+  for (Slot& slot : slots) {
+    if (slot.pid != ::getpid() || slot.device.expired()) free_slot = &slot;
+  }
+  if (!free_slot) free_slot = &slots.emplace_back();
+  free_slot->device = device;
+  free_slot->chosen = *chosen;
+  free_slot->pid = ::getpid();
   return device;
 }
 

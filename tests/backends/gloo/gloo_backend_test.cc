@@ -123,30 +123,58 @@ TEST(GlooConfig, NetworkThreadRunsAsBatchUnlessToldNormal) {
   });
 }
 
-// Every gloo group of a process shares one TCP device, so one network thread
-// (gloo_shared_device.h): gloo's thread wakes every 10 ms at rest, and one per group made
-// 225 groups of 3 ranks crawl on 2 cores. The groups still run at once, each over its own
-// connections, with exact results.
-TEST(GlooConfig, GroupsOfAProcessShareOneNetworkThread) {
-  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
-    std::vector<std::shared_ptr<ProcessGroup>> groups;
-    for (int i = 0; i < 4; ++i) groups.push_back(pg.new_group({0, 1}));
-    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH}) << "rank " << pg.rank();
-    std::vector<Tensor> tensors;
-    std::vector<std::shared_ptr<Work>> works;
-    for (size_t i = 0; i < groups.size(); ++i) {
-      tensors.push_back(Tensor::of<float>(std::vector<float>(size_t{1} << 18, float((pg.rank() + 1) * (i + 1)))));
-    }
-    for (size_t i = 0; i < groups.size(); ++i) works.push_back(groups[i]->all_reduce(tensors[i]));
-    for (size_t i = 0; i < groups.size(); ++i) {
-      works[i]->wait();
-      const std::vector<double> sums = tensors[i].to_doubles();
-      EXPECT_EQ(std::count(sums.begin(), sums.end(), 3.0 * (i + 1)), static_cast<long>(sums.size()))
-          << "rank " << pg.rank() << " group " << i;
-    }
-    groups.clear();
-    EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH}) << "rank " << pg.rank();
-  });
+// A process's gloo groups spread over network_threads TCP devices (gloo_shared_device.h):
+// a group gets a device, and so a network thread, of its own while there are fewer, then
+// shares one, so that many groups do not make a thread each, and each thread still reads
+// every group it serves. Checked with 1 thread and with the default 2, ops of every group
+// at once, and the threads of groups that are gone gone with them.
+void expect_network_threads(const std::map<std::string, std::string>& config, size_t with_two_groups,
+                            size_t with_five_groups) {
+  testing::GroupHarnessOptions o;
+  o.backend_config = config;
+  testing::run_group(
+      2, "gloo",
+      [&](ProcessGroup& pg) {
+        std::vector<std::shared_ptr<ProcessGroup>> groups;
+        groups.push_back(pg.new_group({0, 1}));
+        EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>(with_two_groups, SCHED_BATCH))
+            << "rank " << pg.rank() << ", the world and 1 group";
+        for (int i = 0; i < 3; ++i) groups.push_back(pg.new_group({0, 1}));
+        EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>(with_five_groups, SCHED_BATCH))
+            << "rank " << pg.rank() << ", the world and 4 groups";
+        std::vector<Tensor> tensors;
+        std::vector<std::shared_ptr<Work>> works;
+        for (size_t i = 0; i < groups.size(); ++i) {
+          tensors.push_back(Tensor::of<float>(std::vector<float>(size_t{1} << 18, float((pg.rank() + 1) * (i + 1)))));
+        }
+        for (size_t i = 0; i < groups.size(); ++i) works.push_back(groups[i]->all_reduce(tensors[i]));
+        for (size_t i = 0; i < groups.size(); ++i) {
+          works[i]->wait();
+          const std::vector<double> sums = tensors[i].to_doubles();
+          EXPECT_EQ(std::count(sums.begin(), sums.end(), 3.0 * (i + 1)), static_cast<long>(sums.size()))
+              << "rank " << pg.rank() << " group " << i;
+        }
+        groups.clear();
+        EXPECT_EQ(policies_of_threads_named("dc-gloo-loop"), std::vector<int>{SCHED_BATCH})
+            << "rank " << pg.rank() << ", the world alone";
+      },
+      o);
+}
+
+TEST(GlooConfig, GroupsOfAProcessSpreadOverTwoNetworkThreadsByDefault) { expect_network_threads({}, 2, 2); }
+
+TEST(GlooConfig, GroupsOfAProcessShareOneNetworkThreadWhenTold) {
+  expect_network_threads({{"network_threads", "1"}}, 1, 1);
+}
+
+TEST(GlooConfig, GroupsOfAProcessGetANetworkThreadEachUpToNetworkThreads) {
+  expect_network_threads({{"network_threads", "8"}}, 2, 5);
+}
+
+TEST(GlooConfig, NetworkThreadsOutsideItsRangeAreRefused) {
+  const std::string msg = creation_error({{"network_threads", "0"}});
+  EXPECT_NE(msg.find("network_threads='0'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1, 64]"), std::string::npos) << msg;
 }
 
 // Ranks forked while a gloo group of their parent lives (spawn's, this harness's) inherit
