@@ -23,6 +23,7 @@
 #include "api/process/local_ranks.h"
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
+#include "launch/error_dir.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
@@ -352,9 +353,8 @@ void Attempt::name_first_failure() {
 
 void Attempt::make_error_dir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/distcomm-launch-XXXXXX";
   // Without a folder the ranks report nothing, and the first failure seen is the cause.
-  if (::mkdtemp(pattern.data()) != nullptr) error_dir_ = pattern;
+  error_dir_ = launch::make_error_dir(tmp && *tmp ? tmp : "/tmp");
 }
 
 void Attempt::remove_error_files() {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -159,6 +160,34 @@ TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
   EXPECT_EQ(ready_pids(f.out).size(), 4u) << f.out;
   expect_all_gone(ready_pids(f.out));
   EXPECT_LT(took, seconds(4)) << "SIGTERM, not the 5 s grace period, should end the others";
+}
+
+// A launcher killed with SIGKILL leaves its error-file folder in TMPDIR; the next launcher
+// of this user removes it, with its files, but not a folder whose launcher still runs
+// (this test process stands for one), nor another PID namespace's, nor a name it did not
+// make. Its own folder goes at its end, as always.
+TEST(Launch, FoldersOfKilledLaunchersAreRemovedByTheNextOne) {
+  const std::string tmp = fresh_tmpdir("stale");
+  char link[64] = {};
+  ASSERT_GT(::readlink("/proc/self/ns/pid", link, sizeof(link) - 1), 0);
+  const std::string ns = std::regex_replace(link, std::regex(R"(pid:\[(\d+)\])"), "$1");
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  const std::string stale = tmp + "/distcomm-launch-" + ns + "-" + std::to_string(gone) + "-abcdef";
+  const std::string live = tmp + "/distcomm-launch-" + ns + "-" + std::to_string(::getpid()) + "-abcdef";
+  const std::string other_ns = tmp + "/distcomm-launch-1-" + std::to_string(gone) + "-abcdef";
+  const std::string old_style = tmp + "/distcomm-launch-abcdef";
+  for (const std::string& dir : {stale, live, other_ns, old_style}) ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
+  std::ofstream(stale + "/rank_0.error") << "{}";
+  Finished f = run(launch({"--nproc_per_node=1"}, {kProbe, "env"}), seconds(60), {"TMPDIR=" + tmp});
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  std::vector<std::string> left = entries_of(tmp);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected = {other_ns.substr(tmp.size() + 1), old_style.substr(tmp.size() + 1),
+                                       live.substr(tmp.size() + 1)};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(left, expected);
 }
 
 // Rank 1 fails first but is still exiting when rank 0, failing because of it, is seen
