@@ -231,6 +231,18 @@ class ChildSet {
         ::kill(c.pid, sig);
       }
     }
+    // A stopped process (SIGSTOP, a hung rank someone paused) acts on its signals only once
+    // continued: without SIGCONT a stop waited the whole grace period for SIGKILL. Sent
+    // after the signal, so that it is pending when the process runs again (as scancel).
+    if (sig != SIGKILL && sig != SIGCONT) {
+      for (const Child& c : children_) {
+        if (c.own_group) {
+          ::kill(-c.pid, SIGCONT);
+        } else if (c.running) {
+          ::kill(c.pid, SIGCONT);
+        }
+      }
+    }
   }
 
   // Marks the children still running as stopped: when they end, it is not a failure of

@@ -42,6 +42,8 @@ class Subprocess {
   // Reads output until stdout holds `text` at least `count` times; false at the deadline.
   bool wait_for_stdout(const std::string& text, int count, std::chrono::milliseconds deadline);
   void send_signal(int sig);
+  // What stdout said so far (what wait_for_stdout read).
+  const std::string& stdout_so_far() const { return result_.out; }
   // Bytes the program wrote to stdout that nobody has read yet (its pipe holds ~64 KiB: a
   // program that writes more blocks until the test reads, which finish() does).
   size_t stdout_unread() const;

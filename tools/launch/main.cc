@@ -54,7 +54,7 @@ DEFINE_bool(tee, false, "with --log_dir: show the output on the terminal as well
 DEFINE_string(ranks_filter, "", "comma list of global ranks whose output is shown on the terminal, e.g. 0 (default: "
               "all); the others' is not shown (with --log_dir it is in their files). With --log_dir it shows "
               "nothing unless --tee is given");
-DEFINE_double(grace_period_s, 5.0, "seconds between the stopping signal (SIGTERM, or the one that stopped the launcher) and SIGKILL when the job is stopped");
+DEFINE_double(grace_period_s, 5.0, "seconds between the stopping signal (SIGTERM, or the one that stopped the launcher; a stopped rank also gets SIGCONT) and SIGKILL when the job is stopped");
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");

@@ -323,6 +323,23 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   expect_all_gone(ready_pids(f.out));
 }
 
+// A rank that is stopped (SIGSTOP: hung, paused) gets SIGCONT after the stop's signal, so
+// it acts on it at once instead of waiting for SIGKILL at the end of the grace period.
+TEST(Launch, AStoppedRankIsContinuedToActOnTheStopSignal) {
+  Subprocess p(launch({"--nproc_per_node=2", "--grace_period_s=30"}, {kProbe, "wait"}));
+  ASSERT_TRUE(p.wait_for_stdout("ready", 2, seconds(30)));
+  const std::vector<pid_t> pids = ready_pids(p.stdout_so_far());
+  ASSERT_EQ(pids.size(), 4u);
+  ASSERT_EQ(::kill(pids[0], SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  p.send_signal(SIGTERM);
+  Finished f = p.finish(seconds(60));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10)) << f.err;
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.err;
+  EXPECT_EQ(f.err.find("still running: SIGKILL"), std::string::npos) << f.err;
+  expect_all_gone(ready_pids(f.out));
+}
+
 // A job's torchrun command line runs as it is: its flags for the rendezvous, the Python
 // worker and the polling are taken; the ranks get torchrun's role variables (one role: the
 // job's ranks) and OMP_NUM_THREADS=1 where several share the machine and the caller set
