@@ -108,7 +108,8 @@ WorkPtr HierarchicalBackend::enqueue(OpType type, const OpContext& ctx, const st
     // op, a rank that never issues it or is gone, are named there as on a flat group, in the
     // group's ranks and op numbers; the levels' own groups could only name theirs. It runs
     // beside the levels: one small flat round, which large ops hide.
-    Job job{type, std::move(schedule), Clock::now() + ctx.timeout, work, std::make_shared<Probe>(), nullptr, state};
+    Job job{type, std::move(schedule), Clock::now() + ctx.timeout, ctx.timeout, work, std::make_shared<Probe>(), nullptr,
+            state};
     job.check = checked = check(*job.probe);
     queue_->jobs.push_back(std::move(job));
   }
@@ -246,7 +247,8 @@ std::string what_of(const std::exception_ptr& error) {
 
 }  // namespace
 
-std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Work& op) {
+std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Job& job) {
+  const Work& op = *job.work;
   if (failure_.failed()) return failure_.refusal();
   // The flat backend's failure, once it has one, is the group's: it saw the first death
   // through its own connection, also where the board died with that rank.
@@ -305,6 +307,24 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
                                 : rank_text(cause->rank) + " of the group failed first: ";
     return failure_.record(reworded(error, who + cause->message), op, first);
   }
+  // The op's time ran out in a level, which had only what was left of it (a level's "1 ms"
+  // and "rank 2 failed" sent a user looking for a crash on a healthy host): the op's own
+  // timeout, and where it ran out, blaming nobody, as a flat group's Timeout does.
+  try {
+    std::rethrow_exception(error);
+  } catch (const Timeout&) {
+    // The level is known where its record names whom it waited for (else the level's own
+    // words, quoted, name it).
+    const std::string where = culprit < 0 ? "" : " in the group's level '" + (*level)->name() + "', waiting for " +
+                                                     rank_text(culprit) + " (rank " + std::to_string(level_rank) +
+                                                     " there)";
+    return failure_.record(reworded(error, "did not finish within its timeout of " +
+                                               std::to_string(job.timeout.count()) +
+                                               " ms, counted from when it was issued; it ran out" + where + ": " +
+                                               what_of(error)),
+                           op);
+  } catch (...) {
+  }
   if (culprit < 0) return failure_.record(error, op);
   // This rank's level saw it first: the culprit in the group's ranks, the level's words after.
   std::string message = rank_text(culprit) + (shut_down ? " shut its part of the group down" : " died or closed its connection");
@@ -345,7 +365,7 @@ void HierarchicalBackend::serve(const std::shared_ptr<Queue>& queue) {
     // The check's verdict comes first: what it names is what the flat group would say.
     try {
       job.check->wait();
-      if (failure) failure = fail_group(failure, *job.work);
+      if (failure) failure = fail_group(failure, job);
     } catch (...) {
       failure = std::current_exception();
     }

@@ -101,6 +101,7 @@ class HierarchicalBackend : public Backend {
     OpType type;
     std::function<void(hier::OpRun&)> schedule;  // the op, on the levels
     Clock::time_point deadline;                   // the op's timeout, counted from its issue
+    std::chrono::milliseconds timeout;            // that timeout, for its Timeout's words
     WorkPtr work;
     std::shared_ptr<Probe> probe;
     WorkPtr check;  // the flat backend's check of the op
@@ -132,8 +133,10 @@ class HierarchicalBackend : public Backend {
   // it, then the flat backend and the levels are cut off. Another rank's record, when one
   // is there (this rank's failure is then its consequence), else this rank's, worded in
   // this group's ranks ("rank 3 died or closed its connection, seen by the group's level
-  // 'world/hier_local1', where it is rank 1: ..."). Returns what the op ends with.
-  std::exception_ptr fail_group(std::exception_ptr error, const Work& op);
+  // 'world/hier_local1', where it is rank 1: ..."). A level's Timeout is the op's: it
+  // names the op's timeout and blames nobody (the level had only what was left of it).
+  // Returns what the op ends with.
+  std::exception_ptr fail_group(std::exception_ptr error, const Job& job);
   // The culprit of a level's failure, in this group's ranks (-1 when unknown); level_rank:
   // the same rank in the level's; shut_down: whether the level blames it for shutting down.
   int culprit_of(const ProcessGroupPtr& level, int* level_rank, bool* shut_down) const;
