@@ -225,7 +225,10 @@ JobResult Agent::run_rounds() {
       return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
     }
     if (watch.store_lost()) {
-      say(result.stopped_for);
+      // The watch may have lost the store in a look that outlasted the attempt, which its
+      // ranks ended on their own (it then stopped nothing): its words, not the attempt's
+      // (an empty "launch: " line ended such a job).
+      say(watch.store_lost_why());
       return leave(1, "lost the store");
     }
     if (result.stopped_for.empty() && result.exit_code == 0 && wait_for_the_others(*round, watch)) {

@@ -131,9 +131,11 @@ std::string RoundWatch::look() {
       }
     }
   } catch (...) {
+    store_lost_why_ = "lost the rendezvous store at " + options_.endpoint_host + ":" +
+                      std::to_string(options_.endpoint_port) +
+                      " (its launcher ended?): " + local::describe_current_exception();
     store_lost_ = true;
-    return "lost the rendezvous store at " + options_.endpoint_host + ":" + std::to_string(options_.endpoint_port) +
-           " (its launcher ended?): " + local::describe_current_exception();
+    return store_lost_why_;
   }
   return "";
 }

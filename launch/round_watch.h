@@ -41,6 +41,9 @@ class RoundWatch {
   std::string member_ended() const;
   std::string node_text(const std::string& id) const;  // "node 2 (10.0.0.3)"
   bool store_lost() const { return store_lost_; }
+  // What store_lost() says, in words ("lost the rendezvous store at ...: <why>"); read it
+  // after stop().
+  const std::string& store_lost_why() const { return store_lost_why_; }
   bool taken_for_gone() const { return taken_for_gone_; }
 
  private:
@@ -55,6 +58,7 @@ class RoundWatch {
   const std::string self_;
   const LauncherLinks& links_;
   std::atomic<bool> store_lost_{false};
+  std::string store_lost_why_;  // written before store_lost_ is set
   std::atomic<bool> taken_for_gone_{false};
   int pipe_[2] = {-1, -1};
   std::mutex mu_;
