@@ -405,9 +405,12 @@ void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
   const std::exception_ptr first =
       op ? failure_.record(error, *op, failure.culprit) : failure_.record(error, "", failure.culprit);
   const std::exception_ptr rest = failure_.refusal();
-  // The op that failed and those under way end with the failure; ops still queued, with
-  // the refusal that quotes it.
-  fail_everything([&](const Work& w, bool started) { return started || &w == op ? first : rest; }, done);
+  // The op whose failure it is ends with it; every other op, the running one included, with
+  // the refusal that quotes it: an op cut off because a later one's own deadline passed (or
+  // a transfer failed) must not report that op's timeout as its own (gloo and mpi say "the
+  // group is unusable since an earlier failure" there too). A failure that is no op's (there
+  // is none in flight) ends what is under way with itself.
+  fail_everything([&](const Work& w, bool started) { return (op ? &w == op : started) ? first : rest; }, done);
 }
 
 bool Engine::follow_recorded_failure(std::vector<Completion>& done) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "api/group/auto_backend.h"
+#include "api/group/process_environment.h"
 #include "api/errors.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/group/init_wait.h"
@@ -32,11 +33,15 @@ struct SegmentAddress {
   uint64_t nonce = 0;
   std::string cpus;       // allowed_cpus_text(): the CPUs this rank may run on
   std::string settings;   // ShmConfig::shared_signature()
+  // DISTCOMM_HOST_ID ("" when unset), as auto and hier read it (ProcessEnvironment): ranks
+  // whose ids differ count as on different hosts and never share memory. Last, so that an
+  // address without it (an older plugin's) reads as unset.
+  std::string host_id;
 
   std::string encode() const {
     std::ostringstream out;
     out << "shm-segment-v2\n" << domain << "\n" << host << "\n" << pid << "\n" << proc_pid << "\n" << fd << "\n"
-        << bytes << "\n" << nonce << "\n" << cpus << "\n" << settings;
+        << bytes << "\n" << nonce << "\n" << cpus << "\n" << settings << "\n" << host_id;
     return out.str();
   }
   static SegmentAddress decode(const std::string& text, int rank) {
@@ -50,6 +55,7 @@ struct SegmentAddress {
     std::getline(in, line);  // end of the nonce's line
     std::getline(in, a.cpus);
     std::getline(in, a.settings);
+    std::getline(in, a.host_id);
     if (magic != "shm-segment-v2" || (!in.good() && !in.eof())) {
       throw BackendUnavailable("shm: rank " + std::to_string(rank) + " published an unreadable segment address");
     }
@@ -133,6 +139,16 @@ constexpr std::chrono::milliseconds kExitingPeerGrace{500};
 
 // Refuses a peer this rank cannot share memory with, or whose settings differ.
 void check_peer_address(const SegmentAddress& a, int peer, const SegmentAddress& mine, const BackendOptions& o) {
+  // Before the kernel's word: a host id is the user's statement that the ranks are on
+  // different hosts (containers that share a kernel), as auto and hier take it.
+  if (a.host_id != mine.host_id) {
+    auto id = [](const std::string& h) { return h.empty() ? std::string("unset") : "'" + h + "'"; };
+    throw BackendUnavailable("shm: every rank of group '" + o.group_name +
+                             "' must run on one host, and ranks with different DISTCOMM_HOST_IDs count as on "
+                             "different hosts (they never share memory): rank " + std::to_string(peer) +
+                             " has DISTCOMM_HOST_ID " + id(a.host_id) + ", this rank (" + std::to_string(o.rank) +
+                             ") " + id(mine.host_id) + ". Use backend gloo, or auto to choose by placement");
+  }
   if (a.domain != mine.domain) {
     throw BackendUnavailable("shm: every rank of group '" + o.group_name +
                              "' must run on this host, in one PID namespace: rank " + std::to_string(peer) +
@@ -175,6 +191,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   mine.nonce = fresh_nonce();
   mine.cpus = allowed_cpus_text();
   mine.settings = config.shared_signature();
+  mine.host_id = ProcessEnvironment::read().host_id;
 
   // This rank writes its collective area at every op: populated now, and its peers' too
   // where they fit kPeerPopulateBudget, while the process's live groups stay within

@@ -198,6 +198,49 @@ TEST(ShmBackend, SettingsThatShapeTheSegmentMustAgree) {
   });
 }
 
+// DISTCOMM_HOST_ID makes ranks count as on different hosts whatever their kernel says
+// (docs/many-hosts.md): shm refuses them, on every rank, naming both ranks' ids, as it
+// refuses ranks of different kernels. The world group runs over gloo, which spans hosts.
+TEST(ShmBackend, RanksWithDifferentHostIdsAreRefused) {
+  GroupHarnessOptions options;
+  options.host_ids = {"host0", "host1"};
+  run_group(2, "gloo", [](ProcessGroup& world) {
+    ProcessGroupOptions o;
+    o.store = world.store();
+    o.rank = world.rank();
+    o.size = world.size();
+    o.backend = "shm";
+    o.group_name = "across_hosts";
+    o.timeout = milliseconds(20000);
+    std::string msg;
+    try {
+      ProcessGroup::create(o);
+      ADD_FAILURE() << "rank " << world.rank() << ": an shm group across host ids host0 and host1 was created";
+    } catch (const BackendUnavailable& e) {
+      msg = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << world.rank() << ": the wrong error: " << e.what();
+    }
+    const int peer = 1 - world.rank();
+    EXPECT_NE(msg.find("DISTCOMM_HOST_ID"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank " + std::to_string(peer) + " has DISTCOMM_HOST_ID 'host" + std::to_string(peer) + "'"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("this rank (" + std::to_string(world.rank()) + ") 'host" + std::to_string(world.rank()) + "'"),
+              std::string::npos) << msg;
+    world.barrier()->wait();  // the world group still works
+  }, options);
+}
+
+TEST(ShmBackend, RanksWithTheSameHostIdShareMemory) {
+  GroupHarnessOptions options;
+  options.host_ids = {"hostA", "hostA"};
+  run_group(2, "shm", [](ProcessGroup& pg) {
+    Tensor t = filled(1000, 1.0f);
+    pg.all_reduce(t)->wait();
+    expect_all(t, 2.0, "all_reduce of ranks with one host id");
+  }, options);
+}
+
 TEST(ShmBackend, BadSettingIsRefusedNamingTheKey) {
   run_group(1, "shm", [](ProcessGroup& world) {
     const std::string msg = invalid_argument_of([&] { group_with(world, "bad", "shm_slots", "1"); });

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -144,6 +145,42 @@ TEST(ShmFailure, PerOpTimeoutAndWaitTimeout) {
     EXPECT_EQ(t.item(), 2.0) << "the op finished after the waiter gave up once";
     wait_for_done(pg, {1});  // rank 1's last op times out waiting for this rank: stay until then
   });
+}
+
+// An op cut off by a later op's own timeout: #2 (1000 ms) waits behind #1 (the group's
+// 8 s), and rank 1 issues neither. #2 times out with its own figures; #1, whose own deadline
+// has not passed, fails as the group fails, quoting #2's timeout as the first failure (as
+// gloo and mpi report it), and never as a 1000 ms timeout of its own.
+TEST(ShmFailure, OpCutOffByALaterOpsTimeoutQuotesThatFailure) {
+  GroupHarnessOptions options;
+  options.op_timeout = milliseconds(8000);
+  run_group(2, "shm", [](ProcessGroup& pg) {
+    pg.barrier()->wait();  // #0
+    if (pg.rank() == 1) {
+      wait_for_done(pg, {0});  // issues nothing until rank 0 is through
+      return;
+    }
+    Tensor a = Tensor::of<float>({1.0f});
+    Tensor b = Tensor::of<float>({1.0f});
+    WorkPtr first = pg.all_reduce(a);  // #1, the group's 8 s
+    AllReduceOptions o;
+    o.timeout = milliseconds(1000);
+    WorkPtr second = pg.all_reduce(b, o);  // #2, queued behind #1
+    const std::string late = expect_failure_within<Timeout>([&] { second->wait(); }, 0.9, 3, "all_reduce #2 (1000 ms)");
+    expect_names(late, "all_reduce #2", "#2's error");
+    expect_names(late, "timeout of 1000 ms", "#2's error");
+    const std::string cut = expect_failure_within<Timeout>([&] { first->wait(); }, 0, 1, "all_reduce #1 (8000 ms)");
+    expect_names(cut, "all_reduce #1", "#1's error");
+    const size_t unusable = cut.find("the group is unusable since an earlier failure");
+    EXPECT_NE(unusable, std::string::npos) << "#1 was cut off by the group's failure: " << cut;
+    // The first failure it quotes is #2's timeout; #1's own part claims no 1000 ms timeout.
+    const std::string quoted = unusable == std::string::npos ? "" : cut.substr(unusable);
+    expect_names(quoted, "all_reduce #2", "the first failure #1 quotes");
+    expect_names(quoted, "timeout of 1000 ms", "the first failure #1 quotes");
+    EXPECT_EQ(cut.substr(0, std::min(unusable, cut.size())).find("1000 ms"), std::string::npos) << cut;
+    EXPECT_EQ(cut.find("all_reduce #1 (float32[1] on cpu): did not finish"), std::string::npos) << cut;
+    mark_done(pg);
+  }, options);
 }
 
 TEST(ShmFailure, PeerDestroysTheGroupWhileThisRankIsInAnOp) {
