@@ -298,6 +298,12 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     const bool differs = r >= 0 && static_cast<size_t>(r) < world.size() && world[static_cast<size_t>(r)] != r;
     return "rank " + std::to_string(r) + (differs ? " (world rank " + std::to_string(world[static_cast<size_t>(r)]) + ")" : "");
   };
+  if (cause && cause->kind == FailureRecord::Kind::kTimeout && cause->culprit < 0) {
+    // Another rank's op ran out of time (a level's Timeout, reworded above, blames nobody):
+    // it timed out first, which makes no rank the culprit.
+    return failure_.record(reworded(error, rank_text(cause->rank) + " of the group timed out first: " + cause->message),
+                           op);
+  }
   if (cause) {
     const int first = cause->culprit >= 0 ? cause->culprit : cause->rank;
     // The recorder is not the culprit when the record names another: "rank 1 failed first"

@@ -235,7 +235,10 @@ JobResult Agent::run_rounds() {
       return leave(0, "finished");
     }
     if (interrupted()) return leave(128 + interrupted_by_, "interrupted");
-    if (watch.store_lost()) return leave(1, "lost the store");
+    if (watch.store_lost()) {
+      say(watch.store_lost_why());
+      return leave(1, "lost the store");
+    }
     std::optional<RoundEnd> end = rendezvous_->end_of(round->number);
     if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
     const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;

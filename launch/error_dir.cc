@@ -1,12 +1,15 @@
 #include "launch/error_dir.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -14,15 +17,19 @@ namespace distcomm {
 namespace launch {
 namespace {
 
-// "distcomm-launch-<PID namespace>-": a pid means something only in its namespace, and
-// containers may share a /tmp.
+// "distcomm-launch-<boot>-<PID namespace>-": a pid means something only on one host's
+// boot, in its namespace (hosts may share a TMPDIR over NFS, containers a /tmp; namespace
+// numbers repeat across hosts). Empty when either cannot be read: then nothing is swept.
 std::string prefix() {
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  boot.erase(std::remove(boot.begin(), boot.end(), '-'), boot.end());
   char link[64] = {};
   const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
   std::string ns = n > 0 ? std::string(link, static_cast<size_t>(n)) : "";
   const size_t open = ns.find('['), close = ns.find(']');
-  ns = open != std::string::npos && close > open ? ns.substr(open + 1, close - open - 1) : "0";
-  return "distcomm-launch-" + ns + "-";
+  if (boot.size() < 12 || open == std::string::npos || close == std::string::npos || close <= open + 1) return "";
+  return "distcomm-launch-" + boot.substr(0, 12) + "-" + ns.substr(open + 1, close - open - 1) + "-";
 }
 
 // The launcher pid in "<prefix><pid>-XXXXXX", or 0 for any other name (another PID
@@ -39,41 +46,59 @@ pid_t launcher_of(const std::string& name, const std::string& prefix) {
   return static_cast<pid_t>(pid);
 }
 
-// The folder and the files in it (rank error files: no subfolders).
-void remove_folder(const std::string& path) {
-  if (DIR* d = ::opendir(path.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") ::unlink((path + "/" + name).c_str());
-    }
-    ::closedir(d);
+// The folder `name` in `tmp_fd` and the files in it (rank error files: no subfolders), if
+// it is a folder of this user's, opened without following links, so that no swap of the
+// name between the look and the removal makes this remove another folder's files.
+void remove_folder(int tmp_fd, const std::string& name) {
+  const int fd = ::openat(tmp_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid()) {
+    ::close(fd);
+    return;
   }
-  ::rmdir(path.c_str());
+  DIR* d = ::fdopendir(fd);  // owns fd from here
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  while (dirent* e = ::readdir(d)) {
+    const std::string file = e->d_name;
+    if (file != "." && file != "..") ::unlinkat(fd, file.c_str(), 0);
+  }
+  ::closedir(d);
+  ::unlinkat(tmp_fd, name.c_str(), AT_REMOVEDIR);
 }
 
-void remove_stale_folders(const std::string& tmp) {
-  DIR* d = ::opendir(tmp.c_str());
-  if (d == nullptr) return;
+void remove_stale_folders(const std::string& tmp, const std::string& mine) {
+  const int tmp_fd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (tmp_fd < 0) return;
+  const int scan_fd = ::dup(tmp_fd);
+  DIR* d = scan_fd < 0 ? nullptr : ::fdopendir(scan_fd);
+  if (d == nullptr) {
+    if (scan_fd >= 0) ::close(scan_fd);
+    ::close(tmp_fd);
+    return;
+  }
   std::vector<std::string> stale;
-  const std::string mine = prefix();
   while (dirent* e = ::readdir(d)) {
     const pid_t pid = launcher_of(e->d_name, mine);
     // kill(pid, 0) fails with ESRCH only where no such process exists: a live launcher of
-    // another user answers EPERM and keeps its folder.
+    // another user answers EPERM and keeps its folder (a reused pid keeps a stale one).
     if (pid == 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    const std::string path = tmp + "/" + e->d_name;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid()) stale.push_back(path);
+    stale.push_back(e->d_name);
   }
   ::closedir(d);
-  for (const std::string& path : stale) remove_folder(path);
+  for (const std::string& name : stale) remove_folder(tmp_fd, name);
+  ::close(tmp_fd);
 }
 
 }  // namespace
 
 std::string make_error_dir(const std::string& tmp) {
-  remove_stale_folders(tmp);
-  std::string pattern = tmp + "/" + prefix() + std::to_string(::getpid()) + "-XXXXXX";
+  const std::string mine = prefix();
+  if (!mine.empty()) remove_stale_folders(tmp, mine);
+  std::string pattern = tmp + "/" + (mine.empty() ? std::string("distcomm-launch-") : mine) + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) return "";
   return pattern;
 }

@@ -1,10 +1,10 @@
 // The folder a launcher's ranks write their error files into (DISTCOMM_ERROR_FILE):
-// $TMPDIR/distcomm-launch-<PID namespace>-<launcher pid>-XXXXXX, removed when the attempt
-// ends.
+// $TMPDIR/distcomm-launch-<boot id>-<PID namespace>-<launcher pid>-XXXXXX, one per attempt,
+// removed when the attempt ends.
 //
 // A launcher killed with SIGKILL (the OOM killer, a scheduler's hard stop) leaves its folder
-// behind: the next launcher of the same user and PID namespace removes those whose launcher
-// is gone, so that
+// behind: the next attempt of a launcher of the same user, boot and PID namespace removes
+// those whose launcher's pid is no longer in use, so that
 // a cluster node's /tmp does not collect one per killed job.
 #pragma once
 

@@ -234,7 +234,7 @@ class ChildSet {
     // A stopped process (SIGSTOP, a hung rank someone paused) acts on its signals only once
     // continued: without SIGCONT a stop waited the whole grace period for SIGKILL. Sent
     // after the signal, so that it is pending when the process runs again (as scancel).
-    if (sig != SIGKILL && sig != SIGCONT) {
+    if (sig != SIGKILL && sig != SIGCONT && sig != SIGSTOP && sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU) {
       for (const Child& c : children_) {
         if (c.own_group) {
           ::kill(-c.pid, SIGCONT);

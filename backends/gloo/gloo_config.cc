@@ -24,8 +24,8 @@ const distcomm_config_key kConfigKeys[] = {
      "that preemption made it spin for a whole time slice), or normal; a real-time policy the program set is kept"},
     {"network_threads", "2", "DISTCOMM_GLOO_NETWORK_THREADS",
      "how many gloo network threads a process's groups (with the same listening choice and loop_sched) spread "
-     "over, 1 to 64: a group gets a thread of its own while there are fewer, then shares the one that reads the "
-     "fewest connections. Each wakes 100 times a second at rest; groups that run ops at once on one thread share "
+     "over, 1 to 64: a group gets a thread of its own while there are fewer, then shares the one the fewest "
+     "groups use. Each wakes 100 times a second at rest; groups that run ops at once on one thread share "
      "its core (PyTorch makes one per group)"},
     {nullptr, nullptr, nullptr, nullptr},
 };

@@ -44,8 +44,9 @@ std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& c
   });
   std::lock_guard<std::mutex> lock(mu);
   std::vector<Slot>& slots = (*devices)[key_of(config)];
-  // The live device the fewest hold: every group, and each of its contexts and pairs, holds
-  // one reference, so use_count is the connections it reads. A child forked after a group
+  // The live device the fewest groups hold (each holds a few references: its GlooComm and
+  // its contexts; gloo's pairs hold a plain pointer), the newest among equals: the first is
+  // usually the world group's, the busiest. A child forked after a group
   // was made inherits the slots, but not their network threads: it makes devices of its own.
   std::shared_ptr<::gloo::transport::Device> least;
   const Slot* least_slot = nullptr;
@@ -55,7 +56,7 @@ std::shared_ptr<::gloo::transport::Device> shared_tcp_device(const GlooConfig& c
     auto device = slot.device.lock();
     if (!device) continue;
     ++live;
-    if (!least || device.use_count() < least.use_count()) {
+    if (!least || device.use_count() <= least.use_count()) {
       least = std::move(device);
       least_slot = &slot;
     }

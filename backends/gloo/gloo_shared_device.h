@@ -10,7 +10,7 @@
 // receive, so groups that run ops at once on one thread share its core: two groups' 1 MiB
 // all_reduces at once ran at 1.43 GB/s together on one thread, 1.83 GB/s on two (2 ranks,
 // 2 cores). A group gets a device of its own while there are fewer than network_threads,
-// then shares the one with the fewest connections; a group's own connections, their locks
+// then shares the one that the fewest groups use; a group's own connections, their locks
 // and failures stay its own (pairs belong to the group's context, not to the device). Each
 // thread is set up once, by the group that made it: it inherits that creating thread's
 // real-time policy and CPU affinity, which a later group's creator does not change.

@@ -164,28 +164,33 @@ TEST(Launch, RankExitingNonZeroStopsTheJobAndIsNamed) {
 
 // A launcher killed with SIGKILL leaves its error-file folder in TMPDIR; the next launcher
 // of this user removes it, with its files, but not a folder whose launcher still runs
-// (this test process stands for one), nor another PID namespace's, nor a name it did not
-// make. Its own folder goes at its end, as always.
+// (this test process stands for one), nor another PID namespace's or boot's (another
+// host's, on a shared TMPDIR), nor a name it did not make. Its own folder goes at its end, as always.
 TEST(Launch, FoldersOfKilledLaunchersAreRemovedByTheNextOne) {
   const std::string tmp = fresh_tmpdir("stale");
   char link[64] = {};
   ASSERT_GT(::readlink("/proc/self/ns/pid", link, sizeof(link) - 1), 0);
-  const std::string ns = std::regex_replace(link, std::regex(R"(pid:\[(\d+)\])"), "$1");
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  boot.erase(std::remove(boot.begin(), boot.end(), '-'), boot.end());
+  ASSERT_GE(boot.size(), 12u);
+  const std::string ns = boot.substr(0, 12) + "-" + std::regex_replace(link, std::regex(R"(pid:\[(\d+)\])"), "$1");
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
   const std::string stale = tmp + "/distcomm-launch-" + ns + "-" + std::to_string(gone) + "-abcdef";
   const std::string live = tmp + "/distcomm-launch-" + ns + "-" + std::to_string(::getpid()) + "-abcdef";
-  const std::string other_ns = tmp + "/distcomm-launch-1-" + std::to_string(gone) + "-abcdef";
+  const std::string other_ns = tmp + "/distcomm-launch-" + boot.substr(0, 12) + "-1-" + std::to_string(gone) + "-abcdef";
+  const std::string other_host = tmp + "/distcomm-launch-000000000000-" + ns.substr(13) + "-" + std::to_string(gone) + "-abcdef";
   const std::string old_style = tmp + "/distcomm-launch-abcdef";
-  for (const std::string& dir : {stale, live, other_ns, old_style}) ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
+  for (const std::string& dir : {stale, live, other_ns, other_host, old_style}) ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
   std::ofstream(stale + "/rank_0.error") << "{}";
   Finished f = run(launch({"--nproc_per_node=1"}, {kProbe, "env"}), seconds(60), {"TMPDIR=" + tmp});
   ASSERT_EQ(exit_code(f), 0) << f.err;
   std::vector<std::string> left = entries_of(tmp);
   std::sort(left.begin(), left.end());
-  std::vector<std::string> expected = {other_ns.substr(tmp.size() + 1), old_style.substr(tmp.size() + 1),
-                                       live.substr(tmp.size() + 1)};
+  std::vector<std::string> expected = {other_ns.substr(tmp.size() + 1), other_host.substr(tmp.size() + 1),
+                                       old_style.substr(tmp.size() + 1), live.substr(tmp.size() + 1)};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(left, expected);
 }
