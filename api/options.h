@@ -17,7 +17,8 @@ namespace distcomm {
 // op starts after the work already queued on that stream, and Work::wait() makes that
 // stream (not the host) wait for the op's end. nullptr is CUDA's legacy default stream.
 
-// A timeout left at kUseDefault (timeouts.h) is the group's (set at init_process_group).
+// A timeout left at kUseDefault (timeouts.h) is the group's (set at init_process_group); one
+// of 0 ms is refused by the op's call (InvalidArgument), on every backend.
 
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::SUM;

@@ -114,6 +114,9 @@ bool whole_on_device(const GroupBackends& backends, const ArgumentChecks& checks
 
 WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   const std::string& where_prefix = checks_->where_prefix();
+  // Every op the program calls passes here (the ops that pack a list or split a batch check
+  // earlier too, under their own name); the core's own ops carry the group's timeout.
+  if (spec.kind != OpKind::kInternal) checks_->timeout(spec.type, spec.timeout);
   const DeviceType device = spec.tensor ? spec.tensor->device().type : spec.device;
   Backend& b = backends_->route(spec.type, device, where_prefix);
   // Refusals come before the op is numbered: a refused op takes no sequence number.
@@ -170,6 +173,7 @@ OpSpec p2p_spec(OpType type, const Tensor& tensor, int peer, const P2POptions& o
 
 WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   constexpr OpType kOp = OpType::kAllReduce;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, tensor, "tensor");
   checks_->reduce(kOp, opts.op, tensor);
   OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
@@ -183,6 +187,7 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
 
 WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllReduceOptions& opts) {
   constexpr OpType kOp = OpType::kAllReduceCoalesced;
+  checks_->timeout(kOp, opts.timeout);
   if (tensors.empty()) throw InvalidArgument(checks_->where(kOp) + ": 'tensors' is empty");
   for (size_t i = 0; i < tensors.size(); ++i) {
     checks_->tensor(kOp, tensors[i], "tensors");
@@ -192,6 +197,7 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
     }
   }
   const Tensor& first = tensors[0];
+  checks_->reduce(kOp, opts.op, first);
   if (first.is_cpu()) {
     // One flat buffer, one reduction: what DDP's buckets do, offered for any list of tensors.
     Tensor flat = pack(tensors, first.dtype());
@@ -209,7 +215,6 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
   if (backends_->find(first.device().type)->abi_minor < 5) {
     throw InvalidArgument(refused + " (the plugin predates ABI 1.5)");
   }
-  checks_->reduce(kOp, opts.op, first);
   const Tensor whole = described_as_one(tensors);
   OpSpec spec = spec_of(kOp, &whole, opts.timeout);
   spec.reduction = opts.op;  // the plan refuses what the backend cannot reduce on the device
@@ -222,6 +227,7 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   constexpr OpType kOp = OpType::kBroadcast;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, tensor, "tensor");
   checks_->root(kOp, opts.root);
   OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
@@ -233,6 +239,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   constexpr OpType kOp = OpType::kReduce;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, tensor, "tensor");
   checks_->root(kOp, opts.root);
   checks_->reduce(kOp, opts.op, tensor);
@@ -250,6 +257,7 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
 
 WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input, const AllGatherOptions& opts) {
   constexpr OpType kOp = OpType::kAllGather;
+  checks_->timeout(kOp, opts.timeout);
   checks_->whole_and_part(kOp, output, "output", input, "input");
   return issue(spec_of(kOp, &input, opts.timeout), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.all_gather(output, input, opts, ctx);
@@ -258,6 +266,7 @@ WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
   constexpr OpType kOp = OpType::kAllGather;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, input, "input");
   checks_->list(kOp, outputs, "outputs", input, "input");
   if (whole_on_device(*backends_, *checks_, kOp, input, "use all_gather_into_tensor")) {
@@ -273,6 +282,7 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
 
 WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
   constexpr OpType kOp = OpType::kGather;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, input, "input");
   checks_->root(kOp, opts.root);
   // Checked on every rank, not just the root: a root that refused alone would leave the
@@ -298,6 +308,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
   constexpr OpType kOp = OpType::kScatter;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, output, "output");
   checks_->root(kOp, opts.root);
   // On every rank, as in gather.
@@ -319,6 +330,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
   constexpr OpType kOp = OpType::kReduceScatter;
+  checks_->timeout(kOp, opts.timeout);
   checks_->whole_and_part(kOp, input, "input", output, "output");
   checks_->reduce(kOp, opts.op, output);
   OpSpec spec = spec_of(kOp, &output, opts.timeout);
@@ -333,6 +345,7 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
 WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                      const ReduceScatterOptions& opts) {
   constexpr OpType kOp = OpType::kReduceScatter;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, output, "output");
   checks_->list(kOp, inputs, "inputs", output, "output");
   if (whole_on_device(*backends_, *checks_, kOp, output, "use reduce_scatter_tensor")) {
@@ -351,6 +364,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
                                         const std::vector<int64_t>& output_split_sizes,
                                         const std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) {
   constexpr OpType kOp = OpType::kAllToAll;
+  checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, output, "output");
   checks_->tensor(kOp, input, "input");
   checks_->alike(kOp, output, "output", input, "input");
@@ -426,6 +440,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                  const AllToAllOptions& opts) {
   constexpr OpType kOp = OpType::kAllToAll;
+  checks_->timeout(kOp, opts.timeout);
   if (static_cast<int>(outputs.size()) != size() || static_cast<int>(inputs.size()) != size()) {
     throw InvalidArgument(checks_->where(kOp) + ": 'outputs' and 'inputs' need one tensor per rank (" +
                           std::to_string(size()) + "), got " + std::to_string(outputs.size()) + " and " +
@@ -477,6 +492,7 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   // Any backend of the group synchronises all its ranks: the host one where there is one
   // (with none, routing raises the host backend's deferred error).
+  checks_->timeout(OpType::kBarrier, opts.timeout);
   OpSpec spec = spec_of(OpType::kBarrier, nullptr, opts.timeout);
   spec.device = backends_->empty() ? DeviceType::kCPU : backends_->all().begin()->first;
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) { return b.barrier(opts, ctx); });
@@ -486,6 +502,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
 // Point to point
 
 WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts) {
+  checks_->timeout(OpType::kSend, opts.timeout);
   checks_->p2p(OpType::kSend, tensor, "dst", dst, opts.tag);
   return issue(p2p_spec(OpType::kSend, tensor, dst, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.send(tensor, dst, opts, ctx);
@@ -493,14 +510,25 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
+  checks_->timeout(OpType::kRecv, opts.timeout);
   checks_->p2p(OpType::kRecv, tensor, "src", src, opts.tag);
-  return issue(p2p_spec(OpType::kRecv, tensor, src, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-    return b.recv(tensor, src, opts, ctx);
+  WorkPtr work =
+      issue(p2p_spec(OpType::kRecv, tensor, src, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+        return b.recv(tensor, src, opts, ctx);
+      });
+  // Its source is src, whether or not the backend says so (gloo and shm did, mpi and nccl
+  // did not): set once it has received, as recv_any_source's is. The callback runs on the
+  // Work itself as it ends, so the raw pointer is alive then (a shared one would be a cycle).
+  Work* received = work.get();
+  work->on_finish([received, src](std::exception_ptr error) {
+    if (!error) received->set_source_rank(src);
   });
+  return work;
 }
 
 WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecvAnySource;
+  checks_->timeout(kOp, opts.timeout);
   checks_->p2p(kOp, tensor, nullptr, -1, opts.tag);
   return issue(p2p_spec(kOp, tensor, -1, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.recv_any_source(tensor, opts, ctx);
@@ -509,6 +537,7 @@ WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
 
 WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kBatchP2P;
+  checks_->timeout(kOp, opts.timeout);
   const std::string where = checks_->where(kOp);
   if (ops.empty()) throw InvalidArgument(where + ": the batch is empty");
   if (opts.tag < 0) throw InvalidArgument(where + ": tag must be >= 0, got " + std::to_string(opts.tag));

@@ -93,6 +93,17 @@ const char* ReduceOp::name() const {
   return "?";
 }
 
+bool is_reduce_op_kind(ReduceOp::Kind kind) {
+  switch (kind) {
+    case ReduceOp::SUM: case ReduceOp::AVG: case ReduceOp::PRODUCT: case ReduceOp::MIN: case ReduceOp::MAX:
+    case ReduceOp::BAND: case ReduceOp::BOR: case ReduceOp::BXOR: case ReduceOp::PREMUL_SUM:
+      return true;
+  }
+  return false;
+}
+
+const char* const kReduceOpKindNames = "sum, avg, prod, min, max, band, bor, bxor or premul_sum";
+
 ReduceOp parse_reduce_op(const std::string& name) {
   if (name == "sum") return ReduceOp::SUM;
   if (name == "avg") return ReduceOp::AVG;
@@ -111,6 +122,10 @@ bool reduce_supported(ReduceOp op, DType dtype, std::string* why) {
     if (why) *why = reason;
     return false;
   };
+  if (!is_reduce_op_kind(op.kind)) {
+    return no("reduce op kind " + std::to_string(static_cast<int>(op.kind)) + " is not a ReduceOp::Kind (" +
+              kReduceOpKindNames + ")");
+  }
   const bool bitwise = op.kind == ReduceOp::BAND || op.kind == ReduceOp::BOR || op.kind == ReduceOp::BXOR;
   if (bitwise && is_floating(dtype)) {
     return no(std::string("reduce op ") + op.name() + " is bitwise and needs an integer or bool tensor, not " +

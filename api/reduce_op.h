@@ -31,6 +31,11 @@ struct ReduceOp {
   const char* name() const;  // "sum", "avg", "premul_sum", ...
 };
 
+// Whether kind is one of ReduceOp::Kind's values (a kind cast from a stray integer is not),
+// and their names as a list for messages: "sum, avg, prod, ...".
+bool is_reduce_op_kind(ReduceOp::Kind kind);
+extern const char* const kReduceOpKindNames;
+
 // Parses "sum", "avg", "prod"/"product", "min", "max", "band", "bor", "bxor".
 ReduceOp parse_reduce_op(const std::string& name);
 

@@ -66,7 +66,9 @@ class Work {
   const std::string& description() const { return description_; }
   // From creation to completion (so far, while running).
   std::chrono::nanoseconds duration() const;
-  // recv from any source: the rank the message came from (-1 before completion).
+  // A recv: the rank its message came from, once it has been received -- recv(src)'s src
+  // (set by the ProcessGroup, for every backend), or the sender recv_any_source matched.
+  // -1 before then, after a failed recv(src), and for every other op.
   int source_rank() const;
 
   // --- for backends and the ProcessGroup ---

@@ -92,8 +92,18 @@ void ArgumentChecks::p2p(OpType op, const Tensor& t, const char* peer_arg, int p
 }
 
 void ArgumentChecks::reduce(OpType op, ReduceOp rop, const Tensor& t) const {
+  if (!is_reduce_op_kind(rop.kind)) {
+    throw InvalidArgument(where(op) + ": argument 'op' has kind " + std::to_string(static_cast<int>(rop.kind)) +
+                          ", which is not a ReduceOp::Kind (" + kReduceOpKindNames + ")");
+  }
   std::string why;
   if (!reduce_supported(rop, t.dtype(), &why)) throw InvalidArgument(where(op) + ": " + why);
+}
+
+void ArgumentChecks::timeout(OpType op, std::chrono::milliseconds timeout) const {
+  if (timeout == std::chrono::milliseconds::zero()) {
+    throw InvalidArgument(where(op) + ": option timeout=0 ms: give a positive timeout, or kUseDefault for the group's");
+  }
 }
 
 void ArgumentChecks::count(OpType op, const Tensor& t, int64_t expected, const char* arg,

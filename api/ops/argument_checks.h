@@ -4,6 +4,7 @@
 // input.numel())").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,7 +40,12 @@ class ArgumentChecks {
   void peer(OpType op, int peer, const char* arg) const;
   // A point-to-point op's tensor, peer (peer_arg null: any source) and tag.
   void p2p(OpType op, const Tensor& t, const char* peer_arg, int peer, int tag) const;
+  // A reducing op's `op` option: a kind ReduceOp names (not a value cast from elsewhere),
+  // that makes sense for t's dtype (reduce_supported).
   void reduce(OpType op, ReduceOp rop, const Tensor& t) const;
+  // An op's `timeout` option: positive, or kUseDefault (any negative value). Zero is refused
+  // (timeouts.h): it meant "never" to some backends and "at once" to others.
+  void timeout(OpType op, std::chrono::milliseconds timeout) const;
   void count(OpType op, const Tensor& t, int64_t expected, const char* arg, const std::string& why) const;
 
  private:

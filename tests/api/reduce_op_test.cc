@@ -77,6 +77,26 @@ TEST(ReduceOp, RefusesWhatMakesNoSense) {
   EXPECT_TRUE(reduce_supported(ReduceOp::BAND, DType::kUInt8));
 }
 
+// A kind cast from a stray integer is no op at all: refused for every dtype, naming the
+// value, rather than reaching a kernel ("internal: reduce_typed reached an unsupported op").
+TEST(ReduceOp, RefusesAKindOutsideTheEnum) {
+  ReduceOp stray;
+  stray.kind = static_cast<ReduceOp::Kind>(42);
+  EXPECT_FALSE(is_reduce_op_kind(stray.kind));
+  for (ReduceOp::Kind k : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+                           ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR, ReduceOp::PREMUL_SUM}) {
+    EXPECT_TRUE(is_reduce_op_kind(k)) << ReduceOp(k).name();
+  }
+  for (DType dtype : {DType::kFloat32, DType::kInt64, DType::kBool}) {
+    std::string why;
+    EXPECT_FALSE(reduce_supported(stray, dtype, &why)) << dtype_name(dtype);
+    EXPECT_NE(why.find("reduce op kind 42 is not a ReduceOp::Kind"), std::string::npos) << why;
+  }
+  float acc = 1, in = 2;
+  EXPECT_THROW(reduce_into(&acc, &in, 1, DType::kFloat32, stray), InvalidArgument);
+  EXPECT_EQ(acc, 1) << "a refused reduction wrote its accumulator";
+}
+
 TEST(ReduceOp, MinMaxPropagateNaN) {
   float a[2] = {1, NAN}, b[2] = {NAN, 1};
   reduce_into(a, b, 2, DType::kFloat32, ReduceOp::MIN);

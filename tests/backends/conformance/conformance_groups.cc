@@ -1,5 +1,7 @@
 // Conformance checks of coalescing, ops in flight, subgroups and argument validation.
 #include <algorithm>
+#include <chrono>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -210,11 +212,147 @@ void check_device_mesh(ProcessGroup& pg, const std::vector<int>& shape) {
   check_world_still_works(pg, what);
 }
 
+namespace {
+
+// Expects call() to throw InvalidArgument whose message holds `needle`. Should it issue an
+// op instead, waits for it (within 5 s) so that a failing check does not hang the suite.
+void expect_refused(const std::function<WorkPtr()>& call, const std::string& needle, const std::string& what) {
+  WorkPtr issued;
+  try {
+    issued = call();
+    ADD_FAILURE() << what << ": not refused (issued to the backend)";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << what << ": " << e.what();
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw something else than InvalidArgument: " << e.what();
+    return;
+  }
+  try {
+    if (issued) issued->wait(std::chrono::seconds(5));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": the op it issued failed: " << e.what();
+  }
+}
+
+// Every op with a timeout option of 0 ms, and every reducing op with a ReduceOp whose kind
+// is not a ReduceOp::Kind: refused by the call, before anything is sent. Every other
+// argument is valid, so that the refusal is for these alone.
+void refuse_zero_timeouts_and_bad_reduce_ops(ProcessGroup& pg) {
+  const int size = pg.size();
+  const int me = pg.rank();
+  const std::string zero = "option timeout=0 ms: give a positive timeout, or kUseDefault for the group's";
+  const std::chrono::milliseconds kZero(0);
+  Tensor f = Tensor::zeros({4});
+  Tensor whole = Tensor::zeros({4 * size});
+  std::vector<Tensor> list;
+  for (int r = 0; r < size; ++r) list.push_back(Tensor::zeros({4}));
+  std::vector<Tensor> outputs = list;
+  {
+    AllReduceOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.all_reduce(f, o); }, "all_reduce: " + zero, "all_reduce timeout 0");
+    std::vector<Tensor> ts = {Tensor::zeros({2}), Tensor::zeros({3})};
+    expect_refused([&] { return pg.all_reduce_coalesced(ts, o); }, "all_reduce_coalesced: " + zero,
+                   "all_reduce_coalesced timeout 0");
+  }
+  {
+    BroadcastOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.broadcast(f, o); }, "broadcast: " + zero, "broadcast timeout 0");
+  }
+  {
+    ReduceOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.reduce(f, o); }, "reduce: " + zero, "reduce timeout 0");
+  }
+  {
+    AllGatherOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.all_gather_into_tensor(whole, f, o); }, "all_gather: " + zero,
+                   "all_gather_into_tensor timeout 0");
+    expect_refused([&] { return pg.all_gather(outputs, f, o); }, "all_gather: " + zero, "all_gather timeout 0");
+  }
+  {
+    GatherOptions o;
+    o.timeout = kZero;
+    std::vector<Tensor> gathered = me == 0 ? outputs : std::vector<Tensor>();
+    expect_refused([&] { return pg.gather(gathered, f, o); }, "gather: " + zero, "gather timeout 0");
+  }
+  {
+    ScatterOptions o;
+    o.timeout = kZero;
+    std::vector<Tensor> scattered = me == 0 ? list : std::vector<Tensor>();
+    expect_refused([&] { return pg.scatter(f, scattered, o); }, "scatter: " + zero, "scatter timeout 0");
+  }
+  {
+    ReduceScatterOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.reduce_scatter_tensor(f, whole, o); }, "reduce_scatter: " + zero,
+                   "reduce_scatter_tensor timeout 0");
+    expect_refused([&] { return pg.reduce_scatter(f, list, o); }, "reduce_scatter: " + zero,
+                   "reduce_scatter timeout 0");
+  }
+  {
+    AllToAllOptions o;
+    o.timeout = kZero;
+    Tensor out = Tensor::zeros({4 * size});
+    expect_refused([&] { return pg.all_to_all_single(out, whole, {}, {}, o); }, "all_to_all: " + zero,
+                   "all_to_all_single timeout 0");
+    expect_refused([&] { return pg.all_to_all(outputs, list, o); }, "all_to_all: " + zero, "all_to_all timeout 0");
+  }
+  {
+    BarrierOptions o;
+    o.timeout = kZero;
+    expect_refused([&] { return pg.barrier(o); }, "barrier: " + zero, "barrier timeout 0");
+  }
+  if (size > 1) {
+    P2POptions o;
+    o.timeout = kZero;
+    const int next = (me + 1) % size;
+    const int prev = (me + size - 1) % size;
+    expect_refused([&] { return pg.send(f, next, o); }, "send: " + zero, "send timeout 0");
+    expect_refused([&] { return pg.recv(f, prev, o); }, "recv: " + zero, "recv timeout 0");
+    expect_refused([&] { return pg.recv_any_source(f, o); }, "recv_any_source: " + zero, "recv_any_source timeout 0");
+    std::vector<P2POp> batch = {P2POp::send(f, next), P2POp::recv(Tensor::zeros({4}), prev)};
+    expect_refused([&] { return pg.batch_isend_irecv(batch, o); }, "batch_isend_irecv: " + zero,
+                   "batch_isend_irecv timeout 0");
+  }
+  // A kind cast from a stray integer.
+  ReduceOp bad;
+  bad.kind = static_cast<ReduceOp::Kind>(42);
+  const std::string bad_kind = "argument 'op' has kind 42, which is not a ReduceOp::Kind";
+  {
+    AllReduceOptions o;
+    o.op = bad;
+    expect_refused([&] { return pg.all_reduce(f, o); }, "all_reduce: " + bad_kind, "all_reduce op kind 42");
+    std::vector<Tensor> ts = {Tensor::zeros({2}), Tensor::zeros({3})};
+    expect_refused([&] { return pg.all_reduce_coalesced(ts, o); }, "all_reduce_coalesced: " + bad_kind,
+                   "all_reduce_coalesced op kind 42");
+  }
+  {
+    ReduceOptions o;
+    o.op = bad;
+    expect_refused([&] { return pg.reduce(f, o); }, "reduce: " + bad_kind, "reduce op kind 42");
+  }
+  {
+    ReduceScatterOptions o;
+    o.op = bad;
+    expect_refused([&] { return pg.reduce_scatter_tensor(f, whole, o); }, "reduce_scatter: " + bad_kind,
+                   "reduce_scatter_tensor op kind 42");
+    expect_refused([&] { return pg.reduce_scatter(f, list, o); }, "reduce_scatter: " + bad_kind,
+                   "reduce_scatter op kind 42");
+  }
+}
+
+}  // namespace
+
 void check_invalid_arguments(ProcessGroup& pg) {
   const int size = pg.size();
   const int me = pg.rank();
   const uint64_t seq_before = pg.next_seq();
   if (me == 0) {
+    refuse_zero_timeouts_and_bad_reduce_ops(pg);
     Tensor f = Tensor::zeros({4});
     Tensor i32 = Tensor::zeros({4}, DType::kInt32);
     BroadcastOptions bad_root;
@@ -262,6 +400,13 @@ void check_invalid_arguments(ProcessGroup& pg) {
   // Only rank 0 made the bad calls. Had any of them sent something, this collective would
   // not match across ranks (or would carry the wrong data).
   check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 5);
+  // An op timeout of 0 ms and a stray reduce op kind are refused on every rank alike (not
+  // "never time out" on one backend and "abort the group" on another); the group goes on.
+  const uint64_t seq_all = pg.next_seq();
+  refuse_zero_timeouts_and_bad_reduce_ops(pg);
+  EXPECT_EQ(pg.next_seq(), seq_all) << "a refused call used up a sequence number";
+  check_all_reduce(pg, DType::kFloat32, ReduceOp::SUM, 5);
+  if (size > 1) check_send_recv(pg, DType::kFloat32, 3);
 }
 
 }  // namespace conformance

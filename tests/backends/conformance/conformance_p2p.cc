@@ -44,6 +44,11 @@ void check_send_recv(ProcessGroup& pg, DType dtype, int64_t count, const Placeme
   WorkPtr s1 = pg.send(msg1, next, with_tag(1));
   WorkPtr s2 = pg.send(msg2, next, with_tag(2));
   for (auto& w : {s1, s2, r1, r2}) w->wait();
+  // A recv from a named rank says its source too (Work::source_rank), as recv_any_source's
+  // does; a send has none.
+  EXPECT_EQ(r1->source_rank(), prev) << what << " tag 1: source_rank() of recv(src=" << prev << ")";
+  EXPECT_EQ(r2->source_rank(), prev) << what << " tag 2: source_rank() of recv(src=" << prev << ")";
+  EXPECT_EQ(s1->source_rank(), -1) << what << ": source_rank() of a send";
   expect_elements(p.to_host(got1), [&](int64_t i) { return message_value(dtype, prev, 1, i); }, what + " tag 1");
   expect_elements(p.to_host(got2), [&](int64_t i) { return message_value(dtype, prev, 2, i); }, what + " tag 2");
 }
