@@ -89,7 +89,7 @@ std::list<PointToPoint::Unexpected>::iterator PointToPoint::find_unexpected(cons
     if (r.peer >= 0 && s != r.peer) continue;
     auto& list = unexpected_[static_cast<size_t>(s)];
     auto it = std::find_if(list.begin(), list.end(),
-                           [&](const Unexpected& u) { return u.tag == r.tag && !u.claimed && !u.dropped; });
+                           [&](const Unexpected& u) { return u.tag == r.tag && !u.claimed; });
     if (it != list.end() && (*src < 0 || it->arrival < best->arrival)) {
       best = it;
       *src = s;
@@ -102,9 +102,17 @@ void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, 
                                    std::vector<Completion>& done) {
   auto& list = unexpected_[static_cast<size_t>(src)];
   if (std::exception_ptr refused = mismatch_of(r, src, it->tag, it->bytes, it->dtype)) {
-    done.push_back({r.work, refused, src});
-    if (it->received == it->bytes) list.erase(it);
-    else it->dropped = true;
+    if (it->received == it->bytes) {
+      done.push_back({r.work, refused, src});
+      list.erase(it);
+      return;
+    }
+    // Still arriving: this receive ends once the rest has been drained (deliver), not now.
+    // Ended now, it would leave nothing on this rank polling the ring, and a sender whose
+    // message is larger than the ring would wait for space that never came.
+    it->claimed = std::move(r);
+    it->refused = true;
+    std::vector<uint8_t>().swap(it->data);
     return;
   }
   if (it->received < it->bytes) {
@@ -225,11 +233,11 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
     return (r.peer == src || r.peer < 0) && r.tag == h.tag;
   });
   if (match != recvs_.end()) {
-    if (std::exception_ptr refused = mismatch_of(*match, src, h.tag, h.message_bytes, dtype_of(h))) {
-      done.push_back({match->work, refused, src});
-    } else {
-      in.recv = std::move(*match);
-    }
+    // A refused message is still consumed to its last chunk before its receive ends (deliver):
+    // ended now, nothing would poll the ring, and a sender whose message is larger than the
+    // ring would wait for good for space.
+    in.refusal = mismatch_of(*match, src, h.tag, h.message_bytes, dtype_of(h));
+    in.recv = std::move(*match);
     recvs_.erase(match);
     return;
   }
@@ -249,7 +257,9 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
 void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done) {
   Incoming& in = incoming_[static_cast<size_t>(src)];
   if (in.recv) {
-    if (h.bytes) std::memcpy(in.recv->data + h.offset, payload, h.bytes);
+    if (h.bytes && !in.refusal) std::memcpy(in.recv->data + h.offset, payload, h.bytes);
+  } else if (in.unexpected && in.unexpected->refused) {
+    in.unexpected->received += h.bytes;  // drained: its receive has refused it
   } else if (in.unexpected) {
     in.unexpected->data.insert(in.unexpected->data.end(), payload, payload + h.bytes);  // at h.offset (checked)
     in.unexpected->received += h.bytes;
@@ -258,16 +268,15 @@ void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload
   if (in.received < in.bytes) return;
   in.active = false;
   if (in.recv) {
-    done.push_back({in.recv->work, nullptr, src});
+    done.push_back({in.recv->work, in.refusal, src});
     in.recv.reset();
+    in.refusal = nullptr;
   } else if (in.unexpected) {
     Unexpected* u = in.unexpected;
     in.unexpected = nullptr;
     auto& list = unexpected_[static_cast<size_t>(src)];
     auto it = std::find_if(list.begin(), list.end(), [&](const Unexpected& x) { return &x == u; });
-    if (u->dropped) {
-      list.erase(it);
-    } else if (u->claimed) {
+    if (u->claimed) {  // take_unexpected refuses it again if it refused it before
       P2PRequest r = std::move(*u->claimed);
       u->claimed.reset();
       take_unexpected(src, it, std::move(r), done);

@@ -7,7 +7,10 @@
 // Messages between two ranks stay in order. A message nobody has posted a receive for yet
 // is copied out to private memory ("unexpected"), so it never blocks the ones behind it;
 // a later receive takes it from there, as MPI does. A send completes once its last chunk is
-// in the ring (the caller's buffer is then free).
+// in the ring (the caller's buffer is then free). A receive of another size or dtype than
+// its message refuses it, but still consumes (drains, copying nothing) every chunk of it
+// before it ends with that error: a message larger than the ring then reaches its end, so
+// the send completes at any size and the pair's stream goes on with the next message.
 //
 // Not thread-safe: the engine calls it under its progress lock.
 #pragma once
@@ -79,8 +82,10 @@ class PointToPoint {
     std::vector<uint8_t> data;
     uint64_t received = 0;
     uint64_t arrival = 0;
-    bool dropped = false;  // claimed by a receive of another size: its error is out already
+    // The receive that claimed it while it still arrives. refused: one of another size or
+    // dtype; the rest is drained, not kept, and the claim ends with the refusal at the last chunk.
     std::optional<P2PRequest> claimed;
+    bool refused = false;
   };
   // The message whose chunks are arriving from one source.
   struct Incoming {
@@ -90,7 +95,10 @@ class PointToPoint {
     uint32_t dtype = 0;
     uint64_t received = 0;
     std::optional<P2PRequest> recv;  // its receive, or
-    Unexpected* unexpected = nullptr;  // where it is kept until one is posted (or neither: dropped)
+    Unexpected* unexpected = nullptr;  // where it is kept until one is posted
+    // Non-null: recv refused the message (another size or dtype). Its chunks are drained, not
+    // copied, and recv ends with this after the last one (it keeps this side polling until then).
+    std::exception_ptr refusal;
   };
 
   bool push_sends(int dest, std::vector<Completion>& done);

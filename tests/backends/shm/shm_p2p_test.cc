@@ -5,6 +5,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::Clock;
+using testing::expect_all;
 using testing::expect_failure_within;
 using testing::filled;
 using testing::GroupHarnessOptions;
@@ -179,6 +181,117 @@ TEST(ShmP2P, ACallbackWaitsForABatchThatEndedInTheSamePoll) {
 
 TEST(ShmP2P, ACallbackWaitsWithATimeoutForAThenWorkThatEndedInTheSamePoll) {
   a_callback_waits_for_an_op_that_ended_in_the_same_poll(SecondWork::kThenWithTimeout);
+}
+
+// A recv of another size than its send: the receiver gets InvalidArgument with its tensor
+// untouched, the sender's send completes, and the group stays usable (an all_reduce, then
+// a send/recv of the right size). At every size: in one chunk, and far beyond the ring
+// (4 x 32 KiB), where the receiver must drain the refused message for the sender to finish.
+// The receiver posts no other receive (which would drain the ring) before the sender is done.
+enum class SendKind { kBlocking, kIsendThenWait };
+
+void a_mismatched_recv_leaves_the_group_usable(int64_t count, SendKind kind) {
+  GroupHarnessOptions options;
+  options.op_timeout = milliseconds(20000);
+  run_group(2, "shm", [count, kind](ProcessGroup& pg) {
+    constexpr double kQuickS = 5;  // well under the group's 20 s timeout
+    const std::string what = std::to_string(count) + " floats";
+    if (pg.rank() == 0) {
+      Tensor m = filled(count, 3.0f);
+      const auto start = Clock::now();
+      WorkPtr send = pg.send(m, 1);
+      if (kind == SendKind::kBlocking) {
+        EXPECT_NO_THROW(send->wait()) << what;
+        EXPECT_LT(seconds_since(start), kQuickS) << what << ": the send waited for a receiver that refused it";
+      }
+      Tensor t = filled(4, 1.0f);
+      pg.all_reduce(t)->wait();
+      expect_all(t, 3.0, what + ": all_reduce after the refused message");
+      if (kind == SendKind::kIsendThenWait) {
+        EXPECT_NO_THROW(send->wait(milliseconds(static_cast<int64_t>(kQuickS * 1000))))
+            << what << ": the isend never completed";
+        EXPECT_TRUE(send->is_success()) << what;
+      }
+      mark_done(pg);  // the receiver posts nothing more (which would drain the ring) until then
+      pg.send(m, 1)->wait();
+      return;
+    }
+    Tensor small = filled(count - 1, -1.0f);
+    const std::string msg = expect_failure_within<InvalidArgument>(
+        [&] { pg.recv(small, 0)->wait(); }, 0, kQuickS, "a recv one element short");
+    EXPECT_NE(msg.find("rank 0 sends " + std::to_string(count)), std::string::npos) << msg;
+    expect_all(small, -1.0, what + ": the refused recv's tensor");
+    Tensor t = filled(4, 2.0f);
+    pg.all_reduce(t)->wait();
+    expect_all(t, 3.0, what + ": all_reduce after the refused message");
+    wait_for_done(pg, {0});
+    Tensor right = filled(count, -1.0f);
+    pg.recv(right, 0)->wait();
+    expect_all(right, 3.0, what + ": a recv of the right size after the refused one");
+  }, options);
+}
+
+TEST(ShmP2P, AMismatchedRecvOfOneChunkLeavesTheSenderDone) {
+  a_mismatched_recv_leaves_the_group_usable(1000, SendKind::kBlocking);
+}
+TEST(ShmP2P, AMismatchedRecvOfOneChunkLeavesTheIsendDone) {
+  a_mismatched_recv_leaves_the_group_usable(1000, SendKind::kIsendThenWait);
+}
+TEST(ShmP2P, AMismatchedRecvOfTwoRingsLeavesTheSenderDone) {
+  a_mismatched_recv_leaves_the_group_usable(65536, SendKind::kBlocking);
+}
+TEST(ShmP2P, AMismatchedRecvOfTwoRingsLeavesTheIsendDone) {
+  a_mismatched_recv_leaves_the_group_usable(65536, SendKind::kIsendThenWait);
+}
+TEST(ShmP2P, AMismatchedRecvOf1MiBLeavesTheSenderDone) {
+  a_mismatched_recv_leaves_the_group_usable(262144, SendKind::kBlocking);
+}
+TEST(ShmP2P, AMismatchedRecvOf1MiBLeavesTheIsendDone) {
+  a_mismatched_recv_leaves_the_group_usable(262144, SendKind::kIsendThenWait);
+}
+TEST(ShmP2P, AMismatchedRecvOf4MiBLeavesTheSenderDone) {
+  a_mismatched_recv_leaves_the_group_usable(1048576, SendKind::kBlocking);
+}
+TEST(ShmP2P, AMismatchedRecvOf4MiBLeavesTheIsendDone) {
+  a_mismatched_recv_leaves_the_group_usable(1048576, SendKind::kIsendThenWait);
+}
+
+// The same when the receive is posted while the message is partly set aside: rank 2 pulls
+// rank 0's message (slowed by 128-byte chunks, one in the ring) while it waits for rank 1's,
+// which ends that wait midway; its receive of another size then claims a message still
+// arriving, and must drain the rest for rank 0's send to complete.
+TEST(ShmP2P, AMismatchedRecvOfAMessagePartlySetAsideLeavesTheSenderDone) {
+  GroupHarnessOptions options;
+  options.op_timeout = milliseconds(20000);
+  options.backend_config = {{"shm_p2p_chunk_bytes", "128"}, {"shm_p2p_depth", "1"}};
+  run_group(3, "shm", [](ProcessGroup& pg) {
+    constexpr int64_t kCount = 1 << 20;  // 4 MiB: 32768 chunks
+    Store& store = *pg.store();
+    P2POptions tag7;
+    tag7.tag = 7;
+    if (pg.rank() == 0) {
+      Tensor m = filled(kCount, 3.0f);
+      const auto start = Clock::now();
+      WorkPtr send = pg.send(m, 2);
+      store.set("test/sending", "1");
+      EXPECT_NO_THROW(send->wait());
+      EXPECT_LT(seconds_since(start), 5.0) << "the send waited for a receiver that refused it";
+    } else if (pg.rank() == 1) {
+      store.wait({"test/sending"}, milliseconds(30000));
+      std::this_thread::sleep_for(milliseconds(5));
+      pg.send(filled(4, 1.0f), 2, tag7)->wait();
+    } else {
+      Tensor other = filled(4, 0.0f);
+      pg.recv(other, 1, tag7)->wait();
+      Tensor small = filled(kCount - 1, -1.0f);
+      expect_failure_within<InvalidArgument>([&] { pg.recv(small, 0)->wait(); }, 0, 5,
+                                             "a recv one element short, of a message partly set aside");
+      expect_all(small, -1.0, "the refused recv's tensor");
+    }
+    Tensor t = filled(4, 1.0f);
+    pg.all_reduce(t)->wait();
+    expect_all(t, 3.0, "all_reduce after the refused message");
+  }, options);
 }
 
 }  // namespace
