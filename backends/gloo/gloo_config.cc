@@ -22,11 +22,11 @@ const distcomm_config_key kConfigKeys[] = {
      "and keeps the real-time policy and CPU affinity of the thread that made it): batch (SCHED_BATCH: it does "
      "not preempt the thread it wakes beside, which may hold the connection's lock; without real-time priority "
      "that preemption made it spin for a whole time slice), or normal; a real-time policy the program set is kept"},
-    {"network_threads", "2", "DISTCOMM_GLOO_NETWORK_THREADS",
+    {"network_threads", "1", "DISTCOMM_GLOO_NETWORK_THREADS",
      "how many gloo network threads a process's groups (with the same listening choice and loop_sched) spread "
      "over, 1 to 64: a group gets a thread of its own while there are fewer, then shares the one the fewest "
      "groups use. Each wakes 100 times a second at rest; groups that run ops at once on one thread share "
-     "its core (PyTorch makes one per group)"},
+     "its core (PyTorch makes one per group): more pays only where the ranks have spare cores"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 

@@ -30,7 +30,7 @@ struct GlooConfig {
   ThreadScheduling loop_sched = ThreadScheduling::kBatch;     // "loop_sched"
   // How many network threads (TCP devices) the process's groups with the same listening
   // choice and loop_sched spread over ("network_threads", gloo_shared_device.h).
-  int network_threads = 2;
+  int network_threads = 1;
 
   // An empty value is the default, as an absent one. Throws InvalidArgument naming the
   // key, the value and what it accepts (api/plugin/config_reader.h), before the rendezvous.

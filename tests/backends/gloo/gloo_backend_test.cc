@@ -126,7 +126,7 @@ TEST(GlooConfig, NetworkThreadRunsAsBatchUnlessToldNormal) {
 // A process's gloo groups spread over network_threads TCP devices (gloo_shared_device.h):
 // a group gets a device, and so a network thread, of its own while there are fewer, then
 // shares one, so that many groups do not make a thread each, and each thread still reads
-// every group it serves. Checked with 1 thread and with the default 2, ops of every group
+// every group it serves. Checked with the default 1, with 2 and with 8, ops of every group
 // at once, and the threads of groups that are gone gone with them.
 void expect_network_threads(const std::map<std::string, std::string>& config, size_t with_two_groups,
                             size_t with_five_groups) {
@@ -161,10 +161,10 @@ void expect_network_threads(const std::map<std::string, std::string>& config, si
       o);
 }
 
-TEST(GlooConfig, GroupsOfAProcessSpreadOverTwoNetworkThreadsByDefault) { expect_network_threads({}, 2, 2); }
+TEST(GlooConfig, GroupsOfAProcessShareOneNetworkThreadByDefault) { expect_network_threads({}, 1, 1); }
 
-TEST(GlooConfig, GroupsOfAProcessShareOneNetworkThreadWhenTold) {
-  expect_network_threads({{"network_threads", "1"}}, 1, 1);
+TEST(GlooConfig, GroupsOfAProcessSpreadOverTwoNetworkThreadsWhenTold) {
+  expect_network_threads({{"network_threads", "2"}}, 2, 2);
 }
 
 TEST(GlooConfig, GroupsOfAProcessGetANetworkThreadEachUpToNetworkThreads) {
