@@ -191,6 +191,12 @@ ProcessGroupPtr init_process_group(InitOptions o) {
       throw InvalidArgument("init_process_group called twice; call destroy_process_group() first");
     }
   }
+  // Before anything is sent: a group's timeout of 0 or less would end init, and every op that
+  // sets none of its own, at once (and an op's own 0 is refused, timeouts.h).
+  if (o.timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument("init_process_group: InitOptions.timeout=" + std::to_string(o.timeout.count()) +
+                          " ms: give a positive timeout (the default is 30 minutes)");
+  }
   // The environment is read here, at the edge, once (environment.h); below, nothing reads it.
   const InitEnvironment environment = InitEnvironment::read();
   const LaunchEnv& env = environment.launch;

@@ -73,7 +73,7 @@ struct InitOptions {
   std::string init_method = "env://";
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment
-  std::chrono::milliseconds timeout = kDefaultGroupTimeout;
+  std::chrono::milliseconds timeout = kDefaultGroupTimeout;  // positive (0 or less: InvalidArgument)
   StorePtr store;  // if set, used instead of init_method
   std::map<std::string, std::string> backend_config;
   // The job's identity (docs/security.md): rank 0's TCPStore admits only ranks with its run

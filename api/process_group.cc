@@ -123,6 +123,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
                                                   ProcessGroup* parent, const std::vector<int>& members,
                                                   const MemberLists* lists) {
   if (options.size < 1) throw InvalidArgument("ProcessGroup: size must be >= 1, got " + std::to_string(options.size));
+  if (options.timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument("ProcessGroup: ProcessGroupOptions.timeout=" + std::to_string(options.timeout.count()) +
+                          " ms: give a positive timeout (the group's creation and every op that sets none take it)");
+  }
   if (options.rank < 0 || options.rank >= options.size) {
     throw InvalidArgument("ProcessGroup: rank " + std::to_string(options.rank) + " is outside [0, " +
                           std::to_string(options.size) + ")");

@@ -7,6 +7,7 @@
 
 #include "api/errors.h"
 #include "api/store/file_store.h"
+#include "api/store/hash_store.h"
 #include "api/init.h"
 #include "api/process/local_processes.h"
 #include "api/store/server/tcp_store_server.h"
@@ -189,6 +190,38 @@ TEST_F(InitTest, BadInitMethodsAreRefused) {
 // tcp://:PORT (no host) had rank 0's store listen on every interface (the wildcard), which
 // only DISTCOMM_STORE_BIND=* may ask for (docs/security.md): refused before anything listens,
 // as a missing port is; and so is an empty MASTER_ADDR.
+// A group's timeout of 0 (or less) would end init and every op at once: refused first, as an
+// op's own 0 is (an outside user's op timeout of 0 meant "never" on gloo and mpi, "at once"
+// on shm).
+TEST_F(InitTest, AGroupTimeoutOfZeroIsRefused) {
+  InitOptions o;
+  o.backend = "single_rank";
+  o.rank = 0;
+  o.world_size = 1;
+  o.timeout = std::chrono::milliseconds(0);
+  try {
+    init_process_group(o);
+    ADD_FAILURE() << "init took a timeout of 0";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("InitOptions.timeout=0 ms: give a positive timeout"), std::string::npos)
+        << e.what();
+  }
+  destroy_process_group();
+  ProcessGroupOptions po;
+  po.store = std::make_shared<HashStore>();
+  po.size = 1;
+  po.backend = "single_rank";
+  po.timeout = std::chrono::milliseconds(-5);
+  try {
+    ProcessGroup::create(po);
+    ADD_FAILURE() << "ProcessGroup::create took a timeout of -5 ms";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ProcessGroupOptions.timeout=-5 ms: give a positive timeout"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(InitTest, AnEmptyStoreHostIsRefusedBeforeAnythingListens) {
   InitOptions o;
   o.backend = "single_rank";
