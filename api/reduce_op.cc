@@ -167,6 +167,8 @@ void scale_in_place(void* data, size_t count, DType dtype, double factor) {
   });
 }
 
+bool avg_scales_inputs(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
 double reference_reduction(ReduceOp op, DType dtype, const std::vector<int64_t>& inputs) {
   if (inputs.empty()) throw InvalidArgument("reference_reduction: no inputs");
   int64_t acc = inputs[0];

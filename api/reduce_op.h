@@ -42,6 +42,13 @@ ReduceOp parse_reduce_op(const std::string& name);
 // Whether op makes sense for dtype. Bitwise ops need integers or bool; AVG and PREMUL_SUM
 // need numbers (AVG on integers truncates, as NCCL's ncclAvg does; PREMUL_SUM needs floats).
 bool reduce_supported(ReduceOp op, DType dtype, std::string* why = nullptr);
+// Whether AVG of dtype scales every input by 1/size before summing (float16, bfloat16), as
+// NCCL's ncclAvg does for floating types: their sums leave the type's range long before the
+// average does (3 ranks of float16 30000 sum to inf). float32 and float64 divide after the
+// sum, which keeps averages of whole numbers exact; integers sum in their type (wrapping on
+// overflow, as NCCL's do) and then divide, truncating toward zero. A backend that reduces
+// AVG natively keeps to this.
+bool avg_scales_inputs(DType dtype);
 // Throws InvalidArgument with the reason when !reduce_supported.
 void check_reduce_supported(ReduceOp op, DType dtype);
 

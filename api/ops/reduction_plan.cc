@@ -18,6 +18,10 @@ ReductionPlan ReductionPlan::make(const std::string& where_prefix, OpType op, Ba
   plan.run = ReduceOp::SUM;
   plan.premultiply_by = requested.kind == ReduceOp::PREMUL_SUM ? requested.factor : 1.0;
   plan.divide_by = requested.kind == ReduceOp::AVG ? group_size : 1;
+  if (requested.kind == ReduceOp::AVG && avg_scales_inputs(t.dtype())) {
+    plan.premultiply_by = 1.0 / group_size;
+    plan.divide_by = 1;
+  }
   return plan;
 }
 

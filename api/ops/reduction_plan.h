@@ -1,6 +1,7 @@
 // How a reducing op runs: what its backend is asked, and what the host does around it when
 // the backend lacks the reduction for the dtype (AVG: a SUM, then a division by the group's
 // size; PREMUL_SUM: the inputs scaled, then a SUM). Host tensors only; others are refused.
+// AVG of float16 and bfloat16 scales the inputs by 1/size instead (avg_scales_inputs).
 #pragma once
 
 #include <cstdint>

@@ -74,7 +74,10 @@ std::vector<OpType> ShmBackend::supported_ops() const {
           OpType::kBarrier,   OpType::kSend,      OpType::kRecv,     OpType::kRecvAnySource};
 }
 
-bool ShmBackend::reduces_natively(ReduceOp op, DType) const { return op.kind != ReduceOp::PREMUL_SUM; }
+bool ShmBackend::reduces_natively(ReduceOp op, DType dtype) const {
+  if (op.kind == ReduceOp::AVG) return !avg_scales_inputs(dtype);
+  return op.kind != ReduceOp::PREMUL_SUM;
+}
 
 WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
   auto work = std::make_shared<ShmWork>(spec.type, ctx, engine_);

@@ -36,7 +36,8 @@ class ShmBackend final : public Backend {
 
   std::string name() const override { return "shm"; }
   std::vector<OpType> supported_ops() const override;
-  // AVG natively (each reduced element is divided once, by the rank that reduces it);
+  // AVG natively (each reduced element is divided once, by the rank that reduces it),
+  // except of float16/bfloat16, which the ProcessGroup scales first (avg_scales_inputs);
   // PREMUL_SUM through the ProcessGroup's scaling.
   bool reduces_natively(ReduceOp op, DType dtype) const override;
 

@@ -80,6 +80,41 @@ void check_nan_in_min_max(ProcessGroup& pg, const Placement& p) {
   }
 }
 
+void check_avg_near_the_top_of_16bit_ranges(ProcessGroup& pg, const Placement& p) {
+  const int size = pg.size();
+  // Every rank holds v, whose sum over the ranks leaves the type's range (float16's largest
+  // is 65504, bfloat16's about 3.39e38): the average is v all the same (avg_scales_inputs).
+  struct Case {
+    DType dtype;
+    double v;
+    const char* text;
+  };
+  for (const Case& c : {Case{DType::kFloat16, 30000, "30000"}, Case{DType::kBFloat16, 3e38, "3e38"}}) {
+    const DType dtype = c.dtype;
+    const double v = c.v;
+    const std::string more = std::string("avg of ") + c.text + " on every rank";
+    // float16/bfloat16 round v / size once per rank and the sum once per step.
+    const double tol = 1.0 / 64;
+    Guarded all(dtype, 3, [&](int64_t) { return v; }, p);
+    AllReduceOptions a;
+    a.op = ReduceOp::AVG;
+    pg.all_reduce(all.view(), a)->wait();
+    all.check([&](int64_t) { return v; }, describe("all_reduce", dtype, 3, more), tol);
+    Guarded one(dtype, 3, [&](int64_t) { return v; }, p);
+    ReduceOptions r;
+    r.op = ReduceOp::AVG;
+    r.root = size - 1;
+    pg.reduce(one.view(), r)->wait();
+    if (pg.rank() == size - 1) one.check([&](int64_t) { return v; }, describe("reduce", dtype, 3, more), tol);
+    Guarded out(dtype, 2, [&](int64_t) { return 0.0; }, p);
+    Tensor input = p.to_device(host_tensor(dtype, {2 * size}, [&](int64_t) { return v; }));
+    ReduceScatterOptions rs;
+    rs.op = ReduceOp::AVG;
+    pg.reduce_scatter_tensor(out.view(), input, rs)->wait();
+    out.check([&](int64_t) { return v; }, describe("reduce_scatter_tensor", dtype, 2, more), tol);
+  }
+}
+
 void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
   const std::string what = describe("broadcast", dtype, count, root_str(root));
   const int me = pg.rank();

@@ -32,7 +32,10 @@ void sweep_reductions(ProcessGroup& pg, int64_t count, const Placement& p) {
     check_reduce_scatter(pg, c.dtype, c.op, count, list ? Layout::kList : Layout::kTensor, p);
     list = !list;
   }
-  if (count == 1) check_nan_in_min_max(pg, p);  // once per sweep over the counts
+  if (count == 1) {  // once per sweep over the counts
+    check_nan_in_min_max(pg, p);
+    check_avg_near_the_top_of_16bit_ranges(pg, p);
+  }
 }
 
 void sweep_data_movement(ProcessGroup& pg, int64_t count, const Placement& p) {
