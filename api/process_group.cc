@@ -191,6 +191,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     pg->spec_.text += " (cpu: shm within hosts, " + creation.across_backend() + " across; " +
                       HostLayout::from_placements(creation.placements()).describe() + ")";
   }
+  {
+    size_t k = 0;
+    for (const auto& [device, b] : pg->backends_->all()) {
+      if (k == pg->backend_names_.size()) break;
+      if (!b.backend) continue;
+      pg->backend_names_[k++] = {b.backend.get(), Work::intern_backend_name(b.backend->name())};
+    }
+  }
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   if (pg->options_.debug == DebugLevel::kDetail && pg->size() > 1) {

@@ -10,9 +10,12 @@
 // Ranks in arguments (root, dst, src) are ranks in this group.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,7 @@ struct InitWait;
 class MemberLists;
 class OpNumbering;
 struct OpSpec;
+struct ReductionPlan;
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
@@ -239,6 +243,25 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<uint64_t> subgroups_{0};
   std::atomic<uint64_t> shrinks_{0};  // names the n-th shrink: the survivors count alike
   std::atomic<bool> aborted_{false};
+  // The first Timeout, PeerFailure or Desync an op of this group ended with (whatever its
+  // backend, the core's safety net included: work.h): later ops are refused at once,
+  // quoting it (docs/failures.md), also where a backend would have run them. Shared with
+  // each op's on_finish callback, which may run after the group is gone.
+  struct CoreFailure {
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::exception_ptr first;
+    void note(const std::exception_ptr& error);
+  };
+  std::shared_ptr<CoreFailure> core_failure_ = std::make_shared<CoreFailure>();
+  // The group's backends and their numbers for Work::arm_core_deadline, set once its
+  // backends are final (build()); a backend not here is looked up by name.
+  std::array<std::pair<const Backend*, uint16_t>, 4> backend_names_{};
+  uint16_t backend_name_id(const Backend& b) const;
+  // issue()'s parts (process_group_ops.cc): a later op of a group that failed; the
+  // backend's own call, refusing a null Work and giving what it throws the op's context.
+  WorkPtr refused_since_failure(const OpContext& ctx) const;
+  WorkPtr call_backend(const BackendCall& call, Backend& b, const ReductionPlan& plan, const OpContext& ctx);
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

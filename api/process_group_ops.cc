@@ -128,8 +128,11 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   // DETAIL's checks wrap the backend's call (detail_checks.h), inside the recording: a
   // Desync they raise is recorded as the op's failure to issue, and dumped.
   auto run = [&]() -> WorkPtr {
-    if (detail_ && spec.kind != OpKind::kInternal) return detail_->around(spec, ctx, [&] { return call(b, plan, ctx); });
-    return call(b, plan, ctx);
+    if (WorkPtr refused = refused_since_failure(ctx)) return refused;
+    if (detail_ && spec.kind != OpKind::kInternal) {
+      return detail_->around(spec, ctx, [&] { return call_backend(call, b, plan, ctx); });
+    }
+    return call_backend(call, b, plan, ctx);
   };
   WorkPtr work;
   if (recorder_) {
@@ -146,6 +149,108 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
     work = run();
   }
   return spec.divided ? plan.divided_after(work, *spec.divided) : work;
+}
+
+void ProcessGroup::CoreFailure::note(const std::exception_ptr& error) {
+  if (!error || failed.load(std::memory_order_acquire)) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Timeout&) {
+  } catch (const PeerFailure&) {
+  } catch (const Desync&) {
+  } catch (...) {
+    return;  // an op's own mistake (InvalidArgument, ...) leaves the group usable
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (failed.load(std::memory_order_relaxed)) return;
+  first = error;
+  failed.store(true, std::memory_order_release);
+}
+
+namespace {
+
+// The words the backends' GroupFailure refuses later ops with (group_failure.cc), so that
+// a refusal reads the same whether the core or the backend gave it.
+constexpr char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
+
+// error's message without the refusal a backend already put around it (an op refused by
+// its backend's own GroupFailure can be the first the core sees end): the core quotes the
+// first failure once.
+std::exception_ptr quoted_refusal(const std::exception_ptr& first) {
+  const std::string message = message_of(first);
+  const size_t at = message.find(kUnusable);
+  if (at != std::string::npos) {
+    // "<op>: the group is unusable ...: <first failure>": keep the refusal as it is.
+    const std::string refusal = message.substr(at);
+    try {
+      std::rethrow_exception(first);
+    } catch (const Timeout&) {
+      return std::make_exception_ptr(Timeout(refusal));
+    } catch (const Desync&) {
+      return std::make_exception_ptr(Desync(refusal));
+    } catch (...) {
+      return std::make_exception_ptr(PeerFailure(refusal));
+    }
+  }
+  return with_context(first, kUnusable);
+}
+
+}  // namespace
+
+WorkPtr ProcessGroup::refused_since_failure(const OpContext& ctx) const {
+  if (!core_failure_->failed.load(std::memory_order_acquire)) return nullptr;
+  std::exception_ptr first;
+  {
+    std::lock_guard<std::mutex> lock(core_failure_->mu);
+    first = core_failure_->first;
+  }
+  // Ended at once, as the backends' own refusals end (a Work that fails; finish() puts the
+  // op's description in front), of the first failure's type, as theirs are.
+  auto refused = std::make_shared<Work>(ctx.fingerprint.op, ctx.seq, ctx.description);
+  refused->finish(quoted_refusal(first));
+  return refused;
+}
+
+uint16_t ProcessGroup::backend_name_id(const Backend& b) const {
+  for (const auto& [backend, id] : backend_names_) {
+    if (backend == &b) return id;
+  }
+  return Work::intern_backend_name(b.name());
+}
+
+WorkPtr ProcessGroup::call_backend(const BackendCall& call, Backend& b, const ReductionPlan& plan,
+                                   const OpContext& ctx) {
+  WorkPtr work;
+  try {
+    work = call(b, plan, ctx);
+  } catch (...) {
+    // What the backend threw before returning a Work, with the op's context and the
+    // backend's name; a distcomm error keeps its type. One that says where already (the
+    // core's own checks, a backend that quoted the description) is left as it is.
+    const std::exception_ptr thrown = std::current_exception();
+    const std::string message = message_of(thrown);
+    if (message.rfind(checks_->where_prefix(), 0) == 0) throw;
+    const std::string where = ctx.description + ": backend '" + b.name() + "'";
+    try {
+      throw;
+    } catch (const std::exception&) {
+      std::rethrow_exception(with_context(thrown, where + " threw"));
+    } catch (...) {
+      throw Error(where + " threw a non-std::exception (distcomm cannot say what it was; a backend must throw "
+                          "std::exception, best a distcomm error)");
+    }
+  }
+  if (!work) {
+    throw Error(ctx.description + ": backend '" + b.name() +
+                "' returned a null Work for the op; a backend returns a Work for every op it accepts, and throws "
+                "(or returns a failed Work) for one it refuses");
+  }
+  // The core's safety net (work.h) and the group's first failure, for every backend.
+  work->arm_core_deadline(ctx.timeout, backend_name_id(b));
+  work->on_finish([failure = core_failure_](std::exception_ptr error) {
+    if (error) failure->note(error);
+  });
+  return work;
 }
 
 namespace {

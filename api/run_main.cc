@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "api/errors.h"
+#include "api/plugin/plugin_registry.h"
 #include "api/process/failure_origin.h"
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
@@ -37,10 +38,22 @@ void leave_report(const std::string& text) {
   f << report.encode();
 }
 
+// What ended the program through std::terminate. Where the loader is inside dlopen of a
+// plugin on this thread, it was that plugin's static initialisation (nothing can catch
+// there); otherwise an exception nobody caught, on a thread it cannot tell (main's too: a
+// noexcept function, a destructor), so it claims none.
+std::string terminate_text(const std::exception_ptr& e) {
+  if (!e) return "std::terminate was called without an exception";
+  const std::string plugin = plugin_being_loaded();
+  if (!plugin.empty()) {
+    return "loading plugin " + plugin + " threw " + type_and_message(e) +
+           " from its static initialisers (inside dlopen, where C++ allows no catching it): fix or remove the plugin";
+  }
+  return "an exception was not caught (std::terminate): " + type_and_message(e);
+}
+
 [[noreturn]] void on_terminate() {
-  const std::exception_ptr e = std::current_exception();
-  const std::string what = e ? "an exception escaped a thread: " + type_and_message(e)
-                             : std::string("std::terminate was called without an exception");
+  const std::string what = terminate_text(std::current_exception());
   leave_report(what);
   say(g_program ? *g_program : "distcomm", what);
   std::fflush(nullptr);

@@ -1,5 +1,7 @@
 #include "api/work.h"
 
+#include <algorithm>
+
 #include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "api/logging.h"
@@ -33,12 +35,30 @@ Work::~Work() = default;
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
+  const Clock::time_point net = net_deadline_locked();
+  const auto done = [&] { return completed_; };
   if (is_use_default(timeout)) {
-    cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
-    throw Timeout((description_.empty() ? std::string(op_type_name(op_)) : description_) +
-                  ": not finished after " + std::to_string(timeout.count()) +
-                  " ms of waiting (Work::wait timeout); the op is still running");
+    if (net == Clock::time_point::max()) {
+      cv_.wait(lock, done);
+    } else if (!cv_.wait_until(lock, net, done)) {
+      lock.unlock();
+      end_by_core();  // the backend let the op outlive its timeout and the grace
+      lock.lock();
+    }
+  } else {
+    const auto now = Clock::now();
+    const bool net_first = net != Clock::time_point::max() && net - now <= timeout;
+    if (net_first) {
+      if (!cv_.wait_until(lock, net, done)) {
+        lock.unlock();
+        end_by_core();
+        lock.lock();
+      }
+    } else if (!cv_.wait_for(lock, timeout, done)) {
+      throw Timeout((description_.empty() ? std::string(op_type_name(op_)) : description_) +
+                    ": not finished after " + std::to_string(timeout.count()) +
+                    " ms of waiting (Work::wait timeout); the op is still running");
+    }
   }
   if (error_) std::rethrow_exception(error_);
 }
@@ -49,16 +69,24 @@ void Work::wait(CUstream_st* stream) {
 }
 
 bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (completed_ || !net_armed_ || Clock::now() < net_deadline_locked()) return completed_;
+  }
+  // A poll past the safety net's deadline ends the op as a wait would (the poll is what
+  // this caller does instead of waiting).
+  const_cast<Work*>(this)->end_by_core();
+  return true;
 }
 
 bool Work::is_success() const {
+  if (!Work::is_completed()) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  return completed_ && !error_;
+  return !error_;
 }
 
 std::exception_ptr Work::exception() const {
+  Work::is_completed();  // the safety net's deadline, as a poll sees it
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
@@ -119,6 +147,107 @@ void Work::on_finish(std::function<void(std::exception_ptr)> cb) {
   auto err = error_;  // finish() has begun: the outcome is known, run it here
   lock.unlock();
   cb(err);
+}
+
+// ---------------------------------------------------------------------------------------
+// The core's safety net
+
+namespace {
+
+// Work's members before the safety net's fields: those fields live in what was padding, so
+// a plugin built against earlier headers (which allocates Work with make_shared, and lays
+// out its own subclasses after it) still agrees with the core on Work's size and layout.
+struct WorkLayoutBeforeSafetyNet {
+  virtual ~WorkLayoutBeforeSafetyNet();
+  std::mutex mu;
+  std::condition_variable cv;
+  OpType op;
+  uint64_t seq;
+  std::string description;
+  Work::Clock::time_point start, end;
+  bool finishing, completed;
+  std::exception_ptr error;
+  int source_rank;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
+};
+static_assert(sizeof(Work) == sizeof(WorkLayoutBeforeSafetyNet), "Work's layout is part of the plugin ABI");
+
+// Names for intern_backend_name, kept for the process's life (never destroyed: a Work may
+// end during static destruction).
+struct BackendNames {
+  std::mutex mu;
+  std::vector<std::string> names{""};  // 0: none
+};
+BackendNames& backend_names() {
+  static BackendNames* names = new BackendNames;
+  return *names;
+}
+
+}  // namespace
+
+std::chrono::milliseconds core_timeout_grace(std::chrono::milliseconds timeout) {
+  // Long enough that a backend which enforces its own timeouts always ends the op first,
+  // with its own (better) Timeout: gloo's and shm's stall watch sees a deadline within a
+  // tick (0.5 s), then GroupFailure asks the other ranks where they are (about a tick, its
+  // store calls bounded at 3 s) and publishes the failure (bounded at 3 s) before the op
+  // ends: up to ~7 s past the deadline when the store is slow to answer; mpi and nccl's
+  // watchdogs are bounded alike. 10 s covers that with room for a loaded host; 10% of the
+  // timeout keeps the margin in proportion for long timeouts (3 min for 30 min).
+  return std::max<std::chrono::milliseconds>(std::chrono::seconds(10), timeout / 10);
+}
+
+uint16_t Work::intern_backend_name(const std::string& name) {
+  BackendNames& all = backend_names();
+  std::lock_guard<std::mutex> lock(all.mu);
+  for (size_t i = 1; i < all.names.size(); ++i) {
+    if (all.names[i] == name) return static_cast<uint16_t>(i);
+  }
+  if (all.names.size() > 0xffff) return 0;
+  all.names.push_back(name);
+  return static_cast<uint16_t>(all.names.size() - 1);
+}
+
+void Work::arm_core_deadline(std::chrono::milliseconds timeout, uint16_t backend_name_id) {
+  if (timeout <= std::chrono::milliseconds::zero()) return;
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (completed_ || finishing_) return;
+  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_) + timeout +
+                     core_timeout_grace(timeout);
+  if (after.count() >= 0xffffffffLL || timeout.count() >= 0xffffffffLL) return;  // no deadline to keep
+  net_after_ms_ = static_cast<uint32_t>(after.count());
+  net_timeout_ms_ = static_cast<uint32_t>(timeout.count());
+  net_backend_ = backend_name_id;
+  net_armed_ = true;
+}
+
+Work::Clock::time_point Work::net_deadline_locked() const {
+  if (!net_armed_) return Clock::time_point::max();
+  return start_ + std::chrono::milliseconds(net_after_ms_);
+}
+
+void Work::end_by_core() {
+  std::string backend;
+  std::chrono::milliseconds timeout;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout = std::chrono::milliseconds(net_timeout_ms_);
+  }
+  {
+    BackendNames& all = backend_names();
+    std::lock_guard<std::mutex> lock(all.mu);
+    backend = net_backend_ < all.names.size() ? all.names[net_backend_] : "";
+  }
+  // finish() puts the description (rank, group, op, sequence number) before it.
+  finish(std::make_exception_ptr(Timeout(
+      "backend '" + (backend.empty() ? std::string("?") : backend) + "' did not end the op within its timeout (" +
+      std::to_string(timeout.count()) + " ms) nor within the core's grace after it (" +
+      std::to_string(core_timeout_grace(timeout).count()) +
+      " ms); the core ended it with this Timeout (the backend may still be running it; what it does with the op "
+      "later is ignored)")));
+  // The backend may have begun to end the op first: its finish() completes it.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return completed_; });
 }
 
 namespace {

@@ -83,12 +83,31 @@ class Work {
   // op ended, cb runs here, and what it throws reaches this caller.
   void on_finish(std::function<void(std::exception_ptr)> cb);
 
+  // The core's safety net (set by the ProcessGroup on the Work its backend returned, for
+  // every backend): the op's timeout, counted from now, and the name of the backend that
+  // runs it (intern_backend_name). A wait, wait(timeout) or poll (is_completed, is_success,
+  // exception) that finds the op not ended once timeout + core_timeout_grace(timeout) have
+  // passed ends it here with a Timeout saying the backend did not end it within its
+  // timeout; a later finish() by the backend is then ignored (only the first call counts).
+  // Backends that enforce their timeouts themselves end their ops first. A timeout too
+  // long to keep (over ~49 days) arms nothing. Kept in what was padding of this class: a
+  // plugin built against earlier headers allocates and lays out Work as before.
+  void arm_core_deadline(std::chrono::milliseconds timeout, uint16_t backend_name_id);
+  // A process-wide number for a backend's name, for arm_core_deadline (0: none; names are
+  // kept for the process's life, there are few).
+  static uint16_t intern_backend_name(const std::string& name);
+
  protected:
   mutable std::mutex mu_;
   std::condition_variable cv_;
 
  private:
   const OpType op_;
+  // The core's deadline (arm_core_deadline), in what was padding after op_ and after
+  // source_rank_ (work.cc checks that sizeof(Work) stays what it was).
+  bool net_armed_ = false;
+  uint16_t net_backend_ = 0;   // intern_backend_name's number
+  uint32_t net_after_ms_ = 0;  // from start_: the end of the grace
   const uint64_t seq_;
   const std::string description_;
   const Clock::time_point start_;
@@ -97,8 +116,19 @@ class Work {
   bool completed_ = false;
   std::exception_ptr error_;
   int source_rank_ = -1;
+  uint32_t net_timeout_ms_ = 0;  // the op's timeout, for the message
   std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+
+  // When the safety net fires (time_point::max() when unarmed); under mu_.
+  Clock::time_point net_deadline_locked() const;
+  // Ends the op with the safety net's Timeout (unless the backend has begun to end it),
+  // then waits until it has completed. Called without mu_ held.
+  void end_by_core();
 };
+
+// The grace the core gives a backend past an op's timeout before its safety net ends the
+// op: max(10 s, 10% of the timeout) (work.cc says why).
+std::chrono::milliseconds core_timeout_grace(std::chrono::milliseconds timeout);
 
 using WorkPtr = std::shared_ptr<Work>;
 

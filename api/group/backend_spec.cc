@@ -9,6 +9,19 @@
 #include "api/plugin/plugin_registry.h"
 
 namespace distcomm {
+namespace {
+
+// A plugin's name in `spec` (as load_plugin would refuse it, but before anything is sent).
+void check_name(const std::string& spec, const std::string& name) {
+  const std::vector<std::string>& built_in = built_in_backend_names();
+  if (std::find(built_in.begin(), built_in.end(), name) != built_in.end()) return;
+  const std::string why = invalid_backend_name_reason(name);
+  if (why.empty()) return;
+  throw InvalidArgument("invalid backend name '" + name + "': " + why +
+                        (spec == name ? std::string() : " (in backend '" + spec + "')"));
+}
+
+}  // namespace
 
 BackendSpec BackendSpec::parse(const std::string& given) {
   BackendSpec out;
@@ -25,6 +38,7 @@ BackendSpec BackendSpec::parse(const std::string& given) {
     if (spec.find(',') != std::string::npos) {
       throw InvalidArgument("backend '" + spec + "': a list needs device types, e.g. 'cpu:gloo,cuda:nccl'");
     }
+    check_name(spec, spec);
     return out;  // one backend for every device it serves: resolved when the plugin is loaded
   }
   std::stringstream ss(spec);
@@ -35,6 +49,7 @@ BackendSpec BackendSpec::parse(const std::string& given) {
       throw InvalidArgument("backend '" + spec + "': '" + item + "' is not of the form device:backend");
     }
     const DeviceType dev = parse_device_type(item.substr(0, colon));
+    check_name(spec, item.substr(colon + 1));
     if (!out.by_device.emplace(dev, item.substr(colon + 1)).second) {
       throw InvalidArgument("backend '" + spec + "': device '" + item.substr(0, colon) + "' given twice");
     }

@@ -350,7 +350,15 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       const BackendCreationScope creating(wait_);
       GroupBackend made;
       auto from = reused.find(device);
-      if (from != reused.end()) made.backend.reset(from->second->create_subgroup_backend(&bo, members));
+      if (from != reused.end()) {
+        try {
+          made.backend.reset(from->second->create_subgroup_backend(&bo, members));
+        } catch (...) {
+          // Said as an error of create() is (create_backend): with this rank, group and backend.
+          std::rethrow_exception(backend_creation_error(std::current_exception(), name, bo,
+                                                        load_plugin(name, plugins).path));
+        }
+      }
       if (!made.backend) made.backend = create_backend(name, bo, plugins);
       made.plugin = name;
       made.abi_minor = load_plugin(name, plugins).abi_minor;

@@ -114,6 +114,15 @@ struct InitWait {
   // How long since `started`, for messages ("12.5 s").
   std::string waited_text() const;
 
+  // `what` says what the ranks are waiting to do, as the rest of a sentence that follows
+  // "waiting for ranks [2] " (or "the other ranks "): a verb phrase in the infinitive, lower
+  // case, no trailing punctuation, naming the phase and the backend: "to publish their gloo
+  // addresses", "to say hello over storebk". It is not a label ("storebk hello"): the
+  // messages read "init has waited 30.0 s for ranks [2] <what>" and "<where>: init timed out
+  // after ... waiting for ranks [2] <what>". `where` (for_backend's) should name the rank and
+  // group (group_rank_text: "rank 0/2 group 'world' (mine)"): an error that begins so is
+  // passed on by the group's creation as it is, others get "rank 0/2 group 'world': while
+  // creating backend 'mine': " put before them.
   // Repeats poll(slice) until it returns true. poll waits at most `slice` (never past the
   // deadline, never more than a report interval) and returns whether the phase is done.
   // Every report interval it logs one line naming missing() ("init has waited 30 s of

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/backend_spec.h"
 #include "api/logging.h"
@@ -203,22 +205,6 @@ std::string built_in_hidden_by(const std::string& dir, const std::string& file, 
   return "";
 }
 
-// A plugin's exception out of create(): a distcomm error as it is (it says what went wrong
-// in the plugin's own words, often "rank R, group ...: ..." that callers look for, and the
-// group's creation and the fault handling catch it by type); any other ("boom in ctor", or
-// "unknown exception" for one that is not a std::exception, which named neither the backend
-// nor its file) becomes an Error naming the backend, its file and the exception's type.
-std::exception_ptr from_create(std::exception_ptr e, const std::string& name, const std::string& path) {
-  const std::string where = "backend '" + name + "' (" + path + ")";
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error&) {
-    return e;
-  } catch (...) {
-    return std::make_exception_ptr(Error(where + ": create() threw " + local::describe_current_exception()));
-  }
-}
-
 std::mutex& registry_mutex() {
   static std::mutex mu;
   return mu;
@@ -229,14 +215,27 @@ std::map<std::string, PluginInfo>& loaded() {
   return *m;
 }
 
-// distcomm's own libraries that share the plugins' prefix without being plugins. They are
-// installed in <prefix>/lib, the folder of libdistcomm.so, which is searched for plugins:
-// without this list they showed as backends, and asking for one dlopened it ("no entry
-// point"). Checking each file's entry point instead would dlopen every file in the search
-// path (running its initializers) to write one error message.
+// distcomm's own libraries that share the plugins' prefix without being plugins: every
+// libdistcomm_<name>.so that //:install puts in <prefix>/lib (tools/install/install.sh),
+// the folder of libdistcomm.so, which is searched for plugins. Without this list they
+// showed as backends, and asking for one dlopened it ("no entry point"; libdistcomm_torch
+// pulls in libtorch and runs its static initialisers). Checking each file's entry point
+// instead would dlopen every file in the search path (running its initializers) to write
+// one error message. docs/writing-a-plugin.md names the same (non_plugin_library_names()).
+struct NonPlugin {
+  const char* name;
+  const char* what;
+};
+constexpr NonPlugin kNonPlugins[] = {
+    {"ft", "distcomm's fault-tolerance library (ft/)"},
+    {"ddp", "distcomm's DistributedDataParallel library (ddp/)"},
+    {"torch", "distcomm's libtorch integration (integrations/torch/)"},
+};
+
 const char* non_plugin_library(const std::string& name) {
-  if (name == "ft") return "distcomm's fault-tolerance library (ft/)";
-  if (name == "ddp") return "distcomm's DistributedDataParallel library (ddp/)";
+  for (const NonPlugin& n : kNonPlugins) {
+    if (name == n.name) return n.what;
+  }
   return nullptr;
 }
 
@@ -279,7 +278,7 @@ std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& 
       if (n.size() > prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
           n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
         const std::string name = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
-        if (non_plugin_library(name)) continue;
+        if (non_plugin_library(name) || !invalid_backend_name_reason(name).empty()) continue;
         if (seen.insert(name).second) found.emplace_back(name, dir + "/" + n);
       }
     }
@@ -289,6 +288,59 @@ std::vector<std::pair<std::string, std::string>> scan_names(const PluginSearch& 
 }
 
 }  // namespace
+
+std::string invalid_backend_name_reason(const std::string& name) {
+  if (name.empty()) return "a backend name is not empty";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '_') continue;
+    char shown[16];
+    if (std::isprint(u)) {
+      std::snprintf(shown, sizeof(shown), "'%c'", c);
+    } else {
+      std::snprintf(shown, sizeof(shown), "byte 0x%02x", u);
+    }
+    return std::string(shown) + " is not allowed: a backend name is letters, digits and '_' (its plugin is "
+           "libdistcomm_<name>.so, looked up by that name in the plugin search path's folders, never in "
+           "another folder)";
+  }
+  return "";
+}
+
+// A plugin's exception out of create(), said with the rank, group and backend it belongs
+// to (a plugin's own words, "TCPStore ...: timed out after 8 s waiting for key ...", named
+// neither): "rank 0/2 group 'world': while creating backend 'mine': <its message>". A
+// distcomm error keeps its type (the group's creation and the fault handling catch it by
+// type); an InvalidArgument (a setting's value the plugin refused) reads "rank 0/2 group
+// 'world' (mine): ..." as every other refusal of a setting does. A message that already
+// begins with a rank ("rank 0/2 group 'world' (gloo): init timed out ...": InitWait's own,
+// where the backend gave it the group's words) is left as it is. Any other exception
+// ("boom in ctor", or "unknown exception" for one that is not a std::exception) becomes an
+// Error naming also the plugin's file and the exception's type.
+std::exception_ptr backend_creation_error(std::exception_ptr e, const std::string& name,
+                                          const BackendOptions& options, const std::string& path) {
+  const std::string rank = group_rank_text(options.rank, options.size, options.group_name, options.global_ranks);
+  const std::string creating = rank + ": while creating backend '" + name + "'";
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& x) {
+    const std::string what = x.what();
+    if (what.rfind("rank ", 0) == 0 || what.find(creating) != std::string::npos) return e;
+    if (dynamic_cast<const InvalidArgument*>(&x)) return with_context(e, rank + " (" + name + ")");
+    return with_context(e, creating);
+  } catch (...) {
+    return std::make_exception_ptr(Error(creating + " (" + path + "): create() threw " +
+                                         local::describe_current_exception()));
+  }
+}
+
+std::vector<std::string> non_plugin_library_names() {
+  std::vector<std::string> out;
+  for (const NonPlugin& n : kNonPlugins) out.push_back(n.name);
+  return out;
+}
+
+std::string plugin_being_loaded() { return t_loading ? t_loading->second : std::string(); }
 
 std::vector<std::string> plugin_search_path(const PluginSearch& search) {
   std::vector<std::string> dirs = search.plugin_path;
@@ -312,11 +364,20 @@ std::vector<std::string> plugin_search_path(const PluginSearch& search) {
 std::vector<std::string> plugin_search_path() { return plugin_search_path(PluginSearch::from_environment()); }
 
 const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search) {
+  // Before any file is looked up: the name becomes part of a path ("a/b" would search
+  // sub-folders, "../x" other folders, and dlopen runs a file's initialisers before its
+  // descriptor's name could refuse it).
+  const std::string invalid = invalid_backend_name_reason(name);
+  if (!invalid.empty()) throw InvalidArgument("invalid backend name '" + name + "': " + invalid);
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = loaded().find(name);
   if (it != loaded().end()) return it->second;
 
   std::string tried;
+  // Files of this name refused before one loads: said, since a refused file earlier in the
+  // search path (a plugin built for another ABI in DISTCOMM_PLUGIN_PATH) is most often a
+  // mistake, and the one loaded instead would otherwise hide it.
+  std::string refused;
   for (const auto& dir : plugin_search_path(search)) {
     const std::string path = dir + "/" + file_name_for(name);
     if (!is_file(path)) {
@@ -337,9 +398,14 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
         log_line("backend '" + name + "': using " + path + " (from DISTCOMM_PLUGIN_PATH) in place of the built-in " +
                  hidden);
       }
+      if (!refused.empty()) {
+        log_line("warning: backend '" + name + "': loaded " + path + "; skipped, earlier in the plugin search path:" +
+                 refused);
+      }
       return loaded().emplace(name, describe(d, path)).first->second;
     }
     tried += "\n  " + path + ": refused: " + why;
+    refused += "\n  " + path + " (refused: " + why + ")";
   }
   // What a backend spec may name: the built-in names, which choose among the plugins, and
   // the plugins found.
@@ -349,7 +415,8 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
   // A file named in another case is left out: no backend spec can name it (the line above
   // for its folder says so).
   for (const auto& [n, path] : scan_names(search)) {
-    if (is_lower_case(n)) plugins += (plugins.empty() ? "" : ", ") + n;
+    // This backend's own files are there, and were refused (above): it is no backend to choose.
+    if (is_lower_case(n)) plugins += (plugins.empty() ? "" : ", ") + n + (n == name ? " (refused: see above)" : "");
   }
   throw BackendUnavailable("cannot load backend '" + name + "': no usable " + file_name_for(name) +
                            ". Searched:" + tried + "\nAvailable backends: " + names +
@@ -421,7 +488,8 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   const PluginInfo& info = load_plugin(name, search);
   if (!info.available) {
     throw BackendUnavailable("backend '" + name + "' (" + info.path + ") cannot run here: " +
-                             info.unavailable_reason);
+                             (info.unavailable_reason.empty() ? std::string("(the plugin gave no reason)")
+                                                              : info.unavailable_reason));
   }
   const uint32_t bit = options.device == DeviceType::kCPU ? DISTCOMM_DEVICE_CPU : DISTCOMM_DEVICE_CUDA;
   if (!(info.devices & bit)) {
@@ -432,7 +500,7 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   try {
     backend.reset(info.descriptor->create(options));
   } catch (...) {
-    std::rethrow_exception(from_create(std::current_exception(), name, info.path));
+    std::rethrow_exception(backend_creation_error(std::current_exception(), name, options, info.path));
   }
   if (!backend) throw BackendUnavailable("backend '" + name + "' (" + info.path + ") create() returned null");
   return backend;

@@ -56,9 +56,29 @@ std::vector<std::string> plugin_search_path(const PluginSearch& search);
 std::vector<std::string> plugin_search_path();
 
 // Loads (once per process) and checks the plugin for `name`. Throws BackendUnavailable
-// naming the backend, every path tried, why each was refused and the backends that exist.
+// naming the backend, every path tried, why each was refused and the backends that exist
+// (this one marked when its files were refused); InvalidArgument for a name that cannot
+// name a plugin (invalid_backend_name_reason), before any file is looked up. A file of the
+// name refused before another one loads is logged (a warning: it is most often a mistake,
+// a stale or mis-built plugin earlier in DISTCOMM_PLUGIN_PATH), naming both.
 const PluginInfo& load_plugin(const std::string& name, const PluginSearch& search);
 const PluginInfo& load_plugin(const std::string& name);
+
+// "" when `name` may name a plugin, else why not: a backend name is letters, digits and
+// '_' (it becomes the file name libdistcomm_<name>.so; a '/' would reach other folders).
+// load_plugin and BackendSpec::parse refuse the others ("invalid backend name '<name>': <why>")
+// before any file is looked up.
+std::string invalid_backend_name_reason(const std::string& name);
+
+// The <name>s of distcomm's own libdistcomm_<name>.so that are not plugins (ft, ddp,
+// torch: installed beside libdistcomm.so, a folder the loader searches). The loader never
+// loads, nor lists, them as backends.
+std::vector<std::string> non_plugin_library_names();
+
+// The path of the plugin this thread is dlopening now ("" when none): an exception out of
+// its static initialisers ends the process inside dlopen, and the terminate handler
+// (run_main's) names it.
+std::string plugin_being_loaded();
 
 // Every plugin found on the search path, loaded and probed (for tools and messages).
 std::vector<PluginInfo> list_backends();
@@ -80,10 +100,18 @@ void check_backend_config(const std::vector<std::string>& backends, const std::m
 void set_plugin_debug_level(DebugLevel level);
 
 // load_plugin(name), its available() probe, then its factory. An exception create() throws
-// comes out naming the backend and its file, with its message; a distcomm error keeps its
-// type, any other becomes Error naming its type.
+// comes out with the rank, group and backend ("rank 0/2 group 'world': while creating
+// backend 'mine': ..."; an InvalidArgument "rank 0/2 group 'world' (mine): ...") unless its
+// message already begins with a rank; a distcomm error keeps its type, any other becomes
+// Error naming its type and the plugin's file.
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options,
                                         const PluginSearch& search);
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
+
+// What create_backend throws for `e`, an exception out of backend `name`'s create() (or
+// create_subgroup_backend(), which the group's creation calls) with `options`; `path` is
+// its plugin's file, named for an exception that is not a distcomm error.
+std::exception_ptr backend_creation_error(std::exception_ptr e, const std::string& name,
+                                          const BackendOptions& options, const std::string& path);
 
 }  // namespace distcomm

@@ -91,7 +91,8 @@ TEST(RunMain, AnExceptionEscapingAThreadEndsTheProcessWithOneLine) {
   });
   ASSERT_TRUE(WIFEXITED(o.status)) << "not killed by a signal: " << o.err;
   EXPECT_EQ(WEXITSTATUS(o.status), 1);
-  EXPECT_EQ(o.err, "prog: an exception escaped a thread: distcomm::InvalidArgument: thrown on a library's thread\n");
+  EXPECT_EQ(o.err, "prog: an exception was not caught (std::terminate): distcomm::InvalidArgument: thrown on a "
+                   "library's thread\n");
 }
 
 }  // namespace
