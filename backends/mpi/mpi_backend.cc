@@ -7,6 +7,7 @@
 
 #include "api/errors.h"
 #include "api/plugin/plugin.h"
+#include "backends/mpi/mpi_counts.h"
 #include "backends/mpi/mpi_group_comm.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_work.h"
@@ -130,11 +131,9 @@ WorkPtr MpiBackend::submit(std::unique_ptr<Op> op, const OpContext& ctx) {
   return work;
 }
 
-void MpiBackend::check_count(OpType type, int64_t count, const char* what) const {
-  if (count > INT_MAX) {
-    throw InvalidArgument(std::string("mpi backend: ") + op_type_name(type) + " of " + std::to_string(count) +
-                          " " + what + " exceeds MPI's int count (2147483647); split the tensor");
-  }
+void MpiBackend::check_count(OpType type, int64_t count) const {
+  const std::string problem = per_rank_count_problem(op_type_name(type), count);
+  if (!problem.empty()) throw InvalidArgument("mpi backend: " + problem);
 }
 
 void MpiBackend::check_tag(OpType type, int tag) const {
@@ -175,7 +174,7 @@ WorkPtr MpiBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpCo
 
 WorkPtr MpiBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&,
                                const OpContext& ctx) {
-  check_count(OpType::kAllGather, input.numel(), "elements per rank");
+  check_count(OpType::kAllGather, input.numel());
   auto op = make_op(Call::kAllgather, OpType::kAllGather, ctx, output);
   op->count = input.numel();
   const char* own_block = op->data + rank() * op->count * static_cast<int64_t>(op->element_size);
@@ -186,7 +185,7 @@ WorkPtr MpiBackend::all_gather(Tensor& output, const Tensor& input, const AllGat
 
 WorkPtr MpiBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts,
                            const OpContext& ctx) {
-  check_count(OpType::kGather, input.numel(), "elements per rank");
+  check_count(OpType::kGather, input.numel());
   const bool is_root = opts.root == rank();
   auto op = make_op(Call::kGather, OpType::kGather, ctx, is_root ? output : Tensor());
   op->count = input.numel();
@@ -200,7 +199,7 @@ WorkPtr MpiBackend::gather(Tensor& output, const Tensor& input, const GatherOpti
 
 WorkPtr MpiBackend::scatter(Tensor& output, const Tensor& input, const ScatterOptions& opts,
                             const OpContext& ctx) {
-  check_count(OpType::kScatter, output.numel(), "elements per rank");
+  check_count(OpType::kScatter, output.numel());
   auto op = make_op(Call::kScatter, OpType::kScatter, ctx, output);
   op->root = opts.root;
   if (opts.root == rank()) {
@@ -213,7 +212,7 @@ WorkPtr MpiBackend::scatter(Tensor& output, const Tensor& input, const ScatterOp
 
 WorkPtr MpiBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
                                    const OpContext& ctx) {
-  check_count(OpType::kReduceScatter, output.numel(), "elements per rank");
+  check_count(OpType::kReduceScatter, output.numel());
   auto op = make_op(Call::kReduceScatter, OpType::kReduceScatter, ctx, output);
   op->reduce_op = op_of(opts.op, output.dtype());
   op->input = separate_input(*op, input, output);
@@ -223,8 +222,12 @@ WorkPtr MpiBackend::reduce_scatter(Tensor& output, const Tensor& input, const Re
 WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
                                const std::vector<int64_t>& input_counts, const AllToAllOptions&,
                                const OpContext& ctx) {
-  check_count(OpType::kAllToAll, input.numel(), "input elements");
-  check_count(OpType::kAllToAll, output.numel(), "output elements");
+  // MPI_Ialltoallv's counts are per peer: the totals may exceed INT_MAX, but each peer's
+  // count and displacement must fit an int (mpi_counts.h).
+  for (const std::string& problem :
+       {alltoallv_count_problem(input_counts, "input"), alltoallv_count_problem(output_counts, "output")}) {
+    if (!problem.empty()) throw InvalidArgument("mpi backend: " + problem);
+  }
   // Always MPI_Ialltoallv: a rank sees only its own counts, and every rank must make the
   // same call. A rank whose counts were all equal (all 0, say, a rank with nothing to send
   // or receive) made MPI_Ialltoall while the others made MPI_Ialltoallv, and its op never

@@ -71,7 +71,7 @@ class MpiBackend : public Backend {
   std::unique_ptr<Op> make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data);
   WorkPtr submit(std::unique_ptr<Op> op, const OpContext& ctx);
   // MPI counts are int: refuses (before anything is sent) a count that cannot be split.
-  void check_count(OpType type, int64_t count, const char* what) const;
+  void check_count(OpType type, int64_t count) const;
   void check_tag(OpType type, int tag) const;
   // The input of a gather-like op, kept alive by the op: a copy when it overlaps `output`
   // (MPI forbids aliased buffers; the exact in-place layouts use MPI_IN_PLACE instead).

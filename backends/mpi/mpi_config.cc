@@ -8,7 +8,9 @@ namespace mpi {
 const distcomm_config_key kConfigKeys[] = {
     {"max_count_per_call", "2147483647", nullptr,
      "elements per MPI call (MPI counts are int); larger all_reduce, reduce, broadcast, send and recv are "
-     "split into several calls"},
+     "split into several calls; all_to_all is limited per peer (each peer's count and block offset at most "
+     "2147483647, the total may be larger), all_gather, gather, scatter and reduce_scatter per rank (at most "
+     "2147483647 elements per rank), and larger ones are refused: split them into several ops or use gloo or shm"},
     {"progress", "waiters", nullptr,
      "who calls MPI for small ops: 'waiters' (the threads that submit and wait, with MPI_THREAD_MULTIPLE) or "
      "'thread' (only the plugin's MPI thread); the first group of the process decides"},

@@ -17,8 +17,9 @@
 namespace distcomm {
 namespace mpi {
 
-// Creates the float16/bfloat16 datatypes and their user ops, and the float/double MIN and
-// MAX ops that keep a NaN (mpi_types.cc). Once, after MPI_Init.
+// Creates the float16/bfloat16 datatypes and their user ops, the float/double MIN and MAX
+// ops that keep a NaN, and the int8/uint8 SUM that wraps (Open MPI's op/avx saturates)
+// (mpi_types.cc). Once, after MPI_Init.
 void register_reduced_float_types();
 
 MPI_Datatype datatype_of(DType dtype);

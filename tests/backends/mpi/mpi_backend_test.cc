@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "api/errors.h"
@@ -167,6 +169,99 @@ TEST(MpiBackend, GatherAndScatterFromEveryRoot) {
     world().scatter(output, inputs, {root})->wait();
     expect_values(output, [&](int64_t i) { return rank() * 100 + i; }, "scatter from " + std::to_string(root));
   }
+}
+
+// Integer reductions wrap (two's complement), as torch, gloo and shm do: Open MPI's op/avx
+// component added int8/uint8 with saturating vector adds (200 + 200 in uint8 gave 255 from
+// 16 elements up), so the backend brings its own SUM for them (mpi_types.cc). Every op on
+// every integer dtype, with values that overflow, at sizes around the vector widths.
+template <class T>
+T wrapping_value(int r, int64_t i) {
+  return static_cast<T>(0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i * 131 + r * 7919 + 1) >> 3);
+}
+
+template <class T>
+T wrapping_reference(ReduceOp op, int64_t i) {
+  using U = std::make_unsigned_t<T>;
+  T acc = wrapping_value<T>(0, i);
+  for (int r = 1; r < size(); ++r) {
+    const T v = wrapping_value<T>(r, i);
+    switch (op.kind) {
+      case ReduceOp::SUM: acc = static_cast<T>(static_cast<U>(acc) + static_cast<U>(v)); break;
+      case ReduceOp::PRODUCT: acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(v))); break;
+      case ReduceOp::MIN: acc = std::min(acc, v); break;
+      case ReduceOp::MAX: acc = std::max(acc, v); break;
+      case ReduceOp::BAND: acc = static_cast<T>(acc & v); break;
+      case ReduceOp::BOR: acc = static_cast<T>(acc | v); break;
+      case ReduceOp::BXOR: acc = static_cast<T>(acc ^ v); break;
+      default: break;
+    }
+  }
+  return acc;
+}
+
+template <class T>
+Tensor wrapping_input(int64_t count, DType dtype, int64_t first = 0) {
+  Tensor t = Tensor::empty({count}, dtype);
+  T* p = static_cast<T*>(t.data());
+  for (int64_t i = 0; i < count; ++i) p[i] = wrapping_value<T>(rank(), first + i);
+  return t;
+}
+
+template <class T>
+void expect_wrapped(const Tensor& t, ReduceOp op, const std::string& what, int64_t first = 0) {
+  const T* p = static_cast<const T*>(t.data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const T want = wrapping_reference<T>(op, first + i);
+    if (p[i] != want) {
+      ADD_FAILURE() << what << ": element " << i << " is " << static_cast<int64_t>(p[i]) << ", expected "
+                    << static_cast<int64_t>(want);
+      return;
+    }
+  }
+}
+
+template <class T>
+void check_integer_reductions(DType dtype) {
+  const std::vector<ReduceOp> ops = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+                                     ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR};
+  for (int64_t count : {1, 15, 16, 31, 32, 64, 100, 4099}) {
+    for (ReduceOp op : ops) {
+      const std::string what = std::string(op.name()) + " " + dtype_name(dtype) + "[" + std::to_string(count) + "]";
+      Tensor t = wrapping_input<T>(count, dtype);
+      world().all_reduce(t, {op})->wait();
+      expect_wrapped<T>(t, op, "all_reduce " + what);
+      if (op.kind != ReduceOp::SUM && op.kind != ReduceOp::PRODUCT) continue;
+      const int root = static_cast<int>(count % size());
+      Tensor r = wrapping_input<T>(count, dtype);
+      world().reduce(r, {root, op})->wait();
+      if (rank() == root) expect_wrapped<T>(r, op, "reduce " + what);
+      Tensor in = wrapping_input<T>(count * size(), dtype);
+      Tensor out = Tensor::empty({count}, dtype);
+      world().reduce_scatter_tensor(out, in, {op})->wait();
+      expect_wrapped<T>(out, op, "reduce_scatter " + what, count * rank());
+    }
+  }
+}
+
+TEST(MpiBackend, IntegerReductionsWrapAroundLikeTorch) {
+  // The user's case: every rank 200 in uint8, 100 in int8 (2 ranks: 144 and -56).
+  for (int64_t count : {31, 32, 64, 4099}) {
+    Tensor u = Tensor::empty({count}, DType::kUInt8);
+    u.fill(200);
+    Tensor s = Tensor::empty({count}, DType::kInt8);
+    s.fill(100);
+    world().all_reduce(u)->wait();
+    world().all_reduce(s)->wait();
+    expect_values(u, [&](int64_t) { return static_cast<uint8_t>(200 * size()); },
+                  "all_reduce uint8 200s [" + std::to_string(count) + "]");
+    expect_values(s, [&](int64_t) { return static_cast<int8_t>(100 * size()); },
+                  "all_reduce int8 100s [" + std::to_string(count) + "]");
+  }
+  check_integer_reductions<int8_t>(DType::kInt8);
+  check_integer_reductions<uint8_t>(DType::kUInt8);
+  check_integer_reductions<int32_t>(DType::kInt32);
+  check_integer_reductions<int64_t>(DType::kInt64);
 }
 
 TEST(MpiBackend, ReduceScatterSumMaxAndAvg) {
