@@ -315,6 +315,7 @@ void ProcessGroup::create_recorder() {
   if (timeline_enabled()) capacity = std::max<size_t>(capacity, 64);
   if (capacity == 0) return;
   recorder_ = std::make_shared<FlightRecorder>(capacity);
+  recorder_->set_failure_note([failure = core_failure_](const std::exception_ptr& error) { failure->note(error); });
   TraceGroupInfo info;
   info.name = name();
   info.rank = rank();

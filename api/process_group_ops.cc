@@ -245,11 +245,15 @@ WorkPtr ProcessGroup::call_backend(const BackendCall& call, Backend& b, const Re
                 "' returned a null Work for the op; a backend returns a Work for every op it accepts, and throws "
                 "(or returns a failed Work) for one it refuses");
   }
-  // The core's safety net (work.h) and the group's first failure, for every backend.
+  // The core's safety net (work.h) and the group's first failure, for every backend: the
+  // flight recorder's callback notes it where there is one (create_recorder), a callback
+  // of its own where recording is off.
   work->arm_core_deadline(ctx.timeout, backend_name_id(b));
-  work->on_finish([failure = core_failure_](std::exception_ptr error) {
-    if (error) failure->note(error);
-  });
+  if (!recorder_) {
+    work->on_finish([failure = core_failure_](std::exception_ptr error) {
+      if (error) failure->note(error);
+    });
+  }
   return work;
 }
 
@@ -473,38 +477,10 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   checks_->tensor(kOp, output, "output");
   checks_->tensor(kOp, input, "input");
   checks_->alike(kOp, output, "output", input, "input");
-  // Split sizes count rows of dim 0; the backend gets element counts.
+  // Split sizes count rows of dim 0 (each within it, their sum too); the backend gets
+  // element counts.
   auto counts = [&](const Tensor& t, const std::vector<int64_t>& splits, const char* arg) {
-    const int64_t rows = t.dim() == 0 ? 1 : t.shape()[0];
-    const int64_t row = rows == 0 ? 0 : t.numel() / rows;
-    std::vector<int64_t> c(static_cast<size_t>(size()));
-    if (splits.empty()) {
-      if (rows % size() != 0) {
-        throw InvalidArgument(checks_->where(kOp) + ": '" + arg + "' has " + std::to_string(rows) +
-                              " rows, not divisible by the group size " + std::to_string(size()) +
-                              "; pass split sizes");
-      }
-      std::fill(c.begin(), c.end(), rows / size() * row);
-      return c;
-    }
-    if (static_cast<int>(splits.size()) != size()) {
-      throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split sizes has " + std::to_string(splits.size()) +
-                            " entries, expected " + std::to_string(size()));
-    }
-    int64_t total = 0;
-    for (size_t r = 0; r < splits.size(); ++r) {
-      if (splits[r] < 0) {
-        throw InvalidArgument(checks_->where(kOp) + ": " + arg + "_split_sizes[" + std::to_string(r) + "] is " +
-                              std::to_string(splits[r]) + ", a negative number of rows");
-      }
-      total += splits[r];
-      c[r] = splits[r] * row;
-    }
-    if (total != rows) {
-      throw InvalidArgument(checks_->where(kOp) + ": " + arg + " split sizes add up to " + std::to_string(total) +
-                            " rows but the tensor has " + std::to_string(rows));
-    }
-    return c;
+    return checks_->split_counts(kOp, t, splits, arg);
   };
   const auto out_counts = counts(output, output_split_sizes, "output");
   const auto in_counts = counts(input, input_split_sizes, "input");

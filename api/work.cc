@@ -71,7 +71,9 @@ void Work::wait(CUstream_st* stream) {
 bool Work::is_completed() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (completed_ || !net_armed_ || Clock::now() < net_deadline_locked()) return completed_;
+    if (completed_ || !net_armed_.load(std::memory_order_acquire) || Clock::now() < net_deadline_locked()) {
+      return completed_;
+    }
   }
   // A poll past the safety net's deadline ends the op as a wait would (the poll is what
   // this caller does instead of waiting).
@@ -208,21 +210,21 @@ uint16_t Work::intern_backend_name(const std::string& name) {
 }
 
 void Work::arm_core_deadline(std::chrono::milliseconds timeout, uint16_t backend_name_id) {
-  if (timeout <= std::chrono::milliseconds::zero()) return;
-  const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (completed_ || finishing_) return;
-  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_) + timeout +
-                     core_timeout_grace(timeout);
-  if (after.count() >= 0xffffffffLL || timeout.count() >= 0xffffffffLL) return;  // no deadline to keep
+  // Every op passes here: no lock and no clock read. The fields are written before the
+  // release store of net_armed_, and read only after an acquire load has seen it set; the
+  // ProcessGroup arms a Work once, on the thread that issued it. Counted from start_ (the
+  // Work was made by the op's backend call a moment ago, so it is the op's issue time).
+  if (timeout <= std::chrono::milliseconds::zero() || net_armed_.load(std::memory_order_relaxed)) return;
+  const auto after = timeout + core_timeout_grace(timeout);
+  if (after.count() >= 0xffffffffLL) return;  // no deadline to keep
   net_after_ms_ = static_cast<uint32_t>(after.count());
   net_timeout_ms_ = static_cast<uint32_t>(timeout.count());
   net_backend_ = backend_name_id;
-  net_armed_ = true;
+  net_armed_.store(true, std::memory_order_release);
 }
 
 Work::Clock::time_point Work::net_deadline_locked() const {
-  if (!net_armed_) return Clock::time_point::max();
+  if (!net_armed_.load(std::memory_order_acquire)) return Clock::time_point::max();
   return start_ + std::chrono::milliseconds(net_after_ms_);
 }
 

@@ -4,6 +4,7 @@
 // thread. Blocking use is `pg.all_reduce(t)->wait()`.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -105,7 +106,7 @@ class Work {
   const OpType op_;
   // The core's deadline (arm_core_deadline), in what was padding after op_ and after
   // source_rank_ (work.cc checks that sizeof(Work) stays what it was).
-  bool net_armed_ = false;
+  std::atomic<bool> net_armed_{false};  // set last (arm_core_deadline: no lock)
   uint16_t net_backend_ = 0;   // intern_backend_name's number
   uint32_t net_after_ms_ = 0;  // from start_: the end of the grace
   const uint64_t seq_;

@@ -79,7 +79,10 @@ uint64_t FlightRecorder::queued(const OpFingerprint& fingerprint) {
 
 void FlightRecorder::watch(uint64_t id, const WorkPtr& work) {
   // The recorder lives as long as a Work that may still end (the group may go first).
-  work->on_finish([self = shared_from_this(), id](std::exception_ptr error) { self->ended(id, error); });
+  work->on_finish([self = shared_from_this(), id](std::exception_ptr error) {
+    if (error && self->failure_note_) self->failure_note_(error);
+    self->ended(id, error);
+  });
 }
 
 void FlightRecorder::failed_to_issue(uint64_t id, std::exception_ptr error) { ended(id, error); }

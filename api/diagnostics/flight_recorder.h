@@ -73,6 +73,10 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
   void watch(uint64_t id, const WorkPtr& work);
   // The backend refused the op before returning a Work.
   void failed_to_issue(uint64_t id, std::exception_ptr error);
+  // Called with the error of each watched op that fails (before the ring is looked at), so
+  // that the group's own note of its first failure rides on the recorder's callback and
+  // costs an op no second one. Set once, before any op is issued.
+  void set_failure_note(std::function<void(const std::exception_ptr&)> note) { failure_note_ = std::move(note); }
 
   // Called with each op as it ends (after the recorder's own lock is released): the
   // dumps' "on failure" trigger and the timeline's events. One per process. every_op
@@ -86,6 +90,7 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
 
  private:
   void ended(uint64_t id, std::exception_ptr error);
+  std::function<void(const std::exception_ptr&)> failure_note_;
   TraceEntry* slot(uint64_t id);  // null once the ring has reused it
 
   mutable std::mutex mu_;
