@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,24 @@ namespace {
 // "rank 1/4 group 'world': broadcast_object" -- as the group's own ops begin their errors.
 std::string where(const ProcessGroup& pg, const char* fn) {
   return "rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + " group '" + pg.name() + "': " + fn;
+}
+
+// Runs an object collective's body; memory the host cannot give for it (its buffers, the
+// lengths, the strings returned, or the op's own packing) is refused naming the rank, the
+// group and the collective, of the same type: a std::bad_alloc (TensorAllocationError),
+// whose message said only "cannot allocate N bytes ... for uint8[N] on cpu".
+template <typename Body>
+auto with_allocation_context(const ProcessGroup& pg, const char* fn, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc& e) {
+    const std::string context = where(pg, fn);
+    const std::string what = e.what();
+    if (what.rfind(context, 0) == 0) throw;
+    throw TensorAllocationError(
+        context + ": " +
+        (dynamic_cast<const TensorAllocationError*>(&e) ? what : "cannot allocate host memory (" + what + ")"));
+  }
 }
 
 void check_rank(const ProcessGroup& pg, const char* fn, const char* arg, int r) {
@@ -67,12 +86,16 @@ std::vector<std::string> all_gather_object(ProcessGroup& pg, const std::string& 
                                            std::chrono::milliseconds timeout) {
   AllGatherOptions o;
   o.timeout = timeout;
-  return all_gather_strings(pg.size(), object, [&](Tensor& out, const Tensor& in) {
-    pg.all_gather_into_tensor(out, in, o)->wait();
+  return with_allocation_context(pg, "all_gather_object", [&] {
+    return all_gather_strings(pg.size(), object, [&](Tensor& out, const Tensor& in) {
+      pg.all_gather_into_tensor(out, in, o)->wait();
+    });
   });
 }
 
-void broadcast_object(ProcessGroup& pg, std::string& object, int src, std::chrono::milliseconds timeout) {
+namespace {
+
+void broadcast_object_impl(ProcessGroup& pg, std::string& object, int src, std::chrono::milliseconds timeout) {
   check_rank(pg, "broadcast_object", "src", src);
   const bool sender = pg.rank() == src;
   Tensor length = Tensor::of({sender ? static_cast<int64_t>(object.size()) : int64_t{0}});
@@ -96,8 +119,8 @@ void broadcast_object(ProcessGroup& pg, std::string& object, int src, std::chron
   object.swap(received);
 }
 
-std::vector<std::string> gather_object(ProcessGroup& pg, const std::string& object, int dst,
-                                       std::chrono::milliseconds timeout) {
+std::vector<std::string> gather_object_impl(ProcessGroup& pg, const std::string& object, int dst,
+                                            std::chrono::milliseconds timeout) {
   check_rank(pg, "gather_object", "dst", dst);
   const Tensor lengths = all_lengths(pg, object, timeout);
   const int64_t width = longest(lengths);
@@ -118,8 +141,8 @@ std::vector<std::string> gather_object(ProcessGroup& pg, const std::string& obje
   return receiver ? unpadded(all, lengths, width) : std::vector<std::string>{};
 }
 
-std::string scatter_object(ProcessGroup& pg, const std::vector<std::string>& objects, int src,
-                           std::chrono::milliseconds timeout) {
+std::string scatter_object_impl(ProcessGroup& pg, const std::vector<std::string>& objects, int src,
+                                std::chrono::milliseconds timeout) {
   check_rank(pg, "scatter_object", "src", src);
   const bool sender = pg.rank() == src;
   const int size = pg.size();
@@ -161,6 +184,22 @@ std::string scatter_object(ProcessGroup& pg, const std::vector<std::string>& obj
   s.timeout = timeout;
   pg.scatter(mine, blocks, s)->wait();
   return std::string(static_cast<const char*>(mine.data()), static_cast<size_t>(l[pg.rank()]));
+}
+
+}  // namespace
+
+void broadcast_object(ProcessGroup& pg, std::string& object, int src, std::chrono::milliseconds timeout) {
+  with_allocation_context(pg, "broadcast_object", [&] { broadcast_object_impl(pg, object, src, timeout); });
+}
+
+std::vector<std::string> gather_object(ProcessGroup& pg, const std::string& object, int dst,
+                                       std::chrono::milliseconds timeout) {
+  return with_allocation_context(pg, "gather_object", [&] { return gather_object_impl(pg, object, dst, timeout); });
+}
+
+std::string scatter_object(ProcessGroup& pg, const std::vector<std::string>& objects, int src,
+                           std::chrono::milliseconds timeout) {
+  return with_allocation_context(pg, "scatter_object", [&] { return scatter_object_impl(pg, objects, src, timeout); });
 }
 
 }  // namespace distcomm

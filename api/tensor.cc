@@ -14,14 +14,31 @@ namespace {
 // From this size a tensor starts on a page (see Tensor::empty).
 constexpr size_t kPageAlignedFromBytes = 64 * 1024;
 
-int64_t checked_numel(const std::vector<int64_t>& shape) {
+// a * b into *out, or false when it does not fit in int64_t. Every product of sizes, and
+// of a count by an element size, goes through here.
+bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+
+// The number of elements of `shape`, after checking that no size is negative and that the
+// tensor's bytes (numel times dtype's element size) fit in int64_t: a Tensor's numel() and
+// nbytes(), and every offset into it (flat_slice), are then free of overflow. As torch
+// says, naming the sizes: a wrapped product once made a 2^61-element tensor of 0 bytes.
+int64_t checked_numel(const std::vector<int64_t>& shape, DType dtype) {
   int64_t n = 1;
+  bool overflowed = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
       throw InvalidArgument("shape " + shape_str(shape) + " has a negative size in dimension " +
                             std::to_string(i));
     }
-    n *= shape[i];
+    if (!overflowed && !checked_mul(n, shape[i], &n)) overflowed = true;
+  }
+  // A size of 0 anywhere makes an empty tensor, whatever the others are.
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) return 0;
+  int64_t bytes = 0;
+  if (overflowed || !checked_mul(n, static_cast<int64_t>(element_size(dtype)), &bytes)) {
+    throw InvalidArgument("Storage size calculation overflowed with sizes=" + shape_str(shape) + " and dtype " +
+                          dtype_name(dtype) + " (" + std::to_string(element_size(dtype)) +
+                          " bytes an element): a tensor holds at most 2^63 - 1 bytes");
   }
   return n;
 }
@@ -58,7 +75,7 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
                           " memory: allocate it with cudaMalloc and wrap it with Tensor::from_blob");
   }
   Tensor t;
-  t.numel_ = checked_numel(shape);
+  t.numel_ = checked_numel(shape, dtype);
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.dtype_set_ = true;
@@ -87,7 +104,7 @@ Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype) {
 
 Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dtype, Device device) {
   Tensor t;
-  t.numel_ = checked_numel(shape);
+  t.numel_ = checked_numel(shape, dtype);
   if (!data && t.numel_ > 0) throw InvalidArgument("from_blob: null data for a non-empty tensor");
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
@@ -105,7 +122,8 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dtype, De
 }
 
 Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
-  if (offset < 0 || count < 0 || offset + count > numel_) {
+  // count > numel_ - offset, not offset + count > numel_: the sum can overflow.
+  if (offset < 0 || count < 0 || offset > numel_ || count > numel_ - offset) {
     throw InvalidArgument("flat_slice(" + std::to_string(offset) + ", " + std::to_string(count) +
                           ") is outside a tensor of " + std::to_string(numel_) + " elements");
   }
@@ -117,7 +135,7 @@ Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
 }
 
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
-  if (checked_numel(shape) != numel_) {
+  if (checked_numel(shape, dtype_) != numel_) {
     throw InvalidArgument("cannot reshape " + describe() + " to " + shape_str(shape));
   }
   Tensor t = *this;

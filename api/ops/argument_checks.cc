@@ -1,5 +1,7 @@
 #include "api/ops/argument_checks.h"
 
+#include <algorithm>
+
 #include "api/errors.h"
 
 namespace distcomm {
@@ -112,6 +114,50 @@ void ArgumentChecks::count(OpType op, const Tensor& t, int64_t expected, const c
     throw InvalidArgument(where(op) + ": '" + arg + "' has " + std::to_string(t.numel()) + " elements, expected " +
                           std::to_string(expected) + " (" + why + ")");
   }
+}
+
+std::vector<int64_t> ArgumentChecks::split_counts(OpType op, const Tensor& t, const std::vector<int64_t>& splits,
+                                                  const char* arg) const {
+  const int64_t rows = t.dim() == 0 ? 1 : t.shape()[0];
+  const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+  std::vector<int64_t> c(static_cast<size_t>(size_));
+  if (splits.empty()) {
+    if (rows % size_ != 0) {
+      throw InvalidArgument(where(op) + ": '" + arg + "' has " + std::to_string(rows) +
+                            " rows, not divisible by the group size " + std::to_string(size_) + "; pass split sizes");
+    }
+    std::fill(c.begin(), c.end(), rows / size_ * row);
+    return c;
+  }
+  if (static_cast<int>(splits.size()) != size_) {
+    throw InvalidArgument(where(op) + ": " + arg + " split sizes has " + std::to_string(splits.size()) +
+                          " entries, expected " + std::to_string(size_));
+  }
+  // Each split within [0, rows] and the running total too: then neither the sum nor a
+  // split's element count (at most t.numel()) can overflow. ({2^62 + 1} x 4 once wrapped
+  // to a sum of 4 and went to the backends.)
+  int64_t total = 0;
+  for (size_t r = 0; r < splits.size(); ++r) {
+    const std::string name = std::string(arg) + "_split_sizes[" + std::to_string(r) + "]";
+    if (splits[r] < 0) {
+      throw InvalidArgument(where(op) + ": " + name + " is " + std::to_string(splits[r]) + ", a negative number of rows");
+    }
+    if (splits[r] > rows) {
+      throw InvalidArgument(where(op) + ": " + name + " is " + std::to_string(splits[r]) + " rows but '" + arg +
+                            "' has " + std::to_string(rows) + " (its dim 0)");
+    }
+    if (splits[r] > rows - total) {
+      throw InvalidArgument(where(op) + ": " + arg + " split sizes add up to more than the tensor's " +
+                            std::to_string(rows) + " rows at " + name);
+    }
+    total += splits[r];
+    c[r] = splits[r] * row;
+  }
+  if (total != rows) {
+    throw InvalidArgument(where(op) + ": " + arg + " split sizes add up to " + std::to_string(total) +
+                          " rows but the tensor has " + std::to_string(rows));
+  }
+  return c;
 }
 
 }  // namespace distcomm

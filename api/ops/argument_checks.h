@@ -47,6 +47,11 @@ class ArgumentChecks {
   // (timeouts.h): it meant "never" to some backends and "at once" to others.
   void timeout(OpType op, std::chrono::milliseconds timeout) const;
   void count(OpType op, const Tensor& t, int64_t expected, const char* arg, const std::string& why) const;
+  // all_to_all_single's split sizes for `t` (arg: "input" or "output"): rows of t's dim 0,
+  // one per rank, each in [0, dim 0], adding up to dim 0 without overflow; empty: dim 0
+  // divided evenly. Returns the element counts the backend gets (split * elements a row).
+  std::vector<int64_t> split_counts(OpType op, const Tensor& t, const std::vector<int64_t>& splits,
+                                    const char* arg) const;
 
  private:
   int rank_;

@@ -312,7 +312,8 @@ Store::Bytes TCPStore::call_locked(const Request& r) {
   if (msg.size() > max_request_bytes_) {
     throw InvalidArgument("TCPStore: a " + std::string(name) + " request of " + std::to_string(msg.size()) +
                           " bytes is over the limit of " + std::to_string(max_request_bytes_) + " of the store at " +
-                          server + " (TCPStoreLimits::max_buffered_bytes on rank 0)");
+                          server + " (TCPStoreLimits::max_buffered_bytes of the process that serves the store: " +
+                          "rank 0's, or under distcomm-launch or spawn() the launcher's)");
   }
   const auto deadline = internal::Clock::now() + r.timeout;
   internal::Reply reply;

@@ -163,8 +163,8 @@ void check_peer_address(const SegmentAddress& a, int peer, const SegmentAddress&
   }
 }
 
-Segment open_and_check(const SegmentAddress& a, int peer, size_t populate) {
-  Segment s = Segment::open_peer(a.proc_pid, a.fd, a.bytes, populate);
+Segment open_and_check(const SegmentAddress& a, int peer, size_t populate, int group_size) {
+  Segment s = Segment::open_peer(a.proc_pid, a.fd, a.bytes, populate, group_size);
   const SegmentHeader& h = reinterpret_cast<const ControlBlock*>(s.base())->header;
   if (h.magic != kSegmentMagic || h.nonce != a.nonce || h.rank != peer || h.version != kLayoutVersion) {
     throw BackendUnavailable("shm: the segment at /proc/" + std::to_string(a.proc_pid) + "/fd/" +
@@ -232,7 +232,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
     ProcessWatch& watch = watches[static_cast<size_t>(r)];
     watch = ProcessWatch(a.pid);
     try {
-      segments[static_cast<size_t>(r)] = open_and_check(a, r, populate_peer);
+      segments[static_cast<size_t>(r)] = open_and_check(a, r, populate_peer, o.size);
     } catch (const BackendUnavailable&) {
       // Its memfd may be gone because it is exiting: then the kernel says so within moments.
       if (watch.ends_within(kExitingPeerGrace)) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,19 +110,44 @@ Segment Segment::create(const std::string& name, size_t bytes, size_t populate) 
   return s;
 }
 
-Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate) {
+std::string open_failure_hint(int err, int group_size) {
+  switch (err) {
+    case ENOENT:
+      // The peer's process, or its segment, is gone (it exited, or its own part of the
+      // creation failed): the hint about users and namespaces would mislead there.
+      return " (the peer's process has ended, or closed its segment: it left the group's creation)";
+    case EMFILE: {
+      struct rlimit rl {};
+      const bool known = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+      std::string hint = " (this process has no file descriptor left under its limit";
+      if (known) hint += " of " + std::to_string(rl.rlim_cur);
+      hint += " (RLIMIT_NOFILE): raise it, e.g. ulimit -n 65536 before starting the job";
+      if (group_size > 1) {
+        hint += "; each rank of this shm group of " + std::to_string(group_size) + " ranks holds " +
+                std::to_string(2 * group_size - 1) +
+                " descriptors for it (its own segment, and each peer's segment and process watch), on top of "
+                "those the program and its other groups hold";
+      }
+      return hint + ")";
+    }
+    case ENFILE:
+      return " (the system's table of open files is full: see fs.file-max and what holds so many files)";
+    case ENOMEM:
+      return " (the kernel is out of memory)";
+    default:
+      // EACCES, EPERM: /proc/<pid>/fd needs ptrace-read access to the peer.
+      return " (both processes must run as the same user in one PID namespace, and the peer must not be marked "
+             "non-dumpable)";
+  }
+}
+
+Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate, int group_size) {
   const std::string path = "/proc/" + std::to_string(proc_pid) + "/fd/" + std::to_string(fd);
   Segment s;
   s.fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s.fd_ < 0) {
-    // ENOENT: the peer's process, or its segment, is gone (it exited, or its own part of the
-    // creation failed): the hint about users and namespaces would mislead there.
-    const bool gone = errno == ENOENT;
-    throw BackendUnavailable(system_error("shm: cannot open the peer's segment " + path) +
-                             (gone ? " (the peer's process has ended, or closed its segment: it left the group's "
-                                     "creation)"
-                                   : " (both processes must run as the same user in one PID namespace, and the "
-                                     "peer must not be marked non-dumpable)"));
+    const int err = errno;
+    throw BackendUnavailable(system_error("shm: cannot open the peer's segment " + path) + open_failure_hint(err, group_size));
   }
   struct stat st {};
   if (::fstat(s.fd_, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {

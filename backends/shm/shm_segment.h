@@ -17,6 +17,11 @@
 namespace distcomm {
 namespace shm {
 
+// What to add to "cannot open the peer's segment /proc/<pid>/fd/<fd>: <strerror(err)>":
+// why that errno happens and what to do (open_peer's refusals; group_size when known, for
+// EMFILE).
+std::string open_failure_hint(int err, int group_size);
+
 class Segment {
  public:
   Segment() = default;
@@ -34,7 +39,9 @@ class Segment {
   // Maps the segment another process of this host created (its /proc pid and descriptor),
   // its first `populate` bytes now. Throws BackendUnavailable saying what could not be
   // opened and why.
-  static Segment open_peer(int proc_pid, int fd, size_t bytes, size_t populate);
+  // group_size (when > 1) lets a refusal for want of descriptors say how many the group
+  // holds.
+  static Segment open_peer(int proc_pid, int fd, size_t bytes, size_t populate, int group_size = 0);
 
   uint8_t* base() const { return base_; }
   size_t bytes() const { return bytes_; }

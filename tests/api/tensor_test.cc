@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <functional>
+#include <string>
+
 #include "api/errors.h"
 #include "api/tensor.h"
 
@@ -85,6 +89,60 @@ TEST(Tensor, BadInputIsRefused) {
   EXPECT_THROW(a.copy_from(Tensor::empty({3})), InvalidArgument);
   EXPECT_THROW(Device::parse("cuda:x"), InvalidArgument);
   EXPECT_EQ(Device::parse("cuda:3").index, 3);
+}
+
+// Shapes whose numel, or whose bytes, do not fit in int64_t are refused naming the sizes
+// (a wrapped product made {2^32, 2^32} a tensor of 0 elements and {2^61} of float64 one of
+// 0 bytes, which set_item then wrote past).
+TEST(Tensor, ShapesWhoseSizeOverflowsAreRefused) {
+  auto refusal = [](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const int64_t two32 = int64_t{1} << 32, two61 = int64_t{1} << 61, two62 = int64_t{1} << 62;
+  EXPECT_NE(refusal([&] { Tensor::empty({two32, two32}); })
+                .find("Storage size calculation overflowed with sizes=[4294967296, 4294967296]"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { Tensor::empty({two62, 4}, DType::kUInt8); }).find("sizes=[4611686018427387904, 4]"),
+            std::string::npos);
+  // numel fits, bytes do not.
+  EXPECT_NE(refusal([&] { Tensor::empty({two61}, DType::kFloat64); })
+                .find("sizes=[2305843009213693952] and dtype float64 (8 bytes an element)"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { Tensor::zeros({two61, 8}, DType::kUInt8); }).find("overflowed"), std::string::npos);
+  int64_t word = 0;
+  EXPECT_NE(refusal([&] { Tensor::from_blob(&word, {two32, two32}, DType::kUInt8); }).find("overflowed"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { Tensor::from_blob(&word, {two62}, DType::kInt32, Device::cuda(0)); }).find("overflowed"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { Tensor::from_blob(&word, {1, -2}, DType::kUInt8); }).find("negative size in dimension 1"),
+            std::string::npos);
+  Tensor t = Tensor::empty({4}, DType::kFloat64);
+  EXPECT_NE(refusal([&] { t.reshape({two32, two32, 0, -1}); }).find("negative"), std::string::npos);
+  EXPECT_NE(refusal([&] { t.reshape({two62, 4}); }).find("overflowed"), std::string::npos);
+  // A zero anywhere is an empty tensor, however large the other sizes.
+  EXPECT_EQ(Tensor::empty({two62, two62, 0}).numel(), 0);
+  EXPECT_EQ(Tensor::empty({two62, two62, 0}).nbytes(), 0u);
+  // The largest that fits is not refused for its size (the host cannot give it).
+  EXPECT_THROW(Tensor::empty({INT64_MAX / 8}, DType::kFloat64), TensorAllocationError);
+}
+
+// flat_slice's bounds are checked without overflow: offset + count once wrapped past them.
+TEST(Tensor, FlatSliceBoundsDoNotOverflow) {
+  Tensor t = Tensor::zeros({10}, DType::kFloat32);
+  const int64_t two62 = int64_t{1} << 62;
+  EXPECT_THROW(t.flat_slice(two62, two62), InvalidArgument);
+  EXPECT_THROW(t.flat_slice(INT64_MAX, 1), InvalidArgument);
+  EXPECT_THROW(t.flat_slice(1, INT64_MAX), InvalidArgument);
+  EXPECT_THROW(t.flat_slice(11, 0), InvalidArgument);
+  EXPECT_THROW(t.flat_slice(8, 5), InvalidArgument);
+  EXPECT_EQ(t.flat_slice(10, 0).numel(), 0);
+  EXPECT_EQ(t.flat_slice(0, 10).numel(), 10);
+  EXPECT_THROW(t.set_item(INT64_MAX, 1), InvalidArgument);
 }
 
 TEST(Tensor, ZeroElements) {

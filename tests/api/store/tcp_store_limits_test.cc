@@ -204,6 +204,13 @@ TEST(Limits, RequestsBeyondTheBufferBudgetWaitForRoomWhileSmallOnesGoOn) {
   EXPECT_NE(message.find("over the limit of 4194304 of the store at 127.0.0.1:" + std::to_string(server.port())),
             std::string::npos)
       << message;
+  // Whose limit: the server's, which the launcher runs under distcomm-launch (it said
+  // "on rank 0" there too).
+  EXPECT_NE(message.find("(TCPStoreLimits::max_buffered_bytes of the process that serves the store: rank 0's, or "
+                         "under distcomm-launch or spawn() the launcher's)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("on rank 0"), std::string::npos) << message;
 
   // A client with the token starts a 3 MiB SET and stalls: it holds 3 MiB of the budget.
   RawClient hog(server.port());
