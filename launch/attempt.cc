@@ -1,5 +1,8 @@
 #include "launch/attempt.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -28,6 +33,7 @@
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
 #include "launch/signal_watch.h"
+#include "api/process/write_fully.h"
 
 extern char** environ;
 
@@ -107,8 +113,13 @@ class Attempt {
   void begin_stop(local::StopCause cause, const std::string& why);
   // SIGTERM to every rank, SIGKILL at the deadline.
   void terminate(const std::string& why);
-  // A folder for the trace dumps, and no timeline left from an earlier job.
+  // A folder for the trace dumps, with no dump (nor launcher.json) of an earlier job in it:
+  // those go to <trace_dir>/previous_job/, said in one line; and no timeline left from an
+  // earlier job.
   void prepare_trace_files();
+  // With a trace folder: <trace_dir>/launcher.json, what this launcher saw of its ranks
+  // (docs/failures.md): each process's pid and how it ended, the first failure, the run id.
+  void write_launcher_record();
   void kill_stragglers();
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
@@ -269,9 +280,127 @@ void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
   terminate(why);
 }
 
+// A JSON string (launcher.json): quotes, backslashes and control characters escaped.
+static std::string json_quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// What an earlier job left in a trace folder: its ranks' dumps (rank_<R>.json,
+// pid_<P>.json, and their .tmp<pid> leftovers), its launcher.json, and its restarts' folders
+// (attempt_<N>).
+static bool earlier_job_file(const std::string& n) {
+  const bool json = n.size() > 5 && n.substr(n.size() - 5) == ".json";
+  if ((n.rfind("rank_", 0) == 0 || n.rfind("pid_", 0) == 0) && (json || n.find(".json.tmp") != std::string::npos)) {
+    return true;
+  }
+  if (n == "launcher.json") return true;
+  return n.rfind("attempt_", 0) == 0 && n.size() > 8 && n.find_first_not_of("0123456789", 8) == std::string::npos;
+}
+
+static void remove_tree(const std::string& path) {
+  ::nftw(path.c_str(),
+         [](const char* p, const struct stat*, int flag, struct FTW*) {
+           if (flag == FTW_DP) ::rmdir(p);
+           else ::unlink(p);
+           return 0;
+         },
+         16, FTW_DEPTH | FTW_PHYS);
+}
+
 void Attempt::prepare_trace_files() {
-  if (!options_.trace_dir.empty()) ::mkdir(options_.trace_dir.c_str(), 0755);  // may exist
+  if (!options_.trace_dir.empty()) {
+    const std::string& dir = options_.trace_dir;
+    ::mkdir(dir.c_str(), 0755);  // may exist
+    // A reused folder: the earlier job's dumps would be read as this job's (`trace analyze`
+    // took a dead rank's old exit dump for its last word).
+    std::vector<std::string> earlier;
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (earlier_job_file(e->d_name)) earlier.push_back(e->d_name);
+      }
+      ::closedir(d);
+    }
+    if (!earlier.empty()) {
+      std::sort(earlier.begin(), earlier.end());
+      const std::string aside = dir + "/previous_job";
+      remove_tree(aside);  // the job before the earlier one
+      const bool moved = ::mkdir(aside.c_str(), 0755) == 0;
+      std::string list;
+      for (const std::string& n : earlier) {
+        const std::string from = dir + "/" + n;
+        if (!moved || ::rename(from.c_str(), (aside + "/" + n).c_str()) != 0) remove_tree(from);
+        if (list.size() < 200) list += (list.empty() ? "" : ", ") + n;
+        else if (list.back() != '.') list += ", ...";
+      }
+      say("--trace_dir=" + dir + ": " + (moved ? "moved" : "removed") + " an earlier job's " +
+          std::to_string(earlier.size()) + (earlier.size() == 1 ? " file" : " files") + " (" + list + ")" +
+          (moved ? " to " + aside : std::string()));
+    }
+  }
   if (!options_.timeline.empty()) ::unlink(options_.timeline.c_str());
+}
+
+void Attempt::write_launcher_record() {
+  if (options_.trace_dir.empty()) return;
+  std::string ranks;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    const RankProcess& p = processes_[i];
+    const local::Child& c = ranks_[i];
+    std::string error;
+    if (!p.error_file.empty()) {
+      if (const std::optional<FailureReport> report = FailureReport::read(p.error_file)) {
+        error = report->message.substr(0, report->message.find('\n'));
+      }
+    }
+    ranks += std::string(ranks.empty() ? "\n  " : ",\n  ") + "{\"rank\":" + std::to_string(p.rank) +
+             ",\"local_rank\":" + std::to_string(p.local_rank) + ",\"pid\":" + std::to_string(c.pid) +
+             ",\"ended\":" + json_quote(c.running ? "still running" : how_ended(i)) +
+             ",\"exit_code\":" + std::to_string(c.running ? -1 : local::shell_exit_code(c.status)) +
+             ",\"signal\":" +
+             json_quote(!c.running && WIFSIGNALED(c.status) ? local::signal_name(WTERMSIG(c.status)) : "") +
+             ",\"stopped_by_launcher\":" + (c.stopped ? "true" : "false") +
+             ",\"failed\":" + (!c.running && !c.stopped && ranks_.failed(i) ? "true" : "false") +
+             ",\"ended_ns\":" + std::to_string(c.ended_ns) +
+             (error.empty() ? std::string() : ",\"error\":" + json_quote(error)) + "}";
+  }
+  std::string text = "{\"format\":\"distcomm-launcher-record\",\"version\":1,\"run_id\":" +
+                     json_quote(options_.identity.run_id) + ",\"restart\":" + std::to_string(options_.restart_count) +
+                     ",\"node_rank\":" + std::to_string(options_.node_rank) +
+                     ",\"time_ns\":" + std::to_string(FailureReport::now_ns()) +
+                     ",\"exit_code\":" + std::to_string(result_.exit_code) +
+                     ",\"interrupted_by\":" +
+                     json_quote(result_.interrupted_by != 0 ? local::signal_name(result_.interrupted_by) : "") +
+                     ",\"first_failure\":";
+  if (result_.failed_rank >= 0) {
+    text += "{\"rank\":" + std::to_string(result_.failed_rank) + ",\"how\":" + json_quote(result_.how) +
+            ",\"failure\":" + json_quote(result_.failure.substr(0, result_.failure.find('\n'))) + "}";
+  } else {
+    text += "null";
+  }
+  text += ",\"ranks\":[" + ranks + "]}\n";
+  const std::string path = options_.trace_dir + "/launcher.json";
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && write_fully(fd, text);
+  if (fd >= 0) ::close(fd);
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    say("cannot write " + path + ": " + std::strerror(errno));
+    ::unlink(tmp.c_str());
+  }
 }
 
 void Attempt::terminate(const std::string& why) {
@@ -635,6 +764,7 @@ JobResult Attempt::run() {
     say("the job cannot run: " + doomed_);
   }
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
+  write_launcher_record();
   return result_;
 }
 

@@ -1,7 +1,13 @@
 #include "launch/launch_options.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -82,7 +88,67 @@ void validate(const LaunchOptions& o) {
   }
   if (o.tee && o.log_dir.empty()) reject("tee", "true", "tee copies output to --log_dir, which is not set");
   if (o.dump_wait.count() < 0) reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0), "must be >= 0");
+  // As --tee without --log_dir: a flag that would do nothing is refused, not ignored.
+  if (o.dump_wait_given && o.trace_dir.empty() && o.inherited_trace_dir.empty()) {
+    reject("dump_wait_s", std::to_string(o.dump_wait.count() / 1000.0),
+           "the time the ranks get to write their trace dumps when the job is stopped: it needs --trace_dir "
+           "(or DISTCOMM_TRACE_DIR in the environment)");
+  }
+  // Every rank appends to the timeline's file: a folder that is not there would fail each
+  // rank's write at its end, after the job ran.
+  if (!o.timeline.empty()) {
+    const size_t slash = o.timeline.find_last_of('/');
+    const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : o.timeline.substr(0, slash);
+    struct stat st;
+    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      reject("timeline", o.timeline, "no folder " + folder + " to write it in (create it first)");
+    }
+    if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+      reject("timeline", o.timeline, "cannot write in " + folder + ": " + std::strerror(errno));
+    }
+  }
   if (o.grace_period.count() < 0) reject("grace_period_s", std::to_string(o.grace_period.count() / 1000.0), "must be >= 0");
+  check_descriptor_limit(o);
+}
+
+int descriptors_per_rank(const LaunchOptions& o) {
+  return 3 + (o.log_dir.empty() ? 0 : 1) + (o.serve_store ? 1 : 0);
+}
+
+namespace {
+
+// Descriptors open in this process now (/proc/self/fd), or 0 when that cannot be read.
+long long descriptors_open_now() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  long long n = 0;
+  while (const dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+  ::closedir(dir);
+  return n > 0 ? n - 1 : 0;  // not the one opendir holds
+}
+
+}  // namespace
+
+void check_descriptor_limit(const LaunchOptions& o, long long limit) {
+  if (limit < 0) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    limit = static_cast<long long>(rl.rlim_cur);
+  }
+  // What is open already, and room for the launcher's own (its store's listener, a rank's
+  // pipes while it starts, the log and trace files it opens).
+  const long long reserve = descriptors_open_now() + 32;
+  const long long per_rank = descriptors_per_rank(o);
+  const long long needed = reserve + per_rank * o.nproc_per_node;
+  if (needed <= limit) return;
+  const long long fits = limit > reserve ? (limit - reserve) / per_rank : 0;
+  reject("nproc_per_node", std::to_string(o.nproc_per_node),
+         "the launcher holds " + std::to_string(per_rank) + " file descriptors per rank (its stdout and stderr pipes, " +
+             "its pidfd" + (o.log_dir.empty() ? "" : ", its log file") +
+             (o.serve_store ? ", its connection to the job's store" : "") + "), " + std::to_string(needed) +
+             " in all with its own, but its limit (RLIMIT_NOFILE) is " + std::to_string(limit) + ": at most " +
+             std::to_string(fits) + " ranks fit; raise the limit (ulimit -n " + std::to_string(needed) +
+             ") or start fewer ranks");
 }
 
 }  // namespace launch

@@ -63,13 +63,17 @@ struct LaunchOptions {
   // dump_wait to write it before they are stopped.
   std::string trace_dir;
   std::chrono::milliseconds dump_wait{5000};
+  // Whether the command line gave dump_wait (--dump_wait_s): without a trace folder it
+  // would do nothing, and is refused (validate).
+  bool dump_wait_given = false;
   // Without trace_dir: the DISTCOMM_TRACE_DIR the ranks inherit from the launcher's
   // environment, if any. A rank dumps there by itself on SIGTERM only; when the launcher
   // passes on another signal (Ctrl-C's SIGINT), it asks for the dumps first (SIGUSR1), as
   // with trace_dir.
   std::string inherited_trace_dir;
   // When not empty: exported as DISTCOMM_TIMELINE (absolute); the file is removed first,
-  // and the ranks merge their timelines into it (api/diagnostics/timeline.h).
+  // and the ranks merge their timelines into it (api/diagnostics/timeline.h). Its folder
+  // must exist (validate).
   std::string timeline;
   // Ranks start in this folder when not empty (`bazel run` passes the user's folder).
   std::string working_dir;
@@ -110,8 +114,20 @@ struct LaunchOptions {
   }
 };
 
-// Throws std::invalid_argument naming the flag and the bad value, before anything starts.
+// Throws std::invalid_argument naming the flag and the bad value, before anything starts;
+// also when this process may not open the descriptors the ranks need (check_descriptor_limit).
 void validate(const LaunchOptions& options);
+
+// The file descriptors the launcher holds for each running rank: its stdout and stderr
+// pipes and its pidfd, its log file with --log_dir, and its connection to the job's store
+// when the launcher serves it.
+int descriptors_per_rank(const LaunchOptions& options);
+
+// Refuses (std::invalid_argument naming --nproc_per_node, the numbers and `ulimit -n`) a job
+// whose ranks need more descriptors than RLIMIT_NOFILE's soft limit leaves this process
+// (`limit`; -1: getrlimit's): without it, a large --nproc_per_node forked thousands of ranks
+// before a pipe failed with "Too many open files".
+void check_descriptor_limit(const LaunchOptions& options, long long limit = -1);
 
 // "0,2,5" -> {0, 2, 5}; "" -> {}. Throws std::invalid_argument on anything else.
 std::set<int> parse_rank_list(const std::string& text);

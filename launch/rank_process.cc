@@ -87,15 +87,26 @@ std::string find_program(const std::string& program, const std::string& working_
 RankProcess start_rank(const std::string& path, const std::vector<std::string>& argv,
                        const std::vector<std::string>& env, const std::string& working_dir,
                        int local_rank, int rank) {
-  int out[2], err[2], report[2];
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+  // A failed start leaves no descriptor behind (the launcher then stops the ranks started
+  // before this one, and may try again).
+  auto close_all = [&] {
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1]}) close_fd(*fd);
+  };
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    const int e = errno;
+    close_all();
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(e));
   }
   std::vector<char*> argv_c = c_strings(argv);
   std::vector<char*> env_c = c_strings(env);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    close_all();
+    throw std::runtime_error(std::string("fork: ") + std::strerror(e));
+  }
   if (pid == 0) {
     exec_child(path.c_str(), argv_c.data(), env_c.data(), working_dir.c_str(), out[1], err[1], report[1], parent);
   }

@@ -61,35 +61,39 @@ std::atomic<int> g_signal_write_fd{-1};
 std::atomic<pid_t> g_signal_pid{0};       // the process whose dump thread reads the pipe
 std::atomic<int> g_terms_received{0};
 
-// Ends the process as SIGTERM's default action does (the exit status says "terminated"):
-// async-signal-safe, so the handler may call it too.
-void terminate_by_sigterm() {
+// The signals that stop the process after its dump and timeline: SIGTERM (any launcher's
+// stop) and SIGINT (a Ctrl-C, which tools/launch passes on to its ranks as torchrun does).
+bool is_stop_signal(int sig) { return sig == SIGTERM || sig == SIGINT; }
+
+// Ends the process as sig's default action does (the exit status says "terminated" for
+// SIGTERM, "interrupt" for SIGINT): async-signal-safe, so the handler may call it too.
+void terminate_by_signal(int sig) {
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGTERM, &dfl, nullptr);
+  ::sigaction(sig, &dfl, nullptr);
   sigset_t term;
   sigemptyset(&term);
-  sigaddset(&term, SIGTERM);
+  sigaddset(&term, sig);
   ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
-  ::raise(SIGTERM);   // delivered now, or when a handler running it returns
+  ::raise(sig);   // delivered now, or when a handler running it returns
 }
 
 void on_dump_signal(int sig) {
   const int saved = errno;
   const bool ours = ::getpid() == g_signal_pid.load();
-  // SIGTERM in a fork child without the dump thread, or a second SIGTERM while the first
+  // A stop signal in a fork child without the dump thread, or a second one while the first
   // one's dump is written: no waiting, it ends now.
-  if (sig == SIGTERM && (!ours || g_terms_received.fetch_add(1) > 0)) {
-    terminate_by_sigterm();
+  if (is_stop_signal(sig) && (!ours || g_terms_received.fetch_add(1) > 0)) {
+    terminate_by_signal(sig);
   } else if (ours) {
     const int fd = g_signal_write_fd.load();
     if (fd >= 0) {
       const char byte = static_cast<char>(sig);
-      // A full pipe already holds a request of the same kind (or the thread is gone: SIGTERM
-      // then goes on as if unhandled).
-      if (::write(fd, &byte, 1) != 1 && sig == SIGTERM) terminate_by_sigterm();
+      // A full pipe already holds a request of the same kind (or the thread is gone: a stop
+      // signal then goes on as if unhandled).
+      if (::write(fd, &byte, 1) != 1 && is_stop_signal(sig)) terminate_by_signal(sig);
     }
   }
   errno = saved;
@@ -190,7 +194,7 @@ std::string dump_text(const std::string& reason, const std::vector<std::shared_p
   const std::string body = groups_json(recs);
   if (groups) *groups = body;
   return "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":" + std::to_string(process_rank(recs)) +
-         ",\"host\":" + json_quote(host) + ",\"pid\":" + std::to_string(::getpid()) +
+         ",\"run_id\":" + json_quote(settings().run_id) + ",\"host\":" + json_quote(host) + ",\"pid\":" + std::to_string(::getpid()) +
          ",\"reason\":" + json_quote(reason) + ",\"time_ns\":" + std::to_string(FailureReport::now_ns()) +
          ",\"distcomm_abi\":" +
          json_quote(std::to_string(DISTCOMM_PLUGIN_ABI_MAJOR) + "." + std::to_string(core_abi_minor())) +
@@ -309,29 +313,34 @@ void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
 // dump that takes longer than this is given up, and the process ends anyway.
 constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
 
-// SIGTERM: the dump (unless it would repeat the last one word for word: tools/launch asks
-// for one with SIGUSR1 just before it stops the ranks), then the end SIGTERM would have been.
-[[noreturn]] void dump_and_terminate() {
+// SIGTERM or SIGINT: the dump (unless it would repeat the last one word for word:
+// tools/launch asks for one with SIGUSR1 just before it stops the ranks), the timeline with
+// the ops still running, then the end the signal would have been. Run by the dump thread
+// after any SIGUSR1 request before it: the timeline that request appends is whole before
+// the process ends (with SIGINT ending the rank at once, a rank still appending after
+// tools/launch's SIGUSR1 was sometimes missing from the file).
+[[noreturn]] void dump_and_terminate(int sig) {
+  const std::string reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
   const auto started = std::chrono::steady_clock::now();
-  std::thread([done, started] {
+  std::thread([done, started, reason] {
     // The dump first, alone, as before the timeline came: the timeline's flush waits for the
     // other ranks' on its file's lock. It goes only while most of the time is left: a flush
     // the time limit cut short would leave the file without its tail.
-    if (dumps_asked_for() && !same_as_last_dump()) dump_quietly("SIGTERM");
+    if (dumps_asked_for() && !same_as_last_dump()) dump_quietly(reason);
     if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) {
       if (timeline_enabled()) add_unfinished_to_timeline();
-      flush_timeline_quietly("SIGTERM");
+      flush_timeline_quietly(reason);
     }
     done->set_value();
   }).detach();
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
-    log_line("distcomm: trace dump (SIGTERM) still not written after " + std::to_string(kDumpBeforeTermLimit.count()) +
-             " s; ending without it");
+    log_line("distcomm: trace dump (" + reason + ") still not written after " +
+             std::to_string(kDumpBeforeTermLimit.count()) + " s; ending without it");
   }
-  terminate_by_sigterm();
-  ::_exit(128 + SIGTERM);  // not reached: SIGTERM's default action ends the process
+  terminate_by_signal(sig);
+  ::_exit(128 + sig);  // not reached: the signal's default action ends the process
 }
 
 void signal_thread(int read_fd) {
@@ -340,7 +349,8 @@ void signal_thread(int read_fd) {
     const ssize_t n = ::read(read_fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate();
+    if (std::memchr(buf, SIGTERM, static_cast<size_t>(n))) dump_and_terminate(SIGTERM);
+    if (std::memchr(buf, SIGINT, static_cast<size_t>(n))) dump_and_terminate(SIGINT);
     dump_quietly("SIGUSR1");
     flush_timeline_quietly("SIGUSR1");
   }
@@ -383,8 +393,12 @@ void set_up_locked(Registry& r) {
   handle_unless_handled(SIGUSR1);
   // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
   // trace folder asked for, the rank leaves its dump there first; with a timeline, its
-  // events.
-  if (!r.settings.dump_dir.empty() || timeline_enabled()) handle_unless_handled(SIGTERM);
+  // events. SIGINT too: tools/launch passes a Ctrl-C on to its ranks as SIGINT (as
+  // torchrun does), and a stopped job's timeline holds every rank's ops either way.
+  if (!r.settings.dump_dir.empty() || timeline_enabled()) {
+    handle_unless_handled(SIGTERM);
+    handle_unless_handled(SIGINT);
+  }
 }
 
 }  // namespace

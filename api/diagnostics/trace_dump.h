@@ -15,7 +15,8 @@
 //     SIGUSR1); with DISTCOMM_TIMELINE set too, or alone, they append the timeline's events
 //     (on SIGUSR1 as well); then the process ends as SIGTERM's default action ends it (its exit status
 //     says "terminated"). A second SIGTERM ends it at once; so does SIGTERM in a fork child
-//     that has no dump thread.
+//     that has no dump thread. SIGINT (tools/launch passes a Ctrl-C on as SIGINT) is handled
+//     the same way, and ends the process as SIGINT would.
 //   Both handlers are installed only over the default action, when the first group is
 //   made: a program that handles (or ignores) SIGUSR1 or SIGTERM itself keeps its handler,
 //   whether it installed it before or after, and gets no dump from that signal (it can call
@@ -24,7 +25,8 @@
 // dump replaces an earlier one of the same rank (it holds more). The file is written
 // under another name and renamed, so a reader never sees half a dump.
 //
-// Format (version 1): {"format": "distcomm-trace-dump", "version": 1, "rank", "host",
+// Format (version 1): {"format": "distcomm-trace-dump", "version": 1, "rank", "run_id"
+// (DISTCOMM_RUN_ID, TraceSettings::run_id; "" without one), "host",
 // "pid", "reason", "time_ns", "distcomm_abi", "groups": [{"name", "rank", "size",
 // "global_ranks", "backend", "versions", "capacity", "dropped", "ops": [{"id", "op",
 // "seq", "kind" (collective / p2p / internal), "state", "queued_ns", "started_ns",

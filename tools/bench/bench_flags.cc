@@ -55,7 +55,16 @@ struct FlagSpec {
   const char* name;
   bool takes_value;
   std::function<void(BenchFlags&, const std::string& flag, const std::string& value)> apply;
+  // A switch whose value may follow as the next argument (-a 3), or be left out (-a: 1).
+  bool value_may_follow = false;
 };
+
+// nccl-tests' -a N: how each iteration's time is combined across ranks.
+RankTime parse_rank_time(const std::string& text, const std::string& flag) {
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') return static_cast<RankTime>(text[0] - '0');
+  throw InvalidArgument(flag + " expects nccl-tests' 0 (rank 0's time), 1 (the average of the ranks'), 2 (the "
+                        "fastest rank's) or 3 (the slowest rank's), got '" + text + "'");
+}
 
 const std::vector<FlagSpec>& flag_specs() {
   using F = BenchFlags;
@@ -81,14 +90,14 @@ const std::vector<FlagSpec>& flag_specs() {
       {0, "sizes", true, [](F& f, S n, S v) {
          f.sizes.clear();
          for (const std::string& s : split_commas(v)) f.sizes.push_back(parse_size(s, n));
-         if (f.sizes.empty()) throw InvalidArgument("--" + n + " needs at least one size");
+         if (f.sizes.empty()) throw InvalidArgument(n + " needs at least one size");
        }},
       {'w', "warmup_iters", true, [](F& f, S n, S v) { f.warmup_iters = parse_integer(v, n, 0); }},
       {'c', "check", true, [](F& f, S n, S v) { f.check_iters = parse_integer(v, n, 0); }},
       {'d', "datatype", true, [](F& f, S, S v) { f.dtype = parse_dtype(v); }},
       {'o', "redop", true, [](F& f, S, S v) { f.redop = parse_reduce_op(v); }},
       {'r', "root", true, [](F& f, S n, S v) { f.root = parse_integer(v, n, 0); }},
-      {'a', "average", false, [](F& f, S n, S v) { f.average = parse_bool(v, n); }},
+      {'a', "average", false, [](F& f, S n, S v) { f.rank_time = parse_rank_time(v, n); }, true},
       {0, "nproc", true, [](F& f, S n, S v) { f.nproc = parse_integer(v, n, 1, 1024); }},
       {0, "timeout", true, [](F& f, S n, S v) { f.timeout_s = parse_integer(v, n, 1); }},
       {0, "data_varying", false, [](F& f, S n, S v) { f.data_varying = parse_bool(v, n); }},
@@ -197,9 +206,13 @@ BenchFlags parse_bench_flags(const std::vector<std::string>& args) {
       throw InvalidArgument("unknown argument '" + arg + "' (see --help)");
     }
     if (!has_value) {
-      if (!spec->takes_value) {
-        // nccl-tests writes "-a 1": a switch may take an explicit 0/1 as the next argument
-        // (the benchmark has no positional arguments it could be confused with).
+      if (spec->value_may_follow) {
+        // "-a 3" as nccl-tests writes it; a bare -a (or --average) is -a 1, the average. The
+        // benchmark has no positional arguments the value could be confused with.
+        const bool follows = i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-';
+        value = follows ? args[++i] : "1";
+      } else if (!spec->takes_value) {
+        // A switch may take an explicit 0/1 as the next argument ("--data_varying 1").
         const bool explicit_bool = i + 1 < args.size() && (args[i + 1] == "0" || args[i + 1] == "1");
         value = explicit_bool ? args[++i] : "1";
       } else if (i + 1 < args.size()) {
@@ -272,7 +285,9 @@ Measures one collective over a range of sizes and prints an nccl-tests style tab
                        int64, bool
   -o, --redop OP       sum (default), prod, min, max, avg, band, bor, bxor
   -r, --root N         root rank of broadcast, reduce, gather, scatter (default 0)
-  -a, --average        report the average time across ranks (default: the slowest rank's)
+  -a, --average N      how each iteration's time is combined across ranks, nccl-tests' values:
+                       0 rank 0's, 1 the average, 2 the fastest rank's, 3 the slowest rank's
+                       (default 3 here; nccl-tests' default is 1; a bare -a is -a 1)
   --timeout SECONDS    fail instead of waiting longer than this for a peer (default 300)
   --data_varying       fresh input before every iteration (not timed), against cache-hot data
   --json FILE          one JSON object per result (out-of-place and in-place) per size

@@ -11,6 +11,7 @@
 #include "api/dtype.h"
 #include "api/reduce_op.h"
 #include "tools/bench/bench_op.h"
+#include "tools/bench/bench_record.h"
 
 namespace distcomm {
 namespace bench {
@@ -38,7 +39,9 @@ struct BenchFlags {
   DType dtype = DType::kFloat32;
   ReduceOp redop = ReduceOp::SUM;
   int root = 0;
-  bool average = false;  // -a: average time across ranks instead of the slowest rank's
+  // -a N, nccl-tests' values: 0 rank 0's time, 1 the average (nccl-tests' default), 2 the
+  // fastest rank's, 3 the slowest rank's (bench's default, which its published figures use).
+  RankTime rank_time = RankTime::kMax;
   int nproc = 0;         // > 0: start this many ranks here (self-launch)
   int timeout_s = 300;   // group timeout, so that a lost rank fails the run instead of hanging
   bool data_varying = false;

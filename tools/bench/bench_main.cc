@@ -89,6 +89,26 @@ void write_outputs(const BenchFlags& flags, const std::vector<BenchRecord>& reco
   }
 }
 
+// For a refusal: the variable that gave the world size ("WORLD_SIZE=3 in the environment").
+std::string world_size_in_environment(const std::string& source, int world_size) {
+  const char* variable = source == "mpirun" ? "OMPI_COMM_WORLD_SIZE"
+                         : source == "slurm" ? "SLURM_NTASKS"
+                         : source == "pmi"   ? "PMI_SIZE"
+                                             : "WORLD_SIZE";
+  return std::string(variable) + "=" + std::to_string(world_size) + " in the environment";
+}
+
+// For a refusal: which variables gave this process its rank, and who sets them. RANK and
+// WORLD_SIZE ("torchrun" as LaunchEnv names them) come from distcomm-launch, torchrun or
+// spawn() alike: the message must not name torchrun to a user of distcomm-launch.
+std::string launcher_in_environment(const std::string& source) {
+  if (source == "mpirun") return "OMPI_COMM_WORLD_RANK in its environment, from mpirun";
+  if (source == "slurm") return "SLURM_PROCID in its environment, from srun";
+  if (source == "pmi") return "PMI_RANK in its environment, from a PMI launcher such as MPICH's mpiexec";
+  if (source == "pmix") return "PMIX_RANK in its environment, from a PMIx launcher";
+  return "RANK and WORLD_SIZE in its environment, as distcomm-launch (tools/launch) and torchrun set them";
+}
+
 // One rank's whole run. Returns the number of results with wrong values (rank 0 only:
 // the other ranks return 0, so that under a launcher that stops the job when one rank
 // fails, rank 0 is never stopped before it has written the table and the files).
@@ -105,7 +125,8 @@ int run_rank(const BenchFlags& flags) {
     opts.world_size = 1;
     opts.store = std::make_shared<HashStore>();
   } else if (const LaunchEnv env = read_launch_env(); env.world_size > 0) {
-    check_root(flags, env.world_size, "the world size in " + env.source + "'s environment");  // before init waits for the others
+    // before init waits for the others
+    check_root(flags, env.world_size, world_size_in_environment(env.source, env.world_size));
   }
   ProcessGroupPtr pg = init_process_group(opts);
   const std::vector<BenchRecord> records = run_sweep(*pg, flags, stdout);
@@ -120,8 +141,8 @@ int run_rank(const BenchFlags& flags) {
 int run(const BenchFlags& flags) {
   if (flags.nproc == 0) return run_rank(flags) ? kExitWrong : 0;
   if (launched_as_rank()) {
-    throw InvalidArgument("--nproc starts its own ranks, but this process was started by a launcher (" +
-                          read_launch_env().source + "): drop --nproc or the launcher");
+    throw InvalidArgument("--nproc starts its own ranks, but this process already has a rank from a launcher (" +
+                          launcher_in_environment(read_launch_env().source) + "): drop --nproc or the launcher");
   }
   SpawnOptions spawn_options;
   // Empty: the ranks inherit DISTCOMM_BACKEND, else init_process_group's default (auto).

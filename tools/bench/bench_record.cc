@@ -34,27 +34,59 @@ std::string result_columns(const BenchRecord* r) {
 
 }  // namespace
 
-TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, bool average) {
+const char* rank_time_name(RankTime t) {
+  switch (t) {
+    case RankTime::kRank0: return "rank0";
+    case RankTime::kAverage: return "avg";
+    case RankTime::kMin: return "min";
+    case RankTime::kMax: return "max";
+  }
+  return "max";
+}
+
+const char* rank_time_description(RankTime t) {
+  switch (t) {
+    case RankTime::kRank0: return "rank 0's";
+    case RankTime::kAverage: return "average of the ranks'";
+    case RankTime::kMin: return "fastest rank's";
+    case RankTime::kMax: return "slowest rank's";
+  }
+  return "slowest rank's";
+}
+
+namespace {
+
+// The ranks' values v(0) ... v(nranks - 1) combined as `how` says.
+template <typename ValueOf>
+double combine_ranks(RankTime how, int nranks, ValueOf v) {
+  double combined = v(0);
+  if (how == RankTime::kRank0) return combined;
+  for (int r = 1; r < nranks; ++r) {
+    const double t = v(r);
+    if (how == RankTime::kAverage) combined += t;
+    else if (how == RankTime::kMin) combined = std::min(combined, t);
+    else combined = std::max(combined, t);
+  }
+  return how == RankTime::kAverage ? combined / nranks : combined;
+}
+
+}  // namespace
+
+TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, RankTime rank_time) {
   TimingSummary s;
   if (nranks <= 0 || iters <= 0 || times_us.size() < static_cast<size_t>(nranks) * iters) return s;
   std::vector<double> per_iter(iters);
   for (int i = 0; i < iters; ++i) {
-    double combined = times_us[i];
-    for (int r = 1; r < nranks; ++r) {
-      const double t = times_us[static_cast<size_t>(r) * iters + i];
-      combined = average ? combined + t : std::max(combined, t);
-    }
-    per_iter[i] = average ? combined / nranks : combined;
+    per_iter[i] = combine_ranks(rank_time, nranks, [&](int r) { return times_us[static_cast<size_t>(r) * iters + i]; });
   }
   double sum = 0;
   for (double t : per_iter) sum += t;
   s.mean_us = sum / iters;
-  for (int r = 0; r < nranks; ++r) {
+  s.loop_us = combine_ranks(rank_time, nranks, [&](int r) {
     double total = 0;
     for (int i = 0; i < iters; ++i) total += times_us[static_cast<size_t>(r) * iters + i];
-    const double mean = total / iters;
-    s.loop_us = average ? s.loop_us + mean / nranks : std::max(s.loop_us, mean);
-  }
+    return total / iters;
+  });
   std::sort(per_iter.begin(), per_iter.end());
   s.min_us = per_iter.front();
   s.max_us = per_iter.back();

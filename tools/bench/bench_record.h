@@ -9,6 +9,16 @@
 namespace distcomm {
 namespace bench {
 
+// How each iteration's times are combined across ranks: nccl-tests' -a values. nccl-tests'
+// default is kAverage (1); bench's is kMax (3), which its published figures use.
+enum class RankTime { kRank0 = 0, kAverage = 1, kMin = 2, kMax = 3 };
+
+// "rank0", "avg", "min", "max": the JSON's timing field.
+const char* rank_time_name(RankTime t);
+// The "# time:" header's words: "rank 0's", "average of the ranks'", "fastest rank's",
+// "slowest rank's".
+const char* rank_time_description(RankTime t);
+
 struct BenchRecord {
   std::string op;       // "all_reduce"
   std::string backend;  // "gloo"
@@ -19,14 +29,14 @@ struct BenchRecord {
   int root = -1;        // -1 for ops without a root
   int nranks = 0;
   bool inplace = false;
-  // Per-iteration times are first combined across ranks (the slowest rank's, or the
-  // average with -a); time_us is the mean over iterations of that, min/median/max its spread.
+  // Per-iteration times are first combined across ranks (the slowest rank's, or as -a N
+  // says); time_us is the mean over iterations of that, min/median/max its spread.
   double time_us = 0;
   double time_min_us = 0;
   double time_median_us = 0;
   double time_max_us = 0;
   // Each rank's timed calls summed and divided by iters, then combined across ranks (the
-  // slowest rank's, or the average with -a): a loop's time per call, as raw_mpi_collectives
+  // slowest rank's, or as -a N says): a loop's time per call, as raw_mpi_collectives
   // (slowest rank) and nccl-tests (average by default) take it, so the figure to hold
   // against theirs. A stall on one rank in one iteration and on the other rank in another
   // counts twice in time_us (each iteration's slowest) but once here. (Only the calls are
@@ -36,7 +46,7 @@ struct BenchRecord {
   double busbw = 0;  // GB/s: algbw * the op's bus factor
   int64_t wrong = -1;  // wrong elements summed over ranks; -1: not checked (-c 0)
   int iters = 0;
-  std::string timing;  // "max" or "avg": how ranks' times were combined
+  std::string timing;  // "rank0", "avg", "min" or "max": how ranks' times were combined (-a)
 };
 
 struct TimingSummary {
@@ -48,9 +58,10 @@ struct TimingSummary {
 };
 
 // times_us holds nranks * iters values, rank-major (rank r's iteration i at r * iters + i).
-// Each iteration's times are combined across ranks (max, or mean when average), then
-// summarised over iterations; loop_us combines each rank's mean instead.
-TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, bool average);
+// Each iteration's times are combined across ranks as rank_time says (rank 0's, the mean,
+// the min or the max), then summarised over iterations; loop_us combines each rank's mean
+// instead.
+TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, int iters, RankTime rank_time);
 
 // algbw and busbw in GB/s (1e9 bytes) for bytes moved in time_us.
 double gigabytes_per_second(int64_t bytes, double time_us);

@@ -38,7 +38,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
     runner.run();
     times_us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
-  const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), iters, flags.average);
+  const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), iters, flags.rank_time);
 
   int64_t wrong = -1;
   if (flags.check_iters > 0) {
@@ -72,7 +72,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   r.busbw = r.algbw * bus_factor(flags.op, pg.size());
   r.wrong = wrong;
   r.iters = iters;
-  r.timing = flags.average ? "avg" : "max";
+  r.timing = rank_time_name(flags.rank_time);
   return r;
 }
 
@@ -105,8 +105,8 @@ std::string run_description(const BenchFlags& flags, const std::string& backend,
                            : "\n# sizes:" + sizes + " (bytes, in this order)";
   s += std::string(" warmup iters: ") + std::to_string(flags.warmup_iters) +
        " iters: " + std::to_string(flags.iters) + " check iters: " + std::to_string(flags.check_iters) +
-       "\n# time: " + (flags.average ? "average of the ranks'" : "slowest rank's") +
-       " per iteration, mean over iterations; data: " + (flags.data_varying ? "fresh each iteration" : "fixed") +
+       "\n# time: " + rank_time_description(flags.rank_time) + " (-a " +
+       std::to_string(static_cast<int>(flags.rank_time)) + ") per iteration, mean over iterations; data: " + (flags.data_varying ? "fresh each iteration" : "fixed") +
        "; GB = 1e9 bytes\n";
   if (!op_has_out_of_place(flags.op)) {
     s += "# out-of-place: N/A, distcomm's " + std::string(bench_op_name(flags.op)) +

@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -199,6 +201,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
     o.inherited_trace_dir = absolute(inherited, o.working_dir);
   }
   o.dump_wait = ms_of("dump_wait_s", FLAGS_dump_wait_s);
+  o.dump_wait_given = !gflags::GetCommandLineFlagInfoOrDie("dump_wait_s").is_default;
   o.timeline = absolute(FLAGS_timeline, o.working_dir);
   return o;
 }
@@ -276,7 +279,46 @@ void drop_flags_the_command_line_gave() {
 // gflags ends the process on an unknown flag with its own line and status 1 (a failed
 // rank's): the launcher's flags are checked first, and one of torchrun's that only makes
 // sense for Python says what to do instead.
-void check_flag_names(int flag_argc, char** argv) {
+bool is_bool_word(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"1", "t", "true", "y", "yes", "0", "f", "false", "n", "no"}) {
+    if (v == word) return true;
+  }
+  return false;
+}
+
+// A value gflags would refuse with its own line and status 1 ("illegal value 'abc' specified
+// for double flag"): refused here, as every other bad value is, naming the flag.
+void check_flag_value(const gflags::CommandLineFlagInfo& info, const std::string& typed, const std::string& value) {
+  if (info.type == "bool") {
+    if (is_bool_word(value)) return;
+    if (info.name == "tee") {
+      throw std::invalid_argument(typed + "=" + value + ": " + distcomm::launch::tee_hint(typed));
+    }
+    throw std::invalid_argument(typed + "=" + value + ": expected true or false (or " + typed + " alone)");
+  }
+  const bool floating = info.type == "double";
+  const bool integer = info.type == "int32" || info.type == "int64" || info.type == "uint32" || info.type == "uint64";
+  if (!floating && !integer) return;
+  char* end = nullptr;
+  errno = 0;
+  if (floating) {
+    std::strtod(value.c_str(), &end);
+  } else if (info.type[0] == 'u') {
+    std::strtoull(value.c_str(), &end, 10);
+  } else {
+    std::strtoll(value.c_str(), &end, 10);
+  }
+  const bool ok = !value.empty() && end != nullptr && *end == '\0' && errno == 0 &&
+                  !std::isspace(static_cast<unsigned char>(value[0])) && (info.type[0] != 'u' || value[0] != '-');
+  if (ok) return;
+  const bool seconds = info.name.size() > 2 && info.name.compare(info.name.size() - 2, 2, "_s") == 0;
+  throw std::invalid_argument(typed + "=" + value + ": expected " +
+                              (floating ? std::string(seconds ? "a number of seconds, e.g. 5 or 0.5" : "a number, e.g. 0.1")
+                                        : std::string("a whole number")));
+}
+
+void check_flag_names(int flag_argc, int argc, char** argv) {
   for (int i = 1; i < flag_argc; ++i) {
     const std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') continue;
@@ -286,9 +328,23 @@ void check_flag_names(int flag_argc, char** argv) {
     for (char& c : underscored) c = c == '-' ? '_' : c;
     gflags::CommandLineFlagInfo info;
     if (gflags::GetCommandLineFlagInfo(underscored.c_str(), &info)) {
-      if (info.type == "bool" || arg.find('=') != std::string::npos) continue;
+      const std::string typed = arg.substr(0, arg.find('='));
+      const size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        check_flag_value(info, typed, arg.substr(eq + 1));
+        continue;
+      }
+      if (info.type == "bool") {
+        // torchrun's `--tee 3 prog`: the switch here would take 3 for the program.
+        if (info.name == "tee" && i + 1 == flag_argc && flag_argc < argc &&
+            distcomm::launch::looks_like_torchrun_tee_value(argv[flag_argc])) {
+          throw std::invalid_argument(typed + " " + argv[flag_argc] + ": " + distcomm::launch::tee_hint(typed));
+        }
+        continue;
+      }
       // "--flag value": skip the value; none (or "--", where the program starts) is an error.
       if (++i >= flag_argc) throw std::invalid_argument(arg + " needs a value: " + arg + "=VALUE");
+      check_flag_value(info, typed, argv[i]);
       continue;
     }
     // --noflag for a bool flag is gflags' "false".
@@ -335,7 +391,7 @@ int main(int argc, char** argv) {
   int flag_argc = start;
   if (print_help_or_version(flag_argc, argv)) return 0;
   try {
-    check_flag_names(flag_argc, argv);
+    check_flag_names(flag_argc, argc, argv);
     defaults_from_pet_variables();
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << e.what() << "\n" << usage_hint(program) << "\n";

@@ -89,6 +89,25 @@ long long seconds_flag(const std::string& name, double seconds, bool minus_one_i
   return static_cast<long long>(seconds * 1000);
 }
 
+std::string tee_hint(const std::string& typed) {
+  return "torchrun's " + typed + " N (0 none, 1 stdout, 2 stderr, 3 both; or per rank, 0:1,1:2) copies the ranks' "
+         "output from its log files to the terminal: here --log_dir=DIR writes every rank's stdout and stderr to "
+         "DIR/rank_<R>.log and --tee (a switch, no value) shows them on the terminal as well; --ranks_filter=0,2 "
+         "picks whose";
+}
+
+bool looks_like_torchrun_tee_value(const std::string& value) {
+  if (value.empty()) return false;
+  if (value.size() == 1 && value[0] >= '0' && value[0] <= '3') return true;
+  // "0:1,1:2": a stream per local rank.
+  bool colon = false;
+  for (char c : value) {
+    if (c == ':') colon = true;
+    else if (c != ',' && !std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return colon;
+}
+
 std::string torchrun_only_flag_hint(const std::string& typed) {
   const std::string name = typed;
   std::string n = typed.substr(typed.find_first_not_of('-'));
@@ -101,6 +120,7 @@ std::string torchrun_only_flag_hint(const std::string& typed) {
     return "torchrun's " + name + " sends the ranks' output to files: here --log_dir=DIR (one file per rank), with "
            "--tee to show it on the terminal as well";
   }
+  if (n == "t" || n == "tee") return tee_hint(name);
   if (n == "local_ranks_filter") return "torchrun's --local_ranks_filter is --ranks_filter here (global ranks)";
   if (n == "rdzv_conf") {
     return "torchrun's --rdzv_conf tunes its rendezvous: here --rdzv_timeout_s and --rdzv_last_call_s";

@@ -29,6 +29,14 @@ long long seconds_flag(const std::string& name, double seconds, bool minus_one_i
 // it for and what to do here, or "" when it is not one of torchrun's.
 std::string torchrun_only_flag_hint(const std::string& typed);
 
+// torchrun's --tee/-t take a stream number or a per-rank map; here --tee is a switch. What
+// to use instead, for `typed` as written ("--tee", "-t").
+std::string tee_hint(const std::string& typed);
+
+// "0" to "3", or a per-rank map such as "0:1,1:2": a value of torchrun's --tee (or
+// --redirects), not a program's name.
+bool looks_like_torchrun_tee_value(const std::string& value);
+
 // "nproc_per_node" -> "PET_NPROC_PER_NODE".
 std::string pet_variable(const std::string& flag);
 

@@ -51,8 +51,29 @@ std::string open_p2p_text(const RankView& rv) {
 struct GroupView {
   int size = 0;
   std::string backend;
+  std::vector<int64_t> global_ranks;  // by group rank, as a dump says
   std::map<int, RankView> by_rank;  // group rank -> its view
 };
+
+// What the launcher (launcher.json) says of a world rank that ended on its own by a signal
+// or failed without being stopped: "died (signal SIGKILL, seen by the launcher)"; "" when
+// it says nothing of it.
+using LauncherDeaths = std::map<int, std::string>;
+
+LauncherDeaths launcher_deaths(const DumpFolder* folder) {
+  LauncherDeaths out;
+  if (folder == nullptr || !folder->has_launcher) return out;
+  for (const JsonValue& r : folder->launcher["ranks"].items) {
+    if (r["stopped_by_launcher"].boolean || !r["failed"].boolean) continue;
+    const int rank = static_cast<int>(r.integer("rank", -1));
+    const std::string sig = r.str("signal");
+    std::string text = sig.empty() ? "failed (" + r.str("ended") + ", seen by the launcher)"
+                                   : "died (signal " + sig + ", seen by the launcher)";
+    if (!r.str("error").empty()) text += ": " + r.str("error");
+    out.emplace(rank, text);  // the first process of the rank that failed
+  }
+  return out;
+}
 
 std::string clock_text(int64_t ns) {
   const time_t secs = static_cast<time_t>(ns / 1000000000);
@@ -76,6 +97,9 @@ std::map<std::string, GroupView> collect(const std::vector<RankDump>& dumps) {
       GroupView& view = groups[g.str("name")];
       view.size = static_cast<int>(g.integer("size"));
       view.backend = g.str("backend");
+      if (view.global_ranks.empty()) {
+        for (const JsonValue& r : g["global_ranks"].items) view.global_ranks.push_back(std::stoll(r.text));
+      }
       RankView& rv = view.by_rank[static_cast<int>(g.integer("rank"))];
       rv.global_rank = static_cast<int>(d.doc.integer("rank", -1));
       rv.host = d.doc.str("host");
@@ -105,7 +129,14 @@ const Op* last_in(const RankView& rv, const std::set<std::string>& states) {
   return nullptr;
 }
 
-void report_group(std::ostringstream& out, const std::string& name, const GroupView& g) {
+void report_group(std::ostringstream& out, const std::string& name, const GroupView& g, const LauncherDeaths& deaths) {
+  // A group rank's world rank, as the dumps name it.
+  auto world_rank = [&](int r) {
+    return static_cast<size_t>(r) < g.global_ranks.size() ? static_cast<int>(g.global_ranks[static_cast<size_t>(r)]) : r;
+  };
+  auto rank_name = [&](int r) {
+    return "rank " + std::to_string(r) + (world_rank(r) != r ? " (world rank " + std::to_string(world_rank(r)) + ")" : "");
+  };
   out << "group '" << name << "' (" << g.size << " ranks, " << g.backend << ")\n";
   std::vector<int> missing;
   for (int r = 0; r < g.size; ++r) {
@@ -127,6 +158,15 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     out << "\n";
   }
   if (!missing.empty()) out << "  no dump from ranks " << rank_list_text(missing) << "\n";
+  // The ranks without a dump that the launcher saw die or fail on their own.
+  std::vector<std::string> dead;
+  for (int r : missing) {
+    auto it = deaths.find(world_rank(r));
+    if (it != deaths.end()) {
+      dead.push_back(rank_name(r) + " " + it->second);
+      out << "    " << dead.back() << "\n";
+    }
+  }
 
   // Where the group stands: the first collective not every rank (with a dump) completed.
   std::set<int64_t> seqs;
@@ -164,10 +204,18 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
       }
     }
     if (!waiting.empty()) out << "    waiting in it: ranks " << rank_list_text(waiting) << "\n";
+    for (const std::string& d : dead) {
+      if (!waiting.empty()) out << "    " << d << " while ranks " << rank_list_text(waiting) << " waited in " << what << "\n";
+    }
     if (!failed.empty()) out << "    failed in it: ranks " << rank_list_text(failed) << "\n";
     break;
   }
-  if (!stuck) out << "  every rank completed every collective it recorded\n";
+  if (!stuck) {
+    out << "  every rank completed every collective it recorded"
+        << (dead.empty() ? "" : " (but " + std::to_string(dead.size()) + (dead.size() == 1 ? " rank" : " ranks") +
+                                     " of the group died: above)")
+        << "\n";
+  }
 
   // Fingerprints of one sequence number that differ between ranks.
   size_t listed = 0;
@@ -195,20 +243,22 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
 
 }  // namespace
 
-std::vector<RankDump> load_dumps(const std::string& dir) {
+DumpFolder load_dump_folder(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) throw std::runtime_error("trace analyze: cannot open folder " + dir);
   std::vector<std::string> names;
+  bool has_launcher = false;
   while (dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
     if ((n.rfind("rank_", 0) == 0 || n.rfind("pid_", 0) == 0) && n.size() > 5 && n.substr(n.size() - 5) == ".json") {
       names.push_back(n);
     }
+    if (n == "launcher.json") has_launcher = true;
   }
   ::closedir(d);
-  if (names.empty()) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
+  if (names.empty() && !has_launcher) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
   std::sort(names.begin(), names.end());
-  std::vector<RankDump> dumps;
+  std::vector<RankDump> all;
   for (const std::string& n : names) {
     RankDump r;
     r.path = dir + "/" + n;
@@ -216,23 +266,108 @@ std::vector<RankDump> load_dumps(const std::string& dir) {
     if (r.doc.str("format") != "distcomm-trace-dump") {
       throw std::runtime_error("trace analyze: " + r.path + " is not a distcomm trace dump");
     }
-    dumps.push_back(std::move(r));
+    all.push_back(std::move(r));
   }
-  std::sort(dumps.begin(), dumps.end(),
+  DumpFolder folder;
+  JsonValue launcher;
+  if (has_launcher) {
+    launcher = parse_json_file(dir + "/launcher.json");
+    if (launcher.str("format") != "distcomm-launcher-record") {
+      throw std::runtime_error("trace analyze: " + dir + "/launcher.json is not a distcomm launcher record");
+    }
+  }
+  // The jobs in the folder, by run id (DISTCOMM_RUN_ID; "" in dumps of programs run without
+  // one, and of ranks whose distcomm predates the run id), each with the time of its
+  // newest dump. launcher.json only where there is no dump: ranks of an older distcomm
+  // under a newer launcher write none, and their dumps are still the job's.
+  std::map<std::string, int64_t> newest;
+  for (const RankDump& r : all) {
+    int64_t& t = newest[r.doc.str("run_id")];
+    t = std::max(t, r.doc.integer("time_ns"));
+  }
+  if (has_launcher && all.empty()) newest[launcher.str("run_id")] = launcher.integer("time_ns");
+  std::string run;
+  int64_t run_time = -1;
+  for (const auto& [id, t] : newest) {
+    if (t > run_time) {
+      run = id;
+      run_time = t;
+    } else if (t == run_time) {
+      throw std::runtime_error("trace analyze: " + dir + " holds the dumps of several jobs (run ids '" + run +
+                               "' and '" + id + "') written at the same time: which is the newest cannot be told; "
+                               "move one job's files elsewhere");
+    }
+  }
+  auto run_text = [](const std::string& id) { return id.empty() ? std::string("no run id") : "run " + id; };
+  folder.run_id = run;
+  for (RankDump& r : all) {
+    const std::string id = r.doc.str("run_id");
+    if (id == run) {
+      folder.dumps.push_back(std::move(r));
+      continue;
+    }
+    folder.left_out.push_back(r.path.substr(dir.size() + 1) + " (" + run_text(id) + ", written at " +
+                              clock_text(r.doc.integer("time_ns")) + ": an earlier job's dump)");
+  }
+  if (has_launcher) {
+    // Dumps without a run id: launcher.json is taken as theirs when it was written after
+    // them (the launcher writes it once every rank has ended; it moves an earlier job's
+    // dumps aside before the job starts).
+    const bool theirs = launcher.str("run_id") == run || (run.empty() && launcher.integer("time_ns") >= run_time);
+    if (theirs) {
+      folder.has_launcher = true;
+      folder.launcher = std::move(launcher);
+    } else {
+      folder.left_out.push_back("launcher.json (" + run_text(launcher.str("run_id")) + ", written at " +
+                                clock_text(launcher.integer("time_ns")) + ": an earlier job's)");
+    }
+  }
+  std::sort(folder.dumps.begin(), folder.dumps.end(),
             [](const RankDump& a, const RankDump& b) { return a.doc.integer("rank") < b.doc.integer("rank"); });
-  return dumps;
+  return folder;
 }
 
+std::vector<RankDump> load_dumps(const std::string& dir) { return load_dump_folder(dir).dumps; }
+
 std::string analyze_dumps(const std::vector<RankDump>& dumps) {
+  DumpFolder folder;
+  folder.dumps = dumps;
+  return analyze_folder(folder);
+}
+
+std::string analyze_folder(const DumpFolder& folder) {
+  const std::vector<RankDump>& dumps = folder.dumps;
+  const LauncherDeaths deaths = launcher_deaths(&folder);
   std::ostringstream out;
+  for (const std::string& f : folder.left_out) out << "left out " << f << "\n";
+  if (!folder.left_out.empty()) {
+    out << "analysed: " << (folder.run_id.empty() ? std::string("the files with no run id") : "run " + folder.run_id)
+        << ", the newest job in the folder\n";
+  }
   out << dumps.size() << (dumps.size() == 1 ? " dump:" : " dumps:");
+  if (dumps.empty()) out << " none";
   for (const RankDump& d : dumps) {
     out << " rank " << d.doc.integer("rank", -1) << " (" << d.doc.str("host") << " pid " << d.doc.integer("pid")
         << ", " << d.doc.str("reason") << ")";
     if (&d != &dumps.back()) out << ",";
   }
   out << "\n";
-  for (const auto& [name, g] : collect(dumps)) report_group(out, name, g);
+  for (const auto& [name, g] : collect(dumps)) report_group(out, name, g, deaths);
+  // What the launcher saw (launcher.json): how the ranks ended, which one failed first.
+  if (folder.has_launcher) {
+    const JsonValue& l = folder.launcher;
+    std::vector<int> stopped;
+    for (const JsonValue& r : l["ranks"].items) {
+      if (r["stopped_by_launcher"].boolean) stopped.push_back(static_cast<int>(r.integer("rank", -1)));
+    }
+    out << "launcher: exit code " << l.integer("exit_code");
+    if (!l.str("interrupted_by").empty()) out << ", interrupted by " << l.str("interrupted_by");
+    for (const auto& [rank, how] : deaths) out << "; rank " << rank << " " << how;
+    if (!stopped.empty()) out << "; stopped by the launcher: ranks " << rank_list_text(stopped);
+    out << "\n";
+    const JsonValue& first = l["first_failure"];
+    if (first.is_object()) out << "launcher's first failure: " << first.str("failure") << "\n";
+  }
 
   // The first failure by time, over every rank and group; an op another rank's failure cut
   // off (the core's words for an adopted failure) only where no rank failed on its own: it

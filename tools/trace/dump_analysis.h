@@ -4,8 +4,8 @@
 // Per group: each rank's last completed and last started collective; the first sequence
 // number not every rank has completed, with the ranks that never issued it ("behind") and
 // those waiting in it; collectives whose fingerprints differ between ranks (count, dtype,
-// root, reduction, op); ranks of the group without a dump. Then the first failure of the
-// job by time.
+// root, reduction, op); ranks of the group without a dump, and how they ended when the
+// launcher says (launcher.json). Then the first failure of the job by time.
 #pragma once
 
 #include <string>
@@ -21,12 +21,30 @@ struct RankDump {
   JsonValue doc;
 };
 
-// Every rank_*.json in dir (and pid_*.json), parsed. Throws std::runtime_error naming the
-// file that is not a dump, or when there is none.
+// What a folder holds for `analyze`: the dumps of one job, the files of other jobs left
+// out (and why), and what the launcher saw of the job (launcher.json, tools/launch
+// --trace_dir), when it is of the same job.
+struct DumpFolder {
+  std::vector<RankDump> dumps;
+  std::vector<std::string> left_out;  // "rank_1.json (run a1b2, an earlier job: ...)"
+  std::string run_id;                 // the job analysed ("" when its dumps carry none)
+  bool has_launcher = false;
+  JsonValue launcher;  // launcher.json: {"format": "distcomm-launcher-record", ...}
+};
+
+// Every rank_*.json in dir (and pid_*.json), parsed, and launcher.json. Dumps of several
+// jobs (DISTCOMM_RUN_ID: "run_id" in each) are not mixed: the newest job's (by the time its
+// files were written) are analysed, the others left out. Throws std::runtime_error naming
+// the file that is not a dump, or when there is none.
+DumpFolder load_dump_folder(const std::string& dir);
+// load_dump_folder(dir).dumps.
 std::vector<RankDump> load_dumps(const std::string& dir);
 
 // The report, as printed.
 std::string analyze_dumps(const std::vector<RankDump>& dumps);
+// The same, with the files left out and the launcher's view of the ranks that left no dump
+// (a rank SIGKILLed is named as dead, not merely absent).
+std::string analyze_folder(const DumpFolder& folder);
 
 }  // namespace trace
 }  // namespace distcomm

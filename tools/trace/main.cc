@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   }
   return distcomm::run_main("trace", [&] {
     if (command.name == "analyze") {
-      std::cout << distcomm::trace::analyze_dumps(distcomm::trace::load_dumps(command.path));
+      std::cout << distcomm::trace::analyze_folder(distcomm::trace::load_dump_folder(command.path));
       return 0;
     }
     return timeline(command);

@@ -173,7 +173,7 @@ TEST(BenchEndToEnd, BadInputFailsClearlyWithoutHanging) {
   out = run_program({runfile("tools/bench/bench"), "--op=broadcast", "-r", "5", "-b", "8", "-e", "8"}, 120,
                     {"RANK=0", "WORLD_SIZE=3"});
   EXPECT_EQ(out.exit_code, 2);
-  EXPECT_NE(out.output.find("-r/--root 5 is not a rank of this 3-rank job (the world size in torchrun's environment)"),
+  EXPECT_NE(out.output.find("-r/--root 5 is not a rank of this 3-rank job (WORLD_SIZE=3 in the environment)"),
             std::string::npos)
       << out.output;
 
@@ -191,6 +191,38 @@ TEST(BenchEndToEnd, BadInputFailsClearlyWithoutHanging) {
   out = run_bench({"--backend=nosuch", "--nproc=2", "-b", "8", "-e", "8"});
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.output.find("nosuch"), std::string::npos) << out.output;
+}
+
+// RANK and WORLD_SIZE come from distcomm-launch as much as from torchrun: the refusal of
+// --nproc names the variables, not torchrun alone.
+TEST(BenchEndToEnd, NprocUnderALauncherNamesNoSingleLauncher) {
+  const Outcome out = run_program({runfile("tools/bench/bench"), "--nproc=2", "-b", "8", "-e", "8"}, 120,
+                                  {"RANK=0", "WORLD_SIZE=1"});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.output.find("bench: --nproc starts its own ranks, but this process already has a rank from a "
+                            "launcher (RANK and WORLD_SIZE in its environment, as distcomm-launch (tools/launch) "
+                            "and torchrun set them): drop --nproc or the launcher"),
+            std::string::npos)
+      << out.output;
+  EXPECT_EQ(out.output.find("(torchrun)"), std::string::npos) << out.output;
+}
+
+// The "# time:" line names how the ranks' times were combined, as -a N chose.
+TEST(BenchEndToEnd, TimeHeaderNamesTheAverageChoice) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "# time: slowest rank's (-a 3) per iteration"},
+      {"0", "# time: rank 0's (-a 0) per iteration"},
+      {"1", "# time: average of the ranks' (-a 1) per iteration"},
+      {"2", "# time: fastest rank's (-a 2) per iteration"},
+      {"3", "# time: slowest rank's (-a 3) per iteration"},
+  };
+  for (const auto& [value, line] : cases) {
+    std::vector<std::string> args = {"--backend=gloo", "-b", "8", "-e", "8", "-n", "2", "-w", "0"};
+    if (!value.empty()) args.insert(args.end(), {"-a", value});
+    const Outcome out = run_bench(args);
+    EXPECT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_NE(out.output.find(line), std::string::npos) << "-a " << value << ": " << out.output;
+  }
 }
 
 TEST(BenchEndToEnd, OneRankWithoutALauncher) {

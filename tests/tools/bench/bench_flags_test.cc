@@ -80,7 +80,7 @@ TEST(ParseFlags, DefaultsAreNcclTests) {
   EXPECT_EQ(f.check_iters, 1);
   EXPECT_EQ(f.dtype, DType::kFloat32);
   EXPECT_EQ(f.redop.kind, ReduceOp::SUM);
-  EXPECT_FALSE(f.average);
+  EXPECT_EQ(f.rank_time, RankTime::kMax);  // bench's default (nccl-tests' is 1, the average)
   EXPECT_EQ(f.nproc, 0);
 }
 
@@ -100,7 +100,7 @@ TEST(ParseFlags, ShortAndLongForms) {
   EXPECT_EQ(f.dtype, DType::kInt32);
   EXPECT_EQ(f.redop.kind, ReduceOp::MAX);
   EXPECT_EQ(f.root, 1);
-  EXPECT_TRUE(f.average);
+  EXPECT_EQ(f.rank_time, RankTime::kAverage);  // a bare -a
   EXPECT_EQ(f.nproc, 3);
   EXPECT_EQ(f.json_path, "/tmp/x.json");
   EXPECT_TRUE(f.data_varying);
@@ -113,13 +113,41 @@ TEST(ParseFlags, ShortAndLongForms) {
                                           "--plot=a.svg", "--plot_inputs=a.json,b.json"});
   EXPECT_EQ(g.min_bytes, 1024);
   EXPECT_EQ(g.step_bytes, 1024);
-  EXPECT_FALSE(g.average);
+  EXPECT_EQ(g.rank_time, RankTime::kRank0);
   EXPECT_EQ(g.plot_inputs, (std::vector<std::string>{"a.json", "b.json"}));
 
-  // nccl-tests' "-a 1" / "-a 0" spelling of the switch.
-  EXPECT_TRUE(parse_bench_flags({"-a", "1", "-n", "3"}).average);
-  EXPECT_FALSE(parse_bench_flags({"-a", "0"}).average);
   EXPECT_EQ(parse_bench_flags({"-a", "0", "-n", "3"}).iters, 3);
+}
+
+// nccl-tests' -a N: 0 rank 0's time, 1 the average, 2 the min, 3 the max, in every spelling.
+TEST(ParseFlags, AverageTakesNcclTestsValues) {
+  EXPECT_EQ(parse_bench_flags({"-a", "0", "-n", "3"}).rank_time, RankTime::kRank0);
+  EXPECT_EQ(parse_bench_flags({"-a", "1"}).rank_time, RankTime::kAverage);
+  EXPECT_EQ(parse_bench_flags({"-a", "2"}).rank_time, RankTime::kMin);
+  EXPECT_EQ(parse_bench_flags({"-a", "3"}).rank_time, RankTime::kMax);
+  EXPECT_EQ(parse_bench_flags({"-a2"}).rank_time, RankTime::kMin);
+  EXPECT_EQ(parse_bench_flags({"--average=3"}).rank_time, RankTime::kMax);
+  EXPECT_EQ(parse_bench_flags({"--average", "0"}).rank_time, RankTime::kRank0);
+  EXPECT_EQ(parse_bench_flags({"--average"}).rank_time, RankTime::kAverage);
+  EXPECT_EQ(parse_bench_flags({"-a", "-n", "3"}).rank_time, RankTime::kAverage);
+  for (const char* bad : {"4", "x", "11"}) {
+    try {
+      parse_bench_flags({"-a", bad});
+      ADD_FAILURE() << "accepted -a " << bad;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("-a expects nccl-tests' 0 (rank 0's time)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The flag is named once, with its own dashes.
+TEST(ParseFlags, EmptySizesNamesTheFlagOnce) {
+  try {
+    parse_bench_flags({"--sizes="});
+    ADD_FAILURE() << "accepted --sizes=";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "--sizes needs at least one size");
+  }
 }
 
 TEST(ParseFlags, MistakesNameTheFlag) {

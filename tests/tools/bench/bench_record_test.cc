@@ -36,20 +36,39 @@ TEST(Timing, SlowestRankPerIterationThenSummary) {
   // 2 ranks x 4 iterations, rank-major.
   const std::vector<double> t = {10, 50, 30, 20,   // rank 0
                                  40, 10, 30, 60};  // rank 1
-  const TimingSummary max = summarize_times(t, 2, 4, false);  // per iteration: 40 50 30 60
+  const TimingSummary max = summarize_times(t, 2, 4, RankTime::kMax);  // per iteration: 40 50 30 60
   EXPECT_DOUBLE_EQ(max.mean_us, 45);
   EXPECT_DOUBLE_EQ(max.min_us, 30);
   EXPECT_DOUBLE_EQ(max.median_us, 45);
   EXPECT_DOUBLE_EQ(max.max_us, 60);
   EXPECT_DOUBLE_EQ(max.loop_us, 35);  // rank means 27.5 and 35: the slowest rank's loop
-  const TimingSummary avg = summarize_times(t, 2, 4, true);  // 25 30 30 40
+  const TimingSummary avg = summarize_times(t, 2, 4, RankTime::kAverage);  // 25 30 30 40
   EXPECT_DOUBLE_EQ(avg.mean_us, 31.25);
   EXPECT_DOUBLE_EQ(avg.min_us, 25);
   EXPECT_DOUBLE_EQ(avg.median_us, 30);
   EXPECT_DOUBLE_EQ(avg.max_us, 40);
   EXPECT_DOUBLE_EQ(avg.loop_us, 31.25);
-  const TimingSummary odd = summarize_times({3, 1, 2}, 1, 3, false);
+  const TimingSummary odd = summarize_times({3, 1, 2}, 1, 3, RankTime::kMax);
   EXPECT_DOUBLE_EQ(odd.median_us, 2);
+}
+
+// nccl-tests' -a 0 (rank 0's time) and -a 2 (the fastest rank's).
+TEST(Timing, RankZeroAndFastestRank) {
+  const std::vector<double> t = {10, 50, 30, 20,   // rank 0
+                                 40, 10, 30, 60};  // rank 1
+  const TimingSummary rank0 = summarize_times(t, 2, 4, RankTime::kRank0);  // 10 50 30 20
+  EXPECT_DOUBLE_EQ(rank0.mean_us, 27.5);
+  EXPECT_DOUBLE_EQ(rank0.min_us, 10);
+  EXPECT_DOUBLE_EQ(rank0.max_us, 50);
+  EXPECT_DOUBLE_EQ(rank0.loop_us, 27.5);
+  const TimingSummary min = summarize_times(t, 2, 4, RankTime::kMin);  // 10 10 30 20
+  EXPECT_DOUBLE_EQ(min.mean_us, 17.5);
+  EXPECT_DOUBLE_EQ(min.min_us, 10);
+  EXPECT_DOUBLE_EQ(min.max_us, 30);
+  EXPECT_DOUBLE_EQ(min.loop_us, 27.5);  // rank means 27.5 and 35
+  EXPECT_STREQ(rank_time_name(RankTime::kRank0), "rank0");
+  EXPECT_STREQ(rank_time_name(RankTime::kMin), "min");
+  EXPECT_STREQ(rank_time_description(RankTime::kMin), "fastest rank's");
 }
 
 TEST(Timing, GigabytesAreDecimal) {

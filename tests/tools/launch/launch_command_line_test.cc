@@ -42,6 +42,27 @@ TEST(LaunchCommandLine, AValueFromAPetVariableIsRefusedNamingTheVariable) {
   }
 }
 
+// A flag whose value cannot work is refused before a rank starts, as --log_dir's is:
+// --timeline in a folder that is not there (before: every rank ran, then each said
+// "timeline: cannot open ...", and the job exited 0); --dump_wait_s without a trace folder,
+// which it would not affect (as --tee without --log_dir).
+TEST(LaunchCommandLine, ATimelineWithoutItsFolderAndADumpWaitWithoutATraceDirAreRefused) {
+  const std::string missing = temp_path("no_such_folder") + "/t.json";
+  for (const auto& [flags, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--timeline=" + missing}, "launch: --timeline=" + missing + ": no folder "},
+           {{"--dump_wait_s=2"}, "launch: --dump_wait_s=2"},
+       }) {
+    Finished f = run(launch(flags, {kProbe, "env"}), std::chrono::seconds(30));
+    EXPECT_EQ(exit_code(f), 2) << named << ": " << f.err;
+    EXPECT_NE(f.err.find(named), std::string::npos) << f.err;
+    EXPECT_EQ(f.out, "") << "nothing may start: " << named;
+  }
+  // With a trace folder it is the ranks' time to dump.
+  Finished ok = run(launch({"--dump_wait_s=2", "--trace_dir=" + temp_path("dump_wait_trace")}, {kProbe, "env"}),
+                    std::chrono::seconds(30));
+  EXPECT_EQ(exit_code(ok), 0) << ok.err;
+}
+
 // Installed, the launcher is distcomm-launch: its usage says so, and its example is not a
 // path under bazel-bin/ that an installed copy's user does not have.
 TEST(LaunchCommandLine, TheUsageNamesTheProgramAsItWasRun) {

@@ -10,7 +10,9 @@
 //                        sit in a long computation, until the launcher stops them.
 //   trace_probe hang     3 ranks, three all_reduces; then rank 1 waits in a recv from rank 0
 //                        (tag 42) that nobody sends while ranks 0 and 2 wait in all_reduce
-//                        #3 without it, and rank 2 stops the job: SIGTERM to its launcher.
+//                        #3 without it, and rank 2 stops the job: SIGTERM to its launcher
+//                        (trace_probe hang sigint: SIGINT, as a Ctrl-C).
+//   trace_probe ok       three all_reduces, and the ranks exit 0.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -127,7 +129,7 @@ int die(distcomm::ProcessGroup& pg) {
 }
 
 // A hang, as a user stops it: every rank is inside an op that will not end.
-int hang(distcomm::ProcessGroup& pg) {
+int hang(distcomm::ProcessGroup& pg, int stop_signal) {
   all_reduces(pg, 3);
   distcomm::Tensor t = distcomm::Tensor::zeros({4});
   distcomm::WorkPtr stuck;
@@ -144,7 +146,7 @@ int hang(distcomm::ProcessGroup& pg) {
       throw distcomm::Error("the other ranks never got stuck");
     }
     std::this_thread::sleep_for(300ms);  // their ops have started
-    ::kill(::getppid(), SIGTERM);        // the launcher, which stops every rank
+    ::kill(::getppid(), stop_signal);    // the launcher, which stops every rank
   }
   stuck->wait();
   throw distcomm::Error("an op that could not end has ended");
@@ -162,7 +164,11 @@ int main(int argc, char** argv) {
     if (mode == "skip") return skip(*pg);
     if (mode == "sigusr1") return sigusr1(*pg);
     if (mode == "die") return die(*pg);
-    if (mode == "hang") return hang(*pg);
-    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1 or die, got '" + mode + "'");
+    if (mode == "hang") return hang(*pg, argc > 2 && std::string(argv[2]) == "sigint" ? SIGINT : SIGTERM);
+    if (mode == "ok") {
+      all_reduces(*pg, 3);
+      return 0;
+    }
+    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1, die, hang or ok, got '" + mode + "'");
   });
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_files.h"
@@ -113,6 +114,48 @@ TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
   EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; no collective issued since"), std::string::npos);
   EXPECT_NE(f.out.find("no op failed"), std::string::npos);
+  // The dead rank is named from what the launcher saw (launcher.json), not only as absent
+  // (before: "no dump from ranks [2]" and "no op failed", nothing more).
+  const trace::JsonValue record = trace::parse_json_file(dir + "/launcher.json");
+  EXPECT_EQ(record.str("format"), "distcomm-launcher-record");
+  EXPECT_EQ(record["first_failure"].integer("rank"), 2);
+  EXPECT_NE(f.out.find("    rank 2 died (signal SIGKILL, seen by the launcher)\n"), std::string::npos);
+  EXPECT_NE(f.out.find("stopped by the launcher: ranks [0, 1]"), std::string::npos);
+  EXPECT_NE(f.out.find("launcher's first failure: rank 2 (local rank 2, pid "), std::string::npos);
+}
+
+// A --trace_dir used again: the earlier job's dumps are moved aside by the launcher (said
+// in one line), and `trace analyze` does not mix dumps of two jobs (their run ids) when one
+// is put back. Before: a dead rank's dump of the earlier job (reason exit) was read as its
+// last word ("last completed all_reduce #2; no collective issued since").
+TEST(Trace, AReusedTraceDirHoldsOnlyTheNewJobsDumps) {
+  const std::string dir = fresh_dir("reused");
+  Finished first = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "ok"}, std::chrono::seconds(90));
+  ASSERT_EQ(exit_code(first), 0) << first.out << first.err;
+  const std::string first_run = trace::parse_json_file(dir + "/rank_2.json").str("run_id");
+  EXPECT_FALSE(first_run.empty());
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "die"}, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 128 + 9) << job.out << job.err;
+  EXPECT_NE(job.err.find("launch: --trace_dir=" + dir + ": moved an earlier job's 4 files (launcher.json, rank_0.json, "
+                         "rank_1.json, rank_2.json) to " + dir + "/previous_job\n"),
+            std::string::npos)
+      << job.err;
+  EXPECT_FALSE(exists(dir + "/rank_2.json"));
+  const std::string second_run = trace::parse_json_file(dir + "/rank_0.json").str("run_id");
+  EXPECT_NE(second_run, first_run);
+  EXPECT_EQ(trace::parse_json_file(dir + "/previous_job/rank_2.json").str("run_id"), first_run);
+  Finished f = analyze(dir);
+  EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
+  EXPECT_EQ(f.out.find("rank 2: last completed"), std::string::npos);
+
+  // The earlier job's dump put back (as a program run without the launcher would leave it).
+  run({"cp", dir + "/previous_job/rank_2.json", dir + "/rank_2.json"});
+  Finished mixed = analyze(dir);
+  ASSERT_EQ(exit_code(mixed), 0) << mixed.err;
+  EXPECT_NE(mixed.out.find("left out rank_2.json (run " + first_run + ", written at "), std::string::npos);
+  EXPECT_NE(mixed.out.find("analysed: run " + second_run + ", the newest job in the folder"), std::string::npos);
+  EXPECT_NE(mixed.out.find("no dump from ranks [2]"), std::string::npos);
+  EXPECT_EQ(mixed.out.find("rank 2: last completed"), std::string::npos);
 }
 
 // A job the launcher stops (rank 2 died; ranks 0 and 1 sit in a long computation until
@@ -136,11 +179,15 @@ TEST(Trace, AStoppedJobsRanksWriteTheirTimeline) {
 // A job stopped in a hang: the ops every rank was stuck in are on the timeline, as bars up
 // to the stop marked unfinished (helper-73: only the finished ops were, the very ops a hang
 // is about were not).
-TEST(Trace, AStoppedJobsTimelineShowsTheOpsItWasStuckIn) {
-  const std::string dir = fresh_dir("hung_timeline");
+void expect_the_ops_it_was_stuck_in(const std::string& name, const std::string& stop_signal,
+                                    const std::vector<std::string>& flags = {}) {
+  const std::string dir = fresh_dir(name);
   const std::string file = dir + "/timeline.json";
-  Finished job = run({kLaunch, "--nproc_per_node=3", "--timeline=" + file, "--", kProbe, "hang"}, std::chrono::seconds(90));
-  EXPECT_EQ(exit_code(job), 128 + 15) << job.out << job.err;
+  std::vector<std::string> argv = {kLaunch, "--nproc_per_node=3", "--timeline=" + file};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const std::string& a : {std::string("--"), kProbe, std::string("hang"), stop_signal}) argv.push_back(a);
+  Finished job = run(argv, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 128 + (stop_signal == "sigint" ? 2 : 15)) << job.out << job.err;
   ASSERT_TRUE(exists(file)) << job.err;
   const trace::JsonValue doc = trace::parse_json_file(file);
   std::map<std::string, int> count;  // "<pid> <name> <state>"
@@ -159,6 +206,17 @@ TEST(Trace, AStoppedJobsTimelineShowsTheOpsItWasStuckIn) {
   }
   EXPECT_EQ(count["1 all_reduce completed"], 3);
   EXPECT_EQ(count["1 recv started"], 1) << "rank 1's recv";
+}
+
+TEST(Trace, AStoppedJobsTimelineShowsTheOpsItWasStuckIn) { expect_the_ops_it_was_stuck_in("hung_timeline", "sigterm"); }
+
+// Stopped by a Ctrl-C: the launcher passes SIGINT on to the ranks, which write their
+// timeline as on SIGTERM (before: SIGINT's default action ended them with nothing written).
+// With --trace_dir the launcher's SIGUSR1 comes first: its timeline append is finished
+// before the rank ends (before: SIGINT could end a rank halfway, leaving it out).
+TEST(Trace, AJobStoppedByCtrlCHasTheOpsItWasStuckInOnItsTimeline) {
+  expect_the_ops_it_was_stuck_in("sigint_timeline", "sigint");
+  expect_the_ops_it_was_stuck_in("sigint_trace_timeline", "sigint", {"--trace_dir=" + fresh_dir("sigint_dumps")});
 }
 
 TEST(Trace, ADdpTimelineHasEveryRanksOpsAndBucketsAndDrawsAsSvg) {

@@ -87,8 +87,8 @@ OverheadRow measure_side_by_side(ProcessGroup& pg, int64_t bytes, const Overhead
   const int samples = flags.iters * flags.rounds;
   OverheadRow row;
   row.bytes = bytes;
-  row.direct = summarize_times(gather_times(pg, direct_us), pg.size(), samples, false);
-  row.layer = summarize_times(gather_times(pg, layer_us), pg.size(), samples, false);
+  row.direct = summarize_times(gather_times(pg, direct_us), pg.size(), samples, RankTime::kMax);
+  row.layer = summarize_times(gather_times(pg, layer_us), pg.size(), samples, RankTime::kMax);
   return row;
 }
 
