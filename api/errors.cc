@@ -10,6 +10,7 @@ InvalidArgument::~InvalidArgument() = default;
 Timeout::~Timeout() = default;
 PeerFailure::~PeerFailure() = default;
 Desync::~Desync() = default;
+AgreedDesync::~AgreedDesync() = default;
 BackendUnavailable::~BackendUnavailable() = default;
 StoreError::~StoreError() = default;
 Unsupported::~Unsupported() = default;
@@ -31,6 +32,8 @@ std::exception_ptr rebuilt(std::exception_ptr e, const Msg& msg, const std::stri
     return std::make_exception_ptr(Timeout(msg(x)));
   } catch (const PeerFailure& x) {
     return std::make_exception_ptr(PeerFailure(msg(x)));
+  } catch (const AgreedDesync& x) {
+    return std::make_exception_ptr(AgreedDesync(msg(x)));
   } catch (const Desync& x) {
     return std::make_exception_ptr(Desync(msg(x)));
   } catch (const BackendUnavailable& x) {

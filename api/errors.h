@@ -44,6 +44,15 @@ class Desync : public Error {
   ~Desync() override;
 };
 
+// A Desync that every rank of the group found at the same op, which failed on all of them
+// together: the group stays in step and usable (shm's all_to_all split sizes that do not
+// pair up). The ProcessGroup does not count it as the group's failure.
+class AgreedDesync : public Desync {
+ public:
+  using Desync::Desync;
+  ~AgreedDesync() override;
+};
+
 // A backend could not be loaded or cannot run here (no plugin, ABI mismatch, no GPU).
 class BackendUnavailable : public Error {
  public:

@@ -155,6 +155,8 @@ void ProcessGroup::CoreFailure::note(const std::exception_ptr& error) {
   if (!error || failed.load(std::memory_order_acquire)) return;
   try {
     std::rethrow_exception(error);
+  } catch (const AgreedDesync&) {
+    return;  // every rank failed the op together, and the backend keeps the group usable
   } catch (const Timeout&) {
   } catch (const PeerFailure&) {
   } catch (const Desync&) {

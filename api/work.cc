@@ -68,27 +68,20 @@ void Work::wait(CUstream_st* stream) {
   wait();
 }
 
+// Polls do not fire the core's safety net: they run where locks may be held (a backend's
+// stall watch polls its ops under its own lock), and ending an op runs its callbacks. Only
+// a wait ends an op its backend let run past its deadline (work.h).
 bool Work::is_completed() const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (completed_ || !net_armed_.load(std::memory_order_acquire) || Clock::now() < net_deadline_locked()) {
-      return completed_;
-    }
-  }
-  // A poll past the safety net's deadline ends the op as a wait would (the poll is what
-  // this caller does instead of waiting).
-  const_cast<Work*>(this)->end_by_core();
-  return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_;
 }
 
 bool Work::is_success() const {
-  if (!Work::is_completed()) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  return !error_;
+  return completed_ && !error_;
 }
 
 std::exception_ptr Work::exception() const {
-  Work::is_completed();  // the safety net's deadline, as a poll sees it
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }

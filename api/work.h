@@ -86,11 +86,13 @@ class Work {
 
   // The core's safety net (set by the ProcessGroup on the Work its backend returned, for
   // every backend): the op's timeout, counted from now, and the name of the backend that
-  // runs it (intern_backend_name). A wait, wait(timeout) or poll (is_completed, is_success,
-  // exception) that finds the op not ended once timeout + core_timeout_grace(timeout) have
-  // passed ends it here with a Timeout saying the backend did not end it within its
+  // runs it (intern_backend_name). A wait or wait(timeout) on this class's wait() that finds
+  // the op not ended once timeout + core_timeout_grace(timeout) have passed ends it here with a Timeout saying the backend did not end it within its
   // timeout; a later finish() by the backend is then ignored (only the first call counts).
-  // Backends that enforce their timeouts themselves end their ops first. A timeout too
+  // Backends that enforce their timeouts themselves end their ops first. Polls
+  // (is_completed) never end it: a stall watch polls under its own lock, and ending an op
+  // runs its callbacks. A subclass whose wait() blocks elsewhere before calling this one
+  // (shm's, mpi's) is not covered: it must keep its own timeouts. A timeout too
   // long to keep (over ~49 days) arms nothing. Kept in what was padding of this class: a
   // plugin built against earlier headers allocates and lays out Work as before.
   void arm_core_deadline(std::chrono::milliseconds timeout, uint16_t backend_name_id);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -111,8 +112,13 @@ void validate(const LaunchOptions& o) {
   check_descriptor_limit(o);
 }
 
-int descriptors_per_rank(const LaunchOptions& o) {
-  return 3 + (o.log_dir.empty() ? 0 : 1) + (o.serve_store ? 1 : 0);
+int descriptors_per_rank(const LaunchOptions& o) { return 3 + (o.log_dir.empty() ? 0 : 1); }
+
+long long store_connections(const LaunchOptions& o) {
+  // Only node 0's launcher serves the store (attempt.cc), and every rank of the job, on
+  // every machine, holds a connection to it; the other machines' launchers hold none.
+  // (Elastic jobs' launchers serve no store: rank 0 does.)
+  return o.serve_store && o.node_rank == 0 ? static_cast<long long>(o.world_size()) : 0;
 }
 
 namespace {
@@ -129,26 +135,55 @@ long long descriptors_open_now() {
 
 }  // namespace
 
-void check_descriptor_limit(const LaunchOptions& o, long long limit) {
-  if (limit < 0) {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
-    limit = static_cast<long long>(rl.rlim_cur);
-  }
+long long descriptors_needed(const LaunchOptions& o, long long open_now) {
   // What is open already, and room for the launcher's own (its store's listener, a rank's
   // pipes while it starts, the log and trace files it opens).
-  const long long reserve = descriptors_open_now() + 32;
+  return open_now + 32 + static_cast<long long>(descriptors_per_rank(o)) * o.nproc_per_node + store_connections(o);
+}
+
+long long check_descriptor_limit(const LaunchOptions& o, long long soft, long long hard) {
+  const long long needed = descriptors_needed(o, descriptors_open_now());
+  rlimit rl{};
+  const bool given = soft >= 0;
+  if (!given) {
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+    soft = rl.rlim_cur == RLIM_INFINITY ? -1 : static_cast<long long>(rl.rlim_cur);
+    hard = rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<long long>(rl.rlim_max);
+    if (soft < 0) return -1;
+  }
+  if (needed <= soft) return soft;
+  // The soft limit is raised as far as the job needs when the hard limit allows it, as
+  // torchrun's users get (Python raises nothing, but many systems' soft default is the hard
+  // one) and other launchers do. The ranks inherit the raised soft limit: that is fine, a
+  // rank may raise its own soft limit up to the same hard one anyway.
+  if (hard < 0 || needed <= hard) {
+    if (!given) {
+      rl.rlim_cur = static_cast<rlim_t>(needed);
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        reject("nproc_per_node", std::to_string(o.nproc_per_node),
+               "cannot raise RLIMIT_NOFILE's soft limit from " + std::to_string(soft) + " to " +
+                   std::to_string(needed) + ": " + std::strerror(errno));
+      }
+    }
+    return needed;
+  }
+  const long long store = store_connections(o);
   const long long per_rank = descriptors_per_rank(o);
-  const long long needed = reserve + per_rank * o.nproc_per_node;
-  if (needed <= limit) return;
-  const long long fits = limit > reserve ? (limit - reserve) / per_rank : 0;
+  const long long reserve = needed - per_rank * o.nproc_per_node - store;
+  // Each rank on this machine costs its own descriptors and, on node 0, one connection per
+  // machine (every machine runs as many ranks).
+  const long long per_local_rank = per_rank + (store > 0 ? std::max(o.nnodes, 1) : 0);
+  const long long fits = hard > reserve ? (hard - reserve) / per_local_rank : 0;
   reject("nproc_per_node", std::to_string(o.nproc_per_node),
          "the launcher holds " + std::to_string(per_rank) + " file descriptors per rank (its stdout and stderr pipes, " +
-             "its pidfd" + (o.log_dir.empty() ? "" : ", its log file") +
-             (o.serve_store ? ", its connection to the job's store" : "") + "), " + std::to_string(needed) +
-             " in all with its own, but its limit (RLIMIT_NOFILE) is " + std::to_string(limit) + ": at most " +
-             std::to_string(fits) + " ranks fit; raise the limit (ulimit -n " + std::to_string(needed) +
-             ") or start fewer ranks");
+             "its pidfd" + (o.log_dir.empty() ? "" : ", its log file") + ")" +
+             (store > 0 ? " and, serving the job's store, one connection per rank of the job (" + std::to_string(store) +
+                              ")"
+                        : std::string()) +
+             ", " + std::to_string(needed) + " in all with its own, but even its hard limit (RLIMIT_NOFILE, ulimit -Hn) is " +
+             std::to_string(hard) + " (soft " + std::to_string(soft) + "): at most " + std::to_string(fits) +
+             " ranks fit on this machine; raise the hard limit (ulimit -Hn " + std::to_string(needed) +
+             " as root, or limits.conf's nofile) or start fewer ranks");
 }
 
 }  // namespace launch

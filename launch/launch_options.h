@@ -118,16 +118,24 @@ struct LaunchOptions {
 // also when this process may not open the descriptors the ranks need (check_descriptor_limit).
 void validate(const LaunchOptions& options);
 
-// The file descriptors the launcher holds for each running rank: its stdout and stderr
-// pipes and its pidfd, its log file with --log_dir, and its connection to the job's store
-// when the launcher serves it.
+// The file descriptors the launcher holds for each rank on its machine: its stdout and
+// stderr pipes and its pidfd, and its log file with --log_dir.
 int descriptors_per_rank(const LaunchOptions& options);
+// The connections to the job's store this launcher holds: with serve_store, node 0's holds
+// one per rank of the whole job (world size: every machine's ranks), the others none.
+long long store_connections(const LaunchOptions& options);
+// What the job needs open in this launcher: open_now (what it has open already), room for
+// its own (32), descriptors_per_rank per local rank and store_connections.
+long long descriptors_needed(const LaunchOptions& options, long long open_now);
 
-// Refuses (std::invalid_argument naming --nproc_per_node, the numbers and `ulimit -n`) a job
-// whose ranks need more descriptors than RLIMIT_NOFILE's soft limit leaves this process
-// (`limit`; -1: getrlimit's): without it, a large --nproc_per_node forked thousands of ranks
-// before a pipe failed with "Too many open files".
-void check_descriptor_limit(const LaunchOptions& options, long long limit = -1);
+// RLIMIT_NOFILE against descriptors_needed: when the soft limit is too low and the hard
+// limit allows, raises the soft limit to what is needed (the ranks inherit it); refuses
+// (std::invalid_argument naming --nproc_per_node, the numbers and `ulimit -Hn`) only when
+// even the hard limit is too low: without it, a large --nproc_per_node forked thousands of
+// ranks before a pipe failed with "Too many open files". soft and hard (-1: unlimited) may
+// be given for a test, then nothing is changed. Returns the soft limit the job runs with
+// (-1: unlimited, or unknown).
+long long check_descriptor_limit(const LaunchOptions& options, long long soft = -1, long long hard = -1);
 
 // "0,2,5" -> {0, 2, 5}; "" -> {}. Throws std::invalid_argument on anything else.
 std::set<int> parse_rank_list(const std::string& text);

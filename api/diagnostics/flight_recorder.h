@@ -90,7 +90,6 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
 
  private:
   void ended(uint64_t id, std::exception_ptr error);
-  std::function<void(const std::exception_ptr&)> failure_note_;
   TraceEntry* slot(uint64_t id);  // null once the ring has reused it
 
   mutable std::mutex mu_;
@@ -101,6 +100,8 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
   uint64_t last_collective_ = kNone;
   std::vector<uint64_t> next_collective_;  // per slot: the collective issued after it
   TraceGroupInfo info_;
+  // Last, so that the members before it keep their offsets (capacity() is inline).
+  std::function<void(const std::exception_ptr&)> failure_note_;
 };
 
 }  // namespace distcomm

@@ -77,11 +77,9 @@ class CollectiveOp {
 
 // Thrown by read() for a disagreement every rank finds at the same round (all_to_all split
 // sizes that do not pair up): a Desync, as on the other backends, but the op fails on every
-// rank together, and the group stays in step and usable.
-class AgreedError : public Desync {
- public:
-  using Desync::Desync;
-};
+// rank together, and the group stays in step and usable (so the ProcessGroup does not take
+// it for the group's failure: AgreedDesync, api/errors.h).
+using AgreedError = AgreedDesync;
 
 struct GroupShape {
   int rank = 0;

@@ -55,15 +55,15 @@ struct GroupView {
   std::map<int, RankView> by_rank;  // group rank -> its view
 };
 
-// What the launcher (launcher.json) says of a world rank that ended on its own by a signal
+// What the launchers (launcher_node<N>.json, every machine's) say of a world rank that ended on its own by a signal
 // or failed without being stopped: "died (signal SIGKILL, seen by the launcher)"; "" when
 // it says nothing of it.
 using LauncherDeaths = std::map<int, std::string>;
 
 LauncherDeaths launcher_deaths(const DumpFolder* folder) {
   LauncherDeaths out;
-  if (folder == nullptr || !folder->has_launcher) return out;
-  for (const JsonValue& r : folder->launcher["ranks"].items) {
+  if (folder == nullptr) return out;
+  for (const JsonValue& l : folder->launchers) for (const JsonValue& r : l["ranks"].items) {
     if (r["stopped_by_launcher"].boolean || !r["failed"].boolean) continue;
     const int rank = static_cast<int>(r.integer("rank", -1));
     const std::string sig = r.str("signal");
@@ -247,16 +247,20 @@ DumpFolder load_dump_folder(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) throw std::runtime_error("trace analyze: cannot open folder " + dir);
   std::vector<std::string> names;
-  bool has_launcher = false;
+  std::vector<std::string> records;  // launcher_node<N>.json, launcher.json
   while (dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
     if ((n.rfind("rank_", 0) == 0 || n.rfind("pid_", 0) == 0) && n.size() > 5 && n.substr(n.size() - 5) == ".json") {
       names.push_back(n);
     }
-    if (n == "launcher.json") has_launcher = true;
+    if (n == "launcher.json" || (n.rfind("launcher_node", 0) == 0 && n.size() > 18 &&
+                                 n.find_first_not_of("0123456789", 13) == n.size() - 5 &&
+                                 n.substr(n.size() - 5) == ".json")) {
+      records.push_back(n);
+    }
   }
   ::closedir(d);
-  if (names.empty() && !has_launcher) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
+  if (names.empty() && records.empty()) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
   std::sort(names.begin(), names.end());
   std::vector<RankDump> all;
   for (const std::string& n : names) {
@@ -269,23 +273,29 @@ DumpFolder load_dump_folder(const std::string& dir) {
     all.push_back(std::move(r));
   }
   DumpFolder folder;
-  JsonValue launcher;
-  if (has_launcher) {
-    launcher = parse_json_file(dir + "/launcher.json");
+  std::vector<std::pair<std::string, JsonValue>> launchers;  // file name, record
+  for (const std::string& n : records) {
+    JsonValue launcher = parse_json_file(dir + "/" + n);
     if (launcher.str("format") != "distcomm-launcher-record") {
-      throw std::runtime_error("trace analyze: " + dir + "/launcher.json is not a distcomm launcher record");
+      throw std::runtime_error("trace analyze: " + dir + "/" + n + " is not a distcomm launcher record");
     }
+    launchers.emplace_back(n, std::move(launcher));
   }
   // The jobs in the folder, by run id (DISTCOMM_RUN_ID; "" in dumps of programs run without
   // one, and of ranks whose distcomm predates the run id), each with the time of its
-  // newest dump. launcher.json only where there is no dump: ranks of an older distcomm
+  // newest dump. The launchers' records only where there is no dump: ranks of an older distcomm
   // under a newer launcher write none, and their dumps are still the job's.
   std::map<std::string, int64_t> newest;
   for (const RankDump& r : all) {
     int64_t& t = newest[r.doc.str("run_id")];
     t = std::max(t, r.doc.integer("time_ns"));
   }
-  if (has_launcher && all.empty()) newest[launcher.str("run_id")] = launcher.integer("time_ns");
+  if (all.empty()) {
+    for (const auto& [n, l] : launchers) {
+      int64_t& t = newest[l.str("run_id")];
+      t = std::max(t, l.integer("time_ns"));
+    }
+  }
   std::string run;
   int64_t run_time = -1;
   for (const auto& [id, t] : newest) {
@@ -309,19 +319,21 @@ DumpFolder load_dump_folder(const std::string& dir) {
     folder.left_out.push_back(r.path.substr(dir.size() + 1) + " (" + run_text(id) + ", written at " +
                               clock_text(r.doc.integer("time_ns")) + ": an earlier job's dump)");
   }
-  if (has_launcher) {
-    // Dumps without a run id: launcher.json is taken as theirs when it was written after
-    // them (the launcher writes it once every rank has ended; it moves an earlier job's
+  for (auto& [n, launcher] : launchers) {
+    // Dumps without a run id: a launcher's record is taken as theirs when it was written
+    // after them (a launcher writes it once its ranks have ended; it moves an earlier job's
     // dumps aside before the job starts).
     const bool theirs = launcher.str("run_id") == run || (run.empty() && launcher.integer("time_ns") >= run_time);
     if (theirs) {
-      folder.has_launcher = true;
-      folder.launcher = std::move(launcher);
+      folder.launchers.push_back(std::move(launcher));
     } else {
-      folder.left_out.push_back("launcher.json (" + run_text(launcher.str("run_id")) + ", written at " +
+      folder.left_out.push_back(n + " (" + run_text(launcher.str("run_id")) + ", written at " +
                                 clock_text(launcher.integer("time_ns")) + ": an earlier job's)");
     }
   }
+  std::stable_sort(folder.launchers.begin(), folder.launchers.end(), [](const JsonValue& a, const JsonValue& b) {
+    return a.integer("node_rank") < b.integer("node_rank");
+  });
   std::sort(folder.dumps.begin(), folder.dumps.end(),
             [](const RankDump& a, const RankDump& b) { return a.doc.integer("rank") < b.doc.integer("rank"); });
   return folder;
@@ -353,20 +365,27 @@ std::string analyze_folder(const DumpFolder& folder) {
   }
   out << "\n";
   for (const auto& [name, g] : collect(dumps)) report_group(out, name, g, deaths);
-  // What the launcher saw (launcher.json): how the ranks ended, which one failed first.
-  if (folder.has_launcher) {
-    const JsonValue& l = folder.launcher;
+  // What the launchers saw (launcher_node<N>.json, one per machine): how the ranks ended,
+  // which one failed first. One machine's as "launcher: ...", several as "launcher of node N: ...".
+  for (const JsonValue& l : folder.launchers) {
+    const std::string who = folder.launchers.size() == 1 ? "launcher" : "launcher of node " + std::to_string(l.integer("node_rank"));
     std::vector<int> stopped;
+    std::vector<std::string> died;
     for (const JsonValue& r : l["ranks"].items) {
-      if (r["stopped_by_launcher"].boolean) stopped.push_back(static_cast<int>(r.integer("rank", -1)));
+      const int rank = static_cast<int>(r.integer("rank", -1));
+      if (r["stopped_by_launcher"].boolean) stopped.push_back(rank);
+      if (!r["stopped_by_launcher"].boolean && r["failed"].boolean) {
+        auto it = deaths.find(rank);
+        if (it != deaths.end()) died.push_back("rank " + std::to_string(rank) + " " + it->second);
+      }
     }
-    out << "launcher: exit code " << l.integer("exit_code");
+    out << who << ": exit code " << l.integer("exit_code");
     if (!l.str("interrupted_by").empty()) out << ", interrupted by " << l.str("interrupted_by");
-    for (const auto& [rank, how] : deaths) out << "; rank " << rank << " " << how;
+    for (const std::string& d : died) out << "; " << d;
     if (!stopped.empty()) out << "; stopped by the launcher: ranks " << rank_list_text(stopped);
     out << "\n";
     const JsonValue& first = l["first_failure"];
-    if (first.is_object()) out << "launcher's first failure: " << first.str("failure") << "\n";
+    if (first.is_object()) out << who << "'s first failure: " << first.str("failure") << "\n";
   }
 
   // The first failure by time, over every rank and group; an op another rank's failure cut

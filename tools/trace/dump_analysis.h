@@ -5,7 +5,7 @@
 // number not every rank has completed, with the ranks that never issued it ("behind") and
 // those waiting in it; collectives whose fingerprints differ between ranks (count, dtype,
 // root, reduction, op); ranks of the group without a dump, and how they ended when the
-// launcher says (launcher.json). Then the first failure of the job by time.
+// launcher says (launcher_node<N>.json). Then the first failure of the job by time.
 #pragma once
 
 #include <string>
@@ -22,17 +22,18 @@ struct RankDump {
 };
 
 // What a folder holds for `analyze`: the dumps of one job, the files of other jobs left
-// out (and why), and what the launcher saw of the job (launcher.json, tools/launch
-// --trace_dir), when it is of the same job.
+// out (and why), and what the launchers saw of the job (launcher_node<N>.json, one per
+// machine, tools/launch --trace_dir), those of the same job.
 struct DumpFolder {
   std::vector<RankDump> dumps;
   std::vector<std::string> left_out;  // "rank_1.json (run a1b2, an earlier job: ...)"
   std::string run_id;                 // the job analysed ("" when its dumps carry none)
-  bool has_launcher = false;
-  JsonValue launcher;  // launcher.json: {"format": "distcomm-launcher-record", ...}
+  // launcher_node<N>.json (and a plain launcher.json), by node rank: {"format":
+  // "distcomm-launcher-record", "node_rank", ...}. Every machine's launcher writes its own.
+  std::vector<JsonValue> launchers;
 };
 
-// Every rank_*.json in dir (and pid_*.json), parsed, and launcher.json. Dumps of several
+// Every rank_*.json in dir (and pid_*.json), parsed, and the launchers' records. Dumps of several
 // jobs (DISTCOMM_RUN_ID: "run_id" in each) are not mixed: the newest job's (by the time its
 // files were written) are analysed, the others left out. Throws std::runtime_error naming
 // the file that is not a dump, or when there is none.

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -285,6 +286,26 @@ TEST(ShmFailure, ReceiverLearnsThatItsSenderDied) {
         expect_failure_within<PeerFailure>([&] { pg.recv(t, 1)->wait(); }, 0, 3, "recv from a rank that died");
     expect_names(msg, "rank 1", "the error");
   }, options);
+}
+
+// The failure shm keeps the group usable after: all_to_all split sizes that do not pair up,
+// which every rank finds at the same round (an AgreedDesync). Each rank gets the Desync, and
+// the group's next op runs (the core's note of a group's first failure leaves it out).
+TEST(ShmFailure, SplitsThatDoNotPairFailEveryRankAndLeaveTheGroupUsable) {
+  run_group(3, "shm", [](ProcessGroup& pg) {
+    // 2 rows to every rank, except that rank 1 sends 3 rows to rank 0 and 1 to rank 2.
+    std::vector<int64_t> sends = {2, 2, 2};
+    if (pg.rank() == 1) sends = {3, 2, 1};
+    const std::vector<int64_t> receives = {2, 2, 2};
+    Tensor in = Tensor::zeros({6});
+    Tensor out = Tensor::zeros({6});
+    const std::string msg = expect_failure_within<Desync>(
+        [&] { pg.all_to_all_single(out, in, receives, sends)->wait(); }, 0, 5, "all_to_all with splits that do not pair");
+    expect_names(msg, "split sizes disagree", "the Desync");
+    Tensor t = Tensor::of<float>({1.0f * pg.rank()});
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(t.item(0), 3.0) << "the group stays usable after an agreed Desync";
+  });
 }
 
 }  // namespace

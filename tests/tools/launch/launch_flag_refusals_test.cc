@@ -57,39 +57,36 @@ TEST(LaunchFlagRefusals, ANumberFlagGivenAWordIsTheLaunchersRefusal) {
   EXPECT_EQ(exit_code(ok), 0) << ok.err;
 }
 
-// Restores RLIMIT_NOFILE's soft limit when it goes.
-struct SoftNofile {
-  rlimit saved{};
-  explicit SoftNofile(rlim_t soft) {
-    ::getrlimit(RLIMIT_NOFILE, &saved);
-    rlimit lowered = saved;
-    lowered.rlim_cur = soft;
-    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
-  }
-  ~SoftNofile() { ::setrlimit(RLIMIT_NOFILE, &saved); }
-};
-
 // Before: --nproc_per_node=100000 was taken, and thousands of ranks were forked before a
-// pipe failed with "Too many open files". Now refused before any rank starts, with the numbers.
-TEST(LaunchFlagRefusals, MoreRanksThanTheDescriptorLimitAllowsAreRefused) {
-  Finished f;
-  {
-    SoftNofile limit(256);
-    f = run(launch({"--nproc_per_node=200"}, {kProbe, "env"}), std::chrono::seconds(30));
-  }
+// pipe failed with "Too many open files". Now refused before any rank starts, with the
+// numbers, when even the hard limit is too low (`ulimit -n` in a shell sets both).
+TEST(LaunchFlagRefusals, MoreRanksThanTheHardDescriptorLimitAllowsAreRefused) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "ulimit -n 256 && exec \"$@\"", "sh"};
+  for (const std::string& a : launch({"--nproc_per_node=200"}, {kProbe, "env"})) argv.push_back(a);
+  const Finished f = run(argv, std::chrono::seconds(30));
   EXPECT_EQ(exit_code(f), 2) << f.err;
-  EXPECT_NE(f.err.find("launch: --nproc_per_node=200: the launcher holds 4 file descriptors per rank"),
+  // Node 0 serves the store: 3 per rank, and a connection for each of the job's 200 ranks.
+  EXPECT_NE(f.err.find("launch: --nproc_per_node=200: the launcher holds 3 file descriptors per rank"),
             std::string::npos)
       << f.err;
-  EXPECT_NE(f.err.find("its limit (RLIMIT_NOFILE) is 256"), std::string::npos) << f.err;
-  EXPECT_NE(f.err.find("ulimit -n"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("one connection per rank of the job (200)"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("its hard limit (RLIMIT_NOFILE, ulimit -Hn) is 256"), std::string::npos) << f.err;
   EXPECT_EQ(f.out, "") << "no rank may start";
   EXPECT_EQ(f.err.find("[rank"), std::string::npos) << f.err;
+}
 
-  // What fits still runs.
-  SoftNofile limit(256);
-  const Finished ok = run(launch({"--nproc_per_node=4"}, {kProbe, "env"}), std::chrono::seconds(30));
-  EXPECT_EQ(exit_code(ok), 0) << ok.err;
+// A soft limit too low under a hard limit high enough: the launcher raises its soft limit,
+// and the job runs. Before: refused on the soft limit (torchrun's users get the system's
+// default, often the hard limit). The ranks inherit the raised limit.
+TEST(LaunchFlagRefusals, ALowSoftDescriptorLimitIsRaisedAndTheJobRuns) {
+  rlimit rl{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1024) GTEST_SKIP() << "hard limit " << rl.rlim_max;
+  std::vector<std::string> argv = {"/bin/sh", "-c", "ulimit -Sn 64 && exec \"$@\"", "sh"};
+  for (const std::string& a : launch({"--nproc_per_node=24"}, {kProbe, "env"})) argv.push_back(a);
+  const Finished f = run(argv, std::chrono::seconds(60));
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_EQ(f.err.find("RLIMIT_NOFILE"), std::string::npos) << f.err;
 }
 
 }  // namespace

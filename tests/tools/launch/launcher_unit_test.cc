@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "launch/elastic_options.h"
 #include "launch/job.h"
+#include "launch/job_store.h"
 #include "launch/launch_options.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
@@ -28,6 +31,51 @@ std::vector<std::string> split(LineSplitter& s, const std::vector<std::string>& 
   for (const std::string& c : chunks) s.feed(c.data(), c.size(), emit);
   s.finish(emit);
   return lines;
+}
+
+// The launcher's descriptors: its own per local rank, and, where it serves the job's store
+// (node 0 only), one connection per rank of the whole job. Before: every machine's launcher
+// counted one store connection per local rank (node 0 too few, the others too many).
+TEST(DescriptorLimit, OnlyNode0CountsTheStoreAndItCountsTheWholeJob) {
+  LaunchOptions o;
+  o.command = {"/bin/true"};
+  o.nproc_per_node = 8;
+  o.nnodes = 4;
+  o.serve_store = [](const JobStoreRequest&) -> std::unique_ptr<JobStore> { return nullptr; };
+  o.node_rank = 0;
+  EXPECT_EQ(descriptors_per_rank(o), 3);
+  EXPECT_EQ(store_connections(o), 32);
+  EXPECT_EQ(descriptors_needed(o, 10), 10 + 32 + 3 * 8 + 32);
+  o.node_rank = 1;
+  EXPECT_EQ(store_connections(o), 0);
+  EXPECT_EQ(descriptors_needed(o, 10), 10 + 32 + 3 * 8);
+  o.log_dir = "/tmp";
+  EXPECT_EQ(descriptors_per_rank(o), 4);
+  // Elastic rounds: the world size the rendezvous gave; their launchers serve no store.
+  o.node_rank = 0;
+  o.total_ranks = 20;
+  EXPECT_EQ(store_connections(o), 20);
+  o.serve_store = nullptr;
+  EXPECT_EQ(store_connections(o), 0);
+}
+
+// A soft limit too low, a hard one high enough: the job runs (the launcher raises its soft
+// limit); a hard limit too low: refused with the numbers.
+TEST(DescriptorLimit, ALowSoftLimitIsNoRefusalOnlyALowHardOne) {
+  LaunchOptions o;
+  o.command = {"/bin/true"};
+  o.nproc_per_node = 100;
+  const long long needed = descriptors_needed(o, 0);
+  EXPECT_GE(check_descriptor_limit(o, 64, 100000), needed);
+  EXPECT_EQ(check_descriptor_limit(o, 64, -1), check_descriptor_limit(o, 64, 100000));
+  try {
+    check_descriptor_limit(o, 64, 128);
+    ADD_FAILURE() << "a hard limit of 128 for 100 ranks was taken";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--nproc_per_node=100: "), std::string::npos) << what;
+    EXPECT_NE(what.find("hard limit (RLIMIT_NOFILE, ulimit -Hn) is 128 (soft 64)"), std::string::npos) << what;
+  }
 }
 
 TEST(LineSplitter, JoinsPiecesAndSplitsChunks) {

@@ -2,6 +2,7 @@
 // dumps, `trace analyze`, a DDP run's timeline and its SVG.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -114,9 +115,9 @@ TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   EXPECT_NE(f.out.find("no dump from ranks [2]"), std::string::npos);
   EXPECT_NE(f.out.find("rank 0: last completed all_reduce #2 float32[4] sum; no collective issued since"), std::string::npos);
   EXPECT_NE(f.out.find("no op failed"), std::string::npos);
-  // The dead rank is named from what the launcher saw (launcher.json), not only as absent
-  // (before: "no dump from ranks [2]" and "no op failed", nothing more).
-  const trace::JsonValue record = trace::parse_json_file(dir + "/launcher.json");
+  // The dead rank is named from what the launcher saw (launcher_node0.json), not only as
+  // absent (before: "no dump from ranks [2]" and "no op failed", nothing more).
+  const trace::JsonValue record = trace::parse_json_file(dir + "/launcher_node0.json");
   EXPECT_EQ(record.str("format"), "distcomm-launcher-record");
   EXPECT_EQ(record["first_failure"].integer("rank"), 2);
   EXPECT_NE(f.out.find("    rank 2 died (signal SIGKILL, seen by the launcher)\n"), std::string::npos);
@@ -136,7 +137,7 @@ TEST(Trace, AReusedTraceDirHoldsOnlyTheNewJobsDumps) {
   EXPECT_FALSE(first_run.empty());
   Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "die"}, std::chrono::seconds(90));
   EXPECT_EQ(exit_code(job), 128 + 9) << job.out << job.err;
-  EXPECT_NE(job.err.find("launch: --trace_dir=" + dir + ": moved an earlier job's 4 files (launcher.json, rank_0.json, "
+  EXPECT_NE(job.err.find("launch: --trace_dir=" + dir + ": moved an earlier job's 4 files (launcher_node0.json, rank_0.json, "
                          "rank_1.json, rank_2.json) to " + dir + "/previous_job\n"),
             std::string::npos)
       << job.err;
@@ -156,6 +157,105 @@ TEST(Trace, AReusedTraceDirHoldsOnlyTheNewJobsDumps) {
   EXPECT_NE(mixed.out.find("analysed: run " + second_run + ", the newest job in the folder"), std::string::npos);
   EXPECT_NE(mixed.out.find("no dump from ranks [2]"), std::string::npos);
   EXPECT_EQ(mixed.out.find("rank 2: last completed"), std::string::npos);
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A --trace_dir shared by every machine's launcher of one job (a shared file system): a
+// launcher that starts late finds dumps and launcher records of its own job there, which
+// it must not move (same run id); another job's are moved. Before: every launcher moved
+// (and removed previous_job/ with what another launcher had just moved into it) whatever
+// was there, this job's too.
+TEST(Trace, ALauncherMovesOnlyAnotherJobsFilesFromASharedTraceDir) {
+  const std::string dir = fresh_dir("shared");
+  const std::string ours = "trace-shared-run-1";
+  write_text(dir + "/rank_7.json", "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"run_id\":\"" + ours + "\",\"rank\":7}\n");
+  write_text(dir + "/launcher_node1.json",
+             "{\"format\":\"distcomm-launcher-record\",\"version\":1,\"run_id\":\"" + ours + "\",\"node_rank\":1}\n");
+  write_text(dir + "/rank_8.json", "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"run_id\":\"an-earlier-run\",\"rank\":8}\n");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "ok"}, std::chrono::seconds(90),
+                     {"DISTCOMM_RUN_ID=" + ours});
+  ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+  EXPECT_TRUE(exists(dir + "/rank_7.json")) << "this job's dump was moved: " << job.err;
+  EXPECT_TRUE(exists(dir + "/launcher_node1.json")) << "this job's node 1's record was moved: " << job.err;
+  EXPECT_TRUE(exists(dir + "/previous_job/rank_8.json")) << job.err;
+  EXPECT_FALSE(exists(dir + "/rank_8.json"));
+  EXPECT_NE(job.err.find("moved an earlier job's 1 file (rank_8.json) to " + dir + "/previous_job\n"), std::string::npos)
+      << job.err;
+  EXPECT_EQ(trace::parse_json_file(dir + "/rank_0.json").str("run_id"), ours);
+  EXPECT_EQ(trace::parse_json_file(dir + "/launcher_node0.json").str("run_id"), ours);
+}
+
+// A move that cannot be made (previous_job is a plain file here) leaves every file where it
+// is and says so. Before: the launcher removed previous_job and, had its mkdir failed,
+// deleted the earlier job's dumps and attempt_<N>/ folders instead of moving them.
+TEST(Trace, AnEarlierJobsFilesThatCannotBeMovedAreLeftNotDeleted) {
+  const std::string dir = fresh_dir("cannot_move");
+  write_text(dir + "/previous_job", "a user's file\n");
+  write_text(dir + "/rank_9.json", "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"run_id\":\"an-earlier-run\",\"rank\":9}\n");
+  write_text(dir + "/rank_9.json.tmp1234", "{\"format\":");
+  ::mkdir((dir + "/attempt_1").c_str(), 0755);
+  write_text(dir + "/attempt_1/rank_0.json", "{\"run_id\":\"an-earlier-run-restart1\"}\n");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "ok"}, std::chrono::seconds(90));
+  ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+  EXPECT_EQ(read_text(dir + "/previous_job"), "a user's file\n");
+  EXPECT_TRUE(exists(dir + "/rank_9.json")) << job.err;
+  EXPECT_TRUE(exists(dir + "/rank_9.json.tmp1234")) << job.err;
+  EXPECT_TRUE(exists(dir + "/attempt_1/rank_0.json")) << job.err;
+  EXPECT_NE(job.err.find("launch: --trace_dir=" + dir + ": left an earlier job's 3 files (attempt_1, rank_9.json, "
+                         "rank_9.json.tmp1234) where they are: " + dir + "/previous_job is not a folder"),
+            std::string::npos)
+      << job.err;
+  // analyze still reads the new job alone.
+  Finished f = analyze(dir);
+  EXPECT_NE(f.out.find("left out rank_9.json (run an-earlier-run"), std::string::npos) << f.out;
+}
+
+// A job of two machines writes two launcher records in one folder (launcher_node0.json,
+// launcher_node1.json): analyze reads both. Before: one launcher.json, which each machine's
+// launcher overwrote, so analyze saw one machine. Here node 1 ran rank 2, which died; node
+// 0's launcher stopped ranks 0 and 1 (the records are written as they would be).
+TEST(Trace, AnalyzeMergesEveryMachinesLauncherRecord) {
+  const std::string dir = fresh_dir("two_nodes");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "die"}, std::chrono::seconds(90));
+  ASSERT_EQ(exit_code(job), 128 + 9) << job.out << job.err;
+  const std::string id = trace::parse_json_file(dir + "/rank_0.json").str("run_id");
+  const int64_t t = trace::parse_json_file(dir + "/launcher_node0.json").integer("time_ns");
+  ASSERT_EQ(::unlink((dir + "/launcher_node0.json").c_str()), 0);
+  auto rank = [](int r, const std::string& ended, const std::string& sig, bool stopped, bool failed) {
+    return "{\"rank\":" + std::to_string(r) + ",\"local_rank\":" + std::to_string(r % 2) + ",\"pid\":" +
+           std::to_string(1000 + r) + ",\"ended\":\"" + ended + "\",\"exit_code\":" + (sig.empty() ? "143" : "137") +
+           ",\"signal\":\"" + sig + "\",\"stopped_by_launcher\":" + (stopped ? "true" : "false") +
+           ",\"failed\":" + (failed ? "true" : "false") + ",\"ended_ns\":1}";
+  };
+  auto record = [&](int node, int exit, const std::string& first, const std::string& ranks) {
+    return "{\"format\":\"distcomm-launcher-record\",\"version\":1,\"run_id\":\"" + id + "\",\"restart\":0,\"node_rank\":" +
+           std::to_string(node) + ",\"time_ns\":" + std::to_string(t) + ",\"exit_code\":" + std::to_string(exit) +
+           ",\"interrupted_by\":\"\",\"first_failure\":" + first + ",\"ranks\":[" + ranks + "]}\n";
+  };
+  write_text(dir + "/launcher_node0.json",
+             record(0, 1, "null", rank(0, "signal SIGTERM", "", true, false) + "," + rank(1, "signal SIGTERM", "", true, false)));
+  write_text(dir + "/launcher_node1.json",
+             record(1, 137, "{\"rank\":2,\"how\":\"signal SIGKILL (Killed)\",\"failure\":\"rank 2 (local rank 0) failed first\"}",
+                    rank(2, "signal SIGKILL (Killed)", "SIGKILL", false, true)));
+  Finished f = analyze(dir);
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find("    rank 2 died (signal SIGKILL, seen by the launcher)\n"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("launcher of node 0: exit code 1; stopped by the launcher: ranks [0, 1]\n"), std::string::npos)
+      << f.out;
+  EXPECT_NE(f.out.find("launcher of node 1: exit code 137; rank 2 died (signal SIGKILL, seen by the launcher)\n"),
+            std::string::npos)
+      << f.out;
+  EXPECT_NE(f.out.find("launcher of node 1's first failure: rank 2 (local rank 0) failed first\n"), std::string::npos)
+      << f.out;
+  EXPECT_EQ(f.out.find("left out"), std::string::npos) << f.out;
 }
 
 // A job the launcher stops (rank 2 died; ranks 0 and 1 sit in a long computation until
