@@ -259,15 +259,20 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
   return v;
 }
 
-std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs) {
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs, bool found_by_detail) {
   std::string message = "the ranks disagree on collective #" + std::to_string(seq) +
-                        " (a rank skipped or added a collective, or passed other arguments; DISTCOMM_DEBUG=DETAIL "
-                        "checks every op before it runs). Each rank's op there:\n" +
+                        " (a rank skipped or added a collective, or passed other arguments" +
+                        (found_by_detail ? std::string() : "; DISTCOMM_DEBUG=DETAIL checks every op before it runs") +
+                        "). Each rank's op there:\n" +
                         table + (pairs.empty() ? "" : "the all_to_all's splits do not pair up:\n" + pairs);
   // The tables' lines end in a newline; the message does not: printed as an error it would
   // leave an empty line ("[rank 1] " alone under the launcher).
   while (!message.empty() && message.back() == '\n') message.pop_back();
   return message;
+}
+
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs) {
+  return desync_message(seq, table, pairs, false);
 }
 
 std::optional<Departure> departed_before(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,

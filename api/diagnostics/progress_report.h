@@ -77,6 +77,11 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
 
 // A Desync's message: the ranks disagree on collective #seq; `table` shows each rank's op
 // there (rank_table), `pairs` the all_to_all splits that do not pair ("" for none).
+// found_by_detail: DISTCOMM_DEBUG=DETAIL's checks found it (the message then does not
+// suggest turning them on).
+std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs,
+                           bool found_by_detail);
+// The same, found by a backend (plugins built before the flag call this one).
 std::string desync_message(uint64_t seq, const std::string& table, const std::string& pairs);
 
 // For a Timeout of `op` on rank `mine`: where the other ranks are, one clause per group of

@@ -46,7 +46,7 @@ void DetailChecks::compare_fingerprints(const OpContext& ctx) {
   const std::string pairs = !differs && every_one_all_to_all ? all_to_all_mismatches(all_to_alls) : "";
   if (differs || !pairs.empty()) {
     throw Desync(ctx.description + ": DISTCOMM_DEBUG=DETAIL: " +
-                 desync_message(mine.seq, fingerprint_table(by_rank, "(unreadable)"), pairs));
+                 desync_message(mine.seq, fingerprint_table(by_rank, "(unreadable)"), pairs, /*found_by_detail=*/true));
   }
 }
 

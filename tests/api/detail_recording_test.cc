@@ -28,6 +28,8 @@ void expect_recorded_desync(ProcessGroup& pg, const char* op_name) {
   EXPECT_EQ(last.state, TraceEntry::State::kFailed) << "rank " << pg.rank() << " " << op_name;
   EXPECT_NE(last.error.find("Desync"), std::string::npos) << "rank " << pg.rank() << ": " << last.error;
   EXPECT_NE(last.error.find("DISTCOMM_DEBUG=DETAIL"), std::string::npos) << last.error;
+  // Said once, as what found it: not also as advice to turn on what is on (helper-88).
+  EXPECT_EQ(last.error.find("DISTCOMM_DEBUG=DETAIL"), last.error.rfind("DISTCOMM_DEBUG=DETAIL")) << last.error;
 }
 
 TEST(DetailRecording, ADesyncOfAReducingOpIsRecordedAsItsFailure) {
