@@ -55,6 +55,9 @@ void check_nan_in_min_max(ProcessGroup& pg, const Placement& p = host());
 // AVG of float16 and bfloat16 values whose sum over the ranks is out of the type's range
 // gives the values, not inf (all_reduce, reduce, reduce_scatter_tensor).
 void check_avg_near_the_top_of_16bit_ranges(ProcessGroup& pg, const Placement& p = host());
+// SUM of int8 and uint8 whose sum over the ranks leaves the type's range wraps (torch's and
+// NCCL's result), at 1, 64 and 4099 elements (all_reduce, reduce, reduce_scatter_tensor).
+void check_integer_sums_wrap(ProcessGroup& pg, const Placement& p = host());
 void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p = host());
 // Also checks that non-root tensors are left unchanged.
 void check_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count, int root, const Placement& p = host());

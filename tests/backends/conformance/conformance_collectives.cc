@@ -115,6 +115,39 @@ void check_avg_near_the_top_of_16bit_ranges(ProcessGroup& pg, const Placement& p
   }
 }
 
+void check_integer_sums_wrap(ProcessGroup& pg, const Placement& p) {
+  const int size = pg.size();
+  // Every rank holds v; the sum over the ranks wraps in the type (two's complement), as in
+  // torch and NCCL. Counts from 16 up reach vectorised kernels (Open MPI's op/avx saturated
+  // 8-bit sums from 16 elements: helper-87).
+  struct Case {
+    DType dtype;
+    double v;
+    double sum;
+  };
+  const Case cases[] = {
+      {DType::kUInt8, 200, static_cast<double>(static_cast<uint8_t>(200 * size))},
+      {DType::kInt8, 100, static_cast<double>(static_cast<int8_t>(static_cast<uint8_t>(100 * size)))},
+  };
+  for (const Case& c : cases) {
+    for (int64_t count : {int64_t{1}, int64_t{64}, int64_t{4099}}) {
+      const std::string more = "sum of " + std::to_string(static_cast<int>(c.v)) + " on every rank";
+      Guarded all(c.dtype, count, [&](int64_t) { return c.v; }, p);
+      pg.all_reduce(all.view())->wait();
+      all.check([&](int64_t) { return c.sum; }, describe("all_reduce", c.dtype, count, more));
+      Guarded one(c.dtype, count, [&](int64_t) { return c.v; }, p);
+      ReduceOptions r;
+      r.root = size - 1;
+      pg.reduce(one.view(), r)->wait();
+      if (pg.rank() == size - 1) one.check([&](int64_t) { return c.sum; }, describe("reduce", c.dtype, count, more));
+      Guarded out(c.dtype, count, [&](int64_t) { return 0.0; }, p);
+      Tensor input = p.to_device(host_tensor(c.dtype, {count * size}, [&](int64_t) { return c.v; }));
+      pg.reduce_scatter_tensor(out.view(), input)->wait();
+      out.check([&](int64_t) { return c.sum; }, describe("reduce_scatter_tensor", c.dtype, count, more));
+    }
+  }
+}
+
 void check_broadcast(ProcessGroup& pg, DType dtype, int64_t count, int root, const Placement& p) {
   const std::string what = describe("broadcast", dtype, count, root_str(root));
   const int me = pg.rank();
