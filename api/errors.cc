@@ -77,6 +77,11 @@ std::exception_ptr with_line(std::exception_ptr e, const std::string& line) {
   return rebuilt(e, msg, "unknown exception\n" + line);
 }
 
+std::exception_ptr with_message(std::exception_ptr e, const std::string& message) {
+  if (!e) return e;
+  return rebuilt(e, [&](const std::exception&) { return message; }, message);
+}
+
 std::string message_of(std::exception_ptr e) {
   if (!e) return "";
   try {

@@ -11,4 +11,8 @@ namespace distcomm {
 // a message of several lines, which "; note" would glue to the last of them).
 std::exception_ptr with_line(std::exception_ptr e, const std::string& line);
 
+// The same exception type with `message` instead of its own (distcomm's types; any other
+// becomes Error).
+std::exception_ptr with_message(std::exception_ptr e, const std::string& message);
+
 }  // namespace distcomm

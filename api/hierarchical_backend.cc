@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/errors_internal.h"
 
 namespace distcomm {
 
@@ -218,35 +219,6 @@ int HierarchicalBackend::culprit_of(const ProcessGroupPtr& level, int* level_ran
   return it == mine.end() ? -1 : static_cast<int>(it - mine.begin());
 }
 
-namespace {
-
-// `error`'s type with another message (a level's PeerFailure stays a PeerFailure).
-std::exception_ptr reworded(const std::exception_ptr& error, const std::string& message) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const PeerFailure&) {
-    return std::make_exception_ptr(PeerFailure(message));
-  } catch (const Timeout&) {
-    return std::make_exception_ptr(Timeout(message));
-  } catch (const Desync&) {
-    return std::make_exception_ptr(Desync(message));
-  } catch (...) {
-    return std::make_exception_ptr(Error(message));
-  }
-}
-
-std::string what_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-}  // namespace
-
 std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, const Job& job) {
   const Work& op = *job.work;
   if (failure_.failed()) return failure_.refusal();
@@ -301,7 +273,7 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
   if (cause && cause->kind == FailureRecord::Kind::kTimeout && cause->culprit < 0) {
     // Another rank's op ran out of time (a level's Timeout, reworded above, blames nobody):
     // it timed out first, which makes no rank the culprit.
-    return failure_.record(reworded(error, rank_text(cause->rank) + " of the group timed out first: " + cause->message),
+    return failure_.record(with_message(error, rank_text(cause->rank) + " of the group timed out first: " + cause->message),
                            op);
   }
   if (cause) {
@@ -311,7 +283,7 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     const std::string who = cause->culprit >= 0 && cause->culprit != cause->rank
                                 ? rank_text(cause->rank) + " of the group recorded the failure first: "
                                 : rank_text(cause->rank) + " of the group failed first: ";
-    return failure_.record(reworded(error, who + cause->message), op, first);
+    return failure_.record(with_message(error, who + cause->message), op, first);
   }
   // The op's time ran out in a level, which had only what was left of it (a level's "1 ms"
   // and "rank 2 failed" sent a user looking for a crash on a healthy host): the op's own
@@ -324,10 +296,10 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     const std::string where = culprit < 0 ? "" : " in the group's level '" + (*level)->name() + "', waiting for " +
                                                      rank_text(culprit) + " (rank " + std::to_string(level_rank) +
                                                      " there)";
-    return failure_.record(reworded(error, "did not finish within its timeout of " +
+    return failure_.record(with_message(error, "did not finish within its timeout of " +
                                                std::to_string(job.timeout.count()) +
                                                " ms, counted from when it was issued; it ran out" + where + ": " +
-                                               what_of(error)),
+                                               message_of(error)),
                            op);
   } catch (...) {
   }
@@ -341,8 +313,8 @@ std::exception_ptr HierarchicalBackend::fail_group(std::exception_ptr error, con
     message = rank_text(culprit) + " failed";
   }
   message += ", seen by the group's level '" + (*level)->name() + "', where it is rank " +
-             std::to_string(level_rank) + ": " + what_of(error);
-  return failure_.record(reworded(error, message), op, culprit);
+             std::to_string(level_rank) + ": " + message_of(error);
+  return failure_.record(with_message(error, message), op, culprit);
 }
 
 void HierarchicalBackend::serve(const std::shared_ptr<Queue>& queue) {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "api/errors.h"
+#include "api/errors_internal.h"
 #include "api/group/group_backends.h"
 #include "api/ops/argument_checks.h"
 #include "api/ops/backend_call.h"
@@ -182,17 +183,9 @@ std::exception_ptr quoted_refusal(const std::exception_ptr& first) {
   const std::string message = message_of(first);
   const size_t at = message.find(kUnusable);
   if (at != std::string::npos) {
-    // "<op>: the group is unusable ...: <first failure>": keep the refusal as it is.
-    const std::string refusal = message.substr(at);
-    try {
-      std::rethrow_exception(first);
-    } catch (const Timeout&) {
-      return std::make_exception_ptr(Timeout(refusal));
-    } catch (const Desync&) {
-      return std::make_exception_ptr(Desync(refusal));
-    } catch (...) {
-      return std::make_exception_ptr(PeerFailure(refusal));
-    }
+    // "<op>: the group is unusable ...: <first failure>": keep the refusal as it is (the
+    // first failure is a Timeout, PeerFailure or Desync: CoreFailure::note).
+    return with_message(first, message.substr(at));
   }
   return with_context(first, kUnusable);
 }

@@ -17,6 +17,7 @@
 #include "api/group/backend_spec.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/run_main.h"
+#include "tests/api/plugin/plugin_load_error.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/test_files.h"
@@ -28,15 +29,6 @@ class PluginLoaderEdges : public ::testing::Test {
  protected:
   void SetUp() override { use_test_plugins(); }
 };
-
-std::string load_error(const std::string& name) {
-  try {
-    load_plugin(name);
-  } catch (const BackendUnavailable& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string fresh_dir(const std::string& name) {
   const std::string dir = testing::temp_path(name);

@@ -16,6 +16,7 @@
 #include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
 #include "api/version.h"
+#include "tests/api/plugin/plugin_load_error.h"
 #include "tests/api/plugin_test_env.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/test_files.h"
@@ -27,15 +28,6 @@ class PluginRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override { use_test_plugins(); }
 };
-
-std::string load_error(const std::string& name) {
-  try {
-    load_plugin(name);
-  } catch (const BackendUnavailable& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST_F(PluginRegistryTest, LoadsAGoodPluginAndChecksItsDescriptor) {
   const PluginInfo& info = load_plugin("single_rank");
