@@ -272,9 +272,18 @@ void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
       if (ranks_[i].running) running.emplace_back(processes_[i].rank, ranks_[i].pid);
     }
     dumps_.ask(dump_dir, running, options_.dump_wait);
+    const size_t asked = running.size() - dumps_.not_handling().size();
     if (dumps_.pending()) {
-      say(why + ": asking " + std::to_string(running.size()) + (running.size() == 1 ? " rank" : " ranks") +
+      say(why + ": asking " + std::to_string(asked) + (asked == 1 ? " rank" : " ranks") +
           " for a trace dump (SIGUSR1) into " + dump_dir);
+    }
+    if (!dumps_.not_handling().empty()) {
+      std::string list;
+      for (int r : dumps_.not_handling()) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      say("no trace dump asked of rank(s) " + list +
+          ": no SIGUSR1 handler yet (a rank installs it with its first group), so the signal would end them");
+    }
+    if (dumps_.pending()) {
       stop_reason_ = why;
       return;  // terminate() once they are written (see run())
     }

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <string>
 
 namespace distcomm {
 namespace launch {
@@ -18,6 +21,19 @@ int64_t wall_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// Whether process pid has a handler for sig: the SigCgt mask of /proc/<pid>/status (hex, bit
+// sig-1). When the file cannot be read (no /proc), says yes: the signal is sent as before.
+bool handles_signal(pid_t pid, int sig) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long caught = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caught >> (sig - 1)) & 1u;
+  }
+  return true;
+}
+
 }  // namespace
 
 void DumpRequest::ask(const std::string& dir, const std::vector<std::pair<int, pid_t>>& ranks,
@@ -25,10 +41,15 @@ void DumpRequest::ask(const std::string& dir, const std::vector<std::pair<int, p
   dir_ = dir;
   ranks_.clear();
   missing_.clear();
+  not_handling_.clear();
   asked_ns_ = wall_ns();
   deadline_ = Clock::now() + wait;
   for (const auto& [rank, pid] : ranks) {
-    if (::kill(pid, SIGUSR1) == 0) ranks_.push_back(rank);
+    if (!handles_signal(pid, SIGUSR1)) {
+      not_handling_.push_back(rank);
+    } else if (::kill(pid, SIGUSR1) == 0) {
+      ranks_.push_back(rank);
+    }
   }
   pending_ = !ranks_.empty();
 }

@@ -18,8 +18,11 @@ class DumpRequest {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Sends SIGUSR1 to each (rank, pid) (the process itself, not its group: helpers a rank
-  // started may not handle the signal).
+  // Sends SIGUSR1 to each (rank, pid) that handles it (the process itself, not its group:
+  // helpers a rank started may not handle the signal). A rank that does not handle it yet
+  // (still starting: distcomm installs its handler when the first group is made) is not
+  // asked: SIGUSR1's default action would end it ("died (signal SIGUSR1)"), and before its
+  // first group it has nothing to dump. Those ranks are in not_handling().
   void ask(const std::string& dir, const std::vector<std::pair<int, pid_t>>& ranks, std::chrono::milliseconds wait);
   bool pending() const { return pending_; }
   // Whether the wait is over: every rank asked has a fresh dump or is no longer running
@@ -27,6 +30,8 @@ class DumpRequest {
   bool finished(const std::function<bool(int rank)>& running);
   // The ranks that wrote no fresh dump (after finished()).
   const std::vector<int>& missing() const { return missing_; }
+  // The ranks ask() left out: they did not handle SIGUSR1.
+  const std::vector<int>& not_handling() const { return not_handling_; }
   // How long the launcher may sleep before asking finished() again.
   std::chrono::milliseconds poll_interval() const { return std::chrono::milliseconds(50); }
 
@@ -36,6 +41,7 @@ class DumpRequest {
   std::string dir_;
   std::vector<int> ranks_;
   std::vector<int> missing_;
+  std::vector<int> not_handling_;
   int64_t asked_ns_ = 0;  // wall clock, as file times are
   Clock::time_point deadline_;
   bool pending_ = false;

@@ -13,6 +13,8 @@
 //                        #3 without it, and rank 2 stops the job: SIGTERM to its launcher
 //                        (trace_probe hang sigint: SIGINT, as a Ctrl-C).
 //   trace_probe ok       three all_reduces, and the ranks exit 0.
+//   trace_probe early    rank 0 exits 3 before making a group, while the others are still
+//                        starting (60 s before theirs): they have no SIGUSR1 handler yet.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,6 +159,14 @@ int hang(distcomm::ProcessGroup& pg, int stop_signal) {
 int main(int argc, char** argv) {
   return distcomm::run_main("trace_probe", [&] {
     const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "early") {
+      const char* rank = std::getenv("RANK");
+      if (rank && std::string(rank) == "0") {
+        std::fprintf(stderr, "rank 0: failing before its first group\n");
+        std::exit(3);
+      }
+      std::this_thread::sleep_for(60s);  // "loading": the launcher stops it long before
+    }
     distcomm::InitOptions o;
     o.backend = "gloo";
     if (mode == "skip") o.timeout = 3s;
@@ -169,6 +179,6 @@ int main(int argc, char** argv) {
       all_reduces(*pg, 3);
       return 0;
     }
-    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1, die, hang or ok, got '" + mode + "'");
+    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1, die, hang, early or ok, got '" + mode + "'");
   });
 }

@@ -125,6 +125,23 @@ TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   EXPECT_NE(f.out.find("launcher's first failure: rank 2 (local rank 2, pid "), std::string::npos);
 }
 
+// A rank that fails while the others are still starting: they have no SIGUSR1 handler yet
+// (distcomm installs it with the first group), so the launcher does not ask them for a dump
+// (the signal's default action would end them) and stops them as it stops any rank. Before:
+// they were sent SIGUSR1 and "died (signal SIGUSR1)".
+TEST(Trace, RanksStillStartingAreNotAskedForADump) {
+  const std::string dir = fresh_dir("early");
+  Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "early"}, std::chrono::seconds(90));
+  EXPECT_EQ(exit_code(job), 3) << job.out << job.err;
+  EXPECT_NE(job.err.find("no trace dump asked of rank(s) 1, 2: no SIGUSR1 handler yet"), std::string::npos) << job.err;
+  EXPECT_EQ(job.err.find("asking"), std::string::npos) << job.err;
+  EXPECT_EQ(job.err.find("SIGUSR1)"), std::string::npos) << job.err;
+  const trace::JsonValue record = trace::parse_json_file(dir + "/launcher_node0.json");
+  EXPECT_EQ(record["first_failure"].integer("rank"), 0);
+  const std::string text = read_file(dir + "/launcher_node0.json");
+  EXPECT_EQ(text.find("SIGUSR1"), std::string::npos) << text;
+}
+
 // A --trace_dir used again: the earlier job's dumps are moved aside by the launcher (said
 // in one line), and `trace analyze` does not mix dumps of two jobs (their run ids) when one
 // is put back. Before: a dead rank's dump of the earlier job (reason exit) was read as its
