@@ -2,6 +2,8 @@
 // recorder, subgroups. The ops and their pipeline are in process_group_ops.cc.
 #include "api/process_group.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <mutex>
 #include <numeric>
@@ -24,6 +26,7 @@
 #include "api/ops/op_spec.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process/failure_origin.h"
+#include "api/process/fork_generation.h"
 #include "api/store/prefix_store.h"
 
 namespace distcomm {
@@ -99,6 +102,19 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
       group_rank_text(options_.rank, options_.size, options_.group_name, options_.global_ranks) + " ";
   checks_ = std::make_unique<ArgumentChecks>(options_.rank, options_.size, where_prefix);
   numbering_ = std::make_unique<OpNumbering>(where_prefix, options_.timeout);
+  count_forks();
+  made_in_fork_generation_ = fork_generation();
+  made_by_pid_ = ::getpid();
+}
+
+bool ProcessGroup::in_fork_child() const { return fork_generation() != made_in_fork_generation_; }
+
+void ProcessGroup::refuse_in_fork_child(const std::string& what) const {
+  throw InvalidArgument(what + ": this process (pid " + std::to_string(::getpid()) +
+                        ") was forked from the one that made the group (pid " + std::to_string(made_by_pid_) +
+                        "), and a group is not usable across fork(): its peers would take this process for the "
+                        "rank. Use the group in the parent, or make the child its own group (init_process_group "
+                        "with its own rank and store)");
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(ProcessGroupOptions options) {
@@ -336,6 +352,15 @@ void ProcessGroup::create_recorder() {
 }
 
 ProcessGroup::~ProcessGroup() {
+  if (in_fork_child()) {
+    // The parent's backends, as the fork copied them: their threads are not here, and their
+    // shutdown would tell the peers that this rank left (shm writes it into the shared
+    // segments) while the parent goes on. Left as they are; the process's end frees them.
+    (void)backends_.release();
+    (void)exchange_.release();
+    (void)detail_.release();
+    return;
+  }
   log_destroyed();
   const std::vector<uint64_t> not_ended = ops_not_ended();
   if (backends_) backends_->shutdown();  // none when the creation failed
@@ -343,6 +368,7 @@ ProcessGroup::~ProcessGroup() {
 }
 
 void ProcessGroup::abort() {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "abort");
   aborted_ = true;
   backends_->abort();
 }
@@ -407,6 +433,7 @@ void ProcessGroup::leave_subgroup(const BackendSpec& spec) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& backend) {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "new_group");
   // Counted on every rank, member or not, so all ranks agree on the next group's name.
   const uint64_t id = subgroups_++;
   const std::string call = "new_group #" + std::to_string(id) + " on group '" + name() + "'";
@@ -480,6 +507,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split_group(const std::vector<std::vector<int>>& split_ranks,
                                                          const std::string& backend) {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "split_group");
   const uint64_t id = subgroups_++;
   agree_on_arguments(exchange(), "split_group on group '" + name() + "'", split_ranks_error(split_ranks, size()),
                      "split_ranks " + split_ranks_text(split_ranks) + (backend.empty() ? "" : " backend " + backend));

@@ -262,6 +262,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // backend's own call, refusing a null Work and giving what it throws the op's context.
   WorkPtr refused_since_failure(const OpContext& ctx) const;
   WorkPtr call_backend(const BackendCall& call, Backend& b, const ReductionPlan& plan, const OpContext& ctx);
+  // A process forked after this group was made (fork_generation.h) inherits its memory but
+  // is not its rank: every call that would reach its backends there is refused (what: the
+  // call's "rank 1/2 group 'world' all_reduce"), and its destructor there leaves the
+  // backends alone. Last in the class, so the members before keep their offsets.
+  bool in_fork_child() const;
+  [[noreturn]] void refuse_in_fork_child(const std::string& what) const;
+  uint64_t made_in_fork_generation_ = 0;
+  int64_t made_by_pid_ = 0;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

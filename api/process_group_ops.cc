@@ -125,6 +125,7 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
       spec.reduction ? ReductionPlan::make(where_prefix, spec.type, b, *spec.reduction, *spec.tensor, size())
                      : ReductionPlan{};
   if (aborted_) throw PeerFailure(checks_->where(spec.type) + ": the group was aborted; create a new group");
+  if (in_fork_child()) refuse_in_fork_child(checks_->where(spec.type));
   const OpContext ctx = numbering_->next(spec);
   // DETAIL's checks wrap the backend's call (detail_checks.h), inside the recording: a
   // Desync they raise is recorded as the op's failure to issue, and dumped.

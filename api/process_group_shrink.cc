@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/diagnostics/op_fingerprint.h"
+#include "api/ops/argument_checks.h"
 #include "api/errors.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
@@ -27,6 +28,7 @@ std::string joined(const std::vector<int>& ranks) {
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& excluded, std::chrono::milliseconds timeout) {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "shrink");
   const std::string where = "shrink of group '" + name() + "' (rank " + std::to_string(rank()) + "/" +
                             std::to_string(size()) + ")";
   std::vector<int> gone = excluded;

@@ -1,0 +1,70 @@
+// A rank that forks after its group was made (a data loader worker, multiprocessing with
+// fork, a program's own fork) keeps its group: the child inherits the group's memory but is
+// not the rank. An op the child issues on it is refused there (InvalidArgument, naming the
+// fork), and the child's end, with the group destroyed there, tells the peers nothing. The
+// parents' ops after it are exact. Before: on shm the child's all_reduce ran with the
+// peers' parents (one of them then reduced the child's stale data: 'got 1001, want 1'), and
+// the child's destroy wrote "rank 1 shut the group down" into the shared segments, failing
+// every parent's next op.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "api/errors.h"
+#include "api/init.h"
+#include "tests/backends/fault/fault_checks.h"
+#include "tests/backends/fault/fault_suite.h"
+
+namespace distcomm {
+namespace fault {
+namespace {
+
+// The child's exit code: 0 when its op was refused as a fork child's, else how it went.
+int in_forked_child(ProcessGroupPtr& pg) {
+  int code = 0;
+  try {
+    Tensor t = floats(1000);
+    pg->all_reduce(t)->wait();
+    code = 2;  // the op ran as if this process were the rank
+  } catch (const InvalidArgument& e) {
+    code = std::string(e.what()).find("forked from the one that made the group") != std::string::npos ? 0 : 3;
+  } catch (...) {
+    code = 4;
+  }
+  // The child's copies go, as at its exit: the group's destruction here must reach no peer.
+  destroy_process_group();
+  pg.reset();
+  return code;
+}
+
+TEST_P(FaultSuite, AForkedChildCannotUseNorEndItsParentsGroup) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0) << "fork failed";
+    if (child == 0) ::_exit(in_forked_child(pg));
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "rank " << r.rank() << "'s child ended with status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "rank " << r.rank()
+                                      << "'s child: 2 its op ran, 3 refused in other words, 4 another error";
+    // The parents' group is whole: exact sums, every rank.
+    for (int i = 0; i < 20; ++i) {
+      Tensor t = Tensor::zeros({1000});
+      for (int64_t k = 0; k < 1000; ++k) t.data_as<float>()[k] = static_cast<float>(r.rank() + 1 + i);
+      pg->all_reduce(t)->wait();
+      const int n = pg->size();
+      const float want = static_cast<float>(n * (n + 1) / 2 + n * i);
+      for (int64_t k = 0; k < 1000; ++k) {
+        ASSERT_EQ(t.data_as<float>()[k], want) << "rank " << r.rank() << " all_reduce " << i << " element " << k;
+      }
+    }
+    r.leave(pg);
+  });
+}
+
+}  // namespace
+}  // namespace fault
+}  // namespace distcomm
