@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,10 @@
 namespace distcomm {
 namespace launch {
 namespace {
+
+// close_range's flag (linux/close_range.h, which older kernel headers lack): mark close-on-exec
+// rather than close now.
+constexpr unsigned kCloseRangeCloexec = 1u << 2;
 
 bool is_executable_file(const std::string& path) {
   struct stat st;
@@ -49,8 +54,14 @@ void close_fd(int& fd) {
   // The launcher's death (even SIGKILL) must not leave ranks running on their own.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
-  int null_fd = ::open("/dev/null", O_RDONLY);
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) report_and_exit(report);
+  // A rank gets standard input, output and error, nothing else of the launcher's (its store's
+  // sockets, other ranks' pipes, what the launcher inherited), as torchrun's workers do
+  // (Python's close_fds): every other descriptor closes at execve. `report` stays open
+  // until then. Kernels before 5.9 lack close_range: there only the descriptors the
+  // launcher opened itself close (they are all close-on-exec).
+  ::syscall(SYS_close_range, 3u, ~0u, kCloseRangeCloexec);
   // Ignored signals and the blocked mask survive execve; the launcher ignores SIGPIPE.
   ::signal(SIGPIPE, SIG_DFL);
   sigset_t none;

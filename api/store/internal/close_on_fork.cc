@@ -22,7 +22,10 @@ void let_go_in_child() {
     const int fd = slot.exchange(0, std::memory_order_relaxed) - 1;
     if (fd < 0) continue;
     if (null >= 0) {
-      ::dup2(null, fd);  // replaces the socket; keeps the number (and loses O_CLOEXEC, harmless here)
+      // Replaces the socket, keeping the number (the child's copy of the store may still
+      // name it) and close-on-exec as the socket had it: a child that execs (system(), a
+      // launcher's rank) must not carry /dev/null copies on those numbers.
+      ::dup3(null, fd, O_CLOEXEC);
     } else {
       ::close(fd);
     }

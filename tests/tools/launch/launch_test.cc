@@ -90,6 +90,17 @@ TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
   EXPECT_GT(*ports.begin(), 0) << "port 0 must be replaced by a real free port";
 }
 
+// A rank gets standard input, output and error and no other descriptor: not the launcher's
+// store sockets (they were /dev/null copies after the fork), nor the /dev/null opened for
+// standard input, nor what the launcher inherited, as torchrun's workers (Python's
+// close_fds). Before (the launcher run with fd 9 open): "0 1 10 13 14 15 2 22 251 9".
+TEST(Launch, ARankGetsOnlyStandardInputOutputAndError) {
+  Finished f = run(launch({"--nproc_per_node=2"}, {"/bin/sh", "-c", "ls /proc/$$/fd | sort -n | tr '\\n' ' '"}));
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  for (const std::string& l : lines_of(f.out)) EXPECT_TRUE(l == "[rank 0] 0 1 2 " || l == "[rank 1] 0 1 2 ") << l;
+  EXPECT_EQ(lines_of(f.out).size(), 2u) << f.out;
+}
+
 // torchrun's --standalone is what the launcher does on one machine anyway: accepted, with
 // the flags that agree with it.
 TEST(Launch, StandaloneIsOneMachineAtAFreePort) {
