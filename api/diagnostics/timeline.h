@@ -2,7 +2,7 @@
 // events (chrome://tracing, Perfetto; `tools/trace timeline FILE --svg OUT` draws it).
 //
 // With DISTCOMM_TIMELINE=FILE every rank keeps its events in memory and appends them to
-// FILE when it exits (and on the way, every kFlushEvery events), under an exclusive lock
+// FILE when it exits (and on the way, every 20,000 events: timeline.cc), under an exclusive lock
 // on the file, so the ranks of a job -- on one machine or sharing a file system -- merge
 // into one document that is valid JSON after every append:
 //   {"otherData": {"run_id": ...}, "traceEvents": [ ...events... ]}
