@@ -547,7 +547,8 @@ void Engine::look_at_idle_peers() {
     std::vector<Completion>& done = list.get();
     fail_group({FailureKind::kPeerFailure, p,
                 "rank " + std::to_string(p) + " (pid " + std::to_string(group_->pid(p)) +
-                    ") died: its process ended while no op was in flight" + group_->others_dead_too(p)},
+                    ") died: its process ended (seen while this rank had no op in flight on the group; it may have "
+                    "been in one)" + group_->others_dead_too(p)},
                done);
     progress.unlock();
     complete(done);
