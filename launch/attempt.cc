@@ -17,6 +17,7 @@
 #include <cstring>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,6 +111,11 @@ class Attempt {
   // --on_failure=continue: reports each rank that failed among those that just exited, one
   // line each, and leaves the others running.
   void report_failures_and_continue(const std::vector<size_t>& exited);
+  // --on_failure=continue, after a failure: the ranks still running here are all stopped by
+  // job control (SIGSTOP, SIGTSTP; not a debugger's trace stop) and no replacement is due.
+  // Nothing in the job will resume them, and the launcher would wait for them for ever:
+  // once they have stayed so for the grace period, they are stopped as a failed job's are.
+  void handle_stopped_leftovers();
   // With a trace folder: asks the ranks still running for their dumps first (they are
   // stopped once the dumps are written, or dump_wait has passed). Then terminate().
   void begin_stop(local::StopCause cause, const std::string& why);
@@ -157,6 +163,7 @@ class Attempt {
     int number;  // the n-th replacement of its rank
   };
   std::vector<Replacement> replacements_;  // due, not yet started
+  Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
   std::vector<int> replaced_;              // by local rank: replacements started so far
 };
 
@@ -552,6 +559,40 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
   }
 }
 
+namespace {
+
+// Whether pid is stopped by job control: state 'T' in /proc/<pid>/stat ('t' is a
+// debugger's trace stop, which the debugger ends).
+bool stopped_by_job_control(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t name_end = text.rfind(')');  // the name, in parentheses, may hold anything
+  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] == 'T';
+}
+
+}  // namespace
+
+void Attempt::handle_stopped_leftovers() {
+  std::string stopped;
+  bool all_stopped = !ranks_.stopping() && result_.failed_rank >= 0 && replacements_.empty();
+  for (size_t i = 0; i < processes_.size() && all_stopped; ++i) {
+    if (!ranks_[i].running) continue;
+    all_stopped = stopped_by_job_control(ranks_[i].pid);
+    stopped += (stopped.empty() ? "" : ", ") + std::to_string(processes_[i].rank);
+  }
+  if (!all_stopped || stopped.empty()) {
+    all_stopped_since_ = {};
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  if (all_stopped_since_ == Clock::time_point{}) all_stopped_since_ = now;
+  if (now - all_stopped_since_ < options_.grace_period) return;
+  begin_stop(local::StopCause::kFailure,
+             "rank(s) " + stopped + " stopped (SIGSTOP) for " + seconds_text(options_.grace_period) +
+                 " while every other rank here has ended after a failure: nothing in the job can resume them");
+}
+
 void Attempt::report_first_failure() {
   const int first = ranks_.first_seen_failure();
   if (first < 0 || ranks_.stopping()) return;
@@ -677,6 +718,7 @@ JobResult Attempt::run() {
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);
       start_due_replacements(path, result_.master_port);
+      handle_stopped_leftovers();
     } else {
       report_first_failure();
     }

@@ -93,11 +93,12 @@ TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
 // A rank gets standard input, output and error and no other descriptor: not the launcher's
 // store sockets (they were /dev/null copies after the fork), nor the /dev/null opened for
 // standard input, nor what the launcher inherited, as torchrun's workers (Python's
-// close_fds). Before (the launcher run with fd 9 open): "0 1 10 13 14 15 2 22 251 9".
+// close_fds). Before (a shell's listing, the launcher run with fd 9 open): "0 1 10 13 14 15 2
+// 22 251 9".
 TEST(Launch, ARankGetsOnlyStandardInputOutputAndError) {
-  Finished f = run(launch({"--nproc_per_node=2"}, {"/bin/sh", "-c", "ls /proc/$$/fd | sort -n | tr '\\n' ' '"}));
+  Finished f = run(launch({"--nproc_per_node=2"}, {kProbe, "fds"}));
   ASSERT_EQ(exit_code(f), 0) << f.err;
-  for (const std::string& l : lines_of(f.out)) EXPECT_TRUE(l == "[rank 0] 0 1 2 " || l == "[rank 1] 0 1 2 ") << l;
+  for (const std::string& l : lines_of(f.out)) EXPECT_TRUE(l == "[rank 0] fds: 0 1 2" || l == "[rank 1] fds: 0 1 2") << l;
   EXPECT_EQ(lines_of(f.out).size(), 2u) << f.out;
 }
 
@@ -337,6 +338,23 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
       << f.err;
   EXPECT_NE(f.err.find("rank 0 is still running: SIGKILL"), std::string::npos) << f.err;
   expect_all_gone(ready_pids(f.out));
+}
+
+// --on_failure=continue lets the others run on after a failure; a rank that is stopped
+// (SIGSTOP) when every other rank has ended can never end by itself, nor be resumed by
+// anything in the job. After the grace period so, it is stopped as a failed job's ranks are,
+// and the job ends with the first failure. Before: the launcher waited for it for ever.
+TEST(Launch, OnFailureContinueEndsRanksLeftStoppedAfterTheOthersEnded) {
+  const auto start = std::chrono::steady_clock::now();
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--grace_period_s=1"},
+                          {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then kill -STOP $$; fi; exit 3"}),
+                   seconds(30));
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  EXPECT_EQ(exit_code(f), 3) << f.err;
+  EXPECT_NE(f.err.find("rank(s) 1 stopped (SIGSTOP) for 1s while every other rank here has ended after a failure"),
+            std::string::npos)
+      << f.err;
+  EXPECT_LT(took.count(), 15000) << f.err;
 }
 
 // A rank that is stopped (SIGSTOP: hung, paused) gets SIGCONT after the stop's signal, so

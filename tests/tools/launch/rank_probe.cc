@@ -1,6 +1,7 @@
 // A stand-in for a rank in the launcher tests: it does what its arguments say.
 //
 //   rank_probe env                    print this rank's launch variables on one line
+//   rank_probe fds                    print this process's open descriptors ("fds: 0 1 2")
 //   rank_probe wait [ignore_term]     start a grandchild, print "ready <pid> <grandchild pid>",
 //                                     then wait to be stopped (ignoring SIGTERM if asked)
 //   rank_probe fail <rank> <code> [ignore_term]
@@ -50,6 +51,7 @@
 //                                     RANK=<rank>" and exits with <replacement code> (0); the
 //                                     others wait for a replacement that succeeds (its file
 //                                     <TEST_TMPDIR>/replaced_<rank>), 3 s at most, then exit 0
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -61,6 +63,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "api/process/failure_report.h"
 
@@ -178,12 +181,36 @@ void print_lines(int n) {
   }
 }
 
+// "fds: 0 1 2": the descriptors open in this process, but the one that lists them.
+void print_fds() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    std::printf("fds: cannot list /proc/self/fd\n");
+    return;
+  }
+  std::vector<int> fds;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::atoi(e->d_name);
+    if (fd != ::dirfd(dir)) fds.push_back(fd);
+  }
+  ::closedir(dir);
+  std::sort(fds.begin(), fds.end());
+  std::string line = "fds:";
+  for (int fd : fds) line += " " + std::to_string(fd);
+  std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "env") {
     print_env();
+    return 0;
+  }
+  if (mode == "fds") {
+    print_fds();
     return 0;
   }
   if (mode == "lines" && argc > 2) {
