@@ -30,6 +30,19 @@ constexpr int64_t kWaiterDrivesBelowBytes = 1 << 20;
 // On an oversubscribed host, a polling thread that has seen nothing start or end for this
 // long yields between tests, so that ranks sharing a core let each other run.
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+// How a thread in Work::wait that leads the rounds waits for its op (mpi_runtime.h,
+// "Waiting"): after the last op started or ended, it polls without pause for kSpinWindow
+// (an 8 B all_reduce on 2 ranks takes 2.5 us, a 256 KiB one about 100 us: a peer on time
+// is seen at once), yields between polls until kYieldWindow (other threads and ranks
+// get the core, but an idle core polls on), then sleeps between polls, a quarter of the
+// time waited so far (so a peer that comes late is seen at most that much later), at most
+// kMaxSleep. Blocked 8 s on a late peer, the waiting rank used 0.2-0.3 CPU s (a whole core before).
+constexpr auto kSpinWindow = std::chrono::microseconds(50);
+constexpr auto kYieldWindow = std::chrono::microseconds(200);
+constexpr auto kMaxSleep = std::chrono::milliseconds(1);
+// A follower re-checks its op and deadline at least this often (it is woken when a round
+// ends its op or the lead leaves; this is only a backstop).
+constexpr auto kFollowerRecheck = std::chrono::milliseconds(20);
 // Ops given up after a timeout are tested this often while nothing else runs.
 constexpr auto kAbandonedTestInterval = std::chrono::milliseconds(50);
 // At exit, how long ops still queued or running may take to end before they are given up
@@ -90,7 +103,27 @@ Runtime::RoundResult Runtime::round(bool refuse_new) {
     last_abandoned_test_ = now;
   }
   t_in_round = false;
+  if (result.progressed) notify_followers();
   return result;
+}
+
+void Runtime::notify_followers() {
+  // Pairs with drive(): a follower counts itself, then tests its op; this marks ops done
+  // (OpQueue::end), then reads the count. Whichever comes second sees the other's write.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (followers_.load() == 0) return;
+  std::lock_guard<std::mutex> lock(drive_mu_);
+  follow_cv_.notify_all();
+}
+
+void Runtime::kick_lead() {
+  // Pairs with drive(): the lead reads the count before its round and sleeps only while it
+  // is unchanged; it says it sleeps before it tests that, and this counts before it reads
+  // whether the lead sleeps.
+  lead_kicks_.fetch_add(1);
+  if (!lead_sleeping_.load()) return;
+  std::lock_guard<std::mutex> lock(drive_mu_);
+  lead_cv_.notify_one();
 }
 
 void Runtime::serve() {
@@ -186,6 +219,9 @@ void Runtime::wake() {
     std::lock_guard<std::mutex> lock(mu_);
     wake_cv_.notify_one();
   }
+  // With a thread leading the rounds, the MPI thread stands back: the lead runs the task
+  // or polls the op, so it must not sleep through it.
+  kick_lead();
 }
 
 bool Runtime::waiter_drives(int64_t bytes) const { return waiters_drive_ && bytes < kWaiterDrivesBelowBytes; }
@@ -198,7 +234,11 @@ void Runtime::submitted(int64_t bytes) {
   }
   // The caller may never wait. For a small op a napping MPI thread steps in by itself if
   // no one drives it, a sleeping one must be woken; a large op is the MPI thread's anyway.
-  if (drivers_.load() == 0 && (!waiter || deep_sleep_.load())) wake();
+  if (drivers_.load() == 0 && (!waiter || deep_sleep_.load())) {
+    wake();
+  } else {
+    kick_lead();  // its peers may be on time: poll it tightly again
+  }
 }
 
 bool Runtime::in_round() { return t_in_round; }
@@ -206,19 +246,76 @@ bool Runtime::in_round() { return t_in_round; }
 bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadline) {
   if (!waiters_drive_ || t_in_round) return false;
   drivers_.fetch_add(1);
-  Backoff backoff(yield_when_idle_);
   const bool timed = deadline != Clock::time_point::max();
-  while (!done() && !(timed && Clock::now() >= deadline)) {
+  bool lead = false;
+  Clock::time_point quiet_since = Clock::now();  // the lead's last progress
+  // Leaves on return or throw: hands the lead to a follower, and wakes the MPI thread for
+  // ops or tasks nobody drives now.
+  struct Leave {
+    Runtime& rt;
+    const bool& lead;
+    ~Leave() {
+      if (lead) {
+        std::lock_guard<std::mutex> lock(rt.drive_mu_);
+        rt.leading_ = false;
+        if (rt.followers_.load() > 0) rt.follow_cv_.notify_all();
+      }
+      // Pairs with submitted() and run(): an op or task posted while this driver was still
+      // here is counted by the time it is read below.
+      if (rt.drivers_.fetch_sub(1) == 1 && (rt.ops_.in_flight.load() > 0 || rt.task_count_.load() > 0)) rt.wake();
+    }
+  } leave{*this, lead};
+  while (!done()) {
+    Clock::time_point now = Clock::now();
+    if (timed && now >= deadline) break;
+    if (!lead) {
+      std::unique_lock<std::mutex> lock(drive_mu_);
+      if (leading_) {
+        // Another thread runs the rounds, for every group's ops: sleep until one ends ours
+        // (notify_followers) or the lead leaves, instead of competing for the lock and the
+        // cores (with several waiting threads on 2 cores that made ops 10-80x slower).
+        followers_.fetch_add(1);
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with notify_followers
+        if (lead_sleeping_.load()) {  // our op may have peers on time: poll tightly again
+          lead_kicks_.fetch_add(1);
+          lead_cv_.notify_one();
+        }
+        follow_cv_.wait_until(lock, std::min(deadline, now + kFollowerRecheck), [&] { return done() || !leading_; });
+        followers_.fetch_sub(1);
+        continue;
+      }
+      leading_ = true;
+      lead = true;
+      quiet_since = now;
+    }
+    const uint64_t kicks = lead_kicks_.load();
     bool progressed = false;
     if (progress_mu_.try_lock()) {
       progressed = round(false).progressed;
       progress_mu_.unlock();
     }
-    backoff.after(progressed);
+    if (progressed) {
+      quiet_since = Clock::now();
+      continue;
+    }
+    now = Clock::now();
+    const auto quiet = now - quiet_since;
+    if (quiet < kSpinWindow) continue;
+    if (quiet < kYieldWindow || ops_.not_waiter_driven.load() > 0) {
+      // Ops the MPI thread would poll (it stands back while a thread leads) must not wait
+      // for our sleeps: yield only, and on a host with cores to spare not even that.
+      if (quiet < kYieldWindow || yield_when_idle_) sched_yield();
+      continue;
+    }
+    Clock::time_point until =
+        now + std::min<Clock::duration>(kMaxSleep, std::max<Clock::duration>(quiet / 4, kSpinWindow));
+    if (timed) until = std::min(until, deadline);
+    std::unique_lock<std::mutex> lock(drive_mu_);
+    lead_sleeping_.store(true);
+    lead_cv_.wait_until(lock, until, [&] { return lead_kicks_.load() != kicks || done(); });
+    lead_sleeping_.store(false);
+    if (lead_kicks_.load() != kicks) quiet_since = Clock::now();  // a new op or waiter: spin again
   }
-  // Pairs with submitted() and run(): an op or task posted while this driver was still
-  // here is counted by the time it is read below.
-  if (drivers_.fetch_sub(1) == 1 && (ops_.in_flight.load() > 0 || task_count_.load() > 0)) wake();
   return true;
 }
 

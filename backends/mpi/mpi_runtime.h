@@ -24,7 +24,19 @@
 // meanwhile, and the program may call MPI itself from any thread. If the program initialised MPI
 // itself, the plugin needs MULTIPLE.
 //
-// Polling. A thread running rounds tests running ops in a loop; when the host has more
+// Waiting. MPI cannot wake a thread when a request completes: the only way to see an op
+// end is to test it, and a thread that tests in a loop holds a core. So of the threads in
+// Work::wait on small ops, one leads and runs the rounds (which test every group's ops);
+// the others sleep on a condition variable until a round ends their op or the lead leaves
+// (then one of them leads). The lead polls without pause for kSpinWindow after the last
+// op started or ended -- a small op whose peers are on time ends within it, at the latency
+// of a busy loop -- then yields between polls until kYieldWindow, then sleeps between
+// polls, each sleep a quarter of the time it has waited so far and at most kMaxSleep: a
+// rank waiting for a late peer then costs a few polls a millisecond, and sees the peer
+// at most a quarter of its wait (and 1 ms) late. A new waiter, a new op or a task cuts the
+// lead's sleep short; while ops that the MPI thread would drive (large ones) are in
+// flight, the lead does not sleep, as the MPI thread stands back while it leads.
+// Polling (the MPI thread). A thread running rounds tests running ops in a loop; when the host has more
 // ranks than cores it yields the CPU after a while without progress. With nothing to poll,
 // the MPI thread naps: it steps in for ops that no thread drives and that stop finishing
 // for a whole nap, so that a rank's own threads keep the cores while they submit and wait
@@ -204,7 +216,19 @@ class Runtime {
   std::atomic<bool> deep_sleep_{false};  // past the naps: only a notification wakes it
   std::atomic<bool> exiting_{false};
   std::atomic<int> exit_status_{0};  // the program's, set before exiting_
-  std::atomic<int> drivers_{0};            // threads running rounds in drive()
+  std::atomic<int> drivers_{0};            // threads in drive(), leading or following
+  // drive()'s threads: one leads (runs rounds), the others follow (sleep on follow_cv_).
+  std::mutex drive_mu_;
+  std::condition_variable follow_cv_;  // followers: a round ended ops, or the lead left
+  std::condition_variable lead_cv_;    // the lead, sleeping between polls: cut it short
+  bool leading_ = false;               // drive_mu_
+  std::atomic<uint64_t> lead_kicks_{0};     // bumped to cut the lead's sleep short
+  std::atomic<bool> lead_sleeping_{false};  // written under drive_mu_
+  std::atomic<int> followers_{0};           // written under drive_mu_
+  // Wakes followers whose op a round ended; the caller holds progress_mu_.
+  void notify_followers();
+  // Cuts short the lead's sleep between polls, if it sleeps.
+  void kick_lead();
   OpCounters ops_;
 
   // Whoever holds progress_mu_ runs rounds; it guards everything below.

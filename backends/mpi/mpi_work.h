@@ -27,6 +27,7 @@ class MpiWork : public Work {
   // Whether wait() runs MPI's progress itself (small ops) or blocks while the MPI thread
   // does (large ones); see Runtime::waiter_drives. Set before the Work is handed out.
   void set_waiter_drives(bool drives) { waiter_drives_ = drives; }
+  bool waiter_drives() const { return waiter_drives_; }
 
  private:
   Runtime& runtime_;

@@ -64,12 +64,14 @@ void OpQueue::end(Op& op, std::exception_ptr error) {
   op.work->finish(error);
   op.work->mark_done();
   counters_.ended.fetch_add(1);
+  if (!op.work->waiter_drives()) counters_.not_waiter_driven.fetch_sub(1);
   counters_.in_flight.fetch_sub(1);
 }
 
 void OpQueue::submit(std::unique_ptr<Op> op) {
   // Counted before it is visible to any round, so that a round never sees it uncounted.
   counters_.in_flight.fetch_add(1);
+  if (!op->work->waiter_drives()) counters_.not_waiter_driven.fetch_add(1);
   const int64_t bytes = op->bytes();
   std::exception_ptr refused;
   {

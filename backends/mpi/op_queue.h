@@ -37,6 +37,10 @@ namespace mpi {
 struct OpCounters {
   std::atomic<int64_t> in_flight{0};  // submitted, Work not finished yet
   std::atomic<uint64_t> ended{0};     // Works finished so far
+  // In flight and not driven by their waiter (MpiWork::waiter_drives false: large ops, or
+  // waiters_drive off): a thread that drives rounds keeps polling without sleeping while
+  // there are any, since the MPI thread stands back meanwhile (Runtime::drive).
+  std::atomic<int64_t> not_waiter_driven{0};
 };
 
 class OpQueue {
