@@ -14,6 +14,7 @@
 #include "api/diagnostics/timeline.h"
 #include "api/diagnostics/trace_dump.h"
 #include "api/errors.h"
+#include "api/group/creation_keys.h"
 #include "api/group/group_backends.h"
 #include "api/group/group_creation.h"
 #include "api/group/host_layout.h"
@@ -215,6 +216,24 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
       pg->backend_names_[k++] = {b.backend.get(), Work::intern_backend_name(b.backend->name())};
     }
   }
+  if (!check_config && pg->options_.store) {
+    // A group made from a parent (a subgroup, a shrink): made and destroyed many times in a
+    // long job, its creation's keys go with it (creation_keys.h). Its name, a parent's
+    // creation and a call's number, is never made again, unless new_group's (the groups of
+    // disjoint lists share it): its creation count goes with that call (new_group).
+    auto keys = std::make_unique<CreationKeys>();
+    keys->store = pg->options_.store;
+    keys->prefix = pg->store_prefix_;
+    if (!lists) keys->name_base = group_store_base(pg->name());
+    keys->rank = pg->rank();
+    keys->size = pg->size();
+    keys->backend_stores = creation.backend_stores();
+    for (const auto& [device, b] : pg->backends_->all()) {
+      // A failure board that publish_program_failure wrote, past the backend's own store.
+      keys->more.push_back(backend_store_prefix(pg->store_prefix_, device, b.plugin) + "/failure");
+    }
+    pg->creation_keys_ = std::move(keys);
+  }
   pg->create_recorder();
   if (!pg->exchange_) pg->create_exchange();
   if (pg->options_.debug == DebugLevel::kDetail && pg->size() > 1) {
@@ -365,6 +384,18 @@ ProcessGroup::~ProcessGroup() {
   const std::vector<uint64_t> not_ended = ops_not_ended();
   if (backends_) backends_->shutdown();  // none when the creation failed
   warn_of_ops_cut_off(not_ended);
+  if (creation_keys_) {
+    if (exchange_) {
+      for (std::string& k : store_exchange_keys_left(*exchange_)) creation_keys_->more.push_back(std::move(k));
+    }
+    // Nothing of the group may write to the store after this rank counts itself out: its
+    // parts go first, in the order the members' destruction would take them.
+    recorder_.reset();
+    detail_.reset();
+    exchange_.reset();
+    backends_.reset();
+    release_creation_keys(*creation_keys_);
+  }
 }
 
 void ProcessGroup::abort() {
@@ -458,6 +489,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
     if (refusal.empty()) refusal = e.what();
   }
   const std::string backend_text = spec ? spec->text : backend;
+  // Whatever its outcome, once this rank's call is over its keys (and the others') are
+  // counted out; the last rank of this group deletes them (creation_keys.h).
+  struct CallKeys {
+    const ProcessGroup& parent;
+    const std::string& key_prefix;
+    std::string subgroup_base;
+    ~CallKeys() {
+      if (parent.options_.store) {
+        release_new_group_call(parent.options_.store, key_prefix, parent.size(), subgroup_base);
+      }
+    }
+  } call_keys{*this, key_prefix, group_store_base(subgroup_name("g" + std::to_string(id)))};
   if (!refusal.empty()) {
     // Posted where the members it names look for its list (member_lists.h), so that they are
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.

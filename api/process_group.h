@@ -33,6 +33,7 @@ namespace distcomm {
 // The group's parts, each its own unit (ARCHITECTURE.md, "An op's path").
 class ArgumentChecks;
 class BackendCall;
+struct CreationKeys;
 class DetailChecks;
 class GroupBackends;
 class GroupCreation;
@@ -270,6 +271,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   [[noreturn]] void refuse_in_fork_child(const std::string& what) const;
   uint64_t made_in_fork_generation_ = 0;
   int64_t made_by_pid_ = 0;
+  // The keys its creation left in the store, deleted by the last of its ranks to destroy
+  // it (api/group/creation_keys.h); null where they stay: a group made by create() (the
+  // world, whose store usually ends with it), one without a store. Last in the class.
+  std::unique_ptr<CreationKeys> creation_keys_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

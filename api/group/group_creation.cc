@@ -14,6 +14,7 @@
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
+#include "api/group/creation_keys.h"
 #include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process/job_identity.h"
@@ -336,7 +337,11 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
   for (const auto& [device, name] : plan) {
     BackendOptions bo;
     if (options_.store) {
-      bo.store = std::make_shared<PrefixStore>(backend_store_prefix(store_prefix_, device, name), options_.store);
+      // Remembering what the backend writes, for the group's end (creation_keys.h).
+      auto recording =
+          std::make_shared<RecordingPrefixStore>(backend_store_prefix(store_prefix_, device, name), options_.store);
+      backend_stores_.push_back(recording);
+      bo.store = recording;
     }
     bo.rank = options_.rank;
     bo.size = options_.size;

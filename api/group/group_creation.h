@@ -12,6 +12,7 @@
 
 #include <exception>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "api/group/process_group_options.h"
 
 namespace distcomm {
+
+class RecordingPrefixStore;
 
 class GroupCreation {
  public:
@@ -71,6 +74,9 @@ class GroupCreation {
   // then made no backend, and the parent's backends must still hear of the subgroup as
   // left out of it (skip_subgroup), as a split over the parent (NCCL) waits for every rank.
   bool list_refused() const { return list_refused_; }
+  // The stores given to the backends made (make_backends), which remember the keys each
+  // wrote, for their deletion at the group's end (creation_keys.h).
+  const std::vector<std::shared_ptr<RecordingPrefixStore>>& backend_stores() const { return backend_stores_; }
 
  private:
   // Counts this creation of the group's name on this rank (made_by) and claims the rank:
@@ -102,6 +108,7 @@ class GroupCreation {
   std::vector<std::string> placements_;
   bool hierarchical_ = false;
   std::string across_backend_;
+  std::vector<std::shared_ptr<RecordingPrefixStore>> backend_stores_;
 };
 
 // The parent group's backends that a subgroup with backend spec `spec` would use again (the

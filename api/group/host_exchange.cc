@@ -83,6 +83,7 @@ class StoreExchange final : public HostExchange {
       std::lock_guard<std::mutex> lock(mu_);
       stale.swap(stale_);
       stale_.push_back(key(call, options_.rank));
+      last_all_gather_ = static_cast<int64_t>(call);
     }
     for (const std::string& k : stale) store_->delete_key(k);
     return out;
@@ -198,8 +199,11 @@ class StoreExchange final : public HostExchange {
   const StorePtr store_;
   const std::string prefix_;
   std::atomic<uint64_t> calls_{0};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::string> stale_;  // this rank's keys that every rank has read
+  int64_t last_all_gather_ = -1;     // its keys stay until the next all_gather (or the group's end)
+
+  friend std::vector<std::string> distcomm::store_exchange_keys_left(const HostExchange& exchange);
 };
 
 class CollectiveExchange final : public HostExchange {
@@ -230,6 +234,18 @@ class CollectiveExchange final : public HostExchange {
 };
 
 }  // namespace
+
+std::vector<std::string> store_exchange_keys_left(const HostExchange& exchange) {
+  const auto* store = dynamic_cast<const StoreExchange*>(&exchange);
+  if (!store) return {};
+  std::lock_guard<std::mutex> lock(store->mu_);
+  std::vector<std::string> keys;
+  if (store->last_all_gather_ < 0) return keys;
+  for (int r = 0; r < store->options_.size; ++r) {
+    keys.push_back(store->key(static_cast<uint64_t>(store->last_all_gather_), r));
+  }
+  return keys;
+}
 
 std::vector<std::string> HostExchange::all_gather(const std::string& mine, const std::string& purpose) {
   const uint64_t call = next_call();

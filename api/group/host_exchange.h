@@ -83,6 +83,11 @@ inline constexpr std::chrono::milliseconds kGroupFailureCheck{500};
 std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& options, StorePtr store,
                                                   std::string key_prefix);
 
+// The keys a store exchange leaves in the store, every rank's, once every rank is done with
+// it: its last all_gather's (each rank deletes its own at its next all_gather; a gather's
+// root deletes the gather's at once). None for an exchange over the group's collectives.
+std::vector<std::string> store_exchange_keys_left(const HostExchange& exchange);
+
 // exchange.all_gather(mine, call) on behalf of `call` ("split #0 on group 'world'"): its
 // error (a peer's death, a timeout) says which call of the program's was waiting.
 std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "api/store/file_store.h"
 #include "api/store/hash_store.h"
 #include "api/store/prefix_store.h"
 #include "api/process_group.h"
@@ -28,14 +29,47 @@ class SubgroupHooksTest : public ::testing::Test {
   void SetUp() override { use_test_plugins(); }
 };
 
+// A store that keeps the test plugin's logs: a subgroup's last rank to destroy it deletes
+// its creation's keys (api/group/creation_keys.h), the backend's log among them, which this
+// test reads after the destruction.
+class KeepingLogs : public Store {
+ public:
+  explicit KeepingLogs(StorePtr base) : base_(std::move(base)) { timeout_ = base_->timeout(); }
+  using Store::set;
+  void set(const std::string& k, const Bytes& v) override { base_->set(k, v); }
+  Bytes get(const std::string& k) override { return base_->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return base_->add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override { return base_->compare_set(k, e, d); }
+  bool check(const std::vector<std::string>& k) override { return base_->check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { base_->wait(k, t); }
+  bool delete_key(const std::string& k) override {
+    return k.find("/subgroup_hooks/log/") == std::string::npos && base_->delete_key(k);
+  }
+  int64_t num_keys() override { return base_->num_keys(); }
+
+ private:
+  StorePtr base_;
+};
+
 TEST_F(SubgroupHooksTest, AbortReachesTheBackendsAbortAndDestructionItsShutdown) {
-  run_group(2, "subgroup_hooks", [](ProcessGroup& pg) {
+  const std::string dir = testing::make_temp_dir();
+  testing::run_ranks(2, [&](int rank, int size) {
+    ProcessGroupOptions o;
+    o.store = std::make_shared<KeepingLogs>(std::make_shared<FileStore>(dir + "/store", size));
+    o.store->set_timeout(std::chrono::seconds(60));
+    o.rank = rank;
+    o.size = size;
+    o.backend = "subgroup_hooks";
+    o.timeout = std::chrono::seconds(60);
+    auto world = ProcessGroup::create(o);
+    ProcessGroup& pg = *world;
     auto sub = pg.new_group({0, 1});
     pg.abort();
     EXPECT_EQ(log_of(pg, "world", pg.rank()), "created; member of [0,1]; abort");
     sub.reset();
     EXPECT_EQ(log_of(pg, "world/g0", pg.rank()), "derived; shutdown");
   });
+  testing::remove_temp_dir(dir);
 }
 
 TEST_F(SubgroupHooksTest, NewGroupAsksTheParentOnEveryRankAndMembersGetItsBackend) {
