@@ -279,7 +279,7 @@ void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
       if (ranks_[i].running) running.emplace_back(processes_[i].rank, ranks_[i].pid);
     }
     dumps_.ask(dump_dir, running, options_.dump_wait);
-    const size_t asked = running.size() - dumps_.not_handling().size();
+    const size_t asked = dumps_.asked();
     if (dumps_.pending()) {
       say(why + ": asking " + std::to_string(asked) + (asked == 1 ? " rank" : " ranks") +
           " for a trace dump (SIGUSR1) into " + dump_dir);
@@ -288,7 +288,8 @@ void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
       std::string list;
       for (int r : dumps_.not_handling()) list += (list.empty() ? "" : ", ") + std::to_string(r);
       say("no trace dump asked of rank(s) " + list +
-          ": no SIGUSR1 handler yet (a rank installs it with its first group), so the signal would end them");
+          ": no SIGUSR1 handler (a rank installs it with its first group: still starting?), so the signal would end "
+          "them, or stopped (SIGSTOP, SIGTSTP), so they could not write one");
     }
     if (dumps_.pending()) {
       stop_reason_ = why;
@@ -589,7 +590,7 @@ void Attempt::handle_stopped_leftovers() {
   if (all_stopped_since_ == Clock::time_point{}) all_stopped_since_ = now;
   if (now - all_stopped_since_ < options_.grace_period) return;
   begin_stop(local::StopCause::kFailure,
-             "rank(s) " + stopped + " stopped (SIGSTOP) for " + seconds_text(options_.grace_period) +
+             "rank(s) " + stopped + " stopped by job control (SIGSTOP, SIGTSTP) for " + seconds_text(options_.grace_period) +
                  " while every other rank here has ended after a failure: nothing in the job can resume them");
 }
 

@@ -21,15 +21,20 @@ int64_t wall_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// Whether process pid has a handler for sig: the SigCgt mask of /proc/<pid>/status (hex, bit
-// sig-1). When the file cannot be read (no /proc), says yes: the signal is sent as before.
+// Whether process pid can act on sig now: it has a handler (the SigCgt mask of
+// /proc/<pid>/status, hex, bit sig-1) and is not stopped by job control (State T: the
+// handler would not run until it is continued, and the stop that follows continues it with
+// SIGTERM pending too). When the file cannot be read (no /proc), says yes: the signal is
+// sent as before.
 bool handles_signal(pid_t pid, int sig) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
+  bool stopped = false;
   while (std::getline(status, line)) {
+    if (line.rfind("State:", 0) == 0) stopped = line.find(" T ") != std::string::npos || line.find("\tT ") != std::string::npos;
     if (line.rfind("SigCgt:", 0) != 0) continue;
     const unsigned long long caught = std::strtoull(line.c_str() + 7, nullptr, 16);
-    return (caught >> (sig - 1)) & 1u;
+    return !stopped && ((caught >> (sig - 1)) & 1u);
   }
   return true;
 }

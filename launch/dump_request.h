@@ -19,12 +19,15 @@ class DumpRequest {
   using Clock = std::chrono::steady_clock;
 
   // Sends SIGUSR1 to each (rank, pid) that handles it (the process itself, not its group:
-  // helpers a rank started may not handle the signal). A rank that does not handle it yet
-  // (still starting: distcomm installs its handler when the first group is made) is not
-  // asked: SIGUSR1's default action would end it ("died (signal SIGUSR1)"), and before its
-  // first group it has nothing to dump. Those ranks are in not_handling().
+  // helpers a rank started may not handle the signal). A rank that does not handle it (still
+  // starting: distcomm installs its handler when the first group is made; not a distcomm
+  // program; exited, not yet reaped) is not asked: SIGUSR1's default action would end it
+  // ("died (signal SIGUSR1)"), and before its first group it has nothing to dump. Nor is one
+  // stopped by job control (its handler cannot run). Those ranks are in not_handling().
   void ask(const std::string& dir, const std::vector<std::pair<int, pid_t>>& ranks, std::chrono::milliseconds wait);
   bool pending() const { return pending_; }
+  // How many ranks the last ask() sent the signal to.
+  size_t asked() const { return ranks_.size(); }
   // Whether the wait is over: every rank asked has a fresh dump or is no longer running
   // (running(rank)), or the deadline has passed. Ends pending() when it says yes.
   bool finished(const std::function<bool(int rank)>& running);

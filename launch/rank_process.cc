@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,6 +22,27 @@ namespace {
 // close_range's flag (linux/close_range.h, which older kernel headers lack): mark close-on-exec
 // rather than close now.
 constexpr unsigned kCloseRangeCloexec = 1u << 2;
+// Where close_range cannot (before Linux 5.11, or headers without it), descriptors are
+// marked one by one up to the soft limit, at most this many (the launcher's own are far
+// below; a program handing a rank descriptors above it is not expected).
+constexpr int kMarkAtMost = 65536;
+
+// In the forked child: async-signal-safe calls only. Marks every descriptor from `first` up
+// close-on-exec.
+void mark_close_on_exec_from(int first) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0u, kCloseRangeCloexec) == 0) return;
+#endif
+  rlimit limit{};
+  int end = kMarkAtMost;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < static_cast<rlim_t>(end)) {
+    end = static_cast<int>(limit.rlim_cur);
+  }
+  for (int fd = first; fd < end; ++fd) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
 
 bool is_executable_file(const std::string& path) {
   struct stat st;
@@ -59,9 +81,8 @@ void close_fd(int& fd) {
   // A rank gets standard input, output and error, nothing else of the launcher's (its store's
   // sockets, other ranks' pipes, what the launcher inherited), as torchrun's workers do
   // (Python's close_fds): every other descriptor closes at execve. `report` stays open
-  // until then. Kernels before 5.9 lack close_range: there only the descriptors the
-  // launcher opened itself close (they are all close-on-exec).
-  ::syscall(SYS_close_range, 3u, ~0u, kCloseRangeCloexec);
+  // until then.
+  mark_close_on_exec_from(3);
   // Ignored signals and the blocked mask survive execve; the launcher ignores SIGPIPE.
   ::signal(SIGPIPE, SIG_DFL);
   sigset_t none;
