@@ -267,7 +267,8 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
 void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
   std::vector<std::pair<StorePtr, FailureRecord>> records;
   for (const std::shared_ptr<ProcessGroup>& pg : live_groups().all()) {
-    if (!pg->options_.store || pg->size() == 1) continue;
+    // A fork child's failure is not its parent's rank's: the parent's groups are not told.
+    if (!pg->options_.store || pg->size() == 1 || pg->in_fork_child()) continue;
     FailureRecord r;
     r.kind = FailureRecord::kind_of(error);
     r.rank = pg->rank();
@@ -399,8 +400,10 @@ ProcessGroup::~ProcessGroup() {
 }
 
 void ProcessGroup::abort() {
-  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "abort");
   aborted_ = true;
+  // In a fork child, the backends are the parent's: this copy is only marked (its ops are
+  // refused anyway). Not thrown: abort is called from error handlers.
+  if (in_fork_child()) return;
   backends_->abort();
 }
 
@@ -413,7 +416,14 @@ int ProcessGroup::global_rank(int group_rank) const {
   return options_.global_ranks[static_cast<size_t>(group_rank)];
 }
 
-Backend& ProcessGroup::backend_for(DeviceType device) { return backends_->serving(device); }
+Backend& ProcessGroup::backend_for(DeviceType device) {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "backend_for");
+  return backends_->serving(device);
+}
+
+void ProcessGroup::refuse_if_fork_child(const char* what) const {
+  if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + what);
+}
 
 // ---------------------------------------------------------------------------------------
 // Subgroups

@@ -120,7 +120,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   // Small host messages between the ranks of this group (host_exchange.h): what the core,
   // DDP and tools use to agree on anything outside the ops.
-  HostExchange& exchange() { return *exchange_; }
+  HostExchange& exchange() {
+    refuse_if_fork_child("exchange");  // split, DeviceMesh, ordered_print and DDP use it
+    return *exchange_;
+  }
 
   // --- subgroups (collective over this group: every rank calls it, in the same order) ---
   // A group of the given ranks of this group; nullptr on ranks not in it.
@@ -269,6 +272,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // backends alone. Last in the class, so the members before keep their offsets.
   bool in_fork_child() const;
   [[noreturn]] void refuse_in_fork_child(const std::string& what) const;
+  void refuse_if_fork_child(const char* what) const;
   uint64_t made_in_fork_generation_ = 0;
   int64_t made_by_pid_ = 0;
   // The keys its creation left in the store, deleted by the last of its ranks to destroy

@@ -82,7 +82,12 @@ std::string microseconds(int64_t ns) {
   return buf;
 }
 
+// The process that recorded the events: a child forked after them holds copies of the
+// parent's, which its exit must not append a second time under the parent's ranks.
+std::atomic<pid_t> g_recording_pid{0};
+
 void flush_at_exit() {
+  if (::getpid() != g_recording_pid.load()) return;
   try {
     timeline_flush();
   } catch (const std::exception& e) {
@@ -93,7 +98,7 @@ void flush_at_exit() {
 // Names the rank's process and the lane's thread the first time they appear.
 void name_locked(Events& ev, int rank, const std::string& lane) {
   if (ev.named_ranks.insert(rank).second) {
-    static bool exit_flush = (std::atexit(flush_at_exit), true);
+    static bool exit_flush = (g_recording_pid.store(::getpid()), std::atexit(flush_at_exit), true);
     (void)exit_flush;
     const std::string pid = std::to_string(rank);
     ev.pending.push_back("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":" +

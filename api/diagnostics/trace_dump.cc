@@ -370,6 +370,9 @@ void handle_unless_handled(int sig) {
 }
 
 void dump_at_exit() {
+  // A child forked after the groups were made, with none of its own: its copies are the
+  // parent's, whose dump its exit must not replace.
+  if (::getpid() != g_signal_pid.load()) return;
   if (!dumps_asked_for()) return;
   dump_quietly("exit");
 }

@@ -32,6 +32,21 @@ int in_forked_child(ProcessGroupPtr& pg) {
   } catch (...) {
     code = 4;
   }
+  // Every other way to the parent's backends or exchange is refused too; abort only marks
+  // this copy (it is called from error handlers: it does not throw).
+  try {
+    pg->split(0, 0);
+    code = 5;
+  } catch (const InvalidArgument&) {
+  } catch (...) {
+    code = 6;
+  }
+  try {
+    pg->exchange();
+    code = 7;
+  } catch (const InvalidArgument&) {
+  }
+  pg->abort();
   // The child's copies go, as at its exit: the group's destruction here must reach no peer.
   destroy_process_group();
   pg.reset();
@@ -49,7 +64,8 @@ TEST_P(FaultSuite, AForkedChildCannotUseNorEndItsParentsGroup) {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFEXITED(status)) << "rank " << r.rank() << "'s child ended with status " << status;
     EXPECT_EQ(WEXITSTATUS(status), 0) << "rank " << r.rank()
-                                      << "'s child: 2 its op ran, 3 refused in other words, 4 another error";
+                                      << "'s child: 2 its op ran, 3 refused in other words, 4 another error, 5/6 split not "
+                                         "refused, 7 exchange not refused";
     // The parents' group is whole: exact sums, every rank.
     for (int i = 0; i < 20; ++i) {
       Tensor t = Tensor::zeros({1000});
