@@ -17,13 +17,20 @@ namespace {
 std::atomic<const Store*> store_given_up{nullptr};
 
 // Runs fn with every store call of this thread bounded; swallows every failure, and gives
-// the store up where a call did not end well.
+// the store up where its server did not answer (or the connection failed). Not where the
+// call only waited behind another thread's request on the shared connection (a long wait of
+// a thread in new_group, a creation): the server may be fine, and giving it up would leave
+// every later group's keys in it for good (helper-104).
 template <typename Fn>
 void quietly(Store& store, const std::string& what, Fn&& fn) noexcept {
   if (store_given_up.load(std::memory_order_relaxed) == &store) return;
   try {
     internal::StoreCallDeadline bound(std::chrono::steady_clock::now() + kReleaseBound, what);
     fn();
+  } catch (const internal::StoreCallCutShort& e) {
+    if (e.where() != internal::StoreCallCutShort::kBehindAnotherRequest) {
+      store_given_up.store(&store, std::memory_order_relaxed);
+    }
   } catch (...) {
     store_given_up.store(&store, std::memory_order_relaxed);
   }
