@@ -84,7 +84,12 @@ class Backoff {
 }  // namespace
 
 Runtime::RoundResult Runtime::round(bool refuse_new) {
-  t_in_round = true;
+  // Cleared however the round ends: a throw left this thread taken for one in a round for
+  // good (it then never drove again).
+  struct InRound {
+    InRound() { t_in_round = true; }
+    ~InRound() { t_in_round = false; }
+  } in_round;
   run_tasks();
   if (refuse_new) {
     for (auto& queue : queues_) queue->refuse_new(exiting_error());
@@ -102,7 +107,6 @@ Runtime::RoundResult Runtime::round(bool refuse_new) {
     abandoned_.test();
     last_abandoned_test_ = now;
   }
-  t_in_round = false;
   if (result.progressed) notify_followers();
   return result;
 }
@@ -228,9 +232,9 @@ bool Runtime::waiter_drives(int64_t bytes) const { return waiters_drive_ && byte
 
 void Runtime::submitted(int64_t bytes) {
   const bool waiter = waiter_drives(bytes);
-  if (waiter && !t_in_round && progress_mu_.try_lock()) {
-    round(false);
-    progress_mu_.unlock();
+  if (waiter && !t_in_round) {
+    std::unique_lock<std::mutex> progress(progress_mu_, std::try_to_lock);  // released on a throw too
+    if (progress.owns_lock()) round(false);
   }
   // The caller may never wait. For a small op a napping MPI thread steps in by itself if
   // no one drives it, a sleeping one must be woken; a large op is the MPI thread's anyway.
@@ -290,9 +294,9 @@ bool Runtime::drive(const std::function<bool()>& done, Clock::time_point deadlin
     }
     const uint64_t kicks = lead_kicks_.load();
     bool progressed = false;
-    if (progress_mu_.try_lock()) {
-      progressed = round(false).progressed;
-      progress_mu_.unlock();
+    {
+      std::unique_lock<std::mutex> progress(progress_mu_, std::try_to_lock);  // released on a throw too
+      if (progress.owns_lock()) progressed = round(false).progressed;
     }
     if (progressed) {
       quiet_since = Clock::now();
