@@ -1,5 +1,6 @@
 #include "integrations/torch/distributed_data_parallel.h"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -12,6 +13,8 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "ddp/broadcast_coalesced.h"
+#include "ddp/replica_check.h"
 #include "integrations/torch/tensor_bridge.h"
 
 namespace distcomm {
@@ -25,17 +28,31 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   DdpOptions options;
   std::vector<std::string> names;
   std::vector<at::Tensor> params;   // the leaves that require grad
-  std::vector<Tensor> values;       // distcomm views of their data (broadcast at construction)
+  // distcomm views of their data (broadcast at construction; join's final copy writes them):
+  // refreshed (refresh_views_locked) where an op such as torch::load's set_ gave the
+  // parameter new storage.
+  std::vector<Tensor> values;
   // What the reducer reads gradients from and writes the averages into: a view of
   // param.grad(), refreshed whenever autograd may have given the parameter a new grad
   // tensor; with gradient_as_bucket_view the reducer points it into its bucket.
   std::vector<Tensor> grads;
   std::vector<at::Tensor> buffers;
-  std::vector<Tensor> buffer_views;
+  std::vector<std::string> buffer_names;
+  std::vector<Tensor> buffer_views;  // what the buffers' broadcasts write: refreshed as values
   std::unique_ptr<ddp::DistributedDataParallel> ddp;
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;  // the graph holds them weakly
+  // The gradient accumulator (AccumulateGrad) carrying each parameter's GradReadyHook. The
+  // parameter holds it weakly: this keeps it, so the graphs of later forwards use it.
+  // set_() and resize_() (torch::load does set_) make autograd drop it and give the
+  // parameter a new one at the next forward: the tensor hook of each parameter
+  // (follow_accumulator) then moves the GradReadyHook onto the new one.
+  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
   std::vector<uintptr_t> hook_keys;
+  std::vector<unsigned> tensor_hook_ids;
   std::vector<bool> marked;  // in the pass under way
+  // In the pass under way: the gradient reached a new accumulator, hooked only now
+  // (follow_accumulator); the engine had already read its post hooks, so the pass's end
+  // marks it ready (finish_locked), once AccumulateGrad has added the gradient.
+  std::vector<bool> pending;
   std::mutex mu;             // hooks of CUDA-free graphs run on the caller's thread, but be safe
   Phase phase = Phase::kIdle;
 
@@ -43,9 +60,13 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
       : pg(group), module(std::move(m)), options(std::move(o)) {}
 
   void on_grad_ready(size_t index);
+  void begin_pass_locked();
   void finish_locked();
   void point_at(size_t index, const at::Tensor& grad);
   void give_torch_the_bucket_views();
+  void hook_accumulator(size_t index, std::shared_ptr<::torch::autograd::Node> accumulator);
+  void follow_accumulator(size_t index);
+  void refresh_views_locked();
 };
 
 namespace {
@@ -66,23 +87,117 @@ class GradReadyHook : public ::torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
+// The construction-time check and broadcast of the frozen parameters (the core's covers the
+// ones it reduces). Collective: every rank takes part, with or without frozen parameters.
+void sync_frozen_parameters(ProcessGroup& pg, const std::vector<std::string>& names,
+                            const std::vector<at::Tensor>& frozen) {
+  ddp::ReplicaDescription mine;
+  std::vector<at::Tensor> contiguous;
+  std::vector<Tensor> views;
+  std::string problems;
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    const std::string what = "frozen parameter '" + names[i] + "' (requires_grad false)";
+    try {
+      if (!frozen[i].is_cpu()) {
+        throw InvalidArgument("is on " + frozen[i].device().str() +
+                              "; DDP keeps its buckets in host memory and supports host tensors only");
+      }
+      contiguous.push_back(frozen[i].contiguous());
+      views.push_back(as_tensor(contiguous.back()));
+    } catch (const InvalidArgument& e) {
+      problems += (problems.empty() ? "" : "; ") + what + ": " + e.what();
+      continue;
+    }
+    mine.entries.push_back(what + " " + views.back().describe());
+  }
+  mine.local_problems = problems;
+  if (!problems.empty()) mine.entries.clear();
+  ddp::verify_replicas(pg, mine);  // InvalidArgument on every rank naming the differences
+  if (views.empty()) return;
+  std::vector<Tensor*> pointers;
+  for (Tensor& v : views) pointers.push_back(&v);
+  ddp::broadcast_coalesced(pg, pointers, /*root=*/0, /*cap_bytes=*/64u << 20);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    if (!contiguous[i].is_same(frozen[i])) frozen[i].copy_(contiguous[i]);
+  }
+}
+
 }  // namespace
 
 void DistributedDataParallel::State::point_at(size_t i, const at::Tensor& grad) {
   // Same memory (a bucket view, or the grad seen last time): keep the reducer's tensor.
   if (grads[i].defined() && grads[i].data() == grad.data_ptr()) return;
+  Tensor view;
   try {
-    grads[i] = as_tensor(grad);
+    view = as_tensor(grad);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument("DDP: the gradient of '" + names[i] + "': " + e.what());
   }
+  // The buckets were laid out for the parameter as it was at construction.
+  if (grads[i].defined() && (view.shape() != grads[i].shape() || view.dtype() != grads[i].dtype())) {
+    throw InvalidArgument("DDP: the gradient of '" + names[i] + "' is " + view.describe() + ", but DDP was built for " +
+                          grads[i].describe() + ": the parameter changed shape or dtype after DDP was built "
+                          "(set_, resize_, torch::load of another model); build DDP after changing it");
+  }
+  grads[i] = std::move(view);
+}
+
+void DistributedDataParallel::State::hook_accumulator(size_t i, std::shared_ptr<::torch::autograd::Node> accumulator) {
+  hook_keys[i] = accumulator->add_post_hook(std::make_unique<GradReadyHook>(weak_from_this(), i));
+  accumulators[i] = std::move(accumulator);
+}
+
+// Runs in AccumulateGrad::apply (a tensor hook of a leaf), before the gradient is added.
+// The engine decided before apply whether the node has post hooks to run: a GradReadyHook
+// added here fires from the next pass on, and this pass's end marks the gradient ready.
+void DistributedDataParallel::State::follow_accumulator(size_t i) {
+  std::lock_guard<std::mutex> lock(mu);
+  // Null: the accumulator was dropped and none made since; the node running is then one of
+  // a graph recorded before (the old one, hooked).
+  std::shared_ptr<::torch::autograd::Node> current = ::torch::autograd::impl::try_get_grad_accumulator(params[i]);
+  if (!current || current == accumulators[i]) return;
+  // The old one keeps its hook (it may still run in a graph recorded before; it goes with
+  // that graph); only the current one is ours to keep alive.
+  hook_accumulator(i, std::move(current));
+  begin_pass_locked();
+  pending[i] = true;
+}
+
+void DistributedDataParallel::State::refresh_views_locked() {
+  auto refresh = [](const at::Tensor& t, Tensor& view, const std::string& what) {
+    if (view.defined() && view.data() == t.data_ptr() && at::IntArrayRef(view.shape()) == t.sizes()) return;
+    Tensor fresh;
+    try {
+      fresh = as_tensor(t);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("DDP: " + what + ": " + e.what());
+    }
+    if (fresh.shape() != view.shape() || fresh.dtype() != view.dtype()) {
+      throw InvalidArgument("DDP: " + what + " is " + fresh.describe() + ", but DDP was built with " + view.describe() +
+                            ": it changed shape or dtype after DDP was built (set_, resize_, torch::load of another "
+                            "model); build DDP after changing it");
+    }
+    view = std::move(fresh);  // the same Tensor object: the core keeps pointers to it
+  };
+  for (size_t i = 0; i < params.size(); ++i) refresh(params[i], values[i], "parameter '" + names[i] + "'");
+  for (size_t i = 0; i < buffers.size(); ++i) refresh(buffers[i], buffer_views[i], "buffer '" + buffer_names[i] + "'");
 }
 
 void DistributedDataParallel::State::on_grad_ready(size_t i) {
   std::lock_guard<std::mutex> lock(mu);
+  begin_pass_locked();
+  pending[i] = false;  // the new accumulator had post hooks already: ours ran after all
+  point_at(i, params[i].grad());
+  marked[i] = true;
+  ddp->mark_grad_ready(i);
+}
+
+void DistributedDataParallel::State::begin_pass_locked() {
   if (phase != Phase::kInBackward) {
     phase = Phase::kInBackward;
     marked.assign(params.size(), false);
+    pending.assign(params.size(), false);
     if (options.finish_in_backward) {
       // Runs once the engine has executed the whole graph (every hook of this pass included).
       ::torch::autograd::Engine::get_default_engine().queue_callback([weak = weak_from_this()] {
@@ -95,13 +210,19 @@ void DistributedDataParallel::State::on_grad_ready(size_t i) {
       });
     }
   }
-  point_at(i, params[i].grad());
-  marked[i] = true;
-  ddp->mark_grad_ready(i);
 }
 
 void DistributedDataParallel::State::finish_locked() {
   if (marked.size() != params.size()) marked.assign(params.size(), false);
+  if (pending.size() != params.size()) pending.assign(params.size(), false);
+  // Gradients that reached an accumulator hooked during this pass are in param.grad() now.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!pending[i] || marked[i]) continue;
+    pending[i] = false;
+    point_at(i, params[i].grad());
+    marked[i] = true;
+    ddp->mark_grad_ready(i);
+  }
   // Gradients this pass did not produce: the reducer reads them (accumulated under
   // no_sync) or writes the average into them (used by another rank), so point it at the
   // current grad, creating a zero one where there is none -- undone below if no rank used it.
@@ -116,6 +237,13 @@ void DistributedDataParallel::State::finish_locked() {
   }
   phase = Phase::kIdle;
   marked.assign(params.size(), false);
+  pending.assign(params.size(), false);
+  try {
+    refresh_views_locked();  // the buffers' broadcast after the pass writes buffer_views
+  } catch (...) {
+    for (size_t i : created) params[i].mutable_grad() = at::Tensor();
+    throw;
+  }
   const uint64_t synchronised_before = ddp->last_stats().iteration;
   try {
     ddp->finish_backward();
@@ -147,11 +275,21 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
   State& s = *state_;
   if (!s.module) throw InvalidArgument("distcomm::torch::DistributedDataParallel: the module is a null pointer");
   std::unordered_set<const void*> seen;  // a parameter shared by two submodules counts once
+  // Frozen parameters (requires_grad false) are not reduced, but are checked and broadcast
+  // from rank 0 like the others, as PyTorch's DDP does (_verify_param_shape_across_processes,
+  // _sync_module_states).
+  std::vector<std::string> frozen_names;
+  std::vector<at::Tensor> frozen;
   for (const auto& item : s.module->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
-    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    s.names.push_back(item.key());
-    s.params.push_back(p);
+    if (!p.defined() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    if (p.requires_grad()) {
+      s.names.push_back(item.key());
+      s.params.push_back(p);
+    } else {
+      frozen_names.push_back(item.key());
+      frozen.push_back(p);
+    }
   }
   const size_t n = s.params.size();
   // The reducer keeps pointers into these vectors: they are sized once, here.
@@ -178,22 +316,30 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
   for (const auto& item : named_buffers) {
     if (!item.value().defined()) continue;  // registered empty: nothing to keep in step
     s.buffers.push_back(item.value());
+    s.buffer_names.push_back(item.key());
     s.buffer_views.push_back(as_tensor(item.value()));
     buffers.push_back({item.key(), &s.buffer_views.back()});
   }
   s.ddp = std::make_unique<ddp::DistributedDataParallel>(pg, std::move(named), s.options, std::move(buffers));
+  sync_frozen_parameters(pg, frozen_names, frozen);
   if (s.options.gradient_as_bucket_view) s.give_torch_the_bucket_views();
 
+  s.accumulators.resize(n);
+  s.hook_keys.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    std::shared_ptr<::torch::autograd::Node> accumulator = ::torch::autograd::impl::grad_accumulator(s.params[i]);
-    s.hook_keys.push_back(accumulator->add_post_hook(std::make_unique<GradReadyHook>(state_, i)));
-    s.accumulators.push_back(std::move(accumulator));
+    s.hook_accumulator(i, ::torch::autograd::impl::grad_accumulator(s.params[i]));
+    s.tensor_hook_ids.push_back(s.params[i].register_hook(
+        [weak = std::weak_ptr<State>(state_), i](const at::Tensor& /*grad*/) {
+          if (auto state = weak.lock()) state->follow_accumulator(i);
+        }));
   }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < s.accumulators.size(); ++i) s.accumulators[i]->del_post_hook(s.hook_keys[i]);
+  for (size_t i = 0; i < s.tensor_hook_ids.size(); ++i) s.params[i].remove_hook(s.tensor_hook_ids[i]);
 }
 
 void DistributedDataParallel::finish_backward() {
@@ -207,11 +353,26 @@ void DistributedDataParallel::finish_backward() {
 
 ddp::DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() { return state_->ddp->no_sync(); }
 size_t DistributedDataParallel::join(const std::function<void()>& train) {
-  // Not under the state's lock: `train` runs backward passes, whose hooks take it.
-  return state_->ddp->join(train);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->refresh_views_locked();
+  }
+  // Not under the state's lock: `train` runs backward passes, whose hooks take it. After
+  // it, the core broadcasts the final model into `values` and the buffers' views.
+  return state_->ddp->join([&] {
+    train();
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->refresh_views_locked();
+  });
 }
 void DistributedDataParallel::register_comm_hook(ddp::CommHook hook) { state_->ddp->register_comm_hook(std::move(hook)); }
-void DistributedDataParallel::sync_buffers() { state_->ddp->sync_buffers(); }
+void DistributedDataParallel::sync_buffers() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->refresh_views_locked();
+  }
+  state_->ddp->sync_buffers();
+}
 const ddp::IterationStats& DistributedDataParallel::last_stats() const { return state_->ddp->last_stats(); }
 std::vector<ddp::BucketSpec> DistributedDataParallel::buckets() const { return state_->ddp->buckets(); }
 size_t DistributedDataParallel::buckets_launched() const { return state_->ddp->buckets_launched(); }

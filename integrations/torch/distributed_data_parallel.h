@@ -20,8 +20,18 @@
 // pass); it is needed where a rank's backward may produce no gradient at all (then no hook
 // fires and nothing is queued), and with finish_in_backward = false.
 //
+// Loading into the module after wrapping it (build, wrap, then torch::load to resume) works:
+// torch::load set_()s each parameter to new storage, and autograd then gives it a new
+// gradient accumulator at the next forward. A tensor hook on each parameter notices it when
+// the gradient arrives, hooks the new accumulator for the next passes and marks this pass's
+// gradient ready at its end (that pass's bucket reduction overlaps less); the views of the
+// values and buffers (join's final copy, the buffers' broadcast) follow the new storage. A
+// parameter or buffer whose shape or dtype changed makes DDP throw InvalidArgument naming it.
+//
 // Parameters are those of module->named_parameters() that require grad (a parameter shared
-// by two submodules counts once, under its first name); buffers are named_buffers(). Every
+// by two submodules counts once, under its first name); buffers are named_buffers(). The
+// frozen parameters (requires_grad false) are not reduced, but are checked across ranks
+// (names, dtypes, shapes) and broadcast from rank 0 at construction, as in PyTorch. Every
 // rank must build the same module. Host (CPU) tensors only: the reducer's buckets live in
 // host memory. Gradients of parameters no rank used keep their state (an undefined grad stays
 // undefined); a parameter unused on this rank but used elsewhere gets the average.
@@ -56,8 +66,10 @@ struct DdpOptions : ddp::DdpOptions {
 
 class DistributedDataParallel {
  public:
-  // Collective: every rank's module must have the same parameters and buffers (names,
-  // dtypes, shapes); otherwise every rank throws InvalidArgument naming the differences.
+  // Collective: every rank's module must have the same parameters (frozen ones included)
+  // and buffers (names, dtypes, shapes); otherwise every rank throws InvalidArgument naming
+  // the differences. Then copies rank 0's parameters (frozen ones included) and buffers to
+  // every rank.
   DistributedDataParallel(ProcessGroup& pg, std::shared_ptr<::torch::nn::Module> module, DdpOptions options = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
