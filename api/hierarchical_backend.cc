@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "api/errors.h"
@@ -35,7 +37,7 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
   failure_.set_world_ranks(flat_->options().global_ranks);
   failure_.on_abort([this] {
     flat_->abort();
-    abort_levels();
+    abort_levels(/*wait=*/true);
   });
   // The flat backend sees every rank's connection: a death on another host, where this
   // rank's levels do not reach, is known there first (its board may have died with the
@@ -46,13 +48,14 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessG
       flat_failure_ = error;
       flat_culprit_ = culprit;
     }
-    abort_levels();
+    abort_levels(/*wait=*/false);  // the hook must not block (group_failure.h)
   });
 }
 
 HierarchicalBackend::~HierarchicalBackend() {
   failure_.stop_following();  // its hook aborts the levels, which go with this object
   shutdown();
+  abort_levels(/*wait=*/true);  // an abort a hook began after an earlier stop(): joined
   // Joinable only when destroyed from its own thread (a Work's callback dropped the group):
   // it then reads nothing of this object but the queue it shares, sees it stopping and ends.
   if (thread_.joinable()) thread_.detach();
@@ -129,7 +132,7 @@ WorkPtr HierarchicalBackend::enqueue(OpType type, const OpContext& ctx, const st
       state->skipped = end_here;
     }
     if (end_here) work->finish(error);  // outside the lock: its callbacks are the caller's
-    abort_levels();
+    abort_levels(/*wait=*/false);  // on the flat backend's thread, which ends its ops
   });
   return work;
 }
@@ -198,11 +201,52 @@ WorkPtr HierarchicalBackend::reduce_scatter(Tensor& output, const Tensor& input,
       [output, input, op = opts.op](hier::OpRun& run) mutable { hier::reduce_scatter(run, output, input, op); });
 }
 
-void HierarchicalBackend::abort_levels() {
-  // Once: ProcessGroup::abort is idempotent, but each call costs the backends' stops.
-  if (levels_aborted_.exchange(true)) return;
-  within_->abort();
-  if (across_) across_->abort();
+namespace {
+
+// Aborts both levels, at once: each stops its own stall watch, which may be in a look at a
+// store that no longer answers (its server stopped, the network to it cut); one after the
+// other, the caller waited for both.
+void abort_both(const ProcessGroupPtr& within, const ProcessGroupPtr& across) {
+  std::thread across_abort;
+  if (across) {
+    try {
+      across_abort = std::thread([level = across] { level->abort(); });
+    } catch (const std::system_error&) {
+      across->abort();  // no thread to be had: here, after all
+    }
+  }
+  within->abort();
+  if (across_abort.joinable()) across_abort.join();
+}
+
+}  // namespace
+
+void HierarchicalBackend::abort_levels(bool wait) {
+  std::thread done;     // the aborting thread, to be joined here (wait)
+  bool here = false;    // no thread to be had: aborted on this one
+  {
+    std::lock_guard<std::mutex> lock(aborter_mu_);
+    // Once: ProcessGroup::abort is idempotent, but each call costs the backends' stops.
+    if (!levels_aborted_.exchange(true)) {
+      // On a thread of its own, which holds the levels (never this object): the caller may
+      // be a recording thread (the flat backend's, the sibling hook; a check's callback),
+      // which must not block, and a level's stop waits for its stall watch's last report.
+      try {
+        aborter_ = std::thread([within = within_, across = across_] { abort_both(within, across); });
+      } catch (const std::system_error&) {
+        here = true;
+      }
+    }
+    if (wait) done = std::move(aborter_);
+  }
+  if (here) abort_both(within_, across_);
+  if (done.joinable()) {
+    if (done.get_id() == std::this_thread::get_id()) {
+      done.detach();
+    } else {
+      done.join();
+    }
+  }
 }
 
 int HierarchicalBackend::culprit_of(const ProcessGroupPtr& level, int* level_rank, bool* shut_down) const {
@@ -418,7 +462,7 @@ void HierarchicalBackend::stop(bool abort) {
   // An op still running waits on its levels, then on its check: cutting both off
   // ends it now (a clean destroy comes after the program's waits, so there is none then),
   // never after a peer or the op's timeout. Then the thread can be joined.
-  abort_levels();
+  abort_levels(/*wait=*/true);
   if (abort) {
     flat_->abort();
   } else {

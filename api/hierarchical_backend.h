@@ -126,8 +126,10 @@ class HierarchicalBackend : public Backend {
   // flat backend, cut off then, would only say it was shut down); null while usable.
   WorkPtr refused(OpType op, const OpContext& ctx) const;
   void stop(bool abort);
-  // Aborts the groups within and across hosts (once): what runs in them fails now.
-  void abort_levels();
+  // Aborts the groups within and across hosts (once): what runs in them fails now. On a
+  // thread of its own; wait: returns once both are aborted (else at once: a hook's caller,
+  // a recording thread, must not block).
+  void abort_levels(bool wait);
   // An op whose levels failed while its check passed (a rank died mid-op): the group's
   // failure, recorded on the flat backend's board, so that every rank's flat backend names
   // it, then the flat backend and the levels are cut off. Another rank's record, when one
@@ -156,7 +158,9 @@ class HierarchicalBackend : public Backend {
   hier::Scratch scratch_;    // the thread's only
 
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  std::mutex aborter_mu_;  // levels_aborted_'s setting and aborter_
   std::atomic<bool> levels_aborted_{false};
+  std::thread aborter_;  // abort_levels's, until joined
   std::thread thread_;  // last: starts once the rest is built
 };
 

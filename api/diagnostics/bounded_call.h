@@ -10,6 +10,7 @@
 // up.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -44,6 +45,33 @@ std::optional<R> call_with_limit(std::function<R()> fn, std::chrono::millisecond
   if (result.wait_for(limit) != std::future_status::ready) {
     if (gone) gone->store(true);
     return std::nullopt;
+  }
+  try {
+    return result.get();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// As call_with_limit (without `gone`), and given up on sooner once `give_up` says so: it is
+// asked every 50 ms while fn runs (a store another call has found silent meanwhile).
+template <typename R>
+std::optional<R> call_with_limit_until(std::function<R()> fn, std::chrono::milliseconds limit,
+                                       const std::function<bool()>& give_up) {
+  std::packaged_task<R()> task(std::move(fn));
+  std::future<R> result = task.get_future();
+  try {
+    std::thread(std::move(task)).detach();
+  } catch (const std::system_error&) {
+    return std::nullopt;
+  }
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return std::nullopt;
+    const auto slice = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50));
+    if (result.wait_for(slice) == std::future_status::ready) break;
+    if (give_up && give_up()) return std::nullopt;
   }
   try {
     return result.get();

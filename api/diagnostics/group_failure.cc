@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/op_fingerprint.h"
@@ -15,6 +16,7 @@
 #include "api/process/failure_origin.h"
 #include "api/store/internal/store_host.h"
 #include "api/store/prefix_store.h"
+#include "api/store/tcp_store.h"
 
 namespace distcomm {
 namespace {
@@ -89,10 +91,85 @@ bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit
 
 }  // namespace
 
+namespace {
+
+// The store a board's calls end at: boards that are PrefixStores over one store (every
+// group's over the job's TCPStore) share its one connection.
+const Store* underlying_store(const StorePtr& board) {
+  const Store* at = board.get();
+  while (const auto* prefixed = dynamic_cast<const PrefixStore*>(at)) at = prefixed->base().get();
+  return at;
+}
+
+// The stores that left a call of some GroupFailure of this process unanswered in time, until
+// a stall watch's look at one of their boards is answered again. Every group's board is a
+// PrefixStore over the job's one store: a hierarchy's levels, its flat backend and itself
+// each found the store silent in turn, each after a wait of its own (3 s to publish, 4 s to
+// explain), which held a hierarchical op's Timeout seconds past its deadline. Never
+// destroyed (read by backend threads while the process exits).
+std::mutex& silent_mutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+// Weak: a store destroyed while marked (a test's, a job's torn down with its server
+// stopped) must not mark another later built at the same address.
+std::vector<std::weak_ptr<Store>>& silent_stores() {
+  static auto* of = new std::vector<std::weak_ptr<Store>>;
+  return *of;
+}
+// The store a board's calls end at, owned (see underlying_store).
+StorePtr underlying_owned(const StorePtr& board) {
+  StorePtr at = board;
+  while (const auto* prefixed = dynamic_cast<const PrefixStore*>(at.get())) at = prefixed->base();
+  return at;
+}
+// The marked entry of `store` (silent_mutex held), dropping those whose store is gone.
+std::vector<std::weak_ptr<Store>>::iterator silent_entry(const StorePtr& store) {
+  auto& of = silent_stores();
+  of.erase(std::remove_if(of.begin(), of.end(), [](const std::weak_ptr<Store>& w) { return w.expired(); }), of.end());
+  return std::find_if(of.begin(), of.end(), [&](const std::weak_ptr<Store>& w) { return w.lock() == store; });
+}
+// " (10.0.0.1:29500)" for a board over a TCPStore, else "".
+std::string store_address_text(const StorePtr& board) {
+  if (!board) return "";
+  const auto* tcp = dynamic_cast<const TCPStore*>(underlying_store(board));
+  if (!tcp) return "";
+  return " (" + tcp->host() + ":" + std::to_string(tcp->port()) + ")";
+}
+
+bool store_silent(const StorePtr& board) {
+  if (!board) return false;
+  const StorePtr store = underlying_owned(board);
+  std::lock_guard<std::mutex> lock(silent_mutex());
+  if (silent_stores().empty()) return false;  // the usual case: no scan
+  return silent_entry(store) != silent_stores().end();
+}
+void set_store_silent(const StorePtr& board, bool silent) {
+  if (!board) return;
+  const StorePtr store = underlying_owned(board);
+  std::lock_guard<std::mutex> lock(silent_mutex());
+  auto at = silent_entry(store);
+  if (silent && at == silent_stores().end()) silent_stores().push_back(store);
+  if (!silent && at != silent_stores().end()) silent_stores().erase(at);
+}
+
+}  // namespace
+
 template <typename R>
 std::optional<R> GroupFailure::ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const {
-  return internal::call_with_limit<R>(std::move(fn), answer_wait, &board_gone_);
+  if (store_silent(board_)) {
+    board_gone_.store(true);
+    return std::nullopt;
+  }
+  const bool was_gone = board_gone_.load();
+  std::optional<R> answer = internal::call_with_limit<R>(std::move(fn), answer_wait, &board_gone_);
+  if (!was_gone && board_gone_.load()) set_store_silent(board_, true);
+  return answer;
 }
+
+bool GroupFailure::store_unanswered(const StorePtr& board) { return store_silent(board); }
+
+bool GroupFailure::board_silent() const { return board_gone_.load() || store_silent(board_); }
 
 FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
   try {
@@ -449,7 +526,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     std::optional<FailureRecord> cause = culprit_seen ? look_up_cause(std::chrono::milliseconds(0), kNamedLossAnswerWait)
                                                       : look_up_cause(kLookupWindow, kStoreAnswerWait);
     // A departure with a board that did not answer in time: nobody can explain it either.
-    if (departure && board_gone_.load()) explained = true;
+    if (departure && board_silent()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
       error = explained_by(*cause, world_rank_text(cause->rank));
       r.kind = kind_of(error);
@@ -461,7 +538,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   }
   // Nor when the board did not answer in time once: the explainer asks over it too, and the
   // recording thread (shm's polling one, with the group's ops held) would wait for it again.
-  if (!explained && op != nullptr && !board_gone_.load() &&
+  if (!explained && op != nullptr && !board_silent() &&
       (r.kind == FailureRecord::Kind::kPeerFailure || r.kind == FailureRecord::Kind::kTimeout)) {
     Explainer explain;
     {
@@ -472,12 +549,13 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
       if (std::exception_ptr better = explain(*op, error)) error = better;
       r.kind = kind_of(error);
     }
-  } else if (!explained && op != nullptr && board_gone_.load() && r.kind == FailureRecord::Kind::kTimeout) {
+  } else if (!explained && op != nullptr && board_silent() && r.kind == FailureRecord::Kind::kTimeout) {
     // Said, not left out: a bare Timeout sends its reader to the ranks, when the store's
     // server (a rank 0 stopped in a debugger, a frozen node) is what keeps anyone from
     // saying who is missing.
-    error = with_detail(error, "the others could not be asked: the store's server did not answer this rank's "
-                               "last look at the board in time (is the process that serves it stopped?)");
+    error = with_detail(error, "the others could not be asked: the store's server" + store_address_text(board_) +
+                                   " did not answer this rank's last look at the board in time: its process "
+                                   "stopped, its host froze, or the network between this host and it is down");
   }
   r.rank = rank_;
   r.culprit = culprit;
@@ -551,6 +629,7 @@ std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds an
 void GroupFailure::board_answered_again() const {
   // A load first: the watch says so at every tick, the flag is seldom set.
   if (board_gone_.load(std::memory_order_relaxed)) board_gone_.store(false);
+  if (store_silent(board_)) set_store_silent(board_, false);
 }
 
 std::optional<FailureRecord> GroupFailure::published(std::chrono::milliseconds answer_wait) const {
@@ -604,18 +683,6 @@ std::optional<FailureRecord> GroupFailure::read_record(Store& board) {
   if (!board.check({kBoardKey})) return std::nullopt;
   return FailureRecord::decode(board.get_string(kBoardKey));
 }
-
-namespace {
-
-// The store a board's calls end at: boards that are PrefixStores over one store (every
-// group's over the job's TCPStore) share its one connection.
-const Store* underlying_store(const StorePtr& board) {
-  const Store* at = board.get();
-  while (const auto* prefixed = dynamic_cast<const PrefixStore*>(at)) at = prefixed->base().get();
-  return at;
-}
-
-}  // namespace
 
 void GroupFailure::publish_records(const std::vector<std::pair<StorePtr, FailureRecord>>& records) {
   // One thread per store, posting its boards' records in the order given (the world's

@@ -98,6 +98,11 @@ class GroupFailure {
   // of GroupFailure's own calls in time.
   using Explainer = std::function<std::exception_ptr(const Work& op, std::exception_ptr error)>;
   void set_explainer(Explainer explainer);
+  // Whether a call on `board`'s store (the store a PrefixStore board ends at) by some
+  // GroupFailure of this process ran out of time, and no look at it has been answered
+  // since: the store's server stopped answering. An explainer asking over that store gives
+  // up once this says so, rather than waiting out its own limit.
+  static bool store_unanswered(const StorePtr& board);
 
   // For a wrapper whose GroupFailure is over the same board as the backend it wraps (the
   // hierarchy's over its flat gloo backend's, which watches every connection): `hook` runs
@@ -197,6 +202,9 @@ class GroupFailure {
   template <typename R>
   std::optional<R> ask_board(std::function<R()> fn, std::chrono::milliseconds answer_wait) const;
   void run_abort_hooks();
+  // This board, or another over the same store (a sibling group's), left a call unanswered
+  // in time and no look has been answered since.
+  bool board_silent() const;
   // Tells the followers over this board (on_sibling_failure) of this first failure.
   void tell_followers(std::exception_ptr error, int culprit) const;
 

@@ -85,8 +85,8 @@ const char kSameCountAndDtype[] = "; a send and its recv must have the same coun
 // Where rank r stands relative to collective #seq, as a clause (both grammatical numbers).
 std::pair<std::string, std::string> position(const std::optional<ProgressReport>& r, const OpFingerprint& op) {
   if (!r) {
-    return {"did not report (busy outside distcomm, stuck in the program, or gone)",
-            "did not report (busy outside distcomm, stuck in the program, or gone)"};
+    return {"did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)",
+            "did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)"};
   }
   if (r->left) {
     const std::string last =
@@ -310,7 +310,7 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
   if (op.root < 0 || op.root >= static_cast<int>(by_rank.size())) return "";
   const std::optional<ProgressReport>& peer = by_rank[op.root];
   const std::string who = "rank " + std::to_string(op.root);
-  if (!peer) return who + " did not report (busy outside distcomm, stuck in the program, or gone)";
+  if (!peer) return who + " did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)";
   std::string with_me;
   for (const PendingOp& q : peer->pending) {
     const OpFingerprint& g = q.fingerprint;

@@ -87,7 +87,7 @@ std::string desync_message(uint64_t seq, const std::string& table, const std::st
 // For a Timeout of `op` on rank `mine`: where the other ranks are, one clause per group of
 // ranks ("ranks [1] are still at all_reduce #10; rank 2 has not issued #11 yet (its last
 // collective: broadcast #10, finished); rank 3 did not report (busy outside distcomm,
-// stuck in the program, or gone)"), or "" when there is nothing to say.
+// stuck in the program, gone, or cut off from the store)"), or "" when there is nothing to say.
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
                          int mine);
 

@@ -30,6 +30,12 @@ std::string report_key(int rank) { return "watch/report/" + std::to_string(rank)
 constexpr milliseconds kDeadlineSlack{200};
 constexpr size_t kMaxReported = 64;  // pending ops in one report
 constexpr milliseconds kStopWait{2000};  // for the thread's last report when the group closes
+// How long stop() waits for a thread whose look at the board has gone this long unanswered
+// (the store's server stopped, or the network to it cut): then the thread is left to end on
+// its own. A group aborted on a failure is stopped on the recording thread (a hierarchy
+// aborts its levels so): waiting kStopWait for each of its levels' watches held an op's
+// Timeout 4 s past its deadline on 2 hosts x 2 ranks whose store went silent.
+constexpr milliseconds kSilentLook{1000};
 // The soonest an op is compared with the others' (a report a moment old may show an op that
 // has since matched): an op with a short timeout is compared at half of it, not before this.
 constexpr milliseconds kShortestProbe{500};
@@ -60,7 +66,9 @@ milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + millisecon
 // (the process serving it stopped, or its host frozen), not only the store call's words.
 std::string look_failure_text(const std::exception& e) {
   if (!dynamic_cast<const internal::StoreCallCutShort*>(&e)) return e.what();
-  return std::string("the store's server did not answer: is the process that serves it stopped? ") + e.what();
+  return std::string("the store's server did not answer (its process stopped, its host froze, or the network "
+                     "between this host and it is down): ") +
+         e.what();  // which names the store's address
 }
 
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
@@ -132,6 +140,9 @@ struct StallWatch::Shared {
   int64_t leaves_read = 0;
   std::vector<std::optional<ProgressReport>> left_reports;
   bool exited = false;  // the thread is done
+  // When the thread's current look at the board began (steady clock ns), 0 when it is not
+  // looking: stop() does not wait long for a look that gets no answer.
+  std::atomic<int64_t> look_since{0};
   Clock::time_point wake_at = Clock::time_point::max();  // the thread's next look
   int64_t answered = 0;  // the last request this rank answered
   // The probes of the oldest stalled op (the loop's backoff): which op, when next, and the
@@ -336,8 +347,14 @@ std::exception_ptr StallWatch::Shared::explain(const std::shared_ptr<Shared>& se
   }
   if (!fingerprint) return nullptr;
   const milliseconds limit = self->options.tick + milliseconds(500) + kExplainSlack;
-  const std::optional<std::exception_ptr> better = internal::call_with_limit<std::exception_ptr>(
-      [self, fp = *fingerprint, error] { return self->explained(fp, error); }, limit);
+  // Given up on as soon as another call over the same store (a sibling group's: a
+  // hierarchy's level, its flat backend) has found the store silent: asking here queues
+  // behind that call on the store's one connection, and waiting out the limit held a
+  // hierarchical op's Timeout 4 s past its deadline when the store's server stopped.
+  const StorePtr board = self->options.board;
+  const std::optional<std::exception_ptr> better = internal::call_with_limit_until<std::exception_ptr>(
+      [self, fp = *fingerprint, error] { return self->explained(fp, error); }, limit,
+      [board] { return GroupFailure::store_unanswered(board); });
   return better ? *better : nullptr;
 }
 
@@ -447,7 +464,23 @@ void StallWatch::stop() {
   bool exited = false;
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
-    exited = shared_->cv.wait_for(lock, kStopWait, [&] { return shared_->exited; });
+    const Clock::time_point give_up = Clock::now() + kStopWait;
+    for (;;) {
+      Clock::time_point until = give_up;
+      const int64_t since = shared_->look_since.load();
+      if (since != 0) until = std::min(until, Clock::time_point(Clock::duration(since)) + kSilentLook);
+      // Looked at again every 100 ms: a look may begin after this wait did.
+      until = std::min(until, Clock::now() + milliseconds(100));
+      exited = shared_->cv.wait_until(lock, until, [&] { return shared_->exited; });
+      if (exited) break;
+      const Clock::time_point now = Clock::now();
+      const int64_t looking = shared_->look_since.load();
+      if (now >= give_up || (looking != 0 && now >= Clock::time_point(Clock::duration(looking)) + kSilentLook)) break;
+      // Nor for a thread in a call on a store that some group of this process has found
+      // silent (its last report, leave(), included): a hierarchy's level aborted on that
+      // failure ends its op only once this returns.
+      if (GroupFailure::store_unanswered(shared_->options.board)) break;
+    }
   }
   if (exited) {
     thread_.join();
@@ -459,6 +492,12 @@ void StallWatch::stop() {
 void StallWatch::Shared::leave() {
   // Within the time stop() gives the thread: a board that does not answer is left alone.
   internal::StoreCallDeadline bounded(Clock::now() + kStopWait, "the stall watch's last report");
+  // A look too, for stop(): it does not wait long for a report the store does not take.
+  look_since.store(Clock::now().time_since_epoch().count());
+  struct LeaveEnds {
+    std::atomic<int64_t>& since;
+    ~LeaveEnds() { since.store(0); }
+  } leave_ends{look_since};
   try {
     ProgressReport last;
     {
@@ -543,6 +582,12 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     }
     if (late) {
       lock.unlock();
+      // Recording asks the board (publish, explain): stop() does not wait long for that either.
+      shared->look_since.store(Clock::now().time_since_epoch().count());
+      struct RecordEnds {
+        std::atomic<int64_t>& since;
+        ~RecordEnds() { since.store(0); }
+      } record_ends{shared->look_since};
       shared->fail(late, std::make_exception_ptr(Timeout(
                              "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
                              " ms, counted from when it was issued (it may have waited behind earlier ops of the "
@@ -564,6 +609,12 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
     }
     const int64_t answered = shared->answered;
     lock.unlock();
+    shared->look_since.store(Clock::now().time_since_epoch().count());
+    // Not looking any more, however this look ends.
+    struct LookEnds {
+      std::atomic<int64_t>& since;
+      ~LookEnds() { since.store(0); }
+    } look_ends{shared->look_since};
     shared->follow_a_failed_peer();
     internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
     std::string board_error;

@@ -167,7 +167,7 @@ TEST(ProgressReport, ExplainsWhereTheOthersAre) {
   EXPECT_EQ(explain_wait(op, by_rank, 0),
             "ranks [1, 5] are still at broadcast #9 float32[10] root 0; rank 2 has not issued #11 yet (its last "
             "collective: all_reduce #10 float32[10] sum, finished); rank 3 did not report (busy outside distcomm, "
-            "stuck in the program, or gone); rank 4 waits in it too");
+            "stuck in the program, gone, or cut off from the store); rank 4 waits in it too");
   const OpFingerprint recv = transfer(OpType::kRecv, 1, 4);
   EXPECT_EQ(explain_wait(recv, by_rank, 0), "rank 1 has no transfer with this rank pending (it waits in broadcast #9 "
                                             "float32[10] root 0)");

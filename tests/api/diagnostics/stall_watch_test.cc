@@ -269,8 +269,8 @@ TEST(StallWatchBoard, AStoppedBoardStillSaysHasWaited) {
   ::unsetenv("DISTCOMM_STALL_REPORT_SECONDS");
   server.kill();
   EXPECT_NE(text.find("all_reduce #0 has waited"), std::string::npos) << text;
-  EXPECT_NE(text.find("the others could not be asked (the store's server did not answer: is the process that "
-                      "serves it stopped? TCPStore:"),
+  EXPECT_NE(text.find("the others could not be asked (the store's server did not answer (its process stopped, its "
+                      "host froze, or the network between this host and it is down): TCPStore:"),
             std::string::npos)
       << text;
 }
