@@ -105,6 +105,23 @@ std::string describe_state(const std::vector<Tensor*>& state) {
   return s.empty() ? "(no tensors)" : s;
 }
 
+// Runs fn; a StoreError from it says that this member lost the job's store (helper-98: a
+// member partitioned away ended with a bare "TCPStore: cannot connect to 10.100.0.1:29600
+// after 1 s" after its step's Timeout, which said nothing of ft or of what follows).
+template <typename Fn>
+auto saying_the_store_was_lost(const std::string& id, const char* call, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const StoreError&) {
+    std::rethrow_exception(with_detail(
+        std::current_exception(),
+        "ft: member '" + id + "' lost the job's store in " + call +
+            ": it cannot learn the step's verdict nor its group's next generation, and the members that still "
+            "reach the store take it for gone once its heartbeat stops (a partition, or the store's host "
+            "down); it ends here"));
+  }
+}
+
 }  // namespace
 
 std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
@@ -223,6 +240,10 @@ Manager::~Manager() {
 }
 
 ProcessGroupPtr Manager::begin_step(const std::vector<Tensor*>& state) {
+  return saying_the_store_was_lost(id_, "begin_step", [&] { return begin_step_with_store(state); });
+}
+
+ProcessGroupPtr Manager::begin_step_with_store(const std::vector<Tensor*>& state) {
   group_changed_ = false;
   const std::string fenced = monitor_->fenced();
   if (!fenced.empty()) throw Error(fenced_message(id_, fenced));
@@ -441,6 +462,10 @@ void Manager::step_failed(const std::string& why) {
 
 bool Manager::commit() {
   if (!group_) throw InvalidArgument("ft::Manager::commit: no step under way (call begin_step first)");
+  return saying_the_store_was_lost(id_, "commit", [&] { return commit_with_store(); });
+}
+
+bool Manager::commit_with_store() {
   const uint64_t g = generation_.number, s = committed_;
   if (step_failed_) {
     store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + id_ + ": " + step_failure_));

@@ -141,6 +141,10 @@ class Manager {
   using Clock = std::chrono::steady_clock;
   // The parts of forming the next generation, in order.
   void form_next(const std::vector<Tensor*>& state);
+  // begin_step's and commit's work; they add, to a store error, that this member lost the
+  // job's store.
+  ProcessGroupPtr begin_step_with_store(const std::vector<Tensor*>& state);
+  bool commit_with_store();
   void agree_on_state(const std::vector<Tensor*>& state);  // the members' state; a joiner's checked
   Generation agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline);
   void make_group(Clock::time_point creation_deadline);

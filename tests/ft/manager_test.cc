@@ -548,5 +548,54 @@ TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
   EXPECT_LT(took_s, 5.0);
 }
 
+// A store that can be cut off, as a member partitioned from the store's host sees it.
+class CutOffStore : public Store {
+ public:
+  explicit CutOffStore(StorePtr base) : base_(std::move(base)) { timeout_ = base_->timeout(); }
+  std::atomic<bool> cut{false};
+  using Store::set;
+  void set(const std::string& k, const Bytes& v) override { reach(); base_->set(k, v); }
+  Bytes get(const std::string& k) override { reach(); return base_->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { reach(); return base_->add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    reach();
+    return base_->compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { reach(); return base_->check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { reach(); base_->wait(k, t); }
+  bool delete_key(const std::string& k) override { reach(); return base_->delete_key(k); }
+  int64_t num_keys() override { reach(); return base_->num_keys(); }
+
+ private:
+  void reach() const {
+    if (cut) throw StoreError("TCPStore: cannot connect to 10.0.0.1:29500 after 1 s: Connection timed out");
+  }
+  StorePtr base_;
+};
+
+// A member that loses the job's store (partitioned away) ends with an error that says so in
+// ft's words, after the store's own (helper-98: only "TCPStore: cannot connect to ...").
+TEST_F(FtManager, AMemberThatLosesTheStoreSaysSo) {
+  Member& m = add_member("rank0", 0);
+  ft::ManagerOptions o = options(m.id, 1);
+  auto cut_off = std::make_shared<CutOffStore>(store_);
+  o.connect = [cut_off] { return cut_off; };
+  m.ft = std::make_unique<ft::Manager>(o);
+  std::vector<Tensor*> state{&m.state};
+  ProcessGroupPtr pg = m.ft->begin_step(state);
+  ASSERT_TRUE(pg != nullptr);
+  cut_off->cut = true;
+  try {
+    m.ft->commit();
+    ADD_FAILURE() << "commit succeeded without the store";
+  } catch (const StoreError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "TCPStore: cannot connect to 10.0.0.1:29500")) << what;
+    EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit")) << what;
+  }
+  pg.reset();
+  m.ft.reset();
+}
+
 }  // namespace
 }  // namespace distcomm
