@@ -10,6 +10,7 @@
 #include "api/store/prefix_store.h"
 #include "api/process_group.h"
 #include "tests/api/plugin_test_env.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -32,23 +33,12 @@ class SubgroupHooksTest : public ::testing::Test {
 // A store that keeps the test plugin's logs: a subgroup's last rank to destroy it deletes
 // its creation's keys (api/group/creation_keys.h), the backend's log among them, which this
 // test reads after the destruction.
-class KeepingLogs : public Store {
+class KeepingLogs : public testing::ForwardingStore {
  public:
-  explicit KeepingLogs(StorePtr base) : base_(std::move(base)) { timeout_ = base_->timeout(); }
-  using Store::set;
-  void set(const std::string& k, const Bytes& v) override { base_->set(k, v); }
-  Bytes get(const std::string& k) override { return base_->get(k); }
-  int64_t add(const std::string& k, int64_t d) override { return base_->add(k, d); }
-  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override { return base_->compare_set(k, e, d); }
-  bool check(const std::vector<std::string>& k) override { return base_->check(k); }
-  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { base_->wait(k, t); }
+  explicit KeepingLogs(StorePtr base) : ForwardingStore(base) { timeout_ = base->timeout(); }
   bool delete_key(const std::string& k) override {
-    return k.find("/subgroup_hooks/log/") == std::string::npos && base_->delete_key(k);
+    return k.find("/subgroup_hooks/log/") == std::string::npos && ForwardingStore::delete_key(k);
   }
-  int64_t num_keys() override { return base_->num_keys(); }
-
- private:
-  StorePtr base_;
 };
 
 TEST_F(SubgroupHooksTest, AbortReachesTheBackendsAbortAndDestructionItsShutdown) {

@@ -1,6 +1,7 @@
 // ft::Manager while a generation forms: members that die or are marked dead at each point of
 // it (a store that hangs a member's thread at a chosen key), with manager_harness.h.
 #include "tests/ft/manager_harness.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace distcomm {
 namespace {
@@ -8,34 +9,32 @@ namespace {
 // A store that hangs the thread of its member at its first call on a key holding `trap`,
 // as a process that died there; released at the test's end, it throws. With `armed_by`,
 // only once a key holding that was set (at its first call on a key holding `trap` after).
-class TrapStore final : public Store {
+class TrapStore final : public testing::ForwardingStore {
  public:
   TrapStore(StorePtr inner, std::string trap, std::string armed_by = "")
-      : inner_(std::move(inner)), trap_(std::move(trap)), armed_by_(std::move(armed_by)), armed_(armed_by_.empty()) {}
+      : ForwardingStore(std::move(inner)), trap_(std::move(trap)), armed_by_(std::move(armed_by)), armed_(armed_by_.empty()) {}
+  using Store::set;
   void set(const std::string& key, const Bytes& value) override {
     hang_on(key);
-    inner_->set(key, value);
+    ForwardingStore::set(key, value);
     if (!armed_by_.empty() && key.find(armed_by_) != std::string::npos) armed_ = true;
   }
   Bytes get(const std::string& key) override {
     hang_on(key);
-    return inner_->get(key);
+    return ForwardingStore::get(key);
   }
   int64_t add(const std::string& key, int64_t delta) override {
     hang_on(key);
-    return inner_->add(key, delta);
+    return ForwardingStore::add(key, delta);
   }
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {
     hang_on(key);
-    return inner_->compare_set(key, expected, desired);
+    return ForwardingStore::compare_set(key, expected, desired);
   }
   bool check(const std::vector<std::string>& keys) override {
     for (const std::string& key : keys) hang_on(key);
-    return inner_->check(keys);
+    return ForwardingStore::check(keys);
   }
-  void wait(const std::vector<std::string>& keys, milliseconds timeout) override { inner_->wait(keys, timeout); }
-  bool delete_key(const std::string& key) override { return inner_->delete_key(key); }
-  int64_t num_keys() override { return inner_->num_keys(); }
 
   std::atomic<bool> hung{false};
   void release() {
@@ -52,7 +51,6 @@ class TrapStore final : public Store {
     cv_.wait(lock, [&] { return released_; });
     throw PeerFailure("TrapStore: this member is gone");
   }
-  const StorePtr inner_;
   const std::string trap_;
   const std::string armed_by_;
   std::atomic<bool> armed_;

@@ -1,6 +1,7 @@
 // ft::Manager with its members as threads (manager_harness.h): steps, deaths, joiners,
 // refusals, the minimum, commit's time limit.
 #include "tests/ft/manager_harness.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace distcomm {
 namespace {
@@ -549,28 +550,28 @@ TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
 }
 
 // A store that can be cut off, as a member partitioned from the store's host sees it.
-class CutOffStore : public Store {
+class CutOffStore : public testing::ForwardingStore {
  public:
-  explicit CutOffStore(StorePtr base) : base_(std::move(base)) { timeout_ = base_->timeout(); }
+  explicit CutOffStore(StorePtr base) : ForwardingStore(base) { timeout_ = base->timeout(); }
   std::atomic<bool> cut{false};
   using Store::set;
-  void set(const std::string& k, const Bytes& v) override { reach(); base_->set(k, v); }
-  Bytes get(const std::string& k) override { reach(); return base_->get(k); }
-  int64_t add(const std::string& k, int64_t d) override { reach(); return base_->add(k, d); }
+  void set(const std::string& k, const Bytes& v) override { reach(), ForwardingStore::set(k, v); }
+  Bytes get(const std::string& k) override { return reach(), ForwardingStore::get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return reach(), ForwardingStore::add(k, d); }
   Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
-    reach();
-    return base_->compare_set(k, e, d);
+    return reach(), ForwardingStore::compare_set(k, e, d);
   }
-  bool check(const std::vector<std::string>& k) override { reach(); return base_->check(k); }
-  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { reach(); base_->wait(k, t); }
-  bool delete_key(const std::string& k) override { reach(); return base_->delete_key(k); }
-  int64_t num_keys() override { reach(); return base_->num_keys(); }
+  bool check(const std::vector<std::string>& k) override { return reach(), ForwardingStore::check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
+    reach(), ForwardingStore::wait(k, t);
+  }
+  bool delete_key(const std::string& k) override { return reach(), ForwardingStore::delete_key(k); }
+  int64_t num_keys() override { return reach(), ForwardingStore::num_keys(); }
 
  private:
   void reach() const {
     if (cut) throw StoreError("TCPStore: cannot connect to 10.0.0.1:29500 after 1 s: Connection timed out");
   }
-  StorePtr base_;
 };
 
 // A member that loses the job's store (partitioned away) ends with an error that says so in

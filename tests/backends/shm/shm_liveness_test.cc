@@ -19,6 +19,7 @@
 #include "api/errors.h"
 #include "api/store/store.h"
 #include "tests/testing/failure_checks.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -93,27 +94,16 @@ TEST(ShmLiveness, AForkedChildDoesNotKeepAKilledRankAliveOnAuto) { killed_rank_w
 // Forwards to the harness's store; on the rank it is told to, dies the moment the shm
 // rendezvous announces that this rank has mapped every segment (its own published, the
 // peers' opened): the others then wait for that announcement.
-class DyingStore final : public Store {
+class DyingStore final : public testing::ForwardingStore {
  public:
-  DyingStore(StorePtr inner, bool dies) : inner_(std::move(inner)), dies_(dies) {}
+  DyingStore(StorePtr inner, bool dies) : ForwardingStore(std::move(inner)), dies_(dies) {}
+  using Store::set;
   void set(const std::string& key, const Bytes& value) override {
-    if (dies_ && key.find("shm/mapped/") != std::string::npos) die_now(*inner_);
-    inner_->set(key, value);
+    if (dies_ && key.find("shm/mapped/") != std::string::npos) die_now(inner());
+    ForwardingStore::set(key, value);
   }
-  Bytes get(const std::string& key) override { return inner_->get(key); }
-  int64_t add(const std::string& key, int64_t delta) override { return inner_->add(key, delta); }
-  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {
-    return inner_->compare_set(key, expected, desired);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    inner_->wait(keys, timeout);
-  }
-  bool delete_key(const std::string& key) override { return inner_->delete_key(key); }
-  int64_t num_keys() override { return inner_->num_keys(); }
 
  private:
-  const StorePtr inner_;
   const bool dies_;
 };
 
