@@ -1,5 +1,7 @@
 #include "api/init.h"
 
+#include <pthread.h>
+
 #include <mutex>
 
 #include "api/diagnostics/stall_watch.h"
@@ -17,8 +19,19 @@
 namespace distcomm {
 namespace {
 
+// Held only to read or swap g_default, never while a group is made or torn down: a fork()
+// by another thread would otherwise leave it locked for good in the child, and a child's
+// destroy_process_group() would wait on it for ever. The fork handlers below take it around
+// fork() so that the child never inherits it held.
 std::mutex g_mu;
 ProcessGroupPtr g_default;
+
+void hold_default_across_fork() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    ::pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); });
+  });
+}
 
 // What init gives every backend (core_config_keys()), then each declared key's variable;
 // what the program set in backend_config wins.
@@ -185,6 +198,7 @@ std::map<std::string, std::string> backend_config_as_init_gives(const std::strin
 
 ProcessGroupPtr init_process_group(InitOptions o) {
   const auto started = std::chrono::steady_clock::now();
+  hold_default_across_fork();
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_default) {
@@ -292,8 +306,12 @@ ProcessGroupPtr default_group_ptr() {
 ProcessGroup& default_group() { return *default_group_ptr(); }
 
 void destroy_process_group() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_default.reset();
+  ProcessGroupPtr ending;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ending.swap(g_default);
+  }
+  ending.reset();  // the teardown, outside g_mu (above)
 }
 
 }  // namespace distcomm

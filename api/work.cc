@@ -1,10 +1,13 @@
 #include "api/work.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
 #include "api/logging.h"
+#include "api/process/fork_generation.h"
 
 namespace distcomm {
 
@@ -29,11 +32,26 @@ const char* op_type_name(OpType op) {
 }
 
 Work::Work(OpType op, uint64_t seq, std::string description)
-    : op_(op), seq_(seq), description_(std::move(description)), start_(Clock::now()) {}
+    : op_(op), seq_(seq), description_(std::move(description)), start_(Clock::now()),
+      issued_in_generation_(static_cast<uint8_t>(fork_generation())) {}
+
+// In a child forked while the op ran, the threads that would end it did not come along: a
+// wait would last the op's whole timeout (or for ever, a lock held at the fork) for an
+// outcome that never comes. An op that had ended keeps its outcome.
+void Work::refuse_in_forked_child() const {
+  if (static_cast<uint8_t>(fork_generation()) == issued_in_generation_) return;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock() && completed_) return;
+  throw InvalidArgument((description_.empty() ? std::string(op_type_name(op_)) : description_) +
+                        ": waited on in a process forked (pid " + std::to_string(::getpid()) +
+                        ") from the one that issued it while it ran: nothing in a forked child can end it, "
+                        "and a group is not usable across fork()");
+}
 
 Work::~Work() = default;
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  refuse_in_forked_child();
   std::unique_lock<std::mutex> lock(mu_);
   const Clock::time_point net = net_deadline_locked();
   const auto done = [&] { return completed_; };

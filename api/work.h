@@ -101,6 +101,12 @@ class Work {
   static uint16_t intern_backend_name(const std::string& name);
 
  protected:
+  // Throws InvalidArgument in a child forked while the op ran (its threads did not come
+  // along: nothing there can end it, and on a backend that runs ops on the waiting thread
+  // the child would send on its parent's connections). wait() calls it first, and so must
+  // a subclass's wait() that blocks or drives the op before calling Work::wait().
+  void refuse_in_forked_child() const;
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
 
@@ -117,6 +123,9 @@ class Work {
   Clock::time_point end_;
   bool finishing_ = false;  // finish() has begun: error_ is final
   bool completed_ = false;
+  // fork_generation()'s low byte where the op was issued, in what was padding: a child
+  // forked while it ran holds a copy that nothing there will ever end (api/process/).
+  uint8_t issued_in_generation_ = 0;
   std::exception_ptr error_;
   int source_rank_ = -1;
   uint32_t net_timeout_ms_ = 0;  // the op's timeout, for the message

@@ -6,6 +6,7 @@ namespace distcomm {
 namespace gloo {
 
 void GlooWork::wait(std::chrono::milliseconds timeout) {
+  refuse_in_forked_child();  // before driving or blocking (work.h)
   if (auto worker = worker_.lock()) {
     if (Work::is_completed()) {
       worker->note_waited(ticket_);  // the caller waits for its ops: it will for the next

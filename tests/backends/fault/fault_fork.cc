@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "api/errors.h"
 #include "api/init.h"
@@ -76,6 +78,54 @@ TEST_P(FaultSuite, AForkedChildCannotUseNorEndItsParentsGroup) {
       for (int64_t k = 0; k < 1000; ++k) {
         ASSERT_EQ(t.data_as<float>()[k], want) << "rank " << r.rank() << " all_reduce " << i << " element " << k;
       }
+    }
+    r.leave(pg);
+  });
+}
+
+// The child's exit code: 0 when waiting on the op its parent had in flight at the fork was
+// refused at once, else how it went.
+int wait_in_forked_child(const WorkPtr& in_flight) {
+  const auto started = std::chrono::steady_clock::now();
+  int code = 0;
+  try {
+    in_flight->wait();
+    code = 2;  // the child ran or finished its parent's op
+  } catch (const InvalidArgument& e) {
+    code = std::string(e.what()).find("forked") != std::string::npos ? 0 : 3;
+  } catch (...) {
+    code = 4;  // a Timeout: it waited out the op's timeout
+  }
+  if (code == 0 && std::chrono::steady_clock::now() - started > std::chrono::seconds(2)) code = 5;
+  return code;
+}
+
+// A child forked while its parent's op ran holds a copy of the op that nothing there can
+// end. Before, waiting on it there waited out the op's timeout, and on gloo the child's
+// wait ran the op itself over the parent's connections (gloo runs an op nobody started on
+// the thread that waits).
+TEST_P(FaultSuite, AForkedChildCannotWaitOnItsParentsOpInFlight) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    Tensor t = Tensor::zeros({1000});
+    for (int64_t k = 0; k < 1000; ++k) t.data_as<float>()[k] = static_cast<float>(r.rank() + 1);
+    if (r.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0's op waits for them
+    WorkPtr work = pg->all_reduce(t);
+    if (r.rank() == 0) {
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0) << "fork failed";
+      if (child == 0) ::_exit(wait_in_forked_child(work));
+      int status = 0;
+      ASSERT_EQ(::waitpid(child, &status, 0), child);
+      ASSERT_TRUE(WIFEXITED(status)) << "rank 0's child ended with status " << status;
+      EXPECT_EQ(WEXITSTATUS(status), 0) << "rank 0's child: 2 its wait returned, 3 refused in other words, 4 another "
+                                           "error (a timeout), 5 refused after more than 2 s";
+    }
+    work->wait();
+    const int n = pg->size();
+    for (int64_t k = 0; k < 1000; ++k) {
+      ASSERT_EQ(t.data_as<float>()[k], static_cast<float>(n * (n + 1) / 2)) << "rank " << r.rank() << " element " << k;
     }
     r.leave(pg);
   });
