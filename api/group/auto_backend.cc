@@ -24,6 +24,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// This process's effective user, as the placement carries it. shm maps a peer's segment
+// through /proc/<pid>/fd/<n>, which the kernel opens only for the peer's own user (or one
+// with ptrace rights over it): ranks of one host but different users cannot share memory
+// (root could open nobody's, never the reverse), so the user is part of what makes "one
+// host" for auto and the hierarchy, and such ranks go over gloo between them.
+std::string placement_user() { return " uid " + std::to_string(::geteuid()); }
+
 }  // namespace
 
 std::string shared_memory_domain() {
@@ -74,7 +81,7 @@ bool nccl_plugin(bool runs, const PluginSearch& plugins) {
 
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
                                    bool ask_mpi, const std::string& hier_across) {
-  return shared_memory_domain() + (host_id.empty() ? "" : " host " + host_id) +
+  return shared_memory_domain() + placement_user() + (host_id.empty() ? "" : " host " + host_id) +
          (shm_plugin(true, plugins) ? kShmReady : "") + (hier_across.empty() ? "" : kAcrossPart + hier_across) +
          (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }

@@ -2,7 +2,8 @@
 // placement allows.
 //
 // auto's rule: "shm" when every rank of the group can share memory with every other (the
-// same shared_memory_domain(): one host, one PID namespace, one DISTCOMM_HOST_ID) and can
+// same shared_memory_domain(): one host, one PID namespace, one DISTCOMM_HOST_ID; and one
+// effective uid, as shm opens its peers' segments through /proc/<pid>/fd) and can
 // load the shm plugin; else "hier" where the ranks sit on two or more hosts, some host
 // holding two or more of them, and every rank can run shm (hierarchical_backend.h); else
 // "gloo". "auto" alone (the default backend, init.h) also sends CUDA tensors to nccl when
@@ -29,7 +30,9 @@ namespace distcomm {
 // /proc/<pid>, which only shows the processes of one's own namespace).
 std::string shared_memory_domain();
 
-// This process's placement, as the ranks exchange it: its domain, its host id
+// This process's placement, as the ranks exchange it: its domain, its effective uid (ranks
+// of one host but different users are on different "hosts" for auto and the hierarchy:
+// they cannot open each other's shm segments), its host id
 // (DISTCOMM_HOST_ID, process_environment.h) and whether the shm plugin loads (found through
 // `plugins`) and can run here; then, after a '|', "nccl" when it sees a GPU and the nccl
 // plugin can run here (asked only where a GPU device node exists: loading NCCL costs a

@@ -1,8 +1,8 @@
 // Where a group's ranks sit, host by host: what a hierarchical group (hierarchical_backend.h)
 // builds its groups from. Hosts are told apart by the placements the ranks exchange at
-// creation (auto_backend_placement: one shared-memory domain and DISTCOMM_HOST_ID, one
-// host), numbered in the order of their lowest rank; a rank's local rank is its index
-// among its host's ranks, in rank order.
+// creation (auto_backend_placement: one shared-memory domain, effective uid and
+// DISTCOMM_HOST_ID, one host), numbered in the order of their lowest rank; a rank's local
+// rank is its index among its host's ranks, in rank order.
 #pragma once
 
 #include <string>
