@@ -438,8 +438,13 @@ void Attempt::name_first_failure() {
 
 void Attempt::make_error_dir() {
   const char* tmp = std::getenv("TMPDIR");
-  // Without a folder the ranks report nothing, and the first failure seen is the cause.
-  error_dir_ = launch::make_error_dir(tmp && *tmp ? tmp : "/tmp");
+  // Without a folder the ranks report nothing, and the first failure seen is the cause: a
+  // $TMPDIR that does not exist, or a read-only /tmp, must not silently cost the job its
+  // error texts and the right rank's name. --log_dir (made by now) is the user's own
+  // writable folder; /dev/shm is memory, like a small /tmp.
+  std::string warning;
+  error_dir_ = launch::make_error_dir(tmp && *tmp ? tmp : "/tmp", {options_.log_dir, "/dev/shm"}, &warning);
+  if (!warning.empty()) say(warning);
 }
 
 void Attempt::remove_error_files() {
@@ -661,6 +666,7 @@ JobResult Attempt::run() {
   }
   make_error_dir();
   prepare_trace_files();
+  dumps_.attempt_began();
   struct RemoveErrorFiles {
     Attempt* job;
     ~RemoveErrorFiles() { job->remove_error_files(); }

@@ -59,12 +59,14 @@ void DumpRequest::ask(const std::string& dir, const std::vector<std::pair<int, p
   pending_ = !ranks_.empty();
 }
 
-bool DumpRequest::fresh(int rank) const {
+void DumpRequest::attempt_began() { began_ns_ = wall_ns(); }
+
+bool DumpRequest::written_since(int rank, int64_t since_ns) const {
   struct stat st;
   const std::string path = dir_ + "/rank_" + std::to_string(rank) + ".json";
   if (::stat(path.c_str(), &st) != 0) return false;
   const int64_t written = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
-  return written + kFileClockSlackNs >= asked_ns_;
+  return written + kFileClockSlackNs >= since_ns;
 }
 
 bool DumpRequest::finished(const std::function<bool(int rank)>& running) {
@@ -72,9 +74,16 @@ bool DumpRequest::finished(const std::function<bool(int rank)>& running) {
   missing_.clear();
   bool waiting = false;
   for (int rank : ranks_) {
-    if (fresh(rank)) continue;
+    if (written_since(rank, asked_ns_)) continue;
+    // A running rank is awaited for the dump it was asked for. One that exited may have
+    // written its own just before the ask (a rank cut off by a peer's failure dumps as it
+    // exits): that is this attempt's, and the one to read.
+    if (running(rank)) {
+      waiting = true;
+    } else if (written_since(rank, began_ns_)) {
+      continue;
+    }
     missing_.push_back(rank);
-    if (running(rank)) waiting = true;
   }
   if (waiting && Clock::now() < deadline_) return false;
   pending_ = false;

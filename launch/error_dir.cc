@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -101,6 +102,24 @@ std::string make_error_dir(const std::string& tmp) {
   std::string pattern = tmp + "/" + (mine.empty() ? std::string("distcomm-launch-") : mine) + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) return "";
   return pattern;
+}
+
+std::string make_error_dir(const std::string& tmp, const std::vector<std::string>& fallbacks, std::string* warning) {
+  std::string dir = make_error_dir(tmp);
+  if (!dir.empty()) return dir;
+  const std::string why = std::strerror(errno);  // before the fallbacks' calls change errno
+  std::string tried;
+  for (const std::string& place : fallbacks) {
+    if (place.empty() || place == tmp) continue;
+    dir = make_error_dir(place);
+    if (!dir.empty()) break;
+    tried += (tried.empty() ? "" : ", ") + place;
+  }
+  *warning = "cannot make a folder for the ranks' error files in " + tmp + " (TMPDIR chooses it): " + why + "; " +
+             (!dir.empty() ? "using " + dir + " instead"
+                           : (tried.empty() ? std::string() : "nor in " + tried + "; ") +
+                                 "the ranks report no error, so the first rank seen to fail is named as the cause");
+  return dir;
 }
 
 }  // namespace launch

@@ -9,14 +9,21 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace distcomm {
 namespace launch {
 
 // Makes a fresh folder under `tmp` named after this process, after removing the folders
 // (and the files in them) that launchers of this user which no longer run left there.
-// Empty when the folder cannot be made (the ranks then write no error file).
+// Empty when the folder cannot be made (the ranks then write no error file); errno says why.
 std::string make_error_dir(const std::string& tmp);
+
+// make_error_dir in `tmp` (the launcher's $TMPDIR, or /tmp), else in the first of `fallbacks`
+// that takes one. When `tmp` would not do, `warning` gets one line naming the folder, why,
+// and where the files went instead (or that the ranks report no error): without their error
+// files the launcher can only name the first rank it saw fail, which may not be the cause.
+std::string make_error_dir(const std::string& tmp, const std::vector<std::string>& fallbacks, std::string* warning);
 
 }  // namespace launch
 }  // namespace distcomm

@@ -61,12 +61,46 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-// In the child: hands errno to the parent through the close-on-exec pipe `report`.
-[[noreturn]] void report_and_exit(int report) {
-  int err = errno;
-  ssize_t ignored = ::write(report, &err, sizeof(err));
+// The step between fork and execve that failed: each is said as itself, since an ENOENT from
+// opening /dev/null (a minimal container's /dev) read as "could not run './prog'" sends the
+// user looking for a program that is there.
+enum class Step : int { kOpenNull, kStdin, kStdout, kStderr, kChdir, kExec };
+
+// What the child hands the parent when a step fails.
+struct StartFailure {
+  Step step;
+  int err;
+};
+
+// In the child: hands the failed step and errno to the parent through the close-on-exec
+// pipe `report`.
+[[noreturn]] void report_and_exit(int report, Step step) {
+  const StartFailure failure{step, errno};
+  ssize_t ignored = ::write(report, &failure, sizeof(failure));
   (void)ignored;
   ::_exit(127);
+}
+
+// "rank 0 could not run './ar' in /w: <why>", or the step before execve that failed.
+std::string start_failure_text(const StartFailure& f, int rank, const std::string& path,
+                               const std::string& working_dir) {
+  const std::string who = "rank " + std::to_string(rank);
+  const std::string why = std::strerror(f.err);
+  switch (f.step) {
+    case Step::kOpenNull:
+      return "cannot open /dev/null for " + who + "'s standard input: " + why;
+    case Step::kStdin:
+      return "cannot make /dev/null " + who + "'s standard input (dup2): " + why;
+    case Step::kStdout:
+      return "cannot connect " + who + "'s standard output to the launcher (dup2): " + why;
+    case Step::kStderr:
+      return "cannot connect " + who + "'s standard error to the launcher (dup2): " + why;
+    case Step::kChdir:
+      return who + " cannot change into its working directory " + working_dir + ": " + why;
+    case Step::kExec:
+      break;
+  }
+  return who + " could not run '" + path + "'" + (working_dir.empty() ? "" : " in " + working_dir) + ": " + why;
 }
 
 // Runs in the forked child: only async-signal-safe calls until execve.
@@ -77,7 +111,10 @@ void close_fd(int& fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) report_and_exit(report);
+  if (null_fd < 0) report_and_exit(report, Step::kOpenNull);
+  if (::dup2(null_fd, 0) < 0) report_and_exit(report, Step::kStdin);
+  if (::dup2(out_w, 1) < 0) report_and_exit(report, Step::kStdout);
+  if (::dup2(err_w, 2) < 0) report_and_exit(report, Step::kStderr);
   // A rank gets standard input, output and error, nothing else of the launcher's (its store's
   // sockets, other ranks' pipes, what the launcher inherited), as torchrun's workers do
   // (Python's close_fds): every other descriptor closes at execve. `report` stays open
@@ -88,9 +125,9 @@ void close_fd(int& fd) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (working_dir[0] != '\0' && ::chdir(working_dir) != 0) report_and_exit(report);
+  if (working_dir[0] != '\0' && ::chdir(working_dir) != 0) report_and_exit(report, Step::kChdir);
   ::execve(path, argv, envp);
-  report_and_exit(report);
+  report_and_exit(report, Step::kExec);
 }
 
 }  // namespace
@@ -155,19 +192,17 @@ RankProcess start_rank(const std::string& path, const std::vector<std::string>& 
   p.stdout_fd = out[0];
   p.stderr_fd = err[0];
 
-  int child_errno = 0;
+  StartFailure failure{Step::kExec, 0};
   ssize_t n;
   do {
-    n = ::read(report[0], &child_errno, sizeof(child_errno));
+    n = ::read(report[0], &failure, sizeof(failure));  // one write of a few bytes: whole or nothing
   } while (n < 0 && errno == EINTR);
   ::close(report[0]);
-  if (n > 0) {  // execve failed: the pipe would have closed silently on success
+  if (n > 0) {  // a step up to execve failed: the pipe would have closed silently on success
     ::waitpid(pid, nullptr, 0);
     close_fd(p.stdout_fd);
     close_fd(p.stderr_fd);
-    throw std::runtime_error("rank " + std::to_string(rank) + " could not run '" + path + "'" +
-                             (working_dir.empty() ? "" : " in " + working_dir) + ": " +
-                             std::strerror(child_errno));
+    throw std::runtime_error(start_failure_text(failure, rank, path, working_dir));
   }
   return p;
 }

@@ -712,6 +712,52 @@ TEST(Launch, TheLastLineEndsWithAWholeSentence) {
   EXPECT_NE(f.err.find("Searched:\n[rank 0]   /a/libdistcomm_x.so: not found"), std::string::npos) << f.err;
 }
 
+// A TMPDIR that does not exist (or a read-only /tmp) cost the job its ranks' error files
+// without a word: the last line lost the rank's error, and the blame could go to the wrong
+// rank. The launcher says so, and the folder goes to --log_dir instead.
+TEST(Launch, AnErrorFolderTheTmpdirCannotTakeIsSaidAndMadeElsewhere) {
+  const std::string logs = fresh_tmpdir("error_dir_logs");
+  Finished f = run(launch({"--nproc_per_node=1", "--log_dir=" + logs, "--tee"}, {kProbe, "multiline_error"}),
+                   seconds(60), {"TMPDIR=/nonexistent/x"});
+  EXPECT_EQ(exit_code(f), 1) << f.err;
+  EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(launch: cannot make a folder for the ranks' error files in )"
+                                                  R"(/nonexistent/x \(TMPDIR chooses it\): No such file or )"
+                                                  R"(directory; using )" + logs + R"(/distcomm-launch-\S+ instead\n)")))
+      << f.err;
+  EXPECT_NE(f.err.find("failed first (exit code 1): cannot load backend 'x'"), std::string::npos)
+      << "the rank's error file was read: " << f.err;
+  EXPECT_EQ(entries_of(logs), std::vector<std::string>{"rank_0.log"}) << "the folder goes at the end";
+}
+
+// Each step between fork and execve says which it was: a working directory the rank cannot
+// enter is not "could not run" the program.
+TEST(Launch, AWorkingDirectoryTheRankCannotEnterIsNamed) {
+  Finished f = run(launch({"--nproc_per_node=1"}, {kProbe, "env"}), seconds(60),
+                   {"BUILD_WORKING_DIRECTORY=/nonexistent/wd"});
+  EXPECT_NE(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.err.find("rank 0 cannot change into its working directory /nonexistent/wd: No such file or directory"),
+            std::string::npos)
+      << f.err;
+}
+
+// A /dev without null (a minimal container's): the launcher said "could not run './prog': No
+// such file or directory" of a program that was there. Run in a mount namespace of its own,
+// with an empty tmpfs over /dev.
+TEST(Launch, ADevNullThatCannotBeOpenedIsNamed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to mount a /dev without null in a private mount namespace";
+  if (!on_path("unshare") || !on_path("mount")) GTEST_SKIP() << "needs unshare(1) and mount(8)";
+  const Finished probe = run({"unshare", "-m", "true"});
+  if (exit_code(probe) != 0) GTEST_SKIP() << "cannot make a mount namespace here: " << probe.err;
+  std::string command = "mount --make-rprivate / && mount -t tmpfs none /dev && exec";
+  for (const std::string& arg : launch({"--nproc_per_node=1"}, {kProbe, "env"})) command += " '" + arg + "'";
+  Finished f = run({"unshare", "-m", "sh", "-c", command});
+  EXPECT_NE(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.err.find("cannot open /dev/null for rank 0's standard input: No such file or directory"),
+            std::string::npos)
+      << f.err;
+  EXPECT_EQ(f.err.find("could not run"), std::string::npos) << f.err;
+}
+
 TEST(Launch, BadFlagsAreRefusedWithTheirName) {
   struct Case {
     std::vector<std::string> flags;

@@ -3,17 +3,22 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "launch/dump_request.h"
 #include "launch/elastic_options.h"
+#include "launch/error_dir.h"
 #include "launch/job.h"
 #include "launch/job_store.h"
 #include "launch/launch_options.h"
@@ -271,6 +276,70 @@ TEST(AttemptOptions, ARestartedAttemptKeepsTheFailedOnesFiles) {
   EXPECT_EQ(third.timeline, "/out/run.v1/timeline.attempt_2.json");
   job.timeline = "/out/run.v1/timeline";
   EXPECT_EQ(attempt_options(job, 1).timeline, "/out/run.v1/timeline.attempt_1");
+}
+
+
+// A folder of this test's own under TEST_TMPDIR.
+std::string test_folder(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  ::mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+// A rank cut off by a peer's failure writes its dump as it exits, and may do so just before
+// the launcher, seeing the peer's exit, asks it for one: that dump is this attempt's, and the
+// rank is not said to have left none ("no trace dump from rank(s) 0" with rank_0.json there).
+TEST(DumpRequest, ARankThatDumpedOnItsOwnJustBeforeTheAskAndExitedLeftADump) {
+  const std::string dir = test_folder("dumps");
+  ::signal(SIGUSR1, [](int) {});  // this process stands for the ranks: it handles the ask
+  DumpRequest dumps;
+  dumps.attempt_began();
+  std::ofstream(dir + "/rank_0.json") << "{}";
+  // Past the file clock's slack: the dump is older than the ask.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dumps.ask(dir, {{0, ::getpid()}, {1, ::getpid()}}, std::chrono::seconds(5));
+  ASSERT_TRUE(dumps.pending());
+  EXPECT_TRUE(dumps.finished([](int) { return false; }));  // both exited
+  EXPECT_EQ(dumps.missing(), std::vector<int>{1}) << "rank 0 left rank_0.json; rank 1 left nothing";
+  ::signal(SIGUSR1, SIG_DFL);
+}
+
+// A rank still running is awaited for the dump it was asked for, an older one of its own
+// notwithstanding.
+TEST(DumpRequest, ARunningRankIsAwaitedForTheDumpItWasAskedFor) {
+  const std::string dir = test_folder("dumps_running");
+  ::signal(SIGUSR1, [](int) {});
+  DumpRequest dumps;
+  dumps.attempt_began();
+  std::ofstream(dir + "/rank_0.json") << "{}";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dumps.ask(dir, {{0, ::getpid()}}, std::chrono::seconds(5));
+  EXPECT_FALSE(dumps.finished([](int) { return true; }));
+  std::ofstream(dir + "/rank_0.json") << "{\"fresh\":1}";
+  EXPECT_TRUE(dumps.finished([](int) { return true; }));
+  EXPECT_TRUE(dumps.missing().empty());
+  ::signal(SIGUSR1, SIG_DFL);
+}
+
+// A TMPDIR that cannot take the error files' folder is said, with why, and the folder goes
+// to the next place that takes it; where none does, the line says what that costs.
+TEST(ErrorDir, ATmpdirThatCannotTakeTheFolderIsSaidAndTheNextPlaceTakesIt) {
+  const std::string fallback = test_folder("error_dir_fallback");
+  std::string warning;
+  const std::string dir = make_error_dir("/nonexistent/x", {"", fallback}, &warning);
+  ASSERT_EQ(dir.rfind(fallback + "/distcomm-launch-", 0), 0u) << dir;
+  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x (TMPDIR chooses it): "
+                     "No such file or directory; using " + dir + " instead");
+  ::rmdir(dir.c_str());
+  warning.clear();
+  EXPECT_EQ(make_error_dir("/nonexistent/x", {"/nonexistent/y"}, &warning), "");
+  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x (TMPDIR chooses it): "
+                     "No such file or directory; nor in /nonexistent/y; the ranks report no error, so the first "
+                     "rank seen to fail is named as the cause");
+  warning.clear();
+  const std::string fine = make_error_dir(fallback, {"/nonexistent/y"}, &warning);
+  EXPECT_EQ(warning, "") << "nothing to say when TMPDIR takes it";
+  ::rmdir(fine.c_str());
 }
 
 }  // namespace
