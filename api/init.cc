@@ -213,6 +213,11 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   }
   // The environment is read here, at the edge, once (environment.h); below, nothing reads it.
   const InitEnvironment environment = InitEnvironment::read();
+  // A bad DISTCOMM_DEBUG is refused before rank 0 serves anything; and the level is set before
+  // the first plugin loads (the spec's backends are asked below whether they need a store):
+  // the loader's INFO line, a plugin that hides a built-in one, is said as it loads or never.
+  const DebugLevel debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
+  set_plugin_debug_level(debug);
   const LaunchEnv& env = environment.launch;
   const PluginSearch& plugins = environment.process.plugins;
   if (o.backend.empty()) o.backend = environment.backend;
@@ -263,9 +268,6 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   // rendezvous: checked here too, so that a bad value fails every rank alike before anything
   // is sent, not one rank after its connections were made (its peers would see them close).
   stall_report_interval(kDefaultStallReportInterval);
-  // Before the store too: a bad DISTCOMM_DEBUG is refused before rank 0 serves anything.
-  const DebugLevel debug = parse_debug_level(o.debug.empty() ? environment.debug : o.debug);
-  set_plugin_debug_level(debug);  // the loader's INFO line: a plugin that hides a built-in one
   InitWait wait = InitWait::starting_now(o.timeout, report_every,
                                          "rank " + std::to_string(rank) + "/" + std::to_string(world) + " init");
   wait.started = started;

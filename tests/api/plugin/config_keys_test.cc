@@ -1,10 +1,14 @@
 // Backend settings: each plugin declares the keys it reads; init refuses any other key
 // before anything connects, reads each declared key's environment variable, and the table of
 // settings in docs/environment.md is exactly what the plugins declare.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "api/errors.h"
@@ -102,6 +106,45 @@ TEST_F(ConfigKeys, ADeclaredKeyIsReadFromItsEnvironmentVariable) {
 TEST_F(ConfigKeys, AnotherBackendsVariableIsNotRead) {
   ::setenv("DISTCOMM_SOCKET_IFNAME", "no_such_interface0", 1);  // gloo's
   EXPECT_NO_THROW(init_process_group(options("template")));
+}
+
+// A plugin in DISTCOMM_PLUGIN_PATH that replaces a built-in one is said at DISTCOMM_DEBUG=INFO
+// when init loads it. init loads the backends that take settings before anything else (to
+// read their variables): the level was set after that load, and the line never came.
+// The registry keeps what a process loaded (this binary's other tests load the built-in
+// gloo), so the init runs in a fresh run of this binary, which runs this test alone.
+TEST_F(ConfigKeys, InitSaysAtInfoThatAPluginReplacesABuiltInOne) {
+  if (const char* replacing = std::getenv("CONFIG_KEYS_TEST_REPLACING_DIR")) {
+    ::setenv("DISTCOMM_PLUGIN_PATH", replacing, 1);
+    ::setenv("DISTCOMM_DEBUG", "INFO", 1);
+    init_process_group(options("gloo"));
+    return;
+  }
+  const std::string dir = testing::temp_path("replacing_gloo");
+  const std::string said_file = dir + "/stderr";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + " && cp " + testing::runfile("backends/gloo/libdistcomm_gloo.so") +
+                         " " + dir + "/libdistcomm_gloo.so")
+                            .c_str()),
+            0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setenv("CONFIG_KEYS_TEST_REPLACING_DIR", dir.c_str(), 1);
+    const int fd = ::open(said_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::execl("/proc/self/exe", "config_keys_test", "--gtest_filter=ConfigKeys.InitSaysAtInfoThatAPluginReplacesABuiltInOne",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  std::ifstream in(said_file);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
+  EXPECT_NE(said.find("backend 'gloo': using " + dir + "/libdistcomm_gloo.so (from DISTCOMM_PLUGIN_PATH) in place of "
+                      "the built-in "),
+            std::string::npos)
+      << said;
 }
 
 // docs/environment.md's table, as the descriptors write it.
