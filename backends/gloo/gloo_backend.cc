@@ -52,8 +52,10 @@ GlooBackend::GlooBackend(BackendOptions options)
   env.context = comm_->context();
   env.connections = comm_->connections();
   env.algorithm = config_.algorithm;
-  worker_ = CollectiveWorker::start(std::move(env), *failure_, config_.worker_sched);
   try {
+    // In the try: a worker that cannot start (ulimit -u) is a creation failure said before
+    // the connections close, as any below.
+    worker_ = CollectiveWorker::start(std::move(env), *failure_, config_.worker_sched);
     if (Backend::options().store && size() > 1 && core_abi_minor() >= 3) {
       StallWatchOptions w;
       w.rank = rank();
@@ -75,7 +77,7 @@ GlooBackend::GlooBackend(BackendOptions options)
     }
     // No destructor runs for a half-made backend, and the worker holds itself until
     // stopped: stopped here, or its thread would keep the context and its sockets for ever.
-    worker_->stop();
+    if (worker_) worker_->stop();
     throw;
   }
 }

@@ -10,6 +10,7 @@
 
 #include <gloo/types.h>
 
+#include "api/process/thread_start.h"
 #include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_slots.h"
 
@@ -71,12 +72,14 @@ void ConnectionWatch::start(OnLost on_lost) {
     std::lock_guard<std::mutex> lock(mu_);
     listening = listen_locked();  // before the thread: a goodbye from now on has a receive to land in
   }
-  thread_ = std::thread([this, listening] { loop(listening); });
+  // A thread that cannot start (ulimit -u) throws an Error naming it; stop() (the
+  // destructor's) joins whichever did start.
+  thread_ = start_thread("gloo's connection watch (dc-gloo-conns)", [this, listening] { loop(listening); });
   pthread_setname_np(thread_.native_handle(), "dc-gloo-conns");
   const bool same_host_peer =
       std::any_of(processes_.begin(), processes_.end(), [](const ProcessWatch& w) { return w.watching(); });
   if (same_host_peer && (stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0) {
-    process_thread_ = std::thread([this] { watch_processes(); });
+    process_thread_ = start_thread("gloo's watch of same-host peers (dc-gloo-pids)", [this] { watch_processes(); });
     pthread_setname_np(process_thread_.native_handle(), "dc-gloo-pids");
   }
 }

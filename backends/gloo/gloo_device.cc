@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "api/plugin/name_resolution.h"
+#include "backends/gloo/gloo_limits.h"
 
 namespace distcomm {
 namespace gloo {
@@ -32,6 +33,13 @@ std::string numeric_text(const sockaddr_storage& a) {
                         ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&a)->sin_addr)
                         : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr);
   return ::inet_ntop(a.ss_family, raw, text, sizeof(text)) ? text : "";
+}
+
+// A socket this process could not open for lack of descriptors or memory: that limit is the
+// cause, not the address (an Error, not InvalidArgument: no setting of the group is wrong).
+void throw_if_limit(const std::string& what, int err) {
+  if (limit_of_errno(err) == LimitKind::kNone) return;
+  if (auto text = limit_failure(what, std::string("socket: ") + std::strerror(err))) throw Error(*text);
 }
 
 // What a lookup that found nothing says: why, and for a deadline, which one.
@@ -58,6 +66,7 @@ std::string listen_address_of(const std::string& hostname, const std::string& wh
   }
   for (const distcomm_address& a : found.addresses) {
     const int fd = ::socket(a.address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw_if_limit("gloo cannot listen on " + what, errno);
     if (fd < 0) continue;
     const bool binds = ::bind(fd, reinterpret_cast<const sockaddr*>(&a.address), a.length) == 0;
     ::close(fd);
@@ -70,12 +79,15 @@ std::string listen_address_of(const std::string& hostname, const std::string& wh
 }
 
 // gloo reports a bad interface or address with its own exception types; say which setting
-// was wrong and what to do instead.
+// was wrong and what to do instead. Making the device also opens sockets and starts gloo's
+// loop thread: EAGAIN or EMFILE there is a limit of this process, said as one (an Error),
+// not blamed on the address.
 std::shared_ptr<::gloo::transport::Device> make_device(const ::gloo::transport::tcp::attr& attr,
                                                        const std::string& what) {
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
+    if (auto limit = limit_failure("gloo cannot listen on " + what, e.what())) throw Error(*limit);
     throw InvalidArgument("gloo cannot listen on " + what + ": " + e.what() +
                           "; set DISTCOMM_SOCKET_IFNAME (config 'ifname') to an interface that "
                           "reaches the other ranks");
@@ -94,6 +106,7 @@ std::string local_address_towards(const std::string& host, Clock::time_point dea
   for (const distcomm_address& a : found.addresses) {
     if (!result.empty()) break;
     const int fd = ::socket(a.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw_if_limit("gloo cannot find its address towards master '" + host + "'", errno);
     if (fd < 0) continue;
     // connect() on a datagram socket only looks up the route and fixes the source address.
     sockaddr_storage local{};

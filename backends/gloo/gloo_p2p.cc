@@ -1,5 +1,6 @@
 #include "backends/gloo/gloo_p2p.h"
 
+#include "api/process/thread_start.h"
 #include "backends/gloo/gloo_errors.h"
 
 namespace distcomm {
@@ -17,18 +18,39 @@ thread_local bool t_left_by_stop = false;
 TransferWaiters::~TransferWaiters() { stop(); }
 
 void TransferWaiters::add(std::unique_ptr<Transfer> t) {
+  std::exception_ptr no_waiter;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(t));
-      if (idle_ < queue_.size()) threads_.emplace_back([this] { loop(); });
+      if (idle_ < queue_.size()) no_waiter = start_waiter_locked();
+      // No thread at all to wait for it: it is taken back and fails (below).
+      if (no_waiter && threads_.empty()) {
+        t = std::move(queue_.back());
+        queue_.pop_back();
+        abort_locked(*t);
+      }
     }
   }
-  if (t) {  // posted while the group shut down: no thread will wait for it
-    t->work->finish(failure_.refusal());
+  if (t) {
+    // Posted while the group shut down, or with no thread to wait for it: the transfer
+    // stays posted in gloo and nobody takes it, so the group cannot go on (its failure).
+    t->work->finish(no_waiter ? failure_.record(no_waiter, *t->work) : failure_.refusal());
     return;
   }
   cv_.notify_one();
+}
+
+std::exception_ptr TransferWaiters::start_waiter_locked() {
+  threads_.reserve(threads_.size() + 1);  // no reallocation between the start and the push
+  try {
+    threads_.push_back(start_thread("a gloo send/recv waiter", [this] { loop(); }));
+    return nullptr;
+  } catch (const Error&) {
+    // With waiters already running, one of them takes this transfer when its own ends:
+    // later, but it ends. The caller decides when there is none.
+    return std::current_exception();
+  }
 }
 
 bool TransferWaiters::busy() const {

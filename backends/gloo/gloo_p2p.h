@@ -69,6 +69,8 @@ class TransferWaiters {
   // Waits for t (taken from the queue into waiting_) and finishes its Work.
   void wait_and_finish(std::unique_ptr<Transfer> t);
   void abort_locked(Transfer& t);
+  // Starts one more waiter thread; the failure (ulimit -u) as an Error, null on success.
+  std::exception_ptr start_waiter_locked();
 
   GroupFailure& failure_;
   ConnectionWatch* const connections_;

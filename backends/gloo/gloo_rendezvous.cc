@@ -15,7 +15,9 @@
 
 #include "api/group/auto_backend.h"
 #include "api/errors.h"
+#include "api/process/thread_start.h"
 #include "backends/gloo/gloo_fail_pairs.h"
+#include "backends/gloo/gloo_limits.h"
 
 namespace distcomm {
 namespace gloo {
@@ -78,8 +80,9 @@ Published read_published(Store& store, int rank, int size, int peer) {
   return out;
 }
 
-// Connects the pairs to `peers` from up to kMaxConnectThreads threads. Its owner waits
-// for it (wait_for), and whatever happens, stop() leaves no thread running.
+// Connects the pairs to `peers` from up to kMaxConnectThreads threads. Its owner starts
+// it (start), waits for it (wait_for), and whatever happens, stop() leaves no thread
+// running: also when start() could start only some of its threads.
 class Connector {
  public:
   Connector(::gloo::transport::Context& transport, std::vector<int> peers, std::vector<std::vector<char>> addresses)
@@ -88,11 +91,23 @@ class Connector {
         addresses_(std::move(addresses)),
         started_(addresses_.size()),
         done_(addresses_.size()),
-        failed_(addresses_.size()) {
-    const int n = std::min<int>(kMaxConnectThreads, static_cast<int>(peers_.size()));
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { run(); });
-  }
+        failed_(addresses_.size()) {}
   ~Connector() { stop(); }
+
+  // Starts the threads. Not in the constructor: a thread that fails to start (ulimit -u)
+  // throws from here with those before it running, and only a constructed Connector's
+  // stop() (its owner's, or the destructor's) ends them; a vector of joinable threads
+  // destroyed by a throwing constructor would terminate the process. `where` names the
+  // rank and group.
+  void start(const std::string& where) {
+    const int n = std::min<int>(kMaxConnectThreads, static_cast<int>(peers_.size()));
+    threads_.reserve(static_cast<size_t>(n));  // no reallocation between a start and its push
+    for (int i = 0; i < n; ++i) {
+      threads_.push_back(start_thread(where + ": the gloo rendezvous's connects (thread " + std::to_string(i + 1) +
+                                          " of " + std::to_string(n) + ")",
+                                      [this] { run(); }));
+    }
+  }
 
   // Waits up to slice for every pair to connect or one to fail.
   bool wait_for(milliseconds slice) {
@@ -215,6 +230,18 @@ class Connector {
   std::vector<std::thread> threads_;
 };
 
+// The address of a new pair to `peer`, listening on its own socket. A socket this process
+// cannot open (ulimit -n: one per peer per group) is said as the limit it is.
+std::vector<char> listening_pair_address(::gloo::transport::Context& transport, int peer, const std::string& where) {
+  try {
+    return transport.createPair(peer)->address().bytes();
+  } catch (const std::exception& e) {
+    auto limit = limit_failure(where + ": gloo cannot open the socket for rank " + std::to_string(peer), e.what());
+    if (!limit) throw;
+    throw Error(*limit);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
@@ -232,7 +259,7 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     peers.push_back(p);
-    const std::vector<char> bytes = transport->createPair(p)->address().bytes();
+    const std::vector<char> bytes = listening_pair_address(*transport, p, wait.where);
     mine.insert(mine.end(), bytes.begin(), bytes.end());
   }
   // From here a failure is said before this rank's connections and listening sockets
@@ -255,6 +282,7 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     }
 
     connector.emplace(*transport, peers, std::move(addresses));
+    connector->start(wait.where);  // on failure, the catch below ends those started
     wait.until(
         "to connect with this rank over gloo", [&](milliseconds slice) { return connector->wait_for(slice); },
         [&] { return connector->not_connected(); },
@@ -268,6 +296,12 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
       // A rank that failed its part first said so before closing its end: that failure,
       // not the refusal it caused here, is the cause.
       wait.raise_if_creation_failed([&] { return refused; });
+      // Out of descriptors here (accept's EMFILE): this process's limit, not the peer.
+      if (auto limit = limit_failure(wait.where + ": the gloo rendezvous cannot connect to rank " +
+                                         std::to_string(failed),
+                                     failure)) {
+        throw Error(*limit);
+      }
       throw PeerFailure(refused + ": its process has gone since it published its address, or that address is not "
                                   "reachable from here (DISTCOMM_SOCKET_IFNAME)");
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/errors.h"
+#include "api/process/thread_start.h"
 #include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_thread_setup.h"
 #include "backends/gloo/gloo_work.h"
@@ -18,7 +19,9 @@ std::shared_ptr<CollectiveWorker> CollectiveWorker::start(CollectiveEnv env, Gro
   std::shared_ptr<CollectiveWorker> worker(new CollectiveWorker(std::move(env), failure));
   // The thread holds the worker until its loop ends: a Work callback it runs may destroy
   // the group (drop the last reference), and the loop goes on after that callback returns.
-  worker->thread_ = std::thread([self = worker] { self->loop(); });
+  // A thread that does not start (ulimit -u) leaves thread_ empty: the worker is dropped
+  // here, and its destructor's stop() has nothing to join.
+  worker->thread_ = start_thread("gloo's collective worker (dc-gloo-worker)", [self = worker] { self->loop(); });
   // Here, by the constructing thread, so that it has happened when the worker is handed out.
   set_up_thread(worker->thread_.native_handle(), "dc-gloo-worker", scheduling);
   return worker;
