@@ -246,9 +246,11 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   if (rank < 0 || world < 0) {
     // One of the two: say which is missing, in the launcher's words.
     const LaunchVariables names = launch_variables(env.source);
+    const std::string set_world =
+        names.world_size.empty() ? "pass InitOptions.world_size (a " + env.source + " launcher sets no variable for it)"
+                                 : "set " + names.world_size + " (or InitOptions.world_size) too";
     throw InvalidArgument(rank >= 0 ? "init_process_group: the rank is " + std::to_string(rank) +
-                                          " but the world size is unknown: set " + names.world_size +
-                                          " (or InitOptions.world_size) too"
+                                          " but the world size is unknown: " + set_world
                                     : "init_process_group: the world size is " + std::to_string(world) +
                                           " but the rank is unknown: set " + names.rank + " (or InitOptions.rank) too");
   }

@@ -88,7 +88,7 @@ const Launcher kLaunchers[] = {
 
 LaunchVariables launch_variables(const std::string& source) {
   for (const Launcher& l : kLaunchers) {
-    if (source == l.source) return {l.rank, l.world ? l.world : "(none: pass InitOptions.world_size)"};
+    if (source == l.source) return {l.rank, l.world ? l.world : ""};
   }
   return {"RANK", "WORLD_SIZE"};
 }

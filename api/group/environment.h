@@ -33,7 +33,8 @@ struct InitEnvironment {
 };
 
 // The variables a launcher (LaunchEnv::source: "torchrun", "mpirun", ...) sets for the rank
-// and the world size, for messages ("RANK", "WORLD_SIZE"); for "" torchrun's.
+// and the world size, for messages ("RANK", "WORLD_SIZE"); for "" torchrun's. world_size is
+// empty for a launcher that sets no variable for it (PMIx: the size is PMIx's to ask).
 struct LaunchVariables {
   std::string rank;
   std::string world_size;

@@ -120,6 +120,15 @@ TEST_F(InitTest, HalfOfRankAndWorldSizeNamesTheMissingOne) {
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
   m = init_refusal(2, -1);
   EXPECT_NE(m.find("the rank is 2 but the world size is unknown"), std::string::npos) << m;
+  // A PMIx launcher sets the rank alone (an outside user read "set (none: pass
+  // InitOptions.world_size) (or InitOptions.world_size) too").
+  ::setenv("PMIX_RANK", "0", 1);
+  m = init_refusal(-1, -1);
+  ::unsetenv("PMIX_RANK");
+  EXPECT_NE(m.find("the rank is 0 but the world size is unknown: pass InitOptions.world_size (a pmix launcher sets no "
+                   "variable for it)"),
+            std::string::npos)
+      << m;
 }
 
 TEST_F(InitTest, NumbersOutOfRangeAndALocalRankBeyondItsHostAreNamed) {
