@@ -234,7 +234,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::build(ProcessGroupOptions options, B
     }
     pg->creation_keys_ = std::move(keys);
   }
-  pg->create_recorder();
+  try {
+    pg->create_recorder();
+  } catch (...) {
+    // Its dump thread may not start (a limit on threads): the error names this rank and group.
+    const std::string& where = pg->checks_->where_prefix();  // "rank 1/4 group 'world' "
+    std::rethrow_exception(with_context(std::current_exception(), where.substr(0, where.size() - 1)));
+  }
   if (!pg->exchange_) pg->create_exchange();
   if (pg->options_.debug == DebugLevel::kDetail && pg->size() > 1) {
     pg->detail_ = std::make_unique<DetailChecks>(pg->rank(), pg->options_.store, pg->store_prefix_, *pg->exchange_,

@@ -4,6 +4,7 @@
 
 #include "api/errors.h"
 #include "api/group/init_wait.h"
+#include "api/process/thread_start.h"
 #include "ft/store_keys.h"
 
 namespace distcomm {
@@ -16,7 +17,7 @@ LivenessMonitor::LivenessMonitor(StorePtr store, std::string me, std::chrono::mi
       interval_(interval),
       backends_(std::move(backends)),
       liveness_(store_, heartbeat_timeout) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread("ft's liveness monitor (member " + me_ + ")", [this] { run(); });
 }
 
 LivenessMonitor::~LivenessMonitor() {
@@ -66,6 +67,10 @@ void LivenessMonitor::run() {
     } catch (const std::exception& e) {
       lock.lock();
       last_error_ = e.what();
+      lock.unlock();
+    } catch (...) {
+      lock.lock();
+      last_error_ = "a heartbeat threw a non-standard exception";
       lock.unlock();
     }
     lock.lock();

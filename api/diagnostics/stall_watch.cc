@@ -9,6 +9,7 @@
 #include "api/errors.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
+#include "api/process/thread_start.h"
 #include "api/store/internal/call_deadline.h"
 
 namespace distcomm {
@@ -275,6 +276,29 @@ struct StallWatch::Shared {
     }
     return others;
   }
+  // The group this watch is for, as its ops name it ("rank 1/4 group 'world'"), from the
+  // latest op's description (mu held, or before the thread starts): the options carry no
+  // name, and their layout is fixed by plugins built before.
+  std::string group_words() const {
+    const std::string fallback = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) + "'s group";
+    if (issued_count == 0) return fallback;
+    const Entry& e = ring[(issued_count - 1) % ring.size()];
+    if (!e.work) return fallback;
+    const std::string d = e.work->description();
+    const size_t group = d.find("group '");
+    const size_t end = group == std::string::npos ? group : d.find('\'', group + 7);
+    return end == std::string::npos ? fallback : d.substr(0, end + 1);
+  }
+  // A tick of the loop threw (mu held): one line, naming the group, of what failed and what
+  // it costs. The watch carries on; the group's ops still end by their own timeouts.
+  void log_tick_failure(const std::exception_ptr& error) const {
+    log_line_as(options.rank, options.size,
+                "distcomm: the stall watch of " + group_words() + " failed in a look at the board: " +
+                    message_of(error) +
+                    "; it carries on (this line is not repeated), but until it succeeds a mismatched or stalled op "
+                    "of the group may only be reported by its timeout (check this process's limits: ulimit -u, "
+                    "ulimit -v, memory)");
+  }
   std::vector<std::optional<ProgressReport>> read_reports(const ProgressReport& mine) const {
     std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
     by_rank[options.rank] = mine;
@@ -293,7 +317,12 @@ StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : share
   failure.set_explainer(
       [shared = shared_](const Work& op, std::exception_ptr error) { return Shared::explain(shared, op, std::move(error)); });
   shared_->ring.resize(kTracked);
-  thread_ = std::thread(loop, shared_);
+  try {
+    thread_ = start_thread("the stall watch of " + shared_->group_words(), [shared = shared_] { loop(shared); });
+  } catch (...) {
+    failure.set_explainer(nullptr);  // no watch: nobody to explain with
+    throw;
+  }
 }
 
 std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
@@ -507,8 +536,8 @@ void StallWatch::Shared::leave() {
     last.left = true;
     options.board->set(report_key(options.rank), last.encode());
     options.board->add(kRequestKey, kLeaveIncrement);
-  } catch (const std::exception&) {
-    // The store is gone: nobody will ask.
+  } catch (...) {
+    // The store is gone (or this process is out of memory): nobody will ask.
   }
 }
 
@@ -516,169 +545,184 @@ std::exception_ptr StallWatch::explain(const Work& op, std::exception_ptr error)
   return Shared::explain(shared_, op, std::move(error));
 }
 
-void StallWatch::loop(std::shared_ptr<Shared> shared) {
+// One tick of the loop: entered and left with lock (shared->mu) held.
+void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_lock<std::mutex>& lock) {
   const StallWatchOptions& o = shared->options;
-  std::unique_lock<std::mutex> lock(shared->mu);
-  while (!shared->stopping) {
-    // Sleep until the next tick, or the first deadline that comes before it, or the moment
-    // an op with a short timeout is due to be compared.
-    const Clock::time_point start = Clock::now();
-    Clock::time_point next = start + o.tick;
-    for (const auto& e : shared->ring) {
-      if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
-        next = std::min(next, e.deadline + kDeadlineSlack);
-        const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
-        if (probe > start) next = std::min(next, probe);
-      }
-      if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
+  // Sleep until the next tick, or the first deadline that comes before it, or the moment
+  // an op with a short timeout is due to be compared.
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next = start + o.tick;
+  for (const auto& e : shared->ring) {
+    if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
+      next = std::min(next, e.deadline + kDeadlineSlack);
+      const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
+      if (probe > start) next = std::min(next, probe);
     }
-    shared->wake_at = next;
-    shared->cv.wait_until(lock, next, [&] { return shared->stopping; });
-    if (shared->stopping) break;
-    const Clock::time_point now = Clock::now();
+    if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
+  }
+  shared->wake_at = next;
+  shared->cv.wait_until(lock, next, [&] { return shared->stopping; });
+  if (shared->stopping) return;
+  const Clock::time_point now = Clock::now();
 
-    // An op past its deadline: the group's Timeout, whether it runs or waits its turn.
-    WorkPtr late;
-    milliseconds late_timeout{0};
-    bool probe = false;  // this tick asks the others and compares
-    // An op whose timeout is short is compared sooner: at half its timeout (not before
-    // kShortestProbe), so that a Desync is named before the Timeout would end it.
-    milliseconds probe_after = o.probe_after;
-    for (const auto& e : shared->ring) {
-      if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
-      probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
+  // An op past its deadline: the group's Timeout, whether it runs or waits its turn.
+  WorkPtr late;
+  milliseconds late_timeout{0};
+  bool probe = false;  // this tick asks the others and compares
+  // An op whose timeout is short is compared sooner: at half its timeout (not before
+  // kShortestProbe), so that a Desync is named before the Timeout would end it.
+  milliseconds probe_after = o.probe_after;
+  for (const auto& e : shared->ring) {
+    if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
+    probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
+  }
+  const Shared::Entry* oldest_stalled = nullptr;
+  for (auto& e : shared->ring) {
+    if (!e.work || e.work->is_completed()) continue;
+    if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
+      late = e.work;
+      late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
+      e.deadline = Clock::time_point::max();  // once: the group's failure ends it
     }
-    const Shared::Entry* oldest_stalled = nullptr;
-    for (auto& e : shared->ring) {
-      if (!e.work || e.work->is_completed()) continue;
-      if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
-        late = e.work;
-        late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
-        e.deadline = Clock::time_point::max();  // once: the group's failure ends it
-      }
-      if (now - e.issued >= probe_after && (!oldest_stalled || e.issued < oldest_stalled->issued)) oldest_stalled = &e;
+    if (now - e.issued >= probe_after && (!oldest_stalled || e.issued < oldest_stalled->issued)) oldest_stalled = &e;
+  }
+  // A stalled op is probed at once, then after gaps that double from a tick up to
+  // kLongestProbeGap while the probes find nothing (a slow rank, not a mismatch). Every
+  // probe of every waiting rank reads every rank's report: probed each tick, N waiting
+  // ranks made 4 N^2 store calls a second (a checkpoint on rank 0 while 1024 ranks wait
+  // in a barrier: 4 million a second on one store). A mismatch is seen at the first or
+  // second probe once every rank has issued its op; one that appears later waits at most
+  // a gap, and the op's Timeout asks everyone afresh anyway (explain()).
+  if (oldest_stalled) {
+    const std::pair<bool, uint64_t> op{oldest_stalled->fingerprint.p2p, oldest_stalled->fingerprint.seq};
+    if (shared->probed != op) {
+      shared->probed = op;
+      shared->next_probe = now;
+      shared->probe_gap = o.tick;
     }
-    // A stalled op is probed at once, then after gaps that double from a tick up to
-    // kLongestProbeGap while the probes find nothing (a slow rank, not a mismatch). Every
-    // probe of every waiting rank reads every rank's report: probed each tick, N waiting
-    // ranks made 4 N^2 store calls a second (a checkpoint on rank 0 while 1024 ranks wait
-    // in a barrier: 4 million a second on one store). A mismatch is seen at the first or
-    // second probe once every rank has issued its op; one that appears later waits at most
-    // a gap, and the op's Timeout asks everyone afresh anyway (explain()).
-    if (oldest_stalled) {
-      const std::pair<bool, uint64_t> op{oldest_stalled->fingerprint.p2p, oldest_stalled->fingerprint.seq};
-      if (shared->probed != op) {
-        shared->probed = op;
-        shared->next_probe = now;
-        shared->probe_gap = o.tick;
-      }
-      if (now >= shared->next_probe) {
-        probe = true;
-        shared->next_probe = now + shared->probe_gap;
-        shared->probe_gap = std::min(2 * shared->probe_gap, kLongestProbeGap);
-      }
-    } else {
-      shared->probed.reset();
+    if (now >= shared->next_probe) {
+      probe = true;
+      shared->next_probe = now + shared->probe_gap;
+      shared->probe_gap = std::min(2 * shared->probe_gap, kLongestProbeGap);
     }
-    if (late) {
-      lock.unlock();
-      // Recording asks the board (publish, explain): stop() does not wait long for that either.
-      shared->look_since.store(Clock::now().time_since_epoch().count());
-      struct RecordEnds {
-        std::atomic<int64_t>& since;
-        ~RecordEnds() { since.store(0); }
-      } record_ends{shared->look_since};
-      shared->fail(late, std::make_exception_ptr(Timeout(
-                             "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
-                             " ms, counted from when it was issued (it may have waited behind earlier ops of the "
-                             "group)")));
-      lock.lock();
-      continue;
-    }
-
-    // Answer the others' requests; when an op of this rank waits, ask and compare. The look
-    // ends by the first op deadline too: this thread is what fails a late op, and a store
-    // that does not answer (its server stopped) must not hold it past that deadline (it
-    // did by up to 2.5 s where a group's levels share the connection, hier).
-    const Clock::time_point look_limit = Clock::now() + board_look_limit(o.tick);
-    Clock::time_point look_until = look_limit;
-    for (const auto& e : shared->ring) {
-      if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
-        look_until = std::min(look_until, e.deadline + kDeadlineSlack);
-      }
-    }
-    const int64_t answered = shared->answered;
+  } else {
+    shared->probed.reset();
+  }
+  if (late) {
     lock.unlock();
+    // Recording asks the board (publish, explain): stop() does not wait long for that either.
     shared->look_since.store(Clock::now().time_since_epoch().count());
-    // Not looking any more, however this look ends.
-    struct LookEnds {
+    struct RecordEnds {
       std::atomic<int64_t>& since;
-      ~LookEnds() { since.store(0); }
-    } look_ends{shared->look_since};
-    shared->follow_a_failed_peer();
-    internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
-    std::string board_error;
-    try {
-      const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
-      shared->board_answered();
-      // Once a rank has left, a collective this rank waits in may be one that rank never
-      // issued: with no connection to see close (mpi), it would wait out its timeout.
-      const bool someone_left = request >= kLeaveIncrement;
-      if (probe || request > answered || someone_left) {
-        ProgressReport mine;
-        const bool answer = probe || request > answered;
-        {
-          std::lock_guard<std::mutex> report_lock(shared->mu);
-          mine = shared->report(Clock::now(), answer ? request : answered);
-          if (answer) shared->answered = request;
+      ~RecordEnds() { since.store(0); }
+    } record_ends{shared->look_since};
+    shared->fail(late, std::make_exception_ptr(Timeout(
+                           "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
+                           " ms, counted from when it was issued (it may have waited behind earlier ops of the "
+                           "group)")));
+    lock.lock();
+    return;
+  }
+
+  // Answer the others' requests; when an op of this rank waits, ask and compare. The look
+  // ends by the first op deadline too: this thread is what fails a late op, and a store
+  // that does not answer (its server stopped) must not hold it past that deadline (it
+  // did by up to 2.5 s where a group's levels share the connection, hier).
+  const Clock::time_point look_limit = Clock::now() + board_look_limit(o.tick);
+  Clock::time_point look_until = look_limit;
+  for (const auto& e : shared->ring) {
+    if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
+      look_until = std::min(look_until, e.deadline + kDeadlineSlack);
+    }
+  }
+  const int64_t answered = shared->answered;
+  lock.unlock();
+  shared->look_since.store(Clock::now().time_since_epoch().count());
+  // Not looking any more, however this look ends.
+  struct LookEnds {
+    std::atomic<int64_t>& since;
+    ~LookEnds() { since.store(0); }
+  } look_ends{shared->look_since};
+  shared->follow_a_failed_peer();
+  internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
+  std::string board_error;
+  try {
+    const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
+    shared->board_answered();
+    // Once a rank has left, a collective this rank waits in may be one that rank never
+    // issued: with no connection to see close (mpi), it would wait out its timeout.
+    const bool someone_left = request >= kLeaveIncrement;
+    if (probe || request > answered || someone_left) {
+      ProgressReport mine;
+      const bool answer = probe || request > answered;
+      {
+        std::lock_guard<std::mutex> report_lock(shared->mu);
+        mine = shared->report(Clock::now(), answer ? request : answered);
+        if (answer) shared->answered = request;
+      }
+      if (answer) o.board->set(report_key(o.rank), mine.encode());
+      const PendingOp* waiting = mine.oldest_collective();
+      if (waiting && someone_left) {
+        // A left report never changes: the reports are read again only when more ranks
+        // have left (the count's high bits), not at every tick of every waiting rank.
+        const int64_t leaves = request / kLeaveIncrement;
+        if (leaves > shared->leaves_read) {
+          const auto reports = shared->read_reports(mine);
+          shared->left_reports.resize(reports.size());
+          for (size_t r = 0; r < reports.size(); ++r) {
+            if (reports[r] && reports[r]->left) shared->left_reports[r] = reports[r];
+          }
+          shared->leaves_read = leaves;
         }
-        if (answer) o.board->set(report_key(o.rank), mine.encode());
-        const PendingOp* waiting = mine.oldest_collective();
-        if (waiting && someone_left) {
-          // A left report never changes: the reports are read again only when more ranks
-          // have left (the count's high bits), not at every tick of every waiting rank.
-          const int64_t leaves = request / kLeaveIncrement;
-          if (leaves > shared->leaves_read) {
-            const auto reports = shared->read_reports(mine);
-            shared->left_reports.resize(reports.size());
-            for (size_t r = 0; r < reports.size(); ++r) {
-              if (reports[r] && reports[r]->left) shared->left_reports[r] = reports[r];
-            }
-            shared->leaves_read = leaves;
-          }
-          const std::optional<Departure> gone = departed_before(waiting->fingerprint, shared->left_reports, o.rank);
-          if (gone) {
-            shared->fail_departure(waiting->fingerprint, *gone);
-            probe = false;
-          }
-        }
-        if (probe && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
-          // Certain: then every rank's word, for the table.
-          const auto all = shared->ask_everyone();
-          Verdict v = compare_reports(all, o.rank, probe_after.count());
-          if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, probe_after.count());
-          WorkPtr work;
-          {
-            std::lock_guard<std::mutex> work_lock(shared->mu);
-            if (v.op) work = shared->work_of(*v.op);
-          }
-          shared->fail(work, as_error(v));
+        const std::optional<Departure> gone = departed_before(waiting->fingerprint, shared->left_reports, o.rank);
+        if (gone) {
+          shared->fail_departure(waiting->fingerprint, *gone);
+          probe = false;
         }
       }
-    } catch (const std::exception& e) {
-      // The store failed: nothing to compare with now. Every op's own deadline still holds.
-      board_error = look_failure_text(e);
-      // Ended by an op's deadline, not because the store did not answer (asking everyone
-      // waits up to a tick for their reports): no "could not be asked" line for it; that op
-      // fails at the top of the loop, its Timeout explained afresh.
-      if (look_until < look_limit && Clock::now() >= look_until &&
-          dynamic_cast<const internal::StoreCallCutShort*>(&e)) {
-        lock.lock();
-        continue;
+      if (probe && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
+        // Certain: then every rank's word, for the table.
+        const auto all = shared->ask_everyone();
+        Verdict v = compare_reports(all, o.rank, probe_after.count());
+        if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, probe_after.count());
+        WorkPtr work;
+        {
+          std::lock_guard<std::mutex> work_lock(shared->mu);
+          if (v.op) work = shared->work_of(*v.op);
+        }
+        shared->fail(work, as_error(v));
       }
     }
-    shared->report_long_wait(Clock::now(), board_error);
-    lock.lock();
+  } catch (const std::exception& e) {
+    // The store failed: nothing to compare with now. Every op's own deadline still holds.
+    board_error = look_failure_text(e);
+    // Ended by an op's deadline, not because the store did not answer (asking everyone
+    // waits up to a tick for their reports): no "could not be asked" line for it; that op
+    // fails at the top of the loop, its Timeout explained afresh.
+    if (look_until < look_limit && Clock::now() >= look_until &&
+        dynamic_cast<const internal::StoreCallCutShort*>(&e)) {
+      lock.lock();
+      return;
+    }
+  }
+  shared->report_long_wait(Clock::now(), board_error);
+  lock.lock();
+}
+
+void StallWatch::loop(std::shared_ptr<Shared> shared) {
+  std::unique_lock<std::mutex> lock(shared->mu);
+  bool told = false;  // one line, not one a tick, for a failure that repeats
+  while (!shared->stopping) {
+    // No exception may leave this thread (std::terminate: the process would abort without a
+    // word). A tick that fails is logged and the watch carries on: it is what fails this
+    // group's late ops, and its next tick may find the process's limits eased.
+    try {
+      watch_once(shared, lock);
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!told) shared->log_tick_failure(std::current_exception());
+      told = true;
+    }
   }
   lock.unlock();
   shared->leave();

@@ -99,6 +99,7 @@ class StallWatch {
  private:
   struct Shared;
   static void loop(std::shared_ptr<Shared> shared);
+  static void watch_once(const std::shared_ptr<Shared>& shared, std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<Shared> shared_;
   std::mutex stop_mu_;  // one stop() at a time: the second finds the thread joined

@@ -21,6 +21,7 @@
 #include "api/process/failure_report.h"
 #include "api/diagnostics/json_text.h"
 #include "api/logging.h"
+#include "api/process/thread_start.h"
 #include "api/plugin/plugin.h"
 #include "api/diagnostics/timeline.h"
 #include "api/process/write_fully.h"
@@ -324,17 +325,28 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
   const auto started = std::chrono::steady_clock::now();
-  std::thread([done, started, reason] {
-    // The dump first, alone, as before the timeline came: the timeline's flush waits for the
-    // other ranks' on its file's lock. It goes only while most of the time is left: a flush
-    // the time limit cut short would leave the file without its tail.
-    if (dumps_asked_for() && !same_as_last_dump()) dump_quietly(reason);
-    if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) {
-      if (timeline_enabled()) add_unfinished_to_timeline();
-      flush_timeline_quietly(reason);
-    }
+  // No thread to be had (the process at its limit on threads): no dump, but the end the
+  // signal asked for all the same (an exception here would abort the process instead).
+  try {
+    start_thread("the trace dump after " + reason, [done, started, reason] {
+      // The dump first, alone, as before the timeline came: the timeline's flush waits for the
+      // other ranks' on its file's lock. It goes only while most of the time is left: a flush
+      // the time limit cut short would leave the file without its tail.
+      try {
+        if (dumps_asked_for() && !same_as_last_dump()) dump_quietly(reason);
+        if (std::chrono::steady_clock::now() - started < kDumpBeforeTermLimit / 2) {
+          if (timeline_enabled()) add_unfinished_to_timeline();
+          flush_timeline_quietly(reason);
+        }
+      } catch (...) {  // nothing leaves a thread (std::terminate); the signal's end still comes
+        log_line("distcomm: trace dump (" + reason + ") failed: " + message_of(std::current_exception()));
+      }
+      done->set_value();
+    }).detach();
+  } catch (...) {
+    log_line("distcomm: no trace dump (" + reason + "): " + message_of(std::current_exception()));
     done->set_value();
-  }).detach();
+  }
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
     log_line("distcomm: trace dump (" + reason + ") still not written after " +
              std::to_string(kDumpBeforeTermLimit.count()) + " s; ending without it");
@@ -378,21 +390,44 @@ void dump_at_exit() {
 }
 
 // Once per process (again in a fork child, whose parent's thread did not come along).
+// Throws an Error naming the thread and the limits to raise when the dump thread cannot be
+// started; then nothing is set up, and the next group's creation tries again.
 void set_up_locked(Registry& r) {
   if (r.set_up_in == ::getpid()) return;
-  const bool first = r.set_up_in == 0;
-  r.set_up_in = ::getpid();
-  r.dumped_on_failure.clear();
-  if (first) {
+  static bool listening = false;  // the end listener and the exit hook: once per process
+  if (!listening) {
     FlightRecorder::set_end_listener(on_op_end, /*every_op=*/timeline_enabled());
     std::atexit(dump_at_exit);
+    listening = true;
   }
-  if (::pipe2(r.wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) return;
-  ::fcntl(r.wake_fd[0], F_SETFL, 0);  // the thread blocks; the handler's end never does
+  r.dumped_on_failure.clear();
+  int wake_fd[2];
+  if (::pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    r.set_up_in = ::getpid();  // as before: no dump signals in this process, and no error
+    return;
+  }
+  ::fcntl(wake_fd[0], F_SETFL, 0);  // the thread blocks; the handler's end never does
+  try {
+    start_thread("the trace dump signal handler (SIGUSR1, SIGTERM)", [fd = wake_fd[0]] {
+      try {
+        signal_thread(fd);
+      } catch (...) {  // nothing leaves a thread (std::terminate): the dumps end, the process goes on
+        log_line("distcomm: the trace dump signal handler stopped: " + message_of(std::current_exception()) +
+                 "; SIGUSR1 asks for no more dumps in this process");
+      }
+    })
+        .detach();
+  } catch (...) {
+    ::close(wake_fd[0]);
+    ::close(wake_fd[1]);
+    throw;
+  }
+  r.set_up_in = ::getpid();
+  r.wake_fd[0] = wake_fd[0];
+  r.wake_fd[1] = wake_fd[1];
   g_signal_write_fd.store(r.wake_fd[1]);
   g_signal_pid.store(::getpid());
   g_terms_received.store(0);
-  std::thread(signal_thread, r.wake_fd[0]).detach();
   handle_unless_handled(SIGUSR1);
   // Any launcher's stop (Slurm, mpirun, Kubernetes, tools/launch) is a SIGTERM: with a
   // trace folder asked for, the rank leaves its dump there first; with a timeline, its

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/process/thread_start.h"
 #include "backends/mpi/mpi_types.h"
 
 namespace distcomm {
@@ -417,7 +418,8 @@ void Runtime::run_setup_within(std::function<void()> fn, std::function<void()> i
     std::exception_ptr error;
   };
   auto call = std::make_shared<Call>();
-  std::thread thread([this, call, fn = std::move(fn), if_late = std::move(if_late)] {
+  std::thread thread = start_thread("an MPI call with a deadline (" + what + ")", [this, call, fn = std::move(fn),
+                                                                                  if_late = std::move(if_late)] {
     std::exception_ptr error;
     try {
       fn();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/process/thread_start.h"
 #include "backends/mpi/mpi_runtime.h"
 #include "backends/mpi/mpi_types.h"
 
@@ -99,7 +100,14 @@ Runtime& Runtime::start(const MpiConfig& config, const InitWait& wait) {
       int initialized = 0;
       MPI_Initialized(&initialized);
       g_runtime->program_initialized_mpi_ = initialized != 0;
-      g_runtime->thread_ = std::thread([] { g_runtime->thread_main(); });
+      try {
+        g_runtime->thread_ = start_thread("the mpi backend's MPI thread", [] { g_runtime->thread_main(); });
+      } catch (...) {
+        // Failed as a start of MPI fails: this creation and every later one say why.
+        std::lock_guard<std::mutex> lock(g_runtime->mu_);
+        g_runtime->start_error_ = std::current_exception();
+        g_runtime->state_ = State::kFailed;
+      }
     }
     rt = g_runtime;
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/process/thread_start.h"
 #include "backends/nccl/concurrent_abort.h"
 
 namespace distcomm {
@@ -61,7 +62,7 @@ Watchdog::Watchdog(std::shared_ptr<GroupFailure> failure, std::chrono::microseco
   });
   // The thread owns a reference to the core: a Work callback on this thread may destroy
   // the Watchdog, and the loop it returns to must still find its state.
-  thread_ = std::thread([core = core_] { core->run(); });
+  thread_ = start_thread("the nccl backend's watchdog", [core = core_] { core->run(); });
 }
 
 Watchdog::~Watchdog() {

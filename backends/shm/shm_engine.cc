@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "api/logging.h"
+#include "api/process/thread_start.h"
 #include "api/errors.h"
 #include "api/diagnostics/progress_report.h"
 #include "backends/shm/shm_cpus.h"
@@ -142,7 +144,22 @@ void Engine::start() {
   failure_.on_abort([this] {
     if (auto first = failure_.first()) publish_failure(*group_, *first);
   });
-  thread_ = std::thread([self = shared_from_this()] { self->progress_loop(); });
+  // A limit on threads (ulimit -u, a container's pids.max, ulimit -v) fails here: the
+  // error names the thread and the limits, and the plugin's loader the rank and group.
+  thread_ = start_thread("the shm backend's progress thread (rank " + std::to_string(group_->rank()) + ")",
+                         [self = shared_from_this()] {
+                           // Nothing leaves a thread (std::terminate would abort the rank
+                           // without a word): one line, and the ops end by their timeouts.
+                           try {
+                             self->progress_loop();
+                           } catch (...) {
+                             log_line("distcomm: shm: the progress thread of rank " +
+                                      std::to_string(self->group_->rank()) + " stopped: " +
+                                      message_of(std::current_exception()) +
+                                      "; this group's ops progress only while a thread waits for them, and may end "
+                                      "by their timeouts");
+                           }
+                         });
   pthread_setname_np(thread_.native_handle(), "dc-shm-progress");
 }
 

@@ -211,7 +211,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   const size_t populate_own = populated.granted() ? layout.rings_offset() : 0;
   if (!populated.granted()) populate_peer = 0;
   Segment own = Segment::create("distcomm-shm-" + o.group_name + "-rank" + std::to_string(o.rank), mine.bytes,
-                                populate_own);
+                                populate_own, o.size);
   mine.fd = own.fd();
   SegmentView(own.base(), &layout).initialize(o.rank, ::getpid(), mine.nonce);
   o.store->set(key_of(o.rank), mine.encode());

@@ -92,10 +92,14 @@ void Segment::release() {
   fd_ = -1;
 }
 
-Segment Segment::create(const std::string& name, size_t bytes, size_t populate) {
+Segment Segment::create(const std::string& name, size_t bytes, size_t populate, int group_size) {
   Segment s;
   s.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC);
-  if (s.fd_ < 0) throw BackendUnavailable(system_error("shm: memfd_create"));
+  if (s.fd_ < 0) {
+    const int err = errno;
+    throw BackendUnavailable(system_error("shm: memfd_create of this rank's segment") +
+                             descriptor_failure_hint(err, group_size));
+  }
   // A memfd starts with mode 0777. Peers open it through /proc/<pid>/fd/<fd>, which needs
   // ptrace-read access to this process, and then the file's own mode: 0600 keeps it to
   // this process's user (and root), whatever else could reach the link.
@@ -116,29 +120,36 @@ std::string open_failure_hint(int err, int group_size) {
       // The peer's process, or its segment, is gone (it exited, or its own part of the
       // creation failed): the hint about users and namespaces would mislead there.
       return " (the peer's process has ended, or closed its segment: it left the group's creation)";
-    case EMFILE: {
-      struct rlimit rl {};
-      const bool known = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
-      std::string hint = " (this process has no file descriptor left under its limit";
-      if (known) hint += " of " + std::to_string(rl.rlim_cur);
-      hint += " (RLIMIT_NOFILE): raise it, e.g. ulimit -n 65536 before starting the job";
-      if (group_size > 1) {
-        hint += "; each rank of this shm group of " + std::to_string(group_size) + " ranks holds " +
-                std::to_string(2 * group_size - 1) +
-                " descriptors for it (its own segment, and each peer's segment and process watch), on top of "
-                "those the program and its other groups hold";
-      }
-      return hint + ")";
-    }
+    case EMFILE:
     case ENFILE:
-      return " (the system's table of open files is full: see fs.file-max and what holds so many files)";
+      return descriptor_failure_hint(err, group_size);
     case ENOMEM:
       return " (the kernel is out of memory)";
     default:
-      // EACCES, EPERM: /proc/<pid>/fd needs ptrace-read access to the peer.
+      // EACCES, EPERM: /proc/<pid>/fd needs ptrace-read access to the peer. Ranks of other
+      // users can never share shm segments: gloo's sockets need no such access.
       return " (both processes must run as the same user in one PID namespace, and the peer must not be marked "
-             "non-dumpable)";
+             "non-dumpable; use DISTCOMM_BACKEND=gloo (or --backend=gloo) for ranks that run as different users)";
   }
+}
+
+std::string descriptor_failure_hint(int err, int group_size) {
+  if (err == ENFILE) return " (the system's table of open files is full: see fs.file-max and what holds so many files)";
+  if (err != EMFILE) return "";
+  // The launcher's words for the same limit (launch_options.cc): RLIMIT_NOFILE, ulimit -n.
+  struct rlimit rl {};
+  const bool known = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+  std::string hint = " (this process has no file descriptor left under its limit";
+  if (known) hint += " of " + std::to_string(rl.rlim_cur);
+  hint += " (RLIMIT_NOFILE, ulimit -n): raise it, e.g. ulimit -n 65536 before starting the job";
+  if (known && rl.rlim_max != RLIM_INFINITY) hint += " (its hard limit, ulimit -Hn, is " + std::to_string(rl.rlim_max) + ")";
+  if (group_size > 1) {
+    hint += "; each rank of this shm group of " + std::to_string(group_size) + " ranks holds " +
+            std::to_string(2 * group_size - 1) +
+            " descriptors for it (its own segment, and each peer's segment and process watch), on top of "
+            "those the program and its other groups hold";
+  }
+  return hint + ")";
 }
 
 Segment Segment::open_peer(int proc_pid, int fd, size_t bytes, size_t populate, int group_size) {

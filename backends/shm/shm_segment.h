@@ -21,6 +21,10 @@ namespace shm {
 // why that errno happens and what to do (open_peer's refusals; group_size when known, for
 // EMFILE).
 std::string open_failure_hint(int err, int group_size);
+// For a call that makes a descriptor (memfd_create, open) and failed with err: EMFILE says
+// this process ran out of descriptors, its limit (RLIMIT_NOFILE, ulimit -n) and what the
+// group holds (group_size when known, > 1); ENFILE, the system's table; "" otherwise.
+std::string descriptor_failure_hint(int err, int group_size);
 
 class Segment {
  public:
@@ -35,7 +39,8 @@ class Segment {
   // `populate` bytes allocated and mapped now (the rest as ops first touch it). `name`
   // shows in /proc/<pid>/maps ("memfd:<name>"). Throws BackendUnavailable with the
   // system's reason.
-  static Segment create(const std::string& name, size_t bytes, size_t populate);
+  // group_size (when known): for the count of descriptors an EMFILE's hint gives.
+  static Segment create(const std::string& name, size_t bytes, size_t populate, int group_size = 0);
   // Maps the segment another process of this host created (its /proc pid and descriptor),
   // its first `populate` bytes now. Throws BackendUnavailable saying what could not be
   // opened and why.

@@ -8,6 +8,7 @@
 #include "api/store/internal/store_handshake.h"
 #include "api/store/server/store_server_loop.h"
 #include "api/logging.h"
+#include "api/process/thread_start.h"
 
 namespace distcomm {
 
@@ -68,7 +69,7 @@ void TCPStoreServer::start() {
              "DISTCOMM_STORE_BIND=* (docs/security.md)");
   }
   loop_ = std::make_unique<Loop>(std::move(listener), options_, where);
-  thread_ = std::thread([this, where] {
+  thread_ = start_thread("the TCP store server on " + where, [this, where] {
     try {
       loop_->run();
     } catch (const std::exception& e) {

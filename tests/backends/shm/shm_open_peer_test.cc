@@ -51,7 +51,7 @@ TEST(ShmOpenPeer, OutOfDescriptorsSaysRaiseTheLimitNotSameUser) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
   EXPECT_NE(message.find("shm: cannot open the peer's segment /proc/"), std::string::npos) << message;
   EXPECT_NE(message.find(std::string(": ") + std::strerror(EMFILE) +
-                         " (this process has no file descriptor left under its limit of 200 (RLIMIT_NOFILE): "
+                         " (this process has no file descriptor left under its limit of 200 (RLIMIT_NOFILE, ulimit -n): "
                          "raise it, e.g. ulimit -n"),
             std::string::npos)
       << message;
@@ -61,7 +61,44 @@ TEST(ShmOpenPeer, OutOfDescriptorsSaysRaiseTheLimitNotSameUser) {
   EXPECT_EQ(open_refusal(proc_self_pid(), own.fd(), bytes, 4), "(opened)");
 }
 
+// Creating this rank's own segment under ulimit -n: the memfd_create refusal says the same
+// (it said only "shm: memfd_create: Too many open files").
+TEST(ShmOpenPeer, OutOfDescriptorsForItsOwnSegmentNamesTheLimit) {
+  rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 200;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  std::string message = "(created)";
+  try {
+    Segment::create("own-segment-test", size_t{1} << 16, 0);
+  } catch (const BackendUnavailable& e) {
+    message = e.what();
+  }
+  std::string sized = "(created)";
+  try {
+    Segment::create("own-segment-test", size_t{1} << 16, 0, 4);
+  } catch (const BackendUnavailable& e) {
+    sized = e.what();
+  }
+  for (int fd : filler) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_NE(message.find("shm: memfd_create"), std::string::npos) << message;
+  EXPECT_NE(message.find("this process has no file descriptor left under its limit of 200 (RLIMIT_NOFILE, ulimit -n): "
+                         "raise it, e.g. ulimit -n"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(sized.find("shm group of 4 ranks holds 7 descriptors for it"), std::string::npos) << sized;
+}
+
 TEST(ShmOpenPeer, EachErrnoHasItsOwnHint) {
+  // Ranks of different users never share segments: gloo is the way.
+  EXPECT_NE(open_failure_hint(EACCES, 2).find("use DISTCOMM_BACKEND=gloo (or --backend=gloo) for ranks that run as "
+                                              "different users"),
+            std::string::npos);
   EXPECT_NE(open_failure_hint(EACCES, 2).find("same user in one PID namespace"), std::string::npos);
   EXPECT_NE(open_failure_hint(EPERM, 2).find("non-dumpable"), std::string::npos);
   EXPECT_NE(open_failure_hint(ENOENT, 2).find("the peer's process has ended"), std::string::npos);
