@@ -3,8 +3,10 @@
 # that breaks a rule below fails here: move the code to the folder it belongs to, or
 # change the rule together with ARCHITECTURE.md.
 #   1. The vocabulary at api/'s top (values, ops, errors, logging's header) includes only
-#      itself.
-#   2. store/ includes only the vocabulary, store/ itself and the job's identity (process/).
+#      itself, and work.cc the fork counter (process/fork_generation.h, a leaf: a Work waited
+#      on in a forked child).
+#   2. store/ includes only the vocabulary, store/ itself, the job's identity and the thread
+#      starter (process/job_identity.h, process/thread_start.h).
 #   3. process/ includes only the vocabulary, process/ itself and init.h (spawn starts a rank),
 #      and spawn.cc also store/server/tcp_store_server.h (spawn serves its job's store).
 #   4. No folder includes process_group.h, but hier/: the group sits on them, never under
@@ -33,8 +35,8 @@ check() {  # check RULE FILES_REGEX ALLOWED_REGEX [EXCEPTIONS: "file:include" li
     fail=1
   fi
 }
-check 1 "${vocabulary}" "${vocabulary}"
-check 2 'api/store/.*' "${vocabulary}|api/store/.*|api/process/job_identity\.h"
+check 1 "${vocabulary}" "${vocabulary}" 'api/work\.cc:api/process/fork_generation\.h'
+check 2 'api/store/.*' "${vocabulary}|api/store/.*|api/process/job_identity\.h|api/process/thread_start\.h"
 check 3 'api/process/.*' "${vocabulary}|api/process/.*|api/init\.h" 'api/process/spawn\.cc:api/store/server/tcp_store_server\.h'
 in_folders=$(find api -mindepth 2 \( -name '*.h' -o -name '*.cc' \) | grep -v '^api/hier/' | sort)
 group_users=$(grep -l '#include "api/process_group.h"' ${in_folders} || true)
