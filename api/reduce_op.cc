@@ -1,6 +1,7 @@
 #include "api/reduce_op.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "api/errors.h"
@@ -32,6 +33,16 @@ inline void combine_run(T* __restrict a, const T* __restrict b, size_t n, F f) {
   }
 }
 
+// x is -0 and y is +0. Integers have one zero.
+template <typename V>
+inline bool below_as_zero(V x, V y) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return x == 0 && y == 0 && std::signbit(x) && !std::signbit(y);
+  } else {
+    return false;
+  }
+}
+
 // One loop per (op, type), vectorised for the native types.
 template <typename T, typename F>
 void combine(T* __restrict acc, const T* __restrict in, size_t n, F f) {
@@ -59,11 +70,13 @@ void reduce_typed(T* acc, const T* in, size_t n, ReduceOp::Kind kind) {
         return combine(acc, in, n, [](auto a, auto b) { return a + b; });
       case ReduceOp::PRODUCT:
         return combine(acc, in, n, [](auto a, auto b) { return a * b; });
+      // The same result whatever the order the ranks' values are combined in: NaN propagates
+      // (std::min would drop it depending on argument order), and -0 is below +0 (as IEEE
+      // 754-2019's minimum and maximum have it), where "b < a" kept whichever zero came first.
       case ReduceOp::MIN:
-        // NaN propagates (std::min would drop it depending on argument order).
-        return combine(acc, in, n, [](auto a, auto b) { return (b < a || b != b) ? b : a; });
+        return combine(acc, in, n, [](auto a, auto b) { return (b < a || b != b || below_as_zero(b, a)) ? b : a; });
       case ReduceOp::MAX:
-        return combine(acc, in, n, [](auto a, auto b) { return (b > a || b != b) ? b : a; });
+        return combine(acc, in, n, [](auto a, auto b) { return (b > a || b != b || below_as_zero(a, b)) ? b : a; });
       default:
         if constexpr (std::is_integral_v<T>) {
           if (kind == ReduceOp::BAND) return combine(acc, in, n, [](T a, T b) { return a & b; });

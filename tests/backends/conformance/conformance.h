@@ -52,6 +52,7 @@ void check_all_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, int64_t count,
 // MIN and MAX over floats with a NaN on one rank give NaN, whichever rank holds it (torch's
 // rule; MPI's built-in MPI_MIN/MPI_MAX dropped or kept it by position: helper-69).
 void check_nan_in_min_max(ProcessGroup& pg, const Placement& p = host());
+void check_signed_zeros_in_min_max(ProcessGroup& pg, const Placement& p = host());
 // AVG of float16 and bfloat16 values whose sum over the ranks is out of the type's range
 // gives the values, not inf (all_reduce, reduce, reduce_scatter_tensor).
 void check_avg_near_the_top_of_16bit_ranges(ProcessGroup& pg, const Placement& p = host());

@@ -1,4 +1,5 @@
 // Conformance checks of the collectives (conformance.h).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -76,6 +77,40 @@ void check_nan_in_min_max(ProcessGroup& pg, const Placement& p) {
       if (me == size - 1) {
         one.check(expected, describe("reduce", dtype, size + 1, std::string(op.name()) + " with a NaN per rank"));
       }
+    }
+  }
+}
+
+// MIN and MAX of zeros: -0 is below +0, whichever rank holds which and in whatever order a
+// backend combines them (an outside user found shm, gloo, mpi and hier each keeping a
+// different zero, and all_reduce and reduce_scatter differing on one backend). Element k
+// holds -0 on rank r where bit r of k is set, +0 elsewhere: every pattern of signs.
+void check_signed_zeros_in_min_max(ProcessGroup& pg, const Placement& p) {
+  const int me = pg.rank();
+  const int bits = std::min(pg.size(), 6);
+  const int64_t count = int64_t{1} << bits;
+  const int64_t all_negative = count - 1;
+  auto input = [&](int64_t k) { return me < bits && ((k >> me) & 1) ? -0.0 : 0.0; };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::MIN, ReduceOp::MAX}) {
+      // Ranks from `bits` on hold +0: with more than 6 ranks no pattern is all -0 for MAX.
+      const bool every_rank_patterned = pg.size() <= bits;
+      auto expected = [&](int64_t k) {
+        if (op.kind == ReduceOp::MIN) return k != 0 ? -0.0 : 0.0;
+        return k == all_negative && every_rank_patterned ? -0.0 : 0.0;
+      };
+      const std::string more = std::string(op.name()) + " of +0 and -0";
+      Guarded all(dtype, count, input, p);
+      AllReduceOptions a;
+      a.op = op;
+      pg.all_reduce(all.view(), a)->wait();
+      all.check(expected, describe("all_reduce", dtype, count, more), 0, /*signed_zeros=*/true);
+      Guarded one(dtype, count, input, p);
+      ReduceOptions r;
+      r.op = op;
+      r.root = pg.size() - 1;
+      pg.reduce(one.view(), r)->wait();
+      if (me == pg.size() - 1) one.check(expected, describe("reduce", dtype, count, more), 0, /*signed_zeros=*/true);
     }
   }
 }

@@ -34,6 +34,7 @@ void sweep_reductions(ProcessGroup& pg, int64_t count, const Placement& p) {
   }
   if (count == 1) {  // once per sweep over the counts
     check_nan_in_min_max(pg, p);
+    check_signed_zeros_in_min_max(pg, p);
     check_avg_near_the_top_of_16bit_ranges(pg, p);
     check_integer_sums_wrap(pg, p);
   }

@@ -90,7 +90,8 @@ Tensor host_tensor(DType dtype, std::vector<int64_t> shape, const ElementFn& val
   return t;
 }
 
-void expect_elements(const Tensor& host_t, const ElementFn& expected, const std::string& what, double tol) {
+void expect_elements(const Tensor& host_t, const ElementFn& expected, const std::string& what, double tol,
+                     bool signed_zeros) {
   int64_t wrong = 0;
   std::ostringstream first;
   for (int64_t i = 0; i < host_t.numel(); ++i) {
@@ -98,7 +99,8 @@ void expect_elements(const Tensor& host_t, const ElementFn& expected, const std:
     const double want = expected(i);
     const bool equal = tol == 0 ? got == want || (std::isnan(got) && std::isnan(want))
                                 : std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
-    if (equal) continue;
+    const bool same_sign = !signed_zeros || got != 0 || std::signbit(got) == std::signbit(want);
+    if (equal && same_sign) continue;
     if (++wrong <= 5) first << " [" << i << "] got " << got << " want " << want << ";";
   }
   EXPECT_EQ(wrong, 0) << what << ": " << wrong << " of " << host_t.numel() << " elements differ:" << first.str();
@@ -114,9 +116,9 @@ Guarded::Guarded(DType dtype, int64_t count, const ElementFn& init, const Placem
   view_ = whole_.flat_slice(kGuard, count);
 }
 
-void Guarded::check(const ElementFn& expected, const std::string& what, double tol) const {
+void Guarded::check(const ElementFn& expected, const std::string& what, double tol, bool signed_zeros) const {
   const Tensor host_whole = placement_.to_host(whole_);
-  expect_elements(host_whole.flat_slice(kGuard, count_), expected, what, tol);
+  expect_elements(host_whole.flat_slice(kGuard, count_), expected, what, tol, signed_zeros);
   const double guard = guard_value(host_whole.dtype());
   auto guards_only = [&](int64_t) { return guard; };
   expect_elements(host_whole.flat_slice(0, kGuard), guards_only, what + " (guard elements before the tensor)");

@@ -36,7 +36,9 @@ Tensor host_tensor(DType dtype, std::vector<int64_t> shape, const ElementFn& val
 
 // One EXPECT for the whole tensor: passes when t[i] == expected(i) for every i (relative
 // tolerance tol), else names the count and the first few mismatches.
-void expect_elements(const Tensor& host_t, const ElementFn& expected, const std::string& what, double tol = 0);
+// With `signed_zeros`, a zero must also carry the expected sign (MIN and MAX tell -0 from +0).
+void expect_elements(const Tensor& host_t, const ElementFn& expected, const std::string& what, double tol = 0,
+                     bool signed_zeros = false);
 
 // A device tensor of `count` elements between guard elements: ops get view(); check()
 // compares the view and checks that the guards are unchanged (no write outside).
@@ -44,7 +46,7 @@ class Guarded {
  public:
   Guarded(DType dtype, int64_t count, const ElementFn& init, const Placement& p);
   Tensor& view() { return view_; }
-  void check(const ElementFn& expected, const std::string& what, double tol = 0) const;
+  void check(const ElementFn& expected, const std::string& what, double tol = 0, bool signed_zeros = false) const;
 
  private:
   static constexpr int64_t kGuard = 3;
