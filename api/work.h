@@ -68,7 +68,9 @@ class Work {
   // From creation to completion (so far, while running).
   std::chrono::nanoseconds duration() const;
   // A recv: the rank its message came from, once it has been received -- recv(src)'s src
-  // (set by the ProcessGroup, for every backend), or the sender recv_any_source matched.
+  // (set by the ProcessGroup, for every backend), or the sender recv_any_source matched --
+  // as the group numbers its ranks, like every rank argument (torch's dist.recv on a
+  // subgroup returns the global rank: pg->global_rank(w->source_rank()) is that).
   // -1 before then, after a failed recv(src), and for every other op.
   int source_rank() const;
 
