@@ -38,8 +38,12 @@ Work::Work(OpType op, uint64_t seq, std::string description)
 // In a child forked while the op ran, the threads that would end it did not come along: a
 // wait would last the op's whole timeout (or for ever, a lock held at the fork) for an
 // outcome that never comes. An op that had ended keeps its outcome.
+bool forked_since_issue_in_core(const Work& work) {
+  return static_cast<uint8_t>(fork_generation()) != work.issued_in_generation_;
+}
+
 void Work::refuse_in_forked_child() const {
-  if (static_cast<uint8_t>(fork_generation()) == issued_in_generation_) return;
+  if (!forked_since_issue_in_core(*this)) return;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (lock.owns_lock() && completed_) return;
   throw InvalidArgument((description_.empty() ? std::string(op_type_name(op_)) : description_) +
@@ -407,3 +411,7 @@ WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const
 }
 
 }  // namespace distcomm
+
+extern "C" bool distcomm_work_forked_since_issue(const distcomm::Work* work) {
+  return work != nullptr && distcomm::forked_since_issue_in_core(*work);
+}

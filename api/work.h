@@ -103,12 +103,6 @@ class Work {
   static uint16_t intern_backend_name(const std::string& name);
 
  protected:
-  // Throws InvalidArgument in a child forked while the op ran (its threads did not come
-  // along: nothing there can end it, and on a backend that runs ops on the waiting thread
-  // the child would send on its parent's connections). wait() calls it first, and so must
-  // a subclass's wait() that blocks or drives the op before calling Work::wait().
-  void refuse_in_forked_child() const;
-
   mutable std::mutex mu_;
   std::condition_variable cv_;
 
@@ -138,6 +132,11 @@ class Work {
   // Ends the op with the safety net's Timeout (unless the backend has begun to end it),
   // then waits until it has completed. Called without mu_ held.
   void end_by_core();
+  // Throws InvalidArgument in a child forked while the op ran (its threads did not come
+  // along: nothing there can end it, and on a backend that runs ops on the waiting thread
+  // the child would send on its parent's connections). wait() calls it first.
+  void refuse_in_forked_child() const;
+  friend bool forked_since_issue_in_core(const Work& work);
 };
 
 // The grace the core gives a backend past an op's timeout before its safety net ends the
@@ -159,5 +158,22 @@ WorkPtr then(const WorkPtr& first, std::function<void()> next, std::optional<OpT
 // order (a batch of transfers run one by one). Its wait(timeout) waits for each part by
 // the part's own wait(), in order, within the one timeout.
 WorkPtr all_of(const std::vector<WorkPtr>& parts, OpType op, uint64_t seq, const std::string& description);
+
+}  // namespace distcomm
+
+// Whether this process was forked from the one that issued `work` (ABI minor 9). A core
+// entry point declared weak, so that a plugin that calls it still loads in an older core
+// (a member function would be an undefined symbol there, refused by the loader's RTLD_NOW).
+extern "C" bool distcomm_work_forked_since_issue(const distcomm::Work* work) __attribute__((weak));
+
+namespace distcomm {
+
+// For a backend's own wait(): in a forked child, go straight to Work::wait, which refuses an
+// op that was in flight at the fork and gives an ended one its outcome, touching none of the
+// backend's state (its threads did not come along, and a lock they held at the fork stays
+// held in the child). False in a core that predates the check.
+inline bool forked_since_issue(const Work& work) {
+  return distcomm_work_forked_since_issue && distcomm_work_forked_since_issue(&work);
+}
 
 }  // namespace distcomm

@@ -29,6 +29,17 @@
 namespace distcomm {
 namespace {
 
+// Says what went wrong where it can: the words are built inside the try, as a handler's own
+// allocation can fail in the very state that brought it there (no memory, ulimit -v), and
+// nothing may leave these threads (std::terminate) nor skip what follows the handler.
+template <typename Words>
+void say_if_possible(Words words) noexcept {
+  try {
+    log_line(words());
+  } catch (...) {
+  }
+}
+
 // Recorders kept after their group is gone, for the exit dump: enough for a program's
 // groups; a test that makes thousands of groups does not keep them all.
 constexpr size_t kKeptAfterGroup = 64;
@@ -244,7 +255,7 @@ void dump_quietly(const std::string& reason) {
   try {
     say_written(reason, write_trace_dump(reason));
   } catch (const std::exception& e) {
-    log_line(std::string("distcomm: trace dump (") + reason + ") failed: " + e.what());
+    say_if_possible([&] { return std::string("distcomm: trace dump (") + reason + ") failed: " + e.what(); });
   }
 }
 
@@ -257,7 +268,7 @@ void flush_timeline_quietly(const std::string& reason) {
   try {
     timeline_flush();
   } catch (const std::exception& e) {
-    log_line(std::string("distcomm: timeline (") + reason + ") not written: " + e.what());
+    say_if_possible([&] { return std::string("distcomm: timeline (") + reason + ") not written: " + e.what(); });
   }
 }
 
@@ -339,12 +350,14 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
           flush_timeline_quietly(reason);
         }
       } catch (...) {  // nothing leaves a thread (std::terminate); the signal's end still comes
-        log_line("distcomm: trace dump (" + reason + ") failed: " + message_of(std::current_exception()));
+        say_if_possible(
+            [&] { return "distcomm: trace dump (" + reason + ") failed: " + message_of(std::current_exception()); });
       }
       done->set_value();
     }).detach();
   } catch (...) {
-    log_line("distcomm: no trace dump (" + reason + "): " + message_of(std::current_exception()));
+    say_if_possible(
+        [&] { return "distcomm: no trace dump (" + reason + "): " + message_of(std::current_exception()); });
     done->set_value();
   }
   if (finished.wait_for(kDumpBeforeTermLimit) != std::future_status::ready) {
@@ -412,8 +425,10 @@ void set_up_locked(Registry& r) {
       try {
         signal_thread(fd);
       } catch (...) {  // nothing leaves a thread (std::terminate): the dumps end, the process goes on
-        log_line("distcomm: the trace dump signal handler stopped: " + message_of(std::current_exception()) +
-                 "; SIGUSR1 asks for no more dumps in this process");
+        say_if_possible([&] {
+          return "distcomm: the trace dump signal handler stopped: " + message_of(std::current_exception()) +
+                 "; SIGUSR1 asks for no more dumps in this process";
+        });
       }
     })
         .detach();

@@ -59,14 +59,16 @@
 // entry point declared weak, as distcomm_current_cuda_stream: a plugin that calls it still
 // loads in an older core (a plain member function would be an undefined symbol there, which
 // the loader's RTLD_NOW refuses). No layout changes. Minor 8: distcomm_resolve
-// (api/plugin/name_resolution.h), weak as well: a name looked up by a deadline.
+// (api/plugin/name_resolution.h), weak as well: a name looked up by a deadline. Minor 9:
+// distcomm_work_forked_since_issue (api/work.h), weak as well: a backend's wait() in a child
+// forked after the op was issued goes straight to Work::wait (an older core: as before).
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the
 // thread that runs the plugin's create() or create_subgroup_backend() (init_wait.h,
 // BackendCreationScope). Plugins that already called for_backend there are unaffected.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 8
+#define DISTCOMM_PLUGIN_ABI_MINOR 9
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

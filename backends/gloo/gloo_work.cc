@@ -6,7 +6,7 @@ namespace distcomm {
 namespace gloo {
 
 void GlooWork::wait(std::chrono::milliseconds timeout) {
-  refuse_in_forked_child();  // before driving or blocking (work.h)
+  if (forked_since_issue(*this)) return Work::wait(timeout);  // before driving or blocking (work.h)
   if (auto worker = worker_.lock()) {
     if (Work::is_completed()) {
       worker->note_waited(ticket_);  // the caller waits for its ops: it will for the next
@@ -22,6 +22,7 @@ void GlooWork::wait(std::chrono::milliseconds timeout) {
 
 bool GlooWork::is_completed() const {
   if (Work::is_completed()) return true;
+  if (forked_since_issue(*this)) return false;  // the worker is the parent's (work.h)
   if (auto worker = worker_.lock()) worker->hurry(ticket_);  // polled: nobody will wait() for it soon
   return false;
 }

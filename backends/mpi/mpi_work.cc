@@ -7,7 +7,7 @@ namespace distcomm {
 namespace mpi {
 
 void MpiWork::wait(std::chrono::milliseconds timeout) {
-  refuse_in_forked_child();  // before driving or blocking (work.h)
+  if (forked_since_issue(*this)) return Work::wait(timeout);  // before driving or blocking (work.h)
   if (!is_completed() && Runtime::in_round()) {
     // A Work callback runs inside a round: the op it would wait for cannot move meanwhile.
     throw Error(description() + ": Work::wait called from a Work callback (on_finish) would wait "

@@ -60,7 +60,7 @@ bool TrackedWork::is_completed() const {
 }
 
 void TrackedWork::wait(std::chrono::milliseconds timeout) {
-  refuse_in_forked_child();  // before driving or blocking (work.h)
+  if (forked_since_issue(*this)) return Work::wait(timeout);  // before driving or blocking (work.h)
   if (blocking_wait_) {
     host_wait(timeout);
     return;

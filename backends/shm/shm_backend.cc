@@ -30,7 +30,7 @@ Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
 }  // namespace
 
 void ShmWork::wait(std::chrono::milliseconds timeout) {
-  refuse_in_forked_child();  // before driving or blocking (work.h)
+  if (forked_since_issue(*this)) return Work::wait(timeout);  // before driving or blocking (work.h)
   if (!is_completed()) {
     if (!engine_->wait_for(*this, timeout)) {
       throw Timeout(description() + ": not finished after " + std::to_string(timeout.count()) +

@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 
 #include "api/errors.h"
 #include "api/init.h"
@@ -110,7 +109,11 @@ TEST_P(FaultSuite, AForkedChildCannotWaitOnItsParentsOpInFlight) {
     pg->barrier()->wait();
     Tensor t = Tensor::zeros({1000});
     for (int64_t k = 0; k < 1000; ++k) t.data_as<float>()[k] = static_cast<float>(r.rank() + 1);
-    if (r.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0's op waits for them
+    // The other ranks join the op only once rank 0's child has ended: rank 0's op is in
+    // flight at the fork for certain, however late each rank leaves the barrier.
+    if (r.rank() != 0) {
+      r.board().wait({"forked_child_ended"}, std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout));
+    }
     WorkPtr work = pg->all_reduce(t);
     if (r.rank() == 0) {
       const pid_t child = ::fork();
@@ -121,6 +124,7 @@ TEST_P(FaultSuite, AForkedChildCannotWaitOnItsParentsOpInFlight) {
       ASSERT_TRUE(WIFEXITED(status)) << "rank 0's child ended with status " << status;
       EXPECT_EQ(WEXITSTATUS(status), 0) << "rank 0's child: 2 its wait returned, 3 refused in other words, 4 another "
                                            "error (a timeout), 5 refused after more than 2 s";
+      r.board().set("forked_child_ended", std::string("1"));
     }
     work->wait();
     const int n = pg->size();
