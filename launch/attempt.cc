@@ -90,6 +90,12 @@ class Attempt {
   // failed ranks were replaced); else one closing line says which ranks did not end well.
   void judge_by_last_processes();
   void handle_signals();
+  // SIGUSR1 to the launcher: asks its running ranks for their trace dumps (into the trace
+  // folder, else where the ranks dump by themselves) and carries on supervising the job.
+  void ask_for_dumps_on_request();
+  // The folder the ranks dump into when asked: --trace_dir, else the DISTCOMM_TRACE_DIR they
+  // inherit, else the ranks' default ($TMPDIR/distcomm_trace, api/group/environment.cc).
+  std::string rank_dump_dir() const;
   // Stops the ranks when the watch asks (once).
   void handle_watch(const std::vector<pollfd>& fds);
   // Stops the ranks when the store this launcher serves finds that the job cannot run
@@ -152,6 +158,9 @@ class Attempt {
   local::LocalRanks ranks_;
   JobResult result_;
   DumpRequest dumps_;
+  // The dumps asked for on SIGUSR1 (ask_for_dumps_on_request): awaited only to say when they
+  // are written; the job runs on.
+  DumpRequest requested_dumps_;
   std::string stop_reason_;  // why, while the dumps are awaited
   // What stops the ranks: SIGTERM, or the signal that stopped this launcher, passed on as
   // torchrun's agent does (a Ctrl-C reaches the ranks as SIGINT: they lead process groups
@@ -465,6 +474,10 @@ void Attempt::kill_stragglers() {
 void Attempt::handle_signals() {
   for (int sig : signals_.take()) {
     if (sig == SIGCHLD || sig == SIGPIPE) continue;  // reaping happens on every turn anyway
+    if (sig == SIGUSR1) {
+      ask_for_dumps_on_request();
+      continue;
+    }
     if (!ranks_.stopping()) {
       result_.interrupted_by = sig;
       stop_signal_ = sig;
@@ -475,6 +488,40 @@ void Attempt::handle_signals() {
     if (result_.signal_while_stopping == 0) result_.signal_while_stopping = sig;
     // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
     if (!ranks_.killed()) kill_stragglers();
+  }
+}
+
+std::string Attempt::rank_dump_dir() const {
+  if (!options_.trace_dir.empty()) return options_.trace_dir;
+  if (!options_.inherited_trace_dir.empty()) return options_.inherited_trace_dir;
+  const char* tmp = std::getenv("TMPDIR");  // the ranks inherit the launcher's
+  return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/distcomm_trace";
+}
+
+void Attempt::ask_for_dumps_on_request() {
+  if (ranks_.stopping()) {
+    say("got SIGUSR1 while stopping the job: no trace dump asked (the ranks dump as they stop, with a trace folder)");
+    return;
+  }
+  const std::string dir = rank_dump_dir();
+  std::vector<std::pair<int, pid_t>> running;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (ranks_[i].running) running.emplace_back(processes_[i].rank, ranks_[i].pid);
+  }
+  requested_dumps_.ask(dir, running, options_.dump_wait);
+  const size_t asked = requested_dumps_.asked();
+  const bool default_dir = options_.trace_dir.empty() && options_.inherited_trace_dir.empty();
+  say("got SIGUSR1: asked " + std::to_string(asked) + (asked == 1 ? " rank" : " ranks") + " for a trace dump into " +
+      dir +
+      (default_dir ? " (no --trace_dir nor DISTCOMM_TRACE_DIR: the ranks' default, $TMPDIR/distcomm_trace)"
+                   : std::string()) +
+      "; the job runs on");
+  if (!requested_dumps_.not_handling().empty()) {
+    std::string list;
+    for (int r : requested_dumps_.not_handling()) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    say("no trace dump asked of rank(s) " + list +
+        ": no SIGUSR1 handler (a rank installs it with its first group: still starting?), so the signal would end "
+        "them, or stopped (SIGSTOP, SIGTSTP), so they could not write one");
   }
 }
 
@@ -629,6 +676,7 @@ bool Attempt::reap_leftovers() {
 
 int Attempt::poll_timeout_ms() const {
   if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
+  if (requested_dumps_.pending()) return static_cast<int>(requested_dumps_.poll_interval().count());
   int ms = 1000;
   for (const Replacement& r : replacements_) {  // wake for the next replacement due
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(r.due - Clock::now()).count();
@@ -667,6 +715,7 @@ JobResult Attempt::run() {
   make_error_dir();
   prepare_trace_files();
   dumps_.attempt_began();
+  requested_dumps_.attempt_began();
   struct RemoveErrorFiles {
     Attempt* job;
     ~RemoveErrorFiles() { job->remove_error_files(); }
@@ -728,6 +777,22 @@ JobResult Attempt::run() {
       handle_stopped_leftovers();
     } else {
       report_first_failure();
+    }
+    if (requested_dumps_.pending()) {
+      const bool done = requested_dumps_.finished([&](int rank) {
+        for (size_t i = 0; i < processes_.size(); ++i) {
+          if (processes_[i].rank == rank) return ranks_[i].running;
+        }
+        return false;
+      });
+      if (done && !requested_dumps_.missing().empty()) {
+        std::string list;
+        for (int r : requested_dumps_.missing()) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        say("no trace dump (asked on SIGUSR1) from rank(s) " + list);
+      } else if (done && requested_dumps_.asked() > 0) {
+        say("trace dumps asked on SIGUSR1 written into " + rank_dump_dir() + " (distcomm-trace analyze " +
+            rank_dump_dir() + ")");
+      }
     }
     if (dumps_.pending()) {
       const bool done = dumps_.finished([&](int rank) {

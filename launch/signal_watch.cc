@@ -12,7 +12,7 @@ namespace distcomm {
 namespace launch {
 namespace {
 
-const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE};
+const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGPIPE};
 static_assert(sizeof(kWatched) / sizeof(kWatched[0]) == SignalWatch::kCount, "one saved disposition per signal");
 volatile sig_atomic_t g_write_fd = -1;
 

@@ -13,13 +13,14 @@ namespace launch {
 // handles them), the ranks getting the same signal and the grace period.
 bool stops_the_job(int sig);
 
-// While it exists: the signals that stop the job and SIGCHLD (a rank ended)
-// are caught and queued; SIGPIPE is ignored (a closed terminal must not kill the launcher
+// While it exists: the signals that stop the job, SIGCHLD (a rank ended) and SIGUSR1 (the
+// user asks for the ranks' trace dumps: the job runs on; its default action would end the
+// launcher, and with it the job) are caught and queued; SIGPIPE is ignored (a closed terminal must not kill the launcher
 // halfway through stopping its ranks). The previous dispositions come back on destruction.
 // One watch per process at a time.
 class SignalWatch {
  public:
-  static constexpr int kCount = 6;  // signals watched (or ignored)
+  static constexpr int kCount = 7;  // signals watched (or ignored)
   SignalWatch();
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;

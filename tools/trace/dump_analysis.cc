@@ -25,9 +25,27 @@ struct Op {
   std::string state;  // queued, started, completed, failed
   std::string describe;
   std::optional<OpFingerprint> fingerprint;
+  int64_t queued_ns = 0;  // when the rank issued it (wall clock, as every dump's times)
   int64_t ended_ns = 0;
   std::string error;
 };
+
+// Dumps of different machines compare wall clocks that may differ by this much: an op
+// issued on another machine counts as issued after a failure only when this much later.
+constexpr int64_t kOtherHostClockSlackNs = 1'000'000'000;
+
+// A rank's error quoted inside one line (the launchers' summaries): its first line. A
+// first line that only introduces the lines after it (a Desync's "Each rank's op there:",
+// cut off by the launcher's record, which keeps one line) loses that introduction and
+// says the rest is elsewhere, rather than end on a colon.
+std::string one_line(const std::string& text) {
+  std::string s = text.substr(0, text.find('\n'));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  if (s.empty() || s.back() != ':') return s;
+  const size_t sentence = s.rfind(". ");
+  s = sentence == std::string::npos ? s.substr(0, s.size() - 1) : s.substr(0, sentence + 1);
+  return s + " (more lines in the rank's error: its output, or the first failure below)";
+}
 
 // One rank's view of one group: its collectives by sequence number.
 struct RankView {
@@ -69,7 +87,7 @@ LauncherDeaths launcher_deaths(const DumpFolder* folder) {
     const std::string sig = r.str("signal");
     std::string text = sig.empty() ? "failed (" + r.str("ended") + ", seen by the launcher)"
                                    : "died (signal " + sig + ", seen by the launcher)";
-    if (!r.str("error").empty()) text += ": " + r.str("error");
+    if (!r.str("error").empty()) text += ": " + one_line(r.str("error"));
     out.emplace(rank, text);  // the first process of the rank that failed
   }
   return out;
@@ -108,6 +126,7 @@ std::map<std::string, GroupView> collect(const std::vector<RankDump>& dumps) {
         op.seq = o.integer("seq");
         op.state = o.str("state");
         op.describe = o.str("describe");
+        op.queued_ns = o.integer("queued_ns", o.integer("started_ns"));
         op.ended_ns = o.integer("ended_ns");
         op.error = o.str("error");
         if (o.str("kind") != "collective") {  // p2p pairs are not in one order: only what waits
@@ -176,7 +195,7 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
   bool stuck = false;
   for (int64_t seq : seqs) {
     std::vector<int> absent, waiting, failed;
-    const Op* example = nullptr;
+    std::map<int, const Op*> issued;  // group rank -> its op of this number
     bool everyone_done = true;
     for (const auto& [rank, rv] : g.by_rank) {
       auto it = rv.ops.find(seq);
@@ -187,14 +206,57 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
         continue;
       }
       if (it->second.state != "completed") everyone_done = false;
-      if (!example || it->second.state != "completed") example = &it->second;
-      if (it->second.state == "failed") failed.push_back(rank);
-      else if (it->second.state != "completed") waiting.push_back(rank);
+      issued[rank] = &it->second;
     }
     if (everyone_done) continue;
     stuck = true;
-    const std::string what = example ? example->describe : "collective #" + std::to_string(seq);
-    out << "  stuck at " << what << ":\n";
+    // A rank that issued the op only after others had failed in it (stopped, or busy in the
+    // program, while they timed out; the launcher's SIGCONT with its SIGTERM let it run on)
+    // did not take part in time: it is behind, not waiting. Its own op ended as the aborted
+    // group's would, and does not count as failed in it either.
+    std::map<int, std::vector<int>> late;  // rank -> the ranks that had failed before it issued the op
+    for (const auto& [rank, op] : issued) {
+      for (const auto& [other, other_op] : issued) {
+        if (other == rank || other_op->state != "failed" || other_op->ended_ns <= 0 || op->queued_ns <= 0) continue;
+        const bool same_host = g.by_rank.at(rank).host == g.by_rank.at(other).host;
+        if (op->queued_ns > other_op->ended_ns + (same_host ? 0 : kOtherHostClockSlackNs)) late[rank].push_back(other);
+      }
+    }
+    for (const auto& [rank, op] : issued) {
+      if (late.count(rank)) continue;
+      if (op->state == "failed") failed.push_back(rank);
+      else if (op->state != "completed") waiting.push_back(rank);
+    }
+    // The op the heading names: the one most ranks issued (a root, count or dtype that one
+    // rank got wrong is that rank's, not the group's); the lowest rank's among equals.
+    std::map<std::string, std::vector<int>> by_describe;
+    for (const auto& [rank, op] : issued) by_describe[op->describe].push_back(rank);
+    std::string what = "collective #" + std::to_string(seq);
+    const std::vector<int>* most = nullptr;
+    for (const auto& [describe, ranks] : by_describe) {
+      if (!most || ranks.size() > most->size() || (ranks.size() == most->size() && ranks[0] < (*most)[0])) {
+        most = &ranks;
+        what = describe;
+      }
+    }
+    out << "  stuck at " << what;
+    if (by_describe.size() > 1) {
+      out << " (as ranks " << rank_list_text(*most) << " issued it; they differ:";
+      bool first_other = true;
+      for (const auto& [describe, ranks] : by_describe) {
+        if (describe == what) continue;
+        out << (first_other ? " " : ", ") << (ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list_text(ranks))
+            << " issued " << describe;
+        first_other = false;
+      }
+      out << ")";
+    }
+    out << ":\n";
+    for (const auto& [rank, before] : late) {
+      out << "    behind: rank " << rank << " issued " << issued.at(rank)->describe << " only after "
+          << (before.size() == 1 ? "rank " + std::to_string(before[0]) : "ranks " + rank_list_text(before))
+          << " had failed in it: it was late (stopped, or busy in the program)\n";
+    }
     if (!absent.empty()) {
       out << "    behind: " << (absent.size() == 1 ? "rank " + std::to_string(absent[0]) : "ranks " + rank_list_text(absent))
           << " never issued " << what << "\n";
@@ -385,7 +447,7 @@ std::string analyze_folder(const DumpFolder& folder) {
     if (!stopped.empty()) out << "; stopped by the launcher: ranks " << rank_list_text(stopped);
     out << "\n";
     const JsonValue& first = l["first_failure"];
-    if (first.is_object()) out << who << "'s first failure: " << first.str("failure") << "\n";
+    if (first.is_object()) out << who << "'s first failure: " << one_line(first.str("failure")) << "\n";
   }
 
   // The first failure by time, over every rank and group; an op another rank's failure cut

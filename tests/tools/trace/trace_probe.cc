@@ -6,6 +6,12 @@
 //                        a recv from rank 0 (tag 42) that nobody sends.
 //   trace_probe sigusr1  rank 0 sends itself SIGUSR1 after six all_reduces, waits for its
 //                        dump to appear, and the ranks go on for six more.
+//   trace_probe launcher_sigusr1
+//                        3 ranks, three all_reduces; then rank 0 sends SIGUSR1 to its
+//                        launcher (as a user would, to a hung job) while ranks 1 and 2 wait
+//                        in all_reduce #3, waits until every rank's dump says SIGUSR1 (in
+//                        DISTCOMM_TRACE_DIR, else $TMPDIR/distcomm_trace), and the job goes
+//                        on: all_reduce #3 and three more, and every rank exits 0.
 //   trace_probe die      three all_reduces, then the last rank dies (SIGKILL) and the others
 //                        sit in a long computation, until the launcher stops them.
 //   trace_probe hang     3 ranks, three all_reduces; then rank 1 waits in a recv from rank 0
@@ -114,6 +120,30 @@ int sigusr1(distcomm::ProcessGroup& pg) {
   return 0;
 }
 
+int launcher_sigusr1(distcomm::ProcessGroup& pg) {
+  all_reduces(pg, 3);
+  if (pg.rank() == 0) {
+    const char* trace_dir = std::getenv("DISTCOMM_TRACE_DIR");
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = trace_dir && *trace_dir ? trace_dir : std::string(tmp && *tmp ? tmp : "/tmp") + "/distcomm_trace";
+    for (int r = 0; r < pg.size(); ++r) ::unlink((dir + "/rank_" + std::to_string(r) + ".json").c_str());
+    ::kill(::getppid(), SIGUSR1);  // the launcher
+    for (int r = 0; r < pg.size(); ++r) {
+      const std::string dump = dir + "/rank_" + std::to_string(r) + ".json";
+      if (!eventually([&] { return distcomm::testing::read_file(dump).find("\"reason\":\"SIGUSR1\"") != std::string::npos; },
+                      20s)) {
+        throw distcomm::Error("no dump in " + dump + " after SIGUSR1 to the launcher");
+      }
+    }
+    std::printf("rank 0: every rank dumped after SIGUSR1 to the launcher\n");
+  }
+  all_reduces(pg, 4);
+  std::printf("rank %d: 7 all_reduces done\n", pg.rank());
+  std::fflush(stdout);
+  leave(pg);
+  return 0;
+}
+
 int die(distcomm::ProcessGroup& pg) {
   all_reduces(pg, 3);
   std::fflush(stdout);
@@ -170,15 +200,17 @@ int main(int argc, char** argv) {
     distcomm::InitOptions o;
     o.backend = "gloo";
     if (mode == "skip") o.timeout = 3s;
+    if (mode == "launcher_sigusr1") o.timeout = 40s;  // ranks orphaned by a launcher that died end
     distcomm::ProcessGroupPtr pg = distcomm::init_process_group(o);
     if (mode == "skip") return skip(*pg);
     if (mode == "sigusr1") return sigusr1(*pg);
     if (mode == "die") return die(*pg);
+    if (mode == "launcher_sigusr1") return launcher_sigusr1(*pg);
     if (mode == "hang") return hang(*pg, argc > 2 && std::string(argv[2]) == "sigint" ? SIGINT : SIGTERM);
     if (mode == "ok") {
       all_reduces(*pg, 3);
       return 0;
     }
-    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1, die, hang, early or ok, got '" + mode + "'");
+    throw distcomm::InvalidArgument("trace_probe: mode must be skip, sigusr1, launcher_sigusr1, die, hang, early or ok, got '" + mode + "'");
   });
 }

@@ -99,6 +99,42 @@ TEST(Trace, SigusrOneDumpsARunningJobWithoutStoppingIt) {
   EXPECT_EQ(completed, 6);
 }
 
+// SIGUSR1 to the launcher (the one pid a user knows) asks its ranks for their dumps, and the
+// job runs on: it used to end the launcher (SIGUSR1's default action), and with it the job,
+// with no dump at all. With --trace_dir the dumps go there; without, where the ranks dump by
+// themselves ($TMPDIR/distcomm_trace), as the launcher says.
+TEST(Trace, SigusrOneToTheLauncherDumpsEveryRankAndTheJobRunsOn) {
+  for (const bool with_trace_dir : {true, false}) {
+    SCOPED_TRACE(with_trace_dir ? "--trace_dir" : "no --trace_dir");
+    const std::string tmp = fresh_dir(with_trace_dir ? "launcher_sigusr1" : "launcher_sigusr1_tmp");
+    const std::string dir = with_trace_dir ? tmp + "/traces" : tmp + "/distcomm_trace";
+    std::vector<std::string> argv = {kLaunch, "--nproc_per_node=3"};
+    if (with_trace_dir) argv.push_back("--trace_dir=" + dir);
+    for (const std::string& a : {std::string("--"), kProbe, std::string("launcher_sigusr1")}) argv.push_back(a);
+    Finished job = run(argv, std::chrono::seconds(90), {"TMPDIR=" + tmp});
+    ASSERT_EQ(exit_code(job), 0) << job.out << job.err;
+    EXPECT_NE(job.err.find("launch: got SIGUSR1: asked 3 ranks for a trace dump into " + dir), std::string::npos)
+        << job.err;
+    if (!with_trace_dir) {
+      EXPECT_NE(job.err.find("$TMPDIR/distcomm_trace"), std::string::npos) << job.err;
+    }
+    EXPECT_NE(job.out.find("rank 0: every rank dumped after SIGUSR1 to the launcher"), std::string::npos) << job.out;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_NE(job.out.find("rank " + std::to_string(r) + ": 7 all_reduces done"), std::string::npos) << job.out;
+    }
+    // The dumps the signal asked for (rank 0 saw them all written). With --trace_dir the
+    // ranks dump once more as they exit; without, a clean exit writes none over them.
+    if (with_trace_dir) continue;
+    for (int r = 0; r < 3; ++r) {
+      const trace::JsonValue doc = trace::parse_json_file(dir + "/rank_" + std::to_string(r) + ".json");
+      EXPECT_EQ(doc.str("reason"), "SIGUSR1") << r;
+    }
+    Finished f = analyze(dir);
+    EXPECT_EQ(exit_code(f), 0);
+    EXPECT_NE(f.out.find("3 dumps: rank 0 ("), std::string::npos) << f.out;
+  }
+}
+
 TEST(Trace, TheLauncherCollectsTheDumpsOfAJobWhoseRankDied) {
   const std::string dir = fresh_dir("died");
   Finished job = run({kLaunch, "--nproc_per_node=3", "--trace_dir=" + dir, "--", kProbe, "die"}, std::chrono::seconds(90));
