@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "api/errors.h"
+#include "tools/bench/result_check.h"
 
 namespace distcomm {
 namespace bench {
@@ -59,7 +60,7 @@ struct FlagSpec {
   bool value_may_follow = false;
 };
 
-// nccl-tests' -a N: how each iteration's time is combined across ranks.
+// nccl-tests' -a N: how the ranks' loop times are combined.
 RankTime parse_rank_time(const std::string& text, const std::string& flag) {
   if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') return static_cast<RankTime>(text[0] - '0');
   throw InvalidArgument(flag + " expects nccl-tests' 0 (rank 0's time), 1 (the average of the ranks'), 2 (the "
@@ -148,7 +149,10 @@ void check_consistency(const BenchFlags& f, bool factor_given, bool step_given) 
     throw InvalidArgument("--plot_inputs needs --plot=FILE.svg to say where the picture goes");
   }
   // Known before any rank starts: refused here, as a bad flag, rather than by every rank.
-  if (f.nproc > 0) check_root(f, f.nproc, "--nproc=" + std::to_string(f.nproc));
+  if (f.nproc > 0) {
+    check_root(f, f.nproc, "--nproc=" + std::to_string(f.nproc));
+    check_checkable(f, f.nproc, "--nproc=" + std::to_string(f.nproc));
+  }
   size_sweep(f);  // a sweep of too many sizes
 }
 
@@ -236,6 +240,17 @@ void check_root(const BenchFlags& flags, int nranks, const std::string& source) 
                         std::to_string(nranks - 1));
 }
 
+void check_checkable(const BenchFlags& flags, int nranks, const std::string& source) {
+  std::string why;
+  if (flags.check_iters == 0 || DataPattern::checkable(flags.dtype, flags.redop, op_reduces(flags.op), nranks, &why)) {
+    return;
+  }
+  throw InvalidArgument("-c " + std::to_string(flags.check_iters) + " cannot check " + bench_op_name(flags.op) +
+                        " of " + dtype_name(flags.dtype) + " " + flags.redop.name() + " over " +
+                        std::to_string(nranks) + " ranks" + (source.empty() ? "" : " (" + source + ")") + ": " +
+                        why + "; pass -c 0 to time it unchecked");
+}
+
 int iters_at(const BenchFlags& flags, int64_t bytes) {
   return flags.large_iters > 0 && bytes >= (int64_t{1} << 20) ? flags.large_iters : flags.iters;
 }
@@ -280,22 +295,28 @@ Measures one collective over a range of sizes and prints an nccl-tests style tab
   -n, --iters N        timed iterations per size (default 20)
   --large_iters N      timed iterations for sizes of 1M and more (default: -n's)
   -w, --warmup_iters N untimed iterations before each size (default 5)
-  -c, --check N        checked iterations after timing, 0 for none (default 1)
+  -c, --check N        checked iterations after timing, 0 for none (default 1); refused
+                       where no check can see every rank (the average of int8 over 128+
+                       ranks, of uint8 over 256+: always 0)
   -d, --datatype TYPE  float32 (default), float64, float16, bfloat16, int8, uint8, int32,
                        int64, bool
   -o, --redop OP       sum (default), prod, min, max, avg, band, bor, bxor
   -r, --root N         root rank of broadcast, reduce, gather, scatter (default 0)
-  -a, --average N      how each iteration's time is combined across ranks, nccl-tests' values:
-                       0 rank 0's, 1 the average, 2 the fastest rank's, 3 the slowest rank's
-                       (default 3 here; nccl-tests' default is 1; a bare -a is -a 1)
+  -a, --average N      how the time is combined across ranks, as nccl-tests does: each rank
+                       times its -n calls as one loop (after a barrier) and divides by n; the
+                       time is then 0 rank 0's, 1 the average of the ranks', 2 the fastest
+                       rank's, 3 the slowest rank's (default 3 here; nccl-tests' default is 1;
+                       a bare -a is -a 1). algbw and busbw are of that time
   --timeout SECONDS    fail instead of waiting longer than this for a peer (default 300)
   --data_varying       fresh input before every iteration (not timed), against cache-hot data
-  --json FILE          one JSON object per result (out-of-place and in-place) per size
+  --json FILE          one JSON object per result (out-of-place and in-place) per size;
+                       checked to be writable before anything runs
   --plot FILE.svg      draw busbw against size: of this run, or of --plot_inputs
   --plot_inputs A,B    JSON files to draw (one line each) instead of running
   --version            print distcomm's version and exit
 Exit status: 0 when every checked value was right, 1 when any was wrong or a rank failed,
-2 for bad flags.
+2 for bad flags (an unknown --backend or --config key, an unwritable --json/--plot file
+among them: refused before any rank starts).
 )";
 }
 

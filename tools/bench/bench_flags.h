@@ -39,8 +39,9 @@ struct BenchFlags {
   DType dtype = DType::kFloat32;
   ReduceOp redop = ReduceOp::SUM;
   int root = 0;
-  // -a N, nccl-tests' values: 0 rank 0's time, 1 the average (nccl-tests' default), 2 the
-  // fastest rank's, 3 the slowest rank's (bench's default, which its published figures use).
+  // -a N, nccl-tests' values, over the ranks' loop times (each rank's timed calls / calls):
+  // 0 rank 0's, 1 the average (nccl-tests' default), 2 the fastest rank's, 3 the slowest
+  // rank's (bench's default, which its published figures use).
   RankTime rank_time = RankTime::kMax;
   int nproc = 0;         // > 0: start this many ranks here (self-launch)
   int timeout_s = 300;   // group timeout, so that a lost rank fails the run instead of hanging
@@ -69,6 +70,11 @@ BenchFlags parse_bench_flags(const std::vector<std::string>& args);
 // Refuses -r/--root outside a job of `nranks` ranks, for ops that have a root; `source`
 // says where that size came from ("--nproc=3"; empty: the group's). Throws InvalidArgument.
 void check_root(const BenchFlags& flags, int nranks, const std::string& source = "");
+
+// Refuses -c N > 0 where the data pattern cannot show every rank's contribution to the
+// result (the average of int8 over 128 ranks or more: result_check.h), naming the
+// combination and -c 0; `source` as for check_root. Throws InvalidArgument.
+void check_checkable(const BenchFlags& flags, int nranks, const std::string& source = "");
 
 // The sizes of the sweep: --sizes as given, else min to max inclusive, times step_factor
 // or plus step_bytes.

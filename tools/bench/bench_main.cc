@@ -6,18 +6,26 @@
 // mpirun (read by init_process_group), or there is one rank. Rank 0 prints the table and
 // writes --json / --plot. Exit status: 0 all right, 1 wrong values or a failed rank,
 // 2 bad flags.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "api/errors.h"
+#include "api/group/backend_spec.h"
+#include "api/group/process_environment.h"
 #include "api/store/hash_store.h"
 #include "api/init.h"
 #include "api/run_main.h"
+#include "api/plugin/plugin_registry.h"  // check_backend_config: init's own check, before spawning
 #include "api/process/spawn.h"
 #include "api/version.h"
 #include "tools/bench/bench_flags.h"
@@ -89,6 +97,53 @@ void write_outputs(const BenchFlags& flags, const std::vector<BenchRecord>& reco
   }
 }
 
+// --json / --plot are written after the sweep: a path that cannot be written is refused
+// before anything runs, not found out minutes later. Opens for appending (nothing is lost
+// if the file exists) and removes a file this check created.
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const bool existed = access(path.c_str(), F_OK) == 0;
+  FILE* f = fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    throw InvalidArgument(std::string(flag) + " " + path + " cannot be written: " + std::strerror(errno));
+  }
+  fclose(f);
+  if (!existed) remove(path.c_str());
+}
+
+// The backend (--backend, else $DISTCOMM_BACKEND, else auto) and --config's keys, checked
+// as init_process_group checks them, before any rank is spawned: a mistake there is a bad
+// flag (exit 2), said once, not a failure of every rank.
+void check_backend_and_config(const BenchFlags& flags) {
+  const char* env = std::getenv("DISTCOMM_BACKEND");
+  const std::string given = !flags.backend.empty() ? flags.backend : (env != nullptr && *env ? env : "auto");
+  const std::string source = !flags.backend.empty() ? "--backend " + given : "DISTCOMM_BACKEND=" + given;
+  const PluginSearch search = PluginSearch::from_environment();
+  BackendSpec spec;
+  try {
+    spec = BackendSpec::parse(given);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(source + ": " + e.what());
+  }
+  // The names written (auto and hier choose among what is there when the group is made).
+  std::vector<std::string> named;
+  if (spec.by_device.empty()) named.push_back(spec.text);
+  for (const auto& entry : spec.by_device) {
+    if (entry.second != "auto" && entry.second != "hier") named.push_back(entry.second);
+  }
+  try {
+    check_backend_config(named, {}, search);  // loads each: an unknown name is refused here
+  } catch (const BackendUnavailable& e) {
+    throw InvalidArgument(source + ": " + e.what());
+  }
+  if (flags.backend_config.empty()) return;
+  try {
+    check_backend_config(spec.names_taking_settings(search, flags.backend_config), flags.backend_config, search);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("--config: ") + e.what());
+  }
+}
+
 // For a refusal: the variable that gave the world size ("WORLD_SIZE=3 in the environment").
 std::string world_size_in_environment(const std::string& source, int world_size) {
   const char* variable = source == "mpirun" ? "OMPI_COMM_WORLD_SIZE"
@@ -127,6 +182,7 @@ int run_rank(const BenchFlags& flags) {
   } else if (const LaunchEnv env = read_launch_env(); env.world_size > 0) {
     // before init waits for the others
     check_root(flags, env.world_size, world_size_in_environment(env.source, env.world_size));
+    check_checkable(flags, env.world_size, world_size_in_environment(env.source, env.world_size));
   }
   ProcessGroupPtr pg = init_process_group(opts);
   const std::vector<BenchRecord> records = run_sweep(*pg, flags, stdout);
@@ -139,11 +195,21 @@ int run_rank(const BenchFlags& flags) {
 }
 
 int run(const BenchFlags& flags) {
-  if (flags.nproc == 0) return run_rank(flags) ? kExitWrong : 0;
-  if (launched_as_rank()) {
+  const bool launched = launched_as_rank();
+  // Rank 0 writes the files; under a launcher only it checks them (read_launch_env's rank).
+  if (!launched || (flags.nproc == 0 && read_launch_env().rank == 0)) {
+    check_writable(flags.json_path, "--json");
+    check_writable(flags.plot_path, "--plot");
+  }
+  if (flags.nproc == 0) {
+    if (!launched) check_backend_and_config(flags);
+    return run_rank(flags) ? kExitWrong : 0;
+  }
+  if (launched) {
     throw InvalidArgument("--nproc starts its own ranks, but this process already has a rank from a launcher (" +
                           launcher_in_environment(read_launch_env().source) + "): drop --nproc or the launcher");
   }
+  check_backend_and_config(flags);
   SpawnOptions spawn_options;
   // Empty: the ranks inherit DISTCOMM_BACKEND, else init_process_group's default (auto).
   spawn_options.backend = flags.backend;

@@ -81,8 +81,8 @@ TimingSummary summarize_times(const std::vector<double>& times_us, int nranks, i
   }
   double sum = 0;
   for (double t : per_iter) sum += t;
-  s.mean_us = sum / iters;
-  s.loop_us = combine_ranks(rank_time, nranks, [&](int r) {
+  s.iter_mean_us = sum / iters;
+  s.time_us = combine_ranks(rank_time, nranks, [&](int r) {
     double total = 0;
     for (int i = 0; i < iters; ++i) total += times_us[static_cast<size_t>(r) * iters + i];
     return total / iters;
@@ -130,7 +130,10 @@ std::string table_footer(const std::vector<BenchRecord>& records) {
   for (const BenchRecord& r : records) sum += r.busbw;
   const double avg = records.empty() ? 0 : sum / records.size();
   const int failed = count_failed(records);
-  return format("# Out of bounds values : %d %s\n", failed, failed ? "FAILED" : "OK") +
+  const bool checked = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.wrong >= 0; });
+  // Nothing checked (-c 0, or a barrier, which has no result): no verdict to give.
+  return (checked ? format("# Out of bounds values : %d %s\n", failed, failed ? "FAILED" : "OK")
+                  : std::string("# Out of bounds values : N/A (nothing checked)\n")) +
          format("# Avg bus bandwidth    : %g\n#\n", avg);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tools/bench/collective_runner.h"
+#include "tools/bench/result_check.h"
 #include "tools/versions/build_versions.h"
 
 namespace distcomm {
@@ -27,6 +28,9 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
 
   const int iters = iters_at(flags, requested_bytes);
   std::vector<double> times_us(static_cast<size_t>(iters));
+  // As nccl-tests starts its timed loop: every rank leaves the warm-up together, so that no
+  // rank's first call is timed waiting for a late peer.
+  pg.barrier()->wait();
   for (int i = 0; i < iters; ++i) {
     if (flags.data_varying) {
       // Outside the timed span; the barrier keeps a slow rank's filling out of the others'
@@ -40,8 +44,8 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   }
   const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), iters, flags.rank_time);
 
-  int64_t wrong = -1;
-  if (flags.check_iters > 0) {
+  int64_t wrong = -1;  // a barrier has no result to check: N/A, whatever -c says
+  if (flags.check_iters > 0 && flags.op != BenchOp::kBarrier) {
     int64_t mine = 0;
     for (int c = 0; c < flags.check_iters; ++c) {
       const uint64_t seed = kFirstCheckSeed + c;
@@ -57,17 +61,19 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
   r.op = bench_op_name(flags.op);
   r.backend = pg.backend_name();
   r.bytes = runner.shape().bytes(element_size(flags.dtype));
+  r.requested_bytes = requested_bytes;
   r.count = runner.shape().param_count;
   r.dtype = dtype_name(flags.dtype);
   r.redop = op_reduces(flags.op) ? flags.redop.name() : "none";
   r.root = op_has_root(flags.op) ? flags.root : -1;
   r.nranks = pg.size();
   r.inplace = in_place;
-  r.time_us = t.mean_us;
+  r.time_us = t.time_us;
+  r.time_iter_mean_us = t.iter_mean_us;
   r.time_min_us = t.min_us;
   r.time_median_us = t.median_us;
   r.time_max_us = t.max_us;
-  r.time_loop_us = t.loop_us;
+  r.time_loop_us = t.time_us;
   r.algbw = gigabytes_per_second(r.bytes, r.time_us);
   r.busbw = r.algbw * bus_factor(flags.op, pg.size());
   r.wrong = wrong;
@@ -98,16 +104,23 @@ std::string run_description(const BenchFlags& flags, const std::string& backend,
   // another run.
   std::string sizes;
   for (int64_t size : flags.sizes) sizes += " " + std::to_string(size);
-  s += flags.sizes.empty() ? "\n# minBytes " + std::to_string(flags.min_bytes) + " maxBytes " +
+  const bool barrier = flags.op == BenchOp::kBarrier;
+  s += barrier ? std::string("\n# sizes: none, a barrier moves no data (one row)")
+      : flags.sizes.empty() ? "\n# minBytes " + std::to_string(flags.min_bytes) + " maxBytes " +
                                  std::to_string(flags.max_bytes) + " step: " +
                                  std::to_string(by_factor ? flags.step_factor : flags.step_bytes) +
                                  (by_factor ? "(factor)" : "(bytes)")
                            : "\n# sizes:" + sizes + " (bytes, in this order)";
   s += std::string(" warmup iters: ") + std::to_string(flags.warmup_iters) +
-       " iters: " + std::to_string(flags.iters) + " check iters: " + std::to_string(flags.check_iters) +
+       " iters: " + std::to_string(flags.iters) + " check iters: " + (barrier ? std::string("N/A (a barrier has no result)") : std::to_string(flags.check_iters)) +
        "\n# time: " + rank_time_description(flags.rank_time) + " (-a " +
-       std::to_string(static_cast<int>(flags.rank_time)) + ") per iteration, mean over iterations; data: " + (flags.data_varying ? "fresh each iteration" : "fixed") +
+       std::to_string(static_cast<int>(flags.rank_time)) +
+       ") loop time: each rank times its calls after a barrier, divided by the calls, as nccl-tests; data: " + (flags.data_varying ? "fresh each iteration" : "fixed") +
        "; GB = 1e9 bytes\n";
+  std::string why;
+  if (!barrier && !DataPattern::checkable(flags.dtype, flags.redop, op_reduces(flags.op), nranks, &why)) {
+    s += "# check: not possible here: " + why + "\n";
+  }
   if (!op_has_out_of_place(flags.op)) {
     s += "# out-of-place: N/A, distcomm's " + std::string(bench_op_name(flags.op)) +
          " works in place on one tensor (as torch.distributed's does)\n";
@@ -119,6 +132,8 @@ std::string run_description(const BenchFlags& flags, const std::string& backend,
 }
 
 std::vector<BenchRecord> run_sweep(ProcessGroup& pg, const BenchFlags& flags, FILE* out) {
+  // -c where no check can see every rank: refused on every rank before anything runs.
+  check_checkable(flags, pg.size());
   const bool printing = pg.rank() == 0 && out != nullptr;
   if (printing) {
     fputs(run_description(flags, pg.backend_name(), pg.size()).c_str(), out);

@@ -165,9 +165,11 @@ class RecordFields {
 std::string to_json(const BenchRecord& r) {
   std::ostringstream o;
   o << "{\"op\":" << quote(r.op) << ",\"backend\":" << quote(r.backend) << ",\"bytes\":" << r.bytes
+    << ",\"requested_bytes\":" << r.requested_bytes
     << ",\"count\":" << r.count << ",\"dtype\":" << quote(r.dtype) << ",\"redop\":" << quote(r.redop)
     << ",\"root\":" << r.root << ",\"nranks\":" << r.nranks
     << ",\"inplace\":" << (r.inplace ? "true" : "false") << ",\"time_us\":" << number(r.time_us)
+    << ",\"time_iter_mean_us\":" << number(r.time_iter_mean_us)
     << ",\"time_min_us\":" << number(r.time_min_us) << ",\"time_median_us\":" << number(r.time_median_us)
     << ",\"time_max_us\":" << number(r.time_max_us) << ",\"time_loop_us\":" << number(r.time_loop_us)
     << ",\"algbw\":" << number(r.algbw)
@@ -190,12 +192,14 @@ std::vector<BenchRecord> records_from_json_lines(const std::string& text, const 
     r.backend = f.str("backend");
     r.bytes = static_cast<int64_t>(f.num("bytes"));
     r.count = static_cast<int64_t>(f.num("count"));
+    r.requested_bytes = static_cast<int64_t>(f.num("requested_bytes", -1));
     r.dtype = f.str("dtype");
     r.redop = f.str("redop");
     r.root = static_cast<int>(f.num("root", -1));
     r.nranks = static_cast<int>(f.num("nranks"));
     r.inplace = f.num("inplace") != 0;
     r.time_us = f.num("time_us");
+    r.time_iter_mean_us = f.num("time_iter_mean_us");
     r.time_min_us = f.num("time_min_us");
     r.time_median_us = f.num("time_median_us");
     r.time_max_us = f.num("time_max_us");

@@ -65,37 +65,92 @@ double to_double(T x) {
 
 }  // namespace
 
+namespace {
+
+constexpr int64_t kValueCap = int64_t{1} << 16;  // plenty of distinct values; keeps sums far from limits
+// Sums: below this many distinct values per rank, fewer ranks contribute to each element.
+constexpr int64_t kMinSumRange = 8;
+// min, max, band, bor and bool's any/all: ranks active per element, so that one rank's value
+// decides the result often (among 300 random values one is rarely the only largest).
+constexpr int kExtremeRanks = 4;
+// bool's any / all: one rank shows only where it alone differs from the identity.
+constexpr int kBoolRanks = 2;
+
+bool is_sum(ReduceOp op) {
+  return op.kind == ReduceOp::SUM || op.kind == ReduceOp::AVG || op.kind == ReduceOp::PREMUL_SUM;
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+bool DataPattern::checkable(DType dtype, ReduceOp redop, bool reduced, int nranks, std::string* why) {
+  if (!reduced || redop.kind != ReduceOp::AVG || is_floating(dtype) || dtype == DType::kBool) return true;
+  const int64_t limit = exact_limit(dtype);
+  if (nranks <= limit) return true;
+  if (why != nullptr) {
+    *why = std::string("the average of ") + dtype_name(dtype) + " over " + std::to_string(nranks) +
+           " ranks is always 0 for inputs whose sum is exact in " + dtype_name(dtype) + " (at most " +
+           std::to_string(limit) + "), so a lost rank cannot be seen";
+  }
+  return false;
+}
+
 DataPattern::DataPattern(DType dtype, ReduceOp redop, bool reduced, int nranks, uint64_t seed)
     : dtype_(dtype), redop_(redop), reduced_(reduced), nranks_(std::max(nranks, 1)), seed_(seed) {
   const int64_t limit = exact_limit(dtype);
-  const int64_t cap = int64_t{1} << 16;  // plenty of distinct values; keeps sums far from limits
-  max_value_ = std::min(limit, cap);
-  product_ranks_ = 0;
+  max_value_ = std::min(limit, kValueCap);
+  equal_average_ = false;
   tolerance_ = 0.0;
-  if (reduced_ && dtype != DType::kBool) {
+  if (!reduced_) return;
+  // Ranks that may contribute a non-identity value to one element.
+  int active_ranks = nranks_;
+  if (dtype == DType::kBool) {
+    if (redop.kind != ReduceOp::BXOR) active_ranks = std::min(nranks_, kBoolRanks);
+  } else {
     switch (redop.kind) {
       case ReduceOp::SUM:
       case ReduceOp::AVG:
       case ReduceOp::PREMUL_SUM:
-        max_value_ = std::min(limit / nranks_, cap);
+        if (redop.kind == ReduceOp::AVG && !is_floating(dtype)) {
+          // The truncated average sees a rank only near a multiple of nranks: every rank
+          // contributes, and on half the elements all hold the same b, so the average is b
+          // exactly and any lost rank makes it smaller.
+          equal_average_ = true;
+          max_value_ = std::max<int64_t>(std::min(limit / nranks_, kValueCap), 1);
+        } else if (limit / nranks_ >= kMinSumRange) {
+          max_value_ = std::min(limit / nranks_, kValueCap);
+        } else {
+          active_ranks = static_cast<int>(std::max<int64_t>(limit / kMinSumRange, 1));
+          max_value_ = std::min(limit / active_ranks, kValueCap);
+        }
         break;
-      case ReduceOp::PRODUCT:
-        // Factors of 1 or 2, at most log2(limit) of them per element.
+      case ReduceOp::PRODUCT: {
+        // Factors of 1 or 2, at most floor(log2(limit)) twos per element.
         max_value_ = 2;
-        while ((limit >> (product_ranks_ + 1)) > 0) ++product_ranks_;  // floor(log2(limit))
+        int twos = 0;
+        while ((limit >> (twos + 1)) > 0) ++twos;
+        active_ranks = std::min(nranks_, std::max(twos, 1));
         break;
+      }
       case ReduceOp::BAND:
       case ReduceOp::BOR:
-      case ReduceOp::BXOR:
         max_value_ = std::min<int64_t>(limit, 0xffff);  // 0x7f, 0xff or 0xffff: a bit mask
+        active_ranks = std::min(nranks_, kExtremeRanks);
+        break;
+      case ReduceOp::BXOR:
+        max_value_ = std::min<int64_t>(limit, 0xffff);  // every rank's bits show
+        break;
+      case ReduceOp::MIN:
+      case ReduceOp::MAX:
+        active_ranks = std::min(nranks_, kExtremeRanks);
         break;
       default:
         break;
     }
-    if (redop.kind == ReduceOp::AVG || redop.kind == ReduceOp::PREMUL_SUM) {
-      tolerance_ = relative_tolerance(dtype);
-    }
   }
+  stride_ = ceil_div(nranks_, active_ranks);  // then at most active_ranks ranks per element
+  if (redop.kind == ReduceOp::AVG || redop.kind == ReduceOp::PREMUL_SUM) tolerance_ = relative_tolerance(dtype);
 }
 
 uint64_t DataPattern::hash(int rank, int64_t index) const {
@@ -107,17 +162,49 @@ uint64_t DataPattern::hash(int rank, int64_t index) const {
   return x ^ (x >> 31);
 }
 
+bool DataPattern::active(int rank, int64_t index) const {
+  if (stride_ <= 1) return true;
+  const auto s = static_cast<uint64_t>(stride_);
+  return (static_cast<uint64_t>(index) + seed_) % s == static_cast<uint64_t>(rank) % s;
+}
+
+int64_t DataPattern::identity() const {
+  switch (redop_.kind) {
+    case ReduceOp::PRODUCT: return 1;
+    case ReduceOp::MIN: return dtype_ == DType::kBool ? 1 : max_value_;  // the values' top
+    case ReduceOp::BAND: return max_value_;                              // all bits (bool: 1)
+    default: return 0;                                                   // sums, max, bor, bxor
+  }
+}
+
 int64_t DataPattern::value(int rank, int64_t index) const {
   const uint64_t h = hash(rank, index);
-  if (dtype_ == DType::kBool) return static_cast<int64_t>(h & 1);
-  if (reduced_ && redop_.kind == ReduceOp::PRODUCT) return (rank < product_ranks_ && (h & 1)) ? 2 : 1;
-  if (reduced_ && is_bitwise(redop_)) return static_cast<int64_t>(h & static_cast<uint64_t>(max_value_));
+  if (dtype_ == DType::kBool) return reduced_ && !active(rank, index) ? identity() : static_cast<int64_t>(h & 1);
+  if (!reduced_) return static_cast<int64_t>(h % static_cast<uint64_t>(max_value_ + 1));
+  if (!active(rank, index)) return identity();
+  switch (redop_.kind) {
+    case ReduceOp::PRODUCT: return (h & 1) ? 2 : 1;
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR: return static_cast<int64_t>(h & static_cast<uint64_t>(max_value_));
+    case ReduceOp::MIN:
+    case ReduceOp::MAX: return static_cast<int64_t>(h % static_cast<uint64_t>(max_value_ + 1));
+    default: break;
+  }
+  if (equal_average_) {
+    const uint64_t e = hash(-1, index);  // the element's own draw, the same on every rank
+    if (e & 1) return 1 + static_cast<int64_t>((e >> 1) % static_cast<uint64_t>(max_value_));
+  }
+  // A sum over few active ranks: never 0 there, so each active rank shows.
+  if (stride_ > 1) return 1 + static_cast<int64_t>(h % static_cast<uint64_t>(max_value_));
   return static_cast<int64_t>(h % static_cast<uint64_t>(max_value_ + 1));
 }
 
-double DataPattern::reduced_value(int64_t index) const {
+double DataPattern::reduced_value(int64_t index) const { return reduced_value_without(index, -1); }
+
+double DataPattern::reduced_value_without(int64_t index, int dropped) const {
   std::vector<int64_t> inputs(static_cast<size_t>(nranks_));
-  for (int r = 0; r < nranks_; ++r) inputs[static_cast<size_t>(r)] = value(r, index);
+  for (int r = 0; r < nranks_; ++r) inputs[static_cast<size_t>(r)] = r == dropped ? identity() : value(r, index);
   return reference_reduction(redop_, dtype_, inputs);
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "api/dtype.h"
@@ -19,15 +20,36 @@
 namespace distcomm {
 namespace bench {
 
+// Every rank's contribution is visible at any rank count: for each rank there are elements
+// (a fraction of about 1/stride of them, spread by index) whose reference result changes when
+// that rank's input is left out. Where the exact range of the dtype cannot hold every rank's
+// value at once (a sum of 300 int8 values), each element takes a non-identity value from a
+// few ranks only ("active" ones: rank r is active on element i when r = i + seed modulo the
+// stride), the others give the redop's identity (0 for sums, 1 for products, ...), and the
+// active rank varies with the index. The one combination this cannot cover is the average
+// of an integer type over more ranks than its largest exact value (int8 from 128 ranks,
+// uint8 from 256): the truncated average of values exact in the type is then always 0, and
+// checkable() refuses it.
 class DataPattern {
  public:
   // reduced: whether the values will be combined with redop (otherwise only copied).
   DataPattern(DType dtype, ReduceOp redop, bool reduced, int nranks, uint64_t seed);
 
+  // Whether results can show every rank's contribution; if not, why (for a message: "the
+  // average of int8 over 128 ranks is always 0 with inputs exact in int8").
+  static bool checkable(DType dtype, ReduceOp redop, bool reduced, int nranks, std::string* why = nullptr);
+
   // The value of element `index` of `rank`'s input.
   int64_t value(int rank, int64_t index) const;
   // The reference result of combining element `index` of every rank with redop.
   double reduced_value(int64_t index) const;
+  // The same without `dropped`'s contribution (its value replaced by the redop's identity;
+  // the average still divides by nranks): a result that lost that rank. For tests.
+  double reduced_value_without(int64_t index, int dropped) const;
+  // Whether a result `got` is accepted for the reference `expected`.
+  bool matches(double got, double expected) const;
+  // Elements between two on which a rank is active (1: every rank on every element).
+  int stride() const { return stride_; }
 
   // data[i] = value(rank, first_index + i), converted to the dtype.
   void fill(int rank, int64_t first_index, void* data, int64_t count) const;
@@ -40,7 +62,8 @@ class DataPattern {
 
  private:
   uint64_t hash(int rank, int64_t index) const;
-  bool matches(double got, double expected) const;
+  bool active(int rank, int64_t index) const;
+  int64_t identity() const;
 
   DType dtype_;
   ReduceOp redop_;
@@ -48,7 +71,8 @@ class DataPattern {
   int nranks_;
   uint64_t seed_;
   int64_t max_value_;    // values lie in [0, max_value_]
-  int product_ranks_;    // PRODUCT: ranks below this may contribute a factor 2
+  int stride_ = 1;       // rank r is active on element i when (i + seed) % stride == r % stride
+  bool equal_average_;   // integer AVG: half the elements hold one value on every rank
   double tolerance_;     // relative; 0 means exact
 };
 

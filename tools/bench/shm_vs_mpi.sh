@@ -63,7 +63,8 @@ run_shm() {  # op round: every size in one job, smallest first, as raw_mpi_colle
     [[ -n "$line" ]] || line="$(grep "\"bytes\":$size," "$json" | head -1)"
     if [[ "$(field wrong "$line")" != "0" ]]; then echo "shm_vs_mpi.sh: bench found wrong values: $line" >&2; exit 1; fi
     # time_loop_us, as MPI's side times (each rank's loop / calls, the slowest rank's); busbw
-    # rescaled to it (bench's busbw is of time_us, each call's slowest rank, averaged).
+    # rescaled to it (bench's busbw is of time_us, which is now that same loop figure: the
+    # factor is 1; kept for JSON from bench before 2026-12-06).
     local loop; loop="$(field time_loop_us "$line")"
     echo "$1 $size shm $loop $(awk -v b="$(field busbw "$line")" -v t="$(field time_us "$line")" -v l="$loop" \
       'BEGIN {printf "%.6g", (l > 0) ? b * t / l : 0}') $2" >>"$results"

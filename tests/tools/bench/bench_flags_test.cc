@@ -240,6 +240,25 @@ TEST(Usage, MentionsEveryFlag) {
   EXPECT_EQ(u.find("corrupt"), std::string::npos) << "the test-only flag stays hidden";
 }
 
+// -c where no check can see every rank (the truncated average of int8 over 128 ranks is
+// always 0) is a bad flag with --nproc, naming -c 0; elsewhere it is accepted.
+TEST(ParseFlags, CheckRefusedWhereNoRankCanBeSeen) {
+  try {
+    parse_bench_flags({"-d", "int8", "-o", "avg", "--nproc=128"});
+    ADD_FAILURE() << "accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("int8 avg over 128 ranks (--nproc=128)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("-c 0"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(parse_bench_flags({"-d", "int8", "-o", "avg", "--nproc=128", "-c", "0"}));
+  EXPECT_NO_THROW(parse_bench_flags({"-d", "int8", "-o", "avg", "--nproc=127"}));
+  EXPECT_NO_THROW(parse_bench_flags({"-d", "int8", "-o", "sum", "--nproc=300"}));
+  EXPECT_NO_THROW(parse_bench_flags({"-d", "float32", "-o", "avg", "--nproc=300"}));
+  const BenchFlags f = parse_bench_flags({"-d", "uint8", "-o", "avg"});
+  EXPECT_THROW(check_checkable(f, 256), InvalidArgument);
+  EXPECT_NO_THROW(check_checkable(f, 255));
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace distcomm

@@ -24,6 +24,8 @@ BenchRecord sample(bool inplace, int64_t wrong = 0) {
   r.time_median_us = 240.25;
   r.time_max_us = 400;
   r.time_loop_us = 230.5;
+  r.time_iter_mean_us = 260.75;
+  r.requested_bytes = 1048579;
   r.algbw = gigabytes_per_second(r.bytes, r.time_us);
   r.busbw = r.algbw / 2;
   r.wrong = wrong;
@@ -32,22 +34,42 @@ BenchRecord sample(bool inplace, int64_t wrong = 0) {
   return r;
 }
 
+// nccl-tests' -a N: each rank's loop (its calls' times summed) / iterations, then combined
+// across ranks; never each iteration's slowest rank averaged, which counts a stall on one
+// rank in one iteration and on the other rank in the next twice.
+TEST(Timing, TimeIsTheRanksLoopTimesCombinedAsNcclTests) {
+  // 2 ranks x 4 iterations, rank-major; loops: rank 0 110 us, rank 1 140 us.
+  const std::vector<double> t = {10, 50, 30, 20,   // rank 0
+                                 40, 10, 30, 60};  // rank 1
+  EXPECT_DOUBLE_EQ(summarize_times(t, 2, 4, RankTime::kMax).time_us, 35);       // max(27.5, 35)
+  EXPECT_DOUBLE_EQ(summarize_times(t, 2, 4, RankTime::kAverage).time_us, 31.25);
+  EXPECT_DOUBLE_EQ(summarize_times(t, 2, 4, RankTime::kMin).time_us, 27.5);
+  EXPECT_DOUBLE_EQ(summarize_times(t, 2, 4, RankTime::kRank0).time_us, 27.5);
+  // Alternating stalls (as on a busy host): each iteration's slowest is 100, but every
+  // rank's loop is 4 x 55 / 4 = 55 us.
+  const std::vector<double> stalls = {100, 10, 100, 10,   // rank 0
+                                      10, 100, 10, 100};  // rank 1
+  const TimingSummary s = summarize_times(stalls, 2, 4, RankTime::kMax);
+  EXPECT_DOUBLE_EQ(s.time_us, 55);
+  EXPECT_DOUBLE_EQ(s.iter_mean_us, 100);  // kept under its own name (JSON time_iter_mean_us)
+}
+
 TEST(Timing, SlowestRankPerIterationThenSummary) {
   // 2 ranks x 4 iterations, rank-major.
   const std::vector<double> t = {10, 50, 30, 20,   // rank 0
                                  40, 10, 30, 60};  // rank 1
   const TimingSummary max = summarize_times(t, 2, 4, RankTime::kMax);  // per iteration: 40 50 30 60
-  EXPECT_DOUBLE_EQ(max.mean_us, 45);
+  EXPECT_DOUBLE_EQ(max.iter_mean_us, 45);
   EXPECT_DOUBLE_EQ(max.min_us, 30);
   EXPECT_DOUBLE_EQ(max.median_us, 45);
   EXPECT_DOUBLE_EQ(max.max_us, 60);
-  EXPECT_DOUBLE_EQ(max.loop_us, 35);  // rank means 27.5 and 35: the slowest rank's loop
+  EXPECT_DOUBLE_EQ(max.time_us, 35);  // rank means 27.5 and 35: the slowest rank's loop
   const TimingSummary avg = summarize_times(t, 2, 4, RankTime::kAverage);  // 25 30 30 40
-  EXPECT_DOUBLE_EQ(avg.mean_us, 31.25);
+  EXPECT_DOUBLE_EQ(avg.iter_mean_us, 31.25);
   EXPECT_DOUBLE_EQ(avg.min_us, 25);
   EXPECT_DOUBLE_EQ(avg.median_us, 30);
   EXPECT_DOUBLE_EQ(avg.max_us, 40);
-  EXPECT_DOUBLE_EQ(avg.loop_us, 31.25);
+  EXPECT_DOUBLE_EQ(avg.time_us, 31.25);
   const TimingSummary odd = summarize_times({3, 1, 2}, 1, 3, RankTime::kMax);
   EXPECT_DOUBLE_EQ(odd.median_us, 2);
 }
@@ -57,15 +79,15 @@ TEST(Timing, RankZeroAndFastestRank) {
   const std::vector<double> t = {10, 50, 30, 20,   // rank 0
                                  40, 10, 30, 60};  // rank 1
   const TimingSummary rank0 = summarize_times(t, 2, 4, RankTime::kRank0);  // 10 50 30 20
-  EXPECT_DOUBLE_EQ(rank0.mean_us, 27.5);
+  EXPECT_DOUBLE_EQ(rank0.iter_mean_us, 27.5);
   EXPECT_DOUBLE_EQ(rank0.min_us, 10);
   EXPECT_DOUBLE_EQ(rank0.max_us, 50);
-  EXPECT_DOUBLE_EQ(rank0.loop_us, 27.5);
+  EXPECT_DOUBLE_EQ(rank0.time_us, 27.5);
   const TimingSummary min = summarize_times(t, 2, 4, RankTime::kMin);  // 10 10 30 20
-  EXPECT_DOUBLE_EQ(min.mean_us, 17.5);
+  EXPECT_DOUBLE_EQ(min.iter_mean_us, 17.5);
   EXPECT_DOUBLE_EQ(min.min_us, 10);
   EXPECT_DOUBLE_EQ(min.max_us, 30);
-  EXPECT_DOUBLE_EQ(min.loop_us, 27.5);  // rank means 27.5 and 35
+  EXPECT_DOUBLE_EQ(min.time_us, 27.5);  // rank means 27.5 and 35
   EXPECT_STREQ(rank_time_name(RankTime::kRank0), "rank0");
   EXPECT_STREQ(rank_time_name(RankTime::kMin), "min");
   EXPECT_STREQ(rank_time_description(RankTime::kMin), "fastest rank's");
@@ -130,6 +152,8 @@ TEST(Json, RoundTrip) {
   EXPECT_NEAR(back[0].busbw, a.busbw, 1e-5);
   EXPECT_DOUBLE_EQ(back[0].time_median_us, 240.25);
   EXPECT_DOUBLE_EQ(back[0].time_loop_us, 230.5);
+  EXPECT_DOUBLE_EQ(back[0].time_iter_mean_us, 260.75);
+  EXPECT_EQ(back[0].requested_bytes, 1048579);  // asked for; bytes is what ran
   EXPECT_EQ(back[0].wrong, 0);
   EXPECT_EQ(back[0].timing, "max");
   EXPECT_TRUE(back[1].inplace);

@@ -174,6 +174,53 @@ TEST(ResultCheck, AverageOnFloatsAllowsRoundingOnly) {
   EXPECT_EQ(p.count_wrong_reduced(&far, 1, 10), 1);
 }
 
+// At any rank count, every rank's input shows in the result: for each rank some element's
+// reference result changes (beyond the tolerance of avg) when that rank's contribution is
+// dropped. Before, sums of int8 over 128 ranks were all 0 (each rank's value at most
+// 127 / 128) and products saw only the first floor(log2(limit)) ranks.
+TEST(ResultCheck, EveryRanksContributionIsVisibleAtAnyRankCount) {
+  const ReduceOp redops[] = {ReduceOp::SUM, ReduceOp::AVG,  ReduceOp::PRODUCT, ReduceOp::MIN,
+                             ReduceOp::MAX, ReduceOp::BAND, ReduceOp::BOR,     ReduceOp::BXOR,
+                             ReduceOp::premul_sum(0.5)};
+  int combinations = 0;
+  for (int n : {2, 3, 128, 300}) {
+    for (int d = 0; d < kNumDTypes; ++d) {
+      const DType dtype = static_cast<DType>(d);
+      for (ReduceOp redop : redops) {
+        if (!reduce_supported(redop, dtype)) continue;
+        const std::string what = std::string(dtype_name(dtype)) + " " + redop.name() + " n=" + std::to_string(n);
+        std::string why;
+        if (!DataPattern::checkable(dtype, redop, true, n, &why)) {
+          // Only the truncated average of a narrow integer over more ranks than it counts.
+          EXPECT_EQ(redop.kind, ReduceOp::AVG) << what;
+          EXPECT_GT(n, dtype == DType::kInt8 ? 127 : 255) << what;
+          EXPECT_NE(why.find("always 0"), std::string::npos) << why;
+          continue;
+        }
+        ++combinations;
+        const DataPattern p(dtype, redop, true, n, 1000);
+        const int64_t elements = 64 * p.stride() + 512;
+        std::vector<double> expected(static_cast<size_t>(elements));
+        for (int64_t i = 0; i < elements; ++i) expected[i] = p.reduced_value(i);
+        int invisible = 0;
+        for (int r = 0; r < n; ++r) {
+          bool seen = false;
+          for (int64_t i = 0; i < elements && !seen; ++i) {
+            seen = !p.matches(p.reduced_value_without(i, r), expected[i]);
+          }
+          invisible += !seen;
+        }
+        EXPECT_EQ(invisible, 0) << what << ": ranks whose contribution no element shows";
+        // And the sums stay exact: no reference result past the dtype's exact range.
+        if (redop.kind == ReduceOp::SUM && !is_floating(dtype) && dtype != DType::kBool) {
+          for (int64_t i = 0; i < elements; ++i) ASSERT_LE(expected[i], dtype == DType::kInt8 ? 127 : 1e18) << what;
+        }
+      }
+    }
+  }
+  EXPECT_GT(combinations, 100);
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace distcomm
