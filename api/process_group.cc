@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/timeline.h"
@@ -60,6 +61,62 @@ class LiveGroups {
 LiveGroups& live_groups() {
   static LiveGroups* groups = new LiveGroups;
   return *groups;
+}
+
+// The records this process left on the boards of groups destroyed while an exception
+// propagated (ProcessGroup's destructor), for publish_program_failure to complete with the
+// error. The store is held weakly: a program that catches the exception itself and goes on
+// must not keep its stores alive here. Never destroyed, as live_groups.
+struct LeftWhileFailing {
+  std::weak_ptr<Store> store;
+  std::string board_prefix;
+  FailureRecord pending;
+  std::string where;  // "rank 0/2 group 'world/g0'"
+};
+class LeftWhileFailingList {
+ public:
+  void add(LeftWhileFailing entry) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Bounded: a program that catches its exceptions and makes groups in a loop.
+    if (entries_.size() >= 256) entries_.erase(entries_.begin());
+    entries_.push_back(std::move(entry));
+  }
+  std::vector<LeftWhileFailing> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(entries_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<LeftWhileFailing> entries_;
+};
+LeftWhileFailingList& left_while_failing() {
+  static LeftWhileFailingList* list = new LeftWhileFailingList;
+  return *list;
+}
+
+// A group destroyed while an exception propagates: leaves on each of its boards (prefixes
+// of `store`) a record saying this rank left while its program was failing, before its
+// backends close, so that a peer seeing the close reads it (GroupFailure::record), and
+// remembers them for publish_program_failure to complete. where: "rank 0/2 group 'world/g0'".
+void leave_with_failing_program(const StorePtr& store, int rank, const std::string& where,
+                                const std::vector<std::string>& board_prefixes) noexcept {
+  try {
+    FailureRecord r;
+    r.kind = FailureRecord::Kind::kOther;
+    r.rank = rank;
+    r.culprit = rank;
+    r.message = where + ": rank " + std::to_string(rank) + " " + kLeftWhileFailing + kErrorNotReportedYet;
+    r.time = std::chrono::system_clock::now();
+    std::vector<std::pair<StorePtr, FailureRecord>> records;
+    for (const std::string& board_prefix : board_prefixes) {
+      records.emplace_back(std::make_shared<PrefixStore>(board_prefix, store), r);
+      left_while_failing().add({store, board_prefix, r, where});
+    }
+    GroupFailure::publish_records(records);
+  } catch (...) {
+    // In a destructor: the peers then see an orderly leave, as before.
+  }
 }
 
 // What is wrong with split_group's lists on a group of `size` ranks ("" when nothing is).
@@ -291,6 +348,21 @@ void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {
     }
   }
   GroupFailure::publish_records(records);
+  // The groups this rank left while the error propagated (destroyed during the unwinding,
+  // before this call could find them): their records now quote the error.
+  std::vector<GroupFailure::Completion> completions;
+  for (LeftWhileFailing& left : left_while_failing().take()) {
+    StorePtr store = left.store.lock();
+    if (!store) continue;
+    FailureRecord completed = left.pending;
+    completed.kind = FailureRecord::kind_of(error);
+    completed.message = left.where + ": rank " + std::to_string(left.pending.rank) + " " + kLeftWhileFailing +
+                        "; its program ended with an error: " + message_of(error);
+    completed.time = std::chrono::system_clock::now();
+    completions.push_back({std::make_shared<PrefixStore>(left.board_prefix, std::move(store)), left.pending,
+                           std::move(completed)});
+  }
+  GroupFailure::complete_records(completions);
 }
 
 bool ProcessGroup::needs_store(const std::string& backend_spec, const PluginSearch& plugins) {
@@ -388,6 +460,20 @@ ProcessGroup::~ProcessGroup() {
     return;
   }
   log_destroyed();
+  // Destroyed while an exception propagates on this thread (a group held by a function the
+  // program's error leaves): the peers are told that this rank's program is failing, before
+  // the backends' close looks like an orderly leave to them.
+  if (std::uncaught_exceptions() > 0 && options_.store && size() > 1 && backends_) {
+    std::vector<std::string> boards;
+    try {
+      for (const auto& [device, backend] : backends_->all()) {
+        boards.push_back(backend_store_prefix(store_prefix_, device, backend.plugin));
+      }
+    } catch (...) {
+    }
+    const std::string& prefix = checks_->where_prefix();  // "rank 1/4 group 'world' "
+    leave_with_failing_program(options_.store, rank(), prefix.substr(0, prefix.size() - 1), boards);
+  }
   const std::vector<uint64_t> not_ended = ops_not_ended();
   if (backends_) backends_->shutdown();  // none when the creation failed
   warn_of_ops_cut_off(not_ended);

@@ -42,6 +42,10 @@ constexpr std::chrono::milliseconds kLookupWindow{1000};
 // for seconds; a dead peer is named within a second, with the board's record when it
 // answers in time, else with this rank's own words.
 constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
+// How long a peer waits for a record that says its rank left while its program was failing
+// (kLeftWhileFailing) to be completed with the error: the rank publishes it as soon as its
+// exception reaches run_main, after the unwinding's destructors (milliseconds, normally).
+constexpr std::chrono::milliseconds kCompletionWait{1500};
 
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
 
@@ -62,6 +66,18 @@ FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_o
 // N)" for the cause's rank in a subgroup, else "".
 std::exception_ptr explained_by(const FailureRecord& cause, const std::string& world) {
   const std::string who = "rank " + std::to_string(cause.rank) + world + " of the group";
+  if (cause.message.find(kLeftWhileFailing) != std::string::npos) {
+    // Its program failed (perhaps in another group: a Timeout there) and it left this one
+    // on the way out: the error keeps the kind of that failure, the words say what happened here.
+    const std::string words = who + " " + kLeftWhileFailing + ", " + std::string(kCutThisOpOff) + ". Its error: " +
+                              cause.message;
+    switch (cause.kind) {
+      case FailureRecord::Kind::kTimeout: return std::make_exception_ptr(Timeout(words));
+      case FailureRecord::Kind::kDesync: return std::make_exception_ptr(Desync(words));
+      case FailureRecord::Kind::kInvalidArgument: return std::make_exception_ptr(InvalidArgument(words));
+      default: return std::make_exception_ptr(PeerFailure(words));
+    }
+  }
   switch (cause.kind) {
     case FailureRecord::Kind::kTimeout:
       return std::make_exception_ptr(
@@ -528,6 +544,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     // A departure with a board that did not answer in time: nobody can explain it either.
     if (departure && board_silent()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
+      cause = completed_cause(*cause);
       error = explained_by(*cause, world_rank_text(cause->rank));
       r.kind = kind_of(error);
       // Who the cause blamed, when it knew; else the rank that failed first.
@@ -572,6 +589,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   // This rank may serve the store the peers read it from: it stays for them a moment.
   internal::note_failure_for_peers();
   if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
+    earlier = completed_cause(*earlier);
     error = explained_by(*earlier, world_rank_text(earlier->rank));
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
@@ -655,6 +673,21 @@ std::optional<FailureRecord> GroupFailure::look_up_cause(std::chrono::millisecon
   }
 }
 
+FailureRecord GroupFailure::completed_cause(FailureRecord cause) const {
+  if (cause.message.find(kErrorNotReportedYet) == std::string::npos) return cause;
+  const auto until = std::chrono::steady_clock::now() + kCompletionWait;
+  while (std::chrono::steady_clock::now() < until && !board_silent()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::optional<std::string> found = read_board(kNamedLossAnswerWait);
+    if (!found) break;
+    if (found->empty()) continue;
+    const std::optional<FailureRecord> now = FailureRecord::decode(*found);
+    if (!now || now->rank != cause.rank) break;  // not that rank's record any more
+    if (now->message.find(kErrorNotReportedYet) == std::string::npos) return *now;
+  }
+  return cause;
+}
+
 bool GroupFailure::peer_has_failed() const {
   if (failed()) return false;
   std::optional<std::string> found = read_board(kStoreAnswerWait);
@@ -711,6 +744,31 @@ void GroupFailure::publish_records(const std::vector<std::pair<StorePtr, Failure
   }
   internal::call_each_with_limit<bool>(std::move(calls), kStoreAnswerWait);
   if (!records.empty()) internal::note_failure_for_peers();
+}
+
+void GroupFailure::complete_records(const std::vector<Completion>& completions) {
+  std::vector<std::pair<const Store*, std::vector<Completion>>> by_store;
+  for (const Completion& c : completions) {
+    if (!c.board) continue;
+    const Store* store = underlying_store(c.board);
+    auto it = std::find_if(by_store.begin(), by_store.end(), [&](const auto& s) { return s.first == store; });
+    if (it == by_store.end()) it = by_store.insert(by_store.end(), {store, {}});
+    it->second.push_back(c);
+  }
+  std::vector<std::function<bool()>> calls;
+  for (auto& entry : by_store) {
+    calls.push_back([posts = std::move(entry.second)] {
+      for (const Completion& c : posts) {
+        try {
+          c.board->compare_set(kBoardKey, to_bytes(c.pending.encode()), to_bytes(c.completed.encode()));
+        } catch (const std::exception&) {
+          // That board's store refused it: the peers quote the pending record.
+        }
+      }
+      return true;
+    });
+  }
+  internal::call_each_with_limit<bool>(std::move(calls), kStoreAnswerWait);
 }
 
 void GroupFailure::run_abort_hooks() {

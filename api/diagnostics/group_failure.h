@@ -44,6 +44,16 @@ namespace distcomm {
 // tools/trace reads them in dumps, to tell such an error from a rank's own.
 constexpr char kCutThisOpOff[] = "which cut this op off";
 
+// The words of a record a rank leaves on a group's board when the group is destroyed while an
+// exception propagates on that thread (its program is failing: the group went out of scope
+// during the unwinding, before run_main could publish the error, ProcessGroup's destructor):
+// "rank 0/2 group 'world/g0': rank 0 left the group while its program was failing with an
+// exception". Its peers would otherwise take the close for an orderly leave. Until
+// ProcessGroup::publish_program_failure completes it with the error, the message ends with
+// kErrorNotReportedYet; a peer that adopts such a record waits a moment for the completed one.
+constexpr char kLeftWhileFailing[] = "left the group while its program was failing with an exception";
+constexpr char kErrorNotReportedYet[] = " (its error was not reported yet)";
+
 struct FailureRecord {
   // Appended only: the number is what a record published in the store carries.
   enum class Kind { kTimeout, kPeerFailure, kShutDown, kOther, kDesync, kInvalidArgument };
@@ -173,6 +183,16 @@ class GroupFailure {
   // once. How a failure no backend saw (the program's own error,
   // ProcessGroup::publish_program_failure) reaches the peers' GroupFailures.
   static void publish_records(const std::vector<std::pair<StorePtr, FailureRecord>>& records);
+  // Replaces each board's record by `completed` where the board still holds `pending` (and
+  // only then: a record some other failure left stays), within a few seconds in all: how
+  // publish_program_failure completes the records of the groups destroyed while the error
+  // propagated (kLeftWhileFailing).
+  struct Completion {
+    StorePtr board;
+    FailureRecord pending;
+    FailureRecord completed;
+  };
+  static void complete_records(const std::vector<Completion>& completions);
   // The record published on `board`, if any: one plain read (the caller bounds its waits),
   // for what waits on the group's ranks outside its ops (the host exchange).
   static std::optional<FailureRecord> read_record(Store& board);
@@ -190,6 +210,10 @@ class GroupFailure {
   // A PeerFailure may be a peer's failure seen from here: its published record, if any,
   // looked for during `window` when the first read finds none.
   std::optional<FailureRecord> look_up_cause(std::chrono::milliseconds window, std::chrono::milliseconds answer_wait) const;
+  // A cause that says its rank left while its program was failing, error not reported yet
+  // (kErrorNotReportedYet): the completed record, when that rank publishes it within a
+  // moment; else the cause as it is.
+  FailureRecord completed_cause(FailureRecord cause) const;
   // The board's record as text ("" when there is none); nullopt without a board, or when it
   // does not answer.
   // answer_wait: how long a store call may take before the board is taken as gone.

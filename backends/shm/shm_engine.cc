@@ -573,6 +573,38 @@ void Engine::look_at_idle_peers() {
   }
 }
 
+void Engine::warn_of_sends_not_taken() {
+  // Only a group that has not failed: after a failure its peers' receives ended with it.
+  if (failure_.failed()) return;
+  // A destination still active may be about to take it (its receive posted just now, as
+  // this rank's send completed at once): a moment for it, which ends as soon as every send
+  // is taken or that rank leaves too.
+  const auto until = Clock::now() + std::chrono::milliseconds(1000);
+  while (p2p_.sends_awaited() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const std::vector<std::string> lost = p2p_.sends_not_taken();
+  if (lost.empty()) return;
+  // "group 'world' send p2p#0 (...) to rank 1, tag 0, 32 bytes": the group once, in front.
+  std::string group = "this group";
+  std::string named;
+  for (size_t i = 0; i < lost.size() && i < 3; ++i) {
+    std::string what = lost[i];
+    const size_t send_at = what.find(" send ");
+    if (what.rfind("group '", 0) == 0 && send_at != std::string::npos) {
+      group = what.substr(0, send_at);
+      what = what.substr(send_at + 1);
+    }
+    named += (i ? ", " : "") + what;
+  }
+  if (lost.size() > 3) named += ", ...";
+  // As the core warns of ops a destroyed group cut off (process_group_debug.cc): an shm send
+  // completes once its message is in shared memory, so it is never one of those.
+  log_line_as(group_->rank(), group_->size(),
+              "distcomm: " + group + " destroyed with " + std::to_string(lost.size()) +
+                  (lost.size() == 1 ? " send" : " sends") + " that no receive took (" + named +
+                  "): an shm send completes once its message is in shared memory, so its wait() could not tell; "
+                  "the message is lost. Post the matching recv() on the destination before the group goes");
+}
+
 void Engine::shutdown() {
   if (stopping_.exchange(true)) return;
   {
@@ -585,6 +617,7 @@ void Engine::shutdown() {
   std::vector<Completion> done;
   {
     std::lock_guard<std::mutex> lock(progress_mu_);  // a poll checks stopping_ every round: short
+    warn_of_sends_not_taken();
     // With ops in flight, peers may be in them: the abort hook tells them (kFailed);
     // otherwise this is a clean close (kClosed).
     const bool in_flight = !collectives_.empty() || !p2p_.idle() || has_new_.load();

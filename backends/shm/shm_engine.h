@@ -91,6 +91,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // destroy the group when an op ends): that thread is then told to stop, not joined (it
   // ends once the callback returns).
   void shutdown();
+  // At shutdown: one line naming the sends whose messages no receive of their destination
+  // took (PointToPoint::sends_not_taken), once such a destination has had a moment.
+  void warn_of_sends_not_taken();
 
   const MappedGroup& group() const { return *group_; }
   // The group's failure state, for the stall watch (which must be stopped before the

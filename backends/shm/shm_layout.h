@@ -27,7 +27,8 @@ namespace shm {
 // writers closer than this would still share traffic.
 constexpr size_t kLineBytes = 128;
 constexpr uint64_t kSegmentMagic = 0x6d68732d6d6d6f63ULL;  // "comm-shm"
-constexpr uint32_t kLayoutVersion = 3;
+// 4: a source's counter line also says how many of its messages a receive took (taken).
+constexpr uint32_t kLayoutVersion = 4;
 
 enum RankState : uint32_t {
   kActive = 0,
@@ -121,6 +122,12 @@ struct ControlBlock {
 
 struct alignas(kLineBytes) Counter {
   std::atomic<uint64_t> value;
+  // in_tail(src)'s line only: how many of src's messages a receive of this rank has taken
+  // (matched: delivered, or refused as another size or dtype). The sender compares it with
+  // its own count when its group is destroyed: a send completes once its message is in the
+  // ring, so this is how a message that no receive ever took is told (PointToPoint::
+  // sends_not_taken). Written by this rank only; the line had room (a zeroed segment starts it at 0).
+  std::atomic<uint64_t> taken;
 };
 
 // Starts every p2p ring slot; published by the sender's out_head (release).
@@ -180,6 +187,8 @@ class SegmentView {
   InlineLine& inline_line(uint64_t round) const { return at<InlineLine>(layout_->inline_offset(round)); }
   std::atomic<uint64_t>& out_head(int dest) const { return at<Counter>(layout_->out_head_offset(dest)).value; }
   std::atomic<uint64_t>& in_tail(int src) const { return at<Counter>(layout_->in_tail_offset(src)).value; }
+  // Messages from src that a receive of this rank has taken (Counter::taken).
+  std::atomic<uint64_t>& in_taken(int src) const { return at<Counter>(layout_->in_tail_offset(src)).taken; }
   uint8_t* slot(uint64_t round) const { return base_ + layout_->slot_offset(round); }
   ChunkHeader& chunk_header(int dest, uint64_t index) const {
     return at<ChunkHeader>(layout_->ring_slot_offset(dest, index));

@@ -46,7 +46,10 @@ PointToPoint::PointToPoint(const MappedGroup& group)
       head_(static_cast<size_t>(group.size()), 0),
       tail_seen_(static_cast<size_t>(group.size()), 0),
       tail_(static_cast<size_t>(group.size()), 0),
-      head_seen_(static_cast<size_t>(group.size()), 0) {
+      head_seen_(static_cast<size_t>(group.size()), 0),
+      sent_(static_cast<size_t>(group.size()), 0),
+      sent_texts_(static_cast<size_t>(group.size())),
+      taken_(static_cast<size_t>(group.size()), 0) {
   Doorbell& bell = group_.self().control().doorbell;
   blocker_.word = &bell.ring;
   blocker_.sleepers = &bell.sleepers;
@@ -77,6 +80,7 @@ void PointToPoint::add(P2PRequest r, std::vector<Completion>& done) {
   int src = -1;
   auto it = find_unexpected(r, &src);
   if (src >= 0) {
+    note_taken(src);
     take_unexpected(src, it, std::move(r), done);
     return;
   }
@@ -124,6 +128,41 @@ void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, 
   list.erase(it);
 }
 
+void PointToPoint::note_taken(int src) {
+  const uint64_t n = ++taken_[static_cast<size_t>(src)];
+  group_.self().in_taken(src).store(n, std::memory_order_release);
+}
+
+std::vector<std::string> PointToPoint::sends_not_taken() const {
+  std::vector<std::string> out;
+  for (int d = 0; d < group_.size(); ++d) {
+    if (d == group_.rank()) continue;
+    const uint64_t sent = sent_[static_cast<size_t>(d)];
+    const uint64_t taken = group_.of(d).in_taken(group_.rank()).load(std::memory_order_acquire);
+    if (taken >= sent) continue;
+    uint64_t named = 0;
+    for (const Sent& s : sent_texts_[static_cast<size_t>(d)]) {
+      if (s.index < taken) continue;
+      out.push_back(s.what);
+      ++named;
+    }
+    // Older than the texts kept: counted only.
+    if (sent - taken > named) {
+      out.push_back(std::to_string(sent - taken - named) + " earlier send(s) to rank " + std::to_string(d));
+    }
+  }
+  return out;
+}
+
+bool PointToPoint::sends_awaited() const {
+  for (int d = 0; d < group_.size(); ++d) {
+    if (d == group_.rank()) continue;
+    if (group_.of(d).in_taken(group_.rank()).load(std::memory_order_acquire) >= sent_[static_cast<size_t>(d)]) continue;
+    if (group_.of(d).state().load(std::memory_order_acquire) == kActive) return true;
+  }
+  return false;
+}
+
 bool PointToPoint::progress(std::vector<Completion>& done) {
   blocker_.seen = blocker_.word->load(std::memory_order_acquire);
   bool moved = false;
@@ -159,6 +198,21 @@ bool PointToPoint::push_sends(int dest, std::vector<Completion>& done) {
     ++head;
     moved = true;
     if (r.done == r.bytes) {
+      auto& texts = sent_texts_[d];
+      // Trimmed to those the destination may not have taken yet, and bounded (a pair
+      // whose receives lag far behind keeps the newest).
+      const uint64_t taken = group_.of(dest).in_taken(group_.rank()).load(std::memory_order_acquire);
+      while (!texts.empty() && (texts.front().index < taken || texts.size() >= 256)) texts.pop_front();
+      // "group 'world' send p2p#0 (float32[8] on cpu) to rank 1, tag 0, 32 bytes"
+      std::string what = r.work ? r.work->description() : std::string();
+      const size_t group_at = what.find("group '");
+      if (group_at == std::string::npos || what.find(" send ", group_at) == std::string::npos) {
+        what = describe(r);
+      } else {
+        what = what.substr(group_at) + " to rank " + std::to_string(dest) + ", tag " + std::to_string(r.tag) + ", " +
+               std::to_string(r.bytes) + " bytes";
+      }
+      texts.push_back({sent_[d]++, std::move(what)});
       done.push_back({r.work, nullptr, -1});
       queue.pop_front();
     }
@@ -233,6 +287,7 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
     return (r.peer == src || r.peer < 0) && r.tag == h.tag;
   });
   if (match != recvs_.end()) {
+    note_taken(src);
     // A refused message is still consumed to its last chunk before its receive ends (deliver):
     // ended now, nothing would poll the ring, and a sender whose message is larger than the
     // ring would wait for good for space.

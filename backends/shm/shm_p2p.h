@@ -22,6 +22,7 @@
 #include <list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "api/tensor.h"
@@ -71,6 +72,15 @@ class PointToPoint {
   // failed, closed, or (check_liveness) died.
   void check(Clock::time_point now, bool check_liveness) const;
   Clock::time_point next_deadline() const;
+  // The sends that completed (their message is in the ring) but that no receive of their
+  // destination has taken: one text each, "send p2p#0 to rank 1 (tag 0, 32 bytes)". Read
+  // from the destinations' segments (Counter::taken); by count, in issue order: exact when
+  // the destination receives a pair's messages in order (tags matched out of order may
+  // name another of the pair's sends). For the destroy's warning (Engine::shutdown).
+  std::vector<std::string> sends_not_taken() const;
+  // Whether some destination still may take a sent message: not all taken, and that rank
+  // still active (not closed or failed).
+  bool sends_awaited() const;
   // Ends every request with error_for(its Work).
   void fail_all(const std::function<std::exception_ptr(const Work&)>& error_for, std::vector<Completion>& done);
 
@@ -125,6 +135,18 @@ class PointToPoint {
   std::vector<uint64_t> tail_, head_seen_;  // receives: chunks consumed, peer's out_head as last read
   uint64_t arrivals_ = 0;
   Blocker blocker_;
+  // Per destination: messages whose send completed, and the texts of those the destination
+  // may not have taken yet (index = the message's number in the pair's stream), trimmed as
+  // its taken count grows, and bounded.
+  struct Sent {
+    uint64_t index = 0;
+    std::string what;
+  };
+  std::vector<uint64_t> sent_;
+  std::vector<std::deque<Sent>> sent_texts_;
+  // Per source: messages a receive has taken (published as Counter::taken).
+  std::vector<uint64_t> taken_;
+  void note_taken(int src);
 };
 
 }  // namespace shm
