@@ -40,6 +40,7 @@ class GroupCreation;
 struct InitWait;
 class MemberLists;
 class OpNumbering;
+class OpOverlaps;
 struct OpSpec;
 struct ReductionPlan;
 
@@ -279,6 +280,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // it (api/group/creation_keys.h); null where they stay: a group made by create() (the
   // world, whose store usually ends with it), one without a store. Last in the class.
   std::unique_ptr<CreationKeys> creation_keys_;
+  // Issue order for the list forms (ops/op_overlaps.h): the group's ops in flight and what
+  // they write, waited for where a list op packs or writes back over the same memory. Made
+  // by a static function of process_group_ops.cc (a shared_ptr: its type stays incomplete
+  // here). Last in the class, after the members above.
+  static std::shared_ptr<OpOverlaps> make_overlaps();
+  std::shared_ptr<OpOverlaps> overlaps_ = make_overlaps();
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

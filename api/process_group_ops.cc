@@ -13,12 +13,23 @@
 #include "api/ops/backend_call.h"
 #include "api/ops/detail_checks.h"
 #include "api/ops/op_numbering.h"
+#include "api/ops/op_overlaps.h"
 #include "api/ops/op_spec.h"
 #include "api/ops/scratch_pool.h"
 #include "api/process_group.h"
 
 namespace distcomm {
 namespace {
+
+// Set while a list op issues its flat op over a buffer of the pool: the group's record of
+// what ops write (op_overlaps.h) keeps the list's own tensors (its write-back), not the
+// pool's.
+thread_local bool t_output_is_scratch = false;
+
+struct OutputIsScratch {
+  OutputIsScratch() { t_output_is_scratch = true; }
+  ~OutputIsScratch() { t_output_is_scratch = false; }
+};
 
 // Copies tensors end to end into one flat host tensor (of the scratch pool).
 Tensor pack(const std::vector<Tensor>& parts, DType dtype) {
@@ -61,6 +72,20 @@ Tensor end_to_end(const std::vector<Tensor>& parts, const Tensor& other, int own
   auto held = std::make_shared<std::vector<Tensor>>(parts);
   return Tensor::from_blob(parts.front().data(), {total}, parts.front().dtype(), parts.front().device(),
                            std::shared_ptr<void>(held, held.get()));
+}
+
+// Whether a and b share any byte (host or device memory alike).
+bool share_memory(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.data());
+  const auto* pb = static_cast<const char*>(b.data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// Whether `part` is exactly block `block` of `whole` (part.nbytes() bytes each): the
+// in-place forms of all_gather_into_tensor and reduce_scatter_tensor, which backends take.
+bool is_block_of(const Tensor& part, const Tensor& whole, int block) {
+  return part.data() == static_cast<const char*>(whole.data()) + static_cast<size_t>(block) * part.nbytes();
 }
 
 // work, followed by copying flat's elements back into parts, end to end. `as`: the op the
@@ -113,6 +138,8 @@ bool whole_on_device(const GroupBackends& backends, const ArgumentChecks& checks
 // ---------------------------------------------------------------------------------------
 // The pipeline
 
+std::shared_ptr<OpOverlaps> ProcessGroup::make_overlaps() { return std::make_shared<OpOverlaps>(); }
+
 WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   const std::string& where_prefix = checks_->where_prefix();
   // Every op the program calls passes here (the ops that pack a list or split a batch check
@@ -150,7 +177,11 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   } else {
     work = run();
   }
-  return spec.divided ? plan.divided_after(work, *spec.divided) : work;
+  if (spec.divided) work = plan.divided_after(work, *spec.divided);
+  // What it writes, for a later list op's packing (op_overlaps.h): a lock and a copy of the
+  // Work per op on host tensors.
+  if (spec.written && !t_output_is_scratch) overlaps_->record_output(work, *spec.written);
+  return work;
 }
 
 void ProcessGroup::CoreFailure::note(const std::exception_ptr& error) {
@@ -255,6 +286,48 @@ WorkPtr ProcessGroup::call_backend(const BackendCall& call, Backend& b, const Re
 
 namespace {
 
+// A batch whose receive shares memory with another of its ops (a send, or another receive)
+// ends with what depends on timing (which transfer lands or is read first): refused, naming
+// both, before anything is sent or copied. Sends may share memory (one tensor to several
+// peers). Sorted by address, each op is compared with the furthest-reaching send and
+// receive before it: O(n log n).
+void refuse_shared_memory(const std::vector<P2POp>& ops, const std::string& where) {
+  struct Span {
+    uintptr_t begin, end;
+    size_t index;
+  };
+  std::vector<Span> spans;
+  spans.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Tensor& t = ops[i].tensor;
+    if (t.nbytes() == 0 || t.data() == nullptr) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(t.data());
+    spans.push_back({begin, begin + t.nbytes(), i});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.index < b.index;
+  });
+  const Span* furthest_send = nullptr;
+  const Span* furthest_recv = nullptr;
+  auto kind = [&](size_t i) { return ops[i].kind == P2POp::Kind::kSend ? "a send" : "a recv"; };
+  for (const Span& s : spans) {
+    const bool is_recv = ops[s.index].kind == P2POp::Kind::kRecv;
+    const Span* other = nullptr;
+    if (furthest_recv && furthest_recv->end > s.begin) other = furthest_recv;
+    else if (is_recv && furthest_send && furthest_send->end > s.begin) other = furthest_send;
+    if (other) {
+      const size_t a = std::min(other->index, s.index), b = std::max(other->index, s.index);
+      throw InvalidArgument(where + ": ops[" + std::to_string(a) + "] (" + kind(a) + ") and ops[" + std::to_string(b) +
+                            "] (" + kind(b) + ") share memory (" + ops[a].tensor.describe() + " and " +
+                            ops[b].tensor.describe() +
+                            "); what a batch receives must not overlap what it sends or receives elsewhere: which "
+                            "lands or is read first depends on timing. Use separate tensors");
+    }
+    const Span*& furthest = is_recv ? furthest_recv : furthest_send;
+    if (!furthest || s.end > furthest->end) furthest = &s;
+  }
+}
+
 OpSpec spec_of(OpType type, const Tensor* tensor, std::chrono::milliseconds timeout) {
   OpSpec spec;
   spec.type = type;
@@ -281,9 +354,11 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, const AllReduceOptions& opts) {
   checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, tensor, "tensor");
   checks_->reduce(kOp, opts.op, tensor);
+  overlaps_->wait_for_write_backs(&tensor);
   OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
   spec.reduction = opts.op;
   spec.divided = &tensor;
+  spec.written = &tensor;
   return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
     plan.premultiply_in_place(tensor);
     return b.all_reduce(tensor, plan.applied_to(opts), ctx);
@@ -305,8 +380,19 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, const A
   checks_->reduce(kOp, opts.op, first);
   if (first.is_cpu()) {
     // One flat buffer, one reduction: what DDP's buckets do, offered for any list of tensors.
+    // Issue order: what earlier ops of the group still write is waited for before it is
+    // packed, and later ops on these tensors wait for the write-back (op_overlaps.h).
+    overlaps_->wait_for_write_backs(tensors);
+    overlaps_->wait_for_writers(tensors);
     Tensor flat = pack(tensors, first.dtype());
-    return unpacked_after(all_reduce(flat, opts), flat, tensors, kOp);
+    WorkPtr reduced;
+    {
+      OutputIsScratch scratch;
+      reduced = all_reduce(flat, opts);
+    }
+    WorkPtr unpacked = unpacked_after(reduced, flat, tensors, kOp);
+    overlaps_->record_write_back(unpacked, tensors);
+    return unpacked;
   }
   // Tensors the host cannot pack go whole to a backend that coalesces them (nccl).
   const std::string refused = checks_->where(kOp) + ": coalescing packs on the host; for " + first.device().str() +
@@ -335,8 +421,10 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, tensor, "tensor");
   checks_->root(kOp, opts.root);
+  overlaps_->wait_for_write_backs(&tensor);
   OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
   spec.root = opts.root;
+  spec.written = &tensor;
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.broadcast(tensor, opts, ctx);
   });
@@ -349,10 +437,12 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   checks_->root(kOp, opts.root);
   checks_->reduce(kOp, opts.op, tensor);
   const bool root = rank() == opts.root;
+  overlaps_->wait_for_write_backs(&tensor);
   OpSpec spec = spec_of(kOp, &tensor, opts.timeout);
   spec.root = opts.root;
   spec.reduction = opts.op;
   spec.divided = root ? &tensor : nullptr;  // the result exists on the root only
+  spec.written = root ? &tensor : nullptr;
   return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
     // Off the root, a scaled copy: reduce leaves the other ranks' tensors unchanged.
     Tensor input = plan.premultiplied(tensor, /*in_place=*/root);
@@ -364,9 +454,27 @@ WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input
   constexpr OpType kOp = OpType::kAllGather;
   checks_->timeout(kOp, opts.timeout);
   checks_->whole_and_part(kOp, output, "output", input, "input");
-  return issue(spec_of(kOp, &input, opts.timeout), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-    return b.all_gather(output, input, opts, ctx);
+  overlaps_->wait_for_write_backs(&output, &input);
+  // An input that is exactly this rank's block of the output is torch's in-place form,
+  // which backends take as it is. An input that overlaps the output anywhere else would be
+  // overwritten by blocks that arrive before it is sent (shm gave wrong values): the op
+  // gathers into a buffer of the pool then, copied into the output once it has ended, as
+  // all_to_all_single does.
+  const bool overlap = share_memory(output, input) && !is_block_of(input, output, rank());
+  if (overlap && !output.is_cpu()) {
+    throw InvalidArgument(checks_->where(kOp) + ": 'input' overlaps 'output' on " + output.device().str() +
+                          " other than as this rank's block of it; pass a separate input, or this rank's block");
+  }
+  Tensor gather_into = overlap ? pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()) : output;
+  OpSpec spec = spec_of(kOp, &input, opts.timeout);
+  spec.written = overlap ? nullptr : &output;
+  WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.all_gather(gather_into, input, opts, ctx);
   });
+  if (!overlap) return work;
+  WorkPtr copied = then(work, [result = output, gathered = gather_into]() mutable { result.copy_from(gathered); });
+  overlaps_->record_write_back(copied, output);
+  return copied;
 }
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
@@ -374,6 +482,7 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
   checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, input, "input");
   checks_->list(kOp, outputs, "outputs", input, "input");
+  overlaps_->wait_for_write_backs(outputs);
   if (whole_on_device(*backends_, *checks_, kOp, input, "use all_gather_into_tensor")) {
     return issue(spec_of(kOp, &input, opts.timeout), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
       return b.all_gather_list(outputs, input, opts, ctx);
@@ -382,7 +491,14 @@ WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& inp
   Tensor in_place = end_to_end(outputs, input, rank());  // all_gather_into_tensor takes its own block in place
   if (in_place.defined()) return all_gather_into_tensor(in_place, input, opts);
   Tensor flat = pooled_tensor(input.numel() * size(), input.dtype());
-  return unpacked_after(all_gather_into_tensor(flat, input, opts), flat, outputs);
+  WorkPtr gathered;
+  {
+    OutputIsScratch scratch;
+    gathered = all_gather_into_tensor(flat, input, opts);
+  }
+  WorkPtr unpacked = unpacked_after(gathered, flat, outputs);
+  overlaps_->record_write_back(unpacked, outputs);
+  return unpacked;
 }
 
 WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
@@ -394,6 +510,8 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   // others waiting for it until the timeout.
   const bool whole = whole_on_device(*backends_, *checks_, kOp, input, "gather into one tensor");
   const bool root = checks_->list(kOp, outputs, "outputs", input, "input", opts.root);
+  overlaps_->wait_for_write_backs(&input);
+  if (root) overlaps_->wait_for_write_backs(outputs);
   OpSpec spec = spec_of(kOp, &input, opts.timeout);
   spec.root = opts.root;
   if (whole) {
@@ -405,10 +523,14 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   Tensor flat = in_place.defined() ? in_place
                 : root            ? pooled_tensor(input.numel() * size(), input.dtype())
                                   : Tensor();
+  if (in_place.defined()) spec.written = &flat;
   WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.gather(flat, input, opts, ctx);
   });
-  return root && !in_place.defined() ? unpacked_after(w, flat, outputs) : w;
+  if (!root || in_place.defined()) return w;
+  WorkPtr unpacked = unpacked_after(w, flat, outputs);
+  overlaps_->record_write_back(unpacked, outputs);
+  return unpacked;
 }
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
@@ -419,6 +541,8 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   // On every rank, as in gather.
   const bool whole = whole_on_device(*backends_, *checks_, kOp, output, "scatter from one tensor");
   const bool root = checks_->list(kOp, inputs, "inputs", output, "output", opts.root);
+  overlaps_->wait_for_write_backs(&output);
+  if (root) overlaps_->wait_for_write_backs(inputs);
   OpSpec spec = spec_of(kOp, &output, opts.timeout);
   spec.root = opts.root;
   if (whole) {
@@ -427,7 +551,9 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
     });
   }
   const Tensor in_place = root ? end_to_end(inputs, output, -1) : Tensor();
+  if (root && !in_place.defined()) overlaps_->wait_for_writers(inputs);  // issue order: see all_reduce_coalesced
   Tensor flat = in_place.defined() ? in_place : root ? pack(inputs, output.dtype()) : Tensor();
+  spec.written = &output;
   return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.scatter(output, flat, opts, ctx);
   });
@@ -438,13 +564,29 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
   checks_->timeout(kOp, opts.timeout);
   checks_->whole_and_part(kOp, input, "input", output, "output");
   checks_->reduce(kOp, opts.op, output);
-  OpSpec spec = spec_of(kOp, &output, opts.timeout);
+  overlaps_->wait_for_write_backs(&output, &input);
+  // As in all_gather_into_tensor: an output that overlaps the input anywhere but exactly as
+  // this rank's block of it (the in-place form) is reduced into a buffer of the pool and
+  // copied into the output once the op has ended: a backend writing its result early would
+  // change input that other ranks still read.
+  const bool overlap = share_memory(output, input) && !is_block_of(output, input, rank());
+  if (overlap && !output.is_cpu()) {
+    throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + output.device().str() +
+                          " other than as this rank's block of it; pass a separate output, or this rank's block");
+  }
+  Tensor reduce_into = overlap ? pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()) : output;
+  OpSpec spec = spec_of(kOp, &reduce_into, opts.timeout);
   spec.reduction = opts.op;
-  spec.divided = &output;
-  return issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
+  spec.divided = &reduce_into;
+  spec.written = overlap ? nullptr : &output;
+  WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
     const Tensor in = plan.premultiplied(input, /*in_place=*/false);  // the input is the caller's
-    return b.reduce_scatter(output, in, plan.applied_to(opts), ctx);
+    return b.reduce_scatter(reduce_into, in, plan.applied_to(opts), ctx);
   });
+  if (!overlap) return work;
+  WorkPtr copied = then(work, [result = output, reduced = reduce_into]() mutable { result.copy_from(reduced); });
+  overlaps_->record_write_back(copied, output);
+  return copied;
 }
 
 WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
@@ -453,6 +595,7 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& 
   checks_->timeout(kOp, opts.timeout);
   checks_->tensor(kOp, output, "output");
   checks_->list(kOp, inputs, "inputs", output, "output");
+  overlaps_->wait_for_write_backs(inputs);
   if (whole_on_device(*backends_, *checks_, kOp, output, "use reduce_scatter_tensor")) {
     checks_->reduce(kOp, opts.op, output);
     OpSpec spec = spec_of(kOp, &output, opts.timeout);
@@ -461,6 +604,7 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& 
       return b.reduce_scatter_list(output, inputs, plan.applied_to(opts), ctx);
     });
   }
+  overlaps_->wait_for_writers(inputs);  // issue order: see all_reduce_coalesced
   Tensor flat = pack(inputs, output.dtype());
   return reduce_scatter_tensor(output, flat, opts);
 }
@@ -495,6 +639,7 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   // helper-69). The op receives into a buffer of the pool and the result is copied into
   // the output once it has ended; the input is still read when the op runs, in issue order
   // behind the group's earlier ops.
+  overlaps_->wait_for_write_backs(&output, &input);
   const char* input_bytes = static_cast<const char*>(input.data());
   const char* output_bytes = static_cast<const char*>(output.data());
   const bool overlap = input.nbytes() > 0 && output.nbytes() > 0 && input_bytes < output_bytes + output.nbytes() &&
@@ -507,11 +652,14 @@ WorkPtr ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
   OpSpec spec = spec_of(kOp, &input, opts.timeout);
   spec.send_counts = in_counts;
   spec.recv_counts = out_counts;
+  spec.written = overlap ? nullptr : &output;
   WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.all_to_all(receive_into, input, out_counts, in_counts, opts, ctx);
   });
   if (!overlap) return work;
-  return then(work, [result = output, received = receive_into]() mutable { result.copy_from(received); });
+  WorkPtr copied = then(work, [result = output, received = receive_into]() mutable { result.copy_from(received); });
+  overlaps_->record_write_back(copied, output);
+  return copied;
 }
 
 WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -546,6 +694,8 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
                           std::to_string(in_counts[me]) + " elements but outputs[" + std::to_string(rank()) + "] has " +
                           std::to_string(out_counts[me]) + "; what this rank sends itself must fit");
   }
+  overlaps_->wait_for_write_backs(outputs);
+  overlaps_->wait_for_write_backs(inputs);
   if (whole_on_device(*backends_, *checks_, kOp, inputs[0], "use all_to_all_single")) {
     const Tensor whole = described_as_one(inputs);  // as the packed input describes a host op
     OpSpec spec = spec_of(kOp, &whole, opts.timeout);
@@ -555,6 +705,7 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
       return b.all_to_all_list(outputs, inputs, opts, ctx);
     });
   }
+  overlaps_->wait_for_writers(inputs);  // issue order: see all_reduce_coalesced
   Tensor in = pack(inputs, inputs[0].dtype());
   Tensor out = pooled_tensor(std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0}), inputs[0].dtype());
   OpSpec spec = spec_of(kOp, &in, opts.timeout);
@@ -563,7 +714,9 @@ WorkPtr ProcessGroup::all_to_all(std::vector<Tensor>& outputs, const std::vector
   WorkPtr w = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.all_to_all(out, in, out_counts, in_counts, opts, ctx);
   });
-  return unpacked_after(w, out, outputs);
+  WorkPtr unpacked = unpacked_after(w, out, outputs);
+  overlaps_->record_write_back(unpacked, outputs);
+  return unpacked;
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
@@ -581,6 +734,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
 WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts) {
   checks_->timeout(OpType::kSend, opts.timeout);
   checks_->p2p(OpType::kSend, tensor, "dst", dst, opts.tag);
+  overlaps_->wait_for_write_backs(&tensor);
   return issue(p2p_spec(OpType::kSend, tensor, dst, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.send(tensor, dst, opts, ctx);
   });
@@ -589,10 +743,12 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const P2POptions& opts
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const P2POptions& opts) {
   checks_->timeout(OpType::kRecv, opts.timeout);
   checks_->p2p(OpType::kRecv, tensor, "src", src, opts.tag);
-  WorkPtr work =
-      issue(p2p_spec(OpType::kRecv, tensor, src, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-        return b.recv(tensor, src, opts, ctx);
-      });
+  overlaps_->wait_for_write_backs(&tensor);
+  OpSpec spec = p2p_spec(OpType::kRecv, tensor, src, opts);
+  spec.written = &tensor;
+  WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+    return b.recv(tensor, src, opts, ctx);
+  });
   // Its source is src, whether or not the backend says so (gloo and shm did, mpi and nccl
   // did not): set once it has received, as recv_any_source's is. The callback runs on the
   // Work itself as it ends, so the raw pointer is alive then (a shared one would be a cycle).
@@ -607,7 +763,10 @@ WorkPtr ProcessGroup::recv_any_source(Tensor& tensor, const P2POptions& opts) {
   constexpr OpType kOp = OpType::kRecvAnySource;
   checks_->timeout(kOp, opts.timeout);
   checks_->p2p(kOp, tensor, nullptr, -1, opts.tag);
-  return issue(p2p_spec(kOp, tensor, -1, opts), [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
+  overlaps_->wait_for_write_backs(&tensor);
+  OpSpec spec = p2p_spec(kOp, tensor, -1, opts);
+  spec.written = &tensor;
+  return issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
     return b.recv_any_source(tensor, opts, ctx);
   });
 }
@@ -637,6 +796,8 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
   }
   const DeviceType device = ops[0].tensor.device().type;
   backends_->serving(device);  // a backend that could not be created says why, before anything is issued
+  // pair_with_itself checks its pairs first (and then this), before it copies.
+  if (self_sends.empty() && self_recvs.empty()) refuse_shared_memory(ops, where);
   pair_with_itself(ops, self_sends, self_recvs, where);
   // What goes to the backend: the ops with other ranks.
   std::vector<P2POp> with_others;
@@ -687,7 +848,17 @@ void ProcessGroup::pair_with_itself(std::vector<P2POp>& ops, const std::vector<s
                             "], the recv from itself it pairs with, holds " + to.describe());
     }
   }
-  // Checked first, copied after: a refused batch changes nothing.
+  refuse_shared_memory(ops, where);
+  // Checked first, copied after: a refused batch changes nothing. The copies are made now,
+  // at issue: in issue order, after the group's earlier ops that write these tensors, and
+  // before a later op reads them (op_overlaps.h).
+  std::vector<Tensor> copied;
+  for (size_t k = 0; k < sends.size(); ++k) {
+    copied.push_back(ops[sends[k]].tensor);
+    copied.push_back(ops[recvs[k]].tensor);
+  }
+  overlaps_->wait_for_write_backs(copied);
+  overlaps_->wait_for_writers(copied);
   for (size_t k = 0; k < sends.size(); ++k) {
     if (ops[sends[k]].tensor.nbytes() > 0) {
       std::memcpy(ops[recvs[k]].tensor.data(), ops[sends[k]].tensor.data(), ops[sends[k]].tensor.nbytes());

@@ -40,6 +40,10 @@ struct OpSpec {
   // A batch of sends and receives the backend runs as one call (DETAIL checks each).
   const std::vector<P2POp>* batch = nullptr;
   std::string description_suffix;  // appended to the description (" in 3 tensors")
+  // The host tensor the op writes while it runs (an output, a recv's tensor): recorded with
+  // its Work for the list forms' issue order (op_overlaps.h); null: none, or one of the
+  // pool's buffers (a list op records its own tensors' write-back).
+  const Tensor* written = nullptr;
 };
 
 }  // namespace distcomm
