@@ -291,9 +291,16 @@ ProcessGroupPtr init_process_group(InitOptions o) {
   po.creation_deadline = wait.deadline;
   po.creation_report_every = report_every;
   ProcessGroupPtr pg = ProcessGroup::create(po, spec);
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_default = pg;
-  return pg;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_default) {
+      g_default = pg;
+      return pg;
+    }
+  }
+  // Another thread's init won meanwhile: this group goes (outside g_mu: a teardown is long,
+  // and a fork() waits for g_mu), and the call fails as a second init does.
+  throw InvalidArgument("init_process_group called twice (by two threads at once); call destroy_process_group() first");
 }
 
 bool is_initialized() {

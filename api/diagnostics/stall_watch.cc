@@ -568,6 +568,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   // An op past its deadline: the group's Timeout, whether it runs or waits its turn.
   WorkPtr late;
   milliseconds late_timeout{0};
+  Clock::time_point late_deadline;  // restored where failing the late op throws
   bool probe = false;  // this tick asks the others and compares
   // An op whose timeout is short is compared sooner: at half its timeout (not before
   // kShortestProbe), so that a Desync is named before the Timeout would end it.
@@ -582,6 +583,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
     if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
       late = e.work;
       late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
+      late_deadline = e.deadline;
       e.deadline = Clock::time_point::max();  // once: the group's failure ends it
     }
     if (now - e.issued >= probe_after && (!oldest_stalled || e.issued < oldest_stalled->issued)) oldest_stalled = &e;
@@ -616,10 +618,19 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
       std::atomic<int64_t>& since;
       ~RecordEnds() { since.store(0); }
     } record_ends{shared->look_since};
-    shared->fail(late, std::make_exception_ptr(Timeout(
-                           "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
-                           " ms, counted from when it was issued (it may have waited behind earlier ops of the "
-                           "group)")));
+    try {
+      shared->fail(late, std::make_exception_ptr(Timeout(
+                             "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
+                             " ms, counted from when it was issued (it may have waited behind earlier ops of the "
+                             "group)")));
+    } catch (...) {
+      // Not failed after all (no memory, no thread for the board): the next tick tries again.
+      lock.lock();
+      for (auto& e : shared->ring) {
+        if (e.work == late) e.deadline = late_deadline;
+      }
+      throw;
+    }
     lock.lock();
     return;
   }
@@ -720,8 +731,11 @@ void StallWatch::loop(std::shared_ptr<Shared> shared) {
       watch_once(shared, lock);
     } catch (...) {
       if (!lock.owns_lock()) lock.lock();
-      if (!told) shared->log_tick_failure(std::current_exception());
-      told = true;
+      try {  // the line's words allocate, which may fail as the tick did (ulimit -v)
+        if (!told) shared->log_tick_failure(std::current_exception());
+        told = true;
+      } catch (...) {
+      }
     }
   }
   lock.unlock();
