@@ -5,20 +5,13 @@
 
 #include "api/errors.h"
 #include "api/process_group.h"
+#include "tests/testing/refusal.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
 namespace {
 
-template <typename Fn>
-std::string refusal(Fn fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using testing::refusal;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "api/process_group.h"
+#include "tests/testing/refusal.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -178,15 +179,7 @@ TEST_P(ListOpOrdering, FlatOpsWithPartlyOverlappingInputAndOutput) {
   });
 }
 
-template <typename Fn>
-std::string refusal(Fn fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using testing::refusal;
 
 TEST_P(ListOpOrdering, ABatchThatReceivesIntoMemoryItAlsoUsesIsRefused) {
   testing::run_group(2, GetParam(), [](ProcessGroup& pg) {

@@ -69,5 +69,16 @@ inline std::string stderr_of(const std::function<void()>& fn) {
   return capture.text();
 }
 
+// This process's stderr into `path` for good (a rank whose last words a test reads after it
+// ended). False when the file cannot be opened or made stderr.
+inline bool redirect_stderr(const std::string& path) {
+  std::fflush(stderr);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (file < 0) return false;
+  const bool moved = ::dup2(file, STDERR_FILENO) >= 0;
+  ::close(file);
+  return moved;
+}
+
 }  // namespace testing
 }  // namespace distcomm

@@ -12,6 +12,7 @@
 
 #include "api/process_group.h"
 #include "tests/testing/multiprocess.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/test_files.h"
 
 namespace distcomm {
@@ -24,20 +25,13 @@ std::string stderr_of(const std::string& backend, int rank) {
   return temp_path("cut_off_" + backend + std::to_string(rank) + ".err");
 }
 
-void redirect_stderr(const std::string& path) {
-  std::fflush(stderr);
-  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(file, 0) << path;
-  ASSERT_GE(::dup2(file, STDERR_FILENO), 0);
-  ::close(file);
-}
 
 class OpsCutOff : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpsCutOff, ADestroyedGroupNamesTheOpsItCutOff) {
   const std::string backend = GetParam();
   testing::run_group(2, backend, [&](ProcessGroup& pg) {
-    redirect_stderr(stderr_of(backend, pg.rank()));
+    ASSERT_TRUE(testing::redirect_stderr(stderr_of(backend, pg.rank())));
     Tensor done = Tensor::zeros({4});
     pg.all_reduce(done)->wait();  // ended: not named
     // Rank 1 posts a recv that no send meets, and rank 0 one that no send meets either:

@@ -13,6 +13,7 @@
 
 #include "api/process_group.h"
 #include "tests/testing/multiprocess.h"
+#include "tests/testing/captured_stderr.h"
 #include "tests/testing/test_files.h"
 
 namespace distcomm {
@@ -25,17 +26,10 @@ std::string stderr_file(const std::string& name, int rank) {
   return temp_path("unreceived_" + name + std::to_string(rank) + ".err");
 }
 
-void redirect_stderr(const std::string& path) {
-  std::fflush(stderr);
-  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(file, 0) << path;
-  ASSERT_GE(::dup2(file, STDERR_FILENO), 0);
-  ::close(file);
-}
 
 TEST(ShmUnreceivedSend, ADestroyedGroupNamesASendNoReceiveTook) {
   testing::run_group(3, "shm", [&](ProcessGroup& pg) {
-    redirect_stderr(stderr_file("lost", pg.rank()));
+    ASSERT_TRUE(testing::redirect_stderr(stderr_file("lost", pg.rank())));
     Tensor t = Tensor::zeros({8});
     if (pg.rank() == 0) {
       WorkPtr received = pg.send(t, 2, P2POptions{.tag = 3});  // rank 2 takes this one
@@ -58,7 +52,7 @@ TEST(ShmUnreceivedSend, ADestroyedGroupNamesASendNoReceiveTook) {
 
 TEST(ShmUnreceivedSend, SendsThatWereReceivedAreNotNamed) {
   testing::run_group(2, "shm", [&](ProcessGroup& pg) {
-    redirect_stderr(stderr_file("taken", pg.rank()));
+    ASSERT_TRUE(testing::redirect_stderr(stderr_file("taken", pg.rank())));
     Tensor t = Tensor::zeros({1024});
     for (int i = 0; i < 3; ++i) {
       if (pg.rank() == 0) {
