@@ -5,11 +5,14 @@
 namespace distcomm {
 namespace {
 
-// Drops the entries whose op has ended (a poll of each: ended ones are not waited for).
+// Drops the entries whose op has ended (ended ones are not waited for). Work's own
+// is_completed, not the backend's: a backend's poll may act on it (gloo's hands the op to its
+// worker, as nobody is about to wait() for it), and this look is nobody's poll.
 template <typename Entries>
 void drop_ended(Entries& entries) {
-  entries.erase(std::remove_if(entries.begin(), entries.end(), [](const auto& e) { return e.work->is_completed(); }),
-                entries.end());
+  entries.erase(
+      std::remove_if(entries.begin(), entries.end(), [](const auto& e) { return e.work->Work::is_completed(); }),
+      entries.end());
 }
 
 }  // namespace
