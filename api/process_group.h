@@ -223,7 +223,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // after the backends' shutdown, if it did not let them end).
   std::vector<uint64_t> ops_not_ended() const;
   void warn_of_ops_cut_off(const std::vector<uint64_t>& not_ended_before) const;
-  // The op pipeline (process_group_ops.cc): route -> plan -> (refused once aborted) ->
+  // The op pipeline (process_group_issue.cc): route -> plan -> (refused once aborted) ->
   // number -> record [DETAIL's checks [the backend's call]] -> AVG's division. Argument
   // checks come first, in each op.
   WorkPtr issue(const OpSpec& spec, const BackendCall& call);
@@ -263,7 +263,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // backends are final (build()); a backend not here is looked up by name.
   std::array<std::pair<const Backend*, uint16_t>, 4> backend_names_{};
   uint16_t backend_name_id(const Backend& b) const;
-  // issue()'s parts (process_group_ops.cc): a later op of a group that failed; the
+  // issue()'s parts (process_group_issue.cc): a later op of a group that failed; the
   // backend's own call, refusing a null Work and giving what it throws the op's context.
   WorkPtr refused_since_failure(const OpContext& ctx) const;
   WorkPtr call_backend(const BackendCall& call, Backend& b, const ReductionPlan& plan, const OpContext& ctx);
@@ -282,7 +282,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::unique_ptr<CreationKeys> creation_keys_;
   // Issue order for the list forms (ops/op_overlaps.h): the group's ops in flight and what
   // they write, waited for where a list op packs or writes back over the same memory. Made
-  // by a static function of process_group_ops.cc (a shared_ptr: its type stays incomplete
+  // by a static function of process_group_issue.cc (a shared_ptr: its type stays incomplete
   // here). Last in the class, after the members above.
   static std::shared_ptr<OpOverlaps> make_overlaps();
   std::shared_ptr<OpOverlaps> overlaps_ = make_overlaps();

@@ -15,7 +15,12 @@ void drop_ended(Entries& entries) {
       entries.end());
 }
 
+thread_local bool t_scratch_output = false;
+
 }  // namespace
+
+bool ScratchOutput::active() { return t_scratch_output; }
+void ScratchOutput::set(bool on) { t_scratch_output = on; }
 
 void OpOverlaps::record_output(const WorkPtr& work, const Tensor& output) {
   const ByteRange range = ByteRange::of(output);

@@ -44,6 +44,21 @@ struct ByteRange {
   bool overlaps(const ByteRange& o) const { return !empty() && !o.empty() && begin < o.end && o.begin < end; }
 };
 
+// Set on this thread while a list op issues its flat op over a buffer of the pool: the
+// group's record of what ops write keeps the list's own tensors (its write-back), not the
+// pool's.
+class ScratchOutput {
+ public:
+  ScratchOutput() { set(true); }
+  ~ScratchOutput() { set(false); }
+  ScratchOutput(const ScratchOutput&) = delete;
+  ScratchOutput& operator=(const ScratchOutput&) = delete;
+  static bool active();
+
+ private:
+  static void set(bool on);
+};
+
 class OpOverlaps {
  public:
   // Kept without a scan until this many ops are recorded.
