@@ -79,6 +79,39 @@ bool is_block_of(const Tensor& part, const Tensor& whole, int block) {
   return part.data() == static_cast<const char*>(whole.data()) + static_cast<size_t>(block) * part.nbytes();
 }
 
+// What all_gather_into_tensor and reduce_scatter_tensor write: their whole tensor and one
+// rank's block of it may share memory only as torch's in-place form (the block is exactly
+// this rank's block of the whole), which backends take as it is. Any other overlap would let
+// the op overwrite, while it runs, bytes still to be sent or reduced (shm gave wrong values):
+// on the host such an op writes into a buffer of the pool instead, copied into the output
+// once the op has ended (as all_to_all_single does); on a device it is refused.
+struct WriteTarget {
+  Tensor tensor;         // what the backend writes: the output itself, or the scratch buffer
+  bool scratch = false;  // whether it is the scratch buffer, to be copied into the output
+};
+
+WriteTarget write_target(const ArgumentChecks& checks, OpType op, Tensor& output, const Tensor& input,
+                         const Tensor& part, const Tensor& whole, int rank) {
+  const char* part_name = &part == &input ? "input" : "output";
+  const char* whole_name = &part == &input ? "output" : "input";
+  if (!share_memory(output, input) || is_block_of(part, whole, rank)) return {output, false};
+  if (!output.is_cpu()) {
+    throw InvalidArgument(checks.where(op) + ": '" + part_name + "' overlaps '" + whole_name + "' on " +
+                          output.device().str() + " other than as this rank's block of it; pass a separate " +
+                          part_name + ", or this rank's block");
+  }
+  return {pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()), true};
+}
+
+// work, followed by copying the scratch buffer into the output where the op wrote one; later
+// ops that touch the output wait for that copy (op_overlaps.h).
+WorkPtr written_back(const WorkPtr& work, const WriteTarget& target, const Tensor& output, OpOverlaps& overlaps) {
+  if (!target.scratch) return work;
+  WorkPtr copied = then(work, [result = output, written = target.tensor]() mutable { result.copy_from(written); });
+  overlaps.record_write_back(copied, output);
+  return copied;
+}
+
 // work, followed by copying flat's elements back into parts, end to end. `as`: the op the
 // caller asked for, when the flat one differs (all_reduce_coalesced).
 WorkPtr unpacked_after(const WorkPtr& work, const Tensor& flat, std::vector<Tensor> parts,
@@ -298,26 +331,14 @@ WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input
   checks_->timeout(kOp, opts.timeout);
   checks_->whole_and_part(kOp, output, "output", input, "input");
   overlaps_->wait_for_write_backs(&output, &input);
-  // An input that is exactly this rank's block of the output is torch's in-place form,
-  // which backends take as it is. An input that overlaps the output anywhere else would be
-  // overwritten by blocks that arrive before it is sent (shm gave wrong values): the op
-  // gathers into a buffer of the pool then, copied into the output once it has ended, as
-  // all_to_all_single does.
-  const bool overlap = share_memory(output, input) && !is_block_of(input, output, rank());
-  if (overlap && !output.is_cpu()) {
-    throw InvalidArgument(checks_->where(kOp) + ": 'input' overlaps 'output' on " + output.device().str() +
-                          " other than as this rank's block of it; pass a separate input, or this rank's block");
-  }
-  Tensor gather_into = overlap ? pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()) : output;
+  const WriteTarget target = write_target(*checks_, kOp, output, input, /*part=*/input, /*whole=*/output, rank());
   OpSpec spec = spec_of(kOp, &input, opts.timeout);
-  spec.written = overlap ? nullptr : &output;
+  spec.written = target.scratch ? nullptr : &output;
   WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan&, const OpContext& ctx) {
-    return b.all_gather(gather_into, input, opts, ctx);
+    Tensor into = target.tensor;
+    return b.all_gather(into, input, opts, ctx);
   });
-  if (!overlap) return work;
-  WorkPtr copied = then(work, [result = output, gathered = gather_into]() mutable { result.copy_from(gathered); });
-  overlaps_->record_write_back(copied, output);
-  return copied;
+  return written_back(work, target, output, *overlaps_);
 }
 
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, const AllGatherOptions& opts) {
@@ -408,28 +429,17 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
   checks_->whole_and_part(kOp, input, "input", output, "output");
   checks_->reduce(kOp, opts.op, output);
   overlaps_->wait_for_write_backs(&output, &input);
-  // As in all_gather_into_tensor: an output that overlaps the input anywhere but exactly as
-  // this rank's block of it (the in-place form) is reduced into a buffer of the pool and
-  // copied into the output once the op has ended: a backend writing its result early would
-  // change input that other ranks still read.
-  const bool overlap = share_memory(output, input) && !is_block_of(output, input, rank());
-  if (overlap && !output.is_cpu()) {
-    throw InvalidArgument(checks_->where(kOp) + ": 'output' overlaps 'input' on " + output.device().str() +
-                          " other than as this rank's block of it; pass a separate output, or this rank's block");
-  }
-  Tensor reduce_into = overlap ? pooled_tensor(output.numel(), output.dtype()).reshape(output.shape()) : output;
+  const WriteTarget target = write_target(*checks_, kOp, output, input, /*part=*/output, /*whole=*/input, rank());
+  Tensor reduce_into = target.tensor;
   OpSpec spec = spec_of(kOp, &reduce_into, opts.timeout);
   spec.reduction = opts.op;
   spec.divided = &reduce_into;
-  spec.written = overlap ? nullptr : &output;
+  spec.written = target.scratch ? nullptr : &output;
   WorkPtr work = issue(spec, [&](Backend& b, const ReductionPlan& plan, const OpContext& ctx) {
     const Tensor in = plan.premultiplied(input, /*in_place=*/false);  // the input is the caller's
     return b.reduce_scatter(reduce_into, in, plan.applied_to(opts), ctx);
   });
-  if (!overlap) return work;
-  WorkPtr copied = then(work, [result = output, reduced = reduce_into]() mutable { result.copy_from(reduced); });
-  overlaps_->record_write_back(copied, output);
-  return copied;
+  return written_back(work, target, output, *overlaps_);
 }
 
 WorkPtr ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
