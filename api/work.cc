@@ -1,5 +1,7 @@
 #include "api/work.h"
 
+#include <cstddef>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,6 +190,30 @@ struct WorkLayoutBeforeSafetyNet {
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
 };
 static_assert(sizeof(Work) == sizeof(WorkLayoutBeforeSafetyNet), "Work's layout is part of the plugin ABI");
+
+}  // namespace
+
+// The size alone would let a member move within it: a plugin's inline seq(), op() and
+// description() (work.h), and its subclasses' use of mu_ and cv_, read at the offsets of
+// the headers it was built against. Work is not standard-layout (it has virtuals), where
+// offsetof is conditionally supported: GCC and Clang give the layout's real offsets.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+struct WorkLayoutCheck {
+  using Before = WorkLayoutBeforeSafetyNet;
+  static_assert(offsetof(Work, mu_) == offsetof(Before, mu), "Work::mu_ moved: plugins' subclasses lock it");
+  static_assert(offsetof(Work, cv_) == offsetof(Before, cv), "Work::cv_ moved: plugins' subclasses wait on it");
+  static_assert(offsetof(Work, op_) == offsetof(Before, op), "Work::op_ moved: plugins' inline op() reads it");
+  static_assert(offsetof(Work, seq_) == offsetof(Before, seq), "Work::seq_ moved: plugins' inline seq() reads it");
+  static_assert(offsetof(Work, description_) == offsetof(Before, description),
+                "Work::description_ moved: plugins' inline description() reads it");
+  static_assert(offsetof(Work, error_) == offsetof(Before, error), "Work::error_ moved");
+  static_assert(offsetof(Work, source_rank_) == offsetof(Before, source_rank), "Work::source_rank_ moved");
+  static_assert(offsetof(Work, callbacks_) == offsetof(Before, callbacks), "Work::callbacks_ moved");
+};
+#pragma GCC diagnostic pop
+
+namespace {
 
 // Names for intern_backend_name, kept for the process's life (never destroyed: a Work may
 // end during static destruction).

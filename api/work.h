@@ -109,7 +109,7 @@ class Work {
  private:
   const OpType op_;
   // The core's deadline (arm_core_deadline), in what was padding after op_ and after
-  // source_rank_ (work.cc checks that sizeof(Work) stays what it was).
+  // source_rank_ (work.cc checks that Work's size and its older members' offsets stay what they were).
   std::atomic<bool> net_armed_{false};  // set last (arm_core_deadline: no lock)
   uint16_t net_backend_ = 0;   // intern_backend_name's number
   uint32_t net_after_ms_ = 0;  // from start_: the end of the grace
@@ -137,6 +137,7 @@ class Work {
   // the child would send on its parent's connections). wait() calls it first.
   void refuse_in_forked_child() const;
   friend bool forked_since_issue_in_core(const Work& work);
+  friend struct WorkLayoutCheck;  // work.cc: the offsets plugins' inline accessors read
 };
 
 // The grace the core gives a backend past an op's timeout before its safety net ends the
