@@ -35,10 +35,11 @@ std::string numeric_text(const sockaddr_storage& a) {
   return ::inet_ntop(a.ss_family, raw, text, sizeof(text)) ? text : "";
 }
 
-// A socket this process could not open for lack of descriptors or memory: that limit is the
-// cause, not the address (an Error, not InvalidArgument: no setting of the group is wrong).
+// A socket this process could not open for lack of descriptors or of the kernel's memory:
+// that limit is the cause, not the address (an Error, not InvalidArgument: no setting of the
+// group is wrong).
 void throw_if_limit(const std::string& what, int err) {
-  if (limit_of_errno(err) == LimitKind::kNone) return;
+  if (socket_limit_of_errno(err) == LimitKind::kNone) return;
   if (auto text = limit_failure(what, std::string("socket: ") + std::strerror(err))) throw Error(*text);
 }
 

@@ -22,10 +22,21 @@ LimitKind limit_of_errno(int err) {
   return LimitKind::kNone;
 }
 
+LimitKind socket_limit_of_errno(int err) {
+  if (err == ENOMEM || err == ENOBUFS) return LimitKind::kSocketMemory;
+  return limit_of_errno(err) == LimitKind::kDescriptors ? LimitKind::kDescriptors : LimitKind::kNone;
+}
+
 LimitKind limit_in_message(const std::string& message) {
   // Descriptors first: a message that names both ran out of descriptors (the cause) first.
   for (int err : {EMFILE, ENFILE}) {
     if (mentions(message, err)) return LimitKind::kDescriptors;
+  }
+  const size_t socket_call = message.find("socket: ");
+  for (int err : {ENOMEM, ENOBUFS}) {
+    if (socket_call != std::string::npos && message.find(std::strerror(err), socket_call) != std::string::npos) {
+      return LimitKind::kSocketMemory;
+    }
   }
   for (int err : {EAGAIN, ENOMEM}) {
     if (mentions(message, err)) return LimitKind::kThreads;
@@ -59,6 +70,10 @@ std::optional<std::string> limit_failure(const std::string& what, const std::str
       const std::system_error as_thread(std::make_error_code(code));
       return what + " (" + message + "): " + thread_start_failure("gloo's network", as_thread);
     }
+    case LimitKind::kSocketMemory:
+      return what + " (" + message +
+             "): the kernel has no memory for another socket: this host, or this job's memory cgroup "
+             "(memory.max), is short of memory; free some, or raise the job's memory limit";
     case LimitKind::kNone:
       break;
   }

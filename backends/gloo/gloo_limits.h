@@ -18,11 +18,18 @@ enum class LimitKind {
   kNone,         // not a limit: the address, the network or a peer (EADDRNOTAVAIL, ECONNREFUSED, ...)
   kThreads,      // EAGAIN, ENOMEM: threads (ulimit -u, pids.max) or memory for a thread's stack (ulimit -v)
   kDescriptors,  // EMFILE, ENFILE: file descriptors (ulimit -n)
+  kSocketMemory,  // ENOMEM, ENOBUFS from socket(): the kernel's memory for sockets, not a thread
 };
 
+// What an errno from a thread's start (std::thread, pthread_create) or from another call says.
 LimitKind limit_of_errno(int err);
+// What an errno from socket() says: ENOMEM and ENOBUFS there are the kernel's memory for a
+// socket (the host or the cgroup short of memory), not a thread (ulimit -u).
+LimitKind socket_limit_of_errno(int err);
 
-// From an exception's text: strerror's words for the errnos above, wherever gloo put them.
+// From an exception's text: strerror's words for the errnos above, wherever gloo put them;
+// ENOMEM or ENOBUFS after "socket:" (gloo's and throw_if_limit's words for a failed socket())
+// is kSocketMemory.
 LimitKind limit_in_message(const std::string& message);
 
 // "this process ran out of file descriptors (...soft limit N...): raise `ulimit -n` ...".

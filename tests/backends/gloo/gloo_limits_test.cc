@@ -38,6 +38,27 @@ TEST(GlooLimits, ErrnosOfLimitsAndOfAddresses) {
   }
 }
 
+// socket()'s ENOMEM and ENOBUFS are the kernel's memory for sockets: said as such, not as
+// the thread limit (ulimit -u) a thread's ENOMEM is.
+TEST(GlooLimits, ASocketsMemoryIsNotTheThreadLimit) {
+  EXPECT_EQ(gloo::socket_limit_of_errno(ENOMEM), LimitKind::kSocketMemory);
+  EXPECT_EQ(gloo::socket_limit_of_errno(ENOBUFS), LimitKind::kSocketMemory);
+  EXPECT_EQ(gloo::socket_limit_of_errno(EMFILE), LimitKind::kDescriptors);
+  EXPECT_EQ(gloo::socket_limit_of_errno(EAGAIN), LimitKind::kNone);
+  EXPECT_EQ(gloo::socket_limit_of_errno(EAFNOSUPPORT), LimitKind::kNone);
+  for (int err : {ENOMEM, ENOBUFS}) {
+    const std::string said = std::string("[gloo/transport/tcp/pair.cc:94] socket: ") + std::strerror(err);
+    ASSERT_EQ(limit_in_message(said), LimitKind::kSocketMemory) << said;
+    const auto text = limit_failure("gloo cannot open the socket for rank 2", said);
+    ASSERT_TRUE(text.has_value());
+    EXPECT_NE(text->find("no memory for another socket"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("ulimit -u"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("thread"), std::string::npos) << *text;
+  }
+  // A thread's ENOMEM (its stack, under ulimit -v) stays the thread limit.
+  EXPECT_EQ(limit_in_message("std::thread: Cannot allocate memory"), LimitKind::kThreads);
+}
+
 TEST(GlooLimits, AcceptOutOfDescriptorsNamesTheSoftLimitNotThePeer) {
   const std::string gloo_said = "[./gloo/transport/tcp/pair.cc:778] accept: Too many open files";
   ASSERT_EQ(limit_in_message(gloo_said), LimitKind::kDescriptors);
