@@ -113,7 +113,10 @@ class DistributedDataParallel {
 
   // Ends a backward pass: waits for the buckets and writes the averaged gradients back.
   // With find_unused_parameters, a parameter no rank marked keeps its gradient untouched,
-  // and one marked on some ranks only gets the average with zeros from the others. Without
+  // and one marked on some ranks only gets the average with zeros from the others. Marked
+  // means in this pass or in a no_sync() pass since the last synchronised one: what a rank
+  // accumulated is averaged, as one process training on the whole batch would (PyTorch 1.13
+  // looks at the synchronised pass only, and leaves such a gradient local). Without
   // it, a parameter some rank did not mark makes every rank throw Error naming it (never a
   // hang). Under no_sync() it only ends the pass (gradients stay local). Collective.
   void finish_backward();
