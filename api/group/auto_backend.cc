@@ -86,6 +86,13 @@ std::string auto_backend_placement(const PluginSearch& plugins, const std::strin
          (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }
 
+std::string machine_of_placement(const std::string& placement) {
+  const size_t user = placement.find(" uid ");
+  if (user == std::string::npos) return placement;
+  const size_t end = placement.find_first_not_of("0123456789", user + 5);
+  return placement.substr(0, user) + (end == std::string::npos ? "" : placement.substr(end));
+}
+
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) {
   ExchangedPlacements out;
   out.all_run_nccl = !exchanged.empty();

@@ -43,6 +43,11 @@ std::string shared_memory_domain();
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
                                    bool ask_nccl = false, bool ask_mpi = false, const std::string& hier_across = "");
 
+// A placement (auto_backend_placement's) without its user: ranks of one machine under
+// different users are different hosts to auto and the hierarchy (shm cannot join them),
+// and the same machine to a reader of a group's description.
+std::string machine_of_placement(const std::string& placement);
+
 // Every rank's exchanged placement, taken apart: what the CPU rule compares (the part
 // before '|', as below), whether every rank can run nccl, and which can run mpi.
 struct ExchangedPlacements {

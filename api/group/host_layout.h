@@ -14,6 +14,7 @@ struct HostLayout {
   std::vector<std::vector<int>> hosts;  // each host's ranks, ascending
   std::vector<int> host_of;             // rank -> index into hosts
   std::vector<int> local_rank_of;       // rank -> index among its host's ranks
+  int machines = 0;                     // hosts that differ by more than their user
 
   static HostLayout from_placements(const std::vector<std::string>& placements);
 
@@ -22,7 +23,8 @@ struct HostLayout {
   // The ranks of local rank l on every host that has one, in host order: the groups across
   // hosts (one per local rank).
   std::vector<std::vector<int>> across_hosts() const;
-  // "2 hosts x 2 ranks", "2 hosts (3 + 1 ranks)".
+  // "2 hosts x 2 ranks", "2 hosts (3 + 1 ranks)"; where users of one machine make up
+  // some of the hosts, "2 hosts x 2 ranks (users of 1 machine)".
   std::string describe() const;
 };
 

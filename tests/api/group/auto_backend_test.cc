@@ -55,6 +55,22 @@ TEST(HostLayout, HostsInOrderOfTheirLowestRankAndGroupsAcrossByLocalRank) {
   EXPECT_EQ(HostLayout::from_placements({"a", "a", "b", "b"}).describe(), "2 hosts x 2 ranks");
 }
 
+// Users of one machine are different hosts to auto (shm cannot join them), and the
+// description says that they share a machine rather than claim 2 hosts.
+TEST(HostLayout, UsersOfOneMachineAreHostsOfOneMachine) {
+  const std::string root = "boot-a pid:[1] uid 0 shm", nobody = "boot-a pid:[1] uid 65534 shm";
+  const std::string other = "boot-b pid:[1] uid 0 shm";
+  EXPECT_EQ(machine_of_placement(root), machine_of_placement(nobody));
+  EXPECT_NE(machine_of_placement(root), machine_of_placement(other));
+  EXPECT_EQ(machine_of_placement("boot-a pid:[1] uid 12"), "boot-a pid:[1]");
+  const HostLayout users = HostLayout::from_placements({root, root, nobody, nobody});
+  EXPECT_EQ(users.hosts.size(), 2u);
+  EXPECT_EQ(users.describe(), "2 hosts x 2 ranks (users of 1 machine)");
+  EXPECT_EQ(HostLayout::from_placements({root, nobody, other}).describe(),
+            "3 hosts x 1 ranks (users of 2 machines)");
+  EXPECT_EQ(HostLayout::from_placements({root, root, other}).describe(), "2 hosts (2 + 1 ranks)");
+}
+
 TEST(AutoBackend, ThisProcessHasADomain) {
   const std::string domain = shared_memory_domain();
   EXPECT_NE(domain.find("pid:["), std::string::npos) << domain;

@@ -130,7 +130,7 @@ TEST(AutoMixedUsers, EachUserIsAHostOfTheHierarchy) {
   const std::string why_not = why_no_other_user();
   if (!why_not.empty()) GTEST_SKIP() << why_not;
   run_auto_as_users(4, {2, 3}, [](ProcessGroup& pg) {
-    EXPECT_EQ(pg.backend_name(), "auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks)");
+    EXPECT_EQ(pg.backend_name(), "auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks (users of 1 machine))");
     expect_exact_all_reduce(pg);
   });
 }
