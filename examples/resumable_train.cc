@@ -46,7 +46,7 @@ DEFINE_int32(samples, 4096, "size of the synthetic data set");
 DEFINE_int32(hidden, 64, "width of the two hidden layers");
 DEFINE_double(lr, 0.002, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum");
-DEFINE_int32(log_every, 50, "rank 0 prints the loss every this many steps");
+DEFINE_int32(log_every, 50, "rank 0 prints the loss every this many steps (0: only at the end)");
 DEFINE_int32(fail_at_step, -1, "on the first attempt, --fail_rank kills itself when it reaches this step (-1: never)");
 DEFINE_int32(fail_rank, 1, "the rank that --fail_at_step kills");
 
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
       }
       if (rank == 0 && done % FLAGS_checkpoint_every == 0) save(done, *model, sgd);
       last_loss = loss.value;
-      if (done % FLAGS_log_every == 0 || done == FLAGS_steps) {
+      if ((FLAGS_log_every > 0 && done % FLAGS_log_every == 0) || done == FLAGS_steps) {
         const double mean = distcomm::examples::mean_over_ranks(*pg, last_loss);
         if (rank == 0) std::printf("step %lld/%d: loss %.9g\n", static_cast<long long>(done), FLAGS_steps, mean);
       }

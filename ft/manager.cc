@@ -136,11 +136,22 @@ std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
 
 Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   joining_ = options_.joining.value_or(env(local::kFtJoinVariable) == "1");
+  const bool timeout_from_env = options_.heartbeat_timeout <= std::chrono::milliseconds::zero() &&
+                                !env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS").empty();
   options_.heartbeat_timeout = heartbeat_timeout_from(options_.heartbeat_timeout);
   if (options_.initial_members < 0 && !joining_) options_.initial_members = read_launch_env().world_size;
   if (!joining_ && options_.initial_members < 1) {
     throw InvalidArgument("ft::Manager: the first generation's size is unknown: set WORLD_SIZE (tools/launch does) "
                           "or ManagerOptions::initial_members");
+  }
+  if (timeout_from_env && options_.heartbeat_interval > std::chrono::milliseconds::zero() &&
+      options_.heartbeat_interval * 2 > options_.heartbeat_timeout) {
+    // Said in the terms the user set: the interval is the program's, the variable theirs.
+    throw InvalidArgument("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=" + std::to_string(options_.heartbeat_timeout.count()) +
+                          ": expected at least " + std::to_string(2 * options_.heartbeat_interval.count()) +
+                          " ms, twice the heartbeat's interval (ManagerOptions::heartbeat_interval, " +
+                          std::to_string(options_.heartbeat_interval.count()) +
+                          " ms): a member must be able to miss a beat before it is taken for gone");
   }
   if (options_.heartbeat_interval <= std::chrono::milliseconds::zero() ||
       options_.heartbeat_interval * 2 > options_.heartbeat_timeout) {

@@ -599,4 +599,23 @@ TEST_F(FtManager, AMemberThatLosesTheStoreSaysSo) {
 }
 
 }  // namespace
+// A heartbeat timeout from the environment below twice the heartbeat's interval is refused
+// in the user's terms: the variable and the least it takes, not ManagerOptions' fields,
+// which the user of a launcher never set.
+TEST(FtManagerOptions, AHeartbeatTimeoutTooShortIsRefusedNamingTheVariable) {
+  ::setenv("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS", "20", 1);
+  ft::ManagerOptions o;
+  o.initial_members = 2;
+  o.joining = false;
+  std::string refused;
+  try {
+    ft::Manager m(o);
+  } catch (const InvalidArgument& e) {
+    refused = e.what();
+  }
+  ::unsetenv("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
+  EXPECT_NE(refused.find("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=20: expected at least 200 ms"), std::string::npos)
+      << refused;
+}
+
 }  // namespace distcomm
