@@ -21,6 +21,12 @@ constexpr std::chrono::milliseconds kLivenessInterval{10};
 // Naps without pending ops before the progress thread sleeps until the next submit: a
 // program issuing ops back to back never pays for waking it.
 constexpr int kNapsBeforeSleep = 100;
+// Naps with a thread waiting (and so polling: it runs every pending op, not only its own)
+// and no op ending before the progress thread sleeps until no thread waits. A program's
+// back-to-back ops end ops between naps, and never pay for waking it; a long wait (a barrier
+// for a late rank) no longer costs a wake-up per nap: ~3% of a core per waiting rank, two
+// thirds of one with 32 ranks on 2 cores (an outside measurement).
+constexpr int kNapsBeforeParking = 10;
 // How long a Desync's table waits for the ranks that have not reached the disagreeing round.
 constexpr std::chrono::milliseconds kTableWait{1000};
 // Polls that moved something between two looks at the deadlines and the peers' liveness
@@ -459,6 +465,7 @@ void Engine::complete(std::vector<Completion>& done) {
   } linked(batch);
   while (batch.next < done.size()) finish_entry(done[batch.next++]);
   pending_.fetch_sub(static_cast<int64_t>(done.size()));
+  completed_.fetch_add(done.size(), std::memory_order_relaxed);
   done.clear();
   if (waiters_.load() > 0) {
     std::lock_guard<std::mutex> lock(done_mu_);
@@ -502,16 +509,25 @@ bool Engine::wait_for(const Work& work, std::chrono::milliseconds timeout) {
   const Clock::time_point give_up =
       is_use_default(timeout) ? Clock::time_point::max() : Clock::now() + timeout;
   struct Waiting {
-    std::atomic<int>& count;
-    explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
-    ~Waiting() { count.fetch_sub(1); }
-  } waiting(waiters_);
+    Engine& engine;
+    explicit Waiting(Engine& e) : engine(e) { engine.waiters_.fetch_add(1); }
+    ~Waiting() {
+      // The last waiter wakes a progress thread that sleeps for it (both atomics seq_cst:
+      // either this sees the thread parked, or the thread sees no waiter left).
+      if (engine.waiters_.fetch_sub(1) == 1 && engine.parked_for_waiters_.load()) {
+        std::lock_guard<std::mutex> lock(engine.thread_mu_);
+        engine.thread_cv_.notify_one();
+      }
+    }
+  } waiting(*this);
   return drive([&] { return work.is_completed(); }, give_up);
 }
 
 void Engine::progress_loop() {
   std::unique_lock<std::mutex> lock(thread_mu_);
   int idle_naps = 0;
+  int waited_naps = 0;
+  uint64_t completed_at_last_nap = 0;
   while (!stopping_.load()) {
     if (pending_.load() == 0 && idle_naps >= kNapsBeforeSleep) {
       // Idle for a while: sleep until an op is submitted (submit() wakes this thread then;
@@ -535,7 +551,21 @@ void Engine::progress_loop() {
       continue;
     }
     idle_naps = 0;
+    // Ops ending between naps: a program running op after op, not one long wait.
+    const uint64_t completed = completed_.load(std::memory_order_relaxed);
+    if (completed != completed_at_last_nap) waited_naps = 0;
+    completed_at_last_nap = completed;
+    if (waiters_.load() > 0 && ++waited_naps >= kNapsBeforeParking) {
+      // Until the last waiter leaves (wait_for wakes this thread then); kIdleWatch bounds it
+      // all the same.
+      parked_for_waiters_.store(true);
+      thread_cv_.wait_for(lock, kIdleWatch, [&] { return stopping_.load() || waiters_.load() == 0; });
+      parked_for_waiters_.store(false);
+      waited_naps = 0;
+      continue;
+    }
     if (waiters_.load() > 0 || polls_.load() != polls) continue;
+    waited_naps = 0;
     lock.unlock();
     drive([&] { return stopping_.load() || pending_.load() == 0 || waiters_.load() > 0; },
           Clock::time_point::max());

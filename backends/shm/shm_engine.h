@@ -158,6 +158,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::deque<P2PRequest> new_requests_;
   std::atomic<bool> has_new_{false};
   std::atomic<int64_t> pending_{0};  // submitted, not yet completed
+  std::atomic<uint64_t> completed_{0};  // ever completed: whether ops end between the progress thread's naps
 
   std::mutex progress_mu_;  // held by the one thread that polls; guards what follows
   RoundCursor cursor_;
@@ -175,6 +176,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::mutex thread_mu_;
   std::condition_variable thread_cv_;
   std::atomic<bool> thread_asleep_{false};
+  std::atomic<bool> parked_for_waiters_{false};  // the progress thread sleeps until no thread waits
   std::thread thread_;
 };
 
