@@ -17,10 +17,13 @@
 // A connection stays open, though, while any process holds its socket: a child that the peer
 // forked after the group was made (a data loader worker, multiprocessing with fork) keeps
 // a dead rank's connections open for as long as it runs. So the watch also holds a pidfd of
-// every peer in this process's PID namespace (api/plugin/process_watch.h), and a second thread
-// waits on them: a peer whose process ended without a goodbye while its connection stays
-// open is lost as well (connection_held). Peers on other hosts are seen only through
-// their connections.
+// every peer in this process's PID and network namespaces with its DISTCOMM_HOST_ID
+// (api/plugin/process_watch.h, connect_full_mesh), and a second thread waits on them: a
+// peer whose process ended without a goodbye while its connection stays open is lost as
+// well (connection_held). Peers on other hosts -- also those that share this kernel but
+// not this network namespace (a link between them may be cut, so an open connection says
+// nothing of who holds it), or that were given another DISTCOMM_HOST_ID -- are seen only
+// through their connections, and the group's timeouts.
 // The backend records the group's failure in on_lost, naming the peer: so every survivor
 // learns of a death within moments, whatever it is doing -- idle, waiting for another rank,
 // or in the middle of a message from the dead one, which gloo itself would not end.
@@ -68,8 +71,8 @@ class ConnectionWatch {
   using OnLost = std::function<void(const std::vector<LostPeer>& peers)>;
 
   // transport: the group's, every pair connected; it must outlive the watch. same_host_pids:
-  // by rank, each peer's pid where it shares this process's PID namespace, else 0
-  // (connect_full_mesh).
+  // by rank, each peer's pid where its process can be watched from here (same PID and
+  // network namespaces, same DISTCOMM_HOST_ID), else 0 (connect_full_mesh).
   ConnectionWatch(InterruptibleContext& transport, const std::vector<int>& same_host_pids);
   ~ConnectionWatch();
   ConnectionWatch(const ConnectionWatch&) = delete;

@@ -95,9 +95,26 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
                        (one ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list(ranks)) +
                        " went after that (most likely failing because of it)");
   }
-  if (peers.size() != 1 || !peers[0].connection_held) return peers_died(ranks);
-  return PeerFailure("rank " + std::to_string(peers[0].rank) + " (pid " + std::to_string(peers[0].pid) +
-                     ") died: its process ended while a process it forked still holds its connections open");
+  // Peers whose connections stay open were seen to end by their processes (pidfds, only
+  // for peers on this host: gloo_connection_watch.h), not by their connections: "closed
+  // their connections" would say what nobody saw.
+  std::vector<int> held;
+  std::string pids;
+  for (const LostPeer& p : peers) {
+    if (p.connection_held) held.push_back(p.rank);
+    if (p.pid > 0) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+  }
+  if (held.empty()) return peers_died(ranks);
+  if (peers.size() == 1) {
+    return PeerFailure("rank " + std::to_string(peers[0].rank) + " (pid " + std::to_string(peers[0].pid) +
+                       ") died: its process ended while a process it forked still holds its connections open");
+  }
+  const bool one_held = held.size() == 1;
+  return PeerFailure("ranks " + rank_list(ranks) + " (pids " + pids + ") died: their processes ended on this host, " +
+                     (held.size() == ranks.size() ? std::string("each")
+                                                  : (one_held ? "rank " + std::to_string(held[0])
+                                                              : "ranks " + rank_list(held) + " each")) +
+                     " while a process it forked still holds its connections open");
 }
 
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }

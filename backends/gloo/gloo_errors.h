@@ -36,7 +36,10 @@ PeerFailure peers_died(const std::vector<int>& ranks);
 // The peers a connection watch lost (on_lost): those whose connections closed as
 // peers_died says; one whose process ended while its connection stays open as
 // "rank 1 (pid 4242) died: its process ended while a process it forked still holds its
-// connections open".
+// connections open"; several of which some still have connections open as "ranks [1, 2]
+// (pids 4242, 4243) died: their processes ended on this host, each while a process it
+// forked still holds its connections open" (not "closed their connections": no connection
+// closed).
 // Peers that went after another had left cleanly (each LostPeer's after_departure_of)
 // are put behind that departure: "rank 0 left the group (closed it with no op in flight)
 // while the others still needed it; rank 1 went after that (most likely failing because of

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <gloo/transport/pair.h>
 
 #include "api/group/auto_backend.h"
+#include "api/group/process_environment.h"
 #include "api/errors.h"
 #include "api/process/thread_start.h"
 #include "backends/gloo/gloo_fail_pairs.h"
@@ -35,11 +37,32 @@ constexpr milliseconds kSettleBeforeClosing{250};
 
 std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
 
+// Where a peer's process can be watched from here (ProcessWatch, api/plugin/process_watch.h),
+// and where its connections' state says what its process did: the same kernel boot and PID
+// namespace (its pid names it here: shared_memory_domain()), the same network namespace
+// (a connection that stays open after its owner's end is then held by another process of
+// that host, not a link cut between namespaces, where no packet says anything), and the
+// same DISTCOMM_HOST_ID (as ProcessEnvironment read it, as shm's rendezvous takes it): ranks
+// told they are on different hosts (containers that share a kernel, tools/netns_hosts.sh) are judged as
+// on different hosts -- by their connections and the group's timeouts only. Two ranks
+// whose domains differ never watch each other's processes.
+std::string process_domain() {
+  std::string domain = shared_memory_domain();
+  char ns[64];
+  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  domain += " net " + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : std::string("?"));
+  const std::string host_id = ProcessEnvironment::read().host_id;
+  if (!host_id.empty()) domain += " host " + host_id;
+  // The domain ends at the published text's last newline: none inside it.
+  std::replace(domain.begin(), domain.end(), '\n', ' ');
+  return domain;
+}
+
 // What a rank publishes: one pair address per other rank, in rank order, then its process
-// ("<shared_memory_domain()>\n<pid>", so that a peer in the same PID namespace can watch it:
-// api/plugin/process_watch.h), then that text's length in 4 bytes.
-Store::Bytes published(const std::vector<char>& addresses) {
-  const std::string process = shared_memory_domain() + "\n" + std::to_string(::getpid());
+// ("<process_domain()>\n<pid>", so that a peer of the same domain can watch it), then that
+// text's length in 4 bytes.
+Store::Bytes published(const std::vector<char>& addresses, const std::string& domain) {
+  const std::string process = domain + "\n" + std::to_string(::getpid());
   Store::Bytes out(addresses.begin(), addresses.end());
   out.insert(out.end(), process.begin(), process.end());
   const auto n = static_cast<uint32_t>(process.size());
@@ -49,11 +72,11 @@ Store::Bytes published(const std::vector<char>& addresses) {
 
 struct Published {
   std::vector<char> address_for_me;
-  int same_host_pid = 0;  // the peer's pid where it shares this process's PID namespace, else 0
+  int same_host_pid = 0;  // the peer's pid where it shares this process's domain (process_domain()), else 0
 };
 
-// What `peer` published, read for this rank.
-Published read_published(Store& store, int rank, int size, int peer) {
+// What `peer` published, read for this rank (whose process_domain() is `domain`).
+Published read_published(Store& store, int rank, int size, int peer, const std::string& domain) {
   const Store::Bytes all = store.get(address_key(peer));
   const size_t others = static_cast<size_t>(size - 1);
   uint32_t process_size = 0;
@@ -74,7 +97,7 @@ Published read_published(Store& store, int rank, int size, int peer) {
                             all.begin() + static_cast<std::ptrdiff_t>((index + 1) * each));
   const std::string process(all.begin() + static_cast<std::ptrdiff_t>(addresses_size), all.end() - 4);
   const size_t newline = process.rfind('\n');
-  if (newline != std::string::npos && process.substr(0, newline) == shared_memory_domain()) {
+  if (newline != std::string::npos && process.substr(0, newline) == domain) {
     out.same_host_pid = std::atoi(process.c_str() + newline + 1);
   }
   return out;
@@ -266,7 +289,8 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
   // close, so that a peer refused or cut off by their closing finds why in the store.
   std::optional<Connector> connector;
   try {
-    store.set(address_key(rank), published(mine));
+    const std::string domain = process_domain();
+    store.set(address_key(rank), published(mine, domain));
 
     std::vector<std::string> keys;
     for (int p : peers) keys.push_back(address_key(p));
@@ -276,7 +300,7 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
     same_host_pids->assign(static_cast<size_t>(size), 0);
     for (int p : peers) {
-      Published theirs = read_published(store, rank, size, p);
+      Published theirs = read_published(store, rank, size, p, domain);
       addresses[static_cast<size_t>(p)] = std::move(theirs.address_for_me);
       (*same_host_pids)[static_cast<size_t>(p)] = theirs.same_host_pid;
     }

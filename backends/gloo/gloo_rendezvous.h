@@ -44,8 +44,10 @@ class RendezvousContext : public ::gloo::rendezvous::Context {
 // Connects a transport context of `device` (rank and size: context's) to every other rank of
 // the group through store (private to this group and backend) within wait's deadline, and
 // returns it, its timeout the context's. Fills same_host_pids, by rank, with the pid of each
-// peer in this process's PID namespace (0 for the others and this rank): the processes
-// the connection watch can ask about (api/plugin/process_watch.h). On failure no thread of this
+// peer in this process's PID namespace and network namespace, with this process's
+// DISTCOMM_HOST_ID (0 for the others and this rank): the processes the connection watch
+// can ask about (api/plugin/process_watch.h). A peer told it is on another host is judged
+// by its connections and the group's timeouts alone, as on another machine. On failure no thread of this
 // call is left running and the pairs are closed.
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
     const RendezvousContext& context, const std::shared_ptr<::gloo::transport::Device>& device, Store& store,

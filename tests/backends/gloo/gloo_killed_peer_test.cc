@@ -11,6 +11,7 @@
 // pointers, one element at a time): a race by the letter of C++ that ThreadSanitizer
 // reports, and the only view of a message under way that gloo gives.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -290,6 +291,75 @@ TEST(GlooKilledPeerMidMessage, RecvUnderWayAndAnIdleRank) {
     testing::mark_done(pg);
     FAIL() << "in " << kRounds << " rounds the victim never stopped before its message had arrived whole";
   }, three_ranks_victim_killed(milliseconds(60000)));
+}
+
+// A peer given another DISTCOMM_HOST_ID is on another host to this rank, whatever the
+// kernel says (docs/environment.md): containers that share a kernel, or network namespaces
+// that share the boot id and the PID namespace (tools/netns_hosts.sh). Its pid names a
+// process here, but what that process does is not this rank's to see: it is judged as a
+// peer on another machine is, by its connections and the group's timeouts.
+//
+// The victim ("host b") forks a child that holds its connections open -- as a link cut
+// between two such hosts does: no packet says anything, no connection closes -- and is
+// then SIGKILLed. The survivors ("host a") must not name a death that the network did not
+// show them: they wait out the op's timeout and say so. (An outside tester's elastic run
+// over network namespaces, link cut: the launcher of host 0 stopped its ranks when host 1's
+// heartbeats stopped, and host 1's ranks said at once "ranks [0, 1] closed their
+// connections (the processes died or exited)", once "rank 1 (pid 9109) died: its process
+// ended while a process it forked still holds its connections open" of a rank that forked
+// nothing: each had watched the other host's processes through pidfds.)
+constexpr milliseconds kOtherHostOpTimeout{2000};
+
+// Forks a child that holds every descriptor of this process until `linger` after this
+// process has died, and does nothing else (only async-signal-safe calls: it has threads).
+void fork_a_child_holding_the_connections(std::chrono::seconds linger) {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0) << "fork failed";
+  if (child != 0) return;
+  const timespec tick{0, 10 * 1000 * 1000};
+  while (::getppid() == parent) ::nanosleep(&tick, nullptr);
+  const timespec rest{static_cast<time_t>(linger.count()), 0};
+  ::nanosleep(&rest, nullptr);
+  ::_exit(0);
+}
+
+TEST(GlooPeerOnAnotherHost, ItsProcessIsNotWatchedFromHere) {
+  GroupHarnessOptions options = three_ranks_victim_killed(kOtherHostOpTimeout);
+  options.run.may_be_killed = {2};
+  options.host_ids = {"host-a", "host-a", "host-b"};
+  run_group(3, "gloo", [](ProcessGroup& pg) {
+    Tensor t = filled(64, 1.0);
+    pg.all_reduce(t)->wait();
+    if (pg.rank() == 2) {
+      // Longer than the survivors' op timeout: they must not learn of it from the child's end.
+      fork_a_child_holding_the_connections(std::chrono::seconds(4 * kOtherHostOpTimeout.count() / 1000));
+      pg.store()->set("test/dying", "1");
+      ::raise(SIGKILL);
+    }
+    pg.store()->wait({"test/dying"}, milliseconds(60000));
+    std::this_thread::sleep_for(milliseconds(100));  // dead by now, as a pidfd would show
+    const auto start = Clock::now();
+    std::string message;
+    try {
+      pg.all_reduce(t)->wait();
+      ADD_FAILURE() << "the all_reduce finished without rank 2";
+    } catch (const Timeout& e) {
+      message = e.what();
+    } catch (const std::exception& e) {
+      message = e.what();
+      ADD_FAILURE() << "rank 2 is on another host: the survivors cannot see its process, only that it does not "
+                       "answer (a Timeout); got: "
+                    << message;
+    }
+    const double after = std::chrono::duration<double>(Clock::now() - start).count();
+    std::fprintf(stderr, "[rank %d] failed after %.3f s: %s\n", pg.rank(), after, message.c_str());
+    EXPECT_EQ(message.find("died"), std::string::npos) << message;
+    EXPECT_EQ(message.find("closed"), std::string::npos) << message;
+    EXPECT_GE(after, 0.75 * kOtherHostOpTimeout.count() / 1000.0) << "failed before the op's timeout: " << message;
+    testing::mark_done(pg);
+    testing::wait_for_done(pg, {0, 1});
+  }, options);
 }
 
 }  // namespace
