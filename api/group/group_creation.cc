@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -135,8 +136,13 @@ GroupCreation::GroupCreation(const ProcessGroupOptions& options, BackendSpec spe
       lists_(lists),
       where_(where_of(options)),
       wait_(InitWait::starting_now(options.timeout, options.creation_report_every, where_)) {
-  if (options_.creation_deadline != InitWait::Clock::time_point{}) wait_.deadline = options_.creation_deadline;
   if (options_.creation_timeout > std::chrono::milliseconds::zero()) wait_.timeout = options_.creation_timeout;
+  if (options_.creation_deadline != InitWait::Clock::time_point{}) {
+    wait_.deadline = options_.creation_deadline;
+    // Waited since the deadline's start (init's own, before its store), not since this
+    // object: "init timed out after 2.1 s (the group's timeout is 4.0 s)" was said after 4.7 s.
+    wait_.started = std::min(wait_.started, wait_.deadline - wait_.timeout);
+  }
   wait_.global_ranks = options_.global_ranks;
 }
 

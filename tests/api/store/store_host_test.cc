@@ -10,7 +10,9 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/api/store/hand_started_job.h"
@@ -85,6 +87,23 @@ TEST(StoreHost, ARankThatNeverStartsIsNamedByEveryRankAfterRankZeroLeaves) {
   EXPECT_NE(caught(f2, 2).find("the group's creation failed on rank 0: rank 0/3 group 'world': init timed out after"),
             std::string::npos)
       << f2.out;
+}
+
+// Rank 1 waits 1.5 s of its 3 s for rank 0's store, then for rank 2, which never comes:
+// its Timeout says how long init waited in all, not since the store answered ("init timed
+// out after 1.5 s (the group's timeout is 3.0 s)" was said after 3 s).
+TEST(StoreHost, AnInitTimeoutCountsTheWaitForTheStore) {
+  Job job;
+  job.start(1, {"init"});
+  std::this_thread::sleep_for(1500ms);
+  job.start(0, {"init"});
+  const Finished f1 = job.finish(1);
+  const Finished f0 = job.finish(0);
+  const std::string line = caught(f1, 1);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(init timed out after (\d+\.\d) s \(the group's timeout is 3\.0 s\))")))
+      << f1.out;
+  EXPECT_GE(std::stod(m[1]), 2.9) << line;
 }
 
 TEST(StoreHost, ASkippedAllReduceIsATimeoutNamingTheRankThatSkippedIt) {
