@@ -1,3 +1,8 @@
+// One attempt's running half (run_attempt, attempt.h): starting the ranks and their
+// replacements, the loop that watches them (output, signals, the watch, the store), and
+// stopping them (trace dumps first, then the signals), with the launcher's record. The
+// class Attempt is declared in attempt_state.h; its failure-reporting methods (how a rank
+// ended, which failed first) are in attempt_failures.cc, apart to keep each file short.
 #include "launch/attempt.h"
 
 #include <dirent.h>
@@ -28,6 +33,7 @@
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
 #include "api/process/local_ranks.h"
+#include "launch/attempt_state.h"
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
 #include "launch/error_dir.h"
@@ -42,139 +48,14 @@ extern char** environ;
 
 namespace distcomm {
 namespace launch {
+namespace internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Output written after the last rank exited (by processes they left behind, or still in
 // the pipes) is read for this long at most.
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
 
-// A rank ended by a signal the launcher did not send (SIGKILL from outside, SIGSEGV) wrote
-// no report: it died before the launcher saw it, by as long as the launcher took to run
-// again. The ranks that noticed its death report times within that lag, and comparing
-// those with the time its exit was seen would name one of them as the cause. Its death
-// counts as this much earlier than seen.
-constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
-
-
-class Attempt {
- public:
-  Attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch)
-      : options_(options), router_(options), pump_(router_), signals_(signals), watch_(watch), ranks_(watch_policy()) {}
-
-  JobResult run();
-
- private:
-  // The launcher stops its ranks itself: it asks them for trace dumps first, and says what
-  // it does. A rank's report is its error file.
-  local::RankWatchOptions watch_policy() {
-    local::RankWatchOptions o;
-    o.after_failure = local::AfterFailure::kCallerStops;
-    o.adopted_failure_hold = local::kAdoptedFailureHold;
-    o.adopted = [this](size_t i) {
-      if (i >= processes_.size() || processes_[i].error_file.empty()) return false;
-      const std::optional<FailureReport> report = FailureReport::read(processes_[i].error_file);
-      return report && report->consequence;
-    };
-    return o;
-  }
-  // To stderr, queued behind the ranks' lines: never waits for a reader (output_pump.h).
-  void say(const std::string& message) { router_.say(options_.tag + ": " + message); }
-  void start_all(const std::string& path, int port);
-  // Starts local rank `local` (a replacement when number > 0) and returns it watched.
-  local::Child start_one(const std::string& path, int port, int local, int number);
-  // --replace_after_s: starts the replacements whose time has come, while ranks run.
-  void start_due_replacements(const std::string& path, int port);
-  // --on_failure=continue: the job succeeded if every rank's last process exited 0 (its
-  // failed ranks were replaced); else one closing line says which ranks did not end well.
-  void judge_by_last_processes();
-  void handle_signals();
-  // SIGUSR1 to the launcher: asks its running ranks for their trace dumps (into the trace
-  // folder, else where the ranks dump by themselves) and carries on supervising the job.
-  void ask_for_dumps_on_request();
-  // The folder the ranks dump into when asked: --trace_dir, else the DISTCOMM_TRACE_DIR they
-  // inherit, else the ranks' default ($TMPDIR/distcomm_trace, api/group/environment.cc).
-  std::string rank_dump_dir() const;
-  // Stops the ranks when the watch asks (once).
-  void handle_watch(const std::vector<pollfd>& fds);
-  // Stops the ranks when the store this launcher serves finds that the job cannot run
-  // (job_store.h: a rank of another node counts another world size), once.
-  void handle_doomed_store(const std::vector<pollfd>& fds);
-  // Kills each rank that its fault-tolerant group fenced (taken for gone: stopped, or
-  // stalled past the heartbeat timeout), as the store this launcher serves says
-  // (JobStore::take_fenced): it is then a failed rank like any other.
-  void handle_fenced_members(const std::vector<pollfd>& fds);
-  // How processes_[i] ended: its wait status, or that its group fenced it and this launcher
-  // killed it.
-  std::string how_ended(size_t i) const;
-  // Reports the first rank that failed, seen before any stop, and stops the others.
-  void report_first_failure();
-  // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
-  std::string failed_line(size_t i) const;
-  // The job's failure (result_) is rank i's, as its exit says.
-  void note_failure(size_t i);
-  // --on_failure=continue: reports each rank that failed among those that just exited, one
-  // line each, and leaves the others running.
-  void report_failures_and_continue(const std::vector<size_t>& exited);
-  // --on_failure=continue, after a failure: the ranks still running here are all stopped by
-  // job control (SIGSTOP, SIGTSTP; not a debugger's trace stop) and no replacement is due.
-  // Nothing in the job will resume them, and the launcher would wait for them for ever:
-  // once they have stayed so for the grace period, they are stopped as a failed job's are.
-  void handle_stopped_leftovers();
-  // With a trace folder: asks the ranks still running for their dumps first (they are
-  // stopped once the dumps are written, or dump_wait has passed). Then terminate().
-  void begin_stop(local::StopCause cause, const std::string& why);
-  // SIGTERM to every rank, SIGKILL at the deadline.
-  void terminate(const std::string& why);
-  // A folder for the trace dumps, with no dump (nor launcher record) of an earlier job in it:
-  // those go to <trace_dir>/previous_job/, said in one line (which files: its comment); and
-  // no timeline left from an earlier job.
-  void prepare_trace_files();
-  // With a trace folder: <trace_dir>/launcher_node<N>.json, what this launcher saw of its ranks
-  // (docs/failures.md): each process's pid and how it ended, the first failure, the run id.
-  void write_launcher_record();
-  void kill_stragglers();
-  // After every rank has ended: the rank that failed first by time (its error file's time,
-  // else when its exit was seen) becomes the job's failure, and is named once more if the
-  // ranks' own reports change or add to what was said when the first failure was seen.
-  void name_first_failure();
-  // A folder for the ranks' error files (DISTCOMM_ERROR_FILE), removed by remove_error_files.
-  void make_error_dir();
-  void remove_error_files();
-  bool reap_leftovers();
-  int poll_timeout_ms() const;
-
-  const LaunchOptions options_;
-  OutputRouter router_;
-  OutputPump pump_;
-  SignalWatch& signals_;
-  const AttemptWatch* watch_;
-  JobStore* store_ = nullptr;  // the store this launcher serves, if it does
-  std::string doomed_;               // why that store says the job cannot run, once it did
-  std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
-  std::string error_dir_;
-  std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
-  local::LocalRanks ranks_;
-  JobResult result_;
-  DumpRequest dumps_;
-  // The dumps asked for on SIGUSR1 (ask_for_dumps_on_request): awaited only to say when they
-  // are written; the job runs on.
-  DumpRequest requested_dumps_;
-  std::string stop_reason_;  // why, while the dumps are awaited
-  // What stops the ranks: SIGTERM, or the signal that stopped this launcher, passed on as
-  // torchrun's agent does (a Ctrl-C reaches the ranks as SIGINT: they lead process groups
-  // of their own, which the terminal's SIGINT does not reach).
-  int stop_signal_ = SIGTERM;
-  struct Replacement {
-    Clock::time_point due;
-    int local_rank;
-    int number;  // the n-th replacement of its rank
-  };
-  std::vector<Replacement> replacements_;  // due, not yet started
-  Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
-  std::vector<int> replaced_;              // by local rank: replacements started so far
-};
+}  // namespace
 
 local::Child Attempt::start_one(const std::string& path, int port, int local, int number) {
   const int rank = options_.global_rank(local);
@@ -233,45 +114,6 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
     }
     it = replacements_.erase(it);
   }
-}
-
-void Attempt::judge_by_last_processes() {
-  if (options_.on_failure != LaunchOptions::OnFailure::kContinue || result_.failed_rank < 0 ||
-      result_.interrupted_by != 0) {
-    return;
-  }
-  std::vector<int> last(static_cast<size_t>(options_.nproc_per_node), -1);
-  for (size_t i = 0; i < processes_.size(); ++i) last[static_cast<size_t>(processes_[i].local_rank)] = static_cast<int>(i);
-  // The ranks whose last process did not exit 0, and why it was the last. Without this line
-  // the job's output would end with the surviving ranks' own, and only the exit status
-  // would say that it failed.
-  std::string ended_badly;
-  for (size_t local = 0; local < last.size(); ++local) {
-    const int i = last[local];
-    if (i >= 0 && local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) continue;
-    std::string why = "not replaced: no --replace_after_s";
-    if (options_.replace_after.count() >= 0) {
-      const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
-                                         [&](const Replacement& r) { return r.local_rank == static_cast<int>(local); });
-      why = due_later ? "its replacement was not due before the other ranks ended"
-                      : replaced_[local] >= options_.max_replacements ? "no replacements left (--max_replacements)"
-                                                                      : "not replaced";
-    }
-    const std::string status = i < 0 ? "never started" : how_ended(static_cast<size_t>(i));
-    ended_badly += std::string(ended_badly.empty() ? "" : "; ") + "rank " +
-                   std::to_string(options_.global_rank(static_cast<int>(local))) + "'s last process: " + status + " (" +
-                   why + ")";
-  }
-  if (!ended_badly.empty()) {
-    say("the job failed: " + ended_badly + "; the first failure: " + result_.failure);
-    return;
-  }
-  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure: " +
-      result_.failure);
-  result_.exit_code = 0;
-  result_.failed_rank = -1;
-  result_.failure.clear();
-  result_.how.clear();
 }
 
 void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
@@ -376,73 +218,6 @@ void Attempt::terminate(const std::string& why) {
   }
   // Ranks that already exited may have left processes in their group: stop those too.
   ranks_.terminate(options_.grace_period, stop_signal_);
-}
-
-// The first line of a rank's error, for the launcher's last line: whole, with a pointer to
-// the rest.
-static std::string first_line_of_failure(const std::string& failure, const std::string& where_the_rest_is) {
-  const size_t end = failure.find('\n');
-  if (end == std::string::npos) return failure;
-  std::string line = failure.substr(0, end);
-  // A first line that ends in a colon ("...: no usable libdistcomm_x.so. Searched:")
-  // introduces what follows: cut it after its last whole sentence, where it has one.
-  const size_t last_char = line.find_last_not_of(" \t");
-  const size_t sentence = line.rfind(". ");
-  if (last_char != std::string::npos && line[last_char] == ':' && sentence != std::string::npos) {
-    line = line.substr(0, sentence + 1);
-  }
-  return line + " (the rest in " + where_the_rest_is + ")";
-}
-
-void Attempt::name_first_failure() {
-  std::vector<std::optional<FailureReport>> reports(processes_.size());
-  for (size_t i = 0; i < processes_.size(); ++i) {
-    if (!processes_[i].error_file.empty()) reports[i] = FailureReport::read(processes_[i].error_file);
-  }
-  const int first = ranks_.first_failure([&](size_t i) -> std::optional<FailureReport> {
-    if (reports[i]) return reports[i];
-    const local::Child& c = ranks_[i];
-    if (!c.stopped && WIFSIGNALED(c.status)) {
-      FailureReport death;
-      death.unix_time_ns = c.ended_ns - kUnseenDeathLagNs;
-      return death;
-    }
-    return std::nullopt;
-  });
-  if (first < 0 || result_.interrupted_by != 0) return;
-  const RankProcess* cause = &processes_[static_cast<size_t>(first)];
-  const local::Child& process = ranks_[static_cast<size_t>(first)];
-  const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
-  result_.failed_rank = cause->rank;
-  result_.exit_code = local::shell_exit_code(process.status);
-  result_.how = how_ended(static_cast<size_t>(first));
-  if (cause_report && process.stopped && WIFSIGNALED(process.status)) {
-    // It reported its failure and was still on its way out when the stop's signal came:
-    // the job failed by its error (exit code 1, as run_main's), not by this launcher's
-    // signal (143 said "terminated", as if the job had been cancelled).
-    result_.exit_code = 1;
-    result_.how = "reported its error; the stop ended it by " + local::signal_name(WTERMSIG(process.status));
-  }
-  result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
-                    ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
-                    (cause_report ? ": " + cause_report->message : std::string());
-  // Ranks that also failed on their own and said nothing (a signal, an exit code without
-  // an error file): nothing else would mention them. Before the last word.
-  std::string others;
-  for (size_t i = 0; i < processes_.size(); ++i) {
-    if (static_cast<int>(i) == first || !ranks_.failed(i) || ranks_[i].stopped || reports[i]) continue;
-    others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(processes_[i].rank) + " (pid " +
-              std::to_string(ranks_[i].pid) + ", " + how_ended(i) + ")";
-  }
-  if (!others.empty()) say("also failed, with no error file: " + others);
-  // The launcher's last word, one line, names the cause; the rank printed its whole error
-  // above (a Desync's table, say).
-  // The rank printed its whole error (run_main does), in its output: shown above, or in its
-  // log file under --log_dir.
-  const int cause_rank = processes_[static_cast<size_t>(first)].rank;
-  const std::string log = router_.log_path(cause_rank);
-  say(first_line_of_failure(result_.failure,
-                            log.empty() ? "rank " + std::to_string(cause_rank) + "'s output above" : log));
 }
 
 void Attempt::make_error_dir() {
@@ -563,55 +338,6 @@ void Attempt::handle_fenced_members(const std::vector<pollfd>& fds) {
   }
 }
 
-std::string Attempt::how_ended(size_t i) const {
-  const int status = ranks_[i].status;
-  const auto fenced = fenced_.find(i);
-  if (fenced != fenced_.end() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-    return "taken for gone by its group (" + fenced->second + ") and killed by the launcher (SIGKILL)";
-  }
-  return local::describe_wait_status(status);
-}
-
-std::string Attempt::failed_line(size_t i) const {
-  const RankProcess& p = processes_[i];
-  return "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) + ", pid " +
-         std::to_string(p.pid) + ") failed: " + how_ended(i);
-}
-
-void Attempt::note_failure(size_t i) {
-  result_.failed_rank = processes_[i].rank;
-  result_.failure = failed_line(i);
-  result_.exit_code = local::shell_exit_code(ranks_[i].status);
-  result_.how = how_ended(i);
-}
-
-void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
-  if (ranks_.stopping()) return;
-  for (size_t i : exited) {
-    if (!ranks_.failed(i)) continue;
-    // The first one seen is the job's failure until the ranks' reports name an earlier one
-    // (name_first_failure); each is said in one line.
-    if (result_.failed_rank < 0) note_failure(i);
-    const std::string log = router_.log_path(processes_[i].rank);
-    const int others = ranks_.running();
-    std::string replacement;
-    if (options_.replace_after.count() >= 0) {
-      const int local = processes_[i].local_rank;
-      int& replaced = replaced_[static_cast<size_t>(local)];
-      if (replaced >= options_.max_replacements) {
-        replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
-                      std::to_string(replaced) + " replacements (--max_replacements=" +
-                      std::to_string(options_.max_replacements) + ")";
-      } else {
-        replacements_.push_back({Clock::now() + options_.replace_after, local, ++replaced});
-        replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
-      }
-    }
-    say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +
-        (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)" + replacement);
-  }
-}
-
 namespace {
 
 // Whether pid is stopped by job control: state 'T' in /proc/<pid>/stat ('t' is a
@@ -644,18 +370,6 @@ void Attempt::handle_stopped_leftovers() {
   begin_stop(local::StopCause::kFailure,
              "rank(s) " + stopped + " stopped by job control (SIGSTOP, SIGTSTP) for " + seconds_text(options_.grace_period) +
                  " while every other rank here has ended after a failure: nothing in the job can resume them");
-}
-
-void Attempt::report_first_failure() {
-  const int first = ranks_.first_seen_failure();
-  if (first < 0 || ranks_.stopping()) return;
-  note_failure(static_cast<size_t>(first));
-  say(result_.failure);
-  if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
-  const RankProcess& p = processes_[static_cast<size_t>(first)];
-  std::string log = router_.log_path(p.rank);
-  if (!log.empty()) say("its output is in " + log);
-  begin_stop(local::StopCause::kFailure, "rank " + std::to_string(p.rank) + " failed");
 }
 
 // Processes a rank started and left behind when it exited come to the launcher (a child
@@ -830,10 +544,10 @@ JobResult Attempt::run() {
   return result_;
 }
 
-}  // namespace
+}  // namespace internal
 
 JobResult run_attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch) {
-  Attempt attempt(options, signals, watch);
+  internal::Attempt attempt(options, signals, watch);
   return attempt.run();
 }
 

@@ -1,0 +1,204 @@
+// The failure-reporting half of an attempt's methods (the class: attempt_state.h): how a
+// rank ended, the line that says it failed, the job's failure (the first seen, then the
+// first by the ranks' reports once all have ended), and under --on_failure=continue the
+// failures that leave the others running and the job's verdict by each rank's last process.
+// Apart from attempt.cc, which starts, watches and stops the ranks, to keep each file short.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/process/failure_report.h"
+#include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
+#include "launch/attempt_state.h"
+#include "launch/duration_text.h"
+
+namespace distcomm {
+namespace launch {
+namespace internal {
+namespace {
+
+// A rank ended by a signal the launcher did not send (SIGKILL from outside, SIGSEGV) wrote
+// no report: it died before the launcher saw it, by as long as the launcher took to run
+// again. The ranks that noticed its death report times within that lag, and comparing
+// those with the time its exit was seen would name one of them as the cause. Its death
+// counts as this much earlier than seen.
+constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
+
+}  // namespace
+
+std::string Attempt::how_ended(size_t i) const {
+  const int status = ranks_[i].status;
+  const auto fenced = fenced_.find(i);
+  if (fenced != fenced_.end() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+    return "taken for gone by its group (" + fenced->second + ") and killed by the launcher (SIGKILL)";
+  }
+  return local::describe_wait_status(status);
+}
+
+std::string Attempt::failed_line(size_t i) const {
+  const RankProcess& p = processes_[i];
+  return "rank " + std::to_string(p.rank) + " (local rank " + std::to_string(p.local_rank) + ", pid " +
+         std::to_string(p.pid) + ") failed: " + how_ended(i);
+}
+
+void Attempt::note_failure(size_t i) {
+  result_.failed_rank = processes_[i].rank;
+  result_.failure = failed_line(i);
+  result_.exit_code = local::shell_exit_code(ranks_[i].status);
+  result_.how = how_ended(i);
+}
+
+void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
+  if (ranks_.stopping()) return;
+  for (size_t i : exited) {
+    if (!ranks_.failed(i)) continue;
+    // The first one seen is the job's failure until the ranks' reports name an earlier one
+    // (name_first_failure); each is said in one line.
+    if (result_.failed_rank < 0) note_failure(i);
+    const std::string log = router_.log_path(processes_[i].rank);
+    const int others = ranks_.running();
+    std::string replacement;
+    if (options_.replace_after.count() >= 0) {
+      const int local = processes_[i].local_rank;
+      int& replaced = replaced_[static_cast<size_t>(local)];
+      if (replaced >= options_.max_replacements) {
+        replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
+                      std::to_string(replaced) + " replacements (--max_replacements=" +
+                      std::to_string(options_.max_replacements) + ")";
+      } else {
+        replacements_.push_back({Clock::now() + options_.replace_after, local, ++replaced});
+        replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
+      }
+    }
+    say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +
+        (others == 1 ? " rank runs" : " ranks run") + " on (--on_failure=continue)" + replacement);
+  }
+}
+
+void Attempt::report_first_failure() {
+  const int first = ranks_.first_seen_failure();
+  if (first < 0 || ranks_.stopping()) return;
+  note_failure(static_cast<size_t>(first));
+  say(result_.failure);
+  if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+  const RankProcess& p = processes_[static_cast<size_t>(first)];
+  std::string log = router_.log_path(p.rank);
+  if (!log.empty()) say("its output is in " + log);
+  begin_stop(local::StopCause::kFailure, "rank " + std::to_string(p.rank) + " failed");
+}
+
+void Attempt::judge_by_last_processes() {
+  if (options_.on_failure != LaunchOptions::OnFailure::kContinue || result_.failed_rank < 0 ||
+      result_.interrupted_by != 0) {
+    return;
+  }
+  std::vector<int> last(static_cast<size_t>(options_.nproc_per_node), -1);
+  for (size_t i = 0; i < processes_.size(); ++i) last[static_cast<size_t>(processes_[i].local_rank)] = static_cast<int>(i);
+  // The ranks whose last process did not exit 0, and why it was the last. Without this line
+  // the job's output would end with the surviving ranks' own, and only the exit status
+  // would say that it failed.
+  std::string ended_badly;
+  for (size_t local = 0; local < last.size(); ++local) {
+    const int i = last[local];
+    if (i >= 0 && local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) continue;
+    std::string why = "not replaced: no --replace_after_s";
+    if (options_.replace_after.count() >= 0) {
+      const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
+                                         [&](const Replacement& r) { return r.local_rank == static_cast<int>(local); });
+      why = due_later ? "its replacement was not due before the other ranks ended"
+                      : replaced_[local] >= options_.max_replacements ? "no replacements left (--max_replacements)"
+                                                                      : "not replaced";
+    }
+    const std::string status = i < 0 ? "never started" : how_ended(static_cast<size_t>(i));
+    ended_badly += std::string(ended_badly.empty() ? "" : "; ") + "rank " +
+                   std::to_string(options_.global_rank(static_cast<int>(local))) + "'s last process: " + status + " (" +
+                   why + ")";
+  }
+  if (!ended_badly.empty()) {
+    say("the job failed: " + ended_badly + "; the first failure: " + result_.failure);
+    return;
+  }
+  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure: " +
+      result_.failure);
+  result_.exit_code = 0;
+  result_.failed_rank = -1;
+  result_.failure.clear();
+  result_.how.clear();
+}
+
+// The first line of a rank's error, for the launcher's last line: whole, with a pointer to
+// the rest.
+static std::string first_line_of_failure(const std::string& failure, const std::string& where_the_rest_is) {
+  const size_t end = failure.find('\n');
+  if (end == std::string::npos) return failure;
+  std::string line = failure.substr(0, end);
+  // A first line that ends in a colon ("...: no usable libdistcomm_x.so. Searched:")
+  // introduces what follows: cut it after its last whole sentence, where it has one.
+  const size_t last_char = line.find_last_not_of(" \t");
+  const size_t sentence = line.rfind(". ");
+  if (last_char != std::string::npos && line[last_char] == ':' && sentence != std::string::npos) {
+    line = line.substr(0, sentence + 1);
+  }
+  return line + " (the rest in " + where_the_rest_is + ")";
+}
+
+void Attempt::name_first_failure() {
+  std::vector<std::optional<FailureReport>> reports(processes_.size());
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (!processes_[i].error_file.empty()) reports[i] = FailureReport::read(processes_[i].error_file);
+  }
+  const int first = ranks_.first_failure([&](size_t i) -> std::optional<FailureReport> {
+    if (reports[i]) return reports[i];
+    const local::Child& c = ranks_[i];
+    if (!c.stopped && WIFSIGNALED(c.status)) {
+      FailureReport death;
+      death.unix_time_ns = c.ended_ns - kUnseenDeathLagNs;
+      return death;
+    }
+    return std::nullopt;
+  });
+  if (first < 0 || result_.interrupted_by != 0) return;
+  const RankProcess* cause = &processes_[static_cast<size_t>(first)];
+  const local::Child& process = ranks_[static_cast<size_t>(first)];
+  const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
+  result_.failed_rank = cause->rank;
+  result_.exit_code = local::shell_exit_code(process.status);
+  result_.how = how_ended(static_cast<size_t>(first));
+  if (cause_report && process.stopped && WIFSIGNALED(process.status)) {
+    // It reported its failure and was still on its way out when the stop's signal came:
+    // the job failed by its error (exit code 1, as run_main's), not by this launcher's
+    // signal (143 said "terminated", as if the job had been cancelled).
+    result_.exit_code = 1;
+    result_.how = "reported its error; the stop ended it by " + local::signal_name(WTERMSIG(process.status));
+  }
+  result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
+                    ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
+                    (cause_report ? ": " + cause_report->message : std::string());
+  // Ranks that also failed on their own and said nothing (a signal, an exit code without
+  // an error file): nothing else would mention them. Before the last word.
+  std::string others;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (static_cast<int>(i) == first || !ranks_.failed(i) || ranks_[i].stopped || reports[i]) continue;
+    others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(processes_[i].rank) + " (pid " +
+              std::to_string(ranks_[i].pid) + ", " + how_ended(i) + ")";
+  }
+  if (!others.empty()) say("also failed, with no error file: " + others);
+  // The launcher's last word, one line, names the cause; the rank printed its whole error
+  // above (a Desync's table, say).
+  // The rank printed its whole error (run_main does), in its output: shown above, or in its
+  // log file under --log_dir.
+  const int cause_rank = processes_[static_cast<size_t>(first)].rank;
+  const std::string log = router_.log_path(cause_rank);
+  say(first_line_of_failure(result_.failure,
+                            log.empty() ? "rank " + std::to_string(cause_rank) + "'s output above" : log));
+}
+
+}  // namespace internal
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,155 @@
+// The state of one attempt (attempt.h): the internal class Attempt behind run_attempt, its
+// members and the declarations of its methods. Its methods live in two files, apart by
+// what they do: attempt.cc starts, watches and stops the ranks; attempt_failures.cc says
+// which ranks failed, and which one failed first. Internal to //launch:launcher (in its
+// srcs, not its hdrs): nothing outside those two files includes it.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/process/failure_report.h"
+#include "api/process/local_processes.h"
+#include "api/process/local_ranks.h"
+#include "launch/attempt.h"
+#include "launch/dump_request.h"
+#include "launch/job_store.h"
+#include "launch/launch_options.h"
+#include "launch/output_pump.h"
+#include "launch/rank_process.h"
+#include "launch/signal_watch.h"
+
+namespace distcomm {
+namespace launch {
+namespace internal {
+
+using Clock = std::chrono::steady_clock;
+
+class Attempt {
+ public:
+  Attempt(const LaunchOptions& options, SignalWatch& signals, const AttemptWatch* watch)
+      : options_(options), router_(options), pump_(router_), signals_(signals), watch_(watch), ranks_(watch_policy()) {}
+
+  JobResult run();
+
+ private:
+  // The launcher stops its ranks itself: it asks them for trace dumps first, and says what
+  // it does. A rank's report is its error file.
+  local::RankWatchOptions watch_policy() {
+    local::RankWatchOptions o;
+    o.after_failure = local::AfterFailure::kCallerStops;
+    o.adopted_failure_hold = local::kAdoptedFailureHold;
+    o.adopted = [this](size_t i) {
+      if (i >= processes_.size() || processes_[i].error_file.empty()) return false;
+      const std::optional<FailureReport> report = FailureReport::read(processes_[i].error_file);
+      return report && report->consequence;
+    };
+    return o;
+  }
+  // To stderr, queued behind the ranks' lines: never waits for a reader (output_pump.h).
+  void say(const std::string& message) { router_.say(options_.tag + ": " + message); }
+  void start_all(const std::string& path, int port);
+  // Starts local rank `local` (a replacement when number > 0) and returns it watched.
+  local::Child start_one(const std::string& path, int port, int local, int number);
+  // --replace_after_s: starts the replacements whose time has come, while ranks run.
+  void start_due_replacements(const std::string& path, int port);
+  // --on_failure=continue: the job succeeded if every rank's last process exited 0 (its
+  // failed ranks were replaced); else one closing line says which ranks did not end well.
+  void judge_by_last_processes();
+  void handle_signals();
+  // SIGUSR1 to the launcher: asks its running ranks for their trace dumps (into the trace
+  // folder, else where the ranks dump by themselves) and carries on supervising the job.
+  void ask_for_dumps_on_request();
+  // The folder the ranks dump into when asked: --trace_dir, else the DISTCOMM_TRACE_DIR they
+  // inherit, else the ranks' default ($TMPDIR/distcomm_trace, api/group/environment.cc).
+  std::string rank_dump_dir() const;
+  // Stops the ranks when the watch asks (once).
+  void handle_watch(const std::vector<pollfd>& fds);
+  // Stops the ranks when the store this launcher serves finds that the job cannot run
+  // (job_store.h: a rank of another node counts another world size), once.
+  void handle_doomed_store(const std::vector<pollfd>& fds);
+  // Kills each rank that its fault-tolerant group fenced (taken for gone: stopped, or
+  // stalled past the heartbeat timeout), as the store this launcher serves says
+  // (JobStore::take_fenced): it is then a failed rank like any other.
+  void handle_fenced_members(const std::vector<pollfd>& fds);
+  // How processes_[i] ended: its wait status, or that its group fenced it and this launcher
+  // killed it.
+  std::string how_ended(size_t i) const;
+  // Reports the first rank that failed, seen before any stop, and stops the others.
+  void report_first_failure();
+  // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
+  std::string failed_line(size_t i) const;
+  // The job's failure (result_) is rank i's, as its exit says.
+  void note_failure(size_t i);
+  // --on_failure=continue: reports each rank that failed among those that just exited, one
+  // line each, and leaves the others running.
+  void report_failures_and_continue(const std::vector<size_t>& exited);
+  // --on_failure=continue, after a failure: the ranks still running here are all stopped by
+  // job control (SIGSTOP, SIGTSTP; not a debugger's trace stop) and no replacement is due.
+  // Nothing in the job will resume them, and the launcher would wait for them for ever:
+  // once they have stayed so for the grace period, they are stopped as a failed job's are.
+  void handle_stopped_leftovers();
+  // With a trace folder: asks the ranks still running for their dumps first (they are
+  // stopped once the dumps are written, or dump_wait has passed). Then terminate().
+  void begin_stop(local::StopCause cause, const std::string& why);
+  // SIGTERM to every rank, SIGKILL at the deadline.
+  void terminate(const std::string& why);
+  // A folder for the trace dumps, with no dump (nor launcher record) of an earlier job in it:
+  // those go to <trace_dir>/previous_job/, said in one line (which files: its comment); and
+  // no timeline left from an earlier job.
+  void prepare_trace_files();
+  // With a trace folder: <trace_dir>/launcher_node<N>.json, what this launcher saw of its ranks
+  // (docs/failures.md): each process's pid and how it ended, the first failure, the run id.
+  void write_launcher_record();
+  void kill_stragglers();
+  // After every rank has ended: the rank that failed first by time (its error file's time,
+  // else when its exit was seen) becomes the job's failure, and is named once more if the
+  // ranks' own reports change or add to what was said when the first failure was seen.
+  void name_first_failure();
+  // A folder for the ranks' error files (DISTCOMM_ERROR_FILE), removed by remove_error_files.
+  void make_error_dir();
+  void remove_error_files();
+  bool reap_leftovers();
+  int poll_timeout_ms() const;
+
+  const LaunchOptions options_;
+  OutputRouter router_;
+  OutputPump pump_;
+  SignalWatch& signals_;
+  const AttemptWatch* watch_;
+  JobStore* store_ = nullptr;  // the store this launcher serves, if it does
+  std::string doomed_;               // why that store says the job cannot run, once it did
+  std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
+  std::string error_dir_;
+  std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
+  local::LocalRanks ranks_;
+  JobResult result_;
+  DumpRequest dumps_;
+  // The dumps asked for on SIGUSR1 (ask_for_dumps_on_request): awaited only to say when they
+  // are written; the job runs on.
+  DumpRequest requested_dumps_;
+  std::string stop_reason_;  // why, while the dumps are awaited
+  // What stops the ranks: SIGTERM, or the signal that stopped this launcher, passed on as
+  // torchrun's agent does (a Ctrl-C reaches the ranks as SIGINT: they lead process groups
+  // of their own, which the terminal's SIGINT does not reach).
+  int stop_signal_ = SIGTERM;
+  struct Replacement {
+    Clock::time_point due;
+    int local_rank;
+    int number;  // the n-th replacement of its rank
+  };
+  std::vector<Replacement> replacements_;  // due, not yet started
+  Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
+  std::vector<int> replaced_;              // by local rank: replacements started so far
+};
+
+}  // namespace internal
+}  // namespace launch
+}  // namespace distcomm
