@@ -60,6 +60,24 @@ JobResult run_job(const LaunchOptions& options) {
         ": the job's store is unauthenticated; give every machine's launcher the same " + kRunIdVariable + " and " +
         kStoreTokenVariable + " in its environment");
   }
+  if (options.serve_store && options.nnodes > 1 && options.node_rank != 0) {
+    // Before any rank starts, and before the signal watch (a Ctrl-C while node 0's store is
+    // awaited ends the launcher, which has nothing to stop yet): node 0's launcher must run
+    // the job's shape too. A job of the same world size in another shape would start a rank
+    // twice, or wait for one that never comes until the ranks' timeout.
+    try {
+      (void)options.serve_store(JobStoreRequest{options.master_addr, options.master_port, options.store_bind,
+                                                options.identity, options.world_size(), options.nnodes,
+                                                options.nproc_per_node, options.node_rank});
+    } catch (const std::runtime_error& e) {
+      JobResult cannot;
+      cannot.exit_code = 1;
+      cannot.failure = e.what();
+      cannot.master_port = options.master_port;
+      say("the job cannot run: " + cannot.failure);
+      return cannot;
+    }
+  }
   // One watch for every attempt: a Ctrl-C between two attempts is not lost.
   SignalWatch signals;
   JobResult result;

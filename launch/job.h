@@ -19,6 +19,14 @@ namespace launch {
 // After the last allowed restart fails, it says it gave up and returns that failure.
 // SIGINT/SIGTERM/SIGHUP/SIGQUIT at any point ends the job: no restart follows.
 //
+// In a static job across machines with serve_store, a launcher other than node 0's first
+// checks its --nnodes and --nproc_per_node against node 0's launcher's (JobStoreServer,
+// waiting for node 0's store as its ranks would): when they differ, or that store cannot be
+// reached, it starts no rank and returns exit code 1, its last line saying "<tag>: the job
+// cannot run: node 0's launcher runs 2 nodes x 2 ranks per node, this one (node 1) was given
+// 4 nodes x 1 rank per node (--nnodes, --nproc_per_node): give every launcher the same";
+// node 0's launcher ends too, saying so (JobStore::doomed).
+//
 // Throws std::invalid_argument for bad options and std::runtime_error when the job cannot
 // start; in both cases no rank is left running.
 JobResult run_job(const LaunchOptions& options);

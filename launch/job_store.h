@@ -31,6 +31,13 @@ struct JobStoreRequest {
   int world_size = -1;
   int nnodes = 1;
   int nproc_per_node = 1;
+  // Which machine's launcher asks. 0: node 0's, which serves the store. Another (a static
+  // job's other machines, before they start their ranks: run_job): serve nothing, but check
+  // that node 0's launcher was given the same --nnodes and --nproc_per_node as this one --
+  // a job of the same world size but another shape would otherwise start a rank twice, or
+  // wait for one that never comes, until the ranks' timeout -- and, when it was not, tell
+  // node 0's launcher (its store's doomed()) and throw. See JobStoreServer.
+  int node_rank = 0;
 };
 
 // A store being served: from its creation, listening, until it is destroyed. It serves in
@@ -41,8 +48,10 @@ class JobStore {
   // The port it listens on (the one it picked for port 0).
   virtual int port() const = 0;
   // Why the job cannot run, once the store has refused a rank that counts another world
-  // size (its node's launcher was given other flags); "" until then. Its ranks and this
-  // machine's would otherwise wait for each other until their timeout (30 minutes).
+  // size (its node's launcher was given other flags), or another machine's launcher found
+  // that it was given another --nnodes or --nproc_per_node than this one; "" until then.
+  // Its ranks and this machine's would otherwise wait for each other until their timeout
+  // (30 minutes).
   virtual std::string doomed() const = 0;
   // Readable once doomed() is not "" (never read, never reset): polled beside the ranks'
   // output, so that the launcher stops its ranks at once.
@@ -66,7 +75,10 @@ class JobStore {
 };
 
 // Starts serving a store, or throws std::runtime_error saying why it cannot (the port is
-// taken, the address is not this host's).
+// taken, the address is not this host's). Given another node_rank than 0 it serves nothing
+// and returns nullptr once node 0's store (waited for as the ranks would) says that node 0's
+// launcher runs the job's shape; it throws std::runtime_error saying why the job cannot run
+// when that launcher runs another shape (both named) or its store cannot be reached.
 using JobStoreServer = std::function<std::unique_ptr<JobStore>(const JobStoreRequest&)>;
 
 }  // namespace launch

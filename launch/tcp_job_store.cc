@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -10,7 +11,9 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
@@ -18,42 +21,79 @@
 #include "api/group/process_group_options.h"
 #include "api/store/server/tcp_store_server.h"
 #include "api/store/tcp_store.h"
+#include "api/timeouts.h"
 
 namespace distcomm {
 namespace launch {
 namespace {
 
-// The refusal a rank of another shape gets, and what node 0's launcher ends with. The
-// server knows the client's world size only: its nodes are taken to be as many as ours.
+// "2 nodes x 2 ranks per node"
+std::string shape_text(int nnodes, int nproc_per_node) {
+  return std::to_string(nnodes) + (nnodes == 1 ? " node" : " nodes") + " x " + std::to_string(nproc_per_node) +
+         (nproc_per_node == 1 ? " rank" : " ranks") + " per node";
+}
+
+// The refusal a rank of another world size gets, and what node 0's launcher ends with. The
+// server knows the client's world size only, not how its launcher divided it into nodes:
+// it names ours alone.
 std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std::string& client) {
-  const std::string per_node = ours.nnodes > 0 && theirs % ours.nnodes == 0
-                                   ? " (with " + std::to_string(ours.nnodes) + " nodes: " +
-                                         std::to_string(theirs / ours.nnodes) + " per node)"
-                                   : "";
-  return "a rank at " + client + " says the job has " + std::to_string(theirs) + " ranks" + per_node +
-         ", node 0's store serves a job of " + std::to_string(ours.world_size) + " (" + std::to_string(ours.nnodes) +
-         (ours.nnodes == 1 ? " node" : " nodes") + " x " + std::to_string(ours.nproc_per_node) +
-         " per node): give every launcher the same --nproc_per_node and --nnodes (or use --rdzv_endpoint for "
-         "nodes of different sizes)";
+  return "a rank at " + client + " says the job has " + std::to_string(theirs) + " ranks, node 0's store serves a job of " +
+         std::to_string(ours.world_size) + " (" + shape_text(ours.nnodes, ours.nproc_per_node) +
+         "): give every launcher the same --nproc_per_node and --nnodes (or use --rdzv_endpoint for nodes of different "
+         "sizes)";
+}
+
+// Node 0's launcher writes its shape under kShapeKey ("<nnodes> <nproc_per_node>") as it
+// creates the store; every other launcher reads it before it starts its ranks, and on a
+// mismatch writes its own under kShapeRefusedKey ("<node_rank> <nnodes> <nproc_per_node>
+// <host>"), which node 0's launcher waits for. Only launchers read and write them.
+constexpr char kShapeKey[] = "launch/node0_shape";
+constexpr char kShapeRefusedKey[] = "launch/shape_refused";
+// What node 0's launcher writes there itself as its store closes, to end its own wait.
+constexpr char kClosing[] = "closing";
+// How long another launcher waits for kShapeKey once it reached node 0's store: node 0's
+// launcher writes it at once, unless it is an older one, which never does (no check then).
+constexpr std::chrono::seconds kShapeKeyWait{10};
+
+std::string flags_text() { return " (--nnodes, --nproc_per_node): give every launcher the same"; }
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "?";
+  return name;
 }
 
 class TCPJobStore : public JobStore {
  public:
   explicit TCPJobStore(const JobStoreRequest& request)
-      : host_(request.host), identity_(request.identity), nnodes_(request.nnodes), server_(options(request)) {
+      : host_(connect_host(request)),
+        identity_(request.identity),
+        nnodes_(request.nnodes),
+        nproc_per_node_(request.nproc_per_node),
+        server_(options(request)) {
     for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
       }
     }
     server_.start();
+    // The other machines' launchers check their shape against ours (check_shape_with_node0).
+    if (nnodes_ > 1) shape_watch_ = std::thread([this] { watch_shape(); });
   }
   ~TCPJobStore() override {
+    if (shape_watch_.joinable()) {
+      // Its wait ends once the key it waits for exists; else (our own store unreachable)
+      // when the server stops.
+      closing_ = true;
+      if (!end_shape_wait()) server_.stop();
+      shape_watch_.join();
+    }
     client_.reset();  // not a client the farewell should wait for
     // A doomed job's other ranks may still be in their handshake (a refusal comes after a
     // token's proof): they get their refusal, which says why, rather than a closed
     // connection. At most a second; at once when none is connected.
-    if (!doomed().empty()) {
+    if (!server_.running()) {
+    } else if (!doomed().empty()) {
       server_.stop_after_farewell(std::chrono::seconds(1));
     } else if (nnodes_ > 1) {
       // The other machines' ranks may still be ending (their last ops, their groups'
@@ -127,12 +167,7 @@ class TCPJobStore : public JobStore {
     o.world_size = request.world_size;
     o.world_size_mismatch = [this, request](int64_t theirs, const std::string& client) {
       const std::string why = mismatch_text(request, theirs, client);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (doomed_.empty()) {
-        doomed_ = why;
-        const char byte = 1;
-        (void)!::write(doomed_pipe_[1], &byte, 1);
-      }
+      doom(why);
       return why;
     };
     // A member its group fenced, whose process is on this host: the launcher kills it if
@@ -149,25 +184,100 @@ class TCPJobStore : public JobStore {
     return o;
   }
 
-  // A client of this store, as a rank is one, made at the first rank_ended.
-  Store& client() {
-    if (!client_) {
-      TCPStoreOptions o;
-      o.host = host_;
-      o.port = server_.port();
-      o.identity = identity_;
-      o.timeout = std::chrono::milliseconds(2000);  // the launcher's loop waits for it
-      client_ = std::make_unique<TCPStore>(o);
+  // The job cannot run: the first reason is the one said.
+  void doom(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (doomed_.empty()) {
+      doomed_ = why;
+      const char byte = 1;
+      (void)!::write(doomed_pipe_[1], &byte, 1);
     }
+  }
+
+  // Where the store listens, as a TCPStore serving it connects its own client: its bind
+  // address when one was named, else MASTER_ADDR.
+  static std::string connect_host(const JobStoreRequest& request) {
+    if (request.bind.empty() || request.bind == "*") return request.host;
+    const std::string bound = server_bind_address(request.host, request.bind);
+    return bound.empty() ? request.host : bound;
+  }
+
+  // A client of this store, as a rank is one.
+  TCPStoreOptions client_options() const {
+    TCPStoreOptions o;
+    o.host = host_;
+    o.port = server_.port();
+    o.identity = identity_;
+    o.timeout = std::chrono::milliseconds(2000);  // the launcher's loop waits for it
+    return o;
+  }
+
+  // One made at the first rank_ended.
+  Store& client() {
+    if (!client_) client_ = std::make_unique<TCPStore>(client_options());
     return *client_;
   }
 
+  // The shape watch's thread: says this launcher's shape under kShapeKey, then waits until
+  // another machine's launcher says that it was given another (kShapeRefusedKey): the job
+  // is doomed then, and this launcher stops its ranks, which would wait for ranks that will
+  // never come until their timeout (30 minutes by default), saying the same as that one.
+  void watch_shape() {
+    try {
+      TCPStore store(client_options());
+      store.set(kShapeKey, to_bytes(std::to_string(nnodes_) + " " + std::to_string(nproc_per_node_)));
+      for (;;) {
+        try {
+          store.wait({kShapeRefusedKey}, std::chrono::hours(1));
+          break;
+        } catch (const Timeout&) {
+          if (closing_) return;
+        }
+      }
+      if (closing_) return;
+      doom(refused_text(to_string(store.get(kShapeRefusedKey))));
+    } catch (const std::exception& e) {
+      if (closing_) return;
+      const std::string line = std::string("launch: cannot tell the other machines' launchers this one's --nnodes and "
+                                           "--nproc_per_node through the job's store (") +
+                               e.what() + "); they do not check theirs against it\n";
+      (void)!::write(2, line.data(), line.size());
+    }
+  }
+
+  // What node 0's launcher says of the launcher that wrote `value` under kShapeRefusedKey.
+  std::string refused_text(const std::string& value) const {
+    std::istringstream in(value);
+    int node_rank = -1, nnodes = 0, nproc_per_node = 0;
+    std::string host;
+    const std::string ours = "this launcher (node 0) runs " + shape_text(nnodes_, nproc_per_node_);
+    if (!(in >> node_rank >> nnodes >> nproc_per_node >> host)) {
+      return ours + ", another machine's launcher was given another" + flags_text();
+    }
+    return ours + ", node " + std::to_string(node_rank) + "'s launcher (on " + host + ") was given " +
+           shape_text(nnodes, nproc_per_node) + flags_text();
+  }
+
+  // Ends the shape watch's wait; false when our own store cannot be reached.
+  bool end_shape_wait() {
+    try {
+      TCPStore store(client_options());
+      store.compare_set(kShapeRefusedKey, {}, to_bytes(kClosing));
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
   static constexpr std::chrono::milliseconds kOtherMachinesGrace{30000};
-  const std::string host_;
+  const std::string host_;  // where this launcher's own clients connect
   const JobIdentity identity_;
   std::unique_ptr<TCPStore> client_;
   bool client_failed_ = false;
   const int nnodes_;
+  const int nproc_per_node_;
+  std::thread shape_watch_;  // with nnodes_ > 1: watch_shape()
+  std::atomic<bool> closing_{false};
   mutable std::mutex mu_;
   std::string doomed_;  // the first refusal's text
   int doomed_pipe_[2] = {-1, -1};
@@ -178,7 +288,59 @@ class TCPJobStore : public JobStore {
 
 }  // namespace
 
+namespace {
+
+// Another machine's launcher, before it starts its ranks: its shape against node 0's.
+void check_shape_with_node0(const JobStoreRequest& request) {
+  TCPStoreOptions o;
+  o.host = request.host;
+  o.port = request.port;
+  o.identity = request.identity;
+  // Node 0's launcher may start long after this one: wait for its store as the ranks would.
+  o.timeout = kDefaultGroupTimeout;
+  const std::string where = request.host + ":" + std::to_string(request.port);
+  std::unique_ptr<TCPStore> store;
+  try {
+    store = std::make_unique<TCPStore>(o);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot reach the job's store, which node 0's launcher serves at " + where + ": " +
+                             e.what());
+  }
+  std::string theirs;
+  try {
+    store->wait({kShapeKey}, kShapeKeyWait);
+    theirs = to_string(store->get(kShapeKey));
+  } catch (const Timeout&) {
+    return;  // an older launcher on node 0, which does not say its shape
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot read node 0's launcher's --nnodes and --nproc_per_node in the job's store at " +
+                             where + ": " + e.what());
+  }
+  std::istringstream in(theirs);
+  int nnodes = 0, nproc_per_node = 0;
+  if (!(in >> nnodes >> nproc_per_node)) return;  // not ours to judge
+  if (nnodes == request.nnodes && nproc_per_node == request.nproc_per_node) return;
+  try {
+    // Node 0's launcher ends at once too, saying the same, instead of its ranks waiting
+    // for ours until their timeout. The first launcher of another shape to say so is named.
+    store->compare_set(kShapeRefusedKey, {},
+                       to_bytes(std::to_string(request.node_rank) + " " + std::to_string(request.nnodes) + " " +
+                                std::to_string(request.nproc_per_node) + " " + this_host()));
+  } catch (const std::exception&) {
+    // This launcher still ends saying why; node 0's ranks wait out their timeout.
+  }
+  throw std::runtime_error("node 0's launcher runs " + shape_text(nnodes, nproc_per_node) + ", this one (node " +
+                           std::to_string(request.node_rank) + ") was given " +
+                           shape_text(request.nnodes, request.nproc_per_node) + flags_text());
+}
+
+}  // namespace
+
 std::unique_ptr<JobStore> serve_tcp_job_store(const JobStoreRequest& request) {
+  if (request.node_rank != 0) {
+    check_shape_with_node0(request);
+    return nullptr;
+  }
   return std::make_unique<TCPJobStore>(request);
 }
 
