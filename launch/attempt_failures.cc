@@ -67,7 +67,10 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
     if (options_.replace_after.count() >= 0) {
       const int local = processes_[i].local_rank;
       int& replaced = replaced_[static_cast<size_t>(local)];
-      if (replaced >= options_.max_replacements) {
+      if (others == 0) {
+        // A replacement joins running ranks: start_due_replacements would start none.
+        replacement = "; not replaced: no rank runs on for a replacement to join";
+      } else if (replaced >= options_.max_replacements) {
         replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
                       std::to_string(replaced) + " replacements (--max_replacements=" +
                       std::to_string(options_.max_replacements) + ")";

@@ -299,6 +299,20 @@ TEST(Launch, AFailedRanksReplacementJoinsAndTheJobSucceeds) {
       << f.err;
 }
 
+// The last rank to fail has no running rank for a replacement to join: its line says so,
+// rather than promise a replacement that never starts (an outside soak: every rank killed
+// at once, each line said "0 ranks run on ...; its replacement starts in 1s").
+TEST(Launch, NoReplacementIsPromisedWhenNoRankRunsOn) {
+  Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=1"},
+                          {"/bin/sh", "-c", "exit 3"}));
+  EXPECT_EQ(exit_code(f), 3) << f.err;
+  EXPECT_NE(f.err.find("0 ranks run on (--on_failure=continue); not replaced: no rank runs on for a replacement "
+                       "to join"),
+            std::string::npos)
+      << f.err;
+  EXPECT_EQ(f.err.find("0 ranks run on (--on_failure=continue); its replacement starts"), std::string::npos) << f.err;
+}
+
 // A replacement that fails too leaves the job failed: the first failure is its exit code.
 TEST(Launch, AReplacementThatFailsLeavesTheJobFailed) {
   Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=0"},
