@@ -333,8 +333,15 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
     mine = report(Clock::now(), request);
   }
   options.board->set(report_key(options.rank), mine.encode());
-  // The others answer within a tick of their watch; a rank that left answered already.
-  const Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
+  // The others answer within a tick of their watch; a rank that left answered already. Not
+  // past this thread's store-call deadline (an op's, in the watch's loop), less room for the
+  // last reads: a rank that has not answered by then is named as such. Running into it lost
+  // every answer and blamed the store ("the store's server did not answer", of a job whose
+  // store was fine and one rank stopped: an outside probe).
+  Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
+  if (const std::optional<milliseconds> left = internal::StoreCallDeadline::time_left("GET")) {
+    until = std::min(until, Clock::now() + *left - std::min(*left / 2, milliseconds(250)));
+  }
   std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
   by_rank[options.rank] = mine;
   auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= request); };
@@ -427,6 +434,12 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string boa
   if (board_error.empty()) {
     try {
       where = explain_wait(fingerprint, ask_everyone(), options.rank);
+    } catch (const internal::StoreCallCutShort& e) {
+      // Not made at all: the deadline (the op's) had come before; what used the time was
+      // not the store. Said as what it is, not as a silent server.
+      board_error = e.where() == internal::StoreCallCutShort::kNotMade
+                        ? "no time was left before the op's deadline to ask them"
+                        : look_failure_text(e);
     } catch (const std::exception& e) {
       board_error = look_failure_text(e);
     }

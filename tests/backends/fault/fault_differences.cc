@@ -60,6 +60,9 @@ const Entry kCannot[] = {
      "until it exits (kChildOutlivesParent; docs/failures.md's limit), and no store is left to tell it sooner. "
      "KilledWithAForkedChildAlive, whose culprit's host-mates see the death by its pid and fail the group through "
      "the store, runs"},
+    {"in_process", "AStoppedRankIsNotTakenForASilentStore",
+     "the in_process backend has no stall watch, and its ranks are threads of one process: one of them cannot be "
+     "stopped alone"},
     {"in_process", "StoreHostStoppedBeforeACollective",
      "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone"},
     {"in_process", "BackendFailsOnOneRankAfterItsRendezvous",
