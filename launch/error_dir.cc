@@ -115,7 +115,7 @@ std::string make_error_dir(const std::string& tmp, const std::vector<std::string
     if (!dir.empty()) break;
     tried += (tried.empty() ? "" : ", ") + place;
   }
-  *warning = "cannot make a folder for the ranks' error files in " + tmp + " (TMPDIR chooses it): " + why + "; " +
+  *warning = "cannot make a folder for the ranks' error files in " + tmp + " ($TMPDIR, or /tmp where it is unset): " + why + "; " +
              (!dir.empty() ? "using " + dir + " instead"
                            : (tried.empty() ? std::string() : "nor in " + tried + "; ") +
                                  "the ranks report no error, so the first rank seen to fail is named as the cause");

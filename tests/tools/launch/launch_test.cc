@@ -399,7 +399,7 @@ TEST(Launch, AnErrorFolderTheTmpdirCannotTakeIsSaidAndMadeElsewhere) {
                    seconds(60), {"TMPDIR=/nonexistent/x"});
   EXPECT_EQ(exit_code(f), 1) << f.err;
   EXPECT_TRUE(std::regex_search(f.err, std::regex(R"(launch: cannot make a folder for the ranks' error files in )"
-                                                  R"(/nonexistent/x \(TMPDIR chooses it\): No such file or )"
+                                                  R"(/nonexistent/x \(\$TMPDIR, or /tmp where it is unset\): No such file or )"
                                                   R"(directory; using )" + logs + R"(/distcomm-launch-\S+ instead\n)")))
       << f.err;
   EXPECT_NE(f.err.find("failed first (exit code 1): cannot load backend 'x'"), std::string::npos)

@@ -328,12 +328,12 @@ TEST(ErrorDir, ATmpdirThatCannotTakeTheFolderIsSaidAndTheNextPlaceTakesIt) {
   std::string warning;
   const std::string dir = make_error_dir("/nonexistent/x", {"", fallback}, &warning);
   ASSERT_EQ(dir.rfind(fallback + "/distcomm-launch-", 0), 0u) << dir;
-  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x (TMPDIR chooses it): "
+  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x ($TMPDIR, or /tmp where it is unset): "
                      "No such file or directory; using " + dir + " instead");
   ::rmdir(dir.c_str());
   warning.clear();
   EXPECT_EQ(make_error_dir("/nonexistent/x", {"/nonexistent/y"}, &warning), "");
-  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x (TMPDIR chooses it): "
+  EXPECT_EQ(warning, "cannot make a folder for the ranks' error files in /nonexistent/x ($TMPDIR, or /tmp where it is unset): "
                      "No such file or directory; nor in /nonexistent/y; the ranks report no error, so the first "
                      "rank seen to fail is named as the cause");
   warning.clear();
