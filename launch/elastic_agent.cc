@@ -64,6 +64,8 @@ class Agent {
   const ElasticOptions elastic_;
   SignalWatch signals_;
   int interrupted_by_ = 0;
+  bool in_attempt_ = false;  // run_attempt() takes the signals meanwhile
+  bool in_on_stop_ = false;
   std::unique_ptr<RendezvousEndpoint> endpoint_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Rendezvous> rendezvous_;
@@ -125,8 +127,8 @@ void Agent::linger_while_others_read() {
 
 bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
   const int64_t members = static_cast<int64_t>(round.members.size());
-  rendezvous_->add_done(round.number, 1);
-  while (rendezvous_->add_done(round.number, 0) < members) {
+  rendezvous_->mark_done(round.number, id_);
+  while (rendezvous_->done_count(round.number) < members) {
     if (interrupted()) return false;
     if (!watch.check().empty()) return false;
     std::this_thread::sleep_for(kBarrierPoll);
@@ -138,9 +140,24 @@ bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
 JobResult Agent::run() {
   try {
     return run_rounds();
+  } catch (const StoreSilent& e) {
+    if (interrupted_by_ != 0) {
+      say("got " + local::signal_name(interrupted_by_) + " while the rendezvous store did not answer: leaving");
+      return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
+    }
+    // A store error outside a round (the watch reports those within one): no answer for
+    // --rdzv_timeout_s (a network cut, a stopped store process).
+    say("lost the rendezvous store: " + std::string(e.what()));
+    return leave(1, "lost the store");
   } catch (const Error& e) {
-    // A store error outside a round (the watch reports those within one): the launcher
-    // serving the store has ended.
+    if (interrupted_by_ != 0) {
+      // Interrupted while its requests waited for a store that did not answer.
+      say("got " + local::signal_name(interrupted_by_) + " while the rendezvous store did not answer: leaving");
+      return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
+    }
+    // A store error outside a round (the watch reports those within one): nothing listens
+    // at the endpoint any more (the endpoint's clients wait out a store that only does not
+    // answer): the launcher serving the store has ended.
     say("lost the rendezvous store at " + elastic_.endpoint_host + ":" + std::to_string(elastic_.endpoint_port) +
         " (its launcher ended?): " + e.what());
     return leave(1, "lost the store");
@@ -150,12 +167,23 @@ JobResult Agent::run() {
 JobResult Agent::run_rounds() {
   auto stop_asked = [this] { return interrupted(); };
   endpoint_ = std::make_unique<RendezvousEndpoint>(elastic_, options_.identity.token);
-  store_ = endpoint_->connect(stop_asked, [this](const std::string& line) { say(line); });
+  // The store's requests give up waiting for a store that does not answer once the launcher
+  // is interrupted; while the ranks run, the attempt takes the signals (and says so in
+  // on_stop). In on_stop they are tried once: the ranks stop after it, without waiting for
+  // the store.
+  store_ = endpoint_->connect([this] { return in_attempt_ ? in_on_stop_ || interrupted_by_ != 0 : interrupted(); },
+                              [this](const std::string& line) { say(line); });
   if (!store_) return leave(128 + interrupted_by_, "interrupted");
   rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts);
   rendezvous_->agree_on_settings();
   id_ = new_launcher_id();
   Heartbeat heartbeat([this] { return endpoint_->connect_again(); }, id_, elastic_.heartbeat_interval);
+  // Before the heartbeat stops (its thread may be waiting for a store that does not answer):
+  // every request from now on is tried once.
+  struct GiveUpOnReturn {
+    RendezvousEndpoint& endpoint;
+    ~GiveUpOnReturn() { endpoint.give_up_retrying(); }
+  } give_up_on_return{*endpoint_};
   Liveness liveness(elastic_.heartbeat_timeout);
   AlivePort alive;
   const std::string address =
@@ -180,17 +208,24 @@ JobResult Agent::run_rounds() {
       if (m.id != id_) links_.add(m.id, m.host, m.alive_port);
     }
     last_round_ = round;
-    RoundWatch watch(endpoint_->connect_again(), elastic_, options_.max_restarts, *round, id_, links_);
+    RoundWatch watch([this](const std::function<bool()>& give_up) { return endpoint_->connect_again(give_up); },
+                     elastic_, options_.max_restarts, *round, id_, links_);
     AttemptWatch attempt_watch = watch.attempt_watch();
     // This attempt stops by itself (a rank failed, a signal): the other machines hear of it
     // at once. When another machine's launcher has ended, that is the cause (its ranks died
     // with it, and this one failed for want of them): its link was closed before its ranks
     // were killed.
     attempt_watch.on_stop = [&](const JobResult& cause) {
+      in_on_stop_ = true;
+      struct Done {
+        bool& flag;
+        ~Done() { flag = false; }
+      } done{in_on_stop_};
       const std::string ended = watch.member_ended();
       const std::string here = "node " + std::to_string(node) + " (" + address + ")";
       try {
         if (cause.interrupted_by != 0) {
+          if (interrupted_by_ == 0) interrupted_by_ = cause.interrupted_by;
           // 1 for the others, who were not interrupted (128 + the signal is this node's own
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
           rendezvous_->end(round->number, {true, 1,
@@ -209,7 +244,9 @@ JobResult Agent::run_rounds() {
       }
     };
     watch.start();
+    in_attempt_ = true;
     JobResult result = run_attempt(round_options(*round), signals_, &attempt_watch);
+    in_attempt_ = false;
     watch.stop();
 
     const int sig = result.interrupted_by != 0 ? result.interrupted_by : result.signal_while_stopping;

@@ -19,8 +19,9 @@ namespace launch {
 class Heartbeat {
  public:
   // connect makes the thread's store client (called on the thread). A failure to connect,
-  // or a store that goes away, ends the beats: the launcher's own requests meet the same
-  // store and report it.
+  // or a store that goes away (refuses connections, or has not answered for
+  // --rdzv_timeout_s: the endpoint's clients wait out a silence, rendezvous_endpoint.h),
+  // ends the beats: the launcher's own requests meet the same store and report it.
   Heartbeat(std::function<std::unique_ptr<Store>()> connect, std::string id, std::chrono::milliseconds interval);
   ~Heartbeat();  // stops beating
   Heartbeat(const Heartbeat&) = delete;

@@ -109,7 +109,6 @@ std::string machines_text(size_t n) { return std::to_string(n) + (n == 1 ? " mac
 
 std::vector<std::string> Liveness::observe(Store& store, const std::vector<std::string>& ids) {
   std::vector<std::string> newly_gone;
-  const auto now = Clock::now();
   for (const std::string& id : ids) {
     Seen& s = seen_[id];
     if (s.gone) continue;
@@ -120,7 +119,10 @@ std::vector<std::string> Liveness::observe(Store& store, const std::vector<std::
       continue;
     }
     const std::string beat = store.check({"hb/" + id}) ? to_string(store.get("hb/" + id)) : "";
-    if (first || beat != s.beat) {
+    const auto now = Clock::now();
+    const bool unwatched = !first && now - s.looked >= timeout_;
+    s.looked = now;
+    if (first || unwatched || beat != s.beat) {
       s.beat = beat;
       s.changed = now;
     } else if (now - s.changed >= timeout_) {
@@ -207,7 +209,10 @@ void Rendezvous::mark_gone(const std::string& id, const std::string& why) {
 
 std::optional<std::string> Rendezvous::gone(const std::string& id) { return read("gone/" + id); }
 
-int64_t Rendezvous::add_done(int round, int64_t n) { return store_.add(round_key(round) + "/done", n); }
+void Rendezvous::mark_done(int round, const std::string& id) { append(round_key(round) + "/done", id); }
+int64_t Rendezvous::done_count(int round) {
+  return static_cast<int64_t>(split(read(round_key(round) + "/done").value_or(""), ';').size());
+}
 void Rendezvous::mark_finished(int round) { store_.compare_set("finished", {}, to_bytes(std::to_string(round))); }
 bool Rendezvous::finished() { return store_.check({"finished"}); }
 

@@ -11,7 +11,8 @@
 //                      "closed|<restarts>|<run id>|<token>|<member>;..." (compare_set only)
 //   round/<r>/end      why round r ended, "<restart|membership>|<exit code>|<why>" (first wins)
 //   round/<r>/waiting  launchers that found round r closed without them, ';'-separated
-//   round/<r>/done     launchers whose ranks all finished in round r (a counter)
+//   round/<r>/done     launchers whose ranks all finished in round r, ';'-separated (a list,
+//                      not a counter: a request the store did not answer is made again)
 //   finished           the round in which the job finished
 // A member is "<id>,<host>,<nproc>,<port>,<alive port>": where the others reach it, its
 // ranks, a free port on its host for the ranks' store should it be node 0, and the port
@@ -59,7 +60,9 @@ struct RoundEnd {
 
 // Which launchers are alive, as one observer sees their heartbeats: a launcher is gone once
 // it is marked gone in the store, or its counter has not moved for heartbeat_timeout since
-// this observer first saw it (so no clocks are compared across machines).
+// this observer first saw it (so no clocks are compared across machines). An observer that
+// could not look for heartbeat_timeout (the store did not answer, or the observer was
+// stopped) starts counting again: a silence it did not watch is no launcher's.
 class Liveness {
  public:
   explicit Liveness(std::chrono::milliseconds timeout) : timeout_(timeout) {}
@@ -71,6 +74,7 @@ class Liveness {
   struct Seen {
     std::string beat;
     std::chrono::steady_clock::time_point changed;
+    std::chrono::steady_clock::time_point looked;  // the last read of its heartbeat
     bool gone = false;
   };
   std::chrono::milliseconds timeout_;
@@ -95,7 +99,9 @@ class Rendezvous {
   std::vector<std::string> waiting(int round);
   void mark_gone(const std::string& id, const std::string& why);
   std::optional<std::string> gone(const std::string& id);
-  int64_t add_done(int round, int64_t n);
+  // This launcher's ranks all finished in round r; how many launchers' have.
+  void mark_done(int round, const std::string& id);
+  int64_t done_count(int round);
   void mark_finished(int round);
   bool finished();
 

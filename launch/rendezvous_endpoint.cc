@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -79,10 +81,180 @@ bool accepts_connections(const std::string& host, int port, std::chrono::millise
   return ok;
 }
 
+// Whether host:port refuses connections (nothing listens there: the store's launcher
+// ended), as against not answering, or not being reached (a network cut).
+bool refuses_connections(const std::string& host, int port) {
+  std::string error;
+  if (accepts_connections(host, port, std::chrono::milliseconds(500), &error)) return false;
+  return error == std::strerror(ECONNREFUSED);
+}
+
+// After this long without an answer a client says that it still tries.
+constexpr std::chrono::seconds kSayAfter{10};
+// Between tries of a request the store did not answer.
+constexpr std::chrono::milliseconds kRetryPause{200};
+
+// "13:05:42": the wall-clock time `after` from now, for a deadline in a message.
+std::string clock_time_after(Clock::duration after) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(
+      std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(after));
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  char text[32] = {0};
+  std::strftime(text, sizeof(text), "%H:%M:%S", &local);
+  return text;
+}
+
+std::chrono::milliseconds ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
+}
+
+}  // namespace
+
+// What the clients of one endpoint share about the store not answering: one line when a
+// wait begins, one when it ends, however many clients wait.
+struct RendezvousEndpoint::Outage {
+  std::mutex mu;
+  std::function<void(const std::string&)> say;
+  bool said = false;
+  Clock::time_point since;  // the start of the oldest request still waiting, once said
+  bool given_up = false;
+  bool silent = false;  // the last request of any client had no answer
+};
+
+namespace {
+
+// A TCPStore client that outlasts a store that does not answer for a while (see
+// connect_again()). Each request is made on a new connection after a failure: the
+// TCPStore takes a server that closed a connection for gone for good.
+class PatientStore : public Store {
+ public:
+  PatientStore(std::function<std::unique_ptr<Store>()> connect, std::shared_ptr<RendezvousEndpoint::Outage> outage,
+               const ElasticOptions& options, std::function<bool()> give_up)
+      : connect_(std::move(connect)), outage_(std::move(outage)), options_(options), give_up_(std::move(give_up)) {
+    store_ = connect_();
+  }
+
+  void set(const std::string& key, const Bytes& value) override {
+    patiently([&](Store& s) { s.set(key, value); return 0; });
+  }
+  Bytes get(const std::string& key) override {
+    return patiently([&](Store& s) { return s.get(key); });
+  }
+  // Tried again, a delta may be added twice: the rendezvous adds only to heartbeats.
+  int64_t add(const std::string& key, int64_t delta) override {
+    return patiently([&](Store& s) { return s.add(key, delta); });
+  }
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return patiently([&](Store& s) { return s.compare_set(key, expected, desired); });
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return patiently([&](Store& s) { return s.check(keys); });
+  }
+  // No rendezvous code waits on keys: a wait's own Timeout (the keys did not come) would be
+  // taken here for a store that does not answer, and tried again until the deadline.
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    patiently([&](Store& s) { s.wait(keys, timeout); return 0; });
+  }
+  bool delete_key(const std::string& key) override {
+    return patiently([&](Store& s) { return s.delete_key(key); });
+  }
+  int64_t num_keys() override {
+    return patiently([&](Store& s) { return s.num_keys(); });
+  }
+
+ private:
+  std::string where() const {
+    return "the rendezvous store at " + options_.endpoint_host + ":" + std::to_string(options_.endpoint_port);
+  }
+  bool giving_up() {
+    {
+      std::lock_guard<std::mutex> lock(outage_->mu);
+      if (outage_->given_up) return true;
+    }
+    return give_up_ && give_up_();
+  }
+
+  template <class Op>
+  auto patiently(Op op) -> decltype(op(std::declval<Store&>())) {
+    const auto began = Clock::now();
+    while (true) {
+      if (giving_up()) {
+        // Leaving while the store does not answer: no request waits for it again.
+        std::lock_guard<std::mutex> lock(outage_->mu);
+        if (outage_->silent) throw StoreSilent(where() + " does not answer (not asked again: this launcher is leaving)");
+      }
+      try {
+        if (!store_) store_ = connect_();
+        auto result = op(*store_);
+        answered();
+        return result;
+      } catch (const InvalidArgument&) {
+        throw;  // the store answered: a refusal, not a silence
+      } catch (const Error&) {
+        store_.reset();
+        if (refuses_connections(options_.endpoint_host, options_.endpoint_port)) throw;
+        {
+          std::lock_guard<std::mutex> lock(outage_->mu);
+          outage_->silent = true;
+        }
+        if (giving_up()) throw;
+        if (Clock::now() - began >= options_.timeout) {
+          {
+            std::lock_guard<std::mutex> lock(outage_->mu);
+            outage_->given_up = true;
+          }
+          throw StoreSilent(where() + " has not answered for " + seconds_text(ms_since(began)) +
+                            " (--rdzv_timeout_s=" + seconds_text(options_.timeout) +
+                            "); the last try: " + local_what());
+        }
+        note_waiting(began);
+        for (auto until = Clock::now() + kRetryPause; Clock::now() < until && !giving_up();) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+    }
+  }
+
+  static std::string local_what() {
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+
+  void note_waiting(Clock::time_point began) {
+    std::lock_guard<std::mutex> lock(outage_->mu);
+    if (outage_->said || Clock::now() - began < kSayAfter) return;
+    outage_->said = true;
+    outage_->since = began;
+    if (outage_->say) {
+      outage_->say(where() + " has not answered for " + seconds_text(ms_since(began)) + "; still trying until " +
+                   clock_time_after(began + options_.timeout - Clock::now()) +
+                   " (--rdzv_timeout_s=" + seconds_text(options_.timeout) + ")");
+    }
+  }
+
+  void answered() {
+    std::lock_guard<std::mutex> lock(outage_->mu);
+    outage_->silent = false;
+    if (!outage_->said) return;
+    outage_->said = false;
+    if (outage_->say) outage_->say(where() + " answers again, after " + seconds_text(ms_since(outage_->since)));
+  }
+
+  const std::function<std::unique_ptr<Store>()> connect_;
+  const std::shared_ptr<RendezvousEndpoint::Outage> outage_;
+  const ElasticOptions options_;
+  const std::function<bool()> give_up_;
+  std::unique_ptr<Store> store_;
+};
+
 }  // namespace
 
 RendezvousEndpoint::RendezvousEndpoint(const ElasticOptions& options, const std::string& token)
-    : options_(options), identity_{"rdzv-" + options.rdzv_id, token} {
+    : options_(options), identity_{"rdzv-" + options.rdzv_id, token}, outage_(std::make_shared<Outage>()) {
   if (!is_this_host(options.endpoint_host, options.timeout)) return;
   TCPStoreServerOptions server;
   server.bind_address = options.endpoint_host;
@@ -127,14 +299,24 @@ std::unique_ptr<Store> RendezvousEndpoint::connect(const std::function<bool()>& 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  outage_->say = say;
   try {
-    return connect_again();
+    return connect_again(interrupted);
   } catch (const Error& e) {
     throw std::runtime_error(endpoint + ": the rendezvous store refused this launcher: " + e.what());
   }
 }
 
-std::unique_ptr<Store> RendezvousEndpoint::connect_again() const {
+std::unique_ptr<Store> RendezvousEndpoint::connect_again(const std::function<bool()>& give_up) const {
+  return std::make_unique<PatientStore>([this] { return client(); }, outage_, options_, give_up);
+}
+
+void RendezvousEndpoint::give_up_retrying() {
+  std::lock_guard<std::mutex> lock(outage_->mu);
+  outage_->given_up = true;
+}
+
+std::unique_ptr<Store> RendezvousEndpoint::client() const {
   TCPStoreOptions client;
   client.host = options_.endpoint_host;
   client.port = options_.endpoint_port;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "api/process/job_identity.h"
@@ -16,6 +17,14 @@
 
 namespace distcomm {
 namespace launch {
+
+// Thrown by the endpoint's clients when the store has not answered for --rdzv_timeout_s
+// (what() says so, and for how long); a store whose launcher ended (nothing listens at the
+// endpoint any more) is a distcomm::Error, as from the TCPStore.
+class StoreSilent : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class RendezvousEndpoint {
  public:
@@ -28,18 +37,34 @@ class RendezvousEndpoint {
   // A client, once the endpoint accepts connections: tries for options.timeout, asking
   // interrupted() between tries (nullptr when it says yes), and passing say() a line after
   // the first 10 s without an answer and every 30 s then (the default timeout is 600 s: a
-  // launcher must not sit silent while its endpoint is down). Throws std::runtime_error
-  // naming the endpoint and what was tried, or the store's refusal (another job, a wrong
-  // token).
+  // launcher must not sit silent while its endpoint is down). The lines of its clients
+  // about a store that stops answering later go to say() too, and interrupted() ends the
+  // returned client's waits (see connect_again()). Throws std::runtime_error naming the
+  // endpoint and what was tried, or the store's refusal (another job, a wrong token).
   std::unique_ptr<Store> connect(const std::function<bool()>& interrupted,
                                  const std::function<void(const std::string&)>& say = nullptr);
   // Another client, for a thread, once connect() has succeeded.
-  std::unique_ptr<Store> connect_again() const;
+  //
+  // The clients are patient: a request with no reply (a network cut, a stopped store
+  // process) or a connection that breaks while something still listens at the endpoint is
+  // tried again on a new connection until the store answers, for --rdzv_timeout_s after the
+  // request began; then StoreSilent. The first client to wait 10 s says so once, through
+  // connect()'s say(), and once again when the store answers. A store that refuses
+  // connections (its launcher ended) fails the request at once, as does give_up() saying
+  // yes (asked between tries) or give_up_retrying() having been called.
+  std::unique_ptr<Store> connect_again(const std::function<bool()>& give_up = nullptr) const;
+  // From now on every client's request is tried once (the launcher is leaving).
+  void give_up_retrying();
+
+  struct Outage;
 
  private:
+  std::unique_ptr<Store> client() const;  // a TCPStore client
+
   const ElasticOptions options_;
   const JobIdentity identity_;
   std::unique_ptr<TCPStoreServer> server_;
+  std::shared_ptr<Outage> outage_;
 };
 
 }  // namespace launch

@@ -9,6 +9,7 @@
 
 #include "api/process/local_processes.h"
 #include "launch/duration_text.h"
+#include "launch/rendezvous_endpoint.h"
 
 namespace distcomm {
 namespace launch {
@@ -19,9 +20,9 @@ constexpr std::chrono::milliseconds kLookEvery{200};
 
 }  // namespace
 
-RoundWatch::RoundWatch(std::unique_ptr<Store> store, const ElasticOptions& options, int max_restarts, Round round,
+RoundWatch::RoundWatch(const Connect& connect, const ElasticOptions& options, int max_restarts, Round round,
                        std::string self_id, const LauncherLinks& links)
-    : store_(std::move(store)),
+    : store_(connect([this] { return stop_.load(); })),
       options_(options),
       rendezvous_(*store_, options, max_restarts),
       liveness_(options.heartbeat_timeout),
@@ -102,7 +103,7 @@ std::string RoundWatch::look() {
     // A launcher leaves by itself once every member's ranks have finished: read after its
     // going was seen, the count tells that apart from a launcher lost.
     auto round_complete = [&] {
-      return rendezvous_.add_done(round_.number, 0) >= static_cast<int64_t>(round_.members.size());
+      return rendezvous_.done_count(round_.number) >= static_cast<int64_t>(round_.members.size());
     };
     for (const std::string& id : links_.ended(others(), 0)) {
       if (round_complete()) return "";
@@ -120,7 +121,7 @@ std::string RoundWatch::look() {
     }
     // Room for a machine that waits, as long as no member has finished: a membership
     // change, not a failure.
-    if (static_cast<int>(round_.members.size()) < options_.max_nodes && rendezvous_.add_done(round_.number, 0) == 0) {
+    if (static_cast<int>(round_.members.size()) < options_.max_nodes && rendezvous_.done_count(round_.number) == 0) {
       std::vector<std::string> waiting = rendezvous_.waiting(round_.number);
       liveness_.observe(*store_, waiting);
       size_t live = 0;
@@ -130,7 +131,16 @@ std::string RoundWatch::look() {
         return round + " ended: " + rendezvous_.end(round_.number, {false, 0, why}).why;
       }
     }
+  } catch (const StoreSilent& e) {
+    if (stop_) return "";
+    // Waited for up to --rdzv_timeout_s: what() says for how long.
+    store_lost_why_ = std::string("lost the rendezvous store: ") + e.what();
+    store_lost_ = true;
+    return store_lost_why_;
   } catch (...) {
+    // Told to stop while it waited for the store: the caller's own requests find out.
+    if (stop_) return "";
+    // Its clients give up at once only where nothing listens at the endpoint any more.
     store_lost_why_ = "lost the rendezvous store at " + options_.endpoint_host + ":" +
                       std::to_string(options_.endpoint_port) +
                       " (its launcher ended?): " + local::describe_current_exception();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,8 +24,13 @@ namespace launch {
 
 class RoundWatch {
  public:
-  // links: to the round's other launchers (the caller connects them, and keeps them).
-  RoundWatch(std::unique_ptr<Store> store, const ElasticOptions& options, int max_restarts, Round round,
+  // connect: the watch's own store client (RendezvousEndpoint::connect_again), told to give
+  // up waiting for a store that does not answer once stop() is called. A store that does
+  // not answer is no reason to stop the ranks until its client gives up (StoreSilent, after
+  // --rdzv_timeout_s): the look waits for it. links: to the round's other launchers (the
+  // caller connects them, and keeps them).
+  using Connect = std::function<std::unique_ptr<Store>(const std::function<bool()>& give_up)>;
+  RoundWatch(const Connect& connect, const ElasticOptions& options, int max_restarts, Round round,
              std::string self_id, const LauncherLinks& links);
   ~RoundWatch();
   RoundWatch(const RoundWatch&) = delete;
@@ -50,6 +56,7 @@ class RoundWatch {
   std::string look();
   std::vector<std::string> others() const;
 
+  std::atomic<bool> stop_{false};
   std::unique_ptr<Store> store_;
   const ElasticOptions options_;
   Rendezvous rendezvous_;
@@ -63,7 +70,6 @@ class RoundWatch {
   int pipe_[2] = {-1, -1};
   std::mutex mu_;
   std::string reason_;
-  std::atomic<bool> stop_{false};
   std::thread thread_;
   AttemptWatch attempt_watch_;
 };

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,45 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
   EXPECT_GE(noticed, std::chrono::milliseconds(4500));
   EXPECT_LT(noticed, seconds(20));
   std::printf("silent launcher -> 2-machine job running again: %.2f s\n", std::chrono::duration<double>(noticed).count());
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// The launcher that serves the rendezvous store stops (SIGSTOP) for longer than a store
+// request waits for its reply (10 s): the store does not answer, as through a network
+// cut. The other launcher says so once and waits for it, with its ranks running (it ended
+// for good after 10 s: a tester's network cut of 15 s), and the job goes on once the store
+// answers again.
+TEST(Elastic, AStoreThatDoesNotAnswerForAWhileIsWaitedFor) {
+  const int port = local::pick_free_port();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  const std::string finish = temp_path("finish_store_silent");
+  auto args = launcher(endpoint, "1:2", {"--rdzv_id=storecut", "--rdzv_last_call_s=30", "--max_restarts=3"},
+                       {kElasticProbe, finish});
+  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(listening(port, seconds(30)));
+  Subprocess b(args, {kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  a.send_signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::string waits = "launch: the rendezvous store at " + endpoint + " has not answered for ";
+  // Said once the first request has waited 10 s, and the launcher is still there.
+  const bool said = b.wait_for_stdout(waits, 1, seconds(15));
+  std::this_thread::sleep_until(stopped + seconds(15));
+  a.send_signal(SIGCONT);
+  ASSERT_TRUE(said) << b.stdout_so_far();
+  ASSERT_TRUE(b.wait_for_stdout("launch: the rendezvous store at " + endpoint + " answers again, after ", 1, seconds(30)))
+      << b.stdout_so_far();
+  std::ofstream(finish) << "done";
+  Finished fa = a.finish(seconds(60)), fb = b.finish(seconds(60));
+  for (const Finished* f : {&fa, &fb}) {
+    EXPECT_EQ(exit_code(*f), 0) << f->out;
+    EXPECT_EQ(count(f->out, "finished: 2 ranks"), 1) << f->out;
+    EXPECT_EQ(f->out.find("lost the rendezvous store"), std::string::npos) << f->out;
+  }
+  EXPECT_EQ(count(fb.out, waits), 1) << "one line while it waits:\n" << fb.out;
+  EXPECT_TRUE(std::regex_search(fb.out, std::regex(R"(has not answered for 1\d(\.\d+)?s; still trying until \d\d:\d\d:\d\d \(--rdzv_timeout_s=600s\)\n)")))
+      << fb.out;
   EXPECT_TRUE(no_orphan_running());
 }
 
