@@ -19,6 +19,7 @@
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
+#include "tests/testing/lingering_child.h"
 
 namespace distcomm {
 namespace fault {
@@ -133,19 +134,11 @@ void die_once_the_op_is_under_way(Rank& r, const Tensor& t, const WorkPtr& work)
 // descriptors close fails the bound.
 constexpr double kChildOutlivesParent = 3 * kDeathNamedWithin;
 
-// Forks a child that holds every descriptor of this process (sockets, memfds, pipes) until
-// kChildOutlivesParent after this process has died, and does nothing else (only
-// async-signal-safe calls: the parent has threads).
+// A child that holds every descriptor of this process (sockets, memfds, pipes) until
+// kChildOutlivesParent after this process has died.
 void fork_a_lingering_child() {
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0) << "fork failed";
-  if (child != 0) return;
-  const timespec tick{0, 10 * 1000 * 1000};
-  while (::getppid() == parent) ::nanosleep(&tick, nullptr);
-  const timespec linger{static_cast<time_t>(kChildOutlivesParent), 0};
-  ::nanosleep(&linger, nullptr);
-  ::_exit(0);
+  ASSERT_GE(testing::fork_a_child_that_lingers(std::chrono::seconds(static_cast<int>(kChildOutlivesParent))), 0)
+      << "fork failed";
 }
 
 // Rank `culprit` is SIGKILLed half-way through a 64 MiB all_reduce.

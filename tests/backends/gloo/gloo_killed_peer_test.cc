@@ -24,6 +24,7 @@
 
 #include "api/errors.h"
 #include "tests/testing/failure_checks.h"
+#include "tests/testing/lingering_child.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -310,18 +311,10 @@ TEST(GlooKilledPeerMidMessage, RecvUnderWayAndAnIdleRank) {
 // nothing: each had watched the other host's processes through pidfds.)
 constexpr milliseconds kOtherHostOpTimeout{2000};
 
-// Forks a child that holds every descriptor of this process until `linger` after this
-// process has died, and does nothing else (only async-signal-safe calls: it has threads).
+// A child that holds every descriptor of this process until `linger` after this process
+// has died.
 void fork_a_child_holding_the_connections(std::chrono::seconds linger) {
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0) << "fork failed";
-  if (child != 0) return;
-  const timespec tick{0, 10 * 1000 * 1000};
-  while (::getppid() == parent) ::nanosleep(&tick, nullptr);
-  const timespec rest{static_cast<time_t>(linger.count()), 0};
-  ::nanosleep(&rest, nullptr);
-  ::_exit(0);
+  ASSERT_GE(testing::fork_a_child_that_lingers(linger), 0) << "fork failed";
 }
 
 TEST(GlooPeerOnAnotherHost, ItsProcessIsNotWatchedFromHere) {
