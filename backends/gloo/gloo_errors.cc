@@ -97,24 +97,26 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   }
   // Peers whose connections stay open were seen to end by their processes (pidfds, only
   // for peers on this host: gloo_connection_watch.h), not by their connections: "closed
-  // their connections" would say what nobody saw.
-  std::vector<int> held;
-  std::string pids;
+  // their connections" would say what nobody saw; and peers whose connections closed (on
+  // any host) are said as such, in a clause of their own.
+  std::vector<int> held, closed;
+  std::string held_pids;
   for (const LostPeer& p : peers) {
-    if (p.connection_held) held.push_back(p.rank);
-    if (p.pid > 0) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+    if (!p.connection_held) {
+      closed.push_back(p.rank);
+      continue;
+    }
+    held.push_back(p.rank);
+    held_pids += (held_pids.empty() ? "" : ", ") + std::to_string(p.pid);
   }
   if (held.empty()) return peers_died(ranks);
-  if (peers.size() == 1) {
-    return PeerFailure("rank " + std::to_string(peers[0].rank) + " (pid " + std::to_string(peers[0].pid) +
-                       ") died: its process ended while a process it forked still holds its connections open");
-  }
   const bool one_held = held.size() == 1;
-  return PeerFailure("ranks " + rank_list(ranks) + " (pids " + pids + ") died: their processes ended on this host, " +
-                     (held.size() == ranks.size() ? std::string("each")
-                                                  : (one_held ? "rank " + std::to_string(held[0])
-                                                              : "ranks " + rank_list(held) + " each")) +
-                     " while a process it forked still holds its connections open");
+  const std::string held_text =
+      (one_held ? "rank " + std::to_string(held[0]) + " (pid " + held_pids + ") died: its process ended"
+                : "ranks " + rank_list(held) + " (pids " + held_pids + ") died: their processes ended on this host, each") +
+      " while a process it forked still holds its connections open";
+  if (closed.empty()) return PeerFailure(held_text);
+  return PeerFailure(held_text + "; and " + peers_died(closed).what());
 }
 
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
