@@ -69,7 +69,7 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
       int& replaced = replaced_[static_cast<size_t>(local)];
       if (others == 0) {
         // A replacement joins running ranks: start_due_replacements would start none.
-        replacement = "; not replaced: no rank runs on for a replacement to join";
+        replacement = "; not replaced: no rank of this machine runs on for a replacement to join";
       } else if (replaced >= options_.max_replacements) {
         replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
                       std::to_string(replaced) + " replacements (--max_replacements=" +

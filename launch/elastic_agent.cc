@@ -208,8 +208,17 @@ JobResult Agent::run_rounds() {
       if (m.id != id_) links_.add(m.id, m.host, m.alive_port);
     }
     last_round_ = round;
-    RoundWatch watch([this](const std::function<bool()>& give_up) { return endpoint_->connect_again(give_up); },
-                     elastic_, options_.max_restarts, *round, id_, links_);
+    // The watch's store gives up when the watch stops, and -- on this thread, which asks it
+    // itself once the attempt is over (wait_for_the_others) and then holds the signals --
+    // on a Ctrl-C: its requests would otherwise wait out a silent store (--rdzv_timeout_s).
+    const std::thread::id agent_thread = std::this_thread::get_id();
+    RoundWatch watch(
+        [this, agent_thread](const std::function<bool()>& give_up) {
+          return endpoint_->connect_again([this, agent_thread, give_up] {
+            return give_up() || (std::this_thread::get_id() == agent_thread && !in_attempt_ && interrupted());
+          });
+        },
+        elastic_, options_.max_restarts, *round, id_, links_);
     AttemptWatch attempt_watch = watch.attempt_watch();
     // This attempt stops by itself (a rank failed, a signal): the other machines hear of it
     // at once. When another machine's launcher has ended, that is the cause (its ranks died

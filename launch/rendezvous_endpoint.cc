@@ -132,7 +132,14 @@ class PatientStore : public Store {
   PatientStore(std::function<std::unique_ptr<Store>()> connect, std::shared_ptr<RendezvousEndpoint::Outage> outage,
                const ElasticOptions& options, std::function<bool()> give_up)
       : connect_(std::move(connect)), outage_(std::move(outage)), options_(options), give_up_(std::move(give_up)) {
-    store_ = connect_();
+    // A store that refuses this launcher (another job's, a wrong token) says so here, at
+    // once. One that does not answer is connected at the first request, within its
+    // patience: a round watch or a heartbeat made while the store is silent waits it out
+    // too, rather than ending the launcher (or its beats).
+    try {
+      store_ = connect_();
+    } catch (const Timeout&) {
+    }
   }
 
   void set(const std::string& key, const Bytes& value) override {

@@ -306,8 +306,8 @@ TEST(Launch, NoReplacementIsPromisedWhenNoRankRunsOn) {
   Finished f = run(launch({"--nproc_per_node=2", "--on_failure=continue", "--replace_after_s=1"},
                           {"/bin/sh", "-c", "exit 3"}));
   EXPECT_EQ(exit_code(f), 3) << f.err;
-  EXPECT_NE(f.err.find("0 ranks run on (--on_failure=continue); not replaced: no rank runs on for a replacement "
-                       "to join"),
+  EXPECT_NE(f.err.find("0 ranks run on (--on_failure=continue); not replaced: no rank of this machine runs on for a "
+                       "replacement to join"),
             std::string::npos)
       << f.err;
   EXPECT_EQ(f.err.find("0 ranks run on (--on_failure=continue); its replacement starts"), std::string::npos) << f.err;
