@@ -189,22 +189,39 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
   EXPECT_TRUE(no_orphan_running());
 }
 
+// Two machines of one elastic job ("1:2") on loopback, both in their first round: `a`
+// serves the rendezvous store, `b` joins it (with b_env).
+struct TwoMachines {
+  std::string endpoint;
+  std::unique_ptr<Subprocess> a, b;
+};
+
+void start_two_machines(TwoMachines& m, const std::string& rdzv_id, int max_restarts, const std::string& finish,
+                        const std::vector<std::string>& b_env = {kToken}) {
+  const int port = local::pick_free_port();
+  m.endpoint = "127.0.0.1:" + std::to_string(port);
+  auto args = launcher(m.endpoint, "1:2",
+                       {"--rdzv_id=" + rdzv_id, "--rdzv_last_call_s=30", "--max_restarts=" + std::to_string(max_restarts)},
+                       {kElasticProbe, finish});
+  m.a = std::make_unique<Subprocess>(args, std::vector<std::string>{kToken}, /*merge_stderr=*/true);
+  ASSERT_TRUE(listening(port, seconds(30)));
+  m.b = std::make_unique<Subprocess>(args, b_env, /*merge_stderr=*/true);
+  ASSERT_TRUE(m.a->wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  ASSERT_TRUE(m.b->wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+}
+
 // The launcher that serves the rendezvous store stops (SIGSTOP) for longer than a store
 // request waits for its reply (10 s): the store does not answer, as through a network
 // cut. The other launcher says so once and waits for it, with its ranks running (it ended
 // for good after 10 s: a tester's network cut of 15 s), and the job goes on once the store
 // answers again.
 TEST(Elastic, AStoreThatDoesNotAnswerForAWhileIsWaitedFor) {
-  const int port = local::pick_free_port();
-  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   const std::string finish = temp_path("finish_store_silent");
-  auto args = launcher(endpoint, "1:2", {"--rdzv_id=storecut", "--rdzv_last_call_s=30", "--max_restarts=3"},
-                       {kElasticProbe, finish});
-  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
-  Subprocess b(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
-  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  TwoMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_two_machines(m, "storecut", 3, finish));
+  Subprocess& a = *m.a;
+  Subprocess& b = *m.b;
+  const std::string& endpoint = m.endpoint;
   a.send_signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
   const std::string waits = "launch: the rendezvous store at " + endpoint + " has not answered for ";
@@ -293,17 +310,12 @@ TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
 // Ctrl-C to one machine's launcher while its ranks run: it stops them, ends the round and
 // leaves; the other machine goes on alone (MIN is 1), counting a restart.
 TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
-  const int port = local::pick_free_port();
-  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   const std::string finish = temp_path("finish_ctrl_c");
   const std::string tmp = fresh_tmpdir("elastic_ctrl_c_tmp");
-  auto args = launcher(endpoint, "1:2", {"--rdzv_id=ctrlc", "--rdzv_last_call_s=30", "--max_restarts=1"},
-                       {kElasticProbe, finish});
-  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
-  Subprocess b(args, {kToken, "TMPDIR=" + tmp}, /*merge_stderr=*/true);
-  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
-  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  TwoMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_two_machines(m, "ctrlc", 1, finish, {kToken, "TMPDIR=" + tmp}));
+  Subprocess& a = *m.a;
+  Subprocess& b = *m.b;
   b.send_signal(SIGINT);
   Finished fb = b.finish(seconds(30));
   EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
@@ -322,16 +334,11 @@ TEST(Elastic, CtrlCOnOneMachineLetsTheOthersGoOn) {
 // The same without restarts: the machine that was not interrupted gives up with exit 1 and
 // says so, not with the other's 130 (a review: a script took it for a Ctrl-C there).
 TEST(Elastic, CtrlCOnOneMachineWithoutRestartsEndsTheOthersWithOne) {
-  const int port = local::pick_free_port();
-  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   const std::string finish = temp_path("finish_ctrl_c_no_restarts");
-  auto args = launcher(endpoint, "1:2", {"--rdzv_id=ctrlc0", "--rdzv_last_call_s=30", "--max_restarts=0"},
-                       {kElasticProbe, finish});
-  Subprocess a(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
-  Subprocess b(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(a.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
-  ASSERT_TRUE(b.wait_for_stdout(" of 2 (node ", 1, seconds(60)));
+  TwoMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_two_machines(m, "ctrlc0", 0, finish));
+  Subprocess& a = *m.a;
+  Subprocess& b = *m.b;
   b.send_signal(SIGINT);
   Finished fb = b.finish(seconds(30));
   EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
