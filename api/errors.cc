@@ -13,6 +13,7 @@ Desync::~Desync() = default;
 AgreedDesync::~AgreedDesync() = default;
 BackendUnavailable::~BackendUnavailable() = default;
 StoreError::~StoreError() = default;
+StoreRefused::~StoreRefused() = default;
 Unsupported::~Unsupported() = default;
 
 }  // namespace distcomm
@@ -38,6 +39,8 @@ std::exception_ptr rebuilt(std::exception_ptr e, const Msg& msg, const std::stri
     return std::make_exception_ptr(Desync(msg(x)));
   } catch (const BackendUnavailable& x) {
     return std::make_exception_ptr(BackendUnavailable(msg(x)));
+  } catch (const StoreRefused& x) {
+    return std::make_exception_ptr(StoreRefused(msg(x)));
   } catch (const StoreError& x) {
     return std::make_exception_ptr(StoreError(msg(x)));
   } catch (const Unsupported& x) {

@@ -67,6 +67,15 @@ class StoreError : public Error {
   ~StoreError() override;
 };
 
+// The store answered and refused this client: another job's store (another run id), a
+// wrong or missing store token, a server that could not prove the token, another world
+// size. Asking again gets the same answer, unlike a StoreError of a connection.
+class StoreRefused : public StoreError {
+ public:
+  using StoreError::StoreError;
+  ~StoreRefused() override;
+};
+
 // An operation a backend does not implement.
 class Unsupported : public Error {
  public:

@@ -91,6 +91,8 @@ bool refuses_connections(const std::string& host, int port) {
 
 // After this long without an answer a client says that it still tries.
 constexpr std::chrono::seconds kSayAfter{10};
+// How long one try of a request waits for the store (client()).
+constexpr std::chrono::seconds kTryTimeout{3};
 // Between tries of a request the store did not answer.
 constexpr std::chrono::milliseconds kRetryPause{200};
 
@@ -198,6 +200,8 @@ class PatientStore : public Store {
         return result;
       } catch (const InvalidArgument&) {
         throw;  // the store answered: a refusal, not a silence
+      } catch (const StoreRefused&) {
+        throw;  // answered at last, by a store that is not this job's (restarted by another job?)
       } catch (const Error&) {
         store_.reset();
         if (refuses_connections(options_.endpoint_host, options_.endpoint_port)) throw;
@@ -231,24 +235,36 @@ class PatientStore : public Store {
     }
   }
 
+  // The lines are said outside the lock: a launcher whose output pipe is full must not hold
+  // up its other clients' requests too.
   void note_waiting(Clock::time_point began) {
-    std::lock_guard<std::mutex> lock(outage_->mu);
-    if (outage_->said || Clock::now() - began < kSayAfter) return;
-    outage_->said = true;
-    outage_->since = began;
-    if (outage_->say) {
-      outage_->say(where() + " has not answered for " + seconds_text(ms_since(began)) + "; still trying until " +
-                   clock_time_after(began + options_.timeout - Clock::now()) +
-                   " (--rdzv_timeout_s=" + seconds_text(options_.timeout) + ")");
+    std::function<void(const std::string&)> say;
+    {
+      std::lock_guard<std::mutex> lock(outage_->mu);
+      if (outage_->said || Clock::now() - began < kSayAfter) return;
+      outage_->said = true;
+      outage_->since = began;
+      say = outage_->say;
+    }
+    if (say) {
+      say(where() + " has not answered for " + seconds_text(ms_since(began)) + "; still trying until " +
+          clock_time_after(began + options_.timeout - Clock::now()) + " (--rdzv_timeout_s=" +
+          seconds_text(options_.timeout) + ")");
     }
   }
 
   void answered() {
-    std::lock_guard<std::mutex> lock(outage_->mu);
-    outage_->silent = false;
-    if (!outage_->said) return;
-    outage_->said = false;
-    if (outage_->say) outage_->say(where() + " answers again, after " + seconds_text(ms_since(outage_->since)));
+    std::function<void(const std::string&)> say;
+    Clock::time_point since;
+    {
+      std::lock_guard<std::mutex> lock(outage_->mu);
+      outage_->silent = false;
+      if (!outage_->said) return;
+      outage_->said = false;
+      since = outage_->since;
+      say = outage_->say;
+    }
+    if (say) say(where() + " answers again, after " + seconds_text(ms_since(since)));
   }
 
   const std::function<std::unique_ptr<Store>()> connect_;
@@ -306,7 +322,10 @@ std::unique_ptr<Store> RendezvousEndpoint::connect(const std::function<bool()>& 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  outage_->say = say;
+  {
+    std::lock_guard<std::mutex> lock(outage_->mu);
+    outage_->say = say;
+  }
   try {
     return connect_again(interrupted);
   } catch (const Error& e) {
@@ -328,7 +347,10 @@ std::unique_ptr<Store> RendezvousEndpoint::client() const {
   client.host = options_.endpoint_host;
   client.port = options_.endpoint_port;
   client.identity = identity_;
-  client.timeout = std::chrono::seconds(10);
+  // One try's bound (connect, handshake, request): the rendezvous' requests are small, so a
+  // store that has not answered in 3 s is taken as silent and asked again on a new
+  // connection (see PatientStore), and a Ctrl-C during an outage waits no more than a try.
+  client.timeout = kTryTimeout;
   return std::make_unique<TCPStore>(client);
 }
 

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+
+#include "api/errors.h"
 #include <string>
 
 #include "api/process/job_identity.h"
@@ -19,11 +21,12 @@ namespace distcomm {
 namespace launch {
 
 // Thrown by the endpoint's clients when the store has not answered for --rdzv_timeout_s
-// (what() says so, and for how long); a store whose launcher ended (nothing listens at the
-// endpoint any more) is a distcomm::Error, as from the TCPStore.
-class StoreSilent : public std::runtime_error {
+// (what() says so, and for how long): a Timeout. A store whose launcher ended (nothing
+// listens at the endpoint any more) is a StoreError, and one that answers with a refusal
+// (another job's store now serves the endpoint) a StoreRefused, as from the TCPStore.
+class StoreSilent : public Timeout {
  public:
-  using std::runtime_error::runtime_error;
+  using Timeout::Timeout;
 };
 
 class RendezvousEndpoint {

@@ -30,6 +30,9 @@ TEST(Errors, ContextGoesBeforeTheMessageOnceAndKeepsTheType) {
   // A type the core does not know becomes Error; an empty context changes nothing.
   EXPECT_EQ(thrown_as<Error>(with_context(std::make_exception_ptr(std::logic_error("bug")), "op")), "op: bug");
   EXPECT_EQ(thrown_as<Desync>(with_context(std::make_exception_ptr(Desync("x")), "")), "x");
+  // A refusal stays a refusal (callers retry a StoreError, never a StoreRefused).
+  EXPECT_EQ(thrown_as<StoreRefused>(with_context(std::make_exception_ptr(StoreRefused("wrong token")), "init")),
+            "init: wrong token");
   EXPECT_EQ(with_context(nullptr, "op"), nullptr);
 }
 

@@ -113,7 +113,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
     }
     if (reply->status == Status::kError) {
       const std::string why = printable(text_of(reply->payload), kMaxHandshakeBytes);
-      throw StoreError(who + (their_id.empty() ? "" : " (" + their_id + ")") + " refused this connection: " + why +
+      throw StoreRefused(who + (their_id.empty() ? "" : " (" + their_id + ")") + " refused this connection: " + why +
                        (why == "wrong store token"
                             ? std::string("; every rank needs rank 0's ") + kStoreTokenVariable
                             : std::string()));
@@ -135,19 +135,19 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
   const std::string ours = describe_run_id(identity.run_id);
   their_id = describe_run_id(theirs.run_id);
   if (theirs.run_id != identity.run_id) {
-    throw StoreError(who + " belongs to another job (" + their_id + "; this rank has " + ours +
+    throw StoreRefused(who + " belongs to another job (" + their_id + "; this rank has " + ours +
                      "): is another job using this port? Give each job its own MASTER_PORT, and every rank of a "
                      "job the same " + kRunIdVariable);
   }
   if (!theirs.token_required) {
     if (!identity.token.empty()) {
-      throw StoreError(who + " (" + their_id + ") has no store token but this rank has one: rank 0 was started "
+      throw StoreRefused(who + " (" + their_id + ") has no store token but this rank has one: rank 0 was started "
                        "without " + kStoreTokenVariable + ", or another job serves this port");
     }
     return theirs;
   }
   if (identity.token.empty()) {
-    throw StoreError(who + " (" + their_id + ") asks for a store token and this rank has none: start every rank "
+    throw StoreRefused(who + " (" + their_id + ") asks for a store token and this rank has none: start every rank "
                      "with rank 0's " + kRunIdVariable + " and " + kStoreTokenVariable + " (tools/launch and "
                      "spawn() do)");
   }
@@ -159,7 +159,7 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
   const Digest expected = handshake_proof(Prover::kServer, identity.token, identity.run_id, hello.nonce, theirs.nonce);
   if (reply.payload.size() != expected.size() ||
       !equal_in_constant_time(reply.payload.data(), expected.data(), expected.size())) {
-    throw StoreError(who + " (" + their_id + ") did not prove that it knows the store token: something other "
+    throw StoreRefused(who + " (" + their_id + ") did not prove that it knows the store token: something other "
                      "than this job's rank 0 serves this port");
   }
   return theirs;

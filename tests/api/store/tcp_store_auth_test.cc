@@ -40,7 +40,7 @@ TEST_F(AuthTest, TheJobsOwnRanksAreAdmitted) {
 
 TEST_F(AuthTest, AWrongTokenIsRefusedAtOnce) {
   const JobIdentity wrong{job_.run_id, new_job_identity().token};
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, wrong)); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(client_of(port(), kTestTimeout, wrong)); });
   EXPECT_NE(message.find("the store at " + where() + " (run id " + job_.run_id +
                          ") refused this connection: wrong store token"),
             std::string::npos)
@@ -53,7 +53,7 @@ TEST_F(AuthTest, AWrongTokenIsRefusedAtOnce) {
 
 TEST_F(AuthTest, AnotherJobsRunIdIsRefusedNamingBoth) {
   const JobIdentity other = new_job_identity();
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, other)); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(client_of(port(), kTestTimeout, other)); });
   EXPECT_NE(message.find("the store at " + where() + " belongs to another job (run id " + job_.run_id +
                          "; this rank has run id " + other.run_id + ")"),
             std::string::npos)
@@ -62,13 +62,13 @@ TEST_F(AuthTest, AnotherJobsRunIdIsRefusedNamingBoth) {
 }
 
 TEST_F(AuthTest, ARankWithoutIdentityIsRefused) {
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(port())); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(client_of(port())); });
   EXPECT_NE(message.find("belongs to another job (run id " + job_.run_id + "; this rank has no run id)"),
             std::string::npos)
       << message;
   // The right run id without the token.
   const auto [no_token, took2] =
-      error_of<StoreError>([&] { TCPStore s(client_of(port(), kTestTimeout, {job_.run_id, ""})); });
+      error_of<StoreRefused>([&] { TCPStore s(client_of(port(), kTestTimeout, {job_.run_id, ""})); });
   EXPECT_NE(no_token.find("asks for a store token and this rank has none"), std::string::npos) << no_token;
 }
 
@@ -81,7 +81,7 @@ TEST(Auth, AClientOfAnotherWorldSizeIsRefusedNamingBoth) {
   TCPStore server(so);
   TCPStoreOptions six = client_of(server.port(), kTestTimeout, job);
   six.num_workers = 6;
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(six); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(six); });
   EXPECT_NE(message.find("refused this connection: this store serves a job of 4 ranks, and the client at 127.0.0.1:"),
             std::string::npos)
       << message;
@@ -111,7 +111,7 @@ TEST(Auth, AfterAWorldSizeRefusalEveryWaitSaysTheJobCannotRun) {
   std::this_thread::sleep_for(300ms);  // parked on the server by now
   TCPStoreOptions three = two;
   three.num_workers = 3;
-  EXPECT_THROW(TCPStore{three}, StoreError);
+  EXPECT_THROW(TCPStore{three}, StoreRefused);
   t.join();
   EXPECT_NE(parked.first.find("the job cannot run: this store serves a job of 2 ranks, and the client at 127.0.0.1:"),
             std::string::npos)
@@ -144,7 +144,7 @@ TEST(Auth, AStrangerNamingAnotherWorldSizeEndsNoWait) {
   std::this_thread::sleep_for(300ms);
   TCPStoreOptions stranger = client_of(server.port(), kTestTimeout, {job.run_id, "not the token"});
   stranger.num_workers = 3;
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(stranger); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(stranger); });
   EXPECT_NE(message.find("wrong store token"), std::string::npos) << message;
   server.set("later", "1");
   t.join();
@@ -154,7 +154,7 @@ TEST(Auth, AStrangerNamingAnotherWorldSizeEndsNoWait) {
 TEST(Auth, ARankWithATokenRefusesAStoreWithout) {
   TCPStore open_store(server_of());
   const auto [message, took] =
-      error_of<StoreError>([&] { TCPStore s(client_of(open_store.port(), kTestTimeout, {"", "a token"})); });
+      error_of<StoreRefused>([&] { TCPStore s(client_of(open_store.port(), kTestTimeout, {"", "a token"})); });
   EXPECT_NE(message.find("has no store token but this rank has one"), std::string::npos) << message;
 }
 
@@ -222,7 +222,7 @@ class ImpostorServer {
 TEST(Auth, TheServerMustProveTheTokenTooAndTheTokenNeverCrossesTheWire) {
   const JobIdentity job = new_job_identity();
   ImpostorServer impostor(job);
-  const auto [message, took] = error_of<StoreError>([&] { TCPStore s(client_of(impostor.port(), kTestTimeout, job)); });
+  const auto [message, took] = error_of<StoreRefused>([&] { TCPStore s(client_of(impostor.port(), kTestTimeout, job)); });
   EXPECT_NE(message.find("did not prove that it knows the store token: something other than this job's rank 0 "
                          "serves this port"),
             std::string::npos)
