@@ -80,13 +80,28 @@ std::vector<std::pair<int, const OpFingerprint*>> unfit_senders(const std::vecto
   return unfit;
 }
 
+// A rank that did not report, as a clause: what its process is doing where that is known
+// (note), else the guesses.
+std::string did_not_report(const std::string& note) {
+  if (!note.empty()) return "did not report: " + note;
+  return "did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)";
+}
+
+// The note for rank r (explain_wait's silent_notes), "" where none.
+const std::string& note_of(const std::vector<std::string>& notes, size_t r) {
+  static const std::string none;
+  return r < notes.size() ? notes[r] : none;
+}
+
 const char kSameCountAndDtype[] = "; a send and its recv must have the same count and dtype";
 
 // Where rank r stands relative to collective #seq, as a clause (both grammatical numbers).
-std::pair<std::string, std::string> position(const std::optional<ProgressReport>& r, const OpFingerprint& op) {
+// note: what is known of a rank that did not report (process_state_note), "" for nothing.
+std::pair<std::string, std::string> position(const std::optional<ProgressReport>& r, const OpFingerprint& op,
+                                             const std::string& note = "") {
   if (!r) {
-    return {"did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)",
-            "did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)"};
+    const std::string silent = did_not_report(note);
+    return {silent, silent};
   }
   if (r->left) {
     const std::string last =
@@ -297,12 +312,12 @@ std::optional<Departure> departed_before(const OpFingerprint& op, const std::vec
 }
 
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
-                         int mine) {
+                         int mine, const std::vector<std::string>& silent_notes) {
   Clauses clauses;
   if (!op.p2p) {
     for (size_t r = 0; r < by_rank.size(); ++r) {
       if (static_cast<int>(r) == mine) continue;
-      const auto [singular, plural] = position(by_rank[r], op);
+      const auto [singular, plural] = position(by_rank[r], op, note_of(silent_notes, r));
       clauses.add(static_cast<int>(r), singular, plural);
     }
     return clauses.text();
@@ -310,7 +325,7 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
   if (op.root < 0 || op.root >= static_cast<int>(by_rank.size())) return "";
   const std::optional<ProgressReport>& peer = by_rank[op.root];
   const std::string who = "rank " + std::to_string(op.root);
-  if (!peer) return who + " did not report (busy outside distcomm, stuck in the program, gone, or cut off from the store)";
+  if (!peer) return who + " " + did_not_report(note_of(silent_notes, static_cast<size_t>(op.root)));
   std::string with_me;
   for (const PendingOp& q : peer->pending) {
     const OpFingerprint& g = q.fingerprint;
@@ -320,6 +335,20 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
   std::string s = who + " has no transfer with this rank pending";
   if (const PendingOp* c = peer->oldest_collective()) s += " (it waits in " + c->fingerprint.describe() + ")";
   return s;
+}
+
+std::string process_state_note(int pid, const std::optional<std::string>& stat) {
+  const std::string process = "its process " + std::to_string(pid) + " on this host ";
+  if (!stat) return process + "has ended (pid " + std::to_string(pid) + " is gone)";
+  // "<pid> (<comm>) <state> ...": comm is the program's name, which may hold spaces and ')'.
+  const size_t paren = stat->rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 1] != ' ') return "";
+  switch ((*stat)[paren + 2]) {
+    case 'T': return process + "is stopped (SIGSTOP or Ctrl-Z; SIGCONT resumes it)";
+    case 't': return process + "is stopped by a debugger (traced)";
+    case 'Z': return process + "has ended (pid " + std::to_string(pid) + " is a zombie its parent has not reaped)";
+    default: return "";  // running or sleeping: it may be busy outside distcomm or stuck
+  }
 }
 
 }  // namespace distcomm

@@ -88,8 +88,20 @@ std::string desync_message(uint64_t seq, const std::string& table, const std::st
 // ranks ("ranks [1] are still at all_reduce #10; rank 2 has not issued #11 yet (its last
 // collective: broadcast #10, finished); rank 3 did not report (busy outside distcomm,
 // stuck in the program, gone, or cut off from the store)"), or "" when there is nothing to say.
+// silent_notes: per rank, what is known of a rank that did not report (process_state_note:
+// "its process 4242 on this host is stopped (...)"), said after "did not report: " in place
+// of the guesses; "" (or no entry) keeps the guesses.
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
-                         int mine);
+                         int mine, const std::vector<std::string>& silent_notes = {});
+
+// What the kernel says of the process `pid` of a rank that did not report, where that process
+// runs on this host (the same process_domain(), auto_backend.h): `stat` is its /proc/<pid>/stat,
+// nullopt where no such process exists. "its process 4242 on this host is stopped (SIGSTOP or
+// Ctrl-Z; SIGCONT resumes it)" (state T), "... is stopped by a debugger (traced)" (t), "...
+// has ended (pid 4242 is gone)" (no such pid; a zombie, Z, says it is not reaped yet); "" for
+// any other state (running, sleeping: the guesses stand) or a text that does not parse. The
+// state follows the LAST ')': the command name before it may hold spaces and ')'.
+std::string process_state_note(int pid, const std::optional<std::string>& stat);
 
 // For collective `op`, in which rank `mine` waits: the first other rank whose report says it
 // left the group (closed it on its side) without issuing op -- it never will -- and words

@@ -24,7 +24,10 @@
 //     it within a tick, with the cause;
 //   - explains a Timeout, or a connection a peer closed: which ranks are where ("ranks [1]
 //     are still at all_reduce #11", "rank 2 has left the group after broadcast #1"), or a
-//     Desync the reports show, for GroupFailure (explain());
+//     Desync the reports show, for GroupFailure (explain()); a rank that does not answer and
+//     whose process runs on this host (the same process_domain(), auto_backend.h: each watch
+//     publishes "<domain>\n<pid>" in its first look) is named by what /proc/<pid>/stat says
+//     of it: stopped (SIGSTOP, Ctrl-Z), stopped by a debugger, or ended;
 //   - says on stderr, once the oldest unfinished op has waited a report interval
 //     (DISTCOMM_STALL_REPORT_SECONDS, 60 s unless set) and again each time its wait has
 //     doubled, how long it has waited and where the other ranks are: a rank stopped (a
@@ -36,7 +39,8 @@
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
 // kTracked ops; an op pushed out of the ring while unfinished is no longer watched; the
 // ring lets go of an op's Work once it and every op before it have finished). The
-// thread wakes every tick (0.5 s) and makes two store calls when nothing waits.
+// thread wakes every tick (0.5 s) and makes two store calls when nothing waits (its first
+// look, at once when it starts, one more: publishing this process).
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,8 @@
 #include <glob.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -39,6 +41,21 @@ std::string shared_memory_domain() {
   char ns[64];
   const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
   if (n > 0) domain += " " + std::string(ns, static_cast<size_t>(n));
+  return domain;
+}
+
+std::string process_domain() {
+  std::string domain = shared_memory_domain();
+  char ns[64];
+  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  // Unreadable (no /proc): a domain of this process alone, so that no peer matches it --
+  // an unknown part must not compare equal to another host's unknown part.
+  domain += " net " + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "? pid " + std::to_string(::getpid()) + " at " +
+                                     std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const std::string host_id = ProcessEnvironment::read().host_id;
+  if (!host_id.empty()) domain += " host " + host_id;
+  // The domain ends at the published text's last newline: none inside it.
+  std::replace(domain.begin(), domain.end(), '\n', ' ');
   return domain;
 }
 

@@ -30,6 +30,18 @@ namespace distcomm {
 // /proc/<pid>, which only shows the processes of one's own namespace).
 std::string shared_memory_domain();
 
+// Where a process's pid names it, so that a peer can watch it (gloo's ProcessWatch, the
+// stall watch's look at /proc/<pid>/stat): the same kernel boot and PID namespace
+// (shared_memory_domain()), the same network namespace (a connection that stays open
+// after its owner's end is then held by another process of that host, not a link cut
+// between namespaces, where no packet says anything), and the same DISTCOMM_HOST_ID (as
+// ProcessEnvironment read it): ranks told they are on different hosts (containers that
+// share a kernel, tools/netns_hosts.sh) are judged as on different hosts. Two processes
+// whose domains differ never look at each other's pids. A part that cannot be read makes
+// a domain of this process alone (an unknown part must not match another host's unknown
+// part). Never holds a newline: it is published as "<domain>\n<pid>".
+std::string process_domain();
+
 // This process's placement, as the ranks exchange it: its domain, its effective uid (ranks
 // of one host but different users are on different "hosts" for auto and the hierarchy:
 // they cannot open each other's shm segments), its host id

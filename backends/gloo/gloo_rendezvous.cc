@@ -16,7 +16,6 @@
 #include <gloo/transport/pair.h>
 
 #include "api/group/auto_backend.h"
-#include "api/group/process_environment.h"
 #include "api/errors.h"
 #include "api/process/thread_start.h"
 #include "backends/gloo/gloo_fail_pairs.h"
@@ -38,33 +37,10 @@ constexpr milliseconds kSettleBeforeClosing{250};
 
 std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
 
-// Where a peer's process can be watched from here (ProcessWatch, api/plugin/process_watch.h),
-// and where its connections' state says what its process did: the same kernel boot and PID
-// namespace (its pid names it here: shared_memory_domain()), the same network namespace
-// (a connection that stays open after its owner's end is then held by another process of
-// that host, not a link cut between namespaces, where no packet says anything), and the
-// same DISTCOMM_HOST_ID (as ProcessEnvironment read it, as shm's rendezvous takes it): ranks
-// told they are on different hosts (containers that share a kernel, tools/netns_hosts.sh) are judged as
-// on different hosts -- by their connections and the group's timeouts only. Two ranks
-// whose domains differ never watch each other's processes.
-std::string process_domain() {
-  std::string domain = shared_memory_domain();
-  char ns[64];
-  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
-  // Unreadable (no /proc): a domain of this process alone, so that no peer matches it --
-  // an unknown part must not compare equal to another host's unknown part.
-  domain += " net " + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "? pid " + std::to_string(::getpid()) + " at " +
-                                     std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  const std::string host_id = ProcessEnvironment::read().host_id;
-  if (!host_id.empty()) domain += " host " + host_id;
-  // The domain ends at the published text's last newline: none inside it.
-  std::replace(domain.begin(), domain.end(), '\n', ' ');
-  return domain;
-}
-
 // What a rank publishes: one pair address per other rank, in rank order, then its process
-// ("<process_domain()>\n<pid>", so that a peer of the same domain can watch it), then that
-// text's length in 4 bytes.
+// ("<process_domain()>\n<pid>", so that a peer of the same domain can watch it: the core's
+// process_domain(), auto_backend.h, which the stall watch publishes too), then that text's
+// length in 4 bytes.
 Store::Bytes published(const std::vector<char>& addresses, const std::string& domain) {
   const std::string process = domain + "\n" + std::to_string(::getpid());
   Store::Bytes out(addresses.begin(), addresses.end());

@@ -173,5 +173,41 @@ TEST(ProgressReport, ExplainsWhereTheOthersAre) {
                                             "float32[10] root 0)");
 }
 
+// A rank that did not report whose process runs on this host: what /proc/<pid>/stat says of
+// it replaces the guesses; a running process keeps them.
+TEST(ProgressReport, NamesWhatTheProcessOfASilentRankIsDoing) {
+  // The command name may hold spaces and ')': the state follows the last ')'.
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (a) b (T) S 1 4242 4242 0 -1")), "")
+      << "a 'T' in the command name is not the state";
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (my) prog) T 1 4242 4242 0 -1")),
+            "its process 4242 on this host is stopped (SIGSTOP or Ctrl-Z; SIGCONT resumes it)");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (gdb target) t 1 4242")),
+            "its process 4242 on this host is stopped by a debugger (traced)");
+  EXPECT_EQ(process_state_note(4242, std::nullopt), "its process 4242 on this host has ended (pid 4242 is gone)");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (x) Z 1 4242")),
+            "its process 4242 on this host has ended (pid 4242 is a zombie its parent has not reaped)");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (x) R 1 4242")), "");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (x) S 1 4242")), "");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (truncated")), "");
+  EXPECT_EQ(process_state_note(4242, std::string("4242 (x)")), "");
+
+  const OpFingerprint op = collective(OpType::kAllReduce, 11, 10);
+  const std::vector<std::optional<ProgressReport>> by_rank = {report(0, {op}), std::nullopt, std::nullopt,
+                                                              std::nullopt};
+  const std::vector<std::string> notes = {"", process_state_note(4242, std::string("4242 (w) T 1")), "",
+                                          process_state_note(4343, std::nullopt)};
+  EXPECT_EQ(explain_wait(op, by_rank, 0, notes),
+            "rank 1 did not report: its process 4242 on this host is stopped (SIGSTOP or Ctrl-Z; SIGCONT resumes "
+            "it); rank 2 did not report (busy outside distcomm, stuck in the program, gone, or cut off from the "
+            "store); rank 3 did not report: its process 4343 on this host has ended (pid 4343 is gone)");
+  // Without notes (or a shorter list), the guesses.
+  EXPECT_EQ(explain_wait(op, by_rank, 0, {"", ""}),
+            "ranks [1, 2, 3] did not report (busy outside distcomm, stuck in the program, gone, or cut off from the "
+            "store)");
+  const OpFingerprint recv = transfer(OpType::kRecv, 3, 4);
+  EXPECT_EQ(explain_wait(recv, by_rank, 0, notes),
+            "rank 3 did not report: its process 4343 on this host has ended (pid 4343 is gone)");
+}
+
 }  // namespace
 }  // namespace distcomm

@@ -106,6 +106,11 @@ const Entry kDifferences[] = {
      "one, whose steps are done once the dead rank's data is in (it dies as its result arrives), ends the op with "
      "the right values, as the last ranks of a ring past their last step would; its next op fails naming the "
      "dead rank"},
+    // A stopped rank, as the has-waited lines name it.
+    {"hier", "a stopped rank is named by its pid",
+     "hier's hosts here are DISTCOMM_HOST_IDs of one machine, and a rank of another host than the stopped one "
+     "judges it as on a real second machine, whose processes it cannot look at: only rank 1's host-mates name "
+     "its process (gloo, shm and auto, one host, check it on every rank)"},
     // Ranks killed together.
     {"hier", "names the loss its first failed group saw",
      "hier's group fails with the first failure of its groups within and across hosts: with one dead rank on this "
