@@ -19,6 +19,7 @@
 #include "api/errors.h"
 #include "api/group/backend_spec.h"
 #include "api/logging.h"
+#include "api/plugin/elf_extent.h"
 #include "api/process/local_processes.h"
 
 namespace distcomm {
@@ -114,9 +115,31 @@ class LoadingPlugin {
   const std::pair<std::string, std::string> what_;
 };
 
+// Plugins do not link the core (writing-a-plugin.md): the dynamic linker resolves their
+// imports of it in the global scope, where the core is only when the program linked it or
+// opened it RTLD_GLOBAL. A library that links the core and is opened with RTLD_LOCAL
+// (dlopen's default, Python's ctypes.CDLL) brings the core in locally, and every plugin
+// then fails on an undefined symbol ("_ZTIN8distcomm4WorkE"). Reopening the core with
+// RTLD_NOLOAD | RTLD_GLOBAL promotes the copy already loaded (glibc's dlopen(3)); the
+// handle is kept, as the plugins are.
+void make_core_global() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info core{};
+    if (::dladdr(reinterpret_cast<void*>(&make_core_global), &core) == 0 || !core.dli_fname) return;
+    ::dlopen(core.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  });
+}
+
 // Loads one candidate file and checks its descriptor; on refusal returns nullptr and why.
 const distcomm_plugin_v1* try_load(const std::string& path, const std::string& name, std::string* why) {
-  // RTLD_GLOBAL is not needed: plugins only import from the core, never export to others.
+  // RTLD_LOCAL for the plugin: plugins only import from the core, never export to others.
+  make_core_global();
+  // dlopen of a file cut short would end the process with SIGBUS, not fail.
+  if (std::string cut = internal::elf_cut_short(path); !cut.empty()) {
+    *why = cut;
+    return nullptr;
+  }
   void* handle = nullptr;
   {
     const LoadingPlugin loading(name, path);

@@ -15,6 +15,7 @@
 
 #include "api/errors.h"
 #include "api/group/backend_spec.h"
+#include "api/plugin/elf_extent.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/run_main.h"
 #include "tests/api/plugin/plugin_load_error.h"
@@ -117,6 +118,34 @@ TEST_F(PluginLoaderEdges, ARefusedFileSkippedForALaterOneIsLogged) {
             std::string::npos)
       << said;
   EXPECT_NE(said.find(dir + "/libdistcomm_any_size.so (refused: plugin ABI major 99"), std::string::npos) << said;
+}
+
+// A plugin file cut short (a copy that did not finish) made dlopen end the process with
+// SIGBUS as it mapped the missing bytes: it is refused with the reason instead, wherever it
+// is cut, and a whole copy later in the search path loads.
+TEST_F(PluginLoaderEdges, APluginFileCutShortIsRefusedNotLoaded) {
+  const std::string whole = test_plugin_dir() + "/libdistcomm_single_rank.so";
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 40000u);  // its loadable segments end past the cuts below (readelf -l)
+  EXPECT_EQ(internal::elf_cut_short(whole), "");
+  std::string last_dir;
+  for (const size_t cut : {size_t{1000}, size_t{5000}, size_t{20000}}) {
+    last_dir = fresh_dir("cut_short_" + std::to_string(cut));
+    const std::string file = last_dir + "/libdistcomm_single_rank.so";
+    std::ofstream(file, std::ios::binary) << bytes.substr(0, cut);
+    EXPECT_EQ(internal::elf_cut_short(file).rfind("the file is cut short: " + std::to_string(cut) + " bytes, but its segments need ", 0), 0u)
+        << "cut at " << cut << ": " << internal::elf_cut_short(file);
+  }
+  // Through the loader (once: a loaded plugin stays loaded): refused, skipped, said.
+  PluginSearch search;
+  search.plugin_path = {last_dir, test_plugin_dir()};
+  testing::CapturedStderr captured;
+  const PluginInfo& info = load_plugin("single_rank", search);
+  EXPECT_EQ(info.path, whole);
+  const std::string said = captured.text();
+  EXPECT_NE(said.find(last_dir + "/libdistcomm_single_rank.so (refused: the file is cut short: "), std::string::npos)
+      << said;
 }
 
 // "Available backends" listed the very backend whose files were all refused.
