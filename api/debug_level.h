@@ -18,6 +18,8 @@
 //           production.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <string>
 
 namespace distcomm {

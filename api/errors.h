@@ -5,6 +5,8 @@
 // backends, so backends can throw short messages.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <stdexcept>
 #include <string>
 

@@ -6,6 +6,8 @@
 // rank 0 prints them in order) instead of one barrier per rank.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <sstream>
 #include <string>
 

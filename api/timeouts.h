@@ -1,6 +1,8 @@
 // The timeout values the whole API shares.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <chrono>
 
 namespace distcomm {

@@ -337,6 +337,11 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
   return s;
 }
 
+std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                         int mine) {
+  return explain_wait(op, by_rank, mine, {});
+}
+
 std::string process_state_note(int pid, const std::optional<std::string>& stat) {
   const std::string process = "its process " + std::to_string(pid) + " on this host ";
   if (!stat) return process + "has ended (pid " + std::to_string(pid) + " is gone)";

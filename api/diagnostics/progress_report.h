@@ -92,7 +92,10 @@ std::string desync_message(uint64_t seq, const std::string& table, const std::st
 // "its process 4242 on this host is stopped (...)"), said after "did not report: " in place
 // of the guesses; "" (or no entry) keeps the guesses.
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
-                         int mine, const std::vector<std::string>& silent_notes = {});
+                         int mine, const std::vector<std::string>& silent_notes);
+// The same with no notes: the signature plugins built before the notes were added call.
+std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
+                         int mine);
 
 // What the kernel says of the process `pid` of a rank that did not report, where that process
 // runs on this host (the same process_domain(), auto_backend.h): `stat` is its /proc/<pid>/stat,

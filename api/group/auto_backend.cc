@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "api/diagnostics/op_fingerprint.h"  // rank_list_text
 #include "api/errors.h"
+#include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 
 namespace distcomm {
@@ -59,12 +61,31 @@ std::string process_domain() {
   return domain;
 }
 
+// An shm plugin that is there but refused (a damaged or half-copied install, a file of
+// another build) makes auto run gloo between the ranks of a host: a job that works, several
+// times slower, with nothing said. Said once per process, with the file and why; an install
+// without any shm plugin says nothing (it was built so).
+void say_shm_refused(const std::string& load_error) {
+  const size_t refused = load_error.find(": refused: ");
+  if (refused == std::string::npos) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    const size_t start = load_error.rfind('\n', refused);
+    const size_t end = load_error.find('\n', refused);
+    const std::string line = load_error.substr(start == std::string::npos ? 0 : start + 1,
+                                               end == std::string::npos ? std::string::npos : end - start - 1);
+    log_line("warning: auto: the shm plugin cannot be loaded, so ranks of one host use gloo between them (much "
+             "slower): " + line.substr(line.find_first_not_of(' ')) + "; reinstall distcomm or fix DISTCOMM_PLUGIN_PATH");
+  });
+}
+
 // Whether the shm plugin loads (and, with `runs`, can run here).
 bool shm_plugin(bool runs, const PluginSearch& plugins) {
   try {
     const PluginInfo& info = load_plugin("shm", plugins);
     return !runs || info.available;
-  } catch (const BackendUnavailable&) {
+  } catch (const BackendUnavailable& e) {
+    say_shm_refused(e.what());
     return false;
   }
 }

@@ -7,6 +7,8 @@
 // same way.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <sys/random.h>
 
 #include <cerrno>

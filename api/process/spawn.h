@@ -1,6 +1,8 @@
 // spawn: start nprocs ranks of a function on this machine, like torch.multiprocessing.spawn.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <chrono>
 #include <functional>
 #include <string>

@@ -89,7 +89,9 @@ while read -r kind path; do
     plugin) install -m 755 "$src" "$root/lib/distcomm/plugins/$name" ;;
     bin:*) install -m 755 "$src" "$root/bin/${kind#bin:}" ;;
     pkgconfig)
-      sed "s|@prefix@|$prefix|" "$src" >"$root/lib/pkgconfig/$name"
+      # The prefix as seen from the .pc file itself (pkg-config's pcfiledir): a copied or
+      # moved install then builds against its own headers, not the first one's.
+      sed 's|@prefix@|${pcfiledir}/../..|' "$src" >"$root/lib/pkgconfig/$name"
       chmod 644 "$root/lib/pkgconfig/$name"
       ;;
     cmake) install -m 644 "$src" "$root/lib/cmake/distcomm/$name" ;;

@@ -80,8 +80,21 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pkg_config_build() {  # pkg_config_build PROGRAM PACKAGE: $work/PROGRAM from the project's PROGRAM.cc
   # shellcheck disable=SC2046  # pkg-config's words are separate flags
   g++ -std=c++17 -o "$work/$1_pc" "$work/cmake_project/$1.cc" $(pkg-config --cflags --libs "$2") \
-    -Wl,-rpath,"$(pkg-config --variable=libdir distcomm)" || fail "pkg-config build of $1 ($2)"
+    -Wl,-rpath,"$(realpath "$(pkg-config --variable=libdir distcomm)")" || fail "pkg-config build of $1 ($2)"
 }
+# The .pc files name the prefix relative to themselves: a copy of the install builds against
+# its own headers and libraries, not the original's.
+copy="$work/copied_prefix"
+cp -a "$prefix" "$copy"
+copied_flags="$(PKG_CONFIG_PATH="$copy/lib/pkgconfig" pkg-config --cflags --libs distcomm-ft)"
+[[ "$copied_flags" == *"-I$copy/lib/pkgconfig/../../include"* && "$copied_flags" == *"-L$copy/lib/pkgconfig/../../lib"* ]] ||
+  fail "pkg-config of a copied install: $copied_flags"
+[[ "$copied_flags" != *"$prefix/"* ]] || fail "a copied install's pkg-config names the original prefix: $copied_flags"
+rm -rf "$copy"
+# A program built as C++14 is told so by its first error, not by dozens from inside the headers.
+# shellcheck disable=SC2046
+c14="$(echo '#include <distcomm/api/init.h>' | g++ -std=c++14 -x c++ -fsyntax-only $(pkg-config --cflags distcomm) - 2>&1 || true)"
+grep -m1 "error" <<<"$c14" | grep -q "distcomm needs C++17 or later" || fail "a C++14 build's first error: $c14"
 pkg_config_build consumer distcomm-ddp
 pkg_config_build ft_consumer distcomm-ft
 dynamic "$work/ft_consumer_pc" NEEDED | grep -qx "libdistcomm_ft.so.$soname" || fail "ft_consumer does not NEED libdistcomm_ft"
