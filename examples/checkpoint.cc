@@ -81,8 +81,19 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
   return dir + "/" + name + kSuffix;
 }
 
+// mkdir -p: the folders of dir from the top down.
+void make_folders(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string folder = dir.substr(0, slash);
+    if (!folder.empty() && ::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
+      fail_errno(folder, "cannot create the folder");
+    }
+    if (slash == std::string::npos) return;
+  }
+}
+
 void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail_errno(dir, "cannot create the folder");
+  make_folders(dir);
   const std::string path = checkpoint_path(dir, checkpoint.step);
   // In the same folder: rename() is atomic only within one file system.
   const std::string temp = path + kTempMarker + "." + std::to_string(::getpid());
@@ -189,6 +200,17 @@ void remove_temporary_files(const std::string& dir) {
   for (const std::string& name : names_in(dir)) {
     if (name.find(std::string(kSuffix) + kTempMarker) != std::string::npos) ::unlink((dir + "/" + name).c_str());
   }
+}
+
+void remove_older_checkpoints(const std::string& dir, int keep) {
+  if (keep <= 0) return;
+  std::vector<int64_t> steps;
+  for (const std::string& name : names_in(dir)) {
+    const int64_t step = step_of(name);
+    if (step >= 0) steps.push_back(step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i) ::unlink(checkpoint_path(dir, steps[i]).c_str());
 }
 
 }  // namespace examples

@@ -41,7 +41,8 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // disk (fsync), then renamed over checkpoint_path(dir, step), and the folder synced. A
 // reader sees the old state or the new one, never half a file, even if the writer is
 // killed at any point (it may then leave a "*.tmp" file, which remove_temporary_files
-// deletes). Creates dir if needed. Throws std::runtime_error naming the path.
+// deletes). Creates dir, and the folders above it, if needed. Throws std::runtime_error
+// naming the path.
 void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
 
 // Reads one file. Throws std::runtime_error naming the path and what is wrong.
@@ -53,5 +54,10 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir);
 
 // Deletes what writers killed halfway left in dir. Only when no writer is running.
 void remove_temporary_files(const std::string& dir);
+
+// Deletes every checkpoint in dir but the `keep` of the largest steps (keep <= 0: none is
+// deleted): a run that checkpoints every step would otherwise fill the disk. More than one
+// is kept so that a damaged newest file still leaves one to resume from.
+void remove_older_checkpoints(const std::string& dir, int keep);
 
 }  // namespace examples

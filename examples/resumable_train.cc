@@ -40,6 +40,7 @@
 
 DEFINE_string(checkpoint_dir, "", "folder of the checkpoints (required; created if needed)");
 DEFINE_int32(checkpoint_every, 20, "rank 0 writes a checkpoint after every this many steps");
+DEFINE_int32(keep_checkpoints, 3, "rank 0 keeps the newest this many checkpoints and deletes older ones (0: keeps all)");
 DEFINE_int32(steps, 200, "training steps in all");
 DEFINE_int32(batch, 32, "samples per rank per step");
 DEFINE_int32(samples, 4096, "size of the synthetic data set");
@@ -134,6 +135,7 @@ void save(int64_t step, nn::Sequential& model, const MomentumSgd& sgd) {
   for (nn::Parameter* p : model.parameters()) ckpt.tensors.emplace_back(p->name, p->value);
   for (auto& named : sgd.state()) ckpt.tensors.push_back(named);
   examples::write_checkpoint(FLAGS_checkpoint_dir, ckpt);
+  examples::remove_older_checkpoints(FLAGS_checkpoint_dir, FLAGS_keep_checkpoints);
 }
 
 }  // namespace

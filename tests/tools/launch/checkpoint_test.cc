@@ -30,8 +30,8 @@ Checkpoint sample(int64_t step) {
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 TEST(Checkpoint, RoundTripsEveryTensorExactly) {
+  // Folders that do not exist yet, two levels of them: created.
   const std::string dir = temp_path("roundtrip/nested");
-  ::mkdir(temp_path("roundtrip").c_str(), 0755);
   write_checkpoint(dir, sample(7));
   Checkpoint back = read_checkpoint(checkpoint_path(dir, 7));
   EXPECT_EQ(back.step, 7);
@@ -71,6 +71,22 @@ TEST(Checkpoint, AWriteLeavesNoTemporaryFileAndLeftoversAreRemoved) {
   remove_temporary_files(dir);
   EXPECT_FALSE(exists(leftover));
   EXPECT_TRUE(exists(checkpoint_path(dir, 1)));
+}
+
+// A run that checkpoints every step keeps the newest few, not thousands of files.
+TEST(Checkpoint, OlderCheckpointsAreRemovedButTheNewestKept) {
+  const std::string dir = temp_path("pruned");
+  for (int64_t step : {5, 10, 15, 20}) write_checkpoint(dir, sample(step));
+  std::ofstream(dir + "/notes.txt") << "not a checkpoint: left alone";
+  remove_older_checkpoints(dir, 0);
+  EXPECT_TRUE(exists(checkpoint_path(dir, 5))) << "keep 0 keeps every one";
+  remove_older_checkpoints(dir, 2);
+  EXPECT_FALSE(exists(checkpoint_path(dir, 5)));
+  EXPECT_FALSE(exists(checkpoint_path(dir, 10)));
+  EXPECT_TRUE(exists(checkpoint_path(dir, 15)));
+  EXPECT_TRUE(exists(checkpoint_path(dir, 20)));
+  EXPECT_TRUE(exists(dir + "/notes.txt"));
+  EXPECT_EQ(newest_checkpoint(dir)->step, 20);
 }
 
 TEST(Checkpoint, AFileOfAnotherKindIsRefusedByName) {
