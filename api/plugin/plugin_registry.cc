@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
+#include <cerrno>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -33,6 +35,17 @@ bool is_dir(const std::string& p) {
 bool is_file(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Why `path` is not a file the loader can open, as the search list says it: "not found" only
+// where nothing of that name is there; a folder it may not search (another user's install,
+// mode 700) or a directory of the plugin's name must not read as a missing plugin.
+std::string why_no_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file";
+  if (errno == EACCES) return "cannot be looked at: " + std::string(std::strerror(errno)) + " (a folder on the way may not be searched by this user)";
+  if (errno == ENOENT) return "not found";
+  return std::string(std::strerror(errno));
 }
 
 std::string dirname_of(const std::string& path) {
@@ -405,7 +418,7 @@ const PluginInfo& load_plugin(const std::string& name, const PluginSearch& searc
     const std::string path = dir + "/" + file_name_for(name);
     if (!is_file(path)) {
       const std::string other = case_variant(dir, file_name_for(name));
-      tried += "\n  " + path + ": not found" +
+      tried += "\n  " + path + ": " + why_no_file(path) +
                (other.empty() ? "" : " (" + other + " is there, but backend names are lower case: rename it " +
                                          file_name_for(name) + ")");
       continue;

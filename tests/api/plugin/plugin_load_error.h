@@ -9,13 +9,19 @@
 
 namespace distcomm {
 
-inline std::string load_error(const std::string& name) {
+// Searching `search` only.
+inline std::string load_error_in(const std::string& name, const PluginSearch& search) {
   try {
-    load_plugin(name);
+    load_plugin(name, search);
   } catch (const BackendUnavailable& e) {
     return e.what();
   }
   return "";
+}
+
+// Searching where the environment says (DISTCOMM_PLUGIN_PATH, ...), as load_plugin(name) does.
+inline std::string load_error(const std::string& name) {
+  return load_error_in(name, PluginSearch::from_environment());
 }
 
 }  // namespace distcomm

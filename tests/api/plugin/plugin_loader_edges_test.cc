@@ -120,6 +120,16 @@ TEST_F(PluginLoaderEdges, ARefusedFileSkippedForALaterOneIsLogged) {
   EXPECT_NE(said.find(dir + "/libdistcomm_any_size.so (refused: plugin ABI major 99"), std::string::npos) << said;
 }
 
+// A directory of a plugin's name was listed as "not found", though it is there.
+TEST_F(PluginLoaderEdges, ADirectoryOfAPluginsNameIsSaidToBeOne) {
+  const std::string dir = fresh_dir("directory_named_as_plugin");
+  ::mkdir((dir + "/libdistcomm_nowhere_else.so").c_str(), 0700);
+  PluginSearch search;
+  search.plugin_path = {dir};
+  const std::string msg = load_error_in("nowhere_else", search);
+  EXPECT_NE(msg.find(dir + "/libdistcomm_nowhere_else.so: a directory, not a file"), std::string::npos) << msg;
+}
+
 // A plugin file cut short (a copy that did not finish) made dlopen end the process with
 // SIGBUS as it mapped the missing bytes: it is refused with the reason instead, wherever it
 // is cut, and a whole copy later in the search path loads.
