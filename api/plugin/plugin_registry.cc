@@ -354,7 +354,8 @@ std::string invalid_backend_name_reason(const std::string& name) {
 // ("boom in ctor", or "unknown exception" for one that is not a std::exception) becomes an
 // Error naming also the plugin's file and the exception's type.
 std::exception_ptr backend_creation_error(std::exception_ptr e, const std::string& name,
-                                          const BackendOptions& options, const std::string& path) {
+                                          const BackendOptions& options, const std::string& path,
+                                          const std::string& call) {
   const std::string rank = group_rank_text(options.rank, options.size, options.group_name, options.global_ranks);
   const std::string creating = rank + ": while creating backend '" + name + "'";
   try {
@@ -365,7 +366,7 @@ std::exception_ptr backend_creation_error(std::exception_ptr e, const std::strin
     if (dynamic_cast<const InvalidArgument*>(&x)) return with_context(e, rank + " (" + name + ")");
     return with_context(e, creating);
   } catch (...) {
-    return std::make_exception_ptr(Error(creating + " (" + path + "): create() threw " +
+    return std::make_exception_ptr(Error(creating + " (" + path + "): " + call + " threw " +
                                          local::describe_current_exception()));
   }
 }
@@ -539,6 +540,25 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
     std::rethrow_exception(backend_creation_error(std::current_exception(), name, options, info.path));
   }
   if (!backend) throw BackendUnavailable("backend '" + name + "' (" + info.path + ") create() returned null");
+  // The core asks a new backend its name and its ops right away (the group's op table, every
+  // error's words): an exception there is said as one of create() is, naming the plugin,
+  // rather than reaching the program bare ("supported_ops exploded"); and a backend that
+  // calls itself otherwise than its plugin would have its errors name a backend that is not
+  // there, or none ("backend '' threw").
+  const auto asked = [&](const std::string& call, const auto& ask) {
+    try {
+      return ask();
+    } catch (...) {
+      std::rethrow_exception(backend_creation_error(std::current_exception(), name, options, info.path, call));
+    }
+  };
+  const std::string called = asked("name()", [&] { return backend->name(); });
+  if (called != name) {
+    throw BackendUnavailable("backend '" + name + "' (" + info.path + "): its Backend::name() says '" + called +
+                             "': a plugin's backend must give its plugin's name, which its errors and backend_name() "
+                             "say");
+  }
+  asked("supported_ops()", [&] { return backend->supported_ops(); });
   return backend;
 }
 

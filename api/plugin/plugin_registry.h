@@ -110,8 +110,10 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
 
 // What create_backend throws for `e`, an exception out of backend `name`'s create() (or
 // create_subgroup_backend(), which the group's creation calls) with `options`; `path` is
-// its plugin's file, named for an exception that is not a distcomm error.
+// its plugin's file, named for an exception that is not a distcomm error; `call` is what
+// threw it, as that message says ("create()", "name()", "supported_ops()").
 std::exception_ptr backend_creation_error(std::exception_ptr e, const std::string& name,
-                                          const BackendOptions& options, const std::string& path);
+                                          const BackendOptions& options, const std::string& path,
+                                          const std::string& call = "create()");
 
 }  // namespace distcomm

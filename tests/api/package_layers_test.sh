@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
 [ -f api/process_group.h ] || { echo "FAILED: no sources of api/ in the runfiles (//api:source_files)"; exit 1; }
-vocabulary='api/(tensor|dtype|half|device|reduce_op|errors|errors_internal|options|timeouts|work|cuda_stream|debug_level|version)\.(h|cc)|api/logging\.h'
+vocabulary='api/(tensor|dtype|half|device|reduce_op|errors|errors_internal|options|timeouts|work|cuda_stream|debug_level|version|language_standard)\.(h|cc)|api/logging\.h'
 includes() {  # includes FILE...: "file: included" for every api/ include
   grep -Ho '#include "api/[a-z0-9_/]*\.h"' "$@" | sed -E 's@#include "(.*)"@\1@' || true
 }

@@ -168,12 +168,18 @@ TEST_F(PluginLoaderEdges, TheBackendThatCannotLoadIsMarkedInTheList) {
 
 // Every error create() throws says the rank, group and backend; one that already begins
 // with a rank is left as it is.
-TEST_F(PluginLoaderEdges, ACreateErrorNamesTheRankGroupAndBackend) {
-  ::setenv("DISTCOMM_PLUGIN_PATH", test_plugin_dir().c_str(), 1);
+// The options of rank 1 of a group 'g' of 2, as the errors below name them.
+BackendOptions rank_1_of_2_in_g() {
   BackendOptions o;
   o.rank = 1;
   o.size = 2;
   o.group_name = "g";
+  return o;
+}
+
+TEST_F(PluginLoaderEdges, ACreateErrorNamesTheRankGroupAndBackend) {
+  ::setenv("DISTCOMM_PLUGIN_PATH", test_plugin_dir().c_str(), 1);
+  const BackendOptions o = rank_1_of_2_in_g();
   try {
     create_backend("throws_timeout", o);
     FAIL() << "no error";
@@ -187,6 +193,34 @@ TEST_F(PluginLoaderEdges, ACreateErrorNamesTheRankGroupAndBackend) {
   const auto invalid =
       backend_creation_error(std::make_exception_ptr(InvalidArgument("mine_slots='1'")), "mine", o, "/p");
   EXPECT_EQ(message_of(invalid), "rank 1/2 group 'g' (mine): mine_slots='1'");
+}
+
+// A new backend's name() and supported_ops(), which the core asks at once: an exception
+// there reached the program bare ("supported_ops exploded", naming no plugin), and a name()
+// other than the plugin's was taken, so that its errors named another backend or none.
+TEST_F(PluginLoaderEdges, ANewBackendsNameAndOpsAreAskedAsCreateIs) {
+  ::setenv("DISTCOMM_PLUGIN_PATH", test_plugin_dir().c_str(), 1);
+  const BackendOptions o = rank_1_of_2_in_g();
+  const std::string dir = test_plugin_dir();
+  const auto error_of = [&](const std::string& name) {
+    try {
+      create_backend(name, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("throws_in_supported_ops"),
+            "rank 1/2 group 'g': while creating backend 'throws_in_supported_ops' (" + dir +
+                "/libdistcomm_throws_in_supported_ops.so): supported_ops() threw std::runtime_error: supported_ops "
+                "exploded");
+  EXPECT_EQ(error_of("throws_in_name"), "rank 1/2 group 'g': while creating backend 'throws_in_name' (" + dir +
+                                            "/libdistcomm_throws_in_name.so): name() threw std::runtime_error: name "
+                                            "exploded");
+  EXPECT_EQ(error_of("misnamed"), "backend 'misnamed' (" + dir +
+                                      "/libdistcomm_misnamed.so): its Backend::name() says 'another_name': a "
+                                      "plugin's backend must give its plugin's name, which its errors and "
+                                      "backend_name() say");
 }
 
 TEST_F(PluginLoaderEdges, AnUnavailablePluginWithoutAReasonSaysSo) {

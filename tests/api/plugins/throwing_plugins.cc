@@ -1,7 +1,8 @@
 // Test-only plugins that throw where the loader calls into them, one way each (THROWS):
 // create() throws a std::runtime_error, an int, or a distcomm Timeout; or the plugin's
-// static initialisation throws, inside dlopen. The loader must name the backend and the
-// file, keep the message, and keep a distcomm error's type. With THROWS 0 it throws nothing:
+// static initialisation throws, inside dlopen; or the new backend's supported_ops() throws
+// (5), its name() is not the plugin's (6) or throws (7). The loader must name the backend and
+// the file, keep the message, and keep a distcomm error's type. With THROWS 0 it throws nothing:
 // a plugin of a built-in backend's name, for a folder in DISTCOMM_PLUGIN_PATH.
 #include <stdexcept>
 
@@ -20,8 +21,20 @@ const int thrown_at_load = [] {
 class Quiet : public distcomm::Backend {
  public:
   explicit Quiet(const distcomm::BackendOptions& o) : Backend(o) {}
-  std::string name() const override { return PLUGIN_NAME; }
-  std::vector<distcomm::OpType> supported_ops() const override { return {}; }
+  std::string name() const override {
+#if THROWS == 6
+    return "another_name";
+#elif THROWS == 7
+    throw std::runtime_error("name exploded");
+#endif
+    return PLUGIN_NAME;
+  }
+  std::vector<distcomm::OpType> supported_ops() const override {
+#if THROWS == 5
+    throw std::runtime_error("supported_ops exploded");
+#endif
+    return {};
+  }
 };
 
 int available(std::string*) { return 1; }
