@@ -24,6 +24,7 @@ packages=(
   cmake                # the install test builds a CMake project against an installed distcomm
   pkg-config           # ... and one with pkg-config
   binutils             # readelf: the install test checks SONAMEs and NEEDED entries
+  valgrind             # shm_group_at_exit_test runs its ranks under memcheck
 )
 
 missing=()

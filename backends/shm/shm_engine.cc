@@ -98,12 +98,26 @@ bool finish_if_completing(const Work& work) {
 
 }  // namespace
 
+// The thread's reused list of completions (Engine::DoneList), and whether it has been
+// destroyed: exit() destroys the main thread's thread_local objects before it runs the
+// atexit handlers, and a program whose handler runs an op (a group made again at exit) wrote
+// into the freed vector ("free(): invalid pointer" as the group ended). The flag is trivially
+// destructible, so it stays readable for the thread's whole life.
+namespace {
+thread_local bool t_reused_done_list_gone = false;
+struct ReusedDoneList {
+  std::vector<Completion> list;
+  ~ReusedDoneList() { t_reused_done_list_gone = true; }
+};
+}  // namespace
+
 // A drive() collects completions in a vector and runs them after releasing the progress
 // lock. The thread's outermost drive() reuses one (an op issued and waited for costs no
-// allocation here); a drive() from inside a completion's callback gets its own.
+// allocation here); a drive() from inside a completion's callback, or after the thread's
+// reused one is gone, gets its own.
 class Engine::DoneList {
  public:
-  DoneList() : owner_(!busy()), list_(owner_ ? reused() : own_) { busy() = true; }
+  DoneList() : owner_(!busy() && !t_reused_done_list_gone), list_(owner_ ? reused() : own_) { busy() = true; }
   ~DoneList() {
     if (owner_) busy() = false;
   }
@@ -115,8 +129,8 @@ class Engine::DoneList {
     return b;
   }
   static std::vector<Completion>& reused() {
-    thread_local std::vector<Completion> v;
-    return v;
+    thread_local ReusedDoneList reused;
+    return reused.list;
   }
   const bool owner_;
   std::vector<Completion> own_;
