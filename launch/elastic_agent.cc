@@ -55,6 +55,10 @@ class Agent {
   // ends (false: join the next).
   bool wait_for_the_others(const Round& round, RoundWatch& watch);
   JobResult leave(int exit_code, const std::string& why);
+  // leave() after a signal, with a last line saying so unless the attempt said it already
+  // (its "got SIGTERM: stopping 1 rank"): the store's silence, when that is what the
+  // launcher last met, or nothing else, as a 130 alone told a user nothing.
+  JobResult leave_interrupted(bool said);
   // The launcher serving the store stays until the others of the last round have left too
   // (they read the store until then), or kServeAfterDone.
   void linger_while_others_read();
@@ -102,6 +106,9 @@ JobResult Agent::leave(int exit_code, const std::string& why) {
   JobResult r;
   r.exit_code = exit_code;
   r.interrupted_by = interrupted_by_;
+  // Interrupted, the launcher does not wait for a store that does not answer: a request
+  // is tried once (3 s at most), none when the store was silent last.
+  if (interrupted_by_ != 0 && endpoint_) endpoint_->give_up_retrying();
   // So that the others need not wait out this launcher's heartbeat.
   if (rendezvous_) {
     try {
@@ -110,6 +117,17 @@ JobResult Agent::leave(int exit_code, const std::string& why) {
     } catch (const std::exception&) {
       // The store is gone as well: nobody is left to tell.
     }
+  }
+  return r;
+}
+
+JobResult Agent::leave_interrupted(bool said) {
+  const std::string sig = local::signal_name(interrupted_by_);
+  JobResult r = leave(128 + interrupted_by_, "interrupted (" + sig + ")");
+  if (endpoint_ && endpoint_->silent()) {
+    say("got " + sig + " while the rendezvous store did not answer: leaving");
+  } else if (!said) {
+    say("got " + sig + ": leaving");
   }
   return r;
 }
@@ -173,7 +191,10 @@ JobResult Agent::run_rounds() {
   // the store.
   store_ = endpoint_->connect([this] { return in_attempt_ ? in_on_stop_ || interrupted_by_ != 0 : interrupted(); },
                               [this](const std::string& line) { say(line); });
-  if (!store_) return leave(128 + interrupted_by_, "interrupted");
+  if (!store_) {
+    say("got " + local::signal_name(interrupted_by_) + " before the rendezvous store answered: leaving");
+    return leave(128 + interrupted_by_, "interrupted");
+  }
   rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts);
   rendezvous_->agree_on_settings();
   id_ = new_launcher_id();
@@ -235,6 +256,10 @@ JobResult Agent::run_rounds() {
       try {
         if (cause.interrupted_by != 0) {
           if (interrupted_by_ == 0) interrupted_by_ = cause.interrupted_by;
+          // The launcher leaves: from now on no request of its clients (the heartbeat's and
+          // the watch's too) waits for a store that does not answer, and this one, which
+          // the ranks' stopping waits for, is not tried at all when the store was silent last.
+          endpoint_->give_up_retrying();
           // 1 for the others, who were not interrupted (128 + the signal is this node's own
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
           rendezvous_->end(round->number, {true, 1,
@@ -261,6 +286,7 @@ JobResult Agent::run_rounds() {
     const int sig = result.interrupted_by != 0 ? result.interrupted_by : result.signal_while_stopping;
     if (sig != 0 || interrupted()) {
       interrupted_by_ = interrupted_by_ != 0 ? interrupted_by_ : sig;
+      endpoint_->give_up_retrying();
       try {
         // Written already when the signal came while the ranks ran (on_stop); not when it came later.
         rendezvous_->end(round->number, {true, 1,
@@ -268,7 +294,7 @@ JobResult Agent::run_rounds() {
                                              local::signal_name(interrupted_by_) + ")"});
       } catch (const std::exception&) {
       }
-      return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
+      return leave_interrupted(/*said=*/result.interrupted_by != 0);
     }
     if (watch.store_lost()) {
       // The watch may have lost the store in a look that outlasted the attempt, which its
@@ -280,7 +306,7 @@ JobResult Agent::run_rounds() {
     if (result.stopped_for.empty() && result.exit_code == 0 && wait_for_the_others(*round, watch)) {
       return leave(0, "finished");
     }
-    if (interrupted()) return leave(128 + interrupted_by_, "interrupted");
+    if (interrupted()) return leave_interrupted(/*said=*/false);
     if (watch.store_lost()) {
       say(watch.store_lost_why());
       return leave(1, "lost the store");

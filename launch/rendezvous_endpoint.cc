@@ -121,6 +121,10 @@ struct RendezvousEndpoint::Outage {
   bool said = false;
   Clock::time_point since;  // the start of the oldest request still waiting, once said
   bool given_up = false;
+  // Why, once given_up: what every client's request that then finds the store silent says
+  // (after the first to time out, the others' last tries' errors would read as a store
+  // whose launcher ended).
+  std::string why_given_up;
   bool silent = false;  // the last request of any client had no answer
 };
 
@@ -183,6 +187,11 @@ class PatientStore : public Store {
     }
     return give_up_ && give_up_();
   }
+  // Why no request waits for the store any more (giving_up()), after where().
+  std::string why_given_up() {
+    std::lock_guard<std::mutex> lock(outage_->mu);
+    return outage_->given_up ? outage_->why_given_up : " does not answer (not asked again: asked to stop)";
+  }
 
   template <class Op>
   auto patiently(Op op) -> decltype(op(std::declval<Store&>())) {
@@ -190,8 +199,12 @@ class PatientStore : public Store {
     while (true) {
       if (giving_up()) {
         // Leaving while the store does not answer: no request waits for it again.
-        std::lock_guard<std::mutex> lock(outage_->mu);
-        if (outage_->silent) throw StoreSilent(where() + " does not answer (not asked again: this launcher is leaving)");
+        bool silent = false;
+        {
+          std::lock_guard<std::mutex> lock(outage_->mu);
+          silent = outage_->silent;
+        }
+        if (silent) throw StoreSilent(where() + why_given_up());
       }
       try {
         if (!store_) store_ = connect_();
@@ -209,15 +222,18 @@ class PatientStore : public Store {
           std::lock_guard<std::mutex> lock(outage_->mu);
           outage_->silent = true;
         }
-        if (giving_up()) throw;
+        // Silent still: a StoreSilent, which says why it is not asked again (a raw error of
+        // the last try would be read as nothing listening at the endpoint).
+        if (giving_up()) throw StoreSilent(where() + why_given_up() + "; the last try: " + local_what());
         if (Clock::now() - began >= options_.timeout) {
+          const std::string why = " has not answered for " + seconds_text(ms_since(began)) +
+                                  " (--rdzv_timeout_s=" + seconds_text(options_.timeout) + ")";
           {
             std::lock_guard<std::mutex> lock(outage_->mu);
+            if (!outage_->given_up) outage_->why_given_up = why;
             outage_->given_up = true;
           }
-          throw StoreSilent(where() + " has not answered for " + seconds_text(ms_since(began)) +
-                            " (--rdzv_timeout_s=" + seconds_text(options_.timeout) +
-                            "); the last try: " + local_what());
+          throw StoreSilent(where() + why + "; the last try: " + local_what());
         }
         note_waiting(began);
         for (auto until = Clock::now() + kRetryPause; Clock::now() < until && !giving_up();) {
@@ -339,7 +355,14 @@ std::unique_ptr<Store> RendezvousEndpoint::connect_again(const std::function<boo
 
 void RendezvousEndpoint::give_up_retrying() {
   std::lock_guard<std::mutex> lock(outage_->mu);
+  // A timeout that came first stays the reason: it is why the launcher leaves.
+  if (!outage_->given_up) outage_->why_given_up = " does not answer (not asked again: this launcher is leaving)";
   outage_->given_up = true;
+}
+
+bool RendezvousEndpoint::silent() const {
+  std::lock_guard<std::mutex> lock(outage_->mu);
+  return outage_->silent;
 }
 
 std::unique_ptr<Store> RendezvousEndpoint::client() const {

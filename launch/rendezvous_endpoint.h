@@ -21,7 +21,9 @@ namespace distcomm {
 namespace launch {
 
 // Thrown by the endpoint's clients when the store has not answered for --rdzv_timeout_s
-// (what() says so, and for how long): a Timeout. A store whose launcher ended (nothing
+// (what() says so, and for how long; every client's request then says the same), or when
+// it did not answer a request tried once because the launcher is leaving or asked the
+// client to stop (what() says that): a Timeout. A store whose launcher ended (nothing
 // listens at the endpoint any more) is a StoreError, and one that answers with a refusal
 // (another job's store now serves the endpoint) a StoreRefused, as from the TCPStore.
 class StoreSilent : public Timeout {
@@ -53,11 +55,15 @@ class RendezvousEndpoint {
   // tried again on a new connection until the store answers, for --rdzv_timeout_s after the
   // request began; then StoreSilent. The first client to wait 10 s says so once, through
   // connect()'s say(), and once again when the store answers. A store that refuses
-  // connections (its launcher ended) fails the request at once, as does give_up() saying
-  // yes (asked between tries) or give_up_retrying() having been called.
+  // connections (its launcher ended) fails the request at once; give_up() saying yes (asked
+  // between tries), give_up_retrying() having been called, or another client having timed
+  // out ends it after one try, with a StoreSilent that says why (no try at all when the
+  // last request of any client had no answer).
   std::unique_ptr<Store> connect_again(const std::function<bool()>& give_up = nullptr) const;
   // From now on every client's request is tried once (the launcher is leaving).
   void give_up_retrying();
+  // Whether the last request of any client went unanswered.
+  bool silent() const;
 
   struct Outage;
 

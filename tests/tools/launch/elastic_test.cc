@@ -245,6 +245,37 @@ TEST(Elastic, AStoreThatDoesNotAnswerForAWhileIsWaitedFor) {
   EXPECT_TRUE(no_orphan_running());
 }
 
+// SIGTERM to a launcher whose ranks run while the rendezvous store does not answer (its
+// launcher stopped): its rank is stopped at once, and the launcher asks the silent store
+// once at most per request, then leaves saying why (a tester's launcher stopped its rank
+// after 10 s and left 30 s after the signal, without a word on why).
+TEST(Elastic, ASignalDuringAStoreSilenceEndsTheLauncherWithinSeconds) {
+  const std::string finish = temp_path("finish_store_silent_signal");
+  TwoMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_two_machines(m, "storecutsig", 1, finish));
+  Subprocess& a = *m.a;
+  Subprocess& b = *m.b;
+  a.send_signal(SIGSTOP);
+  // Long enough for b's requests (its watch looks every 200 ms, one try waits 3 s) to have
+  // gone unanswered.
+  std::this_thread::sleep_for(seconds(4));
+  const auto signalled = std::chrono::steady_clock::now();
+  b.send_signal(SIGTERM);
+  const bool rank_stopped = b.wait_for_stdout("launch: got SIGTERM: stopping 1 rank", 1, seconds(2));
+  Finished fb = b.finish(seconds(60));
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  a.send_signal(SIGCONT);
+  std::ofstream(finish) << "done";
+  Finished fa = a.finish(seconds(60));
+  EXPECT_TRUE(rank_stopped) << "the rank was not stopped within 2 s of the signal:\n" << fb.out;
+  EXPECT_EQ(exit_code(fb), 128 + SIGTERM) << fb.out;
+  EXPECT_LT(took, seconds(10)) << fb.out;
+  EXPECT_NE(fb.out.find("launch: got SIGTERM while the rendezvous store did not answer: leaving\n"), std::string::npos)
+      << fb.out;
+  EXPECT_EQ(fb.out.find("its launcher ended?"), std::string::npos) << fb.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
 TEST(Elastic, BadFlagsAreRefusedBeforeAnythingStarts) {
   struct Case {
     std::vector<std::string> argv;

@@ -120,6 +120,69 @@ TEST(RendezvousEndpoint, AStoreSilentUntilTheTimeoutEndsInATimeout) {
   EXPECT_LT(Clock::now() - asked, std::chrono::seconds(10));
 }
 
+// Two clients of one endpoint wait for a silent store; the first to reach the timeout gives
+// up for all, and the other's request ends too -- with the same StoreSilent and the true
+// reason, not the raw error of its last try (read by the agent and the round watch as
+// nothing listening at the endpoint: "its launcher ended?", while it still ran).
+TEST(RendezvousEndpoint, EveryClientOfASilentStoreGetsTheTimeoutsReason) {
+  auto ours = serve("endpoint-test", 0);
+  const int port = ours->port();
+  RendezvousEndpoint endpoint(options_for(port, std::chrono::seconds(4)), kToken);
+  std::unique_ptr<Store> first = endpoint.connect([] { return false; });
+  ASSERT_NE(first, nullptr);
+  std::unique_ptr<Store> second = endpoint.connect_again();
+  ours->stop();
+  ours.reset();
+  SilentListener silent(port);
+  const auto asked = Clock::now();
+  auto first_request = std::async(std::launch::async, [&] { first->get("anything"); });
+  // Later, so that its own timeout comes after the first client's.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto second_request = std::async(std::launch::async, [&] { second->get("anything"); });
+  for (auto* request : {&first_request, &second_request}) {
+    ASSERT_EQ(request->wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    try {
+      request->get();
+      ADD_FAILURE() << "a silent store answered";
+    } catch (const StoreSilent& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("the rendezvous store at 127.0.0.1:" + std::to_string(port) + " has not answered for "),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("(--rdzv_timeout_s=4s)"), std::string::npos) << what;
+      EXPECT_EQ(what.find("leaving"), std::string::npos) << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a StoreSilent: " << e.what();
+    }
+  }
+  // The second gave up with the first, one try after the timeout at most (3 s a try).
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(10));
+}
+
+// A launcher that is leaving (give_up_retrying) asks a silent store once: its request ends
+// within one try, as a StoreSilent that says why it was not asked again.
+TEST(RendezvousEndpoint, ALeavingLauncherAsksASilentStoreOnce) {
+  auto ours = serve("endpoint-test", 0);
+  const int port = ours->port();
+  RendezvousEndpoint endpoint(options_for(port, std::chrono::seconds(60)), kToken);
+  std::unique_ptr<Store> client = endpoint.connect([] { return false; });
+  ASSERT_NE(client, nullptr);
+  ours->stop();
+  ours.reset();
+  SilentListener silent(port);
+  endpoint.give_up_retrying();
+  const auto asked = Clock::now();
+  try {
+    client->get("anything");
+    FAIL() << "a silent store answered";
+  } catch (const StoreSilent& e) {
+    EXPECT_NE(std::string(e.what()).find("this launcher is leaving"), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "not a StoreSilent: " << e.what();
+  }
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace launch
 }  // namespace distcomm
