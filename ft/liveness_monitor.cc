@@ -1,9 +1,11 @@
 #include "ft/liveness_monitor.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "api/errors.h"
 #include "api/group/init_wait.h"
+#include "api/logging.h"
 #include "api/process/thread_start.h"
 #include "ft/store_keys.h"
 
@@ -15,8 +17,10 @@ LivenessMonitor::LivenessMonitor(StorePtr store, std::string me, std::chrono::mi
     : store_(std::move(store)),
       me_(std::move(me)),
       interval_(interval),
+      heartbeat_timeout_(heartbeat_timeout),
       backends_(std::move(backends)),
       liveness_(store_, heartbeat_timeout) {
+  last_beat_ = Clock::now();
   thread_ = start_thread("ft's liveness monitor (member " + me_ + ")", [this] { run(); });
 }
 
@@ -65,13 +69,9 @@ void LivenessMonitor::run() {
     try {
       tick();
     } catch (const std::exception& e) {
-      lock.lock();
-      last_error_ = e.what();
-      lock.unlock();
+      judge_own_silence(e.what());
     } catch (...) {
-      lock.lock();
-      last_error_ = "a heartbeat threw a non-standard exception";
-      lock.unlock();
+      judge_own_silence("a heartbeat threw a non-standard exception");
     }
     lock.lock();
     cv_.wait_for(lock, interval_, [this] { return stop_; });
@@ -83,11 +83,59 @@ std::string LivenessMonitor::fenced() const {
   return fenced_;
 }
 
+std::string LivenessMonitor::lost_store() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_store_;
+}
+
+void LivenessMonitor::finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  watching_ = false;
+  group_.reset();
+}
+
+void LivenessMonitor::judge_own_silence(const std::string& error) {
+  ProcessGroupPtr group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_error_ = error;
+    const Clock::duration silent = Clock::now() - last_beat_;
+    // Not on a blip: only once the others' own bound has passed since the last beat that
+    // reached the store, counted from when its add returned (the others count from when
+    // they read that beat, at most one of their intervals later; a blocked add here fails
+    // one interval plus its timeout after that return anyway). A shorter silence aborts
+    // nothing: the others still count this member, and so does it.
+    if (finished_ || !lost_store_.empty() || silent < heartbeat_timeout_) return;
+    char took[64];
+    std::snprintf(took, sizeof(took), "%.1f s (heartbeat timeout %.1f s; ",
+                  std::chrono::duration<double>(silent).count(),
+                  std::chrono::duration<double>(heartbeat_timeout_).count());
+    lost_store_ = "ft: member '" + me_ + "': no heartbeat of it has reached the job's store for " + took +
+                  "its last store error: " + error +
+                  "), so the members that still reach the store take it for gone and fence it; its liveness monitor "
+                  "aborted the step's group";
+    group = group_;
+  }
+  log_line(lost_store_);
+  abort_group(group);
+}
+
 void LivenessMonitor::tick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Lost: the others take it for gone, and a heartbeat now would only blur that.
+    if (!lost_store_.empty()) return;
+  }
+  // Each call is bounded by the connection's timeout, heartbeat_timeout (the Manager's
+  // root_store; a TCPStore's reconnect by 1 s at most), and the first that fails ends the
+  // tick: a store that stops answering holds this thread, and the judging of its own
+  // silence, about heartbeat_timeout at most.
   store_->add(keys::heartbeat(me_), 1);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!fenced_.empty()) return;
+    last_beat_ = Clock::now();
+    if (!fenced_.empty() || finished_) return;
   }
   // Taken for gone by the others (it was stopped, or stalled past the heartbeat timeout): it
   // judges nobody any more (what it knew of their heartbeats is stale), and aborts its step's

@@ -9,6 +9,16 @@
 // more. Watching only the successor across hosts keeps each member's store traffic
 // constant in the job's size; every member is someone's successor.
 //
+// A member whose heartbeat has not reached the store for heartbeat_timeout (partitioned
+// from the store's host: its calls go unanswered) knows that the members that still reach
+// the store take it for gone by that same bound, and fence it. It cannot read its dead
+// mark, so it judges by its own silence: it aborts the step's group, so that an op blocked
+// on peers that left it (a cut link brings no FIN: the op would wait its whole timeout)
+// ends within seconds, and stops beating and judging (lost_store()); the Manager ends with
+// that.
+// Its store calls are bounded each by heartbeat_timeout (its connection's timeout), and the
+// first that fails ends the tick, so that a silent store holds this thread about that long.
+//
 // It has its own store connection: a TCPStore serves one request at a time, and the
 // caller's thread waits on its own for whole steps.
 #pragma once
@@ -59,14 +69,27 @@ class LivenessMonitor {
   // then). From then on it only beats: it judges no other member, and it aborted the group
   // it watched.
   std::string fenced() const;
+  // Why this member takes itself for lost to the job's store, once no heartbeat of it has
+  // reached the store for heartbeat_timeout ("" until then): the others take it for gone by
+  // then. From then on it makes no store call (its heartbeat stays stopped, so that the
+  // others' verdict holds even if the store comes back), and it aborted the group it watched.
+  std::string lost_store() const;
+  // Training has ended here (Manager::finish): from now on it judges nothing, its own
+  // store's silence included (the store may end with the job), and aborts nothing.
+  void finish();
 
  private:
+  using Clock = std::chrono::steady_clock;
   void run();
   void tick();
+  // After a tick that failed with `error`: whether no heartbeat has reached the store for
+  // heartbeat_timeout, and if so lost_store() and the abort.
+  void judge_own_silence(const std::string& error);
 
   StorePtr store_;
   const std::string me_;
   const std::chrono::milliseconds interval_;
+  const std::chrono::milliseconds heartbeat_timeout_;
   const std::vector<std::string> backends_;
   Liveness liveness_;
   mutable std::mutex mu_;
@@ -81,6 +104,9 @@ class LivenessMonitor {
   std::optional<SystemTime> noticed_;
   std::string last_error_;
   std::string fenced_;
+  Clock::time_point last_beat_;  // when the last heartbeat add returned (or the monitor began)
+  std::string lost_store_;
+  bool finished_ = false;
   std::thread thread_;
 };
 

@@ -258,6 +258,7 @@ ProcessGroupPtr Manager::begin_step_with_store(const std::vector<Tensor*>& state
   group_changed_ = false;
   const std::string fenced = monitor_->fenced();
   if (!fenced.empty()) throw Error(fenced_message(id_, fenced));
+  throw_if_store_lost();
   if (finished_) return nullptr;
   if (need_new_generation_ || !group_) form_next(state);
   return finished_ ? nullptr : group_;
@@ -457,10 +458,18 @@ void Manager::log_generation(const std::vector<std::string>& before) const {
 
 void Manager::finish() {
   // Training has ended here: the others may end their Managers (their heartbeats stop)
-  // while this one lives on, and must not be taken for gone (fenced: killed) for that.
-  monitor_->unwatch();
+  // while this one lives on, and must not be taken for gone (fenced: killed) for that; nor
+  // may the store's end (it ends with the job) abort anything here.
+  monitor_->finish();
   if (!has_state_) return;  // a joiner never taken in has nothing to end
   store_->compare_set(keys::kFinished, {}, to_bytes(std::to_string(committed_)));
+}
+
+void Manager::throw_if_store_lost() const {
+  // The others take this member for gone (its monitor aborted its group): it ends here,
+  // with the StoreError that begin_step and commit turn into "lost the job's store".
+  const std::string lost = monitor_->lost_store();
+  if (!lost.empty()) throw StoreError(lost);
 }
 
 void Manager::step_failed(const std::string& why) {
@@ -477,6 +486,9 @@ bool Manager::commit() {
 }
 
 bool Manager::commit_with_store() {
+  // Before any store call: the store does not answer this member, and each call would wait
+  // the connection's timeout (op_timeout) to say so.
+  throw_if_store_lost();
   const uint64_t g = generation_.number, s = committed_;
   if (step_failed_) {
     store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + id_ + ": " + step_failure_));
@@ -490,6 +502,7 @@ bool Manager::commit_with_store() {
       store_->wait({keys::verdict(g, s)}, kVerdictSlice);
       break;
     } catch (const Timeout&) {
+      throw_if_store_lost();
       if (Clock::now() >= deadline) {
         // Not on its own: the step is aborted for every member (unless a verdict came
         // meanwhile, which then stands), so that no member applies it while this one redoes it.

@@ -30,7 +30,10 @@
 //   to begin_step) is broadcast to it from rank 0 of the new generation, a member that has it.
 // - Detection (liveness_monitor.h): a member's process gone on this host is seen within one
 //   heartbeat interval, a closed connection by the backend at once, and a member that stops
-//   beating (another host gone, a process stopped or stalled) after heartbeat_timeout.
+//   beating (another host gone, a process stopped or stalled) after heartbeat_timeout. A
+//   member whose own heartbeat has not reached the store for heartbeat_timeout (partitioned
+//   from it) aborts its own step's group (the others drop it by then) and ends: its next
+//   begin_step or commit throws StoreError, "lost the job's store".
 // - A member taken for gone is fenced for good (liveness.h): the launcher that serves the
 //   store kills its process if it is one of its ranks (api/process/fenced_member.h), and a
 //   member that runs again before that (SIGCONT) finds its dead mark at its next
@@ -145,6 +148,9 @@ class Manager {
   // job's store.
   ProcessGroupPtr begin_step_with_store(const std::vector<Tensor*>& state);
   bool commit_with_store();
+  // Throws StoreError when this member's liveness monitor found that no heartbeat of it
+  // reached the store for heartbeat_timeout (LivenessMonitor::lost_store).
+  void throw_if_store_lost() const;
   void agree_on_state(const std::vector<Tensor*>& state);  // the members' state; a joiner's checked
   Generation agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline);
   void make_group(Clock::time_point creation_deadline);

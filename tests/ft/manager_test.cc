@@ -598,6 +598,129 @@ TEST_F(FtManager, AMemberThatLosesTheStoreSaysSo) {
   m.ft.reset();
 }
 
+// A connection to a store whose server stops answering this member (a link cut with no FIN:
+// the calls go out and nothing comes back), while the others still reach it. Silent, a call
+// waits for an answer up to the connection's timeout (the Manager sets it: op_timeout for the
+// caller's, heartbeat_timeout for the monitor's) and fails then, as a TCPStore's does; one
+// under way when the silence ends is answered. One per connection: each has its timeout.
+class SilentStore : public testing::ForwardingStore {
+ public:
+  SilentStore(StorePtr base, std::shared_ptr<std::atomic<bool>> silent)
+      : ForwardingStore(std::move(base)), silent_(std::move(silent)) {}
+  using Store::set;
+  void set(const std::string& k, const Bytes& v) override { answer(), ForwardingStore::set(k, v); }
+  Bytes get(const std::string& k) override { return answer(), ForwardingStore::get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return answer(), ForwardingStore::add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    return answer(), ForwardingStore::compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { return answer(), ForwardingStore::check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
+    answer(resolve(t)), ForwardingStore::wait(k, resolve(t));
+  }
+  bool delete_key(const std::string& k) override { return answer(), ForwardingStore::delete_key(k); }
+  int64_t num_keys() override { return answer(), ForwardingStore::num_keys(); }
+
+ private:
+  void answer(std::chrono::milliseconds t = kUseDefault) const {
+    const milliseconds limit = is_use_default(t) ? timeout_ : t;
+    const auto deadline = Clock::now() + limit;
+    while (*silent_) {
+      if (Clock::now() >= deadline) {
+        throw Timeout("TCPStore: 10.0.0.1:29500 did not answer within " + std::to_string(limit.count()) + " ms");
+      }
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  }
+  const std::shared_ptr<std::atomic<bool>> silent_;
+};
+
+// A member cut off from the store (and so from the others: its op's peers never answer)
+// while it is inside an op, with no connection closed to end it: it must not wait the op's
+// whole timeout (found by an outside tester: gloo ranks of a host whose link was cut stayed
+// in their all_reduce for 1800 s, long after the others had taken them for gone, fenced
+// them and finished). Once no heartbeat of it has reached the store for the heartbeat
+// timeout, the bound by which the others drop it, its monitor aborts its group, and its
+// commit says that it lost the store. rank0 stops in the step (its group held: in_process
+// would end every rank's op if a rank's group went) and its Manager goes, so that nobody
+// else's monitor aborts rank1's op; rank1's own silent store cannot tell it rank0 is gone.
+TEST_F(FtManager, AMemberCutOffFromTheStoreInAnOpAbortsItAfterTheHeartbeatTimeout) {
+  auto silent = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Member*> members;
+  for (int r = 0; r < 2; ++r) {
+    Member& m = add_member("rank" + std::to_string(r), r);
+    ft::ManagerOptions o = options(m.id, 2);
+    o.op_timeout = std::chrono::seconds(10);  // what the op and the commit would wait without the fix
+    if (r == 1) {
+      StorePtr store = store_;
+      o.connect = [store, silent] { return std::make_shared<SilentStore>(store, silent); };
+    }
+    m.ft = std::make_unique<ft::Manager>(o);
+    members.push_back(&m);
+  }
+  std::atomic<bool> rank1_in_step1{false};
+  std::atomic<int64_t> cut_at_ns{0};
+  Script script;
+  script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr& pg) {
+    if (s != 1) return false;
+    if (m.id == "rank1") {
+      rank1_in_step1 = true;  // on its way into the op, with no store call before it
+      return false;
+    }
+    EXPECT_TRUE(eventually([&] { return rank1_in_step1.load(); }));
+    m.held = pg;
+    *silent = true;  // first: rank1's monitor must not see rank0's heartbeat stop
+    cut_at_ns = Clock::now().time_since_epoch().count();
+    m.ft.reset();
+    return true;
+  };
+  std::vector<std::thread> threads;
+  for (Member* m : members) threads.emplace_back([m, &script] { train(*m, 3, script); });
+  const bool ended = eventually([&] { return members[1]->finished.load(); }, milliseconds(30000));
+  const Clock::time_point cut(Clock::duration(cut_at_ns.load()));
+  const double took_s = std::chrono::duration<double>(Clock::now() - cut).count();
+  *silent = false;  // lets a call still waiting go on, should the check fail
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(ended);
+  const std::string& error = members[1]->error;
+  EXPECT_TRUE(contains(error, "ft: member 'rank1': no heartbeat of it has reached the job's store for")) << error;
+  EXPECT_TRUE(contains(error, "heartbeat timeout 0.5 s")) << error;
+  EXPECT_TRUE(contains(error, "did not answer within 500 ms")) << error;  // the monitor's last store error
+  EXPECT_TRUE(contains(error, "ft: member 'rank1' lost the job's store in commit")) << error;
+  EXPECT_TRUE(contains(error, "take it for gone")) << error;
+  // Not before the others can have dropped it, and well before the op's 10 s.
+  EXPECT_GE(took_s, 0.9 * std::chrono::duration<double>(kHeartbeatTimeout).count());
+  EXPECT_LT(took_s, 5.0) << error;
+}
+
+// A store silent for less than the heartbeat timeout (a blip) aborts nothing: the others
+// still count the member, and so does it.
+TEST_F(FtManager, AStoreSilentForLessThanTheHeartbeatTimeoutAbortsNothing) {
+  constexpr uint64_t kSteps = 5;
+  auto silent = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Member*> members;
+  for (int r = 0; r < 2; ++r) {
+    Member& m = add_member("rank" + std::to_string(r), r);
+    ft::ManagerOptions o = options(m.id, 2);
+    if (r == 1) {
+      StorePtr store = store_;
+      o.connect = [store, silent] { return std::make_shared<SilentStore>(store, silent); };
+    }
+    m.ft = std::make_unique<ft::Manager>(o);
+    members.push_back(&m);
+  }
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (m.id != "rank1" || s != 2) return;
+    *silent = true;
+    std::this_thread::sleep_for(kHeartbeatTimeout / 3);
+    *silent = false;
+  };
+  train_all(members, kSteps, script);
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
+  for (Member* m : members) EXPECT_EQ(m->redone, 0) << m->id;
+}
+
 }  // namespace
 // A heartbeat timeout from the environment below twice the heartbeat's interval is refused
 // in the user's terms: the variable and the least it takes, not ManagerOptions' fields,
