@@ -112,13 +112,18 @@ template <typename Fn>
 auto saying_the_store_was_lost(const std::string& id, const char* call, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
-  } catch (const StoreError&) {
+  } catch (const StoreError& e) {
+    // Refused: something answered from the store's host, and nothing listens there any more
+    // -- the store's process ended (node 0's launcher, or rank 0), not a partition.
+    const bool ended = std::string(e.what()).find("Connection refused") != std::string::npos;
     std::rethrow_exception(with_detail(
         std::current_exception(),
         "ft: member '" + id + "' lost the job's store in " + call +
-            ": it cannot learn the step's verdict nor its group's next generation, and the members that still "
-            "reach the store take it for gone once its heartbeat stops (a partition, or the store's host "
-            "down); it ends here"));
+            (ended ? ": the store's host refuses connections, so the process that served the store (the launcher "
+                     "of node 0, or rank 0) has exited or closed it; it ends here"
+                   : ": it cannot learn the step's verdict nor its group's next generation, and the members that "
+                     "still reach the store take it for gone once its heartbeat stops (a partition, or the store's "
+                     "host down); it ends here")));
   }
 }
 

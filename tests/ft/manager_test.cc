@@ -554,6 +554,7 @@ class CutOffStore : public testing::ForwardingStore {
  public:
   explicit CutOffStore(StorePtr base) : ForwardingStore(base) { timeout_ = base->timeout(); }
   std::atomic<bool> cut{false};
+  std::string error = "TCPStore: cannot connect to 10.0.0.1:29500 after 1 s: Connection timed out";
   using Store::set;
   void set(const std::string& k, const Bytes& v) override { reach(), ForwardingStore::set(k, v); }
   Bytes get(const std::string& k) override { return reach(), ForwardingStore::get(k); }
@@ -570,32 +571,55 @@ class CutOffStore : public testing::ForwardingStore {
 
  private:
   void reach() const {
-    if (cut) throw StoreError("TCPStore: cannot connect to 10.0.0.1:29500 after 1 s: Connection timed out");
+    if (cut) throw StoreError(error);
+  }
+};
+
+// A member whose store fails in its commit (the CutOffStore's error, its default when ""):
+// the error its commit throws.
+class FtManagerStoreLoss : public FtManager {
+ protected:
+  std::string commit_error_after_the_store_fails(const std::string& id, const std::string& store_error) {
+    Member& m = add_member(id, 0);
+    ft::ManagerOptions o = options(m.id, 1);
+    auto cut_off = std::make_shared<CutOffStore>(store_);
+    if (!store_error.empty()) cut_off->error = store_error;
+    o.connect = [cut_off] { return cut_off; };
+    m.ft = std::make_unique<ft::Manager>(o);
+    std::vector<Tensor*> state{&m.state};
+    ProcessGroupPtr pg = m.ft->begin_step(state);
+    EXPECT_TRUE(pg != nullptr);
+    cut_off->cut = true;
+    std::string what = "commit succeeded without the store";
+    try {
+      m.ft->commit();
+    } catch (const StoreError& e) {
+      what = e.what();
+    }
+    pg.reset();
+    m.ft.reset();
+    return what;
   }
 };
 
 // A member that loses the job's store (partitioned away) ends with an error that says so in
 // ft's words, after the store's own (helper-98: only "TCPStore: cannot connect to ...").
-TEST_F(FtManager, AMemberThatLosesTheStoreSaysSo) {
-  Member& m = add_member("rank0", 0);
-  ft::ManagerOptions o = options(m.id, 1);
-  auto cut_off = std::make_shared<CutOffStore>(store_);
-  o.connect = [cut_off] { return cut_off; };
-  m.ft = std::make_unique<ft::Manager>(o);
-  std::vector<Tensor*> state{&m.state};
-  ProcessGroupPtr pg = m.ft->begin_step(state);
-  ASSERT_TRUE(pg != nullptr);
-  cut_off->cut = true;
-  try {
-    m.ft->commit();
-    ADD_FAILURE() << "commit succeeded without the store";
-  } catch (const StoreError& e) {
-    const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "TCPStore: cannot connect to 10.0.0.1:29500")) << what;
-    EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit")) << what;
-  }
-  pg.reset();
-  m.ft.reset();
+TEST_F(FtManagerStoreLoss, AMemberThatLosesTheStoreSaysSo) {
+  const std::string what = commit_error_after_the_store_fails("rank0", "");
+  EXPECT_TRUE(contains(what, "TCPStore: cannot connect to 10.0.0.1:29500")) << what;
+  EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit")) << what;
+}
+
+// A store whose server has ended (its host refuses connections: node 0's launcher killed)
+// is said as such, not as a partition (ft probe: "(a partition, or the store's host down)").
+TEST_F(FtManagerStoreLoss, AMemberWhoseStoreEndedSaysItsServerExited) {
+  const std::string what = commit_error_after_the_store_fails(
+      "rank0", "TCPStore: cannot connect to 10.0.0.1:29500 after 100 ms: Connection refused");
+  EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit: the store's host refuses "
+                             "connections, so the process that served the store (the launcher of node 0, or "
+                             "rank 0) has exited or closed it; it ends here"))
+      << what;
+  EXPECT_FALSE(contains(what, "a partition")) << what;
 }
 
 // A connection to a store whose server stops answering this member (a link cut with no FIN:
