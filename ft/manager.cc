@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/group/process_environment.h"
 #include "api/init.h"
 #include "api/group/backend_spec.h"
 #include "api/logging.h"
@@ -175,7 +176,9 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   if (options_.backend.empty()) options_.backend = "auto";
   id_ = options_.member_id.empty() ? env(local::kFtMemberIdVariable) : options_.member_id;
   if (id_.empty()) {
-    id_ = joining_ ? "joiner-" + std::to_string(::getpid()) + "@" + hostname()
+    // The host as the job names it (DISTCOMM_HOST_ID, where hosts share a kernel name).
+    const std::string host_id = ProcessEnvironment::read().host_id;
+    id_ = joining_ ? "joiner-" + std::to_string(::getpid()) + "@" + (host_id.empty() ? hostname() : host_id)
                    : "rank" + std::to_string(read_launch_env().rank);
   }
   if (id_.find_first_of(",|/") != std::string::npos || id_ == "rank-1") {
@@ -189,6 +192,17 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   const std::string written = to_string(store_->compare_set(keys::member(id_), {}, to_bytes(me.encode())));
   if (written != me.encode()) {
     const MemberRecord other = MemberRecord::decode(written);
+    // A member taken for gone keeps its id for good (it is fenced: its verdict must hold if
+    // it comes back), so a process started again under that id is refused too: say that,
+    // rather than "taken" of a pid long dead.
+    std::string gone;
+    if (store_->check({keys::dead(id_)})) gone = store_->get_string(keys::dead(id_));
+    if (!gone.empty()) {
+      throw InvalidArgument("ft::Manager: member id '" + id_ + "' belonged to pid " + std::to_string(other.pid) +
+                            ", which its group took for gone (" + gone +
+                            "): a member id is never used again; start the new process with an id of its own "
+                            "(DISTCOMM_FT_MEMBER_ID) as a joiner (DISTCOMM_FT_JOIN=1)");
+    }
     throw InvalidArgument("ft::Manager: member id '" + id_ + "' is taken (by pid " + std::to_string(other.pid) +
                           "); give each process its own DISTCOMM_FT_MEMBER_ID");
   }

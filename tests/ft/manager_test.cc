@@ -575,6 +575,32 @@ class CutOffStore : public testing::ForwardingStore {
   }
 };
 
+// A process started again under the id of a member its group took for gone (a second
+// launcher for the same node, say) was told the id "is taken (by pid N)", of a pid long dead.
+TEST_F(FtManager, AnIdOfAMemberTakenForGoneIsRefusedSayingSo) {
+  // Member rank7's record, as another process (pid 4242) wrote it.
+  ft::MemberRecord other = ft::MemberRecord::of_this_process("rank7", kSignature);
+  other.pid = 4242;
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  ft_keys.set(ft::keys::member("rank7"), other.encode());
+  const auto refusal = [&] {
+    try {
+      ft::Manager again(options("rank7", 1));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  const std::string taken = refusal();
+  EXPECT_TRUE(contains(taken, "member id 'rank7' is taken (by pid 4242)")) << taken;
+  ft_keys.set(ft::keys::dead("rank7"), "its heartbeat has not moved for 3011 ms");
+  const std::string gone = refusal();
+  EXPECT_TRUE(contains(gone, "member id 'rank7' belonged to pid 4242, which its group took for gone (its heartbeat "
+                             "has not moved for 3011 ms): a member id is never used again; start the new process "
+                             "with an id of its own (DISTCOMM_FT_MEMBER_ID) as a joiner (DISTCOMM_FT_JOIN=1)"))
+      << gone;
+}
+
 // A member whose store fails in its commit (the CutOffStore's error, its default when ""):
 // the error its commit throws.
 class FtManagerStoreLoss : public FtManager {
