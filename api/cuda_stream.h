@@ -14,8 +14,6 @@
 // Host ops (gloo, mpi, shm) ignore it. No CUDA header needed: cudaStream_t is CUstream_st*.
 #pragma once
 
-#include "api/language_standard.h"
-
 struct CUstream_st;
 
 // The core's accessor, weak: a plugin built with this header still loads in a core that

@@ -18,8 +18,6 @@
 //           production.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <string>
 
 namespace distcomm {

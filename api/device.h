@@ -1,8 +1,6 @@
 // Where a tensor's memory lives: the host, or one CUDA device.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <string>
 
 namespace distcomm {

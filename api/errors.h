@@ -5,8 +5,6 @@
 // backends, so backends can throw short messages.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <stdexcept>
 #include <string>
 

@@ -2,8 +2,6 @@
 // NaN and infinity preserved, float16 subnormals handled). Arithmetic is done in float.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <cstdint>
 #include <cstring>
 

@@ -6,8 +6,6 @@
 // rank 0 prints them in order) instead of one barrier per rank.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <sstream>
 #include <string>
 

@@ -23,8 +23,6 @@
 // (a library's): the same line, then the process exits with status 1 at once.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <exception>
 #include <functional>
 #include <string>

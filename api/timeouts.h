@@ -1,8 +1,6 @@
 // The timeout values the whole API shares.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <chrono>
 
 namespace distcomm {

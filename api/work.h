@@ -4,6 +4,8 @@
 // thread. Blocking use is `pg.all_reduce(t)->wait()`.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -204,13 +204,23 @@ void remove_temporary_files(const std::string& dir) {
 
 void remove_older_checkpoints(const std::string& dir, int keep) {
   if (keep <= 0) return;
-  std::vector<int64_t> steps;
+  // By the names found, not checkpoint_path(): a file named another way for its step
+  // ("step_20.ckpt", which step_of reads too) would not be deleted, and would count among
+  // the kept in place of a newer one.
+  std::vector<std::pair<int64_t, std::string>> found;
   for (const std::string& name : names_in(dir)) {
     const int64_t step = step_of(name);
-    if (step >= 0) steps.push_back(step);
+    if (step >= 0) found.emplace_back(step, name);
   }
-  std::sort(steps.rbegin(), steps.rend());
-  for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i) ::unlink(checkpoint_path(dir, steps[i]).c_str());
+  std::sort(found.rbegin(), found.rend());
+  std::vector<int64_t> kept;
+  for (const auto& [step, name] : found) {
+    if (std::find(kept.begin(), kept.end(), step) == kept.end() && static_cast<int>(kept.size()) < keep) {
+      kept.push_back(step);  // the first name of a step in order is kept; another of that step goes
+      continue;
+    }
+    ::unlink((dir + "/" + name).c_str());
+  }
 }
 
 }  // namespace examples

@@ -167,6 +167,12 @@ JobResult Agent::run() {
     // --rdzv_timeout_s (a network cut, a stopped store process).
     say("lost the rendezvous store: " + std::string(e.what()));
     return leave(1, "lost the store");
+  } catch (const StoreRefused& e) {
+    // Answered, and refused: the endpoint is served by another job's store now (the job's
+    // store launcher ended and another job took the port), or the token changed.
+    say("lost the rendezvous store: the endpoint " + elastic_.endpoint_host + ":" +
+        std::to_string(elastic_.endpoint_port) + " now refuses this launcher: " + e.what());
+    return leave(1, "lost the store");
   } catch (const Error& e) {
     if (interrupted_by_ != 0) {
       // Interrupted while its requests waited for a store that did not answer.

@@ -137,6 +137,13 @@ std::string RoundWatch::look() {
     store_lost_why_ = std::string("lost the rendezvous store: ") + e.what();
     store_lost_ = true;
     return store_lost_why_;
+  } catch (const StoreRefused& e) {
+    if (stop_) return "";
+    // Answered, and refused: another job's store serves the endpoint now.
+    store_lost_why_ = "lost the rendezvous store: the endpoint " + options_.endpoint_host + ":" +
+                      std::to_string(options_.endpoint_port) + " now refuses this launcher: " + e.what();
+    store_lost_ = true;
+    return store_lost_why_;
   } catch (...) {
     // Told to stop while it waited for the store: the caller's own requests find out.
     if (stop_) return "";

@@ -17,8 +17,6 @@
 // queued), "bucket I waited" (complete: finish_backward waiting for it).
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <cstdint>
 #include <string>
 

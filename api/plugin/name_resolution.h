@@ -11,8 +11,6 @@
 // to a plain getaddrinfo (no deadline, as before).
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <netdb.h>
 #include <sys/socket.h>
 

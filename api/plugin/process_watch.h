@@ -19,8 +19,6 @@
 // Header-only: backends include it from the core's headers without linking anything new.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -7,8 +7,6 @@
 // same way.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <sys/random.h>
 
 #include <cerrno>

@@ -1,8 +1,6 @@
 // spawn: start nprocs ranks of a function on this machine, like torch.multiprocessing.spawn.
 #pragma once
 
-#include "api/language_standard.h"
-
 #include <chrono>
 #include <functional>
 #include <string>

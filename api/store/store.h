@@ -6,6 +6,8 @@
 // (then they throw Timeout naming the keys); connection and I/O failures throw StoreError.
 #pragma once
 
+#include "api/language_standard.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>

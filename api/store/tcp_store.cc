@@ -247,6 +247,8 @@ Store::Bytes TCPStore::call(const Request& asked) {
   auto connect = [&](std::chrono::milliseconds usual, bool after_close) {
     try {
       connect_locked(internal::within_call_deadline(std::min({usual, options_.timeout, r.timeout}), name));
+    } catch (const StoreRefused&) {
+      throw;  // another job's store, a wrong token: said as such, never as a store that has gone
     } catch (const StoreError& e) {
       if (internal::StoreCallDeadline::has_passed()) throw internal::StoreCallCutShort(e.what() + scope_suffix(true));
       if (after_close) {

@@ -113,10 +113,14 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
     }
     if (reply->status == Status::kError) {
       const std::string why = printable(text_of(reply->payload), kMaxHandshakeBytes);
-      throw StoreRefused(who + (their_id.empty() ? "" : " (" + their_id + ")") + " refused this connection: " + why +
-                       (why == "wrong store token"
-                            ? std::string("; every rank needs rank 0's ") + kStoreTokenVariable
-                            : std::string()));
+      const std::string refused = who + (their_id.empty() ? "" : " (" + their_id + ")") +
+                                  " refused this connection: " + why +
+                                  (why == "wrong store token"
+                                       ? std::string("; every rank needs rank 0's ") + kStoreTokenVariable
+                                       : std::string());
+      // At its connection cap the server may take this client once others close: retried.
+      if (why.rfind(kConnectionCapRefusal, 0) == 0) throw StoreError(refused);
+      throw StoreRefused(refused);
     }
     return true;
   };

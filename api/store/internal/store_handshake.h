@@ -36,6 +36,10 @@ constexpr size_t kMaxRunIdBytes = 256;
 // Every handshake message fits in this; before the handshake is over the server buffers
 // no more than this for a connection.
 constexpr size_t kMaxHandshakeBytes = 1024;
+// How a server's refusal for its connection cap begins: the one refusal that asking again
+// may get past (once other connections close), so the client keeps it a StoreError, not a
+// StoreRefused.
+constexpr char kConnectionCapRefusal[] = "the store already holds ";
 
 struct ClientHello {
   std::string run_id;

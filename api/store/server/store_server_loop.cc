@@ -378,7 +378,7 @@ bool TCPStoreServer::Loop::world_size_differs(Client& c) {
 bool TCPStoreServer::Loop::at_connection_cap(Client& c) {
   if (ready_ < options_.limits.max_connections) return false;
   refuse(c, "cap",
-         "the store already holds " + std::to_string(ready_) + " connections of this job, its limit "
+         internal::kConnectionCapRefusal + std::to_string(ready_) + " connections of this job, its limit "
          "(TCPStoreLimits::max_connections; by default 2 x world size + 16): does a rank open stores "
          "without closing them?");
   return true;

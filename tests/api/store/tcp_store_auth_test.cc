@@ -151,6 +151,31 @@ TEST(Auth, AStrangerNamingAnotherWorldSizeEndsNoWait) {
   EXPECT_TRUE(got);
 }
 
+// A rank whose store server ended and whose port another job's store then took: its next
+// call reconnects and is refused. That refusal kept no type of its own ("taken as gone"),
+// so nothing above could tell it from a store that went away.
+TEST(Auth, ARefusalOnReconnectStaysARefusal) {
+  const JobIdentity job = new_job_identity();
+  auto ours = std::make_unique<TCPStore>(server_of(job));
+  const int port = ours->port();
+  TCPStore rank1(client_of(port, kTestTimeout, job));
+  rank1.set("k", "v");
+  ours.reset();  // the server ends: its clients' connections close
+  TCPStore theirs(server_of(new_job_identity(), port));
+  try {
+    rank1.get("k");  // finds its connection closed ("did the server process exit?")
+  } catch (const StoreError&) {
+  }
+  try {
+    rank1.get("k");  // connects again, to the other job's store
+    FAIL() << "another job's store answered";
+  } catch (const StoreRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to another job"), std::string::npos) << e.what();
+  } catch (const StoreError& e) {
+    FAIL() << "not a StoreRefused: " << e.what();
+  }
+}
+
 TEST(Auth, ARankWithATokenRefusesAStoreWithout) {
   TCPStore open_store(server_of());
   const auto [message, took] =

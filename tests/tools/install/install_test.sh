@@ -94,7 +94,7 @@ rm -rf "$copy"
 # A program built as C++14 is told so by its first error, not by dozens from inside the headers.
 # shellcheck disable=SC2046
 c14="$(echo '#include <distcomm/api/init.h>' | g++ -std=c++14 -x c++ -fsyntax-only $(pkg-config --cflags distcomm) - 2>&1 || true)"
-grep -m1 "error" <<<"$c14" | grep -q "distcomm needs C++17 or later" || fail "a C++14 build's first error: $c14"
+grep -m1 "error:" <<<"$c14" | grep -q "distcomm needs C++17 or later" || fail "a C++14 build's first error: $c14"
 pkg_config_build consumer distcomm-ddp
 pkg_config_build ft_consumer distcomm-ft
 dynamic "$work/ft_consumer_pc" NEEDED | grep -qx "libdistcomm_ft.so.$soname" || fail "ft_consumer does not NEED libdistcomm_ft"

@@ -87,6 +87,15 @@ TEST(Checkpoint, OlderCheckpointsAreRemovedButTheNewestKept) {
   EXPECT_TRUE(exists(checkpoint_path(dir, 20)));
   EXPECT_TRUE(exists(dir + "/notes.txt"));
   EXPECT_EQ(newest_checkpoint(dir)->step, 20);
+  // A file of another name for a step (unpadded) is deleted by its name, and does not take
+  // a newer one's place among the kept.
+  std::ofstream(dir + "/step_3.ckpt") << "an old one, named another way";
+  write_checkpoint(dir, sample(25));
+  remove_older_checkpoints(dir, 2);
+  EXPECT_FALSE(exists(dir + "/step_3.ckpt"));
+  EXPECT_FALSE(exists(checkpoint_path(dir, 15)));
+  EXPECT_TRUE(exists(checkpoint_path(dir, 20)));
+  EXPECT_TRUE(exists(checkpoint_path(dir, 25)));
 }
 
 TEST(Checkpoint, AFileOfAnotherKindIsRefusedByName) {
