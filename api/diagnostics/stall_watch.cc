@@ -1,20 +1,14 @@
 #include "api/diagnostics/stall_watch.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <map>
 #include <optional>
 
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/duration_text.h"
+#include "api/diagnostics/peer_process.h"
 #include "api/errors.h"
-#include "api/group/auto_backend.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
 #include "api/process/thread_start.h"
@@ -33,10 +27,6 @@ const char kRequestKey[] = "watch/request";
 // collective it waits in.
 constexpr int64_t kLeaveIncrement = int64_t{1} << 32;
 std::string report_key(int rank) { return "watch/report/" + std::to_string(rank); }
-// Where a rank's process runs: "<process_domain()>\n<pid>" (auto_backend.h), published once
-// when its watch starts, so that a rank on the same host can say what the process of a rank
-// that does not report is doing (stopped, traced, ended).
-std::string process_key(int rank) { return "watch/process/" + std::to_string(rank); }
 
 // An op's own wait normally reports its timeout; the watch steps in this much later, for
 // ops that are not waiting yet (queued behind another) or whose wait started late.
@@ -90,30 +80,6 @@ milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) 
 
 int64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<milliseconds>(to - from).count();
-}
-
-// The pid in `published` (a process_key's value) where its domain is `domain`, else 0.
-int same_host_pid(const std::string& published, const std::string& domain) {
-  const size_t newline = published.rfind('\n');
-  if (domain.empty() || newline == std::string::npos || published.compare(0, newline, domain) != 0) return 0;
-  return std::atoi(published.c_str() + newline + 1);
-}
-
-// process_state_note of `pid` (a process of this host), from its /proc/<pid>/stat.
-std::string note_of_process(int pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    // Gone only when the kernel says so: an unreadable /proc (hidepid) is no evidence.
-    const bool gone = ::kill(pid, 0) != 0 && errno == ESRCH;
-    return gone ? process_state_note(pid, std::nullopt) : "";
-  }
-  std::string stat(1024, '\0');
-  const ssize_t n = ::read(fd, stat.data(), stat.size());
-  ::close(fd);
-  if (n <= 0) return "";
-  stat.resize(static_cast<size_t>(n));
-  return process_state_note(pid, stat);
 }
 
 // The error a verdict names, or null.
@@ -190,10 +156,10 @@ struct StallWatch::Shared {
   // This process's process_domain(), once the thread has published it ("" until then, or
   // where it could not be read: then no other rank's process is looked at).
   std::string domain;
-  // Per other rank whose process_key was read: its pid where it runs on this host, else 0
+  // Per other rank whose peer_process_key was read: its pid where it runs on this host, else 0
   // (a published process never changes).
   std::map<int, int> peer_pids;
-  bool process_published = false;  // the loop's own: publish_process() has been done
+  bool process_published = false;  // where this process runs is on the board (peer_process.h)
   bool first_tick = true;  // the loop's own: its first look comes at once
 
   // The report of now (mu held).
@@ -300,14 +266,7 @@ struct StallWatch::Shared {
   void report_long_wait(Clock::time_point now, std::string board_error);
   // The last report, once the group is closed here (best effort; the thread's last act).
   void leave();
-  // Publishes where this process runs (process_key): one store call, in the thread's first
-  // look (at once, not a tick after the group's creation, which waits for nothing more: a
-  // rank stopped right after creating its group is named too), bounded as a look is, and
-  // tried again at the next look where it failed. Throws what the store throws (mu not held).
-  void publish_process();
-  // explain_wait's silent_notes: for each rank that did not report (nullopt in by_rank) and
-  // whose process runs on this host, what /proc says of it (one read of the board for the
-  // ranks not read before; mu not held).
+  // explain_wait's silent_notes for the ranks that did not report (peer_process.h; mu not held).
   std::vector<std::string> silent_notes(const std::vector<std::optional<ProgressReport>>& by_rank);
 
   // The reports of `ranks` (not this one) into by_rank, in one store request: every waiting
@@ -728,7 +687,13 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
   std::string board_error;
   try {
-    if (!shared->process_published) shared->publish_process();
+    // Where this process runs (peer_process.h): in the first look (at once), again where it failed.
+    if (!shared->process_published) {
+      const std::string domain = publish_this_process(*o.board, o.rank);
+      std::lock_guard<std::mutex> published(shared->mu);
+      shared->domain = domain;
+      shared->process_published = true;
+    }
     const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
     shared->board_answered();
     // Once a rank has left, a collective this rank waits in may be one that rank never
@@ -791,56 +756,19 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   lock.lock();
 }
 
-void StallWatch::Shared::publish_process() {
-  std::string mine;
-  try {
-    mine = process_domain();
-  } catch (const std::exception&) {
-    // No domain (a DISTCOMM_HOST_ID refused): nothing to publish, nobody looked at.
-    process_published = true;
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    domain = mine;
-  }
-  options.board->set(process_key(options.rank), mine + "\n" + std::to_string(::getpid()));
-  process_published = true;
-}
-
 std::vector<std::string> StallWatch::Shared::silent_notes(const std::vector<std::optional<ProgressReport>>& by_rank) {
-  std::vector<std::string> notes(by_rank.size());
-  std::vector<int> unread;
+  std::vector<bool> silent(by_rank.size());
+  for (size_t r = 0; r < by_rank.size(); ++r) silent[r] = static_cast<int>(r) != options.rank && !by_rank[r];
   std::string mine;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    mine = domain;
-    for (size_t r = 0; r < by_rank.size(); ++r) {
-      if (static_cast<int>(r) != options.rank && !by_rank[r] && !peer_pids.count(static_cast<int>(r))) {
-        unread.push_back(static_cast<int>(r));
-      }
-    }
-  }
-  if (mine.empty()) return notes;
-  if (!unread.empty()) {
-    std::vector<std::string> keys;
-    for (const int r : unread) keys.push_back(process_key(r));
-    const std::vector<std::optional<Store::Bytes>> values = read_present(*options.board, keys);
-    std::lock_guard<std::mutex> lock(mu);
-    // Not published (yet): that rank's watch has not started, read again next time.
-    for (size_t i = 0; i < unread.size(); ++i) {
-      if (values[i]) peer_pids[unread[i]] = same_host_pid(to_string(*values[i]), mine);
-    }
-  }
   std::map<int, int> pids;
   {
     std::lock_guard<std::mutex> lock(mu);
+    mine = domain;
     pids = peer_pids;
   }
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    const auto it = pids.find(static_cast<int>(r));
-    if (!by_rank[r] && it != pids.end() && it->second > 0) notes[r] = note_of_process(it->second);
-  }
+  std::vector<std::string> notes = silent_process_notes(*options.board, silent, mine, pids);
+  std::lock_guard<std::mutex> lock(mu);
+  peer_pids.insert(pids.begin(), pids.end());
   return notes;
 }
 
