@@ -26,12 +26,13 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait)
+MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait,
+                       const MpiBackend* parent)
     : Backend(std::move(options)),
       runtime_(runtime),
       max_count_(config.max_count_per_call),
       agreement_check_(config.agreement_check && core_abi_minor() >= 3) {
-  MPI_Comm comm = create_comm(wait);
+  MPI_Comm comm = create_comm(wait, parent);
   // The store, when there is one, is the failure's board: the failure is published for the
   // peers, and a Timeout asks the stall watch where they are. Both wait at most a few
   // seconds, on the thread that found the failure.
@@ -67,10 +68,20 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
 
 MpiBackend::~MpiBackend() { shutdown(); }
 
-MPI_Comm MpiBackend::create_comm(const InitWait& wait) const {
+Backend* MpiBackend::create_subgroup_backend(const BackendOptions* options, const std::vector<int>&) {
+  // Every member decides alike: each makes its backend here, none from this one's resources.
+  return options ? create_mpi_backend(*options, this) : nullptr;
+}
+
+MPI_Comm MpiBackend::create_comm(const InitWait& wait, const MpiBackend* parent) const {
   const BackendOptions& o = options();
   GroupCommSpec spec;
   spec.group_name = o.group_name;
+  if (parent) {
+    // The parent outlives this: new_group and split run on it.
+    spec.parent_shut_down = [parent] { return parent->shut_down_.load(); };
+    spec.parent_name = parent->options().group_name;
+  }
   spec.world_ranks = o.global_ranks;
   if (spec.world_ranks.empty()) {
     spec.world_ranks.resize(static_cast<size_t>(o.size));
@@ -280,13 +291,17 @@ WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, cons
 }
 
 void MpiBackend::shutdown() {
-  if (!queue_) return;
+  // Held while the group shuts down, so that a second caller returns only once it is shut
+  // down (abort() promises failed ops); not taken in a Work callback, whose thread runs
+  // the round that the first caller's detach waits for.
+  std::unique_lock<std::mutex> ending(ending_, std::defer_lock);
+  if (!Runtime::in_round()) ending.lock();
+  if (shut_down_.exchange(true)) return;
   if (watch_) watch_->stop();
   // PeerFailure, as gloo and shm say it: code that catches it to recover sees one type.
   runtime_.detach(queue_, std::make_exception_ptr(PeerFailure(
                               "mpi backend: group '" + options().group_name +
                               "' was shut down (ProcessGroup::abort or destruction) before this op finished")));
-  queue_.reset();
 }
 
 }  // namespace mpi

@@ -18,7 +18,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,7 +40,10 @@ class MpiBackend : public Backend {
   // Collective over the group's ranks, within wait's deadline (Timeout naming the ranks
   // that did not come). Throws InvalidArgument when the options' rank and size disagree
   // with MPI's view of the job.
-  MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait);
+  // parent: the group's parent's backend, for a subgroup made through
+  // create_subgroup_backend (its arrival wait ends when the parent is shut down).
+  MpiBackend(BackendOptions options, const MpiConfig& config, Runtime& runtime, const InitWait& wait,
+             const MpiBackend* parent = nullptr);
   ~MpiBackend() override;
 
   std::string name() const override { return "mpi"; }
@@ -64,9 +69,13 @@ class MpiBackend : public Backend {
   WorkPtr recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) override;
 
   void shutdown() override;
+  // Made as the plugin's create() makes one (create_mpi_backend), but knowing this group as
+  // its parent: without a store, nothing else tells the subgroup's creation that the
+  // parent was aborted meanwhile (by another thread of this rank).
+  Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) override;
 
  private:
-  MPI_Comm create_comm(const InitWait& wait) const;
+  MPI_Comm create_comm(const InitWait& wait, const MpiBackend* parent) const;
   // An op on `data` (dtype, count) with its Work and deadline filled in.
   std::unique_ptr<Op> make_op(Call call, OpType type, const OpContext& ctx, const Tensor& data);
   WorkPtr submit(std::unique_ptr<Op> op, const OpContext& ctx);
@@ -81,9 +90,19 @@ class MpiBackend : public Backend {
   int64_t max_count_ = INT_MAX;
   bool agreement_check_ = true;
   std::shared_ptr<GroupFailure> failure_;
+  // Set once made, never reset: a thread may submit while another shuts the group down
+  // (the queue then refuses the op through the group's failure).
   std::shared_ptr<OpQueue> queue_;
+  // shutdown() runs once: abort() may come from two threads at once (a watchdog's and the
+  // program's), and again from the destructor. ending_: see shutdown().
+  std::atomic<bool> shut_down_{false};
+  std::mutex ending_;
   std::unique_ptr<StallWatch> watch_;  // with a store, groups of more than one rank
 };
+
+// What the plugin's create() does (mpi_plugin.cc): checks the launch and the options, starts
+// MPI, makes the backend; parent as MpiBackend's.
+Backend* create_mpi_backend(const BackendOptions& options, const MpiBackend* parent);
 
 }  // namespace mpi
 }  // namespace distcomm

@@ -106,6 +106,17 @@ class Arrival {
   std::vector<int> indices_;
 };
 
+// The arrival wait of a subgroup whose parent this rank shut down: said as gloo's and a
+// store's waits say it (ProcessGroup::abort), naming the members that had not come.
+std::exception_ptr parent_shut_down_error(const GroupCommSpec& spec, const InitWait& wait, const Arrival& arrival) {
+  std::string ranks;
+  for (int r : arrival.missing()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return std::make_exception_ptr(PeerFailure(
+      wait.where + ": the parent group '" + spec.parent_name +
+      "' was aborted (ProcessGroup::abort) or destroyed on this rank while it waited for ranks [" + ranks +
+      "] to arrive at the creation of the group's MPI communicator"));
+}
+
 void wait_for_members(Runtime& runtime, const GroupCommSpec& spec, int tag, const InitWait& wait) {
   Arrival arrival(runtime.arrival_comm(), spec, tag);
   runtime.run_setup([&] { arrival.post(); });
@@ -120,6 +131,9 @@ void wait_for_members(Runtime& runtime, const GroupCommSpec& spec, int tag, cons
             bool done = false;
             runtime.run_setup([&] { done = arrival.test(); });
             if (done) return true;
+            if (spec.parent_shut_down && spec.parent_shut_down()) {
+              std::rethrow_exception(parent_shut_down_error(spec, wait, arrival));
+            }
             const auto now = std::chrono::steady_clock::now();
             if (now >= end) return false;
             if (now - start < kSpinFor) {

@@ -24,6 +24,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct GroupCommSpec {
   std::string group_name;
   std::vector<int> world_ranks;  // the members' MPI_COMM_WORLD ranks, in group order
   int rank = 0;                  // this process's rank in the group
+  // A subgroup's (new_group, split): whether its parent group was shut down (abort or
+  // destruction) on this rank, and the parent's name. The arrival step then ends at once:
+  // nothing of the parent will take part, and without a store the member that never comes
+  // cannot say so. The blocking call of step 2 cannot be left that way (MPI cannot cancel
+  // it), but it starts only once every member has arrived.
+  std::function<bool()> parent_shut_down;
+  std::string parent_name;
 };
 
 // Whether a group's world ranks are the whole MPI world in MPI's order (its communicator

@@ -11,31 +11,38 @@
 #include "api/errors.h"
 #include "api/plugin/plugin.h"
 #include "backends/mpi/mpi_backend.h"
+#include "backends/mpi/mpi_launch.h"
 #include "backends/mpi/mpi_runtime.h"
 
 namespace distcomm {
 namespace mpi {
 namespace {
 
-// Whether init found an MPI-capable launcher (config "launcher"): Open MPI's mpirun, srun,
-// a PMI-1/2 one (MPICH's hydra) or a PMIx one (prterun). torchrun-style variables alone
-// (tools/launch, spawn) do not make an MPI job.
-bool started_by_mpi_launcher(const MpiConfig& config) {
-  return !config.launcher.empty() && config.launcher != "torchrun";
-}
-
+// Whether an MPI-capable launcher started the process: Open MPI's mpirun, srun, a PMI-1/2
+// one (MPICH's hydra) or a PMIx one (prterun). Read here, not from init's config
+// "launcher": init names the first launcher it finds, torchrun's variables first, and
+// those may be left over in the shell of an mpirun job (mpi_launch.h). torchrun-style
+// variables alone (tools/launch, spawn) do not make an MPI job.
 void check_launch(const BackendOptions& options, const MpiConfig& config) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  const MpiLaunch launch = find_mpi_launch();
   // Without a launcher, MPI_Init makes a world of one ("singleton"): a bigger world can
   // only hang or fail later, so say how to start the job now.
-  if (options.size > 1 && !initialized && !started_by_mpi_launcher(config)) {
+  if (options.size > 1 && !initialized && launch.launcher.empty()) {
     throw BackendUnavailable(
         "mpi backend: a world of " + std::to_string(options.size) +
         " processes must be started by an MPI launcher, e.g. `mpirun -np " + std::to_string(options.size) +
         " <program> ...` (or srun with PMIx); init found none of OMPI_COMM_WORLD_RANK, SLURM_PROCID, "
         "PMI_RANK, PMIX_RANK in the environment" +
         (config.launcher.empty() ? std::string() : " (only " + config.launcher + "'s variables)"));
+  }
+  // Before MPI starts: a rank that disagrees would otherwise wait in MPI_Init for its peers
+  // and only then be refused (check_world), or leave its peers waiting there.
+  if (options.group_name == "world" && !initialized) {
+    const int world_rank = options.global_ranks.empty() ? options.rank : options.global_ranks.at(options.rank);
+    const std::string problem = world_disagreement(launch, config.launcher, world_rank, options.size);
+    if (!problem.empty()) throw InvalidArgument("mpi backend: " + problem);
   }
 }
 
@@ -62,7 +69,11 @@ int available(std::string* why) {
   return 1;
 }
 
-Backend* create(const BackendOptions& options) {
+Backend* create(const BackendOptions& options) { return create_mpi_backend(options, nullptr); }
+
+}  // namespace
+
+Backend* create_mpi_backend(const BackendOptions& options, const MpiBackend* parent) {
   if (options.device != DeviceType::kCPU) {
     throw BackendUnavailable(std::string("mpi backend serves cpu tensors only, not ") +
                              device_type_name(options.device));
@@ -77,10 +88,9 @@ Backend* create(const BackendOptions& options) {
       options.global_ranks, options.store.get());
   Runtime& runtime = Runtime::start(config, wait);
   check_world(options, runtime);
-  return new MpiBackend(options, config, runtime, wait);
+  return new MpiBackend(options, config, runtime, wait, parent);
 }
 
-}  // namespace
 }  // namespace mpi
 }  // namespace distcomm
 

@@ -91,8 +91,8 @@ void OpQueue::submit(std::unique_ptr<Op> op) {
 
 void OpQueue::refuse_new(std::exception_ptr error) { failure_->shut_down(std::move(error)); }
 
-void OpQueue::take_incoming() {
-  if (incoming_count_.load(std::memory_order_acquire) == 0) return;
+void OpQueue::take_incoming(bool even_if_none_counted) {
+  if (!even_if_none_counted && incoming_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& op : incoming_) waiting_.push_back(std::move(op));
   incoming_.clear();
@@ -206,7 +206,10 @@ void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {
 void OpQueue::fail_all(std::exception_ptr error) {
   refuse_new(error);
   error = failure_->refusal();  // the group's first failure, if it failed before
-  take_incoming();
+  // Under the lock, even when the count says none: a submit that read the group as usable
+  // just before refuse_new may not have counted its op yet, and the lock is what orders it
+  // before this (left in incoming_ by a detached queue, its Work never ended).
+  take_incoming(true);
   auto give_up = [&](std::unique_ptr<Op> op) {
     cancel_receives(*op);
     end(*op, error);

@@ -85,7 +85,8 @@ class OpQueue {
 
  private:
   State step(Op::Clock::time_point now);
-  void take_incoming();
+  // even_if_none_counted: takes the lock even when incoming_count_ is 0 (fail_all).
+  void take_incoming(bool even_if_none_counted = false);
   bool start_waiting();
   // The first op (running or waiting) whose deadline has passed, taken out of its list.
   std::unique_ptr<Op> take_expired(Op::Clock::time_point now);
