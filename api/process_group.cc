@@ -603,6 +603,24 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       }
     }
   } call_keys{*this, key_prefix, group_store_base(subgroup_name("g" + std::to_string(id)))};
+  if (aborted_) {
+    // Its backends are stopped, and a subgroup made from them (gloo's, mpi's, which reuse the
+    // parent's) would run as if nothing had happened. Refused before anything is sent; its
+    // members, which may already wait for it in this call, are told where they look for its
+    // list, and fail at once rather than at their timeout (without a store they cannot be:
+    // docs/subgroups.md). Counted all the same (id above), as a refused list is; no backend
+    // of the parent is told (skip_subgroup): stopped, it takes part in nothing.
+    const std::string why = "it aborted group '" + name() + "' (ProcessGroup::abort) before this call";
+    if (options_.store) {
+      try {
+        MemberLists(call, key_prefix, sorted, rank(), backend_text).fail(*options_.store, why);
+      } catch (const Error&) {
+        // A store that has gone: the members' waits learn that from the store itself.
+      }
+    }
+    throw PeerFailure(checks_->where_prefix() + call + ": this rank aborted the group (ProcessGroup::abort) before "
+                      "this call; no subgroup of it can be made");
+  }
   if (!refusal.empty()) {
     // Posted where the members it names look for its list (member_lists.h), so that they are
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.

@@ -47,6 +47,8 @@ constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
 // exception reaches run_main, after the unwinding's destructors (milliseconds, normally).
 constexpr std::chrono::milliseconds kCompletionWait{1500};
 
+const char kEndedItHere[] = "which ended the group on this rank too";
+
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
 
 // A distcomm error as it is; anything else becomes Error with its message.
@@ -63,13 +65,15 @@ std::exception_ptr as_distcomm_error(std::exception_ptr e) {
 FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_of(e); }
 
 // What an op cut off by `cause` (another rank's failure) ends with. world: " (world rank
-// N)" for the cause's rank in a subgroup, else "".
-std::exception_ptr explained_by(const FailureRecord& cause, const std::string& world) {
+// N)" for the cause's rank in a subgroup, else "". Without an op in flight here (a rank
+// idle when the failure came) no op was cut off: the words say what it did instead.
+std::exception_ptr explained_by(const FailureRecord& cause, const std::string& world, bool op_in_flight) {
   const std::string who = "rank " + std::to_string(cause.rank) + world + " of the group";
+  const std::string ended = op_in_flight ? kCutThisOpOff : kEndedItHere;
   if (cause.message.find(kLeftWhileFailing) != std::string::npos) {
     // Its program failed (perhaps in another group: a Timeout there) and it left this one
     // on the way out: the error keeps the kind of that failure, the words say what happened here.
-    const std::string words = who + " " + kLeftWhileFailing + ", " + std::string(kCutThisOpOff) + ". Its error: " +
+    const std::string words = who + " " + kLeftWhileFailing + ", " + ended + ". Its error: " +
                               cause.message;
     switch (cause.kind) {
       case FailureRecord::Kind::kTimeout: return std::make_exception_ptr(Timeout(words));
@@ -81,20 +85,20 @@ std::exception_ptr explained_by(const FailureRecord& cause, const std::string& w
   switch (cause.kind) {
     case FailureRecord::Kind::kTimeout:
       return std::make_exception_ptr(
-          Timeout(who + " timed out and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
+          Timeout(who + " timed out and aborted the group, " + ended + ". Its error: " + cause.message));
     case FailureRecord::Kind::kShutDown:
       return std::make_exception_ptr(
           PeerFailure(who + " shut the group down (abort or destruction) with ops of its own in flight"));
     case FailureRecord::Kind::kDesync:
       return std::make_exception_ptr(
-          Desync(who + " found that the ranks disagree and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " +
+          Desync(who + " found that the ranks disagree and aborted the group, " + ended + ". Its error: " +
                  cause.message));
     case FailureRecord::Kind::kInvalidArgument:
       return std::make_exception_ptr(InvalidArgument(
-          who + " found a mismatch and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
+          who + " found a mismatch and aborted the group, " + ended + ". Its error: " + cause.message));
     default:
       return std::make_exception_ptr(
-          PeerFailure(who + " failed and aborted the group, " + std::string(kCutThisOpOff) + ". Its error: " + cause.message));
+          PeerFailure(who + " failed and aborted the group, " + ended + ". Its error: " + cause.message));
   }
 }
 
@@ -545,7 +549,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     if (departure && board_silent()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
       cause = completed_cause(*cause);
-      error = explained_by(*cause, world_rank_text(cause->rank));
+      error = explained_by(*cause, world_rank_text(cause->rank), op != nullptr);
       r.kind = kind_of(error);
       // Who the cause blamed, when it knew; else the rank that failed first.
       culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
@@ -590,7 +594,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   internal::note_failure_for_peers();
   if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
     earlier = completed_cause(*earlier);
-    error = explained_by(*earlier, world_rank_text(earlier->rank));
+    error = explained_by(*earlier, world_rank_text(earlier->rank), op != nullptr);
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
     error = naming_world_rank(error, r.culprit, where);

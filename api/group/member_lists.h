@@ -19,7 +19,8 @@
 //
 // A rank that refuses its own list (a rank outside the parent, one listed twice, none) posts
 // it there too, with why (refuse): the members it names are refused at once, quoting it,
-// rather than waiting out the timeout for a rank that will not come. And while a member
+// rather than waiting out the timeout for a rank that will not come; a rank whose parent it
+// aborted posts so too (fail), and its members end with a PeerFailure. And while a member
 // waits, it asks the parent (every kCreationFailedCheck) whether a rank it still waits for
 // is known gone (raise_if_parent_failed: the parent's failure record, as the parent's host
 // exchange asks it), so that a member that died before new_group is named then.
@@ -56,12 +57,17 @@ class MemberLists {
   // A rank that refuses its own list because `why` ("rank 7 is outside [0, 4)"): says what
   // it passed and why, for the members it names, before it throws.
   void refuse(Store& store, const std::string& why) const;
+  // A rank that cannot take part because of the state of its parent (`why`: "it aborted
+  // group 'world' (ProcessGroup::abort)"): the same post, but the members it names fail with
+  // a PeerFailure quoting it (their arguments were right; that rank will not come).
+  void fail(Store& store, const std::string& why) const;
   // A member (group rank `rank` in the list) whose group's keys are under `base`
   // ("pg/world/g0"): posts its list, waits within w for its members' (the group's
   // arrival, reported as arrival is) and returns the creation's number, its leader's
   // count of creations under base (1: the first; n: the group's keys are under base@n).
   // Throws InvalidArgument as soon as a member's list is seen to differ or to be refused,
-  // and what raise_if_parent_failed throws for a member that will not come.
+  // PeerFailure once a member said it cannot take part (fail), and what
+  // raise_if_parent_failed throws for a member that will not come.
   int64_t meet(Store& store, const std::string& base, int rank, const InitWait& w, const std::string& store_text) const;
 
  private:

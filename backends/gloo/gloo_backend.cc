@@ -88,12 +88,21 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
   // The group cannot go on without them. Recorded as the failure of the op in flight, if
   // any, which then ends with this error rather than the group's refusal (its wait may be
   // one gloo does not end: a message from the dead peer under way).
-  const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(peers));
   // A loss: when this rank is already recording a failure, that came first (the peer may
   // have exited because of it).
   WorkPtr op = worker_->running();
-  if (!op) op = transfers_->in_flight();
-  const int departed = departure_behind(peers);
+  int transfer_peer = -1;
+  if (!op) op = transfers_->in_flight(&transfer_peer);
+  // The op in flight is a transfer with one peer, not the rank that left cleanly: that
+  // departure had no part in it (its waits are on its peer's connection), so the lost
+  // peers are said as lost on their own, not as having gone because of it.
+  std::vector<LostPeer> told = peers;
+  const int before = departure_behind(peers);
+  if (op && transfer_peer >= 0 && before >= 0 && transfer_peer != before) {
+    for (LostPeer& p : told) p.after_departure_of = -1;
+  }
+  const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(told));
+  const int departed = departure_behind(told);
   failure_->record_loss(error, op.get(), departed >= 0 ? departed : culprit_among(ranks));
 }
 
@@ -177,7 +186,7 @@ WorkPtr GlooBackend::all_to_all(Tensor& output, const Tensor& input, const std::
 WorkPtr GlooBackend::barrier(const BarrierOptions&, const OpContext& ctx) { return enqueue(OpType::kBarrier, ctx); }
 
 template <typename Post>
-WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx,
+WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_send, int peer, const OpContext& ctx,
                                    Post&& post) {
   auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
   if (failure_->failed()) {
@@ -189,13 +198,15 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
   transfer->work = work;
   transfer->tensor = tensor;
   transfer->is_send = is_send;
+  transfer->peer = peer;
   transfer->timeout = ctx.timeout;
   transfer->wait_limit = gloo_wait_limit(ctx.timeout);
   try {
     post(*transfer->buffer);
   } catch (...) {
     // A closed connection shows when posting; it is the group's failure like any other.
-    work->finish(record_op_failure(*failure_, comm_->connections(), std::current_exception(), ctx.timeout, *work));
+    work->finish(
+        record_op_failure(*failure_, comm_->connections(), std::current_exception(), ctx.timeout, *work, peer));
     return work;
   }
   transfers_->add(std::move(transfer));
@@ -204,19 +215,19 @@ WorkPtr GlooBackend::post_transfer(OpType type, const Tensor& tensor, bool is_se
 }
 
 WorkPtr GlooBackend::send(const Tensor& tensor, int dst, const P2POptions& opts, const OpContext& ctx) {
-  return post_transfer(OpType::kSend, tensor, true, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+  return post_transfer(OpType::kSend, tensor, true, dst, ctx, [&](::gloo::transport::UnboundBuffer& b) {
     b.send(dst, p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }
 
 WorkPtr GlooBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const OpContext& ctx) {
-  return post_transfer(OpType::kRecv, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+  return post_transfer(OpType::kRecv, tensor, false, src, ctx, [&](::gloo::transport::UnboundBuffer& b) {
     b.recv(src, p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }
 
 WorkPtr GlooBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
-  return post_transfer(OpType::kRecvAnySource, tensor, false, ctx, [&](::gloo::transport::UnboundBuffer& b) {
+  return post_transfer(OpType::kRecvAnySource, tensor, false, -1, ctx, [&](::gloo::transport::UnboundBuffer& b) {
     b.recv(other_ranks(rank(), size()), p2p_slot(opts.tag, tensor), 0, tensor.nbytes());
   });
 }

@@ -75,9 +75,9 @@ class GlooBackend final : public Backend {
   WorkPtr enqueue(OpType type, const OpContext& ctx, const Tensor& out = Tensor(), const Tensor& in = Tensor(),
                   int root = 0, ReduceOp reduce = ReduceOp::SUM, std::vector<int64_t> out_counts = {},
                   std::vector<int64_t> in_counts = {});
-  // Posts one transfer; `post` calls send/recv on the buffer.
+  // Posts one transfer with `peer` (-1: any source); `post` calls send/recv on the buffer.
   template <typename Post>
-  WorkPtr post_transfer(OpType type, const Tensor& tensor, bool is_send, const OpContext& ctx, Post&& post);
+  WorkPtr post_transfer(OpType type, const Tensor& tensor, bool is_send, int peer, const OpContext& ctx, Post&& post);
 
   // How long gloo's waits of an op with this timeout may take (see the top of this file).
   std::chrono::milliseconds gloo_wait_limit(std::chrono::milliseconds timeout) const;

@@ -122,7 +122,7 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
 
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
-                                     std::chrono::milliseconds timeout, const Work& op) {
+                                     std::chrono::milliseconds timeout, const Work& op, int peer) {
   std::exception_ptr error = to_distcomm_error(raw, timeout);
   int culprit = -1;
   // Once the group has failed, its first failure answers (GroupFailure::record).
@@ -132,11 +132,15 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
     std::vector<int> died, left;
     bool consequences = false;
     for (const ClosedPeer& p : connections->closed_peers()) {
+      // A transfer waits on its peer's connection alone: a rank that left cleanly before
+      // its peer died never had a part in it (a recv from rank 1 was blamed on rank 2's
+      // orderly exit), and its peer is the culprit even if it went after that departure.
+      if (peer >= 0 && p.rank != peer) continue;
       if (p.said_goodbye) {
         left.push_back(p.rank);
       } else if (p.said_failed) {
         consequences = true;  // that peer's end follows its group's failure: not the cause
-      } else if (p.after_departure_of < 0) {
+      } else if (p.after_departure_of < 0 || peer >= 0) {
         died.push_back(p.rank);
       }
     }
@@ -150,7 +154,8 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
       }
     }
     if (!died.empty()) {
-      died = connections->gone_together_with(died);  // ranks that went together are named together
+      // Ranks that went together are named together (a transfer's peer alone is its cause).
+      if (peer < 0) died = connections->gone_together_with(died);
       error = std::make_exception_ptr(peers_died(died));
       culprit = culprit_among(died);
     } else if (!left.empty()) {

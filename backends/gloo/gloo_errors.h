@@ -55,9 +55,12 @@ int culprit_among(const std::vector<int>& ranks);
 
 // What an op that gloo failed ends with: raw in distcomm's terms, recorded as the group's
 // failure (GroupFailure::record). A connection lost to a peer is explained by which peer
-// closed it and how (connections, when given); a peer that died is the culprit.
+// closed it and how (connections, when given); a peer that died is the culprit. peer: the
+// one rank a send or recv exchanges with (-1: a collective, or a recv from any source),
+// the only rank whose going can fail it: another's clean departure is no failure of it,
+// and does not make the peer's death a consequence.
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
-                                     std::chrono::milliseconds timeout, const Work& op);
+                                     std::chrono::milliseconds timeout, const Work& op, int peer = -1);
 
 }  // namespace gloo
 }  // namespace distcomm

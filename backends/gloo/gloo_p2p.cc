@@ -58,10 +58,11 @@ bool TransferWaiters::busy() const {
   return !queue_.empty() || !waiting_.empty();
 }
 
-WorkPtr TransferWaiters::in_flight() const {
+WorkPtr TransferWaiters::in_flight(int* peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!waiting_.empty()) return (*waiting_.begin())->work;
-  return queue_.empty() ? nullptr : queue_.front()->work;
+  const Transfer* t = !waiting_.empty() ? *waiting_.begin() : queue_.empty() ? nullptr : queue_.front().get();
+  if (peer) *peer = t ? t->peer : -1;
+  return t ? t->work : nullptr;
 }
 
 void TransferWaiters::abort_locked(Transfer& t) {
@@ -124,7 +125,7 @@ void TransferWaiters::wait_and_finish(std::unique_ptr<Transfer> t) {
     // (the stall watch's Timeout for it) gets that error, any other the refusal.
     if (!done) error = failure_.record(failure_.refusal(), *t->work);
   } catch (...) {
-    error = record_op_failure(failure_, connections_, std::current_exception(), t->timeout, *t->work);
+    error = record_op_failure(failure_, connections_, std::current_exception(), t->timeout, *t->work, t->peer);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

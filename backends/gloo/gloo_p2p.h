@@ -36,6 +36,7 @@ struct Transfer {
   WorkPtr work;
   Tensor tensor;  // keeps owned storage alive until the transfer ends
   bool is_send = false;
+  int peer = -1;  // the rank it exchanges with; -1: a recv from any source
   std::chrono::milliseconds timeout{0};     // the op's own, as its errors name it
   std::chrono::milliseconds wait_limit{0};  // gloo's wait (GlooOp::wait_limit)
 };
@@ -53,8 +54,9 @@ class TransferWaiters {
   // Waits for t on a pool thread and finishes its Work (set_source_rank for receives).
   void add(std::unique_ptr<Transfer> t);
   bool busy() const;
-  // A transfer in flight (posted, not finished), null if none.
-  WorkPtr in_flight() const;
+  // A transfer in flight (posted, not finished), null if none; its peer (Transfer::peer)
+  // in *peer when given.
+  WorkPtr in_flight(int* peer = nullptr) const;
   // Makes every pending wait return; those Works fail with the group's refusal. Receives
   // from any source wait on no connection, so cutting the connections alone would not
   // end them.

@@ -285,6 +285,46 @@ void exits_cleanly(Runner& runner, int culprit, bool departure_is_a_timeout) {
   });
 }
 
+// Rank 0 waits in a recv from rank 1; ranks 2 and up destroy their groups and end (nothing
+// in flight: an orderly leave), then rank 1 is SIGKILLed. The recv fails naming rank 1, within
+// kDeathNamedWithin of its death, and not the ranks that left, which had no part in it
+// (gloo said "rank 2 closed the group with no op in flight while this op still waited for
+// it", rank 1's death taken for a consequence of that departure).
+TEST_P(FaultSuite, RecvFromAKilledRankAfterAnotherLeft) {
+  runner().run(
+      [&](Rank& r) {
+        ProcessGroupPtr pg = r.join();
+        pg->barrier()->wait();
+        const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout);
+        if (r.rank() >= 2) {
+          r.board().wait({"recv posted"}, bound);
+          r.leave(pg);
+          r.board().set("left/" + std::to_string(r.rank()), "1");
+          return;
+        }
+        if (r.rank() == 1) {
+          std::vector<std::string> left;
+          for (int k = 2; k < pg->size(); ++k) left.push_back("left/" + std::to_string(k));
+          r.board().wait(left, bound);
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the departures seen
+          note_time(r.board(), "died");
+          ::raise(SIGKILL);
+        }
+        Tensor t = floats(4);
+        WorkPtr recv = pg->recv(t, 1);
+        r.board().set("recv posted", "1");
+        const std::string msg =
+            expect_failure_within<PeerFailure>([&] { recv->wait(); }, 0, kWithin, "a recv from a rank killed");
+        const auto failed = Clock::now();
+        expect_departure_named(msg, 1, kDied, "the recv from rank 1");
+        for (int k = 2; k < pg->size(); ++k) {
+          EXPECT_FALSE(names_rank(msg, k)) << "rank " << k << " left cleanly and had no part in the recv: " << msg;
+        }
+        EXPECT_LE(seconds_between(noted_time(r.board(), "died"), failed), kDeathNamedWithin) << msg;
+      },
+      {1});
+}
+
 TEST_P(FaultSuite, ExitsCleanlyMidJob) { exits_cleanly(runner(), 1, !differs("a departure is a timeout").empty()); }
 
 TEST_P(FaultSuite, StoreHostExitsCleanlyMidJob) {

@@ -10,7 +10,9 @@
 // #1: the others list every rank and rank 1 passes their list of #0, which leaves it out:
 // rank 1 gets no group at once, and the others are refused, naming what rank 1 passed.
 // Then the world still works.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/errors.h"
@@ -125,6 +127,32 @@ TEST_P(FaultSuite, NewGroupBackendsDiffer) {
     Tensor one = Tensor::of<int32_t>({1});
     pg->all_reduce(one)->wait();
     EXPECT_EQ(one.item(0), pg->size()) << "the world afterwards";
+  });
+}
+
+// Rank 1 aborts the world, then calls new_group with the others, who are already waiting in
+// it: it is refused at once, saying that it aborted the group, and the others fail at once
+// too, quoting that (before, rank 1 made the subgroup over the parent's stopped backends and
+// it ran: gloo's and mpi's subgroups reuse the parent's). What the others learn, they learn
+// from rank 1's post, whatever the backend saw of the abort.
+TEST_P(FaultSuite, NewGroupOnAnAbortedGroup) {
+  runner().run([&](Rank& r) {
+    ProcessGroupPtr pg = r.join(kLongTimeout);
+    const std::vector<int> everyone = ranks_but(pg->size(), -1);
+    if (r.rank() == kCulprit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait in new_group
+      pg->abort();
+      const std::string msg = expect_failure_within<PeerFailure>(
+          [&] { pg->new_group(everyone); }, 0, 1.0, "new_group on a group this rank aborted");
+      expect_has(msg, "rank 1/", "the refusal");
+      expect_has(msg, "new_group #0 on group 'world'", "the refusal");
+      expect_has(msg, "aborted the group (ProcessGroup::abort)", "the refusal");
+    } else {
+      const std::string msg = expect_failure_within<PeerFailure>(
+          [&] { pg->new_group(everyone); }, 0, kFast, "new_group with a rank that aborted the group");
+      expect_has(msg, "new_group #0 on group 'world'", "the peer's refusal");
+      expect_has(msg, "rank 1 cannot take part: it aborted group 'world' (ProcessGroup::abort)", "the peer's refusal");
+    }
   });
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "api/diagnostics/group_failure.h"  // kCutThisOpOff
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
@@ -87,6 +88,43 @@ TEST_P(FaultSuite, QueuedOpTimesOutFromItsIssue) {
         << "the queued op's own Timeout is this rank's first failure, not a refusal quoting it: " << msg;
     EXPECT_THROW(first->wait(), Timeout) << "the op in front ends with the group's first failure";
     EXPECT_LE(seconds_since(first_issued), kWithin) << "the op in front";
+    mark_done(r.board(), r.rank());
+  });
+}
+
+// Rank 0's recv from rank 1 times out (1 s) while rank 1 waits in a recv of its own (from
+// rank 2, which sends nothing) and ranks 2 and up have no op in flight. Rank 1's recv is cut
+// off by rank 0's failure and says so; an idle rank's next op quotes the failure as it met
+// it, with no op in flight, and says what it did there, not that it cut an op off (gloo said
+// "the group (no op in flight): rank 0 of the group timed out and aborted the group, which
+// cut this op off").
+TEST_P(FaultSuite, ATimeoutCutsOffAWaitingOpAndEndsAnIdleRank) {
+  runner().run([](Rank& r) {
+    ProcessGroupPtr pg = r.join();
+    pg->barrier()->wait();
+    const std::string cause = "rank 0 of the group timed out and aborted the group";
+    if (r.rank() == 0) {
+      Tensor t = floats(4);
+      P2POptions o;
+      o.timeout = milliseconds(1000);
+      expect_failure_within<Timeout>([&] { pg->recv(t, 1, o)->wait(); }, 0.9, kWithin, "rank 0's recv from rank 1");
+    } else if (r.rank() == 1) {
+      Tensor t = floats(4);
+      const std::string msg = expect_failure_within<Error>([&] { pg->recv(t, 2)->wait(); }, 0.5, kGroupSeconds - 1,
+                                                           "rank 1's recv, cut off by rank 0's failure");
+      expect_has(msg, "recv p2p#0", "the recv cut off");
+      expect_has(msg, cause, "the recv cut off");
+      expect_has(msg, kCutThisOpOff, "the recv cut off");
+      EXPECT_EQ(msg.find("no op in flight"), std::string::npos) << "rank 1 had an op in flight: " << msg;
+    } else {
+      wait_for_done(r.board(), {0, 1});
+      std::this_thread::sleep_for(milliseconds(1000));  // the failure met here, idle
+      const std::string msg = expect_failure_within<Error>([&] { pg->barrier()->wait(); }, 0, kSlack,
+                                                           "the next op of a rank that was idle");
+      expect_has(msg, cause, "the idle rank's next op");
+      EXPECT_FALSE(msg.find("no op in flight") != std::string::npos && msg.find(kCutThisOpOff) != std::string::npos)
+          << "no op was in flight, none was cut off: " << msg;
+    }
     mark_done(r.board(), r.rank());
   });
 }
