@@ -46,6 +46,9 @@ DEFINE_string(kill_signal, "KILL",
               "how --kill_rank fails: KILL (it dies), or STOP (it stops, as a hung machine would: the others take it "
               "for gone after the heartbeat timeout, and its launcher kills it)");
 DEFINE_int32(min_members, 2, "stop when fewer members are left");
+DEFINE_double(recovery_timeout_s, 60,
+              "how long forming a generation after a failure may take, and how long a member none of whose "
+              "heartbeats reaches the job's store waits for it before it ends");
 DEFINE_int32(log_every, 10, "print the loss every N steps");
 DEFINE_bool(await_replacement, false,
             "tests: past --steps, train on (up to 10x --steps) until a step is committed by as many members as "
@@ -85,6 +88,11 @@ int main(int argc, char** argv) {
     ft::ManagerOptions options;
     options.backend = FLAGS_backend;
     options.min_members = FLAGS_min_members;
+    if (!(FLAGS_recovery_timeout_s > 0)) {
+      throw distcomm::InvalidArgument("--recovery_timeout_s=" + std::to_string(FLAGS_recovery_timeout_s) +
+                                      ": expected a positive number of seconds");
+    }
+    options.recovery_timeout = std::chrono::milliseconds(static_cast<int64_t>(FLAGS_recovery_timeout_s * 1000));
     options.state_signature = "mlp " + std::to_string(kFeatures) + "-" + std::to_string(FLAGS_hidden) + "-" +
                               std::to_string(FLAGS_hidden) + "-" + std::to_string(kClasses) + ", sgd";
     ft::Manager manager(options);

@@ -40,8 +40,10 @@ std::string Liveness::gone(const std::string& id, bool by_heartbeat) {
   if (count == 0) return "";
   const Clock::time_point now = Clock::now();
   Beat& beat = beats_[id];
-  if (count != beat.count) {
-    beat = {count, now};
+  const bool blind = now - beat.read_at > heartbeat_timeout_ / 2;  // also on the first read
+  beat.read_at = now;
+  if (count != beat.count || blind) {
+    beat = {count, now, now};
     return "";
   }
   if (now - beat.since < heartbeat_timeout_) return "";

@@ -3,7 +3,11 @@
 // /proc, within the monitor's interval), or its heartbeat, once begun, not moved for
 // heartbeat_timeout since this object began to watch it (a member on another host, or a
 // stopped one: the heartbeat comes from the monitor's thread, so a member whose own thread
-// hangs while the process runs keeps beating, and is found by its op timeout).
+// hangs while the process runs keeps beating, and is found by its op timeout). Counted over
+// this observer's own reads only: after a gap of half the timeout between two of them (its
+// store calls blocked, as everyone's are while the store stalls, or it did not look) what
+// it knew is stale, and the count starts again (a 4 s stall of the store used to end with
+// every member taking the others for gone at the first read after it).
 //
 // Not thread-safe: the liveness monitor's thread and the generation's forming (the
 // caller's thread) each have their own, each over its own store connection.
@@ -53,7 +57,8 @@ class Liveness {
 
   struct Beat {
     int64_t count = -1;
-    Clock::time_point since;
+    Clock::time_point since;    // when this observer first read `count`
+    Clock::time_point read_at;  // its last read of the heartbeat
   };
   StorePtr store_;
   std::chrono::milliseconds heartbeat_timeout_;

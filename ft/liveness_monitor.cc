@@ -13,12 +13,16 @@ namespace distcomm {
 namespace ft {
 
 LivenessMonitor::LivenessMonitor(StorePtr store, std::string me, std::chrono::milliseconds interval,
-                                 std::chrono::milliseconds heartbeat_timeout, std::vector<std::string> backends)
+                                 std::chrono::milliseconds heartbeat_timeout,
+                                 std::chrono::milliseconds store_loss_timeout, std::vector<std::string> backends,
+                                 std::function<void(const std::string&)> cut_off_store)
     : store_(std::move(store)),
       me_(std::move(me)),
       interval_(interval),
       heartbeat_timeout_(heartbeat_timeout),
+      store_loss_timeout_(std::max(store_loss_timeout, heartbeat_timeout)),
       backends_(std::move(backends)),
+      cut_off_store_(std::move(cut_off_store)),
       liveness_(store_, heartbeat_timeout) {
   last_beat_ = Clock::now();
   thread_ = start_thread("ft's liveness monitor (member " + me_ + ")", [this] { run(); });
@@ -95,8 +99,18 @@ void LivenessMonitor::finish() {
   group_.reset();
 }
 
+std::string LivenessMonitor::silence_words(Clock::duration silent, const std::string& error) const {
+  char took[96];
+  std::snprintf(took, sizeof(took), "%.1f s (heartbeat timeout %.1f s; ", std::chrono::duration<double>(silent).count(),
+                std::chrono::duration<double>(heartbeat_timeout_).count());
+  return "ft: member '" + me_ + "': no heartbeat of it has reached the job's store for " + took +
+         "its last store error: " + error + ")";
+}
+
 void LivenessMonitor::judge_own_silence(const std::string& error) {
   ProcessGroupPtr group;
+  std::string line;
+  bool lost = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = error;
@@ -107,17 +121,35 @@ void LivenessMonitor::judge_own_silence(const std::string& error) {
     // one interval plus its timeout after that return anyway). A shorter silence aborts
     // nothing: the others still count this member, and so does it.
     if (finished_ || !lost_store_.empty() || silent < heartbeat_timeout_) return;
-    char took[64];
-    std::snprintf(took, sizeof(took), "%.1f s (heartbeat timeout %.1f s; ",
-                  std::chrono::duration<double>(silent).count(),
-                  std::chrono::duration<double>(heartbeat_timeout_).count());
-    lost_store_ = "ft: member '" + me_ + "': no heartbeat of it has reached the job's store for " + took +
-                  "its last store error: " + error +
-                  "), so the members that still reach the store take it for gone and fence it; its liveness monitor "
-                  "aborted the step's group";
+    char waits[48];
+    std::snprintf(waits, sizeof(waits), "%.1f s", std::chrono::duration<double>(store_loss_timeout_).count());
+    if (silent >= store_loss_timeout_) {
+      lost_store_ = silence_words(silent, error) + ", past the " + waits +
+                    " it waits for the store (its recovery timeout): the members that still reach the store took it "
+                    "for gone and fenced it long ago; it takes itself for lost, and its liveness monitor aborted "
+                    "the step's group";
+      line = lost_store_;
+      lost = true;
+    } else if (!blind_) {
+      blind_ = true;
+      line = silence_words(silent, error) +
+             ": the members that still reach the store, if any, take it for gone and fence it; its liveness monitor "
+             "aborted the step's group, and it waits up to " + waits +
+             " (its recovery timeout) for the store to answer: fenced, it ends then; if the store stalled for "
+             "everyone, it goes on";
+    } else {
+      return;
+    }
     group = group_;
   }
-  log_line(lost_store_);
+  log_line(line);
+  // First: the abort's teardown then asks a store that fails at once.
+  if (lost && cut_off_store_) {
+    char waited[32];
+    std::snprintf(waited, sizeof(waited), "%.1f s", std::chrono::duration<double>(store_loss_timeout_).count());
+    cut_off_store_("ft member '" + me_ + "' takes itself for lost to the job's store (none of its heartbeats "
+                   "reached it for " + waited + ")");
+  }
   abort_group(group);
 }
 
@@ -132,8 +164,11 @@ void LivenessMonitor::tick() {
   // tick: a store that stops answering holds this thread, and the judging of its own
   // silence, about heartbeat_timeout at most.
   store_->add(keys::heartbeat(me_), 1);
+  bool was_blind;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    was_blind = blind_;
+    blind_ = false;
     last_beat_ = Clock::now();
     if (!fenced_.empty() || finished_) return;
   }
@@ -150,6 +185,10 @@ void LivenessMonitor::tick() {
     }
     abort_group(group);
     return;
+  }
+  if (was_blind) {
+    log_line("ft: member '" + me_ + "' reaches the job's store again and was not taken for gone: it goes on (the step "
+             "its liveness monitor aborted is redone)");
   }
   uint64_t g, s;
   std::vector<std::string> members;

@@ -9,13 +9,22 @@
 // more. Watching only the successor across hosts keeps each member's store traffic
 // constant in the job's size; every member is someone's successor.
 //
-// A member whose heartbeat has not reached the store for heartbeat_timeout (partitioned
-// from the store's host: its calls go unanswered) knows that the members that still reach
-// the store take it for gone by that same bound, and fence it. It cannot read its dead
-// mark, so it judges by its own silence: it aborts the step's group, so that an op blocked
-// on peers that left it (a cut link brings no FIN: the op would wait its whole timeout)
-// ends within seconds, and stops beating and judging (lost_store()); the Manager ends with
-// that.
+// A member whose heartbeat has not reached the store for heartbeat_timeout cannot tell a
+// partition (the members that still reach the store take it for gone by that same bound,
+// and fence it) from a store that stalled for everyone (its process stopped or swapping:
+// nobody is judged, a store's stall is no member's fault). It cannot read its dead mark,
+// so it aborts the step's group, so that an op blocked on peers that may have left it (a
+// cut link brings no FIN: the op would wait its whole timeout) ends within seconds, and
+// keeps trying to beat. A beat that gets through settles it: its dead mark there, it is
+// fenced (fenced()); none, it goes on, and the aborted step is redone by all. Only once no
+// beat has got through for store_loss_timeout does it take itself for lost (lost_store()):
+// it stops beating and judging, and the Manager ends with that. Then nothing of this member
+// asks the store any more: its connections are cut off (cut_off_store), so that the
+// group's teardown and a store call under way on the caller's thread (a commit's) fail at
+// once; each would otherwise wait its own bound (seconds; a commit's call the op timeout)
+// for a store that cannot answer (the member ended 12-43 s after its link was cut, where
+// its monitor had judged it in 3). Every member of a job whose store stopped for 4 s used
+// to take itself for lost at 3 s, and the whole job ended (an outside tester, 6 of 6).
 // Its store calls are bounded each by heartbeat_timeout (its connection's timeout), and the
 // first that fails ends the tick, so that a silent store holds this thread about that long.
 //
@@ -27,6 +36,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,9 +54,17 @@ class LivenessMonitor {
  public:
   using SystemTime = std::chrono::system_clock::time_point;
   // backends: the plugins a generation's group may run (its spec's names, "auto"'s
-  // candidates), whose rendezvous a failed creation must also end.
+  // candidates), whose rendezvous a failed creation must also end. cut_off_store, when
+  // given, is called once this member takes itself for lost to the store (lost_store()),
+  // with why, before the group's abort: it ends the member's use of the store (the Manager
+  // cuts off its connections, TCPStore::cut_off), so that the abort's teardown and a call
+  // under way on the caller's thread fail at once instead of each waiting for the silent
+  // store. It must not throw.
+  // store_loss_timeout: how long a member none of whose heartbeats reaches the store waits
+  // for it before it takes itself for lost (lost_store()); the Manager's recovery_timeout.
   LivenessMonitor(StorePtr store, std::string me, std::chrono::milliseconds interval,
-                  std::chrono::milliseconds heartbeat_timeout, std::vector<std::string> backends = {});
+                  std::chrono::milliseconds heartbeat_timeout, std::chrono::milliseconds store_loss_timeout,
+                  std::vector<std::string> backends = {}, std::function<void(const std::string&)> cut_off_store = {});
   ~LivenessMonitor();  // stops the thread (within one interval)
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
@@ -70,9 +88,9 @@ class LivenessMonitor {
   // it watched.
   std::string fenced() const;
   // Why this member takes itself for lost to the job's store, once no heartbeat of it has
-  // reached the store for heartbeat_timeout ("" until then): the others take it for gone by
-  // then. From then on it makes no store call (its heartbeat stays stopped, so that the
-  // others' verdict holds even if the store comes back), and it aborted the group it watched.
+  // reached the store for store_loss_timeout ("" until then): the others took it for gone
+  // long before, if they reach the store. From then on it makes no store call (its
+  // connections are cut off), and it aborted the group it watched.
   std::string lost_store() const;
   // Training has ended here (Manager::finish): from now on it judges nothing, its own
   // store's silence included (the store may end with the job), and aborts nothing.
@@ -82,15 +100,19 @@ class LivenessMonitor {
   using Clock = std::chrono::steady_clock;
   void run();
   void tick();
-  // After a tick that failed with `error`: whether no heartbeat has reached the store for
-  // heartbeat_timeout, and if so lost_store() and the abort.
+  // After a tick that failed with `error`: past heartbeat_timeout without a beat, the
+  // step's group's abort (once); past store_loss_timeout, lost_store() too.
   void judge_own_silence(const std::string& error);
+  // "ft: member '<me>': no heartbeat of it has reached the job's store for <silent> (...".
+  std::string silence_words(Clock::duration silent, const std::string& error) const;
 
   StorePtr store_;
   const std::string me_;
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds heartbeat_timeout_;
+  const std::chrono::milliseconds store_loss_timeout_;
   const std::vector<std::string> backends_;
+  const std::function<void(const std::string&)> cut_off_store_;
   Liveness liveness_;
   mutable std::mutex mu_;
   std::mutex abort_mu_;  // abort_group's
@@ -106,6 +128,8 @@ class LivenessMonitor {
   std::string fenced_;
   Clock::time_point last_beat_;  // when the last heartbeat add returned (or the monitor began)
   std::string lost_store_;
+  // Whether it aborted the step's group for its silence and no beat has got through since.
+  bool blind_ = false;
   bool finished_ = false;
   std::thread thread_;
 };

@@ -79,6 +79,17 @@ StorePtr root_store(StorePtr connection, std::chrono::milliseconds timeout) {
   return root;
 }
 
+// What the liveness monitor calls once this member takes itself for lost to the store:
+// each TCP connection is cut off (TCPStore::cut_off), so that nothing of it waits for the
+// silent store any more. Other stores (a FileStore, a test's) are left as they are.
+std::function<void(const std::string&)> cut_off_connections(std::vector<StorePtr> connections) {
+  return [connections = std::move(connections)](const std::string& why) {
+    for (const StorePtr& c : connections) {
+      if (auto* tcp = dynamic_cast<TCPStore*>(c.get())) tcp->cut_off(why);
+    }
+  };
+}
+
 std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given) {
   if (given > std::chrono::milliseconds::zero()) return given;
   const std::string v = env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
@@ -106,6 +117,12 @@ std::string describe_state(const std::vector<Tensor*>& state) {
   return s.empty() ? "(no tensors)" : s;
 }
 
+// Refused: something answered from the store's host, and nothing listens there any more --
+// the store's process ended (node 0's launcher, or rank 0), not a partition nor a stall.
+bool store_process_ended(const StoreError& e) {
+  return std::string(e.what()).find("Connection refused") != std::string::npos;
+}
+
 // Runs fn; a StoreError from it says that this member lost the job's store (helper-98: a
 // member partitioned away ended with a bare "TCPStore: cannot connect to 10.100.0.1:29600
 // after 1 s" after its step's Timeout, which said nothing of ft or of what follows).
@@ -114,9 +131,7 @@ auto saying_the_store_was_lost(const std::string& id, const char* call, Fn&& fn)
   try {
     return fn();
   } catch (const StoreError& e) {
-    // Refused: something answered from the store's host, and nothing listens there any more
-    // -- the store's process ended (node 0's launcher, or rank 0), not a partition.
-    const bool ended = std::string(e.what()).find("Connection refused") != std::string::npos;
+    const bool ended = store_process_ended(e);
     std::rethrow_exception(with_detail(
         std::current_exception(),
         "ft: member '" + id + "' lost the job's store in " + call +
@@ -185,7 +200,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
     throw InvalidArgument("ft::Manager: member id '" + id_ + "' is unset or holds ',', '|' or '/'");
   }
   if (!options_.connect) options_.connect = connect_from_environment(joining_);
-  store_ = root_store(options_.connect(), options_.op_timeout);
+  const StorePtr connection = options_.connect();
+  store_ = root_store(connection, options_.op_timeout);
   liveness_ = std::make_unique<Liveness>(store_, options_.heartbeat_timeout);
 
   const MemberRecord me = MemberRecord::of_this_process(id_, options_.state_signature);
@@ -208,7 +224,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   }
   // The heartbeat runs from here on: a joiner waiting to be taken in is alive too.
   // Its calls are short by design; a store that does not answer must not stop it for long.
-  StorePtr monitor_store = root_store(options_.connect(), options_.heartbeat_timeout);
+  const StorePtr monitor_connection = options_.connect();
+  StorePtr monitor_store = root_store(monitor_connection, options_.heartbeat_timeout);
   std::vector<std::string> backends;
   try {
     backends = BackendSpec::parse(options_.backend).names(PluginSearch::from_environment());
@@ -216,7 +233,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
     // A spec it cannot read now fails the first group's creation, saying why.
   }
   monitor_ = std::make_unique<LivenessMonitor>(monitor_store, id_, options_.heartbeat_interval,
-                                               options_.heartbeat_timeout, backends);
+                                               options_.heartbeat_timeout, options_.recovery_timeout, backends,
+                                               cut_off_connections({connection, monitor_connection}));
   if (joining_) {
     has_state_ = false;
     // A replacement of rank R is started once R's process has ended, so first member rank<R>
@@ -518,8 +536,20 @@ bool Manager::commit_with_store() {
   const Clock::time_point deadline = Clock::now() + options_.op_timeout;
   for (;;) {
     try {
-      store_->wait({keys::verdict(g, s)}, kVerdictSlice);
-      break;
+      try {
+        store_->wait({keys::verdict(g, s)}, kVerdictSlice);
+        break;
+      } catch (const StoreRefused&) {
+        throw;  // another job's store: not a silence
+      } catch (const StoreError& e) {
+        // No answer, and the reconnect failed too: a store that stalled for everyone, or this
+        // member cut off from it. The wait is asked again (it changes nothing) until the
+        // monitor settles which (a beat gets through; or lost_store() past the recovery
+        // timeout), as after a Timeout. A store whose host refuses connections has ended.
+        if (store_process_ended(e)) throw;
+        std::this_thread::sleep_for(kVerdictSlice);
+        throw Timeout(e.what());
+      }
     } catch (const Timeout&) {
       throw_if_store_lost();
       if (Clock::now() >= deadline) {

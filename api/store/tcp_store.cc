@@ -1,5 +1,6 @@
 #include "api/store/tcp_store.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -232,6 +233,7 @@ Store::Bytes TCPStore::call(const Request& asked) {
   // than kMinQueueWait, so that a short wait behind an ordinary request does not fail.
   std::chrono::milliseconds queue = std::max(r.queue_timeout.count() >= 0 ? r.queue_timeout : r.timeout, kMinQueueWait);
   if (scope_left) queue = std::min(queue, *scope_left);
+  if (std::string why = cut_off_why(); !why.empty()) throw StoreError(why);
   std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
   if (!lock.try_lock_until(entry + queue)) {
     const std::string busy = "TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
@@ -243,6 +245,10 @@ Store::Bytes TCPStore::call(const Request& asked) {
     throw Timeout(busy);
   }
   if (!gone_.empty()) throw StoreError(gone_);
+  if (std::string why = cut_off_why(); !why.empty()) {
+    gone_ = std::move(why);
+    throw StoreError(gone_);
+  }
   // A connect the call deadline ended is a Timeout of the caller's, not the server's loss.
   auto connect = [&](std::chrono::milliseconds usual, bool after_close) {
     try {
@@ -347,6 +353,11 @@ void TCPStore::fail_locked(const Request& r, internal::IoStatus s) {
   // The connection is out of step (a late reply would answer the next request), so it
   // is closed; the next request opens a new one.
   disconnect_locked();
+  // Shut down by cut_off: its why, not the closed socket it left.
+  if (std::string why = cut_off_why(); !why.empty()) {
+    gone_ = std::move(why);
+    throw StoreError(gone_);
+  }
   if (s == IoStatus::kTimeout && r.waited && !r.cut_by_scope) {
     const std::optional<std::vector<std::string>> missing = missing_after_timeout(*r.waited);
     if (missing) throw internal::wait_timeout("TCPStore " + server, *missing, r.timeout);
@@ -412,7 +423,12 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
         &closed_early, options_.num_workers);
     if (!closed_early) {
       max_request_bytes_ = hello.max_request_bytes;
-      fd_ = s.release();
+      {
+        std::lock_guard<std::mutex> cut(cut_mu_);
+        fd_ = s.release();
+        // Cut off while this connected: the new socket goes the way of the old.
+        if (!cut_off_.empty()) ::shutdown(fd_, SHUT_RDWR);
+      }
       internal::close_on_fork(fd_);  // a forked child must not hold the connection open
       return;
     }
@@ -427,9 +443,25 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
 }
 
 void TCPStore::disconnect_locked() {
+  std::lock_guard<std::mutex> cut(cut_mu_);
   internal::keep_on_fork(fd_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+void TCPStore::cut_off(const std::string& why) {
+  std::lock_guard<std::mutex> cut(cut_mu_);
+  if (!cut_off_.empty()) return;
+  cut_off_ = "TCPStore: this client's connection to " + internal::host_port(options_.host, options_.port) +
+             " was cut off: " + (why.empty() ? std::string("no reason given") : why);
+  // Wakes a request under way (its send or receive ends, the socket closed at this end);
+  // the descriptor stays open until that request's thread closes it under mu_.
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+std::string TCPStore::cut_off_why() const {
+  std::lock_guard<std::mutex> cut(cut_mu_);
+  return cut_off_;
 }
 
 void TCPStore::count_in_worker() {

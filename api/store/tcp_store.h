@@ -86,6 +86,15 @@ class TCPStore : public Store {
   // Use read_present(store, keys) (store.h), which takes any store.
   std::vector<std::optional<Bytes>> get_present(const std::vector<std::string>& keys);
 
+  // Ends this client's use of the store for good: a request under way on another thread
+  // fails at once (its socket is shut down), and every later call throws StoreError(why)
+  // without asking the server. For a caller that knows the server is out of its reach (an ft
+  // member none of whose heartbeats reached the store for the heartbeat timeout): what it
+  // still asks on its way out -- failure records, goodbyes, a commit under way -- would
+  // otherwise wait each its own bound (seconds; a commit's, the op timeout) for a server that
+  // cannot answer. Thread-safe; the first why holds.
+  void cut_off(const std::string& why);
+
   const std::string& host() const { return options_.host; }
   // The server's port: the one it picked when the options asked for port 0.
   int port() const { return options_.port; }
@@ -100,6 +109,8 @@ class TCPStore : public Store {
   [[noreturn]] void fail_locked(const Request& r, internal::IoStatus s);
   void connect_locked(std::chrono::milliseconds timeout);
   void disconnect_locked();
+  // cut_off's why ("" while it has not been called).
+  std::string cut_off_why() const;
   // Which of keys are missing, asked after a request that waited for them timed out;
   // nullopt when the server does not answer that either.
   std::optional<std::vector<std::string>> missing_after_timeout(const std::vector<std::string>& keys);
@@ -108,7 +119,11 @@ class TCPStore : public Store {
   TCPStoreOptions options_;
   std::unique_ptr<TCPStoreServer> server_;
   std::timed_mutex mu_;  // one request at a time on the connection
+  // Written under mu_ and cut_mu_ both, so that cut_off, which cannot wait for mu_ (a
+  // request holds it), reads it under cut_mu_ and never shuts down a reused descriptor.
   int fd_ = -1;
+  mutable std::mutex cut_mu_;
+  std::string cut_off_;  // under cut_mu_
   // The server closed a connection it had served (its process exited, or it was destroyed):
   // a reconnect then gets one short try, and when that fails, `gone_` says why, and every
   // later call throws it at once instead of trying again.
