@@ -451,7 +451,7 @@ std::exception_ptr GroupCreation::with_store_host(const std::exception_ptr& fail
   try {
     std::rethrow_exception(failure);
   } catch (const StoreError& e) {
-    return internal::store_lost(e.what(), options_.store_host);
+    return internal::store_lost(e, e.what(), options_.store_host);
   } catch (...) {
     return failure;
   }

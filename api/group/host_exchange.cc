@@ -178,7 +178,7 @@ class StoreExchange final : public HostExchange {
         }
       }
     } catch (const StoreError& e) {
-      std::rethrow_exception(internal::store_lost(what + ": the store failed (" + e.what() + ")", options_.store_host));
+      std::rethrow_exception(internal::store_lost(e, what + ": the store failed (" + e.what() + ")", options_.store_host));
     } catch (const Timeout&) {
       throw Timeout(what + ": ranks " + rank_list_text(missing(keys)) + " did not post within " +
                     std::to_string(options_.timeout.count()) +

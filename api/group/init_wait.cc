@@ -169,7 +169,7 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
       // The store has gone (its server's process exited, or closed it): nothing more can
       // come through it, and what this rank knew is all it can say.
       std::rethrow_exception(internal::store_lost(
-          w.where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
+          e, w.where + ": init gave up waiting for " + who(false) + " " + what + ": the store failed (" + e.what() + ")",
           w.store_host));
     }
     const Clock::time_point after = Clock::now();

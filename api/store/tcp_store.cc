@@ -453,7 +453,7 @@ void TCPStore::cut_off(const std::string& why) {
   std::lock_guard<std::mutex> cut(cut_mu_);
   if (!cut_off_.empty()) return;
   cut_off_ = "TCPStore: this client's connection to " + internal::host_port(options_.host, options_.port) +
-             " was cut off: " + (why.empty() ? std::string("no reason given") : why);
+             internal::kCutOffWords + (why.empty() ? std::string("no reason given") : why);
   // Wakes a request under way (its send or receive ends, the socket closed at this end);
   // the descriptor stays open until that request's thread closes it under mu_.
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);

@@ -24,6 +24,8 @@
 #include <exception>
 #include <string>
 
+#include "api/errors.h"
+
 namespace distcomm {
 namespace internal {
 
@@ -43,6 +45,15 @@ uint64_t failures_noted_for_peers();
 // gone, which says more than the store -- with "; rank 0 (which served the store) has
 // exited or closed it" after `message`; otherwise a StoreError `message`.
 std::exception_ptr store_lost(const std::string& message, const std::string& host);
+// As above, for the StoreError `cause` that ended the wait: a refusal (the store on the
+// port now belongs to another job, or the token is wrong) stays a StoreRefused, and a
+// connection this process cut off (TCPStore::cut_off) a StoreError: neither says that the
+// store's process has gone (a review found "rank 0 (which served the store) has exited" of
+// another job's store answering on the port).
+std::exception_ptr store_lost(const StoreError& cause, const std::string& message, const std::string& host);
+
+// In the error of a call on a TCPStore that was cut off (TCPStore::cut_off).
+constexpr char kCutOffWords[] = " was cut off: ";
 
 }  // namespace internal
 }  // namespace distcomm
