@@ -4,7 +4,11 @@
 // argument, the rank and what was expected), numbers each collective, routes each tensor
 // to the backend of its device type ("cpu:gloo,cuda:nccl"), adapts list-shaped ops to the
 // flat ops backends implement, and supplies AVG / PREMUL_SUM where a backend lacks them.
-// Every op returns a Work at once; ops on one group run in the order they were issued.
+// Every op returns a Work at once; collectives on one group run in the order they were
+// issued. Point-to-point ops are ordered among themselves, not behind the group's
+// collectives: on gloo (as in c10d) a send or recv is posted when issued, even while an
+// earlier collective of the group (a barrier another thread waits in) has not ended; mpi
+// runs every op of a group in issue order. docs/backends.md, "Issue order".
 // All ranks of a group must issue the same collectives in the same order.
 //
 // Ranks in arguments (root, dst, src) are ranks in this group.
