@@ -156,9 +156,9 @@ struct StallWatch::Shared {
   // This process's process_domain(), once the thread has published it ("" until then, or
   // where it could not be read: then no other rank's process is looked at).
   std::string domain;
-  // Per other rank whose peer_process_key was read: its pid where it runs on this host, else 0
+  // Per other rank whose peer_process_key was read: its process where it runs on this host, else pid 0
   // (a published process never changes).
-  std::map<int, int> peer_pids;
+  std::map<int, PeerProcess> peer_pids;
   bool process_published = false;  // where this process runs is on the board (peer_process.h)
   bool first_tick = true;  // the loop's own: its first look comes at once
 
@@ -760,7 +760,7 @@ std::vector<std::string> StallWatch::Shared::silent_notes(const std::vector<std:
   std::vector<bool> silent(by_rank.size());
   for (size_t r = 0; r < by_rank.size(); ++r) silent[r] = static_cast<int>(r) != options.rank && !by_rank[r];
   std::string mine;
-  std::map<int, int> pids;
+  std::map<int, PeerProcess> pids;
   {
     std::lock_guard<std::mutex> lock(mu);
     mine = domain;

@@ -35,13 +35,10 @@ struct ProcessStat {
   unsigned long long start_ticks = 0;  // field 22: clock ticks since boot; with the pid, one process
 };
 
-// /proc/<pid>/stat: "pid (comm) state ppid ... starttime(22) ...". comm may hold spaces and
-// parentheses, so fields are counted from the last ')'.
-inline ProcessStat read_process_stat(pid_t pid) {
+// A /proc/<pid>/stat line: "pid (comm) state ppid ... starttime(22) ...". comm may hold
+// spaces and parentheses, so fields are counted from the last ')'.
+inline ProcessStat parse_process_stat(const std::string& line) {
   ProcessStat out;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return out;
   const auto close = line.rfind(')');
   if (close == std::string::npos) return out;
   std::istringstream fields(line.substr(close + 1));
@@ -54,6 +51,13 @@ inline ProcessStat read_process_stat(pid_t pid) {
   out.state = rest[0].empty() ? '?' : rest[0][0];
   out.start_ticks = std::stoull(rest[19]);
   return out;
+}
+
+inline ProcessStat read_process_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return {};
+  return parse_process_stat(line);
 }
 
 // Records of free text (ids, domains, causes) as fields each ended by '\x1f', which none
