@@ -40,7 +40,11 @@ std::string Liveness::gone(const std::string& id, bool by_heartbeat) {
   if (count == 0) return "";
   const Clock::time_point now = Clock::now();
   Beat& beat = beats_[id];
-  const bool blind = now - beat.read_at > heartbeat_timeout_ / 2;  // also on the first read
+  // Blind for the timeout: what it read before says nothing of now. Not less: the monitor
+  // reads once per interval, which may be half the timeout, plus its tick's calls (a
+  // threshold of half the timeout judged nobody there). A shorter stall needs no discount:
+  // a member's beat blocked in it is answered as the stall ends, before the timeout.
+  const bool blind = now - beat.read_at >= heartbeat_timeout_;  // also on the first read
   beat.read_at = now;
   if (count != beat.count || blind) {
     beat = {count, now, now};

@@ -4,7 +4,7 @@
 // heartbeat_timeout since this object began to watch it (a member on another host, or a
 // stopped one: the heartbeat comes from the monitor's thread, so a member whose own thread
 // hangs while the process runs keeps beating, and is found by its op timeout). Counted over
-// this observer's own reads only: after a gap of half the timeout between two of them (its
+// this observer's own reads only: after a gap of the timeout between two of them (its
 // store calls blocked, as everyone's are while the store stalls, or it did not look) what
 // it knew is stale, and the count starts again (a 4 s stall of the store used to end with
 // every member taking the others for gone at the first read after it).

@@ -187,8 +187,8 @@ void LivenessMonitor::tick() {
     return;
   }
   if (was_blind) {
-    log_line("ft: member '" + me_ + "' reaches the job's store again and was not taken for gone: it goes on (the step "
-             "its liveness monitor aborted is redone)");
+    log_line("ft: member '" + me_ + "' reaches the job's store again and finds no dead mark of its own: it goes on "
+             "(the step its liveness monitor aborted is redone, unless every member had finished it)");
   }
   uint64_t g, s;
   std::vector<std::string> members;

@@ -16,8 +16,9 @@
 // so it aborts the step's group, so that an op blocked on peers that may have left it (a
 // cut link brings no FIN: the op would wait its whole timeout) ends within seconds, and
 // keeps trying to beat. A beat that gets through settles it: its dead mark there, it is
-// fenced (fenced()); none, it goes on, and the aborted step is redone by all. Only once no
-// beat has got through for store_loss_timeout does it take itself for lost (lost_store()):
+// fenced (fenced()); none, it goes on, and the aborted step is redone (or applied, where
+// every member had finished it). Only once no beat has got through for store_loss_timeout
+// does it take itself for lost (lost_store()):
 // it stops beating and judging, and the Manager ends with that. Then nothing of this member
 // asks the store any more: its connections are cut off (cut_off_store), so that the
 // group's teardown and a store call under way on the caller's thread (a commit's) fail at

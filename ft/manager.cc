@@ -519,7 +519,17 @@ void Manager::step_failed(const std::string& why) {
 
 bool Manager::commit() {
   if (!group_) throw InvalidArgument("ft::Manager::commit: no step under way (call begin_step first)");
-  return saying_the_store_was_lost(id_, "commit", [&] { return commit_with_store(); });
+  return saying_the_store_was_lost(id_, "commit", [&] {
+    try {
+      return commit_with_store();
+    } catch (const Timeout& e) {
+      // A store call of the commit that had no answer within the op timeout (its wait for
+      // the verdict has its own deadline): the store is what it lost, said as such, not a
+      // bare Timeout out of commit (where op_timeout < recovery_timeout, before the monitor
+      // takes this member for lost).
+      throw StoreError(e.what());
+    }
+  });
 }
 
 bool Manager::commit_with_store() {

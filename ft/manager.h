@@ -32,7 +32,9 @@
 //   heartbeat interval, a closed connection by the backend at once, and a member that stops
 //   beating (another host gone, a process stopped or stalled) after heartbeat_timeout. A
 //   member whose own heartbeat has not reached the store for heartbeat_timeout (partitioned
-//   from it) aborts its own step's group (the others drop it by then) and ends: its next
+//   from it, or the store stalled for everyone) aborts its own step's group (the others, if
+//   they reach the store, drop it by then) and waits for the store: a beat that gets
+//   through settles it (fenced, or it goes on); past recovery_timeout it ends: its next
 //   begin_step or commit throws StoreError, "lost the job's store".
 // - A member taken for gone is fenced for good (liveness.h): the launcher that serves the
 //   store kills its process if it is one of its ranks (api/process/fenced_member.h), and a
@@ -80,7 +82,8 @@ struct ManagerOptions {
   // The ops' timeout in each generation's group, and the bound of a commit's wait.
   std::chrono::milliseconds op_timeout = kDefaultGroupTimeout;
   // Forming a generation after a failure or for a joiner, state transfer included. The first
-  // generation waits up to op_timeout (the ranks may start slowly).
+  // generation waits up to op_timeout (the ranks may start slowly). Also how long a member
+  // none of whose heartbeats reaches the store waits for it before it ends.
   std::chrono::milliseconds recovery_timeout = std::chrono::seconds(60);
   // What the state is ("mlp 4 x [256,256] f32, sgd momentum"): a joiner whose signature
   // differs from the members' is refused (InvalidArgument naming both), and the job goes on.
@@ -149,7 +152,7 @@ class Manager {
   ProcessGroupPtr begin_step_with_store(const std::vector<Tensor*>& state);
   bool commit_with_store();
   // Throws StoreError when this member's liveness monitor found that no heartbeat of it
-  // reached the store for heartbeat_timeout (LivenessMonitor::lost_store).
+  // reached the store for recovery_timeout (LivenessMonitor::lost_store).
   void throw_if_store_lost() const;
   void agree_on_state(const std::vector<Tensor*>& state);  // the members' state; a joiner's checked
   Generation agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline);

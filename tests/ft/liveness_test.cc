@@ -1,6 +1,7 @@
 // ft::Liveness judges a member by its heartbeat over this observer's own reads only: a gap
-// between two reads (its store calls blocked, as everyone's are while the store stalls) is
-// no member's silence. Found by an outside tester: after a stop of the job's store the first
+// of the timeout between two reads (its store calls blocked, as everyone's are while the
+// store stalls) is no member's silence; reads once per half timeout (the monitor at its
+// shortest interval) still judge. Found by an outside tester: after a stop of the job's store the first
 // read took a member whose beats had been blocked just as long for gone.
 #include <gtest/gtest.h>
 
@@ -60,7 +61,24 @@ TEST(FtLiveness, AMemberThatStopsBeatingWhileTheObserverReadsIsGoneAfterTheTimeo
   const std::string why = judge_every_20ms_for(observer, "rank1", kTimeout * 3);
   EXPECT_NE(why.find("its heartbeat has not moved for"), std::string::npos) << why;
   EXPECT_GE(std::chrono::steady_clock::now() - stopped, kTimeout);
-  EXPECT_LT(std::chrono::steady_clock::now() - stopped, kTimeout * 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, kTimeout * 4);  // a loaded machine's sleeps
+}
+
+// The monitor at the shortest interval the Manager takes (half the timeout), its ticks a
+// little slow: each read comes more than half the timeout after the last, and a member that
+// stops beating is still judged (a threshold of half the timeout judged nobody, a review).
+TEST(FtLiveness, ReadsEveryHalfTimeoutAndABitStillJudge) {
+  auto store = std::make_shared<HashStore>();
+  Liveness observer(store, kTimeout);
+  store->add(keys::heartbeat("rank1"), 1);
+  std::string why;
+  const auto stopped = std::chrono::steady_clock::now();
+  for (int i = 0; i < 12 && why.empty(); ++i) {
+    why = observer.gone("rank1");
+    std::this_thread::sleep_for(kTimeout / 2 + 30ms);
+  }
+  EXPECT_NE(why.find("its heartbeat has not moved for"), std::string::npos) << why;
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, kTimeout);
 }
 
 }  // namespace

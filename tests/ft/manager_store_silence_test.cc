@@ -48,16 +48,22 @@ TEST_F(FtManager, AStoreThatStallsForEveryoneDropsNobody) {
     m.ft = std::make_unique<ft::Manager>(o);
   }
   std::once_flag stall_once;
+  std::thread staller;
   Script script;
+  // From a thread of its own, so that the members go on into their commits and the next
+  // steps' calls while the store is stopped (waits, reconnects, the verdict's retries).
   script.after_op = [&](Member&, uint64_t s) {
     if (s != 2) return;
     std::call_once(stall_once, [&] {
       server.stop();
-      std::this_thread::sleep_for(4 * kHeartbeatTimeout);
-      server.cont();
+      staller = std::thread([&] {
+        std::this_thread::sleep_for(4 * kHeartbeatTimeout);
+        server.cont();
+      });
     });
   };
   train_all(members, kSteps, script);
+  staller.join();
   expect_consistent(members, kSteps, [](uint64_t) { return all_of(3); });
   for (Member* m : members) {
     EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2") << m->id;
