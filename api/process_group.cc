@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -148,6 +149,28 @@ std::string split_ranks_text(const std::vector<std::vector<int>>& split_ranks) {
   std::string text = "[";
   for (size_t k = 0; k < split_ranks.size(); ++k) text += (k ? ", " : "") + rank_list_text(split_ranks[k]);
   return text + "]";
+}
+
+// Every subgroup maker's first step once it has taken its call's number (new_group, split,
+// split_group, and so DeviceMesh's groups): on a group this rank aborted (`aborted`), a
+// PeerFailure naming `call` ("split #0 on group 'world'") after `tell_others(why)` has told
+// the ranks that may already wait for this rank in that call, where they wait for it. The
+// group's backends are stopped, and a subgroup made from them (gloo's, mpi's, which reuse
+// the parent's) would run as if nothing had happened. Refused before anything is sent; the
+// others fail at once rather than at their timeout (without a store they cannot be told:
+// docs/subgroups.md). The call's number stays taken (the caller's), and tell_others takes
+// the call's round where it has one, so that the ranks' later calls stay paired; no backend
+// of the group is told (skip_subgroup): stopped, it takes part in nothing.
+void refuse_if_aborted(bool aborted, const std::string& where_prefix, const std::string& group,
+                       const std::string& call, const std::function<void(const std::string& why)>& tell_others) {
+  if (!aborted) return;
+  try {
+    tell_others("it aborted group '" + group + "' (ProcessGroup::abort) before this call");
+  } catch (const Error&) {
+    // A store that has gone: the others' waits learn that from the store itself.
+  }
+  throw PeerFailure(where_prefix + call + ": this rank aborted the group (ProcessGroup::abort) before this call; "
+                    "no subgroup of it can be made");
 }
 
 }  // namespace
@@ -603,24 +626,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       }
     }
   } call_keys{*this, key_prefix, group_store_base(subgroup_name("g" + std::to_string(id)))};
-  if (aborted_) {
-    // Its backends are stopped, and a subgroup made from them (gloo's, mpi's, which reuse the
-    // parent's) would run as if nothing had happened. Refused before anything is sent; its
-    // members, which may already wait for it in this call, are told where they look for its
-    // list, and fail at once rather than at their timeout (without a store they cannot be:
-    // docs/subgroups.md). Counted all the same (id above), as a refused list is; no backend
-    // of the parent is told (skip_subgroup): stopped, it takes part in nothing.
-    const std::string why = "it aborted group '" + name() + "' (ProcessGroup::abort) before this call";
-    if (options_.store) {
-      try {
-        MemberLists(call, key_prefix, sorted, rank(), backend_text).fail(*options_.store, why);
-      } catch (const Error&) {
-        // A store that has gone: the members' waits learn that from the store itself.
-      }
-    }
-    throw PeerFailure(checks_->where_prefix() + call + ": this rank aborted the group (ProcessGroup::abort) before "
-                      "this call; no subgroup of it can be made");
-  }
+  // Its members wait for its list (member_lists.h), not in the host exchange.
+  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call, [&](const std::string& why) {
+    if (options_.store) MemberLists(call, key_prefix, sorted, rank(), backend_text).fail(*options_.store, why);
+  });
   if (!refusal.empty()) {
     // Posted where the members it names look for its list (member_lists.h), so that they are
     // refused at once too, quoting it, rather than waiting out the timeout for this rank.
@@ -647,10 +656,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  refuse_if_fork_child("split");  // before its refusal below could post to the parent's exchange
   const uint64_t id = subgroups_++;
+  const std::string call = "split #" + std::to_string(id) + " on group '" + name() + "'";
+  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call,
+                    [this](const std::string& why) { post_cannot_take_part(*exchange_, why); });
   // One round: everyone learns everyone's (color, key).
-  const auto all = all_gather_for(exchange(), "split #" + std::to_string(id) + " on group '" + name() + "'",
-                                  std::to_string(color) + " " + std::to_string(key));
+  const auto all = all_gather_for(exchange(), call, std::to_string(color) + " " + std::to_string(key));
   if (color < 0) {
     skip_subgroup(*backends_, BackendSpec::parse(options_.backend), {}, plugins());
     return nullptr;
@@ -672,7 +684,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split_group(const std::vector<std::v
                                                          const std::string& backend) {
   if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "split_group");
   const uint64_t id = subgroups_++;
-  agree_on_arguments(exchange(), "split_group on group '" + name() + "'", split_ranks_error(split_ranks, size()),
+  const std::string call = "split_group #" + std::to_string(id) + " on group '" + name() + "'";
+  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call,
+                    [this](const std::string& why) { post_cannot_take_part(*exchange_, why); });
+  agree_on_arguments(exchange(), call, split_ranks_error(split_ranks, size()),
                      "split_ranks " + split_ranks_text(split_ranks) + (backend.empty() ? "" : " backend " + backend));
   for (size_t k = 0; k < split_ranks.size(); ++k) {
     const auto& list = split_ranks[k];

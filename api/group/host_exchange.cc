@@ -10,6 +10,7 @@
 #include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/stall_watch.h"  // kDefaultStallReportInterval
 #include "api/errors.h"
+#include "api/group/cannot_take_part.h"
 #include "api/group/environment.h"
 #include "api/group/init_wait.h"
 #include "api/logging.h"
@@ -37,6 +38,14 @@ std::string purpose_text(const std::string& purpose) { return purpose.empty() ? 
 // The callers' bytes of `messages`; a Desync when a rank's purpose is not `purpose`.
 std::vector<std::string> unframed(std::vector<std::string> messages, const std::string& purpose,
                                   const std::string& where, uint64_t call) {
+  // A rank that posted that it cannot take part (post_cannot_take_part) is the cause,
+  // whatever the others posted.
+  for (size_t r = 0; r < messages.size(); ++r) {
+    if (says_cannot_take_part(messages[r])) {
+      throw cannot_take_part_failure(where + " host message exchange #" + std::to_string(call), static_cast<int>(r),
+                                     messages[r]);
+    }
+  }
   std::vector<std::string> purposes;
   bool differ = false;
   for (std::string& m : messages) {
@@ -204,6 +213,7 @@ class StoreExchange final : public HostExchange {
   int64_t last_all_gather_ = -1;     // its keys stay until the next all_gather (or the group's end)
 
   friend std::vector<std::string> distcomm::store_exchange_keys_left(const HostExchange& exchange);
+  friend void distcomm::post_cannot_take_part(HostExchange& exchange, const std::string& why);
 };
 
 class CollectiveExchange final : public HostExchange {
@@ -231,6 +241,8 @@ class CollectiveExchange final : public HostExchange {
   const HostExchangeOptions options_;
   const AllGatherBytes all_gather_;
   std::atomic<uint64_t> calls_{0};
+
+  friend void distcomm::post_cannot_take_part(HostExchange& exchange, const std::string& why);
 };
 
 }  // namespace
@@ -245,6 +257,18 @@ std::vector<std::string> store_exchange_keys_left(const HostExchange& exchange) 
     keys.push_back(store->key(static_cast<uint64_t>(store->last_all_gather_), r));
   }
   return keys;
+}
+
+void post_cannot_take_part(HostExchange& exchange, const std::string& why) {
+  if (auto* collective = dynamic_cast<CollectiveExchange*>(&exchange)) {
+    ++collective->calls_;
+    return;
+  }
+  auto* store = dynamic_cast<StoreExchange*>(&exchange);
+  if (!store) return;
+  const uint64_t call = store->calls_++;
+  // Left in the store: the group it served was aborted and goes with its keys as it can.
+  store->store_->set(store->key(call, store->options_.rank), cannot_take_part_text(why));
 }
 
 std::vector<std::string> HostExchange::all_gather(const std::string& mine, const std::string& purpose) {

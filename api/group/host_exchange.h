@@ -88,6 +88,15 @@ std::unique_ptr<HostExchange> make_store_exchange(const HostExchangeOptions& opt
 // root deletes the gather's at once). None for an exchange over the group's collectives.
 std::vector<std::string> store_exchange_keys_left(const HostExchange& exchange);
 
+// In place of this rank's next round, for a rank that cannot take part in the call it
+// serves at all (it aborted the group: ProcessGroup's split and split_group): takes the
+// round's number as the round would, and, over a store, posts so with `why` (its message,
+// cannot_take_part_text) without waiting. The ranks that wait in that round (all_gather,
+// gather's root, agree_on_arguments) end with a PeerFailure "... host message exchange #N:
+// rank R cannot take part: <why>" once every rank's part is in, not at their timeout.
+// Over the group's collectives nothing is sent: they are what the rank can no longer use.
+void post_cannot_take_part(HostExchange& exchange, const std::string& why);
+
 // exchange.all_gather(mine, call) on behalf of `call` ("split #0 on group 'world'"): its
 // error (a peer's death, a timeout) says which call of the program's was waiting.
 std::vector<std::string> all_gather_for(HostExchange& exchange, const std::string& call, const std::string& mine);

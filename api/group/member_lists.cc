@@ -5,6 +5,7 @@
 
 #include "api/diagnostics/op_fingerprint.h"  // rank_list_text
 #include "api/errors.h"
+#include "api/group/cannot_take_part.h"
 #include "api/store/internal/call_deadline.h"
 
 namespace distcomm {
@@ -14,7 +15,7 @@ namespace {
 // (0 from the other ranks), the list as rank_list_text writes it, the backend as the rank
 // passed it ("" for the parent's); a refused list's is followed by a line saying why
 // ("...\n<why>"), and a rank that cannot take part at all (its parent aborted there: fail)
-// marks that line with kCannotTakePart first, so that its members report a peer's failure,
+// writes that line as cannot_take_part_text, so that its members report a peer's failure,
 // not a mistake in their arguments.
 std::string post_value(int64_t number, const std::vector<int>& list, const std::string& backend,
                        const std::string& refusal) {
@@ -29,8 +30,6 @@ std::string backend_of(const std::string& value) {
   const size_t from = value.find('\t') + 1;
   return value.substr(from, value.find('\n') - from);  // npos - from: to the end
 }
-// Not a character a refusal's text holds (they are messages of ours, one line each).
-constexpr char kCannotTakePart = '\x1f';
 std::string refusal_of(const std::string& value) {
   const size_t at = value.find('\n');
   return at == std::string::npos ? "" : value.substr(at + 1);
@@ -57,7 +56,7 @@ void MemberLists::post(Store& store) const { post(store, 0); }
 
 void MemberLists::refuse(Store& store, const std::string& why) const { post(store, 0, why); }
 
-void MemberLists::fail(Store& store, const std::string& why) const { post(store, 0, kCannotTakePart + why); }
+void MemberLists::fail(Store& store, const std::string& why) const { post(store, 0, cannot_take_part_text(why)); }
 
 void MemberLists::post(Store& store, int64_t number, const std::string& refusal) const {
   store.set(key(parent_rank_), post_value(number, list_, backend_, refusal));
@@ -117,9 +116,7 @@ void MemberLists::check(const std::vector<std::string>& values) const {
   for (size_t i = 0; i < values.size(); ++i) {
     const std::string why = values[i].empty() ? "" : refusal_of(values[i]);
     if (why.empty()) continue;
-    if (why.front() == kCannotTakePart) {
-      throw PeerFailure(call_ + ": rank " + std::to_string(list_[i]) + " cannot take part: " + why.substr(1));
-    }
+    if (says_cannot_take_part(why)) throw cannot_take_part_failure(call_, list_[i], why);
     throw InvalidArgument(call_ + ": rank " + std::to_string(list_[i]) + " passed " + list_of(values[i]) +
                           ", which it refused: " + why);
   }

@@ -129,7 +129,7 @@ TEST(SplitGroup, ListOrderGivesRanksAndOneRanksBadListsFailEveryRank) {
     std::vector<std::vector<int>> lists{{0, 1}, {2, 3}};
     if (me == 1) lists = {{0, 1}, {2, 7}};
     expect_contains(invalid_argument([&] { pg.split_group(lists); }),
-                    "split_group on group 'world': rank 1 gave bad arguments: split_ranks[1] names rank 7, "
+                    "split_group #1 on group 'world': rank 1 gave bad arguments: split_ranks[1] names rank 7, "
                     "outside [0, 5)",
                     me);
     // Good lists that differ on one rank.
