@@ -114,8 +114,14 @@ TEST_P(FaultSuite, ATimeoutCutsOffAWaitingOpAndEndsAnIdleRank) {
                                                            "rank 1's recv, cut off by rank 0's failure");
       expect_has(msg, "recv p2p#0", "the recv cut off");
       expect_has(msg, cause, "the recv cut off");
-      expect_has(msg, kCutThisOpOff, "the recv cut off");
-      EXPECT_EQ(msg.find("no op in flight"), std::string::npos) << "rank 1 had an op in flight: " << msg;
+      // Cut off by rank 0's record, or (shm, once in a full CI run) by an idle rank's that
+      // adopted it first: then rank 1 quotes that rank ("rank 2 failed: the group (no op in
+      // flight): rank 0 ... which ended the group on this rank too"), rank 0's timeout still
+      // the cause named. Which record a waiting rank meets first is a race of the cascade.
+      if (msg.find("failed: the group (no op in flight)") == std::string::npos) {
+        expect_has(msg, kCutThisOpOff, "the recv cut off");
+        EXPECT_EQ(msg.find("no op in flight"), std::string::npos) << "rank 1 had an op in flight: " << msg;
+      }
     } else {
       wait_for_done(r.board(), {0, 1});
       std::this_thread::sleep_for(milliseconds(1000));  // the failure met here, idle
