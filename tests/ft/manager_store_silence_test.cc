@@ -11,6 +11,7 @@
 // each Manager with its own connections to it.
 #include "tests/ft/manager_harness.h"
 #include "tests/testing/forked_store_server.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace distcomm {
 namespace {
@@ -116,6 +117,213 @@ TEST_F(FtManager, AMemberLostToTheStoreEndsItsCommitAndItsManagerAtOnce) {
     m->ft.reset();
     EXPECT_LT(duration<double>(Clock::now() - before).count(), 1.0) << m->id;
   }
+}
+
+// A store that can be cut off, as a member partitioned from the store's host sees it.
+class CutOffStore : public testing::ForwardingStore {
+ public:
+  explicit CutOffStore(StorePtr base) : ForwardingStore(base) { timeout_ = base->timeout(); }
+  std::atomic<bool> cut{false};
+  std::string error = "TCPStore: cannot connect to 10.0.0.1:29500 after 1 s: Connection timed out";
+  using Store::set;
+  void set(const std::string& k, const Bytes& v) override { reach(), ForwardingStore::set(k, v); }
+  Bytes get(const std::string& k) override { return reach(), ForwardingStore::get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return reach(), ForwardingStore::add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    return reach(), ForwardingStore::compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { return reach(), ForwardingStore::check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
+    reach(), ForwardingStore::wait(k, t);
+  }
+  bool delete_key(const std::string& k) override { return reach(), ForwardingStore::delete_key(k); }
+  int64_t num_keys() override { return reach(), ForwardingStore::num_keys(); }
+
+ private:
+  void reach() const {
+    if (cut) throw StoreError(error);
+  }
+};
+
+// A member whose store fails in its commit (the CutOffStore's error, its default when ""):
+// the error its commit throws.
+class FtManagerStoreLoss : public FtManager {
+ protected:
+  std::string commit_error_after_the_store_fails(const std::string& id, const std::string& store_error) {
+    Member& m = add_member(id, 0);
+    ft::ManagerOptions o = options(m.id, 1);
+    auto cut_off = std::make_shared<CutOffStore>(store_);
+    if (!store_error.empty()) cut_off->error = store_error;
+    o.connect = [cut_off] { return cut_off; };
+    m.ft = std::make_unique<ft::Manager>(o);
+    std::vector<Tensor*> state{&m.state};
+    ProcessGroupPtr pg = m.ft->begin_step(state);
+    EXPECT_TRUE(pg != nullptr);
+    cut_off->cut = true;
+    std::string what = "commit succeeded without the store";
+    try {
+      m.ft->commit();
+    } catch (const StoreError& e) {
+      what = e.what();
+    }
+    pg.reset();
+    m.ft.reset();
+    return what;
+  }
+};
+
+// A member that loses the job's store (partitioned away) ends with an error that says so in
+// ft's words, after the store's own (helper-98: only "TCPStore: cannot connect to ...").
+TEST_F(FtManagerStoreLoss, AMemberThatLosesTheStoreSaysSo) {
+  const std::string what = commit_error_after_the_store_fails("rank0", "");
+  EXPECT_TRUE(contains(what, "TCPStore: cannot connect to 10.0.0.1:29500")) << what;
+  EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit")) << what;
+}
+
+// A store whose server has ended (its host refuses connections: node 0's launcher killed)
+// is said as such, not as a partition (ft probe: "(a partition, or the store's host down)").
+TEST_F(FtManagerStoreLoss, AMemberWhoseStoreEndedSaysItsServerExited) {
+  const std::string what = commit_error_after_the_store_fails(
+      "rank0", "TCPStore: cannot connect to 10.0.0.1:29500 after 100 ms: Connection refused");
+  EXPECT_TRUE(contains(what, "ft: member 'rank0' lost the job's store in commit: the store's host refuses "
+                             "connections, so the process that served the store (the launcher of node 0, or "
+                             "rank 0) has exited or closed it; it ends here"))
+      << what;
+  EXPECT_FALSE(contains(what, "a partition")) << what;
+}
+
+// A connection to a store whose server stops answering this member (a link cut with no FIN:
+// the calls go out and nothing comes back), while the others still reach it. Silent, a call
+// waits for an answer up to the connection's timeout (the Manager sets it: op_timeout for the
+// caller's, heartbeat_timeout for the monitor's) and fails then, as a TCPStore's does; one
+// under way when the silence ends is answered. One per connection: each has its timeout.
+class SilentStore : public testing::ForwardingStore {
+ public:
+  SilentStore(StorePtr base, std::shared_ptr<std::atomic<bool>> silent)
+      : ForwardingStore(std::move(base)), silent_(std::move(silent)) {}
+  using Store::set;
+  void set(const std::string& k, const Bytes& v) override { answer(), ForwardingStore::set(k, v); }
+  Bytes get(const std::string& k) override { return answer(), ForwardingStore::get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return answer(), ForwardingStore::add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    return answer(), ForwardingStore::compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { return answer(), ForwardingStore::check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
+    answer(resolve(t)), ForwardingStore::wait(k, resolve(t));
+  }
+  bool delete_key(const std::string& k) override { return answer(), ForwardingStore::delete_key(k); }
+  int64_t num_keys() override { return answer(), ForwardingStore::num_keys(); }
+
+ private:
+  void answer(std::chrono::milliseconds t = kUseDefault) const {
+    const milliseconds limit = is_use_default(t) ? timeout_ : t;
+    const auto deadline = Clock::now() + limit;
+    while (*silent_) {
+      if (Clock::now() >= deadline) {
+        throw Timeout("TCPStore: 10.0.0.1:29500 did not answer within " + std::to_string(limit.count()) + " ms");
+      }
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  }
+  const std::shared_ptr<std::atomic<bool>> silent_;
+};
+
+// A member cut off from the store (and so from the others: its op's peers never answer)
+// while it is inside an op, with no connection closed to end it: it must not wait the op's
+// whole timeout (found by an outside tester: gloo ranks of a host whose link was cut stayed
+// in their all_reduce for 1800 s, long after the others had taken them for gone, fenced
+// them and finished). Once no heartbeat of it has reached the store for the heartbeat
+// timeout, the bound by which the others drop it, its monitor aborts its group; once none
+// has for its recovery timeout (a stall of the store for everyone would have ended), its
+// commit says that it lost the store. rank0 stops in the step (its group held: in_process
+// would end every rank's op if a rank's group went) and its Manager goes, so that nobody
+// else's monitor aborts rank1's op; rank1's own silent store cannot tell it rank0 is gone.
+TEST_F(FtManager, AMemberCutOffFromTheStoreInAnOpAbortsItAfterTheHeartbeatTimeout) {
+  auto silent = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Member*> members;
+  for (int r = 0; r < 2; ++r) {
+    Member& m = add_member("rank" + std::to_string(r), r);
+    ft::ManagerOptions o = options(m.id, 2);
+    o.op_timeout = std::chrono::seconds(6);  // what the op would wait without the fix
+    // How long a member blind to the store waits for it (a stall of the store for everyone
+    // would end by then) before it takes itself for lost.
+    o.recovery_timeout = std::chrono::seconds(2);
+    if (r == 1) {
+      StorePtr store = store_;
+      o.connect = [store, silent] { return std::make_shared<SilentStore>(store, silent); };
+    }
+    m.ft = std::make_unique<ft::Manager>(o);
+    members.push_back(&m);
+  }
+  std::atomic<bool> rank1_in_step1{false};
+  std::atomic<int64_t> cut_at_ns{0}, rank1_op_ended_ns{0};
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (m.id == "rank1" && s == 1) rank1_op_ended_ns = Clock::now().time_since_epoch().count();
+  };
+  script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr& pg) {
+    if (s != 1) return false;
+    if (m.id == "rank1") {
+      rank1_in_step1 = true;  // on its way into the op, with no store call before it
+      return false;
+    }
+    EXPECT_TRUE(eventually([&] { return rank1_in_step1.load(); }));
+    m.held = pg;
+    *silent = true;  // first: rank1's monitor must not see rank0's heartbeat stop
+    cut_at_ns = Clock::now().time_since_epoch().count();
+    m.ft.reset();
+    return true;
+  };
+  std::vector<std::thread> threads;
+  for (Member* m : members) threads.emplace_back([m, &script] { train(*m, 3, script); });
+  const bool ended = eventually([&] { return members[1]->finished.load(); }, milliseconds(30000));
+  const Clock::time_point cut(Clock::duration(cut_at_ns.load()));
+  const double took_s = std::chrono::duration<double>(Clock::now() - cut).count();
+  *silent = false;  // lets a call still waiting go on, should the check fail
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(ended);
+  const std::string& error = members[1]->error;
+  // Its op ended at the heartbeat timeout, not at the op's 6 s: not before the others can
+  // have dropped it.
+  const double op_took_s =
+      std::chrono::duration<double>(Clock::time_point(Clock::duration(rank1_op_ended_ns.load())) - cut).count();
+  EXPECT_GE(op_took_s, 0.9 * std::chrono::duration<double>(kHeartbeatTimeout).count());
+  EXPECT_LT(op_took_s, 3.0) << error;
+  // It ends with the store's silence named. How soon: a real TCPStore is cut off at the
+  // recovery timeout (manager_store_silence_test); this stand-in fails a commit's call at
+  // its timeout (the op timeout), which is also the bound.
+  EXPECT_FALSE(error.empty());
+  EXPECT_TRUE(contains(error, "10.0.0.1:29500 did not answer")) << error;
+  EXPECT_LT(took_s, 10.0) << error;
+}
+
+// A store silent for less than the heartbeat timeout (a blip) aborts nothing: the others
+// still count the member, and so does it.
+TEST_F(FtManager, AStoreSilentForLessThanTheHeartbeatTimeoutAbortsNothing) {
+  constexpr uint64_t kSteps = 5;
+  auto silent = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Member*> members;
+  for (int r = 0; r < 2; ++r) {
+    Member& m = add_member("rank" + std::to_string(r), r);
+    ft::ManagerOptions o = options(m.id, 2);
+    if (r == 1) {
+      StorePtr store = store_;
+      o.connect = [store, silent] { return std::make_shared<SilentStore>(store, silent); };
+    }
+    m.ft = std::make_unique<ft::Manager>(o);
+    members.push_back(&m);
+  }
+  Script script;
+  script.after_op = [&](Member& m, uint64_t s) {
+    if (m.id != "rank1" || s != 2) return;
+    *silent = true;
+    std::this_thread::sleep_for(kHeartbeatTimeout / 3);
+    *silent = false;
+  };
+  train_all(members, kSteps, script);
+  expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
+  for (Member* m : members) EXPECT_EQ(m->redone, 0) << m->id;
 }
 
 }  // namespace
