@@ -655,12 +655,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   return make_subgroup(sorted, backend, tag, nullptr, &lists);
 }
 
+void ProcessGroup::refuse_subgroup_if_aborted(const std::string& call) {
+  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call,
+                    [this](const std::string& why) { post_cannot_take_part(*exchange_, why); });
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   refuse_if_fork_child("split");  // before its refusal below could post to the parent's exchange
   const uint64_t id = subgroups_++;
   const std::string call = "split #" + std::to_string(id) + " on group '" + name() + "'";
-  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call,
-                    [this](const std::string& why) { post_cannot_take_part(*exchange_, why); });
+  refuse_subgroup_if_aborted(call);
   // One round: everyone learns everyone's (color, key).
   const auto all = all_gather_for(exchange(), call, std::to_string(color) + " " + std::to_string(key));
   if (color < 0) {
@@ -685,8 +689,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split_group(const std::vector<std::v
   if (in_fork_child()) refuse_in_fork_child(checks_->where_prefix() + "split_group");
   const uint64_t id = subgroups_++;
   const std::string call = "split_group #" + std::to_string(id) + " on group '" + name() + "'";
-  refuse_if_aborted(aborted_, checks_->where_prefix(), name(), call,
-                    [this](const std::string& why) { post_cannot_take_part(*exchange_, why); });
+  refuse_subgroup_if_aborted(call);
   agree_on_arguments(exchange(), call, split_ranks_error(split_ranks, size()),
                      "split_ranks " + split_ranks_text(split_ranks) + (backend.empty() ? "" : " backend " + backend));
   for (size_t k = 0; k < split_ranks.size(); ++k) {

@@ -278,6 +278,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   bool in_fork_child() const;
   [[noreturn]] void refuse_in_fork_child(const std::string& what) const;
   void refuse_if_fork_child(const char* what) const;
+  // A call that makes subgroups over this group's host exchange (split, split_group, and a
+  // DeviceMesh's own argument rounds: `call` names it) on a group this rank aborted: a
+  // PeerFailure before anything else is sent, the call's round taken as "cannot take part"
+  // so that the others waiting in it fail at once (process_group.cc).
+  void refuse_subgroup_if_aborted(const std::string& call);
+  friend class DeviceMesh;
   uint64_t made_in_fork_generation_ = 0;
   int64_t made_by_pid_ = 0;
   // The keys its creation left in the store, deleted by the last of its ranks to destroy

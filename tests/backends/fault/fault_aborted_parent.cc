@@ -7,6 +7,7 @@
 // number (and host exchange round) shows the first was counted alike on every rank.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,17 +28,27 @@ constexpr int kCulprit = 1;
 constexpr std::chrono::seconds kLongTimeout{30};
 constexpr double kFast = 10.0;
 
-// `call` is a subgroup maker over pg; `name` what it is called in errors with its number
-// ("split #0"), once for each of two calls in a row.
+// How the others reach the calls: already waiting in the first when rank 1 aborts, or
+// well after rank 1 made its own first call (when a rank's wait in a round had ended on its
+// abort, its part of a later round was never posted).
+enum class Arrival { kWaiting, kLate };
+
+// `call` is a subgroup maker over pg (`before`, run on every rank before rank 1 aborts,
+// makes what it needs); `calls` what it is called in errors, once for each of two calls in
+// a row ("split #0 on group 'world'").
 void expect_refused_on_an_aborted_group(Rank& r, const std::function<void(ProcessGroupPtr&)>& call,
-                                        const std::vector<std::string>& names) {
+                                        const std::vector<std::string>& calls, Arrival arrival = Arrival::kWaiting,
+                                        const std::function<void(ProcessGroupPtr&)>& before = {}) {
   ProcessGroupPtr pg = r.join(kLongTimeout);
+  if (before) before(pg);
   if (r.rank() == kCulprit) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait in the call
+    // The others wait in the call, or come after this rank has made its own.
+    if (arrival == Arrival::kWaiting) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     pg->abort();
+  } else if (arrival == Arrival::kLate) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
-  for (const std::string& name : names) {
-    const std::string call_text = name + " on group 'world'";
+  for (const std::string& call_text : calls) {
     if (r.rank() == kCulprit) {
       const std::string msg = expect_failure_within<PeerFailure>([&] { call(pg); }, 0, 1.0,
                                                                  "a subgroup maker on a group this rank aborted");
@@ -62,7 +73,7 @@ void expect_refused_on_an_aborted_group(Rank& r, const std::function<void(Proces
 TEST_P(FaultSuite, SplitOnAnAbortedGroup) {
   runner().run([&](Rank& r) {
     expect_refused_on_an_aborted_group(r, [](ProcessGroupPtr& pg) { pg->split(0, pg->rank()); },
-                                       {"split #0", "split #1"});
+                                       {"split #0 on group 'world'", "split #1 on group 'world'"});
   });
 }
 
@@ -70,26 +81,56 @@ TEST_P(FaultSuite, SplitGroupOnAnAbortedGroup) {
   runner().run([&](Rank& r) {
     expect_refused_on_an_aborted_group(
         r, [](ProcessGroupPtr& pg) { pg->split_group({ranks_but(pg->size(), -1)}); },
-        {"split_group #0", "split_group #1"});
+        {"split_group #0 on group 'world'", "split_group #1 on group 'world'"});
   });
 }
 
-// A mesh's groups are split_group's: its first dimension's call is refused, and the mesh
-// with it. Then new_group, whose members wait for lists, not in the exchange: its number
-// counts the mesh's call too.
+// A mesh is refused in its own argument round, before its first dimension's split_group:
+// the call's number is not taken on any rank. Then new_group, whose members wait for
+// lists, not in the exchange.
+void mesh_then_new_group(Rank& r, Arrival arrival) {
+  int calls = 0;
+  expect_refused_on_an_aborted_group(
+      r,
+      [&](ProcessGroupPtr& pg) {
+        if (calls++ == 0) {
+          DeviceMesh mesh(pg, {pg->size()}, {"dp"});
+        } else {
+          pg->new_group(ranks_but(pg->size(), -1));
+        }
+      },
+      {"DeviceMesh over group 'world'", "new_group #0 on group 'world'"}, arrival);
+}
+
 TEST_P(FaultSuite, DeviceMeshOnAnAbortedGroup) {
+  runner().run([&](Rank& r) { mesh_then_new_group(r, Arrival::kWaiting); });
+}
+
+// Before, the aborting rank left the mesh's round on its abort after about 0.5 s, its part
+// posted, and so never posted one in split_group's: the others, coming later, passed the
+// mesh's round and waited in split_group's until their timeout (30 s here).
+TEST_P(FaultSuite, DeviceMeshOnAnAbortedGroupReachedLate) {
+  runner().run([&](Rank& r) { mesh_then_new_group(r, Arrival::kLate); });
+}
+
+// flatten of a mesh made before the abort: refused in its own round as the constructor.
+// A 1-D mesh's flatten makes no group; the mesh took split_group #0.
+TEST_P(FaultSuite, FlattenOnAnAbortedGroupReachedLate) {
   runner().run([&](Rank& r) {
+    std::unique_ptr<DeviceMesh> mesh;
     int calls = 0;
     expect_refused_on_an_aborted_group(
         r,
         [&](ProcessGroupPtr& pg) {
           if (calls++ == 0) {
-            DeviceMesh mesh(pg, {pg->size()}, {"dp"});
+            mesh->flatten("all");
           } else {
             pg->new_group(ranks_but(pg->size(), -1));
           }
         },
-        {"split_group #0", "new_group #1"});
+        {"DeviceMesh::flatten over group 'world'", "new_group #1 on group 'world'"}, Arrival::kLate,
+        [&](ProcessGroupPtr& pg) { mesh = std::make_unique<DeviceMesh>(pg, std::vector<int>{pg->size()},
+                                                                      std::vector<std::string>{"dp"}); });
   });
 }
 
