@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +19,8 @@
 namespace examples {
 namespace {
 
-constexpr char kMagic[] = "distcomm-checkpoint 1";
+constexpr char kMagic[] = "distcomm-checkpoint 2";
+constexpr char kMagicVersion1[] = "distcomm-checkpoint 1";  // read, without checksums
 constexpr char kSuffix[] = ".ckpt";
 constexpr char kTempMarker[] = ".tmp";
 
@@ -39,6 +41,30 @@ void write_all(int fd, const std::string& path, const void* data, size_t n) {
     p += w;
     n -= static_cast<size_t>(w);
   }
+}
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bytewise from a table: a
+// checkpoint is written and read once per many steps, so speed here is not the point.
+uint32_t crc32c(const void* data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::string hex8(uint32_t v) {
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", v);
+  return text;
 }
 
 // The step of a file named step_<N>.ckpt, or -1.
@@ -108,7 +134,7 @@ void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
       std::ostringstream line;
       line << name << " " << distcomm::dtype_name(t.dtype()) << " " << t.dim();
       for (int64_t d : t.shape()) line << " " << d;
-      line << " " << t.nbytes() << "\n";
+      line << " " << t.nbytes() << " " << hex8(crc32c(t.data(), t.nbytes())) << "\n";
       write_all(fd, temp, line.str().data(), line.str().size());
       write_all(fd, temp, t.data(), t.nbytes());
       write_all(fd, temp, "\n", 1);
@@ -151,7 +177,9 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (c == EOF) fail(path, std::string("ends before ") + what + " (a writer stopped halfway?)");
     return s;
   };
-  if (line("its header") != kMagic) fail(path, "not a distcomm checkpoint of version 1");
+  const std::string magic = line("its header");
+  const bool checksums = magic == kMagic;
+  if (!checksums && magic != kMagicVersion1) fail(path, "not a distcomm checkpoint of version 1 or 2");
   Checkpoint ckpt;
   size_t count = 0;
   if (std::sscanf(line("the step").c_str(), "step %lld", reinterpret_cast<long long*>(&ckpt.step)) != 1 ||
@@ -167,11 +195,19 @@ Checkpoint read_checkpoint(const std::string& path) {
     for (int64_t& d : shape) in >> d;
     size_t nbytes = 0;
     in >> nbytes;
-    if (!in || ndim < 0) fail(path, "bad description of tensor " + std::to_string(i));
+    std::string checksum;
+    if (checksums) in >> checksum;
+    if (!in || ndim < 0 || (checksums && checksum.size() != 8)) {
+      fail(path, "bad description of tensor " + std::to_string(i));
+    }
     distcomm::Tensor t = distcomm::Tensor::empty(shape, distcomm::parse_dtype(dtype));
     if (t.nbytes() != nbytes) fail(path, "tensor '" + name + "': " + std::to_string(nbytes) + " bytes for " + t.describe());
     if (std::fread(t.data(), 1, nbytes, f) != nbytes || std::fgetc(f) != '\n') {
       fail(path, "tensor '" + name + "' is cut short (a writer stopped halfway?)");
+    }
+    if (checksums && hex8(crc32c(t.data(), nbytes)) != checksum) {
+      fail(path, "tensor '" + name + "' does not match its checksum (crc32c " + hex8(crc32c(t.data(), nbytes)) +
+                     ", written " + checksum + "): the file was damaged after it was written");
     }
     ckpt.tensors.emplace_back(name, t);
   }

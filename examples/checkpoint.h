@@ -1,18 +1,22 @@
 // EXAMPLE CODE: checkpoints of a training run, one file per checkpoint, tensors by name.
 // (libtorch programs use torch::save / torch::load instead.)
 //
-// The format, version 1, little-endian as the host writes it:
+// The format, version 2, little-endian as the host writes it:
 //
-//   distcomm-checkpoint 1\n
+//   distcomm-checkpoint 2\n
 //   step <N>\n                                   steps completed when it was written
 //   tensors <K>\n
 //   then K times:
-//     <name> <dtype> <ndim> <d0> ... <d(ndim-1)> <nbytes>\n     e.g. "fc0.weight float32 2 128 16 8192"
+//     <name> <dtype> <ndim> <d0> ... <d(ndim-1)> <nbytes> <crc32c>\n
+//         e.g. "fc0.weight float32 2 128 16 8192 1f2e3d4c" (crc32c: of the raw bytes, 8 hex digits)
 //     <nbytes raw bytes>\n
 //   end\n
 //
 // Names hold no blank. A file lacking its "end" line (a writer killed halfway, a full disk)
-// is refused by read_checkpoint. The files are named step_<N, 10 digits>.ckpt, so that the
+// is refused by read_checkpoint, and so is one whose tensor bytes do not match their
+// checksum (a bit flipped on the disk or in a copy, a block overwritten): the run must not
+// resume from weights nobody wrote. Version 1 files (the same without the checksum) are
+// still read, unchecked. The files are named step_<N, 10 digits>.ckpt, so that the
 // newest is the one with the largest step.
 #pragma once
 

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -96,6 +99,49 @@ TEST(Checkpoint, OlderCheckpointsAreRemovedButTheNewestKept) {
   EXPECT_FALSE(exists(checkpoint_path(dir, 15)));
   EXPECT_TRUE(exists(checkpoint_path(dir, 20)));
   EXPECT_TRUE(exists(checkpoint_path(dir, 25)));
+}
+
+// 4 bytes inside a tensor's data overwritten, the file's length and end mark intact (an
+// outside user's probe resumed from such a file and ended with another loss): refused by
+// its checksum, and the next older checkpoint is the newest.
+TEST(Checkpoint, DamageInsideATensorIsRefusedByItsChecksum) {
+  const std::string dir = temp_path("damaged_bytes");
+  write_checkpoint(dir, sample(30));
+  write_checkpoint(dir, sample(50));
+  const std::string path50 = checkpoint_path(dir, 50);
+  std::string bytes;
+  {
+    std::ifstream in(path50, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t data = bytes.find("\nfc0.weight ");
+  ASSERT_NE(data, std::string::npos) << bytes;
+  const size_t first_byte = bytes.find('\n', data + 1) + 1;  // after the tensor's line
+  bytes[first_byte + 9] = static_cast<char>(bytes[first_byte + 9] ^ 0x01);  // one bit of one weight
+  std::ofstream(path50, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    read_checkpoint(path50);
+    FAIL() << "read a checkpoint whose bytes were changed after it was written";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'fc0.weight' does not match its checksum"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(newest_checkpoint(dir)->step, 30);
+}
+
+// A file of the first version (no checksums) still reads.
+TEST(Checkpoint, AVersion1FileStillReads) {
+  const std::string path = temp_path("version1.ckpt");
+  const double values[2] = {1.5, -2.0};
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "distcomm-checkpoint 1\nstep 9\ntensors 1\nw float64 1 2 16\n";
+    out.write(reinterpret_cast<const char*>(values), sizeof(values));
+    out << "\nend\n";
+  }
+  const Checkpoint back = read_checkpoint(path);
+  EXPECT_EQ(back.step, 9);
+  EXPECT_EQ(back.at("w").to_doubles(), (std::vector<double>{1.5, -2.0}));
 }
 
 TEST(Checkpoint, AFileOfAnotherKindIsRefusedByName) {
