@@ -15,6 +15,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "launch/job.h"
 #include "launch/launch_options.h"
 #include "launch/tcp_job_store.h"
+#include "tools/launch/stop_watch.h"
 #include "tools/launch/torchrun_flags.h"
 
 DEFINE_string(nproc_per_node, "1", "ranks to start on this machine: a number, or torchrun's cpu (the cores this "
@@ -381,6 +383,21 @@ bool print_help_or_version(int flag_argc, char** argv) {
   return false;
 }
 
+// When the job failed during or soon after a stop of this launcher (stop_watch.h), its last
+// line names the stop before the first failure seen: that rank only exited first.
+void say_launcher_stop(const distcomm::launch::JobResult& result, const std::string& tag, bool serves_store) {
+  if (result.exit_code == 0 || result.interrupted_by != 0 || result.failure.empty()) return;
+  // stop_began: when the first failure was seen; with --on_failure=continue (the ranks run
+  // on) it is not set, and the job's end stands for it.
+  const auto seen = result.stop_began != std::chrono::steady_clock::time_point()
+                        ? result.stop_began
+                        : std::chrono::steady_clock::now();
+  const std::optional<distcomm::launch::LauncherStop> stop = distcomm::launch::stop_before(seen);
+  if (!stop) return;
+  std::cerr << tag << ": the job failed after " << distcomm::launch::stop_text(*stop, serves_store)
+            << "; the first failure seen after: " << result.failure << std::endl;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -415,8 +432,13 @@ int main(int argc, char** argv) {
       const char* bind = std::getenv(distcomm::local::kStoreBindVariable);
       options.store_bind = bind ? bind : "";
     }
+    // A launcher that was stopped (SIGSTOP) or frozen answered nothing meanwhile, its store
+    // included: the ranks' failures that follow are its, not the first rank's to exit.
+    const bool serves_store = static_cast<bool>(options.serve_store);
+    distcomm::launch::start_stop_watch(options.tag, serves_store);
     const distcomm::launch::JobResult result =
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
+    say_launcher_stop(result, options.tag, serves_store);
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << naming_pet_variables(e.what()) << "\n" << usage_hint(program) << "\n";
