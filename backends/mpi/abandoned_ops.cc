@@ -40,5 +40,37 @@ void AbandonedOps::test() {
                  retired_.end());
 }
 
+std::string AbandonedOps::waited_for() const {
+  std::string named;
+  bool unnamed = false;
+  for (const Kept& k : ops_) {
+    const Op& op = *k.op;
+    if (!is_p2p(op.call) || op.root == MPI_ANY_SOURCE || k.comm == MPI_COMM_NULL) {
+      unnamed = true;
+      continue;
+    }
+    int world = MPI_UNDEFINED;
+    MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+    if (MPI_Comm_group(k.comm, &group) == MPI_SUCCESS && MPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS) {
+      MPI_Group_translate_ranks(group, 1, &op.root, world_group, &world);
+    }
+    if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+    if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+    if (world == MPI_UNDEFINED) {
+      unnamed = true;
+      continue;
+    }
+    named += (named.empty() ? "" : ", ") + std::string("world rank ") + std::to_string(world) + " (a " +
+             (op.call == Call::kSend ? "send" : "recv") + " of tag " + std::to_string(op.tag) + ")";
+  }
+  std::string text = named.empty() ? "" : "peer " + named;
+  if (unnamed) {
+    text += std::string(named.empty() ? "a peer" : "; and a peer") +
+            " of a collective or of a recv from any rank, which MPI cannot name (without a store the peer cannot be "
+            "named: give the job a store, MASTER_ADDR and MASTER_PORT, and the op's Timeout names it)";
+  }
+  return text.empty() ? "that peer" : text;
+}
+
 }  // namespace mpi
 }  // namespace distcomm

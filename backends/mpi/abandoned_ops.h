@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/mpi/mpi_op.h"
@@ -38,6 +39,10 @@ class AbandonedOps {
   // no kept op uses any more.
   void test();
   bool empty() const { return ops_.empty(); }
+  // Whom the kept ops wait for, as MPI tells: "world rank 1 (a recv of tag 3)" per pending
+  // send or recv with a known peer; for a collective or a recv from any rank MPI cannot
+  // tell, and the text says so (only a store, MASTER_ADDR/MASTER_PORT, names that peer).
+  std::string waited_for() const;
   // Whether a retired communicator still waits for its ops (it is then never freed by
   // this process if they never end).
   bool holds_retired() const { return !retired_.empty(); }

@@ -41,6 +41,7 @@ MpiBackend::MpiBackend(BackendOptions options, const MpiConfig& config, Runtime&
   name_world_ranks(*failure_, Backend::options().global_ranks);
   queue_ = runtime_.attach(
       comm, failure_, group_rank_text(rank(), size(), Backend::options().group_name, Backend::options().global_ranks));
+  queue_->set_store_names_peers(board != nullptr);
   try {
     // A failure the watch records (a deadline, a disagreement the reports show, a rank that
     // left) ends the group's ops as one the queue finds does. Posted, not waited for: the
@@ -294,9 +295,28 @@ void MpiBackend::shutdown() {
   // Held while the group shuts down, so that a second caller returns only once it is shut
   // down (abort() promises failed ops); not taken in a Work callback, whose thread runs
   // the round that the first caller's detach waits for.
+  const bool in_callback = Runtime::in_round();
   std::unique_lock<std::mutex> ending(ending_, std::defer_lock);
-  if (!Runtime::in_round()) ending.lock();
-  if (shut_down_.exchange(true)) return;
+  if (!in_callback) ending.lock();
+  if (shut_down_.exchange(true)) {
+    // The first caller may be a Work callback, which does not take ending_: a second
+    // caller on another thread waits for its end here (nothing the callback's shutdown
+    // does waits for this thread). A callback never waits: it may be what the first
+    // caller's detach waits for.
+    if (!in_callback) {
+      std::unique_lock<std::mutex> lock(ended_mu_);
+      ended_cv_.wait(lock, [this] { return ended_; });
+    }
+    return;
+  }
+  struct Ended {  // however this ends
+    MpiBackend* b;
+    ~Ended() {
+      std::lock_guard<std::mutex> lock(b->ended_mu_);
+      b->ended_ = true;
+      b->ended_cv_.notify_all();
+    }
+  } ended{this};
   if (watch_) watch_->stop();
   // PeerFailure, as gloo and shm say it: code that catches it to recover sees one type.
   runtime_.detach(queue_, std::make_exception_ptr(PeerFailure(

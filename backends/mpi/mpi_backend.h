@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,6 +98,11 @@ class MpiBackend : public Backend {
   // program's), and again from the destructor. ending_: see shutdown().
   std::atomic<bool> shut_down_{false};
   std::mutex ending_;
+  // Set once the first shutdown() has ended (under ended_mu_): what a later caller off the
+  // callback thread waits for when the first ran in a Work callback, without ending_.
+  std::mutex ended_mu_;
+  std::condition_variable ended_cv_;
+  bool ended_ = false;
   std::unique_ptr<StallWatch> watch_;  // with a store, groups of more than one rank
 };
 

@@ -501,7 +501,9 @@ void Runtime::close() {
     // Open MPI finalizes cleanly with abandoned (timed-out) requests still pending -- once
     // every peer calls MPI_Finalize too, which a stuck peer does not: the exit handler
     // then stops waiting (stop_at_exit).
+    std::string waits_for = abandoned_.waited_for();
     std::lock_guard<std::mutex> lock(mu_);
+    finalize_waits_for_ = std::move(waits_for);
     finalize_may_hang_ = true;
     done_cv_.notify_all();
   }

@@ -203,6 +203,7 @@ class Runtime {
   enum class State { kStarting, kRunning, kFailed, kExiting, kFinalized } state_ = State::kStarting;
   std::exception_ptr start_error_;
   bool finalize_may_hang_ = false;  // close() found operations MPI still holds
+  std::string finalize_waits_for_;  // whom they wait for (AbandonedOps::waited_for), under mu_
   struct Task {
     const std::function<void()>* fn;
     std::exception_ptr error;

@@ -263,7 +263,8 @@ void Runtime::stop_at_exit(int status) {
       if (!done_cv_.wait_for(lock, kFinalizeGrace, finalized)) {
         lock.unlock();
         exit_without_finalize(status, "a failed group left operations that a peer never joined, and MPI_Finalize "
-                                      "waited " + std::to_string(kFinalizeGrace.count()) + " s for that peer (stuck or gone)");
+                                      "waited " + std::to_string(kFinalizeGrace.count()) + " s for " +
+                                      finalize_waits_for_ + " (stuck or gone)");
       }
     }
   }

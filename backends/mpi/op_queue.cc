@@ -10,11 +10,28 @@ namespace distcomm {
 namespace mpi {
 namespace {
 
+// Who the op waits for, as far as MPI tells: a send's or recv's peer; for a collective
+// MPI cannot tell which rank has not joined, and only a store (the stall watch) can.
+std::string waited_for(const Op& op, bool store_names_peers) {
+  if (op.call == Call::kSend) {
+    return "rank " + std::to_string(op.root) + " of the group has not received it (no matching recv of tag " +
+           std::to_string(op.tag) + ") or is stuck";
+  }
+  if (op.call == Call::kRecv && op.root != MPI_ANY_SOURCE) {
+    return "rank " + std::to_string(op.root) + " of the group has not sent it (no matching send of tag " +
+           std::to_string(op.tag) + ") or is stuck";
+  }
+  if (store_names_peers) return "a peer has not joined it or is stuck";
+  return std::string("a peer has not ") + (op.call == Call::kRecv ? "sent it" : "joined it") +
+         " or is stuck; MPI cannot tell which, and without a store (a job launched by mpirun alone) the peer "
+         "cannot be named: give the job a store (MASTER_ADDR and MASTER_PORT) to have it named";
+}
+
 // The Work's description, put before this, names rank, group, op and sequence number.
-std::exception_ptr timeout_error(const Op& op) {
+std::exception_ptr timeout_error(const Op& op, bool store_names_peers) {
   return std::make_exception_ptr(Timeout(
-      "did not finish within " + std::to_string(op.timeout.count()) +
-      " ms: a peer has not joined it or is stuck. MPI cannot cancel a started operation, so "
+      "did not finish within " + std::to_string(op.timeout.count()) + " ms: " + waited_for(op, store_names_peers) +
+      ". MPI cannot cancel a started operation, so "
       "this group is now unusable: destroy it and create a new one, or exit"));
 }
 
@@ -172,7 +189,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
   }
 
   if (std::unique_ptr<Op> late = take_expired(now)) {
-    auto error = timeout_error(*late);
+    auto error = timeout_error(*late, store_names_peers_.load());
     fail_group(std::move(late), error);
     return State::kProgressed;
   }

@@ -56,6 +56,9 @@ class OpQueue {
   OpQueue& operator=(const OpQueue&) = delete;
 
   MPI_Comm comm() const { return comm_; }
+  // Before any op: whether the group has a store whose stall watch names the peers a
+  // Timeout waited for (else a collective's Timeout says that none can be named).
+  void set_store_names_peers(bool names) { store_names_peers_.store(names); }
   const std::string& where() const { return where_; }
 
   // Any thread: hands the op to the MPI thread, or fails its Work at once when the group
@@ -97,6 +100,7 @@ class OpQueue {
   void end(Op& op, std::exception_ptr error = nullptr);
 
   MPI_Comm comm_;
+  std::atomic<bool> store_names_peers_{false};
   OpCounters& counters_;
   const std::function<void(int64_t)> submitted_;
   const std::shared_ptr<GroupFailure> failure_;
