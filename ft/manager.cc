@@ -15,6 +15,7 @@
 #include "api/process/rank_environment.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
+#include "ft/forgetting.h"
 #include "ft/liveness_monitor.h"
 #include "ft/store_keys.h"
 
@@ -368,6 +369,7 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   // The last generation's group stays alive until this step's commit: the caller's DDP
   // still refers to it until it sees group_changed() and builds a new one.
   need_new_generation_ = false;
+  steps_forgotten_ = generation_.committed_steps;
   monitor_->watch(generation_.number, committed_, generation_.members, group_);
   if (group_->rank() == 0) log_generation(before);
 }
@@ -562,6 +564,9 @@ bool Manager::commit_with_store() {
       }
     } catch (const Timeout&) {
       throw_if_store_lost();
+      // Taken for gone (stopped past the heartbeat timeout, say): its dead mark is read below.
+      // Its step's verdict may be gone too once the others went on (forget).
+      if (!monitor_->fenced().empty()) break;
       if (Clock::now() >= deadline) {
         // Not on its own: the step is aborted for every member (unless a verdict came
         // meanwhile, which then stands), so that no member applies it while this one redoes it.
@@ -589,6 +594,7 @@ bool Manager::commit_with_store() {
     }
     if (verdict == "commit|grow") need_new_generation_ = true;
     monitor_->watch(g, committed_, generation_.members, group_);
+    forget(s);
     return true;
   }
   FailureEvent event;
@@ -608,6 +614,29 @@ bool Manager::commit_with_store() {
   need_new_generation_ = true;
   monitor_->abort_group(group_);  // the monitor may be aborting it too
   return false;
+}
+
+void Manager::forget(uint64_t s) {
+  if (generation_.members.empty() || generation_.members.front() != id_) return;
+  // The steps before s-1. Step s's verdict "commit" says that every member of this
+  // generation added itself to s's count, which it does only after its commit of s-1 read
+  // s-1's verdict and returned: no member's commit reads s-1's keys, or older ones, again.
+  // A commit that asks its verdict again after a StoreError (44efa8d) asks its own step's,
+  // which the others cannot commit past without it. s-1 is kept all the same: a liveness
+  // monitor's tick reads the step it watches, then makes store calls before it may write
+  // "abort" there; one that began before its member left s-1 would write a verdict again
+  // that nobody reads (a key left for good) only if it lags two steps now, not one.
+  if (s >= 1) steps_forgotten_ = forget_steps(*store_, generation_.number, steps_forgotten_, s - 1);
+  // The generations before the last one, at this one's first commit: every member of this
+  // one has arrived, made its group and ended its forming, so reads no older generation's
+  // keys; every member of an older one not in this one was taken for gone (its dead mark
+  // written when it was left out), and one that runs again ends at its dead mark (the
+  // verdict wait above breaks for it). The last one stays a generation longer: its verdict
+  // says why it ended, and a joiner or a fenced member one generation behind still finds
+  // it. The members records stay: see forgetting.h.
+  if (s == generation_.committed_steps && generation_.number > 1) {
+    forget_generations(*store_, generation_.number - 1);
+  }
 }
 
 }  // namespace ft

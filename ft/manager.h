@@ -159,6 +159,9 @@ class Manager {
   void make_group(Clock::time_point creation_deadline);
   void hand_state(const std::vector<Tensor*>& state);  // to the members that lack it
   void log_generation(const std::vector<std::string>& before) const;
+  // After step s of this generation committed: its lowest member deletes the keys of the
+  // steps and generations nobody can read any more (forgetting.h).
+  void forget(uint64_t s);
 
   ManagerOptions options_;
   std::string id_;
@@ -177,6 +180,7 @@ class Manager {
   std::string step_failure_;
   std::chrono::system_clock::time_point step_failed_at_{};
   uint64_t committed_ = 0;
+  uint64_t steps_forgotten_ = 0;  // this generation's steps below it are deleted (forget)
   std::vector<FailureEvent> failures_;
 };
 

@@ -20,6 +20,10 @@
 //   gen/<g>/group/...           generation g's ProcessGroup
 //   gen/<g>/step/<s>/done       members that finished step s (a counter)
 //   gen/<g>/step/<s>/verdict    "commit|<joiners>" or "abort|<why>" (compare_set: first wins)
+//   forgotten_below             the generations below it are forgotten: their keys deleted but
+//                               members (forgetting.h), once a generation two later has
+//                               committed a step; a generation's steps are deleted two steps
+//                               behind (manager.cc, Manager::forget)
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,7 @@ inline std::string joiner(int64_t n) { return "joiner/" + std::to_string(n); }
 inline constexpr char kLatest[] = "latest";
 inline constexpr char kState[] = "state";
 inline constexpr char kFinished[] = "finished";
+inline constexpr char kForgottenBelow[] = "forgotten_below";
 inline std::string gen(uint64_t g) { return "gen/" + std::to_string(g) + "/"; }
 inline std::string arrivals(uint64_t g) { return gen(g) + "arrivals"; }
 inline std::string arrival(uint64_t g, int64_t n) { return gen(g) + "arrival/" + std::to_string(n); }
