@@ -153,14 +153,11 @@ struct StallWatch::Shared {
   std::optional<std::pair<bool, uint64_t>> probed;  // (p2p, seq)
   Clock::time_point next_probe{};
   milliseconds probe_gap{0};
-  // This process's process_domain(), once the thread has published it ("" until then, or
-  // where it could not be read: then no other rank's process is looked at).
-  std::string domain;
+  std::string domain;  // process_domain() once published ("" until then, or unreadable)
   // Per other rank whose peer_process_key was read: its process where it runs on this host, else pid 0
   // (a published process never changes).
   std::map<int, PeerProcess> peer_pids;
   bool process_published = false;  // where this process runs is on the board (peer_process.h)
-  bool first_tick = true;  // the loop's own: its first look comes at once
 
   // The report of now (mu held).
   ProgressReport report(Clock::time_point now, int64_t request) const {
@@ -329,6 +326,14 @@ StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : share
   failure.set_explainer(
       [shared = shared_](const Work& op, std::exception_ptr error) { return Shared::explain(shared, op, std::move(error)); });
   shared_->ring.resize(kTracked);
+  // Where this process runs, before the group is handed over: a rank that dies right after
+  // it is named by its process, not guessed at (else the watch's looks publish it).
+  try {
+    internal::StoreCallDeadline bounded(Clock::now() + kExplainSlack, "publishing where this rank's process runs");
+    shared_->domain = publish_this_process(*shared_->options.board, shared_->options.rank);
+    shared_->process_published = true;
+  } catch (const std::exception&) {
+  }
   try {
     thread_ = start_thread("the stall watch of " + shared_->group_words(), [shared = shared_] { loop(shared); });
   } catch (...) {
@@ -577,10 +582,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   // Sleep until the next tick, or the first deadline that comes before it, or the moment
   // an op with a short timeout is due to be compared.
   const Clock::time_point start = Clock::now();
-  // The first look comes at once: it publishes where this process runs (publish_process).
-  // Only the first: one that failed is tried again a tick later, not in a busy loop.
-  Clock::time_point next = shared->first_tick ? start : start + o.tick;
-  shared->first_tick = false;
+  Clock::time_point next = start + o.tick;
   for (const auto& e : shared->ring) {
     if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
       next = std::min(next, e.deadline + kDeadlineSlack);
@@ -678,8 +680,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   const int64_t answered = shared->answered;
   lock.unlock();
   shared->look_since.store(Clock::now().time_since_epoch().count());
-  // Not looking any more, however this look ends.
-  struct LookEnds {
+  struct LookEnds {  // not looking any more, however this look ends
     std::atomic<int64_t>& since;
     ~LookEnds() { since.store(0); }
   } look_ends{shared->look_since};
@@ -687,8 +688,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
   std::string board_error;
   try {
-    // Where this process runs (peer_process.h): in the first look (at once), again where it failed.
-    if (!shared->process_published) {
+    if (!shared->process_published) {  // the constructor's publish failed: again in each look
       const std::string domain = publish_this_process(*o.board, o.rank);
       std::lock_guard<std::mutex> published(shared->mu);
       shared->domain = domain;

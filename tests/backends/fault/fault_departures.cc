@@ -262,6 +262,33 @@ TEST_P(FaultSuite, TwoKilledTogetherAreBothNamed) {
       {1, 2});
 }
 
+// Rank 1 is killed the moment its group is made, before any op. Where the others' error says
+// where a silent rank is (shm's explanation of a closed connection), rank 1 is named by what
+// its process did: it published where it runs before the group was handed over (its stall
+// watch's constructor), not in its watch thread's first look, which a rank killed this early
+// had not made (then: "rank 1 did not report (busy outside distcomm, ... gone ...)").
+TEST_P(FaultSuite, KilledRightAfterItsGroupWasMadeIsNamedByItsProcess) {
+  runner().run(
+      [&](Rank& r) {
+        if (r.rank() == 1) r.board().set("pid/1", std::to_string(::getpid()));
+        ProcessGroupPtr pg = r.join();
+        if (r.rank() == 1) ::raise(SIGKILL);
+        Tensor t = floats(16);
+        const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(kGroupTimeout);
+        r.board().wait({"pid/1"}, bound);
+        const std::string pid = r.board().get_string("pid/1");
+        ASSERT_TRUE(testing::process_ends_within(std::stoi(pid), bound)) << "rank 1 did not die";
+        const std::string msg = expect_failure_within<PeerFailure>([&] { pg->all_reduce(t)->wait(); }, 0, kWithin,
+                                                                   "an all_reduce after rank 1 died at once");
+        EXPECT_TRUE(names_rank(msg, 1)) << "rank " << r.rank() << ": " << msg;
+        if (msg.find("did not report") != std::string::npos) {
+          expect_has(msg, "rank 1 did not report: its process " + pid + " on this host has ended (pid " + pid + " is",
+                     "the explanation of rank 1's silence");
+        }
+      },
+      {1});
+}
+
 // Rank `culprit` destroys its group after a barrier and ends, while the others issue
 // all_reduce #1.
 void exits_cleanly(Runner& runner, int culprit, bool departure_is_a_timeout) {

@@ -48,6 +48,8 @@ const Entry kCannot[] = {
     {"in_process", "KilledInASubgroupIsNamedByItsWorldRank", kOneProcess},
     {"mpi", "TwoKilledTogetherAreBothNamed", kMpirunEndsTheJob},
     {"in_process", "TwoKilledTogetherAreBothNamed", kOneProcess},
+    {"mpi", "KilledRightAfterItsGroupWasMadeIsNamedByItsProcess", kMpirunEndsTheJob},
+    {"in_process", "KilledRightAfterItsGroupWasMadeIsNamedByItsProcess", kOneProcess},
     {"mpi", "KilledInASubgroupIsNamedByItsWorldRank", kMpirunEndsTheJob},
     {"mpi", "RecvFromAKilledRankAfterAnotherLeft", kMpirunEndsTheJob},
     {"in_process", "RecvFromAKilledRankAfterAnotherLeft", kOneProcess},
