@@ -28,7 +28,9 @@ struct JobResult {
   // SIGINT/SIGTERM/SIGHUP/SIGQUIT that came while the attempt was already stopping (after a
   // failure or a stop request): nothing may start after it.
   int signal_while_stopping = 0;
-  std::string stopped_for;  // why an AttemptWatch stopped the attempt, "" if it did not
+  // Why an AttemptWatch stopped the attempt (or the round had ended before its first failed
+  // rank was seen), "" if it did not: the ranks' failures are then its consequences.
+  std::string stopped_for;
   int master_port = 0;      // the port every rank was given
   // When the launcher saw the first rank fail (or the watch ask): where a restart's time counts from.
   std::chrono::steady_clock::time_point stop_began;
@@ -39,11 +41,14 @@ struct JobResult {
 // readable, reason() says why ("" means not yet: keep going). on_stop, when set, hears why
 // the attempt itself begins to stop -- its first failed rank (failed_rank, how, exit_code)
 // or a signal (interrupted_by) -- before any rank is stopped: the elastic agent tells the
-// other machines first, so that the cause reaches them before its effects.
+// other machines first, so that the cause reaches them before its effects. For a failed rank
+// it returns why the round had already ended when that was something else (a machine went
+// away: "round 1 ended: ..."), "" when the failure is the cause: the attempt then takes that
+// end as its stopped_for, and its ranks' failures as consequences, not as what failed first.
 struct AttemptWatch {
   int fd = -1;
   std::function<std::string()> reason;
-  std::function<void(const JobResult& cause)> on_stop;
+  std::function<std::string(const JobResult& cause)> on_stop;
 };
 
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the

@@ -89,7 +89,12 @@ void Attempt::report_first_failure() {
   if (first < 0 || ranks_.stopping()) return;
   note_failure(static_cast<size_t>(first));
   say(result_.failure);
-  if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
+  if (watch_ != nullptr && watch_->on_stop) {
+    // The round may have ended already (a machine went away, and this rank failed for want
+    // of it): then that is the cause, and this failure one of its consequences.
+    const std::string ended = watch_->on_stop(result_);
+    if (!ended.empty()) result_.stopped_for = ended;
+  }
   const RankProcess& p = processes_[static_cast<size_t>(first)];
   std::string log = router_.log_path(p.rank);
   if (!log.empty()) say("its output is in " + log);
@@ -180,8 +185,11 @@ void Attempt::name_first_failure() {
     result_.exit_code = 1;
     result_.how = "reported its error; the stop ended it by " + local::signal_name(WTERMSIG(process.status));
   }
+  // After a stop for something outside this machine's ranks (the round ended: a machine went
+  // away), their failures are its consequences: the round's end names the cause.
+  const std::string failed = result_.stopped_for.empty() ? "failed first" : "failed after the round ended";
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
-                    ", pid " + std::to_string(process.pid) + ") failed first (" + result_.how + ")" +
+                    ", pid " + std::to_string(process.pid) + ") " + failed + " (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());
   // Ranks that also failed on their own and said nothing (a signal, an exit code without
   // an error file): nothing else would mention them. Before the last word.

@@ -251,7 +251,7 @@ JobResult Agent::run_rounds() {
     // at once. When another machine's launcher has ended, that is the cause (its ranks died
     // with it, and this one failed for want of them): its link was closed before its ranks
     // were killed.
-    attempt_watch.on_stop = [&](const JobResult& cause) {
+    attempt_watch.on_stop = [&](const JobResult& cause) -> std::string {
       in_on_stop_ = true;
       struct Done {
         bool& flag;
@@ -270,18 +270,21 @@ JobResult Agent::run_rounds() {
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
           rendezvous_->end(round->number, {true, 1,
                                            here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")"});
-          return;
+          return "";
         }
         if (!ended.empty()) {
           rendezvous_->mark_gone(ended, "its launcher ended");
           rendezvous_->end(round->number, {true, 1, "the launcher of " + watch.node_text(ended) + " ended"});
         }
-        rendezvous_->end(round->number, {true, cause.exit_code,
-                                         "rank " + std::to_string(cause.failed_rank) + " failed (" + cause.how +
-                                             ") on " + here});
+        const std::string mine = "rank " + std::to_string(cause.failed_rank) + " failed (" + cause.how + ") on " + here;
+        const RoundEnd e = rendezvous_->end(round->number, {true, cause.exit_code, mine});
+        // The round had ended already (a machine went away, or its launcher ended): this
+        // rank's failure is a consequence of that.
+        if (e.why != mine) return "round " + std::to_string(round->number) + " ended: " + e.why;
       } catch (const std::exception&) {
         // The watch reports a lost store.
       }
+      return "";
     };
     watch.start();
     in_attempt_ = true;

@@ -233,13 +233,12 @@ void OutputPump::on_ready(int fd) {
   if (it == sources_.end()) return;
   Source& s = it->second;
   auto emit = [this, &s](std::string_view line) { router_.route(s.rank, s.stream, line); };
-  char buf[65536];
   ssize_t n;
   do {
-    n = ::read(fd, buf, sizeof(buf));
+    n = ::read(fd, read_buffer_.data(), read_buffer_.size());
   } while (n < 0 && errno == EINTR);
   if (n > 0) {
-    s.splitter.feed(buf, static_cast<size_t>(n), emit);
+    s.splitter.feed(read_buffer_.data(), static_cast<size_t>(n), emit);
     return;
   }
   close_source(fd);  // end of stream (or a read error, which ends it as well)

@@ -152,6 +152,9 @@ class OutputPump {
 
   OutputRouter& router_;
   std::map<int, Source> sources_;  // by fd
+  // On the heap, not on_ready's stack: the launcher runs on the main thread, and must work
+  // with a small stack (ulimit -s 64).
+  std::vector<char> read_buffer_ = std::vector<char>(65536);
 };
 
 }  // namespace launch

@@ -167,6 +167,9 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
     ASSERT_TRUE(p->wait_for_stdout("launch: rendezvous 'silent' round 2: 2 machines (min 1, max 3)\n", 1, seconds(60)));
   }
   const auto noticed = std::chrono::steady_clock::now() - stopped;
+  // Meanwhile c's rank loses its peers and fails (a PeerFailure, in its error file): once
+  // continued, c sees that exit before its watch reads the round's end.
+  std::this_thread::sleep_for(seconds(3));
   c->send_signal(SIGCONT);
   for (Subprocess* p : {a.get(), b.get(), c.get()}) {
     ASSERT_TRUE(p->wait_for_stdout("launch: rendezvous 'silent' round 3: 3 machines (min 1, max 3)\n", 1, seconds(60)));
@@ -180,6 +183,9 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
       EXPECT_TRUE(std::regex_search(f.out, std::regex(R"(round 1 ended: the launcher of node \d \(127\.0\.0\.1\) went away: no heartbeat for 5s; restart 1 of 3\n)")))
           << f.out;
     }
+    // The ranks that failed because the machine went away (a PeerFailure, reported before
+    // the stop's SIGTERM) are its consequences: no machine names one as what failed first.
+    EXPECT_EQ(f.out.find("failed first"), std::string::npos) << f.out;
   }
   // Detected through the heartbeats: 5 s after the last beat seen (up to one 0.5 s beat
   // interval before the stop), not much later.

@@ -55,6 +55,19 @@ TEST(Launch, ABracketedIPv6MasterAddressIsTheAddressInside) {
   EXPECT_NE(f.out.find(" MASTER_ADDR=::1 "), std::string::npos) << f.out;
 }
 
+// A launcher run with a small stack (ulimit -s 64; the ranks and the other tools run with
+// 32 KiB) ran its job, not a segfault (rc 139) that left its folder in TMPDIR behind: the
+// main thread read the ranks' pipes into a 64 KiB buffer on its stack.
+TEST(Launch, RunsWithA64KiBStack) {
+  const std::string tmp = fresh_tmpdir("small_stack");
+  const std::string script = "ulimit -s 64 && exec \"$0\" --nproc_per_node=2 -- \"$1\" env";
+  Finished f = run({"/bin/sh", "-c", script, launcher_path(), kProbe}, seconds(60), {"TMPDIR=" + tmp});
+  ASSERT_FALSE(f.timed_out) << f.err;
+  EXPECT_EQ(shell_exit_code(f), 0) << f.err;
+  EXPECT_EQ(std::count(f.out.begin(), f.out.end(), '\n'), 2) << f.out;
+  EXPECT_TRUE(entries_of(tmp).empty()) << "left in TMPDIR: " << entries_of(tmp).front();
+}
+
 TEST(Launch, GivesEachRankItsEnvironmentAndOnePort) {
   Finished f = run(launch({"--nproc_per_node=3", "--backend=gloo"}, {kProbe, "env"}));
   ASSERT_EQ(exit_code(f), 0) << f.err;
