@@ -29,8 +29,10 @@ bool forget_generation(Store& store, uint64_t x, const Generation& gen, uint64_t
   const uint64_t from = std::max(gen.committed_steps, end_step >= kTailSteps ? end_step - kTailSteps : 0);
   if (forget_steps(store, x, from, end_step + 1) != end_step + 1) return false;
   for (const std::string& id : gen.members) store.delete_key(keys::needs_state(x, id));
-  if (store.check({keys::arrivals(x)})) {
-    const int64_t count = std::stoll(store.get_string(keys::arrivals(x)));
+  // One request (read_present): a get after a check would block where another deletion
+  // (a fenced lowest member resumed) took the key in between.
+  if (const std::optional<Store::Bytes> arrivals = read_present(store, {keys::arrivals(x)}).front()) {
+    const int64_t count = std::stoll(to_string(*arrivals));
     for (int64_t n = 1; n <= count; ++n) store.delete_key(keys::arrival(x, n));
     store.delete_key(keys::arrivals(x));
   }
