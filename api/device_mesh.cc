@@ -73,6 +73,7 @@ DeviceMesh::DeviceMesh(ProcessGroupPtr world, std::vector<int> shape, std::vecto
   const std::string call = "DeviceMesh over group '" + world->name() + "'";
   // Refused in the mesh's own round, the first a rank that aborted would otherwise leave on
   // its abort, its peers then waiting for it in split_group's round until their timeout.
+  world->refuse_if_fork_child("DeviceMesh");  // before the refusal could post to the parent's round
   world->refuse_subgroup_if_aborted(call);
   // Checked on every rank together: a rank with another shape fails them all at once.
   agree_on_arguments(world->exchange(), call, mesh_error(shape, names, world->size()),
@@ -229,7 +230,8 @@ DeviceMesh DeviceMesh::flatten(const std::string& name) const {
     error = "the name '" + name + "' is taken";
   }
   const std::string call = "DeviceMesh::flatten over group '" + layout_->world->name() + "'";
-  layout_->world->refuse_subgroup_if_aborted(call);  // as the constructor
+  layout_->world->refuse_if_fork_child("DeviceMesh::flatten");  // as the constructor
+  layout_->world->refuse_subgroup_if_aborted(call);
   agree_on_arguments(layout_->world->exchange(), call, error, "'" + name + "' of " + join(dims_));
   // A one-dimension mesh's group already holds the ranks: no new group.
   ProcessGroupPtr group = dims_.size() == 1 ? dim(dims_.front()).group : make_group(*layout_, spans);
