@@ -66,6 +66,10 @@ void watch() {
   sigfillset(&all_but_sigcont);
   sigdelset(&all_but_sigcont, SIGCONT);
   ::pthread_sigmask(SIG_BLOCK, &all_but_sigcont, nullptr);
+  sigset_t sigcont;  // blocked by the thread that started this one (start_stop_watch)
+  sigemptyset(&sigcont);
+  sigaddset(&sigcont, SIGCONT);
+  ::pthread_sigmask(SIG_UNBLOCK, &sigcont, nullptr);
   while (true) {
     const uint64_t sigconts = g_sigconts.load();
     // Only the sleep is measured: a write() that a slow reader of stderr holds up is no stop.
@@ -135,6 +139,14 @@ void start_stop_watch(const std::string& tag, bool serves_store) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGCONT, &sa, nullptr);
+    // Only the watch thread takes the handler: on another thread it would cut a poll() or
+    // connect wait short with EINTR (poll is never restarted), which the launcher's links
+    // take for a failed connection. Blocking SIGCONT does not keep it from continuing the
+    // process. Threads started later from this one inherit the mask; ranks get theirs reset.
+    sigset_t sigcont;
+    sigemptyset(&sigcont);
+    sigaddset(&sigcont, SIGCONT);
+    ::pthread_sigmask(SIG_BLOCK, &sigcont, nullptr);
     std::thread(watch).detach();
   });
 }
