@@ -129,6 +129,20 @@ TEST(Checkpoint, DamageInsideATensorIsRefusedByItsChecksum) {
   EXPECT_EQ(newest_checkpoint(dir)->step, 30);
 }
 
+// The checksum is CRC-32C (Castagnoli) as everyone computes it: its check value, the CRC of
+// the ASCII bytes "123456789", is e3069283.
+TEST(Checkpoint, TheChecksumIsCrc32c) {
+  const std::string dir = temp_path("check_value");
+  Checkpoint c;
+  c.step = 1;
+  const std::string text = "123456789";
+  c.tensors.emplace_back("ascii", Tensor::of<uint8_t>(std::vector<uint8_t>(text.begin(), text.end())));
+  write_checkpoint(dir, c);
+  std::ifstream in(checkpoint_path(dir, 1), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("\nascii uint8 1 9 9 e3069283\n"), std::string::npos) << bytes;
+}
+
 // A file of the first version (no checksums) still reads.
 TEST(Checkpoint, AVersion1FileStillReads) {
   const std::string path = temp_path("version1.ckpt");
