@@ -145,10 +145,18 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
     return Timeout(w.where + ": init timed out after " + w.waited_text() + " (the group's timeout is " +
                    seconds_text(w.timeout) + ") waiting for " + who(ask) + " " + what + (hint.empty() ? "" : "; " + hint));
   };
+  // This process's store server cannot accept() for want of file descriptors (rank 0
+  // serves it: store_host.h): since when this wait has seen that, and whom it waited for
+  // then. Ranks that cannot get in never arrive: once the spell has lasted
+  // kAcceptStarvedGrace with them still missing, the wait ends with why.
+  Clock::time_point starved_seen{};
+  std::string starved_who;
   for (;;) {
     const Clock::time_point now = Clock::now();
     Clock::time_point until = std::min(w.deadline, next_report);
-    if (w.failure_store || EnclosingCreations::any()) until = std::min(until, now + kCreationFailedCheck);
+    if (w.failure_store || EnclosingCreations::any() || internal::accept_starved_now(internal::accept_starvation(), now)) {
+      until = std::min(until, now + kCreationFailedCheck);
+    }
     // At least a millisecond, so that a phase already done is seen even at the deadline.
     const milliseconds slice =
         std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
@@ -173,6 +181,19 @@ void wait_until(const InitWait& w, const std::string& what, const std::function<
           w.store_host));
     }
     const Clock::time_point after = Clock::now();
+    const internal::AcceptStarvation starved = internal::accept_starvation();
+    if (!internal::accept_starved_now(starved, after)) {
+      starved_seen = {};
+    } else {
+      const std::string missing = who(true);
+      if (starved_seen == Clock::time_point{} || starved.first > starved_seen || missing != starved_who) {
+        starved_seen = after;  // a new spell, or a rank came: the grace starts again
+        starved_who = missing;
+      } else if (after - starved_seen >= internal::kAcceptStarvedGrace) {
+        throw Timeout(w.where + ": init gave up after " + w.waited_text() + " waiting for " + missing + " " + what +
+                      ": " + internal::describe_accept_starvation(starved));
+      }
+    }
     if (after >= w.deadline) throw timed_out(true);
     if (after >= next_report) {
       log_line("distcomm: " + w.where + ": init has waited " + w.waited_text() + " for " + who(true) + " " + what +

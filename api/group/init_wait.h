@@ -131,7 +131,10 @@ struct InitWait {
   // tell which ranks it waits for returns none from missing(): "the other ranks".
   // Another rank's creation failure (failure_key) ends it with that rank's error quoted
   // (CreationFailure::raise); a StoreError out of poll, missing() or that look is the store
-  // going away (see store_host).
+  // going away (see store_host). While a TCPStore server of this process cannot accept()
+  // for want of file descriptors (rank 0's: store/internal/store_host.h), a wait whose
+  // missing ranks stay the same for kAcceptStarvedGrace (3 s) ends with a Timeout saying so:
+  // those ranks cannot get in.
   void until(const std::string& what, const std::function<bool(std::chrono::milliseconds)>& poll,
              const std::function<std::vector<int>()>& missing, const std::string& hint) const;
   // The same, waiting for a process that is not one of the group's ranks, which `whom`

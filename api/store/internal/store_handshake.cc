@@ -104,8 +104,11 @@ ServerHello client_handshake(int fd, const std::string& server, const JobIdentit
     if (s == IoStatus::kOk) s = recv_reply(fd, reply, kMaxHandshakeBytes, deadline);
     if (s == IoStatus::kClosed) return false;
     if (s == IoStatus::kTimeout) {
-      throw StoreError("TCPStore: " + server + " accepted the connection but did not answer the handshake; is "
-                       "it a TCPStore server (of the same version)?");
+      // The kernel completes a connection to a listening socket by itself: a server that
+      // cannot accept() it (out of file descriptors) or is stopped never answers either.
+      throw StoreError("TCPStore: " + server + " accepted the connection but did not answer the handshake: its "
+                       "server may be unable to take more connections (out of file descriptors: raise `ulimit -n` "
+                       "where it runs; or stopped), or it is not a TCPStore server (of the same version)");
     }
     if (s == IoStatus::kError) {
       throw StoreError("TCPStore: the handshake with " + server + " failed: " + errno_message(errno) +

@@ -55,5 +55,35 @@ std::exception_ptr store_lost(const StoreError& cause, const std::string& messag
 // In the error of a call on a TCPStore that was cut off (TCPStore::cut_off).
 constexpr char kCutOffWords[] = " was cut off: ";
 
+// A TCPStore server of this process that cannot accept() for want of file descriptors
+// (EMFILE, ENFILE) leaves the connections waiting in the kernel's backlog: their ranks'
+// handshakes get no answer and they give up, while rank 0's init, which serves the store,
+// would wait its whole timeout for them. The server notes each such failure here, and each
+// accept that succeeds ends the spell; an init wait of this process (init_wait.h) that
+// sees a spell go on for kAcceptStarvedGrace while the ranks it waits for stay missing
+// ends with why (describe_accept_starvation). Process-wide, as the limit is.
+struct AcceptStarvation {
+  using Clock = std::chrono::steady_clock;
+  uint64_t refused = 0;         // accept() failures in the spell; 0: none since the last accept
+  int error = 0;                // the last one's errno
+  Clock::time_point first{};    // the spell's first failure
+  Clock::time_point last{};     // its latest
+  long long fd_limit = -1;      // the soft RLIMIT_NOFILE then (-1: unlimited or unknown)
+};
+// How long a spell must last, with the ranks an init wait waits for still missing, before
+// that wait gives up: the server retries accept() every 0.1 s meanwhile.
+constexpr std::chrono::milliseconds kAcceptStarvedGrace{3000};
+// A spell whose latest failure is older than this has ended (nothing left to accept).
+constexpr std::chrono::milliseconds kAcceptStarvedRecent{1000};
+void note_accept_failed(int error);
+void note_accept_succeeded();
+AcceptStarvation accept_starvation();
+// Whether `s` is a spell still going on at `now` (its latest failure within kAcceptStarvedRecent).
+bool accept_starved_now(const AcceptStarvation& s, AcceptStarvation::Clock::time_point now);
+// "this process's TCPStore server ran out of file descriptors (... ulimit -n, is 10): accept()
+// failed 31 times over 3.0 s (Too many open files), so it could not take their connections;
+// raise `ulimit -n`".
+std::string describe_accept_starvation(const AcceptStarvation& s);
+
 }  // namespace internal
 }  // namespace distcomm

@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "api/store/internal/store_handshake.h"
+#include "api/store/internal/store_host.h"
 #include "api/logging.h"
 
 namespace distcomm {
@@ -147,6 +148,7 @@ void TCPStoreServer::Loop::accept_clients() {
     const int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       Socket s(fd);
+      internal::note_accept_succeeded();
       internal::set_nodelay(fd);
       make_room_for_pending();
       auto c = std::make_unique<Client>(std::move(s), &pool_);
@@ -156,11 +158,14 @@ void TCPStoreServer::Loop::accept_clients() {
       ++pending_;
       continue;
     }
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    const int err = errno;
+    if (err == EINTR || err == ECONNABORTED) continue;
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
       // The listener stays readable while the backlog waits: rest rather than spin.
       accept_paused_until_ = Clock::now() + kAcceptPause;
-      note("files", "cannot accept more connections: " + internal::errno_message(errno) +
+      // Rank 0's init, in this process, stops waiting for ranks that cannot get in.
+      if (err == EMFILE || err == ENFILE) internal::note_accept_failed(err);
+      note("files", "cannot accept more connections: " + internal::errno_message(err) +
                         " (raise the open-files limit, ulimit -n)");
     }
     return;
