@@ -1,9 +1,11 @@
 #include "api/group/auto_backend.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -61,21 +63,70 @@ std::string process_domain() {
   return domain;
 }
 
+namespace {
+
+// Why this process cannot use shm, as the last shm_plugin() saw it ("" when it can, or when
+// no shm plugin is installed).
+std::mutex g_shm_unused_mutex;
+std::string g_shm_unused;
+
+// A reason that is one of this process's limits (ulimit -n, ulimit -f), not the install.
+bool names_descriptor_limit(const std::string& why) {
+  return why.find(std::strerror(EMFILE)) != std::string::npos || why.find(std::strerror(ENFILE)) != std::string::npos;
+}
+
+void keep_shm_unused(const std::string& why) {
+  const std::lock_guard<std::mutex> lock(g_shm_unused_mutex);
+  g_shm_unused = why;
+}
+
+}  // namespace
+
 // An shm plugin that is there but refused (a damaged or half-copied install, a file of
-// another build) makes auto run gloo between the ranks of a host: a job that works, several
-// times slower, with nothing said. Said once per process, with the file and why; an install
-// without any shm plugin says nothing (it was built so).
+// another build, or a process out of descriptors for dlopen) makes auto run gloo between the
+// ranks of a host: a job that works, several times slower, with nothing said. Said once per
+// process, with the file and why; an install without any shm plugin says nothing (it was
+// built so).
 void say_shm_refused(const std::string& load_error) {
   const size_t refused = load_error.find(": refused: ");
   if (refused == std::string::npos) return;
+  const size_t start = load_error.rfind('\n', refused);
+  const size_t end = load_error.find('\n', refused);
+  std::string line = load_error.substr(start == std::string::npos ? 0 : start + 1,
+                                       end == std::string::npos ? std::string::npos : end - start - 1);
+  line = line.substr(line.find_first_not_of(' '));
+  const std::string fix = names_descriptor_limit(line)
+                              ? "; this process ran out of file descriptors: raise `ulimit -n` (RLIMIT_NOFILE)"
+                              : "; reinstall distcomm or fix DISTCOMM_PLUGIN_PATH";
+  keep_shm_unused("the shm plugin cannot be loaded: " + line + fix);
   static std::once_flag said;
   std::call_once(said, [&] {
-    const size_t start = load_error.rfind('\n', refused);
-    const size_t end = load_error.find('\n', refused);
-    const std::string line = load_error.substr(start == std::string::npos ? 0 : start + 1,
-                                               end == std::string::npos ? std::string::npos : end - start - 1);
     log_line("warning: auto: the shm plugin cannot be loaded, so ranks of one host use gloo between them (much "
-             "slower): " + line.substr(line.find_first_not_of(' ')) + "; reinstall distcomm or fix DISTCOMM_PLUGIN_PATH");
+             "slower): " + line + fix);
+  });
+}
+
+// The plugin loaded but cannot run here (its available() probe): said once where the cause
+// is a limit of this process (ulimit -n, ulimit -f), which the user can raise.
+void say_shm_unavailable(const std::string& why) {
+  keep_shm_unused("shm cannot run here: " + why);
+  if (!names_descriptor_limit(why) && why.find("ulimit") == std::string::npos) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    log_line("warning: auto: shm cannot run here, so ranks of one host use gloo between them (much slower): " + why);
+  });
+}
+
+// The shm plugin could not be looked for or loaded because this process has no descriptor
+// left: said once, with the limit to raise (gloo then fails the same way, or runs slower).
+void say_shm_without_descriptors(int err) {
+  const std::string why = std::string("the shm plugin cannot be looked for or loaded: ") + std::strerror(err) +
+                          (err == EMFILE ? ": this process ran out of file descriptors (RLIMIT_NOFILE): raise `ulimit -n`"
+                                         : ": the system's table of open files is full (fs.file-max)");
+  keep_shm_unused(why);
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    log_line("warning: auto: ranks of one host use gloo between them (much slower), as " + why);
   });
 }
 
@@ -83,11 +134,26 @@ void say_shm_refused(const std::string& load_error) {
 bool shm_plugin(bool runs, const PluginSearch& plugins) {
   try {
     const PluginInfo& info = load_plugin("shm", plugins);
+    if (runs && !info.available) say_shm_unavailable(info.unavailable_reason);
     return !runs || info.available;
   } catch (const BackendUnavailable& e) {
-    say_shm_refused(e.what());
+    // Out of descriptors, the plugin folder cannot even be listed (the plugin then reads as
+    // not installed, and auto went to gloo in silence): one descriptor asked for says so.
+    const int probe = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int err = errno;
+    if (probe >= 0) ::close(probe);
+    if (probe < 0 && (err == EMFILE || err == ENFILE)) {
+      say_shm_without_descriptors(err);
+    } else {
+      say_shm_refused(e.what());
+    }
     return false;
   }
+}
+
+std::string why_shm_unused() {
+  const std::lock_guard<std::mutex> lock(g_shm_unused_mutex);
+  return g_shm_unused;
 }
 
 bool cuda_device_node_present() {

@@ -55,6 +55,13 @@ std::string process_domain();
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
                                    bool ask_nccl = false, bool ask_mpi = false, const std::string& hier_across = "");
 
+// Why this process's placement says it cannot run shm, as its last look saw it: the shm
+// plugin refused ("the shm plugin cannot be loaded: <file>: refused: dlopen failed: ... Too
+// many open files; this process ran out of file descriptors: raise `ulimit -n` ...") or its
+// probe's reason ("shm cannot run here: ... ulimit -f ..."); "" when it can, or when no shm
+// plugin is installed. Where that reason is a limit of this process, auto also warns once.
+std::string why_shm_unused();
+
 // A placement (auto_backend_placement's) without its user: ranks of one machine under
 // different users are different hosts to auto and the hierarchy (shm cannot join them),
 // and the same machine to a reader of a group's description.

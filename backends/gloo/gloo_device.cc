@@ -89,6 +89,13 @@ std::shared_ptr<::gloo::transport::Device> make_device(const ::gloo::transport::
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     if (auto limit = limit_failure("gloo cannot listen on " + what, e.what())) throw Error(*limit);
+    // gloo looks its address up by opening a socket per candidate and skips those it cannot
+    // open, so a process out of descriptors reads "Unable to find address for: 127.0.0.1":
+    // one socket opened here tells a limit (said as one) from an address.
+    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int err = errno;
+    if (probe >= 0) ::close(probe);
+    if (probe < 0) throw_if_limit("gloo cannot listen on " + what + " (gloo: " + e.what() + ")", err);
     throw InvalidArgument("gloo cannot listen on " + what + ": " + e.what() +
                           "; set DISTCOMM_SOCKET_IFNAME (config 'ifname') to an interface that "
                           "reaches the other ranks");

@@ -104,6 +104,9 @@ Segment Segment::create(const std::string& name, size_t bytes, size_t populate, 
   // ptrace-read access to this process, and then the file's own mode: 0600 keeps it to
   // this process's user (and root), whatever else could reach the link.
   if (::fchmod(s.fd_, S_IRUSR | S_IWUSR) != 0) throw BackendUnavailable(system_error("shm: making the segment 0600"));
+  // Past RLIMIT_FSIZE (ulimit -f) the kernel sends SIGXFSZ before ftruncate fails, and that
+  // signal's default action ends the process with no word: refused here first, with the limit.
+  if (const std::string over = file_size_limit_failure(bytes); !over.empty()) throw BackendUnavailable(over);
   if (::ftruncate(s.fd_, static_cast<off_t>(bytes)) != 0) {
     throw BackendUnavailable(system_error("shm: sizing the segment to " + std::to_string(bytes) + " bytes"));
   }
@@ -112,6 +115,18 @@ Segment Segment::create(const std::string& name, size_t bytes, size_t populate, 
   s.base_ = map_shared(s.fd_, bytes, populate, Touch::kWrite, "this rank's segment");
   s.bytes_ = bytes;
   return s;
+}
+
+std::string file_size_limit_failure(size_t bytes) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || bytes <= rl.rlim_cur) return "";
+  std::string text = "shm: this rank's segment needs " + std::to_string(bytes) +
+                     " bytes, over this process's file size limit of " + std::to_string(rl.rlim_cur) +
+                     " bytes (RLIMIT_FSIZE, ulimit -f, which counts 1024-byte blocks; the segment is a memfd, and "
+                     "growing it past the limit would end the process with SIGXFSZ): raise it, e.g. ulimit -f "
+                     "unlimited before starting the job";
+  if (rl.rlim_max != RLIM_INFINITY) text += " (its hard limit, ulimit -Hf, is " + std::to_string(rl.rlim_max) + " bytes)";
+  return text + ", or use DISTCOMM_BACKEND=gloo (or --backend=gloo)";
 }
 
 std::string open_failure_hint(int err, int group_size) {

@@ -26,6 +26,11 @@ std::string open_failure_hint(int err, int group_size);
 // group holds (group_size when known, > 1); ENFILE, the system's table; "" otherwise.
 std::string descriptor_failure_hint(int err, int group_size);
 
+// "" when a file of `bytes` fits this process's RLIMIT_FSIZE (ulimit -f), else the refusal
+// to throw (as BackendUnavailable): the bytes needed, the limit and what to do. A memfd
+// grown past that limit raises SIGXFSZ, which ends the process unless handled.
+std::string file_size_limit_failure(size_t bytes);
+
 class Segment {
  public:
   Segment() = default;
