@@ -23,35 +23,12 @@
 #include "api/process_group.h"
 #include "api/store/hash_store.h"
 #include "tests/testing/captured_stderr.h"
+#include "tests/testing/child_output.h"
 
 namespace distcomm {
 namespace {
 
-std::string in_child(const std::function<std::string()>& fn) {
-  int fds[2];
-  if (::pipe(fds) != 0) return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out;
-    try {
-      out = fn();
-    } catch (const std::exception& e) {
-      out = std::string("(threw) ") + e.what();
-    }
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return "(child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
-  return text;
-}
+using testing::child_output;
 
 // Leaves this process no file descriptor under a lowered soft limit; returns those it took.
 std::vector<int> use_up_descriptors() {
@@ -69,7 +46,7 @@ void give_back(const std::vector<int>& taken) {
 }
 
 TEST(AutoShmLimits, FileSizeLimitPicksGlooAndSaysWhy) {
-  const std::string said = in_child([] {
+  const std::string said = child_output([] {
     rlimit rl{};
     ::getrlimit(RLIMIT_FSIZE, &rl);
     rl.rlim_cur = 1 << 20;  // ulimit -f 1024
@@ -86,7 +63,7 @@ TEST(AutoShmLimits, FileSizeLimitPicksGlooAndSaysWhy) {
 }
 
 TEST(AutoShmLimits, NoDescriptorLeftSaysUlimitN) {
-  const std::string said = in_child([] {
+  const std::string said = child_output([] {
     testing::CapturedStderr captured;
     const std::vector<int> taken = use_up_descriptors();
     const std::string placement = auto_backend_placement(PluginSearch::from_environment());
@@ -102,7 +79,7 @@ TEST(AutoShmLimits, NoDescriptorLeftSaysUlimitN) {
 }
 
 TEST(AutoShmLimits, GlooOutOfDescriptorsSaysUlimitNNotIfname) {
-  const std::string said = in_child([] {
+  const std::string said = child_output([] {
     load_plugin("gloo", PluginSearch::from_environment());
     ProcessGroupOptions o;
     o.store = std::make_shared<HashStore>();

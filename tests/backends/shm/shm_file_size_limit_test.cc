@@ -7,51 +7,33 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "api/errors.h"
+#include "tests/testing/child_output.h"
 
 namespace distcomm {
 namespace shm {
 namespace {
 
-// Runs Segment::create(bytes) in a child under RLIMIT_FSIZE = limit; the child writes what
-// was thrown (or "(created)") to a pipe. Returns that text, or how the child ended.
+// Segment::create(bytes) in a child under RLIMIT_FSIZE = limit: what it threw, "(created)",
+// or how the child ended (testing::child_output).
 std::string create_under_limit(size_t bytes, rlim_t limit) {
-  int fds[2];
-  if (::pipe(fds) != 0) return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
+  return testing::child_output([&]() -> std::string {
     rlimit rl{};
     ::getrlimit(RLIMIT_FSIZE, &rl);
     rl.rlim_cur = limit;
-    std::string out = "(setrlimit failed)";
-    if (::setrlimit(RLIMIT_FSIZE, &rl) == 0) {
-      try {
-        Segment s = Segment::create("file-size-limit-test", bytes, 0, 2);
-        out = "(created)";
-      } catch (const BackendUnavailable& e) {
-        out = e.what();
-      }
+    if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) return "(setrlimit failed)";
+    try {
+      Segment s = Segment::create("file-size-limit-test", bytes, 0, 2);
+      return "(created)";
+    } catch (const BackendUnavailable& e) {
+      return e.what();
     }
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return "(child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
-  return text;
+  });
 }
 
 TEST(ShmFileSizeLimit, SegmentOverTheLimitIsRefusedWithTheLimitNotKilled) {
