@@ -96,16 +96,26 @@ std::string Generation::describe() const {
   return "generation " + std::to_string(number) + " (" + id_list(members) + ")";
 }
 
-std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current) {
+std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current,
+                                         int64_t* resolved_below) {
   std::vector<std::string> out;
   const int64_t count = store.add(keys::kJoiners, 0);
-  for (int64_t n = 1; n <= count; ++n) {
-    if (!store.check({keys::joiner(n)})) continue;  // counted, not yet written: next time
-    const std::string id = store.get_string(keys::joiner(n));
-    if (contains(current, id) || !liveness.gone(id, /*by_heartbeat=*/false).empty()) continue;
-    out.push_back(id);
+  bool all_resolved = true;  // every joiner from the first read up to n
+  for (int64_t n = resolved_below ? std::max<int64_t>(*resolved_below, 1) : 1; n <= count; ++n) {
+    bool resolved = false;
+    if (store.check({keys::joiner(n)})) {  // else counted, not yet written: next time
+      const std::string id = store.get_string(keys::joiner(n));
+      resolved = contains(current, id) || !liveness.gone(id, /*by_heartbeat=*/false).empty();
+      if (!resolved) out.push_back(id);
+    }
+    all_resolved = all_resolved && resolved;
+    if (all_resolved && resolved_below) *resolved_below = n + 1;
   }
   return out;
+}
+
+std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current) {
+  return waiting_joiners(store, liveness, current, nullptr);
 }
 
 Generation form_generation(Store& store, Liveness& liveness, const FormRequest& request) {

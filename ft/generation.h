@@ -54,6 +54,14 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
 // The processes waiting to join (registered, not members of `current`, not gone), in the
 // order they asked. Reads the joiner list (each entry once per call).
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current);
+// The same from joiner number *resolved_below on (1 at first), moving it past the entries
+// found resolved from there: a member of `current` or gone, which a joiner stays once it is
+// (ids are never reused, a dead mark is never taken back, and a member left out of a
+// generation is marked dead). So a step's commit reads the joiners that may still wait, not
+// every one the job ever had (each a check, a get and a liveness look, on the step's
+// critical path).
+std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current,
+                                         int64_t* resolved_below);
 
 // A joiner's side: arrives at each new generation from the one after `latest` until one
 // takes it in, and returns that one; an empty generation (number 0, no members) when the

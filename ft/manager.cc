@@ -542,7 +542,7 @@ bool Manager::commit_with_store() {
   if (step_failed_) {
     store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + id_ + ": " + step_failure_));
   } else if (store_->add(keys::done(g, s), 1) == static_cast<int64_t>(generation_.members.size())) {
-    const bool grow = !waiting_joiners(*store_, *liveness_, generation_.members).empty();
+    const bool grow = !waiting_joiners(*store_, *liveness_, generation_.members, &joiners_resolved_below_).empty();
     store_->compare_set(keys::verdict(g, s), {}, to_bytes(std::string("commit|") + (grow ? "grow" : "")));
   }
   const Clock::time_point deadline = Clock::now() + options_.op_timeout;

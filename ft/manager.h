@@ -181,6 +181,7 @@ class Manager {
   std::chrono::system_clock::time_point step_failed_at_{};
   uint64_t committed_ = 0;
   uint64_t steps_forgotten_ = 0;  // this generation's steps below it are deleted (forget)
+  int64_t joiners_resolved_below_ = 1;  // waiting_joiners' cursor (generation.h)
   std::vector<FailureEvent> failures_;
 };
 
