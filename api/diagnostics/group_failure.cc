@@ -210,14 +210,8 @@ FailureRecord::Kind FailureRecord::kind_of(const std::exception_ptr& error) {
 std::string FailureRecord::encode() const {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
   std::ostringstream out;
-  out << kFormat << "\n"
-      << static_cast<int>(kind) << "\n"
-      << rank << "\n"
-      << culprit << "\n"
-      << op << "\n"
-      << seq << "\n"
-      << ms << "\n"
-      << message;
+  out << kFormat << "\n" << static_cast<int>(kind) << "\n" << rank << "\n" << culprit << "\n" << op << "\n"
+      << seq << "\n" << ms << "\n" << message;
   return out.str();
 }
 
@@ -648,10 +642,10 @@ std::optional<std::string> GroupFailure::read_board(std::chrono::milliseconds an
       [board] { return board->check({kBoardKey}) ? to_string(board->get(kBoardKey)) : std::string(); }, answer_wait);
 }
 
-void GroupFailure::board_answered_again() const {
+void GroupFailure::board_answered_again(bool answered) const {
   // A load first: the watch says so at every tick, the flag is seldom set.
-  if (board_gone_.load(std::memory_order_relaxed)) board_gone_.store(false);
-  if (store_silent(board_)) set_store_silent(board_, false);
+  if (board_gone_.load(std::memory_order_relaxed) == answered) board_gone_.store(!answered);
+  if (store_silent(board_) == answered) set_store_silent(board_, !answered);
 }
 
 std::optional<FailureRecord> GroupFailure::published(std::chrono::milliseconds answer_wait) const {
@@ -693,12 +687,17 @@ FailureRecord GroupFailure::completed_cause(FailureRecord cause) const {
 }
 
 bool GroupFailure::peer_has_failed() const {
-  if (failed()) return false;
-  std::optional<std::string> found = read_board(kStoreAnswerWait);
-  if (!found || found->empty()) return false;
-  std::optional<FailureRecord> cause = FailureRecord::decode(*found);
+  return !failed() && board_ && peer_failure_in(*board_, read_board(kStoreAnswerWait));
+}
+
+bool GroupFailure::peer_failure_in(const Store& store, const std::optional<std::string>& record) const {
+  if (&store != board_.get()) return peer_has_failed();
+  if (failed() || !record || record->empty()) return false;
+  std::optional<FailureRecord> cause = FailureRecord::decode(*record);
   return cause && cause->rank != rank_;
 }
+
+const char* GroupFailure::board_key() { return kBoardKey; }
 
 std::optional<FailureRecord> GroupFailure::publish(const FailureRecord& record,
                                                    std::chrono::milliseconds answer_wait) const {

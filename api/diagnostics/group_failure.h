@@ -248,7 +248,16 @@ class GroupFailure {
   // same store): a read that once got no answer in time (board_gone_) no longer stops the
   // next ones. A server stopped for a while (a debugger on rank 0) would otherwise leave the
   // group deaf to its peers' published failures for the rest of the job. (The core's own.)
-  void board_answered_again() const;
+  // answered false: the watch's look went unanswered as long as a read of the board's own
+  // may wait (kStoreAnswerWait), which makes the board silent just as such a read would.
+  void board_answered_again(bool answered = true) const;
+  // For the stall watch's look, which reads the record in the same request as its own key
+  // (one round trip a tick, bounded by the look, not a thread and two calls of its own):
+  // whether `record`, what was found under board_key() on `store`, is another rank's failure
+  // while the group is still usable here. Where `store` is not this group's board,
+  // peer_has_failed() (a read of its own).
+  bool peer_failure_in(const Store& store, const std::optional<std::string>& record) const;
+  static const char* board_key();
   friend class StallWatch;
   // error, saying which world rank `culprit` is (a lost peer) when that differs and the
   // message does not say it already; for other failures, world_ranks_note_for its words.

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "api/diagnostics/board_look.h"
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/peer_process.h"
@@ -64,16 +65,6 @@ constexpr milliseconds kExplainSlack{3000};
 constexpr milliseconds kBoardRoundTrips{10000};
 milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kBoardRoundTrips; }
 
-// Why a look at the board failed, as the "has waited" line says it: a look its deadline cut
-// short means the store's server did not answer, which is what a user must be told plainly
-// (the process serving it stopped, or its host frozen), not only the store call's words.
-std::string look_failure_text(const std::exception& e) {
-  if (!dynamic_cast<const internal::StoreCallCutShort*>(&e)) return e.what();
-  return std::string("the store's server did not answer (its process stopped, its host froze, or the network "
-                     "between this host and it is down): ") +
-         e.what();  // which names the store's address
-}
-
 milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
   return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
 }
@@ -84,11 +75,8 @@ int64_t ms_between(Clock::time_point from, Clock::time_point to) {
 
 // The error a verdict names, or null.
 std::exception_ptr as_error(const Verdict& v) {
-  switch (v.kind) {
-    case Verdict::Kind::kDesync: return std::make_exception_ptr(Desync(v.message));
-    case Verdict::Kind::kSizeMismatch: return std::make_exception_ptr(InvalidArgument(v.message));
-    case Verdict::Kind::kNone: break;
-  }
+  if (v.kind == Verdict::Kind::kDesync) return std::make_exception_ptr(Desync(v.message));
+  if (v.kind == Verdict::Kind::kSizeMismatch) return std::make_exception_ptr(InvalidArgument(v.message));
   return nullptr;
 }
 
@@ -221,17 +209,18 @@ struct StallWatch::Shared {
 
   // The board answered this tick's look: the group's failure reads it again, if one of its
   // reads had once been left unanswered (GroupFailure::board_answered_again).
-  void board_answered() {
+  void board_answered(bool answered) {
     std::lock_guard<std::mutex> lock(failure_mu);
-    if (failure) failure->board_answered_again();
+    if (failure) failure->board_answered_again(answered);
   }
 
-  // Another rank published the group's failure while this rank's group is still usable:
-  // the group is gone (that rank cut its connections), so it fails here too, as the cut-off
-  // oldest unfinished op, or outside an op when none is in flight.
-  void follow_a_failed_peer() {
+  // Another rank published the group's failure (`record`, read with the request count)
+  // while this rank's group is still usable: the group is gone (that rank cut its
+  // connections), so it fails here too, as the cut-off oldest unfinished op, or outside an
+  // op when none is in flight.
+  void follow_a_failed_peer(const Store& board, const std::optional<std::string>& record) {
     std::lock_guard<std::mutex> lock(failure_mu);
-    if (!failure || !failure->peer_has_failed()) return;
+    if (!failure || !failure->peer_failure_in(board, record)) return;
     WorkPtr oldest;
     {
       std::lock_guard<std::mutex> ring_lock(mu);
@@ -457,9 +446,9 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string boa
       // not the store. Said as what it is, not as a silent server.
       board_error = e.where() == internal::StoreCallCutShort::kNotMade
                         ? "no time was left before the op's deadline to ask them"
-                        : look_failure_text(e);
+                        : internal::look_failure_text(e);
     } catch (const std::exception& e) {
-      board_error = look_failure_text(e);
+      board_error = internal::look_failure_text(e);
     }
   }
   if (!board_error.empty()) where = "the others could not be asked (" + board_error + ")";
@@ -684,7 +673,6 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
     std::atomic<int64_t>& since;
     ~LookEnds() { since.store(0); }
   } look_ends{shared->look_since};
-  shared->follow_a_failed_peer();
   internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
   std::string board_error;
   try {
@@ -694,8 +682,13 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
       shared->domain = domain;
       shared->process_published = true;
     }
-    const int64_t request = o.board->add(kRequestKey, probe ? 1 : 0);
-    shared->board_answered();
+    // One request a tick when nothing waits; unanswered as long as the failure's own reads
+    // wait, the board is silent for them too (a Timeout's explanation says so at once).
+    const internal::IdleLook look = internal::read_idle_look(*o.board, kRequestKey, GroupFailure::board_key(),
+                                                             kExplainSlack, [&] { shared->board_answered(false); });
+    const int64_t request = probe ? o.board->add(kRequestKey, 1) : look.requests;
+    shared->board_answered(true);
+    shared->follow_a_failed_peer(*o.board, look.failure_record);
     // Once a rank has left, a collective this rank waits in may be one that rank never
     // issued: with no connection to see close (mpi), it would wait out its timeout.
     const bool someone_left = request >= kLeaveIncrement;
@@ -742,7 +735,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
     }
   } catch (const std::exception& e) {
     // The store failed: nothing to compare with now. Every op's own deadline still holds.
-    board_error = look_failure_text(e);
+    board_error = internal::look_failure_text(e);
     // Ended by an op's deadline, not because the store did not answer (asking everyone
     // waits up to a tick for their reports): no "could not be asked" line for it; that op
     // fails at the top of the loop, its Timeout explained afresh.

@@ -39,8 +39,9 @@
 // Cost per op: one uncontended lock and a copy of the fingerprint into a ring (the last
 // kTracked ops; an op pushed out of the ring while unfinished is no longer watched; the
 // ring lets go of an op's Work once it and every op before it have finished). The
-// thread wakes every tick (0.5 s) and makes two store calls when nothing waits (its first
-// look, at once when it starts, one more: publishing this process).
+// thread wakes every tick (0.5 s) and makes one store request when nothing waits (reading
+// the request count and the group's failure record together; the constructor makes one
+// more: publishing this process).
 #pragma once
 
 #include <chrono>

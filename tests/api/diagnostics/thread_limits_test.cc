@@ -118,11 +118,14 @@ TEST(BoundedCallWithoutAThread, NoMemoryForTheCallIsNoAnswerNotAnException) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
 }
 
-// A board whose add() throws what no `catch (const std::exception&)` catches.
+// A board whose reads and add() throw what no `catch (const std::exception&)` catches: an
+// idle look reads (read_present: check() and get() on a store with no GET_PRESENT), a
+// probing one adds.
 class ThrowingBoard : public testing::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
   int64_t add(const std::string&, int64_t) override { throw 42; }
+  bool check(const std::vector<std::string>&) override { throw 42; }
 };
 
 TEST(StallWatchThread, AnExceptionInALookIsLoggedOnceAndTheWatchCarriesOn) {
