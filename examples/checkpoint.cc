@@ -17,15 +17,26 @@
 #include <distcomm/api/dtype.h>
 
 namespace examples {
+
+// What read_checkpoint throws: its text names the file already. Anything else that escapes
+// the reading (a library's exception) is given the file's name on the way out.
+// Outside the anonymous namespace, so that a message naming its type reads plainly.
+struct CheckpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 namespace {
 
-constexpr char kMagic[] = "distcomm-checkpoint 2";
+constexpr char kMagic[] = "distcomm-checkpoint 3";
+constexpr char kMagicVersion2[] = "distcomm-checkpoint 2";  // read: tensor checksums, no header checksum
 constexpr char kMagicVersion1[] = "distcomm-checkpoint 1";  // read, without checksums
+// No run takes this many steps; a larger number in a header or a name is damage.
+constexpr int64_t kMaxStep = 999999999999999999;  // 18 digits: fits int64_t with room
 constexpr char kSuffix[] = ".ckpt";
 constexpr char kTempMarker[] = ".tmp";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error("checkpoint " + path + ": " + what);
+  throw CheckpointError("checkpoint " + path + ": " + what);
 }
 
 [[noreturn]] void fail_errno(const std::string& path, const std::string& what) {
@@ -45,7 +56,8 @@ void write_all(int fd, const std::string& path, const void* data, size_t n) {
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bytewise from a table: a
 // checkpoint is written and read once per many steps, so speed here is not the point.
-uint32_t crc32c(const void* data, size_t n) {
+// crc32c_update(crc32c(a), b) is crc32c(a followed by b); the header's is built that way.
+uint32_t crc32c_update(uint32_t crc_so_far, const void* data, size_t n) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
     for (uint32_t i = 0; i < 256; ++i) {
@@ -55,10 +67,26 @@ uint32_t crc32c(const void* data, size_t n) {
     }
     return t;
   }();
-  uint32_t crc = 0xFFFFFFFFu;
+  uint32_t crc = crc_so_far ^ 0xFFFFFFFFu;
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
   return crc ^ 0xFFFFFFFFu;
+}
+
+uint32_t crc32c(const void* data, size_t n) { return crc32c_update(0, data, n); }
+
+// A count written as decimal digits only (no sign, no blank), at most `max`; -1 otherwise.
+int64_t parse_count(const std::string& text, int64_t max) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int64_t v = std::stoll(text);
+  return v <= max ? v : -1;
+}
+
+// "float32[16, 64]", as the messages show a tensor.
+std::string shape_text(distcomm::DType dtype, const std::vector<int64_t>& shape) {
+  std::string s = std::string(distcomm::dtype_name(dtype)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 std::string hex8(uint32_t v) {
@@ -67,7 +95,7 @@ std::string hex8(uint32_t v) {
   return text;
 }
 
-// The step of a file named step_<N>.ckpt, or -1.
+// The step of a file named step_<N>.ckpt, or -1 (also for more digits than a step has).
 int64_t step_of(const std::string& name) {
   const std::string prefix = "step_";
   const std::string suffix = kSuffix;
@@ -76,8 +104,9 @@ int64_t step_of(const std::string& name) {
     return -1;
   }
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
+  // A name of 19 or more digits would overflow std::stoll, which throws.
+  const std::string significant = digits.substr(std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  return parse_count(significant, kMaxStep);
 }
 
 std::vector<std::string> names_in(const std::string& dir) {
@@ -97,8 +126,8 @@ const distcomm::Tensor& Checkpoint::at(const std::string& name) const {
     if (n == name) return t;
     names += (names.empty() ? "" : ", ") + n;
   }
-  throw std::runtime_error("checkpoint of step " + std::to_string(step) + " has no tensor '" + name + "' (it has " +
-                           names + ")");
+  throw std::runtime_error("checkpoint " + (path.empty() ? "of step " + std::to_string(step) : path) +
+                           " has no tensor '" + name + "' (it has " + names + ")");
 }
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -119,15 +148,23 @@ void make_folders(const std::string& dir) {
 }
 
 void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
-  make_folders(dir);
   const std::string path = checkpoint_path(dir, checkpoint.step);
+  // Nothing a reader would refuse: it takes a negative or absurd step for damage.
+  if (checkpoint.step < 0 || checkpoint.step > kMaxStep) fail(path, "bad step " + std::to_string(checkpoint.step));
+  if (checkpoint.world_size < 0) fail(path, "bad world size " + std::to_string(checkpoint.world_size));
+  make_folders(dir);
   // In the same folder: rename() is atomic only within one file system.
   const std::string temp = path + kTempMarker + "." + std::to_string(::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail_errno(temp, "cannot create");
   try {
     std::ostringstream header;
-    header << kMagic << "\nstep " << checkpoint.step << "\ntensors " << checkpoint.tensors.size() << "\n";
+    header << kMagic << "\nstep " << checkpoint.step << "\nworld_size " << checkpoint.world_size << "\ntensors "
+           << checkpoint.tensors.size() << "\n";
+    // The header has a checksum of its own: an edited step would otherwise resume a run at
+    // a step its weights never reached.
+    const std::string covered = header.str();
+    header << "header " << hex8(crc32c(covered.data(), covered.size())) << "\n";
     write_all(fd, temp, header.str().data(), header.str().size());
     for (const auto& [name, t] : checkpoint.tensors) {
       if (name.empty() || name.find_first_of(" \n") != std::string::npos) fail(path, "bad tensor name '" + name + "'");
@@ -163,13 +200,51 @@ void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
   }
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) fail_errno(path, "cannot open");
+namespace {
+
+// At most 60 characters of a line from the file, for a message: a damaged line may be long.
+std::string quoted(const std::string& text) {
+  return "'" + (text.size() > 60 ? text.substr(0, 60) + "..." : text) + "'";
+}
+
+// Refuses what is not a regular file before opening it, and opens without blocking: open()
+// of a FIFO named like a checkpoint would wait for a writer that never comes, and the whole
+// job with it. Returns the file and its size.
+FILE* open_regular_file(const std::string& path, int64_t* size) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail_errno(path, "cannot open");
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a checkpoint file");
+  if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file (a FIFO, a socket or a device): not read");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail_errno(path, "cannot open");
+  // The name may have been replaced between stat() and open(): look at what was opened.
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "is not a regular file: not read");
+  }
+  FILE* f = ::fdopen(fd, "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    fail_errno(path, "cannot open");
+  }
+  *size = static_cast<int64_t>(st.st_size);
+  return f;
+}
+
+Checkpoint read_file(const std::string& path) {
+  int64_t size = 0;
+  FILE* f = open_regular_file(path, &size);
   struct Closer {
     FILE* f;
     ~Closer() { std::fclose(f); }
   } closer{f};
+  // The bytes of the file not read yet: no count in it may ask for more.
+  auto left = [&] {
+    const long at = std::ftell(f);
+    return at < 0 ? int64_t{0} : size - static_cast<int64_t>(at);
+  };
   auto line = [&](const char* what) {
     std::string s;
     int c;
@@ -177,37 +252,90 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (c == EOF) fail(path, std::string("ends before ") + what + " (a writer stopped halfway?)");
     return s;
   };
-  const std::string magic = line("its header");
-  const bool checksums = magic == kMagic;
-  if (!checksums && magic != kMagicVersion1) fail(path, "not a distcomm checkpoint of version 1 or 2");
-  Checkpoint ckpt;
-  size_t count = 0;
-  if (std::sscanf(line("the step").c_str(), "step %lld", reinterpret_cast<long long*>(&ckpt.step)) != 1 ||
-      std::sscanf(line("the tensor count").c_str(), "tensors %zu", &count) != 1) {
-    fail(path, "bad header");
+  std::string header;  // the lines that the header's checksum covers, as read
+  auto header_line = [&](const char* what) {
+    std::string s = line(what);
+    header += s + "\n";
+    return s;
+  };
+  const std::string magic = header_line("its header");
+  const int version = magic == kMagic ? 3 : magic == kMagicVersion2 ? 2 : magic == kMagicVersion1 ? 1 : 0;
+  if (version == 0) fail(path, "not a distcomm checkpoint of version 1, 2 or 3");
+  const std::string step_line = header_line("the step");
+  const std::string world_line = version >= 3 ? header_line("the world size") : "world_size 0";
+  const std::string count_line = header_line("the tensor count");
+  if (version >= 3) {
+    const std::string written = line("the header's checksum");
+    const std::string computed = hex8(crc32c(header.data(), header.size()));
+    if (written != "header " + computed) {
+      fail(path, "its header does not match its checksum (crc32c " + computed + ", line " + quoted(written) +
+                     "): the file was damaged or edited after it was written");
+    }
   }
-  for (size_t i = 0; i < count; ++i) {
-    std::istringstream in(line("a tensor"));
-    std::string name, dtype;
-    int64_t ndim = -1;
-    in >> name >> dtype >> ndim;
-    std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(ndim, 0)));
-    for (int64_t& d : shape) in >> d;
-    size_t nbytes = 0;
-    in >> nbytes;
-    std::string checksum;
-    if (checksums) in >> checksum;
-    if (!in || ndim < 0 || (checksums && checksum.size() != 8)) {
-      fail(path, "bad description of tensor " + std::to_string(i));
+  auto field = [&](const std::string& text, const std::string& key, int64_t max) {
+    const int64_t v = text.compare(0, key.size() + 1, key + " ") == 0 ? parse_count(text.substr(key.size() + 1), max) : -1;
+    if (v < 0) fail(path, "bad header line " + quoted(text) + " (expected '" + key + " <0 to " + std::to_string(max) + ">')");
+    return v;
+  };
+  Checkpoint ckpt;
+  ckpt.path = path;
+  ckpt.step = field(step_line, "step", kMaxStep);
+  ckpt.world_size = field(world_line, "world_size", int64_t{1} << 30);
+  const int64_t count = field(count_line, "tensors", left());  // each takes more than a byte
+  // A file whose header was edited, or that was copied to another step's name, would resume
+  // the run at a step its weights never reached.
+  const size_t slash = path.rfind('/');
+  const int64_t named = step_of(path.substr(slash == std::string::npos ? 0 : slash + 1));
+  if (named >= 0 && named != ckpt.step) {
+    fail(path, "its header says step " + std::to_string(ckpt.step) + " but its name says step " +
+                   std::to_string(named) + " (renamed, or edited?)");
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string description = line("a tensor");
+    std::istringstream in(description);
+    std::string name, dtype_text, ndim_text, nbytes_text, checksum, rest;
+    in >> name >> dtype_text >> ndim_text;
+    const std::string which = name.empty() ? "tensor " + std::to_string(i) : "tensor '" + name + "'";
+    distcomm::DType dtype;
+    try {
+      dtype = distcomm::parse_dtype(dtype_text);
+    } catch (const std::exception&) {
+      fail(path, which + ": unknown dtype " + quoted(dtype_text));
     }
-    distcomm::Tensor t = distcomm::Tensor::empty(shape, distcomm::parse_dtype(dtype));
-    if (t.nbytes() != nbytes) fail(path, "tensor '" + name + "': " + std::to_string(nbytes) + " bytes for " + t.describe());
-    if (std::fread(t.data(), 1, nbytes, f) != nbytes || std::fgetc(f) != '\n') {
-      fail(path, "tensor '" + name + "' is cut short (a writer stopped halfway?)");
+    // Every dimension takes two characters of the line at least: a larger count is damage,
+    // refused before a vector of that size is allocated.
+    const int64_t ndim = parse_count(ndim_text, static_cast<int64_t>(description.size() / 2));
+    if (ndim < 0) fail(path, which + ": bad number of dimensions " + quoted(ndim_text));
+    const int64_t room = left();
+    std::vector<int64_t> shape;
+    int64_t needed = static_cast<int64_t>(distcomm::element_size(dtype));  // bytes, saturated past room
+    for (int64_t d = 0; d < ndim; ++d) {
+      std::string dim_text;
+      in >> dim_text;
+      const int64_t dim = parse_count(dim_text, kMaxStep);
+      if (dim < 0) fail(path, which + ": dimension " + std::to_string(d) + " is " + quoted(dim_text) + ", not a size");
+      shape.push_back(dim);
+      needed = (dim != 0 && needed > (room + 1) / dim) ? room + 1 : needed * dim;
     }
-    if (checksums && hex8(crc32c(t.data(), nbytes)) != checksum) {
-      fail(path, "tensor '" + name + "' does not match its checksum (crc32c " + hex8(crc32c(t.data(), nbytes)) +
-                     ", written " + checksum + "): the file was damaged after it was written");
+    in >> nbytes_text;
+    if (version >= 2) in >> checksum;
+    const int64_t nbytes = parse_count(nbytes_text, kMaxStep);
+    if (nbytes < 0 || (version >= 2 && checksum.size() != 8) || (in >> rest)) {
+      fail(path, which + ": bad description " + quoted(description));
+    }
+    if (nbytes >= room) fail(path, which + " is cut short (a writer stopped halfway?)");
+    if (needed != nbytes) {
+      fail(path, which + ": " + std::to_string(nbytes) + " bytes for " + shape_text(dtype, shape) + " (damaged?)");
+    }
+    // Only now, with its size known to fit in the file, is the tensor allocated.
+    distcomm::Tensor t = distcomm::Tensor::empty(shape, dtype);
+    if (std::fread(t.data(), 1, t.nbytes(), f) != t.nbytes() || std::fgetc(f) != '\n') {
+      fail(path, which + " is cut short (a writer stopped halfway?)");
+    }
+    const std::string computed = hex8(crc32c(t.data(), t.nbytes()));
+    if (version >= 2 && computed != checksum) {
+      fail(path, which + " does not match its checksum (crc32c " + computed + ", written " + checksum +
+                     "): the file was damaged after it was written");
     }
     ckpt.tensors.emplace_back(name, t);
   }
@@ -215,18 +343,51 @@ Checkpoint read_checkpoint(const std::string& path) {
   return ckpt;
 }
 
-std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
-  std::vector<int64_t> steps;
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(path, e.what());  // a library's message, given the file's name
+  }
+}
+
+void check_tensors(const Checkpoint& checkpoint, const TensorShapes& needed) {
+  const std::string path = checkpoint.path.empty() ? "of step " + std::to_string(checkpoint.step) : checkpoint.path;
+  for (const auto& [name, want] : needed) {
+    const distcomm::Tensor* have = nullptr;
+    std::string names;
+    for (const auto& [n, t] : checkpoint.tensors) {
+      if (n == name) have = &t;
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    if (have == nullptr) fail(path, "has no tensor '" + name + "', which the model needs (it has " + names + ")");
+    if (have->dtype() != want.dtype() || have->shape() != want.shape()) {
+      fail(path, "tensor '" + name + "' is " + shape_text(have->dtype(), have->shape()) + " in the file but " +
+                     shape_text(want.dtype(), want.shape()) + " in the model (a checkpoint of another model?)");
+    }
+  }
+}
+
+std::optional<Checkpoint> newest_checkpoint(const std::string& dir, const TensorShapes& needed) {
+  // By the names found: a name that is not checkpoint_path()'s for its step is read as it
+  // is, and its step still checked against it.
+  std::vector<std::pair<int64_t, std::string>> found;
   for (const std::string& name : names_in(dir)) {
     const int64_t step = step_of(name);
-    if (step >= 0) steps.push_back(step);
+    if (step >= 0) found.emplace_back(step, name);
   }
-  std::sort(steps.rbegin(), steps.rend());
-  for (int64_t step : steps) {
+  std::sort(found.rbegin(), found.rend());
+  for (const auto& [step, name] : found) {
     try {
-      return read_checkpoint(checkpoint_path(dir, step));
+      Checkpoint ckpt = read_checkpoint(dir + "/" + name);
+      check_tensors(ckpt, needed);
+      return ckpt;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "skipping a damaged checkpoint: %s\n", e.what());
+      std::fprintf(stderr, "skipping %s; trying the next older one\n", e.what());
     }
   }
   return std::nullopt;

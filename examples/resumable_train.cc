@@ -106,22 +106,36 @@ class MomentumSgd {
 
 // Rank 0 reads the newest checkpoint into the model and the optimizer; the others get the
 // optimizer state and the step from it (DDP's constructor then copies rank 0's weights).
-// Returns the step to continue from.
+// Only rank 0 chooses the file, so every rank continues from the same one. Returns the step
+// to continue from.
 int64_t resume(distcomm::ProcessGroup& pg, nn::Sequential& model, MomentumSgd& sgd) {
   Tensor step = Tensor::of<int64_t>({0});
   if (pg.rank() == 0) {
     // No writer runs now (the ranks of an earlier attempt are gone): what one killed
     // halfway left is garbage.
     examples::remove_temporary_files(FLAGS_checkpoint_dir);
-    std::optional<examples::Checkpoint> ckpt = examples::newest_checkpoint(FLAGS_checkpoint_dir);
+    // The shapes are checked while the file is chosen: a checkpoint of another model (another
+    // --hidden) is skipped for an older one rather than failing the copy below.
+    examples::TensorShapes needed;
+    for (nn::Parameter* p : model.parameters()) needed.emplace_back(p->name, p->value);
+    for (auto& named : sgd.state()) needed.push_back(named);
+    std::optional<examples::Checkpoint> ckpt = examples::newest_checkpoint(FLAGS_checkpoint_dir, needed);
     if (ckpt) {
       for (nn::Parameter* p : model.parameters()) p->value.copy_from(ckpt->at(p->name));
       for (auto& [name, buffer] : sgd.state()) buffer.copy_from(ckpt->at(name));
       step.set_item(0, static_cast<double>(ckpt->step));
-      std::printf("resuming from %s (step %lld)\n", examples::checkpoint_path(FLAGS_checkpoint_dir, ckpt->step).c_str(),
-                  static_cast<long long>(ckpt->step));
+      std::printf("resuming from %s (step %lld)\n", ckpt->path.c_str(), static_cast<long long>(ckpt->step));
+      // Resumed anyway, not refused: the weights and momentum are sound, only the batches
+      // from here on differ (each rank reads world size x --batch samples a step), as in an
+      // elastic job whose size changed. Refusing would throw away all progress, since every
+      // checkpoint of that run has the other size. The run no longer matches either one.
+      if (ckpt->world_size != 0 && ckpt->world_size != pg.size()) {
+        std::printf("%s was written by a run of %lld ranks, this one has %d: resuming anyway, but the batches "
+                    "differ from here on and the loss will not match a run of either size\n",
+                    ckpt->path.c_str(), static_cast<long long>(ckpt->world_size), pg.size());
+      }
     } else {
-      std::printf("no checkpoint in %s: starting at step 0\n", FLAGS_checkpoint_dir.c_str());
+      std::printf("no usable checkpoint in %s: starting at step 0\n", FLAGS_checkpoint_dir.c_str());
     }
   }
   pg.broadcast(step)->wait();
@@ -129,9 +143,10 @@ int64_t resume(distcomm::ProcessGroup& pg, nn::Sequential& model, MomentumSgd& s
   return static_cast<int64_t>(step.item());
 }
 
-void save(int64_t step, nn::Sequential& model, const MomentumSgd& sgd) {
+void save(int64_t step, int world, nn::Sequential& model, const MomentumSgd& sgd) {
   examples::Checkpoint ckpt;
   ckpt.step = step;
+  ckpt.world_size = world;
   for (nn::Parameter* p : model.parameters()) ckpt.tensors.emplace_back(p->name, p->value);
   for (auto& named : sgd.state()) ckpt.tensors.push_back(named);
   examples::write_checkpoint(FLAGS_checkpoint_dir, ckpt);
@@ -188,7 +203,7 @@ int main(int argc, char** argv) {
                     static_cast<long long>(done), static_cast<long long>(unix_ns()),
                     std::chrono::duration<double>(Clock::now() - started).count());
       }
-      if (rank == 0 && done % FLAGS_checkpoint_every == 0) save(done, *model, sgd);
+      if (rank == 0 && done % FLAGS_checkpoint_every == 0) save(done, world, *model, sgd);
       last_loss = loss.value;
       if ((FLAGS_log_every > 0 && done % FLAGS_log_every == 0) || done == FLAGS_steps) {
         const double mean = distcomm::examples::mean_over_ranks(*pg, last_loss);

@@ -1,6 +1,7 @@
 // examples/checkpoint: the format round-trips, and a damaged or half-written file is never
 // taken for a checkpoint.
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -167,6 +168,148 @@ TEST(Checkpoint, AFileOfAnotherKindIsRefusedByName) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(path + ": not a distcomm checkpoint"), std::string::npos) << e.what();
   }
+}
+
+// The file's bytes with `from` replaced by `to` once (as `sed -i` would edit it).
+void edit(const std::string& path, const std::string& from, const std::string& to) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << path;
+  bytes.replace(at, from.size(), to);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// What newest_checkpoint says on stderr, and the step it chose (-1: none).
+std::pair<int64_t, std::string> choose(const std::string& dir, const TensorShapes& needed = {}) {
+  ::testing::internal::CaptureStderr();
+  std::optional<Checkpoint> c = newest_checkpoint(dir, needed);
+  return {c ? c->step : -1, ::testing::internal::GetCapturedStderr()};
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// An outside user's probe: step 40's header edited to another step resumed the run there
+// with step 40's weights. Every edit is refused, naming the file, and step 20 is chosen.
+TEST(CheckpointHeader, AnEditedStepIsRefusedAndTheNextOlderOneUsed) {
+  for (const std::string step : {"70", "4000", "-5", "99999999999999999999", "40 "}) {
+    const std::string dir = temp_path("edited_step_" + std::to_string(std::hash<std::string>()(step)));
+    write_checkpoint(dir, sample(20));
+    write_checkpoint(dir, sample(40));
+    const std::string path40 = checkpoint_path(dir, 40);
+    edit(path40, "\nstep 40\n", "\nstep " + step + "\n");
+    EXPECT_THROW(read_checkpoint(path40), std::runtime_error) << step;
+    const auto [chosen, said] = choose(dir);
+    EXPECT_EQ(chosen, 20) << step << ": " << said;
+    EXPECT_TRUE(has(said, "skipping checkpoint " + path40 + ": its header does not match its checksum")) << said;
+  }
+}
+
+// A sound file under another step's name (copied, renamed): its step is not the name's.
+TEST(CheckpointHeader, TheStepMustMatchTheFileName) {
+  const std::string dir = temp_path("renamed");
+  write_checkpoint(dir, sample(20));
+  write_checkpoint(dir, sample(40));
+  const std::string path70 = checkpoint_path(dir, 70);
+  ASSERT_EQ(::rename(checkpoint_path(dir, 40).c_str(), path70.c_str()), 0);
+  const auto [chosen, said] = choose(dir);
+  EXPECT_EQ(chosen, 20) << said;
+  EXPECT_TRUE(has(said, path70 + ": its header says step 40 but its name says step 70")) << said;
+}
+
+// Version 2 (no header checksum) still reads; its step is checked against the name and
+// refused when negative, so an edit there is caught too, unless it names the file's step.
+TEST(CheckpointHeader, AVersion2FileReadsAndItsStepIsChecked) {
+  const std::string dir = temp_path("version2");
+  write_checkpoint(dir, sample(10));
+  auto write_v2 = [&](int64_t name_step, const std::string& step_text) {
+    std::ofstream out(checkpoint_path(dir, name_step), std::ios::binary);
+    out << "distcomm-checkpoint 2\nstep " << step_text << "\ntensors 1\nw uint8 1 3 3 " << "364b3fb7" << "\nabc\nend\n";
+  };
+  write_v2(30, "30");
+  const Checkpoint v2 = read_checkpoint(checkpoint_path(dir, 30));
+  EXPECT_EQ(v2.step, 30);
+  EXPECT_EQ(v2.world_size, 0) << "unknown in version 2";
+  write_v2(50, "70");
+  write_v2(60, "-5");
+  const auto [chosen, said] = choose(dir);
+  EXPECT_EQ(chosen, 30) << said;
+  EXPECT_TRUE(has(said, checkpoint_path(dir, 50) + ": its header says step 70 but its name says step 50")) << said;
+  EXPECT_TRUE(has(said, checkpoint_path(dir, 60) + ": bad header line 'step -5'")) << said;
+}
+
+// A FIFO named like a checkpoint blocked rank 0 in open() for ever; a directory was "cut
+// short". Both are refused before they are opened, by name.
+TEST(CheckpointFile, AnythingButARegularFileIsRefusedWithoutBlocking) {
+  const std::string dir = temp_path("not_files");
+  write_checkpoint(dir, sample(20));
+  const std::string fifo = checkpoint_path(dir, 40), folder = checkpoint_path(dir, 60);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0);
+  ::alarm(30);  // a reader blocked in open() ends the test here rather than at bazel's timeout
+  const auto [chosen, said] = choose(dir);
+  ::alarm(0);
+  EXPECT_EQ(chosen, 20) << said;
+  EXPECT_TRUE(has(said, "checkpoint " + fifo + ": is not a regular file")) << said;
+  EXPECT_TRUE(has(said, "checkpoint " + folder + ": is a directory")) << said;
+}
+
+// Damage in a tensor's description: each refusal names the file and the tensor, and no
+// absurd size is allocated (std::bad_alloc, or the machine's memory, before).
+TEST(CheckpointFile, ADamagedTensorDescriptionNamesTheFileAndTheTensor) {
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"fc0.weight flxat32 2 2 3 24 ", "unknown dtype 'flxat32'"},
+      {"fc0.weight float32 2 -2 -3 24 ", "dimension 0 is '-2', not a size"},
+      {"fc0.weight float32 2 99999999 99999999 24 ", "24 bytes for float32[99999999, 99999999]"},
+      {"fc0.weight float32 2 99999999 99999999 39999999200000004 ", "is cut short"},
+      {"fc0.weight float32 99999999999 2 3 24 ", "bad number of dimensions '99999999999'"},
+      {"fc0.weight float32 4000000000 2 3 24 ", "bad number of dimensions '4000000000'"},
+  };
+  for (const auto& [line, why] : damages) {
+    const std::string dir = temp_path("description_" + std::to_string(std::hash<std::string>()(line)));
+    write_checkpoint(dir, sample(20));
+    write_checkpoint(dir, sample(40));
+    const std::string path40 = checkpoint_path(dir, 40);
+    edit(path40, "fc0.weight float32 2 2 3 24 ", line);
+    const auto [chosen, said] = choose(dir);
+    EXPECT_EQ(chosen, 20) << said;
+    EXPECT_TRUE(has(said, "skipping checkpoint " + path40 + ": tensor 'fc0.weight'")) << said;
+    EXPECT_TRUE(has(said, why)) << said;
+  }
+}
+
+// A checkpoint of another model (another --hidden) was fatal in the copy, naming neither
+// file nor tensor. It is skipped while choosing, naming the file, the tensor, both shapes.
+TEST(CheckpointModel, ACheckpointOfAnotherModelIsSkippedForAnOlderOne) {
+  const std::string dir = temp_path("other_model");
+  write_checkpoint(dir, sample(20));
+  Checkpoint other = sample(40);
+  other.tensors[0].second = Tensor::empty({2, 5});
+  write_checkpoint(dir, other);
+  Checkpoint fewer = sample(60);
+  fewer.tensors.pop_back();
+  write_checkpoint(dir, fewer);
+  const TensorShapes needed = sample(0).tensors;
+  const auto [chosen, said] = choose(dir, needed);
+  EXPECT_EQ(chosen, 20) << said;
+  EXPECT_TRUE(has(said, checkpoint_path(dir, 40) + ": tensor 'fc0.weight' is float32[2, 5] in the file but "
+                                                   "float32[2, 3] in the model")) << said;
+  EXPECT_TRUE(has(said, checkpoint_path(dir, 60) + ": has no tensor 'counter'")) << said;
+  EXPECT_EQ(choose(dir).first, 60) << "without a model to match, the newest sound file";
+}
+
+// The world size of the run that wrote it is kept: the resuming run says when it differs.
+TEST(CheckpointHeader, TheWorldSizeRoundTrips) {
+  const std::string dir = temp_path("world_size");
+  Checkpoint c = sample(5);
+  c.world_size = 4;
+  write_checkpoint(dir, c);
+  const Checkpoint back = read_checkpoint(checkpoint_path(dir, 5));
+  EXPECT_EQ(back.world_size, 4);
+  EXPECT_EQ(back.path, checkpoint_path(dir, 5));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // examples/resumable_train under the real launcher with --max_restarts: a rank killed in
 // the middle of training, the job restarted from rank 0's newest checkpoint, and the run
 // ends with the loss of one that was never interrupted.
+#include <filesystem>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -22,8 +23,8 @@ struct TrainingRun {
 };
 
 TrainingRun train(const std::string& backend, const std::string& dir, std::vector<std::string> extra_flags,
-          std::vector<std::string> launcher_flags = {}) {
-  std::vector<std::string> argv = {kLaunch, "--nproc_per_node=3", "--backend=" + backend};
+          std::vector<std::string> launcher_flags = {}, int nproc = 3) {
+  std::vector<std::string> argv = {kLaunch, "--nproc_per_node=" + std::to_string(nproc), "--backend=" + backend};
   argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
   argv.insert(argv.end(), {"--", kTrain, "--checkpoint_dir=" + temp_path(dir), "--steps=120", "--checkpoint_every=20"});
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
@@ -69,6 +70,30 @@ TEST(ResumableTrainAlone, ANewRunInAFolderOfAFinishedOneHasNothingLeftToDo) {
   ASSERT_EQ(exit_code(again.finished), 0) << again.finished.err;
   EXPECT_NE(again.finished.out.find("the checkpoint is of step 120: nothing left to train"), std::string::npos)
       << again.finished.out;
+}
+
+// A checkpoint of another model (another --hidden) was fatal in the copy, naming neither
+// file nor tensor: it is skipped for the older one, by name. One written by a run of
+// another world size is resumed, with a line saying so.
+TEST(ResumableTrainAlone, ACheckpointOfAnotherModelIsSkippedAndAnotherWorldSizeSaid) {
+  TrainingRun two_ranks = train("gloo", "mixed", {"--steps=20"}, {}, /*nproc=*/2);
+  ASSERT_EQ(exit_code(two_ranks.finished), 0) << two_ranks.finished.err;
+  TrainingRun narrower = train("gloo", "mixed_narrower", {"--steps=40", "--hidden=32"});
+  ASSERT_EQ(exit_code(narrower.finished), 0) << narrower.finished.err;
+  const std::string dir = temp_path("mixed");
+  std::filesystem::copy_file(temp_path("mixed_narrower") + "/step_0000000040.ckpt", dir + "/step_0000000040.ckpt");
+
+  TrainingRun resumed = train("gloo", "mixed", {"--steps=40"});
+  const Finished& f = resumed.finished;
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  const std::string said = f.out + f.err;
+  EXPECT_NE(said.find("skipping checkpoint " + dir + "/step_0000000040.ckpt: tensor 'fc0.weight' is float32[16, 32] "
+                      "in the file but float32[16, 64] in the model"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("resuming from " + dir + "/step_0000000020.ckpt (step 20)"), std::string::npos) << said;
+  EXPECT_NE(said.find(dir + "/step_0000000020.ckpt was written by a run of 2 ranks, this one has 3"), std::string::npos)
+      << said;
 }
 
 }  // namespace
