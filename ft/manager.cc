@@ -146,6 +146,8 @@ auto saying_the_store_was_lost(const std::string& id, const char* call, Fn&& fn)
 
 }  // namespace
 
+StepKeepsFailing::~StepKeepsFailing() = default;
+
 std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
   if (size < 1 || rank < 0 || rank >= size || global < 0) {
     throw InvalidArgument("ft::shard: rank " + std::to_string(rank) + " of " + std::to_string(size) + ", " +
@@ -294,6 +296,8 @@ ProcessGroupPtr Manager::begin_step(const std::vector<Tensor*>& state) {
 
 ProcessGroupPtr Manager::begin_step_with_store(const std::vector<Tensor*>& state) {
   group_changed_ = false;
+  // The job stopped here: a program that calls on must not form another generation.
+  if (!keeps_failing_.empty()) throw StepKeepsFailing(keeps_failing_);
   const std::string fenced = monitor_->fenced();
   if (!fenced.empty()) throw Error(fenced_message(id_, fenced));
   throw_if_store_lost();
@@ -537,6 +541,7 @@ bool Manager::commit() {
 bool Manager::commit_with_store() {
   // Before any store call: the store does not answer this member, and each call would wait
   // the connection's timeout (op_timeout) to say so.
+  if (!keeps_failing_.empty()) throw StepKeepsFailing(keeps_failing_);
   throw_if_store_lost();
   const uint64_t g = generation_.number, s = committed_;
   if (step_failed_) {
@@ -613,7 +618,55 @@ bool Manager::commit_with_store() {
   failures_.push_back(event);
   need_new_generation_ = true;
   monitor_->abort_group(group_);  // the monitor may be aborting it too
+  const std::string keeps = keeps_failing(s, verdict.substr(verdict.find('|') + 1));
+  if (!keeps.empty()) {
+    keeps_failing_ = keeps;
+    // Every other member reads the same records and ends here too: none of them is to be
+    // taken for gone (and fenced) because its heartbeat stops once it has ended.
+    monitor_->finish();
+    throw StepKeepsFailing(keeps);
+  }
   return false;
+}
+
+int Manager::same_step_failures(uint64_t s, std::string* first_why) {
+  // From the store, not from what this member saw: the generation records and their step
+  // verdicts are the same for every member (a joiner that came in the middle of the run
+  // included), so every member counts the same and all of them stop at the same generation.
+  // The verdicts are still there: a generation's keys are forgotten only after a later one
+  // commits a step, and none of these did.
+  int count = 1;
+  for (uint64_t k = generation_.number - 1; k >= 1 && count < kSameStepFailures; --k) {
+    const std::vector<std::optional<Store::Bytes>> read = read_present(*store_, {keys::members(k), keys::verdict(k, s)});
+    if (!read[0] || !read[1]) break;
+    const Generation before = Generation::decode(k, to_string(*read[0]));
+    const std::string verdict = to_string(*read[1]);
+    // Generation k failed step s when its verdict of s is "abort" (it may have committed
+    // steps before s: the first of the run often did). Other members (one was lost, or one
+    // joined): not the same failure.
+    if (before.members != generation_.members || verdict.rfind("abort|", 0) != 0) break;
+    *first_why = verdict.substr(verdict.find('|') + 1);
+    ++count;
+  }
+  return count;
+}
+
+std::string Manager::keeps_failing(uint64_t s, const std::string& why) {
+  std::string first_why = why;
+  const int failed = same_step_failures(s, &first_why);
+  if (failed < kSameStepFailures) return "";
+  // A member known to be gone explains this failure (its peers' ops fail with PeerFailure or
+  // Timeout): the next generation leaves it out, and the count starts again there.
+  for (const std::string& id : generation_.members) {
+    if (id != id_ && !liveness_->gone(id, /*by_heartbeat=*/false).empty()) return "";
+  }
+  const uint64_t g = generation_.number;
+  return "ft: step " + std::to_string(s) + " failed in " + std::to_string(failed) +
+         " generations in a row (generations " + std::to_string(g + 1 - uint64_t(failed)) + " to " +
+         std::to_string(g) + ", each of " + id_list(generation_.members) +
+         ") and no member was lost: it is not a lost rank but an error that every member hits each time, so "
+         "another generation cannot help; the job stops here (member '" +
+         id_ + "'). The first failure: " + first_why;
 }
 
 void Manager::forget(uint64_t s) {

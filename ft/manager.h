@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "api/errors.h"
 #include "api/process_group.h"
 #include "api/store/store.h"
 #include "api/tensor.h"
@@ -95,6 +96,24 @@ struct ManagerOptions {
   std::function<StorePtr()> connect;
 };
 
+// What commit() throws, on every member, when the same step has failed in
+// kSameStepFailures generations in a row with the same members and none of them gone: an
+// error that every member hits each time (a program error, not a lost rank), which another
+// generation cannot cure. It names the step, how many generations failed it, and the first
+// failure's reason.
+class StepKeepsFailing : public Error {
+ public:
+  using Error::Error;
+  ~StepKeepsFailing() override;
+};
+
+// How many generations in a row, with the same members and nobody gone, may fail one step
+// before the job stops (StepKeepsFailing). A transient fault (a connection reset, a store
+// that stalled) fails a step once, seldom twice; a third failure of the same step by the same
+// members is an error they will hit every time, and retrying it would re-form generations
+// for ever (found by an outside user: hundreds of generations, no step committed).
+inline constexpr int kSameStepFailures = 3;
+
 // What the manager saw, for benchmarks and logs (wall-clock times, comparable across the
 // processes of one host).
 struct FailureEvent {
@@ -135,7 +154,9 @@ class Manager {
   // Ends the step: true when every member finished it (apply the update now), false when
   // it is to be redone by the survivors (do not apply). After op_timeout without a verdict
   // this member writes "abort" itself (the first verdict written stands for everyone).
-  // Throws Error (fenced_message) when the others took this member for gone meanwhile.
+  // Throws Error (fenced_message) when the others took this member for gone meanwhile, and
+  // StepKeepsFailing (on every member alike) when this step has now failed in
+  // kSameStepFailures generations in a row with the same members and none of them gone.
   bool commit();
 
   uint64_t committed_steps() const { return committed_; }
@@ -159,6 +180,12 @@ class Manager {
   void make_group(Clock::time_point creation_deadline);
   void hand_state(const std::vector<Tensor*>& state);  // to the members that lack it
   void log_generation(const std::vector<std::string>& before) const;
+  // How many generations in a row, this one the last, failed step s with this generation's
+  // members; *first_why: the oldest one's reason (left as it is when only this one failed).
+  int same_step_failures(uint64_t s, std::string* first_why);
+  // The StepKeepsFailing message when step s's failure in this generation (its reason `why`)
+  // is the kSameStepFailures-th in a row with nobody gone; "" while retrying may help.
+  std::string keeps_failing(uint64_t s, const std::string& why);
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).
   void forget(uint64_t s);
@@ -183,6 +210,7 @@ class Manager {
   uint64_t steps_forgotten_ = 0;  // this generation's steps below it are deleted (forget)
   int64_t joiners_resolved_below_ = 1;  // waiting_joiners' cursor (generation.h)
   std::vector<FailureEvent> failures_;
+  std::string keeps_failing_;  // the StepKeepsFailing message, once thrown: every later call throws it
 };
 
 // This rank's share [begin, end) of a global batch of `global` samples over `size` ranks:
