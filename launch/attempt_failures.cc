@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/process/failure_report.h"
@@ -29,6 +30,19 @@ namespace {
 // those with the time its exit was seen would name one of them as the cause. Its death
 // counts as this much earlier than seen.
 constexpr int64_t kUnseenDeathLagNs = 1'000'000'000;
+
+// "rank 3", or "ranks 0-94, 96" (`ranks` ascending): a long list in ranges.
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    text += std::string(text.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (j > i) text += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + text;
+}
 
 }  // namespace
 
@@ -110,8 +124,10 @@ void Attempt::judge_by_last_processes() {
   for (size_t i = 0; i < processes_.size(); ++i) last[static_cast<size_t>(processes_[i].local_rank)] = static_cast<int>(i);
   // The ranks whose last process did not exit 0, and why it was the last. Without this line
   // the job's output would end with the surviving ranks' own, and only the exit status
-  // would say that it failed.
-  std::string ended_badly;
+  // would say that it failed. With many ranks most share how they ended and why (96 ranks
+  // once made a line of 7,000 characters, the first failure at its very end): the ranks
+  // that share both are said once, as ranges, each why once, and the first failure first.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::vector<int>>>>> by_why;
   for (size_t local = 0; local < last.size(); ++local) {
     const int i = last[local];
     if (i >= 0 && local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) continue;
@@ -124,12 +140,23 @@ void Attempt::judge_by_last_processes() {
                                                                       : "not replaced";
     }
     const std::string status = i < 0 ? "never started" : how_ended(static_cast<size_t>(i));
-    ended_badly += std::string(ended_badly.empty() ? "" : "; ") + "rank " +
-                   std::to_string(options_.global_rank(static_cast<int>(local))) + "'s last process: " + status + " (" +
-                   why + ")";
+    auto w = std::find_if(by_why.begin(), by_why.end(), [&](const auto& g) { return g.first == why; });
+    if (w == by_why.end()) w = by_why.insert(by_why.end(), {why, {}});
+    auto h = std::find_if(w->second.begin(), w->second.end(), [&](const auto& g) { return g.first == status; });
+    if (h == w->second.end()) h = w->second.insert(w->second.end(), {status, {}});
+    h->second.push_back(options_.global_rank(static_cast<int>(local)));
+  }
+  std::string ended_badly;
+  for (const auto& [why, statuses] : by_why) {
+    std::string group;
+    for (const auto& [status, ranks] : statuses) {
+      group += std::string(group.empty() ? "" : ", ") + ranks_text(ranks) + ": " + status;
+    }
+    ended_badly += std::string(ended_badly.empty() ? "" : "; ") + group + " (" + why + ")";
   }
   if (!ended_badly.empty()) {
-    say("the job failed: " + ended_badly + "; the first failure: " + result_.failure);
+    say("the job failed; the first failure: " + result_.failure + "; the last process did not exit 0 for " +
+        ended_badly);
     return;
   }
   say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure: " +

@@ -171,7 +171,8 @@ JobResult Agent::run() {
     // Answered, and refused: the endpoint is served by another job's store now (the job's
     // store launcher ended and another job took the port), or the token changed.
     say("lost the rendezvous store: the endpoint " + elastic_.endpoint_host + ":" +
-        std::to_string(elastic_.endpoint_port) + " now refuses this launcher: " + e.what());
+        std::to_string(elastic_.endpoint_port) + " now refuses this launcher: " + e.what() +
+        elastic_refusal_advice(e.what(), elastic_));
     return leave(1, "lost the store");
   } catch (const Error& e) {
     if (interrupted_by_ != 0) {

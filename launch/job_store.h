@@ -48,8 +48,10 @@ class JobStore {
   // The port it listens on (the one it picked for port 0).
   virtual int port() const = 0;
   // Why the job cannot run, once the store has refused a rank that counts another world
-  // size (its node's launcher was given other flags), or another machine's launcher found
-  // that it was given another --nnodes or --nproc_per_node than this one; "" until then.
+  // size (its node's launcher was given other flags) while a node's launcher had yet to
+  // join, or another machine's launcher that the job waits for found that it was given
+  // another --nnodes or --nproc_per_node than this one; "" until then. A stranger refused
+  // once its node has joined leaves it "": the running job goes on.
   // Its ranks and this machine's would otherwise wait for each other until their timeout
   // (30 minutes).
   virtual std::string doomed() const = 0;
@@ -78,7 +80,8 @@ class JobStore {
 // taken, the address is not this host's). Given another node_rank than 0 it serves nothing
 // and returns nullptr once node 0's store (waited for as the ranks would) says that node 0's
 // launcher runs the job's shape; it throws std::runtime_error saying why the job cannot run
-// when that launcher runs another shape (both named) or its store cannot be reached.
+// when that launcher runs another shape (both named), or node 0's store refuses it (token,
+// run id); a store that cannot be reached leaves the ranks to start unchecked.
 using JobStoreServer = std::function<std::unique_ptr<JobStore>(const JobStoreRequest&)>;
 
 }  // namespace launch

@@ -345,8 +345,23 @@ std::unique_ptr<Store> RendezvousEndpoint::connect(const std::function<bool()>& 
   try {
     return connect_again(interrupted);
   } catch (const Error& e) {
-    throw std::runtime_error(endpoint + ": the rendezvous store refused this launcher: " + e.what());
+    throw std::runtime_error(endpoint + ": the rendezvous store refused this launcher: " + e.what() +
+                             elastic_refusal_advice(e.what(), options_));
   }
+}
+
+std::string elastic_refusal_advice(const std::string& refusal, const ElasticOptions& options) {
+  const std::string endpoint = options.endpoint_host + ":" + std::to_string(options.endpoint_port);
+  if (refusal.find("belongs to another job") != std::string::npos) {
+    return "; for an elastic job: another job's rendezvous (another --rdzv_id than this launcher's " +
+           options.rdzv_id + ") is served at " + endpoint +
+           ": give each job its own --rdzv_endpoint port, and every node's launcher of a job the same --rdzv_id";
+  }
+  if (refusal.find("store token") != std::string::npos) {
+    return std::string("; for an elastic job: every node's launcher needs the same ") + kStoreTokenVariable +
+           " as the launcher serving the rendezvous at " + endpoint;
+  }
+  return "";
 }
 
 std::unique_ptr<Store> RendezvousEndpoint::connect_again(const std::function<bool()>& give_up) const {

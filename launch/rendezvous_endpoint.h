@@ -31,6 +31,12 @@ class StoreSilent : public Timeout {
   using Timeout::Timeout;
 };
 
+// What an elastic launcher's user should check after the rendezvous store's `refusal` (a
+// StoreRefused's what()): the store's words are a rank's ("Give each job its own
+// MASTER_PORT", "every rank needs rank 0's DISTCOMM_STORE_TOKEN"), but this user set
+// --rdzv_endpoint and --rdzv_id. "; ..." to append, or "" for another refusal.
+std::string elastic_refusal_advice(const std::string& refusal, const ElasticOptions& options);
+
 class RendezvousEndpoint {
  public:
   // Starts serving when the endpoint's host is an address of this machine and its port is

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
@@ -43,13 +44,19 @@ std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std
 }
 
 // Node 0's launcher writes its shape under kShapeKey ("<nnodes> <nproc_per_node>") as it
-// creates the store; every other launcher reads it before it starts its ranks, and on a
-// mismatch writes its own under kShapeRefusedKey ("<node_rank> <nnodes> <nproc_per_node>
-// <host>"), which node 0's launcher waits for. Only launchers read and write them.
+// creates the store; every other launcher reads it before it starts its ranks. On a match,
+// node k's launcher writes kAgreedPrefix<k> (its launcher value, below): node 0's job no
+// longer waits for node k. On a mismatch it writes its own launcher value under
+// kShapeRefusedKey, which ends node 0's job -- unless node k has agreed already: then it is
+// a stranger (a typo on a third machine), which must not end a running job; it writes under
+// kStrangerPrefix<n> (n from 1, counted by kStrangerCount) instead, for node 0 to log. A
+// launcher value is "<node_rank> <nnodes> <nproc_per_node> <host>". Only launchers read and
+// write these keys.
 constexpr char kShapeKey[] = "launch/node0_shape";
 constexpr char kShapeRefusedKey[] = "launch/shape_refused";
-// What node 0's launcher writes there itself as its store closes, to end its own wait.
-constexpr char kClosing[] = "closing";
+constexpr char kAgreedPrefix[] = "launch/node_agreed/";
+constexpr char kStrangerCount[] = "launch/strangers";
+constexpr char kStrangerPrefix[] = "launch/stranger/";
 // How long another launcher waits for kShapeKey once it reached node 0's store: node 0's
 // launcher writes it as its store starts, unless it is an older one, or node 0's store is
 // its rank 0's (--serve_store=false there), which never do (no check then).
@@ -57,8 +64,9 @@ constexpr std::chrono::seconds kShapeKeyWait{2};
 // How long another launcher tries to reach node 0's store for the check before it starts
 // its ranks unchecked (they wait for the store themselves, saying so, by their own timeout).
 constexpr std::chrono::seconds kShapeReachWait{60};
-// How long one wait of node 0's shape watch lasts: how soon it notices that its store closes.
-constexpr std::chrono::seconds kShapeWaitSlice{1};
+// How long one wait of node 0's shape watch lasts: how soon it sees a refusal to judge, or
+// that its store closes.
+constexpr std::chrono::milliseconds kWatchSlice{250};
 
 std::string flags_text() { return " (--nnodes, --nproc_per_node): give every launcher the same"; }
 
@@ -66,6 +74,43 @@ std::string this_host() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "?";
   return name;
+}
+
+void say(const std::string& line) {
+  const std::string text = "launch: " + line + "\n";
+  (void)!::write(2, text.data(), text.size());
+}
+
+std::string launcher_value(const JobStoreRequest& r) {
+  return std::to_string(r.node_rank) + " " + std::to_string(r.nnodes) + " " + std::to_string(r.nproc_per_node) + " " +
+         this_host();
+}
+
+struct LauncherValue {
+  int node_rank = -1, nnodes = 0, nproc_per_node = 0;
+  std::string host;
+};
+
+bool parse_launcher_value(const std::string& value, LauncherValue* v) {
+  std::istringstream in(value);
+  return static_cast<bool>(in >> v->node_rank >> v->nnodes >> v->nproc_per_node >> v->host);
+}
+
+// Whether node 0's job (of `nnodes` machines) no longer waits for the launcher of `node`:
+// that one agreed. A node the job does not have (or -1: a rank, which names no node) stands
+// for all of them: a launcher claiming node 2 of a 2-node job may be a misconfigured node 1,
+// unless node 1 is in already.
+bool node_joined(Store& store, int node, int nnodes) {
+  if (node > 0 && node < nnodes) return store.check({kAgreedPrefix + std::to_string(node)});
+  for (int k = 1; k < nnodes; ++k) {
+    if (!store.check({kAgreedPrefix + std::to_string(k)})) return false;
+  }
+  return true;
+}
+
+std::string joined_text(int node, int nnodes) {
+  return node > 0 && node < nnodes ? "node " + std::to_string(node) + "'s launcher has joined it"
+                                   : "every node's launcher has joined it";
 }
 
 class TCPJobStore : public JobStore {
@@ -87,16 +132,15 @@ class TCPJobStore : public JobStore {
   }
   ~TCPJobStore() override {
     if (shape_watch_.joinable()) {
-      // Its wait ends once the key it waits for exists, else within a slice of it; the
-      // store stays up for the farewell below whatever happens here.
+      // Its waits last a slice; the store stays up for the farewell below whatever happens.
       closing_ = true;
-      if (shape_waiting_) end_shape_wait();
       shape_watch_.join();
     }
     client_.reset();  // not a client the farewell should wait for
     // A doomed job's other ranks may still be in their handshake (a refusal comes after a
     // token's proof): they get their refusal, which says why, rather than a closed
-    // connection. At most a second; at once when none is connected.
+    // connection. At most a second; at once when none is connected. A stranger refused
+    // while the job ran on did not doom it: the other machines' ranks get their grace.
     if (!server_.running()) {
     } else if (!doomed().empty()) {
       server_.stop_after_farewell(std::chrono::seconds(1));
@@ -172,7 +216,7 @@ class TCPJobStore : public JobStore {
     o.world_size = request.world_size;
     o.world_size_mismatch = [this, request](int64_t theirs, const std::string& client) {
       const std::string why = mismatch_text(request, theirs, client);
-      doom(why);
+      judge_later(why);
       return why;
     };
     // A member its group fenced, whose process is on this host: the launcher kills it if
@@ -223,56 +267,107 @@ class TCPJobStore : public JobStore {
     return *client_;
   }
 
-  // The shape watch's thread: says this launcher's shape under kShapeKey, then waits until
-  // another machine's launcher says that it was given another (kShapeRefusedKey): the job
-  // is doomed then, and this launcher stops its ranks, which would wait for ranks that will
-  // never come until their timeout (30 minutes by default), saying the same as that one.
-  void watch_shape() {
-    try {
-      TCPStore store(client_options());
-      store.set(kShapeKey, to_bytes(std::to_string(nnodes_) + " " + std::to_string(nproc_per_node_)));
-      shape_waiting_ = true;
-      for (;;) {
-        try {
-          // In slices: closing_ ends it within one even where end_shape_wait cannot reach
-          // this store (an address node 0 cannot reach itself at).
-          store.wait({kShapeRefusedKey}, kShapeWaitSlice);
-          break;
-        } catch (const Timeout&) {
-          if (closing_) return;
-        }
+  // A client of another world size was refused (on the server's thread, which cannot ask
+  // its own store which nodes joined): the shape watch judges it, else it dooms the job.
+  void judge_later(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (watching_) {
+        pending_.push_back(why);
+        return;
       }
-      if (closing_) return;
-      doom(refused_text(to_string(store.get(kShapeRefusedKey))));
-    } catch (const std::exception& e) {
-      if (closing_) return;
-      const std::string line = std::string("launch: cannot tell the other machines' launchers this one's --nnodes and "
-                                           "--nproc_per_node through the job's store (") +
-                               e.what() + "); they do not check theirs against it\n";
-      (void)!::write(2, line.data(), line.size());
     }
+    doom(why);
+  }
+
+  // The shape watch ends early (its client failed): what it had to judge dooms the job, as
+  // anything refused later will.
+  void stop_watching() {
+    std::vector<std::string> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_ = false;
+      pending.swap(pending_);
+    }
+    for (const std::string& why : pending) doom(why);
+  }
+
+  // The shape watch's thread (nnodes_ > 1): says this launcher's shape under kShapeKey, then
+  // until the store closes, in slices: a launcher that node 0 waits for and that was given
+  // another shape (kShapeRefusedKey) dooms the job -- this launcher stops its ranks, which
+  // would wait for ranks that never come until their timeout (30 minutes by default) -- and
+  // a client of another world size does too, unless every node's launcher has joined. A
+  // stranger (kStrangerPrefix) is logged, and the job runs on.
+  void watch_shape() {
+    std::unique_ptr<TCPStore> store;
+    try {
+      store = std::make_unique<TCPStore>(client_options());
+      {
+        // Before kShapeKey: no node can agree before a refusal is judged by what agreed.
+        std::lock_guard<std::mutex> lock(mu_);
+        watching_ = true;
+      }
+      store->set(kShapeKey, to_bytes(std::to_string(nnodes_) + " " + std::to_string(nproc_per_node_)));
+    } catch (const std::exception& e) {
+      stop_watching();
+      if (closing_) return;
+      say(std::string("cannot tell the other machines' launchers this one's --nnodes and --nproc_per_node through "
+                      "the job's store (") +
+          e.what() + "); they do not check theirs against it");
+      return;
+    }
+    int64_t strangers = 0;
+    bool refused = false;
+    while (!closing_) {
+      try {
+        const std::string key = kStrangerPrefix + std::to_string(strangers + 1);
+        try {
+          store->wait({key}, kWatchSlice);
+          ++strangers;
+          say_stranger(to_string(store->get(key)));
+        } catch (const Timeout&) {
+        }
+        if (!refused && store->check({kShapeRefusedKey})) {
+          refused = true;
+          doom(refused_text(to_string(store->get(kShapeRefusedKey))));
+        }
+        std::vector<std::string> pending;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          pending.swap(pending_);
+        }
+        for (const std::string& why : pending) {
+          if (!node_joined(*store, -1, nnodes_)) {
+            doom(why);
+          } else {
+            say("refused a launcher or rank that is not of this running job (" + why + "); " +
+                joined_text(-1, nnodes_) + " already: the job runs on");
+          }
+        }
+      } catch (const std::exception&) {
+        stop_watching();  // the store is closing, or gone
+        return;
+      }
+    }
+  }
+
+  void say_stranger(const std::string& value) {
+    LauncherValue v;
+    if (!parse_launcher_value(value, &v)) return;
+    say("refused a launcher on " + v.host + " given node " + std::to_string(v.node_rank) + " of " +
+        shape_text(v.nnodes, v.nproc_per_node) + ": this job runs " + shape_text(nnodes_, nproc_per_node_) + " and " +
+        joined_text(v.node_rank, nnodes_) + " already; the job runs on");
   }
 
   // What node 0's launcher says of the launcher that wrote `value` under kShapeRefusedKey.
   std::string refused_text(const std::string& value) const {
-    std::istringstream in(value);
-    int node_rank = -1, nnodes = 0, nproc_per_node = 0;
-    std::string host;
+    LauncherValue v;
     const std::string ours = "this launcher (node 0) runs " + shape_text(nnodes_, nproc_per_node_);
-    if (!(in >> node_rank >> nnodes >> nproc_per_node >> host)) {
+    if (!parse_launcher_value(value, &v)) {
       return ours + ", another machine's launcher was given another" + flags_text();
     }
-    return ours + ", node " + std::to_string(node_rank) + "'s launcher (on " + host + ") was given " +
-           shape_text(nnodes, nproc_per_node) + flags_text();
-  }
-
-  // Ends the shape watch's wait at once (else it ends within a slice).
-  void end_shape_wait() {
-    try {
-      TCPStore store(client_options());
-      store.compare_set(kShapeRefusedKey, {}, to_bytes(kClosing));
-    } catch (const std::exception&) {
-    }
+    return ours + ", node " + std::to_string(v.node_rank) + "'s launcher (on " + v.host + ") was given " +
+           shape_text(v.nnodes, v.nproc_per_node) + flags_text();
   }
 
   static constexpr std::chrono::milliseconds kOtherMachinesGrace{30000};
@@ -284,8 +379,9 @@ class TCPJobStore : public JobStore {
   const int nproc_per_node_;
   std::thread shape_watch_;  // with nnodes_ > 1: watch_shape()
   std::atomic<bool> closing_{false};
-  std::atomic<bool> shape_waiting_{false};  // the shape watch has said our shape and waits
   mutable std::mutex mu_;
+  bool watching_ = false;             // the shape watch judges refusals (pending_)
+  std::vector<std::string> pending_;  // refusals of clients of another world size, to judge
   std::string doomed_;  // the first refusal's text
   int doomed_pipe_[2] = {-1, -1};
   std::vector<local::FencedMember> fenced_;  // not yet taken
@@ -300,15 +396,15 @@ namespace {
 // Says that the shape was not checked, and why: the ranks start as they did before the
 // check (a check that cannot be made must not keep a job from running).
 void say_unchecked(const std::string& why) {
-  const std::string line = "launch: this launcher's --nnodes and --nproc_per_node are not checked against node 0's (" +
-                           why + "); starting the ranks\n";
-  (void)!::write(2, line.data(), line.size());
+  say("this launcher's --nnodes and --nproc_per_node are not checked against node 0's (" + why +
+      "); starting the ranks");
 }
 
-// Another machine's launcher, before it starts its ranks: its shape against node 0's. Only
-// a shape node 0's launcher said and that differs stops it; a store it cannot reach in
-// kShapeReachWait, or one that is not a distcomm launcher's (node 0 with
-// --serve_store=false: its rank 0's, perhaps torch's), leaves the ranks to start unchecked.
+// Another machine's launcher, before it starts its ranks: its shape against node 0's. A
+// store it cannot reach in kShapeReachWait, or one that is not a distcomm launcher's (node
+// 0 with --serve_store=false: its rank 0's, perhaps torch's), leaves the ranks to start
+// unchecked. A store that refuses it (another run id, a wrong DISTCOMM_STORE_TOKEN) would
+// refuse every rank the same way: none starts.
 void check_shape_with_node0(const JobStoreRequest& request) {
   TCPStoreOptions o;
   o.host = request.host;
@@ -319,6 +415,9 @@ void check_shape_with_node0(const JobStoreRequest& request) {
   std::unique_ptr<TCPStore> store;
   try {
     store = std::make_unique<TCPStore>(o);
+  } catch (const StoreRefused& e) {
+    throw std::runtime_error("node 0's store at " + where + " refused this launcher, which starts no rank: " +
+                             e.what());
   } catch (const std::exception& e) {
     say_unchecked("node 0's store at " + where + " was not reached: " + std::string(e.what()));
     return;
@@ -333,13 +432,37 @@ void check_shape_with_node0(const JobStoreRequest& request) {
   std::istringstream in(theirs);
   int nnodes = 0, nproc_per_node = 0;
   if (!(in >> nnodes >> nproc_per_node)) return;  // not ours to judge
-  if (nnodes == request.nnodes && nproc_per_node == request.nproc_per_node) return;
+  if (nnodes == request.nnodes && nproc_per_node == request.nproc_per_node) {
+    try {
+      store->set(kAgreedPrefix + std::to_string(request.node_rank), to_bytes(launcher_value(request)));
+    } catch (const std::exception&) {
+      // Node 0's job then takes a later stranger for this node for a misconfigured one.
+    }
+    return;
+  }
+  // Node 0's job already runs with this node: this launcher is a stranger, which must not
+  // end it (node 0 only logs it).
+  bool running = false;
   try {
-    // Node 0's launcher ends at once too, saying the same, instead of its ranks waiting
-    // for ours until their timeout. The first launcher of another shape to say so is named.
-    store->compare_set(kShapeRefusedKey, {},
-                       to_bytes(std::to_string(request.node_rank) + " " + std::to_string(request.nnodes) + " " +
-                                std::to_string(request.nproc_per_node) + " " + this_host()));
+    running = node_joined(*store, request.node_rank, nnodes);
+    if (running) {
+      const int64_t n = store->add(kStrangerCount, 1);
+      store->set(kStrangerPrefix + std::to_string(n), to_bytes(launcher_value(request)));
+    }
+  } catch (const std::exception&) {
+    // Told or not, this launcher ends saying why, and leaves the running job alone.
+  }
+  if (running) {
+    throw std::runtime_error("node 0's job is already running with " + shape_text(nnodes, nproc_per_node) + " (" +
+                             joined_text(request.node_rank, nnodes) + "), this launcher (node " +
+                             std::to_string(request.node_rank) + ") was given " +
+                             shape_text(request.nnodes, request.nproc_per_node) +
+                             ": it starts no rank, and that job runs on");
+  }
+  try {
+    // Node 0's launcher waits for this node: it ends at once too, saying the same, instead
+    // of its ranks waiting for ours until their timeout. The first one to say so is named.
+    store->compare_set(kShapeRefusedKey, {}, to_bytes(launcher_value(request)));
   } catch (const std::exception&) {
     // This launcher still ends saying why; node 0's ranks wait out their timeout.
   }
