@@ -14,8 +14,10 @@
 //
 // "hier" asks for the hierarchy (shm within each host, gloo or mpi across: host_layout.h,
 // hierarchical_backend.h): it is built when the ranks sit on two or more hosts, some host
-// holds two or more of them, and every rank can run shm; where it cannot be (one host, one rank per host, a rank without shm) the group runs flat
-// on gloo, and its backend_name() says why.
+// holds two or more of them, and every rank can run shm; where it cannot be the group runs
+// flat, and its backend_name() says why: on shm within one host, else (one rank per host, a
+// rank without shm) on the backend across hosts that hier_across picks (choose_across_backend:
+// gloo, or mpi under mpirun), so that an explicit mpi is never replaced by gloo in silence.
 #pragma once
 
 #include <string>

@@ -323,9 +323,15 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       // Within one host, where every rank can run shm (else why_not says which cannot), the
       // hierarchy's own level is the whole group: shm, as docs/many-hosts.md's table says
       // (a DeviceMesh's intra-host groups of a hier world went over gloo on loopback).
-      const char* flat = why_not == "one host" ? "shm" : "gloo";
+      // Across hosts, the flat group runs on the backend the hierarchy would use across hosts
+      // (docs/many-hosts.md: under mpirun with hier_across = mpi, mpi is also its flat
+      // backend): an explicit mpi is honoured, or refused naming the rank that cannot run it
+      // (choose_across_backend), never replaced by gloo in silence; one rank per host is
+      // where every op crosses hosts, so where the request matters most.
+      const std::string flat =
+          why_not == "one host" ? "shm" : choose_across_backend(where_, parent == nullptr ? across : "gloo", exchanged);
       cpu->second = why_not.empty() ? "hier" : flat;
-      if (!why_not.empty()) spec_.text += std::string(" (cpu: ") + flat + ", flat: " + why_not + ")";
+      if (!why_not.empty()) spec_.text += " (cpu: " + flat + ", flat: " + why_not + ")";
     }
     // The hierarchy's flat backend: every op it does not run by hosts, and its fault
     // handling, are its backend across hosts' (gloo, or mpi under mpirun). Its groups within

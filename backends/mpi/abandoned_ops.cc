@@ -67,7 +67,7 @@ std::string AbandonedOps::waited_for() const {
   if (unnamed) {
     text += std::string(named.empty() ? "a peer" : "; and a peer") +
             " of a collective or of a recv from any rank, which MPI cannot name (without a store the peer cannot be "
-            "named: give the job a store, MASTER_ADDR and MASTER_PORT, and the op's Timeout names it)";
+            "named; with one, the op's Timeout names it: " + std::string(kStoreAdvice) + ")";
   }
   return text.empty() ? "that peer" : text;
 }

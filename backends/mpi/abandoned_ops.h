@@ -24,6 +24,15 @@
 namespace distcomm {
 namespace mpi {
 
+// How a job gets the store that names a peer MPI cannot (a collective's, a recv from any
+// rank's), for the Timeout and the exit line: one place, so that both give the same advice.
+// Under mpirun the mpi backend gets a store only from InitOptions::store or an init_method
+// other than the default env:// (api/init.cc): MASTER_ADDR and MASTER_PORT alone give none,
+// so they are not the advice (docs/failures.md).
+inline constexpr char kStoreAdvice[] =
+    "give the job a store (an init_method such as tcp://HOST:PORT, which rank 0 serves, or "
+    "file:///shared/path; or InitOptions::store): under mpirun, MASTER_ADDR and MASTER_PORT alone give none";
+
 // Under the runtime's progress lock only.
 class AbandonedOps {
  public:
@@ -41,7 +50,7 @@ class AbandonedOps {
   bool empty() const { return ops_.empty(); }
   // Whom the kept ops wait for, as MPI tells: "world rank 1 (a recv of tag 3)" per pending
   // send or recv with a known peer; for a collective or a recv from any rank MPI cannot
-  // tell, and the text says so (only a store, MASTER_ADDR/MASTER_PORT, names that peer).
+  // tell, and the text says so (only a store names that peer: kStoreAdvice).
   std::string waited_for() const;
   // Whether a retired communicator still waits for its ops (it is then never freed by
   // this process if they never end).

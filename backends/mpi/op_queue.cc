@@ -22,9 +22,13 @@ std::string waited_for(const Op& op, bool store_names_peers) {
            std::to_string(op.tag) + ") or is stuck";
   }
   if (store_names_peers) return "a peer has not joined it or is stuck";
+  // The advice must be one that gives mpi a store: init_process_group makes one for mpi only
+  // from InitOptions::store or an init_method other than the default env:// (api/init.cc),
+  // so MASTER_ADDR and MASTER_PORT alone, under mpirun, give none (a user who set them was
+  // told to set them, and got this text again).
   return std::string("a peer has not ") + (op.call == Call::kRecv ? "sent it" : "joined it") +
          " or is stuck; MPI cannot tell which, and without a store (a job launched by mpirun alone) the peer "
-         "cannot be named: give the job a store (MASTER_ADDR and MASTER_PORT) to have it named";
+         "cannot be named; to have it named, " + kStoreAdvice;
 }
 
 // The Work's description, put before this, names rank, group, op and sequence number.

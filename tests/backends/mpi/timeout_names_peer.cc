@@ -1,4 +1,4 @@
-// mpi without a store (mpirun alone, no MASTER_ADDR): an op's Timeout names the rank it
+// mpi without a store (mpirun alone, no init_method or InitOptions::store): an op's Timeout names the rank it
 // waited for where MPI can tell, and says plainly where it cannot. Rank 0's recv from rank 1
 // (which never sends) must name rank 1; its all_reduce that rank 1 has not joined cannot be
 // named by MPI, so the Timeout must say that without a store the peer cannot be named and
@@ -37,8 +37,8 @@ int main() {
   AllReduceOptions a;
   a.timeout = std::chrono::seconds(2);
   ok = testing::expect_timeout("rank 0", "all_reduce a rank never joins", [&] { coll->all_reduce(t, a)->wait(); },
-                               "without a store (a job launched by mpirun alone) the peer cannot be named: give "
-                               "the job a store (MASTER_ADDR and MASTER_PORT)",
+                               "without a store (a job launched by mpirun alone) the peer cannot be named; to have it "
+                               "named, give the job a store (an init_method such as tcp://HOST:PORT",
                                1.5, 10) &&
        ok;
   testing::write_marker("checked");
