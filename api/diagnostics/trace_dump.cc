@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -247,6 +248,59 @@ bool dumps_on_failure(const std::string& error) {
   return false;
 }
 
+// Serializes this process's dumps (a failure's, SIGUSR1's or SIGTERM's, the exit's can
+// come together from three threads). Never destroyed: dumps happen during exit.
+std::timed_mutex& dump_write_mutex() {
+  static std::timed_mutex* m = new std::timed_mutex;
+  return *m;
+}
+// How long a dump waits for the one being written before it writes alone.
+constexpr std::chrono::seconds kDumpLockWait{10};
+// Makes each write's temp name its own: the dumps of one process once shared
+// <path>.tmp<pid>, so two at once truncated and wrote over each other's file (a longer
+// dump's tail left after a shorter one's end: not JSON), and the second rename found the
+// name gone ("cannot write rank_6.json: No such file or directory").
+std::atomic<uint64_t> g_dump_writes{0};
+
+// Writes text to path whole, or leaves path as it was and throws Error; never leaves a
+// temp file. The text goes first into a file with no name (O_TMPFILE), so that a process
+// killed while writing (its launcher's SIGKILL after the grace) leaves nothing; it is
+// named (<path>.tmp<pid>.<n>) only once whole, and at once renamed over path. Where the
+// folder's file system has no O_TMPFILE, or /proc is missing, a named temp file instead.
+void write_whole_file(const std::string& dir, const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(++g_dump_writes);
+  int err = 0;
+  bool named = false;
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    errno = 0;
+    if (!write_fully(fd, text)) {
+      err = errno ? errno : EIO;
+    } else {
+      const std::string self = "/proc/self/fd/" + std::to_string(fd);
+      named = ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0;
+    }
+    ::close(fd);
+  }
+  if (!err && !named) {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      err = errno;
+      throw Error("trace dump: cannot create " + tmp + ": " + std::strerror(err));
+    }
+    errno = 0;
+    if (!write_fully(fd, text)) err = errno ? errno : EIO;
+    ::close(fd);
+    named = true;
+  }
+  if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    // The error is kept before unlink, which would overwrite errno.
+    if (named) ::unlink(tmp.c_str());
+    throw Error("trace dump: cannot write " + path + ": " + std::strerror(err));
+  }
+}
+
 void say_written(const std::string& reason, const std::string& path) {
   log_line("distcomm: trace dump (" + reason + ") written to " + path);
 }
@@ -364,6 +418,10 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
     log_line("distcomm: trace dump (" + reason + ") still not written after " +
              std::to_string(kDumpBeforeTermLimit.count()) + " s; ending without it");
   }
+  // A dump another thread is writing (a failure's, the exit's) lands before the end, in
+  // what is left of the time: the lock is then kept, so no new one starts and is cut off.
+  const auto left = kDumpBeforeTermLimit - (std::chrono::steady_clock::now() - started);
+  if (left > std::chrono::steady_clock::duration::zero()) (void)dump_write_mutex().try_lock_for(left);
   terminate_by_signal(sig);
   ::_exit(128 + sig);  // not reached: the signal's default action ends the process
 }
@@ -475,23 +533,21 @@ void register_for_dumps(const std::shared_ptr<FlightRecorder>& recorder, const T
 std::string trace_dump_json(const std::string& reason) { return dump_text(reason, recorders(), nullptr); }
 
 std::string write_trace_dump(const std::string& reason) {
+  // One dump at a time, its text taken under the lock: the last to land is the last built,
+  // which holds the most. A dump that cannot have the lock in time (a fork child of a
+  // process that was writing; a writer stuck on a slow disk) goes on without it: its own
+  // temp file still lands whole.
+  std::unique_lock<std::timed_mutex> lock(dump_write_mutex(), std::defer_lock);
+  (void)lock.try_lock_for(kDumpLockWait);
   const std::string dir = dump_dir();
   ::mkdir(dir.c_str(), 0755);  // an existing folder is fine; a failure shows at the open
   const auto recs = recorders();
   const int rank = process_rank(recs);
   const std::string name = rank >= 0 ? "rank_" + std::to_string(rank) : "pid_" + std::to_string(::getpid());
   const std::string path = dir + "/" + name + ".json";
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   std::string groups;
   const std::string text = dump_text(reason, recs, &groups);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("trace dump: cannot create " + tmp + ": " + std::strerror(errno));
-  const bool ok = write_fully(fd, text);
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error("trace dump: cannot write " + path + ": " + std::strerror(errno));
-  }
+  write_whole_file(dir, path, text);
   remember_dump(groups);
   return path;
 }

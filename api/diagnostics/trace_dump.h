@@ -23,7 +23,8 @@
 //   write_trace_dump from its own thread).
 // Each dump says where it went on stderr, in one line. A later
 // dump replaces an earlier one of the same rank (it holds more). The file is written
-// under another name and renamed, so a reader never sees half a dump.
+// under another name, its own for each write, and renamed, so a reader never sees half a
+// dump; one process's dumps (a failure's, a signal's, the exit's) are written one at a time.
 //
 // Format (version 1): {"format": "distcomm-trace-dump", "version": 1, "rank", "run_id"
 // (DISTCOMM_RUN_ID, TraceSettings::run_id; "" without one), "host",

@@ -148,6 +148,49 @@ const Op* last_in(const RankView& rv, const std::set<std::string>& states) {
   return nullptr;
 }
 
+// A collective's issue times that differ by this much, with no op failed in it, name the
+// ranks that issued it last as behind: ranks of a step issue a collective within
+// milliseconds of each other, a rank stopped (SIGSTOP) or stuck in the program seconds later.
+constexpr int64_t kLateIssueNs = 2'000'000'000;
+
+struct LateIssuers {
+  std::set<int> ranks;        // group ranks
+  int64_t gap_ns = 0;         // between the others' last issue and their first
+  int64_t others_last_ns = 0;
+};
+
+// The ranks, fewer than half of those that issued the op, whose issue times (queued_ns)
+// come after the widest gap between successive issue times, when that gap is at least
+// kLateIssueNs (and the clocks' slack more across machines); none when an op failed in it
+// (the caller's "only after ... had failed" covers that).
+LateIssuers late_issuers_in(const GroupView& g, const std::map<int, const Op*>& issued) {
+  LateIssuers out;
+  std::vector<std::pair<int64_t, int>> times;  // queued_ns, group rank
+  std::set<std::string> hosts;
+  for (const auto& [rank, op] : issued) {
+    if (op->state == "failed") return out;
+    if (op->queued_ns <= 0) continue;
+    times.emplace_back(op->queued_ns, rank);
+    hosts.insert(g.by_rank.at(rank).host);
+  }
+  if (times.size() < 2) return out;
+  std::sort(times.begin(), times.end());
+  size_t cut = 0;  // the first late rank's index
+  int64_t widest = 0;
+  for (size_t i = 1; i < times.size(); ++i) {
+    if (times[i].first - times[i - 1].first > widest) {
+      widest = times[i].first - times[i - 1].first;
+      cut = i;
+    }
+  }
+  const int64_t needed = kLateIssueNs + (hosts.size() > 1 ? kOtherHostClockSlackNs : 0);
+  if (widest < needed || 2 * (times.size() - cut) >= times.size()) return out;
+  for (size_t i = cut; i < times.size(); ++i) out.ranks.insert(times[i].second);
+  out.gap_ns = widest;
+  out.others_last_ns = times[cut - 1].first;
+  return out;
+}
+
 void report_group(std::ostringstream& out, const std::string& name, const GroupView& g, const LauncherDeaths& deaths) {
   // A group rank's world rank, as the dumps name it.
   auto world_rank = [&](int r) {
@@ -222,8 +265,13 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
         if (op->queued_ns > other_op->ended_ns + (same_host ? 0 : kOtherHostClockSlackNs)) late[rank].push_back(other);
       }
     }
+    // With no op failed in it (a hang the launcher stopped): the ranks that issued it last
+    // by far, after a pause none of the others took (a rank SIGSTOPped there, then let run
+    // on by the launcher's SIGCONT and SIGTERM, issued it some 20 s after them). Before,
+    // every rank was listed as waiting and none named.
+    const LateIssuers late_issuers = late_issuers_in(g, issued);
     for (const auto& [rank, op] : issued) {
-      if (late.count(rank)) continue;
+      if (late.count(rank) || late_issuers.ranks.count(rank)) continue;
       if (op->state == "failed") failed.push_back(rank);
       else if (op->state != "completed") waiting.push_back(rank);
     }
@@ -256,6 +304,16 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
       out << "    behind: rank " << rank << " issued " << issued.at(rank)->describe << " only after "
           << (before.size() == 1 ? "rank " + std::to_string(before[0]) : "ranks " + rank_list_text(before))
           << " had failed in it: it was late (stopped, or busy in the program)\n";
+    }
+    if (!late_issuers.ranks.empty()) {
+      const std::vector<int> ranks(late_issuers.ranks.begin(), late_issuers.ranks.end());
+      char gap[32];
+      std::snprintf(gap, sizeof(gap), "%.1f s", static_cast<double>(late_issuers.gap_ns) / 1e9);
+      out << "    behind: " << (ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list_text(ranks))
+          << " issued " << issued.at(ranks[0])->describe << " " << gap << " after the other ranks (the last of them at "
+          << clock_text(late_issuers.others_last_ns) << "; " << (ranks.size() == 1 ? "it" : "they") << " at "
+          << clock_text(issued.at(ranks[0])->queued_ns)
+          << "): likely the cause, late (stopped, or busy in the program) while the others waited\n";
     }
     if (!absent.empty()) {
       out << "    behind: " << (absent.size() == 1 ? "rank " + std::to_string(absent[0]) : "ranks " + rank_list_text(absent))
@@ -324,24 +382,38 @@ DumpFolder load_dump_folder(const std::string& dir) {
   ::closedir(d);
   if (names.empty() && records.empty()) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
   std::sort(names.begin(), names.end());
+  // One unreadable file does not hide the others: a job of 96 ranks with one broken dump
+  // was not analysed at all. Each is named with why, and its rank counts as without a dump.
+  DumpFolder folder;
+  auto read = [&](const std::string& n, const std::string& format, const std::string& what) -> std::optional<JsonValue> {
+    const std::string path = dir + "/" + n;
+    try {
+      JsonValue doc = parse_json_file(path);
+      if (doc.str("format") == format) return doc;
+      folder.unreadable.push_back(n + ": not a " + what);
+    } catch (const std::exception& e) {
+      std::string why = e.what();
+      if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);  // the name is said once
+      folder.unreadable.push_back(n + ": " + why);
+    }
+    return std::nullopt;
+  };
   std::vector<RankDump> all;
   for (const std::string& n : names) {
-    RankDump r;
-    r.path = dir + "/" + n;
-    r.doc = parse_json_file(r.path);
-    if (r.doc.str("format") != "distcomm-trace-dump") {
-      throw std::runtime_error("trace analyze: " + r.path + " is not a distcomm trace dump");
+    if (std::optional<JsonValue> doc = read(n, "distcomm-trace-dump", "distcomm trace dump")) {
+      all.push_back(RankDump{dir + "/" + n, std::move(*doc)});
     }
-    all.push_back(std::move(r));
   }
-  DumpFolder folder;
   std::vector<std::pair<std::string, JsonValue>> launchers;  // file name, record
   for (const std::string& n : records) {
-    JsonValue launcher = parse_json_file(dir + "/" + n);
-    if (launcher.str("format") != "distcomm-launcher-record") {
-      throw std::runtime_error("trace analyze: " + dir + "/" + n + " is not a distcomm launcher record");
+    if (std::optional<JsonValue> doc = read(n, "distcomm-launcher-record", "distcomm launcher record")) {
+      launchers.emplace_back(n, std::move(*doc));
     }
-    launchers.emplace_back(n, std::move(launcher));
+  }
+  if (all.empty() && launchers.empty()) {
+    std::string whys;
+    for (const std::string& u : folder.unreadable) whys += (whys.empty() ? "" : "; ") + u;
+    throw std::runtime_error("trace analyze: nothing readable in " + dir + ": " + whys);
   }
   // The jobs in the folder, by run id (DISTCOMM_RUN_ID; "" in dumps of programs run without
   // one, and of ranks whose distcomm predates the run id), each with the time of its
@@ -413,6 +485,7 @@ std::string analyze_folder(const DumpFolder& folder) {
   const std::vector<RankDump>& dumps = folder.dumps;
   const LauncherDeaths deaths = launcher_deaths(&folder);
   std::ostringstream out;
+  for (const std::string& f : folder.unreadable) out << "unreadable, left out: " << f << "\n";
   for (const std::string& f : folder.left_out) out << "left out " << f << "\n";
   if (!folder.left_out.empty()) {
     out << "analysed: " << (folder.run_id.empty() ? std::string("the files with no run id") : "run " + folder.run_id)

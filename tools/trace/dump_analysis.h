@@ -27,6 +27,10 @@ struct RankDump {
 struct DumpFolder {
   std::vector<RankDump> dumps;
   std::vector<std::string> left_out;  // "rank_1.json (run a1b2, an earlier job: ...)"
+  // Files that could not be read as a dump or record, each with why ("rank_97.json: not
+  // valid JSON at byte 3494: text after the end of the document"): reported, and the rest
+  // analysed (their ranks as ranks without a dump).
+  std::vector<std::string> unreadable;
   std::string run_id;                 // the job analysed ("" when its dumps carry none)
   // launcher_node<N>.json (and a plain launcher.json), by node rank: {"format":
   // "distcomm-launcher-record", "node_rank", ...}. Every machine's launcher writes its own.
@@ -35,8 +39,9 @@ struct DumpFolder {
 
 // Every rank_*.json in dir (and pid_*.json), parsed, and the launchers' records. Dumps of several
 // jobs (DISTCOMM_RUN_ID: "run_id" in each) are not mixed: the newest job's (by the time its
-// files were written) are analysed, the others left out. Throws std::runtime_error naming
-// the file that is not a dump, or when there is none.
+// files were written) are analysed, the others left out. A file that is not JSON or not a
+// dump (a rank killed while it wrote by hand, a stray file) goes to `unreadable`. Throws
+// std::runtime_error when nothing can be read (naming each file and why).
 DumpFolder load_dump_folder(const std::string& dir);
 // load_dump_folder(dir).dumps.
 std::vector<RankDump> load_dumps(const std::string& dir);

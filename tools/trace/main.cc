@@ -121,7 +121,16 @@ int main(int argc, char** argv) {
   }
   return distcomm::run_main("trace", [&] {
     if (command.name == "analyze") {
-      std::cout << distcomm::trace::analyze_folder(distcomm::trace::load_dump_folder(command.path));
+      // A file that cannot be read is named in the report, the rest analysed; exit status 0
+      // all the same (the report is what was asked for), with a warning on stderr for
+      // whoever reads only that. Nothing readable at all exits 1.
+      const distcomm::trace::DumpFolder folder = distcomm::trace::load_dump_folder(command.path);
+      std::cout << distcomm::trace::analyze_folder(folder);
+      const size_t bad = folder.unreadable.size();
+      if (bad > 0) {
+        std::cerr << "trace: warning: " << bad << (bad == 1 ? " file" : " files")
+                  << " unreadable, left out (named above)\n";
+      }
       return 0;
     }
     return timeline(command);

@@ -162,6 +162,68 @@ TEST(DumpAnalysis, AMismatchIsHeadedByTheMajoritysOpAndACutErrorIsQuotedCleanly)
   EXPECT_NE(report.find("; stopped by the launcher: ranks [0, 2]\n"), std::string::npos) << report;
 }
 
+// Rank 1 wrote two dumps at once and left a broken file (a longer dump's tail after a
+// shorter one's end). Before, analyze refused the whole folder ("not valid JSON ... text
+// after the end of the document"); now it names that file and why in one line and
+// analyses the others, rank 1 among the ranks without a dump.
+TEST(DumpAnalysis, AnUnreadableDumpIsNamedAndTheOthersAnalysed) {
+  const std::string dir = fresh_dir("broken");
+  write_text(dir + "/rank_0.json", dump(0, "exit", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 12, 0, ""}}));
+  write_text(dir + "/rank_1.json", dump(1, "exit", {{2, "completed", kAr2, 10, 11, ""}}) + "]}\n");
+  write_text(dir + "/rank_2.json", dump(2, "exit", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 12, 0, ""}}));
+  DumpFolder folder;
+  ASSERT_NO_THROW(folder = load_dump_folder(dir));
+  ASSERT_EQ(folder.unreadable.size(), 1u);
+  EXPECT_EQ(folder.unreadable[0].rfind("rank_1.json: not valid JSON at byte ", 0), 0u) << folder.unreadable[0];
+  const std::string report = analyze(dir);
+  EXPECT_NE(report.find("unreadable, left out: rank_1.json: not valid JSON at byte "), std::string::npos) << report;
+  EXPECT_NE(report.find("text after the end of the document\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("2 dumps: rank 0 "), std::string::npos) << report;
+  EXPECT_NE(report.find("  no dump from ranks [1]\n"), std::string::npos) << report;
+  // A folder with nothing readable still fails, naming each file.
+  const std::string none = fresh_dir("all_broken");
+  write_text(none + "/rank_0.json", "{\"format\":");
+  try {
+    load_dump_folder(none);
+    ADD_FAILURE() << "a folder with no readable dump was analysed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("rank_0.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+// Rank 1 was stopped (SIGSTOP) before all_reduce #3 while ranks 0 and 2 waited in it; no
+// op failed (the launcher stopped the hung job, its SIGCONT and SIGTERM let rank 1 issue #3
+// some 23 s after them). Before: "waiting in it: ranks [0, 1, 2]", "no op failed", nobody
+// named. Now rank 1 is behind, with the times that show it.
+TEST(DumpAnalysis, InAHangTheRankThatIssuedTheStuckOpLastByFarIsBehind) {
+  const std::string dir = fresh_dir("stopped");
+  write_text(dir + "/rank_0.json", dump(0, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 12, 0, ""}}));
+  write_text(dir + "/rank_1.json", dump(1, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 23012, 0, ""}}));
+  write_text(dir + "/rank_2.json", dump(2, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 14, 0, ""}}));
+  std::string report = analyze(dir);
+  EXPECT_NE(report.find("  stuck at all_reduce #3 float32[4] sum:\n"
+                        "    behind: rank 1 issued all_reduce #3 float32[4] sum 23.0 s after the other ranks (the last "
+                        "of them at "),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("): likely the cause, late (stopped, or busy in the program) while the others waited\n"
+                        "    waiting in it: ranks [0, 2]\n"),
+            std::string::npos)
+      << report;
+  // The same when the late rank got through the op (shm: the others' parts were there)
+  // and issued the next one: it is still the one that was late.
+  write_text(dir + "/rank_1.json", dump(1, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""},
+                                                         {3, "completed", kAr3, 23012, 23013, ""},
+                                                         {4, "started", "all_reduce #4 float32[4] sum", 23014, 0, ""}}));
+  report = analyze(dir);
+  EXPECT_NE(report.find("    behind: rank 1 issued all_reduce #3 float32[4] sum 23.0 s after"), std::string::npos) << report;
+  // Ranks that issued it within a second of each other: nobody is behind.
+  write_text(dir + "/rank_1.json", dump(1, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 900, 0, ""}}));
+  report = analyze(dir);
+  EXPECT_EQ(report.find("behind"), std::string::npos) << report;
+  EXPECT_NE(report.find("    waiting in it: ranks [0, 1, 2]\n"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace trace
 }  // namespace distcomm

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,31 @@ TEST(TraceCommandLine, AFailureToReadExitsOne) {
   EXPECT_EQ(exit_code(f), 1) << f.err;
   EXPECT_NE(f.err.find("cannot open folder"), std::string::npos) << f.err;
   EXPECT_EQ(f.err.find("usage:"), std::string::npos) << f.err;
+}
+
+// One dump that is not JSON (two dumps of a rank that raced, before the fix) does not stop
+// the analysis: it is named in one line, with why, the others are analysed, and the status
+// is 0 with a warning on stderr. Before: exit 1, nothing analysed.
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  ASSERT_TRUE(f.good()) << path;
+}
+
+TEST(TraceCommandLine, AnUnreadableDumpIsReportedAndTheRestAnalysed) {
+  const std::string dir = temp_path("one_broken");
+  ::mkdir(dir.c_str(), 0755);
+  const std::string good =
+      "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":0,\"run_id\":\"r\",\"host\":\"vm\",\"pid\":7,"
+      "\"reason\":\"exit\",\"time_ns\":1,\"groups\":[{\"name\":\"world\",\"rank\":0,\"size\":2,\"global_ranks\":[0,1],"
+      "\"backend\":\"gloo\",\"ops\":[]}]}\n";
+  write_file(dir + "/rank_0.json", good);
+  write_file(dir + "/rank_1.json", good + "]}\n");
+  Finished f = run({kTrace, "analyze", dir});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find("unreadable, left out: rank_1.json: not valid JSON at byte "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("1 dump: rank 0 "), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("trace: warning: 1 file unreadable, left out (named above)"), std::string::npos) << f.err;
 }
 
 }  // namespace
