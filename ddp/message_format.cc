@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "api/diagnostics/op_fingerprint.h"  // ranks_text
+
 namespace distcomm {
 namespace ddp {
 
@@ -18,8 +20,11 @@ std::string format_bytes(double bytes) {
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  // The core's ranks_text (ranges and the count past kRankListSpelledOut ranks), in DDP's
+  // spelling: without the list's brackets.
+  std::string s = ranks_text(ranks);
+  const size_t open = s.find('[');
+  if (open != std::string::npos && s.back() == ']') s = s.substr(0, open) + s.substr(open + 1, s.size() - open - 2);
   return s;
 }
 

@@ -10,7 +10,7 @@ namespace ddp {
 // "512 B", "1.5 KiB", "25.00 MiB"
 std::string format_bytes(double bytes);
 
-// "rank 3", "ranks 0, 2"
+// "rank 3", "ranks 0, 2", and past 8 ranks "95 ranks 0-47, 49-95" (rank_list_text's ranges)
 std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace ddp

@@ -1,13 +1,20 @@
 #include "api/diagnostics/op_fingerprint.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace distcomm {
 namespace {
 
 const char kFormat[] = "fp1";
+
+// The widest head of a rank_table row that the other rows line up under: room for a list of
+// kRankListSpelledOut three-digit ranks ("ranks [100, 101, ..., 107]:").
+constexpr size_t kTableHeadWidth = 48;
 
 // splitmix64's finalizer: every input bit moves every output bit.
 uint64_t finalize(uint64_t x) {
@@ -201,10 +208,27 @@ std::optional<OpFingerprint> OpFingerprint::decode(const std::string& text) {
   return f;
 }
 
-std::string rank_list_text(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
+std::string rank_items_text(const std::vector<int>& ranks) {
+  std::string s;
+  const bool ranges = ranks.size() > kRankListSpelledOut;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t end = i + 1;  // one past the run that starts at i
+    while (ranges && end < ranks.size() && ranks[end] == ranks[end - 1] + 1 && ranks[end - 1] != INT_MAX) ++end;
+    // A run of two reads better as "4, 5" than as "4-5".
+    if (end - i < 3) end = i + 1;
+    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (end - i > 1) s += "-" + std::to_string(ranks[end - 1]);
+    i = end;
+  }
+  return s;
+}
+
+std::string rank_list_text(const std::vector<int>& ranks) { return "[" + rank_items_text(ranks) + "]"; }
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks.front());
+  if (ranks.size() <= kRankListSpelledOut) return "ranks " + rank_list_text(ranks);
+  return std::to_string(std::set<int>(ranks.begin(), ranks.end()).size()) + " ranks " + rank_list_text(ranks);
 }
 
 std::string group_rank_text(int rank, int size, const std::string& group_name, const std::vector<int>& global_ranks) {
@@ -227,13 +251,15 @@ std::string rank_table(const std::vector<std::string>& text_by_rank) {
   std::vector<std::string> heads;
   size_t width = 0;
   for (const std::string& text : texts) {
-    const auto& ranks = ranks_of[text];
-    heads.push_back(ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) + ":" : "ranks " + rank_list_text(ranks) + ":");
-    width = std::max(width, heads.back().size());
+    heads.push_back(ranks_text(ranks_of[text]) + ":");
+    // Only heads up to kTableHeadWidth set the column: a long head (ranks that no range
+    // shortens) once padded every other row with hundreds of spaces, in each rank's copy.
+    if (heads.back().size() <= kTableHeadWidth) width = std::max(width, heads.back().size());
   }
   std::string table;
   for (size_t i = 0; i < texts.size(); ++i) {
-    table += "  " + heads[i] + std::string(width - heads[i].size() + 1, ' ') + texts[i] + "\n";
+    const size_t pad = heads[i].size() < width ? width - heads[i].size() : 0;
+    table += "  " + heads[i] + std::string(pad + 1, ' ') + texts[i] + "\n";
   }
   return table;
 }

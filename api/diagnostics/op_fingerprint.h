@@ -108,8 +108,23 @@ std::string all_to_all_mismatches(const std::vector<OpFingerprint>& by_rank);
 // "4 float32 (16 bytes)"
 std::string elements_text(int64_t count, DType dtype);
 
-// "[0, 2]"
+// "[0, 2]". A list of more than kRankListSpelledOut entries writes each run of three or more
+// consecutive ranks as a range, "[0-47, 49-95]": jobs of a hundred ranks named every one of
+// them in each stall line and Desync table row, hundreds of characters that nobody reads.
+// The ranks stay in the order given, duplicates included (a run is a step of +1).
 std::string rank_list_text(const std::vector<int>& ranks);
+
+// What rank_list_text writes between its brackets: "0, 2", "0-47, 49-95" (DDP's messages
+// name ranks without brackets).
+std::string rank_items_text(const std::vector<int>& ranks);
+
+// A list longer than this is written with ranges (rank_list_text) and its count (ranks_text).
+constexpr size_t kRankListSpelledOut = 8;
+
+// The subject of a sentence about some ranks: "rank 3", "ranks [0, 2]", and for a long
+// list its count first, "95 ranks [0-47, 49-95]" (a range hides how many it holds). The
+// count is of distinct ranks.
+std::string ranks_text(const std::vector<int>& ranks);
 
 // How a message names a rank of a group: "rank 1/2 group 'world/g0'". In a group whose ranks
 // are not the world's, its world rank too, "rank 1/2 (world rank 3) group 'world/g0'": the

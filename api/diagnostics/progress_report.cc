@@ -21,10 +21,9 @@ const PendingOp* pending_at(const ProgressReport& r, uint64_t seq, int64_t min_w
 
 std::string elements_text(const OpFingerprint& f) { return elements_text(f.count, f.dtype); }
 
-// "rank 2 is" / "ranks [1, 2] are"
+// "rank 2 is" / "ranks [1, 2] are" / "95 ranks [0-47, 49-95] are" (ranks_text)
 std::string subject(const std::vector<int>& ranks, const char* singular, const char* plural) {
-  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]) + " " + singular;
-  return "ranks " + rank_list_text(ranks) + " " + plural;
+  return ranks_text(ranks) + " " + (ranks.size() == 1 ? singular : plural);
 }
 
 // Clauses grouped by their text, in the order their first rank appears.

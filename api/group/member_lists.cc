@@ -1,9 +1,11 @@
 #include "api/group/member_lists.h"
 
+#include <exception>
 #include <optional>
+#include <sstream>
 #include <utility>
 
-#include "api/diagnostics/op_fingerprint.h"  // rank_list_text
+#include "api/diagnostics/op_fingerprint.h"  // rank_list_text, ranks_text
 #include "api/errors.h"
 #include "api/group/cannot_take_part.h"
 #include "api/store/internal/call_deadline.h"
@@ -11,15 +13,41 @@
 namespace distcomm {
 namespace {
 
+// The list as posted: every rank spelled out, not rank_list_text's ranges, so that ranks of
+// releases before those ranges compare the same text; messages show it as display_list.
+std::string wire_list(const std::vector<int>& list) {
+  std::string s;
+  for (int r : list) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+// A posted list as messages write it (rank_list_text: ranges in a long one); the text as
+// posted where it does not read back as a list.
+std::string display_list(const std::string& wire) {
+  if (wire.size() < 2 || wire.front() != '[' || wire.back() != ']') return wire;
+  std::vector<int> ranks;
+  std::istringstream in(wire.substr(1, wire.size() - 2));
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      size_t used = 0;
+      ranks.push_back(std::stoi(item, &used));
+      if (item.find_first_not_of(' ', used) != std::string::npos) return wire;
+    } catch (const std::exception&) {
+      return wire;
+    }
+  }
+  return rank_list_text(ranks);
+}
+
 // A post is "<number> <list>\t<backend>": the number is the leader's count of the creation
-// (0 from the other ranks), the list as rank_list_text writes it, the backend as the rank
+// (0 from the other ranks), the list as "[0, 1, 2]" with every rank (wire_list), the backend as the rank
 // passed it ("" for the parent's); a refused list's is followed by a line saying why
 // ("...\n<why>"), and a rank that cannot take part at all (its parent aborted there: fail)
 // writes that line as cannot_take_part_text, so that its members report a peer's failure,
 // not a mistake in their arguments.
 std::string post_value(int64_t number, const std::vector<int>& list, const std::string& backend,
                        const std::string& refusal) {
-  return std::to_string(number) + " " + rank_list_text(list) + "\t" + backend + (refusal.empty() ? "" : "\n" + refusal);
+  return std::to_string(number) + " " + wire_list(list) + "\t" + backend + (refusal.empty() ? "" : "\n" + refusal);
 }
 int64_t number_of(const std::string& value) { return std::stoll(value.substr(0, value.find(' '))); }
 std::string list_of(const std::string& value) {
@@ -35,9 +63,6 @@ std::string refusal_of(const std::string& value) {
   return at == std::string::npos ? "" : value.substr(at + 1);
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  return ranks.size() == 1 ? "rank " + std::to_string(ranks.front()) : "ranks " + rank_list_text(ranks);
-}
 
 }  // namespace
 
@@ -117,10 +142,10 @@ void MemberLists::check(const std::vector<std::string>& values) const {
     const std::string why = values[i].empty() ? "" : refusal_of(values[i]);
     if (why.empty()) continue;
     if (says_cannot_take_part(why)) throw cannot_take_part_failure(call_, list_[i], why);
-    throw InvalidArgument(call_ + ": rank " + std::to_string(list_[i]) + " passed " + list_of(values[i]) +
+    throw InvalidArgument(call_ + ": rank " + std::to_string(list_[i]) + " passed " + display_list(list_of(values[i])) +
                           ", which it refused: " + why);
   }
-  const std::string mine = rank_list_text(list_);
+  const std::string mine = wire_list(list_);
   bool differs = false;
   for (const std::string& v : values) differs = differs || (!v.empty() && list_of(v) != mine);
   if (!differs) {
@@ -130,7 +155,7 @@ void MemberLists::check(const std::vector<std::string>& values) const {
       if (values[i].empty() || backend_of(values[i]) == backend_) continue;
       throw InvalidArgument(call_ + ": rank " + std::to_string(parent_rank_) + " passed backend '" + backend_ +
                             "', rank " + std::to_string(list_[i]) + " passed '" + backend_of(values[i]) + "' (both for " +
-                            mine + "); every rank must pass the same backend");
+                            rank_list_text(list_) + "); every rank must pass the same backend");
     }
     return;
   }
@@ -145,7 +170,9 @@ void MemberLists::check(const std::vector<std::string>& values) const {
     it->second.push_back(list_[i]);
   }
   std::string who;
-  for (const auto& [list, ranks] : passed) who += (who.empty() ? "" : ", ") + ranks_text(ranks) + " passed " + list;
+  for (const auto& [list, ranks] : passed) {
+    who += (who.empty() ? "" : ", ") + ranks_text(ranks) + " passed " + display_list(list);
+  }
   throw InvalidArgument(call_ + ": " + who + "; every rank must pass the same list");
 }
 

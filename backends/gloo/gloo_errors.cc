@@ -4,6 +4,7 @@
 
 #include <gloo/common/error.h>
 
+#include "api/diagnostics/op_fingerprint.h"  // ranks_text: the plugin calls the core's (libdistcomm.so)
 #include "backends/gloo/gloo_connection_watch.h"
 
 namespace distcomm {
@@ -15,12 +16,6 @@ namespace {
 constexpr std::chrono::milliseconds kCauseWait{400};
 
 bool is_timeout(const std::string& gloo_message) { return gloo_message.find("Timed out") != std::string::npos; }
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + out + "]";
-}
 
 // A closed connection of another rank's doing: worth asking the connection watch whose.
 bool lost_to_a_peer(std::exception_ptr raw) {
@@ -37,7 +32,7 @@ bool lost_to_a_peer(std::exception_ptr raw) {
 // never took part in it.
 PeerFailure peers_left(const std::vector<int>& ranks) {
   const bool one = ranks.size() == 1;
-  return PeerFailure((one ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list(ranks)) +
+  return PeerFailure(ranks_text(ranks) +
                      " closed the group with no op in flight while this op still waited for " +
                      (one ? "it" : "them") + " (" + (one ? "it" : "they") + " never took part in this op)");
 }
@@ -72,7 +67,7 @@ PeerFailure peers_died(const std::vector<int>& ranks) {
   if (ranks.size() == 1) {
     return PeerFailure("rank " + std::to_string(ranks[0]) + " closed its connection (the process died or exited)");
   }
-  return PeerFailure("ranks " + rank_list(ranks) + " closed their connections (the processes died or exited)");
+  return PeerFailure(ranks_text(ranks) + " closed their connections (the processes died or exited)");
 }
 
 int departure_behind(const std::vector<LostPeer>& peers) {
@@ -89,10 +84,9 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   for (const LostPeer& p : peers) ranks.push_back(p.rank);
   const int departed = departure_behind(peers);
   if (departed >= 0) {
-    const bool one = ranks.size() == 1;
     return PeerFailure("rank " + std::to_string(departed) +
                        " left the group (closed it with no op in flight) while the others still needed it; " +
-                       (one ? "rank " + std::to_string(ranks[0]) : "ranks " + rank_list(ranks)) +
+                       ranks_text(ranks) +
                        " went after that (most likely failing because of it)");
   }
   // Peers whose connections stay open were seen to end by their processes (pidfds, only
@@ -113,7 +107,7 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   const bool one_held = held.size() == 1;
   const std::string held_text =
       (one_held ? "rank " + std::to_string(held[0]) + " (pid " + held_pids + ") died: its process ended"
-                : "ranks " + rank_list(held) + " (pids " + held_pids + ") died: their processes ended on this host, each") +
+                : ranks_text(held) + " (pids " + held_pids + ") died: their processes ended on this host, each") +
       " while a process it forked still holds its connections open";
   if (closed.empty()) return PeerFailure(held_text);
   return PeerFailure(held_text + "; and " + peers_died(closed).what());

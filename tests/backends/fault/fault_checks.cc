@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/diagnostics/op_fingerprint.h"  // rank_list_text
+
 namespace distcomm {
 namespace fault {
 
@@ -18,11 +20,9 @@ std::vector<int> ranks_but(int size, int skip) {
   return ranks;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text + "]";
-}
+// The library's own formatter: expected messages spell lists as the messages do, ranges
+// included, at any group size.
+std::string rank_list(const std::vector<int>& ranks) { return rank_list_text(ranks); }
 
 void expect_departure_named(const std::string& message, int culprit, const std::vector<std::string>& words,
                             const std::string& what) {

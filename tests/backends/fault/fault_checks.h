@@ -31,7 +31,8 @@ void expect_has(const std::string& message, const std::string& text, const std::
 // Every rank of a group of `size` but `skip`, in order: the ranks a case's culprit waits
 // for, or that wait for it.
 std::vector<int> ranks_but(int size, int skip);
-// "[0, 2, 3]": a list of ranks as errors and Desync tables write it.
+// "[0, 2, 3]": a list of ranks as errors and Desync tables write it (rank_list_text itself,
+// "[0-47, 49-95]" past 8 ranks).
 std::string rank_list(const std::vector<int>& ranks);
 
 // This moment, left on the board under `key`, and read back (waits for it).
