@@ -17,6 +17,7 @@
 
 #include "api/group/auto_backend.h"
 #include "api/errors.h"
+#include "api/plugin/process_watch.h"
 #include "api/process/thread_start.h"
 #include "backends/gloo/gloo_fail_pairs.h"
 #include "backends/gloo/gloo_limits.h"
@@ -34,6 +35,15 @@ constexpr int kMaxConnectThreads = 8;
 // How long a failing rendezvous lets connects under way end before closing its pairs
 // (connect_full_mesh): far above a connect's microseconds, small beside a failing init.
 constexpr milliseconds kSettleBeforeClosing{250};
+
+// How long a peer whose connection closed may take to be marked ended: its descriptors
+// close early in its exit, before the kernel marks it ended (as gloo_connection_watch.cc).
+constexpr milliseconds kClosedToEnded{100};
+
+// How long a live peer that closed its connection has to say in the store why (a rank that
+// fails says so before it closes its connections, but its store call may be slower than
+// the close under load): then its failure, not the closed connection, is the cause.
+constexpr milliseconds kPeerSayGrace{1000};
 
 std::string address_key(int rank) { return "addresses/" + std::to_string(rank); }
 
@@ -245,6 +255,44 @@ std::vector<char> listening_pair_address(::gloo::transport::Context& transport, 
   }
 }
 
+bool is_refusal(const std::string& gloo_message) {
+  return gloo_message.find("Connection refused") != std::string::npos;
+}
+
+// Why the connection to `peer` (pid `pid` on this host, 0 if elsewhere or unknown) failed,
+// as far as this rank can tell: "its process has gone" only where the kernel says so. A
+// peer on this host that still runs closed its end itself (or had it closed for it) during
+// the rendezvous; it is given a moment to say why in the store (wait.raise_if_creation_failed).
+std::string why_not_connected(int peer, int pid, const std::string& gloo_message, const InitWait& wait,
+                              const std::string& refused) {
+  const std::string who = "rank " + std::to_string(peer);
+  if (pid > 0) {
+    const ProcessWatch process(pid);  // pid published in this rendezvous: reused since is unlikely
+    if (process.watching()) {
+      if (process.ends_within(kClosedToEnded)) {
+        return "its process (pid " + std::to_string(pid) + " on this host) has ended since it published its address";
+      }
+      // A live peer that closed the connection because it failed says so in the store.
+      const auto until = std::chrono::steady_clock::now() + kPeerSayGrace;
+      do {
+        wait.raise_if_creation_failed([&] { return refused; });
+        if (process.ends_within(milliseconds(50))) {
+          return "its process (pid " + std::to_string(pid) + " on this host) has ended since it published its address";
+        }
+      } while (std::chrono::steady_clock::now() < until);
+      if (is_refusal(gloo_message)) {
+        return who + " (pid " + std::to_string(pid) + " on this host) still runs but refused the connection: the "
+               "address it published no longer listens";
+      }
+      return who + " (pid " + std::to_string(pid) + " on this host) still runs, but the connection closed during "
+             "the rendezvous and " + who + " has not said why; its own output may say; if this host is heavily "
+             "loaded or near its socket limits (see 'netstat -s' for listen queue overflows), start the job again";
+    }
+  }
+  return "its process has gone since it published its address, or it closed the connection, or that address is "
+         "not reachable from here (DISTCOMM_SOCKET_IFNAME)";
+}
+
 }  // namespace
 
 std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
@@ -306,8 +354,9 @@ std::shared_ptr<::gloo::transport::Context> connect_full_mesh(
                                      failure)) {
         throw Error(*limit);
       }
-      throw PeerFailure(refused + ": its process has gone since it published its address, or that address is not "
-                                  "reachable from here (DISTCOMM_SOCKET_IFNAME)");
+      throw PeerFailure(refused + ": " +
+                        why_not_connected(failed, (*same_host_pids)[static_cast<size_t>(failed)], failure, wait,
+                                          refused));
     }
   } catch (...) {
     wait.say_creation_failed(rank, std::current_exception());
