@@ -654,17 +654,18 @@ int Manager::same_step_failures(uint64_t s, std::string* first_why) {
 std::string Manager::keeps_failing(uint64_t s, const std::string& why) {
   std::string first_why = why;
   const int failed = same_step_failures(s, &first_why);
+  // Decided from the store alone (the generations' member lists and verdicts), which every
+  // member reads the same: a member's own view of who is gone (/proc on its host, a dead mark
+  // it may or may not have read yet) made members on different hosts decide differently,
+  // some stopping while the others formed a generation and fenced them. A member lost
+  // between generations changes the next one's list, which starts the count again; one lost
+  // in the last of them does not undo the two failures before it.
   if (failed < kSameStepFailures) return "";
-  // A member known to be gone explains this failure (its peers' ops fail with PeerFailure or
-  // Timeout): the next generation leaves it out, and the count starts again there.
-  for (const std::string& id : generation_.members) {
-    if (id != id_ && !liveness_->gone(id, /*by_heartbeat=*/false).empty()) return "";
-  }
   const uint64_t g = generation_.number;
   return "ft: step " + std::to_string(s) + " failed in " + std::to_string(failed) +
          " generations in a row (generations " + std::to_string(g + 1 - uint64_t(failed)) + " to " +
          std::to_string(g) + ", each of " + id_list(generation_.members) +
-         ") and no member was lost: it is not a lost rank but an error that every member hits each time, so "
+         ") with the same members: it is not a lost rank but an error that every member hits each time, so "
          "another generation cannot help; the job stops here (member '" +
          id_ + "'). The first failure: " + first_why;
 }

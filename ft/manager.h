@@ -97,7 +97,7 @@ struct ManagerOptions {
 };
 
 // What commit() throws, on every member, when the same step has failed in
-// kSameStepFailures generations in a row with the same members and none of them gone: an
+// kSameStepFailures generations in a row with the same members (read from the store, the same on every member): an
 // error that every member hits each time (a program error, not a lost rank), which another
 // generation cannot cure. It names the step, how many generations failed it, and the first
 // failure's reason.
@@ -156,7 +156,7 @@ class Manager {
   // this member writes "abort" itself (the first verdict written stands for everyone).
   // Throws Error (fenced_message) when the others took this member for gone meanwhile, and
   // StepKeepsFailing (on every member alike) when this step has now failed in
-  // kSameStepFailures generations in a row with the same members and none of them gone.
+  // kSameStepFailures generations in a row with the same members.
   bool commit();
 
   uint64_t committed_steps() const { return committed_; }

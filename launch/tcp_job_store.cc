@@ -329,7 +329,15 @@ class TCPJobStore : public JobStore {
         }
         if (!refused && store->check({kShapeRefusedKey})) {
           refused = true;
-          doom(refused_text(to_string(store->get(kShapeRefusedKey))));
+          // Judged again here: a stranger that found its node not agreed yet may write only
+          // after that node's own launcher agreed and started its ranks.
+          const std::string value = to_string(store->get(kShapeRefusedKey));
+          LauncherValue v;
+          if (parse_launcher_value(value, &v) && node_joined(*store, v.node_rank, nnodes_)) {
+            say_stranger(value);
+          } else {
+            doom(refused_text(value));
+          }
         }
         std::vector<std::string> pending;
         {

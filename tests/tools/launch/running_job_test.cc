@@ -9,6 +9,9 @@
 // its rendezvous store adds for the user who set --rdzv_id and --rdzv_endpoint.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "api/errors.h"
 #include "api/process/local_processes.h"
 #include "api/store/server/tcp_store_server.h"
@@ -25,21 +28,35 @@ const auto* const kAdoptOrphans = ::testing::AddGlobalTestEnvironment(new AdoptO
 
 const std::vector<std::string> kEnv = {"DISTCOMM_RUN_ID=running_job", "DISTCOMM_STORE_TOKEN=secret"};
 
-// Each rank says "up", then runs a few seconds: long enough for a stranger to come.
-std::vector<std::string> node(int node_rank, int nproc_per_node, const std::string& port) {
+// Each rank says "up", then runs until `release` exists (at most 60 s), or 4 s without one:
+// a fixed time made the test depend on how soon a loaded machine let the stranger come.
+std::vector<std::string> node(int node_rank, int nproc_per_node, const std::string& port,
+                              const std::string& release = "") {
+  const std::string wait = release.empty() ? "sleep 4"
+                                           : "i=0; while [ ! -e '" + release +
+                                                 "' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done";
   return launch({"--nnodes=2", "--node_rank=" + std::to_string(node_rank),
                  "--nproc_per_node=" + std::to_string(nproc_per_node), "--master_port=" + port},
-                {"/bin/sh", "-c", "echo up; sleep 4; echo done"});
+                {"/bin/sh", "-c", "echo up; " + wait + "; echo done"});
+}
+
+std::string release_path(const std::string& port) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/running_job_release_" + port;
 }
 
 // Node 0 and node 1 of the job, both started (each one's rank said "up").
 struct RunningJob {
-  explicit RunningJob(const std::string& port) : node0(node(0, 1, port), kEnv), node1(node(1, 1, port), kEnv) {
+  explicit RunningJob(const std::string& port)
+      : release(release_path(port)),
+        node0(node(0, 1, port, release), kEnv),
+        node1(node(1, 1, port, release), kEnv) {
     EXPECT_TRUE(node0.wait_for_stdout("[rank 0] up", 1, seconds(30))) << node0.stdout_so_far();
     EXPECT_TRUE(node1.wait_for_stdout("[rank 1] up", 1, seconds(30))) << node1.stdout_so_far();
   }
   // Both end well: no rank was stopped for the stranger.
   void expect_both_succeed() {
+    std::ofstream(release) << "done\n";  // the stranger has been dealt with: the ranks may end
     const Finished f0 = node0.finish(seconds(30));
     const Finished f1 = node1.finish(seconds(30));
     EXPECT_EQ(exit_code(f0), 0) << f0.err;
@@ -49,6 +66,7 @@ struct RunningJob {
     EXPECT_EQ(f0.err.find("the job cannot run"), std::string::npos) << f0.err;
     err0 = f0.err;
   }
+  const std::string release;  // the file whose existence lets the ranks end
   Subprocess node0;
   Subprocess node1;
   std::string err0;  // node 0's stderr, once finished
