@@ -254,8 +254,11 @@ std::timed_mutex& dump_write_mutex() {
   static std::timed_mutex* m = new std::timed_mutex;
   return *m;
 }
-// How long a dump waits for the one being written before it writes alone.
-constexpr std::chrono::seconds kDumpLockWait{10};
+// How long a dump waits for the one being written before it writes alone (its own temp file
+// still lands whole). Short: a failure's dump is written on the thread that ends the op,
+// often the stall watch's, which also fails the group's other late ops; and a SIGTERM dump
+// has 5 s in all. A dump takes milliseconds; one that takes a second is on a stuck disk.
+constexpr std::chrono::seconds kDumpLockWait{1};
 // Makes each write's temp name its own: the dumps of one process once shared
 // <path>.tmp<pid>, so two at once truncated and wrote over each other's file (a longer
 // dump's tail left after a shorter one's end: not JSON), and the second rename found the
