@@ -25,6 +25,12 @@ struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What check_tensors throws: a sound file of another model. newest_checkpoint tells it apart
+// from damage, since a folder holding only other models' checkpoints is a user's slip.
+struct OtherModelsCheckpoint : CheckpointError {
+  using CheckpointError::CheckpointError;
+};
+
 namespace {
 
 constexpr char kMagic[] = "distcomm-checkpoint 3";
@@ -37,6 +43,10 @@ constexpr char kTempMarker[] = ".tmp";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw CheckpointError("checkpoint " + path + ": " + what);
+}
+
+[[noreturn]] void refuse_other_model(const std::string& path, const std::string& what) {
+  throw OtherModelsCheckpoint("checkpoint " + path + ": " + what);
 }
 
 [[noreturn]] void fail_errno(const std::string& path, const std::string& what) {
@@ -364,10 +374,10 @@ void check_tensors(const Checkpoint& checkpoint, const TensorShapes& needed) {
       if (n == name) have = &t;
       names += (names.empty() ? "" : ", ") + n;
     }
-    if (have == nullptr) fail(path, "has no tensor '" + name + "', which the model needs (it has " + names + ")");
+    if (have == nullptr) refuse_other_model(path, "has no tensor '" + name + "', which the model needs (it has " + names + ")");
     if (have->dtype() != want.dtype() || have->shape() != want.shape()) {
-      fail(path, "tensor '" + name + "' is " + shape_text(have->dtype(), have->shape()) + " in the file but " +
-                     shape_text(want.dtype(), want.shape()) + " in the model (a checkpoint of another model?)");
+      refuse_other_model(path, "tensor '" + name + "' is " + shape_text(have->dtype(), have->shape()) + " in the file but " +
+             shape_text(want.dtype(), want.shape()) + " in the model (a checkpoint of another model?)");
     }
   }
 }
@@ -381,14 +391,28 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir, const Tensor
     if (step >= 0) found.emplace_back(step, name);
   }
   std::sort(found.rbegin(), found.rend());
+  std::string other_model;  // the newest refusal as another model's, if any
   for (const auto& [step, name] : found) {
     try {
       Checkpoint ckpt = read_checkpoint(dir + "/" + name);
       check_tensors(ckpt, needed);
       return ckpt;
+    } catch (const OtherModelsCheckpoint& e) {
+      if (other_model.empty()) other_model = e.what();
+      std::fprintf(stderr, "skipping %s; trying the next older one\n", e.what());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "skipping %s; trying the next older one\n", e.what());
     }
+  }
+  // Only damage: a fresh start is all that is left. But a folder of another model's
+  // checkpoints is most likely the wrong folder: a run starting afresh there would write
+  // its own under the same step names and delete the others as older (an outside user's
+  // probe lost another run's checkpoints this way).
+  if (!other_model.empty()) {
+    throw std::runtime_error(dir + " holds " + std::to_string(found.size()) +
+                             " checkpoint(s) and none is of this model (the newest of another model: " +
+                             other_model + "); a fresh start there would write over them and delete them: use "
+                             "another folder, or move them away");
   }
   return std::nullopt;
 }

@@ -71,7 +71,10 @@ void check_tensors(const Checkpoint& checkpoint, const TensorShapes& needed);
 
 // The checkpoint with the largest step in dir that reads cleanly and passes
 // check_tensors(needed), or nothing when dir holds none. Each one refused is skipped with
-// one line on stderr naming the file and why, and the next older one is tried.
+// one line on stderr naming the file and why, and the next older one is tried. Throws
+// std::runtime_error, naming dir and the newest such file, when none is usable and at least
+// one is another model's (a sound file that check_tensors refuses): that is a wrong folder,
+// whose files a fresh start would overwrite and delete, not a run with nothing to resume.
 std::optional<Checkpoint> newest_checkpoint(const std::string& dir, const TensorShapes& needed = {});
 
 // Deletes what writers killed halfway left in dir. Only when no writer is running.

@@ -301,6 +301,38 @@ TEST(CheckpointModel, ACheckpointOfAnotherModelIsSkippedForAnOlderOne) {
   EXPECT_EQ(choose(dir).first, 60) << "without a model to match, the newest sound file";
 }
 
+// A folder of another model's checkpoints only: a run started afresh there wrote its own
+// files under the same step names and deleted the others as older (--keep_checkpoints).
+// It is refused, naming the folder and the newest such file; damage alone still starts
+// afresh.
+TEST(CheckpointModel, AFolderOfOnlyAnotherModelsCheckpointsIsRefused) {
+  const std::string dir = temp_path("only_other_model");
+  Checkpoint other = sample(40);
+  other.tensors[0].second = Tensor::empty({2, 5});
+  write_checkpoint(dir, other);
+  write_checkpoint(dir, sample(60));
+  edit(checkpoint_path(dir, 60), "\nstep 60\n", "\nstep 61\n");  // damaged: its header checksum fails
+  const TensorShapes needed = sample(0).tensors;
+  ::testing::internal::CaptureStderr();
+  try {
+    newest_checkpoint(dir, needed);
+    ::testing::internal::GetCapturedStderr();
+    FAIL() << "a folder holding another model's checkpoint and a damaged one was taken for empty";
+  } catch (const std::runtime_error& e) {
+    ::testing::internal::GetCapturedStderr();
+    const std::string what = e.what();
+    EXPECT_TRUE(has(what, dir + " holds 2 checkpoint(s) and none is of this model")) << what;
+    EXPECT_TRUE(has(what, checkpoint_path(dir, 40) + ": tensor 'fc0.weight' is float32[2, 5]")) << what;
+    EXPECT_TRUE(has(what, "use another folder, or move them away")) << what;
+  }
+  EXPECT_EQ(choose(dir).first, 40) << "without a model to match, the newest sound file";
+
+  const std::string damaged_only = temp_path("only_damaged");
+  write_checkpoint(damaged_only, sample(60));
+  edit(checkpoint_path(damaged_only, 60), "\nstep 60\n", "\nstep 61\n");
+  EXPECT_EQ(choose(damaged_only, needed).first, -1) << "damage alone: nothing to resume, start afresh";
+}
+
 // The world size of the run that wrote it is kept: the resuming run says when it differs.
 TEST(CheckpointHeader, TheWorldSizeRoundTrips) {
   const std::string dir = temp_path("world_size");

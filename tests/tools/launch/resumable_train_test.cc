@@ -1,6 +1,7 @@
 // examples/resumable_train under the real launcher with --max_restarts: a rank killed in
 // the middle of training, the job restarted from rank 0's newest checkpoint, and the run
 // ends with the loss of one that was never interrupted.
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
@@ -94,6 +95,31 @@ TEST(ResumableTrainAlone, ACheckpointOfAnotherModelIsSkippedAndAnotherWorldSizeS
   EXPECT_NE(said.find("resuming from " + dir + "/step_0000000020.ckpt (step 20)"), std::string::npos) << said;
   EXPECT_NE(said.find(dir + "/step_0000000020.ckpt was written by a run of 2 ranks, this one has 3"), std::string::npos)
       << said;
+}
+
+// Pointed at another model's folder, a run started at step 0 there and, with
+// --keep_checkpoints, deleted that model's checkpoints. It stops before training, saying
+// why, and the other model's files are all still there.
+TEST(ResumableTrainAlone, AFolderOfAnotherModelsCheckpointsIsLeftAlone) {
+  TrainingRun narrower = train("gloo", "other_models_folder", {"--steps=40", "--hidden=32"});
+  ASSERT_EQ(exit_code(narrower.finished), 0) << narrower.finished.err;
+  const std::string dir = temp_path("other_models_folder");
+  std::vector<std::string> before;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) before.push_back(entry.path().filename());
+  ASSERT_FALSE(before.empty());
+
+  TrainingRun wider = train("gloo", "other_models_folder", {"--steps=40"});
+  const Finished& f = wider.finished;
+  EXPECT_NE(exit_code(f), 0) << f.out;
+  const std::string said = f.out + f.err;
+  EXPECT_NE(said.find(dir + " holds " + std::to_string(before.size()) + " checkpoint(s) and none is of this model"),
+            std::string::npos)
+      << said;
+  std::vector<std::string> after;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) after.push_back(entry.path().filename());
+  std::sort(before.begin(), before.end());
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(after, before) << "the other model's checkpoints were touched";
 }
 
 }  // namespace
