@@ -1,6 +1,7 @@
 #include "ft/generation.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -176,7 +177,14 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
   uint64_t g = store.check({keys::kLatest}) ? std::stoull(store.get_string(keys::kLatest)) + 1 : 1;
   arrive(store, g, me);
   for (;;) {
-    if (store.check({keys::kFinished})) return Generation{};  // training ended before it was taken in
+    // One request for both: it is asked every poll.
+    const std::vector<std::optional<Store::Bytes>> ended = read_present(store, {keys::kFinished, keys::kStopped});
+    if (ended[0]) return Generation{};  // training ended before it was taken in
+    // The job stopped for good (StepKeepsFailing): no generation will come to take it in.
+    if (ended[1]) {
+      throw Error("ft: joiner '" + me + "' was not taken in: the job it waited to join stopped. " +
+                  to_string(*ended[1]));
+    }
     if (store.check({keys::members(g)})) {
       Generation formed = Generation::decode(g, store.get_string(keys::members(g)));
       if (formed.rank_of(me) >= 0) return formed;

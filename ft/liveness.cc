@@ -62,6 +62,8 @@ void Liveness::mark_dead(const std::string& id, const std::string& why) {
 
 void Liveness::fence(const std::string& id, const std::string& why) {
   const std::string first = to_string(store_->compare_set(keys::dead(id), {}, to_bytes(why)));
+  // A refused joiner ends on its own, saying why; killing it would cut that short.
+  if (first.rfind(kRefusedMark, 0) == 0) return;
   const MemberRecord* record = written_record(id);
   if (!record) return;
   local::FencedMember fenced;

@@ -27,6 +27,12 @@ namespace ft {
 // fenced and ends, whatever it was doing; it never rejoins.
 std::string fenced_message(const std::string& id, const std::string& why);
 
+// How the dead mark of a refused joiner begins (its state differs from the members', or its
+// step fails where theirs did not: joiner_refusal.h). Such a joiner ends on its own (its
+// Manager throws), so it is left out like one gone but never fenced: its launcher must not
+// kill it before it has said why it was refused.
+inline constexpr char kRefusedMark[] = "refused: ";
+
 class Liveness {
  public:
   using Clock = std::chrono::steady_clock;
@@ -46,7 +52,7 @@ class Liveness {
   // fenced/<id>, its process and the first cause, so that the launcher that started that
   // process kills it (api/process/fenced_member.h); a member with no record yet has no
   // process to name. Never for this process's own member (a joiner that refuses itself
-  // ends on its own).
+  // ends on its own), and not for a refused joiner (kRefusedMark): only its dead mark.
   void fence(const std::string& id, const std::string& why);
   // The member's record (read once, then kept); throws Timeout when it has none by then.
   const MemberRecord& record(const std::string& id, std::chrono::milliseconds wait);

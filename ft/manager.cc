@@ -16,6 +16,7 @@
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
 #include "ft/forgetting.h"
+#include "ft/joiner_refusal.h"
 #include "ft/liveness_monitor.h"
 #include "ft/store_keys.h"
 
@@ -273,7 +274,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
       if (!current.members.empty()) {
         const MemberRecord& first = liveness_->record(current.members.front(), std::chrono::seconds(5));
         if (first.signature != options_.state_signature) {
-          liveness_->mark_dead(id_, "refused: its state differs from the members'");
+          liveness_->mark_dead(id_, std::string(kRefusedMark) + "its state differs from the members'");
           throw InvalidArgument("ft::Manager: joiner '" + id_ + "' refused: its state is '" + options_.state_signature +
                                 "', the members' (" + first.id + ") is '" + first.signature + "'");
         }
@@ -299,7 +300,7 @@ ProcessGroupPtr Manager::begin_step_with_store(const std::vector<Tensor*>& state
   // The job stopped here: a program that calls on must not form another generation.
   if (!keeps_failing_.empty()) throw StepKeepsFailing(keeps_failing_);
   const std::string fenced = monitor_->fenced();
-  if (!fenced.empty()) throw Error(fenced_message(id_, fenced));
+  if (!fenced.empty()) throw_taken_out(fenced);
   throw_if_store_lost();
   if (finished_) return nullptr;
   if (need_new_generation_ || !group_) form_next(state);
@@ -395,7 +396,7 @@ void Manager::agree_on_state(const std::vector<Tensor*>& state) {
   store_->wait({keys::kState}, options_.op_timeout);
   const std::string job = store_->get_string(keys::kState);
   if (job != mine) {
-    liveness_->mark_dead(id_, "refused: its state differs from the members'");
+    liveness_->mark_dead(id_, std::string(kRefusedMark) + "its state differs from the members'");
     throw InvalidArgument("ft::Manager: joiner '" + id_ + "' refused: its state is " + mine + ", the members' is " + job);
   }
   const int64_t n = store_->add(keys::kJoiners, 1);
@@ -587,7 +588,7 @@ bool Manager::commit_with_store() {
   const std::vector<std::optional<Store::Bytes>> read = read_present(*store_, {keys::verdict(g, s), keys::dead(id_)});
   if (read[1]) {
     monitor_->abort_group(group_);
-    throw Error(fenced_message(id_, to_string(*read[1])));
+    throw_taken_out(to_string(*read[1]));
   }
   const std::string verdict = read[0] ? to_string(*read[0]) : store_->get_string(keys::verdict(g, s));
   step_failed_ = false;
@@ -661,13 +662,41 @@ std::string Manager::keeps_failing(uint64_t s, const std::string& why) {
   // between generations changes the next one's list, which starts the count again; one lost
   // in the last of them does not undo the two failures before it.
   if (failed < kSameStepFailures) return "";
-  const uint64_t g = generation_.number;
-  return "ft: step " + std::to_string(s) + " failed in " + std::to_string(failed) +
+  const uint64_t g = generation_.number, first = g + 1 - uint64_t(failed);
+  // The run began when joiners came in, and the members before them trained fine: the
+  // joiners are refused rather than the job stopped (joiner_refusal.h). Every member writes
+  // their dead marks (the same text: the first stands), so that the next generation, formed
+  // by whoever comes first, leaves them out; the members redo the step without them.
+  const std::vector<std::string> refused = joiners_behind_failures(*store_, first, generation_);
+  if (!refused.empty()) {
+    const std::string mark = refusal_mark(s, first, g, first_why);
+    for (const std::string& id : refused) liveness_->mark_dead(id, mark);
+    if (std::find(refused.begin(), refused.end(), id_) != refused.end()) return refused_message(id_, mark);
+    if (generation_.rank_of(id_) == 0) {
+      log_line("ft: " + generation_.describe() + " refuses " + id_list(refused) + " and goes on without: " + mark);
+    }
+    return "";
+  }
+  std::string stop = "ft: step " + std::to_string(s) + " failed in " + std::to_string(failed) +
          " generations in a row (generations " + std::to_string(g + 1 - uint64_t(failed)) + " to " +
          std::to_string(g) + ", each of " + id_list(generation_.members) +
          ") with the same members: it is not a lost rank but an error that every member hits each time, so "
          "another generation cannot help; the job stops here (member '" +
          id_ + "'). The first failure: " + first_why;
+  // For the joiners still waiting to be taken in: no generation will come for them.
+  say_job_stopped(*store_, stop);
+  return stop;
+}
+
+void Manager::throw_taken_out(const std::string& mark) {
+  // Refused (its step failed wherever it was, joiner_refusal.h): it ends as the members would
+  // have had it not been refused, saying why, and every later call says it again.
+  if (mark.rfind(kRefusedMark, 0) == 0) {
+    keeps_failing_ = refused_message(id_, mark);
+    monitor_->finish();
+    throw StepKeepsFailing(keeps_failing_);
+  }
+  throw Error(fenced_message(id_, mark));
 }
 
 void Manager::forget(uint64_t s) {

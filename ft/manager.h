@@ -100,7 +100,10 @@ struct ManagerOptions {
 // kSameStepFailures generations in a row with the same members (read from the store, the same on every member): an
 // error that every member hits each time (a program error, not a lost rank), which another
 // generation cannot cure. It names the step, how many generations failed it, and the first
-// failure's reason.
+// failure's reason. Where that run began with the generation that took joiners in, after
+// a generation without them committed steps, the joiners are refused instead
+// (joiner_refusal.h): each one's commit throws StepKeepsFailing saying so, and the members
+// go on without them. A joiner waiting to be taken in when the job stops throws Error.
 class StepKeepsFailing : public Error {
  public:
   using Error::Error;
@@ -138,7 +141,8 @@ class Manager {
   // or when this member was taken for gone (fenced: liveness.h's fenced_message), and
   // PeerFailure when it was left out for coming late; InvalidArgument for a joiner whose
   // state (dtypes, shapes) differs from the members', naming both. Null for a joiner when
-  // the training finished (finish()) before it was taken in: it has nothing to do.
+  // the training finished (finish()) before it was taken in: it has nothing to do; Error
+  // for one when the job stopped (StepKeepsFailing) before it was taken in.
   ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
   // Whether the last begin_step gave another group than the step before: rebuild what
   // refers to the old one (DDP) now. The old group lives until this step's commit().
@@ -156,7 +160,8 @@ class Manager {
   // this member writes "abort" itself (the first verdict written stands for everyone).
   // Throws Error (fenced_message) when the others took this member for gone meanwhile, and
   // StepKeepsFailing (on every member alike) when this step has now failed in
-  // kSameStepFailures generations in a row with the same members.
+  // kSameStepFailures generations in a row with the same members (only on the joiners, who
+  // are refused, when those failures began as they came in: see StepKeepsFailing).
   bool commit();
 
   uint64_t committed_steps() const { return committed_; }
@@ -184,8 +189,14 @@ class Manager {
   // members; *first_why: the oldest one's reason (left as it is when only this one failed).
   int same_step_failures(uint64_t s, std::string* first_why);
   // The StepKeepsFailing message when step s's failure in this generation (its reason `why`)
-  // is the kSameStepFailures-th in a row with nobody gone; "" while retrying may help.
+  // is the kSameStepFailures-th in a row with nobody gone (then also written to the store,
+  // for the waiting joiners); "" while retrying may help. When that run began with joiners
+  // taken in (joiner_refusal.h), they are refused instead: "" for the members, who go on
+  // without them, and the refusal for a joiner.
   std::string keeps_failing(uint64_t s, const std::string& why);
+  // Throws for this member's dead mark `mark`: StepKeepsFailing for a refused joiner (kept,
+  // so that every later call throws it), else Error (fenced_message).
+  [[noreturn]] void throw_taken_out(const std::string& mark);
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).
   void forget(uint64_t s);

@@ -15,6 +15,7 @@
 //   state                       the state's dtypes and shapes, as the first member to form a
 //                               generation describes them (a joiner's must be the same)
 //   finished                    written by ft::Manager::finish: training has ended
+//   stopped                     why the job stopped (StepKeepsFailing): a waiting joiner ends
 //   gen/<g>/members             "<committed steps>|<id>,<id>,..." (first wins)
 //   gen/<g>/needs_state/<id>    a member of g that has no state yet (a joiner)
 //   gen/<g>/group/...           generation g's ProcessGroup
@@ -46,6 +47,7 @@ inline std::string joiner(int64_t n) { return "joiner/" + std::to_string(n); }
 inline constexpr char kLatest[] = "latest";
 inline constexpr char kState[] = "state";
 inline constexpr char kFinished[] = "finished";
+inline constexpr char kStopped[] = "stopped";
 inline constexpr char kForgottenBelow[] = "forgotten_below";
 inline std::string gen(uint64_t g) { return "gen/" + std::to_string(g) + "/"; }
 inline std::string arrivals(uint64_t g) { return gen(g) + "arrivals"; }
