@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <functional>
+#include <optional>
+#include <typeinfo>
 #include <random>
 #include <thread>
 #include <sstream>
@@ -77,42 +80,61 @@ std::vector<std::string> keys_for(int size, std::string (*key)(int)) {
 // Throws when a rank that has not reached the wait can no longer reach it (it died).
 using PeerCheck = std::function<void(int rank)>;
 
+// The ranks whose keys do not exist yet: one request (read_present), not a check per key,
+// which at 96 ranks made every look of every rank 96 round trips to one store server.
+std::vector<int> missing_ranks(Store& store, const std::vector<std::string>& keys) {
+  const std::vector<std::optional<Store::Bytes>> values = read_present(store, keys);
+  std::vector<int> missing;
+  for (size_t r = 0; r < values.size(); ++r) {
+    if (!values[r]) missing.push_back(static_cast<int>(r));
+  }
+  return missing;
+}
+
+// How long one blocking wait on the store lasts before this rank looks for a failure (the
+// error key, a dead peer): how late it learns of one. The server ends the wait as soon as
+// the last key comes, so the phase itself ends without that delay.
+constexpr std::chrono::milliseconds kLookEvery{50};
+
 // Waits until every key exists, or a rank has published why it cannot join, or the
 // group's creation deadline (what init left of it, init_wait.h), saying whom it waits for.
 // check_missing, when given, is asked about each missing rank at every look.
+// The wait is the store's own (WAIT_FOR, answered when the last key comes), not sleeps
+// between checks: on a host with more ranks than cores a sleeping poller woke up to 50 ms
+// after the last rank had come, and every look cost every rank a request or more.
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o, const InitWait& w,
                    const std::string& what, const PeerCheck& check_missing = nullptr) {
   using Clock = std::chrono::steady_clock;
-  auto pause = std::chrono::milliseconds(1);
   w.until(
       what,
       [&](std::chrono::milliseconds slice) {
         const auto until = Clock::now() + slice;
         for (;;) {
-          if (store.check(keys)) return true;
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+          try {
+            store.wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kLookEvery)));
+            return true;
+          } catch (const Timeout& e) {
+            // A plain Timeout is the server's "not yet". A subclass (the creation's store
+            // deadline cutting the call short) says the store did not answer: until says so.
+            if (typeid(e) != typeid(Timeout)) throw;
+          }
           // Before the error key: a rank that sees the death itself reports it as such,
           // not as another rank's report of it.
           if (check_missing) {
-            for (size_t r = 0; r < keys.size(); ++r) {
-              if (!store.check({keys[r]})) check_missing(static_cast<int>(r));
-            }
+            for (int r : missing_ranks(store, keys)) check_missing(r);
           }
           if (store.check({kErrorKey})) {
             throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " +
                                      store.get_string(kErrorKey));
           }
           if (Clock::now() >= until) return false;
-          std::this_thread::sleep_for(std::min<Clock::duration>(pause, until - Clock::now()));
-          pause = std::min(pause * 2, std::chrono::milliseconds(50));
+          // The store's one connection left free a moment for this process's other threads
+          // (init_wait.h, kStoreLeftFree): the mutex is not fair to a thread that takes it again at once.
+          std::this_thread::sleep_for(kStoreLeftFree);
         }
       },
-      [&] {
-        std::vector<int> missing;
-        for (size_t r = 0; r < keys.size(); ++r) {
-          if (!store.check({keys[r]})) missing.push_back(static_cast<int>(r));
-        }
-        return missing;
-      },
+      [&] { return missing_ranks(store, keys); },
       "they have not reached the shm rendezvous, or are stuck or gone");
 }
 
@@ -198,15 +220,24 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   // PopulateCharge's budget (else its own alone, or none of it: lazily). The rings never are: a ring's memory
   // comes with its pair's first transfer (n^2 rings of ~132 KiB would be 528 MiB for 64
   // ranks of a host).
+  // With more ranks than the host has cores, none of it: every rank's population then runs
+  // on cores shared by all the group's ranks, so its cost adds up across them (8 ranks
+  // each mapping in 7 peers' 4 MiB made a split of 64 ranks into 8 groups take ~2.7 s on 2
+  // cores, ~0.8 s without, gloo ~0.9 s), while a first op's faults are small beside the
+  // waits for a core such a host has anyway. Ops then fault in only what they touch.
+  const bool oversubscribed = o.size > online_cpus();
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   // Past the budget for all of that, this rank's own area alone (the one it writes at every
   // op), if that fits.
   size_t populate_peer = peer_part;
-  PopulateCharge populated = PopulateCharge::take(layout.rings_offset() + peer_part * static_cast<size_t>(o.size - 1));
-  if (!populated.granted() && peer_part > 0) {
-    populated = PopulateCharge::take(layout.rings_offset());
-    populate_peer = 0;
+  PopulateCharge populated;
+  if (!oversubscribed) {
+    populated = PopulateCharge::take(layout.rings_offset() + peer_part * static_cast<size_t>(o.size - 1));
+    if (!populated.granted() && peer_part > 0) {
+      populated = PopulateCharge::take(layout.rings_offset());
+      populate_peer = 0;
+    }
   }
   const size_t populate_own = populated.granted() ? layout.rings_offset() : 0;
   if (!populated.granted()) populate_peer = 0;
@@ -223,9 +254,14 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   std::vector<int> pids(static_cast<size_t>(o.size), -1);
   std::vector<ProcessWatch> watches(static_cast<size_t>(o.size));
   std::vector<std::string> masks{mine.cpus};
+  // Every rank's address in one request, not one get per peer (n(n-1) requests a group).
+  const std::vector<std::optional<Store::Bytes>> addresses = read_present(*o.store, keys_for(o.size, key_of));
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
-    const SegmentAddress a = SegmentAddress::decode(o.store->get_string(key_of(r)), r);
+    const std::optional<Store::Bytes>& published = addresses[static_cast<size_t>(r)];
+    // Keys are never deleted while the group is made: absent means a store that lost it.
+    if (!published) throw BackendUnavailable("shm: rank " + std::to_string(r) + "'s segment address has gone from the store");
+    const SegmentAddress a = SegmentAddress::decode(to_string(*published), r);
     // The watch first: the segment opened next (its nonce checked) proves that this pid
     // was its owner's while watched.
     check_peer_address(a, r, mine, o);

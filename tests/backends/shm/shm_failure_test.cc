@@ -20,7 +20,9 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "api/process_group.h"
 #include "tests/testing/failure_checks.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -123,6 +125,42 @@ TEST(ShmFailure, RankThatNeverJoinsMakesOthersTimeOut) {
     expect_names(later, "all_reduce #0", "a later op's error");
     mark_done(pg);
   }, options);
+}
+
+// A store whose set of this rank's shm segment address fails: its part of the creation
+// fails before the others can see it, and only the error it leaves says why.
+class RefusingSegmentStore : public testing::ForwardingStore {
+ public:
+  RefusingSegmentStore(StorePtr inner, bool refuses) : ForwardingStore(std::move(inner)), refuses_(refuses) {}
+  using Store::set;
+  void set(const std::string& key, const Bytes& value) override {
+    if (refuses_ && key.find("shm/segment/") != std::string::npos) throw StoreError("test: segment address refused");
+    ForwardingStore::set(key, value);
+  }
+
+ private:
+  const bool refuses_;
+};
+
+// The others wait in the store (blocking, not sleeping between looks) for an address that
+// never comes: they must still look for the error rank 1 left, and end within a second or
+// two of it with its reason, not at the creation's 60 s deadline.
+TEST(ShmFailure, ARankThatFailsBeforePublishingEndsTheOthersCreationWithItsReason) {
+  run_group(3, "shm", [](ProcessGroup& world) {
+    ProcessGroupOptions o;
+    o.store = std::make_shared<RefusingSegmentStore>(world.store(), world.rank() == 1);
+    o.rank = world.rank();
+    o.size = world.size();
+    o.backend = "shm";
+    o.group_name = "refused_at_creation";
+    o.timeout = milliseconds(60000);
+    const std::string msg = expect_failure_within<Error>([&] { ProcessGroup::create(o); }, 0, 5,
+                                                         "group creation with rank 1's address refused");
+    EXPECT_NE(msg.find("segment address refused"), std::string::npos) << "rank 1's reason should be quoted: " << msg;
+    if (world.rank() != 1) {
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    }
+  });
 }
 
 TEST(ShmFailure, PerOpTimeoutAndWaitTimeout) {
