@@ -273,7 +273,9 @@ std::string why_not_connected(int peer, int pid, const std::string& gloo_message
         return "its process (pid " + std::to_string(pid) + " on this host) has ended since it published its address";
       }
       // A live peer that closed the connection because it failed says so in the store.
-      const auto until = std::chrono::steady_clock::now() + kPeerSayGrace;
+      // Never past the creation's deadline: the grace is for the peer's words, not a wait
+      // of its own that a short timeout would not bound.
+      const auto until = std::min(std::chrono::steady_clock::now() + kPeerSayGrace, wait.deadline);
       do {
         wait.raise_if_creation_failed([&] { return refused; });
         if (process.ends_within(milliseconds(50))) {
