@@ -1,5 +1,8 @@
 #include "api/device.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "api/errors.h"
 
 namespace distcomm {
@@ -13,16 +16,32 @@ DeviceType parse_device_type(const std::string& s) {
 }
 
 Device Device::parse(const std::string& s) {
+  // Every refusal names the whole text and the forms taken: "cuda:99999999999" reached
+  // std::stoi, whose std::out_of_range("stoi") named neither.
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument("bad device '" + s + "': " + why + "; expected 'cpu', 'cuda' or 'cuda:<index>'");
+  };
   const auto colon = s.find(':');
   Device d;
-  d.type = parse_device_type(s.substr(0, colon));
+  try {
+    d.type = parse_device_type(s.substr(0, colon));
+  } catch (const InvalidArgument&) {
+    throw bad("unknown device type '" + s.substr(0, colon) + "'");
+  }
   if (colon != std::string::npos) {
     const std::string idx = s.substr(colon + 1);
     if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos) {
-      throw InvalidArgument("bad device '" + s + "': the index after ':' must be a number");
+      throw bad("the index after ':' must be a number");
     }
-    d.index = std::stoi(idx);
-    if (d.is_cpu() && d.index != 0) throw InvalidArgument("bad device '" + s + "': cpu has no index");
+    // Digits only, so the one failure left is a number past int (std::stoi's out_of_range).
+    const size_t first = std::min(idx.find_first_not_of('0'), idx.size() - 1);
+    const std::string digits = idx.substr(first);
+    const std::string int_max = std::to_string(std::numeric_limits<int>::max());
+    if (digits.size() > int_max.size() || (digits.size() == int_max.size() && digits > int_max)) {
+      throw bad("the index " + idx + " is larger than " + int_max);
+    }
+    d.index = std::stoi(digits);
+    if (d.is_cpu() && d.index != 0) throw bad("cpu has no index");
   }
   return d;
 }

@@ -648,7 +648,9 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, const P2POption
     }
   }
   const DeviceType device = ops[0].tensor.device().type;
-  backends_->serving(device);  // a backend that could not be created says why, before anything is issued
+  // A backend that could not be created says why, before anything is issued, as the op's
+  // error (the batch needs no listing of kOp: route() would refuse a backend that sends one by one).
+  backends_->serving(device, kOp, checks_->where_prefix());
   // pair_with_itself checks its pairs first (and then this), before it copies.
   if (self_sends.empty() && self_recvs.empty()) refuse_shared_memory(ops, where);
   pair_with_itself(ops, self_sends, self_recvs, where);

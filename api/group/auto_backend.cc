@@ -183,6 +183,31 @@ bool nccl_plugin(bool runs, const PluginSearch& plugins) {
   }
 }
 
+std::string why_nccl_unused(const PluginSearch& plugins) {
+  if (!cuda_device_node_present()) return "this process sees no CUDA device (no /dev/nvidia<N> device node)";
+  try {
+    const PluginInfo& info = load_plugin("nccl", plugins);
+    if (info.available) return "";
+    return "the nccl plugin cannot run here: " +
+           (info.unavailable_reason.empty() ? std::string("(it gave no reason)") : info.unavailable_reason);
+  } catch (const BackendUnavailable& e) {
+    return std::string("the nccl plugin cannot be loaded: ") + e.what();
+  }
+}
+
+std::string why_auto_left_out_nccl(const ExchangedPlacements& placements, int rank, const PluginSearch& plugins) {
+  std::vector<int> without;
+  for (size_t r = 0; r < placements.runs_nccl.size(); ++r) {
+    if (!placements.runs_nccl[r]) without.push_back(static_cast<int>(r));
+  }
+  if (without.empty()) return "";
+  const bool here = std::find(without.begin(), without.end(), rank) != without.end();
+  std::string why = "backend 'auto' sends cuda tensors to nccl only where every rank can run it, and rank" +
+                    std::string(without.size() > 1 ? "s " : " ") + rank_list_text(without) + " cannot";
+  if (here) why += " (here, rank " + std::to_string(rank) + ": " + why_nccl_unused(plugins) + ")";
+  return why + "; for cuda tensors, run every rank where nccl runs, or name it: 'cpu:auto,cuda:nccl'";
+}
+
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
                                    bool ask_mpi, const std::string& hier_across) {
   return shared_memory_domain() + placement_user() + (host_id.empty() ? "" : " host " + host_id) +
@@ -211,6 +236,7 @@ ExchangedPlacements split_placements(const std::vector<std::string>& exchanged) 
     out.cpu.push_back(std::move(cpu));
     out.runs_mpi.push_back(mpi);
     out.all_run_nccl = out.all_run_nccl && nccl;
+    out.runs_nccl.push_back(nccl);
   }
   return out;
 }

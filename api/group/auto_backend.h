@@ -75,9 +75,21 @@ struct ExchangedPlacements {
   std::vector<std::string> cpu;
   bool all_run_nccl = false;
   std::vector<bool> runs_mpi;  // per rank
+  std::vector<bool> runs_nccl;  // per rank: its placement said "nccl" (only "auto" alone asks)
   std::vector<std::string> hier_across;  // per rank: its setting, "" where not exchanged
 };
 ExchangedPlacements split_placements(const std::vector<std::string>& exchanged);
+
+// Why this process cannot run nccl ("" where it can): no CUDA device node, or the nccl
+// plugin's own reason (not built, no usable driver). Loads the plugin only where a device
+// node exists, as auto_backend_placement does.
+std::string why_nccl_unused(const PluginSearch& plugins);
+
+// Why "auto" alone, from these placements, sends no CUDA tensors to nccl: the ranks that
+// cannot run it and, where this rank (`rank`) is one, its own reason (why_nccl_unused);
+// "" where every rank can. Kept by the group (GroupBackends::add_left_out), so that a
+// CUDA op on a CPU-only node says why rather than only that the group has no backend.
+std::string why_auto_left_out_nccl(const ExchangedPlacements& placements, int rank, const PluginSearch& plugins);
 
 // Whether this process sees a CUDA device node (/dev/nvidia<N>): without one, nccl is not
 // even loaded.

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
+#include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 
 namespace distcomm {
@@ -19,6 +22,48 @@ void check_name(const std::string& spec, const std::string& name) {
   if (why.empty()) return;
   throw InvalidArgument("invalid backend name '" + name + "': " + why +
                         (spec == name ? std::string() : " (in backend '" + spec + "')"));
+}
+
+// "auto" alone adds nccl only where this process sees a GPU (auto_backend_candidates), so
+// on a CPU-only node nccl's settings were "not a setting of any backend of the group": one
+// program, configured for its GPU nodes, died on its CPU nodes. Where the config holds a key
+// that no name so far (nor the core) declares and the nccl plugin does, nccl's settings are
+// taken too, and it is said once that they do nothing here, and why. The plugin is loaded
+// only then: loading NCCL costs a process a few hundred ms (auto_backend.h).
+void add_settings_of_left_out_nccl(std::vector<std::string>& names, const PluginSearch& plugins,
+                                   const std::map<std::string, std::string>& config) {
+  if (std::find(names.begin(), names.end(), "nccl") != names.end()) return;
+  std::set<std::string> known;
+  for (const ConfigKey& k : core_config_keys()) known.insert(k.name);
+  try {
+    for (const std::string& name : names) {
+      for (const ConfigKey& k : load_plugin(name, plugins).config_keys) known.insert(k.name);
+    }
+  } catch (const BackendUnavailable&) {
+    return;  // check_backend_config says it, naming the plugin
+  }
+  if (std::all_of(config.begin(), config.end(), [&](const auto& entry) { return known.count(entry.first) > 0; })) {
+    return;  // the usual case: nccl's plugin is not loaded
+  }
+  std::string nccl_keys;
+  try {
+    for (const ConfigKey& k : load_plugin("nccl", plugins).config_keys) nccl_keys += " " + k.name + " ";
+  } catch (const BackendUnavailable&) {
+    return;  // no nccl plugin at all: the keys are nobody's, and refused as such
+  }
+  std::string nccls;
+  for (const auto& [key, value] : config) {
+    if (!known.count(key) && nccl_keys.find(" " + key + " ") != std::string::npos) {
+      nccls += (nccls.empty() ? "'" : ", '") + key + "'";
+    }
+  }
+  if (nccls.empty()) return;
+  names.push_back("nccl");
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    log_line("warning: backend 'auto': setting " + nccls + " is nccl's, and auto sends no cuda tensors to nccl here (" +
+             why_nccl_unused(plugins) + "): ignored in this process");
+  });
 }
 
 }  // namespace
@@ -90,6 +135,7 @@ std::vector<std::string> BackendSpec::names_taking_settings(const PluginSearch& 
     } catch (const BackendUnavailable&) {
     }
   }
+  if (text == "auto") add_settings_of_left_out_nccl(out, plugins, config);
   return out;
 }
 

@@ -15,16 +15,21 @@ Backend& GroupBackends::serving(DeviceType device) const {
   if (const GroupBackend* b = find(device)) return *b->backend;
   auto err = unavailable_.find(device);
   if (err != unavailable_.end()) throw BackendUnavailable(err->second);
-  throw InvalidArgument(what_ + " has no backend for " + device_type_name(device) + " tensors");
+  auto left = left_out_.find(device);
+  throw InvalidArgument(what_ + " has no backend for " + device_type_name(device) + " tensors" +
+                        (left == left_out_.end() ? std::string() : ": " + left->second));
 }
 
-Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where_prefix) const {
-  Backend* b = nullptr;
+Backend& GroupBackends::serving(DeviceType device, OpType op, const std::string& where_prefix) const {
   try {
-    b = &serving(device);
+    return serving(device);
   } catch (const Error&) {
     std::rethrow_exception(with_context(std::current_exception(), where_prefix + op_type_name(op)));
   }
+}
+
+Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where_prefix) const {
+  Backend* b = &serving(device, op, where_prefix);
   if (!lists(device, op)) {
     throw Unsupported(where_prefix + op_type_name(op) + ": backend " + b->name() + " does not support " +
                       op_type_name(op));

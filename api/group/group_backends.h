@@ -38,6 +38,10 @@ class GroupBackends {
   // In a mixed group ("cpu:gloo,cuda:nccl") a backend that cannot run here (no GPU) fails
   // the ops of its device only, as c10d's lazy backends do.
   void add_unavailable(DeviceType device, std::string why) { unavailable_[device] = std::move(why); }
+  // A device type the spec did not name and a built-in name ("auto") chose not to serve,
+  // for a stated reason: its ops stay InvalidArgument (the group has no backend for them),
+  // now with the reason after it.
+  void add_left_out(DeviceType device, std::string why) { left_out_[device] = std::move(why); }
 
   const std::map<DeviceType, GroupBackend>& all() const { return by_device_; }
   bool empty() const { return by_device_.empty(); }
@@ -45,6 +49,10 @@ class GroupBackends {
   // The backend serving a device type: BackendUnavailable with the reason it could not be
   // created, InvalidArgument when the group serves no such device.
   Backend& serving(DeviceType device) const;
+  // The same, its errors said as op's, as every op's are ("rank 1/4 group 'world'
+  // batch_isend_irecv: ..."): for an op that needs the backend but not its listing of op
+  // (a batch goes one by one to a backend that does not batch natively).
+  Backend& serving(DeviceType device, OpType op, const std::string& where_prefix) const;
   // The backend of the device, once it lists op in supported_ops() (Unsupported otherwise):
   // a plugin built before an op was added has no virtual for it, and cannot list it
   // (plugin.h, the ABI rules). where_prefix: "rank 1/4 group 'world' ", which errors
@@ -63,6 +71,7 @@ class GroupBackends {
   std::string what_;
   std::map<DeviceType, GroupBackend> by_device_;
   std::map<DeviceType, std::string> unavailable_;
+  std::map<DeviceType, std::string> left_out_;
 };
 
 }  // namespace distcomm

@@ -289,6 +289,7 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
   const std::map<DeviceType, Backend*> reused =
       parent ? reusable_backends(*parent, spec_, plugins) : std::map<DeviceType, Backend*>{};
   auto cpu = plan.find(DeviceType::kCPU);
+  std::string why_no_nccl;
   if (cpu != plan.end() && (cpu->second == "auto" || cpu->second == "hier")) {
     if (!exchange) {
       throw InvalidArgument("backend '" + cpu->second + "' needs a store shared by the ranks (env://, tcp:// or file://)");
@@ -317,6 +318,7 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
       const AutoChoice choice = choose_auto(spec_.text, plan_has_cuda, exchanged);
       cpu->second = choice.cpu;
       if (choice.with_nccl) plan[DeviceType::kCUDA] = "nccl";
+      if (ask_nccl && !choice.with_nccl) why_no_nccl = why_auto_left_out_nccl(exchanged, options_.rank, plugins);
       spec_.text += choice.label;
     } else {
       const std::string why_not = why_not_hierarchical(placements_);
@@ -345,6 +347,9 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     }
   }
   GroupBackends backends("group '" + options_.group_name + "' (backend '" + spec_.text + "')");
+  // Why "auto" alone left nccl out, for the CUDA ops that then fail (as a mixed spec keeps
+  // its unavailable nccl's reason): known only here, from the exchanged placements.
+  if (!why_no_nccl.empty()) backends.add_left_out(DeviceType::kCUDA, why_no_nccl);
   const bool several = plan.size() > 1;
   for (const auto& [device, name] : plan) {
     BackendOptions bo;

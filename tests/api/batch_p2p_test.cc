@@ -66,6 +66,20 @@ TEST(BatchP2PTest, BadBatchesAreRefusedBeforeAnythingIsSent) {
   });
 }
 
+// A batch for a device the group has no backend for is refused as every op's errors are:
+// "rank R/N group 'NAME' batch_isend_irecv: ..." (it once said the group's message bare).
+TEST(BatchP2PTest, ABatchWithoutABackendSaysSoAsTheOp) {
+  testing::run_group(2, "gloo", [](ProcessGroup& pg) {
+    float word = 0;
+    std::vector<P2POp> on_cuda{
+        P2POp::send(Tensor::from_blob(&word, {1}, DType::kFloat32, Device::cuda(0)), 1 - pg.rank())};
+    const std::string m = refusal([&] { pg.batch_isend_irecv(on_cuda); });
+    EXPECT_EQ(m.rfind("rank " + std::to_string(pg.rank()) + "/2 group 'world' batch_isend_irecv: group 'world' "
+                      "(backend 'gloo') has no backend for cuda tensors", 0), 0u)
+        << m;
+  });
+}
+
 // All-to-all written as NCCL users write it: one batch of a send to and a recv from every
 // rank, this one included (NCCL takes pairs with itself in a batch; here they are copied
 // and the rest goes to the backend). And a batch of nothing but pairs with itself.

@@ -1,6 +1,8 @@
 // Device and device-type names: what backend specs ("cpu:gloo,cuda:nccl") and tools parse.
 #include <gtest/gtest.h>
 
+#include <typeinfo>
+
 #include "api/device.h"
 #include "api/errors.h"
 
@@ -42,6 +44,32 @@ TEST(Device, ParsesIndexesAndRoundTrips) {
   EXPECT_THROW(Device::parse("cpu:1"), InvalidArgument);
   EXPECT_THROW(Device::parse("cuda:"), InvalidArgument);
   EXPECT_THROW(Device::parse("cuda:x"), InvalidArgument);
+}
+
+// Every malformed text is an InvalidArgument that names it and the forms taken, as
+// device.h promises: "cuda:99999999999" was std::out_of_range("stoi"), naming neither.
+TEST(Device, EveryMalformedTextIsAnInvalidArgumentNamingIt) {
+  for (const char* bad : {"cuda:99999999999", "cuda:2147483648", "cuda:", "cuda:-1", "cuda:1x", "cuda:+1", "gpu:0",
+                          " cuda:0", "cuda: 0", "cpu:1", "", ":0", "cuda:0:1"}) {
+    try {
+      Device::parse(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("'") + bad + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected 'cpu', 'cuda' or 'cuda:<index>'"), std::string::npos) << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "'" << bad << "': " << typeid(e).name() << ": " << e.what();
+    }
+  }
+}
+
+TEST(Device, TakesEveryIndexAnIntHolds) {
+  EXPECT_EQ(Device::parse("cuda:2147483647").index, 2147483647);
+  EXPECT_EQ(Device::parse("cuda:007").index, 7);
+  EXPECT_EQ(Device::parse("cuda:0"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cpu:0"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda:000000000000000001").index, 1);
 }
 
 }  // namespace
