@@ -24,7 +24,12 @@ struct IdleLook {
 // per group and rank with nothing in flight (hundreds of live groups cost a core). A read
 // that `answer_wait` cuts short while the store holds it calls `unanswered` (the board is
 // then taken for silent, as a failure's own read would take it) before the Timeout goes
-// on; any store error goes on as thrown.
+// on; any store error goes on as thrown. A read that a sooner deadline around it cuts short
+// (the watch's, by an op's deadline) does not: the store had less than `answer_wait` to
+// answer, and taking it for silent would cost that op's Timeout its explanation and the
+// group its published record. Its time counts toward the next look's wait instead (any
+// watch's over the same store, begun within half a second): looks cut one after another
+// for `answer_wait` in all, a stopped server under a hierarchy's levels, still call it.
 IdleLook read_idle_look(Store& board, const std::string& request_key, const std::string& failure_key,
                         std::chrono::milliseconds answer_wait, const std::function<void()>& unanswered);
 

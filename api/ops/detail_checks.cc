@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "api/diagnostics/desync_summary.h"
 #include "api/diagnostics/progress_report.h"
 #include "api/errors.h"
 
@@ -44,10 +45,17 @@ void DetailChecks::compare_fingerprints(const OpContext& ctx) {
     all_to_alls.push_back(by_rank.back().value_or(OpFingerprint()));
   }
   const std::string pairs = !differs && every_one_all_to_all ? all_to_all_mismatches(all_to_alls) : "";
-  if (differs || !pairs.empty()) {
-    throw Desync(ctx.description + ": DISTCOMM_DEBUG=DETAIL: " +
-                 desync_message(mine.seq, fingerprint_table(by_rank, "(unreadable)"), pairs, /*found_by_detail=*/true));
+  if (!differs && pairs.empty()) return;
+  const std::string prefix = ctx.description + ": DISTCOMM_DEBUG=DETAIL: ";
+  // Every rank throws, and every rank's error is printed: in a large group only one rank's
+  // holds the table (desync_summary.h), the others name the culprit and that rank in one line.
+  std::vector<std::string> ops;
+  for (const auto& f : by_rank) ops.push_back(f ? f->describe() : "(unreadable)");
+  const DesyncSummary summary = summarize_desync(ops);
+  if (table_on_every_rank(ops.size()) || rank_ == summary.table_rank) {
+    throw Desync(prefix + desync_message(mine.seq, rank_table(ops), pairs, /*found_by_detail=*/true));
   }
+  throw Desync(prefix + (differs ? desync_line(mine.seq, summary) : split_pairs_line(mine.seq, pairs, summary)));
 }
 
 std::string DetailChecks::p2p_key(int src, int dst, const OpFingerprint& f) const {

@@ -1,7 +1,8 @@
 // DISTCOMM_DEBUG=DETAIL's checks, wrapped around an op by the ProcessGroup's pipeline (as
 // c10d's ProcessGroupWrapper wraps a group), never written into the ops:
 //   - a collective: every rank's fingerprint through the host exchange before the op is
-//     issued; Desync with the table on every rank when they differ (every rank saw the same
+//     issued; Desync when they differ, the table on every rank in groups of up to 8 ranks,
+//     else on the lowest rank and one line on the others (desync_summary.h) (every rank saw the same
 //     fingerprints, so every rank throws, none has issued the op, and the group stays usable);
 //   - a send: its fingerprint posted on the store for its recv (nothing waits: a send may be
 //     issued long before its recv);
