@@ -40,6 +40,7 @@
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
+#include "launch/rank_stops.h"
 #include "launch/signal_watch.h"
 #include "launch/trace_folder.h"
 #include "api/process/write_fully.h"
@@ -117,6 +118,20 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
 }
 
 void Attempt::begin_stop(local::StopCause cause, const std::string& why) {
+  // The last look at who is stopped (SIGSTOP, SIGTSTP): the stop continues them (SIGCONT
+  // with its signal), and a rank frozen in a hang then runs on as if it had only been late.
+  // The record keeps what is seen now (analyze names it), and the line says it.
+  const bool first_stop = !stops_.frozen();  // a stop begun again (not expected) says nothing twice
+  look_for_stopped_ranks(true);
+  stops_.freeze();
+  for (size_t i = 0; i < processes_.size() && first_stop; ++i) {
+    const RankStops::Stop* s = stops_.of(i);
+    if (s == nullptr) continue;
+    say("rank " + std::to_string(processes_[i].rank) + " (pid " + std::to_string(ranks_[i].pid) +
+        ") is stopped (SIGSTOP, SIGTSTP: frozen), seen so for " +
+        seconds_text(std::chrono::milliseconds((s->seen_ns - s->since_ns) / 1'000'000)) +
+        ": the stop continues it (SIGCONT)");
+  }
   ranks_.begin_stop(cause);
   result_.stop_began = Clock::now();
   // Ranks that dump only on SIGTERM (an inherited DISTCOMM_TRACE_DIR) are asked first when
@@ -160,6 +175,26 @@ void Attempt::prepare_trace_files() {
   if (!options_.timeline.empty()) ::unlink(options_.timeline.c_str());
 }
 
+namespace {
+
+// A rank's stop by job control as the record says it: when the launcher first saw it
+// stopped, and last (as the job's stop began, which continued it); "" when not stopped.
+std::string stop_json(const RankStops::Stop* s) {
+  if (s == nullptr) return "";
+  return ",\"job_control_stop\":{\"since_ns\":" + std::to_string(s->since_ns) +
+         ",\"seen_ns\":" + std::to_string(s->seen_ns) + "}";
+}
+
+}  // namespace
+
+void Attempt::look_for_stopped_ranks(bool now_anyway) {
+  std::vector<std::pair<size_t, pid_t>> running;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (ranks_[i].running) running.emplace_back(i, ranks_[i].pid);
+  }
+  stops_.look(running, now_anyway);
+}
+
 void Attempt::write_launcher_record() {
   if (options_.trace_dir.empty()) return;
   std::string ranks;
@@ -180,7 +215,7 @@ void Attempt::write_launcher_record() {
              json_quote(!c.running && WIFSIGNALED(c.status) ? local::signal_name(WTERMSIG(c.status)) : "") +
              ",\"stopped_by_launcher\":" + (c.stopped ? "true" : "false") +
              ",\"failed\":" + (!c.running && !c.stopped && ranks_.failed(i) ? "true" : "false") +
-             ",\"ended_ns\":" + std::to_string(c.ended_ns) +
+             ",\"ended_ns\":" + std::to_string(c.ended_ns) + stop_json(stops_.of(i)) +
              (error.empty() ? std::string() : ",\"error\":" + json_quote(error)) + "}";
   }
   std::string text = "{\"format\":\"distcomm-launcher-record\",\"version\":1,\"run_id\":" +
@@ -338,20 +373,6 @@ void Attempt::handle_fenced_members(const std::vector<pollfd>& fds) {
   }
 }
 
-namespace {
-
-// Whether pid is stopped by job control: state 'T' in /proc/<pid>/stat ('t' is a
-// debugger's trace stop, which the debugger ends).
-bool stopped_by_job_control(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  const size_t name_end = text.rfind(')');  // the name, in parentheses, may hold anything
-  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] == 'T';
-}
-
-}  // namespace
-
 void Attempt::handle_stopped_leftovers() {
   std::string stopped;
   bool all_stopped = !ranks_.stopping() && result_.failed_rank >= 0 && replacements_.empty();
@@ -481,6 +502,7 @@ JobResult Attempt::run() {
     if (store_ != nullptr && !ranks_.stopping() && options_.replace_after.count() < 0) {
       for (size_t i : exited) store_->rank_ended(processes_[i].rank, how_ended(i));
     }
+    if (!ranks_.stopping()) look_for_stopped_ranks(false);
     handle_signals();
     handle_watch(fds);
     handle_doomed_store(fds);

@@ -24,6 +24,7 @@
 #include "launch/launch_options.h"
 #include "launch/output_pump.h"
 #include "launch/rank_process.h"
+#include "launch/rank_stops.h"
 #include "launch/signal_watch.h"
 
 namespace distcomm {
@@ -108,6 +109,9 @@ class Attempt {
   // With a trace folder: <trace_dir>/launcher_node<N>.json, what this launcher saw of its ranks
   // (docs/failures.md): each process's pid and how it ended, the first failure, the run id.
   void write_launcher_record();
+  // Which running ranks are stopped by job control (stops_), at most every
+  // RankStops::kInterval unless now_anyway.
+  void look_for_stopped_ranks(bool now_anyway);
   void kill_stragglers();
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
@@ -146,6 +150,7 @@ class Attempt {
     int number;  // the n-th replacement of its rank
   };
   std::vector<Replacement> replacements_;  // due, not yet started
+  RankStops stops_;  // the ranks seen stopped by job control, for the record
   Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
   std::vector<int> replaced_;              // by local rank: replacements started so far
 };

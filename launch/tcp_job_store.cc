@@ -277,7 +277,21 @@ class TCPJobStore : public JobStore {
         return;
       }
     }
-    doom(why);
+    doom_or_say(why);
+  }
+
+  // A refusal nothing judges any more. While the job runs it dooms the job. Once this
+  // machine's ranks have ended (closing_: the store waits for the other machines' ranks to
+  // leave), the shape watch has ended -- its own client would hold that farewell open -- so
+  // a job that ran is not doomed after the fact, but the refusal is still said, as during
+  // the job (before, it was queued for a watch that had ended, and never said).
+  void doom_or_say(const std::string& why) {
+    if (!closing_) {
+      doom(why);
+      return;
+    }
+    say("refused a launcher or rank that is not of this job while its store waits for the other machines' ranks "
+        "to leave (" + why + ")");
   }
 
   // The shape watch ends early (its client failed): what it had to judge dooms the job, as
@@ -289,7 +303,7 @@ class TCPJobStore : public JobStore {
       watching_ = false;
       pending.swap(pending_);
     }
-    for (const std::string& why : pending) doom(why);
+    for (const std::string& why : pending) doom_or_say(why);
   }
 
   // The shape watch's thread (nnodes_ > 1): says this launcher's shape under kShapeKey, then
@@ -357,6 +371,7 @@ class TCPJobStore : public JobStore {
         return;
       }
     }
+    stop_watching();  // what comes during the farewell is said at once (judge_later)
   }
 
   void say_stranger(const std::string& value) {

@@ -93,6 +93,31 @@ LauncherDeaths launcher_deaths(const DumpFolder* folder) {
   return out;
 }
 
+std::string clock_text(int64_t ns);
+
+// What the launchers (launcher_node<N>.json) say of a world rank they saw stopped by job
+// control (SIGSTOP, SIGTSTP) when they began stopping the job ("job_control_stop"): the
+// rank was frozen, not busy in the program -- a fact, where the dumps' times only suggest
+// it. "stopped (SIGSTOP/frozen) per the launcher, for at least 23.0 s (seen so from
+// 10:00:01.000 UTC to 10:00:24.000 UTC)".
+using LauncherStops = std::map<int, std::string>;
+
+LauncherStops launcher_stops(const DumpFolder* folder) {
+  LauncherStops out;
+  if (folder == nullptr) return out;
+  for (const JsonValue& l : folder->launchers) for (const JsonValue& r : l["ranks"].items) {
+    const JsonValue& stop = r["job_control_stop"];
+    if (!stop.is_object()) continue;
+    const int64_t since = stop.integer("since_ns"), seen = stop.integer("seen_ns");
+    char took[32];
+    std::snprintf(took, sizeof(took), "%.1f s", static_cast<double>(seen - since) / 1e9);
+    out.emplace(static_cast<int>(r.integer("rank", -1)),
+                std::string("stopped (SIGSTOP/frozen) per the launcher, for at least ") + took + " (seen so from " +
+                    clock_text(since) + " to " + clock_text(seen) + ")");
+  }
+  return out;
+}
+
 std::string clock_text(int64_t ns) {
   const time_t secs = static_cast<time_t>(ns / 1000000000);
   tm parts;
@@ -191,13 +216,19 @@ LateIssuers late_issuers_in(const GroupView& g, const std::map<int, const Op*>& 
   return out;
 }
 
-void report_group(std::ostringstream& out, const std::string& name, const GroupView& g, const LauncherDeaths& deaths) {
+void report_group(std::ostringstream& out, const std::string& name, const GroupView& g, const LauncherDeaths& deaths,
+                  const LauncherStops& stops) {
   // A group rank's world rank, as the dumps name it.
   auto world_rank = [&](int r) {
     return static_cast<size_t>(r) < g.global_ranks.size() ? static_cast<int>(g.global_ranks[static_cast<size_t>(r)]) : r;
   };
   auto rank_name = [&](int r) {
     return "rank " + std::to_string(r) + (world_rank(r) != r ? " (world rank " + std::to_string(world_rank(r)) + ")" : "");
+  };
+  // Why a rank was late: what the launcher saw, else the guess the times allow.
+  auto late_text = [&](int r) {
+    auto it = stops.find(world_rank(r));
+    return it != stops.end() ? "late: " + it->second : std::string("late (stopped, or busy in the program)");
   };
   out << "group '" << name << "' (" << g.size << " ranks, " << g.backend << ")\n";
   std::vector<int> missing;
@@ -303,7 +334,7 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     for (const auto& [rank, before] : late) {
       out << "    behind: rank " << rank << " issued " << issued.at(rank)->describe << " only after "
           << (before.size() == 1 ? "rank " + std::to_string(before[0]) : "ranks " + rank_list_text(before))
-          << " had failed in it: it was late (stopped, or busy in the program)\n";
+          << " had failed in it: it was " << late_text(rank) << "\n";
     }
     if (!late_issuers.ranks.empty()) {
       const std::vector<int> ranks(late_issuers.ranks.begin(), late_issuers.ranks.end());
@@ -313,7 +344,10 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
           << " issued " << issued.at(ranks[0])->describe << " " << gap << " after the other ranks (the last of them at "
           << clock_text(late_issuers.others_last_ns) << "; " << (ranks.size() == 1 ? "it" : "they") << " at "
           << clock_text(issued.at(ranks[0])->queued_ns)
-          << "): likely the cause, late (stopped, or busy in the program) while the others waited\n";
+          << "): likely the cause, " << late_text(ranks[0]) << " while the others waited\n";
+      for (size_t i = 1; i < ranks.size(); ++i) {
+        if (stops.count(world_rank(ranks[i]))) out << "    " << rank_name(ranks[i]) << " was " << late_text(ranks[i]) << "\n";
+      }
     }
     if (!absent.empty()) {
       out << "    behind: " << (absent.size() == 1 ? "rank " + std::to_string(absent[0]) : "ranks " + rank_list_text(absent))
@@ -322,6 +356,16 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
         const RankView& rv = g.by_rank.at(rank);
         if (!rv.open_p2p.empty()) out << "    rank " << rank << "'s point-to-point not finished: " << open_p2p_text(rv) << "\n";
       }
+    }
+    // The ranks the launcher saw stopped that the times above do not name (they never
+    // issued the op, or left no dump): said plainly, as the likely cause of the hang.
+    for (const auto& [world, text] : stops) {
+      int r = -1;
+      for (int k = 0; k < g.size; ++k) {
+        if (world_rank(k) == world) r = k;
+      }
+      if (r < 0 || late.count(r) || late_issuers.ranks.count(r)) continue;
+      out << "    " << rank_name(r) << " was " << text << ": likely the cause\n";
     }
     if (!waiting.empty()) out << "    waiting in it: ranks " << rank_list_text(waiting) << "\n";
     for (const std::string& d : dead) {
@@ -484,6 +528,7 @@ std::string analyze_dumps(const std::vector<RankDump>& dumps) {
 std::string analyze_folder(const DumpFolder& folder) {
   const std::vector<RankDump>& dumps = folder.dumps;
   const LauncherDeaths deaths = launcher_deaths(&folder);
+  const LauncherStops stops = launcher_stops(&folder);
   std::ostringstream out;
   for (const std::string& f : folder.unreadable) out << "unreadable, left out: " << f << "\n";
   for (const std::string& f : folder.left_out) out << "left out " << f << "\n";
@@ -499,7 +544,7 @@ std::string analyze_folder(const DumpFolder& folder) {
     if (&d != &dumps.back()) out << ",";
   }
   out << "\n";
-  for (const auto& [name, g] : collect(dumps)) report_group(out, name, g, deaths);
+  for (const auto& [name, g] : collect(dumps)) report_group(out, name, g, deaths, stops);
   // What the launchers saw (launcher_node<N>.json, one per machine): how the ranks ended,
   // which one failed first. One machine's as "launcher: ...", several as "launcher of node N: ...".
   for (const JsonValue& l : folder.launchers) {
@@ -517,6 +562,10 @@ std::string analyze_folder(const DumpFolder& folder) {
     out << who << ": exit code " << l.integer("exit_code");
     if (!l.str("interrupted_by").empty()) out << ", interrupted by " << l.str("interrupted_by");
     for (const std::string& d : died) out << "; " << d;
+    for (const JsonValue& r : l["ranks"].items) {
+      auto it = stops.find(static_cast<int>(r.integer("rank", -1)));
+      if (r["job_control_stop"].is_object() && it != stops.end()) out << "; rank " << it->first << " was " << it->second;
+    }
     if (!stopped.empty()) out << "; stopped by the launcher: ranks " << rank_list_text(stopped);
     out << "\n";
     const JsonValue& first = l["first_failure"];

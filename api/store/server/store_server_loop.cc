@@ -225,7 +225,11 @@ void TCPStoreServer::Loop::close_expired(Clock::time_point now) {
   for (const auto& [fd, c] : clients_) {
     if (deadline_of(*c) <= now) expired.push_back(fd);
   }
-  for (const int fd : expired) drop(fd);
+  for (const int fd : expired) {
+    const Client* c = find(fd);
+    if (c != nullptr && c->stage == Stage::kProof) note_left_without_proof(fd);
+    drop(fd);
+  }
 }
 
 void TCPStoreServer::Loop::on_readable(int fd) {
@@ -246,8 +250,19 @@ void TCPStoreServer::Loop::on_readable(int fd) {
     if (old == 0) c->in_since = Clock::now();
     serve(fd);
   } else if (r == 0 || (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)) {
+    if (c->stage == Stage::kProof) note_left_without_proof(fd);
     drop(fd);
   }
+}
+
+// A client that named this job's run id, was asked for the token's proof and closed (or let
+// the handshake's deadline pass) without one: a rank or launcher started without the job's
+// token refuses itself on its side, so without this line the store's host said nothing of
+// it, where a wrong token or another run id each leave one. Once, like those.
+void TCPStoreServer::Loop::note_left_without_proof(int fd) {
+  note("no token", "refused a connection from " + internal::peer_name(fd) +
+                       ": it has this job's run id but proved no store token (started without " +
+                       kStoreTokenVariable + "?)");
 }
 
 void TCPStoreServer::Loop::on_writable(int fd) {

@@ -92,6 +92,8 @@ class TCPStoreServer::Loop {
   // (unless `log` is false: the server's owner says it).
   void refuse(Client& c, const std::string& kind, const std::string& why, bool log = true);
   void note(const std::string& kind, const std::string& what);
+  // note() of a client that left in Stage::kProof: it knew the run id, not the token.
+  void note_left_without_proof(int fd);
   bool flush(int fd, Client& c);
   // kReset for a client that broke a rule or a deadline; kGraceful after a refusal.
   enum class Close { kGraceful, kReset };

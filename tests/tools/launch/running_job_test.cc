@@ -147,6 +147,29 @@ TEST(RunningJob, LauncherWithAnotherRunIdStartsNoRank) {
   expect_refused_at_once({"DISTCOMM_RUN_ID=other_job", "DISTCOMM_STORE_TOKEN=secret"}, "belongs to another job");
 }
 
+// A client with the job's run id but no token (a rank started by hand without
+// DISTCOMM_STORE_TOKEN) refuses itself once the store asks for the token's proof. Node 0's
+// launcher logs it in one line, once, as it logs a wrong token or another run id. Before:
+// nothing in the store host's log.
+TEST(RunningJob, ClientWithoutATokenIsLoggedOnce) {
+  const std::string port = std::to_string(local::pick_free_port());
+  Subprocess node0(node(0, 1, port), kEnv);
+  ASSERT_TRUE(node0.wait_for_stdout("[rank 0] up", 1, seconds(30))) << node0.stdout_so_far();
+  TCPStoreOptions o;
+  o.port = std::stoi(port);
+  o.identity = {"running_job", ""};
+  o.timeout = std::chrono::milliseconds(5000);
+  for (int i = 0; i < 2; ++i) EXPECT_THROW(TCPStore{o}, StoreRefused);
+  const Finished f0 = node0.finish(seconds(60));
+  EXPECT_EQ(exit_code(f0), 0) << f0.err;
+  const std::string words = ": it has this job's run id but proved no store token (started without DISTCOMM_STORE_TOKEN?)";
+  const size_t at = f0.err.find(words);
+  EXPECT_NE(at, std::string::npos) << f0.err;
+  EXPECT_EQ(f0.err.find(words, at + 1), std::string::npos) << "logged twice: " << f0.err;
+  EXPECT_NE(f0.err.find("refused a connection from 127.0.0.1:"), std::string::npos) << f0.err;
+  EXPECT_TRUE(no_orphan_running());
+}
+
 // An elastic launcher refused by the rendezvous store at its --rdzv_endpoint: the store's
 // words are a rank's (MASTER_PORT, DISTCOMM_RUN_ID, "every rank needs rank 0's ..."), so the
 // launcher adds what this user set: --rdzv_id, --rdzv_endpoint, each launcher's token.

@@ -224,6 +224,44 @@ TEST(DumpAnalysis, InAHangTheRankThatIssuedTheStuckOpLastByFarIsBehind) {
   EXPECT_NE(report.find("    waiting in it: ranks [0, 1, 2]\n"), std::string::npos) << report;
 }
 
+// The same hang, with the launcher's record saying that it saw rank 1 stopped by job
+// control (SIGSTOP) for 22 s when it stopped the job: analyze says so plainly, instead of
+// its guess from the times ("stopped, or busy in the program").
+TEST(DumpAnalysis, ARankTheLauncherSawStoppedIsNamedStopped) {
+  const std::string dir = fresh_dir("stopped_per_launcher");
+  write_text(dir + "/rank_0.json", dump(0, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 12, 0, ""}}));
+  write_text(dir + "/rank_1.json", dump(1, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 23012, 0, ""}}));
+  write_text(dir + "/rank_2.json", dump(2, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}, {3, "started", kAr3, 14, 0, ""}}));
+  auto rank = [](int r, const std::string& stop) {
+    return "{\"rank\":" + std::to_string(r) + ",\"ended\":\"signal SIGTERM\",\"signal\":\"SIGTERM\","
+           "\"stopped_by_launcher\":true,\"failed\":false" + stop + "}";
+  };
+  write_text(dir + "/launcher_node0.json",
+             "{\"format\":\"distcomm-launcher-record\",\"version\":1,\"run_id\":\"r1\",\"restart\":0,"
+             "\"node_rank\":0,\"time_ns\":" + std::to_string(kT0 + 31 * kSecond) +
+             ",\"exit_code\":143,\"interrupted_by\":\"SIGTERM\",\"first_failure\":null,\"ranks\":[" + rank(0, "") +
+             "," + rank(1, ",\"job_control_stop\":{\"since_ns\":" + std::to_string(kT0 + 1 * kSecond) +
+                          ",\"seen_ns\":" + std::to_string(kT0 + 23 * kSecond) + "}") +
+             "," + rank(2, "") + "]}\n");
+  const std::string report = analyze(dir);
+  EXPECT_NE(report.find("): likely the cause, late: stopped (SIGSTOP/frozen) per the launcher, for at least 22.0 s "
+                        "(seen so from "),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("busy in the program"), std::string::npos) << report;
+  EXPECT_NE(report.find("launcher: exit code 143, interrupted by SIGTERM; rank 1 was stopped (SIGSTOP/frozen) per the "
+                        "launcher, for at least 22.0 s"),
+            std::string::npos)
+      << report;
+  // A rank that never issued the op at all (stopped before it): named stopped too.
+  write_text(dir + "/rank_1.json", dump(1, "SIGTERM", {{2, "completed", kAr2, 10, 11, ""}}));
+  const std::string never = analyze(dir);
+  EXPECT_NE(never.find("    behind: rank 1 never issued all_reduce #3 float32[4] sum\n"
+                       "    rank 1 was stopped (SIGSTOP/frozen) per the launcher, for at least 22.0 s (seen so from "),
+            std::string::npos)
+      << never;
+}
+
 }  // namespace
 }  // namespace trace
 }  // namespace distcomm

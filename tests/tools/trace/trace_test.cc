@@ -1,6 +1,7 @@
 // tools/trace and the recorder end to end: real ranks under tools/launch over gloo, their
 // dumps, `trace analyze`, a DDP run's timeline and its SVG.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -422,6 +423,41 @@ TEST(Trace, ADdpTimelineHasEveryRanksOpsAndBucketsAndDrawsAsSvg) {
   EXPECT_NE(text.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
   EXPECT_NE(text.find(">rank 1 ddp world</text>"), std::string::npos);
   EXPECT_NE(text.find(">all_reduce</text>"), std::string::npos);  // in the legend
+}
+
+// A hang whose cause is a rank stopped by job control (SIGSTOP: frozen): the launcher sees
+// it stopped, says so as it stops the job, and writes it into its record
+// ("job_control_stop"), which `trace analyze` quotes as a fact. Before: the record said
+// nothing of it, and analyze could only guess from the dumps' times ("late (stopped, or
+// busy in the program)").
+TEST(Trace, ARankStoppedInAHangIsNamedStoppedFromTheLaunchersRecord) {
+  const std::string dir = fresh_dir("sigstop");
+  Subprocess job({kLaunch, "--nproc_per_node=2", "--trace_dir=" + dir, "--", "/bin/sh", "-c",
+                  "if [ \"$RANK\" = 1 ]; then echo stopping; kill -STOP $$; fi; exec sleep 60"});
+  ASSERT_TRUE(job.wait_for_stdout("stopping", 1, std::chrono::seconds(30)));
+  // Stopped for a while, as in a hang. The launcher looks at most every 0.5 s, but only when
+  // it wakes (output, a signal, at least once a second): it sees the stop within ~1 s.
+  ::usleep(2'500'000);
+  job.send_signal(SIGTERM);
+  Finished f = job.finish(std::chrono::seconds(30));
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.err;
+  EXPECT_NE(f.err.find(") is stopped (SIGSTOP, SIGTSTP: frozen), seen so for "), std::string::npos) << f.err;
+  const trace::JsonValue record = trace::parse_json_file(dir + "/launcher_node0.json");
+  ASSERT_EQ(record["ranks"].items.size(), 2u) << read_file(dir + "/launcher_node0.json");
+  for (const trace::JsonValue& r : record["ranks"].items) {
+    const trace::JsonValue& stop = r["job_control_stop"];
+    if (r.integer("rank") == 0) {
+      EXPECT_FALSE(stop.is_object()) << read_file(dir + "/launcher_node0.json");
+      continue;
+    }
+    ASSERT_TRUE(stop.is_object()) << read_file(dir + "/launcher_node0.json");
+    EXPECT_GT(stop.integer("since_ns"), 0);
+    EXPECT_GE(stop.integer("seen_ns") - stop.integer("since_ns"), 1'000'000'000) << "seen stopped only at the end";
+  }
+  Finished a = analyze(dir);
+  EXPECT_EQ(exit_code(a), 0) << a.err;
+  EXPECT_NE(a.out.find("; rank 1 was stopped (SIGSTOP/frozen) per the launcher, for at least "), std::string::npos)
+      << a.out;
 }
 
 }  // namespace
