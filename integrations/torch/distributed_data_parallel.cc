@@ -8,12 +8,15 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <mutex>
+#include <sstream>
 #include <unordered_set>
 #include <utility>
 
 #include "api/errors.h"
 #include "ddp/broadcast_coalesced.h"
+#include "ddp/message_format.h"
 #include "ddp/replica_check.h"
 #include "integrations/torch/tensor_bridge.h"
 
@@ -36,6 +39,15 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // param.grad(), refreshed whenever autograd may have given the parameter a new grad
   // tensor; with gradient_as_bucket_view the reducer points it into its bucket.
   std::vector<Tensor> grads;
+  // A parameter or gradient that is not one dense block (a transposed weight, channels_last):
+  // distcomm moves one dense block, so `values` / `grads` view a contiguous copy of it, kept
+  // here (undefined for the contiguous ones) and copied back where DDP wrote it.
+  std::vector<at::Tensor> value_copies;
+  std::vector<at::Tensor> grad_copies;
+  // gradient_as_bucket_view: each gradient's place in its bucket, as the reducer last
+  // assigned it (at construction, and when it rebuilds the buckets). A grad autograd makes
+  // anew (the last one was set to none) is moved there when it is ready.
+  std::vector<Tensor> bucket_views;
   std::vector<at::Tensor> buffers;
   std::vector<std::string> buffer_names;
   std::vector<Tensor> buffer_views;  // what the buffers' broadcasts write: refreshed as values
@@ -63,7 +75,10 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   void begin_pass_locked();
   void finish_locked();
   void point_at(size_t index, const at::Tensor& grad);
-  void give_torch_the_bucket_views();
+  void adopt_bucket_view(size_t index);
+  void give_torch_the_bucket_views(bool undefined_too);
+  void note_bucket_moves(const std::vector<void*>& before);
+  void copy_back_values_locked();
   void hook_accumulator(size_t index, std::shared_ptr<::torch::autograd::Node> accumulator);
   void follow_accumulator(size_t index);
   void refresh_views_locked();
@@ -123,14 +138,94 @@ void sync_frozen_parameters(ProcessGroup& pg, const std::vector<std::string>& na
   }
 }
 
+// A parameter that requires grad on some ranks and is frozen on others: the core's check
+// sees it only as a missing entry ("no tensor on rank 0"), so it is named here first, in
+// one exchange of host messages. Collective; throws InvalidArgument on every rank alike.
+void check_same_parameters_frozen(ProcessGroup& pg, const std::vector<std::string>& names,
+                                  const std::vector<bool>& requires_grad) {
+  std::string mine;  // length-prefixed, so a name may hold any byte
+  for (size_t i = 0; i < names.size(); ++i) {
+    mine += std::to_string(names[i].size()) + ":" + names[i] + (requires_grad[i] ? "1" : "0");
+  }
+  const std::vector<std::string> all = pg.exchange().all_gather(mine, "DDP's requires_grad check");
+  // name -> flag per rank (-1: the rank has no such parameter), names in order of first sight.
+  std::vector<std::string> order;
+  std::vector<std::vector<int>> flags;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string& text = all[r];
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const size_t colon = text.find(':', pos);
+      if (colon == std::string::npos) throw Error("DDP requires_grad check: corrupt message");
+      const size_t len = std::stoul(text.substr(pos, colon - pos));
+      if (colon + 1 + len >= text.size()) throw Error("DDP requires_grad check: truncated message");
+      const std::string name = text.substr(colon + 1, len);
+      const int flag = text[colon + 1 + len] == '1' ? 1 : 0;
+      pos = colon + 2 + len;
+      auto it = std::find(order.begin(), order.end(), name);
+      if (it == order.end()) {
+        order.push_back(name);
+        flags.emplace_back(all.size(), -1);
+        it = order.end() - 1;
+      }
+      flags[static_cast<size_t>(it - order.begin())][r] = flag;
+    }
+  }
+  constexpr size_t kMaxNamed = 5;
+  std::string problems;
+  size_t differing = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    std::vector<int> trainable, frozen;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (flags[k][r] == 1) trainable.push_back(static_cast<int>(r));
+      if (flags[k][r] == 0) frozen.push_back(static_cast<int>(r));
+    }
+    if (trainable.empty() || frozen.empty()) continue;  // a missing one is the core's to name
+    if (differing++ < kMaxNamed) {
+      problems += (problems.empty() ? "" : "; ") + ("'" + order[k] + "' requires grad on ") +
+                  ddp::rank_list(trainable) + ", frozen (requires_grad false) on " + ddp::rank_list(frozen);
+    }
+  }
+  if (problems.empty()) return;
+  if (differing > kMaxNamed) problems += "; and " + std::to_string(differing - kMaxNamed) + " more";
+  throw InvalidArgument("DistributedDataParallel (rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) +
+                        "): parameter " + problems +
+                        ". Every rank must freeze the same parameters: set requires_grad alike on every rank "
+                        "before wrapping the module");
+}
+
 }  // namespace
 
 void DistributedDataParallel::State::point_at(size_t i, const at::Tensor& grad) {
+  if (grad.layout() != c10::kStrided) {
+    // Checked here, not left to as_tensor: a sparse tensor has no data pointer to compare.
+    std::ostringstream layout;
+    layout << grad.layout();
+    throw InvalidArgument("DDP: the gradient of '" + names[i] + "' is sparse (layout " + layout.str() +
+                          "): distcomm's DDP reduces dense gradients only (PyTorch's also reduces sparse "
+                          "ones). Give the layer dense gradients (torch::nn::EmbeddingOptions(...).sparse(false), "
+                          "the default; the same for EmbeddingBag), or reduce this gradient yourself");
+  }
+  at::Tensor dense = grad;
+  if (!grad.is_contiguous()) {
+    // The reducer reads and writes the copy; finish_locked copies the average back into
+    // grad, which keeps its own layout (the parameter's, as autograd makes it).
+    at::NoGradGuard no_grad;
+    at::Tensor& copy = grad_copies[i];
+    if (copy.defined() && copy.sizes() == grad.sizes() && copy.scalar_type() == grad.scalar_type()) {
+      copy.copy_(grad);
+    } else {
+      copy = grad.contiguous();
+    }
+    dense = copy;
+  } else {
+    grad_copies[i] = at::Tensor();
+  }
   // Same memory (a bucket view, or the grad seen last time): keep the reducer's tensor.
-  if (grads[i].defined() && grads[i].data() == grad.data_ptr()) return;
+  if (grads[i].defined() && grads[i].data() == dense.data_ptr()) return;
   Tensor view;
   try {
-    view = as_tensor(grad);
+    view = as_tensor(dense);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument("DDP: the gradient of '" + names[i] + "': " + e.what());
   }
@@ -141,6 +236,39 @@ void DistributedDataParallel::State::point_at(size_t i, const at::Tensor& grad) 
                           "(set_, resize_, torch::load of another model); build DDP after changing it");
   }
   grads[i] = std::move(view);
+}
+
+// gradient_as_bucket_view: a grad that is not its bucket view (autograd made it because the
+// last one was set to none, or the program assigned one) goes into the bucket, and torch
+// gets the view back, as at construction; the reducer then reads it in place.
+void DistributedDataParallel::State::adopt_bucket_view(size_t i) {
+  if (!options.gradient_as_bucket_view || !bucket_views[i].defined()) return;
+  const at::Tensor grad = params[i].grad();
+  if (!grad.defined() || grad.data_ptr() == bucket_views[i].data()) return;
+  at::NoGradGuard no_grad;
+  at::Tensor view = from_tensor(bucket_views[i]);
+  view.copy_(grad);  // any layout: the view is contiguous, the grad may not be
+  params[i].mutable_grad() = view;
+  grads[i] = bucket_views[i];
+  grad_copies[i] = at::Tensor();
+}
+
+// The reducer reassigns every gradient tensor to its new bucket view when it rebuilds the
+// buckets: a grads[i] that moved during a call of the core is such a view.
+void DistributedDataParallel::State::note_bucket_moves(const std::vector<void*>& before) {
+  if (!options.gradient_as_bucket_view) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (grads[i].data() != before[i]) bucket_views[i] = grads[i];
+  }
+}
+
+// Where the core wrote `values` (the broadcast at construction, join's final copy), a
+// parameter viewed through a contiguous copy gets the copy's content.
+void DistributedDataParallel::State::copy_back_values_locked() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (value_copies[i].defined()) params[i].copy_(value_copies[i]);
+  }
 }
 
 void DistributedDataParallel::State::hook_accumulator(size_t i, std::shared_ptr<::torch::autograd::Node> accumulator) {
@@ -173,14 +301,31 @@ void DistributedDataParallel::State::refresh_views_locked() {
     } catch (const InvalidArgument& e) {
       throw InvalidArgument("DDP: " + what + ": " + e.what());
     }
-    if (fresh.shape() != view.shape() || fresh.dtype() != view.dtype()) {
+    // Undefined: the first view, made at construction.
+    if (view.defined() && (fresh.shape() != view.shape() || fresh.dtype() != view.dtype())) {
       throw InvalidArgument("DDP: " + what + " is " + fresh.describe() + ", but DDP was built with " + view.describe() +
                             ": it changed shape or dtype after DDP was built (set_, resize_, torch::load of another "
                             "model); build DDP after changing it");
     }
     view = std::move(fresh);  // the same Tensor object: the core keeps pointers to it
   };
-  for (size_t i = 0; i < params.size(); ++i) refresh(params[i], values[i], "parameter '" + names[i] + "'");
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    at::Tensor& copy = value_copies[i];
+    if (p.layout() == c10::kStrided && !p.is_contiguous()) {
+      // values[i] views a contiguous copy: bring it up to date (the core may read it next).
+      if (copy.defined() && copy.sizes() == p.sizes() && copy.scalar_type() == p.scalar_type()) {
+        copy.copy_(p);
+      } else {
+        copy = p.contiguous();
+      }
+      refresh(copy, values[i], "parameter '" + names[i] + "'");
+    } else {
+      copy = at::Tensor();
+      refresh(p, values[i], "parameter '" + names[i] + "'");
+    }
+  }
   for (size_t i = 0; i < buffers.size(); ++i) refresh(buffers[i], buffer_views[i], "buffer '" + buffer_names[i] + "'");
 }
 
@@ -189,6 +334,7 @@ void DistributedDataParallel::State::on_grad_ready(size_t i) {
   begin_pass_locked();
   pending[i] = false;  // the new accumulator had post hooks already: ours ran after all
   point_at(i, params[i].grad());
+  adopt_bucket_view(i);
   marked[i] = true;
   ddp->mark_grad_ready(i);
 }
@@ -220,6 +366,7 @@ void DistributedDataParallel::State::finish_locked() {
     if (!pending[i] || marked[i]) continue;
     pending[i] = false;
     point_at(i, params[i].grad());
+    adopt_bucket_view(i);
     marked[i] = true;
     ddp->mark_grad_ready(i);
   }
@@ -245,11 +392,21 @@ void DistributedDataParallel::State::finish_locked() {
     throw;
   }
   const uint64_t synchronised_before = ddp->last_stats().iteration;
+  std::vector<void*> before(params.size());
+  for (size_t i = 0; i < params.size(); ++i) before[i] = grads[i].data();
   try {
     ddp->finish_backward();
   } catch (...) {
     for (size_t i : created) params[i].mutable_grad() = at::Tensor();
     throw;
+  }
+  note_bucket_moves(before);
+  {
+    // The averages the reducer wrote into the contiguous copies of strided gradients.
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (grad_copies[i].defined() && params[i].grad().defined()) params[i].mutable_grad().copy_(grad_copies[i]);
+    }
   }
   // Under no_sync() nothing was averaged; otherwise a parameter no rank used keeps no grad.
   const bool synchronised = ddp->last_stats().iteration != synchronised_before;
@@ -258,14 +415,21 @@ void DistributedDataParallel::State::finish_locked() {
   for (size_t i : created) {
     if (!synchronised || unused_set.count(i)) params[i].mutable_grad() = at::Tensor();
   }
-  // The first synchronised pass may rebuild the buckets, moving the views.
-  if (options.gradient_as_bucket_view) give_torch_the_bucket_views();
+  // The first synchronised pass may rebuild the buckets, moving the views. A grad left
+  // undefined (no rank used the parameter) stays so: an optimizer with momentum would
+  // otherwise go on moving the parameter, which PyTorch leaves alone (grad None). It becomes
+  // a view again in the pass that next produces it (adopt_bucket_view).
+  if (options.gradient_as_bucket_view) give_torch_the_bucket_views(/*undefined_too=*/false);
 }
 
-void DistributedDataParallel::State::give_torch_the_bucket_views() {
+void DistributedDataParallel::State::give_torch_the_bucket_views(bool undefined_too) {
   for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& grad = params[i].grad();
-    if (!grad.defined() || grad.data_ptr() != grads[i].data()) params[i].mutable_grad() = from_tensor(grads[i]);
+    if (params[i].grad().defined()) {
+      adopt_bucket_view(i);
+    } else if (undefined_too) {
+      params[i].mutable_grad() = from_tensor(bucket_views[i]);
+      grads[i] = bucket_views[i];
+    }
   }
 }
 
@@ -280,9 +444,13 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
   // _sync_module_states).
   std::vector<std::string> frozen_names;
   std::vector<at::Tensor> frozen;
+  std::vector<std::string> all_names;
+  std::vector<bool> requires_grad;
   for (const auto& item : s.module->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.defined() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    all_names.push_back(item.key());
+    requires_grad.push_back(p.requires_grad());
     if (p.requires_grad()) {
       s.names.push_back(item.key());
       s.params.push_back(p);
@@ -291,13 +459,17 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
       frozen.push_back(p);
     }
   }
+  check_same_parameters_frozen(pg, all_names, requires_grad);
   const size_t n = s.params.size();
   // The reducer keeps pointers into these vectors: they are sized once, here.
-  s.values.reserve(n);
+  s.values.resize(n);
   s.grads.resize(n);
+  s.value_copies.resize(n);
+  s.grad_copies.resize(n);
+  s.bucket_views.resize(n);
+  s.refresh_views_locked();  // values: the parameters, or contiguous copies of strided ones
   std::vector<ddp::NamedParameter> named;
   for (size_t i = 0; i < n; ++i) {
-    s.values.push_back(as_tensor(s.params[i]));
     const at::Tensor& grad = s.params[i].grad();
     if (grad.defined()) {
       s.point_at(i, grad);
@@ -321,8 +493,12 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
     buffers.push_back({item.key(), &s.buffer_views.back()});
   }
   s.ddp = std::make_unique<ddp::DistributedDataParallel>(pg, std::move(named), s.options, std::move(buffers));
+  s.copy_back_values_locked();  // rank 0's values, broadcast into the copies of strided ones
   sync_frozen_parameters(pg, frozen_names, frozen);
-  if (s.options.gradient_as_bucket_view) s.give_torch_the_bucket_views();
+  if (s.options.gradient_as_bucket_view) {
+    s.bucket_views = s.grads;  // the reducer made every one of them a view into its bucket
+    s.give_torch_the_bucket_views(/*undefined_too=*/true);
+  }
 
   s.accumulators.resize(n);
   s.hook_keys.resize(n);
@@ -359,11 +535,14 @@ size_t DistributedDataParallel::join(const std::function<void()>& train) {
   }
   // Not under the state's lock: `train` runs backward passes, whose hooks take it. After
   // it, the core broadcasts the final model into `values` and the buffers' views.
-  return state_->ddp->join([&] {
+  const size_t passes = state_->ddp->join([&] {
     train();
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->refresh_views_locked();
   });
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->copy_back_values_locked();  // the final model, into strided parameters too
+  return passes;
 }
 void DistributedDataParallel::register_comm_hook(ddp::CommHook hook) { state_->ddp->register_comm_hook(std::move(hook)); }
 void DistributedDataParallel::sync_buffers() {

@@ -32,12 +32,18 @@
 // by two submodules counts once, under its first name); buffers are named_buffers(). The
 // frozen parameters (requires_grad false) are not reduced, but are checked across ranks
 // (names, dtypes, shapes) and broadcast from rank 0 at construction, as in PyTorch. Every
-// rank must build the same module. Host (CPU) tensors only: the reducer's buckets live in
-// host memory. Gradients of parameters no rank used keep their state (an undefined grad stays
-// undefined); a parameter unused on this rank but used elsewhere gets the average.
+// rank must build the same module (a parameter frozen on some ranks only is named as such).
+// Host (CPU) tensors only: the reducer's buckets live in host memory. Dense gradients only:
+// a sparse one (Embedding with sparse(true)) makes backward throw InvalidArgument naming
+// the parameter. A strided parameter (transposed, channels_last) is moved through a
+// contiguous copy of its value and of its gradient; its grad keeps its own layout.
+// Gradients of parameters no rank used keep their state (an undefined grad stays
+// undefined, also with gradient_as_bucket_view); a parameter unused on this rank but used
+// elsewhere gets the average.
 // gradient_as_bucket_view: param.grad() becomes a view into its bucket at construction and
 // stays one while gradients are zeroed in place (torch::optim's zero_grad() in libtorch
-// 1.13); a grad set to none is replaced by autograd, and is then copied like any other.
+// 1.13); a grad set to none is made anew by autograd, copied into the bucket when it is
+// ready and replaced by the view (also for a strided parameter: its grad is then contiguous).
 #pragma once
 
 #include <cstddef>
@@ -66,9 +72,9 @@ struct DdpOptions : ddp::DdpOptions {
 
 class DistributedDataParallel {
  public:
-  // Collective: every rank's module must have the same parameters (frozen ones included)
-  // and buffers (names, dtypes, shapes); otherwise every rank throws InvalidArgument naming
-  // the differences. Then copies rank 0's parameters (frozen ones included) and buffers to
+  // Collective: every rank's module must have the same parameters (frozen ones included,
+  // frozen alike) and buffers (names, dtypes, shapes); otherwise every rank throws
+  // InvalidArgument naming the differences. Then copies rank 0's parameters (frozen ones included) and buffers to
   // every rank.
   DistributedDataParallel(ProcessGroup& pg, std::shared_ptr<::torch::nn::Module> module, DdpOptions options = {});
   ~DistributedDataParallel();
