@@ -147,6 +147,8 @@ ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::t
   std::lock_guard<std::recursive_mutex> issue(issue_mu_);
   if (!set_up_) throw Error(what + ": " + setup_.label + " is not set up");
   if (aborted_) throw_aborted(what);
+  const Clock::time_point began = Clock::now();
+  auto waited_ms = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began).count(); };
   DeviceGuard device(setup_.device);
   ncclResult_t r;
   {
@@ -200,8 +202,23 @@ ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::t
   // The split's job set the new communicator up; its own state says how that went.
   ncclResult_t state = ncclInProgress;
   ncclResult_t q = ncclSuccess;
-  poll_until([&] { return (q = ncclCommGetAsyncError(child, &state)) != ncclSuccess || state != ncclInProgress; },
-             deadline);
+  const Waited child_wait = poll_until(
+      [&] { return (q = ncclCommGetAsyncError(child, &state)) != ncclSuccess || state != ncclInProgress; }, deadline,
+      &aborted_);
+  if (child_wait == Waited::kAborted) {
+    drop();
+    throw_aborted(what);
+  }
+  if (child_wait == Waited::kTimedOut) {
+    // Still in progress at the deadline: the new communicator's setup did not end in time
+    // (a rank of it may have gone). That is a Timeout, not NCCL's "operation in progress".
+    // Only the child is dropped: the parent's own part of the split ended well above.
+    const std::string text = what + ": the communicator split from " + setup_.label +
+                             " was still being set up by NCCL at the op's deadline, " + std::to_string(waited_ms()) +
+                             " ms after the split began (a rank of the new communicator may have died); dropped it";
+    drop();
+    throw Timeout(text);
+  }
   const ncclResult_t outcome = q != ncclSuccess ? q : state;
   if (outcome != ncclSuccess) {
     const std::string text = what + ": " + nccl_error_text("ncclCommSplit", outcome, child);

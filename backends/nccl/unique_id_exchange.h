@@ -30,11 +30,24 @@ struct UniqueIdExchange {
   int rank = 0, size = 1;
 };
 
-// The root calls make() and publishes its bytes; the others wait for them, polling the
-// store so that `aborted` (another thread's abort) ends the wait at once. Throws Timeout
-// past the deadline, PeerFailure when aborted, Error for an id of the wrong size.
+// How often a rank waiting for the id looks at its abort flag: the store wait is cut into
+// slices this long. Each slice is one store request, so it is coarse (at thousands of
+// ranks, thousands of requests a second on one TCPStore, not hundreds of thousands).
+constexpr std::chrono::milliseconds kAbortCheckInterval{500};
+
+// The root calls make() and publishes its bytes; the others block in the store's wait for
+// them, in slices of kAbortCheckInterval so that `aborted` (another thread's abort) ends
+// the wait within one slice. When make() throws, the root publishes a failure marker
+// under the key (root_failure_marker) and rethrows, and the others throw PeerFailure with
+// the root's reason at once instead of waiting out the deadline. Throws Timeout past the
+// deadline (a root that died never publishes anything), PeerFailure when aborted, Error
+// for an id of the wrong size.
 Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<Store::Bytes()>& make,
                                 std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& aborted);
+
+// What a root that could not make an id publishes: the reason, in a form never taken for
+// an id of id_size bytes. Declared for tests.
+Store::Bytes root_failure_marker(const std::string& reason, size_t id_size);
 
 }  // namespace nccl
 }  // namespace distcomm

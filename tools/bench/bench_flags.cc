@@ -99,6 +99,12 @@ const std::vector<FlagSpec>& flag_specs() {
       {'o', "redop", true, [](F& f, S, S v) { f.redop = parse_reduce_op(v); }},
       {'r', "root", true, [](F& f, S n, S v) { f.root = parse_integer(v, n, 0); }},
       {'a', "average", false, [](F& f, S n, S v) { f.rank_time = parse_rank_time(v, n); }, true},
+      {0, "device", true, [](F& f, S n, S v) {
+         if (v != "auto" && v != "cpu" && v != "cuda") {
+           throw InvalidArgument(n + " takes auto, cpu or cuda, not '" + v + "'");
+         }
+         f.device = v;
+       }},
       {0, "nproc", true, [](F& f, S n, S v) { f.nproc = parse_integer(v, n, 1, 1024); }},
       {0, "timeout", true, [](F& f, S n, S v) { f.timeout_s = parse_integer(v, n, 1); }},
       {0, "data_varying", false, [](F& f, S n, S v) { f.data_varying = parse_bool(v, n); }},
@@ -278,12 +284,19 @@ std::vector<int64_t> size_sweep(const BenchFlags& flags) {
   return sizes;
 }
 
+bool uses_cuda(const BenchFlags& flags, const std::string& backend) {
+  if (flags.device != "auto") return flags.device == "cuda";
+  return backend == "nccl";
+}
+
 std::string bench_usage(const std::string& program) {
   return "usage: " + program + R"( [flags]
 Measures one collective over a range of sizes and prints an nccl-tests style table.
   --op NAME            all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,
                        all_to_all, gather, scatter, send_recv (ring of pairs), barrier
   --backend NAME       gloo, mpi, nccl, ... (default: $DISTCOMM_BACKEND, else auto)
+  --device WHERE       auto (default: cuda for nccl, else cpu), cpu, or cuda: buffers on
+                       cuda:<local rank>, one GPU per rank, timed to the GPU's completion
   --config K=V,...     backend settings (docs/environment.md's keys), e.g. shm_slot_bytes=262144
   --nproc N            start N ranks on this machine; without it, ranks come from the
                        launcher or mpirun environment (a single rank when there is none)

@@ -43,6 +43,12 @@ struct BenchFlags {
   // 0 rank 0's, 1 the average (nccl-tests' default), 2 the fastest rank's, 3 the slowest
   // rank's (bench's default, which its published figures use).
   RankTime rank_time = RankTime::kMax;
+  // --device: where the buffers live. "auto": on cuda:<local rank> when the backend is
+  // nccl (which serves only CUDA tensors), else on the host; "cpu" or "cuda" to choose.
+  std::string device = "auto";
+  // Not a flag: the CUDA device this rank's buffers go on, which bench_main resolves from
+  // --device and the local rank before the sweep; -1 for host buffers.
+  int cuda_device = -1;
   int nproc = 0;         // > 0: start this many ranks here (self-launch)
   int timeout_s = 300;   // group timeout, so that a lost rank fails the run instead of hanging
   bool data_varying = false;
@@ -82,6 +88,10 @@ std::vector<int64_t> size_sweep(const BenchFlags& flags);
 
 // Timed iterations at a size: large_iters from 1 MiB where set, else iters.
 int iters_at(const BenchFlags& flags, int64_t bytes);
+
+// Whether the buffers go on CUDA devices: --device cuda, or --device auto with `backend`
+// (--backend, else $DISTCOMM_BACKEND) naming nccl alone.
+bool uses_cuda(const BenchFlags& flags, const std::string& backend);
 
 std::string bench_usage(const std::string& program);
 

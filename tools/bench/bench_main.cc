@@ -8,6 +8,7 @@
 // 2 bad flags.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include "api/version.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/bench_run.h"
+#include "tools/bench/cuda_buffers.h"
 #include "tools/bench/svg_plot.h"
 
 namespace distcomm {
@@ -111,12 +113,17 @@ void check_writable(const std::string& path, const char* flag) {
   if (!existed) remove(path.c_str());
 }
 
+// --backend, else $DISTCOMM_BACKEND, else auto: what init_process_group will be given.
+std::string backend_given(const BenchFlags& flags) {
+  const char* env = std::getenv("DISTCOMM_BACKEND");
+  return !flags.backend.empty() ? flags.backend : (env != nullptr && *env ? env : "auto");
+}
+
 // The backend (--backend, else $DISTCOMM_BACKEND, else auto) and --config's keys, checked
 // as init_process_group checks them, before any rank is spawned: a mistake there is a bad
 // flag (exit 2), said once, not a failure of every rank.
 void check_backend_and_config(const BenchFlags& flags) {
-  const char* env = std::getenv("DISTCOMM_BACKEND");
-  const std::string given = !flags.backend.empty() ? flags.backend : (env != nullptr && *env ? env : "auto");
+  const std::string given = backend_given(flags);
   const std::string source = !flags.backend.empty() ? "--backend " + given : "DISTCOMM_BACKEND=" + given;
   const PluginSearch search = PluginSearch::from_environment();
   BackendSpec spec;
@@ -164,10 +171,27 @@ std::string launcher_in_environment(const std::string& source) {
   return "RANK and WORLD_SIZE in its environment, as distcomm-launch (tools/launch) and torchrun set them";
 }
 
+// This rank's CUDA device, one per local rank as nccl-tests runs one GPU per rank (the
+// nccl backend's default device is the same: its device_id setting).
+int local_cuda_device() { return launched_as_rank() ? std::max(0, read_launch_env().local_rank) : 0; }
+
+// A bench on CUDA buffers needs a device per local rank. Checked before any rank is
+// spawned (or, under a launcher, by every rank before it joins the group), so that a
+// machine without a GPU gets one "no CUDA device" line instead of every rank failing its
+// first op after the group was made.
+void check_cuda_devices(const BenchFlags& flags, int highest_local_rank) {
+  if (!uses_cuda(flags, backend_given(flags))) return;
+  const std::string why = flags.device == "cuda" ? "--device cuda" : "--backend " + backend_given(flags) +
+                                                                         " benchmarks CUDA buffers";
+  require_cuda_devices(highest_local_rank, why);
+}
+
 // One rank's whole run. Returns the number of results with wrong values (rank 0 only:
 // the other ranks return 0, so that under a launcher that stops the job when one rank
 // fails, rank 0 is never stopped before it has written the table and the files).
-int run_rank(const BenchFlags& flags) {
+int run_rank(const BenchFlags& given_flags) {
+  BenchFlags flags = given_flags;
+  if (uses_cuda(flags, backend_given(flags))) flags.cuda_device = local_cuda_device();
   InitOptions opts;
   opts.backend = flags.backend;
   opts.backend_config = flags.backend_config;
@@ -203,6 +227,7 @@ int run(const BenchFlags& flags) {
   }
   if (flags.nproc == 0) {
     if (!launched) check_backend_and_config(flags);
+    check_cuda_devices(flags, local_cuda_device());
     return run_rank(flags) ? kExitWrong : 0;
   }
   if (launched) {
@@ -210,6 +235,7 @@ int run(const BenchFlags& flags) {
                           launcher_in_environment(read_launch_env().source) + "): drop --nproc or the launcher");
   }
   check_backend_and_config(flags);
+  check_cuda_devices(flags, flags.nproc - 1);
   SpawnOptions spawn_options;
   // Empty: the ranks inherit DISTCOMM_BACKEND, else init_process_group's default (auto).
   spawn_options.backend = flags.backend;

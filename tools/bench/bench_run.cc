@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tools/bench/collective_runner.h"
+#include "tools/bench/cuda_buffers.h"
 #include "tools/bench/result_check.h"
 #include "tools/versions/build_versions.h"
 
@@ -14,9 +15,17 @@ namespace {
 constexpr uint64_t kTimedSeed = 1;
 constexpr uint64_t kFirstCheckSeed = 1000;
 
-int64_t sum_over_ranks(ProcessGroup& pg, int64_t mine) {
+int64_t sum_over_ranks(ProcessGroup& pg, int64_t mine, int cuda_device) {
   Tensor t = Tensor::of<int64_t>({mine});
-  pg.all_reduce(t)->wait();
+  if (cuda_device < 0) {
+    pg.all_reduce(t)->wait();
+  } else {
+    // Through the device: a group that serves only CUDA tensors has no backend for t.
+    Tensor d = cuda_empty(1, DType::kInt64, cuda_device);
+    copy_host_to_device(t, d);
+    pg.all_reduce(d)->wait();
+    copy_device_to_host(d, t);  // the legacy stream, which wait() ordered after the op
+  }
   return t.data_as<int64_t>()[0];
 }
 
@@ -42,7 +51,8 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
     runner.run();
     times_us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
-  const TimingSummary t = summarize_times(gather_times(pg, times_us), pg.size(), iters, flags.rank_time);
+  const TimingSummary t =
+      summarize_times(gather_times(pg, times_us, flags.cuda_device), pg.size(), iters, flags.rank_time);
 
   int64_t wrong = -1;  // a barrier has no result to check: N/A, whatever -c says
   if (flags.check_iters > 0 && flags.op != BenchOp::kBarrier) {
@@ -54,7 +64,7 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
       if (flags.corrupt_for_test && c == 0) runner.corrupt_result();
       mine += runner.count_wrong(seed);
     }
-    wrong = sum_over_ranks(pg, mine);
+    wrong = sum_over_ranks(pg, mine, flags.cuda_device);
   }
 
   BenchRecord r;
@@ -84,11 +94,19 @@ BenchRecord measure(ProcessGroup& pg, const BenchFlags& flags, int64_t requested
 
 }  // namespace
 
-std::vector<double> gather_times(ProcessGroup& pg, std::vector<double> mine) {
+std::vector<double> gather_times(ProcessGroup& pg, std::vector<double> mine, int cuda_device) {
   const int64_t iters = static_cast<int64_t>(mine.size());
   Tensor local = Tensor::from_blob(mine.data(), {iters}, DType::kFloat64);
   Tensor all = Tensor::empty({iters * pg.size()}, DType::kFloat64);
-  pg.all_gather_into_tensor(all, local)->wait();
+  if (cuda_device < 0) {
+    pg.all_gather_into_tensor(all, local)->wait();
+  } else {
+    const Tensor d_local = cuda_empty(iters, DType::kFloat64, cuda_device);
+    Tensor d_all = cuda_empty(all.numel(), DType::kFloat64, cuda_device);
+    copy_host_to_device(local, d_local);
+    pg.all_gather_into_tensor(d_all, d_local)->wait();
+    copy_device_to_host(d_all, all);
+  }
   const double* p = all.data_as<double>();
   return std::vector<double>(p, p + all.numel());
 }

@@ -15,8 +15,10 @@ namespace distcomm {
 namespace bench {
 
 // Every rank's per-iteration times, rank-major (rank r's at r * mine.size()), gathered
-// through pg itself, as nccl-tests gathers its timings through MPI. A collective.
-std::vector<double> gather_times(ProcessGroup& pg, std::vector<double> mine);
+// through pg itself, as nccl-tests gathers its timings through MPI. A collective. With
+// cuda_device >= 0 the times travel through that device (a group that serves only CUDA
+// tensors, nccl, has no backend for host ones).
+std::vector<double> gather_times(ProcessGroup& pg, std::vector<double> mine, int cuda_device = -1);
 
 // The lines above the table: what ran, on what, and how it was timed.
 std::string run_description(const BenchFlags& flags, const std::string& backend, int nranks);

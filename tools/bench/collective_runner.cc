@@ -4,12 +4,11 @@
 #include <string>
 
 #include "api/errors.h"
+#include "tools/bench/cuda_buffers.h"
 
 namespace distcomm {
 namespace bench {
 namespace {
-
-Tensor flat(int64_t count, DType dtype) { return Tensor::empty({count}, dtype); }
 
 // n views of consecutive blocks of storage: the list form gather and scatter take.
 std::vector<Tensor> blocks_of(const Tensor& storage, int n, int64_t block) {
@@ -20,9 +19,13 @@ std::vector<Tensor> blocks_of(const Tensor& storage, int n, int64_t block) {
 
 }  // namespace
 
+Tensor CollectiveRunner::flat(int64_t count) const {
+  return cuda_device_ >= 0 ? cuda_empty(count, flags_.dtype, cuda_device_) : Tensor::empty({count}, flags_.dtype);
+}
+
 CollectiveRunner::CollectiveRunner(ProcessGroup& pg, const BenchFlags& flags, int64_t requested_bytes,
                                    bool in_place)
-    : pg_(pg), flags_(flags), rank_(pg.rank()), nranks_(pg.size()) {
+    : pg_(pg), flags_(flags), rank_(pg.rank()), nranks_(pg.size()), cuda_device_(flags.cuda_device) {
   const BenchOp op = flags.op;
   check_root(flags, nranks_);
   if (op == BenchOp::kSendRecv && nranks_ < 2) {
@@ -37,17 +40,17 @@ CollectiveRunner::CollectiveRunner(ProcessGroup& pg, const BenchFlags& flags, in
     case BenchOp::kBroadcast:
     case BenchOp::kReduce:
       // distcomm's forms of these are in-place only: one buffer is input and output.
-      output_storage_ = flat(shape_.recv_count, dtype);
+      output_storage_ = flat(shape_.recv_count);
       output_ = input_ = output_storage_;
       break;
     case BenchOp::kAllGather:
     case BenchOp::kGather: {
       const bool receives = op == BenchOp::kAllGather || is_root;
-      if (receives) output_storage_ = output_ = flat(shape_.recv_count, dtype);
+      if (receives) output_storage_ = output_ = flat(shape_.recv_count);
       if (receives && in_place) {
         input_ = output_storage_.flat_slice(rank_ * chunk, chunk);
       } else {
-        input_storage_ = input_ = flat(chunk, dtype);
+        input_storage_ = input_ = flat(chunk);
       }
       if (op == BenchOp::kGather && is_root) blocks_ = blocks_of(output_storage_, nranks_, chunk);
       break;
@@ -55,19 +58,19 @@ CollectiveRunner::CollectiveRunner(ProcessGroup& pg, const BenchFlags& flags, in
     case BenchOp::kReduceScatter:
     case BenchOp::kScatter: {
       const bool sends = op == BenchOp::kReduceScatter || is_root;
-      if (sends) input_storage_ = input_ = flat(shape_.send_count, dtype);
+      if (sends) input_storage_ = input_ = flat(shape_.send_count);
       if (sends && in_place) {
         output_ = input_storage_.flat_slice(rank_ * chunk, chunk);
       } else {
-        output_storage_ = output_ = flat(chunk, dtype);
+        output_storage_ = output_ = flat(chunk);
       }
       if (op == BenchOp::kScatter && is_root) blocks_ = blocks_of(input_storage_, nranks_, chunk);
       break;
     }
     case BenchOp::kAllToAll:
     case BenchOp::kSendRecv:
-      input_storage_ = input_ = flat(shape_.send_count, dtype);
-      output_storage_ = output_ = flat(shape_.recv_count, dtype);
+      input_storage_ = input_ = flat(shape_.send_count);
+      output_storage_ = output_ = flat(shape_.recv_count);
       break;
     case BenchOp::kBarrier:
       break;
@@ -86,14 +89,40 @@ void CollectiveRunner::fill_inputs(uint64_t seed) {
   // Zero first: in-place inputs are views of the output, and a rank that receives must not
   // find the right answer already there.
   if (output_storage_.defined() && output_storage_.nbytes() > 0) {
-    std::memset(output_storage_.data(), 0, output_storage_.nbytes());
+    if (cuda_device_ >= 0) {
+      zero_device(output_storage_);
+    } else {
+      std::memset(output_storage_.data(), 0, output_storage_.nbytes());
+    }
   }
   bool sends = input_.defined();
   if (flags_.op == BenchOp::kBroadcast) sends = rank_ == flags_.root;
-  if (sends && input_.numel() > 0) pattern(seed).fill(rank_, 0, input_.data(), input_.numel());
+  if (!sends || input_.numel() == 0) return;
+  if (cuda_device_ < 0) {
+    pattern(seed).fill(rank_, 0, input_.data(), input_.numel());
+    return;
+  }
+  // The pattern is written on the host and copied over, outside the timed calls.
+  const Tensor host = Tensor::empty({input_.numel()}, flags_.dtype);
+  pattern(seed).fill(rank_, 0, host.data(), host.numel());
+  copy_host_to_device(host, input_);
+}
+
+Tensor CollectiveRunner::output_on_host() const {
+  if (cuda_device_ < 0) return output_;
+  const Tensor host = Tensor::empty({output_.numel()}, flags_.dtype);
+  copy_device_to_host(output_, host);
+  return host;
 }
 
 void CollectiveRunner::run() {
+  run_and_wait();
+  // Work::wait() on a CUDA tensor makes the current stream wait for the op, not the host:
+  // the iteration's time must end when the GPU has finished it.
+  if (cuda_device_ >= 0) synchronize_device(cuda_device_);
+}
+
+void CollectiveRunner::run_and_wait() {
   switch (flags_.op) {
     case BenchOp::kAllReduce: {
       AllReduceOptions o;
@@ -164,7 +193,7 @@ void CollectiveRunner::run() {
 int64_t CollectiveRunner::count_wrong(uint64_t seed) const {
   const std::vector<ExpectedSegment> segs = segments();
   if (segs.empty()) return 0;
-  return bench::count_wrong(pattern(seed), segs, output_.data());
+  return bench::count_wrong(pattern(seed), segs, output_on_host().data());
 }
 
 bool CollectiveRunner::corrupt_result() {
@@ -175,9 +204,11 @@ bool CollectiveRunner::corrupt_result() {
   if (rank_ != (root_only ? flags_.root : nranks_ - 1)) return false;
   for (const ExpectedSegment& s : segments()) {
     if (s.count == 0) continue;
-    const double old_value = output_.item(s.offset);
+    Tensor host = output_on_host();
+    const double old_value = host.item(s.offset);
     const double new_value = flags_.dtype == DType::kBool ? (old_value != 0 ? 0 : 1) : (old_value == 1 ? 3 : 1);
-    output_.set_item(s.offset, new_value);
+    host.set_item(s.offset, new_value);
+    if (cuda_device_ >= 0) copy_host_to_device(host, output_);
     return true;
   }
   return false;

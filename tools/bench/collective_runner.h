@@ -18,7 +18,8 @@ namespace bench {
 
 class CollectiveRunner {
  public:
-  // Allocates the buffers. Throws InvalidArgument for a case that cannot run (root out of
+  // Allocates the buffers: on cuda:<flags.cuda_device> when that is set (a backend that
+  // serves CUDA tensors), else on the host. Throws InvalidArgument for a case that cannot run (root out of
   // range, send_recv on one rank), on every rank alike, before anything is sent.
   CollectiveRunner(ProcessGroup& pg, const BenchFlags& flags, int64_t requested_bytes, bool in_place);
 
@@ -26,7 +27,7 @@ class CollectiveRunner {
 
   // Zeroes the output and writes the inputs of the data pattern with this seed.
   void fill_inputs(uint64_t seed);
-  // Runs the op once and waits for it.
+  // Runs the op once and waits for it: on a CUDA device, until the GPU has finished it.
   void run();
   // Wrong elements of this rank's output, for inputs written by fill_inputs(seed).
   int64_t count_wrong(uint64_t seed) const;
@@ -36,12 +37,17 @@ class CollectiveRunner {
 
  private:
   DataPattern pattern(uint64_t seed) const;
+  Tensor flat(int64_t count) const;
+  // output_ as the host sees it: itself, or a copy of the device's.
+  Tensor output_on_host() const;
+  void run_and_wait();
   std::vector<ExpectedSegment> segments() const;
 
   ProcessGroup& pg_;
   const BenchFlags& flags_;
   const int rank_;
   const int nranks_;
+  const int cuda_device_;  // -1: host buffers
   BufferShape shape_;
   Tensor output_;  // what the op writes (and, for in-place-only ops, reads)
   Tensor input_;   // what the op reads; undefined where this rank sends nothing

@@ -128,6 +128,71 @@ TEST(UniqueIdExchangeTest, AnIdOfTheWrongSizeIsRefused) {
   }
 }
 
+// A root whose ncclGetUniqueId fails publishes why; the others end at once with that
+// reason and the root's rank, not after the whole timeout with a bare Timeout.
+TEST(UniqueIdExchangeTest, ARootThatCannotMakeTheIdFailsItsPeersAtOnceWithItsReason) {
+  HashStore store;
+  std::atomic<bool> aborted{false};
+  const auto start = Clock::now();
+  auto peer = std::async(std::launch::async, [&] {
+    try {
+      exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 1), nullptr, Clock::now() + 60s, aborted);
+      return std::string("the peer got an id");
+    } catch (const PeerFailure& e) {
+      return std::string(e.what());
+    } catch (const std::exception& e) {
+      return std::string("wrong error: ") + e.what();
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  try {
+    exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 0),
+                       []() -> Store::Bytes { throw Error("ncclGetUniqueId failed: unhandled system error"); },
+                       Clock::now() + 60s, aborted);
+    ADD_FAILURE() << "the root's error was swallowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unhandled system error"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(peer.wait_for(5s), std::future_status::ready) << "the peer waits on after the root failed";
+  EXPECT_LT(Clock::now() - start, 5s);
+  const std::string m = peer.get();
+  EXPECT_NE(m.find("rank 1 of 2 cannot join: rank 0 could not make the ncclUniqueId"), std::string::npos) << m;
+  EXPECT_NE(m.find("ncclGetUniqueId failed: unhandled system error"), std::string::npos) << m;
+}
+
+// A failure marker is never taken for an id, whatever the length of the reason.
+TEST(UniqueIdExchangeTest, AFailureMarkerIsNeverOfAnIdsLength) {
+  for (size_t id_size : {4u, 60u, 61u, 62u, 128u}) {
+    for (size_t len = 0; len < 80; ++len) {
+      EXPECT_NE(root_failure_marker(std::string(len, 'x'), id_size).size(), id_size);
+    }
+  }
+}
+
+// A peer blocks in the store's wait, in coarse slices: a few requests a second, not one
+// every few milliseconds, whatever the wait's length.
+class CountingStore : public HashStore {
+ public:
+  bool check(const std::vector<std::string>& keys) override {
+    ++requests;
+    return HashStore::check(keys);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    ++requests;
+    HashStore::wait(keys, timeout);
+  }
+  std::atomic<int> requests{0};
+};
+
+TEST(UniqueIdExchangeTest, APeerWaitsInTheStoreNotByPollingIt) {
+  CountingStore store;
+  std::atomic<bool> aborted{false};
+  EXPECT_THROW(exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 1), nullptr, Clock::now() + 1200ms,
+                                  aborted),
+               Timeout);
+  EXPECT_LE(store.requests.load(), 4) << "the peer asked the store " << store.requests << " times in 1.2 s";
+}
+
 // The same store and group name twice (a program that destroys its group and makes it
 // again): the second group's ranks wait for the second id, never reading the first.
 TEST(UniqueIdExchangeTest, AGroupMadeAgainOverTheSameStoreGetsFreshKeys) {

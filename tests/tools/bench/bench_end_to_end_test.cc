@@ -218,6 +218,50 @@ TEST(BenchEndToEnd, BadBackendConfigJsonAndCheckAreRefusedBeforeSpawning) {
   EXPECT_NE(out.output.find("pass -c 0 to time it unchecked"), std::string::npos) << out.output;
 }
 
+// nccl serves only CUDA tensors, so --backend nccl benchmarks buffers on cuda:<local
+// rank>. Without a GPU (the build machines) the run is refused before any rank is spawned,
+// with one "no CUDA device" line, not a failure of every rank's first op; with GPUs it
+// runs and checks its results on them.
+TEST(BenchEndToEnd, NcclBenchmarksCudaBuffersOrSaysOnceThatThereIsNoCudaDevice) {
+  const Outcome out = run_bench({"--backend=nccl", "--nproc=2", "-b", "8", "-e", "64", "-f", "8", "-n", "2",
+                                 "-w", "1", "--timeout=60"});
+  if (out.exit_code == 2 && out.output.find("--backend nccl") != std::string::npos) {
+    GTEST_SKIP() << "this build has no nccl plugin: " << out.output;
+  }
+  const std::string line = "bench: no CUDA device: ";
+  const size_t at = out.output.find(line);
+  if (out.output.find("no CUDA device") == std::string::npos) {
+    // A machine with GPUs: the sweep runs on them and every result is right.
+    EXPECT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_NE(out.output.find("# Out of bounds values : 0 OK"), std::string::npos) << out.output;
+    return;
+  }
+  ASSERT_NE(at, std::string::npos) << "not said before spawning: " << out.output;
+  EXPECT_EQ(out.exit_code, 1) << out.output;
+  EXPECT_EQ(out.output.find("no CUDA device", at + line.size()), std::string::npos)
+      << "said more than once: " << out.output;
+  EXPECT_NE(out.output.find("(--backend nccl benchmarks CUDA buffers)"), std::string::npos) << out.output;
+  EXPECT_EQ(out.output.find("# distcomm bench"), std::string::npos) << "the sweep began: " << out.output;
+  EXPECT_EQ(out.output.find("rank "), std::string::npos) << "ranks were spawned: " << out.output;
+  EXPECT_EQ(out.output.find("cpu tensors"), std::string::npos) << out.output;
+}
+
+// --device cuda puts any backend's buffers on the GPU; --device cpu keeps nccl's on the
+// host (for a mixed backend spec that serves both).
+TEST(BenchEndToEnd, DeviceFlagChoosesWhereTheBuffersAre) {
+  Outcome out = run_bench({"--backend=gloo", "--device=cuda", "--nproc=2", "-b", "8", "-e", "8"});
+  if (out.output.find("bench: no CUDA device: ") != std::string::npos) {
+    EXPECT_EQ(out.exit_code, 1) << out.output;
+    EXPECT_NE(out.output.find("(--device cuda)"), std::string::npos) << out.output;
+    EXPECT_EQ(out.output.find("# distcomm bench"), std::string::npos) << out.output;
+  }
+  out = run_bench(with(kSmall, {"--device=cpu", "--nproc=2"}));
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  out = run_bench({"--device=gpu"});
+  EXPECT_EQ(out.exit_code, 2) << out.output;
+  EXPECT_NE(out.output.find("--device takes auto, cpu or cuda, not 'gpu'"), std::string::npos) << out.output;
+}
+
 // A barrier runs one row whatever --sizes says, and checks nothing; an odd size rounds down
 // to whole elements, and the JSON keeps the size asked for.
 TEST(BenchEndToEnd, BarrierHeaderAndRequestedBytes) {

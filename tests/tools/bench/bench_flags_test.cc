@@ -259,6 +259,18 @@ TEST(ParseFlags, CheckRefusedWhereNoRankCanBeSeen) {
   EXPECT_NO_THROW(check_checkable(f, 255));
 }
 
+// nccl serves only CUDA tensors: its buffers go on the GPU unless --device says otherwise.
+TEST(BenchFlags, DeviceIsCudaForNcclUnlessChosen) {
+  EXPECT_EQ(parse_bench_flags({}).device, "auto");
+  EXPECT_TRUE(uses_cuda(parse_bench_flags({}), "nccl"));
+  EXPECT_FALSE(uses_cuda(parse_bench_flags({}), "gloo"));
+  EXPECT_FALSE(uses_cuda(parse_bench_flags({}), "auto"));
+  EXPECT_FALSE(uses_cuda(parse_bench_flags({"--device", "cpu"}), "nccl"));
+  EXPECT_TRUE(uses_cuda(parse_bench_flags({"--device=cuda"}), "cpu:gloo,cuda:nccl"));
+  EXPECT_THROW(parse_bench_flags({"--device", "gpu"}), InvalidArgument);
+  EXPECT_NE(bench_usage("bench").find("--device"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace distcomm
