@@ -1,6 +1,7 @@
 #include "backends/shm/shm_p2p.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "api/errors.h"
@@ -26,6 +27,10 @@ std::exception_ptr mismatch_of(const P2PRequest& r, int src, int tag, uint64_t b
 
 DType dtype_of(const ChunkHeader& h) { return static_cast<DType>(h.dtype); }
 
+// PointToPoint::scan_steps(): relaxed, a statistic.
+std::atomic<uint64_t> g_scan_steps{0};
+void count_steps(uint64_t n) { g_scan_steps.fetch_add(n, std::memory_order_relaxed); }
+
 // An unexpected message's buffer is reserved up to this at its first chunk.
 constexpr uint64_t kUnexpectedReserveBytes = uint64_t{64} << 20;
 
@@ -41,8 +46,12 @@ std::string describe(const P2PRequest& r) {
 PointToPoint::PointToPoint(const MappedGroup& group)
     : group_(group),
       sends_(static_cast<size_t>(group.size())),
+      recvs_by_tag_(static_cast<size_t>(group.size())),
+      recvs_from_(static_cast<size_t>(group.size()), 0),
+      alive_(static_cast<size_t>(group.size()), -1),
       incoming_(static_cast<size_t>(group.size())),
       unexpected_(static_cast<size_t>(group.size())),
+      unexpected_by_tag_(static_cast<size_t>(group.size())),
       head_(static_cast<size_t>(group.size()), 0),
       tail_seen_(static_cast<size_t>(group.size()), 0),
       tail_(static_cast<size_t>(group.size()), 0),
@@ -60,19 +69,63 @@ bool PointToPoint::idle() const {
   for (const auto& q : sends_) {
     if (!q.empty()) return false;
   }
+  // Only the message still arriving from a source can be claimed (take_unexpected), and
+  // that one is incoming_'s: no walk over the kept messages, this runs every poll.
   for (const auto& in : incoming_) {
-    if (in.recv) return false;
-  }
-  for (const auto& list : unexpected_) {
-    for (const auto& u : list) {
-      if (u.claimed) return false;
-    }
+    if (in.recv || (in.unexpected && in.unexpected->claimed)) return false;
   }
   return true;
 }
 
+uint64_t PointToPoint::scan_steps() { return g_scan_steps.load(std::memory_order_relaxed); }
+
+void PointToPoint::finish(const P2PRequest& r, std::exception_ptr error, int source, std::vector<Completion>& done) {
+  auto it = deadlines_.find(r.deadline);
+  if (it != deadlines_.end()) deadlines_.erase(it);
+  done.push_back({r.work, std::move(error), source});
+}
+
+void PointToPoint::post_recv(P2PRequest r) {
+  r.posted = posted_++;
+  if (r.peer >= 0) {
+    recvs_by_tag_[static_cast<size_t>(r.peer)][r.tag].push_back(r.posted);
+    ++recvs_from_[static_cast<size_t>(r.peer)];
+  } else {
+    any_source_by_tag_[r.tag].push_back(r.posted);
+    ++any_source_recvs_;
+  }
+  const uint64_t key = r.posted;
+  recvs_.emplace(key, std::move(r));
+}
+
+std::optional<P2PRequest> PointToPoint::take_recv(int src, int tag) {
+  // The oldest receive naming src with this tag and the oldest any-source one with it: the
+  // earlier posted of the two is the one an MPI receive queue walked from its start finds.
+  ByTag& mine = recvs_by_tag_[static_cast<size_t>(src)];
+  auto from_src = mine.find(tag);
+  auto from_any = any_source_by_tag_.find(tag);
+  count_steps(2);
+  const bool have_src = from_src != mine.end();
+  const bool have_any = from_any != any_source_by_tag_.end();
+  if (!have_src && !have_any) return std::nullopt;
+  const bool use_src = have_src && (!have_any || from_src->second.front() < from_any->second.front());
+  ByTag& index = use_src ? mine : any_source_by_tag_;
+  auto entry = use_src ? from_src : from_any;
+  const uint64_t key = entry->second.front();
+  entry->second.pop_front();
+  if (entry->second.empty()) index.erase(entry);  // the tags in use, not every tag ever seen
+  if (use_src) {
+    --recvs_from_[static_cast<size_t>(src)];
+  } else {
+    --any_source_recvs_;
+  }
+  auto node = recvs_.extract(key);
+  return std::move(node.mapped());
+}
+
 void PointToPoint::add(P2PRequest r, std::vector<Completion>& done) {
   r.deadline = Clock::now() + r.timeout;
+  deadlines_.insert(r.deadline);
   if (r.is_send) {
     sends_[static_cast<size_t>(r.peer)].push_back(std::move(r));
     return;
@@ -84,20 +137,30 @@ void PointToPoint::add(P2PRequest r, std::vector<Completion>& done) {
     take_unexpected(src, it, std::move(r), done);
     return;
   }
-  recvs_.push_back(std::move(r));
+  post_recv(std::move(r));
 }
 
 std::list<PointToPoint::Unexpected>::iterator PointToPoint::find_unexpected(const P2PRequest& r, int* src) {
   std::list<Unexpected>::iterator best;
-  for (int s = 0; s < group_.size(); ++s) {
-    if (r.peer >= 0 && s != r.peer) continue;
-    auto& list = unexpected_[static_cast<size_t>(s)];
-    auto it = std::find_if(list.begin(), list.end(),
-                           [&](const Unexpected& u) { return u.tag == r.tag && !u.claimed; });
-    if (it != list.end() && (*src < 0 || it->arrival < best->arrival)) {
+  const int first = r.peer >= 0 ? r.peer : 0;
+  const int last = r.peer >= 0 ? r.peer : group_.size() - 1;
+  for (int s = first; s <= last; ++s) {
+    count_steps(1);
+    auto& index = unexpected_by_tag_[static_cast<size_t>(s)];
+    auto found = index.find(r.tag);
+    if (found == index.end()) continue;
+    auto it = found->second.front();
+    if (*src < 0 || it->arrival < best->arrival) {
       best = it;
       *src = s;
     }
+  }
+  if (*src >= 0) {
+    // Taken by r whatever comes of it (delivered, claimed while it arrives, or refused).
+    auto& index = unexpected_by_tag_[static_cast<size_t>(*src)];
+    auto found = index.find(r.tag);
+    found->second.pop_front();
+    if (found->second.empty()) index.erase(found);
   }
   return best;
 }
@@ -107,7 +170,7 @@ void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, 
   auto& list = unexpected_[static_cast<size_t>(src)];
   if (std::exception_ptr refused = mismatch_of(r, src, it->tag, it->bytes, it->dtype)) {
     if (it->received == it->bytes) {
-      done.push_back({r.work, refused, src});
+      finish(r, refused, src, done);
       list.erase(it);
       return;
     }
@@ -124,7 +187,7 @@ void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, 
     return;
   }
   if (r.bytes) std::memcpy(r.data, it->data.data(), r.bytes);
-  done.push_back({r.work, nullptr, src});
+  finish(r, nullptr, src, done);
   list.erase(it);
 }
 
@@ -213,7 +276,7 @@ bool PointToPoint::push_sends(int dest, std::vector<Completion>& done) {
                std::to_string(r.bytes) + " bytes";
       }
       texts.push_back({sent_[d]++, std::move(what)});
-      done.push_back({r.work, nullptr, -1});
+      finish(r, nullptr, -1, done);
       queue.pop_front();
     }
   }
@@ -283,17 +346,13 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
   in.bytes = h.message_bytes;
   in.tag = h.tag;
   in.dtype = h.dtype;
-  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const P2PRequest& r) {
-    return (r.peer == src || r.peer < 0) && r.tag == h.tag;
-  });
-  if (match != recvs_.end()) {
+  if (std::optional<P2PRequest> match = take_recv(src, h.tag)) {
     note_taken(src);
     // A refused message is still consumed to its last chunk before its receive ends (deliver):
     // ended now, nothing would poll the ring, and a sender whose message is larger than the
     // ring would wait for good for space.
     in.refusal = mismatch_of(*match, src, h.tag, h.message_bytes, dtype_of(h));
-    in.recv = std::move(*match);
-    recvs_.erase(match);
+    in.recv = std::move(match);
     return;
   }
   auto& list = unexpected_[static_cast<size_t>(src)];
@@ -307,6 +366,8 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
   u.data.reserve(std::min<uint64_t>(h.message_bytes, kUnexpectedReserveBytes));
   u.arrival = arrivals_++;
   in.unexpected = &u;
+  in.unexpected_at = std::prev(list.end());
+  unexpected_by_tag_[static_cast<size_t>(src)][u.tag].push_back(in.unexpected_at);
 }
 
 void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done) {
@@ -323,14 +384,13 @@ void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload
   if (in.received < in.bytes) return;
   in.active = false;
   if (in.recv) {
-    done.push_back({in.recv->work, in.refusal, src});
+    finish(*in.recv, in.refusal, src, done);
     in.recv.reset();
     in.refusal = nullptr;
   } else if (in.unexpected) {
     Unexpected* u = in.unexpected;
+    auto it = in.unexpected_at;
     in.unexpected = nullptr;
-    auto& list = unexpected_[static_cast<size_t>(src)];
-    auto it = std::find_if(list.begin(), list.end(), [&](const Unexpected& x) { return &x == u; });
     if (u->claimed) {  // take_unexpected refuses it again if it refused it before
       P2PRequest r = std::move(*u->claimed);
       u->claimed.reset();
@@ -347,8 +407,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   }
   const SegmentView& v = group_.of(peer);
   const bool active = v.state().load(std::memory_order_acquire) == kActive;
-  const bool alive = !check_liveness || group_.alive(peer);
-  if (active && alive) return;
+  if (active && alive(peer, check_liveness)) return;
   // A rank that sent and then closed or died still has its chunks in its ring: serve them.
   if (!r.is_send && has_unread(peer)) return;
   Failure f = active ? Failure{FailureKind::kPeerFailure, peer,
@@ -388,15 +447,51 @@ void PointToPoint::check_any_source(const P2PRequest& r, Clock::time_point now, 
   throw GroupFailedError(f);
 }
 
+bool PointToPoint::alive(int peer, bool check_liveness) const {
+  if (!check_liveness) return true;
+  int8_t& known = alive_[static_cast<size_t>(peer)];
+  if (known < 0) known = group_.alive(peer) ? 1 : 0;  // a system call: once per peer and look
+  return known != 0;
+}
+
+bool PointToPoint::suspect(Clock::time_point now, bool check_liveness) const {
+  if (!deadlines_.empty() && now >= *deadlines_.begin()) return true;
+  int closed = 0;
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.rank()) continue;
+    const size_t i = static_cast<size_t>(p);
+    const Incoming& in = incoming_[i];
+    const bool named = !sends_[i].empty() || recvs_from_[i] > 0 || in.recv || (in.unexpected && in.unexpected->claimed);
+    if (!named && any_source_recvs_ == 0) continue;
+    const int state = group_.of(p).state().load(std::memory_order_acquire);
+    if (state == kActive) {
+      if (!alive(p, check_liveness)) return true;
+      continue;
+    }
+    // A clean close only leaves an any-source receive's pool of senders (check_any_source);
+    // a request that names the rank, or a failure, is for the walk to judge.
+    if (named || state != kClosed) return true;
+    ++closed;
+  }
+  // Every other rank closed: an any-source receive has nobody left to send it anything.
+  return any_source_recvs_ > 0 && closed == group_.size() - 1;
+}
+
 void PointToPoint::check(Clock::time_point now, bool check_liveness) const {
+  std::fill(alive_.begin(), alive_.end(), int8_t{-1});
+  // Nothing wrong (the usual answer, asked on every blocked poll): no walk over the requests.
+  if (!suspect(now, check_liveness)) return;
+  // Something is: the walk finds the request that fails, in the order it always did.
   for (const auto& q : sends_) {
+    count_steps(q.size());
     for (const P2PRequest& r : q) check_peer(r.peer, r, now, check_liveness);
   }
   auto check_recv = [&](const P2PRequest& r, int src) {
     if (src >= 0) return check_peer(src, r, now, check_liveness);
     check_any_source(r, now, check_liveness);
   };
-  for (const P2PRequest& r : recvs_) check_recv(r, r.peer);
+  count_steps(recvs_.size());
+  for (const auto& [posted, r] : recvs_) check_recv(r, r.peer);
   for (int s = 0; s < group_.size(); ++s) {
     if (incoming_[static_cast<size_t>(s)].recv) check_recv(*incoming_[static_cast<size_t>(s)].recv, s);
     for (const Unexpected& u : unexpected_[static_cast<size_t>(s)]) {
@@ -406,20 +501,7 @@ void PointToPoint::check(Clock::time_point now, bool check_liveness) const {
 }
 
 Clock::time_point PointToPoint::next_deadline() const {
-  Clock::time_point t = Clock::time_point::max();
-  for (const auto& q : sends_) {
-    for (const P2PRequest& r : q) t = std::min(t, r.deadline);
-  }
-  for (const P2PRequest& r : recvs_) t = std::min(t, r.deadline);
-  for (const Incoming& in : incoming_) {
-    if (in.recv) t = std::min(t, in.recv->deadline);
-  }
-  for (const auto& list : unexpected_) {
-    for (const Unexpected& u : list) {
-      if (u.claimed) t = std::min(t, u.claimed->deadline);
-    }
-  }
-  return t;
+  return deadlines_.empty() ? Clock::time_point::max() : *deadlines_.begin();
 }
 
 void PointToPoint::fail_all(const std::function<std::exception_ptr(const Work&)>& error_for,
@@ -429,8 +511,13 @@ void PointToPoint::fail_all(const std::function<std::exception_ptr(const Work&)>
     for (P2PRequest& r : q) fail(r);
     q.clear();
   }
-  for (P2PRequest& r : recvs_) fail(r);
+  for (auto& [posted, r] : recvs_) fail(r);
   recvs_.clear();
+  for (ByTag& index : recvs_by_tag_) index.clear();
+  any_source_by_tag_.clear();
+  std::fill(recvs_from_.begin(), recvs_from_.end(), 0);
+  any_source_recvs_ = 0;
+  deadlines_.clear();
   for (Incoming& in : incoming_) {
     if (in.recv) fail(*in.recv);
     in = Incoming();
@@ -441,7 +528,14 @@ void PointToPoint::fail_all(const std::function<std::exception_ptr(const Work&)>
     }
     list.clear();
   }
+  for (auto& index : unexpected_by_tag_) index.clear();
 }
 
 }  // namespace shm
 }  // namespace distcomm
+
+// PointToPoint::scan_steps() for a test in the process that loaded this plugin (dlsym): the
+// plugin's own classes are not exported to it.
+extern "C" __attribute__((visibility("default"))) uint64_t distcomm_shm_p2p_scan_steps() {
+  return distcomm::shm::PointToPoint::scan_steps();
+}

@@ -12,6 +12,13 @@
 // before it ends with that error: a message larger than the ring then reaches its end, so
 // the send completes at any size and the pair's stream goes on with the next message.
 //
+// Cost: a program may keep thousands of transfers outstanding. Matching a message to its
+// receive, a receive to a kept message, and the engine's periodic look at deadlines and
+// peers cost O(log n) or O(ranks), never a walk over the outstanding requests (that walk,
+// with a liveness system call per request, made a batch of n transfers cost O(n^2)). Only a
+// look that finds something wrong (a deadline passed, a peer gone) walks them all, once,
+// to name the request that fails, in the order it always did.
+//
 // Not thread-safe: the engine calls it under its progress lock.
 #pragma once
 
@@ -20,9 +27,12 @@
 #include <exception>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "api/tensor.h"
@@ -48,6 +58,7 @@ struct P2PRequest {
   Clock::time_point deadline;
   uint64_t done = 0;  // bytes moved so far
   bool started = false;  // a send has published its first chunk
+  uint64_t posted = 0;  // a receive: its number in posting order (which one a message takes)
 };
 
 // A request that ended: its Work, its error (null on success), the sender (receives).
@@ -84,6 +95,12 @@ class PointToPoint {
   // Ends every request with error_for(its Work).
   void fail_all(const std::function<std::exception_ptr(const Work&)>& error_for, std::vector<Completion>& done);
 
+  // Process-wide count of the entries that matching and checking examined (index fronts,
+  // sources, requests walked): linear in the messages, whatever the number outstanding. For
+  // a test that must catch a return to per-message scans by counting, not by timing; also
+  // exported as distcomm_shm_p2p_scan_steps() (shm_p2p.cc).
+  static uint64_t scan_steps();
+
  private:
   struct Unexpected {
     int tag = 0;
@@ -105,7 +122,8 @@ class PointToPoint {
     uint32_t dtype = 0;
     uint64_t received = 0;
     std::optional<P2PRequest> recv;  // its receive, or
-    Unexpected* unexpected = nullptr;  // where it is kept until one is posted
+    Unexpected* unexpected = nullptr;  // where it is kept until one is posted (unexpected_at)
+    std::list<Unexpected>::iterator unexpected_at;
     // Non-null: recv refused the message (another size or dtype). Its chunks are drained, not
     // copied, and recv ends with this after the last one (it keeps this side polling until then).
     std::exception_ptr refusal;
@@ -118,7 +136,20 @@ class PointToPoint {
   void check_chunk(int src, const ChunkHeader& h) const;
   void start_message(int src, const ChunkHeader& h, std::vector<Completion>& done);
   void deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done);
+  // The kept message receive r takes (the earliest arrived of its tag from the sources it
+  // accepts), taken off the index; *src < 0 when there is none.
   std::list<Unexpected>::iterator find_unexpected(const P2PRequest& r, int* src);
+  // A receive posted with no message for it yet: kept, and indexed.
+  void post_recv(P2PRequest r);
+  // The earliest-posted receive a message from src with tag takes (from src or any source:
+  // MPI's non-overtaking), off the index; empty when none.
+  std::optional<P2PRequest> take_recv(int src, int tag);
+  // A request ends: off the deadlines, onto `done`.
+  void finish(const P2PRequest& r, std::exception_ptr error, int source, std::vector<Completion>& done);
+  // Whether check() must walk the requests: a deadline passed or a rank one of them needs
+  // is no longer usable. Memoizes liveness in alive_.
+  bool suspect(Clock::time_point now, bool check_liveness) const;
+  bool alive(int peer, bool check_liveness) const;
   void take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r, std::vector<Completion>& done);
   void check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
   // A receive from any rank: fails only when no rank is left that could send it.
@@ -128,9 +159,22 @@ class PointToPoint {
 
   const MappedGroup& group_;
   std::vector<std::deque<P2PRequest>> sends_;  // per destination, in issue order
-  std::list<P2PRequest> recvs_;                // posted and unmatched, in posting order
+  std::map<uint64_t, P2PRequest> recvs_;       // posted and unmatched, by posting number
+  uint64_t posted_ = 0;
+  // The posting numbers of recvs_, per (source, tag) and per tag for any source, oldest first.
+  using ByTag = std::unordered_map<int, std::deque<uint64_t>>;
+  std::vector<ByTag> recvs_by_tag_;  // per source
+  ByTag any_source_by_tag_;
+  std::vector<size_t> recvs_from_;  // per source: how many of recvs_ name it
+  size_t any_source_recvs_ = 0;
+  // Every pending request's deadline (next_deadline, and check()'s quick answer).
+  std::multiset<Clock::time_point> deadlines_;
+  // Per check(): each peer's liveness, looked up once (-1: not yet).
+  mutable std::vector<int8_t> alive_;
   std::vector<Incoming> incoming_;              // per source
   std::vector<std::list<Unexpected>> unexpected_;  // per source, in arrival order
+  // Per source and tag: the unexpected messages no receive has claimed, in arrival order.
+  std::vector<std::unordered_map<int, std::deque<std::list<Unexpected>::iterator>>> unexpected_by_tag_;
   std::vector<uint64_t> head_, tail_seen_;  // sends: chunks published, peer's in_tail as last read
   std::vector<uint64_t> tail_, head_seen_;  // receives: chunks consumed, peer's out_head as last read
   uint64_t arrivals_ = 0;
