@@ -26,7 +26,12 @@ void OpOverlaps::record_output(const WorkPtr& work, const Tensor& output) {
   const ByteRange range = ByteRange::of(output);
   if (range.empty() || !work) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (outputs_.size() >= kCapacity) drop_ended(outputs_);
+  if (outputs_.size() >= scan_outputs_at_) {
+    output_entries_scanned_ += outputs_.size();
+    drop_ended(outputs_);
+    // What stays is in flight: scanned again only after as many more ops are recorded.
+    scan_outputs_at_ = std::max(kCapacity, 2 * outputs_.size());
+  }
   outputs_.push_back({work, range});
 }
 

@@ -16,7 +16,10 @@
 //   is one atomic load.
 //
 // Every op on host tensors records its output's byte range with its Work (record_output):
-// a mutex, a WorkPtr copy, and every kCapacity-th op a scan that drops ended entries.
+// a mutex, a WorkPtr copy, and now and then a scan that drops ended entries: once the
+// entries reach twice what the last scan kept (at least kCapacity), so that the scans cost
+// O(1) an op on average even while thousands of ops stay in flight (a scan at every op
+// past kCapacity made posting n recvs O(n^2): 8000 took 2-8 s).
 // Waiting ignores the earlier op's error: its own Work reports it.
 #pragma once
 
@@ -70,6 +73,10 @@ class OpOverlaps {
   void record_write_back(const WorkPtr& work, const std::vector<Tensor>& targets);
   void record_write_back(const WorkPtr& work, const Tensor& target);
 
+  // How many recorded entries the scans of record_output have looked at (for tests: the
+  // count grows linearly with the ops recorded, however many are in flight).
+  size_t output_entries_scanned() const { return output_entries_scanned_; }
+
   // Before packing `inputs`: waits for earlier ops whose outputs or write-backs overlap them.
   void wait_for_writers(const std::vector<Tensor>& inputs);
   // Before issuing an op on these tensors: waits for earlier list ops whose write-backs
@@ -93,6 +100,8 @@ class OpOverlaps {
 
   std::mutex mu_;
   std::vector<Entry> outputs_;     // recent ops and what they write (ended ones dropped lazily)
+  size_t scan_outputs_at_ = kCapacity;  // outputs_'s size at which the next scan drops ended ones
+  size_t output_entries_scanned_ = 0;     // under mu_
   std::vector<Entry> write_backs_list_;  // list ops whose write-back has not ended
   // How many write-backs have not ended (each decrements it as it ends): the fast path.
   std::shared_ptr<std::atomic<int64_t>> write_backs_ = std::make_shared<std::atomic<int64_t>>(0);

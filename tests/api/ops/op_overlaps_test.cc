@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace distcomm {
 namespace {
@@ -51,6 +52,30 @@ TEST(OpOverlaps, AnOpWaitsForAWriteBackOverItsTensors) {
   t.join();
   // A pack waits for write-backs too (an ended one at once).
   overlaps.wait_for_writers({target});
+}
+
+// An outside user's probe posted 8000 recvs between two ranks: each record scanned every
+// entry in flight, so posting took 2-8 s (O(n^2)). The scans now look at O(1) entries an op.
+TEST(OpOverlaps, ThousandsInFlightCostLinearScans) {
+  OpOverlaps overlaps;
+  constexpr size_t kInFlight = 5000;
+  std::vector<WorkPtr> works;
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < kInFlight; ++i) {
+    works.push_back(in_flight());
+    outputs.push_back(Tensor::zeros({2}));
+    overlaps.record_output(works.back(), outputs.back());
+  }
+  EXPECT_LE(overlaps.output_entries_scanned(), 3 * kInFlight) << "scans grow with the ops in flight";
+  for (const WorkPtr& w : works) w->finish();
+  // Ended entries still go: recording more after they ended leaves few.
+  Tensor t = Tensor::zeros({4});
+  for (size_t i = 0; i < 2 * kInFlight + 2; ++i) {
+    WorkPtr done = in_flight();
+    done->finish();
+    overlaps.record_output(done, t);
+  }
+  EXPECT_LE(overlaps.output_entries_scanned(), 10 * kInFlight);
 }
 
 TEST(OpOverlaps, ManyRecordedOpsStayFew) {
