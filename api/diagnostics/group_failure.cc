@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/diagnostics/bounded_call.h"
+#include "api/diagnostics/failure_adoption.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/errors_internal.h"
@@ -47,8 +48,6 @@ constexpr std::chrono::milliseconds kNamedLossAnswerWait{300};
 // exception reaches run_main, after the unwinding's destructors (milliseconds, normally).
 constexpr std::chrono::milliseconds kCompletionWait{1500};
 
-const char kEndedItHere[] = "which ended the group on this rank too";
-
 const char kUnusable[] = "the group is unusable since an earlier failure; create a new group. First failure";
 
 // A distcomm error as it is; anything else becomes Error with its message.
@@ -64,50 +63,7 @@ std::exception_ptr as_distcomm_error(std::exception_ptr e) {
 
 FailureRecord::Kind kind_of(std::exception_ptr e) { return FailureRecord::kind_of(e); }
 
-// What an op cut off by `cause` (another rank's failure) ends with. world: " (world rank
-// N)" for the cause's rank in a subgroup, else "". Without an op in flight here (a rank
-// idle when the failure came) no op was cut off: the words say what it did instead.
-std::exception_ptr explained_by(const FailureRecord& cause, const std::string& world, bool op_in_flight) {
-  const std::string who = "rank " + std::to_string(cause.rank) + world + " of the group";
-  const std::string ended = op_in_flight ? kCutThisOpOff : kEndedItHere;
-  if (cause.message.find(kLeftWhileFailing) != std::string::npos) {
-    // Its program failed (perhaps in another group: a Timeout there) and it left this one
-    // on the way out: the error keeps the kind of that failure, the words say what happened here.
-    const std::string words = who + " " + kLeftWhileFailing + ", " + ended + ". Its error: " +
-                              cause.message;
-    switch (cause.kind) {
-      case FailureRecord::Kind::kTimeout: return std::make_exception_ptr(Timeout(words));
-      case FailureRecord::Kind::kDesync: return std::make_exception_ptr(Desync(words));
-      case FailureRecord::Kind::kInvalidArgument: return std::make_exception_ptr(InvalidArgument(words));
-      default: return std::make_exception_ptr(PeerFailure(words));
-    }
-  }
-  switch (cause.kind) {
-    case FailureRecord::Kind::kTimeout:
-      return std::make_exception_ptr(
-          Timeout(who + " timed out and aborted the group, " + ended + ". Its error: " + cause.message));
-    case FailureRecord::Kind::kShutDown:
-      return std::make_exception_ptr(
-          PeerFailure(who + " shut the group down (abort or destruction) with ops of its own in flight"));
-    case FailureRecord::Kind::kDesync:
-      return std::make_exception_ptr(
-          Desync(who + " found that the ranks disagree and aborted the group, " + ended + ". Its error: " +
-                 cause.message));
-    case FailureRecord::Kind::kInvalidArgument:
-      return std::make_exception_ptr(InvalidArgument(
-          who + " found a mismatch and aborted the group, " + ended + ". Its error: " + cause.message));
-    default:
-      return std::make_exception_ptr(
-          PeerFailure(who + " failed and aborted the group, " + ended + ". Its error: " + cause.message));
-  }
-}
-
-// Another rank's record says what this rank saw itself: the same peer's connection closed.
-// Then this rank's own words are as true and name its own op, and the cause is the same.
-bool same_loss(const FailureRecord& other, FailureRecord::Kind kind, int culprit) {
-  return culprit >= 0 && kind == FailureRecord::Kind::kPeerFailure &&
-         other.kind == FailureRecord::Kind::kPeerFailure && other.culprit == culprit;
-}
+using internal::same_loss;
 
 }  // namespace
 
@@ -278,6 +234,14 @@ std::mutex& world_ranks_mutex() {
 std::map<const GroupFailure*, std::vector<int>>& world_ranks_of() {
   static auto* of = new std::map<const GroupFailure*, std::vector<int>>;
   return *of;
+}
+
+// The size of `g`'s group where set_world_ranks said it, else 0 (explained_by then reads it
+// from the cause's own words).
+size_t group_size_of(const GroupFailure* g) {
+  std::lock_guard<std::mutex> lock(world_ranks_mutex());
+  const auto it = world_ranks_of().find(g);
+  return it == world_ranks_of().end() ? 0 : it->second.size();
 }
 
 }  // namespace
@@ -543,7 +507,7 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
     if (departure && board_silent()) explained = true;
     if (cause && !same_loss(*cause, r.kind, culprit)) {
       cause = completed_cause(*cause);
-      error = explained_by(*cause, world_rank_text(cause->rank), op != nullptr);
+      error = internal::explained_by(*cause, world_rank_text(cause->rank), op != nullptr, group_size_of(this));
       r.kind = kind_of(error);
       // Who the cause blamed, when it knew; else the rank that failed first.
       culprit = cause->culprit >= 0 ? cause->culprit : cause->rank;
@@ -586,9 +550,12 @@ std::exception_ptr GroupFailure::record_failure(std::exception_ptr error, const 
   std::optional<FailureRecord> earlier = publish(r, culprit_seen ? kNamedLossAnswerWait : kStoreAnswerWait);
   // This rank may serve the store the peers read it from: it stays for them a moment.
   internal::note_failure_for_peers();
-  if (earlier && !same_loss(*earlier, r.kind, r.culprit)) {
+  // The same loss, but this rank's words quote a rank that quoted another (shm passes a
+  // failure along a ring, one hop per rank): the first failure's record says it once,
+  // where the chain grows with every hop until the cause is cut off its end.
+  if (earlier && (!same_loss(*earlier, r.kind, r.culprit) || internal::quotes_a_quote(message_of(error)))) {
     earlier = completed_cause(*earlier);
-    error = explained_by(*earlier, world_rank_text(earlier->rank), op != nullptr);
+    error = internal::explained_by(*earlier, world_rank_text(earlier->rank), op != nullptr, group_size_of(this));
     r.kind = kind_of(error);
     r.culprit = earlier->culprit >= 0 ? earlier->culprit : earlier->rank;
     error = naming_world_rank(error, r.culprit, where);

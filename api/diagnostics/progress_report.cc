@@ -127,6 +127,62 @@ std::pair<std::string, std::string> position(const std::optional<ProgressReport>
   return {"has finished " + seq, "have finished " + seq};
 }
 
+// The ranks that did not report whose process on this host is known to be stopped, traced or
+// ended (a note), as "; rank 5 did not report: its process ..." clauses; "" for none. A
+// transfer's timeout names its own peer, which may be waiting itself, innocent: a stopped
+// rank elsewhere in the group is then the likelier cause, and only a note (what the kernel
+// says) is worth naming there; a rank merely silent could be any rank busy for a moment.
+std::string stopped_ranks(const std::vector<std::optional<ProgressReport>>& by_rank,
+                          const std::vector<std::string>& notes) {
+  std::string s;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (!by_rank[r] && !note_of(notes, r).empty()) s += "; rank " + std::to_string(r) + " " + did_not_report(note_of(notes, r));
+  }
+  return s;
+}
+
+// A rank's first pending transfer with a known peer not in `seen`, -1 for none: what it
+// waits on (in a ring every rank waits on the one before it).
+int waits_on(const ProgressReport& r, const std::vector<bool>& seen) {
+  for (const PendingOp& q : r.pending) {
+    const OpFingerprint& g = q.fingerprint;
+    if (g.p2p && g.root >= 0 && g.root < static_cast<int>(seen.size()) && !seen[g.root]) return g.root;
+  }
+  return -1;
+}
+
+// Where the waits starting at rank `from` (which waits, but not on this rank) lead, when
+// they end at a rank that did not report: "; it waits on rank 8, which waits on rank 7, ...
+// rank 5, which did not report: <note>" ("" when they end elsewhere: a rank waiting on
+// nothing, a collective, a loop). Without it a ring whose one rank stopped blamed the
+// innocent rank before the first to time out, and every other rank adopted that.
+std::string wait_chain(int from, const std::vector<std::optional<ProgressReport>>& by_rank, int mine,
+                       const std::vector<std::string>& notes) {
+  std::vector<bool> seen(by_rank.size(), false);
+  if (mine >= 0 && mine < static_cast<int>(seen.size())) seen[mine] = true;
+  seen[from] = true;
+  std::vector<int> path;
+  for (int at = from; by_rank[at];) {
+    const int next = waits_on(*by_rank[at], seen);
+    if (next < 0) return "";
+    seen[next] = true;
+    path.push_back(next);
+    at = next;
+  }
+  // Named in full up to a few hops; a long ring's middle goes as a count (the first two
+  // and the last two named).
+  constexpr size_t kNamedHops = 5;
+  std::string s = "; it waits on rank " + std::to_string(path.front());
+  for (size_t i = 1; i < path.size(); ++i) {
+    if (path.size() > kNamedHops && i == 2) {
+      s += ", which waits on " + std::to_string(path.size() - 4) + " more ranks in turn";
+      i = path.size() - 2;
+    }
+    s += ", which waits on rank " + std::to_string(path[i]);
+  }
+  return s + ", which " + did_not_report(note_of(notes, static_cast<size_t>(path.back())));
+}
+
 }  // namespace
 
 const PendingOp* ProgressReport::oldest_collective() const {
@@ -330,10 +386,11 @@ std::string explain_wait(const OpFingerprint& op, const std::vector<std::optiona
     const OpFingerprint& g = q.fingerprint;
     if (g.p2p && (g.root == mine || g.root < 0)) with_me += (with_me.empty() ? "" : ", ") + g.describe();
   }
-  if (!with_me.empty()) return who + "'s pending transfers with this rank: " + with_me;
+  if (!with_me.empty()) return who + "'s pending transfers with this rank: " + with_me + stopped_ranks(by_rank, silent_notes);
   std::string s = who + " has no transfer with this rank pending";
   if (const PendingOp* c = peer->oldest_collective()) s += " (it waits in " + c->fingerprint.describe() + ")";
-  return s;
+  const std::string chain = wait_chain(op.root, by_rank, mine, silent_notes);
+  return s + (chain.empty() ? stopped_ranks(by_rank, silent_notes) : chain);
 }
 
 std::string explain_wait(const OpFingerprint& op, const std::vector<std::optional<ProgressReport>>& by_rank,
