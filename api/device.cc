@@ -31,7 +31,7 @@ Device Device::parse(const std::string& s) {
   if (colon != std::string::npos) {
     const std::string idx = s.substr(colon + 1);
     if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos) {
-      throw bad("the index after ':' must be a number");
+      throw bad("the index after ':' must be a whole number, 0 or more");
     }
     // Digits only, so the one failure left is a number past int (std::stoi's out_of_range).
     const size_t first = std::min(idx.find_first_not_of('0'), idx.size() - 1);
