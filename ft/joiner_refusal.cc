@@ -11,19 +11,54 @@ namespace ft {
 
 std::vector<std::string> joiners_behind_failures(Store& store, uint64_t first, const Generation& last) {
   if (first < 2) return {};
-  const std::vector<std::optional<Store::Bytes>> read = read_present(store, {keys::members(first - 1), keys::members(first)});
-  if (!read[0] || !read[1]) return {};
-  const Generation before = Generation::decode(first - 1, to_string(*read[0]));
-  const Generation took_in = Generation::decode(first, to_string(*read[1]));
-  // The generation before the run committed a step (the next one began past its start): its
-  // members trained fine on their own. One that failed at once tells nothing of them.
-  if (took_in.committed_steps <= before.committed_steps) return {};
+  // The generations from the last one that committed a step up to `first`: what came and
+  // went while the step kept failing. Only as far back as kLookBack: member lines are kept
+  // for every generation (forgetting.h), but a longer run of uncommitted generations is
+  // no joiner's doing that this rule could tell.
+  const uint64_t oldest = first > kLookBack ? first - kLookBack : 1;
+  std::vector<std::string> names;
+  for (uint64_t g = oldest; g <= first; ++g) names.push_back(keys::members(g));
+  const std::vector<std::optional<Store::Bytes>> read = read_present(store, names);
+  auto generation = [&](uint64_t g) -> std::optional<Generation> {
+    const std::optional<Store::Bytes>& line = read[static_cast<size_t>(g - oldest)];
+    if (!line) return std::nullopt;
+    return Generation::decode(g, to_string(*line));
+  };
+  // The last generation before `first` that committed a step (the next one began past its
+  // start): its members trained fine together. Between it and `first` the step failed in
+  // every generation, whoever came or went (a member lost, a second joiner, a refused one):
+  // counting from `first - 1` alone let any change of members during a joiner's trial stop
+  // the whole job (an outside user's probe: two misbuilt replacements; a member killed
+  // while a misbuilt joiner was tried).
+  std::optional<Generation> trained;
+  for (uint64_t g = first - 1; g >= oldest && !trained; --g) {
+    const std::optional<Generation> at = generation(g), next = generation(g + 1);
+    if (!at || !next) return {};
+    if (next->committed_steps > at->committed_steps) trained = at;
+  }
+  if (!trained) return {};
+  // Did the step already fail with those members alone, before anyone came? Then it is not
+  // the joiners' doing (a joiner waiting as the step first failed is taken in by the next
+  // generation, and was refused for a program error: helper-186's review). An abort there
+  // that lost a member may be that loss alone (the replacement case), so it counts only
+  // where every member it had is still here.
+  const std::optional<Generation> failing = generation(first);
+  if (!failing) return {};
+  const std::vector<std::optional<Store::Bytes>> verdict =
+      read_present(store, {keys::verdict(trained->number, failing->committed_steps)});
+  const bool all_still_here = std::all_of(trained->members.begin(), trained->members.end(), [&](const std::string& id) {
+    return std::find(last.members.begin(), last.members.end(), id) != last.members.end();
+  });
+  if (verdict[0] && to_string(*verdict[0]).rfind("abort|", 0) == 0 && all_still_here) return {};
   std::vector<std::string> joiners;
   for (const std::string& id : last.members) {
-    if (std::find(before.members.begin(), before.members.end(), id) == before.members.end()) joiners.push_back(id);
+    if (std::find(trained->members.begin(), trained->members.end(), id) == trained->members.end()) {
+      joiners.push_back(id);
+    }
   }
-  // Nobody came (the same failure with fewer members), or nobody of the members before is
-  // left to hold the state and go on: not the joiners' doing, as far as the store can tell.
+  // Nobody came (the same failure with fewer members), or nobody of the members that
+  // trained is left to hold the state and go on: not the joiners' doing, as far as the store
+  // can tell.
   if (joiners.empty() || joiners.size() == last.members.size()) return {};
   return joiners;
 }
@@ -31,7 +66,7 @@ std::vector<std::string> joiners_behind_failures(Store& store, uint64_t first, c
 std::string refusal_mark(uint64_t step, uint64_t first, uint64_t last, const std::string& first_why) {
   return std::string(kRefusedMark) + "step " + std::to_string(step) + " failed on every member in " +
          std::to_string(kSameStepFailures) + " generations in a row (generations " + std::to_string(first) + " to " +
-         std::to_string(last) + ") from the one that took it in, and the members before it had committed steps: "
+         std::to_string(last) + ") since the members before it last committed a step: "
          "its step cannot work with theirs (another model, other parameters?), so the members go on without "
          "it. The first failure: " +
          first_why;

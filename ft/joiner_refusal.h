@@ -18,10 +18,14 @@ namespace distcomm {
 namespace ft {
 
 // The joiners of a run of failures of one step: the members of `last` (the run's last
-// generation, each of the run having its members) that were not in the generation before
-// `first` (the run's first), where that generation committed a step (it trained fine
-// without them), and some of its members are still there to go on. Empty otherwise: then
-// nothing but the joiners' arrival can explain the failures no better than a program error.
+// generation) that were not members of the last generation before `first` (the run's
+// first) that committed a step, where some of that generation's members are still there to
+// go on. The generations between them failed the step too, whoever came or went. Empty
+// otherwise (no such generation within kLookBack: the step never worked here; or the step
+// already failed in that generation, every member of which is still here: the failures
+// began before anyone came): then the joiners' arrival explains the failures no better than
+// a program error.
+constexpr uint64_t kLookBack = 64;
 std::vector<std::string> joiners_behind_failures(Store& store, uint64_t first, const Generation& last);
 
 // The dead mark of a refused joiner: it starts with kRefusedMark (liveness.h), so that it

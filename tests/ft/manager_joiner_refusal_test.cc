@@ -92,6 +92,98 @@ TEST_F(FtManager, AJoinerWhoseStepAlwaysFailsIsRefusedAndTheMembersGoOn) {
   EXPECT_FALSE(ft_keys.check({ft::keys::kStopped}));
 }
 
+// Runs joiner-x through `script` beside `members`, as test a does: it asks in during step
+// kAsks of generation 1 (the members wait for its ask there).
+void run_with_joiner(const std::vector<Member*>& members, Member& joiner, uint64_t steps, uint64_t asks, Script script,
+                     PrefixStore& ft_keys, const ft::ManagerOptions& joiner_options) {
+  std::atomic<int> at_ask{0};
+  std::atomic<bool> gave_up{false};
+  const auto inner = script.die_at;
+  script.die_at = [&, inner](Member& m, uint64_t s, const ProcessGroupPtr& pg) {
+    if (inner && inner(m, s, pg)) return true;
+    if (s == asks && m.ft->generation().number == 1) {
+      ++at_ask;
+      EXPECT_TRUE(eventually([&] { return gave_up.load() || ft_keys.check({ft::keys::joiner(1)}); }));
+    }
+    return false;
+  };
+  const int first = static_cast<int>(members.size());
+  std::thread trainer([&] { train_all(members, steps, script); });
+  EXPECT_TRUE(eventually([&] { return at_ask.load() == first; }));
+  std::thread joining([&] {
+    try {
+      joiner.ft = std::make_unique<ft::Manager>(joiner_options);
+    } catch (const std::exception& e) {
+      joiner.error = e.what();
+      gave_up = true;
+      return;
+    }
+    train(joiner, steps, script);
+  });
+  trainer.join();
+  joining.join();
+}
+
+// a2. As a, but rank2 is lost in the first generation that took the joiner in. The
+// generations after have other members than that one, and the joiner was not refused: the
+// count of failures started again without it and the whole job stopped (an outside user's
+// probe, also with two misbuilt replacements in a row). The joiner is refused; rank0 and
+// rank1 go on.
+TEST_F(FtManager, AJoinerIsRefusedEvenWhenAMemberIsLostDuringItsTrial) {
+  constexpr uint64_t kSteps = 6, kAsks = 2;
+  std::vector<Member*> members = first_members(3);
+  Member& joiner = add_member("joiner-x", 7);
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  Script script;
+  script.die_at = [&](Member& m, uint64_t s, const ProcessGroupPtr& pg) {
+    if (looped(m)) return true;
+    if (s == kAsks + 1 && m.id == "rank2" && m.ft->generation().rank_of("joiner-x") >= 0) {
+      m.held = pg;
+      mark_dead(m.id, "killed by the test");
+      return true;
+    }
+    return false;
+  };
+  script.after_op = [](Member& m, uint64_t) {
+    if (m.ft->generation().rank_of("joiner-x") >= 0) fail_step(m, kMismatch);
+  };
+  run_with_joiner(members, joiner, kSteps, kAsks, script, ft_keys, options(joiner.id, -1, /*joining=*/true));
+
+  EXPECT_TRUE(contains(joiner.error, "joiner 'joiner-x' was refused")) << joiner.error;
+  EXPECT_TRUE(contains(joiner.error, kMismatch)) << joiner.error;
+  EXPECT_EQ(ft_keys.get_string(ft::keys::dead("joiner-x")).rfind(ft::kRefusedMark, 0), 0u);
+  std::vector<Member*> survivors = {members[0], members[1]};
+  expect_consistent(survivors, kSteps, [](uint64_t s) { return s <= kAsks ? all_of(3) : std::vector<int>{0, 1}; });
+  for (Member* m : survivors) {
+    EXPECT_FALSE(m->stopped.load()) << m->id << " redid a step " << m->redone << " times: " << m->error;
+    EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1") << m->id;
+  }
+  EXPECT_FALSE(ft_keys.check({ft::keys::kStopped}));
+}
+
+// a3. The step fails with the members alone first (a program error), and a joiner that
+// asked in meanwhile is taken in by the next generation. The failures are not its doing:
+// it was refused, "its step cannot work with theirs", and the members failed the step three
+// more times before stopping (helper-186's review). The job stops, nobody is refused.
+TEST_F(FtManager, AJoinerThatCameAfterTheStepFirstFailedIsNotBlamed) {
+  constexpr uint64_t kSteps = 6, kAsks = 2;
+  std::vector<Member*> members = first_members(3);
+  Member& joiner = add_member("joiner-y", 7);
+  PrefixStore ft_keys(ft::keys::kRoot, store_);
+  Script script;
+  script.die_at = [&](Member& m, uint64_t, const ProcessGroupPtr&) { return looped(m); };
+  // Step 2 (in which the joiner asks in) fails from its first try, with rank0..2 alone.
+  script.after_op = [](Member& m, uint64_t s) {
+    if (s == kAsks) fail_step(m, kProgramError);
+  };
+  run_with_joiner(members, joiner, kSteps, kAsks, script, ft_keys, options(joiner.id, -1, /*joining=*/true));
+
+  EXPECT_FALSE(contains(joiner.error, "was refused")) << joiner.error;
+  EXPECT_FALSE(ft_keys.check({ft::keys::dead("joiner-y")}));
+  for (Member* m : members) EXPECT_TRUE(contains(m->error, "generations in a row")) << m->id << ": " << m->error;
+  EXPECT_TRUE(ft_keys.check({ft::keys::kStopped}));
+}
+
 // b. rank0..2's step 2 fails every time (a program error). While generation 3 runs it, a
 // joiner asks in and waits for generation 4; the job stops instead (StepKeepsFailing). The
 // joiner ends within seconds with an error saying the job stopped and why, not after its
