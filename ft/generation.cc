@@ -180,7 +180,8 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
     // One request for both: it is asked every poll.
     const std::vector<std::optional<Store::Bytes>> ended = read_present(store, {keys::kFinished, keys::kStopped});
     if (ended[0]) return Generation{};  // training ended before it was taken in
-    // The job stopped for good (StepKeepsFailing): no generation will come to take it in.
+    // The job stopped for good (StepKeepsFailing, too few members, forming given up: the
+    // members write why, job_stop.cc): no generation will come to take it in.
     if (ended[1]) {
       throw Error("ft: joiner '" + me + "' was not taken in: the job it waited to join stopped. " +
                   to_string(*ended[1]));

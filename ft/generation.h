@@ -67,7 +67,8 @@ std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const
 // takes it in, and returns that one; an empty generation (number 0, no members) when the
 // training has finished (Manager::finish) before. Throws Timeout at the deadline, and Error
 // (fenced_message) when one was formed without it and it is marked dead, or, naming why, when
-// the job stopped (keys::kStopped: StepKeepsFailing) before it was taken in.
+// the job stopped (keys::kStopped: StepKeepsFailing, too few members left, forming given up)
+// before it was taken in.
 Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace ft

@@ -330,7 +330,15 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   std::vector<std::string> failed_members;  // of the last generation given up
   int same_failures = 0;                    // in a row, with those same members
   for (;;) {
-    const Generation next = agree_on_next(previous, deadline);
+    Generation next;
+    try {
+      next = agree_on_next(previous, deadline);
+    } catch (const Timeout&) {
+      // Its recovery timeout passed while forming: the job ends here. A store call's own
+      // Timeout before then is no such decision.
+      if (Clock::now() >= deadline) stop_job(std::current_exception());
+      throw;
+    }
     if (next.members.empty()) {  // a joiner, and the training finished before it was taken in
       finished_ = true;
       return;
@@ -359,9 +367,9 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       // Nobody is gone and the same members failed three times: what fails is not about
       // who is there, and another generation would fail the same way.
       if (Clock::now() >= deadline || same_failures >= 3) {
-        std::rethrow_exception(with_detail(std::current_exception(),
-                                           "ft: member '" + id_ + "' gave up forming " + next.describe() + " (" +
-                                               std::to_string(same_failures) + " times with these members)"));
+        stop_job(with_detail(std::current_exception(), "ft: member '" + id_ + "' gave up forming " +
+                                                           next.describe() + " (" + std::to_string(same_failures) +
+                                                           " times with these members)"));
       }
       creation_slice = std::min<std::chrono::milliseconds>(
           creation_slice * 2, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -424,10 +432,10 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
   }
   if (static_cast<int>(next.members.size()) < options_.min_members) {
     const size_t left = next.members.size();
-    throw Error("ft: member '" + id_ + "': only " + std::to_string(left) + (left == 1 ? " member is" : " members are") +
-                " left in " +
-                next.describe() + ", fewer than the program's minimum of " + std::to_string(options_.min_members) +
-                "; stopping");
+    stop_job(std::make_exception_ptr(Error("ft: member '" + id_ + "': only " + std::to_string(left) +
+                                           (left == 1 ? " member is" : " members are") + " left in " +
+                                           next.describe() + ", fewer than the program's minimum of " +
+                                           std::to_string(options_.min_members) + "; stopping")));
   }
   if (!has_state_) store_->set(keys::needs_state(next.number, id_), "1");
   return next;

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,8 +83,11 @@ struct ManagerOptions {
   std::chrono::milliseconds heartbeat_timeout{0};
   // The ops' timeout in each generation's group, and the bound of a commit's wait.
   std::chrono::milliseconds op_timeout = kDefaultGroupTimeout;
-  // Forming a generation after a failure or for a joiner, state transfer included. The first
-  // generation waits up to op_timeout (the ranks may start slowly). Also how long a member
+  // Forming a generation after a failure or for a joiner, state transfer included: one
+  // forming (re-formings within it included), from this member's start of it, by its own
+  // clock. Not a run of step failures that each come after a generation formed: each starts
+  // a forming of its own (docs/fault-tolerance.md). The first generation waits up to
+  // op_timeout (the ranks may start slowly). Also how long a member
   // none of whose heartbeats reaches the store waits for it before it ends.
   std::chrono::milliseconds recovery_timeout = std::chrono::seconds(60);
   // What the state is ("mlp 4 x [256,256] f32, sgd momentum"): a joiner whose signature
@@ -142,7 +146,8 @@ class Manager {
   // PeerFailure when it was left out for coming late; InvalidArgument for a joiner whose
   // state (dtypes, shapes) differs from the members', naming both. Null for a joiner when
   // the training finished (finish()) before it was taken in: it has nothing to do; Error
-  // for one when the job stopped (StepKeepsFailing) before it was taken in.
+  // for one when the job stopped (StepKeepsFailing, too few members, forming given up)
+  // before it was taken in.
   ProcessGroupPtr begin_step(const std::vector<Tensor*>& state);
   // Whether the last begin_step gave another group than the step before: rebuild what
   // refers to the old one (DDP) now. The old group lives until this step's commit().
@@ -197,6 +202,10 @@ class Manager {
   // Throws for this member's dead mark `mark`: StepKeepsFailing for a refused joiner (kept,
   // so that every later call throws it), else Error (fenced_message).
   [[noreturn]] void throw_taken_out(const std::string& mark);
+  // Rethrows `stop`, which ends the job on every member (fewer than min_members left, or
+  // forming a generation given up), after writing its message where waiting joiners read
+  // it (keys::kStopped), when this member holds the state (job_stop.cc).
+  [[noreturn]] void stop_job(std::exception_ptr stop);
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).
   void forget(uint64_t s);

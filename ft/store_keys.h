@@ -15,7 +15,8 @@
 //   state                       the state's dtypes and shapes, as the first member to form a
 //                               generation describes them (a joiner's must be the same)
 //   finished                    written by ft::Manager::finish: training has ended
-//   stopped                     why the job stopped (StepKeepsFailing): a waiting joiner ends
+//   stopped                     why the job stopped (StepKeepsFailing, too few members left,
+//                               forming given up; first wins): a waiting joiner ends
 //   gen/<g>/members             "<committed steps>|<id>,<id>,..." (first wins)
 //   gen/<g>/needs_state/<id>    a member of g that has no state yet (a joiner)
 //   gen/<g>/group/...           generation g's ProcessGroup
