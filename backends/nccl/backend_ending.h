@@ -12,7 +12,10 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/diagnostics/group_failure.h"
@@ -63,6 +66,50 @@ void end_backend(Ending how, const EndingSettings& s, GroupFailure& failure, Wat
   }
   run_concurrently(std::move(closes), s.close_time * 2);
 }
+
+// end_backend once per backend, and an abort that comes while a destroy still runs. Without
+// this, ProcessGroup::abort() during a shutdown (from another thread: a signal handler, an
+// error callback) would find the backend already ending and do nothing, and the destroy
+// would go on finalizing for up to its close time. Here that abort aborts every
+// communicator the destroy is closing: their finalize waits watch the abort (Comm::close),
+// so the destroy ends promptly too.
+template <typename Comm>
+class BackendEnding {
+ public:
+  // Returns whether this call ended the backend (the first one does).
+  bool end(Ending how, const EndingSettings& s, GroupFailure& failure, Watchdog& watchdog, CommRegistry<Comm>& comms) {
+    bool first = false;
+    std::vector<std::shared_ptr<Comm>> being_closed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!begun_) {
+        begun_ = first = true;
+        // Taken before end_backend empties the registry, under the lock that a later abort
+        // takes: that abort sees every communicator the destroy will close.
+        if (how == Ending::kDestroy) closing_ = comms.all();
+      } else {
+        being_closed = closing_;
+      }
+    }
+    if (!first) {
+      if (how == Ending::kAbort && !being_closed.empty()) {
+        abort_concurrently(being_closed,
+                           s.backend + " was shut down by ProcessGroup::abort() while it was being destroyed",
+                           s.close_time);
+      }
+      return false;
+    }
+    end_backend(how, s, failure, watchdog, comms);
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_.clear();  // ended: a later abort has nothing to hurry
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  bool begun_ = false;                         // under mu_
+  std::vector<std::shared_ptr<Comm>> closing_;  // under mu_: what a destroy in progress closes
+};
 
 }  // namespace nccl
 }  // namespace distcomm

@@ -30,6 +30,17 @@ int count_devices_or_throw() {
 // fault waits for their aborts.
 constexpr std::chrono::milliseconds kCloseTime{10000};
 
+// For a rank waiting for rank 0's ncclUniqueId: "" while no other rank of the group has
+// published a failure, else what that rank published (bounded reads of the board).
+std::function<std::string()> published_failure(const std::shared_ptr<GroupFailure>& failure) {
+  return [failure]() -> std::string {
+    if (!failure->peer_has_failed()) return "";
+    const auto record = failure->published(std::chrono::milliseconds(500));
+    if (!record) return "another rank of the group has published its failure";
+    return "rank " + std::to_string(record->rank) + " of the group has published its failure: " + record->message;
+  };
+}
+
 }  // namespace
 
 NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
@@ -67,13 +78,29 @@ NcclBackend::NcclBackend(BackendOptions options, const SplitFrom* split)
 }
 
 Backend* NcclBackend::create_subgroup_backend(const BackendOptions* sub, const std::vector<int>& members) {
-  // Every rank of this group decides alike: ranks set up their communicators in op order,
-  // so either all have #0 by now or none has.
+  // Every rank of this group must decide alike, and what a rank finds by itself is not
+  // shared state: its communicator #0 is set up by its first op, which another thread may
+  // be issuing right now, so one rank could find it ready while another does not, and the
+  // one that splits would wait out the timeout in ncclCommSplit. The ranks agree through
+  // the store instead: the split is made only when every rank can take part.
   const int device = first_comm_device_;
   const std::shared_ptr<NcclComm> parent = device >= 0 ? comms_->find("group on cuda:" + std::to_string(device)) : nullptr;
-  if (!parent) return nullptr;
-  failure_->check_usable();  // a failed group cannot take part in a split
-  if (!parent->usable()) return nullptr;  // its setup is still to come (never on an op's path)
+  bool can = parent && parent->usable();
+  if (can) {
+    try {
+      failure_->check_usable();
+    } catch (const std::exception&) {
+      can = false;  // a failed group cannot take part in a split; the others are told below
+    }
+  }
+  const std::string asking = group_rank_text(rank(), size(), options().group_name, options().global_ranks) +
+                             " making subgroup #" + std::to_string(subgroups_asked_);
+  // Called in the same order on every rank (Backend::create_subgroup_backend), so the count
+  // names the same keys on all of them.
+  const std::string key = key_prefix_ + "subgroup" + std::to_string(subgroups_asked_++) + "/";
+  if (!every_rank_can_split(*options().store, key, size(), can, deadline_after(options().timeout), asking)) {
+    return nullptr;  // some rank's communicator is not set up yet: the store path, on all
+  }
   const SplitPart part = split_part(rank(), members, sub != nullptr);
   const std::string what = group_rank_text(rank(), size(), options().group_name, options().global_ranks) +
                            " making a subgroup of its ranks " + [&] {
@@ -115,12 +142,12 @@ void NcclBackend::shutdown() { end(Ending::kDestroy); }
 void NcclBackend::abort() { end(Ending::kAbort); }
 
 void NcclBackend::end(Ending how) {
-  if (shut_down_.exchange(true)) return;
   EndingSettings s;
   s.backend = "the nccl backend of group '" + options().group_name + "'";
   s.grace = config_.shutdown_grace;
   s.close_time = kCloseTime;
-  end_backend(how, s, *failure_, *watchdog_, *comms_);
+  // Once; an abort during a destroy on another thread hurries that destroy's closes.
+  if (!ending_.end(how, s, *failure_, *watchdog_, *comms_)) return;
   std::lock_guard<std::mutex> lock(scratch_mu_);
   for (auto& [device, scratch] : barrier_scratch_) {
     try {
@@ -220,6 +247,7 @@ std::shared_ptr<NcclComm> NcclBackend::group_comm(int device, const SplitFrom* s
     s.size = size();
     s.device = device;
     s.nonblocking = config_.nonblocking;
+    s.peer_failure = published_failure(failure_);
     s.label = "NCCL communicator #" + std::to_string(n) + " of group '" + options().group_name + "' on cuda:" +
               std::to_string(device);
     if (split) {
@@ -243,6 +271,7 @@ std::shared_ptr<NcclComm> NcclBackend::pair_comm(OpType op, int device, int peer
     s.size = 2;
     s.device = device;
     s.nonblocking = config_.nonblocking;
+    s.peer_failure = published_failure(failure_);
     s.label = "NCCL communicator of ranks " + std::to_string(lo) + " and " + std::to_string(hi) + " of group '" +
               options().group_name + "' on cuda:" + std::to_string(device);
     return std::make_shared<NcclComm>(s);

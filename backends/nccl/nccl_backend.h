@@ -110,9 +110,10 @@ class NcclBackend : public Backend {
   // ProcessGroup::abort(): no grace; every communicator is aborted (ncclCommAbort) at once
   // and what is in flight fails.
   void abort() override;
-  // When this group's first communicator is set up, a subgroup's is split from it
-  // (ncclCommSplit, on every rank of this group) instead of set up through the store;
-  // otherwise nullptr: the subgroup's backend is made as any other. A failure of the split
+  // When this group's first communicator is set up on every rank (agreed through the
+  // store: subgroup_split.h), a subgroup's is split from it (ncclCommSplit, on every rank
+  // of this group) instead of set up through the store; otherwise nullptr on every rank:
+  // the subgroup's backend is made as any other. A failure of the split
   // fails this group (its communicator was aborted, or the ranks are out of step).
   Backend* create_subgroup_backend(const BackendOptions* options, const std::vector<int>& members) override;
 
@@ -177,10 +178,13 @@ class NcclBackend : public Backend {
   // The device of the group's first communicator (#0, the same one on every rank: ranks
   // make them in op order), which subgroups split; -1 before it is made.
   std::atomic<int> first_comm_device_{-1};
+  // Subgroups asked for so far (create_subgroup_backend, same order on every rank): names
+  // the store keys through which the ranks agree whether to split.
+  int subgroups_asked_ = 0;
   std::atomic<int> last_device_{-1};
   std::mutex scratch_mu_;
   std::map<int, void*> barrier_scratch_;  // by device
-  std::atomic<bool> shut_down_{false};
+  BackendEnding<NcclComm> ending_;  // shutdown() and abort(), once (backend_ending.h)
 
   // Last member: destroyed first, so its thread stops before the communicators go.
   std::unique_ptr<Watchdog> watchdog_;

@@ -131,6 +131,7 @@ ncclResult_t NcclComm::create_handle(const std::string& setting_up, Clock::time_
   x.label = setup_.label;
   x.rank = setup_.rank;
   x.size = setup_.size;
+  x.peer_failure = setup_.peer_failure;
   const Store::Bytes bytes = exchange_unique_id(x, new_unique_id, deadline, aborted_);
   ncclUniqueId id;
   std::copy(bytes.begin(), bytes.end(), id.internal);
@@ -150,6 +151,18 @@ ncclComm_t NcclComm::split(int color, int key, const std::string& what, Clock::t
   const Clock::time_point began = Clock::now();
   auto waited_ms = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began).count(); };
   DeviceGuard device(setup_.device);
+  // The parent's ops issued before this may still run on the GPU: that is safe, and
+  // stream_ is deliberately not synchronized first. Every rank issued those ops before its
+  // split (ops and splits on one communicator come in the same order on every rank, and
+  // the issue lock keeps this rank's in that order), and NCCL had taken each of them
+  // (enqueue() waited for the communicator's state to leave ncclInProgress, so a
+  // nonblocking split never starts while a call on the parent is still in progress). So
+  // those kernels are matched on every rank and end with no further host call (NCCL's
+  // proxy thread drives their network part). ncclCommSplit works on the host (the parent's
+  // bootstrap, then the new communicator's own setup): it queues nothing on the parent's
+  // streams, and whatever device-wide wait its setup may make can only wait for those
+  // kernels, which end by themselves. A synchronize here would only add a wait for the GPU
+  // to every subgroup made.
   ncclResult_t r;
   {
     std::lock_guard<std::timed_mutex> call(call_mu_);
@@ -347,12 +360,19 @@ void NcclComm::close(Clock::time_point deadline, const std::string& why) {
   }
   try {
     DeviceGuard device(setup_.device);
-    // Finalize flushes this rank's work; nonblocking, it is polled until the deadline.
+    // Finalize flushes this rank's work; nonblocking, it is polled until the deadline or
+    // an abort. The poll holds call_mu_ (the handle is not to be used meanwhile), so an
+    // abort() from another thread (ProcessGroup::abort() during a shutdown) cannot take it
+    // and only raises aborted_: the poll watches that flag, and the abort_handle() below
+    // runs at once rather than after the whole close time. ncclCommAbort may end a
+    // communicator whose finalize is in progress. Blocking, ncclCommFinalize returns when
+    // done and nothing here can end it sooner (the thread-safety rule of nccl_comm.h).
     ncclResult_t r = ncclCommFinalize(comm_);
-    if (r == ncclInProgress) {
-      poll_until([&] { return ncclCommGetAsyncError(comm_, &r) != ncclSuccess || r != ncclInProgress; }, deadline);
+    if (r == ncclInProgress && !aborted_) {
+      poll_until([&] { return ncclCommGetAsyncError(comm_, &r) != ncclSuccess || r != ncclInProgress; }, deadline,
+                 &aborted_);
     }
-    if (r == ncclSuccess) {
+    if (r == ncclSuccess && !aborted_) {
       ncclCommDestroy(comm_);
       comm_ = nullptr;
       return;

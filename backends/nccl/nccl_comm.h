@@ -49,6 +49,8 @@ class NcclComm : public WatchedComm {
     std::shared_ptr<NcclComm> split_from;
     int split_color = -1;
     int split_key = 0;
+    // Asked while waiting for rank 0's ncclUniqueId (UniqueIdExchange::peer_failure).
+    std::function<std::string()> peer_failure;
   };
 
   // Cheap: nothing is created until initialize().

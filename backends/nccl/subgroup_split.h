@@ -7,7 +7,11 @@
 // NCCL_SPLIT_NOCOLOR. Ranks of one color form one communicator, ordered by key.
 #pragma once
 
+#include <chrono>
+#include <string>
 #include <vector>
+
+#include "api/store/store.h"
 
 namespace distcomm {
 namespace nccl {
@@ -25,6 +29,20 @@ struct SplitPart {
 // the disjoint subgroups of one split() get distinct colors and every member the same;
 // the key is the rank's place in members, so NCCL's ranks are the subgroup's ranks.
 SplitPart split_part(int parent_rank, const std::vector<int>& members, bool member);
+
+// Whether every one of the `size` ranks of a group can take part in a split (`can`: this
+// rank's parent communicator is set up and usable), agreed through the group's store under
+// `key` (fresh per subgroup made; every rank passes the same). Why agree rather than decide
+// alone: a rank's communicator is set up by its first op, which another thread may be
+// issuing while the subgroup is made, so one rank could find it ready and split while
+// another takes the store path, and the splitting rank would wait out the timeout in
+// ncclCommSplit. Every rank gets the same answer: true only when all said they can. A
+// rank that cannot returns false at once (two adds: it knows the answer); one that can
+// waits for every rank's word (two adds, a wait, one read; the last rank to arrive one
+// set), whatever the group's size. Throws Timeout, naming `what`, when not every rank has
+// said by the deadline (a rank died, or did not make the subgroup) and this one can.
+bool every_rank_can_split(Store& store, const std::string& key, int size, bool can,
+                          std::chrono::steady_clock::time_point deadline, const std::string& what);
 
 }  // namespace nccl
 }  // namespace distcomm

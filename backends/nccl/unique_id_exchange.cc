@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
+#include <typeinfo>
 
 #include "api/errors.h"
+#include "api/group/init_wait.h"
 
 namespace distcomm {
 namespace nccl {
@@ -54,6 +57,7 @@ Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<S
     return id;
   }
   const auto start = Clock::now();
+  auto last_board_look = start;
   const std::string who = "rank " + std::to_string(x.rank) + " of " + std::to_string(x.size);
   // A blocking store wait, not polling check(): a TCPStore wait is one request that the
   // server answers when the key appears, where polling sent one request per rank every
@@ -74,14 +78,29 @@ Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<S
     // At least 1 ms: a store reads a timeout of zero or less as "the store's default".
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                       std::chrono::milliseconds(1);
-    const auto slice = std::max(std::chrono::milliseconds(1), std::min(kAbortCheckInterval, left));
+    // Slices of kWaitSlice with the connection left free between them (init_wait.h): the
+    // backend's store shares the group's one TCPStore connection, whose lock is not fair, so
+    // back-to-back 500 ms waits held every other store call of this process (heartbeats,
+    // failure records, stall-watch looks) for up to a second each (helper-186's review).
+    const auto slice = std::max(std::chrono::milliseconds(1), std::min(kWaitSlice, left));
     try {
       x.store->wait({x.key}, slice);
       break;
-    } catch (const Timeout&) {
-      // The slice ended without the key: look at the abort flag and the deadline again.
-      // Any other store failure (a lost connection) is this rank's error, as before.
+    } catch (const Timeout& e) {
+      // A subclass (a StoreCallDeadline cutting the call short) says the store did not
+      // answer: that is this rank's error, not "not yet". So is any other store failure.
+      if (typeid(e) != typeid(Timeout)) throw;
     }
+    // The slice ended without the key. The board is read every kAbortCheckInterval (a
+    // prompt rank 0 costs nothing more).
+    if (x.peer_failure && Clock::now() - last_board_look >= kAbortCheckInterval) {
+      last_board_look = Clock::now();
+      const std::string why = x.peer_failure();
+      if (!why.empty()) {
+        throw PeerFailure(x.label + ": " + who + " stopped waiting for rank 0's ncclUniqueId: " + why);
+      }
+    }
+    std::this_thread::sleep_for(kStoreLeftFree);
   }
   Store::Bytes id = x.store->get(x.key);
   if (is_failure_marker(id, x.id_size)) {

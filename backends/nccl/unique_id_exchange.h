@@ -28,15 +28,22 @@ struct UniqueIdExchange {
   size_t id_size = 0;   // bytes of an id (NCCL_UNIQUE_ID_BYTES)
   std::string label;    // the communicator, for messages
   int rank = 0, size = 1;
+  // Optional: asked after each slice that ended without the id; non-empty when another
+  // rank of the group has published its failure (the group's failure board), which ends
+  // the wait at once with PeerFailure and that text. How a rank 0 that failed (and
+  // published) before it published the id stops costing its peers the whole timeout. A
+  // rank 0 killed outright publishes nothing: that is still the Timeout.
+  std::function<std::string()> peer_failure;
 };
 
-// How often a rank waiting for the id looks at its abort flag: the store wait is cut into
-// slices this long. Each slice is one store request, so it is coarse (at thousands of
-// ranks, thousands of requests a second on one TCPStore, not hundreds of thousands).
+// How often a rank waiting for the id reads the group's failure board. The store wait
+// itself is cut into init_wait.h's kWaitSlice (50 ms) slices, the connection left free
+// between them, so `aborted` is seen within a slice: 20 requests a second a waiting rank,
+// where polling check() every 10 ms made 100.
 constexpr std::chrono::milliseconds kAbortCheckInterval{500};
 
 // The root calls make() and publishes its bytes; the others block in the store's wait for
-// them, in slices of kAbortCheckInterval so that `aborted` (another thread's abort) ends
+// them, in slices of kWaitSlice so that `aborted` (another thread's abort) ends
 // the wait within one slice. When make() throws, the root publishes a failure marker
 // under the key (root_failure_marker) and rethrows, and the others throw PeerFailure with
 // the root's reason at once instead of waiting out the deadline. Throws Timeout past the

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "tests/backends/nccl/fake_device.h"
 
@@ -99,6 +100,54 @@ TEST_F(BackendEndingTest, EndingTwiceChangesNothingAndNewCommunicatorsAreRefused
   EXPECT_EQ(c->aborts, 1);
   EXPECT_EQ(c->closes, 0);
   EXPECT_THROW(comm("group on cuda:1"), PeerFailure);
+}
+
+// A communicator whose finalize waits on its peers until its deadline, unless aborted
+// meanwhile (as NcclComm::close's poll watches the abort flag).
+class SlowClosingComm : public FakeComm {
+ public:
+  void close(Clock::time_point deadline, const std::string&) {
+    closing = true;
+    while (aborts == 0 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  }
+  std::atomic<bool> closing{false};
+};
+
+// ProcessGroup::abort() from another thread while the group is being destroyed: the abort
+// hurries the destroy's finalize (before, it found the backend ending and did nothing, and
+// the destroy waited out its whole close time).
+TEST(BackendEndingOnceTest, AnAbortDuringADestroyAbortsWhatTheDestroyIsClosing) {
+  auto failure = std::make_shared<GroupFailure>(0, nullptr);
+  Watchdog dog{failure, 200us};
+  CommRegistry<SlowClosingComm> comms;
+  auto c = comms.get_or_make("group on cuda:0", [] { return std::make_shared<SlowClosingComm>(); });
+  BackendEnding<SlowClosingComm> ending;
+  EndingSettings s;
+  s.backend = "the nccl backend of group 'world'";
+  s.close_time = 30000ms;
+  const auto start = Clock::now();
+  auto destroy = std::async(std::launch::async, [&] { return ending.end(Ending::kDestroy, s, *failure, dog, comms); });
+  while (!c->closing) std::this_thread::sleep_for(1ms);
+  EXPECT_FALSE(ending.end(Ending::kAbort, s, *failure, dog, comms)) << "the destroy had begun: it ends the backend";
+  EXPECT_TRUE(destroy.get());
+  EXPECT_LT(Clock::now() - start, 10s) << "the destroy waited out its close time despite the abort";
+  EXPECT_EQ(c->aborts, 1);
+  EXPECT_NE(c->abort_reason().find("ProcessGroup::abort()"), std::string::npos) << c->abort_reason();
+}
+
+TEST(BackendEndingOnceTest, AnAbortAfterADestroyEndedDoesNothing) {
+  auto failure = std::make_shared<GroupFailure>(0, nullptr);
+  Watchdog dog{failure, 200us};
+  CommRegistry<SlowClosingComm> comms;
+  auto c = comms.get_or_make("group on cuda:0", [] { return std::make_shared<SlowClosingComm>(); });
+  BackendEnding<SlowClosingComm> ending;
+  EndingSettings s;
+  s.backend = "the nccl backend of group 'world'";
+  s.close_time = 1ms;  // the slow close gives up at once
+  EXPECT_TRUE(ending.end(Ending::kDestroy, s, *failure, dog, comms));
+  const int aborts = c->aborts;
+  EXPECT_FALSE(ending.end(Ending::kAbort, s, *failure, dog, comms));
+  EXPECT_EQ(c->aborts, aborts);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "api/errors.h"
 #include "api/store/hash_store.h"
+#include "api/group/init_wait.h"
 #include "backends/nccl/unique_id_exchange.h"
 
 namespace distcomm {
@@ -29,7 +30,7 @@ struct SettingUp {
     exchange_unique_id(x, nullptr, Clock::now() + timeout, aborted);
   }
   void abort() { aborted = true; }
-  UniqueIdExchange x{nullptr, "nccl/1/comm0/unique_id", false, 128, "NCCL communicator #0 of group 'world'", 1, 2};
+  UniqueIdExchange x{nullptr, "nccl/1/comm0/unique_id", false, 128, "NCCL communicator #0 of group 'world'", 1, 2, {}};
   std::atomic<bool> aborted{false};
 };
 
@@ -84,7 +85,7 @@ TEST(CommRegistryTest, ShutdownReachesACommunicatorWhoseRankWaitsForItsPeers) {
 }
 
 UniqueIdExchange exchange(Store& store, const std::string& key, int rank) {
-  return {&store, key, rank == 0, 4, "NCCL communicator #0 of group 'world' on cuda:0", rank, 2};
+  return {&store, key, rank == 0, 4, "NCCL communicator #0 of group 'world' on cuda:0", rank, 2, {}};
 }
 
 TEST(UniqueIdExchangeTest, RankZeroPublishesAndTheOthersRead) {
@@ -190,7 +191,10 @@ TEST(UniqueIdExchangeTest, APeerWaitsInTheStoreNotByPollingIt) {
   EXPECT_THROW(exchange_unique_id(exchange(store, "nccl/1/comm0/unique_id", 1), nullptr, Clock::now() + 1200ms,
                                   aborted),
                Timeout);
-  EXPECT_LE(store.requests.load(), 4) << "the peer asked the store " << store.requests << " times in 1.2 s";
+  // One wait a kWaitSlice (50 ms: the shared connection is left free between slices), not
+  // a check every 10 ms (130 requests in 1.2 s before).
+  EXPECT_LE(store.requests.load(), 1200 / int(kWaitSlice.count()) + 2)
+      << "the peer asked the store " << store.requests << " times in 1.2 s";
 }
 
 // The same store and group name twice (a program that destroys its group and makes it
@@ -216,6 +220,29 @@ TEST(UniqueIdExchangeTest, AGroupMadeAgainOverTheSameStoreGetsFreshKeys) {
                      Clock::now() + 1s, aborted);
   EXPECT_EQ(exchange_unique_id(exchange(store, second1 + "comm0/unique_id", 1), nullptr, Clock::now() + 1s, aborted),
             (Store::Bytes{2, 2, 2, 2}));
+}
+
+// Rank 0 failed (and published its failure on the group's board) before it published the
+// id: its peers stop waiting within a slice or two, naming what it published, instead of
+// waiting out the whole timeout.
+TEST(UniqueIdExchangeTest, APublishedFailureEndsThePeersWaitPromptly) {
+  HashStore store;
+  UniqueIdExchange x{&store, "nccl/1/comm0/unique_id", false, 128, "NCCL communicator #0 of group 'world'", 1, 2, {}};
+  std::atomic<int> asked{0};
+  x.peer_failure = [&]() -> std::string {
+    return ++asked < 2 ? "" : "rank 0 of the group has published its failure: CUDA error: out of memory";
+  };
+  std::atomic<bool> aborted{false};
+  const auto start = Clock::now();
+  try {
+    exchange_unique_id(x, nullptr, Clock::now() + 60s, aborted);
+    FAIL() << "no PeerFailure";
+  } catch (const PeerFailure& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 0 of the group has published its failure: CUDA error"), std::string::npos) << m;
+  }
+  EXPECT_LT(Clock::now() - start, 10s);
+  EXPECT_EQ(asked, 2);
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+#include <vector>
+
 #include "api/errors.h"
+#include "api/store/hash_store.h"
 
 namespace distcomm {
 namespace nccl {
@@ -34,6 +38,55 @@ TEST(SplitPartTest, ARankLeftOutTakesNoColor) {
 
 TEST(SplitPartTest, AMemberMissingFromTheListIsRefused) {
   EXPECT_THROW(split_part(5, {0, 1}, true), InvalidArgument);
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Each of `can.size()` ranks asks at once, on a thread of its own; their answers.
+std::vector<bool> ask_all(Store& store, const std::string& key, const std::vector<bool>& can) {
+  std::vector<std::future<bool>> asked;
+  const int n = static_cast<int>(can.size());
+  for (int r = 0; r < n; ++r) {
+    asked.push_back(std::async(std::launch::async, [&store, &key, n, c = can[r]] {
+      return every_rank_can_split(store, key, n, c, Clock::now() + std::chrono::seconds(20), "test");
+    }));
+  }
+  std::vector<bool> out;
+  for (auto& a : asked) out.push_back(a.get());
+  return out;
+}
+
+TEST(EveryRankCanSplitTest, AllAgreeToSplitOnlyWhenEveryRankCan) {
+  HashStore store;
+  EXPECT_EQ(ask_all(store, "s0/", {true, true, true, true}), std::vector<bool>(4, true));
+  // One rank whose communicator is not set up yet (another thread is still setting it
+  // up): nobody splits, so nobody waits in ncclCommSplit for it.
+  EXPECT_EQ(ask_all(store, "s1/", {true, false, true, true}), std::vector<bool>(4, false));
+  EXPECT_EQ(ask_all(store, "s2/", {false, false, false}), std::vector<bool>(3, false));
+}
+
+TEST(EveryRankCanSplitTest, ARankThatCannotDoesNotWaitForTheOthers) {
+  HashStore store;
+  // The only rank to come: the others may never (no nccl backend there).
+  EXPECT_FALSE(every_rank_can_split(store, "s/", 3, false, Clock::now() + std::chrono::seconds(60), "test"));
+}
+
+TEST(EveryRankCanSplitTest, ARankAloneDecidesForItself) {
+  HashStore store;
+  EXPECT_TRUE(every_rank_can_split(store, "s/", 1, true, Clock::now(), "test"));
+  EXPECT_FALSE(every_rank_can_split(store, "s/", 1, false, Clock::now(), "test"));
+}
+
+TEST(EveryRankCanSplitTest, ARankThatNeverComesIsATimeoutNamingTheCount) {
+  HashStore store;
+  try {
+    every_rank_can_split(store, "s/", 3, true, Clock::now() + std::chrono::milliseconds(100), "rank 0/3 subgroup #0");
+    FAIL() << "no Timeout";
+  } catch (const Timeout& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 0/3 subgroup #0"), std::string::npos) << m;
+    EXPECT_NE(m.find("1 of 3 ranks"), std::string::npos) << m;
+  }
 }
 
 }  // namespace
