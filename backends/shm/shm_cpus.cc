@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -35,6 +36,18 @@ int cpus_in_union(const std::vector<std::string>& masks) {
 int online_cpus() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return online_cpus();
+  const int n = CPU_COUNT(&set);
+  return n > 0 ? n : online_cpus();
+}
+
+bool oversubscribed(int group_size, int local_world_size, int cpus) {
+  return std::max(group_size, local_world_size) > cpus;
 }
 
 }  // namespace shm

@@ -5,6 +5,10 @@
 // A rank's own affinity mask says nothing about that: ranks pinned one to a core each (one
 // CPU in every mask) can all spin, and ranks all pinned to one core cannot. So each rank
 // publishes its mask at rendezvous and the group counts the CPUs of their union.
+//
+// The same count decides whether group creation populates memory (shm_rendezvous.cc): on a
+// host with fewer CPUs than ranks, every rank's population waits for the cores they share.
+// Both ask oversubscribed() below, so the two cannot disagree about one host.
 #pragma once
 
 #include <string>
@@ -23,6 +27,18 @@ int cpus_in_union(const std::vector<std::string>& masks);
 
 // The CPUs the host has online (at least 1).
 int online_cpus();
+
+// The CPUs this process may run on: its affinity mask, which a cgroup cpuset (a container
+// given 2 CPUs of a 64-core host) and taskset both narrow; online_cpus() when the system does
+// not say. A CPU quota (cpu.max) is not a mask and is not seen.
+int usable_cpus();
+
+// Whether a host runs more ranks than they have CPUs: max(group_size, local_world_size) > cpus.
+// local_world_size: the job's ranks on this host (the launcher's, 0 when unknown): a group
+// of 2 among 64 ranks on 2 cores is oversubscribed though it alone would fit. cpus: what the
+// ranks may run on (usable_cpus(), or more where the group's masks are known to cover more).
+// Pure, for a unit test.
+bool oversubscribed(int group_size, int local_world_size, int cpus);
 
 }  // namespace shm
 }  // namespace distcomm

@@ -44,12 +44,15 @@ constexpr std::chrono::microseconds kPollerWait{200};
 // Spinning only helps when every rank can have a core while it waits; with more ranks than
 // cores a spinning rank takes the core the awaited one needs. So: the group's ranks may run
 // on at least as many CPUs as there are of them (the union of their masks: ranks pinned to
-// one core each may spin, ranks pinned to one core together may not), and the host has as
-// many as it runs ranks (the launcher's count when known, else at least this group's).
+// one core each may spin, ranks pinned to one core together may not), and the host is not
+// oversubscribed (shm_cpus.h, as group creation judges it): as many CPUs as it runs ranks
+// (the launcher's count when known, else at least this group's), counted in what this
+// process may run on, or the group's union where that is larger (ranks pinned one a core).
 WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
   WaitPolicy p;
-  const int ranks_here = std::max(g.size(), c.local_world_size);
-  const bool cores_for_all = g.cpus_of_ranks() >= g.size() && online_cpus() >= ranks_here;
+  const int cpus = std::max(usable_cpus(), g.cpus_of_ranks());
+  const bool cores_for_all =
+      g.cpus_of_ranks() >= g.size() && !oversubscribed(g.size(), c.local_world_size, cpus);
   p.spin = cores_for_all ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
   p.yield = c.yield;
   return p;

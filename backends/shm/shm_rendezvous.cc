@@ -225,14 +225,18 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   // each mapping in 7 peers' 4 MiB made a split of 64 ranks into 8 groups take ~2.7 s on 2
   // cores, ~0.8 s without, gloo ~0.9 s), while a first op's faults are small beside the
   // waits for a core such a host has anyway. Ops then fault in only what they touch.
-  const bool oversubscribed = o.size > online_cpus();
+  // Counted as the spin policy counts (shm_cpus.h): the host's ranks, not this group's alone
+  // (32 groups of 2 on 2 cores), against the CPUs this process may run on, not the host's
+  // (a container's cpuset). The peers' masks are not known yet here: ranks pinned one to a
+  // core each are taken for oversubscribed, and populate lazily.
+  const bool crowded = oversubscribed(o.size, config.local_world_size, usable_cpus());
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   // Past the budget for all of that, this rank's own area alone (the one it writes at every
   // op), if that fits.
   size_t populate_peer = peer_part;
   PopulateCharge populated;
-  if (!oversubscribed) {
+  if (!crowded) {
     populated = PopulateCharge::take(layout.rings_offset() + peer_part * static_cast<size_t>(o.size - 1));
     if (!populated.granted() && peer_part > 0) {
       populated = PopulateCharge::take(layout.rings_offset());

@@ -10,15 +10,13 @@
 // message lands in the receive MPI's non-overtaking rule gives it (same pair, same tag:
 // posting order), with tags mixed, receives naming the peer and any source interleaved, and
 // messages that arrive before their receive is posted.
-#include <dlfcn.h>
-
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/backends/shm/shm_scan_steps.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -36,21 +34,8 @@ constexpr uint64_t kStepsPerTransfer = 16;
 // Mixed tags, not in a round robin: neighbours rarely share one.
 int tag_of(int k) { return (k * 31) % 53; }
 
-using StepsFn = uint64_t (*)();
-
-// The plugin's counter. The plugin is loaded by the group (not linked): found by its path
-// in this process's mappings, and opened again only to look the symbol up.
-StepsFn scan_steps_fn() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const size_t at = line.find('/');
-    if (at == std::string::npos || line.find("libdistcomm_shm.so") == std::string::npos) continue;
-    void* handle = dlopen(line.substr(at).c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (handle == nullptr) continue;
-    return reinterpret_cast<StepsFn>(dlsym(handle, "distcomm_shm_p2p_scan_steps"));
-  }
-  return nullptr;
-}
+using StepsFn = testing::ShmScanStepsFn;
+using testing::shm_scan_steps_fn;
 
 void expect_in_order(const std::vector<Tensor>& got, int peer, const std::string& phase) {
   int wrong = 0;
@@ -69,7 +54,7 @@ TEST(ShmManyOutstanding, FiveThousandTransfersMatchInOrderWithLinearWork) {
   options.run.timeout = std::chrono::seconds(280);
   run_group(2, "shm", [](ProcessGroup& pg) {
     const int peer = pg.rank() ^ 1;
-    StepsFn steps = scan_steps_fn();
+    StepsFn steps = shm_scan_steps_fn();
     ASSERT_NE(steps, nullptr) << "distcomm_shm_p2p_scan_steps not found in the loaded shm plugin";
 
     // Receives first (every third from any source), then the sends, then wait on all.

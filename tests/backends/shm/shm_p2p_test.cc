@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
+#include "tests/backends/shm/shm_scan_steps.h"
 #include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/failure_checks.h"
 #include "tests/testing/multiprocess.h"
@@ -27,6 +28,8 @@ using testing::GroupHarnessOptions;
 using testing::mark_done;
 using testing::run_group;
 using testing::seconds_since;
+using testing::shm_scan_steps_fn;
+using testing::ShmScanStepsFn;
 using testing::wait_for_done;
 
 // Ranks 0 and 1 move 16 MiB messages while both wait in a barrier that rank 2 joins only at
@@ -260,29 +263,57 @@ TEST(ShmP2P, AMismatchedRecvOf4MiBLeavesTheIsendDone) {
 // rank 0's message (slowed by 128-byte chunks, one in the ring) while it waits for rank 1's,
 // which ends that wait midway; its receive of another size then claims a message still
 // arriving, and must drain the rest for rank 0's send to complete.
+//
+// The order is made, not hoped for. Rank 1 sends only once rank 2 has begun to set rank 0's
+// message aside (the plugin's count of examined entries shows its first chunk matched), so
+// the receive is never posted before that chunk. Once rank 1's message ends the wait rank 2
+// has nothing pending and pulls nothing more, so the message stays partly set aside until
+// the mismatched receive comes: what it pulls in between is what arrives in one store round
+// trip (a few chunks; tens where ranks spin), far fewer than the 4096 the message needs.
+// Not more chunks: each is a round trip between the processes, and a refused receive stays
+// pending until the last one, which the stall watch takes for a size mismatch once both
+// sides have waited 3 s (it fails the group). On 2 loaded cores 32768 chunks (the 4 MiB this
+// test once sent, unordered) took over 3 s, and so did 2048 with 3 busy processes beside
+// them, where a waiter's sched_yield gives its core away for a whole time slice: no yield
+// here (a waiter sleeps at once, and a futex wake runs it soon), which changes no matching;
+// 4096 chunks then drained in 0.2-0.8 s beside the same 3 busy processes.
 TEST(ShmP2P, AMismatchedRecvOfAMessagePartlySetAsideLeavesTheSenderDone) {
   GroupHarnessOptions options;
   options.op_timeout = milliseconds(20000);
-  options.backend_config = {{"shm_p2p_chunk_bytes", "128"}, {"shm_p2p_depth", "1"}};
+  options.backend_config = {{"shm_p2p_chunk_bytes", "128"}, {"shm_p2p_depth", "1"}, {"shm_yield_us", "0"}};
   run_group(3, "shm", [](ProcessGroup& pg) {
-    constexpr int64_t kCount = 1 << 20;  // 4 MiB: 32768 chunks
+    constexpr int64_t kCount = 1 << 17;  // 512 KiB: 4096 chunks
     Store& store = *pg.store();
     P2POptions tag7;
     tag7.tag = 7;
     if (pg.rank() == 0) {
+      store.wait({"test/ready"}, milliseconds(30000));
       Tensor m = filled(kCount, 3.0f);
       const auto start = Clock::now();
       WorkPtr send = pg.send(m, 2);
-      store.set("test/sending", "1");
       EXPECT_NO_THROW(send->wait());
       EXPECT_LT(seconds_since(start), 5.0) << "the send waited for a receiver that refused it";
     } else if (pg.rank() == 1) {
-      store.wait({"test/sending"}, milliseconds(30000));
-      std::this_thread::sleep_for(milliseconds(5));
+      store.wait({"test/setting_aside"}, milliseconds(30000));
       pg.send(filled(4, 1.0f), 2, tag7)->wait();
     } else {
+      ShmScanStepsFn steps = shm_scan_steps_fn();
+      ASSERT_NE(steps, nullptr) << "distcomm_shm_p2p_scan_steps not found in the loaded shm plugin";
+      const uint64_t before = steps();
       Tensor other = filled(4, 0.0f);
-      pg.recv(other, 1, tag7)->wait();
+      WorkPtr tagged = pg.recv(other, 1, tag7);
+      store.set("test/ready", "1");  // rank 0 sends now: nothing of its message was pulled before
+      // 1 step: this receive's look for a kept message of its one source; 2: rank 0's first
+      // chunk matched against the posted receives (shm_p2p.cc's find_unexpected, take_recv).
+      // Rank 2's progress thread pulls meanwhile (nobody waits on the receive).
+      const auto gate = Clock::now();
+      while (steps() - before < 3) {
+        ASSERT_LT(seconds_since(gate), 15.0) << "rank 0's message never began to arrive";
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      store.set("test/setting_aside", "1");
+      tagged->wait();
+      expect_all(other, 1.0, "rank 1's message, received while rank 0's was set aside");
       Tensor small = filled(kCount - 1, -1.0f);
       expect_failure_within<InvalidArgument>([&] { pg.recv(small, 0)->wait(); }, 0, 5,
                                              "a recv one element short, of a message partly set aside");
