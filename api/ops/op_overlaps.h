@@ -19,7 +19,9 @@
 // a mutex, a WorkPtr copy, and now and then a scan that drops ended entries: once the
 // entries reach twice what the last scan kept (at least kCapacity), so that the scans cost
 // O(1) an op on average even while thousands of ops stay in flight (a scan at every op
-// past kCapacity made posting n recvs O(n^2): 8000 took 2-8 s).
+// past kCapacity made posting n recvs O(n^2): 8000 took 2-8 s). The entries stay under
+// twice what was in flight at the last scan (after a burst of 5000, up to 10000 ended ones
+// until the next scan).
 // Waiting ignores the earlier op's error: its own Work reports it.
 #pragma once
 
@@ -75,7 +77,10 @@ class OpOverlaps {
 
   // How many recorded entries the scans of record_output have looked at (for tests: the
   // count grows linearly with the ops recorded, however many are in flight).
-  size_t output_entries_scanned() const { return output_entries_scanned_; }
+  size_t output_entries_scanned() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return output_entries_scanned_;
+  }
 
   // Before packing `inputs`: waits for earlier ops whose outputs or write-backs overlap them.
   void wait_for_writers(const std::vector<Tensor>& inputs);
