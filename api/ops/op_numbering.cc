@@ -90,7 +90,34 @@ std::string OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq) {
 
 int64_t OpNumbering::next_ordinal(bool is_send, int peer, int tag) {
   std::lock_guard<std::mutex> lock(ordinals_mu_);
-  return transfers_[std::make_tuple(is_send, peer, tag)]++;
+  PeerTags& tags = transfers_[static_cast<int64_t>(peer) * 2 + (is_send ? 1 : 0)];
+  if (keep_every_ordinal_) return tags.counts[tag].next++;  // no order: nothing is dropped
+  auto [it, added] = tags.counts.try_emplace(tag);
+  if (added) {
+    tags.order.push_front(tag);
+    it->second.in_order = tags.order.begin();
+    // The bound depends only on this (direction, peer)'s own sequence of tags, so that its
+    // peer, seeing the same sequence, drops the same tags (op_numbering.h).
+    if (tags.counts.size() > kTagsPerPeer) {
+      tags.counts.erase(tags.order.back());
+      tags.order.pop_back();
+    }
+  } else if (it->second.in_order != tags.order.begin()) {
+    tags.order.splice(tags.order.begin(), tags.order, it->second.in_order);
+  }
+  return it->second.next++;
+}
+
+void OpNumbering::keep_every_ordinal() {
+  std::lock_guard<std::mutex> lock(ordinals_mu_);
+  keep_every_ordinal_ = true;
+}
+
+size_t OpNumbering::ordinal_keys() const {
+  std::lock_guard<std::mutex> lock(ordinals_mu_);
+  size_t n = 0;
+  for (const auto& [key, tags] : transfers_) n += tags.counts.size();
+  return n;
 }
 
 }  // namespace distcomm

@@ -8,11 +8,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <map>
+#include <list>
 #include <mutex>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "api/ops/op_spec.h"
@@ -29,7 +30,27 @@ class OpNumbering {
   // The next transfer's number among this rank's sends (or recvs) with `peer` and `tag`: a
   // send and a recv pair up when their numbers agree (messages between two ranks with one
   // tag do not overtake each other).
+  //
+  // What reads it: the fingerprint's "(transfer N)", the progress report's matching of a
+  // pending send with its peer's pending recv (diagnostics only), and DETAIL's store key
+  // for a send's fingerprint, which its recv waits for. The data path never does.
+  //
+  // Memory: a program may use a new tag for every message (tag = step * k + microbatch),
+  // so counting every (direction, peer, tag) ever used grew without bound (~65-160 B a
+  // tag). Each (direction, peer) keeps at most kTagsPerPeer tags, least recently used
+  // dropped first; a dropped tag used again numbers from 0. The rule reads only this
+  // rank's own sequence of tags with that peer, which its peer sees the same way when it
+  // posts its recvs in the order of the sends: both drop the same tags. A peer that posts
+  // recvs of other tags in another order may drop a tag at another time, and the two
+  // sides' numbers for that tag can then differ: only the diagnostics above are affected.
+  // DETAIL must not be (its recv would wait for a key never posted), so DetailChecks
+  // calls keep_every_ordinal(), and at DETAIL memory still grows with the tags used.
   int64_t next_ordinal(bool is_send, int peer, int tag);
+  // From now on no tag's count is dropped (DISTCOMM_DEBUG=DETAIL: see next_ordinal).
+  void keep_every_ordinal();
+  // How many (direction, peer, tag) counts are kept now (for tests of the bound).
+  size_t ordinal_keys() const;
+  static constexpr size_t kTagsPerPeer = 256;
   // The sequence number the next collective will get.
   uint64_t next_seq() const { return seq_.load(); }
   // Ops the program issued on this rank, of one type (not the group's own internal ones).
@@ -64,8 +85,19 @@ class OpNumbering {
   std::atomic<uint64_t> p2p_seq_{0};
   std::atomic<uint64_t> internal_seq_{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(OpType::kBatchP2P) + 1> issued_{};
-  std::mutex ordinals_mu_;
-  std::map<std::tuple<bool, int, int>, int64_t> transfers_;  // per (is send, peer, tag)
+  // One (direction, peer)'s tags: counts, and the tags from most to least recently used.
+  struct PeerTags {
+    struct Count {
+      int64_t next = 0;
+      std::list<int>::iterator in_order;
+    };
+    std::unordered_map<int, Count> counts;
+    std::list<int> order;
+  };
+  mutable std::mutex ordinals_mu_;
+  bool keep_every_ordinal_ = false;
+  // Keyed by peer * 2 + is send: one entry per (direction, peer) this rank talked to.
+  std::unordered_map<int64_t, PeerTags> transfers_;
 };
 
 }  // namespace distcomm

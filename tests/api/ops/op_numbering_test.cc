@@ -81,5 +81,79 @@ TEST(OpNumbering, OpsIssuedFromSeveralThreadsAtOnceAreEachDescribedRight) {
   EXPECT_EQ(numbering.next_seq(), static_cast<uint64_t>(kThreads * kOps));
 }
 
+// Point-to-point ordinals (op_numbering.h): a program that uses a new tag for every message
+// must not grow the numbering without bound, and a pair of ranks that see the same
+// sequence of tags must still number each transfer alike.
+
+TEST(OpNumberingOrdinals, ANewTagForEveryMessageKeepsTheCountsBounded) {
+  OpNumbering numbering(kPrefix, std::chrono::seconds(5));
+  constexpr int kTags = 200000;
+  for (int tag = 0; tag < kTags; ++tag) {
+    for (int peer : {0, 2}) {
+      ASSERT_EQ(numbering.next_ordinal(/*is_send=*/true, peer, tag), 0) << "tag " << tag;
+      ASSERT_EQ(numbering.next_ordinal(/*is_send=*/false, peer, tag), 0) << "tag " << tag;
+    }
+  }
+  // Two peers, both directions: four sequences of tags, each keeping its recent ones.
+  EXPECT_LE(numbering.ordinal_keys(), 4 * OpNumbering::kTagsPerPeer);
+}
+
+TEST(OpNumberingOrdinals, ATagInUseKeepsCountingAmongNewOnes) {
+  OpNumbering numbering(kPrefix, std::chrono::seconds(5));
+  // Tag 7 every tenth message, a new tag in between: 7 stays among the recent ones.
+  for (int i = 0; i < 20000; ++i) {
+    if (i % 10 == 0) {
+      ASSERT_EQ(numbering.next_ordinal(true, 1, 7), i / 10);
+    } else {
+      ASSERT_EQ(numbering.next_ordinal(true, 1, 1000 + i), 0);
+    }
+  }
+  EXPECT_LE(numbering.ordinal_keys(), OpNumbering::kTagsPerPeer);
+}
+
+TEST(OpNumberingOrdinals, SenderAndReceiverNumberEachTransferAlikeAfterTagsAreDropped) {
+  OpNumbering sender(kPrefix, std::chrono::seconds(5));
+  OpNumbering receiver(kPrefix, std::chrono::seconds(5));
+  // Tags cycle over more than the numbering keeps, some reused soon, some after long: the
+  // receiver posts its recvs in the order of the sends, so both drop the same tags.
+  uint32_t x = 12345;
+  for (int i = 0; i < 50000; ++i) {
+    x = x * 1103515245u + 12345u;
+    const int tag = static_cast<int>((x >> 8) % (3 * OpNumbering::kTagsPerPeer));
+    const int64_t sent = sender.next_ordinal(true, /*peer=*/1, tag);
+    const int64_t received = receiver.next_ordinal(false, /*peer=*/0, tag);
+    ASSERT_EQ(sent, received) << "message " << i << " tag " << tag;
+    // Traffic with another peer must not change what this pair drops.
+    sender.next_ordinal(true, /*peer=*/2, 100000 + i);
+  }
+  EXPECT_LE(sender.ordinal_keys(), 2 * OpNumbering::kTagsPerPeer);
+}
+
+TEST(OpNumberingOrdinals, DetailKeepsEveryTagsCount) {
+  OpNumbering numbering(kPrefix, std::chrono::seconds(5));
+  numbering.keep_every_ordinal();
+  const int tags = static_cast<int>(4 * OpNumbering::kTagsPerPeer);
+  for (int tag = 0; tag < tags; ++tag) EXPECT_EQ(numbering.next_ordinal(true, 1, tag), 0);
+  // DETAIL's store key names the transfer exactly: the first tag is still at its second.
+  EXPECT_EQ(numbering.next_ordinal(true, 1, 0), 1);
+  EXPECT_EQ(numbering.ordinal_keys(), static_cast<size_t>(tags));
+}
+
+TEST(OpNumberingOrdinals, AFingerprintCarriesTheTransfersOrdinal) {
+  OpNumbering numbering(kPrefix, std::chrono::seconds(5));
+  Tensor t = Tensor::empty({4});
+  OpSpec send = collective(OpType::kSend, &t);
+  send.kind = OpKind::kPointToPoint;
+  send.root = 2;
+  send.tag = 5;
+  EXPECT_EQ(numbering.next(send).fingerprint.ordinal, 0);
+  EXPECT_EQ(numbering.next(send).fingerprint.ordinal, 1);
+  OpSpec any = collective(OpType::kRecv, &t);
+  any.kind = OpKind::kPointToPoint;
+  any.root = -1;  // from any rank: numbered once its source is known (DetailChecks)
+  any.tag = 5;
+  EXPECT_EQ(numbering.next(any).fingerprint.ordinal, -1);
+}
+
 }  // namespace
 }  // namespace distcomm
