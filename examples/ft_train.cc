@@ -13,13 +13,16 @@
 // --kill_rank SIGKILLs itself during step --kill_step's backward (or stops, --kill_signal=STOP,
 // and the launcher kills it once the others have taken it for gone); the others form a group
 // without it (within a second of a death; a stop takes the heartbeat timeout) and redo that step; the replacement the launcher starts
-// (--replace_after_s) joins at a step boundary and gets the weights from a member first.
+// (--replace_after_s) joins at a step boundary and gets the weights from a member first. With
+// --kill_rank and --replace_after_s given, the others train on past --steps until it has joined
+// (--await_replacement; at most 10x --steps, then they end without it and say so).
 // At the end every member checks that its weights equal the others' bit for bit.
 //
 // The model code is nn/: example code, not part of distcomm.
 #include <gflags/gflags.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -51,8 +54,10 @@ DEFINE_double(recovery_timeout_s, 60,
               "heartbeats reaches the job's store waits for it before it ends");
 DEFINE_int32(log_every, 10, "print the loss every N steps");
 DEFINE_bool(await_replacement, false,
-            "tests: past --steps, train on (up to 10x --steps) until a step is committed by as many members as "
-            "the job started with, so that a replacement joins before the others end");
+            "past --steps, train on (up to 10x --steps) until a step is committed by as many members as the job "
+            "started with, so that a replacement joins before the others end; on by default when --kill_rank and "
+            "--replace_after_s >= 0 are both given (under tools/launch, which does not tell its ranks whether it "
+            "replaces them, pass it)");
 DEFINE_double(replace_after_s, 1, "run by hand: start a replacement for a failed rank this long after (< 0: none)");
 DECLARE_int32(nproc);
 DECLARE_string(backend);
@@ -110,11 +115,21 @@ int main(int argc, char** argv) {
     // together (a member that stopped alone would be taken for gone by the others).
     const char* world = std::getenv("WORLD_SIZE");  // the first generation's size (the launcher's)
     const int started_with = world ? std::atoi(world) : 0;
+    // With a rank killed and a replacement asked for, the replacement is due --replace_after_s
+    // after the death, and a fast machine finishes --steps before that: the survivors would end
+    // without it (and the launcher report the killed rank as the job's failure). So then they
+    // wait for it by default. Every member has the same command line, so decides the same.
+    const auto flag_given = [](const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; };
+    const bool replacement_asked = flag_given("replace_after_s") && FLAGS_replace_after_s >= 0;
+    const bool await_replacement =
+        flag_given("await_replacement") ? FLAGS_await_replacement : FLAGS_kill_rank >= 0 && replacement_asked;
+    const uint64_t await_limit = 10 * static_cast<uint64_t>(std::max(FLAGS_steps, 1));
     bool full_step_committed = false;
+    int last_group_rank = 0, last_group_size = 0;
     auto trained_enough = [&] {
       const uint64_t steps = manager.committed_steps();
       if (steps < static_cast<uint64_t>(FLAGS_steps)) return false;
-      return !FLAGS_await_replacement || full_step_committed || steps >= 10 * static_cast<uint64_t>(FLAGS_steps);
+      return !await_replacement || full_step_committed || steps >= await_limit;
     };
     while (!trained_enough()) {
       distcomm::ProcessGroupPtr pg = manager.begin_step(state);
@@ -154,6 +169,8 @@ int main(int argc, char** argv) {
       }
       sgd.step();
       full_step_committed = pg->size() >= started_with;
+      last_group_rank = pg->rank();
+      last_group_size = pg->size();
       loss_sum += loss_value;
       ++loss_steps;
       if (FLAGS_log_every > 0 && (step + 1) % FLAGS_log_every == 0 && pg->rank() == 0) {
@@ -163,6 +180,12 @@ int main(int argc, char** argv) {
         loss_sum = 0;
         loss_steps = 0;
       }
+    }
+    if (await_replacement && !full_step_committed && last_group_size > 0 && last_group_rank == 0) {
+      std::fprintf(stderr,
+                   "ft_train: no replacement joined within %llu steps (10x --steps); ending with %d of the %d "
+                   "members the job started with\n",
+                   static_cast<unsigned long long>(await_limit), last_group_size, started_with);
     }
     // Every member's weights against the others', bit for bit: a hash of their bytes, whose
     // minimum and maximum over the members are equal only when every member's is.

@@ -62,7 +62,10 @@ TEST(Examples, AllReduceThroughTheLauncher) {
 // docs/fault-tolerance.md's commands: rank 2 dies in step 30, the others go on as generation
 // 2, the launcher's replacement joins as generation 3, and every member ends with the same
 // weights; the job succeeds. Through tools/launch over the default backend (shm here), and
-// run by hand (it launches itself) over gloo.
+// run by hand (it launches itself) over gloo. The survivors train past --steps until the
+// replacement has joined (run by hand that is the default with --kill_rank and
+// --replace_after_s; under the launcher, --await_replacement): a fast machine used to finish
+// the 400 steps before the replacement was due, and the job failed with the killed rank.
 TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
   for (const std::string backend : {"", "gloo"}) {
     const std::vector<std::string> through_launcher{runfile("tools/launch/launch"), "--nproc_per_node=4",
@@ -75,6 +78,8 @@ TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
     if (!backend.empty()) {
       argv.push_back("--nproc=4");
       argv.push_back("--replace_after_s=0.5");
+    } else {
+      argv.push_back("--await_replacement");
     }
     Finished f = run(argv, std::chrono::seconds(120), {"DISTCOMM_BACKEND=" + backend});
     EXPECT_EQ(exit_code(f), 0) << backend << ": " << f.err;
@@ -82,11 +87,35 @@ TEST(Examples, FtTrainGoesOnThroughADeathAndTakesInAReplacement) {
         << backend << ": " << f.err;
     EXPECT_NE(f.err.find("ft: generation 3 (rank0, rank1, rank3, rank2+1) goes on from step "), std::string::npos)
         << backend << ": " << f.err;
+    // 400 steps or more (as many as it took the replacement to join), the same for every member.
+    std::smatch steps;
+    ASSERT_TRUE(std::regex_search(f.out, steps, std::regex(R"(rank0: (\d+) steps, weights identical)"))) << f.out;
+    EXPECT_GE(std::stoll(steps[1]), 400) << backend << "\n" << f.out;
     for (const std::string member : {"rank0", "rank1", "rank3", "rank2+1"}) {
-      EXPECT_NE(f.out.find(member + ": 400 steps, weights identical to the other members'"), std::string::npos)
+      EXPECT_NE(f.out.find(member + ": " + steps[1].str() + " steps, weights identical to the other members'"),
+                std::string::npos)
           << backend << ": " << member << "\n" << f.out;
     }
+    EXPECT_EQ(f.err.find("no replacement joined"), std::string::npos) << backend << ": " << f.err;
     EXPECT_NE(f.err.find("the job succeeded"), std::string::npos) << backend << ": " << f.err;
+  }
+}
+
+// A replacement that does not come in time: the survivors wait for it for 10x --steps, then
+// end without it and say so (and the job fails with the killed rank, not replaced in time).
+TEST(Examples, FtTrainSurvivorsStopWaitingForAReplacementThatDoesNotCome) {
+  Finished f = run({example("ft_train"), "--nproc=3", "--kill_rank=1", "--kill_step=10", "--steps=20",
+                    "--replace_after_s=600"},
+                   std::chrono::seconds(120));
+  ASSERT_FALSE(f.timed_out) << f.err;
+  EXPECT_NE(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.err.find("ft_train: no replacement joined within 200 steps (10x --steps); ending with 2 of the 3 "
+                       "members the job started with"),
+            std::string::npos)
+      << f.err;
+  for (const std::string member : {"rank0", "rank2"}) {
+    EXPECT_NE(f.out.find(member + ": 200 steps, weights identical to the other members'"), std::string::npos)
+        << member << "\n" << f.out;
   }
 }
 
