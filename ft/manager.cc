@@ -330,15 +330,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   std::vector<std::string> failed_members;  // of the last generation given up
   int same_failures = 0;                    // in a row, with those same members
   for (;;) {
-    Generation next;
-    try {
-      next = agree_on_next(previous, deadline);
-    } catch (const Timeout&) {
-      // Its recovery timeout passed while forming: the job ends here. A store call's own
-      // Timeout before then is no such decision.
-      if (Clock::now() >= deadline) stop_job(std::current_exception());
-      throw;
-    }
+    // A Timeout here (this member's recovery timeout passed while forming) writes no stop
+    // mark: it is this member's own clock, and the others, later deadlines of their own,
+    // may still form the generation; a mark would turn away every later joiner of a job
+    // that goes on (helper-192's review). Only store-agreed stops write it.
+    const Generation next = agree_on_next(previous, deadline);
     if (next.members.empty()) {  // a joiner, and the training finished before it was taken in
       finished_ = true;
       return;
@@ -367,9 +363,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       // Nobody is gone and the same members failed three times: what fails is not about
       // who is there, and another generation would fail the same way.
       if (Clock::now() >= deadline || same_failures >= 3) {
-        stop_job(with_detail(std::current_exception(), "ft: member '" + id_ + "' gave up forming " +
-                                                           next.describe() + " (" + std::to_string(same_failures) +
-                                                           " times with these members)"));
+        // No stop mark, as above: only this member counted these failures, and the members
+        // whose creation stood may re-form without it.
+        std::rethrow_exception(with_detail(std::current_exception(),
+                                           "ft: member '" + id_ + "' gave up forming " + next.describe() + " (" +
+                                               std::to_string(same_failures) + " times with these members)"));
       }
       creation_slice = std::min<std::chrono::milliseconds>(
           creation_slice * 2, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));

@@ -202,9 +202,10 @@ class Manager {
   // Throws for this member's dead mark `mark`: StepKeepsFailing for a refused joiner (kept,
   // so that every later call throws it), else Error (fenced_message).
   [[noreturn]] void throw_taken_out(const std::string& mark);
-  // Rethrows `stop`, which ends the job on every member (fewer than min_members left, or
-  // forming a generation given up), after writing its message where waiting joiners read
-  // it (keys::kStopped), when this member holds the state (job_stop.cc).
+  // Rethrows `stop`, which ends the job on every member (fewer than min_members left in the
+  // generation the store holds), after writing its message where waiting joiners read it
+  // (keys::kStopped), when this member holds the state (job_stop.cc). Not for a forming
+  // given up on this member's own clock: the others may go on.
   [[noreturn]] void stop_job(std::exception_ptr stop);
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).

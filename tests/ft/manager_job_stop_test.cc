@@ -1,7 +1,7 @@
 // ft::Manager (manager_harness.h): a joiner waiting to be taken in when the job stops for a
-// reason other than a step that keeps failing -- fewer than min_members left, or the
-// members giving up forming a generation at their recovery timeout -- must learn it at
-// once, with the reason. Nothing wrote ft/stopped on those paths, so it waited out its own
+// reason other than a step that keeps failing -- fewer than min_members left -- must learn
+// it at once, with the reason; one that waits while members give up forming on their own
+// clocks is not told the job stopped (it may not have). Nothing wrote ft/stopped on those paths, so it waited out its own
 // recovery timeout (20 s here) and ended with a Timeout that said nothing of the job.
 #include "tests/ft/manager_harness.h"
 
@@ -41,8 +41,11 @@ std::thread start_joiner(Member& joiner, ft::ManagerOptions options, Clock::time
 }
 
 // a. The members' recovery timeout (2 s) passes while they wait for rank2 to form
-// generation 2; the joiner (recovery timeout 20 s) waits for that generation too.
-TEST_F(FtManager, AJoinerWaitingWhenTheMembersGiveUpFormingLearnsItAtOnce) {
+// generation 2. That is each member's own clock (others, with later deadlines, might still
+// form it), so it writes no stop mark: a mark would turn away every later joiner of a job
+// that went on (helper-192's review of the first version, which wrote one). The joiner
+// then ends at its own recovery timeout, as any joiner of a generation that never forms.
+TEST_F(FtManager, MembersGivingUpFormingOnTheirOwnClocksWriteNoStopMark) {
   std::vector<Member*> members =
       first_members(3, 1, [](ft::ManagerOptions& o) { o.recovery_timeout = milliseconds(2000); });
   Member& joiner = add_member("joiner-t", 7);
@@ -52,22 +55,19 @@ TEST_F(FtManager, AJoinerWaitingWhenTheMembersGiveUpFormingLearnsItAtOnce) {
   std::thread trainer([&] { train_all(members, kSteps, script); });
   ASSERT_TRUE(eventually([&] { return hung.load(); }));
   Clock::time_point ended{};
-  std::thread joining = start_joiner(joiner, options(joiner.id, -1, /*joining=*/true), &ended);
+  ft::ManagerOptions joining = options(joiner.id, -1, /*joining=*/true);
+  joining.recovery_timeout = milliseconds(3000);
+  std::thread joiner_thread = start_joiner(joiner, joining, &ended);
   trainer.join();
-  const Clock::time_point members_ended = Clock::now();
-  joining.join();
+  joiner_thread.join();
 
   for (Member* m : members) {
     if (m->id == "rank2") continue;
     EXPECT_TRUE(contains(m->error, "forming generation 2 timed out waiting for") && contains(m->error, "rank2"))
         << m->id << ": " << m->error;
   }
-  const double after_s = std::chrono::duration<double>(ended - members_ended).count();
-  EXPECT_LT(after_s, kAtOnceS) << "the joiner waited " << after_s << " s after the job stopped: " << joiner.error;
-  EXPECT_TRUE(contains(joiner.error, "joiner 'joiner-t' was not taken in: the job it waited to join stopped"))
-      << joiner.error;
-  EXPECT_TRUE(contains(joiner.error, "timed out waiting for")) << joiner.error;
-  EXPECT_TRUE(ft_keys.check({ft::keys::kStopped}));
+  EXPECT_FALSE(ft_keys.check({ft::keys::kStopped}));
+  EXPECT_FALSE(contains(joiner.error, "the job it waited to join stopped")) << joiner.error;
 }
 
 // b. min_members is 3. The joiner asks in while rank0 and rank1 form generation 2 (after
