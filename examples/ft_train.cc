@@ -14,8 +14,9 @@
 // and the launcher kills it once the others have taken it for gone); the others form a group
 // without it (within a second of a death; a stop takes the heartbeat timeout) and redo that step; the replacement the launcher starts
 // (--replace_after_s) joins at a step boundary and gets the weights from a member first. With
-// --kill_rank and --replace_after_s given, the others train on past --steps until it has joined
-// (--await_replacement; at most 10x --steps, then they end without it and say so).
+// --kill_rank given and a replacement coming (run by hand: unless --replace_after_s < 0; under
+// tools/launch: when --replace_after_s is typed), the others train on past --steps until it has
+// joined (--await_replacement; at most 10x --steps, then they end without it and say so).
 // At the end every member checks that its weights equal the others' bit for bit.
 //
 // The model code is nn/: example code, not part of distcomm.
@@ -26,6 +27,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <distcomm/api/errors.h>
 #include <distcomm/api/init.h>
@@ -55,9 +58,9 @@ DEFINE_double(recovery_timeout_s, 60,
 DEFINE_int32(log_every, 10, "print the loss every N steps");
 DEFINE_bool(await_replacement, false,
             "past --steps, train on (up to 10x --steps) until a step is committed by as many members as the job "
-            "started with, so that a replacement joins before the others end; on by default when --kill_rank and "
-            "--replace_after_s >= 0 are both given (under tools/launch, which does not tell its ranks whether it "
-            "replaces them, pass it)");
+            "started with, so that a replacement joins before the others end; on by default with --kill_rank when "
+            "run by hand (unless --replace_after_s < 0), and under tools/launch when --replace_after_s >= 0 is typed "
+            "(that launcher does not tell its ranks whether it replaces them: pass it)");
 DEFINE_double(replace_after_s, 1, "run by hand: start a replacement for a failed rank this long after (< 0: none)");
 DECLARE_int32(nproc);
 DECLARE_string(backend);
@@ -79,7 +82,17 @@ int main(int argc, char** argv) {
   if (!distcomm::launched_as_rank()) {
     distcomm::examples::FaultTolerantLaunch ft_launch;
     ft_launch.replace_after_s = FLAGS_replace_after_s;
-    return distcomm::examples::launch_copies_of_self(argc, argv, FLAGS_nproc, FLAGS_backend, ft_launch);
+    // Run by hand, this launcher replaces a failed rank even where --replace_after_s was not
+    // typed (its default): the copies get it typed, so that they await the replacement as they
+    // do when it is typed (below). Under tools/launch the default means nothing: that launcher
+    // replaces only when told to, and its ranks cannot know.
+    std::vector<std::string> args(argv, argv + argc);
+    args.push_back("--replace_after_s=" + std::to_string(FLAGS_replace_after_s));
+    std::vector<char*> copy_argv;
+    for (std::string& a : args) copy_argv.push_back(a.data());
+    copy_argv.push_back(nullptr);
+    return distcomm::examples::launch_copies_of_self(static_cast<int>(args.size()), copy_argv.data(), FLAGS_nproc,
+                                                     FLAGS_backend, ft_launch);
   }
   return distcomm::run_main("ft_train", [&] {
     auto model = nn::make_mlp({kFeatures, FLAGS_hidden, FLAGS_hidden, kClasses}, /*seed=*/1);
