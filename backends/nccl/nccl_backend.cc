@@ -96,9 +96,12 @@ Backend* NcclBackend::create_subgroup_backend(const BackendOptions* sub, const s
   const std::string asking = group_rank_text(rank(), size(), options().group_name, options().global_ranks) +
                              " making subgroup #" + std::to_string(subgroups_asked_);
   // Called in the same order on every rank (Backend::create_subgroup_backend), so the count
-  // names the same keys on all of them.
-  const std::string key = key_prefix_ + "subgroup" + std::to_string(subgroups_asked_++) + "/";
-  if (!every_rank_can_split(*options().store, key, size(), can, deadline_after(options().timeout), asking)) {
+  // names the same vote on all of them. The vote is part of making the subgroup: it has the
+  // creation's deadline (the one the new communicator's setup gets), not an op's timeout.
+  const auto creation_deadline = std::chrono::steady_clock::now() +
+      InitWait::for_backend(this->options().config, this->options().timeout, "nccl").left();
+  if (!every_rank_can_split(*options().store, key_prefix_, subgroups_asked_++, size(), can, creation_deadline,
+                            asking)) {
     return nullptr;  // some rank's communicator is not set up yet: the store path, on all
   }
   const SplitPart part = split_part(rank(), members, sub != nullptr);

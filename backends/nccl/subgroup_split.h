@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,17 +32,24 @@ struct SplitPart {
 SplitPart split_part(int parent_rank, const std::vector<int>& members, bool member);
 
 // Whether every one of the `size` ranks of a group can take part in a split (`can`: this
-// rank's parent communicator is set up and usable), agreed through the group's store under
-// `key` (fresh per subgroup made; every rank passes the same). Why agree rather than decide
-// alone: a rank's communicator is set up by its first op, which another thread may be
-// issuing while the subgroup is made, so one rank could find it ready and split while
-// another takes the store path, and the splitting rank would wait out the timeout in
-// ncclCommSplit. Every rank gets the same answer: true only when all said they can. A
-// rank that cannot returns false at once (two adds: it knows the answer); one that can
-// waits for every rank's word (two adds, a wait, one read; the last rank to arrive one
-// set), whatever the group's size. Throws Timeout, naming `what`, when not every rank has
-// said by the deadline (a rank died, or did not make the subgroup) and this one can.
-bool every_rank_can_split(Store& store, const std::string& key, int size, bool can,
+// rank's parent communicator is set up and usable), agreed through the group's store, vote
+// `index` of the group (0, 1, ...: the group's subgroups in the order made, the same on every
+// rank) under keys starting with `prefix`. Why agree rather than decide alone: a rank's
+// communicator is set up by its first op, which another thread may be issuing while the
+// subgroup is made, so one rank could find it ready and split while another takes the store
+// path, and the splitting rank would wait out the timeout in ncclCommSplit. Every rank gets
+// the same answer: true only when all said they can.
+//
+// One add per rank carries both its arrival and its word (a rank that cannot adds 2^32 + 1),
+// so the last to arrive knows the answer and writes it under one key, which the others wait
+// for (one wait, one read, whatever the group's size). A rank that cannot returns false at
+// once: where the others have no communicator either (the usual case) nobody waits, and a
+// rank that never comes (one of a mixed group whose nccl backend could not be made) costs
+// nothing then. Keys do not pile up with the subgroups made: the last to arrive deletes the
+// count and the previous vote's answer (every rank has read it: it is here), so a group
+// keeps one key. Throws Timeout, naming `what`, when not every rank has said by the
+// deadline (a rank died, or did not make the subgroup) and this one can.
+bool every_rank_can_split(Store& store, const std::string& prefix, uint64_t index, int size, bool can,
                           std::chrono::steady_clock::time_point deadline, const std::string& what);
 
 }  // namespace nccl

@@ -43,12 +43,12 @@ TEST(SplitPartTest, AMemberMissingFromTheListIsRefused) {
 using Clock = std::chrono::steady_clock;
 
 // Each of `can.size()` ranks asks at once, on a thread of its own; their answers.
-std::vector<bool> ask_all(Store& store, const std::string& key, const std::vector<bool>& can) {
+std::vector<bool> ask_all(Store& store, uint64_t index, const std::vector<bool>& can) {
   std::vector<std::future<bool>> asked;
   const int n = static_cast<int>(can.size());
   for (int r = 0; r < n; ++r) {
-    asked.push_back(std::async(std::launch::async, [&store, &key, n, c = can[r]] {
-      return every_rank_can_split(store, key, n, c, Clock::now() + std::chrono::seconds(20), "test");
+    asked.push_back(std::async(std::launch::async, [&store, index, n, c = can[r]] {
+      return every_rank_can_split(store, "g/", index, n, c, Clock::now() + std::chrono::seconds(20), "test");
     }));
   }
   std::vector<bool> out;
@@ -58,29 +58,42 @@ std::vector<bool> ask_all(Store& store, const std::string& key, const std::vecto
 
 TEST(EveryRankCanSplitTest, AllAgreeToSplitOnlyWhenEveryRankCan) {
   HashStore store;
-  EXPECT_EQ(ask_all(store, "s0/", {true, true, true, true}), std::vector<bool>(4, true));
+  EXPECT_EQ(ask_all(store, 0, {true, true, true, true}), std::vector<bool>(4, true));
   // One rank whose communicator is not set up yet (another thread is still setting it
   // up): nobody splits, so nobody waits in ncclCommSplit for it.
-  EXPECT_EQ(ask_all(store, "s1/", {true, false, true, true}), std::vector<bool>(4, false));
-  EXPECT_EQ(ask_all(store, "s2/", {false, false, false}), std::vector<bool>(3, false));
+  EXPECT_EQ(ask_all(store, 1, {true, false, true, true}), std::vector<bool>(4, false));
+  EXPECT_EQ(ask_all(store, 2, {false, false, false, false}), std::vector<bool>(4, false));
+  EXPECT_EQ(ask_all(store, 3, {true, true, true, false}), std::vector<bool>(4, false));
+}
+
+TEST(EveryRankCanSplitTest, AGroupKeepsOneKeyWhateverTheSubgroupsItMade) {
+  HashStore store;
+  for (uint64_t i = 0; i < 50; ++i) {
+    const bool all = i % 3 != 1;
+    EXPECT_EQ(ask_all(store, i, {true, all, true}), std::vector<bool>(3, all)) << "vote " << i;
+  }
+  // The last vote's answer, nothing else (3 keys a vote before).
+  EXPECT_EQ(store.num_keys(), 1);
+  EXPECT_TRUE(store.check({"g/subgroup49/answer"}));
 }
 
 TEST(EveryRankCanSplitTest, ARankThatCannotDoesNotWaitForTheOthers) {
   HashStore store;
   // The only rank to come: the others may never (no nccl backend there).
-  EXPECT_FALSE(every_rank_can_split(store, "s/", 3, false, Clock::now() + std::chrono::seconds(60), "test"));
+  EXPECT_FALSE(every_rank_can_split(store, "g/", 0, 3, false, Clock::now() + std::chrono::seconds(60), "test"));
 }
 
 TEST(EveryRankCanSplitTest, ARankAloneDecidesForItself) {
   HashStore store;
-  EXPECT_TRUE(every_rank_can_split(store, "s/", 1, true, Clock::now(), "test"));
-  EXPECT_FALSE(every_rank_can_split(store, "s/", 1, false, Clock::now(), "test"));
+  EXPECT_TRUE(every_rank_can_split(store, "g/", 0, 1, true, Clock::now(), "test"));
+  EXPECT_FALSE(every_rank_can_split(store, "g/", 1, 1, false, Clock::now(), "test"));
 }
 
 TEST(EveryRankCanSplitTest, ARankThatNeverComesIsATimeoutNamingTheCount) {
   HashStore store;
   try {
-    every_rank_can_split(store, "s/", 3, true, Clock::now() + std::chrono::milliseconds(100), "rank 0/3 subgroup #0");
+    every_rank_can_split(store, "g/", 0, 3, true, Clock::now() + std::chrono::milliseconds(100),
+                         "rank 0/3 subgroup #0");
     FAIL() << "no Timeout";
   } catch (const Timeout& e) {
     const std::string m = e.what();
