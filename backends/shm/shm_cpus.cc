@@ -50,5 +50,10 @@ bool oversubscribed(int group_size, int local_world_size, int cpus) {
   return std::max(group_size, local_world_size) > cpus;
 }
 
+int cpus_for_host_ranks(int own_cpus, int group_union, int online) {
+  if (group_union > own_cpus) return std::max(online, group_union);
+  return std::max(own_cpus, group_union);
+}
+
 }  // namespace shm
 }  // namespace distcomm

@@ -40,5 +40,14 @@ int usable_cpus();
 // Pure, for a unit test.
 bool oversubscribed(int group_size, int local_world_size, int cpus);
 
+// The CPUs the host's ranks may run on, as the spin decision counts them, from what one
+// rank sees: own_cpus (usable_cpus()), the union of the group's masks (0: unknown) and the
+// host's online CPUs. Where the union is wider than this rank's own mask, the group's ranks
+// were pinned to different CPUs (one a core, by a launcher or taskset) and the job's other
+// ranks on the host presumably on others again: the host's online CPUs count. Otherwise
+// (one shared mask: a cpuset, a container, no pinning) what this process may run on, or the
+// union where larger. Pure, for a unit test.
+int cpus_for_host_ranks(int own_cpus, int group_union, int online);
+
 }  // namespace shm
 }  // namespace distcomm

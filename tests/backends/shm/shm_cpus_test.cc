@@ -61,6 +61,21 @@ TEST(ShmCpus, ANarrowerMaskNarrowsTheCount) {
   EXPECT_TRUE(oversubscribed(2, 0, pinned));
 }
 
+TEST(ShmCpus, RanksPinnedApartCountTheHostsCpus) {
+  // 8 ranks pinned one a core on an 8-core host, in groups of 2: each mask holds 1 CPU, the
+  // group's union 2. The host is not oversubscribed, so they may spin (ada190d counted 2).
+  EXPECT_EQ(cpus_for_host_ranks(/*own=*/1, /*union=*/2, /*online=*/8), 8);
+  EXPECT_FALSE(oversubscribed(2, 8, cpus_for_host_ranks(1, 2, 8)));
+  // 64 ranks so pinned on 8 cores share them: still oversubscribed.
+  EXPECT_TRUE(oversubscribed(2, 64, cpus_for_host_ranks(1, 2, 8)));
+  // One mask for all (a container's cpuset of 2 CPUs on a 64-core host): its 2 CPUs count,
+  // not the host's 64.
+  EXPECT_EQ(cpus_for_host_ranks(2, 2, 64), 2);
+  EXPECT_TRUE(oversubscribed(2, 8, cpus_for_host_ranks(2, 2, 64)));
+  // Masks unknown (union 0): this process's own.
+  EXPECT_EQ(cpus_for_host_ranks(4, 0, 64), 4);
+}
+
 }  // namespace
 }  // namespace shm
 }  // namespace distcomm
