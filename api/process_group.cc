@@ -30,6 +30,7 @@
 #include "api/plugin/plugin_registry.h"
 #include "api/process/failure_origin.h"
 #include "api/process/fork_generation.h"
+#include "api/process/program_rank.h"
 #include "api/store/prefix_store.h"
 
 namespace distcomm {
@@ -43,6 +44,17 @@ class LiveGroups {
     groups_.erase(std::remove_if(groups_.begin(), groups_.end(), [](const auto& w) { return w.expired(); }),
                   groups_.end());
     groups_.push_back(pg);
+    // Kept past the group's end: the program's own exception destroys its groups on the way
+    // out to run_main, which still names the rank (program_rank_text). A later group at least
+    // as large (the next generation of a fault-tolerant job) takes over.
+    if (pg->size() >= largest_size_) {
+      largest_size_ = pg->size();
+      largest_rank_text_ = "rank " + std::to_string(pg->rank()) + "/" + std::to_string(pg->size());
+    }
+  }
+  std::string largest_rank_text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return largest_rank_text_;
   }
   std::vector<std::shared_ptr<ProcessGroup>> all() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,6 +68,8 @@ class LiveGroups {
  private:
   std::mutex mu_;
   std::vector<std::weak_ptr<ProcessGroup>> groups_;
+  int largest_size_ = 0;
+  std::string largest_rank_text_;
 };
 
 // Never destroyed: a program may fail during static destruction.
@@ -348,6 +362,21 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
   backends_->wrap(DeviceType::kCPU, [&](std::unique_ptr<Backend> flat) -> std::unique_ptr<Backend> {
     return std::make_unique<HierarchicalBackend>(std::move(flat), within, across, hosts);
   });
+}
+
+std::string program_rank_text() {
+  std::shared_ptr<ProcessGroup> largest;
+  for (const auto& pg : live_groups().all()) {
+    if (!largest || pg->size() > largest->size()) largest = pg;
+  }
+  if (largest) return "rank " + std::to_string(largest->rank()) + "/" + std::to_string(largest->size());
+  return live_groups().largest_rank_text();
+}
+
+std::string with_program_rank(const std::string& message) {
+  const std::string rank = program_rank_text();
+  if (rank.empty() || message.find(rank) != std::string::npos) return message;
+  return rank + ": " + message;
 }
 
 void ProcessGroup::publish_program_failure(const std::exception_ptr& error) {

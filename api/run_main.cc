@@ -12,6 +12,7 @@
 #include "api/process/failure_report.h"
 #include "api/process/local_processes.h"
 #include "api/process_group.h"
+#include "api/process/program_rank.h"
 #include "api/process/write_fully.h"
 
 namespace distcomm {
@@ -86,7 +87,9 @@ int run_main(const std::string& program, const std::function<int()>& body) {
   } catch (...) {
     const std::exception_ptr e = std::current_exception();
     leave_report(type_and_message(e));
-    say(program, message_of(e));
+    // Led by this process's rank, unless the message names it already (the groups' own
+    // errors do): under mpirun nothing else says which rank the line is from.
+    say(program, with_program_rank(message_of(e)));
     // Before main returns and the exit closes this process's connections (and the store,
     // on rank 0): the peers then report this error, not a connection this rank closed.
     ProcessGroup::publish_program_failure(e);

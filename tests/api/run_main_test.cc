@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -15,6 +17,9 @@
 
 #include "api/errors.h"
 #include "api/process/failure_report.h"
+#include "api/process_group.h"
+#include "api/store/hash_store.h"
+#include "tests/api/plugin_test_env.h"
 
 namespace distcomm {
 namespace {
@@ -62,6 +67,26 @@ TEST(RunMain, AnErrorIsOneLineAndStatusOne) {
   ASSERT_TRUE(WIFEXITED(o.status)) << o.err;
   EXPECT_EQ(WEXITSTATUS(o.status), 1);
   EXPECT_EQ(o.err, "prog: rank 0/2 group 'world' all_reduce #3: timed out\n");
+}
+
+// A user's own exception names no rank; under mpirun no launcher prefixes the line, so
+// run_main leads it with the rank of the process's largest group. A group's own errors
+// ("rank 0/2 group 'world' ...", above) name it already and stay as they are.
+TEST(RunMain, AUserErrorIsLedByTheRank) {
+  const Outcome o = in_child([] {
+    return run_main("prog", []() -> int {
+      use_test_plugins();
+      ProcessGroupOptions po;
+      po.store = std::make_shared<HashStore>();
+      po.size = 1;
+      po.backend = "single_rank";
+      const ProcessGroupPtr pg = ProcessGroup::create(po);
+      throw std::runtime_error("the data file is missing");
+    });
+  });
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.err;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1);
+  EXPECT_EQ(o.err, "prog: rank 0/1: the data file is missing\n");
 }
 
 TEST(RunMain, TheErrorFileGetsTypeMessageAndTime) {
