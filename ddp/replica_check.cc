@@ -14,7 +14,8 @@ namespace {
 constexpr size_t kMaxReported = 5;  // differing entries named in one message
 
 // Length-prefixed fields, so names may hold any byte: the problems, the number of options,
-// each option's name and value, then the entries.
+// each option's name and value, the flags (one character each) and their names, then the
+// entries.
 std::string encode(const ReplicaDescription& d) {
   std::string out;
   auto field = [&](const std::string& s) { out += std::to_string(s.size()) + ":" + s; };
@@ -24,6 +25,8 @@ std::string encode(const ReplicaDescription& d) {
     field(option.first);
     field(option.second);
   }
+  field(d.flags);
+  for (const std::string& name : d.flag_names) field(name);
   for (const std::string& e : d.entries) field(e);
   return out;
 }
@@ -44,7 +47,13 @@ ReplicaDescription decode(const std::string& text) {
   const size_t options = std::stoul(fields[1]);
   if (fields.size() < 2 + 2 * options) throw Error("DDP replica check: truncated options");
   for (size_t k = 0; k < options; ++k) d.options.emplace_back(fields[2 + 2 * k], fields[3 + 2 * k]);
-  d.entries.assign(fields.begin() + 2 + 2 * options, fields.end());
+  size_t next = 2 + 2 * options;
+  if (fields.size() < next + 1) throw Error("DDP replica check: truncated flags");
+  d.flags = fields[next++];
+  if (fields.size() < next + d.flags.size()) throw Error("DDP replica check: truncated flag names");
+  d.flag_names.assign(fields.begin() + next, fields.begin() + next + d.flags.size());
+  next += d.flags.size();
+  d.entries.assign(fields.begin() + next, fields.end());
   return d;
 }
 
@@ -140,10 +149,12 @@ std::string describe_replica_mismatch(const std::vector<ReplicaDescription>& ran
   return options + (options.empty() || entries.empty() ? "" : ". ") + entries;
 }
 
-void verify_replicas(ProcessGroup& pg, const ReplicaDescription& mine) {
+void verify_replicas(ProcessGroup& pg, const ReplicaDescription& mine, const ReplicaCheck& first) {
+  if (mine.flags.size() != mine.flag_names.size()) throw Error("DDP replica check: a flag without its name");
   std::vector<ReplicaDescription> ranks;
   for (const std::string& text : pg.exchange().all_gather(encode(mine), "DDP's replica check")) ranks.push_back(decode(text));
-  const std::string mismatch = describe_replica_mismatch(ranks);
+  std::string mismatch = first ? first(ranks) : std::string();
+  if (mismatch.empty()) mismatch = describe_replica_mismatch(ranks);
   if (!mismatch.empty()) {
     throw InvalidArgument("DistributedDataParallel (rank " + std::to_string(pg.rank()) + "/" +
                           std::to_string(pg.size()) + ", group '" + pg.name() + "'): " + mismatch + ".");

@@ -102,96 +102,98 @@ class GradReadyHook : public ::torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
-// The construction-time check and broadcast of the frozen parameters (the core's covers the
-// ones it reduces). Collective: every rank takes part, with or without frozen parameters.
-void sync_frozen_parameters(ProcessGroup& pg, const std::vector<std::string>& names,
-                            const std::vector<at::Tensor>& frozen) {
-  ddp::ReplicaDescription mine;
-  std::vector<at::Tensor> contiguous;
-  std::vector<Tensor> views;
+// A parameter that requires grad on some ranks and is frozen on others: to the entries it is
+// only a tensor missing ("no tensor on rank 0"), so it is named here, from the flags every
+// rank sent in the frozen parameters' replica round. Every rank lists every parameter in
+// named_parameters order, so the ranks are compared by position: O(parameters x ranks), no
+// search by name. Past the first position where the names differ, the parameter lists
+// differ and the entries (frozen ones here, the others in the core's round) say how.
+std::string requires_grad_mismatch(const std::vector<ddp::ReplicaDescription>& ranks) {
+  constexpr size_t kMaxNamed = 5;
+  size_t shortest = ranks.empty() ? 0 : ranks[0].flags.size();
+  for (const auto& d : ranks) shortest = std::min(shortest, d.flags.size());
   std::string problems;
-  for (size_t i = 0; i < frozen.size(); ++i) {
-    const std::string what = "frozen parameter '" + names[i] + "' (requires_grad false)";
+  size_t differing = 0;
+  for (size_t i = 0; i < shortest; ++i) {
+    const std::string& name = ranks[0].flag_names[i];
+    std::vector<int> trainable, frozen;
+    bool same_name = true;
+    for (size_t r = 0; r < ranks.size() && same_name; ++r) {
+      same_name = ranks[r].flag_names[i] == name;
+      (ranks[r].flags[i] == '1' ? trainable : frozen).push_back(static_cast<int>(r));
+    }
+    if (!same_name) break;
+    if (trainable.empty() || frozen.empty()) continue;
+    if (differing++ < kMaxNamed) {
+      problems += (problems.empty() ? "" : "; ") + ("'" + name + "' requires grad on ") + ddp::rank_list(trainable) +
+                  ", frozen (requires_grad false) on " + ddp::rank_list(frozen);
+    }
+  }
+  if (problems.empty()) return problems;
+  if (differing > kMaxNamed) problems += "; and " + std::to_string(differing - kMaxNamed) + " more";
+  return "parameter " + problems +
+         ". Every rank must freeze the same parameters: set requires_grad alike on every rank before wrapping the "
+         "module";
+}
+
+// The frozen parameters (requires_grad false): the core reduces, checks and broadcasts only
+// the others, so these are checked here and broadcast from rank 0 (broadcast_frozen), as
+// PyTorch's DDP does (_verify_param_shape_across_processes, _sync_module_states).
+struct FrozenParameters {
+  std::vector<at::Tensor> tensors;
+  std::vector<at::Tensor> contiguous;  // what the broadcast writes; copied back if not the same
+  std::vector<Tensor> views;
+};
+
+// One host exchange: the frozen parameters' descriptions, with every parameter's
+// requires_grad flag riding in the same message (requires_grad_mismatch reads them).
+// Collective: every rank takes part, with or without frozen parameters; InvalidArgument on
+// every rank alike.
+FrozenParameters check_frozen_parameters(ProcessGroup& pg, const std::vector<std::string>& all_names,
+                                         const std::vector<bool>& requires_grad,
+                                         const std::vector<at::Tensor>& all_params) {
+  FrozenParameters out;
+  ddp::ReplicaDescription mine;
+  mine.flag_names = all_names;
+  std::string problems;
+  for (size_t i = 0; i < all_params.size(); ++i) {
+    mine.flags += requires_grad[i] ? '1' : '0';
+    if (requires_grad[i]) continue;
+    const at::Tensor& p = all_params[i];
+    const std::string what = "frozen parameter '" + all_names[i] + "' (requires_grad false)";
     try {
-      if (!frozen[i].is_cpu()) {
-        throw InvalidArgument("is on " + frozen[i].device().str() +
+      if (!p.is_cpu()) {
+        throw InvalidArgument("is on " + p.device().str() +
                               "; DDP keeps its buckets in host memory and supports host tensors only");
       }
-      contiguous.push_back(frozen[i].contiguous());
-      views.push_back(as_tensor(contiguous.back()));
+      at::Tensor dense = p.contiguous();
+      Tensor view = as_tensor(dense);
+      out.tensors.push_back(p);
+      out.contiguous.push_back(std::move(dense));
+      out.views.push_back(std::move(view));
     } catch (const InvalidArgument& e) {
       problems += (problems.empty() ? "" : "; ") + what + ": " + e.what();
       continue;
     }
-    mine.entries.push_back(what + " " + views.back().describe());
+    mine.entries.push_back(what + " " + out.views.back().describe());
   }
   mine.local_problems = problems;
   if (!problems.empty()) mine.entries.clear();
-  ddp::verify_replicas(pg, mine);  // InvalidArgument on every rank naming the differences
-  if (views.empty()) return;
-  std::vector<Tensor*> pointers;
-  for (Tensor& v : views) pointers.push_back(&v);
-  ddp::broadcast_coalesced(pg, pointers, /*root=*/0, /*cap_bytes=*/64u << 20);
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < frozen.size(); ++i) {
-    if (!contiguous[i].is_same(frozen[i])) frozen[i].copy_(contiguous[i]);
-  }
+  ddp::verify_replicas(pg, mine, requires_grad_mismatch);
+  return out;
 }
 
-// A parameter that requires grad on some ranks and is frozen on others: the core's check
-// sees it only as a missing entry ("no tensor on rank 0"), so it is named here first, in
-// one exchange of host messages. Collective; throws InvalidArgument on every rank alike.
-void check_same_parameters_frozen(ProcessGroup& pg, const std::vector<std::string>& names,
-                                  const std::vector<bool>& requires_grad) {
-  std::string mine;  // length-prefixed, so a name may hold any byte
-  for (size_t i = 0; i < names.size(); ++i) {
-    mine += std::to_string(names[i].size()) + ":" + names[i] + (requires_grad[i] ? "1" : "0");
+// Rank 0's values into every rank's frozen parameters. Collective (nothing to do, on every
+// rank alike, when no parameter is frozen: the replica round made the lists agree).
+void broadcast_frozen(ProcessGroup& pg, FrozenParameters& frozen) {
+  if (frozen.views.empty()) return;
+  std::vector<Tensor*> pointers;
+  for (Tensor& v : frozen.views) pointers.push_back(&v);
+  ddp::broadcast_coalesced(pg, pointers, /*root=*/0, /*cap_bytes=*/64u << 20);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < frozen.tensors.size(); ++i) {
+    if (!frozen.contiguous[i].is_same(frozen.tensors[i])) frozen.tensors[i].copy_(frozen.contiguous[i]);
   }
-  const std::vector<std::string> all = pg.exchange().all_gather(mine, "DDP's requires_grad check");
-  // name -> flag per rank (-1: the rank has no such parameter), names in order of first sight.
-  std::vector<std::string> order;
-  std::vector<std::vector<int>> flags;
-  for (size_t r = 0; r < all.size(); ++r) {
-    const std::string& text = all[r];
-    size_t pos = 0;
-    while (pos < text.size()) {
-      const size_t colon = text.find(':', pos);
-      if (colon == std::string::npos) throw Error("DDP requires_grad check: corrupt message");
-      const size_t len = std::stoul(text.substr(pos, colon - pos));
-      if (colon + 1 + len >= text.size()) throw Error("DDP requires_grad check: truncated message");
-      const std::string name = text.substr(colon + 1, len);
-      const int flag = text[colon + 1 + len] == '1' ? 1 : 0;
-      pos = colon + 2 + len;
-      auto it = std::find(order.begin(), order.end(), name);
-      if (it == order.end()) {
-        order.push_back(name);
-        flags.emplace_back(all.size(), -1);
-        it = order.end() - 1;
-      }
-      flags[static_cast<size_t>(it - order.begin())][r] = flag;
-    }
-  }
-  constexpr size_t kMaxNamed = 5;
-  std::string problems;
-  size_t differing = 0;
-  for (size_t k = 0; k < order.size(); ++k) {
-    std::vector<int> trainable, frozen;
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (flags[k][r] == 1) trainable.push_back(static_cast<int>(r));
-      if (flags[k][r] == 0) frozen.push_back(static_cast<int>(r));
-    }
-    if (trainable.empty() || frozen.empty()) continue;  // a missing one is the core's to name
-    if (differing++ < kMaxNamed) {
-      problems += (problems.empty() ? "" : "; ") + ("'" + order[k] + "' requires grad on ") +
-                  ddp::rank_list(trainable) + ", frozen (requires_grad false) on " + ddp::rank_list(frozen);
-    }
-  }
-  if (problems.empty()) return;
-  if (differing > kMaxNamed) problems += "; and " + std::to_string(differing - kMaxNamed) + " more";
-  throw InvalidArgument("DistributedDataParallel (rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) +
-                        "): parameter " + problems +
-                        ". Every rank must freeze the same parameters: set requires_grad alike on every rank "
-                        "before wrapping the module");
 }
 
 }  // namespace
@@ -442,24 +444,22 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
   // Frozen parameters (requires_grad false) are not reduced, but are checked and broadcast
   // from rank 0 like the others, as PyTorch's DDP does (_verify_param_shape_across_processes,
   // _sync_module_states).
-  std::vector<std::string> frozen_names;
-  std::vector<at::Tensor> frozen;
   std::vector<std::string> all_names;
   std::vector<bool> requires_grad;
+  std::vector<at::Tensor> all_params;
   for (const auto& item : s.module->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.defined() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
     all_names.push_back(item.key());
     requires_grad.push_back(p.requires_grad());
+    all_params.push_back(p);
     if (p.requires_grad()) {
       s.names.push_back(item.key());
       s.params.push_back(p);
-    } else {
-      frozen_names.push_back(item.key());
-      frozen.push_back(p);
     }
   }
-  check_same_parameters_frozen(pg, all_names, requires_grad);
+  // Before the core's round, so that a parameter frozen on some ranks only is named as that.
+  FrozenParameters frozen = check_frozen_parameters(pg, all_names, requires_grad, all_params);
   const size_t n = s.params.size();
   // The reducer keeps pointers into these vectors: they are sized once, here.
   s.values.resize(n);
@@ -494,7 +494,7 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, std::shared_p
   }
   s.ddp = std::make_unique<ddp::DistributedDataParallel>(pg, std::move(named), s.options, std::move(buffers));
   s.copy_back_values_locked();  // rank 0's values, broadcast into the copies of strided ones
-  sync_frozen_parameters(pg, frozen_names, frozen);
+  broadcast_frozen(pg, frozen);
   if (s.options.gradient_as_bucket_view) {
     s.bucket_views = s.grads;  // the reducer made every one of them a view into its bucket
     s.give_torch_the_bucket_views(/*undefined_too=*/true);
