@@ -41,6 +41,7 @@
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
 #include "launch/rank_stops.h"
+#include "launch/refused_member.h"
 #include "launch/signal_watch.h"
 #include "launch/trace_folder.h"
 #include "api/process/write_fully.h"
@@ -69,6 +70,7 @@ local::Child Attempt::start_one(const std::string& path, int port, int local, in
   RankProcess p = start_rank(path, options_.command, env, options_.working_dir, local, rank);
   try {
     p.error_file = error_file;
+    p.member_id = member_id_of(rank, number);
     pump_.add(p.stdout_fd, p.rank, Stream::kStdout);
     pump_.add(p.stderr_fd, p.rank, Stream::kStderr);
     processes_.push_back(p);
@@ -214,7 +216,8 @@ void Attempt::write_launcher_record() {
              ",\"signal\":" +
              json_quote(!c.running && WIFSIGNALED(c.status) ? local::signal_name(WTERMSIG(c.status)) : "") +
              ",\"stopped_by_launcher\":" + (c.stopped ? "true" : "false") +
-             ",\"failed\":" + (!c.running && !c.stopped && ranks_.failed(i) ? "true" : "false") +
+             ",\"failed\":" + (!c.running && !c.stopped && ranks_.failed(i) && refused_.count(i) == 0 ? "true" : "false") +
+             (refused_.count(i) != 0 ? ",\"refused_by_members\":" + json_quote(refused_.at(i)) : std::string()) +
              ",\"ended_ns\":" + std::to_string(c.ended_ns) + stop_json(stops_.of(i)) +
              (error.empty() ? std::string() : ",\"error\":" + json_quote(error)) + "}";
   }
@@ -373,6 +376,71 @@ void Attempt::handle_fenced_members(const std::vector<pollfd>& fds) {
   }
 }
 
+void Attempt::handle_refused_members(const std::vector<pollfd>& fds) {
+  if (store_ == nullptr || store_->refused_fd() < 0) return;
+  const bool ready = std::any_of(fds.begin(), fds.end(), [&](const pollfd& p) {
+    return p.fd == store_->refused_fd() && (p.revents & POLLIN);
+  });
+  if (ready) take_refusals();
+}
+
+void Attempt::take_refusals() {
+  if (store_ == nullptr) return;
+  for (const RefusedMember& member : store_->take_refused()) {
+    // Its ids are unique within an attempt; one of another machine's ranks matches none here.
+    for (size_t i = 0; i < processes_.size(); ++i) {
+      if (processes_[i].member_id == member.id && refused_.count(i) == 0) note_refusal(i, member.why);
+    }
+  }
+}
+
+std::string Attempt::member_text(size_t i) const {
+  const RankProcess& p = processes_[i];
+  const bool replacement = p.member_id.find('+') != std::string::npos;
+  return "rank " + std::to_string(p.rank) + (replacement ? "'s replacement" : std::string()) + " (member " +
+         p.member_id + ", pid " + std::to_string(p.pid) + ")";
+}
+
+void Attempt::note_refusal(size_t i, const std::string& why) {
+  refused_[i] = why;
+  const int local = processes_[i].local_rank;
+  std::string after = ranks_[i].running ? "; it ends on its own" : "; it ended (" + how_ended(i) + ")";
+  if (!ranks_[i].running && ranks_.failed(i)) {
+    // The mark came after its exit, which was taken for a failure then: what that exit set
+    // going is undone. A refused joiner writes its own mark before it throws, so this is the
+    // rarer order (a joiner that died of its misfit before the members refused it).
+    const auto due = std::find_if(replacements_.begin(), replacements_.end(),
+                                  [&](const Replacement& r) { return r.local_rank == local; });
+    if (due != replacements_.end()) {
+      replacements_.erase(due);
+      --replaced_[static_cast<size_t>(local)];
+      after += "; the replacement its exit asked for is not started";
+    } else {
+      for (size_t j = i + 1; j < processes_.size(); ++j) {
+        if (processes_[j].local_rank == local) after += "; " + member_text(j) + " had been started for it already";
+      }
+    }
+    if (result_.failed_rank >= 0 && result_.failure == failed_line(i)) {
+      // The job's failure was this exit: it is the earliest other failure now, if any.
+      int next = -1;
+      for (size_t j = 0; j < processes_.size(); ++j) {
+        if (refused_.count(j) != 0 || !ranks_.failed(j) || ranks_[j].stopped) continue;
+        if (next < 0 || ranks_[j].ended_ns < ranks_[static_cast<size_t>(next)].ended_ns) next = static_cast<int>(j);
+      }
+      if (next >= 0) {
+        note_failure(static_cast<size_t>(next));
+      } else {
+        result_.failed_rank = -1;
+        result_.exit_code = 0;
+        result_.failure.clear();
+        result_.how.clear();
+      }
+    }
+  }
+  say(member_text(i) + " was refused by the fault-tolerant job's members, which go on without it: " + why + after +
+      ". Its exit is not the job's failure, and it is not replaced: the same program would be refused again");
+}
+
 void Attempt::handle_stopped_leftovers() {
   std::string stopped;
   bool all_stopped = !ranks_.stopping() && result_.failed_rank >= 0 && replacements_.empty();
@@ -487,12 +555,15 @@ JobResult Attempt::run() {
     if (store_ != nullptr && store_->fenced_fd() >= 0 && !ranks_.stopping()) {
       fds.push_back(pollfd{store_->fenced_fd(), POLLIN, 0});
     }
+    // Watched while stopping too: a refusal must not count as the job's failure at the end.
+    if (store_ != nullptr && store_->refused_fd() >= 0) fds.push_back(pollfd{store_->refused_fd(), POLLIN, 0});
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
     const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) &&
-          (store_ == nullptr || (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd())) &&
+          (store_ == nullptr ||
+           (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd() && p.fd != store_->refused_fd())) &&
           (p.revents & (POLLIN | POLLHUP | POLLERR))) {
         pump_.on_ready(p.fd);
       }
@@ -507,6 +578,8 @@ JobResult Attempt::run() {
     handle_watch(fds);
     handle_doomed_store(fds);
     handle_fenced_members(fds);
+    // Before the failures: a refused rank's exit, seen in the same turn as its mark, is not one.
+    handle_refused_members(fds);
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);
       start_due_replacements(path, result_.master_port);
@@ -550,6 +623,7 @@ JobResult Attempt::run() {
     }
   }
   pump_.close_all();
+  take_refusals();  // a mark its server had not passed on by the last turn still counts
   name_first_failure();
   judge_by_last_processes();
   if (!doomed_.empty() && result_.interrupted_by == 0) {

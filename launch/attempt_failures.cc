@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,7 +72,8 @@ void Attempt::note_failure(size_t i) {
 void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
   if (ranks_.stopping()) return;
   for (size_t i : exited) {
-    if (!ranks_.failed(i)) continue;
+    // A refused joiner's exit was said with its refusal (note_refusal): no failure, no replacement.
+    if (!ranks_.failed(i) || refused_.count(i) != 0) continue;
     // The first one seen is the job's failure until the ranks' reports name an earlier one
     // (name_first_failure); each is said in one line.
     if (result_.failed_rank < 0) note_failure(i);
@@ -116,7 +118,7 @@ void Attempt::report_first_failure() {
 }
 
 void Attempt::judge_by_last_processes() {
-  if (options_.on_failure != LaunchOptions::OnFailure::kContinue || result_.failed_rank < 0 ||
+  if (options_.on_failure != LaunchOptions::OnFailure::kContinue || (result_.failed_rank < 0 && refused_.empty()) ||
       result_.interrupted_by != 0) {
     return;
   }
@@ -131,6 +133,8 @@ void Attempt::judge_by_last_processes() {
   for (size_t local = 0; local < last.size(); ++local) {
     const int i = last[local];
     if (i >= 0 && local::exited_cleanly(ranks_[static_cast<size_t>(i)].status)) continue;
+    // A joiner the members refused: they went on without it, and their end is this rank's.
+    if (i >= 0 && refused_.count(static_cast<size_t>(i)) != 0) continue;
     std::string why = "not replaced: no --replace_after_s";
     if (options_.replace_after.count() >= 0) {
       const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
@@ -155,12 +159,22 @@ void Attempt::judge_by_last_processes() {
     ended_badly += std::string(ended_badly.empty() ? "" : "; ") + group + " (" + why + ")";
   }
   if (!ended_badly.empty()) {
+    // Without a failure of its own (only refused joiners failed; the others were stopped),
+    // the job's outcome is the stop's, said where it began.
+    if (result_.failed_rank < 0) return;
     say("the job failed; the first failure: " + result_.failure + "; the last process did not exit 0 for " +
         ended_badly);
     return;
   }
-  say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded; the first failure: " +
-      result_.failure);
+  std::string refused;
+  for (const auto& [i, why] : refused_) refused += std::string(refused.empty() ? "" : ", ") + member_text(i);
+  const std::string first = result_.failed_rank >= 0 ? "; the first failure: " + result_.failure : std::string();
+  if (refused.empty()) {
+    say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded" + first);
+  } else {
+    say("every rank's last process exited 0 or was a joiner that the members refused (" + refused +
+        "), and they went on without it: the job succeeded" + first);
+  }
   result_.exit_code = 0;
   result_.failed_rank = -1;
   result_.failure.clear();
@@ -189,6 +203,14 @@ void Attempt::name_first_failure() {
     if (!processes_[i].error_file.empty()) reports[i] = FailureReport::read(processes_[i].error_file);
   }
   const int first = ranks_.first_failure([&](size_t i) -> std::optional<FailureReport> {
+    if (refused_.count(i) != 0) {
+      // Last of all, after every failure and every consequence: named only when nothing
+      // else failed, and then it is no failure (below).
+      FailureReport refused;
+      refused.consequence = true;
+      refused.unix_time_ns = std::numeric_limits<int64_t>::max();
+      return refused;
+    }
     if (reports[i]) return reports[i];
     const local::Child& c = ranks_[i];
     if (!c.stopped && WIFSIGNALED(c.status)) {
@@ -199,6 +221,15 @@ void Attempt::name_first_failure() {
     return std::nullopt;
   });
   if (first < 0 || result_.interrupted_by != 0) return;
+  if (refused_.count(static_cast<size_t>(first)) != 0) {
+    // Only refused joiners failed: the members went on without them, and the job's outcome
+    // is theirs.
+    result_.failed_rank = -1;
+    result_.exit_code = 0;
+    result_.failure.clear();
+    result_.how.clear();
+    return;
+  }
   const RankProcess* cause = &processes_[static_cast<size_t>(first)];
   const local::Child& process = ranks_[static_cast<size_t>(first)];
   const std::optional<FailureReport>& cause_report = reports[static_cast<size_t>(first)];
@@ -222,7 +253,9 @@ void Attempt::name_first_failure() {
   // an error file): nothing else would mention them. Before the last word.
   std::string others;
   for (size_t i = 0; i < processes_.size(); ++i) {
-    if (static_cast<int>(i) == first || !ranks_.failed(i) || ranks_[i].stopped || reports[i]) continue;
+    if (static_cast<int>(i) == first || !ranks_.failed(i) || ranks_[i].stopped || reports[i] || refused_.count(i) != 0) {
+      continue;
+    }
     others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(processes_[i].rank) + " (pid " +
               std::to_string(ranks_[i].pid) + ", " + how_ended(i) + ")";
   }

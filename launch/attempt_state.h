@@ -80,6 +80,15 @@ class Attempt {
   // stalled past the heartbeat timeout), as the store this launcher serves says
   // (JobStore::take_fenced): it is then a failed rank like any other.
   void handle_fenced_members(const std::vector<pollfd>& fds);
+  // Notes each rank whose fault-tolerant job's members refused it as a joiner (JobStore::
+  // take_refused, refused_member.h), and says so in one line: its exit is not a failure of
+  // the job, and no replacement is started for it -- nor the one its exit already asked
+  // for, when the refusal comes after that exit.
+  void handle_refused_members(const std::vector<pollfd>& fds);
+  void take_refusals();  // the same, whether or not the store's pipe was seen readable
+  void note_refusal(size_t i, const std::string& why);
+  // "rank 2's replacement (member rank2+1, pid 7)" for processes_[i].
+  std::string member_text(size_t i) const;
   // How processes_[i] ended: its wait status, or that its group fenced it and this launcher
   // killed it.
   std::string how_ended(size_t i) const;
@@ -131,6 +140,7 @@ class Attempt {
   JobStore* store_ = nullptr;  // the store this launcher serves, if it does
   std::string doomed_;               // why that store says the job cannot run, once it did
   std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
+  std::map<size_t, std::string> refused_;  // by process: why its job's members refused it
   std::string error_dir_;
   std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
   local::LocalRanks ranks_;

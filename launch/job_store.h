@@ -14,6 +14,7 @@
 
 #include "api/process/fenced_member.h"
 #include "api/process/job_identity.h"
+#include "launch/refused_member.h"
 
 namespace distcomm {
 namespace launch {
@@ -64,6 +65,12 @@ class JobStore {
   virtual std::vector<local::FencedMember> take_fenced() { return {}; }
   // Readable while take_fenced() has something to give (-1: it never has).
   virtual int fenced_fd() const { return -1; }
+  // The joiners of a fault-tolerant job that its members refused since the last call
+  // (launch/refused_member.h), wherever their process runs: the launcher leaves out of the
+  // job's failures, and does not replace, those that are its ranks.
+  virtual std::vector<RefusedMember> take_refused() { return {}; }
+  // Readable while take_refused() has something to give (-1: it never has).
+  virtual int refused_fd() const { return -1; }
   // Rank `rank` of this launcher ended (`how`: "exit code 0"), and no replacement will take
   // its place. If it never came to init_process_group, the store says so where the world's
   // creation looks (its creation-failed key): the ranks waiting there for it end within

@@ -7,6 +7,7 @@
 #include "api/process/rank_environment.h"
 #include "api/diagnostics/timeline.h"
 #include "api/diagnostics/trace_dump.h"
+#include "launch/refused_member.h"
 
 namespace distcomm {
 namespace launch {
@@ -88,7 +89,7 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
 
 std::vector<std::string> replacement_environment(std::vector<std::string> env, int rank, int number) {
   env.push_back(std::string(local::kFtJoinVariable) + "=1");
-  env.push_back(std::string(local::kFtMemberIdVariable) + "=rank" + std::to_string(rank) + "+" + std::to_string(number));
+  env.push_back(std::string(local::kFtMemberIdVariable) + "=" + member_id_of(rank, number));
   return env;
 }
 

@@ -22,6 +22,9 @@ struct RankProcess {
   int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes
   int stderr_fd = -1;
   std::string error_file;  // where it reports a failure (DISTCOMM_ERROR_FILE), "" if nowhere
+  // Its id as a member of a fault-tolerant job (refused_member.h: member_id_of), set by the
+  // attempt that starts it: how a refusal in the job's store is matched to this process.
+  std::string member_id;
 };
 
 // The file execve will run: `program` itself when it holds a '/' (relative to working_dir

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/errors.h"
@@ -121,7 +122,7 @@ class TCPJobStore : public JobStore {
         nnodes_(request.nnodes),
         nproc_per_node_(request.nproc_per_node),
         server_(options(request)) {
-    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
+    for (int* pipe : {doomed_pipe_, fenced_pipe_, refused_pipe_}) {
       if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
       }
@@ -163,7 +164,7 @@ class TCPJobStore : public JobStore {
       }
     }
     server_.stop();  // first: its thread may be telling us that the job is doomed
-    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
+    for (int* pipe : {doomed_pipe_, fenced_pipe_, refused_pipe_}) {
       ::close(pipe[0]);
       ::close(pipe[1]);
     }
@@ -184,6 +185,16 @@ class TCPJobStore : public JobStore {
     return taken;
   }
   int fenced_fd() const override { return fenced_pipe_[0]; }
+  std::vector<RefusedMember> take_refused() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    char bytes[64];
+    while (::read(refused_pipe_[0], bytes, sizeof(bytes)) > 0) {
+    }
+    std::vector<RefusedMember> taken;
+    taken.swap(refused_);
+    return taken;
+  }
+  int refused_fd() const override { return refused_pipe_[0]; }
 
   void rank_ended(int rank, const std::string& how) override {
     // One failed attempt to reach the store is enough: each would hold the launcher's loop
@@ -219,16 +230,29 @@ class TCPJobStore : public JobStore {
       judge_later(why);
       return why;
     };
-    // A member its group fenced, whose process is on this host: the launcher kills it if
-    // it is one of its ranks. Elsewhere a pid means nothing here.
-    o.created_prefix = local::fenced_key_prefix();
-    o.on_created = [this, domain = shared_memory_domain()](const std::string&, const std::string& value) {
-      const std::optional<local::FencedMember> member = local::FencedMember::decode(value);
-      if (!member || member->domain != domain) return;
-      std::lock_guard<std::mutex> lock(mu_);
-      fenced_.push_back(*member);
-      const char byte = 1;
-      (void)!::write(fenced_pipe_[1], &byte, 1);
+    // Every key of ft/ (the server calls this for one prefix), of which two folders matter:
+    // a member its group fenced, whose process is on this host: the launcher kills it if it
+    // is one of its ranks (elsewhere a pid means nothing here); and a joiner the members
+    // refused, by its id: the launcher does not count its exit as a failure, nor replace it.
+    // The others (the generations' keys) are a prefix's comparison each, no more.
+    o.created_prefix = local::kFtStoreRoot + std::string("/");
+    o.on_created = [this, domain = shared_memory_domain(), fenced = local::fenced_key_prefix()](
+                       const std::string& key, const std::string& value) {
+      if (key.compare(0, fenced.size(), fenced) == 0) {
+        const std::optional<local::FencedMember> member = local::FencedMember::decode(value);
+        if (!member || member->domain != domain) return;
+        std::lock_guard<std::mutex> lock(mu_);
+        fenced_.push_back(*member);
+        const char byte = 1;
+        (void)!::write(fenced_pipe_[1], &byte, 1);
+        return;
+      }
+      if (std::optional<RefusedMember> refused = refusal_of(key, value)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        refused_.push_back(std::move(*refused));
+        const char byte = 1;
+        (void)!::write(refused_pipe_[1], &byte, 1);
+      }
     };
     return o;
   }
@@ -409,6 +433,8 @@ class TCPJobStore : public JobStore {
   int doomed_pipe_[2] = {-1, -1};
   std::vector<local::FencedMember> fenced_;  // not yet taken
   int fenced_pipe_[2] = {-1, -1};
+  std::vector<RefusedMember> refused_;  // not yet taken
+  int refused_pipe_[2] = {-1, -1};
   TCPStoreServer server_;  // stopped (its thread joined) when destroyed
 };
 
