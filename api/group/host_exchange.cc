@@ -13,6 +13,7 @@
 #include "api/group/cannot_take_part.h"
 #include "api/group/environment.h"
 #include "api/group/init_wait.h"
+#include "api/group/sliced_store_wait.h"
 #include "api/logging.h"
 #include "api/store/internal/store_host.h"
 #include "api/diagnostics/op_fingerprint.h"
@@ -71,9 +72,6 @@ void check_root(const HostExchangeOptions& options, int root) {
                           " is outside [0, " + std::to_string(options.size) + ")");
   }
 }
-
-// A wait of the store exchange holds the store's connection in slices (kWaitSlice,
-// kStoreLeftFree: init_wait.h).
 
 class StoreExchange final : public HostExchange {
  public:
@@ -147,45 +145,32 @@ class StoreExchange final : public HostExchange {
       return;
     }
     try {
-      // In slices, with the store's connection free between them: the process's other
-      // users of that connection -- the backend's watch that publishes a dead peer, the
-      // stall watch -- would otherwise wait behind this wait, and a rank gone meanwhile
-      // would never be recorded. And every kGroupFailureCheck, whether the group has learnt
-      // that a rank it waits for is gone.
+      // In slices, with the store's connection free between them (SlicedStoreWait): the
+      // process's other users of that connection -- the backend's watch that publishes a
+      // dead peer, the stall watch -- would otherwise wait behind this wait, and a rank gone
+      // meanwhile would never be recorded. And every kGroupFailureCheck, whether the group
+      // has learnt that a rank it waits for is gone.
       using Clock = std::chrono::steady_clock;
       const Clock::time_point start = Clock::now();
-      const Clock::time_point deadline = start + options_.timeout;
-      Clock::time_point next_check = start + kGroupFailureCheck;
       // A wait of the group's timeout (30 minutes by default) says every stall report
       // interval whom it waits for, as an op's does: a peer stuck or stopped before this
       // call (split, DDP's construction, a rank-ordered print) is not a silent hang.
       const std::chrono::milliseconds report_every = stall_report_interval(kDefaultStallReportInterval);
       Clock::time_point next_report = start + report_every;
-      for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left <= std::chrono::milliseconds::zero()) throw Timeout(what);
-        try {
-          store_->wait(keys, std::min(left, kWaitSlice));
-          return;
-        } catch (const Timeout&) {
-          if (left <= kWaitSlice) throw;
-        }
-        std::this_thread::sleep_for(kStoreLeftFree);
+      SlicedStoreWait wait(*store_, keys, what + " posts");
+      wait.look_every(kGroupFailureCheck, [&] {
         if (Clock::now() >= next_report) {
-          const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-          log_line("distcomm: " + what + " has waited " + seconds_text(waited) + " of its timeout of " +
+          log_line("distcomm: " + what + " has waited " + seconds_text(wait.waited()) + " of its timeout of " +
                    seconds_text(options_.timeout) + " for ranks " + rank_list_text(missing(keys)) +
                    " to post: they have not reached this call, or are stuck or gone");
           next_report = Clock::now() + report_every;
         }
-        if (options_.raise_if_group_failed && Clock::now() >= next_check) {
-          // The missing ranks are looked up only when the group has a failure to match
-          // them with: every waiting rank asks every 0.5 s, and a check per rank each time
-          // would be thousands of requests a second to the store's host at 96 ranks.
-          options_.raise_if_group_failed([&] { return missing(keys); });
-          next_check = Clock::now() + kGroupFailureCheck;
-        }
-      }
+        // The missing ranks are looked up only when the group has a failure to match them
+        // with: every waiting rank asks every 0.5 s, and a check per rank each time would
+        // be thousands of requests a second to the store's host at 96 ranks.
+        if (options_.raise_if_group_failed) options_.raise_if_group_failed([&] { return missing(keys); });
+      });
+      wait.wait_by(start + options_.timeout);
     } catch (const StoreError& e) {
       std::rethrow_exception(internal::store_lost(e, what + ": the store failed (" + e.what() + ")", options_.store_host));
     } catch (const Timeout&) {

@@ -1,4 +1,5 @@
 #include "api/group/init_wait.h"
+#include "api/group/sliced_store_wait.h"
 
 #include <algorithm>
 #include <cmath>
@@ -308,29 +309,28 @@ std::string encode_creation_failure(int rank, const std::exception_ptr& error) {
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const std::vector<int>& ranks,
                    const InitWait& w, const std::string& what, const std::string& hint,
                    const std::function<void()>& check) {
-  InitWait::Clock::time_point next_check = InitWait::Clock::now() + kCreationFailedCheck;
+  SlicedStoreWait wait(store, keys, "ranks' keys " + what);
+  if (check) {
+    // With a check, look often: what has come may end the wait long before the rest; and
+    // in slices, with the connection free between them (kWaitSlice).
+    wait.look_every(kCreationFailedCheck, check, /*when_done=*/true);
+  } else {
+    // Nothing to look at between slices: each poll is one wait of the store, as long as
+    // until allows (at most kCreationFailedCheck), which looks for failures between polls.
+    wait.slices(std::chrono::hours(1), milliseconds::zero());
+  }
   w.until(
       what,
       [&](milliseconds slice) {
-        bool done = true;
         try {
-          // With a check, look often: what has come may end the wait long before the rest;
-          // and in slices, with the connection free between them (kWaitSlice).
-          store.wait(keys, check ? std::min(slice, kWaitSlice) : slice);
+          return wait.wait_until(InitWait::Clock::now() + slice);
         } catch (const internal::StoreCallCutShort& e) {
-          // The store did not answer by the creation's store deadline: wait_until says so.
+          // Not made: the creation's store deadline had passed, and wait_until's own
+          // deadline (which comes before it) says the rest. Cut short in the call: the
+          // store did not answer, which wait_until says.
           if (e.where() != internal::StoreCallCutShort::kNotMade) throw;
-          done = false;
-        } catch (const Timeout&) {
-          done = false;
+          return false;
         }
-        if (!check) return done;
-        if (done || InitWait::Clock::now() >= next_check) {
-          check();
-          next_check = InitWait::Clock::now() + kCreationFailedCheck;
-        }
-        if (!done) std::this_thread::sleep_for(kStoreLeftFree);
-        return done;
       },
       [&] {
         std::vector<int> missing;

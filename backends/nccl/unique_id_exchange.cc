@@ -1,12 +1,15 @@
 #include "backends/nccl/unique_id_exchange.h"
 
-#include <algorithm>
+#include <unistd.h>
+
 #include <cstring>
-#include <thread>
-#include <typeinfo>
+#include <optional>
+#include <sstream>
 
 #include "api/errors.h"
-#include "api/group/init_wait.h"
+#include "api/group/auto_backend.h"  // process_domain
+#include "api/group/sliced_store_wait.h"
+#include "api/plugin/process_watch.h"
 
 namespace distcomm {
 namespace nccl {
@@ -36,10 +39,87 @@ Store::Bytes root_failure_marker(const std::string& reason, size_t id_size) {
   return Store::Bytes(text.begin(), text.end());
 }
 
+std::string root_process_key(const std::string& key) { return key + "/root_process"; }
+
+namespace {
+
+constexpr char kRootProcessMagic[] = "distcomm-nccl-root-v1";
+
+std::string this_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// Where the root's process runs, as a waiting rank reads it under root_process_key.
+struct RootProcess {
+  std::string domain;  // process_domain() (auto_backend.h): where its pid names it
+  int pid = 0;
+  std::string host;    // for messages
+
+  std::string encode() const {
+    return std::string(kRootProcessMagic) + "\n" + domain + "\n" + std::to_string(pid) + "\n" + host;
+  }
+  static std::optional<RootProcess> decode(const std::string& text) {
+    std::istringstream in(text);
+    std::string magic, pid;
+    RootProcess p;
+    std::getline(in, magic);
+    std::getline(in, p.domain);
+    std::getline(in, pid);
+    std::getline(in, p.host);
+    if (magic != kRootProcessMagic || pid.empty()) return std::nullopt;
+    try {
+      p.pid = std::stoi(pid);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    return p;
+  }
+};
+
+// A waiting rank's watch on the root's process: read from the store (once it is there),
+// then asked of the kernel at every look. Only where the root runs in this process's
+// domain (one host, one PID namespace): elsewhere its pid says nothing here, and a root
+// killed there is still found only by the group's board or at the deadline.
+class RootWatch {
+ public:
+  // Reads the root's publication while it is not known yet (one request).
+  void read(Store& store, const std::string& key) {
+    if (known_) return;
+    const std::vector<std::optional<Store::Bytes>> v = read_present(store, {root_process_key(key)});
+    if (v.empty() || !v[0]) return;
+    known_ = true;
+    const std::optional<RootProcess> p = RootProcess::decode(to_string(*v[0]));
+    if (!p || p->pid <= 0 || p->domain.empty() || p->domain != process_domain()) return;
+    root_ = *p;
+    watch_ = ProcessWatch(p->pid);
+  }
+  // "rank 0 (pid 123 on host 'a')" when its process has ended, else "".
+  std::string ended() const {
+    if (!watch_.watching() || !watch_.ended()) return "";
+    return "rank 0 (pid " + std::to_string(root_.pid) + " on host '" + root_.host + "')";
+  }
+
+ private:
+  bool known_ = false;
+  RootProcess root_;
+  ProcessWatch watch_;
+};
+
+}  // namespace
+
 Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<Store::Bytes()>& make,
                                 std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& aborted) {
   using Clock = std::chrono::steady_clock;
   if (x.root) {
+    // Before the id is made (ncclGetUniqueId may take long: it starts NCCL's bootstrap
+    // thread): a root killed from here on is seen gone by its peers on this host.
+    RootProcess me;
+    me.domain = process_domain();
+    me.pid = static_cast<int>(::getpid());
+    me.host = this_host();
+    x.store->set(root_process_key(x.key), me.encode());
     Store::Bytes id;
     try {
       id = make();
@@ -56,51 +136,51 @@ Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<S
     x.store->set(x.key, id);
     return id;
   }
-  const auto start = Clock::now();
-  auto last_board_look = start;
   const std::string who = "rank " + std::to_string(x.rank) + " of " + std::to_string(x.size);
+  auto raise_if_aborted = [&] {
+    if (aborted) throw PeerFailure(x.label + ": aborted while " + who + " waited for rank 0's ncclUniqueId");
+  };
+  raise_if_aborted();
   // A blocking store wait, not polling check(): a TCPStore wait is one request that the
   // server answers when the key appears, where polling sent one request per rank every
   // few milliseconds for every communicator made (hundreds of thousands a second at
-  // thousands of ranks). The wait is cut into slices only to see `aborted` (set by
-  // another thread, which has no way to wake a store wait), so a slice is long.
-  for (;;) {
-    if (aborted) {
-      throw PeerFailure(x.label + ": aborted while " + who + " waited for rank 0's ncclUniqueId");
-    }
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-      throw Timeout(x.label + ": " + who + " waited " + std::to_string(waited.count()) +
-                    " ms for rank 0 to publish the ncclUniqueId (store key '" + x.key +
-                    "'); rank 0 may have died or not yet issued its first op on this communicator");
-    }
-    // At least 1 ms: a store reads a timeout of zero or less as "the store's default".
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
-                      std::chrono::milliseconds(1);
-    // Slices of kWaitSlice with the connection left free between them (init_wait.h): the
-    // backend's store shares the group's one TCPStore connection, whose lock is not fair, so
-    // back-to-back 500 ms waits held every other store call of this process (heartbeats,
-    // failure records, stall-watch looks) for up to a second each (helper-186's review).
-    const auto slice = std::max(std::chrono::milliseconds(1), std::min(kWaitSlice, left));
-    try {
-      x.store->wait({x.key}, slice);
-      break;
-    } catch (const Timeout& e) {
-      // A subclass (a StoreCallDeadline cutting the call short) says the store did not
-      // answer: that is this rank's error, not "not yet". So is any other store failure.
-      if (typeid(e) != typeid(Timeout)) throw;
-    }
-    // The slice ended without the key. The board is read every kAbortCheckInterval (a
-    // prompt rank 0 costs nothing more).
-    if (x.peer_failure && Clock::now() - last_board_look >= kAbortCheckInterval) {
-      last_board_look = Clock::now();
-      const std::string why = x.peer_failure();
-      if (!why.empty()) {
-        throw PeerFailure(x.label + ": " + who + " stopped waiting for rank 0's ncclUniqueId: " + why);
+  // thousands of ranks). It is cut into SlicedStoreWait's slices (kWaitSlice), with the
+  // connection left free between them: the backend's store shares the group's one TCPStore
+  // connection, whose lock is not fair, so back-to-back 500 ms waits held every other store
+  // call of this process (heartbeats, failure records, stall-watch looks) for up to a
+  // second each (helper-186's review). After every slice without the key, `aborted` (set
+  // by another thread, which has no way to wake a store wait) and the root's process (a
+  // poll of its pidfd); every kAbortCheckInterval, the group's board and, until it is
+  // there, where the root runs: a prompt rank 0 costs nothing more.
+  RootWatch root;
+  Clock::time_point next_board_look = Clock::now() + kAbortCheckInterval;
+  SlicedStoreWait wait(*x.store, {x.key}, "rank 0's ncclUniqueId (store key '" + x.key + "')");
+  wait.look_every(std::chrono::milliseconds::zero(), [&] {
+    raise_if_aborted();
+    if (Clock::now() >= next_board_look) {
+      next_board_look = Clock::now() + kAbortCheckInterval;
+      if (x.peer_failure) {
+        const std::string why = x.peer_failure();
+        if (!why.empty()) {
+          throw PeerFailure(x.label + ": " + who + " stopped waiting for rank 0's ncclUniqueId: " + why);
+        }
       }
+      root.read(*x.store, x.key);
     }
-    std::this_thread::sleep_for(kStoreLeftFree);
+    const std::string gone = root.ended();
+    // A root that published the id between the slice and this look and ended after (a
+    // crash later in its setup) has done its part here: the next slice reads the id.
+    if (!gone.empty() && !x.store->check({x.key})) {
+      throw PeerFailure(x.label + ": " + who + " stopped waiting for rank 0's ncclUniqueId: " + gone +
+                        " has ended before it published the id (killed, or it crashed); it is this communicator's "
+                        "root, so no rank of it can be set up");
+    }
+  });
+  // One more millisecond: the deadline's own instant still sees an id already there.
+  if (!wait.wait_until(deadline + std::chrono::milliseconds(1))) {
+    throw Timeout(x.label + ": " + who + " waited " + std::to_string(wait.waited().count()) +
+                  " ms for rank 0 to publish the ncclUniqueId (store key '" + x.key +
+                  "'); rank 0 may have died or not yet issued its first op on this communicator");
   }
   Store::Bytes id = x.store->get(x.key);
   if (is_failure_marker(id, x.id_size)) {

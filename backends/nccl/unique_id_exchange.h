@@ -32,7 +32,8 @@ struct UniqueIdExchange {
   // rank of the group has published its failure (the group's failure board), which ends
   // the wait at once with PeerFailure and that text. How a rank 0 that failed (and
   // published) before it published the id stops costing its peers the whole timeout. A
-  // rank 0 killed outright publishes nothing: that is still the Timeout.
+  // rank 0 killed outright publishes no failure: root_process_key covers that case where it
+  // runs on the waiter's host.
   std::function<std::string()> peer_failure;
 };
 
@@ -47,10 +48,20 @@ constexpr std::chrono::milliseconds kAbortCheckInterval{500};
 // the wait within one slice. When make() throws, the root publishes a failure marker
 // under the key (root_failure_marker) and rethrows, and the others throw PeerFailure with
 // the root's reason at once instead of waiting out the deadline. Throws Timeout past the
-// deadline (a root that died never publishes anything), PeerFailure when aborted, Error
-// for an id of the wrong size.
+// deadline (a root that died elsewhere, or before it said where it runs), PeerFailure when aborted, Error
+// for an id of the wrong size. The root publishes root_process_key(key) first; a waiting
+// rank that sees that process end before the id came throws PeerFailure naming rank 0.
 Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<Store::Bytes()>& make,
                                 std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& aborted);
+
+// Where the root says where its process runs ("<magic>\n<process_domain()>\n<pid>\n<host>"),
+// before it makes the id: a waiting rank in the same domain (auto_backend.h: one host, one
+// PID namespace) watches that pid (ProcessWatch) and, when the root's process has ended
+// without publishing the id (SIGKILL, the OOM killer, a crash inside ncclGetUniqueId), ends
+// at once with a PeerFailure naming rank 0 and its pid, instead of a Timeout at the
+// deadline. A root on another host is still found only by the group's board
+// (peer_failure) or at the deadline. Declared for tests.
+std::string root_process_key(const std::string& key);
 
 // What a root that could not make an id publishes: the reason, in a form never taken for
 // an id of id_size bytes. Declared for tests.

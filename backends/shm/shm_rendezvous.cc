@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
-#include <typeinfo>
 #include <random>
-#include <thread>
 #include <sstream>
 
 #include "api/group/auto_backend.h"
@@ -16,6 +14,7 @@
 #include "api/errors.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/group/init_wait.h"
+#include "api/group/sliced_store_wait.h"
 #include "backends/shm/shm_cpus.h"
 #include "api/plugin/process_watch.h"
 #include "backends/shm/shm_populate_budget.h"
@@ -91,51 +90,30 @@ std::vector<int> missing_ranks(Store& store, const std::vector<std::string>& key
   return missing;
 }
 
-// How long one blocking wait on the store lasts before this rank looks for a failure (the
-// error key, a dead peer): how late it learns of one. The server ends the wait as soon as
-// the last key comes, so the phase itself ends without that delay.
-constexpr std::chrono::milliseconds kLookEvery{50};
-
 // Waits until every key exists, or a rank has published why it cannot join, or the
 // group's creation deadline (what init left of it, init_wait.h), saying whom it waits for.
 // check_missing, when given, is asked about each missing rank at every look.
 // The wait is the store's own (WAIT_FOR, answered when the last key comes), not sleeps
 // between checks: on a host with more ranks than cores a sleeping poller woke up to 50 ms
-// after the last rank had come, and every look cost every rank a request or more.
+// after the last rank had come, and every look cost every rank a request or more. It is cut
+// into SlicedStoreWait's slices (kWaitSlice), and the look follows every slice that ended
+// without the keys: how late this rank learns of a failure (the error key, a dead peer).
 void wait_for_keys(Store& store, const std::vector<std::string>& keys, const BackendOptions& o, const InitWait& w,
                    const std::string& what, const PeerCheck& check_missing = nullptr) {
-  using Clock = std::chrono::steady_clock;
+  SlicedStoreWait wait(store, keys, "the shm rendezvous's keys " + what);
+  wait.look_every(std::chrono::milliseconds::zero(), [&] {
+    // Before the error key: a rank that sees the death itself reports it as such, not as
+    // another rank's report of it.
+    if (check_missing) {
+      for (int r : missing_ranks(store, keys)) check_missing(r);
+    }
+    if (store.check({kErrorKey})) {
+      throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " + store.get_string(kErrorKey));
+    }
+  });
   w.until(
-      what,
-      [&](std::chrono::milliseconds slice) {
-        const auto until = Clock::now() + slice;
-        for (;;) {
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-          try {
-            store.wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kLookEvery)));
-            return true;
-          } catch (const Timeout& e) {
-            // A plain Timeout is the server's "not yet". A subclass (the creation's store
-            // deadline cutting the call short) says the store did not answer: until says so.
-            if (typeid(e) != typeid(Timeout)) throw;
-          }
-          // Before the error key: a rank that sees the death itself reports it as such,
-          // not as another rank's report of it.
-          if (check_missing) {
-            for (int r : missing_ranks(store, keys)) check_missing(r);
-          }
-          if (store.check({kErrorKey})) {
-            throw BackendUnavailable("shm: group '" + o.group_name + "' cannot be created: " +
-                                     store.get_string(kErrorKey));
-          }
-          if (Clock::now() >= until) return false;
-          // The store's one connection left free a moment for this process's other threads
-          // (init_wait.h, kStoreLeftFree): the mutex is not fair to a thread that takes it again at once.
-          std::this_thread::sleep_for(kStoreLeftFree);
-        }
-      },
-      [&] { return missing_ranks(store, keys); },
-      "they have not reached the shm rendezvous, or are stuck or gone");
+      what, [&](std::chrono::milliseconds slice) { return wait.wait_until(std::chrono::steady_clock::now() + slice); },
+      [&] { return missing_ranks(store, keys); }, "they have not reached the shm rendezvous, or are stuck or gone");
 }
 
 std::string hostname() {
