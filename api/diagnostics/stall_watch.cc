@@ -8,7 +8,9 @@
 #include "api/diagnostics/board_look.h"
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/duration_text.h"
+#include "api/diagnostics/p2p_verdict.h"  // also refusal_draining: a refused recv draining is no stall
 #include "api/diagnostics/peer_process.h"
+#include "api/diagnostics/timeout_window.h"
 #include "api/errors.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
@@ -29,9 +31,8 @@ const char kRequestKey[] = "watch/request";
 constexpr int64_t kLeaveIncrement = int64_t{1} << 32;
 std::string report_key(int rank) { return "watch/report/" + std::to_string(rank); }
 
-// An op's own wait normally reports its timeout; the watch steps in this much later, for
-// ops that are not waiting yet (queued behind another) or whose wait started late.
-constexpr milliseconds kDeadlineSlack{200};
+// An op's own wait normally reports its timeout; the watch steps in later (for ops that are
+// not waiting yet, or whose wait started late), by internal::deadline_slack_for(timeout).
 constexpr size_t kMaxReported = 64;  // pending ops in one report
 constexpr milliseconds kStopWait{2000};  // for the thread's last report when the group closes
 // How long stop() waits for a thread whose look at the board has gone this long unanswered
@@ -40,9 +41,6 @@ constexpr milliseconds kStopWait{2000};  // for the thread's last report when th
 // aborts its levels so): waiting kStopWait for each of its levels' watches held an op's
 // Timeout 4 s past its deadline on 2 hosts x 2 ranks whose store went silent.
 constexpr milliseconds kSilentLook{1000};
-// The soonest an op is compared with the others' (a report a moment old may show an op that
-// has since matched): an op with a short timeout is compared at half of it, not before this.
-constexpr milliseconds kShortestProbe{500};
 // The longest gap between two probes of one stalled op (see the loop): probing again and
 // again finds the same nothing, and every probe of every waiting rank reads every rank's
 // report.
@@ -65,9 +63,7 @@ constexpr milliseconds kExplainSlack{3000};
 constexpr milliseconds kBoardRoundTrips{10000};
 milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kBoardRoundTrips; }
 
-milliseconds probe_after_for(Clock::duration timeout, milliseconds probe_after) {
-  return std::min(probe_after, std::max(kShortestProbe, std::chrono::duration_cast<milliseconds>(timeout / 2)));
-}
+using internal::probe_after_for;  // and kShortestProbe (timeout_window.h)
 
 int64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<milliseconds>(to - from).count();
@@ -89,6 +85,7 @@ struct StallWatch::Shared {
     bool finished = false;
     Clock::time_point issued;
     Clock::time_point deadline = Clock::time_point::max();
+    milliseconds timeout{0};  int64_t asked = 0;  // the request count of its early ask (timeout_window.h); -1: under way
     Clock::time_point next_report = Clock::time_point::max();  // its next "has waited" line
   };
 
@@ -160,7 +157,7 @@ struct StallWatch::Shared {
       const Entry& e = ring[i % ring.size()];
       if (!e.work && !e.finished) continue;
       const bool finished = e.finished || e.work->is_completed();
-      if (!finished && r.pending.size() < kMaxReported) r.pending.push_back({e.fingerprint, ms_between(e.issued, now)});
+      if (!finished && r.pending.size() < kMaxReported && !refusal_draining(e.work.get())) r.pending.push_back({e.fingerprint, ms_between(e.issued, now)});
     }
     if (last_collective) {
       r.last_collective = last_collective;
@@ -239,14 +236,15 @@ struct StallWatch::Shared {
   }
 
   // Every rank's report on the board (nullopt where none), this rank's being `mine`.
-  // Raises the request count, publishes this rank's report, and returns every rank's that
-  // answers it (a rank that left answered already), waiting about a tick for them.
-  std::vector<std::optional<ProgressReport>> ask_everyone();
+  // Raises the request count, publishes this rank's report, and returns every rank's that answers it or
+  // request accept_from (> 0: an early ask's; a rank that left answered already), waiting a tick at most, or `wait`.
+  std::vector<std::optional<ProgressReport>> ask_everyone(milliseconds wait = milliseconds::max(), int64_t accept_from = 0);
   // GroupFailure's explainer (see there): what explained() says, given up on after the
   // answer window and kExplainSlack. `self` is this: the asking thread, if abandoned, holds it.
   static std::exception_ptr explain(const std::shared_ptr<Shared>& self, const Work& op, std::exception_ptr error);
   // Asks everyone and names where they are, against op `fingerprint`, which ended with `error`.
-  std::exception_ptr explained(const OpFingerprint& fingerprint, const std::exception_ptr& error);
+  std::exception_ptr explained(const OpFingerprint& fingerprint, const std::exception_ptr& error, milliseconds wait,
+                               int64_t accept_from);
   // The "has waited" line of the oldest unfinished op, when it is due (mu not held);
   // board_error: why this tick's look at the board failed, when it did (then nobody is asked).
   void report_long_wait(Clock::time_point now, std::string board_error);
@@ -331,7 +329,7 @@ StallWatch::StallWatch(StallWatchOptions options, GroupFailure& failure) : share
   }
 }
 
-std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
+std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone(milliseconds wait, int64_t accept_from) {
   const int64_t request = options.board->add(kRequestKey, 1);
   ProgressReport mine;
   {
@@ -344,13 +342,14 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
   // last reads: a rank that has not answered by then is named as such. Running into it lost
   // every answer and blamed the store ("the store's server did not answer", of a job whose
   // store was fine and one rank stopped: an outside probe).
-  Clock::time_point until = Clock::now() + options.tick + milliseconds(500);
+  Clock::time_point until = Clock::now() + std::min(wait, options.tick + milliseconds(500));
   if (const std::optional<milliseconds> left = internal::StoreCallDeadline::time_left("GET")) {
     until = std::min(until, Clock::now() + *left - std::min(*left / 2, milliseconds(250)));
   }
   std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
   by_rank[options.rank] = mine;
-  auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= request); };
+  const int64_t fresh = internal::first_counted_request(accept_from, request);  // an early ask's answer counts
+  auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= fresh); };
   // Only the ranks that have not answered are read again.
   std::vector<int> unanswered = other_ranks();
   int64_t published = request;
@@ -382,29 +381,32 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone() {
 
 std::exception_ptr StallWatch::Shared::explain(const std::shared_ptr<Shared>& self, const Work& op,
                                               std::exception_ptr error) {
-  std::optional<OpFingerprint> fingerprint;
+  std::optional<Shared::Entry> entry;
   {
     std::lock_guard<std::mutex> lock(self->mu);
-    if (const Shared::Entry* e = self->entry_of(op)) fingerprint = e->fingerprint;
+    if (const Shared::Entry* e = self->entry_of(op)) entry = *e;
   }
-  if (!fingerprint) return nullptr;
-  const milliseconds limit = self->options.tick + milliseconds(500) + kExplainSlack;
+  if (!entry) return nullptr;
+  // A fraction of a short timeout, not a tick: the Timeout comes near its deadline (timeout_window.h).
+  const milliseconds wait = internal::explain_wait_for(entry->timeout, self->options.tick + milliseconds(500));
   // Given up on as soon as another call over the same store (a sibling group's: a
   // hierarchy's level, its flat backend) has found the store silent: asking here queues
   // behind that call on the store's one connection, and waiting out the limit held a
   // hierarchical op's Timeout 4 s past its deadline when the store's server stopped.
   const StorePtr board = self->options.board;
   const std::optional<std::exception_ptr> better = internal::call_with_limit_until<std::exception_ptr>(
-      [self, fp = *fingerprint, error] { return self->explained(fp, error); }, limit,
+      [self, fp = entry->fingerprint, error, wait, asked = entry->asked] { return self->explained(fp, error, wait, asked); },
+      wait + kExplainSlack,
       [board] { return GroupFailure::store_unanswered(board); });
   return better ? *better : nullptr;
 }
 
-std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprint, const std::exception_ptr& error) {
+std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprint, const std::exception_ptr& error,
+                                                milliseconds wait, int64_t accept_from) {
   try {
-    const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone();
+    const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone(wait, accept_from);
     // The op failed: whatever the reports show now is what stopped it.
-    if (std::exception_ptr named = as_error(compare_reports(by_rank, options.rank, 0))) return named;
+    if (std::exception_ptr named = as_error(comparable_verdict(by_rank, options.rank, 0))) return named;
     const std::string where = explain_wait(fingerprint, by_rank, options.rank, silent_notes(by_rank));
     if (where.empty()) return nullptr;
     return with_detail(error, where);
@@ -483,13 +485,15 @@ void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, m
     e.finished = false;
     e.issued = now;
     e.deadline = deadline;
+    std::tie(e.timeout, e.asked) = std::make_pair(timeout.count() > 0 ? timeout : milliseconds(0), int64_t{0});
     e.next_report = now + shared_->report_every;
     if (!fingerprint.p2p) {
       shared_->last_collective = fingerprint;
       shared_->last_collective_work = work;
     }
     // Only a deadline before the thread's next look needs it woken (rare: short timeouts).
-    wake = deadline != Clock::time_point::max() && deadline + kDeadlineSlack < shared_->wake_at;
+    wake = deadline != Clock::time_point::max() && deadline + internal::deadline_slack_for(timeout) < shared_->wake_at;
+    if (wake) shared_->wake_at = deadline;  // what ends the thread's wait (its predicate): a bare notify did not
   }
   if (wake) shared_->cv.notify_one();
 }
@@ -574,14 +578,14 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   Clock::time_point next = start + o.tick;
   for (const auto& e : shared->ring) {
     if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
-      next = std::min(next, e.deadline + kDeadlineSlack);
-      const Clock::time_point probe = e.issued + probe_after_for(e.deadline - e.issued, o.probe_after);
+      next = std::min(next, e.deadline + internal::deadline_slack_for(e.timeout));
+      const Clock::time_point probe = e.issued + internal::first_look_after(e.timeout, o.probe_after, o.tick, e.asked == 0);
       if (probe > start) next = std::min(next, probe);
     }
     if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
   }
   shared->wake_at = next;
-  shared->cv.wait_until(lock, next, [&] { return shared->stopping; });
+  shared->cv.wait_until(lock, next, [&] { return shared->stopping || shared->wake_at < next; });
   if (shared->stopping) return;
   const Clock::time_point now = Clock::now();
 
@@ -589,18 +593,19 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   WorkPtr late;
   milliseconds late_timeout{0};
   Clock::time_point late_deadline;  // restored where failing the late op throws
-  bool probe = false;  // this tick asks the others and compares
+  bool probe = false, ask_early = false;  // this tick asks the others and compares; or asks only
   // An op whose timeout is short is compared sooner: at half its timeout (not before
   // kShortestProbe), so that a Desync is named before the Timeout would end it.
   milliseconds probe_after = o.probe_after;
-  for (const auto& e : shared->ring) {
+  for (auto& e : shared->ring) {
     if (!e.work || e.deadline == Clock::time_point::max() || e.work->is_completed()) continue;
     probe_after = std::min(probe_after, probe_after_for(e.deadline - e.issued, o.probe_after));
+    ask_early |= internal::take_early_ask(e.asked, now - e.issued, e.timeout, o.probe_after, o.tick);
   }
   const Shared::Entry* oldest_stalled = nullptr;
   for (auto& e : shared->ring) {
     if (!e.work || e.work->is_completed()) continue;
-    if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + kDeadlineSlack) {
+    if (!late && e.deadline != Clock::time_point::max() && now >= e.deadline + internal::deadline_slack_for(e.timeout)) {
       late = e.work;
       late_timeout = std::chrono::duration_cast<milliseconds>(e.deadline - e.issued);
       late_deadline = e.deadline;
@@ -663,7 +668,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   Clock::time_point look_until = look_limit;
   for (const auto& e : shared->ring) {
     if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
-      look_until = std::min(look_until, e.deadline + kDeadlineSlack);
+      look_until = std::min(look_until, e.deadline + internal::deadline_slack_for(e.timeout));
     }
   }
   const int64_t answered = shared->answered;
@@ -686,7 +691,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
     // wait, the board is silent for them too (a Timeout's explanation says so at once).
     const internal::IdleLook look = internal::read_idle_look(*o.board, kRequestKey, GroupFailure::board_key(),
                                                              kExplainSlack, [&] { shared->board_answered(false); });
-    const int64_t request = probe ? o.board->add(kRequestKey, 1) : look.requests;
+    const int64_t request = probe || ask_early ? o.board->add(kRequestKey, 1) : look.requests;
     shared->board_answered(true);
     shared->follow_a_failed_peer(*o.board, look.failure_record);
     // Once a rank has left, a collective this rank waits in may be one that rank never
@@ -699,6 +704,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
         std::lock_guard<std::mutex> report_lock(shared->mu);
         mine = shared->report(Clock::now(), answer ? request : answered);
         if (answer) shared->answered = request;
+        for (auto& e : shared->ring) e.asked = e.asked < 0 && ask_early ? request : e.asked;  // answers to this count
       }
       if (answer) o.board->set(report_key(o.rank), mine.encode());
       const PendingOp* waiting = mine.oldest_collective();
@@ -720,11 +726,11 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
           probe = false;
         }
       }
-      if (probe && as_error(compare_reports(shared->read_reports(mine), o.rank, probe_after.count()))) {
+      if (probe && as_error(comparable_verdict(shared->read_reports(mine), o.rank, probe_after.count()))) {
         // Certain: then every rank's word, for the table.
         const auto all = shared->ask_everyone();
-        Verdict v = compare_reports(all, o.rank, probe_after.count());
-        if (v.kind == Verdict::Kind::kNone) v = compare_reports(shared->read_reports(mine), o.rank, probe_after.count());
+        Verdict v = comparable_verdict(all, o.rank, probe_after.count());
+        if (v.kind == Verdict::Kind::kNone) v = comparable_verdict(shared->read_reports(mine), o.rank, probe_after.count());
         WorkPtr work;
         {
           std::lock_guard<std::mutex> work_lock(shared->mu);

@@ -34,7 +34,7 @@ OpContext OpNumbering::next(const OpSpec& spec) {
     f.tag = spec.tag;
     // A recv from any rank pairs with whichever send arrives first: its ordinal is taken
     // when it has ended and its source is known (DetailChecks).
-    f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag);
+    f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag, &f.ordinal_epoch);
   }
   return ctx;
 }
@@ -88,23 +88,50 @@ std::string OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq) {
   return join(last_);
 }
 
-int64_t OpNumbering::next_ordinal(bool is_send, int peer, int tag) {
+namespace {
+
+// The pair's drop history with one more drop (tag, its count then): splitmix64's finalizer
+// over the running value, never 0 (0 means "nothing dropped yet").
+uint64_t with_drop(uint64_t drops, int tag, int64_t count) {
+  uint64_t x = drops ^ (static_cast<uint64_t>(static_cast<uint32_t>(tag)) << 32) ^ 0x9e3779b97f4a7c15ULL;
+  x += static_cast<uint64_t>(count) * 0xd6e8feb86659fd93ULL;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x ? x : 1;
+}
+
+}  // namespace
+
+int64_t OpNumbering::next_ordinal(bool is_send, int peer, int tag, uint64_t* epoch) {
   std::lock_guard<std::mutex> lock(ordinals_mu_);
   PeerTags& tags = transfers_[static_cast<int64_t>(peer) * 2 + (is_send ? 1 : 0)];
-  if (keep_every_ordinal_) return tags.counts[tag].next++;  // no order: nothing is dropped
+  if (keep_every_ordinal_) {  // no order: nothing is dropped
+    PeerTags::Count& c = tags.counts[tag];
+    if (epoch) *epoch = c.epoch;
+    return c.next++;
+  }
   auto [it, added] = tags.counts.try_emplace(tag);
   if (added) {
+    // The count begins now, after the drops so far: a side whose count began after other
+    // drops may number this tag's transfers otherwise (op_numbering.h).
+    it->second.epoch = tags.drops;
     tags.order.push_front(tag);
     it->second.in_order = tags.order.begin();
     // The bound depends only on this (direction, peer)'s own sequence of tags, so that its
     // peer, seeing the same sequence, drops the same tags (op_numbering.h).
     if (tags.counts.size() > kTagsPerPeer) {
-      tags.counts.erase(tags.order.back());
+      const auto dropped = tags.counts.find(tags.order.back());
+      tags.drops = with_drop(tags.drops, dropped->first, dropped->second.next);
+      tags.counts.erase(dropped);
       tags.order.pop_back();
     }
   } else if (it->second.in_order != tags.order.begin()) {
     tags.order.splice(tags.order.begin(), tags.order, it->second.in_order);
   }
+  if (epoch) *epoch = it->second.epoch;
   return it->second.next++;
 }
 

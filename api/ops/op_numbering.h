@@ -45,7 +45,15 @@ class OpNumbering {
   // sides' numbers for that tag can then differ: only the diagnostics above are affected.
   // DETAIL must not be (its recv would wait for a key never posted), so DetailChecks
   // calls keep_every_ordinal(), and at DETAIL memory still grows with the tags used.
-  int64_t next_ordinal(bool is_send, int peer, int tag);
+  //
+  // epoch (when not null) gets what tells the diagnostics whether the two sides' numbers
+  // for this tag can be compared (OpFingerprint::ordinal_epoch): a hash of the pair's
+  // drops so far -- each dropped tag and how many transfers it had counted -- as it was
+  // when this tag's count began, 0 before the pair's first drop. Sides whose epochs for a
+  // tag agree have discarded the same number of its transfers (but for a 2^-64 chance),
+  // so their numbers name the same transfers; sides that used tags in other orders may not
+  // agree, and then their numbers are not compared (p2p_verdict.h).
+  int64_t next_ordinal(bool is_send, int peer, int tag, uint64_t* epoch = nullptr);
   // From now on no tag's count is dropped (DISTCOMM_DEBUG=DETAIL: see next_ordinal).
   void keep_every_ordinal();
   // How many (direction, peer, tag) counts are kept now (for tests of the bound).
@@ -89,10 +97,12 @@ class OpNumbering {
   struct PeerTags {
     struct Count {
       int64_t next = 0;
+      uint64_t epoch = 0;  // `drops` when this count began (next_ordinal's epoch)
       std::list<int>::iterator in_order;
     };
     std::unordered_map<int, Count> counts;
     std::list<int> order;
+    uint64_t drops = 0;  // hash of the (tag, count) pairs dropped so far, in order; 0: none
   };
   mutable std::mutex ordinals_mu_;
   bool keep_every_ordinal_ = false;

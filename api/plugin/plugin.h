@@ -62,13 +62,17 @@
 // (api/plugin/name_resolution.h), weak as well: a name looked up by a deadline. Minor 9:
 // distcomm_work_forked_since_issue (api/work.h), weak as well: a backend's wait() in a child
 // forked after the op was issued goes straight to Work::wait (an older core: as before).
+// Minor 10: distcomm_refusal_draining (api/diagnostics/refused_transfers.h), weak as well: a
+// recv draining the message it refused is no stall (an older core: compared as before); and
+// OpFingerprint::ordinal_epoch at the fingerprint's end (so at OpContext's end), read by the
+// core's own stall watch only.
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the
 // thread that runs the plugin's create() or create_subgroup_backend() (init_wait.h,
 // BackendCreationScope). Plugins that already called for_backend there are unaffected.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 9
+#define DISTCOMM_PLUGIN_ABI_MINOR 10
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

@@ -6,6 +6,7 @@
 
 #include "api/errors.h"
 #include "api/diagnostics/op_fingerprint.h"
+#include "api/diagnostics/refused_transfers.h"
 #include "backends/shm/shm_failure.h"
 
 namespace distcomm {
@@ -177,6 +178,9 @@ void PointToPoint::take_unexpected(int src, std::list<Unexpected>::iterator it, 
     // Still arriving: this receive ends once the rest has been drained (deliver), not now.
     // Ended now, it would leave nothing on this rank polling the ring, and a sender whose
     // message is larger than the ring would wait for space that never came.
+    // Draining is this recv's own failure, not a stall of the group: the watch must not take
+    // it, smaller than the send still pending on the peer, for a size mismatch to end.
+    if (r.work) note_refusal_draining(*r.work);
     it->claimed = std::move(r);
     it->refused = true;
     std::vector<uint8_t>().swap(it->data);
@@ -352,6 +356,8 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
     // ended now, nothing would poll the ring, and a sender whose message is larger than the
     // ring would wait for good for space.
     in.refusal = mismatch_of(*match, src, h.tag, h.message_bytes, dtype_of(h));
+    // Drained from here on: not a stall for the watch (refused_transfers.h).
+    if (in.refusal && match->work) note_refusal_draining(*match->work);
     in.recv = std::move(match);
     return;
   }

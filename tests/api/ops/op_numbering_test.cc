@@ -120,13 +120,37 @@ TEST(OpNumberingOrdinals, SenderAndReceiverNumberEachTransferAlikeAfterTagsAreDr
   for (int i = 0; i < 50000; ++i) {
     x = x * 1103515245u + 12345u;
     const int tag = static_cast<int>((x >> 8) % (3 * OpNumbering::kTagsPerPeer));
-    const int64_t sent = sender.next_ordinal(true, /*peer=*/1, tag);
-    const int64_t received = receiver.next_ordinal(false, /*peer=*/0, tag);
+    uint64_t sent_epoch = 0, received_epoch = 0;
+    const int64_t sent = sender.next_ordinal(true, /*peer=*/1, tag, &sent_epoch);
+    const int64_t received = receiver.next_ordinal(false, /*peer=*/0, tag, &received_epoch);
     ASSERT_EQ(sent, received) << "message " << i << " tag " << tag;
+    // Alike too, so the stall watch compares their ordinals (p2p_verdict.h).
+    ASSERT_EQ(sent_epoch, received_epoch) << "message " << i << " tag " << tag;
     // Traffic with another peer must not change what this pair drops.
     sender.next_ordinal(true, /*peer=*/2, 100000 + i);
   }
   EXPECT_LE(sender.ordinal_keys(), 2 * OpNumbering::kTagsPerPeer);
+}
+
+TEST(OpNumberingOrdinals, ACountRestartedAfterOtherDropsHasAnotherEpoch) {
+  // Side a drops tag 0 (257 other tags since its use) and restarts its count; side b used tag
+  // 0 again halfway and keeps counting: the numbers differ, and so do the epochs.
+  OpNumbering a(kPrefix, std::chrono::seconds(5)), b(kPrefix, std::chrono::seconds(5));
+  const int others = static_cast<int>(OpNumbering::kTagsPerPeer) + 1;
+  uint64_t epoch_a = 1, epoch_b = 1;
+  a.next_ordinal(true, 1, 0, &epoch_a);
+  b.next_ordinal(false, 0, 0, &epoch_b);
+  EXPECT_EQ(epoch_a, 0u);  // nothing dropped yet
+  EXPECT_EQ(epoch_b, 0u);
+  for (int k = 1; k <= others; ++k) a.next_ordinal(true, 1, k);
+  for (int k = 1; k <= others; ++k) {
+    if (k == others / 2) b.next_ordinal(false, 0, 0);
+    b.next_ordinal(false, 0, k);
+  }
+  EXPECT_EQ(a.next_ordinal(true, 1, 0, &epoch_a), 0);  // restarted
+  EXPECT_EQ(b.next_ordinal(false, 0, 0, &epoch_b), 2);
+  EXPECT_NE(epoch_a, 0u);
+  EXPECT_NE(epoch_a, epoch_b);
 }
 
 TEST(OpNumberingOrdinals, DetailKeepsEveryTagsCount) {

@@ -23,6 +23,7 @@ const std::map<std::string, int> kLaterCoreEntryPoints = {
     {"distcomm_group_failure_set_world_ranks", 7},
     {"distcomm_resolve", 8},
     {"distcomm_work_forked_since_issue", 9},
+    {"distcomm_refusal_draining", 10},  // api/diagnostics/refused_transfers.h: shm marks a refused recv
 };
 
 // "<type letter> <name>" for each undefined dynamic symbol of `so` (nm -D --undefined-only).

@@ -70,6 +70,9 @@ const Entry kCannot[] = {
     {"in_process", "AStoppedRankIsNotTakenForASilentStore",
      "the in_process backend has no stall watch, and its ranks are threads of one process: one of them cannot be "
      "stopped alone"},
+    {"in_process", "StoppedRankInAP2pRingIsNamedByEverySurvivor",
+     "the in_process backend has no stall watch to follow the waits, and its ranks are threads of one process: one "
+     "of them cannot be stopped alone"},
     {"in_process", "StoreHostStoppedBeforeACollective",
      "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone"},
     {"in_process", "BackendFailsOnOneRankAfterItsRendezvous",
