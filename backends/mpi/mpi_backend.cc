@@ -144,7 +144,7 @@ WorkPtr MpiBackend::submit(std::unique_ptr<Op> op, const OpContext& ctx) {
 }
 
 void MpiBackend::check_count(OpType type, int64_t count) const {
-  const std::string problem = per_rank_count_problem(op_type_name(type), count);
+  const std::string problem = per_rank_count_problem(op_type_name(type), count, max_count_);
   if (!problem.empty()) throw InvalidArgument("mpi backend: " + problem);
 }
 
@@ -237,7 +237,8 @@ WorkPtr MpiBackend::all_to_all(Tensor& output, const Tensor& input, const std::v
   // MPI_Ialltoallv's counts are per peer: the totals may exceed INT_MAX, but each peer's
   // count and displacement must fit an int (mpi_counts.h).
   for (const std::string& problem :
-       {alltoallv_count_problem(input_counts, "input"), alltoallv_count_problem(output_counts, "output")}) {
+       {alltoallv_count_problem(input_counts, "input", max_count_),
+        alltoallv_count_problem(output_counts, "output", max_count_)}) {
     if (!problem.empty()) throw InvalidArgument("mpi backend: " + problem);
   }
   // Always MPI_Ialltoallv: a rank sees only its own counts, and every rank must make the
@@ -278,13 +279,9 @@ WorkPtr MpiBackend::recv(Tensor& tensor, int src, const P2POptions& opts, const 
 
 WorkPtr MpiBackend::recv_any_source(Tensor& tensor, const P2POptions& opts, const OpContext& ctx) {
   check_tag(OpType::kRecvAnySource, opts.tag);
-  // The slices of a split message must all come from one sender, unknown until the first
-  // arrives: refuse rather than risk interleaving two senders' slices.
-  if (tensor.numel() > max_count_) {
-    throw InvalidArgument("mpi backend: recv_any_source of " + std::to_string(tensor.numel()) +
-                          " elements exceeds the " + std::to_string(max_count_) +
-                          " elements of one MPI call; recv from a known source instead");
-  }
+  // Over max_count elements it is split like recv: the first slice's sender sends the rest
+  // (match_messages in mpi_op.cc). Refusing it here, after the sender's slices went out,
+  // left them queued for the next recv from that rank.
   auto op = make_op(Call::kRecv, OpType::kRecvAnySource, ctx, tensor);
   op->root = MPI_ANY_SOURCE;
   op->tag = opts.tag;

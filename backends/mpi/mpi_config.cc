@@ -7,10 +7,12 @@ namespace mpi {
 
 const distcomm_config_key kConfigKeys[] = {
     {"max_count_per_call", "2147483647", nullptr,
-     "elements per MPI call (MPI counts are int); larger all_reduce, reduce, broadcast, send and recv are "
-     "split into several calls; all_to_all is limited per peer (each peer's count and block offset at most "
-     "2147483647, the total may be larger), all_gather, gather, scatter and reduce_scatter per rank (at most "
-     "2147483647 elements per rank), and larger ones are refused: split them into several ops or use gloo or shm"},
+     "elements per MPI call (MPI counts are int); larger all_reduce, reduce, broadcast, send, recv and "
+     "recv_any_source are split into several calls (set it alike on every rank); all_to_all is limited per"
+     " peer (each peer's count at most this, its block offset at most 2147483647, the total may be "
+     "larger), all_gather, gather, scatter and reduce_scatter per rank (at most this many elements per "
+     "rank), and larger ones are refused before anything is sent: split them into several ops or use gloo "
+     "or shm"},
     {"progress", "waiters", nullptr,
      "who calls MPI for small ops: 'waiters' (the threads that submit and wait, with MPI_THREAD_MULTIPLE) or "
      "'thread' (only the plugin's MPI thread); the first group of the process decides"},

@@ -99,7 +99,7 @@ std::exception_ptr mismatch_error(const Op& op, int64_t index, const ProbedMessa
 }
 
 // Matches the recv's next messages (one per call, in order), and receives each into its
-// slice of the tensor -- or, when its dtype or size differs, into nothing.
+// slice of the tensor -- or, when its dtype or size differs, into a buffer that drops it.
 std::exception_ptr match_messages(Op& op, MPI_Comm comm, ProbedMessages& probed) {
   const int64_t calls = call_count(op);
   while (op.matched < calls) {
@@ -110,22 +110,27 @@ std::exception_ptr match_messages(Op& op, MPI_Comm comm, ProbedMessages& probed)
     if (!found) return nullptr;
     const int64_t index = op.matched;
     const int n = slice_elements(op, index);
-    if (op.root == MPI_ANY_SOURCE) op.work->set_source_rank(m.source);
+    if (op.root == MPI_ANY_SOURCE) {
+      op.work->set_source_rank(m.source);
+      // The rest of a split recv is the rest of this sender's message, which follows in
+      // order on this tag: probe that rank alone, so that another's cannot interleave.
+      op.root = m.source;
+    }
     op.requests.push_back(MPI_REQUEST_NULL);
     if (fits(op, index, m)) {
       rc = MPI_Imrecv(op.data + index * op.max_count * static_cast<int64_t>(op.element_size), n, op.type, &m.message,
                       &op.requests.back());
       ++op.matched;
     } else {
-      // Into a buffer of 0 bytes: MPI consumes the message (truncated) and its send completes.
-      rc = MPI_Imrecv(nullptr, 0, MPI_BYTE, &m.message, &op.requests.back());
+      rc = discard(m, op, &op.requests.back());
       op.op_error = mismatch_error(op, index, m);
       op.discard_index = op.requests.size() - 1;
       op.matched = calls;  // the op's later parts, if any, are not received
     }
     if (rc != MPI_SUCCESS) {
       op.requests.pop_back();
-      return error_from("MPI_Imrecv", rc);
+      return error_from(rc == MPI_ERR_NO_MEM ? "MPI_Imrecv (the buffer to discard a refused message)" : "MPI_Imrecv",
+                        rc);
     }
   }
   return nullptr;
@@ -192,7 +197,7 @@ std::exception_ptr advance(Op& op, MPI_Comm comm, ProbedMessages& probed, bool* 
   while (op.completed < op.requests.size()) {
     int flag = 0;
     const int rc = MPI_Test(&op.requests[op.completed], &flag, MPI_STATUS_IGNORE);
-    // A discarded message ends truncated, as it must.
+    // A discard's own error (none expected: its buffer holds the message) is not the op's.
     if (rc != MPI_SUCCESS && op.completed != op.discard_index) return error_from(call_name(op.call), rc);
     if (!flag && rc == MPI_SUCCESS) return nullptr;
     ++op.completed;

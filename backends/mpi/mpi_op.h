@@ -10,9 +10,11 @@
 // A collective first runs its agreement check (mpi_agreement.h) when it has one. A recv
 // matches its message before anything lands (MPI_Improbe, then MPI_Imrecv), so it knows
 // the message's size, and its dtype from the tag (p2p_tag.h, probed_messages.h): a
-// message of another size or dtype than the tensor is received into nothing (MPI discards
-// it, and its sender completes) and the recv alone ends with InvalidArgument naming both;
-// the tensor is untouched and the group stays usable.
+// message of another size or dtype than the tensor is received into a scratch buffer of
+// its own size and dropped (its sender completes), and the recv alone ends with
+// InvalidArgument naming both; the tensor is untouched and the group stays usable.
+// A recv from any rank split into several calls takes the rank of its first message as
+// the source of the rest (a sender's calls go out together, in order).
 #pragma once
 
 #include <mpi.h>
@@ -93,6 +95,9 @@ struct Op {
   // op ends with once it has (the group stays usable).
   size_t discard_index = SIZE_MAX;
   std::exception_ptr op_error;
+  // Where discarded messages land: each as large as its message, alive while MPI holds the
+  // request (probed_messages.h says why a message is never received truncated).
+  std::vector<std::unique_ptr<char[]>> discard_buffers;
 };
 
 // How many MPI calls the op takes (1 unless an elementwise op exceeds max_count).

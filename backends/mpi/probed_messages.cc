@@ -1,5 +1,10 @@
 #include "backends/mpi/probed_messages.h"
 
+#include <algorithm>
+#include <climits>
+#include <new>
+
+#include "backends/mpi/mpi_types.h"
 #include "backends/mpi/p2p_tag.h"
 
 namespace distcomm {
@@ -33,14 +38,31 @@ int ProbedMessages::next(int source, int tag, MPI_Comm comm, bool* found, Probed
   }
 }
 
+int discard(ProbedMessage& m, Op& op, MPI_Request* request) {
+  // MPI's count is int: a message over INT_MAX bytes (a sender's call holds at most
+  // INT_MAX elements) is received as elements of the sender's dtype.
+  MPI_Datatype type = MPI_BYTE;
+  MPI_Count count = m.bytes;
+  DType dtype;
+  if (count > INT_MAX && sent_dtype(m.wire_tag, &dtype) && m.bytes % element_size(dtype) == 0) {
+    type = datatype_of(dtype);
+    count = m.bytes / static_cast<MPI_Count>(element_size(dtype));
+  }
+  if (count > INT_MAX) return MPI_ERR_COUNT;
+  std::unique_ptr<char[]> buffer(new (std::nothrow) char[static_cast<size_t>(std::max<MPI_Count>(m.bytes, 1))]);
+  if (!buffer) return MPI_ERR_NO_MEM;
+  const int rc = MPI_Imrecv(buffer.get(), static_cast<int>(count), type, &m.message, request);
+  if (rc == MPI_SUCCESS) op.discard_buffers.push_back(std::move(buffer));
+  return rc;
+}
+
 std::unique_ptr<Op> ProbedMessages::discard_all() {
   if (kept_.empty()) return nullptr;
   auto op = std::make_unique<Op>();
   op->call = Call::kRecv;
   for (ProbedMessage& m : kept_) {
     MPI_Request request = MPI_REQUEST_NULL;
-    // Into a buffer of 0 bytes: it ends truncated, which is what discarding is.
-    if (MPI_Imrecv(nullptr, 0, MPI_BYTE, &m.message, &request) == MPI_SUCCESS) op->requests.push_back(request);
+    if (discard(m, *op, &request) == MPI_SUCCESS) op->requests.push_back(request);
   }
   kept_.clear();
   return op;

@@ -29,6 +29,14 @@ struct ProbedMessage {
 };
 
 // Under the runtime's progress lock only.
+// Receives matched message m into a buffer of its own size, kept in op.discard_buffers,
+// so that it can be dropped: its sender's send then completes. Never into a smaller buffer:
+// Open MPI 4.1's ob1 writes a message beyond its eager size whole even when the receive is
+// truncated (over TCP the receiver crashed in mca_btl_tcp_frag_recv; over shared memory
+// the single copy failed with EFAULT). Returns MPI's error code, MPI_ERR_NO_MEM when the
+// buffer cannot be had.
+int discard(ProbedMessage& m, Op& op, MPI_Request* request);
+
 class ProbedMessages {
  public:
   // The next message for a recv of user tag `tag` from `source` (or MPI_ANY_SOURCE): the
@@ -36,9 +44,8 @@ class ProbedMessages {
   // Sets *found; returns MPI's error code.
   int next(int source, int tag, MPI_Comm comm, bool* found, ProbedMessage* out);
   bool empty() const { return kept_.empty(); }
-  // Receives every kept message into nothing (MPI discards it, and its sender completes),
-  // for a group that fails: the op whose requests MPI then holds until they end; null if
-  // nothing was kept.
+  // Receives every kept message and drops it (discard()), for a group that fails: the op
+  // whose requests and buffers MPI then holds until they end; null if nothing was kept.
   std::unique_ptr<Op> discard_all();
 
  private:

@@ -47,6 +47,18 @@ TEST(MpiCounts, GatherLikeOpsAreLimitedPerRank) {
   EXPECT_NE(p.find("per rank, not on the total"), std::string::npos) << p;
 }
 
+// max_count_per_call set lower: these ops are not split, so the lower limit refuses them
+// (they ran as if it were INT_MAX), and the text names the setting.
+TEST(MpiCounts, ConfiguredLimitRefusesGatherLikeAndAllToAll) {
+  EXPECT_EQ(per_rank_count_problem("all_gather", 1000, 1000), "");
+  const std::string p = per_rank_count_problem("all_gather", 1500, 1000);
+  EXPECT_NE(p.find("max_count_per_call (1000"), std::string::npos) << p;
+  EXPECT_EQ(alltoallv_count_problem({1000, 1000, 1000}, "input", 1000), "");
+  const std::string q = alltoallv_count_problem({1000, 1001}, "output", 1000);
+  EXPECT_NE(q.find("output block for rank 1 has 1001 elements"), std::string::npos) << q;
+  EXPECT_NE(q.find("max_count_per_call (1000"), std::string::npos) << q;
+}
+
 }  // namespace
 }  // namespace mpi
 }  // namespace distcomm
