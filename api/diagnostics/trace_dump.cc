@@ -364,10 +364,30 @@ void add_unfinished_to_timeline() {
   }
 }
 
+// Whether a group is a level of a group by hosts (api/hierarchical_backend.h): its name is
+// the group's, then "/hier_host<N>" or "/hier_local<L>" (ProcessGroup::make_levels).
+bool is_hier_level(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  if (slash == std::string::npos) return false;
+  for (const char* prefix : {"hier_host", "hier_local"}) {
+    const size_t at = slash + 1 + std::strlen(prefix);
+    if (name.compare(slash + 1, std::strlen(prefix), prefix) == 0 && at < name.size() &&
+        name.find_first_not_of("0123456789", at) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void on_op_end(const FlightRecorder& recorder, const TraceEntry& entry) {
   if (timeline_enabled()) add_to_timeline(recorder, entry);
   if (entry.state != TraceEntry::State::kFailed || !dumps_on_failure(entry.error)) return;
   if (!dumps_asked_for()) return;
+  // A level's failure fails the op of its group that it served, a moment later, whose dump
+  // holds the level's records too: dumping here as well printed every rank's "trace dump"
+  // line twice, the first naming an op the program never issued ("PeerFailure in
+  // all_gather #127", the level's), not the user's op.
+  if (is_hier_level(recorder.info().name)) return;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);

@@ -12,6 +12,7 @@
 
 #include "api/diagnostics/group_failure.h"
 #include "api/diagnostics/op_fingerprint.h"
+#include "tools/trace/level_summary.h"
 
 namespace distcomm {
 namespace trace {
@@ -216,8 +217,10 @@ LateIssuers late_issuers_in(const GroupView& g, const std::map<int, const Op*>& 
   return out;
 }
 
+// verdict: where the group stands, for what its levels carry up (level_summary.h).
 void report_group(std::ostringstream& out, const std::string& name, const GroupView& g, const LauncherDeaths& deaths,
-                  const LauncherStops& stops) {
+                  const LauncherStops& stops, GroupVerdict* verdict) {
+  for (int64_t w : g.global_ranks) verdict->global_ranks.push_back(w);
   // A group rank's world rank, as the dumps name it.
   auto world_rank = [&](int r) {
     return static_cast<size_t>(r) < g.global_ranks.size() ? static_cast<int>(g.global_ranks[static_cast<size_t>(r)]) : r;
@@ -251,6 +254,7 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
     out << "\n";
   }
   if (!missing.empty()) out << "  no dump from ranks " << rank_list_text(missing) << "\n";
+  verdict->ranks_missing = !missing.empty();
   // The ranks without a dump that the launcher saw die or fail on their own.
   std::vector<std::string> dead;
   for (int r : missing) {
@@ -372,6 +376,17 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
       if (!waiting.empty()) out << "    " << d << " while ranks " << rank_list_text(waiting) << " waited in " << what << "\n";
     }
     if (!failed.empty()) out << "    failed in it: ranks " << rank_list_text(failed) << "\n";
+    verdict->stuck = true;
+    verdict->what = what;
+    for (const auto& [rank, before] : late) verdict->behind.insert(rank);
+    verdict->behind.insert(late_issuers.ranks.begin(), late_issuers.ranks.end());
+    verdict->behind.insert(absent.begin(), absent.end());
+    for (const auto& [rank, op] : issued) {
+      if (op->state != "failed") continue;
+      for (int r : silent_ranks_in(op->error)) {
+        if (r >= 0 && r < g.size && r != rank) verdict->silent.insert(r);
+      }
+    }
     break;
   }
   if (!stuck) {
@@ -407,30 +422,40 @@ void report_group(std::ostringstream& out, const std::string& name, const GroupV
 
 }  // namespace
 
-DumpFolder load_dump_folder(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw std::runtime_error("trace analyze: cannot open folder " + dir);
+DumpFolder load_dump_folder(const std::string& dir) { return load_dump_folders({dir}); }
+
+DumpFolder load_dump_folders(const std::vector<std::string>& dirs) {
+  // Names as "<dir>/<file>": a job over several machines writes a folder on each
+  // (tools/launch --trace_dir on every node), read here as one.
   std::vector<std::string> names;
   std::vector<std::string> records;  // launcher_node<N>.json, launcher.json
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if ((n.rfind("rank_", 0) == 0 || n.rfind("pid_", 0) == 0) && n.size() > 5 && n.substr(n.size() - 5) == ".json") {
-      names.push_back(n);
+  std::string dir;                   // the folders, for messages
+  for (const std::string& one : dirs) {
+    dir += (dir.empty() ? "" : ", ") + one;
+    DIR* d = ::opendir(one.c_str());
+    if (!d) throw std::runtime_error("trace analyze: cannot open folder " + one);
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if ((n.rfind("rank_", 0) == 0 || n.rfind("pid_", 0) == 0) && n.size() > 5 && n.substr(n.size() - 5) == ".json") {
+        names.push_back(one + "/" + n);
+      }
+      if (n == "launcher.json" || (n.rfind("launcher_node", 0) == 0 && n.size() > 18 &&
+                                   n.find_first_not_of("0123456789", 13) == n.size() - 5 &&
+                                   n.substr(n.size() - 5) == ".json")) {
+        records.push_back(one + "/" + n);
+      }
     }
-    if (n == "launcher.json" || (n.rfind("launcher_node", 0) == 0 && n.size() > 18 &&
-                                 n.find_first_not_of("0123456789", 13) == n.size() - 5 &&
-                                 n.substr(n.size() - 5) == ".json")) {
-      records.push_back(n);
-    }
+    ::closedir(d);
   }
-  ::closedir(d);
   if (names.empty() && records.empty()) throw std::runtime_error("trace analyze: no dumps (rank_<R>.json) in " + dir);
   std::sort(names.begin(), names.end());
+  // A file's name as the report gives it: its folder only when there are several.
+  auto shown = [&](const std::string& path) { return dirs.size() > 1 ? path : path.substr(path.rfind('/') + 1); };
   // One unreadable file does not hide the others: a job of 96 ranks with one broken dump
   // was not analysed at all. Each is named with why, and its rank counts as without a dump.
   DumpFolder folder;
-  auto read = [&](const std::string& n, const std::string& format, const std::string& what) -> std::optional<JsonValue> {
-    const std::string path = dir + "/" + n;
+  auto read = [&](const std::string& path, const std::string& format, const std::string& what) -> std::optional<JsonValue> {
+    const std::string n = shown(path);
     try {
       JsonValue doc = parse_json_file(path);
       if (doc.str("format") == format) return doc;
@@ -445,7 +470,7 @@ DumpFolder load_dump_folder(const std::string& dir) {
   std::vector<RankDump> all;
   for (const std::string& n : names) {
     if (std::optional<JsonValue> doc = read(n, "distcomm-trace-dump", "distcomm trace dump")) {
-      all.push_back(RankDump{dir + "/" + n, std::move(*doc)});
+      all.push_back(RankDump{n, std::move(*doc)});
     }
   }
   std::vector<std::pair<std::string, JsonValue>> launchers;  // file name, record
@@ -494,7 +519,7 @@ DumpFolder load_dump_folder(const std::string& dir) {
       folder.dumps.push_back(std::move(r));
       continue;
     }
-    folder.left_out.push_back(r.path.substr(dir.size() + 1) + " (" + run_text(id) + ", written at " +
+    folder.left_out.push_back(shown(r.path) + " (" + run_text(id) + ", written at " +
                               clock_text(r.doc.integer("time_ns")) + ": an earlier job's dump)");
   }
   for (auto& [n, launcher] : launchers) {
@@ -505,15 +530,30 @@ DumpFolder load_dump_folder(const std::string& dir) {
     if (theirs) {
       folder.launchers.push_back(std::move(launcher));
     } else {
-      folder.left_out.push_back(n + " (" + run_text(launcher.str("run_id")) + ", written at " +
+      folder.left_out.push_back(shown(n) + " (" + run_text(launcher.str("run_id")) + ", written at " +
                                 clock_text(launcher.integer("time_ns")) + ": an earlier job's)");
     }
   }
   std::stable_sort(folder.launchers.begin(), folder.launchers.end(), [](const JsonValue& a, const JsonValue& b) {
     return a.integer("node_rank") < b.integer("node_rank");
   });
-  std::sort(folder.dumps.begin(), folder.dumps.end(),
-            [](const RankDump& a, const RankDump& b) { return a.doc.integer("rank") < b.doc.integer("rank"); });
+  std::sort(folder.dumps.begin(), folder.dumps.end(), [](const RankDump& a, const RankDump& b) {
+    const int64_t ra = a.doc.integer("rank"), rb = b.doc.integer("rank");
+    return ra != rb ? ra < rb : a.doc.integer("time_ns") > b.doc.integer("time_ns");
+  });
+  // One rank's dump in two of the folders given (a folder given twice, a copy): the newest
+  // holds the most; two of one rank would count its ops twice.
+  std::vector<RankDump> kept;
+  for (RankDump& r : folder.dumps) {
+    const int64_t rank = r.doc.integer("rank", -1);
+    if (rank >= 0 && !kept.empty() && kept.back().doc.integer("rank", -1) == rank) {
+      folder.left_out.push_back(shown(r.path) + " (rank " + std::to_string(rank) + " again, written at " +
+                                clock_text(r.doc.integer("time_ns")) + ": " + shown(kept.back().path) + " is newer)");
+      continue;
+    }
+    kept.push_back(std::move(r));
+  }
+  folder.dumps = std::move(kept);
   return folder;
 }
 
@@ -544,7 +584,17 @@ std::string analyze_folder(const DumpFolder& folder) {
     if (&d != &dumps.back()) out << ",";
   }
   out << "\n";
-  for (const auto& [name, g] : collect(dumps)) report_group(out, name, g, deaths, stops);
+  // Each group's section, then what its levels (a group by hosts) show of it: the culprits
+  // of a frozen or cut-off host are seen only there.
+  const std::map<std::string, GroupView> groups = collect(dumps);
+  std::map<std::string, GroupVerdict> verdicts;
+  std::map<std::string, std::string> sections;
+  for (const auto& [name, g] : groups) {
+    std::ostringstream section;
+    report_group(section, name, g, deaths, stops, &verdicts[name]);
+    sections[name] = section.str();
+  }
+  for (const auto& [name, text] : sections) out << text << levels_summary(name, verdicts);
   // What the launchers saw (launcher_node<N>.json, one per machine): how the ranks ended,
   // which one failed first. One machine's as "launcher: ...", several as "launcher of node N: ...".
   for (const JsonValue& l : folder.launchers) {

@@ -43,6 +43,10 @@ struct DumpFolder {
 // dump (a rank killed while it wrote by hand, a stray file) goes to `unreadable`. Throws
 // std::runtime_error when nothing can be read (naming each file and why).
 DumpFolder load_dump_folder(const std::string& dir);
+// The same over several folders read as one (a job over several machines leaves a folder
+// on each: tools/launch --trace_dir on every node); a rank found in two keeps its newest
+// dump. Files are named with their folder.
+DumpFolder load_dump_folders(const std::vector<std::string>& dirs);
 // load_dump_folder(dir).dumps.
 std::vector<RankDump> load_dumps(const std::string& dir);
 

@@ -1,7 +1,8 @@
 // trace: reading what distcomm's flight recorder and timeline wrote. Installed as
 // distcomm-trace; its usage names it as it was run.
 //
-//   trace analyze DIR                 the ranks' dumps merged: who is behind, where, what differs
+//   trace analyze DIR [DIR...]        the ranks' dumps merged: who is behind, where, what differs
+//                                     (several folders: one per machine, read as one job)
 //   trace timeline FILE --svg OUT     a timeline (DISTCOMM_TIMELINE) drawn as an SVG
 //   trace --help | --version
 //
@@ -33,8 +34,8 @@ struct UsageError : std::invalid_argument {
 // The usage in the name the program was run as: "trace" under bazel-bin, "distcomm-trace"
 // installed (a fixed "trace" told the installed copy's user of a command they do not have).
 std::string usage(const std::string& program) {
-  return "usage: " + program + " analyze DIR                 the ranks' flight-recorder dumps merged: who is "
-         "behind, where, what differs\n"
+  return "usage: " + program + " analyze DIR [DIR...]        the ranks' flight-recorder dumps merged: who is "
+         "behind, where, what differs (a job's folder on each machine: all of them)\n"
          "       " + program + " timeline FILE --svg OUT     a timeline (DISTCOMM_TIMELINE) drawn as an SVG\n"
          "       " + program + " --help | --version";
 }
@@ -47,12 +48,13 @@ std::string program_name(const char* argv0) {
 // What the command line asks for, checked before anything is read.
 struct Command {
   std::string name;  // "analyze" or "timeline"
-  std::string path;  // analyze's DIR, timeline's FILE
+  std::string path;  // timeline's FILE
   std::string svg;   // timeline's OUT
+  std::vector<std::string> dirs;  // analyze's folders
 };
 
 Command parse_timeline(const std::vector<std::string>& args) {
-  Command c{"timeline", "", ""};
+  Command c{"timeline", "", "", {}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--svg" && i + 1 < args.size()) {
       c.svg = args[++i];
@@ -71,8 +73,14 @@ Command parse_timeline(const std::vector<std::string>& args) {
 Command parse_command(const std::vector<std::string>& args) {
   if (args.empty()) throw UsageError("no command");
   if (args[0] == "analyze") {
-    if (args.size() != 2) throw UsageError("analyze takes one folder");
-    return {"analyze", args[1], ""};
+    // A job over several machines writes a folder on each: all of them are one job's.
+    if (args.size() < 2) throw UsageError("analyze takes one or more folders");
+    Command c{"analyze", "", "", {}};
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i].empty() || args[i][0] == '-') throw UsageError("analyze: unexpected argument '" + args[i] + "'");
+      c.dirs.push_back(args[i]);
+    }
+    return c;
   }
   if (args[0] == "timeline") return parse_timeline(args);
   throw UsageError("unknown command '" + args[0] + "'");
@@ -124,7 +132,7 @@ int main(int argc, char** argv) {
       // A file that cannot be read is named in the report, the rest analysed; exit status 0
       // all the same (the report is what was asked for), with a warning on stderr for
       // whoever reads only that. Nothing readable at all exits 1.
-      const distcomm::trace::DumpFolder folder = distcomm::trace::load_dump_folder(command.path);
+      const distcomm::trace::DumpFolder folder = distcomm::trace::load_dump_folders(command.dirs);
       std::cout << distcomm::trace::analyze_folder(folder);
       const size_t bad = folder.unreadable.size();
       if (bad > 0) {

@@ -47,7 +47,7 @@ TEST(TraceCommandLine, HelpAndVersion) {
 TEST(TraceCommandLine, AWrongCommandLineExitsTwoWithTheUsage) {
   const std::string trace = installed_trace();
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {}, {"bogus"}, {"analyze"}, {"analyze", "a", "b"}, {"timeline", "f.json"}, {"timeline", "--svg=x", "-q"}}) {
+           {}, {"bogus"}, {"analyze"}, {"analyze", "a", "-q"}, {"timeline", "f.json"}, {"timeline", "--svg=x", "-q"}}) {
     std::vector<std::string> argv = {trace};
     argv.insert(argv.end(), args.begin(), args.end());
     Finished f = run(argv);
@@ -94,6 +94,29 @@ TEST(TraceCommandLine, AnUnreadableDumpIsReportedAndTheRestAnalysed) {
   EXPECT_NE(f.out.find("unreadable, left out: rank_1.json: not valid JSON at byte "), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("1 dump: rank 0 "), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("trace: warning: 1 file unreadable, left out (named above)"), std::string::npos) << f.err;
+}
+
+// A job over several machines leaves a trace folder on each (tools/launch --trace_dir on
+// every node): analyze reads them all as one job. Before: "analyze takes one folder", and
+// the user had to merge the folders by hand.
+TEST(TraceCommandLine, AnalyzeReadsOneFolderPerMachineAsOneJob) {
+  auto dump = [](int rank) {
+    return "{\"format\":\"distcomm-trace-dump\",\"version\":1,\"rank\":" + std::to_string(rank) +
+           ",\"run_id\":\"r\",\"host\":\"h" + std::to_string(rank) + "\",\"pid\":7,\"reason\":\"exit\",\"time_ns\":1,"
+           "\"groups\":[{\"name\":\"world\",\"rank\":" + std::to_string(rank) +
+           ",\"size\":2,\"global_ranks\":[0,1],\"backend\":\"gloo\",\"ops\":[]}]}\n";
+  };
+  std::vector<std::string> dirs;
+  for (int host = 0; host < 2; ++host) {
+    dirs.push_back(temp_path("machine" + std::to_string(host)));
+    ::mkdir(dirs.back().c_str(), 0755);
+    write_file(dirs.back() + "/rank_" + std::to_string(host) + ".json", dump(host));
+  }
+  Finished f = run({kTrace, "analyze", dirs[0], dirs[1]});
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_NE(f.out.find("2 dumps: rank 0 (h0 "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("rank 1 (h1 "), std::string::npos) << f.out;
+  EXPECT_EQ(f.out.find("no dump from"), std::string::npos) << f.out;
 }
 
 }  // namespace
