@@ -2,10 +2,6 @@
 // timeouts in tests and health checks. Explaining the Timeout (asking every rank where it
 // is) once held it up to a second past a 100 ms deadline (docs/failures.md, "How late a
 // Timeout fires").
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,6 +9,7 @@
 #include "api/errors.h"
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
+#include "tests/testing/stop_self.h"
 
 namespace distcomm {
 namespace fault {
@@ -38,14 +35,7 @@ TEST_P(FaultSuite, ShortTimeoutFiresNearItsDeadline) {
       if (can_stop) {
         // Its watch's first look publishes where this process runs: let it end first.
         std::this_thread::sleep_for(milliseconds(500));
-        const pid_t waker = ::fork();
-        if (waker == 0) {  // only async-signal-safe calls in the child of a threaded process
-          ::sleep(2);
-          ::kill(::getppid(), SIGCONT);
-          ::_exit(0);
-        }
-        ::raise(SIGSTOP);
-        ::waitpid(waker, nullptr, 0);
+        testing::stop_self_for(std::chrono::seconds(2));
       }
       wait_for_done(r.board(), ranks_but(pg->size(), 1));
       return;

@@ -18,6 +18,7 @@
 #include "tests/backends/fault/fault_checks.h"
 #include "tests/backends/fault/fault_suite.h"
 #include "tests/testing/captured_stderr.h"
+#include "tests/testing/stop_self.h"
 
 namespace distcomm {
 namespace fault {
@@ -275,13 +276,7 @@ TEST_P(FaultSuite, AStoppedRankIsNotTakenForASilentStore) {
       // missed it once of ~50 runs, 24 test processes at once); still before the others' first
       // has-waited line (1 s).
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      const pid_t waker = ::fork();
-      if (waker == 0) {  // only async-signal-safe calls in the child of a threaded process
-        ::sleep(4);
-        ::kill(::getppid(), SIGCONT);
-        ::_exit(0);
-      }
-      ::raise(SIGSTOP);
+      testing::stop_self_for(std::chrono::seconds(4));
       // Either way: on shm, whose peers posted all of their single round before giving up,
       // the late rank completes the op (with the right sum) and fails at its next; gloo and
       // mpi cut it off.
