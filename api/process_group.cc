@@ -45,16 +45,17 @@ class LiveGroups {
                   groups_.end());
     groups_.push_back(pg);
     // Kept past the group's end: the program's own exception destroys its groups on the way
-    // out to run_main, which still names the rank (program_rank_text). A later group at least
-    // as large (the next generation of a fault-tolerant job) takes over.
-    if (pg->size() >= largest_size_) {
-      largest_size_ = pg->size();
-      largest_rank_text_ = "rank " + std::to_string(pg->rank()) + "/" + std::to_string(pg->size());
-    }
+    // out to run_main, which still names the rank (program_rank_text). The latest group that
+    // is no subgroup (no '/' in its name: the world, or a fault-tolerant job's generation,
+    // which may be smaller than the one before) takes over.
+    if (pg->name().find('/') == std::string::npos) latest_top_rank_text_ = rank_text(*pg);
   }
-  std::string largest_rank_text() {
+  std::string latest_top_rank_text() {
     std::lock_guard<std::mutex> lock(mu_);
-    return largest_rank_text_;
+    return latest_top_rank_text_;
+  }
+  static std::string rank_text(const ProcessGroup& pg) {
+    return "rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size());
   }
   std::vector<std::shared_ptr<ProcessGroup>> all() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -68,8 +69,7 @@ class LiveGroups {
  private:
   std::mutex mu_;
   std::vector<std::weak_ptr<ProcessGroup>> groups_;
-  int largest_size_ = 0;
-  std::string largest_rank_text_;
+  std::string latest_top_rank_text_;
 };
 
 // Never destroyed: a program may fail during static destruction.
@@ -365,12 +365,13 @@ void ProcessGroup::make_levels(const GroupCreation& creation) {
 }
 
 std::string program_rank_text() {
-  std::shared_ptr<ProcessGroup> largest;
+  // The latest live group that is no subgroup; else the latest such group made.
+  std::shared_ptr<ProcessGroup> top;
   for (const auto& pg : live_groups().all()) {
-    if (!largest || pg->size() > largest->size()) largest = pg;
+    if (pg->name().find('/') == std::string::npos) top = pg;
   }
-  if (largest) return "rank " + std::to_string(largest->rank()) + "/" + std::to_string(largest->size());
-  return live_groups().largest_rank_text();
+  if (top) return LiveGroups::rank_text(*top);
+  return live_groups().latest_top_rank_text();
 }
 
 std::string with_program_rank(const std::string& message) {

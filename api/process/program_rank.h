@@ -8,9 +8,10 @@
 
 namespace distcomm {
 
-// "rank R/N" in the largest live process group of this process (the world, as a program
-// makes it); with none live, in the largest made (the latest of that size), since a
-// program's exception destroys its groups before run_main reports it; "" when none was.
+// "rank R/N" in the latest live group of this process that is no subgroup (the world; a
+// fault-tolerant job's latest generation, smaller than the first after a loss); with none
+// live, in the latest such group made, since a program's exception destroys its groups
+// before run_main reports it; "" when none was.
 std::string program_rank_text();
 
 // message, led by program_rank_text() where the message does not already name that rank

@@ -12,12 +12,14 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "api/errors.h"
 #include "api/process/failure_report.h"
 #include "api/process_group.h"
+#include "api/store/file_store.h"
 #include "api/store/hash_store.h"
 #include "tests/api/plugin_test_env.h"
 
@@ -87,6 +89,56 @@ TEST(RunMain, AUserErrorIsLedByTheRank) {
   ASSERT_TRUE(WIFEXITED(o.status)) << o.err;
   EXPECT_EQ(WEXITSTATUS(o.status), 1);
   EXPECT_EQ(o.err, "prog: rank 0/1: the data file is missing\n");
+}
+
+// A fault-tolerant job's next generation is smaller than the first (a member lost): the rank
+// named is the latest generation's, not the first's (which the largest group would give).
+// Three processes make a world of 3, then two of them a group of 2 ("gen2", no subgroup),
+// in which this process is rank 1 and throws.
+TEST(RunMain, TheRankIsTheLatestGenerationsNotTheLargestGroups) {
+  const std::string world_file = temp_file("run_main_world"), gen2_file = temp_file("run_main_gen2");
+  ::unlink(world_file.c_str());
+  ::unlink(gen2_file.c_str());
+  // world rank r; in gen2 (world ranks 1 and 2) rank r - 1.
+  auto member = [&](int r) {
+    use_test_plugins();
+    ProcessGroupOptions world;
+    world.store = std::make_shared<FileStore>(world_file, 3);
+    world.rank = r;
+    world.size = 3;
+    world.backend = "any_size";
+    ProcessGroupPtr first = ProcessGroup::create(world);
+    if (r == 0) return first;
+    ProcessGroupOptions gen2;
+    gen2.store = std::make_shared<FileStore>(gen2_file, 2);
+    gen2.group_name = "gen2";
+    gen2.rank = r - 1;
+    gen2.size = 2;
+    gen2.backend = "any_size";
+    return ProcessGroup::create(gen2);
+  };
+  std::vector<pid_t> others;
+  for (int r : {0, 1}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        member(r);
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    others.push_back(pid);
+  }
+  const Outcome o = in_child([&] {
+    return run_main("prog", [&]() -> int {
+      ProcessGroupPtr latest = member(2);
+      throw std::runtime_error("the data file is missing");
+    });
+  });
+  for (pid_t pid : others) ::waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.err;
+  EXPECT_EQ(o.err, "prog: rank 1/2: the data file is missing\n");
 }
 
 TEST(RunMain, TheErrorFileGetsTypeMessageAndTime) {
