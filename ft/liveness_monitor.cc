@@ -170,6 +170,9 @@ void LivenessMonitor::tick() {
     was_blind = blind_;
     blind_ = false;
     last_beat_ = Clock::now();
+    // The store answers again: an earlier error no longer explains anything (it was quoted
+    // with every later failure, long after a 3 s stall had passed).
+    last_error_.clear();
     if (!fenced_.empty() || finished_) return;
   }
   // Taken for gone by the others (it was stopped, or stalled past the heartbeat timeout): it

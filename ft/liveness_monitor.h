@@ -82,7 +82,8 @@ class LivenessMonitor {
   void abort_group(const ProcessGroupPtr& group);
   // When this monitor first saw the watched step's abort, if it has.
   std::optional<SystemTime> noticed_abort() const;
-  // The last error of a store call ("" if none): the monitor goes on, and says why here.
+  // The last error of a store call since the last heartbeat that reached the store ("" if
+  // none): the monitor goes on, and says why here.
   std::string last_error() const;
   // Why the others took this member for gone, once the monitor found its dead mark ("" until
   // then). From then on it only beats: it judges no other member, and it aborted the group
