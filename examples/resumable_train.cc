@@ -157,6 +157,10 @@ void save(int64_t step, int world, nn::Sequential& model, const MomentumSgd& sgd
 
 int main(int argc, char** argv) {
   const Clock::time_point started = Clock::now();
+  // Line-buffered even into a pipe or a file (the launcher's, a `> log`): an attempt the
+  // launcher restarts ends by its SIGTERM, which would drop a block-buffered stdout, and
+  // with it rank 0's progress lines of that attempt.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return distcomm::run_main("resumable_train", [&] {
     distcomm::InitOptions init = distcomm::examples::self_launch(argc, argv, /*default_nproc=*/2);
     if (FLAGS_checkpoint_dir.empty()) throw distcomm::InvalidArgument("--checkpoint_dir is required");

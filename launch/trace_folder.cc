@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 
 #include "api/process/job_identity.h"
 
@@ -91,10 +92,31 @@ std::string files_text(size_t n) { return std::to_string(n) + (n == 1 ? " file" 
 
 }  // namespace
 
+void create_trace_folder(const std::string& dir) {
+  for (size_t end = 1; end <= dir.size(); ++end) {
+    if (end != dir.size() && dir[end] != '/') continue;
+    if (dir[end - 1] == '/') continue;  // "a//b": that level was made already
+    const std::string level = dir.substr(0, end);
+    if (::mkdir(level.c_str(), 0755) == 0) continue;
+    const int e = errno;
+    struct stat st;
+    // EEXIST for a file too (mkdir says nothing more), and EACCES or EROFS for a level that
+    // exists where no folder may be made: only what stat sees counts.
+    if (::stat(level.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    throw std::runtime_error("--trace_dir=" + dir + ": cannot create " + level + ": " +
+                             (e == EEXIST ? std::string("it is not a folder") : std::strerror(e)));
+  }
+}
+
 std::vector<std::string> set_aside_earlier_trace_files(const std::string& dir, const std::string& run_id,
                                                        bool one_machine) {
   std::vector<std::string> said;
-  ::mkdir(dir.c_str(), 0755);  // may exist
+  try {
+    create_trace_folder(dir);  // an attempt's own folder (attempt_<N>), or --trace_dir removed since
+  } catch (const std::runtime_error& e) {
+    said.push_back(e.what());
+    return said;
+  }
   // A reused folder: the earlier job's dumps would be read as this job's (`trace analyze`
   // took a dead rank's old exit dump for its last word), so they go to previous_job/.
   // Which files are an earlier job's: the folder may be shared by every machine's launcher

@@ -10,7 +10,12 @@
 namespace distcomm {
 namespace launch {
 
-// Creates dir if needed and moves another run's trace files aside; run_id is this job's
+// Creates dir with every missing parent (mkdir -p, 0755), as torchrun makes its --log-dir:
+// without it every rank's dump and every launcher record of the job were lost, and nobody
+// knew until the job failed. Throws std::runtime_error naming the level that cannot be made.
+void create_trace_folder(const std::string& dir);
+
+// Creates dir if needed (create_trace_folder; a failure shows when files are written) and moves another run's trace files aside; run_id is this job's
 // ("" when the launcher was given none), one_machine whether this launcher starts every
 // rank of the job. Returns the lines to say (what moved, what was left and why); deletes
 // nothing a move could not take.

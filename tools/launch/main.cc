@@ -31,6 +31,7 @@
 #include "launch/job.h"
 #include "launch/launch_options.h"
 #include "launch/tcp_job_store.h"
+#include "launch/trace_folder.h"
 #include "tools/launch/stop_watch.h"
 #include "tools/launch/torchrun_flags.h"
 
@@ -385,7 +386,8 @@ bool print_help_or_version(int flag_argc, char** argv) {
 
 // When the job failed during or soon after a stop of this launcher (stop_watch.h), its last
 // line names the stop before the first failure seen: that rank only exited first.
-void say_launcher_stop(const distcomm::launch::JobResult& result, const std::string& tag, bool serves_store) {
+void say_launcher_stop(const distcomm::launch::JobResult& result, const std::string& tag,
+                       distcomm::launch::StoreRole role) {
   if (result.exit_code == 0 || result.interrupted_by != 0 || result.failure.empty()) return;
   // stop_began: when the first failure was seen; with --on_failure=continue (the ranks run
   // on) it is not set, and the job's end stands for it.
@@ -394,7 +396,7 @@ void say_launcher_stop(const distcomm::launch::JobResult& result, const std::str
                         : std::chrono::steady_clock::now();
   const std::optional<distcomm::launch::LauncherStop> stop = distcomm::launch::stop_before(seen);
   if (!stop) return;
-  std::cerr << tag << ": the job failed after " << distcomm::launch::stop_text(*stop, serves_store)
+  std::cerr << tag << ": the job failed after " << distcomm::launch::stop_text(*stop, role)
             << "; the first failure seen after: " << result.failure << std::endl;
 }
 
@@ -432,13 +434,18 @@ int main(int argc, char** argv) {
       const char* bind = std::getenv(distcomm::local::kStoreBindVariable);
       options.store_bind = bind ? bind : "";
     }
+    // The trace folder with its parents, before anything starts: a folder that cannot be
+    // made is refused now, not found out from every rank's lost dump once the job failed.
+    if (!options.trace_dir.empty()) distcomm::launch::create_trace_folder(options.trace_dir);
     // A launcher that was stopped (SIGSTOP) or frozen answered nothing meanwhile, its store
-    // included: the ranks' failures that follow are its, not the first rank's to exit.
-    const bool serves_store = static_cast<bool>(options.serve_store);
-    distcomm::launch::start_stop_watch(options.tag, serves_store);
+    // included: the ranks' failures that follow are its, not the first rank's to exit. Only
+    // node 0's launcher serves the store: serve_store is set on every machine's.
+    const distcomm::launch::StoreRole role =
+        distcomm::launch::store_role(static_cast<bool>(options.serve_store), options.node_rank);
+    distcomm::launch::start_stop_watch(options.tag, role);
     const distcomm::launch::JobResult result =
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
-    say_launcher_stop(result, options.tag, serves_store);
+    say_launcher_stop(result, options.tag, role);
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << naming_pet_variables(e.what()) << "\n" << usage_hint(program) << "\n";

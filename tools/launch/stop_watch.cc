@@ -30,7 +30,7 @@ struct State {
   std::mutex mutex;
   std::vector<LauncherStop> stops;
   std::string tag;
-  bool serves_store = false;
+  StoreRole role = StoreRole::kRanksServe;
 };
 State* const g_state = new State;
 // The steady_clock time (ns) of the watch thread's latest tick, published once that tick's
@@ -93,7 +93,7 @@ void watch() {
         std::lock_guard<std::mutex> lock(g_state->mutex);
         g_state->stops.push_back(stop);
       }
-      say(g_state->tag + ": " + stop_text(stop, g_state->serves_store));
+      say(g_state->tag + ": " + stop_text(stop, g_state->role));
     }
     g_checked_ns.store(ns_of(after));
   }
@@ -108,14 +108,29 @@ std::string stop_seconds_text(Clock::duration d) {
   return buf;
 }
 
-std::string stop_text(const LauncherStop& stop, bool serves_store) {
+StoreRole store_role(bool launchers_serve, int node_rank) {
+  if (!launchers_serve) return StoreRole::kRanksServe;
+  return node_rank == 0 ? StoreRole::kServes : StoreRole::kNodeZeroServes;
+}
+
+std::string stop_text(const LauncherStop& stop, StoreRole role) {
   const std::string seconds = stop_seconds_text(stop.ended - stop.began);
   std::string text = stop.sigcont ? "the launcher itself was stopped for " + seconds + " (SIGSTOP/SIGCONT)"
                                   : "the launcher itself did not run for " + seconds +
                                         " (frozen: its monotonic clock jumped that much between two ticks of a " +
                                         std::to_string(kTick.count()) + " ms watch, with no SIGCONT)";
-  return text + (serves_store ? ", and the job's store it serves did not answer meanwhile"
-                              : ", and did not watch its ranks meanwhile");
+  switch (role) {
+    case StoreRole::kServes:
+      return text + ", and the job's store it serves did not answer meanwhile";
+    case StoreRole::kNodeZeroServes:
+      // The store is node 0's and answered all along; only ranks stopped with this launcher
+      // (a frozen machine stops them all) went silent there.
+      return text + ", and did not watch its ranks meanwhile (if they were stopped too, the job's store on node 0 "
+                    "and the other ranks may have taken them for gone)";
+    case StoreRole::kRanksServe:
+      break;
+  }
+  return text + ", and did not watch its ranks meanwhile";
 }
 
 std::optional<LauncherStop> stop_before(Clock::time_point failure_seen) {
@@ -129,10 +144,10 @@ std::optional<LauncherStop> stop_before(Clock::time_point failure_seen) {
   return found;
 }
 
-void start_stop_watch(const std::string& tag, bool serves_store) {
+void start_stop_watch(const std::string& tag, StoreRole role) {
   std::call_once(g_started, [&] {
     g_state->tag = tag;
-    g_state->serves_store = serves_store;
+    g_state->role = role;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_sigcont;

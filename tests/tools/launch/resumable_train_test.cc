@@ -64,6 +64,22 @@ TEST_P(ResumableTrain, AKilledRankCostsNothingButTime) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, ResumableTrain, ::testing::Values("gloo", "shm"));
 
+// Rank 0's progress lines of the attempt the launcher stops (SIGTERM) and restarts: its
+// stdout is a pipe to the launcher, which a block-buffered stdout never flushed before the
+// signal ended it, so the first attempt's lines were lost.
+TEST(ResumableTrainAlone, TheStoppedAttemptsProgressLinesAreKept) {
+  TrainingRun r = train("shm", "progress", {"--fail_at_step=45", "--fail_rank=2", "--log_every=10"},
+                        {"--max_restarts=1"});
+  const Finished& f = r.finished;
+  ASSERT_EQ(exit_code(f), 0) << f.err;
+  // Steps 10 to 40 ran only in the first attempt (the second resumes from step 40).
+  EXPECT_NE(f.out.find("[rank 0] first step of this attempt (1) done"), std::string::npos) << f.out;
+  for (int step : {10, 20, 30, 40}) {
+    EXPECT_NE(f.out.find("[rank 0] step " + std::to_string(step) + "/120: loss "), std::string::npos) << f.out;
+  }
+  EXPECT_NE(f.out.find("[rank 0] resuming from "), std::string::npos) << f.out;
+}
+
 TEST(ResumableTrainAlone, ANewRunInAFolderOfAFinishedOneHasNothingLeftToDo) {
   TrainingRun first = train("gloo", "finished", {});
   ASSERT_EQ(exit_code(first.finished), 0) << first.finished.err;
