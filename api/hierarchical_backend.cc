@@ -25,76 +25,6 @@ hier::Levels levels_of(int rank, ProcessGroupPtr within, ProcessGroupPtr across,
   return levels;
 }
 
-// A hierarchical op's Work. The caller's wait blocks on a condition variable while the
-// backend's thread runs the op, so the core's safety net (work.h) would fire the moment a
-// process stopped past the op's timeout and its grace (SIGSTOP, a frozen host, a debugger)
-// runs again: the thread, resumed at the same instant, needs a moment to see its levels cut
-// off and read the group's published failure, and lost that race every time ("backend
-// 'hier' did not end the op ... the core ended it"), where a flat gloo group's waiter, which
-// runs its op itself, ends it with the group's failure. So the wait gives the thread a
-// fresh grace from when the process runs again: it wakes at least once a tick, and a wake
-// far later than asked for (or a wait begun past the net, the freeze may have come before
-// it) is a stop. A thread truly stuck is still ended by the core, a grace later.
-class HierWork : public Work {
- public:
-  HierWork(OpType op, const OpContext& ctx)
-      : Work(op, ctx.seq, ctx.description), issued_(Clock::now()), timeout_(ctx.timeout) {
-    // Registered before the Work is handed out: finish() runs it before waking waiters.
-    on_finish([this](std::exception_ptr) {
-      std::lock_guard<std::mutex> lock(ended_mu_);
-      ended_ = true;
-      ended_cv_.notify_all();
-    });
-  }
-
-  void wait(std::chrono::milliseconds timeout = kUseDefault) override {
-    if (forked_since_issue(*this)) return Work::wait(timeout);  // nothing here runs the op (work.h)
-    const bool bounded = !is_use_default(timeout);
-    const auto now = Clock::now();
-    const auto until = bounded ? now + timeout : Clock::time_point::max();
-    if (!ended_before(until) && bounded && Clock::now() >= until) {
-      throw Timeout((description().empty() ? std::string(op_type_name(op())) : description()) +
-                    ": not finished after " + std::to_string(timeout.count()) +
-                    " ms of waiting (Work::wait timeout); the op is still running");
-    }
-    // Ended (rethrows its error), or the net is due: the core ends it (work.h).
-    Work::wait(timeout);
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  // A wake this much later than asked for: the process did not run meanwhile.
-  static constexpr std::chrono::seconds kLate{2};
-  static constexpr std::chrono::seconds kTick{1};
-
-  // Whether the op ended before `until`, or before the net (the op's timeout and the core's
-  // grace from its issue, or a grace from the last resume) was due.
-  bool ended_before(Clock::time_point until) {
-    const bool timed = timeout_.count() > 0 && !is_use_default(timeout_);
-    const auto grace = timed ? core_timeout_grace(timeout_) : std::chrono::milliseconds(0);
-    auto net = timed ? issued_ + timeout_ + grace : Clock::time_point::max();
-    std::unique_lock<std::mutex> lock(ended_mu_);
-    Clock::time_point asked = Clock::now();
-    bool first = true;
-    while (!ended_) {
-      const auto now = Clock::now();
-      const bool resumed = first ? now >= net : now - asked > kLate;
-      if (timed && resumed) net = std::max(net, now + grace);
-      first = false;
-      if (now >= net || now >= until) return false;
-      asked = std::min({net, until, now + kTick});
-      ended_cv_.wait_until(lock, asked);
-    }
-    return true;
-  }
-
-  const Clock::time_point issued_;
-  const std::chrono::milliseconds timeout_;
-  std::mutex ended_mu_;
-  std::condition_variable ended_cv_;
-  bool ended_ = false;
-};
-
 }  // namespace
 
 HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> flat, ProcessGroupPtr within, ProcessGroupPtr across,
@@ -167,7 +97,9 @@ size_t flat_below(OpType op) {
 
 WorkPtr HierarchicalBackend::enqueue(OpType type, const OpContext& ctx, const std::function<WorkPtr(Probe&)>& check,
                                      std::function<void(hier::OpRun&)> schedule) {
-  auto work = std::make_shared<HierWork>(type, ctx);
+  // A plain Work: its waiter blocks while the backend's thread runs the op, and the core's
+  // net gives that thread the grace again after a process stop (Work::wait, api/work.cc).
+  auto work = std::make_shared<Work>(type, ctx.seq, ctx.description);
   auto state = std::make_shared<JobState>();
   WorkPtr checked;
   {

@@ -26,9 +26,9 @@
 // Failures: see ARCHITECTURE.md ("hier"): each hierarchical op is also issued to the flat
 // backend as a one-element op of its kind under its sequence number and fingerprint,
 // whose verdict comes first; a level's failure is recorded as the group's on the flat
-// backend's board, its culprit in the group's ranks. An op's Work (HierWork, in the .cc)
-// gives the thread the core's grace again from when a stopped process (SIGSTOP, a frozen
-// host) runs again, so that the op ends with the group's failure, not the core's safety net.
+// backend's board, its culprit in the group's ranks. An op's Work is ended by the thread;
+// after a process stop (SIGSTOP, a frozen host) the core's safety net gives that thread its
+// grace again (work.cc), so that the op ends with the group's failure.
 #pragma once
 
 #include <atomic>

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 
 #include "api/cuda_stream.h"
 #include "api/errors.h"
@@ -56,29 +58,88 @@ void Work::refuse_in_forked_child() const {
 
 Work::~Work() = default;
 
+namespace {
+
+// A wake this much later than asked for: the process did not run meanwhile (SIGSTOP, a
+// frozen container or cgroup, a debugger): the steady clock kept counting, so the net may be
+// past due at the resume, but the backend's threads resume at the same instant and need a
+// moment to see what the peers did meanwhile (the group failed, its failure published).
+constexpr std::chrono::seconds kLateWake{2};
+// A waiter under an armed net wakes at least this often, to tell a stop from a long wait.
+constexpr std::chrono::seconds kNetTick{1};
+
+// The grace's floor (core_timeout_grace); only tests lower it (api/diagnostics/core_net_for_tests.h).
+std::atomic<int64_t> grace_floor_ms{10000};
+
+// Process-wide, in steady-clock ticks: when a waiter last saw a resume (a late wake), and
+// when the net last ended an op. A wait begun past its op's net cannot see a stop that came
+// before it; it takes one for a resume unless the net has ended an op since both this op's
+// issue and the last resume seen: then the backend is stuck, and each of its other ops
+// (a program waits on them in turn) must not cost a grace more.
+std::atomic<int64_t> resume_seen_at{std::numeric_limits<int64_t>::min()};
+std::atomic<int64_t> net_fired_at{std::numeric_limits<int64_t>::min()};
+
+int64_t ticks(Work::Clock::time_point t) { return t.time_since_epoch().count(); }
+
+bool net_fired_since(Work::Clock::time_point issued) {
+  const int64_t fired = net_fired_at.load(std::memory_order_relaxed);
+  return fired > ticks(issued) && fired > resume_seen_at.load(std::memory_order_relaxed);
+}
+
+// Waits under `lock` until done(), the net, or `until`. A resume from a stop (a wake more
+// than kLateWake late, or a wait begun past the net: the stop may have come before it)
+// moves the net to a grace from now, so the backend gets its grace from when it could run
+// again, not from when the clock says; a backend truly stuck is still ended, a grace after
+// the last resume. Returns whether done() holds.
+template <typename Done>
+bool wait_through_stops(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Done done,
+                        Work::Clock::time_point& net, Work::Clock::time_point until,
+                        std::chrono::milliseconds grace, Work::Clock::time_point issued) {
+  Work::Clock::time_point asked = Work::Clock::now();
+  bool first = true;
+  while (!done()) {
+    const auto now = Work::Clock::now();
+    const bool late = !first && now - asked > kLateWake;
+    if (late) resume_seen_at.store(ticks(now), std::memory_order_relaxed);
+    if (late || (first && now >= net && !net_fired_since(issued))) net = std::max(net, now + grace);
+    first = false;
+    if (now >= net || now >= until) return false;
+    asked = std::min({net, until, now + kNetTick});
+    cv.wait_until(lock, asked);
+  }
+  return true;
+}
+
+Work::Clock::time_point deadline_of(std::chrono::milliseconds timeout);
+
+}  // namespace
+
 void Work::wait(std::chrono::milliseconds timeout) {
   refuse_in_forked_child();
   std::unique_lock<std::mutex> lock(mu_);
-  const Clock::time_point net = net_deadline_locked();
+  Clock::time_point net = net_deadline_locked();
   const auto done = [&] { return completed_; };
-  if (is_use_default(timeout)) {
-    if (net == Clock::time_point::max()) {
+  const bool bounded = !is_use_default(timeout);
+  if (net == Clock::time_point::max()) {
+    if (!bounded) {
       cv_.wait(lock, done);
-    } else if (!cv_.wait_until(lock, net, done)) {
+    } else if (!cv_.wait_for(lock, timeout, done)) {
+      net = Clock::time_point::min();  // the caller's Timeout, below
+    }
+  } else {
+    const auto grace = core_timeout_grace(std::chrono::milliseconds(net_timeout_ms_));
+    wait_through_stops(lock, cv_, done, net, bounded ? deadline_of(timeout) : Clock::time_point::max(), grace,
+                       start_);
+  }
+  if (!completed_) {
+    // The net first when both are due (it was due first, or at the same time); after a resume
+    // the net has moved past now, and the caller's own timeout is what ran out.
+    if (net != Clock::time_point::min() && Clock::now() >= net) {
+      net_fired_at.store(ticks(Clock::now()), std::memory_order_relaxed);
       lock.unlock();
       end_by_core();  // the backend let the op outlive its timeout and the grace
       lock.lock();
-    }
-  } else {
-    const auto now = Clock::now();
-    const bool net_first = net != Clock::time_point::max() && net - now <= timeout;
-    if (net_first) {
-      if (!cv_.wait_until(lock, net, done)) {
-        lock.unlock();
-        end_by_core();
-        lock.lock();
-      }
-    } else if (!cv_.wait_for(lock, timeout, done)) {
+    } else {
       throw Timeout((description_.empty() ? std::string(op_type_name(op_)) : description_) +
                     ": not finished after " + std::to_string(timeout.count()) +
                     " ms of waiting (Work::wait timeout); the op is still running");
@@ -236,8 +297,17 @@ std::chrono::milliseconds core_timeout_grace(std::chrono::milliseconds timeout) 
   // ends: up to ~7 s past the deadline when the store is slow to answer; mpi and nccl's
   // watchdogs are bounded alike. 10 s covers that with room for a loaded host; 10% of the
   // timeout keeps the margin in proportion for long timeouts (3 min for 30 min).
-  return std::max<std::chrono::milliseconds>(std::chrono::seconds(10), timeout / 10);
+  return std::max<std::chrono::milliseconds>(std::chrono::milliseconds(grace_floor_ms.load(std::memory_order_relaxed)),
+                                             timeout / 10);
 }
+
+namespace internal {
+
+std::chrono::milliseconds set_core_grace_floor_for_tests(std::chrono::milliseconds floor) {
+  return std::chrono::milliseconds(grace_floor_ms.exchange(floor.count()));
+}
+
+}  // namespace internal
 
 uint16_t Work::intern_backend_name(const std::string& name) {
   BackendNames& all = backend_names();
