@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "api/diagnostics/work_marks.h"
 #include "api/errors.h"
 #include "api/errors_internal.h"
 #include "api/group/group_backends.h"
@@ -34,7 +35,8 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
                      : ReductionPlan{};
   if (aborted_) throw PeerFailure(checks_->where(spec.type) + ": the group was aborted; create a new group");
   if (in_fork_child()) refuse_in_fork_child(checks_->where(spec.type));
-  const OpContext ctx = numbering_->next(spec);
+  uint64_t ordinal_epoch = 0;  // beside the fingerprint, whose layout is the plugins' (work_marks.h)
+  const OpContext ctx = numbering_->next(spec, &ordinal_epoch);
   // DETAIL's checks wrap the backend's call (detail_checks.h), inside the recording: a
   // Desync they raise is recorded as the op's failure to issue, and dumped.
   auto run = [&]() -> WorkPtr {
@@ -58,6 +60,8 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   } else {
     work = run();
   }
+  // For the stall watch's reports, read by this Work (the backend's: the one it watches).
+  if (ordinal_epoch != 0) note_ordinal_epoch(*work, ordinal_epoch);
   if (spec.divided) work = plan.divided_after(work, *spec.divided);
   // What it writes, for a later list op's packing (op_overlaps.h): a lock and a copy of the
   // Work per op on host tensors.

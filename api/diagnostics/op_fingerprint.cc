@@ -166,8 +166,6 @@ std::string OpFingerprint::encode() const {
   for (int64_t c : send_counts) out << " " << c;
   out << " " << recv_counts.size();
   for (int64_t c : recv_counts) out << " " << c;
-  // Last, so that a decoder of before it (which stops after the counts) still reads the line.
-  out << " " << ordinal_epoch;
   return out.str();
 }
 
@@ -207,9 +205,6 @@ std::optional<OpFingerprint> OpFingerprint::decode(const std::string& text) {
       if (!(in >> c)) return std::nullopt;
     }
   }
-  // Absent from an older encoder's line: 0, compared as before the field existed.
-  uint64_t epoch = 0;
-  if (in >> epoch) f.ordinal_epoch = epoch;
   return f;
 }
 

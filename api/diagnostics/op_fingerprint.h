@@ -61,15 +61,6 @@ struct OpFingerprint {
   bool has_reduction = false;
   ReduceOp reduction;  // as requested (AVG, PREMUL_SUM with its factor)
   std::vector<int64_t> send_counts, recv_counts;  // all_to_all: elements to / from each rank
-  // Point to point: whether `ordinal` can be compared with the other side's
-  // (OpNumbering::next_ordinal's epoch). Outside DISTCOMM_DEBUG=DETAIL a (direction, peer)
-  // counts only its 256 most recent tags; two sides that used more tags in other orders may
-  // have dropped and restarted a tag's count at different times, and then pair unrelated
-  // transfers by (tag, ordinal). A send and a recv whose epochs differ are not paired by
-  // ordinal (the stall watch then gives no size-mismatch verdict on them). 0 on both
-  // sides until the pair has dropped a tag. Last in the struct: appended after ABI 1.9's
-  // layout, so the offsets of every field before it are unchanged (plugin.h).
-  uint64_t ordinal_epoch = 0;
 
   // dtype, count and shape from t.
   void set_tensor(const Tensor& t);

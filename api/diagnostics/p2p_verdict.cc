@@ -1,5 +1,7 @@
 #include "api/diagnostics/p2p_verdict.h"
 
+#include "api/errors.h"
+
 namespace distcomm {
 namespace {
 
@@ -37,8 +39,8 @@ bool ordinals_comparable(const std::vector<std::optional<ProgressReport>>& by_ra
     for (const PendingOp& p : report->pending) {
       const OpFingerprint& g = p.fingerprint;
       if (!g.p2p || (g.op == OpType::kSend) != sends || g.root != peer || g.tag != tag || g.ordinal < 0) continue;
-      if (!epoch) epoch = g.ordinal_epoch;
-      if (*epoch != g.ordinal_epoch) return false;
+      if (!epoch) epoch = p.ordinal_epoch;
+      if (*epoch != p.ordinal_epoch) return false;
     }
     return true;
   };
@@ -71,6 +73,21 @@ Verdict comparable_verdict(const std::vector<std::optional<ProgressReport>>& by_
     v = compare_reports(trimmed, mine, min_waiting_ms);
   }
   return v;
+}
+
+Verdict explanation_verdict(const std::vector<std::optional<ProgressReport>>& by_rank, int mine) {
+  if (!in_range(by_rank, mine) || !by_rank[mine]) return Verdict();
+  const int64_t asked_now = by_rank[mine]->request;
+  for (const auto& r : by_rank) {
+    if (r && !r->left && r->request < asked_now) return Verdict();  // an older answer: words only
+  }
+  return comparable_verdict(by_rank, mine, 0);
+}
+
+std::exception_ptr verdict_error(const Verdict& v) {
+  if (v.kind == Verdict::Kind::kDesync) return std::make_exception_ptr(Desync(v.message));
+  if (v.kind == Verdict::Kind::kSizeMismatch) return std::make_exception_ptr(InvalidArgument(v.message));
+  return nullptr;
 }
 
 }  // namespace distcomm

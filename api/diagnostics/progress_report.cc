@@ -6,7 +6,9 @@
 namespace distcomm {
 namespace {
 
-const char kFormat[] = "progress1";
+// progress2: each pending op's line carries its ordinal epoch and draining mark before its
+// fingerprint (all ranks of a group run one core, so no older reader meets it).
+const char kFormat[] = "progress2";
 
 bool is_collective(const OpFingerprint& f) { return !f.p2p; }
 
@@ -57,6 +59,19 @@ bool paired_with_recv_from(const ProgressReport& receiver, int sender, const OpF
   return false;
 }
 
+// Whether `receiver` has a recv draining a message it refused (PendingOp::refusal_draining)
+// from any rank with the tag of `send`, which may be the message it drains (a draining recv
+// from the sender itself pairs with its send by ordinal: paired_with_recv_from). Such a send
+// is claimed, if by a recv that fails: offered to another recv from any rank, it looked
+// unclaimed and "unfit" for it, and failed the group while the refusal drained.
+bool drained_by(const ProgressReport& receiver, const OpFingerprint& send) {
+  for (const PendingOp& q : receiver.pending) {
+    const OpFingerprint& g = q.fingerprint;
+    if (q.refusal_draining && g.p2p && !is_send(g) && g.root < 0 && g.tag == send.tag) return true;
+  }
+  return false;
+}
+
 // The pending sends that `receiver`'s pending recv from any rank (`any`) would take -- sent
 // to it with the same tag, waiting long enough, not paired with a recv from their own rank --
 // when none of them fits it (then whichever arrives first is a mismatch, as MPI would find
@@ -72,6 +87,7 @@ std::vector<std::pair<int, const OpFingerprint*>> unfit_senders(const std::vecto
       const OpFingerprint& g = q.fingerprint;
       if (!g.p2p || !is_send(g) || g.root != receiver || g.tag != any.tag || q.waiting_ms < min_waiting_ms) continue;
       if (paired_with_recv_from(*by_rank[receiver], static_cast<int>(r), g)) continue;
+      if (drained_by(*by_rank[receiver], g)) continue;
       if (g.p2p_hash() == any.p2p_hash()) return {};
       unfit.push_back({static_cast<int>(r), &g});
     }
@@ -197,7 +213,9 @@ std::string ProgressReport::encode() const {
   out << kFormat << " " << rank << " " << request << " " << left << " " << last_collective.has_value() << " " << last_collective_finished << " "
       << pending.size() << "\n";
   if (last_collective) out << last_collective->encode() << "\n";
-  for (const PendingOp& p : pending) out << p.waiting_ms << " " << p.fingerprint.encode() << "\n";
+  for (const PendingOp& p : pending) {
+    out << p.waiting_ms << " " << p.ordinal_epoch << " " << p.refusal_draining << " " << p.fingerprint.encode() << "\n";
+  }
   return out.str();
 }
 
@@ -220,15 +238,12 @@ std::optional<ProgressReport> ProgressReport::decode(const std::string& text) {
   }
   for (size_t i = 0; i < n; ++i) {
     if (!std::getline(in, line)) return std::nullopt;
-    const size_t space = line.find(' ');
-    if (space == std::string::npos) return std::nullopt;
+    std::istringstream fields(line);
     PendingOp p;
-    try {
-      p.waiting_ms = std::stoll(line.substr(0, space));
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    auto f = OpFingerprint::decode(line.substr(space + 1));
+    if (!(fields >> p.waiting_ms >> p.ordinal_epoch >> p.refusal_draining)) return std::nullopt;
+    std::string rest;
+    std::getline(fields >> std::ws, rest);
+    auto f = OpFingerprint::decode(rest);
     if (!f) return std::nullopt;
     p.fingerprint = *f;
     r.pending.push_back(std::move(p));
@@ -274,7 +289,7 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
   // Point to point: a pending send or recv and its counterpart on the peer.
   for (const PendingOp& p : me.pending) {
     const OpFingerprint& f = p.fingerprint;
-    if (!f.p2p || p.waiting_ms < min_waiting_ms) continue;
+    if (!f.p2p || p.waiting_ms < min_waiting_ms || p.refusal_draining) continue;  // a draining recv: no stall
     if (f.root < 0) {
       // A recv from any rank: the sends to this rank it would take, when none fits.
       if (is_send(f)) continue;
@@ -295,6 +310,7 @@ Verdict compare_reports(const std::vector<std::optional<ProgressReport>>& by_ran
     for (const PendingOp& q : by_rank[f.root]->pending) {
       const OpFingerprint& g = q.fingerprint;
       if (!g.p2p || g.tag != f.tag || is_send(g) == is_send(f) || q.waiting_ms < min_waiting_ms) continue;
+      if (q.refusal_draining) continue;  // it failed on its own: no verdict against it
       if (g.root != mine && g.root >= 0) continue;  // another pair
       if (g.p2p_hash() == f.p2p_hash()) {
         could_match = true;  // one that fits: the transfer may still happen

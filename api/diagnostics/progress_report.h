@@ -21,9 +21,25 @@
 
 namespace distcomm {
 
+// Built by the core's stall watch only (and read back from the text the board carries): no
+// plugin builds one, so the fields after waiting_ms are not part of the plugins' ABI, as
+// OpFingerprint's layout is (plugin.h).
 struct PendingOp {
   OpFingerprint fingerprint;
   int64_t waiting_ms = 0;  // since it was issued
+  // Point to point: whether `fingerprint.ordinal` can be compared with the peer's
+  // (OpNumbering::next_ordinal's epoch, kept per Work by the core: work_marks.h). Outside
+  // DISTCOMM_DEBUG=DETAIL a (direction, peer) counts only its 256 most recent tags; two
+  // sides that used more tags in other orders may have restarted a tag's count at different
+  // times, and then pair unrelated transfers by (tag, ordinal). 0 on both sides until the
+  // pair has dropped a tag. A send and a recv whose epochs differ give no size-mismatch
+  // verdict (p2p_verdict.h).
+  uint64_t ordinal_epoch = 0;
+  // A recv that refused its message and is draining it (refused_transfers.h): it fails on
+  // its own and is no stall. Reported all the same, so that the peer's send still pairs with
+  // it (not taken for one no recv claims, "unfit" for another recv from any rank), but never
+  // the subject or the counterpart of a size-mismatch verdict.
+  bool refusal_draining = false;
 };
 
 struct ProgressReport {

@@ -1,4 +1,5 @@
 #include "api/diagnostics/refused_transfers.h"
+#include "api/diagnostics/work_marks.h"
 
 #include <atomic>
 #include <mutex>

@@ -7,8 +7,9 @@
 // group stays usable (docs/shm.md). While it drains, the recv is unfinished and smaller than
 // the send still pending on the peer: the stall watch, comparing reports after probe_after,
 // took that for a size mismatch it had to end and failed the whole group (a 4 MiB refusal
-// drained on a loaded host). A backend marks such a recv; the watch leaves a marked op out
-// of its reports until it ends (its own deadline still holds).
+// drained on a loaded host). A backend marks such a recv; the watch still reports it (so
+// that the peer's send stays paired with it and is not offered to another recv of this rank
+// from any source), marked, and gives no verdict on it (its own deadline still holds).
 #pragma once
 
 #include "api/work.h"
@@ -20,13 +21,10 @@ extern "C" void distcomm_refusal_draining(distcomm::Work* work) __attribute__((w
 
 namespace distcomm {
 
-// For backends: what distcomm_refusal_draining does, where the core has it.
+// For backends: what distcomm_refusal_draining does, where the core has it. (The watch's
+// side, refusal_draining(), is core only: work_marks.h.)
 inline void note_refusal_draining(Work& work) {
   if (distcomm_refusal_draining) distcomm_refusal_draining(&work);
 }
-
-// For the stall watch (core only): whether `work` is marked and has not ended. Cheap when
-// nothing is marked (one atomic load).
-bool refusal_draining(const Work* work);
 
 }  // namespace distcomm

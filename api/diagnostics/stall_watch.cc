@@ -8,9 +8,10 @@
 #include "api/diagnostics/board_look.h"
 #include "api/diagnostics/bounded_call.h"
 #include "api/diagnostics/duration_text.h"
-#include "api/diagnostics/p2p_verdict.h"  // also refusal_draining: a refused recv draining is no stall
+#include "api/diagnostics/p2p_verdict.h"
 #include "api/diagnostics/peer_process.h"
 #include "api/diagnostics/timeout_window.h"
+#include "api/diagnostics/work_marks.h"  // what the core keeps per Work: ordinal epochs, draining refusals
 #include "api/errors.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
@@ -53,28 +54,14 @@ constexpr milliseconds kLongestProbeGap{16000};
 // backend's progress thread, for the store's timeout.
 constexpr milliseconds kExplainSlack{3000};
 
-// How long one look at the board may take: at most two rounds of asking everyone (a probe
-// that finds a mismatch, then the "has waited" line), each a tick and a half second, and
-// 10 s for the store's round trips. A board whose server does not answer (its process
-// stopped, its host frozen) then costs a tick this long, not the store's timeout (the
-// group's, 30 minutes): the watch goes on failing late ops and saying whom they wait for.
-// Generous, not tight: a look cut short closes the connection the process's store calls
-// share, and a server merely slow (a thousand ranks asking at once) must not be cut.
-constexpr milliseconds kBoardRoundTrips{10000};
-milliseconds board_look_limit(milliseconds tick) { return 2 * (tick + milliseconds(500)) + kBoardRoundTrips; }
-
+using internal::board_look_limit;  // how long one look at the board may take (timeout_window.h)
 using internal::probe_after_for;  // and kShortestProbe (timeout_window.h)
 
 int64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<milliseconds>(to - from).count();
 }
 
-// The error a verdict names, or null.
-std::exception_ptr as_error(const Verdict& v) {
-  if (v.kind == Verdict::Kind::kDesync) return std::make_exception_ptr(Desync(v.message));
-  if (v.kind == Verdict::Kind::kSizeMismatch) return std::make_exception_ptr(InvalidArgument(v.message));
-  return nullptr;
-}
+constexpr auto as_error = verdict_error;  // p2p_verdict.h
 
 }  // namespace
 
@@ -157,7 +144,13 @@ struct StallWatch::Shared {
       const Entry& e = ring[i % ring.size()];
       if (!e.work && !e.finished) continue;
       const bool finished = e.finished || e.work->is_completed();
-      if (!finished && r.pending.size() < kMaxReported && !refusal_draining(e.work.get())) r.pending.push_back({e.fingerprint, ms_between(e.issued, now)});
+      if (finished || r.pending.size() >= kMaxReported) continue;
+      PendingOp& p = r.pending.emplace_back();
+      p.fingerprint = e.fingerprint;
+      p.waiting_ms = ms_between(e.issued, now);
+      // Kept by the core beside the Work (work_marks.h): a fingerprint's layout is the plugins'.
+      p.ordinal_epoch = e.fingerprint.p2p ? ordinal_epoch_of(e.work.get()) : 0;
+      p.refusal_draining = e.fingerprint.p2p && refusal_draining(e.work.get());  // still pairs with its send
     }
     if (last_collective) {
       r.last_collective = last_collective;
@@ -405,8 +398,9 @@ std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprin
                                                 milliseconds wait, int64_t accept_from) {
   try {
     const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone(wait, accept_from);
-    // The op failed: whatever the reports show now is what stopped it.
-    if (std::exception_ptr named = as_error(comparable_verdict(by_rank, options.rank, 0))) return named;
+    // The op failed: whatever the reports show now is what stopped it (answers to its early
+    // ask, older, give no verdict: p2p_verdict.h).
+    if (std::exception_ptr named = as_error(explanation_verdict(by_rank, options.rank))) return named;
     const std::string where = explain_wait(fingerprint, by_rank, options.rank, silent_notes(by_rank));
     if (where.empty()) return nullptr;
     return with_detail(error, where);
@@ -574,18 +568,24 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   const StallWatchOptions& o = shared->options;
   // Sleep until the next tick, or the first deadline that comes before it, or the moment
   // an op with a short timeout is due to be compared.
+  // A wake by issued() (a deadline before `next`), or at a time planned for an op that has
+  // finished since, only plans again and sleeps on: the board is looked at when the plan is
+  // due, not at the issue of every op with a short timeout (a store request per op and rank).
   const Clock::time_point start = Clock::now();
-  Clock::time_point next = start + o.tick;
-  for (const auto& e : shared->ring) {
-    if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
-      next = std::min(next, e.deadline + internal::deadline_slack_for(e.timeout));
-      const Clock::time_point probe = e.issued + internal::first_look_after(e.timeout, o.probe_after, o.tick, e.asked == 0);
-      if (probe > start) next = std::min(next, probe);
+  for (;;) {
+    Clock::time_point next = start + o.tick;
+    for (const auto& e : shared->ring) {
+      if (e.work && e.deadline != Clock::time_point::max() && !e.work->is_completed()) {
+        next = std::min(next, e.deadline + internal::deadline_slack_for(e.timeout));
+        const Clock::time_point probe = e.issued + internal::first_look_after(e.timeout, o.probe_after, o.tick, e.asked == 0);
+        if (probe > start) next = std::min(next, probe);
+      }
+      if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
     }
-    if (e.work && e.next_report > start && !e.work->is_completed()) next = std::min(next, e.next_report);
+    if (shared->stopping || Clock::now() >= next) break;
+    shared->wake_at = next;
+    shared->cv.wait_until(lock, next, [&] { return shared->stopping || shared->wake_at < next; });
   }
-  shared->wake_at = next;
-  shared->cv.wait_until(lock, next, [&] { return shared->stopping || shared->wake_at < next; });
   if (shared->stopping) return;
   const Clock::time_point now = Clock::now();
 

@@ -95,5 +95,17 @@ inline int64_t first_counted_request(int64_t asked, int64_t request) {
   return asked > 0 ? std::min(asked, request) : request;
 }
 
+// How long one look of the watch at the board may take: at most two rounds of asking
+// everyone (a probe that finds a mismatch, then the "has waited" line), each a tick and a
+// half second, and 10 s for the store's round trips. A board whose server does not answer
+// (its process stopped, its host frozen) then costs a tick this long, not the store's
+// timeout (the group's, 30 minutes): the watch goes on failing late ops and saying whom they
+// wait for. Generous, not tight: a look cut short closes the connection the process's store
+// calls share, and a server merely slow (a thousand ranks asking at once) must not be cut.
+inline constexpr std::chrono::milliseconds kBoardRoundTrips{10000};
+inline std::chrono::milliseconds board_look_limit(std::chrono::milliseconds tick) {
+  return 2 * (tick + std::chrono::milliseconds(500)) + kBoardRoundTrips;
+}
+
 }  // namespace internal
 }  // namespace distcomm

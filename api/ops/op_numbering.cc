@@ -9,7 +9,8 @@ namespace distcomm {
 OpNumbering::OpNumbering(std::string where_prefix, std::chrono::milliseconds group_timeout)
     : where_prefix_(std::move(where_prefix)), group_timeout_(group_timeout) {}
 
-OpContext OpNumbering::next(const OpSpec& spec) {
+OpContext OpNumbering::next(const OpSpec& spec, uint64_t* ordinal_epoch) {
+  if (ordinal_epoch) *ordinal_epoch = 0;
   const bool p2p = spec.kind == OpKind::kPointToPoint;
   OpContext ctx;
   std::atomic<uint64_t>& counter = p2p ? p2p_seq_ : spec.kind == OpKind::kInternal ? internal_seq_ : seq_;
@@ -34,7 +35,7 @@ OpContext OpNumbering::next(const OpSpec& spec) {
     f.tag = spec.tag;
     // A recv from any rank pairs with whichever send arrives first: its ordinal is taken
     // when it has ended and its source is known (DetailChecks).
-    f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag, &f.ordinal_epoch);
+    f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag, ordinal_epoch);
   }
   return ctx;
 }

@@ -25,8 +25,11 @@ class OpNumbering {
   OpNumbering(std::string where_prefix, std::chrono::milliseconds group_timeout);
 
   // The op's context: numbered, described, its fingerprint filled from spec (for point to
-  // point ops, a peer known now gets the transfer's ordinal).
-  OpContext next(const OpSpec& spec);
+  // point ops, a peer known now gets the transfer's ordinal). ordinal_epoch (when not null)
+  // gets that transfer's epoch (next_ordinal), 0 for any other op: kept beside the
+  // fingerprint, not in it, because plugins build and pass OpFingerprint objects and its
+  // layout is theirs (plugin.h); the core keeps it per Work (work_marks.h).
+  OpContext next(const OpSpec& spec, uint64_t* ordinal_epoch = nullptr);
   // The next transfer's number among this rank's sends (or recvs) with `peer` and `tag`: a
   // send and a recv pair up when their numbers agree (messages between two ranks with one
   // tag do not overtake each other).
@@ -47,7 +50,7 @@ class OpNumbering {
   // calls keep_every_ordinal(), and at DETAIL memory still grows with the tags used.
   //
   // epoch (when not null) gets what tells the diagnostics whether the two sides' numbers
-  // for this tag can be compared (OpFingerprint::ordinal_epoch): a hash of the pair's
+  // for this tag can be compared (PendingOp::ordinal_epoch): a hash of the pair's
   // drops so far -- each dropped tag and how many transfers it had counted -- as it was
   // when this tag's count began, 0 before the pair's first drop. Sides whose epochs for a
   // tag agree have discarded the same number of its transfers (but for a 2^-64 chance),

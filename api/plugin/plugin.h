@@ -63,9 +63,11 @@
 // distcomm_work_forked_since_issue (api/work.h), weak as well: a backend's wait() in a child
 // forked after the op was issued goes straight to Work::wait (an older core: as before).
 // Minor 10: distcomm_refusal_draining (api/diagnostics/refused_transfers.h), weak as well: a
-// recv draining the message it refused is no stall (an older core: compared as before); and
-// OpFingerprint::ordinal_epoch at the fingerprint's end (so at OpContext's end), read by the
-// core's own stall watch only.
+// recv draining the message it refused is no stall (an older core: compared as before). No
+// layout changes: OpFingerprint is not only read by plugins but built by them and handed to
+// the core in vectors (shm's and mpi's agreement tables, OpFingerprint::decode into the
+// plugin's object), so a field appended to it is a major bump, not a minor one; a
+// transfer's ordinal epoch is kept by the core beside the op's Work instead (work_marks.h).
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the

@@ -2,10 +2,39 @@
 // the tables a Desync prints.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <vector>
+
 #include "api/diagnostics/op_fingerprint.h"
 
 namespace distcomm {
 namespace {
+
+// The layout plugins were built against (ABI 1.x, plugin.h): shm and mpi build
+// OpFingerprint objects and hand vectors of them to the core (fingerprint_table,
+// all_to_all_mismatches), and OpFingerprint::decode returns one into the plugin's buffer, so
+// its size and its fields' places are the plugins' as much as the core's. A field appended
+// (4357c79's ordinal_epoch: 176 -> 184 bytes) walked a minor-9 plugin's vectors with the
+// wrong stride at its first Desync. Checked where the numbers are known: x86-64 and aarch64
+// Linux with libstdc++ (24-byte vectors).
+TEST(OpFingerprint, KeepsTheLayoutPluginsWereBuiltAgainst) {
+#if defined(__GLIBCXX__) && defined(__LP64__) && (defined(__x86_64__) || defined(__aarch64__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+  EXPECT_EQ(sizeof(OpFingerprint), 176u);
+  EXPECT_EQ(alignof(OpFingerprint), 8u);
+  EXPECT_EQ(offsetof(OpFingerprint, seq), 8u);
+  EXPECT_EQ(offsetof(OpFingerprint, count), 24u);
+  EXPECT_EQ(offsetof(OpFingerprint, root), 88u);
+  EXPECT_EQ(offsetof(OpFingerprint, ordinal), 96u);
+  EXPECT_EQ(offsetof(OpFingerprint, send_counts), 128u);
+  // The last field ends the struct: nothing was appended after it.
+  EXPECT_EQ(offsetof(OpFingerprint, recv_counts) + sizeof(std::vector<int64_t>), sizeof(OpFingerprint));
+#pragma GCC diagnostic pop
+#else
+  GTEST_SKIP() << "the 1.x layout's numbers are known for x86-64 and aarch64 Linux with libstdc++ only";
+#endif
+}
 
 OpFingerprint all_reduce_of(const Tensor& t, uint64_t seq = 11) {
   OpFingerprint f;

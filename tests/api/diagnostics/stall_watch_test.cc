@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "api/store/tcp_store.h"
 #include "tests/testing/captured_stderr.h"
 #include "tests/testing/forked_store_server.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace distcomm {
 namespace {
@@ -273,6 +275,47 @@ TEST(StallWatchBoard, AStoppedBoardStillSaysHasWaited) {
                       "host froze, or the network between this host and it is down): TCPStore:"),
             std::string::npos)
       << text;
+}
+
+// Every request a watch makes of its board, counted.
+class CountingStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  using Store::set;
+  void set(const std::string& key, const Bytes& value) override { ++calls; ForwardingStore::set(key, value); }
+  Bytes get(const std::string& key) override { ++calls; return ForwardingStore::get(key); }
+  int64_t add(const std::string& key, int64_t delta) override { ++calls; return ForwardingStore::add(key, delta); }
+  bool check(const std::vector<std::string>& keys) override { ++calls; return ForwardingStore::check(keys); }
+  std::atomic<int64_t> calls{0};
+};
+
+// Ops with a short timeout (under ~450 ms: their deadline comes before the watch's next
+// tick) that finish at once wake the watch at their issue, so that it can plan for their
+// deadline; that wake must only plan, not look at the board. Looking at each one's issue made
+// a store request per op per rank (80 ops here: 160 requests and more, where the watch's
+// only planned look in that time is none: its tick is 2 s).
+TEST(StallWatchWake, QuickOpsWithShortTimeoutsCostNoLookAtTheBoard) {
+  auto board = std::make_shared<CountingStore>(std::make_shared<HashStore>());
+  GroupFailure failure{0, std::make_shared<HashStore>()};
+  StallWatch watch(watch_options(board, 1, milliseconds(2000)), failure);
+  std::this_thread::sleep_for(milliseconds(100));  // the watch's thread is asleep till its tick
+  const int64_t before = board->calls.load();
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < 80; ++i) {
+    WorkPtr quick = op(i);
+    watch.issued(collective(i), quick, milliseconds(200));
+    quick->finish();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  const int64_t calls = board->calls.load() - before;
+  const auto took = std::chrono::steady_clock::now() - start;
+  watch.stop();
+  if (took < milliseconds(1800)) {  // else the tick came meanwhile (a loaded machine): one look
+    EXPECT_EQ(calls, 0) << "the board was asked at the issue of quick ops";
+  } else {
+    EXPECT_LT(calls, 10) << "the board was asked at the issue of quick ops";
+  }
+  EXPECT_FALSE(failure.failed());
 }
 
 // Two ranks' watches over one board; rank 1 closes its group (its watch stops) while rank 0

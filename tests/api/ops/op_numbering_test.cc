@@ -179,5 +179,32 @@ TEST(OpNumberingOrdinals, AFingerprintCarriesTheTransfersOrdinal) {
   EXPECT_EQ(numbering.next(any).fingerprint.ordinal, -1);
 }
 
+// The epoch of a transfer comes back beside its context, not in its fingerprint (whose layout
+// is the plugins': plugin.h), and matches next_ordinal's.
+TEST(OpNumberingOrdinals, NextGivesTheTransfersEpochBesideItsContext) {
+  OpNumbering numbering(kPrefix, std::chrono::seconds(5));
+  OpNumbering twin(kPrefix, std::chrono::seconds(5));
+  Tensor t = Tensor::empty({4});
+  OpSpec send = collective(OpType::kSend, &t);
+  send.kind = OpKind::kPointToPoint;
+  send.root = 1;
+  uint64_t epoch = 1;
+  for (int tag = 0; tag <= static_cast<int>(OpNumbering::kTagsPerPeer); ++tag) {  // one drop: tag 0's
+    send.tag = tag;
+    numbering.next(send, &epoch);
+    twin.next_ordinal(true, 1, tag);
+  }
+  EXPECT_EQ(epoch, 0u) << "a count begun before any drop";
+  send.tag = 0;
+  const OpContext ctx = numbering.next(send, &epoch);
+  uint64_t expected = 0;
+  EXPECT_EQ(ctx.fingerprint.ordinal, twin.next_ordinal(true, 1, 0, &expected));
+  EXPECT_NE(epoch, 0u);
+  EXPECT_EQ(epoch, expected);
+  OpSpec all_reduce = collective(OpType::kAllReduce, &t);
+  numbering.next(all_reduce, &epoch);
+  EXPECT_EQ(epoch, 0u) << "not a transfer";
+}
+
 }  // namespace
 }  // namespace distcomm

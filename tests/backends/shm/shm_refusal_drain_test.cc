@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/diagnostics/refused_transfers.h"
+#include "api/diagnostics/work_marks.h"  // refusal_draining: the core's side of the mark
 #include "api/errors.h"
 #include "tests/backends/shm/shm_test_tensors.h"
 #include "tests/testing/failure_checks.h"
