@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -376,7 +377,16 @@ std::string program_rank_text() {
 
 std::string with_program_rank(const std::string& message) {
   const std::string rank = program_rank_text();
-  if (rank.empty() || message.find(rank) != std::string::npos) return message;
+  if (rank.empty()) return message;
+  // "rank R" as words of the message ("rank 0/3 group 'world' ...", "rank 0 found a corrupt
+  // batch"): it names the rank already.
+  const std::string bare = rank.substr(0, rank.find('/'));
+  for (size_t at = message.find(bare); at != std::string::npos; at = message.find(bare, at + 1)) {
+    const size_t end = at + bare.size();
+    const bool starts_word = at == 0 || !std::isalnum(static_cast<unsigned char>(message[at - 1]));
+    const bool ends_word = end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end]));
+    if (starts_word && ends_word) return message;
+  }
   return rank + ": " + message;
 }
 

@@ -87,9 +87,10 @@ int run_main(const std::string& program, const std::function<int()>& body) {
   } catch (...) {
     const std::exception_ptr e = std::current_exception();
     leave_report(type_and_message(e));
-    // Led by this process's rank, unless the message names it already (the groups' own
-    // errors do): under mpirun nothing else says which rank the line is from.
-    say(program, with_program_rank(message_of(e)));
+    // Led by this process's rank where nothing else says which rank the line is from (under
+    // mpirun, srun, by hand: no distcomm launcher, which names the failed rank itself), unless
+    // the message names it already (the groups' own errors do).
+    say(program, g_error_file->empty() ? with_program_rank(message_of(e)) : message_of(e));
     // Before main returns and the exit closes this process's connections (and the store,
     // on rank 0): the peers then report this error, not a connection this rank closed.
     ProcessGroup::publish_program_failure(e);

@@ -9,10 +9,10 @@
 //   }
 //
 // An exception out of the body prints "all_reduce: <message>" on stderr and makes main
-// return 1 -- no "terminate called", no SIGABRT, no core dump. A message that does not name
-// this process's rank (a program's own exception) is led by it, "all_reduce: rank 1/4:
-// <message>", from the latest group the program made that is no subgroup (the world, an ft
-// generation): under mpirun no launcher prefixes it. When the program runs under
+// return 1 -- no "terminate called", no SIGABRT, no core dump. Without a distcomm launcher
+// (under mpirun, srun, by hand), a message that does not name this process's rank (a
+// program's own exception) is led by it, "all_reduce: rank 1/4: <message>", from the latest
+// group the program made that is no subgroup (the world, an ft generation). When the program runs under
 // a launcher that names a file in DISTCOMM_ERROR_FILE (tools/launch does, one per rank),
 // the error and its time also go there (api/process/failure_report.h), so that the launcher names
 // the rank that failed first as the job's cause (torchrun's @record works the same way).

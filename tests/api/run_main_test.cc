@@ -141,6 +141,33 @@ TEST(RunMain, TheRankIsTheLatestGenerationsNotTheLargestGroups) {
   EXPECT_EQ(o.err, "prog: rank 1/2: the data file is missing\n");
 }
 
+// A message that names the rank in its own words, or a distcomm launcher (DISTCOMM_ERROR_FILE:
+// it names the failed rank itself, and prefixes its ranks' lines): no rank added.
+TEST(RunMain, NoRankIsAddedWhereTheMessageOrTheLauncherNamesIt) {
+  auto thrower = [](const std::string& what) {
+    return [what]() -> int {
+      use_test_plugins();
+      ProcessGroupOptions po;
+      po.store = std::make_shared<HashStore>();
+      po.size = 1;
+      po.backend = "single_rank";
+      const ProcessGroupPtr pg = ProcessGroup::create(po);
+      throw std::runtime_error(what);
+    };
+  };
+  Outcome o = in_child([&] { return run_main("prog", thrower("rank 0 found a corrupt batch")); });
+  EXPECT_EQ(o.err, "prog: rank 0 found a corrupt batch\n");
+  o = in_child([&] { return run_main("prog", thrower("rank 10 is missing")); });
+  EXPECT_EQ(o.err, "prog: rank 0/1: rank 10 is missing\n");
+  const std::string file = temp_file("run_main_launched");
+  o = in_child([&] {
+    ::setenv("DISTCOMM_ERROR_FILE", file.c_str(), 1);
+    return run_main("prog", thrower("the data file is missing"));
+  });
+  ::unlink(file.c_str());
+  EXPECT_EQ(o.err, "prog: the data file is missing\n");
+}
+
 TEST(RunMain, TheErrorFileGetsTypeMessageAndTime) {
   const std::string file = temp_file("run_main_error");
   const int64_t before = FailureReport::now_ns();
