@@ -90,18 +90,24 @@ bool net_fired_since(Work::Clock::time_point issued) {
 // than kLateWake late, or a wait begun past the net: the stop may have come before it)
 // moves the net to a grace from now, so the backend gets its grace from when it could run
 // again, not from when the clock says; a backend truly stuck is still ended, a grace after
-// the last resume. Returns whether done() holds.
+// the last resume. `begun_past_net_regraces`: whether a wait begun past the net may take it
+// for a resume; false once an earlier wait on the op has (a program that polls a stuck op
+// with short waits, each begun past the net, would otherwise renew the grace for ever).
+// Returns whether done() holds.
 template <typename Done>
 bool wait_through_stops(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Done done,
                         Work::Clock::time_point& net, Work::Clock::time_point until,
-                        std::chrono::milliseconds grace, Work::Clock::time_point issued) {
+                        std::chrono::milliseconds grace, Work::Clock::time_point issued,
+                        bool begun_past_net_regraces) {
   Work::Clock::time_point asked = Work::Clock::now();
   bool first = true;
   while (!done()) {
     const auto now = Work::Clock::now();
     const bool late = !first && now - asked > kLateWake;
     if (late) resume_seen_at.store(ticks(now), std::memory_order_relaxed);
-    if (late || (first && now >= net && !net_fired_since(issued))) net = std::max(net, now + grace);
+    if (late || (first && begun_past_net_regraces && now >= net && !net_fired_since(issued))) {
+      net = std::max(net, now + grace);
+    }
     first = false;
     if (now >= net || now >= until) return false;
     asked = std::min({net, until, now + kNetTick});
@@ -127,9 +133,19 @@ void Work::wait(std::chrono::milliseconds timeout) {
       net = Clock::time_point::min();  // the caller's Timeout, below
     }
   } else {
-    const auto grace = core_timeout_grace(std::chrono::milliseconds(net_timeout_ms_));
+    const auto op_timeout = std::chrono::milliseconds(net_timeout_ms_);
+    const auto grace = core_timeout_grace(op_timeout);
+    // net_after_ms_ beyond timeout + grace: an earlier wait moved the net for a resume.
+    const bool moved_before = std::chrono::milliseconds(net_after_ms_) > op_timeout + grace;
+    const Clock::time_point armed = net;
     wait_through_stops(lock, cv_, done, net, bounded ? deadline_of(timeout) : Clock::time_point::max(), grace,
-                       start_);
+                       start_, !moved_before);
+    // Kept for the op's later waits (under mu_, where net_deadline_locked reads it); a net
+    // beyond what 32 bits of ms from the issue hold stays where it was.
+    if (net > armed) {
+      const auto after = std::chrono::ceil<std::chrono::milliseconds>(net - start_).count();
+      if (after > 0 && after < 0xffffffffLL) net_after_ms_ = static_cast<uint32_t>(after);
+    }
   }
   if (!completed_) {
     // The net first when both are due (it was due first, or at the same time); after a resume

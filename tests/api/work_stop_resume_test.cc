@@ -160,6 +160,27 @@ TEST_F(WorkStopResume, WithoutAStopTheNetEndsAStuckOpAtItsTimeoutAndGrace) {
   EXPECT_LT(took, kTimeout + kFloor + 1s);
 }
 
+// A program that polls a stuck op with short waits, the first begun past the net (it was
+// busy, or stopped, meanwhile): that first wait may be a resume and gives the grace once;
+// the later ones begin past the net too, but each renewing the grace kept the op alive for
+// ever (helper-215's review of 96630b7).
+TEST_F(WorkStopResume, ShortWaitsBegunPastTheNetRenewTheGraceOnlyOnce) {
+  auto work = armed_op();  // nothing ends it
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(kTimeout + kFloor + 100ms);  // past the net, no wait meanwhile
+  std::string message;
+  int polls = 0;
+  while (Clock::now() - start < 10s) {
+    message = error_of(*work, 100ms);
+    ++polls;
+    if (message.find("Work::wait timeout") == std::string::npos) break;
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_NE(message.find("the core ended it"), std::string::npos) << message << " (after " << polls << " waits)";
+  // Past the net at 1.3 s, then one grace (1 s) from the first wait.
+  EXPECT_LT(took, kTimeout + 2 * kFloor + 100ms + 1s) << polls << " waits";
+}
+
 TEST_F(WorkStopResume, TheFloorIsTheGracesFloor) {
   EXPECT_EQ(core_timeout_grace(kTimeout), kFloor);
   EXPECT_EQ(core_timeout_grace(100s), 10s);  // 10% of a long timeout

@@ -31,6 +31,14 @@ std::set<int> parse_rank_list(const std::string& inside) {
   return ranks;
 }
 
+// `digits` (digits only) as a rank or host number; false past 9 digits, where std::stoi
+// would throw out of analyze and one odd error text would lose the whole report.
+bool small_number(const std::string& digits, int* out) {
+  if (digits.empty() || digits.size() > 9) return false;
+  *out = std::stoi(digits);
+  return true;
+}
+
 // Whether `rest` is `prefix` followed by digits only ("hier_local3").
 bool is_level(const std::string& rest, const std::string& prefix) {
   return rest.size() > prefix.size() && rest.compare(0, prefix.size(), prefix) == 0 &&
@@ -71,7 +79,8 @@ std::set<int> silent_ranks_in(const std::string& error) {
     size_t digits = before.size();
     while (digits > 0 && std::isdigit(static_cast<unsigned char>(before[digits - 1]))) --digits;
     if (digits == before.size() || digits < 5 || before.compare(digits - 5, 5, "rank ") != 0) continue;
-    silent.insert(std::stoi(before.substr(digits)));
+    int rank = 0;
+    if (small_number(before.substr(digits), &rank)) silent.insert(rank);
   }
   return silent;
 }
@@ -99,8 +108,10 @@ std::string levels_summary(const std::string& name, const std::map<std::string, 
     auto to_group = [&](int r) {
       return static_cast<size_t>(r) < v.global_ranks.size() ? group_rank(v.global_ranks[static_cast<size_t>(r)]) : -1;
     };
+    int host_number = 0;
+    if (host && !small_number(rest.substr(9), &host_number)) continue;
     if (host) {
-      std::set<int>& ranks = hosts[std::stoi(rest.substr(9))];
+      std::set<int>& ranks = hosts[host_number];
       for (size_t r = 0; r < v.global_ranks.size(); ++r) ranks.insert(to_group(static_cast<int>(r)));
     }
     if (!v.stuck) continue;

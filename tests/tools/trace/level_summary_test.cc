@@ -157,6 +157,8 @@ TEST(LevelSummary, SilentRanksAreReadFromAnErrorsWords) {
   EXPECT_EQ(silent_ranks_in("11 ranks [0-5, 7] wait in it too; ranks [8, 9, 10-12] did not report"),
             (std::set<int>{8, 9, 10, 11, 12}));
   EXPECT_TRUE(silent_ranks_in("every rank reported").empty());
+  // A number no rank has (an odd error text) is skipped; std::stoi threw out of analyze.
+  EXPECT_EQ(silent_ranks_in("rank 99999999999999999999 did not report; rank 3 did not report"), (std::set<int>{3}));
 }
 
 }  // namespace
