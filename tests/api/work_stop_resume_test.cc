@@ -24,6 +24,7 @@
 #include "api/diagnostics/core_net_for_tests.h"
 #include "api/errors.h"
 #include "api/work.h"
+#include "tests/testing/stop_self.h"
 
 namespace distcomm {
 namespace {
@@ -51,20 +52,9 @@ std::shared_ptr<Work> armed_op() {
   return work;
 }
 
-// Stops this process after `after_ms` for `for_ms`, from a forked child (a stopped process
-// cannot resume itself). Returns the child's pid.
+// Stops this process after `after_ms` for `for_ms`; returns the child that resumes it.
 pid_t stop_self(int after_ms, int for_ms) {
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    // Only async-signal-safe calls: the parent has threads.
-    ::usleep(static_cast<useconds_t>(after_ms) * 1000);
-    ::kill(parent, SIGSTOP);
-    ::usleep(static_cast<useconds_t>(for_ms) * 1000);
-    ::kill(parent, SIGCONT);
-    ::_exit(0);
-  }
-  return child;
+  return testing::stop_self_after(std::chrono::milliseconds(after_ms), std::chrono::milliseconds(for_ms));
 }
 
 std::string error_of(Work& work, std::chrono::milliseconds timeout = kUseDefault) {

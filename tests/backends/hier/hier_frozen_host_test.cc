@@ -18,28 +18,13 @@
 #include "api/errors.h"
 #include "api/work.h"
 #include "tests/testing/multiprocess.h"
+#include "tests/testing/stop_self.h"
 
 namespace distcomm {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(3);
 constexpr int kFirstFrozen = 2;  // host b: ranks 2 and 3
-
-// Stops this process after `after_ms` and resumes it `for_s` later, from a child (a
-// stopped process cannot resume itself). Returns the child's pid.
-pid_t freeze_self(int after_ms, int for_s) {
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    // Only async-signal-safe calls: the parent has threads.
-    ::usleep(static_cast<useconds_t>(after_ms) * 1000);
-    ::kill(parent, SIGSTOP);
-    ::sleep(static_cast<unsigned>(for_s));
-    ::kill(parent, SIGCONT);
-    ::_exit(0);
-  }
-  return child;
-}
 
 TEST(HierFrozenHost, ResumedRanksEndWithTheGroupsFailureNotTheCoresGrace) {
   testing::GroupHarnessOptions options;
@@ -56,7 +41,7 @@ TEST(HierFrozenHost, ResumedRanksEndWithTheGroupsFailureNotTheCoresGrace) {
         pg.barrier()->wait();
         WorkPtr work = pg.all_reduce(t);
         pid_t resumer = -1;
-        if (pg.rank() >= kFirstFrozen) resumer = freeze_self(20, frozen_s);
+        if (pg.rank() >= kFirstFrozen) resumer = testing::stop_self_after(std::chrono::milliseconds(20), std::chrono::seconds(frozen_s));
         std::string message;
         try {
           work->wait();
