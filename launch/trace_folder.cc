@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "api/process/job_identity.h"
+#include "api/process/make_folders.h"
 
 namespace distcomm {
 namespace launch {
@@ -93,19 +94,8 @@ std::string files_text(size_t n) { return std::to_string(n) + (n == 1 ? " file" 
 }  // namespace
 
 void create_trace_folder(const std::string& dir) {
-  for (size_t end = 1; end <= dir.size(); ++end) {
-    if (end != dir.size() && dir[end] != '/') continue;
-    if (dir[end - 1] == '/') continue;  // "a//b": that level was made already
-    const std::string level = dir.substr(0, end);
-    if (::mkdir(level.c_str(), 0755) == 0) continue;
-    const int e = errno;
-    struct stat st;
-    // EEXIST for a file too (mkdir says nothing more), and EACCES or EROFS for a level that
-    // exists where no folder may be made: only what stat sees counts.
-    if (::stat(level.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
-    throw std::runtime_error("--trace_dir=" + dir + ": cannot create " + level + ": " +
-                             (e == EEXIST ? std::string("it is not a folder") : std::strerror(e)));
-  }
+  const std::string why = make_folders(dir);
+  if (!why.empty()) throw std::runtime_error("--trace_dir=" + dir + ": " + why);
 }
 
 std::vector<std::string> set_aside_earlier_trace_files(const std::string& dir, const std::string& run_id,

@@ -22,6 +22,7 @@
 #include "api/process/failure_report.h"
 #include "api/diagnostics/json_text.h"
 #include "api/logging.h"
+#include "api/process/make_folders.h"
 #include "api/process/thread_start.h"
 #include "api/plugin/plugin.h"
 #include "api/diagnostics/timeline.h"
@@ -259,17 +260,6 @@ std::timed_mutex& dump_write_mutex() {
 // often the stall watch's, which also fails the group's other late ops; and a SIGTERM dump
 // has 5 s in all. A dump takes milliseconds; one that takes a second is on a stuck disk.
 constexpr std::chrono::seconds kDumpLockWait{1};
-// mkdir -p: DISTCOMM_TRACE_DIR given to a rank without a launcher (which makes --trace_dir
-// itself) may be several levels new, and a bare mkdir of the last level lost every dump.
-// Failures are left to the open that follows, which names the file and the error.
-void make_folders(const std::string& dir) {
-  for (size_t end = 1; end <= dir.size(); ++end) {
-    if (end == dir.size() || (dir[end] == '/' && dir[end - 1] != '/')) {
-      ::mkdir(dir.substr(0, end).c_str(), 0755);  // an existing level is fine
-    }
-  }
-}
-
 // Makes each write's temp name its own: the dumps of one process once shared
 // <path>.tmp<pid>, so two at once truncated and wrote over each other's file (a longer
 // dump's tail left after a shorter one's end: not JSON), and the second rename found the
@@ -574,7 +564,12 @@ std::string write_trace_dump(const std::string& reason) {
   std::unique_lock<std::timed_mutex> lock(dump_write_mutex(), std::defer_lock);
   (void)lock.try_lock_for(kDumpLockWait);
   const std::string dir = dump_dir();
-  make_folders(dir);
+  // mkdir -p: DISTCOMM_TRACE_DIR given to a rank without a launcher (which makes --trace_dir
+  // itself) may be several levels new, and a bare mkdir of the last level lost every dump.
+  // A level that cannot be made is named (the open of the file after it said only "No such
+  // file or directory" or "Not a directory" of a temp file's name).
+  const std::string why = make_folders(dir);
+  if (!why.empty()) throw Error("trace dump: " + why);
   const auto recs = recorders();
   const int rank = process_rank(recs);
   const std::string name = rank >= 0 ? "rank_" + std::to_string(rank) : "pid_" + std::to_string(::getpid());

@@ -13,8 +13,11 @@
 // message of another size or dtype than the tensor is received into a scratch buffer of
 // its own size and dropped (its sender completes), and the recv alone ends with
 // InvalidArgument naming both; the tensor is untouched and the group stays usable.
-// A recv from any rank split into several calls takes the rank of its first message as
-// the source of the rest (a sender's calls go out together, in order).
+// A split send sends a header with its total first (p2p_split.h): the recv compares totals
+// before any piece lands, and takes the pieces at the sender's piece size or drains every
+// one of them, one scratch buffer at a time. A recv from any rank takes the rank of its
+// first message (the header) as the source of the rest (a sender's calls go out together,
+// in order).
 #pragma once
 
 #include <mpi.h>
@@ -29,6 +32,7 @@
 #include "api/tensor.h"
 #include "backends/mpi/mpi_agreement.h"
 #include "backends/mpi/mpi_work.h"
+#include "backends/mpi/p2p_split.h"
 
 namespace distcomm {
 namespace mpi {
@@ -89,21 +93,31 @@ struct Op {
   // Progress, under the progress lock only: the requests started so far, how many are done.
   std::vector<MPI_Request> requests;
   size_t completed = 0;
-  // A recv: how many of its calls have matched their message.
+  // A split send: the header it sends first; a recv: the header it received (p2p_split.h).
+  SplitHeader header;
+  // A recv: how many messages its sender's transfer has (-1 until the first one matched:
+  // then 1, or the header's piece count), and how many of those have matched.
+  int64_t pieces = -1;
   int64_t matched = 0;
-  // A recv whose message had another size: the request that discards it, and the error the
-  // op ends with once it has (the group stays usable).
+  // A recv receiving a header: that request's index until it has completed.
+  size_t header_index = SIZE_MAX;
+  // A recv whose sender sent another size or dtype: the first request that discards its
+  // message (every later one does too), and the error the op ends with once they have
+  // (the group stays usable).
   size_t discard_index = SIZE_MAX;
   std::exception_ptr op_error;
   // Where discarded messages land: each as large as its message, alive while MPI holds the
-  // request (probed_messages.h says why a message is never received truncated).
+  // request (probed_messages.h says why a message is never received truncated). A refused
+  // split message's pieces are drained one at a time, so this holds one piece at most.
   std::vector<std::unique_ptr<char[]>> discard_buffers;
 };
 
-// How many MPI calls the op takes (1 unless an elementwise op exceeds max_count).
+// How many MPI calls the op's data takes (1 unless an elementwise op exceeds max_count; a
+// split send also sends its header, a recv follows its sender's count).
 int64_t call_count(const Op& op);
 
-// Starts the op: its first call, or every call of a send or recv. Null or the error.
+// Starts the op: its first call, or every call of a send (a recv matches in advance()).
+// Null or the error.
 std::exception_ptr start(Op& op, MPI_Comm comm);
 
 // Tests the running calls and starts the next slice of a split collective. Sets *done
@@ -114,7 +128,7 @@ std::exception_ptr start(Op& op, MPI_Comm comm);
 // could take the same message has not matched yet (MPI's order of posted receives).
 std::exception_ptr advance(Op& op, MPI_Comm comm, ProbedMessages& probed, bool* done, bool may_match = true);
 
-// Whether a recv still has calls to match with a message.
+// Whether a recv still has messages to match: its first, or pieces its sender announced.
 bool unmatched(const Op& op);
 
 // Whether MPI still holds requests of the op (its buffers must stay alive).

@@ -19,7 +19,8 @@ namespace distcomm {
 namespace mpi {
 
 constexpr int kDTypeTagBits = 4;
-static_assert(kNumDTypes <= (1 << kDTypeTagBits), "every dtype's code must fit in the tag's low bits");
+// The last code, 15, is no dtype's: it marks a split send's header (p2p_split.h).
+static_assert(kNumDTypes < (1 << kDTypeTagBits), "every dtype's code must fit in the tag's low bits");
 
 inline int wire_tag(int tag, DType dtype) { return (tag << kDTypeTagBits) | static_cast<int>(dtype); }
 inline int user_tag(int wire_tag) { return wire_tag >> kDTypeTagBits; }

@@ -39,6 +39,20 @@ std::shared_ptr<NcclComm::EventPool> new_event_pool(int device) {
       kEventsKept);
 }
 
+// The id exchange of a communicator that is not split from another.
+UniqueIdExchange id_exchange(const NcclComm::Setup& setup) {
+  UniqueIdExchange x;
+  x.store = setup.store;
+  x.key = setup.key;
+  x.root = setup.rank == 0;
+  x.id_size = sizeof(ncclUniqueId::internal);
+  x.label = setup.label;
+  x.rank = setup.rank;
+  x.size = setup.size;
+  x.peer_failure = setup.peer_failure;
+  return x;
+}
+
 Store::Bytes new_unique_id() {
   ncclUniqueId id;
   const ncclResult_t r = ncclGetUniqueId(&id);
@@ -104,6 +118,8 @@ void NcclComm::initialize(std::chrono::milliseconds timeout) {
     }
     set_up_ = true;
     ready_to_close_ = true;
+    // Every rank has joined, so every rank read the id: the root's keys can go.
+    if (!setup_.split_from) forget_unique_id(id_exchange(setup_));
   } catch (...) {
     setup_error_ = std::current_exception();
     throw;
@@ -123,16 +139,7 @@ ncclResult_t NcclComm::create_handle(const std::string& setting_up, Clock::time_
     }
     return ncclSuccess;
   }
-  UniqueIdExchange x;
-  x.store = setup_.store;
-  x.key = setup_.key;
-  x.root = setup_.rank == 0;
-  x.id_size = sizeof(ncclUniqueId::internal);
-  x.label = setup_.label;
-  x.rank = setup_.rank;
-  x.size = setup_.size;
-  x.peer_failure = setup_.peer_failure;
-  const Store::Bytes bytes = exchange_unique_id(x, new_unique_id, deadline, aborted_);
+  const Store::Bytes bytes = exchange_unique_id(id_exchange(setup_), new_unique_id, deadline, aborted_);
   ncclUniqueId id;
   std::copy(bytes.begin(), bytes.end(), id.internal);
   std::lock_guard<std::timed_mutex> call(call_mu_);

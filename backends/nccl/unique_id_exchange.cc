@@ -195,5 +195,16 @@ Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<S
   return id;
 }
 
+void forget_unique_id(const UniqueIdExchange& x) noexcept {
+  if (!x.root || !x.store) return;
+  for (const std::string& key : {x.key, root_process_key(x.key)}) {
+    try {
+      x.store->delete_key(key);
+    } catch (const std::exception&) {
+      // The store is gone or failing: the key stays, as it always did; the communicator works.
+    }
+  }
+}
+
 }  // namespace nccl
 }  // namespace distcomm

@@ -54,6 +54,17 @@ constexpr std::chrono::milliseconds kAbortCheckInterval{500};
 Store::Bytes exchange_unique_id(const UniqueIdExchange& x, const std::function<Store::Bytes()>& make,
                                 std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& aborted);
 
+// Deletes the communicator's id and the root's process record (root_process_key), once the
+// communicator is made: ncclCommInitRank ends on a rank only after every rank joined NCCL's
+// bootstrap with the id, so each had read both by then. Only the root deletes (x.root; the
+// others return at once): two store requests on one rank, after NCCL's setup, which takes
+// far longer, and no rank waits for them. Before, both stayed in the store for the job's
+// life, two keys per communicator made (a pair communicator per pair of ranks that
+// exchange: n^2 of them for n ranks). Best effort: a store that fails leaves them, and the
+// communicator is made all the same (never throws). Keys of a communicator whose setup
+// failed stay: a rank may still be reading them.
+void forget_unique_id(const UniqueIdExchange& x) noexcept;
+
 // Where the root says where its process runs ("<magic>\n<process_domain()>\n<pid>\n<host>"),
 // before it makes the id: a waiting rank in the same domain (auto_backend.h: one host, one
 // PID namespace) watches that pid (ProcessWatch) and, when the root's process has ended

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 namespace distcomm {
 namespace shm {
@@ -46,14 +48,37 @@ int usable_cpus() {
   return n > 0 ? n : online_cpus();
 }
 
+int cpuset_cpus() {
+  int granted = 0;
+  try {
+    // A thread of its own: widening the caller's mask, even for a moment, would let it run
+    // where a launcher pinned it not to.
+    std::thread probe([&granted] {
+      cpu_set_t all;
+      CPU_ZERO(&all);
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &all);
+      if (::sched_setaffinity(0, sizeof(all), &all) != 0) return;
+      cpu_set_t got;
+      CPU_ZERO(&got);
+      if (::sched_getaffinity(0, sizeof(got), &got) == 0) granted = CPU_COUNT(&got);
+    });
+    probe.join();
+  } catch (const std::system_error&) {
+    // No thread (a limit on threads): the host's count, as before there was a probe.
+  }
+  return granted > 0 ? granted : online_cpus();
+}
+
 bool oversubscribed(int group_size, int local_world_size, int cpus) {
   return std::max(group_size, local_world_size) > cpus;
 }
 
-int cpus_for_host_ranks(int own_cpus, int group_union, int online) {
-  if (group_union > own_cpus) return std::max(online, group_union);
+int cpus_for_host_ranks(int own_cpus, int group_union, int cpuset) {
+  if (group_union > own_cpus) return std::max(cpuset, group_union);
   return std::max(own_cpus, group_union);
 }
+
+int host_rank_cpus(int group_union) { return cpus_for_host_ranks(usable_cpus(), group_union, cpuset_cpus()); }
 
 }  // namespace shm
 }  // namespace distcomm

@@ -47,11 +47,12 @@ constexpr std::chrono::microseconds kPollerWait{200};
 // one core each may spin, ranks pinned to one core together may not), and the host is not
 // oversubscribed (shm_cpus.h, as group creation judges it): as many CPUs as it runs ranks
 // (the launcher's count when known, else at least this group's), counted in what this
-// process may run on, or the host's CPUs where the group's ranks are pinned apart (8 ranks
-// one a core in groups of 2: each mask is 1 CPU, the union 2, and the host has 8).
+// process may run on, or the host's CPUs the job may use (its cpuset) where the group's
+// ranks are pinned apart (8 ranks one a core in groups of 2: each mask is 1 CPU, the union
+// 2, and the host has 8).
 WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
   WaitPolicy p;
-  const int cpus = cpus_for_host_ranks(usable_cpus(), g.cpus_of_ranks(), online_cpus());
+  const int cpus = host_rank_cpus(g.cpus_of_ranks());
   const bool cores_for_all =
       g.cpus_of_ranks() >= g.size() && !oversubscribed(g.size(), c.local_world_size, cpus);
   p.spin = cores_for_all ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);

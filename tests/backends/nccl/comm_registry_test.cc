@@ -1,7 +1,8 @@
 // The communicator registry and the ncclUniqueId exchange, on the CPU: looking a
 // communicator up never waits for one being set up, a shutdown on another thread reaches
 // a communicator whose rank is still waiting for its peers and ends that wait at once,
-// and a group made again over the same store never reads the earlier group's id.
+// a group made again over the same store never reads the earlier group's id, and a made
+// communicator's id leaves the store.
 #include "backends/nccl/comm_registry.h"
 
 #include <gtest/gtest.h>
@@ -99,6 +100,45 @@ TEST(UniqueIdExchangeTest, RankZeroPublishesAndTheOthersRead) {
                                Clock::now() + 10s, aborted),
             id);
   EXPECT_EQ(reader.get(), id);
+}
+
+// Once the communicator is made (NCCL's setup ended: every rank had read the id), the root
+// deletes the id and its process record. Before, both stayed in the store for the job's
+// life: two keys per communicator made.
+TEST(UniqueIdExchangeTest, TheRootDeletesItsKeysOnceTheCommunicatorIsMade) {
+  HashStore store;
+  std::atomic<bool> aborted{false};
+  const int64_t before = store.num_keys();
+  const std::string key = "nccl/1/comm0/unique_id";
+  auto reader = std::async(std::launch::async, [&] {
+    return exchange_unique_id(exchange(store, key, 1), nullptr, Clock::now() + 10s, aborted);
+  });
+  const Store::Bytes id{1, 2, 3, 4};
+  EXPECT_EQ(exchange_unique_id(exchange(store, key, 0), [&] { return id; }, Clock::now() + 10s, aborted), id);
+  EXPECT_EQ(reader.get(), id);
+  EXPECT_TRUE(store.check({key}));
+  EXPECT_TRUE(store.check({root_process_key(key)}));
+  // A rank other than the root deletes nothing: one rank's requests suffice.
+  forget_unique_id(exchange(store, key, 1));
+  EXPECT_TRUE(store.check({key}));
+  forget_unique_id(exchange(store, key, 0));
+  EXPECT_FALSE(store.check({key})) << "the id stayed in the store";
+  EXPECT_FALSE(store.check({root_process_key(key)})) << "the root's process record stayed in the store";
+  EXPECT_EQ(store.num_keys(), before);
+}
+
+// A store that fails its deletes leaves the keys; the communicator, made, is not failed.
+class NoDeleteStore : public HashStore {
+ public:
+  bool delete_key(const std::string& key) override { throw Error("the store's connection was lost"); }
+};
+
+TEST(UniqueIdExchangeTest, AStoreThatCannotDeleteIsNoError) {
+  NoDeleteStore store;
+  std::atomic<bool> aborted{false};
+  exchange_unique_id(exchange(store, "k", 0), [] { return Store::Bytes{1, 2, 3, 4}; }, Clock::now() + 1s, aborted);
+  EXPECT_NO_THROW(forget_unique_id(exchange(store, "k", 0)));
+  EXPECT_TRUE(store.check({"k"}));
 }
 
 TEST(UniqueIdExchangeTest, AMissingRootIsATimeoutNamingTheKeyNotBeforeTheDeadline) {

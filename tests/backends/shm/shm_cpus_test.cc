@@ -3,8 +3,24 @@
 // launcher's local world size), not the group's alone, against the CPUs this process may
 // run on (its affinity mask, which a container's cpuset narrows), not the host's online
 // count: 64 ranks in groups of 2 on 2 cores, or 8 ranks in a 2-CPU container of a 64-core
-// host, were each taken for a host with a core per rank.
+// host, were each taken for a host with a core per rank. Where the group's ranks are pinned
+// apart, the CPUs the host lets the job use (its cpuset, cpuset_cpus()) count, not the host's
+// online CPUs: ranks pinned a core each in a container were taken for ranks of the whole host.
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -64,7 +80,7 @@ TEST(ShmCpus, ANarrowerMaskNarrowsTheCount) {
 TEST(ShmCpus, RanksPinnedApartCountTheHostsCpus) {
   // 8 ranks pinned one a core on an 8-core host, in groups of 2: each mask holds 1 CPU, the
   // group's union 2. The host is not oversubscribed, so they may spin (ada190d counted 2).
-  EXPECT_EQ(cpus_for_host_ranks(/*own=*/1, /*union=*/2, /*online=*/8), 8);
+  EXPECT_EQ(cpus_for_host_ranks(/*own=*/1, /*union=*/2, /*cpuset=*/8), 8);
   EXPECT_FALSE(oversubscribed(2, 8, cpus_for_host_ranks(1, 2, 8)));
   // 64 ranks so pinned on 8 cores share them: still oversubscribed.
   EXPECT_TRUE(oversubscribed(2, 64, cpus_for_host_ranks(1, 2, 8)));
@@ -74,6 +90,156 @@ TEST(ShmCpus, RanksPinnedApartCountTheHostsCpus) {
   EXPECT_TRUE(oversubscribed(2, 8, cpus_for_host_ranks(2, 2, 64)));
   // Masks unknown (union 0): this process's own.
   EXPECT_EQ(cpus_for_host_ranks(4, 0, 64), 4);
+}
+
+// The first CPU of the calling thread's mask.
+int first_allowed_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) ++cpu;
+  return cpu;
+}
+
+bool pin_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return ::sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
+TEST(ShmCpus, ThisProcesssOwnPinDoesNotNarrowTheCpuset) {
+  // A rank pinned to one core (as a launcher, taskset or the program pins it) is still in a
+  // cpuset of every CPU it started with: the spin rule's count for ranks pinned apart.
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(saved), &saved), 0);
+  ASSERT_TRUE(pin_to(first_allowed_cpu()));
+  const int own = usable_cpus();
+  const int cpuset = cpuset_cpus();
+  const int for_two_apart = host_rank_cpus(2);
+  cpu_set_t after;
+  CPU_ZERO(&after);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(after), &after), 0);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(own, 1);
+  EXPECT_EQ(CPU_COUNT(&after), 1) << "the probe changed the calling thread's mask";
+  EXPECT_GE(cpuset, CPU_COUNT(&saved));
+  EXPECT_LE(cpuset, online_cpus());
+  EXPECT_EQ(for_two_apart, std::max(cpuset, 2));
+}
+
+// "0-2,5" -> {0, 1, 2, 5}.
+std::vector<int> parse_cpu_list(const std::string& text) {
+  std::vector<int> cpus;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    if (part.empty()) continue;
+    const size_t dash = part.find('-');
+    const int lo = std::stoi(part.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// Where this process's cgroup v1 cpuset is mounted and which of it holds this process
+// ("" when there is no writable cgroup v1 cpuset: cgroup v2 only, no root, a read-only /sys).
+std::string own_cpuset_folder() {
+  const std::string mount = "/sys/fs/cgroup/cpuset";
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find(':');
+    const size_t b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::istringstream controllers(line.substr(a + 1, b - a - 1));
+    for (std::string c; std::getline(controllers, c, ',');) {
+      if (c != "cpuset") continue;
+      const std::string folder = mount + line.substr(b + 1);
+      return ::access((folder + "/cgroup.procs").c_str(), W_OK) == 0 ? folder : "";
+    }
+  }
+  return "";
+}
+
+// A real container's cpuset: a child process moves itself into a cgroup of fewer CPUs than
+// the host has online, pins itself to one of them (ranks pinned apart), and reports what
+// the spin rule counts there. Before, it counted the host's online CPUs.
+TEST(ShmCpus, RanksPinnedApartInACpusetCountItsCpusNotTheHosts) {
+  const std::string parent = own_cpuset_folder();
+  if (parent.empty()) GTEST_SKIP() << "no writable cgroup v1 cpuset here (needs root and /sys/fs/cgroup/cpuset)";
+  std::vector<int> cpus = parse_cpu_list(read_line(parent + "/cpuset.effective_cpus"));
+  if (cpus.empty()) cpus = parse_cpu_list(read_line(parent + "/cpuset.cpus"));
+  if (cpus.size() < 2 || static_cast<int>(cpus.size()) > online_cpus()) {
+    GTEST_SKIP() << "this cpuset has " << cpus.size() << " CPUs: none to leave out";
+  }
+  // Half the CPUs (at least 1): 2 of 4 shows ranks pinned apart within the set; 1 of 2, on
+  // a 2-core machine, the set's own count.
+  const size_t k = cpus.size() / 2;
+  std::string list;
+  for (size_t i = 0; i < k; ++i) list += (i ? "," : "") + std::to_string(cpus[i]);
+  const std::string folder = parent + "/distcomm_shm_cpus_test_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0) << folder << ": " << std::strerror(errno);
+  struct RemoveAfter {
+    std::string path;
+    ~RemoveAfter() {
+      // The child has ended, but the kernel may take a moment to let its cgroup go.
+      for (int i = 0; i < 100 && ::rmdir(path.c_str()) != 0 && errno == EBUSY; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  } remove_after{folder};
+  ASSERT_TRUE(write_text(folder + "/cpuset.cpus", list)) << list;
+  ASSERT_TRUE(write_text(folder + "/cpuset.mems", read_line(parent + "/cpuset.mems")));
+
+  int result[2];
+  ASSERT_EQ(::pipe(result), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(result[0]);
+    int report[3] = {-1, -1, -1};
+    if (write_text(folder + "/cgroup.procs", std::to_string(::getpid()))) {
+      report[0] = cpuset_cpus();
+      if (pin_to(first_allowed_cpu())) {
+        report[1] = usable_cpus();
+        report[2] = host_rank_cpus(2);  // the group's 2 ranks pinned to 2 CPUs of the set
+      }
+    }
+    (void)!::write(result[1], report, sizeof(report));
+    ::_exit(0);
+  }
+  ::close(result[1]);
+  int report[3] = {-1, -1, -1};
+  const ssize_t got = ::read(result[0], report, sizeof(report));
+  ::close(result[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof(report)));
+  ASSERT_NE(report[0], -1) << "the child could not join " << folder;
+  EXPECT_EQ(report[0], static_cast<int>(k)) << "cpuset " << list << ", host online " << online_cpus();
+  EXPECT_EQ(report[1], 1);
+  EXPECT_EQ(report[2], std::max(static_cast<int>(k), 2)) << "cpuset " << list;
+  // With 4 CPUs or more in the set: the group's ranks pinned apart within a cpuset of k CPUs,
+  // and a host running k + 1 ranks of the job is oversubscribed (it was not: online counted).
+  if (k >= 2 && static_cast<int>(k) < online_cpus()) {
+    EXPECT_TRUE(oversubscribed(2, static_cast<int>(k) + 1, report[2]));
+  }
 }
 
 }  // namespace
