@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <new>
+#include <string>
 
+#include "api/logging.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/p2p_tag.h"
 
@@ -62,7 +64,20 @@ std::unique_ptr<Op> ProbedMessages::discard_all() {
   op->call = Call::kRecv;
   for (ProbedMessage& m : kept_) {
     MPI_Request request = MPI_REQUEST_NULL;
-    if (discard(m, *op, &request) == MPI_SUCCESS) op->requests.push_back(request);
+    const int rc = discard(m, *op, &request);
+    if (rc == MPI_SUCCESS) {
+      op->requests.push_back(request);
+      continue;
+    }
+    // The message stays matched and unreceived: its sender's send cannot complete. The
+    // group has failed already (that is why it is discarded), so the sender's op ends with
+    // that failure or its timeout; say why here, where it is known.
+    log_line("mpi: could not discard a " + std::to_string(static_cast<long long>(m.bytes)) +
+             "-byte message from rank " + std::to_string(m.source) + " at its group's failure (" +
+             (rc == MPI_ERR_NO_MEM ? std::string("no memory for a buffer of its size")
+                                   : rc == MPI_ERR_COUNT ? std::string("too many elements for one MPI call")
+                                                         : "MPI error " + std::to_string(rc)) +
+             "): that rank's send of it will end only with the group's failure or its timeout");
   }
   kept_.clear();
   return op;
