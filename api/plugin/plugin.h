@@ -68,6 +68,11 @@
 // the core in vectors (shm's and mpi's agreement tables, OpFingerprint::decode into the
 // plugin's object), so a field appended to it is a major bump, not a minor one; a
 // transfer's ordinal epoch is kept by the core beside the op's Work instead (work_marks.h).
+// (For a few hours of 2026-12-06 minor 10 meant a 184-byte OpFingerprint, 4357c79; no
+// release or package left the repository with it, so minor 10 was redefined, not bumped.)
+// Core-only although their headers are installed: PendingOp and ProgressReport
+// (api/diagnostics/progress_report.h, built by the core's stall watch only); a plugin may
+// read the report's text, never build or hold those structs across versions.
 // distcomm 0.2.0 (no ABI change): the creation deadline no longer reaches a backend as the
 // config keys init_time_left_ms and init_report_ms (and their constants kInitTimeLeftKey,
 // kInitReportKey are gone); a backend takes it from InitWait::for_backend, called on the
