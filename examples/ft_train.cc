@@ -10,8 +10,9 @@
 // begin_step, DDP is rebuilt when the group changed, each member takes its share of the
 // step's global batch (ft::shard, so the batch is re-sharded over whoever is there), and
 // the update is applied only when commit() says every member finished the step. Rank
-// --kill_rank SIGKILLs itself during step --kill_step's backward (or stops, --kill_signal=STOP,
-// and the launcher kills it once the others have taken it for gone); the others form a group
+// --kill_rank (and each of --kill_ranks) SIGKILLs itself during step --kill_step's backward
+// (or stops, --kill_signal=STOP, and the launcher kills it once the others have taken it for
+// gone); the others form a group
 // without it (within a second of a death; a stop takes the heartbeat timeout) and redo that step; the replacement the launcher starts
 // (--replace_after_s) joins at a step boundary and gets the weights from a member first. With
 // --kill_rank given and a replacement coming (run by hand: unless --replace_after_s < 0; under
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,9 @@ DEFINE_int32(batch, 128, "samples per step over all members (each takes its shar
 DEFINE_int32(hidden, 128, "width of the two hidden layers");
 DEFINE_double(lr, 0.05, "SGD learning rate");
 DEFINE_int32(kill_rank, -1, "this rank SIGKILLs itself (a first member, not a replacement); -1: none");
+DEFINE_string(kill_ranks, "",
+              "ranks that fail as --kill_rank does, in the same step, all at once: '1,2,3' (a machine of several "
+              "ranks lost together)");
 DEFINE_int32(kill_step, 30, "during this step's backward");
 DEFINE_string(kill_signal, "KILL",
               "how --kill_rank fails: KILL (it dies), or STOP (it stops, as a hung machine would: the others take it "
@@ -115,6 +120,11 @@ int main(int argc, char** argv) {
                               std::to_string(FLAGS_hidden) + "-" + std::to_string(kClasses) + ", sgd";
     ft::Manager manager(options);
     bool victim = FLAGS_kill_rank >= 0 && manager.id() == "rank" + std::to_string(FLAGS_kill_rank);
+    std::istringstream kill_ranks(FLAGS_kill_ranks);
+    for (std::string r; std::getline(kill_ranks, r, ',');) {
+      victim = victim || (!r.empty() && manager.id() == "rank" + r);
+    }
+    const bool kills = FLAGS_kill_rank >= 0 || !FLAGS_kill_ranks.empty();
     if (FLAGS_kill_signal != "KILL" && FLAGS_kill_signal != "STOP") {
       throw distcomm::InvalidArgument("--kill_signal=" + FLAGS_kill_signal + ": expected KILL or STOP");
     }
@@ -135,7 +145,7 @@ int main(int argc, char** argv) {
     const auto flag_given = [](const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; };
     const bool replacement_asked = flag_given("replace_after_s") && FLAGS_replace_after_s >= 0;
     const bool await_replacement =
-        flag_given("await_replacement") ? FLAGS_await_replacement : FLAGS_kill_rank >= 0 && replacement_asked;
+        flag_given("await_replacement") ? FLAGS_await_replacement : kills && replacement_asked;
     const uint64_t await_limit = 10 * static_cast<uint64_t>(std::max(FLAGS_steps, 1));
     bool full_step_committed = false;
     int last_group_rank = 0, last_group_size = 0;

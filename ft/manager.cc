@@ -18,6 +18,7 @@
 #include "ft/forgetting.h"
 #include "ft/joiner_refusal.h"
 #include "ft/liveness_monitor.h"
+#include "ft/member_terms.h"
 #include "ft/store_keys.h"
 
 namespace distcomm {
@@ -339,6 +340,16 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       finished_ = true;
       return;
     }
+    if (static_cast<int>(next.members.size()) < options_.min_members) {
+      // Too few to go on: no group is made for it. Every member of it does the same (the
+      // launcher's words and the joiners are read from the store), then forms the next
+      // generation with the joiners that came, within the same deadline.
+      await_replacements(next, deadline);
+      generation_ = next;
+      committed_ = next.committed_steps;
+      previous = next.members;
+      continue;
+    }
     generation_ = next;
     committed_ = next.committed_steps;
     previous = next.members;
@@ -354,7 +365,8 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       // The members whose creation stood run this generation's first step: its verdict
       // "abort" makes their monitors end it, and they come to the next one too.
       store_->compare_set(keys::verdict(next.number, next.committed_steps), {},
-                          to_bytes("abort|" + id_ + " gave up forming " + next.describe() + ": " + e.what()));
+                          to_bytes("abort|member '" + id_ + "' gave up forming " + next.describe() + ": " +
+                                   in_member_terms(e.what(), next.members)));
       monitor_->unwatch();
       monitor_->abort_group(group_);  // the monitor may be aborting it too
       group_.reset();
@@ -428,13 +440,7 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
     if (!why.empty()) throw Error(fenced_message(id_, why) + "; " + next.describe() + " was formed without it");
     throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() + ": it came too late");
   }
-  if (static_cast<int>(next.members.size()) < options_.min_members) {
-    const size_t left = next.members.size();
-    stop_job(std::make_exception_ptr(Error("ft: member '" + id_ + "': only " + std::to_string(left) +
-                                           (left == 1 ? " member is" : " members are") + " left in " +
-                                           next.describe() + ", fewer than the program's minimum of " +
-                                           std::to_string(options_.min_members) + "; stopping")));
-  }
+  // Fewer than min_members: form_next waits for the replacements due, or stops the job.
   if (!has_state_) store_->set(keys::needs_state(next.number, id_), "1");
   return next;
 }
@@ -552,7 +558,9 @@ bool Manager::commit_with_store() {
   throw_if_store_lost();
   const uint64_t g = generation_.number, s = committed_;
   if (step_failed_) {
-    store_->compare_set(keys::verdict(g, s), {}, to_bytes("abort|" + id_ + ": " + step_failure_));
+    // The group's ranks said as members (member_terms.h): the reporter is one too.
+    store_->compare_set(keys::verdict(g, s), {},
+                        to_bytes("abort|member '" + id_ + "': " + in_member_terms(step_failure_, generation_.members)));
   } else if (store_->add(keys::done(g, s), 1) == static_cast<int64_t>(generation_.members.size())) {
     const bool grow = !waiting_joiners(*store_, *liveness_, generation_.members, &joiners_resolved_below_).empty();
     store_->compare_set(keys::verdict(g, s), {}, to_bytes(std::string("commit|") + (grow ? "grow" : "")));
@@ -583,7 +591,8 @@ bool Manager::commit_with_store() {
         // Not on its own: the step is aborted for every member (unless a verdict came
         // meanwhile, which then stands), so that no member applies it while this one redoes it.
         store_->compare_set(keys::verdict(g, s), {},
-                            to_bytes("abort|" + id_ + " waited " + std::to_string(options_.op_timeout.count()) +
+                            to_bytes("abort|member '" + id_ + "' waited " +
+                                     std::to_string(options_.op_timeout.count()) +
                                      " ms for the others to finish the step"));
         break;
       }

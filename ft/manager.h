@@ -72,7 +72,9 @@ struct ManagerOptions {
   std::optional<bool> joining;
   // The first generation's size: members "rank0".."rank<n-1>". -1: $WORLD_SIZE.
   int initial_members = -1;
-  // Fewer members than this: every survivor stops with an error naming who is left.
+  // Fewer members than this: every survivor stops with an error naming who is left, unless
+  // the launcher announced replacements that are due: then they wait for those first, up to
+  // recovery_timeout (replacement_wait.h).
   int min_members = 1;
   // Each generation's backend spec. "": $DISTCOMM_BACKEND, else "auto".
   std::string backend;
@@ -141,7 +143,8 @@ class Manager {
   // The group of the next step. When membership changed (a member gone, a joiner waiting,
   // or this is the first step), forms the next generation and its group first, and, if it
   // has a member that joined, broadcasts `state` (every tensor, in order, the same list on
-  // every member) from rank 0 to them. Throws Error when fewer than min_members are left,
+  // every member) from rank 0 to them. Throws Error when fewer than min_members are left
+  // (and no replacement due makes up the numbers by recovery_timeout: replacement_wait.h),
   // or when this member was taken for gone (fenced: liveness.h's fenced_message), and
   // PeerFailure when it was left out for coming late; InvalidArgument for a joiner whose
   // state (dtypes, shapes) differs from the members', naming both. Null for a joiner when
@@ -207,6 +210,11 @@ class Manager {
   // (keys::kStopped), when this member holds the state (job_stop.cc). Not for a forming
   // given up on this member's own clock: the others may go on.
   [[noreturn]] void stop_job(std::exception_ptr stop);
+  // `formed` has fewer than min_members: returns once enough joiners wait to be taken in
+  // (the caller forms the next generation with them), having waited for the replacements
+  // its launcher announced, up to `deadline` (replacement_wait.h); else stops the job
+  // (stop_job): at once when none is due.
+  void await_replacements(const Generation& formed, Clock::time_point deadline);
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).
   void forget(uint64_t s);

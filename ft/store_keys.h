@@ -22,6 +22,11 @@
 //   gen/<g>/group/...           generation g's ProcessGroup
 //   gen/<g>/step/<s>/done       members that finished step s (a counter)
 //   gen/<g>/step/<s>/verdict    "commit|<joiners>" or "abort|<why>" (compare_set: first wins)
+//   replaced_ranks              written by the launcher that serves the store when it replaces
+//                               failed ranks (--replace_after_s): its ranks, "0,1,2,3"
+//   successor/<id>              written by that launcher when member <id>'s process ended:
+//                               "due|<successor id>|<start, ms since the epoch>" or "none|<why>"
+//                               (launch/replacement_notice.h spells both; replacement_wait.h)
 //   forgotten_below             the generations below it are forgotten: their keys deleted but
 //                               members (forgetting.h), once a generation two later has
 //                               committed a step; a generation's steps are deleted two steps
@@ -50,6 +55,8 @@ inline constexpr char kState[] = "state";
 inline constexpr char kFinished[] = "finished";
 inline constexpr char kStopped[] = "stopped";
 inline constexpr char kForgottenBelow[] = "forgotten_below";
+inline constexpr char kReplacedRanks[] = "replaced_ranks";
+inline std::string successor(const std::string& id) { return "successor/" + id; }
 inline std::string gen(uint64_t g) { return "gen/" + std::to_string(g) + "/"; }
 inline std::string arrivals(uint64_t g) { return gen(g) + "arrivals"; }
 inline std::string arrival(uint64_t g, int64_t n) { return gen(g) + "arrival/" + std::to_string(n); }

@@ -42,6 +42,7 @@
 #include "launch/rank_process.h"
 #include "launch/rank_stops.h"
 #include "launch/refused_member.h"
+#include "launch/replacement_notice.h"
 #include "launch/signal_watch.h"
 #include "launch/trace_folder.h"
 #include "api/process/write_fully.h"
@@ -101,9 +102,11 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
       continue;
     }
     // Nobody left to join: the job has ended (or failed everywhere); a replacement would wait alone.
+    const std::string ended = member_id_of(options_.global_rank(it->local_rank), it->number - 1);
     if (ranks_.running() == 0) {
       say("rank " + std::to_string(options_.global_rank(it->local_rank)) +
           "'s replacement is not started: no rank runs any more");
+      announce_no_successor(store_, options_, ended, "no rank ran any more when it was due");
     } else {
       try {
         ranks_.add(start_one(path, port, it->local_rank, it->number));
@@ -113,6 +116,7 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
             ") to join the running ranks (--replace_after_s)");
       } catch (const std::exception& e) {
         say("cannot start rank " + std::to_string(options_.global_rank(it->local_rank)) + "'s replacement: " + e.what());
+        announce_no_successor(store_, options_, ended, std::string("its replacement could not start: ") + e.what());
       }
     }
     it = replacements_.erase(it);
@@ -376,24 +380,6 @@ void Attempt::handle_fenced_members(const std::vector<pollfd>& fds) {
   }
 }
 
-void Attempt::handle_refused_members(const std::vector<pollfd>& fds) {
-  if (store_ == nullptr || store_->refused_fd() < 0) return;
-  const bool ready = std::any_of(fds.begin(), fds.end(), [&](const pollfd& p) {
-    return p.fd == store_->refused_fd() && (p.revents & POLLIN);
-  });
-  if (ready) take_refusals();
-}
-
-void Attempt::take_refusals() {
-  if (store_ == nullptr) return;
-  for (const RefusedMember& member : store_->take_refused()) {
-    // Its ids are unique within an attempt; one of another machine's ranks matches none here.
-    for (size_t i = 0; i < processes_.size(); ++i) {
-      if (processes_[i].member_id == member.id && refused_.count(i) == 0) note_refusal(i, member.why);
-    }
-  }
-}
-
 std::string Attempt::member_text(size_t i) const {
   const RankProcess& p = processes_[i];
   const bool replacement = p.member_id.find('+') != std::string::npos;
@@ -406,15 +392,16 @@ void Attempt::note_refusal(size_t i, const std::string& why) {
   const int local = processes_[i].local_rank;
   std::string after = ranks_[i].running ? "; it ends on its own" : "; it ended (" + how_ended(i) + ")";
   if (!ranks_[i].running && ranks_.failed(i)) {
-    // The mark came after its exit, which was taken for a failure then: what that exit set
-    // going is undone. A refused joiner writes its own mark before it throws, so this is the
-    // rarer order (a joiner that died of its misfit before the members refused it).
+    // Asked at its exit (ask_refusal), before that counted, there is nothing to undo below.
+    // Found later (a mark written after the exit: a joiner that died of its misfit before
+    // the members refused it), its exit was taken for a failure: what it set going is undone.
     const auto due = std::find_if(replacements_.begin(), replacements_.end(),
                                   [&](const Replacement& r) { return r.local_rank == local; });
     if (due != replacements_.end()) {
       replacements_.erase(due);
       --replaced_[static_cast<size_t>(local)];
       after += "; the replacement its exit asked for is not started";
+      announce_no_successor(store_, options_, processes_[i].member_id, "refused by the members");
     } else {
       for (size_t j = i + 1; j < processes_.size(); ++j) {
         if (processes_[j].local_rank == local) after += "; " + member_text(j) + " had been started for it already";
@@ -514,6 +501,15 @@ JobResult Attempt::run() {
     store_ = store.get();
   } else {
     result_.master_port = options_.master_port != 0 ? options_.master_port : local::pick_free_port();
+    if (options_.serve_store && options_.nnodes > 1) {
+      // Another machine's launcher: node 0's store, read for this launcher's refused
+      // joiners (refusal_reader.h). Its shape was checked before the first attempt (run_job).
+      store = options_.serve_store(JobStoreRequest{options_.master_addr, result_.master_port, options_.store_bind,
+                                                   options_.identity, options_.world_size(), options_.nnodes,
+                                                   options_.nproc_per_node, options_.node_rank,
+                                                   /*reader_only=*/true});
+      store_ = store.get();
+    }
   }
   make_error_dir();
   prepare_trace_files();
@@ -523,6 +519,8 @@ JobResult Attempt::run() {
     Attempt* job;
     ~RemoveErrorFiles() { job->remove_error_files(); }
   } remove{this};
+  // Before any rank can end: a fault-tolerant job's survivors learn which ranks are replaced.
+  announce_replaced_ranks(store_, options_);
   start_all(path, result_.master_port);
 
   Clock::time_point drain_deadline;
@@ -555,15 +553,12 @@ JobResult Attempt::run() {
     if (store_ != nullptr && store_->fenced_fd() >= 0 && !ranks_.stopping()) {
       fds.push_back(pollfd{store_->fenced_fd(), POLLIN, 0});
     }
-    // Watched while stopping too: a refusal must not count as the job's failure at the end.
-    if (store_ != nullptr && store_->refused_fd() >= 0) fds.push_back(pollfd{store_->refused_fd(), POLLIN, 0});
     const int timeout = running == 0 ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
     const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {
       if (p.fd != signals_.fd() && (watch_ == nullptr || p.fd != watch_->fd) &&
-          (store_ == nullptr ||
-           (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd() && p.fd != store_->refused_fd())) &&
+          (store_ == nullptr || (p.fd != store_->doomed_fd() && p.fd != store_->fenced_fd())) &&
           (p.revents & (POLLIN | POLLHUP | POLLERR))) {
         pump_.on_ready(p.fd);
       }
@@ -578,10 +573,9 @@ JobResult Attempt::run() {
     handle_watch(fds);
     handle_doomed_store(fds);
     handle_fenced_members(fds);
-    // Before the failures: a refused rank's exit, seen in the same turn as its mark, is not one.
-    handle_refused_members(fds);
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
-      report_failures_and_continue(exited);
+      report_failures_and_continue(exited);  // a refused joiner's exit is said as such (ask_refusal)
+      ask_refusals_before_replacements();
       start_due_replacements(path, result_.master_port);
       handle_stopped_leftovers();
     } else {
@@ -623,7 +617,7 @@ JobResult Attempt::run() {
     }
   }
   pump_.close_all();
-  take_refusals();  // a mark its server had not passed on by the last turn still counts
+  take_refusals();  // a mark written after its process's exit still counts
   name_first_failure();
   judge_by_last_processes();
   if (!doomed_.empty() && result_.interrupted_by == 0) {

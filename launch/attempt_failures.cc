@@ -19,6 +19,7 @@
 #include "api/process/local_ranks.h"
 #include "launch/attempt_state.h"
 #include "launch/duration_text.h"
+#include "launch/replacement_notice.h"
 
 namespace distcomm {
 namespace launch {
@@ -71,9 +72,19 @@ void Attempt::note_failure(size_t i) {
 
 void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
   if (ranks_.stopping()) return;
+  std::vector<size_t> failed;  // this turn's failed exits: one question to the store for all
   for (size_t i : exited) {
-    // A refused joiner's exit was said with its refusal (note_refusal): no failure, no replacement.
-    if (!ranks_.failed(i) || refused_.count(i) != 0) continue;
+    if (ranks_.failed(i)) failed.push_back(i);
+  }
+  ask_refusals(failed);
+  for (size_t i : exited) {
+    // A refused joiner's exit is said with its refusal (note_refusal): no failure, no
+    // replacement. Asked of the job's store now, before the exit counts (ask_refusal).
+    if (!ranks_.failed(i) || ask_refusal(i)) {
+      announce_no_successor(store_, options_, processes_[i].member_id,
+                            refused_.count(i) != 0 ? "refused by the members" : "it exited 0");
+      continue;
+    }
     // The first one seen is the job's failure until the ranks' reports name an earlier one
     // (name_first_failure); each is said in one line.
     if (result_.failed_rank < 0) note_failure(i);
@@ -93,6 +104,12 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
       } else {
         replacements_.push_back({Clock::now() + options_.replace_after, local, ++replaced});
         replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
+        // The survivors of a fault-tolerant job, if now fewer than their minimum, wait for it.
+        announce_successor(store_, options_, processes_[i].member_id, member_id_of(processes_[i].rank, replaced),
+                           replacements_.back().due);
+      }
+      if (replacement.rfind("; not replaced", 0) == 0) {
+        announce_no_successor(store_, options_, processes_[i].member_id, replacement.substr(2));
       }
     }
     say(failed_line(i) + (log.empty() ? "" : " (its output is in " + log + ")") + "; " + std::to_string(others) +

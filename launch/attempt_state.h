@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,12 +81,22 @@ class Attempt {
   // stalled past the heartbeat timeout), as the store this launcher serves says
   // (JobStore::take_fenced): it is then a failed rank like any other.
   void handle_fenced_members(const std::vector<pollfd>& fds);
-  // Notes each rank whose fault-tolerant job's members refused it as a joiner (JobStore::
-  // take_refused, refused_member.h), and says so in one line: its exit is not a failure of
-  // the job, and no replacement is started for it -- nor the one its exit already asked
-  // for, when the refusal comes after that exit.
-  void handle_refused_members(const std::vector<pollfd>& fds);
-  void take_refusals();  // the same, whether or not the store's pipe was seen readable
+  // Asks the job's store (JobStore::refusals, refused_member.h) whether the fault-tolerant
+  // job's members refused processes_[i] for each i of `which`, and notes each refused one
+  // (note_refusal): its exit is not a failure of the job, and no replacement is started for
+  // it -- nor the one its exit already asked for, when the refusal comes after that exit.
+  // Those already noted are not asked again. attempt_refusals.cc.
+  void ask_refusals(const std::vector<size_t>& which);
+  // ask_refusals for `i` alone, unless it was asked already; true when it is a refused joiner.
+  bool ask_refusal(size_t i);
+  // Before start_due_replacements: asks again for the processes whose exits asked for the
+  // replacements due now (a mark that came after the exit), so that none of them starts
+  // the same refused program again.
+  void ask_refusals_before_replacements();
+  // At the end: asks for every process that failed and was not noted yet, for the job's
+  // outcome (a refused joiner's exit is none of the job's failures).
+  void take_refusals();
+  // Says, once, that processes_[i] was refused (`why`: its dead mark's reason).
   void note_refusal(size_t i, const std::string& why);
   // "rank 2's replacement (member rank2+1, pid 7)" for processes_[i].
   std::string member_text(size_t i) const;
@@ -141,6 +152,7 @@ class Attempt {
   std::string doomed_;               // why that store says the job cannot run, once it did
   std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
   std::map<size_t, std::string> refused_;  // by process: why its job's members refused it
+  std::set<size_t> asked_refusal_;         // the processes the store was asked about (ask_refusals)
   std::string error_dir_;
   std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
   local::LocalRanks ranks_;

@@ -39,6 +39,10 @@ struct JobStoreRequest {
   // wait for one that never comes, until the ranks' timeout -- and, when it was not, tell
   // node 0's launcher (its store's doomed()) and throw. See JobStoreServer.
   int node_rank = 0;
+  // With node_rank != 0: an attempt of another machine's launcher, once the check above is
+  // done: no check, no serving; what is returned reads node 0's store for what this
+  // launcher must see there (refusal(): its refused joiners). Never nullptr, never throws.
+  bool reader_only = false;
 };
 
 // A store being served: from its creation, listening, until it is destroyed. It serves in
@@ -65,12 +69,18 @@ class JobStore {
   virtual std::vector<local::FencedMember> take_fenced() { return {}; }
   // Readable while take_fenced() has something to give (-1: it never has).
   virtual int fenced_fd() const { return -1; }
-  // The joiners of a fault-tolerant job that its members refused since the last call
-  // (launch/refused_member.h), wherever their process runs: the launcher leaves out of the
-  // job's failures, and does not replace, those that are its ranks.
-  virtual std::vector<RefusedMember> take_refused() { return {}; }
-  // Readable while take_refused() has something to give (-1: it never has).
-  virtual int refused_fd() const { return -1; }
+  // Which of `member_ids` (this launcher's processes' ids in a fault-tolerant job:
+  // refused_member.h) the job's members refused as joiners, as the job's store says now:
+  // the launcher leaves their exits out of the job's failures, and does not replace them.
+  // Asked, not pushed, so that every machine's launcher sees its own ranks' refusals in
+  // node 0's store (the server's created-key hook is node 0's alone), and only when it
+  // matters: at a failed exit, before a replacement starts, at the end. One request (a
+  // connection of its own, closed after it), bounded by a short timeout; never throws: a
+  // store it cannot reach answers "none" (said once).
+  virtual std::vector<RefusedMember> refusals(const std::vector<std::string>& member_ids) {
+    (void)member_ids;
+    return {};
+  }
   // Rank `rank` of this launcher ended (`how`: "exit code 0"), and no replacement will take
   // its place. If it never came to init_process_group, the store says so where the world's
   // creation looks (its creation-failed key): the ranks waiting there for it end within
@@ -81,10 +91,19 @@ class JobStore {
     (void)rank;
     (void)how;
   }
+  // Writes `value` at `key` (as the server holds it) for the ranks to read: what this
+  // launcher tells a fault-tolerant job's members of its replacements (replacement_notice.h).
+  // Best-effort: quick, never throws; given up once the store could not be reached.
+  virtual void tell(const std::string& key, const std::string& value) {
+    (void)key;
+    (void)value;
+  }
 };
 
 // Starts serving a store, or throws std::runtime_error saying why it cannot (the port is
-// taken, the address is not this host's). Given another node_rank than 0 it serves nothing
+// taken, the address is not this host's). Given another node_rank than 0 and reader_only,
+// it returns node 0's store's reader (JobStoreRequest::reader_only). Given another
+// node_rank than 0 otherwise it serves nothing
 // and returns nullptr once node 0's store (waited for as the ranks would) says that node 0's
 // launcher runs the job's shape; it throws std::runtime_error saying why the job cannot run
 // when that launcher runs another shape (both named), or node 0's store refuses it (token,

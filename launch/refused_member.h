@@ -1,10 +1,10 @@
 // A joiner of a fault-tolerant job that the members refused (ft/joiner_refusal.h): its step
 // made every member's fail (a misbuilt replacement: one parameter more), or its state
 // differs from theirs. They go on without it; its Manager ends it (StepKeepsFailing,
-// InvalidArgument) and its process exits non-zero. The launcher that serves the job's store
-// learns of the refusal from the member's dead mark, "ft/dead/<id>" with a value that starts
-// "refused: " (ft/store_keys.h, ft/liveness.h's kRefusedMark), as it learns of fenced
-// members (api/process/fenced_member.h): that exit is then not the job's failure, and no
+// InvalidArgument) and its process exits non-zero. The launcher that started it, on
+// whatever machine, learns of the refusal from the member's dead mark, "ft/dead/<id>" with a
+// value that starts "refused: " (ft/store_keys.h, ft/liveness.h's kRefusedMark), which it
+// asks the job's store for (refusal_reader.h): that exit is then not the job's failure, and no
 // replacement is started for it -- the same program would be refused again, at the cost of
 // more failed generations each time.
 //

@@ -23,6 +23,7 @@
 #include "api/group/process_group_options.h"
 #include "api/store/server/tcp_store_server.h"
 #include "api/store/tcp_store.h"
+#include "launch/refusal_reader.h"
 
 namespace distcomm {
 namespace launch {
@@ -122,12 +123,13 @@ class TCPJobStore : public JobStore {
         nnodes_(request.nnodes),
         nproc_per_node_(request.nproc_per_node),
         server_(options(request)) {
-    for (int* pipe : {doomed_pipe_, fenced_pipe_, refused_pipe_}) {
+    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       if (::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
       }
     }
     server_.start();
+    refusals_ = std::make_unique<RefusalReader>(host_, server_.port(), identity_);  // the port, known now
     // The other machines' launchers check their shape against ours (check_shape_with_node0).
     if (nnodes_ > 1) shape_watch_ = std::thread([this] { watch_shape(); });
   }
@@ -164,7 +166,7 @@ class TCPJobStore : public JobStore {
       }
     }
     server_.stop();  // first: its thread may be telling us that the job is doomed
-    for (int* pipe : {doomed_pipe_, fenced_pipe_, refused_pipe_}) {
+    for (int* pipe : {doomed_pipe_, fenced_pipe_}) {
       ::close(pipe[0]);
       ::close(pipe[1]);
     }
@@ -185,16 +187,9 @@ class TCPJobStore : public JobStore {
     return taken;
   }
   int fenced_fd() const override { return fenced_pipe_[0]; }
-  std::vector<RefusedMember> take_refused() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    char bytes[64];
-    while (::read(refused_pipe_[0], bytes, sizeof(bytes)) > 0) {
-    }
-    std::vector<RefusedMember> taken;
-    taken.swap(refused_);
-    return taken;
+  std::vector<RefusedMember> refusals(const std::vector<std::string>& member_ids) override {
+    return refusals_->refusals(member_ids);
   }
-  int refused_fd() const override { return refused_pipe_[0]; }
 
   void rank_ended(int rank, const std::string& how) override {
     // One failed attempt to reach the store is enough: each would hold the launcher's loop
@@ -217,6 +212,20 @@ class TCPJobStore : public JobStore {
     }
   }
 
+  void tell(const std::string& key, const std::string& value) override {
+    // As rank_ended: one failed attempt is enough (each would hold the launcher's loop).
+    if (tell_failed_) return;
+    try {
+      client().set(key, to_bytes(value));
+    } catch (const std::exception& e) {
+      // The members then wait for a replacement no longer than their recovery timeout.
+      tell_failed_ = true;
+      const std::string line = "launch: cannot tell the fault-tolerant job's members of its replacements (" +
+                               std::string(e.what()) + "); not trying again\n";
+      (void)!::write(2, line.data(), line.size());
+    }
+  }
+
  private:
   TCPStoreServerOptions options(const JobStoreRequest& request) {
     TCPStoreServerOptions o;
@@ -230,29 +239,20 @@ class TCPJobStore : public JobStore {
       judge_later(why);
       return why;
     };
-    // Every key of ft/ (the server calls this for one prefix), of which two folders matter:
-    // a member its group fenced, whose process is on this host: the launcher kills it if it
-    // is one of its ranks (elsewhere a pid means nothing here); and a joiner the members
-    // refused, by its id: the launcher does not count its exit as a failure, nor replace it.
-    // The others (the generations' keys) are a prefix's comparison each, no more.
-    o.created_prefix = local::kFtStoreRoot + std::string("/");
-    o.on_created = [this, domain = shared_memory_domain(), fenced = local::fenced_key_prefix()](
-                       const std::string& key, const std::string& value) {
-      if (key.compare(0, fenced.size(), fenced) == 0) {
-        const std::optional<local::FencedMember> member = local::FencedMember::decode(value);
-        if (!member || member->domain != domain) return;
-        std::lock_guard<std::mutex> lock(mu_);
-        fenced_.push_back(*member);
-        const char byte = 1;
-        (void)!::write(fenced_pipe_[1], &byte, 1);
-        return;
-      }
-      if (std::optional<RefusedMember> refused = refusal_of(key, value)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        refused_.push_back(std::move(*refused));
-        const char byte = 1;
-        (void)!::write(refused_pipe_[1], &byte, 1);
-      }
+    // A member its group fenced, whose process is on this host: the launcher kills it if
+    // it is one of its ranks. Elsewhere a pid means nothing here. Only ft/fenced/: the
+    // server copies the value of every key under the prefix for this call, and the rest of
+    // ft/ (every generation's keys, the members' state) is none of the launcher's business.
+    // Refused joiners are asked for instead (refusals(): every machine's launcher must see
+    // its own, and only node 0's has this hook).
+    o.created_prefix = local::fenced_key_prefix();
+    o.on_created = [this, domain = shared_memory_domain()](const std::string&, const std::string& value) {
+      const std::optional<local::FencedMember> member = local::FencedMember::decode(value);
+      if (!member || member->domain != domain) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      fenced_.push_back(*member);
+      const char byte = 1;
+      (void)!::write(fenced_pipe_[1], &byte, 1);
     };
     return o;
   }
@@ -422,6 +422,7 @@ class TCPJobStore : public JobStore {
   const JobIdentity identity_;
   std::unique_ptr<TCPStore> client_;
   bool client_failed_ = false;
+  bool tell_failed_ = false;  // tell()'s own: a rank_ended failure is not one of its
   const int nnodes_;
   const int nproc_per_node_;
   std::thread shape_watch_;  // with nnodes_ > 1: watch_shape()
@@ -433,9 +434,8 @@ class TCPJobStore : public JobStore {
   int doomed_pipe_[2] = {-1, -1};
   std::vector<local::FencedMember> fenced_;  // not yet taken
   int fenced_pipe_[2] = {-1, -1};
-  std::vector<RefusedMember> refused_;  // not yet taken
-  int refused_pipe_[2] = {-1, -1};
   TCPStoreServer server_;  // stopped (its thread joined) when destroyed
+  std::unique_ptr<RefusalReader> refusals_;  // asks server_ as any launcher asks node 0's store
 };
 
 }  // namespace
@@ -523,6 +523,7 @@ void check_shape_with_node0(const JobStoreRequest& request) {
 }  // namespace
 
 std::unique_ptr<JobStore> serve_tcp_job_store(const JobStoreRequest& request) {
+  if (request.node_rank != 0 && request.reader_only) return read_node0_store(request);
   if (request.node_rank != 0) {
     check_shape_with_node0(request);
     return nullptr;

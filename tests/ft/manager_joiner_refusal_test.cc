@@ -10,7 +10,8 @@
 namespace distcomm {
 namespace {
 
-constexpr char kMismatch[] = "DDP: rank 3 has 5 parameters, rank 0 has 4";
+// Names no group rank by number: the manager says those as members (ft/member_terms.h).
+constexpr char kMismatch[] = "DDP: this member has 5 parameters, group rank 0 has 4";
 constexpr char kProgramError[] = "bucket_cap_mb is -5: expected a positive number of megabytes";
 
 void fail_step(Member& m, const char* why) {

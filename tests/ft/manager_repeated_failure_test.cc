@@ -38,8 +38,8 @@ void expect_stopped_at(const std::vector<Member*>& members, uint64_t step, uint6
         << m->id << ": " << m->error;
     EXPECT_TRUE(contains(m->error, generations)) << m->id << ": " << m->error;
     EXPECT_TRUE(contains(m->error, "not a lost rank but an error that every member hits")) << m->error;
-    // "<the member that wrote the verdict>: <its error>"
-    EXPECT_TRUE(contains(m->error, "The first failure: rank") && contains(m->error, kProgramError)) << m->error;
+    // "member '<the member that wrote the verdict>': <its error>"
+    EXPECT_TRUE(contains(m->error, "The first failure: member 'rank") && contains(m->error, kProgramError)) << m->error;
     EXPECT_EQ(m->ft->committed_steps(), step) << m->id;
     EXPECT_EQ(m->redone, ft::kSameStepFailures - 1) << m->id;  // the last failure throws instead
     // It stays stopped: a program that calls on forms no other generation.

@@ -243,7 +243,7 @@ TEST_F(FtManager, AFailedStepOnOneMemberIsRedoneByAll) {
     EXPECT_EQ(m->generation_starts, (std::vector<uint64_t>{0, kFails})) << m->id;
     EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1,rank2") << m->id;
     ASSERT_EQ(m->ft->failures().size(), 1u) << m->id;
-    EXPECT_TRUE(contains(m->ft->failures().front().why, "rank1: injected by the test"))
+    EXPECT_TRUE(contains(m->ft->failures().front().why, "member 'rank1': injected by the test"))
         << m->ft->failures().front().why;
   }
 }
@@ -512,7 +512,7 @@ TEST_F(FtManager, AJoinerAfterTheTrainingFinishedGetsANullGroupPromptly) {
 
 // p. commit()'s time limit: with op_timeout 600 ms, rank1 finishes step 2's op and then
 // does not commit (its thread stops there; its monitor beats on). rank0's commit() waits
-// op_timeout for it, writes the step's verdict "abort|rank0 waited ..." and returns false
+// op_timeout for it, writes the step's verdict "abort|member 'rank0' waited ..." and returns false
 // (no Timeout thrown); rank1, come back, reads that abort, and both redo step 2.
 TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
   constexpr uint64_t kSteps = 5, kHang = 2;
@@ -535,7 +535,7 @@ TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
   const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
 
   const std::string verdict = ft_keys.check({verdict_key}) ? ft_keys.get_string(verdict_key) : "(none)";
-  const std::string expected = "abort|rank0 waited " + std::to_string(kOpTimeout.count()) + " ms";
+  const std::string expected = "abort|member 'rank0' waited " + std::to_string(kOpTimeout.count()) + " ms";
   EXPECT_EQ(verdict.rfind(expected, 0), 0u) << verdict;
   expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
   for (Member* m : members) {
@@ -543,7 +543,7 @@ TEST_F(FtManager, CommitsTimeLimitAbortsTheStepForEveryMember) {
     EXPECT_EQ(m->generations, (std::vector<uint64_t>{1, 2})) << m->id;
     EXPECT_EQ(m->generation_starts, (std::vector<uint64_t>{0, kHang})) << m->id;
     ASSERT_EQ(m->ft->failures().size(), 1u) << m->id;
-    EXPECT_TRUE(contains(m->ft->failures().front().why, "rank0 waited")) << m->ft->failures().front().why;
+    EXPECT_TRUE(contains(m->ft->failures().front().why, "member 'rank0' waited")) << m->ft->failures().front().why;
   }
   EXPECT_LT(took_s, 5.0);
 }

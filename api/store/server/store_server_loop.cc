@@ -32,6 +32,14 @@ constexpr int kAcceptsPerTurn = 64;
 // In a farewell: how long without any client counts as "every client has left".
 constexpr std::chrono::milliseconds kFarewellQuiet{200};
 
+// Whether the peer has closed its end (its FIN, or a reset, is all that is left to read);
+// never waits.
+bool peer_has_closed(int fd) {
+  char byte;
+  const ssize_t r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 }  // namespace
 
 TCPStoreServer::Loop::Client::Client(Socket s, internal::BufferPool* pool)
@@ -260,6 +268,8 @@ void TCPStoreServer::Loop::on_readable(int fd) {
 // token refuses itself on its side, so without this line the store's host said nothing of
 // it, where a wrong token or another run id each leave one. Once, like those.
 void TCPStoreServer::Loop::note_left_without_proof(int fd) {
+  const Client* c = find(fd);
+  if (c != nullptr && c->closed_before_hello) return;
   note("no token", "refused a connection from " + internal::peer_name(fd) +
                        ": it has this job's run id but proved no store token (started without " +
                        kStoreTokenVariable + "?)");
@@ -300,6 +310,7 @@ void TCPStoreServer::Loop::serve(int fd) {
                          : internal::ParseResult::kInvalid;
     if (r == internal::ParseResult::kIncomplete) break;
     if (r == internal::ParseResult::kInvalid) {
+      if (c->stage == Stage::kProof) note_left_without_proof(fd);  // bytes that are no proof
       drop(fd);
       return;
     }
@@ -307,6 +318,7 @@ void TCPStoreServer::Loop::serve(int fd) {
     c->in_needed = 0;
     if (c->stage != Stage::kReady) {
       if (!handshake(*c, m)) {
+        if (c->stage == Stage::kProof) note_left_without_proof(fd);  // a message that is no proof
         drop(fd);
         return;
       }
@@ -352,6 +364,10 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
     reply(c, Status::kOk, internal::encode_server_hello(mine));
     if (mine.token_required) {
       c.stage = Stage::kProof;
+      // Before the hello is sent (it is queued): a client that has closed already cannot
+      // have seen it. Its FIN waits behind its HELLO when it gave up while the server was
+      // stopped; a client without the token closes only after reading the hello.
+      c.closed_before_hello = peer_has_closed(c.sock.fd());
     } else {
       become_ready(c);
     }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/process/local_processes.h"
 #include "ft/liveness.h"
 #include "ft/store_keys.h"
 #include "launch/refused_member.h"
@@ -60,6 +61,46 @@ TEST(RefusedReplacement, IsNotReplacedAgainAndTheJobSucceeds) {
   EXPECT_TRUE(contains(f.err, ": the job succeeded; the first failure: rank 2 (local rank 2, pid ")) << f.err;
   EXPECT_FALSE(contains(f.err, "the job failed")) << f.err;
   EXPECT_EQ(exit_code(f), 0) << f.err;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// The same across two machines' launchers (here two on one machine: --nnodes=2 with each
+// its --node_rank): the refused replacement is node 1's rank 3, whose launcher does not
+// serve the job's store but asks node 0's for the mark. Before, only node 0's launcher
+// (the store's) saw refusals: node 1's started replacement after replacement.
+TEST(RefusedReplacement, AnotherMachinesLauncherSeesItsRefusalToo) {
+  const std::string probe = runfile("tests/tools/launch/ft_member_probe");
+  const std::string port = std::to_string(local::pick_free_port());
+  const std::vector<std::string> env = {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000", "DISTCOMM_RUN_ID=refused_two_nodes",
+                                        "DISTCOMM_STORE_TOKEN=secret"};
+  auto node = [&](int node_rank) {
+    return launch({"--nnodes=2", "--node_rank=" + std::to_string(node_rank), "--nproc_per_node=2",
+                   "--master_port=" + port, "--on_failure=continue", "--replace_after_s=0.3", "--max_replacements=3"},
+                  {probe, "--kill_rank=3", "--kill_step=3", "--steps=10", "--misfit_replacement"});
+  };
+  Subprocess node0(node(0), env);
+  Subprocess node1(node(1), env);
+  const Finished f1 = node1.finish(std::chrono::seconds(150));
+  const Finished f0 = node0.finish(std::chrono::seconds(60));
+  ASSERT_FALSE(f1.timed_out) << f1.err;
+  ASSERT_FALSE(f0.timed_out) << f0.err;
+  EXPECT_TRUE(contains(f1.err, "started rank 3's replacement 1 ")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, "rank 3's replacement (member rank3+1, pid ")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, ") was refused by the fault-tolerant job's members, which go on without it: step "))
+      << f1.err;
+  EXPECT_FALSE(contains(f1.err, "started rank 3's replacement 2 ")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, "or was a joiner that the members refused (rank 3's replacement (member rank3+1"))
+      << f1.err;
+  EXPECT_FALSE(contains(f1.err, "the job failed")) << f1.err;
+  EXPECT_FALSE(contains(f1.err, "cannot ask the job's store")) << f1.err;
+  EXPECT_EQ(exit_code(f1), 0) << f1.err;
+  // The members on both machines finished.
+  EXPECT_TRUE(contains(f0.out, "rank0: ")) << f0.out;
+  EXPECT_TRUE(contains(f0.out, "rank1: ")) << f0.out;
+  EXPECT_TRUE(contains(f1.out, "rank2: ")) << f1.out;
+  EXPECT_EQ(exit_code(f0), 0) << f0.err;
+  // Node 0's launcher says nothing of another machine's rank.
+  EXPECT_FALSE(contains(f0.err, "was refused by")) << f0.err;
   EXPECT_TRUE(no_orphan_running());
 }
 

@@ -1,0 +1,155 @@
+// replacement_outlook (replacement_wait.h) and Manager::await_replacements (manager.h): the
+// survivors of a generation short of members wait for the replacements that are due.
+#include "ft/replacement_wait.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/logging.h"
+#include "ft/liveness_monitor.h"
+#include "ft/manager.h"
+#include "ft/store_keys.h"
+
+namespace distcomm {
+namespace ft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often a waiting survivor looks: a replacement's start-up takes far longer.
+constexpr std::chrono::milliseconds kPoll{20};
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::optional<std::string> read_key(Store& store, const std::string& key) {
+  const std::optional<Store::Bytes> value = read_present(store, {key}).front();
+  if (!value) return std::nullopt;
+  return to_string(*value);
+}
+
+std::string seconds(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+}  // namespace
+
+ReplacementOutlook replacement_outlook(Store& store, Liveness& liveness, const Generation& formed,
+                                       Clock::time_point deadline) {
+  ReplacementOutlook o;
+  o.joiners = waiting_joiners(store, liveness, formed.members);
+  const std::optional<std::string> ranks = read_key(store, keys::kReplacedRanks);
+  if (!ranks) return o;  // no launcher says it replaces anyone
+  o.announced = true;
+  std::istringstream in(*ranks);
+  std::string rank;
+  while (std::getline(in, rank, ',')) {
+    std::string id = "rank" + rank;
+    // The launcher names its processes so; a program that names its members itself is not
+    // followed (its words would name ids that never come).
+    if (rank.empty() || !store.check({keys::member(id)})) continue;
+    std::optional<Clock::time_point> due;  // of `id`, once it is a successor
+    // Along the rank's processes, each one's successor, to the last one: a replacement that
+    // died has the launcher's word too (its own successor, or none), so a chain ends.
+    for (int hop = 0; hop <= 1000; ++hop) {
+      if (formed.rank_of(id) >= 0 || contains(o.joiners, id)) break;  // here, or can be taken in now
+      const std::optional<std::string> word = read_key(store, keys::successor(id));
+      if (word && word->rfind("due|", 0) == 0) {
+        const size_t bar = word->find('|', 4);
+        if (bar == std::string::npos) break;
+        const std::string next = word->substr(4, bar - 4);
+        const auto at = std::chrono::system_clock::time_point(std::chrono::milliseconds(
+            std::strtoll(word->c_str() + bar + 1, nullptr, 10)));
+        // In this host's steady clock: the launcher's wall clock may be another host's.
+        due = Clock::now() + std::chrono::duration_cast<Clock::duration>(at - std::chrono::system_clock::now());
+        id = next;
+        continue;
+      }
+      if (word) {  // "none|<why>"
+        o.none.push_back(id + ": " + word->substr(word->find('|') + 1));
+        break;
+      }
+      if (!liveness.gone(id, /*by_heartbeat=*/false).empty()) {
+        o.unsaid.push_back(id);  // ended (or taken for gone): the launcher's word follows
+      } else if (hop > 0) {
+        // Announced, not registered yet: starting (its record written), or not yet started.
+        (store.check({keys::member(id)}) || !due || *due <= deadline ? o.coming : o.too_late).push_back(id);
+      }
+      break;
+    }
+  }
+  return o;
+}
+
+void Manager::await_replacements(const Generation& formed, Clock::time_point deadline) {
+  const size_t have = formed.members.size(), need = static_cast<size_t>(options_.min_members);
+  const std::string too_few = "ft: member '" + id_ + "': only " + std::to_string(have) +
+                              (have == 1 ? " member is" : " members are") + " left in " + formed.describe() +
+                              ", fewer than the program's minimum of " + std::to_string(options_.min_members) +
+                              "; stopping";
+  const Clock::time_point began = Clock::now();
+  // A gone member with no word yet: its launcher sees the exit within milliseconds and says
+  // what follows. One that has said nothing within a heartbeat timeout will not.
+  std::map<std::string, Clock::time_point> unsaid_since;
+  bool waited = false;  // for a replacement (not only for the launcher's word)
+  std::string last;     // what it waited for, at its last look
+  for (;;) {
+    // Whatever it waits for, it still ends as a member would in a step.
+    const std::string fenced = monitor_->fenced();
+    if (!fenced.empty()) throw_taken_out(fenced);
+    throw_if_store_lost();
+    const std::string waited_text = waited ? " (it waited " + seconds(Clock::now() - began) + " for " + last + ")" : "";
+    if (const std::optional<std::string> stopped = read_key(*store_, keys::kStopped)) {
+      // Another member stopped the job (its own deadline passed first, say): so does this one.
+      stop_job(std::make_exception_ptr(Error(too_few + waited_text + "; the job stopped meanwhile: " + *stopped)));
+    }
+    const ReplacementOutlook o = replacement_outlook(*store_, *liveness_, formed, deadline);
+    if (o.announced && have + o.joiners.size() >= need) {
+      if (waited && formed.rank_of(id_) == 0) {
+        log_line("ft: member '" + id_ + "': " + std::to_string(o.joiners.size()) + " joiner(s) (" +
+                 id_list(o.joiners) + ") came after " + seconds(Clock::now() - began) + "; forming generation " +
+                 std::to_string(formed.number + 1) + " with them");
+      }
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    size_t unsaid = 0;
+    for (const std::string& id : o.unsaid) {
+      if (now - unsaid_since.emplace(id, now).first->second < options_.heartbeat_timeout) ++unsaid;
+    }
+    if (!o.announced || have + o.joiners.size() + o.coming.size() + unsaid < need) {
+      // Nothing due that could make up the numbers: as before any wait, at once.
+      std::string why;
+      if (waited && !o.none.empty()) why = "; not replaced: " + id_list(o.none);
+      if (waited && !o.too_late.empty()) why += "; due after its recovery timeout: " + id_list(o.too_late);
+      stop_job(std::make_exception_ptr(Error(too_few + waited_text + why)));
+    }
+    if (now >= deadline) {
+      stop_job(std::make_exception_ptr(Error(
+          too_few + waited_text + ": the replacements due did not come within its recovery timeout (" +
+          std::to_string(options_.recovery_timeout.count()) + " ms for the forming)")));
+    }
+    last = "the replacements its launcher announced (" + id_list(o.coming) + ")";
+    if (!o.joiners.empty()) last += " beside the joiners waiting (" + id_list(o.joiners) + ")";
+    if (!waited && !o.coming.empty()) {
+      waited = true;
+      if (formed.rank_of(id_) == 0) {
+        log_line(too_few.substr(0, too_few.size() - std::string("; stopping").size()) + "; waiting up to " +
+                 seconds(deadline - now) + " (its recovery timeout) for " + last);
+      }
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+}  // namespace ft
+}  // namespace distcomm
