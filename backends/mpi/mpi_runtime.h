@@ -174,8 +174,9 @@ class Runtime {
   // The drain at exit ran out of time: says on stderr, one line per group, which ops are
   // left (after a 0 exit status only: an error exit says why it ends without them).
   void say_abandoned_at_exit();
-  // One pass over tasks and queues. The caller holds progress_mu_.
-  RoundResult round(bool refuse_new);
+  // One pass over tasks and queues, now: the time its deadlines are judged by (a driving
+  // thread passes the one clock read of its poll). The caller holds progress_mu_.
+  RoundResult round(bool refuse_new, Clock::time_point now = Clock::now());
   void wait_for_work(uint64_t seen);
   void run_tasks();
   void close();

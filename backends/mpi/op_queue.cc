@@ -115,7 +115,10 @@ void OpQueue::refuse_new(std::exception_ptr error) { failure_->shut_down(std::mo
 void OpQueue::take_incoming(bool even_if_none_counted) {
   if (!even_if_none_counted && incoming_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& op : incoming_) waiting_.push_back(std::move(op));
+  for (auto& op : incoming_) {
+    next_expiry_ = std::min(next_expiry_, op->deadline);
+    waiting_.push_back(std::move(op));
+  }
   incoming_.clear();
   incoming_count_.store(0, std::memory_order_relaxed);
 }
@@ -202,6 +205,7 @@ OpQueue::State OpQueue::step(Op::Clock::time_point now) {
 }
 
 std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
+  if (!(now > next_expiry_)) return nullptr;  // no deadline has passed yet
   auto expired = [now](const std::unique_ptr<Op>& op) { return now > op->deadline; };
   if (collective_ && expired(collective_)) return std::move(collective_);
   // Ops waiting behind a slow collective count too: their clock runs from when they were
@@ -214,7 +218,16 @@ std::unique_ptr<Op> OpQueue::take_expired(Op::Clock::time_point now) {
     return late;
   };
   if (auto late = take_from(p2p_)) return late;
-  return take_from(waiting_);
+  if (auto late = take_from(waiting_)) return late;
+  // None has passed: look again once the earliest left has.
+  next_expiry_ = Op::Clock::time_point::max();
+  auto earliest = [&](const auto& list) {
+    for (const auto& op : list) next_expiry_ = std::min(next_expiry_, op->deadline);
+  };
+  if (collective_) next_expiry_ = collective_->deadline;
+  earliest(p2p_);
+  earliest(waiting_);
+  return nullptr;
 }
 
 void OpQueue::fail_group(std::unique_ptr<Op> failed, std::exception_ptr error) {

@@ -92,6 +92,8 @@ class OpQueue {
   void take_incoming(bool even_if_none_counted = false);
   bool start_waiting();
   // The first op (running or waiting) whose deadline has passed, taken out of its list.
+  // Looks only once now passes next_expiry_: a waiting thread runs a round about every
+  // microsecond, and deadlines are seconds to minutes away.
   std::unique_ptr<Op> take_expired(Op::Clock::time_point now);
   // The op failed (MPI error or timeout): recorded as the group's failure, after which
   // everything queued or running fails with it.
@@ -119,6 +121,9 @@ class OpQueue {
   std::vector<std::unique_ptr<Op>> ended_;   // finished in this step, Works not yet told
   std::vector<std::pair<int, int>> unmatched_;  // step(): (source, tag) of recvs not matched yet
   ProbedMessages probed_;  // messages matched before their recv came
+  // No deadline of an op in waiting_, collective_ or p2p_ is earlier (it may be earlier than
+  // all of them: ops ended since). Lowered as ops come in, recomputed by take_expired.
+  Op::Clock::time_point next_expiry_ = Op::Clock::time_point::max();
   AbandonedOps* abandoned_ = nullptr;
 };
 
