@@ -10,6 +10,8 @@
 #include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/p2p_verdict.h"
 #include "api/diagnostics/peer_process.h"
+#include "api/diagnostics/stall_watch_answers.h"
+#include "api/diagnostics/stall_watch_lines.h"
 #include "api/diagnostics/timeout_window.h"
 #include "api/diagnostics/work_marks.h"  // what the core keeps per Work: ordinal epochs, draining refusals
 #include "api/errors.h"
@@ -63,6 +65,14 @@ int64_t ms_between(Clock::time_point from, Clock::time_point to) {
 
 constexpr auto as_error = verdict_error;  // p2p_verdict.h
 
+// Marks a look at the board (or a recording that asks it) as under way from now until the
+// scope ends, however it ends: stop() does not wait long for a look that gets no answer.
+struct LookUnderWay {
+  std::atomic<int64_t>& since;
+  explicit LookUnderWay(std::atomic<int64_t>& s) : since(s) { since.store(Clock::now().time_since_epoch().count()); }
+  ~LookUnderWay() { since.store(0); }
+};
+
 }  // namespace
 
 struct StallWatch::Shared {
@@ -73,6 +83,7 @@ struct StallWatch::Shared {
     Clock::time_point issued;
     Clock::time_point deadline = Clock::time_point::max();
     milliseconds timeout{0};  int64_t asked = 0;  // the request count of its early ask (timeout_window.h); -1: under way
+    Clock::time_point asked_at{};  // when the early ask was made (for the words of an answer to it alone)
     Clock::time_point next_report = Clock::time_point::max();  // its next "has waited" line
   };
 
@@ -229,15 +240,17 @@ struct StallWatch::Shared {
   }
 
   // Every rank's report on the board (nullopt where none), this rank's being `mine`.
-  // Raises the request count, publishes this rank's report, and returns every rank's that answers it or
-  // request accept_from (> 0: an early ask's; a rank that left answered already), waiting a tick at most, or `wait`.
+  // Raises the request count, publishes this rank's report, and returns every rank's that answers it (a rank
+  // that left answered already), waiting a tick at most, or `wait`; where one gives no answer in that time,
+  // its answer to request accept_from (> 0: the op's early ask), which the words then say (stall_watch_answers.h).
   std::vector<std::optional<ProgressReport>> ask_everyone(milliseconds wait = milliseconds::max(), int64_t accept_from = 0);
   // GroupFailure's explainer (see there): what explained() says, given up on after the
   // answer window and kExplainSlack. `self` is this: the asking thread, if abandoned, holds it.
   static std::exception_ptr explain(const std::shared_ptr<Shared>& self, const Work& op, std::exception_ptr error);
-  // Asks everyone and names where they are, against op `fingerprint`, which ended with `error`.
+  // Asks everyone and names where they are, against op `fingerprint`, which ended with `error`;
+  // asked_before: how long before the op's deadline its early ask (accept_from) was made.
   std::exception_ptr explained(const OpFingerprint& fingerprint, const std::exception_ptr& error, milliseconds wait,
-                               int64_t accept_from);
+                               int64_t accept_from, milliseconds asked_before);
   // The "has waited" line of the oldest unfinished op, when it is due (mu not held);
   // board_error: why this tick's look at the board failed, when it did (then nobody is asked).
   void report_long_wait(Clock::time_point now, std::string board_error);
@@ -272,21 +285,11 @@ struct StallWatch::Shared {
     const std::string fallback = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size) + "'s group";
     if (issued_count == 0) return fallback;
     const Entry& e = ring[(issued_count - 1) % ring.size()];
-    if (!e.work) return fallback;
-    const std::string d = e.work->description();
-    const size_t group = d.find("group '");
-    const size_t end = group == std::string::npos ? group : d.find('\'', group + 7);
-    return end == std::string::npos ? fallback : d.substr(0, end + 1);
+    return e.work ? internal::group_of_description(e.work->description(), fallback) : fallback;
   }
-  // A tick of the loop threw (mu held): one line, naming the group, of what failed and what
-  // it costs. The watch carries on; the group's ops still end by their own timeouts.
+  // A tick of the loop threw (mu held): one line, naming the group (stall_watch_lines.h).
   void log_tick_failure(const std::exception_ptr& error) const {
-    log_line_as(options.rank, options.size,
-                "distcomm: the stall watch of " + group_words() + " failed in a look at the board: " +
-                    message_of(error) +
-                    "; it carries on (this line is not repeated), but until it succeeds a mismatched or stalled op "
-                    "of the group may only be reported by its timeout (check this process's limits: ulimit -u, "
-                    "ulimit -v, memory)");
+    log_line_as(options.rank, options.size, internal::tick_failure_line(group_words(), message_of(error)));
   }
   std::vector<std::optional<ProgressReport>> read_reports(const ProgressReport& mine) const {
     std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
@@ -341,8 +344,9 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone(mill
   }
   std::vector<std::optional<ProgressReport>> by_rank(static_cast<size_t>(options.size));
   by_rank[options.rank] = mine;
-  const int64_t fresh = internal::first_counted_request(accept_from, request);  // an early ask's answer counts
-  auto answered = [&](const std::optional<ProgressReport>& r) { return r && (r->left || r->request >= fresh); };
+  // This request's answers, for all of the wait: an answer to the early ask alone may be from before that rank
+  // issued the op ("has not issued #17" of a rank in #17 now), and stands in only where none comes.
+  auto answered = [&](const std::optional<ProgressReport>& r) { return internal::answers_request(r, request); };
   // Only the ranks that have not answered are read again.
   std::vector<int> unanswered = other_ranks();
   int64_t published = request;
@@ -367,7 +371,8 @@ std::vector<std::optional<ProgressReport>> StallWatch::Shared::ask_everyone(mill
     }
   }
   for (auto& r : by_rank) {
-    if (!answered(r)) r.reset();  // an old report: that rank did not answer
+    // An old report: that rank did not answer (but for its early answer, said so by the words).
+    if (!answered(r) && !internal::answers_early_only(r, request, accept_from)) r.reset();
   }
   return by_rank;
 }
@@ -387,15 +392,19 @@ std::exception_ptr StallWatch::Shared::explain(const std::shared_ptr<Shared>& se
   // behind that call on the store's one connection, and waiting out the limit held a
   // hierarchical op's Timeout 4 s past its deadline when the store's server stopped.
   const StorePtr board = self->options.board;
+  const milliseconds asked_before =
+      std::chrono::duration_cast<milliseconds>(entry->issued + entry->timeout - entry->asked_at);
   const std::optional<std::exception_ptr> better = internal::call_with_limit_until<std::exception_ptr>(
-      [self, fp = entry->fingerprint, error, wait, asked = entry->asked] { return self->explained(fp, error, wait, asked); },
+      [self, fp = entry->fingerprint, error, wait, asked = entry->asked, asked_before] {
+        return self->explained(fp, error, wait, asked, asked_before);
+      },
       wait + kExplainSlack,
       [board] { return GroupFailure::store_unanswered(board); });
   return better ? *better : nullptr;
 }
 
 std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprint, const std::exception_ptr& error,
-                                                milliseconds wait, int64_t accept_from) {
+                                                milliseconds wait, int64_t accept_from, milliseconds asked_before) {
   try {
     const std::vector<std::optional<ProgressReport>> by_rank = ask_everyone(wait, accept_from);
     // The op failed: whatever the reports show now is what stopped it (answers to its early
@@ -403,7 +412,8 @@ std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprin
     if (std::exception_ptr named = as_error(explanation_verdict(by_rank, options.rank))) return named;
     const std::string where = explain_wait(fingerprint, by_rank, options.rank, silent_notes(by_rank));
     if (where.empty()) return nullptr;
-    return with_detail(error, where);
+    // Which of those words rest on an early answer alone, and from when.
+    return with_detail(error, where + internal::early_answers_note(by_rank, options.rank, asked_before));
   } catch (const std::exception&) {
     return nullptr;  // the store failed: nobody can say
   }
@@ -540,11 +550,7 @@ void StallWatch::Shared::leave() {
   // Within the time stop() gives the thread: a board that does not answer is left alone.
   internal::StoreCallDeadline bounded(Clock::now() + kStopWait, "the stall watch's last report");
   // A look too, for stop(): it does not wait long for a report the store does not take.
-  look_since.store(Clock::now().time_since_epoch().count());
-  struct LeaveEnds {
-    std::atomic<int64_t>& since;
-    ~LeaveEnds() { since.store(0); }
-  } leave_ends{look_since};
+  const LookUnderWay leaving(look_since);
   try {
     ProgressReport last;
     {
@@ -638,11 +644,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   if (late) {
     lock.unlock();
     // Recording asks the board (publish, explain): stop() does not wait long for that either.
-    shared->look_since.store(Clock::now().time_since_epoch().count());
-    struct RecordEnds {
-      std::atomic<int64_t>& since;
-      ~RecordEnds() { since.store(0); }
-    } record_ends{shared->look_since};
+    const LookUnderWay recording(shared->look_since);
     try {
       shared->fail(late, std::make_exception_ptr(Timeout(
                              "did not finish within its timeout of " + std::to_string(late_timeout.count()) +
@@ -673,11 +675,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
   }
   const int64_t answered = shared->answered;
   lock.unlock();
-  shared->look_since.store(Clock::now().time_since_epoch().count());
-  struct LookEnds {  // not looking any more, however this look ends
-    std::atomic<int64_t>& since;
-    ~LookEnds() { since.store(0); }
-  } look_ends{shared->look_since};
+  const LookUnderWay looking(shared->look_since);
   internal::StoreCallDeadline bounded(look_until, "the stall watch's look at the board");
   std::string board_error;
   try {
@@ -692,6 +690,7 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
     const internal::IdleLook look = internal::read_idle_look(*o.board, kRequestKey, GroupFailure::board_key(),
                                                              kExplainSlack, [&] { shared->board_answered(false); });
     const int64_t request = probe || ask_early ? o.board->add(kRequestKey, 1) : look.requests;
+    const Clock::time_point asked_at = Clock::now();
     shared->board_answered(true);
     shared->follow_a_failed_peer(*o.board, look.failure_record);
     // Once a rank has left, a collective this rank waits in may be one that rank never
@@ -704,7 +703,9 @@ void StallWatch::watch_once(const std::shared_ptr<Shared>& shared, std::unique_l
         std::lock_guard<std::mutex> report_lock(shared->mu);
         mine = shared->report(Clock::now(), answer ? request : answered);
         if (answer) shared->answered = request;
-        for (auto& e : shared->ring) e.asked = e.asked < 0 && ask_early ? request : e.asked;  // answers to this count
+        for (auto& e : shared->ring) {  // answers to this request stand in for a rank that does not answer later
+          if (e.asked < 0 && ask_early) std::tie(e.asked, e.asked_at) = std::make_pair(request, asked_at);
+        }
       }
       if (answer) o.board->set(report_key(o.rank), mine.encode());
       const PendingOp* waiting = mine.oldest_collective();

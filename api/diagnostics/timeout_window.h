@@ -58,7 +58,10 @@ inline std::chrono::milliseconds probe_after_for(std::chrono::steady_clock::dura
 // half its timeout, for a timeout whose first probe (probe_after_for) leaves the others
 // less than a tick and half a second to answer before the deadline. Else never (max): the
 // probe asks in time, and the explanation's own wait is not cut (explain_wait_for), so an
-// answer older than the explanation's own request is never needed.
+// answer older than the explanation's own request is never needed. An answer to the early
+// ask stands in only for a rank that does not answer the explanation's own ask within its
+// wait, and the words say so and when it was asked (stall_watch_answers.h): it may be from
+// before that rank issued the op.
 inline std::chrono::milliseconds early_ask_after(std::chrono::milliseconds timeout,
                                                  std::chrono::milliseconds probe_after,
                                                  std::chrono::milliseconds tick) {
@@ -87,12 +90,6 @@ inline bool take_early_ask(int64_t& asked, std::chrono::steady_clock::duration w
   }
   asked = -1;
   return true;
-}
-
-// The oldest request whose answer still counts for an explanation that asked as
-// `request`: the op's early ask (`asked`, when it was made), else `request` itself.
-inline int64_t first_counted_request(int64_t asked, int64_t request) {
-  return asked > 0 ? std::min(asked, request) : request;
 }
 
 // How long one look of the watch at the board may take: at most two rounds of asking

@@ -75,6 +75,9 @@ const Entry kCannot[] = {
      "of them cannot be stopped alone"},
     {"in_process", "StoreHostStoppedBeforeACollective",
      "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone"},
+    {"in_process", "StoppedPastThePeersTimeoutIsNamedAndEndsWithTheirFailureOnResume",
+     "the in_process backend's ranks are threads of one process: one of them cannot be stopped alone (the core's net "
+     "across a stop is tested on a Work, tests/api:work_stop_resume_test)"},
     {"in_process", "BackendFailsOnOneRankAfterItsRendezvous",
      "the in_process backend (the suite's check of itself) has no stall watch to refuse a setting, and its ranks "
      "are threads of one process, which share its environment"},
