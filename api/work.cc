@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "api/cuda_stream.h"
+#include "api/diagnostics/work_marks.h"
 #include "api/errors.h"
 #include "api/logging.h"
 #include "api/process/fork_generation.h"
@@ -56,7 +57,7 @@ void Work::refuse_in_forked_child() const {
                         "and a group is not usable across fork()");
 }
 
-Work::~Work() = default;
+Work::~Work() { forget_work_marks(this); }
 
 namespace {
 

@@ -1,8 +1,8 @@
 // What the core keeps about a backend's Work beside it, for its own stall watch: a Work's
 // layout is the plugins' ABI (plugin.h), and so is OpFingerprint's (plugins build
 // fingerprints and hand vectors of them to the core), so neither can grow a field for this.
-// Each mark is keyed by the Work's address and erased when the Work ends (Work::on_finish),
-// before the Work can be freed and its address reused.
+// Each mark is keyed by the Work's address (work_side_table.h) and erased when the Work
+// ends (Work::on_finish) and when it is destroyed, before its address can be reused.
 //
 // Core only (not in PUBLIC_HEADERS): these are plain core symbols, which a plugin calling them
 // would need from every core it loads in. A backend marks a draining recv through
@@ -29,5 +29,9 @@ void note_ordinal_epoch(Work& work, uint64_t epoch);
 // The epoch noted for `work`, 0 where none (no tag of the pair dropped yet: the common
 // case). Cheap when nothing is noted (one atomic load).
 uint64_t ordinal_epoch_of(const Work* work);
+
+// Forgets every mark of `work` (Work::~Work: a Work freed without ending left its marks to
+// a later Work at the same address). Cheap when nothing is marked.
+void forget_work_marks(const Work* work);
 
 }  // namespace distcomm
