@@ -7,6 +7,12 @@
 // (helper-69). A buffer goes back to the pool when the last Tensor over it goes (the op's
 // and its unpacking step's copies, once the op has ended), so ops in flight at once each
 // hold their own.
+//
+// What the pool keeps unused: up to 4 buffers of 256 MiB in all, plus the 2 most recently
+// returned buffers above 256 MiB ("large ones", each the size of one list op's packed copy).
+// A large one serves a take of more than half its size, and goes once 8 takes in a row
+// were served without it or newer large ones replace it; a job whose last list op was a
+// large one keeps it until the process ends.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +27,15 @@ namespace distcomm {
 Tensor pooled_tensor(int64_t numel, DType dtype);
 
 // What the pool holds unused now, and how many tensors it gave out over how many buffers
-// it had to allocate, since the process began (for tests).
+// it had to allocate, since the process began (for tests). free_* count the buffers of up
+// to 256 MiB, large_* those above it.
 struct ScratchPoolUse {
   size_t free_buffers = 0;
   size_t free_bytes = 0;
   uint64_t taken = 0;
   uint64_t allocated = 0;
+  size_t large_buffers = 0;
+  size_t large_bytes = 0;
 };
 ScratchPoolUse scratch_pool_use();
 
