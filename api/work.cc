@@ -137,6 +137,8 @@ void Work::wait(std::chrono::milliseconds timeout) {
     const auto op_timeout = std::chrono::milliseconds(net_timeout_ms_);
     const auto grace = core_timeout_grace(op_timeout);
     // net_after_ms_ beyond timeout + grace: an earlier wait moved the net for a resume.
+    // (Inferred, as Work has no room for a flag: a test that lowers the grace's floor
+    // between arming and waiting makes a first wait look like a later one.)
     const bool moved_before = std::chrono::milliseconds(net_after_ms_) > op_timeout + grace;
     const Clock::time_point armed = net;
     wait_through_stops(lock, cv_, done, net, bounded ? deadline_of(timeout) : Clock::time_point::max(), grace,

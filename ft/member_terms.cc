@@ -58,6 +58,28 @@ std::string in_member_terms(const std::string& text, const std::vector<std::stri
       const size_t of = end;
       for (++end; end < text.size() && digit(text[end]);) ++end;
       number += text.substr(of, end - of);
+      if (std::to_string(members.size()) != text.substr(of + 1, end - of - 1)) {  // another group's rank
+        out += text.substr(i, end - i);
+        i = end;
+        continue;
+      }
+    }
+    // "rank 3 (world rank 4)": a level's rank (hier's levels name their own ranks), whose
+    // member is the world rank's.
+    static const std::string world = " (world rank ";
+    if (text.compare(end, world.size(), world) == 0) {
+      size_t w = end + world.size();
+      while (w < text.size() && digit(text[w])) ++w;
+      const size_t wdigits = w - (end + world.size());
+      const size_t m = wdigits == 0 || wdigits > 6 ? members.size() : std::stoul(text.substr(end + world.size(), wdigits));
+      if (m >= members.size()) {  // not this group's world: said as it was
+        out += text.substr(i, end - i);
+        i = end;
+        continue;
+      }
+      out += "member '" + members[m] + "' (its level's rank " + number + ", ";
+      i = end + 2;  // "world rank 4)" follows as it was
+      continue;
     }
     out += "member '" + members[n] + "' (group rank " + number;
     if (text.compare(end, 2, " (") == 0 && text.find(')', end) != std::string::npos) {

@@ -90,7 +90,7 @@ TEST(FtReplacementWait, NoReplacementDueTheSurvivorStopsAtOnce) {
   EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping")) << all;
   EXPECT_FALSE(has(all, "waiting up to")) << all;
   // Start-up, 10 steps and the stop: seconds, not the recovery timeout.
-  EXPECT_LT(t.seconds, kRecoveryTimeoutS / 3.0) << all;
+  EXPECT_LT(t.seconds, kRecoveryTimeoutS * 2.0 / 3) << all;  // well under it on a loaded host
 }
 
 // Its replacements used up (tools/launch --max_replacements=0): the launcher says so for
@@ -107,7 +107,7 @@ TEST(FtReplacementWait, ReplacementsUsedUpTheSurvivorStopsAtOnce) {
   EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping")) << all;
   EXPECT_TRUE(has(all, "not replaced again")) << all;  // the launcher's own line
   EXPECT_FALSE(has(all, "waiting up to")) << all;
-  EXPECT_LT(t.seconds, kRecoveryTimeoutS / 3.0) << all;
+  EXPECT_LT(t.seconds, kRecoveryTimeoutS * 2.0 / 3) << all;  // well under it on a loaded host
 }
 
 }  // namespace

@@ -42,6 +42,17 @@ TEST(FtMemberTerms, AListOfRanksGetsTheGroupsMembersAppended) {
             "ranks [1, 3] (pids 7, 9) have died too [group ranks: 0 rank0, 1 rank2, 2 rank3, 3 rank5]");
 }
 
+// hier's levels name their own ranks: "rank 3 (world rank 4)" is the member of world rank 4,
+// and a rank of a group of another size ("rank 1/2", a level's) is not this group's
+// (helper-217's review: both were rewritten as group ranks, naming the wrong member).
+TEST(FtMemberTerms, ALevelsRankIsNamedByItsWorldRank) {
+  EXPECT_EQ(in_member_terms("rank 3 (world rank 4) of the group failed first: timeout", kMembers),
+            "member 'rank5' (its level's rank 3, world rank 4) of the group failed first: timeout");
+  EXPECT_EQ(in_member_terms("rank 1/2 group 'ft/hier_local0' all_reduce #7", kMembers),
+            "rank 1/2 group 'ft/hier_local0' all_reduce #7");
+  EXPECT_EQ(in_member_terms("rank 0 (world rank 9) died", kMembers), "rank 0 (world rank 9) died");
+}
+
 // Said again (a verdict read back and quoted), it stays as it is.
 TEST(FtMemberTerms, SayingItTwiceChangesNothing) {
   const std::string once = in_member_terms("shm: rank 4 (pid 5908) died", kMembers);

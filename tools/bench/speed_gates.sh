@@ -47,7 +47,8 @@ step() {  # step NAME COMMAND...: runs it into OUT/NAME.txt, printing the load b
 aim() {  # aim MET(0/1) TEXT
   echo "$([[ "$1" == 1 ]] && echo met || echo MISSED): $2" >>"$verdicts"
 }
-le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a <= b)}'; }
+# a <= b, numbers only: a figure that did not parse (a script's output changed) is no "met".
+le() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ && "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v a="$1" -v b="$2" 'BEGIN {exit !(a <= b)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}'; }
 
 # 1. gloo against raw gloo (busbw >= 0.95x from 1 MiB, 8 B within max(+10%, +20 us)) and

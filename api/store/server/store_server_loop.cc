@@ -268,8 +268,6 @@ void TCPStoreServer::Loop::on_readable(int fd) {
 // token refuses itself on its side, so without this line the store's host said nothing of
 // it, where a wrong token or another run id each leave one. Once, like those.
 void TCPStoreServer::Loop::note_left_without_proof(int fd) {
-  const Client* c = find(fd);
-  if (c != nullptr && c->closed_before_hello) return;
   note("no token", "refused a connection from " + internal::peer_name(fd) +
                        ": it has this job's run id but proved no store token (started without " +
                        kStoreTokenVariable + "?)");
@@ -361,13 +359,15 @@ bool TCPStoreServer::Loop::handshake(Client& c, const Message& m) {
     // knows the run id must not end this job's waits.
     if (!mine.token_required && world_size_differs(c)) return true;
     if (!mine.token_required && at_connection_cap(c)) return true;
+    // A client that has closed its end already (its FIN waits behind its HELLO) is dropped
+    // unanswered and unnamed: the job's own client that gave up waiting (its connect's
+    // timeout) while the server was slow or stopped, which tries again or says itself why it
+    // ended -- not a stranger, whom the alarm is for. Unanswered, so that a stranger that
+    // half-closes after its HELLO learns nothing (no nonce) for going unnamed.
+    if (mine.token_required && peer_has_closed(c.sock.fd())) return false;
     reply(c, Status::kOk, internal::encode_server_hello(mine));
     if (mine.token_required) {
       c.stage = Stage::kProof;
-      // Before the hello is sent (it is queued): a client that has closed already cannot
-      // have seen it. Its FIN waits behind its HELLO when it gave up while the server was
-      // stopped; a client without the token closes only after reading the hello.
-      c.closed_before_hello = peer_has_closed(c.sock.fd());
     } else {
       become_ready(c);
     }

@@ -42,11 +42,6 @@ class TCPStoreServer::Loop {
     Clock::time_point accepted;
     std::string client_nonce;
     std::string server_nonce;
-    // Its end of the connection was closed when its HELLO was answered: it never saw the
-    // server's hello, so it cannot have left for want of the token. A client of the job that
-    // gave up waiting (its connect's timeout) while the server was slow or stopped (SIGSTOP)
-    // and the connection sat in the listen queue; not a stranger (note_left_without_proof).
-    bool closed_before_hello = false;
     // What its HELLO said the job's world size is (-1: unknown), checked once it is known
     // to be of this job: at HELLO without a token, after its proof with one.
     int64_t world_size = -1;
@@ -98,9 +93,8 @@ class TCPStoreServer::Loop {
   void refuse(Client& c, const std::string& kind, const std::string& why, bool log = true);
   void note(const std::string& kind, const std::string& what);
   // note() of a client that left in Stage::kProof, or sent something else than its proof:
-  // it knew the run id, not the token. Nothing for one closed before it saw the server's
-  // hello (Client::closed_before_hello): the job's own client that gave up, which tries
-  // again (and is then judged) or says itself why it ended.
+  // it knew the run id, not the token. (One that had closed before its HELLO was answered
+  // gets no hello and no line: handshake().)
   void note_left_without_proof(int fd);
   bool flush(int fd, Client& c);
   // kReset for a client that broke a rule or a deadline; kGraceful after a refusal.

@@ -143,6 +143,23 @@ TEST(StoreTokenAlarm, AClientThatGaveUpWhileTheServerWasStoppedIsNoStranger) {
   expect_a_client_without_the_token_is_named(server, job);
 }
 
+// A stranger that knows the run id, sends HELLO and half-closes at once (so that the
+// server sees its end closed when it answers) goes unnamed, so it must learn nothing: no
+// server hello, no nonce (helper-217's review: it got both and no line was logged).
+TEST(StoreTokenAlarm, AHalfClosedStrangerIsNotAnswered) {
+  const JobIdentity job = new_job_identity();
+  TokenServer server(job);
+  ASSERT_GT(server.port(), 0);
+  RawClient stranger(server.port());
+  server.stop();  // both the HELLO and the FIN are there when the server reads the HELLO
+  const std::string hello = hello_of(job);
+  ASSERT_EQ(stranger.send_bytes(hello), hello.size());
+  ASSERT_EQ(::shutdown(stranger.fd(), SHUT_WR), 0);
+  std::this_thread::sleep_for(100ms);
+  server.cont();
+  EXPECT_FALSE(answered(stranger.fd())) << "a half-closed stranger was sent the server's hello";
+}
+
 // A connection that closes before sending anything (a port probe, a health check) said
 // nothing before and says nothing now.
 TEST(StoreTokenAlarm, AConnectionClosedBeforeAnyByteSaysNothing) {
