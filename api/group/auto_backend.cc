@@ -1,5 +1,6 @@
 #include "api/group/auto_backend.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <unistd.h>
@@ -130,11 +131,36 @@ void say_shm_without_descriptors(int err) {
   });
 }
 
-// Whether the shm plugin loads (and, with `runs`, can run here).
-bool shm_plugin(bool runs, const PluginSearch& plugins) {
+// The plugin's own answer (distcomm_shm_segment_fits, shm_plugin.cc) to whether a rank's
+// segment of a group of `group_size` ranks with `config` fits this process's file size limit:
+// its probe (info.available) sizes a two-rank group only, and a segment grows with the group,
+// so under a limit between the two auto picked shm and the creation then failed. "" when it
+// fits, or when the plugin has no such answer (one built before it: its probe stands).
+std::string shm_segment_refusal(const PluginInfo& info, int group_size, const std::map<std::string, std::string>& config) {
+  void* handle = ::dlopen(info.path.c_str(), RTLD_NOW | RTLD_NOLOAD);  // the copy load_plugin holds
+  if (handle == nullptr) return "";
+  using Fits = int (*)(int, const std::map<std::string, std::string>*, std::string*);
+  const auto fits = reinterpret_cast<Fits>(::dlsym(handle, "distcomm_shm_segment_fits"));
+  std::string why;
+  const bool refused = fits != nullptr && fits(group_size, &config, &why) == 0;
+  ::dlclose(handle);  // drops only the reference RTLD_NOLOAD took
+  return refused ? (why.empty() ? std::string("a rank's segment does not fit this process's limits") : why) : "";
+}
+
+// Whether the shm plugin loads (and, with `runs`, can run here: for a group of
+// `group_size` ranks with `config`, when group_size > 0).
+bool shm_plugin(bool runs, const PluginSearch& plugins, int group_size = 0,
+                const std::map<std::string, std::string>& config = {}) {
   try {
     const PluginInfo& info = load_plugin("shm", plugins);
     if (runs && !info.available) say_shm_unavailable(info.unavailable_reason);
+    if (runs && info.available && group_size > 0) {
+      const std::string refused = shm_segment_refusal(info, group_size, config);
+      if (!refused.empty()) {
+        say_shm_unavailable(refused);
+        return false;
+      }
+    }
     return !runs || info.available;
   } catch (const BackendUnavailable& e) {
     // Out of descriptors, the plugin folder cannot even be listed (the plugin then reads as
@@ -209,9 +235,11 @@ std::string why_auto_left_out_nccl(const ExchangedPlacements& placements, int ra
 }
 
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
-                                   bool ask_mpi, const std::string& hier_across) {
+                                   bool ask_mpi, const std::string& hier_across, int shm_group_size,
+                                   const std::map<std::string, std::string>& shm_config) {
   return shared_memory_domain() + placement_user() + (host_id.empty() ? "" : " host " + host_id) +
-         (shm_plugin(true, plugins) ? kShmReady : "") + (hier_across.empty() ? "" : kAcrossPart + hier_across) +
+         (shm_plugin(true, plugins, shm_group_size, shm_config) ? kShmReady : "") +
+         (hier_across.empty() ? "" : kAcrossPart + hier_across) +
          (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
 }
 

@@ -305,7 +305,12 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     check_hier_across(where_, across);  // before the exchange: refused before anything is sent
     const bool ask_mpi = across != "gloo" && parent == nullptr &&
                          config_value(options_.backend_config, "launcher", "") == "mpirun";
-    const std::string placement = auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi, across);
+    // "auto" judges shm for this group (its size and settings: a rank's segment grows with
+    // the group, and must fit ulimit -f); "hier" only for a group of two, as before: its shm
+    // level is a host's ranks, fewer than the group's, unknown until the exchange.
+    const int shm_size = cpu->second == "auto" ? options_.size : 0;
+    const std::string placement = auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi,
+                                                         across, shm_size, options_.backend_config);
     std::vector<std::string> placements;
     {
       // Within the creation's deadline, ending when another rank's part fails (host_exchange.cc).

@@ -405,10 +405,48 @@ void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload
   }
 }
 
+std::string PointToPoint::held_note(const P2PRequest& r) const {
+  // The messages kept for a receive that never came, oldest first: an unclaimed one of the
+  // waiting receive's tag most often means that an earlier receive (from any rank, or from
+  // another rank) took the message this one waits for, while the peers' reports only say
+  // that the awaited rank has nothing pending. Walked only here, when a receive has failed.
+  struct Held {
+    uint64_t arrival;
+    int src;
+    int tag;
+    uint64_t bytes;
+  };
+  std::vector<Held> held;
+  for (size_t src = 0; src < unexpected_by_tag_.size(); ++src) {
+    for (const auto& [tag, kept] : unexpected_by_tag_[src]) {
+      for (const auto& it : kept) held.push_back({it->arrival, static_cast<int>(src), it->tag, it->bytes});
+    }
+  }
+  if (held.empty()) return "";
+  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) { return a.arrival < b.arrival; });
+  constexpr size_t kNamed = 4;
+  std::string text = "; this rank holds " + std::to_string(held.size()) + " message" + (held.size() == 1 ? "" : "s") +
+                     " no receive has taken:";
+  bool same_tag = false;
+  for (size_t i = 0; i < held.size(); ++i) {
+    same_tag = same_tag || held[i].tag == r.tag;
+    if (i >= kNamed) continue;
+    text += std::string(i ? ", " : " ") + "from rank " + std::to_string(held[i].src) + " (tag " +
+            std::to_string(held[i].tag) + ", " + std::to_string(held[i].bytes) + " bytes)";
+  }
+  if (held.size() > kNamed) text += ", and " + std::to_string(held.size() - kNamed) + " more";
+  if (same_tag) {
+    text += " (one has this receive's tag: an earlier receive -- from any rank, or from another rank -- may have "
+            "taken the message this one waits for)";
+  }
+  return text;
+}
+
 void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const {
   if (now >= r.deadline) {
     throw GroupFailedError({FailureKind::kTimeout, peer,
-                            describe(r) + " did not finish within " + std::to_string(r.timeout.count()) + " ms",
+                            describe(r) + " did not finish within " + std::to_string(r.timeout.count()) + " ms" +
+                                (r.is_send ? std::string() : held_note(r)),
                             r.work.get()});
   }
   const SegmentView& v = group_.of(peer);

@@ -152,6 +152,9 @@ class PointToPoint {
   bool alive(int peer, bool check_liveness) const;
   void take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r, std::vector<Completion>& done);
   void check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
+  // For receive r's Timeout: "; this rank holds 2 messages no receive has taken: from rank 1
+  // (tag 0, 8 bytes), ..." (the first few, oldest first), "" when it holds none.
+  std::string held_note(const P2PRequest& r) const;
   // A receive from any rank: fails only when no rank is left that could send it.
   void check_any_source(const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
   // Whether `peer` has published chunks to this rank that are not consumed yet.

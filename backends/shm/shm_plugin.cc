@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "api/plugin/plugin.h"
@@ -51,6 +52,32 @@ distcomm::Backend* shm_create(const distcomm::BackendOptions& options) {
 }
 
 }  // namespace
+
+// For "auto" (api/group/auto_backend.cc, which looks it up with dlsym in the loaded plugin;
+// a plugin without it is judged by shm_available alone): whether this rank's segment for a
+// group of `group_size` ranks with the shm settings of `config` (BackendOptions::config) fits
+// this process's file size limit. The probe above sizes a two-rank group, but a segment grows
+// with the group: under a limit between the two, auto picked shm and the group's creation
+// failed, where it should run gloo. 0 with *why (Segment::create's refusal, without "shm: ")
+// when it does not fit; 1 otherwise, settings that do not parse included (the backend's
+// creation refuses those, naming the key). Never throws.
+extern "C" __attribute__((visibility("default"))) int distcomm_shm_segment_fits(
+    int group_size, const std::map<std::string, std::string>* config, std::string* why) {
+  try {
+    const distcomm::shm::ShmConfig settings =
+        config ? distcomm::shm::parse_shm_config(*config) : distcomm::shm::ShmConfig{};
+    const size_t bytes = distcomm::shm::Layout(group_size, settings).total_bytes();
+    const std::string over = distcomm::shm::file_size_limit_failure(bytes);
+    if (over.empty()) return 1;
+    std::string text = over.substr(over.find(' ') + 1);  // without "shm: "
+    const std::string mine = "this rank's segment";
+    *why = text.replace(text.find(mine), mine.size(),
+                        "a rank's segment (" + std::to_string(group_size) + " ranks, this group's shm settings)");
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
 
 DISTCOMM_DEFINE_PLUGIN_WITH_CONFIG("shm", "shm " DISTCOMM_VERSION " (shared memory, one host)", DISTCOMM_DEVICE_CPU, 0, shm_available,
                                    shm_create, distcomm::shm::kConfigKeys)
