@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "api/cuda_stream.h"
-#include "api/diagnostics/work_marks.h"
 #include "api/errors.h"
 #include "api/logging.h"
 #include "api/process/fork_generation.h"
@@ -57,7 +56,17 @@ void Work::refuse_in_forked_child() const {
                         "and a group is not usable across fork()");
 }
 
-Work::~Work() { forget_work_marks(this); }
+namespace internal {
+// What the core keeps beside a Work (api/diagnostics/work_marks.cc sets it at its first
+// mark) forgets it here: a Work freed without ending must not leave its marks to a later
+// Work at its address. A pointer, not a call, so that the vocabulary does not include the
+// diagnostics above it (tests/api/package_layers_test.sh, rule 1).
+std::atomic<void (*)(const Work*)> work_destroyed_hook{nullptr};
+}  // namespace internal
+
+Work::~Work() {
+  if (auto* forget = internal::work_destroyed_hook.load(std::memory_order_acquire)) forget(this);
+}
 
 namespace {
 

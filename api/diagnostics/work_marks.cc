@@ -2,10 +2,17 @@
 // and recvs draining the message they refused (refused_transfers.h's entry point).
 #include "api/diagnostics/work_marks.h"
 
+#include <atomic>
+
 #include "api/diagnostics/refused_transfers.h"
 #include "api/diagnostics/work_side_table.h"
 
 namespace distcomm {
+namespace internal {
+// Defined in work.cc, which calls it from ~Work (the vocabulary includes no diagnostics).
+extern std::atomic<void (*)(const Work*)> work_destroyed_hook;
+}  // namespace internal
+
 namespace {
 
 // Never destroyed: Works may end, and be destroyed, during static destruction.
@@ -22,6 +29,8 @@ WorkSideTable<bool>& draining() {
 // Notes `value` in `table` for `work` until the op ends.
 template <typename Value>
 void note_until_finished(WorkSideTable<Value>& table, Work& work, Value value) {
+  // From the first mark on, a destroyed Work forgets its marks (no cost before any).
+  internal::work_destroyed_hook.store(&forget_work_marks, std::memory_order_release);
   if (!table.note(&work, value)) return;
   // Not under the table's lock: a Work that has already ended runs this at once, here.
   const Work* key = &work;

@@ -8,7 +8,8 @@ namespace shm {
 const distcomm_config_key kConfigKeys[] = {
     {"shm_slot_bytes", "1048576", nullptr,
      "staging per rank for one round of a collective; larger messages go through in rounds of this size, so "
-     "memory stays fixed whatever the message size (same on every rank)"},
+     "the slots stay fixed whatever the message size; the list forms add a packed copy of the list "
+     "(docs/backends.md) (same on every rank)"},
     {"shm_slots", "4", nullptr, "rounds a rank may run ahead of its slowest peer, 2 to 64 (same on every rank)"},
     {"shm_small_bytes", "16384", nullptr,
      "all_reduce and reduce up to this size take one round in which every rank reduces everything; above it, a "
