@@ -383,8 +383,8 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       }
       creation_slice = std::min<std::chrono::milliseconds>(
           creation_slice * 2, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-      log_line("ft: member '" + id_ + "': " + next.describe() + " failed while forming (" + std::string(e.what()) +
-               "); forming the next");
+      log_line("ft: member '" + id_ + "': " + next.describe() + " failed while forming (" +
+               in_member_terms(e.what(), next.members) + "); forming the next");
       continue;
     }
     break;

@@ -131,9 +131,15 @@ void Manager::await_replacements(const Generation& formed, Clock::time_point dea
     }
     if (!o.announced || have + o.joiners.size() + o.coming.size() + unsaid < need) {
       // Nothing due that could make up the numbers: as before any wait, at once.
+      // Why it does not wait (or waits no longer), whether or not it waited: a bare "stopping"
+      // left a user who had asked for replacements guessing.
       std::string why;
-      if (waited && !o.none.empty()) why = "; not replaced: " + id_list(o.none);
-      if (waited && !o.too_late.empty()) why += "; due after its recovery timeout: " + id_list(o.too_late);
+      if (!o.announced) {
+        why = "; no replacement is announced (only node 0's distcomm launcher announces them, with "
+              "--on_failure=continue and --replace_after_s)";
+      }
+      if (!o.none.empty()) why += "; not replaced: " + id_list(o.none);
+      if (!o.too_late.empty()) why += "; due after its recovery timeout: " + id_list(o.too_late);
       stop_job(std::make_exception_ptr(Error(too_few + waited_text + why)));
     }
     if (now >= deadline) {

@@ -87,7 +87,7 @@ TEST(FtReplacementWait, NoReplacementDueTheSurvivorStopsAtOnce) {
   ASSERT_FALSE(t.f.timed_out) << all;
   EXPECT_NE(exit_code(t.f), 0) << all;
   EXPECT_TRUE(has(all, "only 1 member is left in generation ")) << all;
-  EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping")) << all;
+  EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping; no replacement is announced")) << all;
   EXPECT_FALSE(has(all, "waiting up to")) << all;
   // Start-up, 10 steps and the stop: seconds, not the recovery timeout.
   EXPECT_LT(t.seconds, kRecoveryTimeoutS * 2.0 / 3) << all;  // well under it on a loaded host
@@ -104,7 +104,8 @@ TEST(FtReplacementWait, ReplacementsUsedUpTheSurvivorStopsAtOnce) {
   const std::string all = t.f.out + t.f.err;
   ASSERT_FALSE(t.f.timed_out) << all;
   EXPECT_NE(exit_code(t.f), 0) << all;
-  EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping")) << all;
+  // The survivor says why it does not wait (it said only "stopping" before).
+  EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping; not replaced: ")) << all;
   EXPECT_TRUE(has(all, "not replaced again")) << all;  // the launcher's own line
   EXPECT_FALSE(has(all, "waiting up to")) << all;
   EXPECT_LT(t.seconds, kRecoveryTimeoutS * 2.0 / 3) << all;  // well under it on a loaded host
