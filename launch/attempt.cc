@@ -93,6 +93,15 @@ void Attempt::start_all(const std::string& path, int port) {
   ranks_.start(options_.nproc_per_node, [&](int local) { return start_one(path, port, local, 0); });
 }
 
+bool Attempt::nobody_to_join() const {
+  if (ranks_.running() > 0) return false;
+  if (options_.nnodes == 1) return true;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    if (!ranks_[i].running && local::exited_cleanly(ranks_[i].status)) return true;
+  }
+  return false;
+}
+
 void Attempt::start_due_replacements(const std::string& path, int port) {
   if (replacements_.empty() || ranks_.stopping()) return;
   const Clock::time_point now = Clock::now();
@@ -101,9 +110,10 @@ void Attempt::start_due_replacements(const std::string& path, int port) {
       ++it;
       continue;
     }
-    // Nobody left to join: the job has ended (or failed everywhere); a replacement would wait alone.
+    // Nobody left to join (nobody_to_join: with several machines, another machine's ranks may
+    // run on and take it in): the job has ended (or failed everywhere); it would wait alone.
     const std::string ended = member_id_of(options_.global_rank(it->local_rank), it->number - 1);
-    if (ranks_.running() == 0) {
+    if (nobody_to_join()) {
       say("rank " + std::to_string(options_.global_rank(it->local_rank)) +
           "'s replacement is not started: no rank runs any more");
       announce_no_successor(store_, options_, ended, "no rank ran any more when it was due");
@@ -531,7 +541,11 @@ JobResult Attempt::run() {
     bool leftovers = reap_leftovers();
     // A stopped job ends when its last process does; after a clean exit the launcher does
     // not wait for daemons the ranks chose to leave running.
-    if (running == 0 && !(ranks_.stopping() && leftovers)) {
+    // With several machines a replacement still due keeps it going, though none of its ranks
+    // runs (report_failures_and_continue): the other machines' ranks may take it in. On one
+    // machine, or once a rank here ended cleanly, nobody would (nobody_to_join): it has ended.
+    const bool replacement_due = !replacements_.empty() && !ranks_.stopping() && !nobody_to_join();
+    if (running == 0 && !replacement_due && !(ranks_.stopping() && leftovers)) {
       const Clock::time_point now = Clock::now();
       if (drain_deadline == Clock::time_point()) {
         drain_deadline = now + kDrainAfterExit;
@@ -541,6 +555,8 @@ JobResult Attempt::run() {
         drain_deadline += now - turn_began;
       }
       if (pump_.all_closed() || now >= drain_deadline) break;
+    } else if (running > 0) {
+      drain_deadline = {};  // ranks run again (a replacement started)
     }
     turn_began = Clock::now();
     was_held_back = pump_.held_back();
@@ -553,7 +569,7 @@ JobResult Attempt::run() {
     if (store_ != nullptr && store_->fenced_fd() >= 0 && !ranks_.stopping()) {
       fds.push_back(pollfd{store_->fenced_fd(), POLLIN, 0});
     }
-    const int timeout = running == 0 ? 50 : poll_timeout_ms();
+    const int timeout = running == 0 && !replacement_due ? 50 : poll_timeout_ms();
     // Sleeps until output, a signal or a rank's exit (pidfds), and reaps who exited.
     const std::vector<size_t> exited = ranks_.watch_once(std::chrono::milliseconds(timeout), &fds);
     for (const pollfd& p : fds) {

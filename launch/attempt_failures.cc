@@ -76,7 +76,7 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
   for (size_t i : exited) {
     if (ranks_.failed(i)) failed.push_back(i);
   }
-  ask_refusals(failed);
+  ask_refusals(failed, /*must_ask=*/false);
   for (size_t i : exited) {
     // A refused joiner's exit is said with its refusal (note_refusal): no failure, no
     // replacement. Asked of the job's store now, before the exit counts (ask_refusal).
@@ -94,8 +94,14 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
     if (options_.replace_after.count() >= 0) {
       const int local = processes_[i].local_rank;
       int& replaced = replaced_[static_cast<size_t>(local)];
-      if (others == 0) {
-        // A replacement joins running ranks: start_due_replacements would start none.
+      if (!job_stopped_.empty()) {
+        // Asked with its exit (ask_refusals): a joiner would end "the job it waited to join
+        // stopped", and be replaced again until --max_replacements is spent.
+        replacement = "; not replaced: the job's members stopped it";
+      } else if (nobody_to_join()) {
+        // A replacement joins running ranks: start_due_replacements would start none. With
+        // several machines, the other machines' ranks may run on and take it in when all of
+        // this one's died (a joiner with nothing left to join ends with its own error).
         replacement = "; not replaced: no rank of this machine runs on for a replacement to join";
       } else if (replaced >= options_.max_replacements) {
         replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
@@ -153,7 +159,9 @@ void Attempt::judge_by_last_processes() {
     // A joiner the members refused: they went on without it, and their end is this rank's.
     if (i >= 0 && refused_.count(static_cast<size_t>(i)) != 0) continue;
     std::string why = "not replaced: no --replace_after_s";
-    if (options_.replace_after.count() >= 0) {
+    if (options_.replace_after.count() >= 0 && !job_stopped_.empty()) {
+      why = "not replaced: the job's members stopped it";
+    } else if (options_.replace_after.count() >= 0) {
       const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
                                          [&](const Replacement& r) { return r.local_rank == static_cast<int>(local); });
       why = due_later ? "its replacement was not due before the other ranks ended"

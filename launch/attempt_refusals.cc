@@ -4,18 +4,20 @@
 // own ranks' refusals -- before, only node 0's launcher, which serves the store, learned of
 // them (from the server's created-key hook), and another machine's replaced its refused
 // rank again and again. Apart from attempt.cc, to keep each file short.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "launch/attempt_state.h"
 #include "launch/refused_member.h"
+#include "launch/replacement_notice.h"
 
 namespace distcomm {
 namespace launch {
 namespace internal {
 
-void Attempt::ask_refusals(const std::vector<size_t>& which) {
-  if (store_ == nullptr) return;
+bool Attempt::ask_refusals(const std::vector<size_t>& which, bool must_ask) {
+  if (store_ == nullptr) return true;
   std::vector<std::string> ids;
   std::vector<size_t> asked;
   for (const size_t i : which) {
@@ -23,19 +25,44 @@ void Attempt::ask_refusals(const std::vector<size_t>& which) {
     if (i >= processes_.size() || refused_.count(i) != 0 || processes_[i].member_id.empty()) continue;
     ids.push_back(processes_[i].member_id);
     asked.push_back(i);
-    asked_refusal_.insert(i);
   }
-  if (ids.empty()) return;
-  for (const RefusedMember& member : store_->refusals(ids)) {
+  // With no id, a must_ask one still asks whether the members stopped the job (before a
+  // replacement starts), unless that is known already (the mark stays).
+  if (ids.empty() && (!must_ask || !job_stopped_.empty())) return true;
+  const StoreWord word = store_->ask(ids, must_ask);
+  // Not answered (the store was not reached, or quiet after that): not counted as asked, so
+  // that the end's ask (take_refusals) asks for them again.
+  if (!word.answered) return false;
+  asked_refusal_.insert(asked.begin(), asked.end());
+  if (job_stopped_.empty() && !word.stopped.empty()) note_job_stopped(word.stopped);
+  for (const RefusedMember& member : word.refused) {
     // Ids are unique within an attempt; a mark of another machine's rank matches none here.
     for (const size_t i : asked) {
       if (processes_[i].member_id == member.id && refused_.count(i) == 0) note_refusal(i, member.why);
     }
   }
+  return true;
+}
+
+void Attempt::note_job_stopped(const std::string& why) {
+  job_stopped_ = why;
+  // The members' first stop reason, its first line: a step's whole error can be long.
+  const std::string first_line = why.substr(0, why.find('\n'));
+  std::string cancelled;
+  for (const Replacement& r : replacements_) {
+    const int rank = options_.global_rank(r.local_rank);
+    cancelled += std::string(cancelled.empty() ? "" : ", ") + std::to_string(rank);
+    announce_no_successor(store_, options_, member_id_of(rank, r.number - 1), "the job's members stopped it");
+    --replaced_[static_cast<size_t>(r.local_rank)];
+  }
+  replacements_.clear();
+  say("the fault-tolerant job's members stopped it (" + first_line + "): no replacement is started any more" +
+      (cancelled.empty() ? std::string() : " (not started: the replacement of rank(s) " + cancelled + ")") +
+      "; a joiner started before ends on its own");
 }
 
 bool Attempt::ask_refusal(size_t i) {
-  if (asked_refusal_.count(i) == 0) ask_refusals({i});
+  if (asked_refusal_.count(i) == 0) ask_refusals({i}, /*must_ask=*/false);
   return refused_.count(i) != 0;
 }
 
@@ -54,24 +81,45 @@ void Attempt::ask_refusals_before_replacements() {
       }
     }
   }
-  // note_refusal takes a refused one's replacement out of replacements_ (not iterated here).
-  ask_refusals(which);
+  if (which.empty() && std::none_of(replacements_.begin(), replacements_.end(),
+                                    [&](const Replacement& r) { return r.due <= now; })) {
+    return;
+  }
+  // note_refusal takes a refused one's replacement out of replacements_ (not iterated here),
+  // note_job_stopped all of them. Asked even shortly after an ask failed (must_ask): a
+  // refused joiner replaced, or a joiner started into a stopped job, costs more than 2 s.
+  if (ask_refusals(which, /*must_ask=*/true) || ranks_.running() > 0) return;
+  // None of this machine's ranks runs (several machines: another's may take a replacement
+  // in), and node 0's store does not answer: the job has most likely ended there, and a
+  // joiner would wait for a store that is gone until its own timeout.
+  for (auto it = replacements_.begin(); it != replacements_.end();) {
+    if (it->due > now) {
+      ++it;
+      continue;
+    }
+    const int rank = options_.global_rank(it->local_rank);
+    say("rank " + std::to_string(rank) + "'s replacement is not started: no rank of this machine runs, and the " +
+        "job's store does not answer");
+    it = replacements_.erase(it);
+  }
 }
 
 void Attempt::take_refusals() {
   // Under --on_failure=stop the first failed exit stopped the job, whatever the members
   // made of it: a refusal changes nothing there.
   if (options_.on_failure != LaunchOptions::OnFailure::kContinue) return;
-  // Those asked at their exit are not asked again: on another machine node 0's store may
-  // have gone with the last ranks, and asking it would cost the connect's timeout and a
-  // line for nothing. What is left: failures seen while the job was stopping.
+  // Those answered at their exit are not asked again: on another machine node 0's store may
+  // have gone with the last ranks, and asking it would cost the connect's timeout for
+  // nothing. What is left: failures seen while the job was stopping, and those whose ask
+  // found no store then (node 0's launcher stopped a while): asked now, whatever came before.
   std::vector<size_t> which;
   for (size_t i = 0; i < processes_.size(); ++i) {
     if (!ranks_[i].running && !ranks_[i].stopped && ranks_.failed(i) && asked_refusal_.count(i) == 0) {
       which.push_back(i);
     }
   }
-  ask_refusals(which);
+  if (which.empty()) return;  // nothing failed: no request (node 0's store may be gone)
+  ask_refusals(which, /*must_ask=*/true);
 }
 
 }  // namespace internal

@@ -60,6 +60,11 @@ class Attempt {
   void start_all(const std::string& path, int port);
   // Starts local rank `local` (a replacement when number > 0) and returns it watched.
   local::Child start_one(const std::string& path, int port, int local, int number);
+  // No rank is left to take a replacement in: none of this machine's runs, and either this
+  // is the job's only machine or one of this machine's ranks ended cleanly (the job's work
+  // is done). With several machines, another machine's ranks may run on when all of this
+  // one's died, and take its replacements in.
+  bool nobody_to_join() const;
   // --replace_after_s: starts the replacements whose time has come, while ranks run.
   void start_due_replacements(const std::string& path, int port);
   // --on_failure=continue: the job succeeded if every rank's last process exited 0 (its
@@ -85,8 +90,11 @@ class Attempt {
   // job's members refused processes_[i] for each i of `which`, and notes each refused one
   // (note_refusal): its exit is not a failure of the job, and no replacement is started for
   // it -- nor the one its exit already asked for, when the refusal comes after that exit.
-  // Those already noted are not asked again. attempt_refusals.cc.
-  void ask_refusals(const std::vector<size_t>& which);
+  // Those already noted are not asked again. The same request asks whether the members
+  // stopped the job (note_job_stopped). `must_ask`: asks even shortly after an ask failed
+  // (JobStore::ask). A process whose ask was not answered is not counted as asked.
+  // attempt_refusals.cc. False when the store was asked and did not answer.
+  bool ask_refusals(const std::vector<size_t>& which, bool must_ask);
   // ask_refusals for `i` alone, unless it was asked already; true when it is a refused joiner.
   bool ask_refusal(size_t i);
   // Before start_due_replacements: asks again for the processes whose exits asked for the
@@ -96,6 +104,10 @@ class Attempt {
   // At the end: asks for every process that failed and was not noted yet, for the job's
   // outcome (a refused joiner's exit is none of the job's failures).
   void take_refusals();
+  // The members of the fault-tolerant job stopped it (`why`: the store's ft/stopped): no
+  // replacement can join any more. Drops those due (said, and told to the members), and no
+  // other is scheduled (report_failures_and_continue); said once.
+  void note_job_stopped(const std::string& why);
   // Says, once, that processes_[i] was refused (`why`: its dead mark's reason).
   void note_refusal(size_t i, const std::string& why);
   // "rank 2's replacement (member rank2+1, pid 7)" for processes_[i].
@@ -152,7 +164,8 @@ class Attempt {
   std::string doomed_;               // why that store says the job cannot run, once it did
   std::map<size_t, std::string> fenced_;  // by process: why its group fenced it, once killed for it
   std::map<size_t, std::string> refused_;  // by process: why its job's members refused it
-  std::set<size_t> asked_refusal_;         // the processes the store was asked about (ask_refusals)
+  std::set<size_t> asked_refusal_;         // the processes the store answered about (ask_refusals)
+  std::string job_stopped_;                // why the job's members stopped it, once the store said so
   std::string error_dir_;
   std::vector<RankProcess> processes_;  // processes_[i] is ranks_[i]
   local::LocalRanks ranks_;

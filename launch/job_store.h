@@ -45,6 +45,15 @@ struct JobStoreRequest {
   bool reader_only = false;
 };
 
+// What the job's store says to one ask (JobStore::ask) about this launcher's processes in a
+// fault-tolerant job: which of them the members refused, and whether the members stopped
+// the job. Both in one request.
+struct StoreWord {
+  bool answered = false;               // false: the store was not reached, or not asked (quiet)
+  std::vector<RefusedMember> refused;  // those of the ids asked whose dead mark is a refusal
+  std::string stopped;                 // why the members stopped the job (job_stopped_key); "" if not
+};
+
 // A store being served: from its creation, listening, until it is destroyed. It serves in
 // threads of its own and throws nothing out of them.
 class JobStore {
@@ -70,15 +79,19 @@ class JobStore {
   // Readable while take_fenced() has something to give (-1: it never has).
   virtual int fenced_fd() const { return -1; }
   // Which of `member_ids` (this launcher's processes' ids in a fault-tolerant job:
-  // refused_member.h) the job's members refused as joiners, as the job's store says now:
-  // the launcher leaves their exits out of the job's failures, and does not replace them.
-  // Asked, not pushed, so that every machine's launcher sees its own ranks' refusals in
-  // node 0's store (the server's created-key hook is node 0's alone), and only when it
-  // matters: at a failed exit, before a replacement starts, at the end. One request (a
-  // connection of its own, closed after it), bounded by a short timeout; never throws: a
-  // store it cannot reach answers "none" (said once).
-  virtual std::vector<RefusedMember> refusals(const std::vector<std::string>& member_ids) {
+  // refused_member.h) the job's members refused as joiners, and whether they stopped the
+  // job (job_stopped_key), as the job's store says now: the launcher leaves refused exits
+  // out of the job's failures and does not replace them, and replaces nothing once the job
+  // is stopped. Asked, not pushed, so that every machine's launcher sees its own ranks'
+  // refusals in node 0's store (the server's created-key hook is node 0's alone), and only
+  // when it matters: at a failed exit, before a replacement starts, at the end. One request
+  // (a connection of its own, closed after it), bounded by a short timeout; never throws: a
+  // store it cannot reach answers nothing (said once). After such a failure, asks that are
+  // not `must_ask` (those at exits) answer nothing at once for a while rather than hold the
+  // launcher's loop again; a must_ask one (before a replacement starts, at the end) asks.
+  virtual StoreWord ask(const std::vector<std::string>& member_ids, bool must_ask) {
     (void)member_ids;
+    (void)must_ask;
     return {};
   }
   // Rank `rank` of this launcher ended (`how`: "exit code 0"), and no replacement will take

@@ -29,8 +29,8 @@ class Node0StoreReader : public JobStore {
   int port() const override { return port_; }
   std::string doomed() const override { return ""; }  // node 0's launcher judges the job's shape
   int doomed_fd() const override { return -1; }       // poll() passes over a negative fd
-  std::vector<RefusedMember> refusals(const std::vector<std::string>& member_ids) override {
-    return reader_.refusals(member_ids);
+  StoreWord ask(const std::vector<std::string>& member_ids, bool must_ask) override {
+    return reader_.ask(member_ids, must_ask);
   }
 
  private:
@@ -43,11 +43,10 @@ class Node0StoreReader : public JobStore {
 RefusalReader::RefusalReader(std::string host, int port, JobIdentity identity)
     : host_(std::move(host)), port_(port), identity_(std::move(identity)) {}
 
-std::vector<RefusedMember> RefusalReader::refusals(const std::vector<std::string>& member_ids) noexcept {
-  std::vector<RefusedMember> refused;
-  if (member_ids.empty()) return refused;
+StoreWord RefusalReader::ask(const std::vector<std::string>& member_ids, bool must_ask) noexcept {
+  StoreWord word;
   const auto now = std::chrono::steady_clock::now();
-  if (now < quiet_until_) return refused;
+  if (!must_ask && now < quiet_until_) return word;
   try {
     TCPStoreOptions o;
     o.host = host_;
@@ -55,27 +54,36 @@ std::vector<RefusedMember> RefusalReader::refusals(const std::vector<std::string
     o.identity = identity_;
     o.timeout = kAskTimeout;  // the connect's and the request's: the launcher's loop waits for it
     TCPStore store(o);
-    for (size_t first = 0; first < member_ids.size(); first += kKeysPerRequest) {
+    // The stop's key rides with the first request's marks: no request more for it.
+    for (size_t first = 0; first == 0 || first < member_ids.size(); first += kKeysPerRequest) {
       const size_t last = std::min(member_ids.size(), first + kKeysPerRequest);
       std::vector<std::string> keys;
       for (size_t i = first; i < last; ++i) keys.push_back(dead_mark_prefix() + member_ids[i]);
+      if (first == 0) keys.push_back(job_stopped_key());
       const std::vector<std::optional<Store::Bytes>> marks = read_present(store, keys);
       for (size_t k = 0; k < keys.size() && k < marks.size(); ++k) {
-        if (!marks[k]) continue;  // not gone, or gone without a word yet
-        if (std::optional<RefusedMember> r = refusal_of(keys[k], to_string(*marks[k]))) refused.push_back(*r);
+        if (!marks[k]) continue;  // not gone, or gone without a word yet; not stopped
+        if (first == 0 && k + 1 == keys.size()) {
+          word.stopped = to_string(*marks[k]);
+          if (word.stopped.empty()) word.stopped = "(no reason given)";
+        } else if (std::optional<RefusedMember> r = refusal_of(keys[k], to_string(*marks[k]))) {
+          word.refused.push_back(*r);
+        }
       }
     }
+    word.answered = true;
   } catch (const std::exception& e) {
     quiet_until_ = now + kQuietAfterFailure;
     if (!said_) {
       said_ = true;
       say("cannot ask the job's store at " + host_ + ":" + std::to_string(port_) +
-          " whether the fault-tolerant job's members refused a process of this launcher (" + e.what() +
-          "): its exit counts as a failure, and it may be replaced (not said again)");
+          " whether the fault-tolerant job's members refused a process of this launcher, or stopped the job (" +
+          e.what() + "): its exit counts as a failure, and it may be replaced; asked again before a replacement "
+          "starts and at the end (not said again)");
     }
-    refused.clear();
+    word = StoreWord{};
   }
-  return refused;
+  return word;
 }
 
 std::unique_ptr<JobStore> read_node0_store(const JobStoreRequest& request) {

@@ -26,6 +26,13 @@ inline std::string dead_mark_prefix() { return std::string(local::kFtStoreRoot) 
 // member is gone: its heartbeat stopped, its process ended).
 inline constexpr char kRefusedMarkText[] = "refused: ";
 
+// ft::keys::kStopped under ft::keys::kRoot: why the job's members stopped it (a step that
+// keeps failing, too few members left, forming given up; first wins, never removed). Once it
+// is there no replacement can join: a joiner started then ends "the job it waited to join
+// stopped", and replacing it again only spends --max_replacements (and --replace_after_s
+// each time) before the job ends. The launcher asks for it with the refusals (job_store.h).
+inline std::string job_stopped_key() { return std::string(local::kFtStoreRoot) + "/stopped"; }
+
 struct RefusedMember {
   std::string id;   // its member id: "rank<R>+<n>" for this launcher's n-th replacement of R
   std::string why;  // the mark without kRefusedMarkText

@@ -187,8 +187,8 @@ class TCPJobStore : public JobStore {
     return taken;
   }
   int fenced_fd() const override { return fenced_pipe_[0]; }
-  std::vector<RefusedMember> refusals(const std::vector<std::string>& member_ids) override {
-    return refusals_->refusals(member_ids);
+  StoreWord ask(const std::vector<std::string>& member_ids, bool must_ask) override {
+    return refusals_->ask(member_ids, must_ask);
   }
 
   void rank_ended(int rank, const std::string& how) override {
@@ -243,7 +243,7 @@ class TCPJobStore : public JobStore {
     // it is one of its ranks. Elsewhere a pid means nothing here. Only ft/fenced/: the
     // server copies the value of every key under the prefix for this call, and the rest of
     // ft/ (every generation's keys, the members' state) is none of the launcher's business.
-    // Refused joiners are asked for instead (refusals(): every machine's launcher must see
+    // Refused joiners are asked for instead (ask(): every machine's launcher must see
     // its own, and only node 0's has this hook).
     o.created_prefix = local::fenced_key_prefix();
     o.on_created = [this, domain = shared_memory_domain()](const std::string&, const std::string& value) {

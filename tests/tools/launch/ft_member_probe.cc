@@ -3,7 +3,10 @@
 // generation's group. Arguments (all optional):
 //   --steps=N            steps to commit (10)
 //   --kill_rank=R        first member "rank<R>" SIGKILLs itself in step --kill_step (-1: none)
+//   --also_kill_rank=R   first member "rank<R>" SIGKILLs itself too, in the same step (-1)
 //   --kill_step=S        (3)
+//   --min_members=N      ManagerOptions::min_members (1)
+//   --recovery_timeout_ms=N  ManagerOptions::recovery_timeout (20000)
 //   --misfit_replacement a replacement (DISTCOMM_FT_JOIN=1) says it has one parameter more
 //                        than the members, so that every member's step fails while it is in
 //                        one -- as a misbuilt model's DDP does -- and the members refuse it
@@ -51,7 +54,10 @@ bool has(int argc, char** argv, const char* name) {
 int main(int argc, char** argv) {
   const uint64_t steps = static_cast<uint64_t>(flag(argc, argv, "steps", 10));
   const int64_t kill_rank = flag(argc, argv, "kill_rank", -1);
+  const int64_t also_kill_rank = flag(argc, argv, "also_kill_rank", -1);
   const uint64_t kill_step = static_cast<uint64_t>(flag(argc, argv, "kill_step", 3));
+  const int min_members = static_cast<int>(flag(argc, argv, "min_members", 1));
+  const int64_t recovery_timeout_ms = flag(argc, argv, "recovery_timeout_ms", 20000);
   const uint64_t after_refusal = static_cast<uint64_t>(flag(argc, argv, "after_refusal", 20));
   const bool misfit = has(argc, argv, "--misfit_replacement");
   const char* join = std::getenv("DISTCOMM_FT_JOIN");
@@ -62,9 +68,11 @@ int main(int argc, char** argv) {
     std::vector<Tensor*> state{&weights};
     distcomm::ft::ManagerOptions options;
     options.state_signature = "probe 4";
-    options.recovery_timeout = std::chrono::seconds(20);
+    options.recovery_timeout = std::chrono::milliseconds(recovery_timeout_ms);
+    options.min_members = min_members;
     distcomm::ft::Manager manager(options);
-    const bool victim = kill_rank >= 0 && manager.id() == "rank" + std::to_string(kill_rank);
+    const bool victim = (kill_rank >= 0 && manager.id() == "rank" + std::to_string(kill_rank)) ||
+                        (also_kill_rank >= 0 && manager.id() == "rank" + std::to_string(also_kill_rank));
     const int64_t parameters = misfit && joining ? 5 : 4;
     // Every member commits the same steps and has the same failures, so all stop together.
     uint64_t stop_at = steps;
