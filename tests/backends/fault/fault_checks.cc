@@ -67,5 +67,19 @@ Clock::time_point noted_time(Store& board, const std::string& key) {
   return Clock::time_point(Clock::duration(std::stoll(board.get_string(key))));
 }
 
+void expect_stopped_rank_alone_silent(const std::string& message, int stopped, const std::string& pid,
+                                      const std::string& who) {
+  if (!pid.empty()) {
+    const std::regex state("rank " + std::to_string(stopped) + ",? (which )?did not report: its process " + pid +
+                           " on this host is stopped \\(SIGSTOP");
+    EXPECT_TRUE(std::regex_search(message, state))
+        << who << ": rank " << stopped << "'s process (" << pid << ") as stopped: " << message;
+  }
+  static const std::regex silent(R"(rank (\d+),? (?:which )?did not report)");
+  for (std::sregex_iterator it(message.begin(), message.end(), silent), end; it != end; ++it) {
+    EXPECT_EQ(std::stoi((*it)[1]), stopped) << who << " names rank " << (*it)[1] << " as not reporting: " << message;
+  }
+}
+
 }  // namespace fault
 }  // namespace distcomm

@@ -2,6 +2,7 @@
 // each other on the board.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace distcomm {
 namespace fault {
 
 using testing::Clock;
+// What the cases use of tests/testing/failure_checks.h, named here once rather than in each.
+using std::chrono::milliseconds;
+using testing::expect_failure_within;
+using testing::mark_done;
+using testing::seconds_since;
+using testing::wait_for_done;
 
 // float32[n] of zeros.
 Tensor floats(int64_t n);
@@ -34,6 +41,13 @@ std::vector<int> ranks_but(int size, int skip);
 // "[0, 2, 3]": a list of ranks as errors and Desync tables write it (rank_list_text itself,
 // "[0-47, 49-95]" past 8 ranks).
 std::string rank_list(const std::vector<int>& ranks);
+
+// What a stopped-rank case (fault_stop_resume.cc, fault_p2p_stopped.cc) checks in `who`'s
+// error besides that it names rank `stopped`: that no other rank is named as one that did
+// not report, and, given `pid` (every rank on one host sees the process; "" where a backend
+// differs), that the rank's process `pid` is said to be stopped (SIGSTOP).
+void expect_stopped_rank_alone_silent(const std::string& message, int stopped, const std::string& pid,
+                                      const std::string& who);
 
 // This moment, left on the board under `key`, and read back (waits for it).
 void note_time(Store& board, const std::string& key);

@@ -33,11 +33,6 @@ namespace distcomm {
 namespace fault {
 namespace {
 
-using std::chrono::milliseconds;
-using testing::expect_failure_within;
-using testing::mark_done;
-using testing::wait_for_done;
-
 constexpr int kStopped = 1;
 constexpr milliseconds kRecvTimeout{3000};  // rank 1's op, issued before it stops
 constexpr milliseconds kGraceFloor{3000};   // rank 1's core grace: its net at 6 s
@@ -116,15 +111,7 @@ TEST_P(FaultSuite, StoppedPastThePeersTimeoutIsNamedAndEndsWithTheirFailureOnRes
     const std::string msg = expect_failure_within<Timeout>([&] { pg->all_reduce(t, o)->wait(); }, 0.9, kWithin,
                                                            "an all_reduce that stopped rank 1 never issued");
     EXPECT_TRUE(names_as_not_reporting(msg, kStopped)) << who << "'s error does not name rank 1: " << msg;
-    if (why.empty()) {
-      const std::regex state("rank 1,? (which )?did not report: its process " + pid +
-                             " on this host is stopped \\(SIGSTOP");
-      EXPECT_TRUE(std::regex_search(msg, state)) << who << ": rank 1's process (" << pid << ") as stopped: " << msg;
-    }
-    static const std::regex silent(R"(rank (\d+),? (?:which )?did not report)");
-    for (std::sregex_iterator it(msg.begin(), msg.end(), silent), end; it != end; ++it) {
-      EXPECT_EQ(std::stoi((*it)[1]), kStopped) << who << " names rank " << (*it)[1] << " as not reporting: " << msg;
-    }
+    expect_stopped_rank_alone_silent(msg, kStopped, why.empty() ? pid : "", who);
     mark_done(r.board(), r.rank());
     // Until rank 1 has resumed and checked its own error (rank 0's process may serve the
     // group's store, forked runners).

@@ -15,11 +15,6 @@ namespace distcomm {
 namespace fault {
 namespace {
 
-using std::chrono::milliseconds;
-using testing::expect_failure_within;
-using testing::mark_done;
-using testing::wait_for_done;
-
 // Rank 1 never issues all_reduce #1, and is stopped (SIGSTOP, 2 s) meanwhile, so that its
 // stall watch answers nobody; the others issue it with a 200 ms timeout, which must fire well
 // under a second after its issue, still naming rank 1. The Timeout's explanation waited up to

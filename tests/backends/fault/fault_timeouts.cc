@@ -24,12 +24,6 @@ namespace distcomm {
 namespace fault {
 namespace {
 
-using std::chrono::milliseconds;
-using testing::expect_failure_within;
-using testing::mark_done;
-using testing::seconds_since;
-using testing::wait_for_done;
-
 const double kGroupSeconds = std::chrono::duration<double>(kGroupTimeout).count();
 
 // Rank `away` was busy elsewhere while `others` failed: its next op fails at once with the
