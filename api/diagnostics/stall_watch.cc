@@ -7,13 +7,12 @@
 
 #include "api/diagnostics/board_look.h"
 #include "api/diagnostics/bounded_call.h"
-#include "api/diagnostics/duration_text.h"
 #include "api/diagnostics/p2p_verdict.h"
 #include "api/diagnostics/peer_process.h"
 #include "api/diagnostics/stall_watch_answers.h"
 #include "api/diagnostics/stall_watch_lines.h"
 #include "api/diagnostics/timeout_window.h"
-#include "api/diagnostics/work_marks.h"  // what the core keeps per Work: ordinal epochs, draining refusals
+#include "api/diagnostics/work_marks.h"  // what the core keeps per Work: ordinal epochs, draining refusals, notes
 #include "api/errors.h"
 #include "api/group/environment.h"
 #include "api/logging.h"
@@ -421,7 +420,7 @@ std::exception_ptr StallWatch::Shared::explained(const OpFingerprint& fingerprin
 
 void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string board_error) {
   OpFingerprint fingerprint;
-  std::string description;
+  std::string description, note;  // note: the backend's on this wait (work_wait_note.h)
   milliseconds waited{0};
   milliseconds timeout{0};
   {
@@ -438,6 +437,7 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string boa
     oldest->next_report = oldest->issued + 2 * waited;
     fingerprint = oldest->fingerprint;
     description = oldest->work->description();
+    note = wait_note_of(oldest->work.get());
     if (oldest->deadline != Clock::time_point::max()) timeout = milliseconds(ms_between(oldest->issued, oldest->deadline));
   }
   // Where the others are: their word, fresh (each answers within a tick; a stopped rank
@@ -469,9 +469,8 @@ void StallWatch::Shared::report_long_wait(Clock::time_point now, std::string boa
     std::lock_guard<std::mutex> lock(failure_mu);
     if (failure && !where.empty() && board_error.empty()) map = failure->world_ranks_note_for(where, description);
   }
-  log_line("distcomm: " + (description.empty() ? fingerprint.describe() : description) + " has waited " +
-           seconds_text(waited) + (timeout.count() > 0 ? " of its timeout of " + seconds_text(timeout) : "") +
-           (where.empty() ? "" : ": " + where) + (map.empty() ? "" : "; " + map));
+  log_line(internal::long_wait_line(description.empty() ? fingerprint.describe() : description, waited, timeout,
+                                    {where, map, note}));
 }
 
 StallWatch::~StallWatch() { stop(); }

@@ -50,6 +50,7 @@ bool refusal_draining(const Work* work) { return draining().of(work); }
 void forget_work_marks(const Work* work) {
   epochs().forget(work);
   draining().forget(work);
+  forget_wait_note(work);  // work_wait_note.cc
 }
 
 }  // namespace distcomm

@@ -6,10 +6,12 @@
 //
 // Core only (not in PUBLIC_HEADERS): these are plain core symbols, which a plugin calling them
 // would need from every core it loads in. A backend marks a draining recv through
-// refused_transfers.h's weak entry point instead.
+// refused_transfers.h's weak entry point instead, and notes its wait through
+// work_wait_note.h's.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "api/work.h"
 
@@ -29,6 +31,13 @@ void note_ordinal_epoch(Work& work, uint64_t epoch);
 // The epoch noted for `work`, 0 where none (no tag of the pair dropped yet: the common
 // case). Cheap when nothing is noted (one atomic load).
 uint64_t ordinal_epoch_of(const Work* work);
+
+// What the backend said of `work`'s wait (work_wait_note.h's distcomm_work_wait_note), ""
+// where nothing, or the op has ended. Cheap when no Work has a note (one atomic load).
+std::string wait_note_of(const Work* work);
+
+// Forgets `work`'s wait note (forget_work_marks calls it; work_wait_note.cc keeps the notes).
+void forget_wait_note(const Work* work);
 
 // Forgets every mark of `work` (Work::~Work: a Work freed without ending left its marks to
 // a later Work at the same address). Cheap when nothing is marked.

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace distcomm {
 
@@ -24,6 +25,19 @@ class WorkSideTable {
   bool note(const Work* work, Value value) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!by_work_.emplace(work, value).second) return false;
+    count_.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+
+  // Records `value` for `work`, replacing the one recorded; true where none was (the
+  // caller then arranges for it to be forgotten), false where it replaced one.
+  bool put(const Work* work, Value value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, added] = by_work_.emplace(work, value);
+    if (!added) {
+      it->second = std::move(value);
+      return false;
+    }
     count_.fetch_add(1, std::memory_order_release);
     return true;
   }

@@ -70,6 +70,10 @@
 // transfer's ordinal epoch is kept by the core beside the op's Work instead (work_marks.h).
 // (For a few hours of 2026-12-06 minor 10 meant a 184-byte OpFingerprint, 4357c79; no
 // release or package left the repository with it, so minor 10 was redefined, not bumped.)
+// Minor 11: distcomm_work_wait_note (api/diagnostics/work_wait_note.h), weak as well: a
+// backend's note on a pending op's wait (shm: the messages its rank holds that no receive
+// took), which the stall watch's "has waited" lines append (an older core: no note). No
+// layout changes: the core keeps the note beside the Work (work_marks.h).
 // Core-only although their headers are installed: PendingOp and ProgressReport
 // (api/diagnostics/progress_report.h, built by the core's stall watch only); a plugin may
 // read the report's text, never build or hold those structs across versions.
@@ -79,7 +83,7 @@
 // thread that runs the plugin's create() or create_subgroup_backend() (init_wait.h,
 // BackendCreationScope). Plugins that already called for_backend there are unaffected.
 #define DISTCOMM_PLUGIN_ABI_MAJOR 1
-#define DISTCOMM_PLUGIN_ABI_MINOR 10
+#define DISTCOMM_PLUGIN_ABI_MINOR 11
 
 #define DISTCOMM_STR2(x) #x
 #define DISTCOMM_STR(x) DISTCOMM_STR2(x)

@@ -7,6 +7,7 @@
 #include "api/errors.h"
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/diagnostics/refused_transfers.h"
+#include "api/diagnostics/work_wait_note.h"
 #include "backends/shm/shm_failure.h"
 
 namespace distcomm {
@@ -31,6 +32,11 @@ DType dtype_of(const ChunkHeader& h) { return static_cast<DType>(h.dtype); }
 // PointToPoint::scan_steps(): relaxed, a statistic.
 std::atomic<uint64_t> g_scan_steps{0};
 void count_steps(uint64_t n) { g_scan_steps.fetch_add(n, std::memory_order_relaxed); }
+
+// A receive that has waited this long for a message while this rank holds others gets them
+// named in its wait note (note_held_messages), rewritten at most this often: most receives
+// end sooner, and the stall watch's first "has waited" line comes much later (60 s).
+constexpr std::chrono::seconds kHeldNoteAfter{1};
 
 // An unexpected message's buffer is reserved up to this at its first chunk.
 constexpr uint64_t kUnexpectedReserveBytes = uint64_t{64} << 20;
@@ -162,6 +168,8 @@ std::list<PointToPoint::Unexpected>::iterator PointToPoint::find_unexpected(cons
     auto found = index.find(r.tag);
     found->second.pop_front();
     if (found->second.empty()) index.erase(found);
+    --held_;
+    ++held_changes_;
   }
   return best;
 }
@@ -374,6 +382,8 @@ void PointToPoint::start_message(int src, const ChunkHeader& h, std::vector<Comp
   in.unexpected = &u;
   in.unexpected_at = std::prev(list.end());
   unexpected_by_tag_[static_cast<size_t>(src)][u.tag].push_back(in.unexpected_at);
+  ++held_;
+  ++held_changes_;
 }
 
 void PointToPoint::deliver(int src, const ChunkHeader& h, const uint8_t* payload, std::vector<Completion>& done) {
@@ -440,6 +450,29 @@ std::string PointToPoint::held_note(const P2PRequest& r) const {
             "taken the message this one waits for)";
   }
   return text;
+}
+
+void PointToPoint::note_held_messages(Clock::time_point now) {
+  if (recvs_.empty()) return;  // none waits unmatched (an ended receive's note went with it)
+  const P2PRequest& oldest = recvs_.begin()->second;
+  const bool same_recv = oldest.posted == noted_posted_;
+  if (same_recv && held_changes_ == noted_changes_) return;  // the usual answer: nothing new
+  if (!same_recv && held_ == 0) {
+    // A receive that has no note, and needs none.
+    noted_posted_ = oldest.posted;
+    noted_changes_ = held_changes_;
+    return;
+  }
+  if (now < next_note_ || now - (oldest.deadline - oldest.timeout) < kHeldNoteAfter) return;
+  const bool had_note = same_recv && note_set_;
+  noted_posted_ = oldest.posted;
+  noted_changes_ = held_changes_;
+  // held_note's words without their leading "; " ("" clears the note the receive had).
+  const std::string text = held_note(oldest);
+  note_set_ = text.size() > 2 && oldest.work;
+  if (!note_set_ && !had_note) return;  // none to set, none to clear
+  next_note_ = now + kHeldNoteAfter;
+  if (oldest.work) note_wait(*oldest.work, note_set_ ? text.substr(2) : std::string());
 }
 
 void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const {
@@ -521,7 +554,8 @@ bool PointToPoint::suspect(Clock::time_point now, bool check_liveness) const {
   return any_source_recvs_ > 0 && closed == group_.size() - 1;
 }
 
-void PointToPoint::check(Clock::time_point now, bool check_liveness) const {
+void PointToPoint::check(Clock::time_point now, bool check_liveness) {
+  note_held_messages(now);
   std::fill(alive_.begin(), alive_.end(), int8_t{-1});
   // Nothing wrong (the usual answer, asked on every blocked poll): no walk over the requests.
   if (!suspect(now, check_liveness)) return;
@@ -573,6 +607,8 @@ void PointToPoint::fail_all(const std::function<std::exception_ptr(const Work&)>
     list.clear();
   }
   for (auto& index : unexpected_by_tag_) index.clear();
+  held_ = 0;
+  ++held_changes_;
 }
 
 }  // namespace shm

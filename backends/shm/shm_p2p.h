@@ -80,8 +80,9 @@ class PointToPoint {
   // This rank's doorbell, as read at the start of the last progress().
   Blocker blocker() const { return blocker_; }
   // Throws GroupFailedError when a request's deadline has passed or a rank it needs has
-  // failed, closed, or (check_liveness) died.
-  void check(Clock::time_point now, bool check_liveness) const;
+  // failed, closed, or (check_liveness) died. Also keeps the oldest waiting receive's wait
+  // note up to date (note_held_messages).
+  void check(Clock::time_point now, bool check_liveness);
   Clock::time_point next_deadline() const;
   // The sends that completed (their message is in the ring) but that no receive of their
   // destination has taken: one text each, "send p2p#0 to rank 1 (tag 0, 32 bytes)". Read
@@ -155,6 +156,12 @@ class PointToPoint {
   // For receive r's Timeout: "; this rank holds 2 messages no receive has taken: from rank 1
   // (tag 0, 8 bytes), ..." (the first few, oldest first), "" when it holds none.
   std::string held_note(const P2PRequest& r) const;
+  // Sets the stall watch's note (api/diagnostics/work_wait_note.h) on the oldest receive that
+  // waits for a message: held_note's words, so that the "has waited" lines name the held
+  // messages long before the receive's Timeout does. Once that receive has waited
+  // kHeldNoteAfter, and again when it or the held set changes, at most once per
+  // kHeldNoteAfter: an unchanged state costs two comparisons a look.
+  void note_held_messages(Clock::time_point now);
   // A receive from any rank: fails only when no rank is left that could send it.
   void check_any_source(const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
   // Whether `peer` has published chunks to this rank that are not consumed yet.
@@ -178,6 +185,16 @@ class PointToPoint {
   std::vector<std::list<Unexpected>> unexpected_;  // per source, in arrival order
   // Per source and tag: the unexpected messages no receive has claimed, in arrival order.
   std::vector<std::unordered_map<int, std::deque<std::list<Unexpected>::iterator>>> unexpected_by_tag_;
+  // How many messages unexpected_by_tag_ holds, and a count of changes to that set (a
+  // message set aside, or taken by a receive): what note_held_messages compares.
+  size_t held_ = 0;
+  uint64_t held_changes_ = 0;
+  // What note_held_messages last settled: the receive (posting number, ~0: none yet) and the
+  // held set it saw, and when it may write again.
+  uint64_t noted_posted_ = ~uint64_t{0};
+  uint64_t noted_changes_ = 0;
+  bool note_set_ = false;  // that receive has a note (not cleared since)
+  Clock::time_point next_note_{};
   std::vector<uint64_t> head_, tail_seen_;  // sends: chunks published, peer's in_tail as last read
   std::vector<uint64_t> tail_, head_seen_;  // receives: chunks consumed, peer's out_head as last read
   uint64_t arrivals_ = 0;
