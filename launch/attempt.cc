@@ -521,6 +521,7 @@ JobResult Attempt::run() {
       store_ = store.get();
     }
   }
+  open_failure_board();  // each machine's first failure, job-wide (job_failure_board.h)
   make_error_dir();
   prepare_trace_files();
   dumps_.attempt_began();

@@ -87,7 +87,10 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
     }
     // The first one seen is the job's failure until the ranks' reports name an earlier one
     // (name_first_failure); each is said in one line.
-    if (result_.failed_rank < 0) note_failure(i);
+    if (result_.failed_rank < 0) {
+      note_failure(i);
+      publish_failure(i, /*stopping=*/false);  // the others run on: no rank is stopped for it
+    }
     const std::string log = router_.log_path(processes_[i].rank);
     const int others = ranks_.running();
     std::string replacement;
@@ -127,6 +130,9 @@ void Attempt::report_first_failure() {
   const int first = ranks_.first_seen_failure();
   if (first < 0 || ranks_.stopping()) return;
   note_failure(static_cast<size_t>(first));
+  // Before the stop's signal: a peer on another machine that sees this machine's ranks go
+  // finds them marked as stopped by their launcher, and the failure that caused it.
+  publish_failure(static_cast<size_t>(first), /*stopping=*/true);
   say(result_.failure);
   if (watch_ != nullptr && watch_->on_stop) {
     // The round may have ended already (a machine went away, and this rank failed for want
@@ -138,6 +144,67 @@ void Attempt::report_first_failure() {
   std::string log = router_.log_path(p.rank);
   if (!log.empty()) say("its output is in " + log);
   begin_stop(local::StopCause::kFailure, "rank " + std::to_string(p.rank) + " failed");
+}
+
+void Attempt::open_failure_board() {
+  // One machine's launcher sees every rank: the board would tell it nothing. Without the
+  // job's store served by a launcher (--serve_store=false, the self-launching examples),
+  // there is no store the launchers share.
+  if (options_.nnodes <= 1 || !options_.serve_store || !job_failure_board_opener()) return;
+  board_ = job_failure_board_opener()(JobStoreAddress{options_.master_addr, result_.master_port, options_.identity});
+}
+
+FailureNote Attempt::note_of(size_t i, const std::optional<FailureReport>& report, const std::string& text) const {
+  FailureNote note;
+  note.node_rank = options_.node_rank;
+  note.rank = processes_[i].rank;
+  note.text = text.substr(0, text.find('\n'));
+  const local::Child& c = ranks_[i];
+  if (report) {
+    note.unix_time_ns = report->unix_time_ns;
+    note.consequence = report->consequence || report->lost_rank >= 0;
+  } else {
+    // As name_first_failure dates a death nobody saw: before its exit was seen.
+    note.unix_time_ns = c.ended_ns - (!c.stopped && WIFSIGNALED(c.status) ? kUnseenDeathLagNs : 0);
+  }
+  return note;
+}
+
+void Attempt::publish_failure(size_t i, bool stopping) {
+  if (!board_ || failure_published_) return;
+  failure_published_ = true;
+  std::optional<FailureReport> report;
+  if (!processes_[i].error_file.empty()) report = FailureReport::read(processes_[i].error_file);
+  std::string text = failed_line(i);
+  if (report && !report->message.empty()) text += ": " + report->message;
+  std::vector<std::pair<int, std::string>> marks;
+  if (stopping) {
+    const std::string why = "rank " + std::to_string(processes_[i].rank) + " failed (" + how_ended(i) + ")";
+    for (size_t j = 0; j < processes_.size(); ++j) {
+      if (j != i && ranks_[j].running) marks.emplace_back(processes_[j].rank, why);
+    }
+  }
+  if (!board_->publish(note_of(i, report, text), marks)) {
+    say("cannot leave this machine's first failure in the job's store (" + board_->unreachable_why() +
+        "): the other machines' launchers cannot name it, nor tell the ranks it stops from the one that failed");
+  }
+}
+
+bool Attempt::name_job_wide_failure(const FailureNote& mine) {
+  if (!board_) return false;
+  board_->publish(mine, {});  // this machine's, as its ranks' reports now say it
+  std::vector<FailureNote> notes = board_->others(options_.nnodes, options_.node_rank);
+  notes.insert(notes.begin(), mine);  // first: a tie stays this machine's
+  const std::optional<FailureNote> first = earliest_failure(notes);
+  if (!first || first->node_rank == options_.node_rank) return false;
+  // This machine's ranks failed after another machine's did, and most likely because of it
+  // (a member gone, a peer's connections closed): the job's first failure is that one,
+  // which this launcher could not see. This machine's own stays in the line, and in
+  // failed_rank and the exit code (a restart is this machine's).
+  result_.failure = "the job's first failure was on node " + std::to_string(first->node_rank) +
+                    " (its launcher saw it): " + first->text + "; on this machine (node " +
+                    std::to_string(options_.node_rank) + "): " + result_.failure;
+  return true;
 }
 
 void Attempt::judge_by_last_processes() {
@@ -285,14 +352,23 @@ void Attempt::name_first_failure() {
               std::to_string(ranks_[i].pid) + ", " + how_ended(i) + ")";
   }
   if (!others.empty()) say("also failed, with no error file: " + others);
+  const std::string text = result_.failure;
+  const bool elsewhere = name_job_wide_failure(note_of(static_cast<size_t>(first), cause_report, text));
   // The launcher's last word, one line, names the cause; the rank printed its whole error
   // above (a Desync's table, say).
   // The rank printed its whole error (run_main does), in its output: shown above, or in its
   // log file under --log_dir.
   const int cause_rank = processes_[static_cast<size_t>(first)].rank;
   const std::string log = router_.log_path(cause_rank);
-  say(first_line_of_failure(result_.failure,
-                            log.empty() ? "rank " + std::to_string(cause_rank) + "'s output above" : log));
+  const std::string rest = log.empty() ? "rank " + std::to_string(cause_rank) + "'s output above" : log;
+  if (elsewhere) {
+    // The other machine's line first, whole (one line: its launcher's); this machine's
+    // rank's error cut to its first line, as alone.
+    const std::string own = first_line_of_failure(text, rest);
+    say(result_.failure.substr(0, result_.failure.size() - text.size()) + own);
+    return;
+  }
+  say(first_line_of_failure(result_.failure, rest));
 }
 
 }  // namespace internal

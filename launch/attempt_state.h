@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +22,7 @@
 #include "api/process/local_ranks.h"
 #include "launch/attempt.h"
 #include "launch/dump_request.h"
+#include "launch/job_failure_board.h"
 #include "launch/job_store.h"
 #include "launch/launch_options.h"
 #include "launch/output_pump.h"
@@ -117,6 +119,19 @@ class Attempt {
   std::string how_ended(size_t i) const;
   // Reports the first rank that failed, seen before any stop, and stops the others.
   void report_first_failure();
+  // With several machines and the job's store (job_failure_board.h): opens the board.
+  void open_failure_board();
+  // This machine's first failure, processes_[i]'s (its report, if it left one), as the
+  // other machines' launchers read it.
+  FailureNote note_of(size_t i, const std::optional<FailureReport>& report, const std::string& text) const;
+  // Leaves processes_[i]'s failure on the job's board, and when `stopping`, marks the
+  // ranks still running here as stopped by this launcher because of it (before the stop's
+  // signal: api/process/launcher_stop.h).
+  void publish_failure(size_t i, bool stopping);
+  // At the end: `mine` is this machine's first failure; when another machine's launcher
+  // left an earlier real one on the board, result_.failure says that one first, naming
+  // the machine. True when it did.
+  bool name_job_wide_failure(const FailureNote& mine);
   // "rank 1 (local rank 1, pid 7) failed: exit code 3" for processes_[i].
   std::string failed_line(size_t i) const;
   // The job's failure (result_) is rank i's, as its exit says.
@@ -186,6 +201,10 @@ class Attempt {
   };
   std::vector<Replacement> replacements_;  // due, not yet started
   RankStops stops_;  // the ranks seen stopped by job control, for the record
+  // The job's store as the machines' launchers share it (several machines, under
+  // tools/launch), else null: each machine's first failure, and the ranks stopped for it.
+  std::unique_ptr<JobFailureBoard> board_;
+  bool failure_published_ = false;  // this machine's first failure is on board_
   Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
   std::vector<int> replaced_;              // by local rank: replacements started so far
 };

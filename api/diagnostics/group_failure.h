@@ -32,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/store/store.h"
@@ -204,6 +205,14 @@ class GroupFailure {
   // records a PeerFailure, which the published record then explains.
   bool peer_has_failed() const;
 
+  // Of `group_ranks` (peers this rank lost), those that their launcher marked in the job's
+  // store as stopped because another rank failed (api/process/launcher_stop.h: tools/launch
+  // stops a failed rank's machine-mates), each with the launcher's why ("rank 9 failed
+  // (...)"). One read of the board's store, within a short wait; none when it does not
+  // answer, when the group's ranks are its own (not the job's), or with no board. Plugins
+  // call it through launcher_stops() below. launcher_stops.cc.
+  std::vector<std::pair<int, std::string>> stopped_by_launcher(const std::vector<int>& group_ranks) const;
+
  private:
   std::exception_ptr record_failure(std::exception_ptr error, const std::string& where, const Work* op,
                                     int culprit, bool departure = false, bool loss = false);
@@ -301,6 +310,39 @@ inline void name_world_ranks(GroupFailure& failure, const std::vector<int>& worl
   if (distcomm_group_failure_set_world_ranks) {
     distcomm_group_failure_set_world_ranks(&failure, world_ranks.data(), world_ranks.size());
   }
+}
+
+}  // namespace distcomm
+
+// GroupFailure::stopped_by_launcher for a plugin: fills stopped[i] (1 or 0) for each of
+// `count` group ranks, and `why` (NUL-terminated, cut to why_size) with the first stopped
+// one's reason; returns how many were stopped.
+extern "C" size_t distcomm_group_failure_launcher_stops(const distcomm::GroupFailure* failure, const int* group_ranks,
+                                                         size_t count, unsigned char* stopped, char* why,
+                                                         size_t why_size) __attribute__((weak));
+
+namespace distcomm {
+
+// Lost peers split by what ended them: those their launcher stopped because another rank
+// failed (`why` says which), and the rest.
+struct LauncherStops {
+  std::vector<int> stopped;  // group ranks, as given
+  std::vector<int> others;
+  std::string why;  // "rank 9 failed (signal SIGKILL (Killed))", "" when none was stopped
+};
+
+// Nothing is stopped where the core predates the entry point.
+inline LauncherStops launcher_stops(const GroupFailure& failure, const std::vector<int>& group_ranks) {
+  LauncherStops split;
+  std::vector<unsigned char> stopped(group_ranks.size(), 0);
+  char why[512] = {};
+  if (distcomm_group_failure_launcher_stops && !group_ranks.empty()) {
+    distcomm_group_failure_launcher_stops(&failure, group_ranks.data(), group_ranks.size(), stopped.data(), why,
+                                          sizeof(why));
+  }
+  for (size_t i = 0; i < group_ranks.size(); ++i) (stopped[i] ? split.stopped : split.others).push_back(group_ranks[i]);
+  split.why = why;
+  return split;
 }
 
 }  // namespace distcomm

@@ -74,6 +74,9 @@
 // backend's note on a pending op's wait (shm: the messages its rank holds that no receive
 // took), which the stall watch's "has waited" lines append (an older core: no note). No
 // layout changes: the core keeps the note beside the Work (work_marks.h).
+// Also minor 11: distcomm_group_failure_launcher_stops (api/diagnostics/group_failure.h,
+// launcher_stops()), weak: which lost peers their launcher stopped after another rank failed
+// (gloo names them apart); an older core: none.
 // Core-only although their headers are installed: PendingOp and ProgressReport
 // (api/diagnostics/progress_report.h, built by the core's stall watch only); a plugin may
 // read the report's text, never build or hold those structs across versions.

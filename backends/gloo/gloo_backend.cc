@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_backend.h"
 
+#include <algorithm>
+
 #include <gloo/types.h>
 
 #include "api/errors.h"
@@ -100,6 +102,20 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
   const int before = departure_behind(peers);
   if (op && transfer_peer >= 0 && before >= 0 && transfer_peer != before) {
     for (LostPeer& p : told) p.after_departure_of = -1;
+  }
+  // A failed rank's machine-mates, stopped by their launcher because of it, go with it:
+  // named apart, not as culprits (launcher_stops). Asked only of what this loss holds.
+  const LauncherStops split = launcher_stops(*failure_, ranks);
+  if (!split.stopped.empty()) {
+    std::vector<LostPeer> others;
+    for (const LostPeer& p : told) {
+      if (std::find(split.stopped.begin(), split.stopped.end(), p.rank) == split.stopped.end()) others.push_back(p);
+    }
+    const std::exception_ptr error = std::make_exception_ptr(
+        gloo::with_launcher_stops(others.empty() ? "" : gloo::peers_lost(others).what(), split));
+    const int departed = departure_behind(others);
+    failure_->record_loss(error, op.get(), departed >= 0 ? departed : culprit_among(split.others));
+    return;
   }
   const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(told));
   const int departed = departure_behind(told);

@@ -113,6 +113,14 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   return PeerFailure(held_text + "; and " + peers_died(closed).what());
 }
 
+PeerFailure with_launcher_stops(const std::string& others_lost, const LauncherStops& split) {
+  const bool one = split.stopped.size() == 1;
+  const std::string stopped = ranks_text(split.stopped) + (one ? " was" : " were") + " stopped by " +
+                              (one ? "its" : "their") + " launcher after " + split.why + ", not failing " +
+                              (one ? "itself" : "themselves");
+  return PeerFailure(others_lost.empty() ? stopped : others_lost + "; " + stopped);
+}
+
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
 
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
@@ -150,8 +158,16 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
     if (!died.empty()) {
       // Ranks that went together are named together (a transfer's peer alone is its cause).
       if (peer < 0) died = connections->gone_together_with(died);
-      error = std::make_exception_ptr(peers_died(died));
-      culprit = culprit_among(died);
+      // Those their launcher stopped after another failed are no culprits (their machine's
+      // ranks go together as its launcher stops them).
+      const LauncherStops split = launcher_stops(failure, died);
+      if (split.stopped.empty()) {
+        error = std::make_exception_ptr(peers_died(died));
+      } else {
+        error = std::make_exception_ptr(
+            with_launcher_stops(split.others.empty() ? "" : peers_died(split.others).what(), split));
+      }
+      culprit = culprit_among(split.others);
     } else if (!left.empty()) {
       // A rank that left cleanly published where it was (the stall watch's last report),
       // and the explainer compares that with the others' ops: it never ran this op, so the
