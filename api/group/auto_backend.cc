@@ -16,6 +16,8 @@
 
 #include "api/diagnostics/op_fingerprint.h"  // rank_list_text
 #include "api/errors.h"
+#include "api/group/auto_shm_fit.h"
+#include "api/group/shm_segment_fits.h"
 #include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
 
@@ -139,8 +141,8 @@ void say_shm_without_descriptors(int err) {
 std::string shm_segment_refusal(const PluginInfo& info, int group_size, const std::map<std::string, std::string>& config) {
   void* handle = ::dlopen(info.path.c_str(), RTLD_NOW | RTLD_NOLOAD);  // the copy load_plugin holds
   if (handle == nullptr) return "";
-  using Fits = int (*)(int, const std::map<std::string, std::string>*, std::string*);
-  const auto fits = reinterpret_cast<Fits>(::dlsym(handle, "distcomm_shm_segment_fits"));
+  // The type both sides include (shm_segment_fits.h): the plugin's definition is checked against it.
+  const auto fits = reinterpret_cast<ShmSegmentFits*>(::dlsym(handle, kShmSegmentFitsSymbol));
   std::string why;
   const bool refused = fits != nullptr && fits(group_size, &config, &why) == 0;
   ::dlclose(handle);  // drops only the reference RTLD_NOLOAD took
@@ -234,13 +236,24 @@ std::string why_auto_left_out_nccl(const ExchangedPlacements& placements, int ra
   return why + "; for cuda tensors, run every rank where nccl runs, or name it: 'cpu:auto,cuda:nccl'";
 }
 
-std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
-                                   bool ask_mpi, const std::string& hier_across, int shm_group_size,
-                                   const std::map<std::string, std::string>& shm_config) {
+std::string auto_backend_placement_for_group(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
+                                             bool ask_mpi, const std::string& hier_across, int shm_group_size,
+                                             const std::map<std::string, std::string>& shm_config) {
   return shared_memory_domain() + placement_user() + (host_id.empty() ? "" : " host " + host_id) +
          (shm_plugin(true, plugins, shm_group_size, shm_config) ? kShmReady : "") +
          (hier_across.empty() ? "" : kAcrossPart + hier_across) +
          (ask_mpi && mpi_plugin_runs(plugins) ? kMpiPart : "") + (ask_nccl && nccl_plugin(true, plugins) ? kNcclPart : "");
+}
+
+// The plugin ABI's entry point (auto_backend.h), with the meaning it had: a group of two.
+std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id, bool ask_nccl,
+                                   bool ask_mpi, const std::string& hier_across) {
+  return auto_backend_placement_for_group(plugins, host_id, ask_nccl, ask_mpi, hier_across, 0, {});
+}
+
+int shm_ranks_to_judge(const std::string& backend, int group_size, int local_world_size) {
+  if (local_world_size > 0) return std::min(group_size, local_world_size);
+  return backend == "auto" ? group_size : 0;
 }
 
 std::string machine_of_placement(const std::string& placement) {

@@ -20,7 +20,6 @@
 // gloo, or mpi under mpirun), so that an explicit mpi is never replaced by gloo in silence.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -55,13 +54,12 @@ std::string process_domain();
 // group of a rank mpirun started, whose hier_across allows mpi) and the mpi plugin can run here.
 // ask_nccl: only for "auto" alone, the one spec that may add nccl. Before "mpi", after a '|',
 // "across=<hier_across>" when given: the ranks must agree on it (choose_across_backend).
-// shm_group_size (> 0) and shm_config: the group being created and its backend settings,
-// for which shm is judged (a rank's segment grows with the group, and must fit this
-// process's file size limit); 0 judges a group of two with the default settings.
+// shm is judged for a group of two with the default settings; a group's creation judges it
+// for the group it creates (auto_shm_fit.h, the core's own). Part of the plugin ABI: its
+// parameters stay as they are (tests/api/group:auto_shm_group_size_test takes its address
+// with this type).
 std::string auto_backend_placement(const PluginSearch& plugins, const std::string& host_id = "",
-                                   bool ask_nccl = false, bool ask_mpi = false, const std::string& hier_across = "",
-                                   int shm_group_size = 0,
-                                   const std::map<std::string, std::string>& shm_config = {});
+                                   bool ask_nccl = false, bool ask_mpi = false, const std::string& hier_across = "");
 
 // Why this process's placement says it cannot run shm, as its last look saw it: the shm
 // plugin refused ("the shm plugin cannot be loaded: <file>: refused: dlopen failed: ... Too

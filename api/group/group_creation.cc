@@ -15,6 +15,7 @@
 #include "api/diagnostics/op_fingerprint.h"
 #include "api/errors.h"
 #include "api/group/auto_backend.h"
+#include "api/group/auto_shm_fit.h"
 #include "api/group/creation_keys.h"
 #include "api/logging.h"
 #include "api/plugin/plugin_registry.h"
@@ -305,12 +306,13 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     check_hier_across(where_, across);  // before the exchange: refused before anything is sent
     const bool ask_mpi = across != "gloo" && parent == nullptr &&
                          config_value(options_.backend_config, "launcher", "") == "mpirun";
-    // "auto" judges shm for this group (its size and settings: a rank's segment grows with
-    // the group, and must fit ulimit -f); "hier" only for a group of two, as before: its shm
-    // level is a host's ranks, fewer than the group's, unknown until the exchange.
-    const int shm_size = cpu->second == "auto" ? options_.size : 0;
-    const std::string placement = auto_backend_placement(plugins, options_.environment->host_id, ask_nccl, ask_mpi,
-                                                         across, shm_size, options_.backend_config);
+    // shm is judged for this group's shm level and settings (a rank's segment grows with
+    // its group, and must fit ulimit -f): across hosts that level is this host's ranks only,
+    // as many as the launcher's local world size at most (shm_ranks_to_judge).
+    const int local_world_size = std::atoi(config_value(options_.backend_config, "local_world_size", "0").c_str());
+    const int shm_size = shm_ranks_to_judge(cpu->second, options_.size, local_world_size);
+    const std::string placement = auto_backend_placement_for_group(plugins, options_.environment->host_id, ask_nccl,
+                                                                   ask_mpi, across, shm_size, options_.backend_config);
     std::vector<std::string> placements;
     {
       // Within the creation's deadline, ending when another rank's part fails (host_exchange.cc).

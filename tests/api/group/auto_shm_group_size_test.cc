@@ -5,14 +5,18 @@
 // picked shm and died at creation ("this rank's segment needs 4739072 bytes, over this
 // process's file size limit") instead of running gloo with a warning. Real forked ranks; the
 // limit is lowered in the test process before they are forked (they inherit it) and raised
-// back after.
+// back after. Across hosts (DISTCOMM_HOST_ID, simulated) the group becomes the hierarchy,
+// whose shm level holds one host's ranks: the segment is judged for as many as the launcher
+// says run on this host (local_world_size), not for the whole group.
 #include <sys/resource.h>
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "api/group/auto_backend.h"
+#include "api/group/auto_shm_fit.h"
 #include "api/plugin/plugin_registry.h"
 #include "api/process_group.h"
 #include "tests/testing/captured_stderr.h"
@@ -52,13 +56,15 @@ void expect_exact_all_reduce(ProcessGroup& pg) {
   EXPECT_EQ(t.item(), pg.size() * (pg.size() + 1) / 2.0);
 }
 
-void expect_backend(int size, const std::string& expected, const std::map<std::string, std::string>& config = {}) {
+void expect_backend(int size, const std::string& expected, const std::map<std::string, std::string>& config = {},
+                    const std::vector<std::string>& host_ids = {}) {
   testing::GroupHarnessOptions o;
   o.backend_config = config;
+  o.host_ids = host_ids;
   testing::run_group(
       size, "auto",
       [&](ProcessGroup& pg) {
-        EXPECT_EQ(pg.backend_name(), expected);
+        EXPECT_EQ(pg.backend_name().rfind(expected, 0), 0u) << pg.backend_name();
         expect_exact_all_reduce(pg);
       },
       o);
@@ -96,6 +102,45 @@ TEST(AutoShmGroupSize, FourRanksWithoutALimitRunShm) {
   expect_backend(4, "auto (cpu: shm)");
 }
 
+// Two simulated hosts of two ranks, as a launcher starts them (local_world_size: init fills it
+// from LOCAL_WORLD_SIZE): auto builds the hierarchy, whose shm level is a host's two ranks,
+// and their segments fit. Judged for the whole group of four, every rank dropped shm and the
+// job ran flat on gloo.
+TEST(AutoShmGroupSize, TwoHostsOfTwoRanksUnderThatLimitBuildTheHierarchy) {
+  const FileSizeLimit limit(kBetween);
+  ASSERT_TRUE(limit.set());
+  expect_backend(4, "auto (cpu: shm within hosts, gloo across; 2 hosts x 2 ranks)", {{"local_world_size", "2"}},
+                 {"hostA", "hostA", "hostB", "hostB"});
+}
+
+// Without the launcher's count, auto judges the whole group (it may be one host's, all shm).
+TEST(AutoShmGroupSize, TheSizeJudgedIsTheLaunchersLocalWorldSizeAtMost) {
+  EXPECT_EQ(shm_ranks_to_judge("auto", 8, 4), 4);
+  EXPECT_EQ(shm_ranks_to_judge("auto", 8, 0), 8);
+  EXPECT_EQ(shm_ranks_to_judge("auto", 3, 8), 3);  // a subgroup holds at most its own size
+  EXPECT_EQ(shm_ranks_to_judge("hier", 8, 4), 4);
+  EXPECT_EQ(shm_ranks_to_judge("hier", 8, -1), 0);  // unknown: a group of two, as before
+}
+
+// auto_backend_placement is part of the plugin ABI (auto_backend.h is a public header): a
+// plugin or program built against the header with these five parameters must still find it
+// in libdistcomm.so (a parameter added to it, even defaulted, renames the symbol: "undefined
+// symbol" at load). Its meaning stays: shm judged for a group of two.
+TEST(AutoShmGroupSize, TheFiveParameterPlacementOfThePluginAbiStays) {
+  using FiveParameters =
+      std::string (*)(const PluginSearch&, const std::string&, bool, bool, const std::string&);
+  const FiveParameters placement = &auto_backend_placement;
+  const std::string said = testing::child_output([placement] {
+    rlimit rl{};
+    ::getrlimit(RLIMIT_FSIZE, &rl);
+    rl.rlim_cur = kBetween;
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    const std::string p = placement(PluginSearch::from_environment(), "", false, false, "");
+    return std::string(p.size() >= 4 && p.compare(p.size() - 4, 4, " shm") == 0 ? "(shm)" : "(no shm)") + p;
+  });
+  EXPECT_EQ(said.rfind("(shm)", 0), 0u) << said;
+}
+
 // The placement a rank publishes, and the warning: the group's size, the bytes and ulimit -f.
 TEST(AutoShmGroupSize, ThePlacementAndTheWarningNameTheGroupSize) {
   const std::string said = testing::child_output([] {
@@ -104,8 +149,9 @@ TEST(AutoShmGroupSize, ThePlacementAndTheWarningNameTheGroupSize) {
     rl.rlim_cur = kBetween;
     ::setrlimit(RLIMIT_FSIZE, &rl);
     testing::CapturedStderr captured;
-    const std::string four = auto_backend_placement(PluginSearch::from_environment(), "", false, false, "", 4);
-    const std::string two = auto_backend_placement(PluginSearch::from_environment(), "", false, false, "", 2);
+    const PluginSearch plugins = PluginSearch::from_environment();
+    const std::string four = auto_backend_placement_for_group(plugins, "", false, false, "", 4, {});
+    const std::string two = auto_backend_placement_for_group(plugins, "", false, false, "", 2, {});
     auto has_shm = [](const std::string& p) { return p.size() >= 4 && p.compare(p.size() - 4, 4, " shm") == 0; };
     return std::string(has_shm(four) ? "(shm for 4)" : "") + (has_shm(two) ? "(shm for 2)" : "") + captured.text();
   });
