@@ -54,7 +54,7 @@ std::string Attempt::how_ended(size_t i) const {
   if (fenced != fenced_.end() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
     return "taken for gone by its group (" + fenced->second + ") and killed by the launcher (SIGKILL)";
   }
-  return local::describe_wait_status(status);
+  return local::describe_end(ranks_[i]);
 }
 
 std::string Attempt::failed_line(size_t i) const {

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -32,6 +34,10 @@ namespace {
 // lock and writes ~5 MB, once per 20,000 ops.
 constexpr size_t kFlushEvery = 20000;
 constexpr char kTail[] = "\n]}\n";
+// What replaces the old tail once the events after it are written: as long as kTail, so that
+// the overwrite needs no new room on the disk; the events stay one a line.
+constexpr char kJoin[] = ",  \n";
+static_assert(sizeof(kJoin) == sizeof(kTail), "the join overwrites the tail in place");
 // How long a flush waits for another rank to let go of the file: far longer than the ranks
 // of a job appending their events in turn take, so only a stopped rank's lock ends it.
 constexpr std::chrono::seconds kLockWait{30};
@@ -91,7 +97,7 @@ void flush_at_exit() {
   try {
     timeline_flush();
   } catch (const std::exception& e) {
-    log_line(std::string("distcomm: timeline: ") + e.what());
+    log_line(std::string("distcomm: ") + e.what());  // what() begins with "timeline: "
   }
 }
 
@@ -129,11 +135,137 @@ std::string common(int rank, const std::string& lane, const std::string& name, c
          ",\"tid\":" + std::to_string(lane_id(lane)) + ",\"ts\":" + microseconds(ts_ns);
 }
 
-std::string read_head(int fd, size_t n) {
+std::string read_at(int fd, size_t n, off_t at) {
   std::string s(n, '\0');
-  const ssize_t got = ::pread(fd, s.data(), n, 0);
+  const ssize_t got = ::pread(fd, s.data(), n, at);
   s.resize(got > 0 ? static_cast<size_t>(got) : 0);
   return s;
+}
+
+bool write_at(int fd, const std::string& text, off_t at) {
+  return ::lseek(fd, at, SEEK_SET) == at && write_fully(fd, text);
+}
+
+// The file, opened and locked. A rank that found it damaged renames it aside while others
+// wait for its lock: they then hold the lock of the file set aside, and open the path again.
+int open_locked(const std::string& path, size_t events) {
+  const auto deadline = std::chrono::steady_clock::now() + kLockWait;
+  for (int round = 0;; ++round) {
+    if (round == 100) throw Error("timeline: " + path + " was replaced 100 times while this process waited for it");
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("timeline: cannot open " + path + " (" + kTimelineVariable + "): " + std::strerror(errno));
+    // Ranks of a job append to one file in turn; one stopped while it holds the lock must not
+    // hold the others' exit for good.
+    const internal::FileLockResult locked = internal::flock_until(fd, true, deadline);
+    const int err = errno;
+    struct stat held, named;
+    if (locked == internal::FileLockResult::kLocked && ::fstat(fd, &held) == 0 &&
+        ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+      return fd;
+    }
+    ::close(fd);
+    switch (locked) {
+      case internal::FileLockResult::kLocked:
+        continue;  // set aside (or removed) while this process waited: the path names another file now
+      case internal::FileLockResult::kFailed:
+        throw Error("timeline: cannot lock " + path + ": " + std::strerror(err));
+      case internal::FileLockResult::kTimedOut:
+        throw Error("timeline: " + path + " stayed locked by another process for " +
+                    std::to_string(kLockWait.count()) + " s; " + std::to_string(events) +
+                    " events of this process are left out");
+    }
+  }
+}
+
+// Where the first tail after the head begins, or -1. An event is one line (json_quote
+// escapes newlines), so kTail, which begins with a newline and a ']', is never inside one.
+off_t first_tail(int fd, size_t from, size_t size) {
+  constexpr size_t kChunk = 1 << 20;
+  const size_t tail_len = sizeof(kTail) - 1;
+  for (size_t at = from; at < size; at += kChunk) {
+    const std::string chunk = read_at(fd, std::min(kChunk + tail_len - 1, size - at), static_cast<off_t>(at));
+    const size_t found = chunk.find(kTail);
+    if (found != std::string::npos) return static_cast<off_t>(at + found);
+    if (chunk.size() < tail_len) break;
+  }
+  return -1;
+}
+
+// Keeps a file that is not a timeline of this run nor of another (damaged: by a writer of
+// an older version, by hand) under a name of its own, and says which.
+void set_aside(const std::string& path) {
+  const std::string aside = path + ".damaged." + std::to_string(::time(nullptr)) + "." + std::to_string(::getpid());
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    throw Error("timeline: " + path + " is not a whole timeline and cannot be set aside as " + aside + ": " +
+                std::strerror(errno) + "; it is left as it is, without this process's events");
+  }
+  log_line("distcomm: timeline: " + path + " was not a whole timeline (a writer stopped part way?); kept as " +
+           aside + ", and a new timeline begun at " + path);
+}
+
+// Whether the file is a whole timeline of another run (another DISTCOMM_RUN_ID): replaced.
+bool another_runs(int fd, size_t size) {
+  static const std::string start = "{\"otherData\":{\"run_id\":";
+  const size_t tail_len = sizeof(kTail) - 1;
+  return size > start.size() + tail_len && read_at(fd, start.size(), 0) == start &&
+         read_at(fd, tail_len, static_cast<off_t>(size - tail_len)) == kTail;
+}
+
+// Appends body (events joined by ",\n") to the locked file, so that whatever happens part
+// way the file keeps every event appended before: the events go after the old tail first
+// (on failure the file is cut back to its old size), and only then is the old tail, 4
+// bytes within the file, overwritten with a comma. Returns false when it set the file aside
+// (the caller opens the path again).
+bool append_events(int fd, const std::string& path, const std::string& head, const std::string& body,
+                   size_t events) {
+  const size_t tail_len = sizeof(kTail) - 1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw Error("timeline: cannot stat " + path + ": " + std::strerror(errno));
+  const size_t size = static_cast<size_t>(st.st_size);
+  const std::string start = read_at(fd, head.size(), 0);
+  size_t committed = 0;  // the end of the whole document of this run already there (0: none)
+  if (start == head && size > head.size() + tail_len) {
+    if (read_at(fd, tail_len, static_cast<off_t>(size - tail_len)) == kTail) {
+      committed = size;
+    } else {
+      // A writer stopped part way (SIGKILL) after its events went past the old tail: the
+      // document ends at the first tail, and what follows it never belonged to it.
+      const off_t tail = first_tail(fd, head.size(), size);
+      if (tail < 0) {
+        set_aside(path);
+        return false;
+      }
+      committed = static_cast<size_t>(tail) + tail_len;
+      if (::ftruncate(fd, static_cast<off_t>(committed)) != 0) {
+        throw Error("timeline: cannot cut the unfinished append off " + path + ": " + std::strerror(errno));
+      }
+      log_line("distcomm: timeline: " + path + " ended in an unfinished append (its writer stopped part way); its " +
+               std::to_string(size - committed) + " bytes were dropped, the events before them kept");
+      if (committed <= head.size() + tail_len) committed = 0;  // no event: begun anew
+    }
+  } else if (size > 0 && start != head.substr(0, start.size()) && !another_runs(fd, size)) {
+    set_aside(path);
+    return false;
+  }
+  // Else nothing of this run's is there: an empty file, another run's timeline (replaced),
+  // or the start of this run's head without an event (a first append that failed).
+  bool ok;
+  if (committed == 0) {
+    ok = ::ftruncate(fd, 0) == 0 && write_at(fd, head + body + kTail, 0);
+  } else {
+    ok = write_at(fd, body + kTail, static_cast<off_t>(committed)) &&
+         write_at(fd, kJoin, static_cast<off_t>(committed - tail_len));
+  }
+  if (!ok) {
+    const int err = errno;
+    const bool restored = ::ftruncate(fd, static_cast<off_t>(committed)) == 0 &&
+                          (committed == 0 || write_at(fd, kTail, static_cast<off_t>(committed - tail_len)));
+    throw Error("timeline: cannot write " + path + ": " + std::strerror(err) + "; " + std::to_string(events) +
+                " events of this process are left out" +
+                (restored ? std::string(committed ? ", the events before them kept" : "")
+                          : ", and the file could not be restored"));
+  }
+  return true;
 }
 
 }  // namespace
@@ -187,42 +319,18 @@ void timeline_flush() {
   for (size_t i = 0; i < batch.size(); ++i) body += (i ? ",\n" : "") + batch[i];
 
   const std::string& path = timeline_path();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("timeline: cannot open " + path + " (" + kTimelineVariable + "): " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }  // also drops the lock
-  } closer{fd};
-  // Ranks of a job append to one file in turn; one stopped while it holds the lock must not
-  // hold the others' exit for good.
-  switch (internal::flock_until(fd, true, std::chrono::steady_clock::now() + kLockWait)) {
-    case internal::FileLockResult::kLocked:
-      break;
-    case internal::FileLockResult::kFailed:
-      throw Error("timeline: cannot lock " + path + ": " + std::strerror(errno));
-    case internal::FileLockResult::kTimedOut:
-      throw Error("timeline: " + path + " stayed locked by another process for " +
-                  std::to_string(kLockWait.count()) + " s; " + std::to_string(batch.size()) +
-                  " events of this process are left out");
-  }
   const std::string head = "{\"otherData\":{\"run_id\":" + json_quote(target().run_id) + "},\"traceEvents\":[\n";
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw Error("timeline: cannot stat " + path + ": " + std::strerror(errno));
-  const size_t size = static_cast<size_t>(st.st_size);
-  const size_t tail_len = sizeof(kTail) - 1;
-  std::string tail(tail_len, '\0');
-  const bool ours = size > head.size() + tail_len && read_head(fd, head.size()) == head &&
-                    ::pread(fd, tail.data(), tail_len, static_cast<off_t>(size - tail_len)) ==
-                        static_cast<ssize_t>(tail_len) &&
-                    tail == kTail;
-  bool ok;
-  if (ours) {
-    // Over the old tail: the document is whole again once this write is.
-    ok = ::lseek(fd, static_cast<off_t>(size - tail_len), SEEK_SET) >= 0 && write_fully(fd, ",\n" + body + kTail);
-  } else {
-    ok = ::ftruncate(fd, 0) == 0 && ::lseek(fd, 0, SEEK_SET) == 0 && write_fully(fd, head + body + kTail);
+  // A damaged file set aside leaves the path to a new file: the next round opens that one.
+  for (int round = 0; round < 3; ++round) {
+    const int fd = open_locked(path, batch.size());
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }  // also drops the lock
+    } closer{fd};
+    if (append_events(fd, path, head, body, batch.size())) return;
   }
-  if (!ok) throw Error("timeline: cannot write " + path + ": " + std::strerror(errno));
+  throw Error("timeline: " + path + " was found damaged again after it was set aside; " +
+              std::to_string(batch.size()) + " events of this process are left out");
 }
 
 }  // namespace distcomm

@@ -8,6 +8,10 @@
 //   {"otherData": {"run_id": ...}, "traceEvents": [ ...events... ]}
 // A file written by another run (another DISTCOMM_RUN_ID; tools/launch gives every job
 // one) is replaced, not appended to.
+// An append that fails part way (a full disk) or is cut short (SIGKILL) loses only its own
+// events: the events go after the old tail first, and the old tail becomes a comma after.
+// A file that is neither (not JSON any more: a writer of an older version stopped part way)
+// is kept, renamed FILE.damaged.<time>.<pid> with a warning, never truncated.
 //
 // One process per rank (pid = world rank, named "rank R"), one thread per lane: a group's
 // name for its ops, "ddp <group>" for DDP's buckets. Ops are complete events ("X") from

@@ -26,12 +26,14 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
 
 #include "api/process/failure_report.h"
+#include "api/process/oom_kills.h"
 #include "api/process/write_fully.h"
 
 namespace distcomm {
@@ -124,7 +126,19 @@ struct Child {
   int64_t ended_ns = 0;    // when its exit was seen (FailureReport::now_ns)
   bool stopped = false;    // still running when the set was told to stop
   int rank = -1;           // the job's rank it runs (FailureReport::lost_rank); -1: its index
+  // Its memory cgroup's OOM kills when it started (oom_kills.h), whether the set sent it
+  // SIGKILL, and, once it died of a SIGKILL the set did not send while the count rose, the
+  // likely sender ("likely the OOM killer: ...").
+  std::optional<OomCount> oom_at_start;
+  bool sigkill_sent = false;
+  std::string death_hint;
 };
+
+// How c ended: describe_wait_status's words, and what likely sent a SIGKILL nobody here sent
+// (the OOM killer, which tells no one).
+inline std::string describe_end(const Child& c) {
+  return describe_wait_status(c.status) + (c.death_hint.empty() ? "" : " (" + c.death_hint + ")");
+}
 
 // A child of this process, watched from now on (its pidfd opened: a ChildSet then sleeps
 // until it exits instead of looking every few milliseconds).
@@ -134,6 +148,7 @@ inline Child watched_child(pid_t pid, int report_fd = -1, bool own_group = false
   c.report_fd = report_fd;
   c.own_group = own_group;
   c.exit_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  c.oom_at_start = oom_count_of(pid);
   return c;
 }
 
@@ -223,8 +238,9 @@ class ChildSet {
 
   // Sends sig to every running child, and to the group of every child that leads one
   // (also after it exited: what it started may still run there).
-  void signal(int sig) const {
-    for (const Child& c : children_) {
+  void signal(int sig) {
+    for (Child& c : children_) {
+      c.sigkill_sent = c.sigkill_sent || (sig == SIGKILL && (c.own_group || c.running));
       if (c.own_group) {
         ::kill(-c.pid, sig);
       } else if (c.running) {
@@ -276,6 +292,7 @@ class ChildSet {
       if (c.running && ::waitpid(c.pid, &c.status, 0) == c.pid) {
         c.running = false;
         c.ended_ns = FailureReport::now_ns();
+        note_likely_killer(c);
       }
       read_report(c);
       close_fds(c);
@@ -288,9 +305,17 @@ class ChildSet {
     if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) return false;
     c.running = false;
     c.ended_ns = FailureReport::now_ns();
+    note_likely_killer(c);
     read_report(c);  // what it wrote last; a process it left behind may hold the pipe open
     close_fds(c);
     return true;
+  }
+  // A SIGKILL that this set did not send: the OOM killer's, when the child's memory cgroup
+  // counted an OOM kill since it started.
+  static void note_likely_killer(Child& c) {
+    if (WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL && !c.sigkill_sent && c.oom_at_start) {
+      c.death_hint = oom_kill_hint(*c.oom_at_start);
+    }
   }
   static void read_report(Child& c) {
     if (c.report_fd < 0) return;

@@ -81,10 +81,11 @@ struct RankStartError : std::runtime_error {
 };
 
 // How a forked rank failed: "it threw <type>: <message>" from the FailureReport it wrote
-// (fork_child), else how it ended ("exit code 3", "signal SIGSEGV (...)").
+// (fork_child), else how it ended ("exit code 3", "signal SIGSEGV (...)", "signal SIGKILL
+// (Killed) (likely the OOM killer: ...)": describe_end).
 inline std::string how_it_failed(const Child& c) {
   if (auto report = FailureReport::decode(c.report)) return "it threw " + report->message;
-  return describe_wait_status(c.status);
+  return describe_end(c);
 }
 
 class LocalRanks {
