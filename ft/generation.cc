@@ -173,6 +173,28 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
   }
 }
 
+void gave_up_forming(Store& store, const Generation& given_up, const std::string& me, const std::string& why) noexcept {
+  try {
+    store.set(keys::gave_up(me), why);
+    // After its own note: of members that give up at once, the last to read sees every
+    // note (each writes before it reads), so one of them writes the stop.
+    std::vector<std::string> names;
+    for (const std::string& id : given_up.members) {
+      names.push_back(keys::gave_up(id));
+      names.push_back(keys::dead(id));
+    }
+    const std::vector<std::optional<Store::Bytes>> read = read_present(store, names);
+    for (size_t i = 0; i < read.size(); i += 2) {
+      if (!read[i] && !read[i + 1]) return;  // this one may still form the next generation
+    }
+    store.compare_set(keys::kStopped, {},
+                      to_bytes("ft: every member of " + given_up.describe() +
+                               " gave up forming it or is gone: nobody is left to go on. The last: " + why));
+  } catch (...) {
+    // Best-effort, as above.
+  }
+}
+
 Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline) {
   uint64_t g = store.check({keys::kLatest}) ? std::stoull(store.get_string(keys::kLatest)) + 1 : 1;
   arrive(store, g, me);

@@ -63,6 +63,16 @@ std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current,
                                          int64_t* resolved_below);
 
+// This member gave up forming `given_up` (its group's creation failed for good, `why`), and
+// ends. Noted in the store; once every member of `given_up` has given up or is dead (a dead
+// member never comes back), nobody is left to form another generation or to hold the
+// state, and this one writes keys::kStopped: waiting joiners end at once, and no launcher
+// starts a replacement into the job (launch/refused_member.h reads it). A member that gives
+// up while others still form writes nothing but its own note: they may go on without it.
+// Best-effort (a store error leaves the job as it was before: joiners wait out their
+// recovery timeout).
+void gave_up_forming(Store& store, const Generation& given_up, const std::string& me, const std::string& why) noexcept;
+
 // A joiner's side: arrives at each new generation from the one after `latest` until one
 // takes it in, and returns that one; an empty generation (number 0, no members) when the
 // training has finished (Manager::finish) before. Throws Timeout at the deadline, and Error

@@ -63,13 +63,25 @@ std::vector<std::string> joiners_behind_failures(Store& store, uint64_t first, c
   return joiners;
 }
 
-std::string refusal_mark(uint64_t step, uint64_t first, uint64_t last, const std::string& first_why) {
-  return std::string(kRefusedMark) + "step " + std::to_string(step) + " failed on every member in " +
+std::string refusal_mark(uint64_t step, uint64_t first, const Generation& last, const std::vector<std::string>& refused,
+                         const std::string& first_why) {
+  // Names the joiners first, each with its rank in the generation that refuses it: the
+  // first failure below is in the words of the member that reported it (whose op saw the
+  // mismatch first), which read as if that member had caused it (an outside user's probe).
+  std::string who;
+  for (const std::string& id : refused) {
+    who += std::string(who.empty() ? "" : ", ") + "'" + id + "' (group rank " + std::to_string(last.rank_of(id)) +
+           " of generation " + std::to_string(last.number) + ")";
+  }
+  const bool one = refused.size() == 1;
+  return std::string(kRefusedMark) + (one ? "joiner " : "joiners ") + who + (one ? " is" : " are") +
+         " refused: step " + std::to_string(step) + " failed on every member in " +
          std::to_string(kSameStepFailures) + " generations in a row (generations " + std::to_string(first) + " to " +
-         std::to_string(last) + ") since the members before it last committed a step: "
-         "its step cannot work with theirs (another model, other parameters?), so the members go on without "
-         "it. The first failure: " +
-         first_why;
+         std::to_string(last.number) + ") since the members before " + (one ? "it" : "them") +
+         " last committed a step: " + (one ? "its" : "their") +
+         " step cannot work with theirs (another model, other parameters?), so the members go on without " +
+         (one ? "it" : "them") + ". The first failure with " + (one ? "it" : "them") +
+         ", as the member that saw it first reported it: " + first_why;
 }
 
 std::string refused_message(const std::string& id, const std::string& mark) {

@@ -28,9 +28,13 @@ namespace ft {
 constexpr uint64_t kLookBack = 64;
 std::vector<std::string> joiners_behind_failures(Store& store, uint64_t first, const Generation& last);
 
-// The dead mark of a refused joiner: it starts with kRefusedMark (liveness.h), so that it
-// is left out of the next generation and never fenced (its Manager ends on its own).
-std::string refusal_mark(uint64_t step, uint64_t first, uint64_t last, const std::string& first_why);
+// The dead mark of the joiners `refused` (of generation `last`, the run's last): it starts
+// with kRefusedMark (liveness.h), so that they are left out of the next generation and
+// never fenced (a refused joiner's Manager ends on its own). It names them, each with its
+// group rank in `last`, as the cause, before the run's first failure (`first_why`, the
+// words of the member that reported it).
+std::string refusal_mark(uint64_t step, uint64_t first, const Generation& last, const std::vector<std::string>& refused,
+                         const std::string& first_why);
 
 // What a refused joiner's Manager throws (StepKeepsFailing), from its dead mark.
 std::string refused_message(const std::string& id, const std::string& mark);

@@ -330,6 +330,7 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
   std::chrono::milliseconds creation_slice = first ? options_.op_timeout : options_.heartbeat_timeout;
   std::vector<std::string> failed_members;  // of the last generation given up
   int same_failures = 0;                    // in a row, with those same members
+  std::optional<Clock::duration> waited_for_joiners;  // by the generation short of members before
   for (;;) {
     // A Timeout here (this member's recovery timeout passed while forming) writes no stop
     // mark: it is this member's own clock, and the others, later deadlines of their own,
@@ -340,11 +341,13 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       finished_ = true;
       return;
     }
+    if (waited_for_joiners) log_joiners_taken_in(previous, next, *waited_for_joiners);
+    waited_for_joiners.reset();
     if (static_cast<int>(next.members.size()) < options_.min_members) {
       // Too few to go on: no group is made for it. Every member of it does the same (the
       // launcher's words and the joiners are read from the store), then forms the next
       // generation with the joiners that came, within the same deadline.
-      await_replacements(next, deadline);
+      waited_for_joiners = await_replacements(next, deadline);
       generation_ = next;
       committed_ = next.committed_steps;
       previous = next.members;
@@ -358,8 +361,10 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
     try {
       make_group(std::min(deadline, Clock::now() + creation_slice));
       hand_state(state);
-    } catch (const InvalidArgument&) {
-      throw;  // this program's mistake: another generation would repeat it
+    } catch (const InvalidArgument& e) {
+      // This program's mistake: another generation would repeat it.
+      gave_up_forming(*store_, next, id_, e.what());
+      throw;
     } catch (const Error& e) {
       has_state_ = had_state;
       // The members whose creation stood run this generation's first step: its verdict
@@ -375,11 +380,16 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       // Nobody is gone and the same members failed three times: what fails is not about
       // who is there, and another generation would fail the same way.
       if (Clock::now() >= deadline || same_failures >= 3) {
-        // No stop mark, as above: only this member counted these failures, and the members
-        // whose creation stood may re-form without it.
-        std::rethrow_exception(with_detail(std::current_exception(),
-                                           "ft: member '" + id_ + "' gave up forming " + next.describe() + " (" +
-                                               std::to_string(same_failures) + " times with these members)"));
+        // No stop mark of its own, as above: only this member counted these failures, and
+        // the members whose creation stood may re-form without it. But once every member of
+        // the generation has given up forming it, nobody is left to form another: the last
+        // of them stops the job (gave_up_forming), so that no launcher replaces them into a
+        // job that cannot go on (each joiner waited out its own recovery timeout, and was
+        // replaced again up to --max_replacements on every machine).
+        const std::string gave_up = "ft: member '" + id_ + "' gave up forming " + next.describe() + " (" +
+                                    std::to_string(same_failures) + " times with these members)";
+        gave_up_forming(*store_, next, id_, gave_up + ": " + in_member_terms(e.what(), next.members));
+        std::rethrow_exception(with_detail(std::current_exception(), gave_up));
       }
       creation_slice = std::min<std::chrono::milliseconds>(
           creation_slice * 2, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -684,7 +694,7 @@ std::string Manager::keeps_failing(uint64_t s, const std::string& why) {
   // by whoever comes first, leaves them out; the members redo the step without them.
   const std::vector<std::string> refused = joiners_behind_failures(*store_, first, generation_);
   if (!refused.empty()) {
-    const std::string mark = refusal_mark(s, first, g, first_why);
+    const std::string mark = refusal_mark(s, first, generation_, refused, first_why);
     for (const std::string& id : refused) liveness_->mark_dead(id, mark);
     if (std::find(refused.begin(), refused.end(), id_) != refused.end()) return refused_message(id_, mark);
     if (generation_.rank_of(id_) == 0) {

@@ -213,8 +213,13 @@ class Manager {
   // `formed` has fewer than min_members: returns once enough joiners wait to be taken in
   // (the caller forms the next generation with them), having waited for the replacements
   // its launcher announced, up to `deadline` (replacement_wait.h); else stops the job
-  // (stop_job): at once when none is due.
-  void await_replacements(const Generation& formed, Clock::time_point deadline);
+  // (stop_job): at once when none is due. Returns how long it waited for a replacement
+  // (nullopt: it did not need to).
+  std::optional<Clock::duration> await_replacements(const Generation& formed, Clock::time_point deadline);
+  // After such a wait: rank 0 of `next` says which joiners came in (those of `next` that
+  // were not in `short_of_members`, the generation that waited).
+  void log_joiners_taken_in(const std::vector<std::string>& short_of_members, const Generation& next,
+                            Clock::duration waited) const;
   // After step s of this generation committed: its lowest member deletes the keys of the
   // steps and generations nobody can read any more (forgetting.h).
   void forget(uint64_t s);

@@ -93,7 +93,7 @@ ReplacementOutlook replacement_outlook(Store& store, Liveness& liveness, const G
   return o;
 }
 
-void Manager::await_replacements(const Generation& formed, Clock::time_point deadline) {
+std::optional<Clock::duration> Manager::await_replacements(const Generation& formed, Clock::time_point deadline) {
   const size_t have = formed.members.size(), need = static_cast<size_t>(options_.min_members);
   const std::string too_few = "ft: member '" + id_ + "': only " + std::to_string(have) +
                               (have == 1 ? " member is" : " members are") + " left in " + formed.describe() +
@@ -104,25 +104,26 @@ void Manager::await_replacements(const Generation& formed, Clock::time_point dea
   // what follows. One that has said nothing within a heartbeat timeout will not.
   std::map<std::string, Clock::time_point> unsaid_since;
   bool waited = false;  // for a replacement (not only for the launcher's word)
-  std::string last;     // what it waited for, at its last look
   for (;;) {
     // Whatever it waits for, it still ends as a member would in a step.
     const std::string fenced = monitor_->fenced();
     if (!fenced.empty()) throw_taken_out(fenced);
     throw_if_store_lost();
-    const std::string waited_text = waited ? " (it waited " + seconds(Clock::now() - began) + " for " + last + ")" : "";
+    // Every line below is said from this one look: a line that named what it waited for at
+    // the last look beside what it reads now called a joiner "waiting" that the same line
+    // said was not replaced (it had died since; an outside user's probe).
+    const ReplacementOutlook o = replacement_outlook(*store_, *liveness_, formed, deadline);
+    const std::string waited_text =
+        waited ? " (it waited " + seconds(Clock::now() - began) + " for the replacements its launcher announced)" : "";
     if (const std::optional<std::string> stopped = read_key(*store_, keys::kStopped)) {
       // Another member stopped the job (its own deadline passed first, say): so does this one.
       stop_job(std::make_exception_ptr(Error(too_few + waited_text + "; the job stopped meanwhile: " + *stopped)));
     }
-    const ReplacementOutlook o = replacement_outlook(*store_, *liveness_, formed, deadline);
     if (o.announced && have + o.joiners.size() >= need) {
-      if (waited && formed.rank_of(id_) == 0) {
-        log_line("ft: member '" + id_ + "': " + std::to_string(o.joiners.size()) + " joiner(s) (" +
-                 id_list(o.joiners) + ") came after " + seconds(Clock::now() - began) + "; forming generation " +
-                 std::to_string(formed.number + 1) + " with them");
-      }
-      return;
+      // The joiners taken in are said once the next generation is formed (form_next): more
+      // may come in with it than were waiting at this look.
+      if (waited) return Clock::now() - began;
+      return std::nullopt;
     }
     const Clock::time_point now = Clock::now();
     size_t unsaid = 0;
@@ -140,24 +141,42 @@ void Manager::await_replacements(const Generation& formed, Clock::time_point dea
       }
       if (!o.none.empty()) why += "; not replaced: " + id_list(o.none);
       if (!o.too_late.empty()) why += "; due after its recovery timeout: " + id_list(o.too_late);
+      if (!o.coming.empty()) why += "; still coming: " + id_list(o.coming);
+      if (!o.joiners.empty()) why += "; joiners waiting: " + id_list(o.joiners);
       stop_job(std::make_exception_ptr(Error(too_few + waited_text + why)));
     }
+    std::string awaited = "the replacements its launcher announced (" + id_list(o.coming) + ")";
+    if (!o.joiners.empty()) awaited += " beside the joiners waiting (" + id_list(o.joiners) + ")";
     if (now >= deadline) {
       stop_job(std::make_exception_ptr(Error(
           too_few + waited_text + ": the replacements due did not come within its recovery timeout (" +
-          std::to_string(options_.recovery_timeout.count()) + " ms for the forming)")));
+          std::to_string(options_.recovery_timeout.count()) + " ms for the forming); still awaited: " +
+          id_list(o.coming) + (o.joiners.empty() ? "" : "; joiners waiting: " + id_list(o.joiners)))));
     }
-    last = "the replacements its launcher announced (" + id_list(o.coming) + ")";
-    if (!o.joiners.empty()) last += " beside the joiners waiting (" + id_list(o.joiners) + ")";
     if (!waited && !o.coming.empty()) {
       waited = true;
       if (formed.rank_of(id_) == 0) {
         log_line(too_few.substr(0, too_few.size() - std::string("; stopping").size()) + "; waiting up to " +
-                 seconds(deadline - now) + " (its recovery timeout) for " + last);
+                 seconds(deadline - now) + " (its recovery timeout) for " + awaited);
       }
     }
     std::this_thread::sleep_for(kPoll);
   }
+}
+
+void Manager::log_joiners_taken_in(const std::vector<std::string>& short_of_members, const Generation& next,
+                                   Clock::duration waited) const {
+  if (next.rank_of(id_) != 0) return;
+  // Counted from the generation formed, not from the look that ended the wait: the joiners
+  // that registered in between come in with it too ("1 joiner(s) came" of a generation that
+  // took in two).
+  std::vector<std::string> joined;
+  for (const std::string& id : next.members) {
+    if (!contains(short_of_members, id)) joined.push_back(id);
+  }
+  log_line("ft: member '" + id_ + "': " + std::to_string(joined.size()) +
+           (joined.size() == 1 ? " joiner (" : " joiners (") + id_list(joined) + ") came after " + seconds(waited) +
+           "; formed " + next.describe() + " with " + (joined.size() == 1 ? "it" : "them"));
 }
 
 }  // namespace ft

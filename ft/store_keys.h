@@ -16,7 +16,10 @@
 //                               generation describes them (a joiner's must be the same)
 //   finished                    written by ft::Manager::finish: training has ended
 //   stopped                     why the job stopped (StepKeepsFailing, too few members left,
-//                               forming given up; first wins): a waiting joiner ends
+//                               every member gave up forming; first wins): a waiting joiner ends
+//   gave_up/<id>                the member gave up forming a generation (its group's creation
+//                               failed for good): it ends; once every member of that generation
+//                               did (or is dead), the last one writes stopped
 //   gen/<g>/members             "<committed steps>|<id>,<id>,..." (first wins)
 //   gen/<g>/needs_state/<id>    a member of g that has no state yet (a joiner)
 //   gen/<g>/group/...           generation g's ProcessGroup
@@ -54,6 +57,7 @@ inline constexpr char kLatest[] = "latest";
 inline constexpr char kState[] = "state";
 inline constexpr char kFinished[] = "finished";
 inline constexpr char kStopped[] = "stopped";
+inline std::string gave_up(const std::string& id) { return "gave_up/" + id; }
 inline constexpr char kForgottenBelow[] = "forgotten_below";
 inline constexpr char kReplacedRanks[] = "replaced_ranks";
 inline std::string successor(const std::string& id) { return "successor/" + id; }

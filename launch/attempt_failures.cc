@@ -107,9 +107,8 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
         // this one's died (a joiner with nothing left to join ends with its own error).
         replacement = "; not replaced: no rank of this machine runs on for a replacement to join";
       } else if (replaced >= options_.max_replacements) {
-        replacement = "; not replaced again: rank " + std::to_string(processes_[i].rank) + " has had " +
-                      std::to_string(replaced) + " replacements (--max_replacements=" +
-                      std::to_string(options_.max_replacements) + ")";
+        replacement = std::string(options_.max_replacements == 0 ? "; not replaced: " : "; not replaced again: ") +
+                      replacements_used_up(processes_[i].rank, replaced, options_.max_replacements);
       } else {
         replacements_.push_back({Clock::now() + options_.replace_after, local, ++replaced});
         replacement = "; its replacement starts in " + seconds_text(options_.replace_after);
@@ -232,7 +231,9 @@ void Attempt::judge_by_last_processes() {
       const bool due_later = std::any_of(replacements_.begin(), replacements_.end(),
                                          [&](const Replacement& r) { return r.local_rank == static_cast<int>(local); });
       why = due_later ? "its replacement was not due before the other ranks ended"
-                      : replaced_[local] >= options_.max_replacements ? "no replacements left (--max_replacements)"
+                      : replaced_[local] >= options_.max_replacements
+                          ? (options_.max_replacements == 0 ? "replacements are off (--max_replacements=0)"
+                                                            : "no replacements left (--max_replacements)")
                                                                       : "not replaced";
     }
     const std::string status = i < 0 ? "never started" : how_ended(static_cast<size_t>(i));

@@ -36,7 +36,21 @@ void announce_successor(JobStore* store, const LaunchOptions& options, const std
 void announce_no_successor(JobStore* store, const LaunchOptions& options, const std::string& ended,
                            const std::string& why) {
   if (!announces_replacements(store, options)) return;
-  store->tell(successor_key(ended), "none|" + why);
+  // The survivors quote this word in their stop line ("not replaced: rank1: ..."). The
+  // caller's text for a budget spent says how many the rank has had, which under
+  // --max_replacements=0 is none of its business: said as replacements being off.
+  const std::string again = "not replaced again";
+  const std::string word = options.max_replacements == 0 && why.rfind(again, 0) == 0
+                               ? "not replaced: " + replacements_used_up(0, 0, 0)
+                               : why;
+  store->tell(successor_key(ended), "none|" + word);
+}
+
+std::string replacements_used_up(int rank, int replaced, int max_replacements) {
+  if (max_replacements == 0) return "replacements are off (--max_replacements=0)";
+  return "rank " + std::to_string(rank) + " has had " + std::to_string(replaced) +
+         (replaced == 1 ? " replacement" : " replacements") + " (--max_replacements=" +
+         std::to_string(max_replacements) + ")";
 }
 
 }  // namespace launch

@@ -46,8 +46,16 @@ void announce_replaced_ranks(JobStore* store, const LaunchOptions& options);
 void announce_successor(JobStore* store, const LaunchOptions& options, const std::string& ended,
                         const std::string& successor, std::chrono::steady_clock::time_point due);
 // The process of member `ended` has ended, and no replacement takes its place: `why`.
+// Under --max_replacements=0, a `why` that says the rank's replacements are used up ("not
+// replaced again: rank 1 has had 0 replacements ...") is written as what it is:
+// "not replaced: replacements are off (--max_replacements=0)".
 void announce_no_successor(JobStore* store, const LaunchOptions& options, const std::string& ended,
                            const std::string& why);
+
+// Why a failed rank gets no replacement for want of replacements: "replacements are off
+// (--max_replacements=0)" where none is ever started, else "rank 1 has had 3 replacements
+// (--max_replacements=3)" -- "has had 0 replacements" read as if some had been due.
+std::string replacements_used_up(int rank, int replaced, int max_replacements);
 
 }  // namespace launch
 }  // namespace distcomm

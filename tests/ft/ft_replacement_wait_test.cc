@@ -106,7 +106,12 @@ TEST(FtReplacementWait, ReplacementsUsedUpTheSurvivorStopsAtOnce) {
   EXPECT_NE(exit_code(t.f), 0) << all;
   // The survivor says why it does not wait (it said only "stopping" before).
   EXPECT_TRUE(has(all, "fewer than the program's minimum of 2; stopping; not replaced: ")) << all;
-  EXPECT_TRUE(has(all, "not replaced again")) << all;  // the launcher's own line
+  // The launcher's own line: with a budget of 0 no replacement was ever due.
+  EXPECT_TRUE(has(all, "(--on_failure=continue); not replaced: replacements are off (--max_replacements=0)")) << all;
+  EXPECT_FALSE(has(all, "has had 0 replacements")) << all;
+  // With a budget of 0, the launcher's word that the survivor quotes says that replacements
+  // are off ("rank 1 has had 0 replacements" read as if some had been due).
+  EXPECT_TRUE(has(all, "; not replaced: rank1: not replaced: replacements are off (--max_replacements=0)")) << all;
   EXPECT_FALSE(has(all, "waiting up to")) << all;
   EXPECT_LT(t.seconds, kRecoveryTimeoutS * 2.0 / 3) << all;  // well under it on a loaded host
 }

@@ -72,6 +72,12 @@ TEST_F(FtManager, AJoinerWhoseStepAlwaysFailsIsRefusedAndTheMembersGoOn) {
                                          " generations in a row (generations 2 to 4)"))
       << joiner.error;
   EXPECT_TRUE(contains(joiner.error, kMismatch)) << joiner.error;
+  // The refusal names the joiner as the cause, with its rank, before the first failure in
+  // the words of the member that reported it (which read as if that member had caused it).
+  EXPECT_TRUE(contains(joiner.error, "joiner 'joiner-x' (group rank 3 of generation 4) is refused: step 3"))
+      << joiner.error;
+  EXPECT_TRUE(contains(joiner.error, "The first failure with it, as the member that saw it first reported it: member '"))
+      << joiner.error;
   EXPECT_EQ(joiner.redone, ft::kSameStepFailures - 1);
   EXPECT_TRUE(joiner.applied.empty());
   ASSERT_TRUE(joiner.ft);

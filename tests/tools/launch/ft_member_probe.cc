@@ -7,6 +7,8 @@
 //   --kill_step=S        (3)
 //   --min_members=N      ManagerOptions::min_members (1)
 //   --recovery_timeout_ms=N  ManagerOptions::recovery_timeout (20000)
+//   --backend=NAME       ManagerOptions::backend ("": the environment's); a name no plugin
+//                        has makes every generation's group creation fail on every member
 //   --misfit_replacement a replacement (DISTCOMM_FT_JOIN=1) says it has one parameter more
 //                        than the members, so that every member's step fails while it is in
 //                        one -- as a misbuilt model's DDP does -- and the members refuse it
@@ -42,6 +44,14 @@ int64_t flag(int argc, char** argv, const std::string& name, int64_t fallback) {
   return fallback;
 }
 
+std::string text_flag(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return "";
+}
+
 bool has(int argc, char** argv, const char* name) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return true;
@@ -60,6 +70,7 @@ int main(int argc, char** argv) {
   const int64_t recovery_timeout_ms = flag(argc, argv, "recovery_timeout_ms", 20000);
   const uint64_t after_refusal = static_cast<uint64_t>(flag(argc, argv, "after_refusal", 20));
   const bool misfit = has(argc, argv, "--misfit_replacement");
+  const std::string backend = text_flag(argc, argv, "backend");
   const char* join = std::getenv("DISTCOMM_FT_JOIN");
   const bool joining = join != nullptr && std::string(join) == "1";
   return distcomm::run_main("ft_member_probe", [&] {
@@ -70,6 +81,7 @@ int main(int argc, char** argv) {
     options.state_signature = "probe 4";
     options.recovery_timeout = std::chrono::milliseconds(recovery_timeout_ms);
     options.min_members = min_members;
+    options.backend = backend;
     distcomm::ft::Manager manager(options);
     const bool victim = (kill_rank >= 0 && manager.id() == "rank" + std::to_string(kill_rank)) ||
                         (also_kill_rank >= 0 && manager.id() == "rank" + std::to_string(also_kill_rank));

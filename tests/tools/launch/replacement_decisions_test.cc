@@ -6,6 +6,9 @@
 //  - with several machines, a machine whose ranks all died still replaces them: the other
 //    machines' ranks run on and take the replacements in (it used to say "no rank of this
 //    machine runs on", and fail the job while the others trained on);
+//  - once every member gave up forming a generation (nobody is left to take a replacement
+//    in), no machine replaces its ranks (each joiner waited out its recovery timeout, and
+//    was replaced again on every machine);
 //  - an ask of the job's store that failed (node 0's launcher stopped a while) is asked
 //    again at the end, so that a refused joiner is no failure of the job (it was counted as
 //    asked, and the job failed although its members finished).
@@ -23,6 +26,7 @@
 #include "api/process/local_processes.h"
 #include "ft/store_keys.h"
 #include "launch/refused_member.h"
+#include "launch/replacement_notice.h"
 #include "tests/tools/launch/launcher_harness.h"
 
 namespace distcomm {
@@ -75,6 +79,14 @@ TEST(ReplacementDecisions, NoReplacementOnceTheMembersStoppedTheJob) {
   // rounds of replacements would take 10 s more (18 s in all, measured without the fix).
   EXPECT_LT(took, 13.0) << f.err;
   EXPECT_TRUE(no_orphan_running());
+}
+
+// The word a survivor quotes for a rank not replaced under --max_replacements=0 says that
+// replacements are off: "rank 1 has had 0 replacements" read as if some had been due.
+TEST(ReplacementDecisions, ABudgetOfNoneIsSaidAsReplacementsOff) {
+  EXPECT_EQ(launch::replacements_used_up(1, 0, 0), "replacements are off (--max_replacements=0)");
+  EXPECT_EQ(launch::replacements_used_up(1, 1, 2), "rank 1 has had 1 replacement (--max_replacements=2)");
+  EXPECT_EQ(launch::replacements_used_up(1, 3, 3), "rank 1 has had 3 replacements (--max_replacements=3)");
 }
 
 // Two launchers (--nnodes=2, here on one machine); both ranks of node 1 die in step 3. Node
@@ -137,6 +149,45 @@ TEST(ReplacementDecisions, NoReplacementOnceARankOfTheMachineEndedCleanly) {
   EXPECT_TRUE(contains(f1.err, "its replacement was not due before the other ranks ended")) << f1.err;
   EXPECT_LT(took, 15.0) << f1.err;  // not the 20 s to the replacement's start, and its wait
   EXPECT_EQ(exit_code(f0), 0) << f0.err;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Two launchers; every rank's generation fails while forming, on every member (its backend
+// has no plugin: each creation fails at once), and each gives up after 3 tries with the same
+// members. Nobody is left to take a replacement in: the last member to give up stops the job
+// (ft/stopped), and no launcher replaces its ranks. Before, each machine replaced them (as
+// in AMachineWhoseRanksAllDiedReplacesThem), each joiner waited out its 10 s recovery
+// timeout and was replaced again, up to --max_replacements=2 on both machines: over 20 s
+// for a job that had ended in 2.
+TEST(ReplacementDecisions, NoReplacementOnceEveryMemberGaveUpForming) {
+  const std::string probe = runfile("tests/tools/launch/ft_member_probe");
+  const std::string port = std::to_string(local::pick_free_port());
+  const std::vector<std::string> env = {"DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=1000", "DISTCOMM_RUN_ID=all_gave_up_forming",
+                                        "DISTCOMM_STORE_TOKEN=secret"};
+  auto node = [&](int node_rank) {
+    return launch({"--nnodes=2", "--node_rank=" + std::to_string(node_rank), "--nproc_per_node=2",
+                   "--master_port=" + port, "--on_failure=continue", "--replace_after_s=0.3", "--max_replacements=2"},
+                  {probe, "--backend=no_such_backend", "--steps=30", "--recovery_timeout_ms=10000"});
+  };
+  const Clock::time_point began = Clock::now();
+  Subprocess node0(node(0), env);
+  Subprocess node1(node(1), env);
+  const Finished f1 = node1.finish(std::chrono::seconds(120));
+  const Finished f0 = node0.finish(std::chrono::seconds(60));
+  const double took = seconds_since(began);
+  ASSERT_FALSE(f1.timed_out) << f1.err;
+  ASSERT_FALSE(f0.timed_out) << f0.err;
+  const std::string both = f0.err + "\n--- node 1 ---\n" + f1.err;
+  EXPECT_TRUE(contains(both, "gave up forming generation ")) << both;
+  EXPECT_TRUE(contains(both, "gave up forming it or is gone: nobody is left to go on")) << both;
+  for (const char* rank : {"0", "1", "2", "3"}) {
+    EXPECT_FALSE(contains(both, std::string("started rank ") + rank + "'s replacement 2 ")) << both;
+  }
+  EXPECT_FALSE(contains(both, "waited to join, and generation")) << both;  // no joiner's own timeout
+  EXPECT_NE(exit_code(f0), 0) << f0.err;
+  EXPECT_NE(exit_code(f1), 0) << f1.err;
+  // Start-up and 3 failed formings: a few seconds; one joiner's wait alone is 10 s.
+  EXPECT_LT(took, 9.0) << both;
   EXPECT_TRUE(no_orphan_running());
 }
 
