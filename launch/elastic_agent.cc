@@ -62,6 +62,9 @@ class Agent {
   // The launcher serving the store stays until the others of the last round have left too
   // (they read the store until then), or kServeAfterDone.
   void linger_while_others_read();
+  // The round was given up (RendezvousGaveUp): marks this launcher gone and, serving the
+  // store, waits until `others` are marked gone too (they have read why), or kServeAfterDone.
+  void leave_after_giving_up(const std::vector<std::string>& others);
   JobResult run_rounds();
 
   const LaunchOptions options_;
@@ -143,6 +146,21 @@ void Agent::linger_while_others_read() {
   }
 }
 
+void Agent::leave_after_giving_up(const std::vector<std::string>& others) {
+  try {
+    rendezvous_->mark_gone(id_, "gave the rendezvous up");
+    if (!endpoint_->serving()) return;
+    const auto deadline = Clock::now() + kServeAfterDone;
+    for (const std::string& id : others) {
+      while (!rendezvous_->gone(id) && Clock::now() < deadline && !interrupted()) {
+        std::this_thread::sleep_for(kBarrierPoll);
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone: nobody is left to tell.
+  }
+}
+
 bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
   const int64_t members = static_cast<int64_t>(round.members.size());
   rendezvous_->mark_done(round.number, id_);
@@ -158,6 +176,11 @@ bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
 JobResult Agent::run() {
   try {
     return run_rounds();
+  } catch (const RendezvousGaveUp& e) {
+    // Every member of the round ends with the same words (main says them): the launcher
+    // serving the store keeps it until the others have read them.
+    leave_after_giving_up(e.others);
+    throw;
   } catch (const StoreSilent& e) {
     if (interrupted_by_ != 0) {
       say("got " + local::signal_name(interrupted_by_) + " while the rendezvous store did not answer: leaving");
@@ -202,7 +225,8 @@ JobResult Agent::run_rounds() {
     say("got " + local::signal_name(interrupted_by_) + " before the rendezvous store answered: leaving");
     return leave(128 + interrupted_by_, "interrupted");
   }
-  rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts);
+  rendezvous_ = std::make_unique<Rendezvous>(*store_, elastic_, options_.max_restarts,
+                                             [this](const std::string& line) { say(line); });
   rendezvous_->agree_on_settings();
   id_ = new_launcher_id();
   Heartbeat heartbeat([this] { return endpoint_->connect_again(); }, id_, elastic_.heartbeat_interval);

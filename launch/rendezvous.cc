@@ -1,5 +1,7 @@
 #include "launch/rendezvous.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -88,6 +90,32 @@ bool has(const std::vector<Member>& members, const std::string& id) {
 
 std::string round_key(int r) { return "round/" + std::to_string(r); }
 
+constexpr char kRefusedCount[] = "refused/count";
+std::string refused_key(int64_t n) { return "refused/" + std::to_string(n); }
+
+// "the launcher on vm (pid 123)": a refused launcher has no node rank nor launcher id yet.
+std::string this_launcher_text() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') host[0] = '?';
+  return "the launcher on " + std::string(host) + " (pid " + std::to_string(::getpid()) + ")";
+}
+
+// "3" or "1:3", as --nnodes was given.
+std::string nnodes_text(const ElasticOptions& o) {
+  return o.min_nodes == o.max_nodes ? std::to_string(o.min_nodes)
+                                    : std::to_string(o.min_nodes) + ":" + std::to_string(o.max_nodes);
+}
+
+std::string seconds_text(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+}
+
+std::string joined(const std::vector<std::string>& items, const std::string& sep) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : sep) + item;
+  return text;
+}
+
 }  // namespace
 
 int Round::node_rank(const std::string& id) const {
@@ -138,8 +166,28 @@ bool Liveness::alive(const std::string& id) const {
   return it == seen_.end() || !it->second.gone;
 }
 
-Rendezvous::Rendezvous(Store& store, const ElasticOptions& options, int max_restarts)
-    : store_(store), options_(options), max_restarts_(max_restarts) {}
+std::chrono::milliseconds progress_interval(const ElasticOptions& options) {
+  return std::clamp<std::chrono::milliseconds>(options.timeout / 4, std::chrono::seconds(1), std::chrono::seconds(30));
+}
+
+Rendezvous::Rendezvous(Store& store, const ElasticOptions& options, int max_restarts,
+                       std::function<void(const std::string&)> say)
+    : store_(store), options_(options), max_restarts_(max_restarts), say_(std::move(say)) {}
+
+std::vector<std::string> Rendezvous::new_refusals() {
+  std::vector<std::string> found;
+  const int64_t count = store_.add(kRefusedCount, 0);
+  // A refused launcher adds to the count, then writes its words: one not written yet is
+  // read at a later poll (one that died in between holds the later ones back, at worst).
+  while (refusals_seen_ < count) {
+    std::optional<std::string> text = read(refused_key(refusals_seen_ + 1));
+    if (!text) break;
+    ++refusals_seen_;
+    const size_t bar = text->find('|');
+    found.push_back(bar == std::string::npos ? *text : text->substr(0, bar) + " (" + text->substr(bar + 1) + ")");
+  }
+  return found;
+}
 
 std::optional<std::string> Rendezvous::read(const std::string& key) {
   // Keys are never deleted: once check() sees one, get() returns at once.
@@ -153,11 +201,23 @@ void Rendezvous::agree_on_settings() {
   const std::string job = to_string(store_.compare_set("settings", {}, to_bytes(mine)));
   if (job == mine) return;
   const std::vector<std::string> f = split(job, ':');
+  // Said in the store before this launcher ends: the others, waiting for machines, say at
+  // once that one was refused and why (best-effort: this launcher ends saying why anyway).
+  auto tell_the_others = [&](const std::string& why) {
+    try {
+      const int64_t n = store_.add(kRefusedCount, 1);
+      store_.set(refused_key(n), to_bytes(this_launcher_text() + "|" + why));
+    } catch (const std::exception&) {
+    }
+  };
   if (f.size() == 3 && f[2] != std::to_string(max_restarts_)) {
+    tell_the_others("--max_restarts=" + std::to_string(max_restarts_) + " where the job uses " + f[2]);
     throw std::invalid_argument("--max_restarts=" + std::to_string(max_restarts_) + ": the job's launchers use " +
                                 f[2] + " (set by the first launcher of rendezvous '" + options_.rdzv_id +
                                 "'); every machine must be given the same");
   }
+  tell_the_others("--nnodes=" + nnodes_text(options_) + " where the job uses " +
+                  (f.size() == 3 ? (f[0] == f[1] ? f[0] : f[0] + ":" + f[1]) : job));
   throw std::invalid_argument("--nnodes=" + std::to_string(options_.min_nodes) + ":" +
                               std::to_string(options_.max_nodes) + ": the job's launchers use " +
                               (f.size() == 3 ? f[0] + ":" + f[1] : job) + " (set by the first launcher of rendezvous '" +
@@ -221,6 +281,10 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
   int r = current_round();
   bool waiting_registered = false;
   Clock::time_point min_reached;  // when this launcher first saw min_nodes live members in round r
+  const auto began = Clock::now();
+  auto next_progress = began + progress_interval(options_);
+  std::vector<std::string> refused;  // every refusal said so far, for the progress lines
+  std::vector<std::string> others;   // the open round's other live members, as last seen
   while (true) {
     if (interrupted()) return std::nullopt;
     const std::string key = round_key(r);
@@ -282,6 +346,35 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
         if (liveness.alive(m.id) || m.id == self.id) live.push_back(m);
       }
       const int n = static_cast<int>(live.size());
+      // Who must read a give-up: the live members, and the live launchers of the last round
+      // (and its waiting ones) that have not come back yet (still stopping their ranks).
+      others.clear();
+      for (const Member& m : live) {
+        if (m.id != self.id) others.push_back(m.id);
+      }
+      for (const std::string& id : expected) {
+        if (id != self.id && liveness.alive(id) && !has(live, id) &&
+            std::find(others.begin(), others.end(), id) == others.end()) {
+          others.push_back(id);
+        }
+      }
+      // Another member gave the round up at its deadline: this one ends with its words.
+      if (std::optional<std::string> gave_up = read(key + "/gave_up")) throw RendezvousGaveUp(*gave_up, others);
+      const std::string round_text = "rendezvous '" + options_.rdzv_id + "' round " + std::to_string(r);
+      for (const std::string& who : new_refusals()) {
+        refused.push_back(who);
+        say(round_text + ": refused " + who + "; still waiting for a launcher given the job's flags (have " +
+            std::to_string(n) + " of --nnodes=" + nnodes_text(options_) + ", min " +
+            std::to_string(options_.min_nodes) + ") until --rdzv_timeout_s=" +
+            std::to_string(options_.timeout.count() / 1000));
+      }
+      if (n < options_.min_nodes && Clock::now() >= next_progress) {
+        next_progress = Clock::now() + progress_interval(options_);
+        say(round_text + ": waiting for machines: have " + std::to_string(n) + " of --nnodes=" +
+            nnodes_text(options_) + " (min " + std::to_string(options_.min_nodes) + ") for " +
+            seconds_text(Clock::now() - began) + (refused.empty() ? "" : "; refused: " + joined(refused, "; ")) +
+            "; giving up after --rdzv_timeout_s=" + std::to_string(options_.timeout.count() / 1000));
+      }
       if (n >= options_.min_nodes && min_reached == Clock::time_point()) min_reached = Clock::now();
       bool everyone_expected = r > 1;
       for (const std::string& id : expected) {
@@ -310,12 +403,16 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
       }
     }
     if (Clock::now() >= deadline) {
-      const int n = state.closed ? 0 : static_cast<int>(state.round.members.size());
-      throw std::runtime_error("rendezvous '" + options_.rdzv_id + "' round " + std::to_string(r) + ": " +
-                               (state.closed ? std::string("running without this machine, and no new round began")
-                                             : "only " + machines_text(static_cast<size_t>(n)) + " of --nnodes min " +
-                                                   std::to_string(options_.min_nodes) + " came") +
-                               " within --rdzv_timeout_s=" + std::to_string(options_.timeout.count() / 1000));
+      const std::string within = " within --rdzv_timeout_s=" + std::to_string(options_.timeout.count() / 1000);
+      const std::string head = "rendezvous '" + options_.rdzv_id + "' round " + std::to_string(r) + ": ";
+      if (state.closed) throw std::runtime_error(head + "running without this machine, and no new round began" + within);
+      const int n = static_cast<int>(state.round.members.size());
+      const std::string mine = head + "only " + machines_text(static_cast<size_t>(n)) + " of --nnodes min " +
+                               std::to_string(options_.min_nodes) + " came" + within;
+      if (!has(state.round.members, self.id)) throw std::runtime_error(mine);
+      // The first member to give up names the round's end for all of them (first wins).
+      const std::string stands = to_string(store_.compare_set(key + "/gave_up", {}, to_bytes(mine)));
+      throw RendezvousGaveUp(stands, others);
     }
     std::this_thread::sleep_for(kPoll);
   }

@@ -14,6 +14,10 @@
 //   round/<r>/done     launchers whose ranks all finished in round r, ';'-separated (a list,
 //                      not a counter: a request the store did not answer is made again)
 //   finished           the round in which the job finished
+//   round/<r>/gave_up  why the launchers gave round r up (no min_nodes within --rdzv_timeout_s;
+//                      first wins): every member of the open round ends with these words
+//   refused/count      how many launchers agree_on_settings() refused (a counter), and
+//   refused/<n>        "<who>|<why>" of the n-th: the waiting launchers say so at once
 // A member is "<id>,<host>,<nproc>,<port>,<alive port>": where the others reach it, its
 // ranks, a free port on its host for the ranks' store should it be node 0, and the port
 // whose connections tell the others when its launcher ends (launcher_links.h).
@@ -23,7 +27,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/store/store.h"
@@ -81,16 +87,42 @@ class Liveness {
   std::map<std::string, Seen> seen_;
 };
 
+// Thrown by Rendezvous::join when the open round did not gather min_nodes within
+// --rdzv_timeout_s. The first member to time out writes why in the store (round/<r>/gave_up)
+// and every member of that round ends with those same words, at once, rather than each at
+// its own deadline (the launcher serving the store ended first, and the others lost it).
+// `others`: the round's other live members, whom the launcher serving the store waits for
+// (their gone marks) before it ends, so that they read the words.
+class RendezvousGaveUp : public std::runtime_error {
+ public:
+  RendezvousGaveUp(const std::string& why, std::vector<std::string> others)
+      : std::runtime_error(why), others(std::move(others)) {}
+  std::vector<std::string> others;
+};
+
+// How often a launcher waiting for machines says so: every 30 s, or a quarter of a shorter
+// --rdzv_timeout_s (1 s at least), so that a wait is never silent for long.
+std::chrono::milliseconds progress_interval(const ElasticOptions& options);
+
 class Rendezvous {
  public:
-  Rendezvous(Store& store, const ElasticOptions& options, int max_restarts);
+  // `say`: where join() writes its lines (a refused launcher, waiting progress); may be null.
+  Rendezvous(Store& store, const ElasticOptions& options, int max_restarts,
+             std::function<void(const std::string&)> say = nullptr);
 
   // The first launcher's settings become the job's; throws std::invalid_argument naming
-  // the flag where this launcher's differ.
+  // the flag where this launcher's differ, after writing its refusal in the store
+  // (refused/<n>) so that the launchers waiting for machines say at once that one was
+  // refused and why, instead of waiting silently for --rdzv_timeout_s.
   void agree_on_settings();
   // Joins the next round that closes with this launcher in it, or returns nothing when
-  // `interrupted` says so (asked at every poll) or the job finished without it. Throws
-  // std::runtime_error when no round gathers min_nodes within options.timeout.
+  // `interrupted` says so (asked at every poll) or the job finished without it. While the
+  // round it is in has fewer than min_nodes, it says every progress_interval() how many
+  // came and which launchers were refused, and says each refusal as it comes (it waits on:
+  // a launcher given the job's flags may still come, as torchrun's rendezvous waits out its
+  // timeout for min_nodes). Throws RendezvousGaveUp when the round it is in does not gather
+  // min_nodes within options.timeout (or another member gave it up), std::runtime_error
+  // when it waited outside a running round that long.
   std::optional<Round> join(const Member& self, Liveness& liveness, const std::function<bool()>& interrupted);
 
   std::optional<RoundEnd> end_of(int round);
@@ -110,10 +142,17 @@ class Rendezvous {
   int current_round();
   void next_round_after(int round);
   void append(const std::string& key, const std::string& item);
+  // Refusals written since the last call ("<who> (<why>)"), oldest first.
+  std::vector<std::string> new_refusals();
+  void say(const std::string& line) const {
+    if (say_) say_(line);
+  }
 
   Store& store_;
   const ElasticOptions options_;
   const int max_restarts_;
+  const std::function<void(const std::string&)> say_;
+  int64_t refusals_seen_ = 0;
 };
 
 // "a.b.c.d" of the member list, for messages: "2 machines".

@@ -57,6 +57,17 @@ std::string mismatch_text(const JobStoreRequest& ours, int64_t theirs, const std
 constexpr char kShapeKey[] = "launch/node0_shape";
 constexpr char kShapeRefusedKey[] = "launch/shape_refused";
 constexpr char kAgreedPrefix[] = "launch/node_agreed/";
+// Why node 0's launcher found that the job cannot run, in the other launchers' words:
+// node 0's launcher writes it as it dooms the job, and every other launcher whose ranks
+// started (it agreed before the one at fault came) reads it and stops its ranks saying the
+// same (VerdictWatch), instead of its ranks ending on a store that went away. Each writes
+// kVerdictReadPrefix<k> once it has read it: node 0's store waits for those, briefly.
+constexpr char kVerdictKey[] = "launch/job_cannot_run";
+constexpr char kVerdictReadPrefix[] = "launch/job_cannot_run_read/";
+// How long node 0's doomed store waits for the agreed launchers to read kVerdictKey.
+constexpr std::chrono::seconds kVerdictReadWait{5};
+// How often node 0's launcher says which machines' launchers it still waits for.
+constexpr std::chrono::seconds kWaitingProgress{30};
 constexpr char kStrangerCount[] = "launch/strangers";
 constexpr char kStrangerPrefix[] = "launch/stranger/";
 // How long another launcher waits for kShapeKey once it reached node 0's store: node 0's
@@ -146,6 +157,7 @@ class TCPJobStore : public JobStore {
     // while the job ran on did not doom it: the other machines' ranks get their grace.
     if (!server_.running()) {
     } else if (!doomed().empty()) {
+      wait_for_verdict_readers();
       server_.stop_after_farewell(std::chrono::seconds(1));
     } else if (nnodes_ > 1) {
       // The other machines' ranks may still be ending (their last ops, their groups'
@@ -356,8 +368,15 @@ class TCPJobStore : public JobStore {
     }
     int64_t strangers = 0;
     bool refused = false;
+    const auto began = std::chrono::steady_clock::now();
+    auto next_progress = began + kWaitingProgress;
+    bool everyone_in = false;
     while (!closing_) {
       try {
+        if (!everyone_in && std::chrono::steady_clock::now() >= next_progress && doomed().empty()) {
+          next_progress += kWaitingProgress;
+          everyone_in = say_who_is_missing(*store, began);
+        }
         const std::string key = kStrangerPrefix + std::to_string(strangers + 1);
         try {
           store->wait({key}, kWatchSlice);
@@ -374,7 +393,8 @@ class TCPJobStore : public JobStore {
           if (parse_launcher_value(value, &v) && node_joined(*store, v.node_rank, nnodes_)) {
             say_stranger(value);
           } else {
-            doom(refused_text(value));
+            doom(refused_text(value, "this launcher (node 0) runs "));
+            tell_verdict(*store, refused_text(value, "node 0's launcher runs "));
           }
         }
         std::vector<std::string> pending;
@@ -385,6 +405,7 @@ class TCPJobStore : public JobStore {
         for (const std::string& why : pending) {
           if (!node_joined(*store, -1, nnodes_)) {
             doom(why);
+            tell_verdict(*store, why);
           } else {
             say("refused a launcher or rank that is not of this running job (" + why + "); " +
                 joined_text(-1, nnodes_) + " already: the job runs on");
@@ -406,10 +427,62 @@ class TCPJobStore : public JobStore {
         joined_text(v.node_rank, nnodes_) + " already; the job runs on");
   }
 
-  // What node 0's launcher says of the launcher that wrote `value` under kShapeRefusedKey.
-  std::string refused_text(const std::string& value) const {
+  // While some machine's launcher has not checked in (its ranks, and so this machine's,
+  // wait): which, every kWaitingProgress -- the launchers said nothing while a late one was
+  // awaited. Returns whether every node's launcher is in (nothing said then).
+  bool say_who_is_missing(Store& store, std::chrono::steady_clock::time_point began) const {
+    std::string missing;
+    int in = 1;  // this one, node 0
+    for (int k = 1; k < nnodes_; ++k) {
+      if (store.check({kAgreedPrefix + std::to_string(k)})) {
+        ++in;
+      } else {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+      }
+    }
+    if (missing.empty()) return true;
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - began);
+    say("waiting for machines: have " + std::to_string(in) + " of --nnodes=" + std::to_string(nnodes_) + " for " +
+        std::to_string(waited.count()) + " s; the launcher of node" + (missing.find(',') == std::string::npos ? " " : "s ") +
+        missing + (missing.find(',') == std::string::npos ? " has" : " have") +
+        " not checked in (this machine's ranks wait for theirs)");
+    return false;
+  }
+
+  // The first verdict stands, for the other launchers whose ranks started (VerdictWatch).
+  static void tell_verdict(Store& store, const std::string& why) {
+    try {
+      store.compare_set(kVerdictKey, {}, to_bytes(why));
+    } catch (const std::exception&) {
+      // Their ranks then end on the closed store, as before.
+    }
+  }
+
+  // Once doomed: until every launcher that agreed has read the verdict (so that each ends
+  // saying why, not with its ranks' lost store), at most kVerdictReadWait. At once when no
+  // verdict was written, or no other launcher agreed.
+  void wait_for_verdict_readers() {
+    if (nnodes_ < 2) return;
+    try {
+      TCPStore store(client_options());
+      if (!store.check({kVerdictKey})) return;
+      const auto deadline = std::chrono::steady_clock::now() + kVerdictReadWait;
+      for (int k = 1; k < nnodes_; ++k) {
+        if (!store.check({kAgreedPrefix + std::to_string(k)})) continue;
+        while (!store.check({kVerdictReadPrefix + std::to_string(k)}) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+    } catch (const std::exception&) {
+      // Nobody can read it any more.
+    }
+  }
+
+  // What a launcher says of the launcher that wrote `value` under kShapeRefusedKey: `ours`
+  // is how node 0's shape is introduced ("this launcher (node 0) runs ", on node 0).
+  std::string refused_text(const std::string& value, const std::string& node0) const {
     LauncherValue v;
-    const std::string ours = "this launcher (node 0) runs " + shape_text(nnodes_, nproc_per_node_);
+    const std::string ours = node0 + shape_text(nnodes_, nproc_per_node_);
     if (!parse_launcher_value(value, &v)) {
       return ours + ", another machine's launcher was given another" + flags_text();
     }
@@ -441,6 +514,80 @@ class TCPJobStore : public JobStore {
 }  // namespace
 
 namespace {
+
+// The JobStore of another machine's launcher's attempt: node 0's store's reader
+// (refusal_reader.h), plus a thread that waits there for node 0's verdict (kVerdictKey) and
+// makes it this launcher's doomed(): its ranks, started before the launcher at fault came,
+// are stopped and the launcher ends with "the job cannot run: ..." as node 0's does. Only
+// when node 0's store is a launcher's (it has kShapeKey); its waits last kWatchSlice.
+class VerdictWatch : public JobStore {
+ public:
+  VerdictWatch(std::unique_ptr<JobStore> reader, const JobStoreRequest& request)
+      : reader_(std::move(reader)), request_(request) {
+    if (::pipe2(doomed_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("cannot make a pipe for the job's store: ") + std::strerror(errno));
+    }
+    watch_ = std::thread([this] { watch(); });
+  }
+  ~VerdictWatch() override {
+    closing_ = true;
+    watch_.join();
+    ::close(doomed_pipe_[0]);
+    ::close(doomed_pipe_[1]);
+  }
+  int port() const override { return reader_->port(); }
+  std::string doomed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return doomed_;
+  }
+  int doomed_fd() const override { return doomed_pipe_[0]; }
+  std::vector<local::FencedMember> take_fenced() override { return reader_->take_fenced(); }
+  int fenced_fd() const override { return reader_->fenced_fd(); }
+  StoreWord ask(const std::vector<std::string>& member_ids, bool must_ask) override {
+    return reader_->ask(member_ids, must_ask);
+  }
+  void rank_ended(int rank, const std::string& how) override { reader_->rank_ended(rank, how); }
+  void tell(const std::string& key, const std::string& value) override { reader_->tell(key, value); }
+
+ private:
+  void watch() {
+    try {
+      TCPStoreOptions o;
+      o.host = request_.host;
+      o.port = request_.port;
+      o.identity = request_.identity;
+      o.timeout = std::chrono::milliseconds(2000);
+      TCPStore store(o);
+      if (!store.check({kShapeKey})) return;  // not a launcher's store: no verdict will come
+      while (!closing_) {
+        try {
+          store.wait({kVerdictKey}, kWatchSlice);
+        } catch (const Timeout&) {
+          continue;
+        }
+        const std::string why = to_string(store.get(kVerdictKey));
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          doomed_ = why;
+          const char byte = 1;
+          (void)!::write(doomed_pipe_[1], &byte, 1);
+        }
+        store.set(kVerdictReadPrefix + std::to_string(request_.node_rank), to_bytes("read"));
+        return;
+      }
+    } catch (const std::exception&) {
+      // Node 0's store is gone or unreachable: this machine's ranks see that themselves.
+    }
+  }
+
+  std::unique_ptr<JobStore> reader_;
+  const JobStoreRequest request_;
+  std::thread watch_;
+  std::atomic<bool> closing_{false};
+  mutable std::mutex mu_;
+  std::string doomed_;
+  int doomed_pipe_[2] = {-1, -1};
+};
 
 // Says that the shape was not checked, and why: the ranks start as they did before the
 // check (a check that cannot be made must not keep a job from running).
@@ -523,7 +670,9 @@ void check_shape_with_node0(const JobStoreRequest& request) {
 }  // namespace
 
 std::unique_ptr<JobStore> serve_tcp_job_store(const JobStoreRequest& request) {
-  if (request.node_rank != 0 && request.reader_only) return read_node0_store(request);
+  if (request.node_rank != 0 && request.reader_only) {
+    return std::make_unique<VerdictWatch>(read_node0_store(request), request);
+  }
   if (request.node_rank != 0) {
     check_shape_with_node0(request);
     return nullptr;
