@@ -1,12 +1,16 @@
 #include "ft/generation.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "api/errors.h"
+#include "api/logging.h"
 #include "ft/store_keys.h"
 
 namespace distcomm {
@@ -59,6 +63,13 @@ class Arrivals {
   std::set<std::string> ids_;
 };
 
+// "12.5 s", as init's messages write a duration.
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, std::chrono::duration<double>(d).count()));
+  return text;
+}
+
 void arrive(Store& store, uint64_t g, const std::string& me) {
   const int64_t n = store.add(keys::arrivals(g), 1);
   store.set(keys::arrival(g, n), me);
@@ -97,6 +108,16 @@ std::string Generation::describe() const {
   return "generation " + std::to_string(number) + " (" + id_list(members) + ")";
 }
 
+std::chrono::milliseconds forming_report_interval(const std::string& text) {
+  if (text.empty()) return std::chrono::seconds(30);
+  char* end = nullptr;
+  const double s = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
+    throw InvalidArgument("DISTCOMM_INIT_REPORT_SECONDS='" + text + "' is not a positive number of seconds (fractions allowed)");
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
+}
+
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current,
                                          int64_t* resolved_below) {
   std::vector<std::string> out;
@@ -128,6 +149,10 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
   }
   Arrivals arrivals(store, g);
   std::vector<std::string> gone;
+  // A first generation waits for its ranks up to op_timeout (30 minutes): one whose launcher
+  // never started would keep the others silent all that while, as init does not.
+  const auto started = std::chrono::steady_clock::now();
+  auto next_report = started + request.report_every;
   for (;;) {
     if (store.check({keys::members(g)})) return Generation::decode(g, store.get_string(keys::members(g)));
     const std::set<std::string>& came = arrivals.read();
@@ -165,9 +190,17 @@ Generation form_generation(Store& store, Liveness& liveness, const FormRequest& 
       }
       return agreed;
     }
-    if (std::chrono::steady_clock::now() >= request.deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= request.deadline) {
       throw Timeout(request.me + ": forming generation " + std::to_string(g) + " timed out waiting for " +
                     id_list(missing) + ", alive by their heartbeat but not arrived");
+    }
+    if (now >= next_report) {
+      log_line("ft: member '" + request.me + "': forming generation " + std::to_string(g) + " has waited " +
+               seconds_text(now - started) + " for " + id_list(missing) +
+               " to arrive (it gives up in " +
+               seconds_text(request.deadline - now) + ")");
+      next_report = now + request.report_every;
     }
     std::this_thread::sleep_for(kPoll);
   }

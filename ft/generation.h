@@ -42,7 +42,14 @@ struct FormRequest {
   std::chrono::steady_clock::time_point deadline;
   // Also expect the processes waiting to join (registered, compatible, not gone).
   bool admit_joiners = true;
+  // While it waits, every this long it logs whom it waits for and when it gives up, as
+  // init's waits do ("... has waited 30.2 s for rank1 to arrive (it gives up in 1769.8 s)").
+  std::chrono::milliseconds report_every = std::chrono::seconds(30);
 };
+
+// DISTCOMM_INIT_REPORT_SECONDS's text, init's report interval, which a forming's waits use
+// too: a positive number of seconds, fractions allowed; "" is 30 s. InvalidArgument else.
+std::chrono::milliseconds forming_report_interval(const std::string& text);
 
 // "rank0, rank1, rank3" ("nobody" when empty), for messages.
 std::string id_list(const std::vector<std::string>& ids);

@@ -20,6 +20,7 @@
 #include "ft/liveness_monitor.h"
 #include "ft/member_terms.h"
 #include "ft/store_keys.h"
+#include "ft/store_stall.h"
 
 namespace distcomm {
 namespace ft {
@@ -120,12 +121,6 @@ std::string describe_state(const std::vector<Tensor*>& state) {
   return s.empty() ? "(no tensors)" : s;
 }
 
-// Refused: something answered from the store's host, and nothing listens there any more --
-// the store's process ended (node 0's launcher, or rank 0), not a partition nor a stall.
-bool store_process_ended(const StoreError& e) {
-  return std::string(e.what()).find("Connection refused") != std::string::npos;
-}
-
 // Runs fn; a StoreError from it says that this member lost the job's store (helper-98: a
 // member partitioned away ended with a bare "TCPStore: cannot connect to 10.100.0.1:29600
 // after 1 s" after its step's Timeout, which said nothing of ft or of what follows).
@@ -145,6 +140,11 @@ auto saying_the_store_was_lost(const std::string& id, const char* call, Fn&& fn)
                      "host down); it ends here")));
   }
 }
+
+// How long a store call of begin_step or commit is asked again through a stall of the store
+// (store_stall.h): the monitor takes this member for lost once no beat got through for the
+// recovery timeout; a heartbeat timeout more lets it say so first.
+std::chrono::milliseconds stall_bound(const ManagerOptions& o) { return o.recovery_timeout + o.heartbeat_timeout; }
 
 }  // namespace
 
@@ -346,8 +346,10 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
     if (static_cast<int>(next.members.size()) < options_.min_members) {
       // Too few to go on: no group is made for it. Every member of it does the same (the
       // launcher's words and the joiners are read from the store), then forms the next
-      // generation with the joiners that came, within the same deadline.
-      waited_for_joiners = await_replacements(next, deadline);
+      // generation with the joiners that came, within the same deadline. Polls of the
+      // store: asked again whole through a stall (store_stall.h).
+      waited_for_joiners =
+          through_store_stall(*monitor_, stall_bound(options_), [&] { return await_replacements(next, deadline); });
       generation_ = next;
       committed_ = next.committed_steps;
       previous = next.members;
@@ -369,9 +371,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
       has_state_ = had_state;
       // The members whose creation stood run this generation's first step: its verdict
       // "abort" makes their monitors end it, and they come to the next one too.
-      store_->compare_set(keys::verdict(next.number, next.committed_steps), {},
-                          to_bytes("abort|member '" + id_ + "' gave up forming " + next.describe() + ": " +
-                                   in_member_terms(e.what(), next.members)));
+      const std::string abort = "abort|member '" + id_ + "' gave up forming " + next.describe() + ": " +
+                                in_member_terms(e.what(), next.members);
+      through_store_stall(*monitor_, stall_bound(options_), [&] {
+        store_->compare_set(keys::verdict(next.number, next.committed_steps), {}, to_bytes(abort));
+      });
       monitor_->unwatch();
       monitor_->abort_group(group_);  // the monitor may be aborting it too
       group_.reset();
@@ -409,9 +413,11 @@ void Manager::form_next(const std::vector<Tensor*>& state) {
 
 void Manager::agree_on_state(const std::vector<Tensor*>& state) {
   const std::string mine = describe_state(state);
+  // Each store call asked again through a stall of the store (store_stall.h).
+  auto ride = [this](auto&& call) { return through_store_stall(*monitor_, stall_bound(options_), call); };
   if (has_state_) {
     // The first member to form a generation says what the state is; every member must agree.
-    const std::string job = to_string(store_->compare_set(keys::kState, {}, to_bytes(mine)));
+    const std::string job = ride([&] { return to_string(store_->compare_set(keys::kState, {}, to_bytes(mine))); });
     if (job != mine) {
       throw InvalidArgument("ft::Manager: member '" + id_ + "' has the state " + mine + ", the job's is " + job +
                             ": every member must pass begin_step the same tensors");
@@ -421,20 +427,27 @@ void Manager::agree_on_state(const std::vector<Tensor*>& state) {
   if (generation_.number != 0) return;  // a joiner taken in before, whose transfer failed: checked then
   // A joiner: its state must be the members' (dtypes and shapes; the signature was checked
   // at construction), or it is refused before it is counted in, and the job goes on.
-  store_->wait({keys::kState}, options_.op_timeout);
-  const std::string job = store_->get_string(keys::kState);
+  const std::string job = ride([&] {
+    store_->wait({keys::kState}, options_.op_timeout);
+    return store_->get_string(keys::kState);
+  });
   if (job != mine) {
-    liveness_->mark_dead(id_, std::string(kRefusedMark) + "its state differs from the members'");
+    ride([&] { liveness_->mark_dead(id_, std::string(kRefusedMark) + "its state differs from the members'"); });
     throw InvalidArgument("ft::Manager: joiner '" + id_ + "' refused: its state is " + mine + ", the members' is " + job);
   }
-  const int64_t n = store_->add(keys::kJoiners, 1);
-  store_->set(keys::joiner(n), id_);
+  // A number asked again after a lost answer leaves the first one unwritten: waiting_joiners
+  // skips it (counted, not yet written), and counts this joiner once, at its second.
+  const int64_t n = ride([&] { return store_->add(keys::kJoiners, 1); });
+  ride([&] { store_->set(keys::joiner(n), id_); });
 }
 
 Generation Manager::agree_on_next(const std::vector<std::string>& previous, Clock::time_point deadline) {
+  // Each store call asked again through a stall of the store (store_stall.h); a forming whole,
+  // by its own deadline: arriving again only adds a second arrival slot of the same id.
+  auto ride = [this](auto&& call) { return through_store_stall(*monitor_, stall_bound(options_), call); };
   Generation next;
   if (generation_.number == 0 && joining_) {
-    next = await_admission(*store_, id_, deadline);
+    next = ride([&] { return await_admission(*store_, id_, deadline); });
     if (next.members.empty()) return next;
   } else {
     FormRequest request;
@@ -443,15 +456,16 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
     request.previous = previous;
     request.committed_steps = committed_;
     request.deadline = deadline;
-    next = form_generation(*store_, *liveness_, request);
+    request.report_every = forming_report_interval(env("DISTCOMM_INIT_REPORT_SECONDS"));  // init's interval
+    next = ride([&] { return form_generation(*store_, *liveness_, request); });
   }
   if (next.rank_of(id_) < 0) {
-    const std::string why = liveness_->gone(id_, false);
+    const std::string why = ride([&] { return liveness_->gone(id_, false); });
     if (!why.empty()) throw Error(fenced_message(id_, why) + "; " + next.describe() + " was formed without it");
     throw PeerFailure("ft: member '" + id_ + "' was left out of " + next.describe() + ": it came too late");
   }
   // Fewer than min_members: form_next waits for the replacements due, or stops the job.
-  if (!has_state_) store_->set(keys::needs_state(next.number, id_), "1");
+  if (!has_state_) ride([&] { store_->set(keys::needs_state(next.number, id_), "1"); });
   return next;
 }
 
@@ -486,7 +500,9 @@ void Manager::hand_state(const std::vector<Tensor*>& state) {
   int root = -1;
   bool someone_needs = false;
   for (size_t r = 0; r < generation_.members.size(); ++r) {
-    const bool needs = store_->check({keys::needs_state(generation_.number, generation_.members[r])});
+    const bool needs = through_store_stall(*monitor_, stall_bound(options_), [&] {
+      return store_->check({keys::needs_state(generation_.number, generation_.members[r])});
+    });
     someone_needs = someone_needs || needs;
     if (!needs && root < 0) root = static_cast<int>(r);
   }
@@ -567,13 +583,34 @@ bool Manager::commit_with_store() {
   if (!keeps_failing_.empty()) throw StepKeepsFailing(keeps_failing_);
   throw_if_store_lost();
   const uint64_t g = generation_.number, s = committed_;
+  // Each store call is asked again through a stall of the store (store_stall.h), but for the
+  // count of the step's finishers (below).
+  auto ride = [this](auto&& call) { return through_store_stall(*monitor_, stall_bound(options_), call); };
+  auto write_verdict = [&](const std::string& verdict) {
+    ride([&] { store_->compare_set(keys::verdict(g, s), {}, to_bytes(verdict)); });
+  };
   if (step_failed_) {
     // The group's ranks said as members (member_terms.h): the reporter is one too.
-    store_->compare_set(keys::verdict(g, s), {},
-                        to_bytes("abort|member '" + id_ + "': " + in_member_terms(step_failure_, generation_.members)));
-  } else if (store_->add(keys::done(g, s), 1) == static_cast<int64_t>(generation_.members.size())) {
-    const bool grow = !waiting_joiners(*store_, *liveness_, generation_.members, &joiners_resolved_below_).empty();
-    store_->compare_set(keys::verdict(g, s), {}, to_bytes(std::string("commit|") + (grow ? "grow" : "")));
+    write_verdict("abort|member '" + id_ + "': " + in_member_terms(step_failure_, generation_.members));
+  } else {
+    int64_t done = 0;
+    try {
+      done = store_->add(keys::done(g, s), 1);
+    } catch (const StoreError& e) {
+      if (!store_may_answer_again(e)) throw;
+      // No answer: the ADD may have been counted (its reply lost) or not (never sent). Asked
+      // again, it could be counted twice, and the count reach the generation's size while a
+      // member has not finished. The step is aborted instead, once the store answers: every
+      // member redoes it (a "commit" written first, by a count this ADD completed, stands).
+      write_verdict("abort|member '" + id_ + "' finished the step, but the store did not answer its count (" +
+                    e.what() + "): a store stall; the step is redone by every member");
+    }
+    if (done == static_cast<int64_t>(generation_.members.size())) {
+      const bool grow = ride([&] {
+        return !waiting_joiners(*store_, *liveness_, generation_.members, &joiners_resolved_below_).empty();
+      });
+      write_verdict(std::string("commit|") + (grow ? "grow" : ""));
+    }
   }
   const Clock::time_point deadline = Clock::now() + options_.op_timeout;
   for (;;) {
@@ -600,22 +637,22 @@ bool Manager::commit_with_store() {
       if (Clock::now() >= deadline) {
         // Not on its own: the step is aborted for every member (unless a verdict came
         // meanwhile, which then stands), so that no member applies it while this one redoes it.
-        store_->compare_set(keys::verdict(g, s), {},
-                            to_bytes("abort|member '" + id_ + "' waited " +
-                                     std::to_string(options_.op_timeout.count()) +
-                                     " ms for the others to finish the step"));
+        write_verdict("abort|member '" + id_ + "' waited " + std::to_string(options_.op_timeout.count()) +
+                      " ms for the others to finish the step");
         break;
       }
     }
   }
   // The verdict, and in the same request whether the others took this member for gone
   // meanwhile (it was stopped, say): then it ends here, whatever the verdict.
-  const std::vector<std::optional<Store::Bytes>> read = read_present(*store_, {keys::verdict(g, s), keys::dead(id_)});
+  const std::vector<std::optional<Store::Bytes>> read =
+      ride([&] { return read_present(*store_, {keys::verdict(g, s), keys::dead(id_)}); });
   if (read[1]) {
     monitor_->abort_group(group_);
     throw_taken_out(to_string(*read[1]));
   }
-  const std::string verdict = read[0] ? to_string(*read[0]) : store_->get_string(keys::verdict(g, s));
+  const std::string verdict =
+      read[0] ? to_string(*read[0]) : ride([&] { return store_->get_string(keys::verdict(g, s)); });
   step_failed_ = false;
   retired_.reset();
   if (verdict.rfind("commit|", 0) == 0) {
@@ -644,7 +681,8 @@ bool Manager::commit_with_store() {
   failures_.push_back(event);
   need_new_generation_ = true;
   monitor_->abort_group(group_);  // the monitor may be aborting it too
-  const std::string keeps = keeps_failing(s, verdict.substr(verdict.find('|') + 1));
+  // Reads, and marks written with compare_set: asked again whole through a stall.
+  const std::string keeps = ride([&] { return keeps_failing(s, verdict.substr(verdict.find('|') + 1)); });
   if (!keeps.empty()) {
     keeps_failing_ = keeps;
     // Every other member reads the same records and ends here too: none of them is to be

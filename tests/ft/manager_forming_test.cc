@@ -334,5 +334,28 @@ TEST_F(FtManagerForming, AReplacementIdDoesNotMakeALiveMemberGone) {
   EXPECT_EQ(ids_of(joiner.ft->generation().members), "rank0,rank1,rank2,rank3,rank3+1");
 }
 
+// u. A first generation missing a member (its launcher never started) waits up to op_timeout
+// (30 minutes by default), and used to wait in silence; it says whom it waits for and when it
+// gives up every report interval, as init does (DISTCOMM_INIT_REPORT_SECONDS, init's own).
+TEST_F(FtManagerForming, AFirstGenerationMissingAMemberSaysWhomItWaitsFor) {
+  ::setenv("DISTCOMM_INIT_REPORT_SECONDS", "0.2", 1);
+  Member& m = add_member("rank0", 0);
+  ft::ManagerOptions o = options(m.id, 2);  // rank1 never comes
+  o.op_timeout = milliseconds(1500);        // the first generation's bound
+  m.ft = std::make_unique<ft::Manager>(o);
+  ::testing::internal::CaptureStderr();
+  std::string error = "begin_step formed a generation without rank1";
+  try {
+    m.ft->begin_step({&m.state});
+  } catch (const Timeout& e) {
+    error = e.what();
+  }
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("DISTCOMM_INIT_REPORT_SECONDS");
+  EXPECT_TRUE(contains(error, "forming generation 1 timed out waiting for rank1")) << error;
+  EXPECT_TRUE(contains(said, "ft: member 'rank0': forming generation 1 has waited ")) << said;
+  EXPECT_TRUE(contains(said, " for rank1 to arrive (it gives up in ")) << said;
+}
+
 }  // namespace
 }  // namespace distcomm
