@@ -79,7 +79,8 @@ inline V max_of(V a, V b) {
 // x86-64's baseline vectors are SSE2's 16 bytes; where the CPU has AVX2 the loader picks a
 // clone of the reductions compiled for it (an ifunc: chosen once, at load). In shm's 64 MiB
 // float32 all_reduce between 2 ranks the reduction is a third of the time, and this clone
-// made the op 5-8% faster on this VM's AMD EPYC (paired runs; docs/performance.md).
+// made the op 15% faster on an AMD EPYC VM (median of 8 paired runs, faster in all 8;
+// docs/performance.md, 2026-12-07).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define DISTCOMM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else

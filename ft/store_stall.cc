@@ -35,7 +35,11 @@ void through_store_stall(const LivenessMonitor& monitor, std::chrono::millisecon
       // Lost (no beat of this member through for its recovery timeout; its connections are
       // cut off now): the store's own words first, then the monitor's.
       const std::string lost = monitor.lost_store();
-      if (!lost.empty()) std::rethrow_exception(with_detail(std::current_exception(), lost));
+      if (!lost.empty()) {
+        // A call that itself asked the monitor (throw_if_store_lost) already says it.
+        if (std::string(e.what()).find(lost) != std::string::npos) throw;
+        std::rethrow_exception(with_detail(std::current_exception(), lost));
+      }
       const auto now = std::chrono::steady_clock::now();
       if (!give_up) give_up = now + bound;
       if (now >= *give_up) throw;

@@ -113,8 +113,12 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
     }
     const std::exception_ptr error = std::make_exception_ptr(
         gloo::with_launcher_stops(others.empty() ? "" : gloo::peers_lost(others).what(), split));
-    const int departed = departure_behind(others);
-    failure_->record_loss(error, op.get(), departed >= 0 ? departed : culprit_among(split.others));
+    // Where every rank this loss holds was stopped (a subgroup without the failed rank),
+    // the loss is still a consequence: the failed rank's published error is adopted where
+    // there is one, else a stopped rank stands as its cause, as before the marks.
+    const int departed = departure_behind(others.empty() ? told : others);
+    failure_->record_loss(error, op.get(),
+                          departed >= 0 ? departed : culprit_among(split.others.empty() ? ranks : split.others));
     return;
   }
   const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(told));

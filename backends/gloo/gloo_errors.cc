@@ -167,7 +167,7 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
         error = std::make_exception_ptr(
             with_launcher_stops(split.others.empty() ? "" : peers_died(split.others).what(), split));
       }
-      culprit = culprit_among(split.others);
+      culprit = culprit_among(split.others.empty() ? died : split.others);  // a consequence either way
     } else if (!left.empty()) {
       // A rank that left cleanly published where it was (the stall watch's last report),
       // and the explainer compares that with the others' ops: it never ran this op, so the

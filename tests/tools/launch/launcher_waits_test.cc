@@ -95,14 +95,15 @@ TEST(LauncherWaits, ElasticLaunchersSayAtOnceThatOneWasRefused) {
 }
 
 // A 4-machine elastic job loses a machine (its launcher killed); the other three wait for a
-// fourth in round 2, saying so every 2 s (a quarter of --rdzv_timeout_s=8), and give up
-// together: all three end with the same line. Launcher c's rank ignores SIGTERM, so c comes
-// to round 2 some 5 s after the others (its rank's SIGKILL): before, the launcher serving
-// the store ended at its own deadline and c ended "lost the rendezvous store".
+// fourth in round 2, saying so every 4 s (a quarter of --rdzv_timeout_s=16, which leaves a
+// loaded host room for c's ~5 s), and give up together: all three end with the same line.
+// Launcher c's rank ignores SIGTERM, so c comes to round 2 some 5 s after the others (its
+// rank's SIGKILL): before, the launcher serving the store ended at its own deadline and c
+// ended "lost the rendezvous store".
 TEST(LauncherWaits, ElasticLaunchersGiveARoundUpTogether) {
   const int port = local::pick_free_port();
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
-  const std::vector<std::string> flags = {"--rdzv_id=giveup", "--rdzv_timeout_s=8", "--max_restarts=2"};
+  const std::vector<std::string> flags = {"--rdzv_id=giveup", "--rdzv_timeout_s=16", "--max_restarts=2"};
   const std::vector<std::string> sleeper = {"/bin/sleep", "300"};
   std::unique_ptr<Subprocess> a = elastic(endpoint, "4", flags, sleeper);  // serves the store: started first
   const std::string round1 = "launch: rendezvous 'giveup' round 1: 4 machines (min 4, max 4)\n";
@@ -120,7 +121,7 @@ TEST(LauncherWaits, ElasticLaunchersGiveARoundUpTogether) {
   const std::string waiting = "launch: rendezvous 'giveup' round 2: waiting for machines: have ";
   const std::string gave_up =
       "launch: cannot start the job: rendezvous 'giveup' round 2: only 3 machines of --nnodes min 4 came within "
-      "--rdzv_timeout_s=8";
+      "--rdzv_timeout_s=16";
   for (Subprocess* p : {a.get(), b.get()}) {
     EXPECT_TRUE(p->wait_for_stdout(waiting, 1, seconds(60))) << p->stdout_so_far();
   }

@@ -49,7 +49,9 @@ TEST(RefusedReplacement, IsNotReplacedAgainAndTheJobSucceeds) {
   ASSERT_FALSE(f.timed_out) << f.err;
   // The one line, naming the member, why, and that it is not replaced.
   EXPECT_TRUE(contains(f.err, "rank 2's replacement (member rank2+1, pid ")) << f.err;
-  EXPECT_TRUE(contains(f.err, ") was refused by the fault-tolerant job's members, which go on without it: step "))
+  // The refusal names the joiner first (42a96d9: it named the member that aborted first).
+  EXPECT_TRUE(contains(f.err, ") was refused by the fault-tolerant job's members, which go on without it: joiner "
+                              "'rank2+1' (group rank 2 of generation "))
       << f.err;
   EXPECT_TRUE(contains(f.err, "it is not replaced: the same program would be refused again")) << f.err;
   EXPECT_TRUE(contains(f.err, "started rank 2's replacement 1 ")) << f.err;
@@ -86,7 +88,8 @@ TEST(RefusedReplacement, AnotherMachinesLauncherSeesItsRefusalToo) {
   ASSERT_FALSE(f0.timed_out) << f0.err;
   EXPECT_TRUE(contains(f1.err, "started rank 3's replacement 1 ")) << f1.err;
   EXPECT_TRUE(contains(f1.err, "rank 3's replacement (member rank3+1, pid ")) << f1.err;
-  EXPECT_TRUE(contains(f1.err, ") was refused by the fault-tolerant job's members, which go on without it: step "))
+  EXPECT_TRUE(contains(f1.err, ") was refused by the fault-tolerant job's members, which go on without it: joiner "
+                               "'rank3+1' (group rank 3 of generation "))
       << f1.err;
   EXPECT_FALSE(contains(f1.err, "started rank 3's replacement 2 ")) << f1.err;
   EXPECT_TRUE(contains(f1.err, "or was a joiner that the members refused (rank 3's replacement (member rank3+1"))
