@@ -38,6 +38,12 @@ class CapturedStderr {
   // Ends the capture (stderr is the original again) and returns what was written.
   std::string text() {
     restore();
+    return so_far();
+  }
+
+  // What was written so far, the capture going on (a test waiting for a line to appear).
+  std::string so_far() const {
+    std::fflush(stderr);
     std::string written;
     if (file_ < 0) return written;
     char chunk[4096];

@@ -20,7 +20,7 @@
 #include "api/diagnostics/work_wait_note.h"
 #include "api/store/hash_store.h"
 #include "api/work.h"
-#include "tests/testing/test_files.h"
+#include "tests/testing/captured_stderr.h"
 
 namespace distcomm {
 namespace {
@@ -77,50 +77,12 @@ TEST(LongWaitLine, TheNoteComesAfterWhereTheOthersAre) {
             "distcomm: op has waited 60.0 s of its timeout of 1800.0 s");
 }
 
-// stderr into a file that the test reads while the capture lasts: it waits for a line to
-// appear, not for a guessed time.
-class StderrFile {
- public:
-  StderrFile() {
-    std::string path = testing::temp_path("stderr_XXXXXX");
-    file_ = ::mkstemp(&path[0]);
-    if (file_ < 0) return;
-    ::unlink(path.c_str());
-    std::fflush(stderr);
-    saved_ = ::dup(STDERR_FILENO);
-    ::dup2(file_, STDERR_FILENO);
-  }
-  ~StderrFile() {
-    std::fflush(stderr);
-    if (saved_ >= 0) {
-      ::dup2(saved_, STDERR_FILENO);
-      ::close(saved_);
-    }
-    if (file_ >= 0) ::close(file_);
-  }
-  std::string text() const {
-    std::string written;
-    char chunk[4096];
-    for (off_t at = 0; file_ >= 0;) {
-      const ssize_t n = ::pread(file_, chunk, sizeof chunk, at);
-      if (n <= 0) break;
-      written.append(chunk, static_cast<size_t>(n));
-      at += n;
-    }
-    return written;
-  }
-
- private:
-  int file_ = -1;
-  int saved_ = -1;
-};
-
 // The note a backend set on the op the watch reports on ends its "has waited" line.
 TEST(StallWatchReport, TheHasWaitedLineEndsWithTheBackendsNote) {
   ::setenv("DISTCOMM_STALL_REPORT_SECONDS", "0.3", 1);  // read by the watch's constructor
   std::string text;
   {
-    StderrFile err;
+    testing::CapturedStderr err;  // read while it lasts: waits for a line, not a guessed time
     StorePtr store = std::make_shared<HashStore>();
     GroupFailure failure{0, store};
     StallWatchOptions o;
@@ -138,7 +100,7 @@ TEST(StallWatchReport, TheHasWaitedLineEndsWithTheBackendsNote) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (text.find(" has waited ") == std::string::npos && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(milliseconds(20));
-      text = err.text();
+      text = err.so_far();
     }
     waiting->finish();
     watch.stop();
