@@ -35,18 +35,6 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-void copy_twice(void* dst1, void* dst2, const void* src, size_t bytes) {
-  if (dst2 == src) return copy_bytes(dst1, src, bytes);
-  auto* a = static_cast<uint8_t*>(dst1);
-  auto* b = static_cast<uint8_t*>(dst2);
-  const auto* s = static_cast<const uint8_t*>(src);
-  for (size_t done = 0; done < bytes; done += kReduceBlockBytes) {
-    const size_t len = std::min(kReduceBlockBytes, bytes - done);
-    std::memcpy(a + done, s + done, len);
-    std::memcpy(b + done, s + done, len);  // from the L1 cache
-  }
-}
-
 void run_reduce(const ReduceTask& t) {
   const size_t esize = element_size(t.dtype);
   for (size_t done = 0; done < t.bytes; done += kReduceBlockBytes) {

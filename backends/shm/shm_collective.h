@@ -125,9 +125,6 @@ size_t pipeline_piece(size_t total, size_t room);
 
 // memcpy that tolerates dst == src (an in-place op's own block) and zero bytes.
 void copy_bytes(void* dst, const void* src, size_t bytes);
-// Copies src to two places in one pass over src, a block at a time (the second copy reads
-// the block from the L1 cache); dst2 may be src.
-void copy_twice(void* dst1, void* dst2, const void* src, size_t bytes);
 
 // Reduces one range: dst = init (if given) (op) the sources, in blocks small enough to
 // stay in the L1 cache across the sources; each finished block is divided by

@@ -48,12 +48,13 @@ class Gather final : public CollectiveOp {
   uint64_t rounds() const override { return ceil_div(block_, step_); }
   size_t round_bytes(uint64_t r) const override { return piece(r, step_, block_); }
   void write(uint64_t r, const RoundView& v) override {
+    // Two plain copies, not one pass writing both (a block into the slot, then the same
+    // block into the output, 8 KiB at a time): interleaving the two store streams made a
+    // 64 KiB all_gather between 2 ranks 6.3 us a call against 4.9 us like this, and 1 and
+    // 16 MiB slower too (docs/performance.md, 2026-12-07 afternoon).
     const size_t off = r * step_, len = piece(r, step_, block_);
-    if (gets_) {
-      copy_twice(v.mine, out_ + static_cast<size_t>(rank_) * block_ + off, in_ + off, len);
-    } else {
-      copy_bytes(v.mine, in_ + off, len);
-    }
+    copy_bytes(v.mine, in_ + off, len);
+    if (gets_) copy_bytes(out_ + static_cast<size_t>(rank_) * block_ + off, in_ + off, len);
   }
   bool waits_for(uint64_t, int) const override { return gets_; }
   void read(uint64_t r, const RoundView& v) override {
