@@ -44,6 +44,13 @@ JobIdentity identity_from_environment();
 std::map<std::string, std::string> backend_config_as_init_gives(const std::string& backend,
                                                                 std::map<std::string, std::string> given);
 
+// init's report interval as the environment sets it: $DISTCOMM_INIT_REPORT_SECONDS (a
+// positive number of seconds, fractions allowed), else 30 s (kDefaultInitReportInterval);
+// what init_process_group uses when InitOptions::init_report_interval is zero. For the waits
+// of a program's own groups that report as init's do (ft::Manager's formings and a joiner's
+// wait to be taken in). Throws InvalidArgument naming the variable for a malformed value.
+std::chrono::milliseconds init_report_interval_from_environment();
+
 // Whether a launcher gave this process a rank (read_launch_env() found one: tools/launch,
 // torchrun, spawn, mpirun, srun, a PMI launcher). A program that starts its own ranks
 // when run by hand asks this first.

@@ -1,7 +1,6 @@
 #include "ft/generation.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "api/errors.h"
 #include "api/logging.h"
+#include "ft/admission_wait.h"
 #include "ft/store_keys.h"
 
 namespace distcomm {
@@ -106,16 +106,6 @@ Generation Generation::decode(uint64_t number, const std::string& text) {
 
 std::string Generation::describe() const {
   return "generation " + std::to_string(number) + " (" + id_list(members) + ")";
-}
-
-std::chrono::milliseconds forming_report_interval(const std::string& text) {
-  if (text.empty()) return std::chrono::seconds(30);
-  char* end = nullptr;
-  const double s = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || !(s > 0) || !std::isfinite(s) || s > 1e6) {
-    throw InvalidArgument("DISTCOMM_INIT_REPORT_SECONDS='" + text + "' is not a positive number of seconds (fractions allowed)");
-  }
-  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
 }
 
 std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const std::vector<std::string>& current,
@@ -228,9 +218,11 @@ void gave_up_forming(Store& store, const Generation& given_up, const std::string
   }
 }
 
-Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline) {
+Generation await_admission(Store& store, const AdmissionRequest& request) {
+  const std::string& me = request.me;
   uint64_t g = store.check({keys::kLatest}) ? std::stoull(store.get_string(keys::kLatest)) + 1 : 1;
   arrive(store, g, me);
+  auto next_report = request.started + request.report_every;
   for (;;) {
     // One request for both: it is asked every poll.
     const std::vector<std::optional<Store::Bytes>> ended = read_present(store, {keys::kFinished, keys::kStopped});
@@ -250,9 +242,14 @@ Generation await_admission(Store& store, const std::string& me, std::chrono::ste
       arrive(store, g, me);
       continue;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= request.deadline) {
       const std::string dead = store.check({keys::dead(me)}) ? "; it was taken for gone: " + store.get_string(keys::dead(me)) : "";
       throw Timeout(me + ": waited to join, and generation " + std::to_string(g) + " was not formed in time" + dead);
+    }
+    if (now >= next_report) {
+      log_line(admission_wait_line(store, me, g, now - request.started, request.deadline - now));
+      next_report = now + request.report_every;
     }
     std::this_thread::sleep_for(kPoll);
   }

@@ -47,10 +47,6 @@ struct FormRequest {
   std::chrono::milliseconds report_every = std::chrono::seconds(30);
 };
 
-// DISTCOMM_INIT_REPORT_SECONDS's text, init's report interval, which a forming's waits use
-// too: a positive number of seconds, fractions allowed; "" is 30 s. InvalidArgument else.
-std::chrono::milliseconds forming_report_interval(const std::string& text);
-
 // "rank0, rank1, rank3" ("nobody" when empty), for messages.
 std::string id_list(const std::vector<std::string>& ids);
 
@@ -80,13 +76,25 @@ std::vector<std::string> waiting_joiners(Store& store, Liveness& liveness, const
 // recovery timeout).
 void gave_up_forming(Store& store, const Generation& given_up, const std::string& me, const std::string& why) noexcept;
 
+struct AdmissionRequest {
+  std::string me;  // the joiner
+  std::chrono::steady_clock::time_point deadline;
+  // When its wait began: what its reports count from (a call asked again through a stall of
+  // the store, store_stall.h, goes on counting).
+  std::chrono::steady_clock::time_point started;
+  // While it waits, every this long it logs whom it waits for and when it gives up, as a
+  // forming does (FormRequest::report_every): a joiner used to wait in silence up to its
+  // recovery timeout.
+  std::chrono::milliseconds report_every = std::chrono::seconds(30);
+};
+
 // A joiner's side: arrives at each new generation from the one after `latest` until one
 // takes it in, and returns that one; an empty generation (number 0, no members) when the
 // training has finished (Manager::finish) before. Throws Timeout at the deadline, and Error
 // (fenced_message) when one was formed without it and it is marked dead, or, naming why, when
 // the job stopped (keys::kStopped: StepKeepsFailing, too few members left, forming given up)
 // before it was taken in.
-Generation await_admission(Store& store, const std::string& me, std::chrono::steady_clock::time_point deadline);
+Generation await_admission(Store& store, const AdmissionRequest& request);
 
 }  // namespace ft
 }  // namespace distcomm

@@ -92,6 +92,17 @@ std::string LivenessMonitor::lost_store() const {
   return lost_store_;
 }
 
+bool LivenessMonitor::aborted_for_waited_out_stall(const ProcessGroupPtr& group) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // owner_before both ways: the same control block (alive: `group` holds it), not merely the
+  // same address. Still blind is not excluded: the caller got through to the store (its
+  // verdict written) and the monitor's next beat may be an interval away; a member fenced
+  // meanwhile finds its dead mark with the verdict, and one partitioned is left out of the
+  // next generation, whatever its abort said.
+  const bool same = group && !silence_aborted_.owner_before(group) && !group.owner_before(silence_aborted_);
+  return same && fenced_.empty() && lost_store_.empty();
+}
+
 void LivenessMonitor::finish() {
   std::lock_guard<std::mutex> lock(mu_);
   finished_ = true;
@@ -132,6 +143,7 @@ void LivenessMonitor::judge_own_silence(const std::string& error) {
       lost = true;
     } else if (!blind_) {
       blind_ = true;
+      if (group_) silence_aborted_ = group_;
       line = silence_words(silent, error) +
              ": the members that still reach the store, if any, take it for gone and fence it; its liveness monitor "
              "aborted the step's group, and it waits up to " + waits +

@@ -38,6 +38,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -94,6 +95,11 @@ class LivenessMonitor {
   // long before, if they reach the store. From then on it makes no store call (its
   // connections are cut off), and it aborted the group it watched.
   std::string lost_store() const;
+  // Whether this monitor aborted `group` for its own silence (no beat through for
+  // heartbeat_timeout, judge_own_silence), and has neither found its dead mark nor taken
+  // itself for lost: a stall of the store waited out, which an op of that group failed for
+  // (a step's, or the next one's where the step itself had finished).
+  bool aborted_for_waited_out_stall(const ProcessGroupPtr& group) const;
   // Training has ended here (Manager::finish): from now on it judges nothing, its own
   // store's silence included (the store may end with the job), and aborts nothing.
   void finish();
@@ -132,6 +138,9 @@ class LivenessMonitor {
   std::string lost_store_;
   // Whether it aborted the step's group for its silence and no beat has got through since.
   bool blind_ = false;
+  // The group it aborted for its silence, last (aborted_for_waited_out_stall); weak: it does
+  // not keep it alive, and a later group at the same address is not taken for it.
+  std::weak_ptr<ProcessGroup> silence_aborted_;
   bool finished_ = false;
   std::thread thread_;
 };

@@ -185,6 +185,9 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                           " ms) must be positive and at most half of heartbeat_timeout (" +
                           std::to_string(options_.heartbeat_timeout.count()) + " ms)");
   }
+  if (options_.report_interval <= std::chrono::milliseconds::zero()) {
+    options_.report_interval = init_report_interval_from_environment();  // api/init.h: environment.cc reads it
+  }
   if (options_.recovery_timeout <= std::chrono::milliseconds::zero() ||
       options_.op_timeout <= std::chrono::milliseconds::zero()) {
     throw InvalidArgument("ft::Manager: recovery_timeout and op_timeout must be positive");
@@ -447,7 +450,8 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
   auto ride = [this](auto&& call) { return through_store_stall(*monitor_, stall_bound(options_), call); };
   Generation next;
   if (generation_.number == 0 && joining_) {
-    next = ride([&] { return await_admission(*store_, id_, deadline); });
+    AdmissionRequest request{id_, deadline, Clock::now(), options_.report_interval};
+    next = ride([&] { return await_admission(*store_, request); });
     if (next.members.empty()) return next;
   } else {
     FormRequest request;
@@ -456,7 +460,7 @@ Generation Manager::agree_on_next(const std::vector<std::string>& previous, Cloc
     request.previous = previous;
     request.committed_steps = committed_;
     request.deadline = deadline;
-    request.report_every = forming_report_interval(env("DISTCOMM_INIT_REPORT_SECONDS"));  // init's interval
+    request.report_every = options_.report_interval;
     next = ride([&] { return form_generation(*store_, *liveness_, request); });
   }
   if (next.rank_of(id_) < 0) {
@@ -544,7 +548,17 @@ void Manager::finish() {
   // may the store's end (it ends with the job) abort anything here.
   monitor_->finish();
   if (!has_state_) return;  // a joiner never taken in has nothing to end
-  store_->compare_set(keys::kFinished, {}, to_bytes(std::to_string(committed_)));
+  // A compare_set: asked again through a stall of the store (store_stall.h), it finds its own
+  // mark or another member's. The monitor judges nothing now, so the stall's bound decides.
+  try {
+    through_store_stall(*monitor_, stall_bound(options_), [&] {
+      store_->compare_set(keys::kFinished, {}, to_bytes(std::to_string(committed_)));
+    });
+  } catch (const StoreError&) {
+    std::rethrow_exception(with_detail(std::current_exception(),
+                                       "ft: member '" + id_ + "' could not tell the job's store that training finished "
+                                       "(a joiner still waiting to be taken in waits out its recovery timeout)"));
+  }
 }
 
 void Manager::throw_if_store_lost() const {
@@ -591,7 +605,13 @@ bool Manager::commit_with_store() {
   };
   if (step_failed_) {
     // The group's ranks said as members (member_terms.h): the reporter is one too.
-    write_verdict("abort|member '" + id_ + "': " + in_member_terms(step_failure_, generation_.members));
+    // Failed for its group's abort by the monitor in a stall of the store, waited out: said so,
+    // the step is not counted as failing (StepKeepsFailing, step_failures.cc). Asked once the
+    // store answers (a read waits the stall out): a peer's monitor may have aborted first, and
+    // this member's op failed for that before its own monitor judged the silence.
+    ride([&] { return read_present(*store_, {keys::verdict(g, s)}); });
+    const std::string stall = monitor_->aborted_for_waited_out_stall(group_) ? kStoreStallAbort : "";
+    write_verdict("abort|" + stall + "member '" + id_ + "': " + in_member_terms(step_failure_, generation_.members));
   } else {
     int64_t done = 0;
     try {
@@ -602,7 +622,8 @@ bool Manager::commit_with_store() {
       // again, it could be counted twice, and the count reach the generation's size while a
       // member has not finished. The step is aborted instead, once the store answers: every
       // member redoes it (a "commit" written first, by a count this ADD completed, stands).
-      write_verdict("abort|member '" + id_ + "' finished the step, but the store did not answer its count (" +
+      write_verdict("abort|" + std::string(kStoreStallAbort) + "member '" + id_ +
+                    "' finished the step, but the store did not answer its count (" +
                     e.what() + "): a store stall; the step is redone by every member");
     }
     if (done == static_cast<int64_t>(generation_.members.size())) {
@@ -691,64 +712,6 @@ bool Manager::commit_with_store() {
     throw StepKeepsFailing(keeps);
   }
   return false;
-}
-
-int Manager::same_step_failures(uint64_t s, std::string* first_why) {
-  // From the store, not from what this member saw: the generation records and their step
-  // verdicts are the same for every member (a joiner that came in the middle of the run
-  // included), so every member counts the same and all of them stop at the same generation.
-  // The verdicts are still there: a generation's keys are forgotten only after a later one
-  // commits a step, and none of these did.
-  int count = 1;
-  for (uint64_t k = generation_.number - 1; k >= 1 && count < kSameStepFailures; --k) {
-    const std::vector<std::optional<Store::Bytes>> read = read_present(*store_, {keys::members(k), keys::verdict(k, s)});
-    if (!read[0] || !read[1]) break;
-    const Generation before = Generation::decode(k, to_string(*read[0]));
-    const std::string verdict = to_string(*read[1]);
-    // Generation k failed step s when its verdict of s is "abort" (it may have committed
-    // steps before s: the first of the run often did). Other members (one was lost, or one
-    // joined): not the same failure.
-    if (before.members != generation_.members || verdict.rfind("abort|", 0) != 0) break;
-    *first_why = verdict.substr(verdict.find('|') + 1);
-    ++count;
-  }
-  return count;
-}
-
-std::string Manager::keeps_failing(uint64_t s, const std::string& why) {
-  std::string first_why = why;
-  const int failed = same_step_failures(s, &first_why);
-  // Decided from the store alone (the generations' member lists and verdicts), which every
-  // member reads the same: a member's own view of who is gone (/proc on its host, a dead mark
-  // it may or may not have read yet) made members on different hosts decide differently,
-  // some stopping while the others formed a generation and fenced them. A member lost
-  // between generations changes the next one's list, which starts the count again; one lost
-  // in the last of them does not undo the two failures before it.
-  if (failed < kSameStepFailures) return "";
-  const uint64_t g = generation_.number, first = g + 1 - uint64_t(failed);
-  // The run began when joiners came in, and the members before them trained fine: the
-  // joiners are refused rather than the job stopped (joiner_refusal.h). Every member writes
-  // their dead marks (the same text: the first stands), so that the next generation, formed
-  // by whoever comes first, leaves them out; the members redo the step without them.
-  const std::vector<std::string> refused = joiners_behind_failures(*store_, first, generation_);
-  if (!refused.empty()) {
-    const std::string mark = refusal_mark(s, first, generation_, refused, first_why);
-    for (const std::string& id : refused) liveness_->mark_dead(id, mark);
-    if (std::find(refused.begin(), refused.end(), id_) != refused.end()) return refused_message(id_, mark);
-    if (generation_.rank_of(id_) == 0) {
-      log_line("ft: " + generation_.describe() + " refuses " + id_list(refused) + " and goes on without: " + mark);
-    }
-    return "";
-  }
-  std::string stop = "ft: step " + std::to_string(s) + " failed in " + std::to_string(failed) +
-         " generations in a row (generations " + std::to_string(g + 1 - uint64_t(failed)) + " to " +
-         std::to_string(g) + ", each of " + id_list(generation_.members) +
-         ") with the same members: it is not a lost rank but an error that every member hits each time, so "
-         "another generation cannot help; the job stops here (member '" +
-         id_ + "'). The first failure: " + first_why;
-  // For the joiners still waiting to be taken in: no generation will come for them.
-  say_job_stopped(*store_, stop);
-  return stop;
 }
 
 void Manager::throw_taken_out(const std::string& mark) {

@@ -92,6 +92,11 @@ struct ManagerOptions {
   // op_timeout (the ranks may start slowly). Also how long a member
   // none of whose heartbeats reaches the store waits for it before it ends.
   std::chrono::milliseconds recovery_timeout = std::chrono::seconds(60);
+  // While a forming waits for members, or a joiner waits to be taken in, every this often it
+  // logs whom it waits for and when it gives up, as init's waits do. Zero:
+  // $DISTCOMM_INIT_REPORT_SECONDS (init's report interval, read once, at construction), else
+  // 30 s.
+  std::chrono::milliseconds report_interval{0};
   // What the state is ("mlp 4 x [256,256] f32, sgd momentum"): a joiner whose signature
   // differs from the members' is refused (InvalidArgument naming both), and the job goes on.
   std::string state_signature;
@@ -117,8 +122,9 @@ class StepKeepsFailing : public Error {
 };
 
 // How many generations in a row, with the same members and nobody gone, may fail one step
-// before the job stops (StepKeepsFailing). A transient fault (a connection reset, a store
-// that stalled) fails a step once, seldom twice; a third failure of the same step by the same
+// before the job stops (StepKeepsFailing). A transient fault (a connection reset) fails a step
+// once, seldom twice (a stall of the store that was waited out is not counted at all:
+// store_stall.h, kStoreStallAbort); a third failure of the same step by the same
 // members is an error they will hit every time, and retrying it would re-form generations
 // for ever (found by an outside user: hundreds of generations, no step committed).
 inline constexpr int kSameStepFailures = 3;

@@ -47,6 +47,14 @@ bool store_may_answer_again(const StoreError& e);
 void through_store_stall(const LivenessMonitor& monitor, std::chrono::milliseconds bound,
                          const std::function<void()>& call);
 
+// How a step's "abort|<why>" verdict starts when what failed the step was a stall of the
+// store that was waited out (the count of its finishers without an answer; an op of a group
+// the liveness monitor aborted for its silence): no member's step failed on its own, so it
+// is not one of the kSameStepFailures that stop the job (StepKeepsFailing), and it ends a
+// run of them (step_failures.cc). Three stalls in one step used to stop the job.
+inline constexpr char kStoreStallAbort[] = "store stall: ";
+inline bool is_store_stall_abort(const std::string& why) { return why.rfind(kStoreStallAbort, 0) == 0; }
+
 // The same for a call with a result.
 template <typename Fn>
 auto through_store_stall(const LivenessMonitor& monitor, std::chrono::milliseconds bound, Fn&& fn)

@@ -147,6 +147,10 @@ std::chrono::milliseconds parse_init_report_seconds(const std::string& v) {
   return parse_report_seconds("DISTCOMM_INIT_REPORT_SECONDS", v, kDefaultInitReportInterval);
 }
 
+std::chrono::milliseconds init_report_interval_from_environment() {
+  return parse_init_report_seconds(env_str("DISTCOMM_INIT_REPORT_SECONDS"));
+}
+
 std::chrono::milliseconds stall_report_interval(std::chrono::milliseconds otherwise) {
   return parse_report_seconds("DISTCOMM_STALL_REPORT_SECONDS", env_str("DISTCOMM_STALL_REPORT_SECONDS"), otherwise);
 }

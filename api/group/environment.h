@@ -45,7 +45,9 @@ LaunchVariables launch_variables(const std::string& source);
 // `otherwise`. Throws InvalidArgument naming `variable`.
 std::chrono::milliseconds parse_report_seconds(const char* variable, const std::string& text,
                                                std::chrono::milliseconds otherwise);
-// DISTCOMM_INIT_REPORT_SECONDS's text ("" is kDefaultInitReportInterval).
+// DISTCOMM_INIT_REPORT_SECONDS's text ("" is kDefaultInitReportInterval). Read and parsed in
+// one for the programs' own waits: init_report_interval_from_environment() (init.h, public,
+// since ft/ sees only the public headers).
 std::chrono::milliseconds parse_init_report_seconds(const std::string& text);
 // DISTCOMM_STALL_REPORT_SECONDS, read now ("" or unset: `otherwise`): the stall watch's
 // report interval (api/diagnostics/stall_watch.h), which it reads when a group makes it.

@@ -357,5 +357,57 @@ TEST_F(FtManagerForming, AFirstGenerationMissingAMemberSaysWhomItWaitsFor) {
   EXPECT_TRUE(contains(said, " for rank1 to arrive (it gives up in ")) << said;
 }
 
+// w. DISTCOMM_INIT_REPORT_SECONDS is read once, as the Manager is made (api/init.h, read in
+// api/group/environment.cc like every variable of the core): a malformed value is refused
+// there, naming it, not at a forming long into the training; a value given in the options
+// leaves the variable unread.
+TEST_F(FtManagerForming, AMalformedReportIntervalIsRefusedAsTheManagerIsMade) {
+  ::setenv("DISTCOMM_INIT_REPORT_SECONDS", "soon", 1);
+  std::string error = "the Manager was made";
+  try {
+    ft::Manager refused(options("rank0", 1));
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  ft::ManagerOptions given = options("rank0", 1);
+  given.report_interval = milliseconds(200);
+  std::string unread;
+  try {
+    ft::Manager made(given);
+  } catch (const Error& e) {
+    unread = e.what();
+  }
+  ::unsetenv("DISTCOMM_INIT_REPORT_SECONDS");
+  EXPECT_TRUE(contains(error, "DISTCOMM_INIT_REPORT_SECONDS='soon' is not a positive number of seconds")) << error;
+  EXPECT_EQ(unread, "");
+}
+
+// v. A joiner waiting to be taken in (its recovery timeout: 60 s by default) used to wait in
+// silence; it says whom it waits for and when it gives up every report interval, as a forming
+// does. Here the one member never ends a step, so the joiner waits until its deadline.
+TEST_F(FtManagerForming, AJoinerWaitingToBeTakenInSaysWhomItWaitsFor) {
+  Member& m = add_member("rank0", 0);
+  m.ft = std::make_unique<ft::Manager>(options(m.id, 1));
+  ASSERT_NE(m.ft->begin_step({&m.state}), nullptr);  // generation 1, whose step never ends
+  Member& j = add_member("joiner-a", 1);
+  ft::ManagerOptions o = options(j.id, -1, /*joining=*/true);
+  o.recovery_timeout = milliseconds(1500);  // how long it waits to be taken in
+  o.report_interval = milliseconds(200);
+  j.ft = std::make_unique<ft::Manager>(o);
+  ::testing::internal::CaptureStderr();
+  std::string error = "the joiner was taken in by a member that ends no step";
+  try {
+    j.ft->begin_step({&j.state});
+  } catch (const Timeout& e) {
+    error = e.what();
+  }
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(error, "joiner-a: waited to join, and generation 2 was not formed in time")) << error;
+  EXPECT_TRUE(contains(said, "ft: joiner 'joiner-a' has waited ")) << said;
+  EXPECT_TRUE(contains(said, " to be taken in by generation 2, for rank0 to arrive (generation 1's members, who take "
+                             "waiting joiners in at the end of a step) (it gives up in "))
+      << said;
+}
+
 }  // namespace
 }  // namespace distcomm
