@@ -81,11 +81,52 @@ inline V max_of(V a, V b) {
 // float32 all_reduce between 2 ranks the reduction is a third of the time, and this clone
 // made the op 15% faster on an AMD EPYC VM (median of 8 paired runs, faster in all 8;
 // docs/performance.md, 2026-12-07).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+//
+// Tests compile this file again, for tests/api:reduce_clones_test (a CPU with AVX2 never
+// runs the "default" clone; a user without AVX2 does), with one of:
+//   DISTCOMM_REDUCE_BASELINE_FOR_TEST (//api:reduce_op_baseline_for_test): no clones. A
+//     function without target_clones is compiled for the command line's target, as the
+//     "default" clone is; noinline keeps it a function of its own, as a clone is (called
+//     through the ifunc), so that its loops are compiled alone as theirs are.
+//   DISTCOMM_REDUCE_CLONES_FOR_TEST (//api:reduce_op_clones_for_test): the clones, at -O2
+//     whatever the build's mode (CI's fastbuild compiles libdistcomm.so unoptimised).
+// Either compiles only the kernels, behind reduce_into_baseline_for_test or
+// reduce_into_clones_for_test, so that the copy links beside libdistcomm.so.
+#if defined(DISTCOMM_REDUCE_BASELINE_FOR_TEST) || defined(DISTCOMM_REDUCE_CLONES_FOR_TEST)
+#define DISTCOMM_REDUCE_KERNELS_ONLY
+#endif
+#if defined(DISTCOMM_REDUCE_BASELINE_FOR_TEST)
+#define DISTCOMM_VECTOR_CLONES __attribute__((noinline))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define DISTCOMM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DISTCOMM_VECTOR_CLONES
 #endif
+
+// Integer SUM and PRODUCT wrap on overflow (reduce_op.h), computed in the unsigned type
+// (at least unsigned int wide, so that no promotion to int can overflow) where wrapping is
+// defined: int32 and int64 overflow in their own type is undefined behaviour, which the
+// optimiser may assume never happens. Floats and bool are combined as they are.
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename T>
+inline T add_of(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+inline T mul_of(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
+  } else {
+    return a * b;
+  }
+}
 
 // One loop per (op, type), vectorised for the native types.
 template <typename T, typename F>
@@ -111,9 +152,9 @@ void reduce_typed(T* acc, const T* in, size_t n, ReduceOp::Kind kind) {
   } else {
     switch (kind) {
       case ReduceOp::SUM: case ReduceOp::AVG: case ReduceOp::PREMUL_SUM:
-        return combine(acc, in, n, [](auto a, auto b) { return a + b; });
+        return combine(acc, in, n, [](auto a, auto b) { return add_of(a, b); });
       case ReduceOp::PRODUCT:
-        return combine(acc, in, n, [](auto a, auto b) { return a * b; });
+        return combine(acc, in, n, [](auto a, auto b) { return mul_of(a, b); });
       case ReduceOp::MIN:  // min_of, max_of: the same whatever the order of combining
         return combine(acc, in, n, [](auto a, auto b) { return min_of(a, b); });
       case ReduceOp::MAX:
@@ -132,6 +173,27 @@ void reduce_typed(T* acc, const T* in, size_t n, ReduceOp::Kind kind) {
 
 }  // namespace
 
+#if defined(DISTCOMM_REDUCE_BASELINE_FOR_TEST)
+#define DISTCOMM_REDUCE_INTO reduce_into_baseline_for_test
+#elif defined(DISTCOMM_REDUCE_CLONES_FOR_TEST)
+#define DISTCOMM_REDUCE_INTO reduce_into_clones_for_test
+#endif
+#if defined(DISTCOMM_REDUCE_KERNELS_ONLY)
+void DISTCOMM_REDUCE_INTO(void* acc, const void* in, size_t count, DType dtype, ReduceOp op);
+#else
+#define DISTCOMM_REDUCE_INTO reduce_into
+#endif
+
+void DISTCOMM_REDUCE_INTO(void* acc, const void* in, size_t count, DType dtype, ReduceOp op) {
+  check_reduce_supported(op, dtype);
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    reduce_typed(static_cast<T*>(acc), static_cast<const T*>(in), count, op.kind);
+  });
+}
+
+// The rest is libdistcomm.so's alone: the test copies take it from there.
+#if !defined(DISTCOMM_REDUCE_KERNELS_ONLY)
 const char* ReduceOp::name() const {
   switch (kind) {
     case SUM: return "sum";
@@ -197,14 +259,6 @@ void check_reduce_supported(ReduceOp op, DType dtype) {
   if (!reduce_supported(op, dtype, &why)) throw InvalidArgument(why);
 }
 
-void reduce_into(void* acc, const void* in, size_t count, DType dtype, ReduceOp op) {
-  check_reduce_supported(op, dtype);
-  dispatch_dtype(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    reduce_typed(static_cast<T*>(acc), static_cast<const T*>(in), count, op.kind);
-  });
-}
-
 void scale_in_place(void* data, size_t count, DType dtype, double factor) {
   dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -261,5 +315,6 @@ void divide_in_place(void* data, size_t count, DType dtype, int64_t divisor) {
     }
   });
 }
+#endif  // !DISTCOMM_REDUCE_KERNELS_ONLY
 
 }  // namespace distcomm

@@ -2,7 +2,9 @@
 // table allows, and the refusal of the pairs it does not.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "api/errors.h"
 #include "api/reduce_op.h"
@@ -102,6 +104,25 @@ TEST(ReduceOp, MinMaxPropagateNaN) {
   reduce_into(a, b, 2, DType::kFloat32, ReduceOp::MIN);
   EXPECT_TRUE(std::isnan(a[0]));
   EXPECT_TRUE(std::isnan(a[1]));
+}
+
+// Integer SUM and PRODUCT wrap on overflow (reduce_op.h), as NCCL's do. Computed in the
+// signed type, int32/int64 overflow is undefined behaviour: this test's results held by
+// luck before, and --config=ubsan reported "signed integer overflow" in reduce_op.cc.
+TEST(ReduceOp, IntegerSumAndProductWrapOnOverflow) {
+  int32_t a32[2] = {INT32_MAX, INT32_MIN}, b32[2] = {1, -1};
+  reduce_into(a32, b32, 2, DType::kInt32, ReduceOp::SUM);
+  EXPECT_EQ(a32[0], INT32_MIN);
+  EXPECT_EQ(a32[1], INT32_MAX);
+  int64_t a64[1] = {INT64_MAX}, b64[1] = {2};
+  reduce_into(a64, b64, 1, DType::kInt64, ReduceOp::PRODUCT);
+  EXPECT_EQ(a64[0], -2);
+  int32_t p32[1] = {65536}, q32[1] = {65536};
+  reduce_into(p32, q32, 1, DType::kInt32, ReduceOp::PRODUCT);
+  EXPECT_EQ(p32[0], 0);
+  uint8_t u8[1] = {200}, v8[1] = {100};
+  reduce_into(u8, v8, 1, DType::kUInt8, ReduceOp::SUM);
+  EXPECT_EQ(u8[0], 44);
 }
 
 TEST(ReduceOp, ScaleAndDivide) {
