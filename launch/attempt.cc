@@ -37,6 +37,8 @@
 #include "launch/dump_request.h"
 #include "launch/duration_text.h"
 #include "launch/error_dir.h"
+#include "launch/job_outcome.h"
+#include "launch/node_roll_call.h"
 #include "launch/output_pump.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_process.h"
@@ -57,6 +59,10 @@ namespace {
 // Output written after the last rank exited (by processes they left behind, or still in
 // the pipes) is read for this long at most.
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
+// Node 0's launcher, its ranks ended and the job succeeded here, waits this long at most for
+// the other machines' launchers to say that theirs ended (as its store's farewell waits for
+// their ranks): a machine silent meanwhile was lost.
+constexpr std::chrono::milliseconds kWaitForOtherLaunchers{30000};
 
 }  // namespace
 
@@ -487,6 +493,51 @@ int Attempt::poll_timeout_ms() const {
   return ms;
 }
 
+namespace {
+
+// Another machine's launcher beats, node 0's watches (node_roll_call.h): a static job
+// across machines whose launchers serve the job's store, under tools/launch.
+std::unique_ptr<NodeRollCall> open_roll_call(const LaunchOptions& o, int port) {
+  if (o.nnodes <= 1 || !o.serve_store || !node_roll_call_opener()) return nullptr;
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string who = rank_span_text(o.global_rank(0), o.nproc_per_node) + " on " + host + ", launcher pid " +
+                          std::to_string(::getpid());
+  return node_roll_call_opener()(JobStoreAddress{o.master_addr, port, o.identity}, o.nnodes, o.node_rank, who);
+}
+
+// The roll call's end: another machine says how its ranks ended; node 0, when the job
+// succeeded here, learns which machines were lost, for its last line (result.survived).
+void close_roll_call(NodeRollCall* roll_call, const LaunchOptions& options, JobResult& result,
+                     const std::function<void(const std::string&)>& say) {
+  if (roll_call == nullptr) return;
+  const bool succeeded = result.exit_code == 0 && result.interrupted_by == 0;
+  if (options.node_rank != 0) {
+    roll_call->ended(succeeded ? "its ranks exited 0" : "its ranks failed");
+    return;
+  }
+  // Only a job that succeeded here waits for the other machines' word: a failed one's last
+  // line is its failure, and its launcher must not linger for it.
+  if (!succeeded) return;
+  const Clock::time_point began = Clock::now();
+  for (const LostMachine& m : roll_call->lost(kWaitForOtherLaunchers)) {
+    result.survived.push_back(lost_machine_text(m));
+  }
+  // The store's own farewell (tcp_job_store.cc) says the same when it waits for their ranks.
+  const auto waited = Clock::now() - began;
+  if (waited >= std::chrono::seconds(1)) {
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "kept the job's store %.1f s after this machine's ranks ended, until the other machines' launchers "
+                  "said that their ranks ended or went silent (at most %lld s)",
+                  std::chrono::duration<double>(waited).count(),
+                  static_cast<long long>(kWaitForOtherLaunchers.count() / 1000));
+    say(line);
+  }
+}
+
+}  // namespace
+
 JobResult Attempt::run() {
   // Orphans of the ranks are reparented to the launcher, which can then reap them, instead
   // of to init, which may leave them as zombies for a while.
@@ -522,6 +573,9 @@ JobResult Attempt::run() {
     }
   }
   open_failure_board();  // each machine's first failure, job-wide (job_failure_board.h)
+  // Which machines the job lost (node_roll_call.h). After the store: it goes first, and its
+  // connections to node 0's store are closed before that store's farewell.
+  std::unique_ptr<NodeRollCall> roll_call = open_roll_call(options_, result_.master_port);
   make_error_dir();
   prepare_trace_files();
   dumps_.attempt_began();
@@ -647,6 +701,12 @@ JobResult Attempt::run() {
     say("the job cannot run: " + doomed_);
   }
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
+  close_roll_call(roll_call.get(), options_, result_, [this](const std::string& line) { say(line); });
+  result_.first_rank = options_.global_rank(0);
+  result_.local_ranks = options_.nproc_per_node;
+  result_.world_size = options_.world_size();
+  result_.node_rank = options_.node_rank;
+  result_.nnodes = options_.nnodes;
   write_launcher_record();
   return result_;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "launch/launch_options.h"
 #include "launch/signal_watch.h"
@@ -34,6 +35,20 @@ struct JobResult {
   int master_port = 0;      // the port every rank was given
   // When the launcher saw the first rank fail (or the watch ask): where a restart's time counts from.
   std::chrono::steady_clock::time_point stop_began;
+  // Where the last attempt's ranks of this machine were in the job, for the launcher's last
+  // line (job_outcome.h). local_ranks 0: none of this machine's ran (an elastic job that
+  // finished before it joined).
+  int first_rank = 0;
+  int local_ranks = 0;
+  int world_size = 0;
+  int node_rank = 0;
+  int nnodes = 1;
+  int round = 0;     // the elastic round the ranks ran in; 0 in a static job
+  int restarts = 0;  // the job's restarts before its last attempt
+  // What the job went on after, oldest first, as the last line says it: "rank 3 failed
+  // (exit code 1) and was restarted", "node 1 (ranks 2-3 on host-b, launcher pid 7) was
+  // lost, last seen 4.1 s into the job".
+  std::vector<std::string> survived;
 };
 
 // Something outside the attempt that may ask it to stop its ranks (the elastic agent: a

@@ -262,6 +262,11 @@ void Attempt::judge_by_last_processes() {
   std::string refused;
   for (const auto& [i, why] : refused_) refused += std::string(refused.empty() ? "" : ", ") + member_text(i);
   const std::string first = result_.failed_rank >= 0 ? "; the first failure: " + result_.failure : std::string();
+  // For the launcher's last line (job_outcome.h): what the job went on after.
+  if (result_.failed_rank >= 0) {
+    result_.survived.push_back("rank " + std::to_string(result_.failed_rank) + " failed (" + result_.how +
+                               ") and was replaced");
+  }
   if (refused.empty()) {
     say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded" + first);
   } else {

@@ -1,6 +1,6 @@
 // An attempt's questions to the job's store about its refused joiners (the class:
 // attempt_state.h; what a refusal is: refused_member.h; how the store is asked:
-// JobStore::refusals). Asked rather than pushed, so that a launcher on any machine sees its
+// JobStore::ask). Asked rather than pushed, so that a launcher on any machine sees its
 // own ranks' refusals -- before, only node 0's launcher, which serves the store, learned of
 // them (from the server's created-key hook), and another machine's replaced its refused
 // rank again and again. Apart from attempt.cc, to keep each file short.
@@ -15,6 +15,25 @@
 namespace distcomm {
 namespace launch {
 namespace internal {
+namespace {
+
+// Takes the replacements due by `due_by` (all: Clock::time_point::max()) out of
+// `replacements`, in order, telling `cancel` of each before it goes: what each way of not
+// starting a replacement says, announces or undoes is the caller's.
+template <typename Replacement, typename Cancel>
+void cancel_replacements_due_by(std::vector<Replacement>& replacements, Clock::time_point due_by, Cancel&& cancel) {
+  auto kept = replacements.begin();
+  for (auto it = replacements.begin(); it != replacements.end(); ++it) {
+    if (it->due > due_by) {
+      *kept++ = *it;
+      continue;
+    }
+    cancel(*it);
+  }
+  replacements.erase(kept, replacements.end());
+}
+
+}  // namespace
 
 bool Attempt::ask_refusals(const std::vector<size_t>& which, bool must_ask) {
   if (store_ == nullptr) return true;
@@ -49,13 +68,12 @@ void Attempt::note_job_stopped(const std::string& why) {
   // The members' first stop reason, its first line: a step's whole error can be long.
   const std::string first_line = why.substr(0, why.find('\n'));
   std::string cancelled;
-  for (const Replacement& r : replacements_) {
+  cancel_replacements_due_by(replacements_, Clock::time_point::max(), [&](const Replacement& r) {
     const int rank = options_.global_rank(r.local_rank);
     cancelled += std::string(cancelled.empty() ? "" : ", ") + std::to_string(rank);
     announce_no_successor(store_, options_, member_id_of(rank, r.number - 1), "the job's members stopped it");
     --replaced_[static_cast<size_t>(r.local_rank)];
-  }
-  replacements_.clear();
+  });
   say("the fault-tolerant job's members stopped it (" + first_line + "): no replacement is started any more" +
       (cancelled.empty() ? std::string() : " (not started: the replacement of rank(s) " + cancelled + ")") +
       "; a joiner started before ends on its own");
@@ -91,17 +109,12 @@ void Attempt::ask_refusals_before_replacements() {
   if (ask_refusals(which, /*must_ask=*/true) || ranks_.running() > 0) return;
   // None of this machine's ranks runs (several machines: another's may take a replacement
   // in), and node 0's store does not answer: the job has most likely ended there, and a
-  // joiner would wait for a store that is gone until its own timeout.
-  for (auto it = replacements_.begin(); it != replacements_.end();) {
-    if (it->due > now) {
-      ++it;
-      continue;
-    }
-    const int rank = options_.global_rank(it->local_rank);
-    say("rank " + std::to_string(rank) + "'s replacement is not started: no rank of this machine runs, and the " +
-        "job's store does not answer");
-    it = replacements_.erase(it);
-  }
+  // joiner would wait for a store that is gone until its own timeout. No successor is
+  // announced: that is a write to the store that just did not answer (its bound again).
+  cancel_replacements_due_by(replacements_, now, [&](const Replacement& r) {
+    say("rank " + std::to_string(options_.global_rank(r.local_rank)) + "'s replacement is not started: no rank of " +
+        "this machine runs, and the job's store does not answer");
+  });
 }
 
 void Attempt::take_refusals() {

@@ -88,7 +88,7 @@ class Attempt {
   // stalled past the heartbeat timeout), as the store this launcher serves says
   // (JobStore::take_fenced): it is then a failed rank like any other.
   void handle_fenced_members(const std::vector<pollfd>& fds);
-  // Asks the job's store (JobStore::refusals, refused_member.h) whether the fault-tolerant
+  // Asks the job's store (JobStore::ask, refused_member.h) whether the fault-tolerant
   // job's members refused processes_[i] for each i of `which`, and notes each refused one
   // (note_refusal): its exit is not a failure of the job, and no replacement is started for
   // it -- nor the one its exit already asked for, when the refusal comes after that exit.

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "api/errors.h"
 #include "api/process/job_identity.h"
@@ -30,6 +32,13 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kBarrierPoll{100};
 // The launcher serving the store stays this long at most for the others to see how the job ended.
 constexpr std::chrono::seconds kServeAfterDone{10};
+
+// "4.1 s"
+std::string tenths_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
 
 // "<host>-<pid>-<random>": unique among the launchers of a job, readable in messages.
 std::string new_launcher_id() {
@@ -79,6 +88,10 @@ class Agent {
   std::string id_;
   LauncherLinks links_;
   std::optional<Round> last_round_;
+  const Clock::time_point began_ = Clock::now();
+  // The rounds that ended before the last one, oldest first: "rendezvous 'job7' round 1
+  // ended 4.1 s into the job: the launcher of node 1 (host-b) ended".
+  std::vector<std::string> survived_;
 };
 
 bool Agent::interrupted() {
@@ -338,7 +351,18 @@ JobResult Agent::run_rounds() {
       return leave(1, "lost the store");
     }
     if (result.stopped_for.empty() && result.exit_code == 0 && wait_for_the_others(*round, watch)) {
-      return leave(0, "finished");
+      JobResult done = leave(0, "finished");
+      // For the launcher's last line (job_outcome.h): this round's ranks here, and what the
+      // job went on after.
+      done.first_rank = result.first_rank;
+      done.local_ranks = result.local_ranks;
+      done.world_size = result.world_size;
+      done.node_rank = result.node_rank;
+      done.nnodes = result.nnodes;
+      done.round = round->number;
+      done.restarts = round->restarts;
+      done.survived = survived_;
+      return done;
     }
     if (interrupted()) return leave_interrupted(/*said=*/false);
     if (watch.store_lost()) {
@@ -358,6 +382,8 @@ JobResult Agent::run_rounds() {
     say(ended + (end->restart ? "; restart " + std::to_string(round->restarts + 1) + " of " +
                                     std::to_string(options_.max_restarts)
                               : std::string()));
+    survived_.push_back(rendezvous_name() + " round " + std::to_string(round->number) + " ended " +
+                        tenths_text(Clock::now() - began_) + " into the job: " + end->why);
     if (watch.taken_for_gone() || rendezvous_->gone(id_)) {
       // The others went on without this launcher: it joins again as a new one.
       id_ = new_launcher_id();

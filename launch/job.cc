@@ -2,8 +2,14 @@
 
 #include <signal.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "api/process/local_processes.h"
 #include "api/process/write_fully.h"
@@ -28,6 +34,39 @@ std::string tenths_text(std::chrono::steady_clock::duration d) {
   std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
   return text;
 }
+
+// While it lives, says text(seconds waited) every kWaitNoteEvery.
+class WaitNote {
+ public:
+  static constexpr std::chrono::seconds kWaitNoteEvery{30};
+
+  WaitNote(const std::string& tag, std::function<std::string(int)> text) : tag_(tag), text_(std::move(text)) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (int waited = 0;;) {
+        if (cv_.wait_for(lock, kWaitNoteEvery, [this] { return done_; })) return;
+        waited += static_cast<int>(kWaitNoteEvery.count());
+        write_fully(2, tag_ + ": " + text_(waited) + "\n");
+      }
+    });
+  }
+  ~WaitNote() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  const std::string tag_;
+  const std::function<std::string(int)> text_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -65,6 +104,14 @@ JobResult run_job(const LaunchOptions& options) {
     // awaited ends the launcher, which has nothing to stop yet): node 0's launcher must run
     // the job's shape too. A job of the same world size in another shape would start a rank
     // twice, or wait for one that never comes until the ranks' timeout.
+    // The wait for node 0's store can be long (node 0's machine not up yet): while it lasts,
+    // this launcher says every 30 s what it waits for (it said nothing for a minute).
+    WaitNote note(options.tag, [&options](int waited) {
+      return "waiting for node 0's launcher: its store at " + options.master_addr + ":" +
+             std::to_string(options.master_port) + " has not answered for " + std::to_string(waited) +
+             " s (this launcher checks there that it runs the job's --nnodes and --nproc_per_node before it starts "
+             "its ranks)";
+    });
     try {
       (void)options.serve_store(JobStoreRequest{options.master_addr, options.master_port, options.store_bind,
                                                 options.identity, options.world_size(), options.nnodes,
@@ -81,6 +128,7 @@ JobResult run_job(const LaunchOptions& options) {
   // One watch for every attempt: a Ctrl-C between two attempts is not lost.
   SignalWatch signals;
   JobResult result;
+  std::vector<std::string> survived;  // the attempts' that failed before this one
   for (int restarts = 0;; ++restarts) {
     LaunchOptions attempt = attempt_options(options, restarts);
     // The launcher starts every rank of a single-machine job: it gives each attempt its
@@ -101,6 +149,8 @@ JobResult run_job(const LaunchOptions& options) {
           failure_line(result));
       break;
     }
+    result.restarts = restarts;
+    result.survived.insert(result.survived.begin(), survived.begin(), survived.end());
     const bool failed = result.exit_code != 0 && result.interrupted_by == 0 && result.failed_rank >= 0;
     if (!failed || options.max_restarts == 0) break;
     int sig = result.signal_while_stopping;
@@ -113,6 +163,10 @@ JobResult run_job(const LaunchOptions& options) {
       result.exit_code = 128 + sig;
       break;
     }
+    // For the last line of a restart that succeeds (job_outcome.h).
+    survived = result.survived;
+    survived.push_back(failure_line(result) + " and the job was restarted (" + std::to_string(restarts + 1) + " of " +
+                       std::to_string(options.max_restarts) + ")");
     if (restarts == options.max_restarts) {
       say(failure_line(result) + "; gave up after " + std::to_string(restarts) +
           (restarts == 1 ? " restart" : " restarts") + " (--max_restarts=" + std::to_string(options.max_restarts) + ")");

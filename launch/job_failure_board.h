@@ -54,10 +54,12 @@ std::optional<FailureNote> earliest_failure(const std::vector<FailureNote>& note
 class JobFailureBoard {
  public:
   virtual ~JobFailureBoard() = default;
-  // Leaves `note` at its node's key (replacing an earlier one) and marks each (world rank,
-  // why) of `stopping` as stopped by this launcher, in one connection, before the launcher
-  // sends its stop. Bounded by a short timeout; never throws. False when the store was not
-  // reached (unreachable_why() says why); not tried again then.
+  // Marks each (world rank, why) of `stopping` as stopped by this launcher and leaves `note`
+  // at its node's key (replacing an earlier one). Every mark is stored when this returns:
+  // the launcher sends its stop after it. Over the board's one connection, made before any
+  // rank could fail (tcp_job_failure_board.h), and made again once when it fails; bounded
+  // by a short timeout; never throws. False when the store was not reached
+  // (unreachable_why() says why); calls shortly after that fail at once.
   virtual bool publish(const FailureNote& note, const std::vector<std::pair<int, std::string>>& stopping) = 0;
   virtual std::string unreachable_why() const = 0;
   // The notes the other machines' launchers (of nnodes, all but `self`) left so far; empty

@@ -24,6 +24,7 @@
 #include "api/store/server/tcp_store_server.h"
 #include "api/store/tcp_store.h"
 #include "launch/refusal_reader.h"
+#include "launch/tcp_job_failure_board.h"
 
 namespace distcomm {
 namespace launch {
@@ -151,6 +152,7 @@ class TCPJobStore : public JobStore {
       shape_watch_.join();
     }
     client_.reset();  // not a client the farewell should wait for
+    release_failure_boards(server_.port());  // nor the attempt's board, which outlives this store
     // A doomed job's other ranks may still be in their handshake (a refusal comes after a
     // token's proof): they get their refusal, which says why, rather than a closed
     // connection. At most a second; at once when none is connected. A stranger refused

@@ -5,14 +5,10 @@
 #include <atomic>
 
 #include "api/diagnostics/refused_transfers.h"
+#include "api/diagnostics/work_destroyed_hook.h"
 #include "api/diagnostics/work_side_table.h"
 
 namespace distcomm {
-namespace internal {
-// Defined in work.cc, which calls it from ~Work (the vocabulary includes no diagnostics).
-extern std::atomic<void (*)(const Work*)> work_destroyed_hook;
-}  // namespace internal
-
 namespace {
 
 // Never destroyed: Works may end, and be destroyed, during static destruction.

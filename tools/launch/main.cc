@@ -29,6 +29,7 @@
 #include "api/version.h"
 #include "launch/elastic_agent.h"
 #include "launch/job.h"
+#include "launch/job_outcome.h"
 #include "launch/launch_options.h"
 #include "launch/tcp_job_store.h"
 #include "launch/trace_folder.h"
@@ -403,6 +404,7 @@ void say_launcher_stop(const distcomm::launch::JobResult& result, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto began = std::chrono::steady_clock::now();
   const std::string program = program_name(argv[0]);
   gflags::SetUsageMessage(usage(program));
   int start = command_start(argc, argv);
@@ -446,6 +448,11 @@ int main(int argc, char** argv) {
     const distcomm::launch::JobResult result =
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
     say_launcher_stop(result, options.tag, role);
+    // A successful job's launcher ended silently, node 0's too when the job went on without a
+    // machine it lost: its last line says so now (job_outcome.h). A failure's last line is
+    // the failure, said where it was found.
+    const std::string succeeded = distcomm::launch::success_line(result, std::chrono::steady_clock::now() - began);
+    if (!succeeded.empty()) std::cerr << options.tag << ": " << succeeded << std::endl;
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << naming_pet_variables(e.what()) << "\n" << usage_hint(program) << "\n";

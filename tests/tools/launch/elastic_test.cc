@@ -137,7 +137,21 @@ TEST(Elastic, MachinesLeaveAndJoinAndTheJobGoesOn) {
         << "the machine that went away is the cause, not the ranks that lost it:\n" << out;
     EXPECT_NE(out.find("launch: rendezvous 'job7' round 2 ended: 1 machine waits to join\n"), std::string::npos) << out;
     EXPECT_EQ(count(out, " of 4 (node "), 2) << out;
+    // Its last line: the job succeeded, and what it went on after -- the machine lost first.
+    const std::vector<std::string> lines = lines_of(out);
+    const std::regex last(R"(launch: the job succeeded: ranks \d-\d of 6 on this machine \(node \d of 3, rendezvous )"
+                          R"(round 3\) exited 0 after \d+\.\d s and 1 restart; it went on after rendezvous 'job7' round 1 )"
+                          R"(ended \d+\.\d s into the job: the launcher of node )" +
+                          node_of_c[1].str() +
+                          R"( \(127\.0\.0\.1\) ended; then after rendezvous 'job7' round 2 ended \d+\.\d s into the )"
+                          R"(job: 1 machine waits to join)");
+    EXPECT_TRUE(!lines.empty() && std::regex_match(lines.back(), last)) << out;
   }
+  const std::vector<std::string> late = lines_of(done["d"].out);
+  EXPECT_TRUE(!late.empty() && std::regex_match(late.back(), std::regex(R"(launch: the job succeeded: ranks \d-\d of 6 )"
+                                                                        R"(on this machine \(node \d of 3, rendezvous round )"
+                                                                        R"(3\) exited 0 after \d+\.\d s and 1 restart)")))
+      << done["d"].out;
   EXPECT_LT(reformed, seconds(30)) << "re-forming took too long";
   std::printf("killed launcher -> 2-machine job running again: %.2f s\n",
               std::chrono::duration<double>(reformed).count());

@@ -268,10 +268,16 @@ TEST(Launch, LinesAreNeverSplitOrMixed) {
   const int kLines = 300;
   Finished f = run(launch({"--nproc_per_node=4"}, {kProbe, "lines", std::to_string(kLines)}));
   ASSERT_EQ(exit_code(f), 0) << f.err;
-  for (const std::string* stream : {&f.out, &f.err}) {
+  // stderr ends with the launcher's own last line (launch/job_outcome.h), after every rank's.
+  std::vector<std::string> err_lines = lines_of(f.err);
+  ASSERT_FALSE(err_lines.empty());
+  EXPECT_EQ(err_lines.back().rfind("launch: the job succeeded: ranks 0-3 of 4 exited 0 after ", 0), 0u)
+      << err_lines.back();
+  err_lines.pop_back();
+  for (const std::vector<std::string>& stream : {lines_of(f.out), err_lines}) {
     std::map<int, int> next_line;  // per rank: lines arrive whole and in order
     std::regex line(R"(\[rank (\d)\] rank (\d) line (\d+) (x+))");
-    for (const std::string& l : lines_of(*stream)) {
+    for (const std::string& l : stream) {
       std::smatch m;
       ASSERT_TRUE(std::regex_match(l, m, line)) << "a broken line: " << l.substr(0, 80);
       int rank = std::stoi(m[1]);

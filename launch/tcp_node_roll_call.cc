@@ -1,0 +1,192 @@
+// The roll call of a static job's machines (launch/node_roll_call.h) over the core's
+// TCPStore: a connection per beat or look to the store node 0's launcher serves (a held one
+// would keep that store's farewell waiting). Linked with alwayslink (nothing refers to this
+// file by name): loading it sets node_roll_call_opener().
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "api/store/store.h"
+#include "api/store/tcp_store.h"
+#include "launch/node_roll_call.h"
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each connect and request: a beat must not outlast the next one by much.
+constexpr std::chrono::milliseconds kRequestTimeout{1000};
+
+std::string key_of(int node, const char* what) { return "launch/roll_call/" + std::to_string(node) + "/" + what; }
+
+std::string text_of(const std::optional<Store::Bytes>& b) { return b ? std::string(b->begin(), b->end()) : ""; }
+
+class TcpNodeRollCall : public NodeRollCall {
+ public:
+  TcpNodeRollCall(JobStoreAddress address, int nnodes, int node_rank, std::string who)
+      : address_(std::move(address)), nnodes_(nnodes), node_rank_(node_rank), who_(std::move(who)) {
+    // Another machine's first beat before its ranks start (node 0's store answers by now:
+    // run_job checked the shape there): a machine lost at once is still named by who it was.
+    if (node_rank_ != 0) said_who_ = beat_once(said_who_);
+    thread_ = std::thread([this] { node_rank_ == 0 ? watch() : beat(); });
+  }
+
+  ~TcpNodeRollCall() override { stop(); }
+
+  void ended(const std::string& how) override {
+    stop();
+    if (node_rank_ == 0) return;
+    try {
+      TCPStore store(options());
+      store.set(key_of(node_rank_, "ended"), to_bytes(how));
+    } catch (const std::exception&) {
+      // Node 0's store is gone: its launcher has ended and reads nothing more.
+    }
+  }
+
+  std::vector<LostMachine> lost(std::chrono::milliseconds wait) override {
+    std::vector<LostMachine> lost;
+    if (node_rank_ != 0) return lost;
+    std::unique_lock<std::mutex> lock(mu_);
+    // Every look (each kRollCallBeat) wakes this wait; the deadline bounds it.
+    cv_.wait_for(lock, wait, [&] { return undecided() == 0; });
+    for (int node = 1; node < nnodes_; ++node) {
+      const Seen& s = seen_[node];
+      if (!s.ended && Clock::now() - s.changed >= kRollCallSilence) {
+        lost.push_back({node, s.who.empty() ? "its launcher never checked in" : s.who, s.changed - began_});
+      }
+    }
+    return lost;
+  }
+
+ private:
+  struct Seen {
+    std::string beats;
+    Clock::time_point changed;
+    bool ended = false;
+    std::string who;
+  };
+
+  TCPStoreOptions options() const {
+    TCPStoreOptions o;
+    o.host = address_.host;
+    o.port = address_.port;
+    o.identity = address_.identity;
+    o.timeout = kRequestTimeout;
+    return o;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Waits one beat; false once stopping.
+  bool pause() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !cv_.wait_for(lock, kRollCallBeat, [&] { return stopping_; });
+  }
+
+  // Another machine's launcher: who it is once, then a beat each kRollCallBeat.
+  void beat() {
+    while (pause()) said_who_ = beat_once(said_who_);
+  }
+
+  // Returns whether who this launcher is has been said.
+  bool beat_once(bool said_who) {
+    try {
+      TCPStore store(options());
+      if (!said_who) store.set(key_of(node_rank_, "who"), to_bytes(who_));
+      said_who = true;
+      store.add(key_of(node_rank_, "beats"), 1);
+    } catch (const std::exception&) {
+      // Not reached this time (node 0's store gone, or slow): the next beat tries again.
+    }
+    return said_who;
+  }
+
+  // Node 0's launcher: each kRollCallBeat, every other node's beats, who and end.
+  void watch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int node = 1; node < nnodes_; ++node) seen_[node].changed = began_;
+    }
+    do {
+      std::vector<std::string> keys;
+      for (int node = 1; node < nnodes_; ++node) {
+        for (const char* what : {"beats", "ended", "who"}) keys.push_back(key_of(node, what));
+      }
+      std::vector<std::optional<Store::Bytes>> values;
+      try {
+        TCPStore store(options());
+        values = read_present(store, keys);
+      } catch (const std::exception&) {
+        continue;  // its own store, not answering for once: nothing is learned this time
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (int node = 1; node < nnodes_; ++node) {
+          const size_t at = static_cast<size_t>(node - 1) * 3;
+          Seen& s = seen_[node];
+          // The counter as the store keeps it: only whether it moved matters.
+          const std::string beats = text_of(values[at]);
+          if (beats != s.beats) {
+            s.beats = beats;
+            s.changed = Clock::now();
+          }
+          s.ended = s.ended || values[at + 1].has_value();
+          if (values[at + 2]) s.who = text_of(values[at + 2]);
+        }
+      }
+      cv_.notify_all();
+    } while (pause());
+  }
+
+  // Nodes neither ended nor silent for kRollCallSilence (under mu_).
+  int undecided() {
+    int n = 0;
+    for (int node = 1; node < nnodes_; ++node) {
+      const Seen& s = seen_[node];
+      if (!s.ended && Clock::now() - s.changed < kRollCallSilence) ++n;
+    }
+    return n;
+  }
+
+  const JobStoreAddress address_;
+  const int nnodes_;
+  const int node_rank_;
+  const std::string who_;
+  const Clock::time_point began_ = Clock::now();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<int, Seen> seen_;
+  bool said_who_ = false;  // the beating thread's, after the constructor's first beat
+  std::thread thread_;
+};
+
+const bool kRegistered = [] {
+  node_roll_call_opener() = [](const JobStoreAddress& address, int nnodes, int node_rank,
+                               const std::string& who) -> std::unique_ptr<NodeRollCall> {
+    return std::make_unique<TcpNodeRollCall>(address, nnodes, node_rank, who);
+  };
+  return true;
+}();
+
+}  // namespace
+}  // namespace launch
+}  // namespace distcomm
