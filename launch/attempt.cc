@@ -314,6 +314,7 @@ void Attempt::handle_signals() {
     if (!ranks_.stopping()) {
       result_.interrupted_by = sig;
       stop_signal_ = sig;
+      publish_outside_stop(sig);
       if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
       begin_stop(local::StopCause::kCaller, "got " + local::signal_name(sig));
       continue;
@@ -484,6 +485,10 @@ int Attempt::poll_timeout_ms() const {
   if (dumps_.pending()) return static_cast<int>(dumps_.poll_interval().count());
   if (requested_dumps_.pending()) return static_cast<int>(requested_dumps_.poll_interval().count());
   int ms = 1000;
+  if (const auto until = outside_hold_.until()) {  // a failure waits for the launcher's own signal
+    ms = std::min<int>(ms, static_cast<int>(std::max<int64_t>(
+                               std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count(), 0)));
+  }
   for (const Replacement& r : replacements_) {  // wake for the next replacement due
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(r.due - Clock::now()).count();
     ms = std::min<int>(ms, static_cast<int>(std::max<int64_t>(left, 0)));
@@ -600,7 +605,10 @@ JobResult Attempt::run() {
     // runs (report_failures_and_continue): the other machines' ranks may take it in. On one
     // machine, or once a rank here ended cleanly, nobody would (nobody_to_join): it has ended.
     const bool replacement_due = !replacements_.empty() && !ranks_.stopping() && !nobody_to_join();
-    if (running == 0 && !replacement_due && !(ranks_.stopping() && leftovers)) {
+    // A failure by an outside stopping signal waits for the launcher's own (outside_stop.h),
+    // though no rank runs: the job's end is the signal's, or the failure's after the wait.
+    const bool outside_hold = outside_hold_.until().has_value() && !ranks_.stopping();
+    if (running == 0 && !replacement_due && !outside_hold && !(ranks_.stopping() && leftovers)) {
       const Clock::time_point now = Clock::now();
       if (drain_deadline == Clock::time_point()) {
         drain_deadline = now + kDrainAfterExit;
@@ -691,6 +699,7 @@ JobResult Attempt::run() {
   take_refusals();  // a mark written after its process's exit still counts
   name_first_failure();
   judge_by_last_processes();
+  if (result_.interrupted_by != 0) say_stopped_from_outside();  // the stop's one line, no culprit
   if (!doomed_.empty() && result_.interrupted_by == 0) {
     // No rank failed: the job as launched cannot run. Its last line says why, and a
     // restart (which would meet the same ranks) is not tried (failed_rank -1).

@@ -54,7 +54,7 @@ std::string Attempt::how_ended(size_t i) const {
   if (fenced != fenced_.end() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
     return "taken for gone by its group (" + fenced->second + ") and killed by the launcher (SIGKILL)";
   }
-  return local::describe_end(ranks_[i]);
+  return local::describe_end(ranks_[i]) + outside_stop_note(ranks_[i]);
 }
 
 std::string Attempt::failed_line(size_t i) const {
@@ -70,8 +70,12 @@ void Attempt::note_failure(size_t i) {
   result_.how = how_ended(i);
 }
 
-void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
+void Attempt::report_failures_and_continue(const std::vector<size_t>& exited_now) {
   if (ranks_.stopping()) return;
+  // A rank ended by a stopping signal from outside is reported (and replaced) only if the
+  // launcher's own does not follow: a scheduler stopping the whole job (outside_stop.h).
+  const std::vector<size_t> exited =
+      outside_hold_.pass(exited_now, [&](size_t i) { return ended_by_outside_stop(ranks_[i]); });
   std::vector<size_t> failed;  // this turn's failed exits: one question to the store for all
   for (size_t i : exited) {
     if (ranks_.failed(i)) failed.push_back(i);
@@ -128,6 +132,9 @@ void Attempt::report_failures_and_continue(const std::vector<size_t>& exited) {
 void Attempt::report_first_failure() {
   const int first = ranks_.first_seen_failure();
   if (first < 0 || ranks_.stopping()) return;
+  // Ended by a stopping signal from outside: the launcher's own may be on its way (a
+  // scheduler stopping the whole job); the failure waits for it a moment (outside_stop.h).
+  if (outside_hold_.holds(ranks_[static_cast<size_t>(first)])) return;
   note_failure(static_cast<size_t>(first));
   // Before the stop's signal: a peer on another machine that sees this machine's ranks go
   // finds them marked as stopped by their launcher, and the failure that caused it.
@@ -343,7 +350,9 @@ void Attempt::name_first_failure() {
   }
   // After a stop for something outside this machine's ranks (the round ended: a machine went
   // away), their failures are its consequences: the round's end names the cause.
-  const std::string failed = result_.stopped_for.empty() ? "failed first" : "failed after the round ended";
+  const std::string failed = !result_.stopped_for.empty()    ? "failed after the round ended"
+                             : ended_by_outside_stop(process) ? "was terminated first"
+                                                              : "failed first";
   result_.failure = "rank " + std::to_string(cause->rank) + " (local rank " + std::to_string(cause->local_rank) +
                     ", pid " + std::to_string(process.pid) + ") " + failed + " (" + result_.how + ")" +
                     (cause_report ? ": " + cause_report->message : std::string());

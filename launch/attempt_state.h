@@ -25,6 +25,7 @@
 #include "launch/job_failure_board.h"
 #include "launch/job_store.h"
 #include "launch/launch_options.h"
+#include "launch/outside_stop.h"
 #include "launch/output_pump.h"
 #include "launch/rank_process.h"
 #include "launch/rank_stops.h"
@@ -160,6 +161,14 @@ class Attempt {
   // RankStops::kInterval unless now_anyway.
   void look_for_stopped_ranks(bool now_anyway);
   void kill_stragglers();
+  // The job was stopped by a signal to the launcher (result_.interrupted_by): says so in one
+  // line, with the ranks that got it from outside too (attempt_outside_stop.cc).
+  void say_stopped_from_outside();
+  // As the launcher's signal `sig` begins the stop, with several machines: leaves on the
+  // job's board that this machine's launcher was stopped from outside (no rank failed), and
+  // marks its ranks as stopped by it, so that the other machines' ranks and launchers name
+  // no rank of this machine as their culprit (attempt_outside_stop.cc).
+  void publish_outside_stop(int sig);
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
   // ranks' own reports change or add to what was said when the first failure was seen.
@@ -201,6 +210,9 @@ class Attempt {
   };
   std::vector<Replacement> replacements_;  // due, not yet started
   RankStops stops_;  // the ranks seen stopped by job control, for the record
+  // A first failure by a stopping signal the launcher did not send waits for its own
+  // (outside_stop.h): a scheduler's stop of the whole job, not a failed rank.
+  OutsideStopHold outside_hold_;
   // The job's store as the machines' launchers share it (several machines, under
   // tools/launch), else null: each machine's first failure, and the ranks stopped for it.
   std::unique_ptr<JobFailureBoard> board_;

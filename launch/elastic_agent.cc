@@ -17,6 +17,7 @@
 #include "launch/heartbeat.h"
 #include "launch/job.h"
 #include "launch/launcher_links.h"
+#include "launch/outside_stop.h"
 #include "launch/rendezvous.h"
 #include "launch/rendezvous_endpoint.h"
 #include "launch/round_watch.h"
@@ -372,6 +373,16 @@ JobResult Agent::run_rounds() {
     std::optional<RoundEnd> end = rendezvous_->end_of(round->number);
     if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
     const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;
+    if (end->why.find(" left: interrupted (") != std::string::npos) {
+      // Another machine's launcher was stopped by a signal. A scheduler stopping the whole
+      // job signals this one too, moments later (outside_stop.h): no new round for it.
+      if (const int sig = stop_signal_within(signals_, kOutsideStopHold)) {
+        if (interrupted_by_ == 0) interrupted_by_ = sig;
+        say(ended + "; this launcher got " + local::signal_name(sig) +
+            " too: the job was stopped from outside, not by a failure; no new round");
+        return leave_interrupted(/*said=*/true);
+      }
+    }
     if (end->restart && round->restarts >= options_.max_restarts) {
       say(ended + (options_.max_restarts == 0 ? "; gave up (--max_restarts=0)"
                                               : "; gave up after " + std::to_string(round->restarts) +

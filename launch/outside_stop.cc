@@ -1,0 +1,82 @@
+#include "launch/outside_stop.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "launch/signal_watch.h"
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+// "rank 3", "ranks 0, 1, 2"
+std::string ranks_list(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  return text;
+}
+
+}  // namespace
+
+bool ended_by_outside_stop(const local::Child& c) {
+  return !c.running && !c.stopped && WIFSIGNALED(c.status) && stops_the_job(WTERMSIG(c.status));
+}
+
+std::string outside_stop_note(const local::Child& c) {
+  return ended_by_outside_stop(c) ? " from outside the launcher (it sent none)" : "";
+}
+
+bool OutsideStopHold::holds(const local::Child& c, Clock::time_point now) {
+  if (over_ || !ended_by_outside_stop(c)) return false;
+  if (!until_) until_ = now + kOutsideStopHold;
+  if (now < *until_) return true;
+  over_ = true;
+  return false;
+}
+
+std::optional<OutsideStopHold::Clock::time_point> OutsideStopHold::until() const {
+  if (over_) return std::nullopt;
+  return until_;
+}
+
+std::string outside_sender_text(int sig) {
+  return sig == SIGINT ? "(a Ctrl-C, or a kill from outside)"
+                       : "from outside (a scheduler's cancel, preemption or eviction, or a kill)";
+}
+
+std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, const std::vector<int>& stopped,
+                                      const std::vector<std::string>& failed_before) {
+  const std::string name = local::signal_name(sig);
+  const std::string from = "sent to the launcher " + outside_sender_text(sig);
+  std::string text = "the job was stopped by " + name + " " + from;
+  if (failed_before.empty()) {
+    text += ", not by a failure: no rank failed on its own";
+  } else {
+    text += "; before it";
+    for (size_t i = 0; i < failed_before.size(); ++i) text += (i == 0 ? " " : ", ") + failed_before[i];
+    text += " had failed";
+  }
+  if (!outside.empty()) text += "; " + ranks_list(outside) + " got " + name + " from outside too";
+  if (!stopped.empty()) {
+    text += "; " + ranks_list(stopped) + (stopped.size() == 1 ? " was" : " were") + " stopped by the launcher";
+  }
+  return text + "; exit status " + std::to_string(128 + sig) + " (128 + " + std::to_string(sig) + ")";
+}
+
+int stop_signal_within(SignalWatch& signals, std::chrono::milliseconds wait) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point until = Clock::now() + wait;
+  for (;;) {
+    for (int sig : signals.take()) {
+      if (stops_the_job(sig)) return sig;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return 0;
+    pollfd p{signals.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+}
+
+}  // namespace launch
+}  // namespace distcomm

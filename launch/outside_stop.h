@@ -1,0 +1,100 @@
+// A job stopped from outside: a scheduler (Slurm's scancel or preemption, a Kubernetes pod's
+// eviction) signals every process of the job at once -- the launcher and each rank -- with
+// SIGTERM, then SIGKILL after its grace (Slurm's KillWait, a pod's
+// terminationGracePeriodSeconds). A rank whose default action ends it at once may die, and be
+// reaped, before the launcher has read its own SIGTERM; taken as the first failure, it would
+// be named as the job's culprit ("rank 0 failed first (signal SIGTERM)") and the job look
+// failed, not stopped. So a rank ended by a stopping signal the launcher did not send holds
+// the failure for a moment (OutsideStopHold): if the launcher's own stopping signal comes
+// meanwhile, the job was stopped from outside (one line says so: stopped_from_outside_text),
+// else those ranks alone were (a `pkill -TERM` of the program), and the lines say that the
+// signal came from outside the launcher.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/process/local_processes.h"
+#include "launch/signal_watch.h"
+
+namespace distcomm {
+namespace launch {
+
+// How long a failure by an outside stopping signal waits for the launcher's own. A
+// scheduler signals the processes of one machine within milliseconds of each other; a
+// loaded machine may take the launcher longer to run. The cost, when only the ranks got it:
+// the others are stopped this much later.
+constexpr std::chrono::milliseconds kOutsideStopHold{1500};
+
+// Whether c ended by SIGTERM, SIGINT, SIGHUP or SIGQUIT (stops_the_job) that did not come
+// from the launcher: it was not stopped by it (Child::stopped).
+bool ended_by_outside_stop(const local::Child& c);
+
+// " from outside the launcher (it sent none)" when ended_by_outside_stop(c), else "": said
+// after how c ended.
+std::string outside_stop_note(const local::Child& c);
+
+// The wait of one attempt for the launcher's own signal after its first failure by an
+// outside stopping signal.
+class OutsideStopHold {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Whether the failure of `c` (the first seen) is to wait: it ended by an outside stopping
+  // signal and kOutsideStopHold has not passed since the first call that said so.
+  bool holds(const local::Child& c, Clock::time_point now = Clock::now());
+  // When the hold ends, while it runs (the launcher's poll wakes then).
+  std::optional<Clock::time_point> until() const;
+  // Under --on_failure=continue, where each exit is reported (and replaced) as it comes: of
+  // the processes that just exited, those to report now. One that ended by an outside
+  // stopping signal (`by_outside_stop`) waits, with any such later one, until the hold has
+  // passed; then they come back, after the ones given. A stop that begins meanwhile (the
+  // launcher's own signal) leaves them unreported: no failure, no replacement.
+  template <typename ByOutsideStop>
+  std::vector<size_t> pass(const std::vector<size_t>& exited, ByOutsideStop by_outside_stop,
+                           Clock::time_point now = Clock::now()) {
+    std::vector<size_t> now_reported;
+    for (size_t i : exited) {
+      if (!over_ && by_outside_stop(i)) {
+        if (!until_) until_ = now + kOutsideStopHold;
+        held_.push_back(i);
+      } else {
+        now_reported.push_back(i);
+      }
+    }
+    if (until_ && !over_ && now >= *until_) over_ = true;
+    if (over_) {
+      now_reported.insert(now_reported.end(), held_.begin(), held_.end());
+      held_.clear();
+    }
+    return now_reported;
+  }
+
+ private:
+  std::optional<Clock::time_point> until_;
+  bool over_ = false;
+  std::vector<size_t> held_;  // pass(): the exits that wait
+};
+
+// Who likely sent `sig` to the launcher: "from outside (a scheduler's cancel, preemption or
+// eviction, or a kill)"; for SIGINT "(a Ctrl-C, or a kill from outside)".
+std::string outside_sender_text(int sig);
+
+// The launcher's line when `sig` (SIGTERM, SIGINT, SIGHUP, SIGQUIT) stopped the job:
+// "the job was stopped by SIGTERM sent to the launcher from outside (a scheduler's cancel,
+// preemption or eviction, or a kill), not by a failure: no rank failed on its own; ranks 0, 1
+// got SIGTERM from outside too; ranks 2, 3 were stopped by the launcher; exit status 143
+// (128 + 15)". `outside`: the global ranks ended by an outside stopping signal; `stopped`:
+// those the launcher stopped; `failed_before`: the ranks that had failed on their own before
+// the signal, each with how ("rank 2 (exit code 1)"): then no "no rank failed on its own".
+std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, const std::vector<int>& stopped,
+                                      const std::vector<std::string>& failed_before);
+
+// Waits up to `wait` for a signal that stops the job (stops_the_job) to reach `signals`:
+// returns it, 0 when none came. The other signals taken meanwhile are dropped (between an
+// elastic job's rounds no rank runs to reap or to ask for a dump).
+int stop_signal_within(SignalWatch& signals, std::chrono::milliseconds wait);
+
+}  // namespace launch
+}  // namespace distcomm
