@@ -20,6 +20,7 @@
 
 #include "api/process/local_processes.h"
 #include "tests/tools/launch/launcher_harness.h"
+#include "tests/testing/port_wait.h"
 
 namespace distcomm {
 namespace testing {
@@ -43,23 +44,6 @@ std::vector<std::string> launcher(const std::string& endpoint, const std::string
   return argv;
 }
 
-// Until something accepts connections on 127.0.0.1:port (the first launcher serves the
-// rendezvous store there).
-bool listening(int port, seconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    if (ok) return true;
-    ::usleep(20000);
-  }
-  return false;
-}
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -83,7 +67,7 @@ TEST(Elastic, MachinesLeaveAndJoinAndTheJobGoesOn) {
   };
   // The first one serves the store: started first, so that the one killed below is not it.
   std::unique_ptr<Subprocess> a = start();
-  ASSERT_TRUE(listening(port, seconds(30)));
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));
   std::unique_ptr<Subprocess> b = start(), c = start();
   const std::string round1 = "launch: rendezvous 'job7' round 1: 3 machines (min 1, max 3)\n";
   for (Subprocess* p : {a.get(), b.get(), c.get()}) {
@@ -172,7 +156,7 @@ TEST(Elastic, ASilentLauncherIsLeftOutAndComesBackAtTheNextRound) {
         std::vector<std::string>{kToken}, /*merge_stderr=*/true);
   };
   std::unique_ptr<Subprocess> a = start();
-  ASSERT_TRUE(listening(port, seconds(30)));
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));
   std::unique_ptr<Subprocess> b = start(), c = start();
   for (Subprocess* p : {a.get(), b.get(), c.get()}) ASSERT_TRUE(p->wait_for_stdout(" of 3 (node ", 1, seconds(60)));
   c->send_signal(SIGSTOP);
@@ -224,7 +208,7 @@ void start_two_machines(TwoMachines& m, const std::string& rdzv_id, int max_rest
                        {"--rdzv_id=" + rdzv_id, "--rdzv_last_call_s=30", "--max_restarts=" + std::to_string(max_restarts)},
                        {kElasticProbe, finish});
   m.a = std::make_unique<Subprocess>(args, std::vector<std::string>{kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));
   m.b = std::make_unique<Subprocess>(args, b_env, /*merge_stderr=*/true);
   ASSERT_TRUE(m.a->wait_for_stdout(" of 2 (node ", 1, seconds(60)));
   ASSERT_TRUE(m.b->wait_for_stdout(" of 2 (node ", 1, seconds(60)));
@@ -329,7 +313,7 @@ TEST(Elastic, AnotherJobOrAWrongTokenIsRefusedAtOnceAndCtrlCEndsARendezvous) {
   const std::string tmp = fresh_tmpdir("elastic_tmp");
   Subprocess waiting(launcher(endpoint, "2:2", {"--rdzv_id=job7"}, {kRankProbe, "env"}), {kToken, "TMPDIR=" + tmp},
                      /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));
 
   auto start = std::chrono::steady_clock::now();
   Finished other_job = run(launcher(endpoint, "2:2", {"--rdzv_id=job8"}, {kRankProbe, "env"}), seconds(30), {kToken});
@@ -424,7 +408,7 @@ TEST(Elastic, ARankFailureEndsTheRoundOnEveryMachine) {
   auto args = launcher(endpoint, "2:2", {"--nproc_per_node=2", "--rdzv_id=failing", "--max_restarts=1"},
                        {kRankProbe, "fail", "3", "7"});
   Subprocess first(args, {kToken}, /*merge_stderr=*/true);
-  ASSERT_TRUE(listening(port, seconds(30)));
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));
   Subprocess second(args, {kToken}, /*merge_stderr=*/true);
   Finished f1 = first.finish(seconds(90)), f2 = second.finish(seconds(90));
   for (const Finished* f : {&f1, &f2}) {

@@ -28,6 +28,7 @@
 #include "api/process/local_processes.h"
 #include "launch/outside_stop.h"
 #include "tests/tools/launch/launcher_harness.h"
+#include "tests/testing/port_wait.h"
 
 namespace distcomm {
 namespace testing {
@@ -129,22 +130,6 @@ TEST(OutsideStop, RanksTerminatedFromOutsideTheLauncherAreSaidToBe) {
   EXPECT_TRUE(no_orphan_running());
 }
 
-// Until something accepts connections on 127.0.0.1:port.
-bool accepts_connections(int port, seconds within) {
-  const auto until = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < until) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    if (ok) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return false;
-}
 
 // An elastic job (two launchers, --nnodes=1:2, restarts allowed) that a scheduler stops:
 // machine b's launcher gets SIGTERM first, ends the round ("left: interrupted (SIGTERM)"),
@@ -159,7 +144,7 @@ TEST(OutsideStop, AnElasticJobStoppedMachineByMachineStartsNoNewRound) {
              {rank_probe_path(), "wait"});
   const std::vector<std::string> env = {"DISTCOMM_STORE_TOKEN=outside-stop-test"};
   Subprocess a(args, env, /*merge_stderr=*/true);
-  ASSERT_TRUE(accepts_connections(port, seconds(30)));  // a serves the rendezvous store
+  ASSERT_TRUE(distcomm::testing::accepts_connections(port, seconds(30)));  // a serves the rendezvous store
   Subprocess b(args, env, /*merge_stderr=*/true);
   ASSERT_TRUE(a.wait_for_stdout("ready ", 1, seconds(60))) << a.stdout_so_far();
   ASSERT_TRUE(b.wait_for_stdout("ready ", 1, seconds(60))) << b.stdout_so_far();
