@@ -13,13 +13,6 @@ namespace distcomm {
 namespace ft {
 namespace {
 
-// "12.5 s", as a forming's reports write a duration.
-std::string seconds(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, std::chrono::duration<double>(d).count()));
-  return text;
-}
-
 // Whom the joiner waits for: generation g-1's members that have not arrived at g yet.
 std::string awaited(Store& store, uint64_t g) {
   const std::optional<Store::Bytes> before = g > 1 ? read_present(store, {keys::members(g - 1)}).front() : std::nullopt;
@@ -51,8 +44,8 @@ std::string admission_wait_line(Store& store, const std::string& me, uint64_t g,
   } catch (const Error& e) {
     whom = "(whom it waits for is unknown: " + std::string(e.what()) + ")";
   }
-  return "ft: joiner '" + me + "' has waited " + seconds(waited) + " to be taken in by generation " +
-         std::to_string(g) + ", " + whom + " (it gives up in " + seconds(left) + ")";
+  return "ft: joiner '" + me + "' has waited " + seconds_text(waited) + " to be taken in by generation " +
+         std::to_string(g) + ", " + whom + " (it gives up in " + seconds_text(left) + ")";
 }
 
 }  // namespace ft

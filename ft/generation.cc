@@ -63,19 +63,18 @@ class Arrivals {
   std::set<std::string> ids_;
 };
 
-// "12.5 s", as init's messages write a duration.
-std::string seconds_text(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, std::chrono::duration<double>(d).count()));
-  return text;
-}
-
 void arrive(Store& store, uint64_t g, const std::string& me) {
   const int64_t n = store.add(keys::arrivals(g), 1);
   store.set(keys::arrival(g, n), me);
 }
 
 }  // namespace
+
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, std::chrono::duration<double>(d).count()));
+  return text;
+}
 
 std::string id_list(const std::vector<std::string>& ids) {
   std::string s;

@@ -21,6 +21,9 @@
 namespace distcomm {
 namespace ft {
 
+// "12.5 s", as init's messages and ft's waiting lines write a duration (never negative).
+std::string seconds_text(std::chrono::steady_clock::duration d);
+
 struct Generation {
   uint64_t number = 0;
   uint64_t committed_steps = 0;  // steps committed before it began (the next step's index)

@@ -50,8 +50,8 @@ class Gather final : public CollectiveOp {
   void write(uint64_t r, const RoundView& v) override {
     // Two plain copies, not one pass writing both (a block into the slot, then the same
     // block into the output, 8 KiB at a time): interleaving the two store streams made a
-    // 64 KiB all_gather between 2 ranks 6.3 us a call against 4.9 us like this, and 1 and
-    // 16 MiB slower too (docs/performance.md, 2026-12-07 afternoon).
+    // 64 KiB all_gather between 2 ranks 6.3 us a call against 4.9 us like this, and 1 MiB
+    // 77-82 us against 61-71 (16 and 64 MiB the same within noise; commit bcbea3b).
     const size_t off = r * step_, len = piece(r, step_, block_);
     copy_bytes(v.mine, in_ + off, len);
     if (gets_) copy_bytes(out_ + static_cast<size_t>(rank_) * block_ + off, in_ + off, len);
