@@ -59,10 +59,9 @@ namespace {
 // Output written after the last rank exited (by processes they left behind, or still in
 // the pipes) is read for this long at most.
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
-// Node 0's launcher, its ranks ended and the job succeeded here, waits this long at most for
-// the other machines' launchers to say that theirs ended (as its store's farewell waits for
-// their ranks): a machine silent meanwhile was lost.
-constexpr std::chrono::milliseconds kWaitForOtherLaunchers{30000};
+// Node 0's launcher, waiting for the other machines' launchers to say how their ranks ended,
+// looks at its roll call and its signals this often.
+constexpr std::chrono::milliseconds kRollCallLook{200};
 
 }  // namespace
 
@@ -508,37 +507,59 @@ std::unique_ptr<NodeRollCall> open_roll_call(const LaunchOptions& o, int port) {
   ::gethostname(host, sizeof(host) - 1);
   const std::string who = rank_span_text(o.global_rank(0), o.nproc_per_node) + " on " + host + ", launcher pid " +
                           std::to_string(::getpid());
-  return node_roll_call_opener()(JobStoreAddress{o.master_addr, port, o.identity}, o.nnodes, o.node_rank, who);
+  return node_roll_call_opener()(JobStoreAddress{o.master_addr, port, o.identity}, o.nnodes, o.node_rank,
+                                 o.restart_count, who);
 }
 
-// The roll call's end: another machine says how its ranks ended; node 0, when the job
-// succeeded here, learns which machines were lost, for its last line (result.survived).
-void close_roll_call(NodeRollCall* roll_call, const LaunchOptions& options, JobResult& result,
-                     const std::function<void(const std::string&)>& say) {
-  if (roll_call == nullptr) return;
+// The roll call's end. Another machine's launcher says how its ranks ended. Node 0's, when
+// its ranks exited 0, waits until every other machine's launcher said how its ranks ended or
+// went silent, polling its signals meanwhile: a stopping signal ends the wait, and the job,
+// as its interruption (returned: 0 if none). One deadline, options.other_machines_wait after
+// this machine's ranks ended, bounds that wait and the store's farewell after it
+// (JobStore::leave_by), whose one line says how long the store was kept. The others' ends go
+// to result (others_clean, others_not_clean; a machine lost in a fault-tolerant job to
+// survived) for the last line (job_outcome.h).
+int close_roll_call(NodeRollCall* roll_call, JobStore* store, SignalWatch& signals, const LaunchOptions& options,
+                    JobResult& result, const std::function<void(const std::string&)>& say) {
   const bool succeeded = result.exit_code == 0 && result.interrupted_by == 0;
   if (options.node_rank != 0) {
-    roll_call->ended(succeeded ? "its ranks exited 0" : "its ranks failed");
-    return;
+    if (roll_call != nullptr) roll_call->ended(succeeded ? kRanksExitedZero : kRanksFailed);
+    return 0;
   }
+  if (options.nnodes <= 1) return 0;
+  const Clock::time_point ranks_ended = Clock::now();
+  const Clock::time_point deadline = ranks_ended + options.other_machines_wait;
+  if (store != nullptr) store->leave_by(deadline, ranks_ended);
   // Only a job that succeeded here waits for the other machines' word: a failed one's last
   // line is its failure, and its launcher must not linger for it.
-  if (!succeeded) return;
-  const Clock::time_point began = Clock::now();
-  for (const LostMachine& m : roll_call->lost(kWaitForOtherLaunchers)) {
-    result.survived.push_back(lost_machine_text(m));
+  if (roll_call == nullptr || !succeeded) return 0;
+  // A wait that may last: the launcher says why it has not ended (a Ctrl-C ends it).
+  if (!roll_call->settled()) {
+    char bound[32];
+    std::snprintf(bound, sizeof(bound), "%g s", options.other_machines_wait.count() / 1000.0);
+    say("this machine's " + rank_span_text(options.global_rank(0), options.nproc_per_node) + " exited 0; waiting up to " +
+        bound + " for the other machines' launchers to say how their ranks ended");
   }
-  // The store's own farewell (tcp_job_store.cc) says the same when it waits for their ranks.
-  const auto waited = Clock::now() - began;
-  if (waited >= std::chrono::seconds(1)) {
-    char line[200];
-    std::snprintf(line, sizeof(line),
-                  "kept the job's store %.1f s after this machine's ranks ended, until the other machines' launchers "
-                  "said that their ranks ended or went silent (at most %lld s)",
-                  std::chrono::duration<double>(waited).count(),
-                  static_cast<long long>(kWaitForOtherLaunchers.count() / 1000));
-    say(line);
+  int stop = 0;
+  while (stop == 0 && !roll_call->settled() && Clock::now() < deadline) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{signals.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min(left, kRollCallLook).count()));
+    for (int sig : signals.take()) {
+      if (stop == 0 && stops_the_job(sig)) stop = sig;
+    }
   }
+  if (stop != 0 && store != nullptr) store->leave_by(Clock::now(), Clock::time_point());  // no farewell wait
+  for (const OtherMachine& m : roll_call->others()) {
+    if (m.state == OtherMachine::State::kExitedZero) continue;
+    if (m.state == OtherMachine::State::kLost && options.on_failure == LaunchOptions::OnFailure::kContinue) {
+      result.survived.push_back(other_machine_text(m));  // the job was made to go on without it
+    } else {
+      result.others_not_clean.push_back(other_machine_text(m));
+    }
+  }
+  result.others_clean = stop == 0 && result.others_not_clean.empty();
+  return stop;
 }
 
 }  // namespace
@@ -710,7 +731,17 @@ JobResult Attempt::run() {
     say("the job cannot run: " + doomed_);
   }
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
-  close_roll_call(roll_call.get(), options_, result_, [this](const std::string& line) { say(line); });
+  if (const int stop = close_roll_call(roll_call.get(), store.get(), signals_, options_, result_,
+                                       [this](const std::string& line) { say(line); })) {
+    // This machine's ranks had exited 0; the job's end is not known here.
+    result_.interrupted_by = stop;
+    result_.exit_code = 128 + stop;
+    std::string others;
+    for (const std::string& other : result_.others_not_clean) others += "; " + other;
+    say("got " + local::signal_name(stop) + " while waiting for the other machines' launchers to say how their ranks "
+        "ended: this machine's " + rank_span_text(options_.global_rank(0), options_.nproc_per_node) + " had exited 0" +
+        others + "; exit status " + std::to_string(result_.exit_code) + " (128 + " + std::to_string(stop) + ")");
+  }
   result_.first_rank = options_.global_rank(0);
   result_.local_ranks = options_.nproc_per_node;
   result_.world_size = options_.world_size();

@@ -49,6 +49,12 @@ struct JobResult {
   // (exit code 1) and was restarted", "node 1 (ranks 2-3 on host-b, launcher pid 7) was
   // lost, last seen 4.1 s into the job".
   std::vector<std::string> survived;
+  // Node 0 of a static job across machines whose ranks exited 0 here (node_roll_call.h):
+  // whether every other machine's launcher said that its ranks exited 0 too (or, in a
+  // fault-tolerant job, the job went on without the machines lost: survived): only then did
+  // the job succeed; and what the others did instead ("node 1's ranks failed ...").
+  bool others_clean = false;
+  std::vector<std::string> others_not_clean;
 };
 
 // Something outside the attempt that may ask it to stop its ranks (the elastic agent: a

@@ -274,6 +274,16 @@ void Attempt::judge_by_last_processes() {
     result_.survived.push_back("rank " + std::to_string(result_.failed_rank) + " failed (" + result_.how +
                                ") and was replaced");
   }
+  // Every later replacement too, not only the first failure's (each local rank's count of
+  // replacements started; the first failure's own is said above).
+  for (size_t local = 0; local < replaced_.size(); ++local) {
+    const int rank = options_.global_rank(static_cast<int>(local));
+    const int later = replaced_[local] - (rank == result_.failed_rank ? 1 : 0);
+    if (later <= 0) continue;
+    result_.survived.push_back("rank " + std::to_string(rank) + (rank == result_.failed_rank ? " failed again" : " failed") +
+                               (later > 1 ? " " + std::to_string(later) + " times" : std::string()) +
+                               " and was replaced");
+  }
   if (refused.empty()) {
     say("every rank's last process exited 0 (failed ranks were replaced): the job succeeded" + first);
   } else {

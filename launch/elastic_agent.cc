@@ -22,6 +22,7 @@
 #include "launch/rendezvous_endpoint.h"
 #include "launch/round_watch.h"
 #include "launch/signal_watch.h"
+#include "launch/duration_text.h"
 
 namespace distcomm {
 namespace launch {
@@ -33,13 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kBarrierPoll{100};
 // The launcher serving the store stays this long at most for the others to see how the job ended.
 constexpr std::chrono::seconds kServeAfterDone{10};
-
-// "4.1 s"
-std::string tenths_text(Clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
 
 // "<host>-<pid>-<random>": unique among the launchers of a job, readable in messages.
 std::string new_launcher_id() {

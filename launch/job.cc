@@ -13,6 +13,7 @@
 
 #include "api/process/local_processes.h"
 #include "api/process/write_fully.h"
+#include "launch/duration_text.h"
 
 namespace distcomm {
 namespace launch {
@@ -26,13 +27,6 @@ std::string in_attempt_folder(const std::string& dir, int restarts) {
 // "rank 3 failed (exit code 1)"
 std::string failure_line(const JobResult& r) {
   return "rank " + std::to_string(r.failed_rank) + " failed (" + r.how + ")";
-}
-
-// "0.4 s"
-std::string tenths_text(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
 }
 
 // While it lives, says text(seconds waited) every kWaitNoteEvery.

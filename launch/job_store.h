@@ -7,6 +7,7 @@
 // LaunchOptions::serve_store. Without one, rank 0 serves the store, as before.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -110,6 +111,16 @@ class JobStore {
   virtual void tell(const std::string& key, const std::string& value) {
     (void)key;
     (void)value;
+  }
+  // Node 0's launcher, before this store is destroyed: its farewell (waiting for the other
+  // machines to leave it) ends by `deadline`, the one deadline its roll call's wait had too
+  // (attempt.cc); `ranks_ended` is when this machine's ranks ended, what its one line on
+  // the wait counts from (tcp_job_store.cc); a time_point() there: say nothing (the wait was cut
+  // short by a stopping signal, which has its own line).
+  virtual void leave_by(std::chrono::steady_clock::time_point deadline,
+                        std::chrono::steady_clock::time_point ranks_ended) {
+    (void)deadline;
+    (void)ranks_ended;
   }
 };
 

@@ -94,6 +94,10 @@ struct LaunchOptions {
   // After a rank fails, stop the others and start the job again, up to this many times,
   // each attempt with a fresh identity and store port (job.h). 0: a failure ends the job.
   int max_restarts = 0;
+  // Node 0's launcher of a static job across machines, its ranks done: how long at most it
+  // waits for the other machines' launchers to say how their ranks ended, and keeps the
+  // job's store for them (one deadline for both: attempt.cc, tcp_job_store.cc).
+  std::chrono::milliseconds other_machines_wait{30000};
   // Which attempt this is (0: the first): exported as DISTCOMM_RESTART_COUNT and
   // TORCHELASTIC_RESTART_COUNT. Set by the launcher for each attempt, not by the user.
   int restart_count = 0;

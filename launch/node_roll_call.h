@@ -1,10 +1,12 @@
-// Which machines of a static job across machines (--nnodes > 1) were lost while it ran:
-// each launcher but node 0's beats in the job's store (node 0's launcher serves it) while
-// its ranks run and says there how they ended; node 0's launcher watches the beats, and a
-// launcher that went silent without saying how its ranks ended is a machine lost (SIGKILL,
-// a power cut, a network cut). A fault-tolerant job (--on_failure=continue) goes on without
-// that machine's ranks and may succeed: node 0's last line then names the machine lost, which
-// otherwise only the ranks' own lines told.
+// How the other machines of a static job across machines (--nnodes > 1) ended: each
+// launcher but node 0's beats in the job's store (node 0's launcher serves it) while its
+// ranks run and says there how they ended; node 0's launcher watches the beats. Only when
+// every other machine's launcher said its ranks exited 0 does node 0's say the job
+// succeeded (job_outcome.h); otherwise its last line names the machines whose ranks failed,
+// still ran when it stopped waiting, or were lost: a launcher that went silent without
+// saying how its ranks ended (SIGKILL, a power cut, a network cut). A fault-tolerant job
+// (--on_failure=continue) goes on without a machine lost and may succeed: node 0's last
+// line then names the machine lost, which otherwise only the ranks' own lines told.
 //
 // This library does not link the core: the store client is //launch:tcp_node_roll_call's,
 // which sets node_roll_call_opener() as it is loaded (tools/launch links it). Without it (the
@@ -27,10 +29,23 @@ namespace launch {
 constexpr std::chrono::milliseconds kRollCallBeat{1000};
 constexpr std::chrono::milliseconds kRollCallSilence{5000};
 
-// One machine lost, as node 0's launcher saw it.
-struct LostMachine {
+// How another machine's launcher said its ranks ended (NodeRollCall::ended): node 0's
+// launcher tells a clean end from a failure by this text.
+constexpr char kRanksExitedZero[] = "its ranks exited 0";
+constexpr char kRanksFailed[] = "its ranks failed";
+
+// Another machine, as node 0's launcher last saw it.
+struct OtherMachine {
+  enum class State {
+    kExitedZero,  // its launcher said its ranks exited 0
+    kFailed,      // its launcher said anything else (kRanksFailed)
+    kRunning,     // it still beats, and has not said how its ranks ended
+    kLost,        // silent for kRollCallSilence without having said how its ranks ended
+  };
   int node_rank = -1;
+  State state = State::kRunning;
   std::string who;  // what its launcher said of itself: "ranks 2-3 on host-b, launcher pid 7"
+  bool checked_in = false;  // whether node 0's launcher saw it at all (its who, or a beat)
   // How long after node 0's roll call began (about when the job began) its last beat came.
   std::chrono::steady_clock::duration last_seen{};
 };
@@ -38,27 +53,35 @@ struct LostMachine {
 class NodeRollCall {
  public:
   virtual ~NodeRollCall() = default;
-  // Another machine's launcher, as its attempt ends: how its ranks ended ("ranks 2-3 exited
-  // 0"); its beats stop. Best-effort, bounded, never throws.
+  // Another machine's launcher, as its attempt ends: how its ranks ended (kRanksExitedZero
+  // or kRanksFailed); its beats stop. Best-effort, bounded, never throws.
   virtual void ended(const std::string& how) = 0;
-  // Node 0's launcher, once its own ranks ended and the job succeeded here: waits until every
-  // other machine's launcher has said its ranks ended or has gone silent (at most `wait`),
-  // and returns the machines lost. Never throws.
-  virtual std::vector<LostMachine> lost(std::chrono::milliseconds wait) = 0;
+  // Node 0's launcher: whether every other machine's launcher has said how its ranks ended
+  // or has gone silent. Answers at once (the watch looks each kRollCallBeat); the caller
+  // waits, polling its signals meanwhile (attempt.cc). Never throws.
+  virtual bool settled() = 0;
+  // Node 0's launcher: every other machine as seen last, by node. Never throws.
+  virtual std::vector<OtherMachine> others() = 0;
 };
 
-// Opens the roll call of node `node_rank` of `nnodes` in the job's store at `address`;
-// `who` is what this launcher says of itself. The beating (another node) or watching (node
-// 0) begins at once, in a thread of its own, and ends as the result is destroyed.
-using NodeRollCallOpener = std::function<std::unique_ptr<NodeRollCall>(const JobStoreAddress& address, int nnodes,
-                                                                      int node_rank, const std::string& who)>;
+// Opens the roll call of node `node_rank` of `nnodes` in the job's store at `address`, for
+// attempt `attempt` (LaunchOptions::restart_count: its keys are the attempt's own, so that a
+// slow launcher's word from an attempt before is never read in the next); `who` is what
+// this launcher says of itself. The beating (another node) or watching (node 0) begins at
+// once, in a thread of its own, and ends as the result is destroyed.
+using NodeRollCallOpener = std::function<std::unique_ptr<NodeRollCall>(
+    const JobStoreAddress& address, int nnodes, int node_rank, int attempt, const std::string& who)>;
 
 // Set once by //launch:tcp_node_roll_call as it is loaded; empty without it.
 NodeRollCallOpener& node_roll_call_opener();
 
-// "node 1 (ranks 2-3 on host-b, launcher pid 7) was lost: its launcher went silent without
-// saying that its ranks ended, last seen 4.1 s into the job"
-std::string lost_machine_text(const LostMachine& m);
+// What node 0's last line says of another machine that did not end clean:
+//   "node 1 (ranks 2-3 on host-b, launcher pid 7) was lost: its launcher went silent without
+//    saying that its ranks ended, last seen 4.1 s into the job"
+//   "node 1's ranks failed (ranks 2-3 on host-b, launcher pid 7)"
+//   "node 1's ranks were still running when this launcher stopped waiting for them (ranks 2-3 on ...)"
+//   "node 1's launcher had not checked in when this launcher stopped waiting for it"
+std::string other_machine_text(const OtherMachine& m);
 
 }  // namespace launch
 }  // namespace distcomm

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -71,10 +72,14 @@ class TcpJobFailureBoard : public JobFailureBoard {
   }
 
   bool publish(const FailureNote& note, const std::vector<std::pair<int, std::string>>& stopping) override {
-    return call([&](TCPStore& store) {
+    return call([&](TCPStore& store, Clock::time_point deadline) {
       // The marks first, each answered (so stored) before this returns: the launcher's
       // SIGTERMs follow this call, and a peer that sees the stopped ranks go must find them.
-      for (const auto& [rank, why] : stopping) store.set(launcher_stop_key(rank), why);
+      for (const auto& [rank, why] : stopping) {
+        within(store, deadline);
+        store.set(launcher_stop_key(rank), why);
+      }
+      within(store, deadline);
       store.set(first_failure_key(note.node_rank), note.encode());
     });
   }
@@ -93,8 +98,9 @@ class TcpJobFailureBoard : public JobFailureBoard {
     }
     // Not reached (node 0's store is gone: its job ended first): this machine's own failure
     // is named.
-    call([&](TCPStore& store) {
+    call([&](TCPStore& store, Clock::time_point deadline) {
       notes.clear();  // a retried read starts again
+      within(store, deadline);
       for (const std::optional<Store::Bytes>& value : read_present(store, keys)) {
         if (!value) continue;
         if (std::optional<FailureNote> n = FailureNote::decode(std::string(value->begin(), value->end()))) {
@@ -141,9 +147,18 @@ class TcpJobFailureBoard : public JobFailureBoard {
     ahead_why_.clear();
   }
 
+  // Before each request of a call: its timeout is what is left of the call's bound, so that
+  // a publish of several marks to a stalled server still ends within kBoardTimeout.
+  static void within(TCPStore& store, Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) throw std::runtime_error("no time left of the board's bound of 1.5 s");
+    store.set_timeout(left);
+  }
+
   // Runs `request` on the kept connection; when that fails (the server closed it, a
-  // request timed out), once more on a new one, all within kBoardTimeout. Never throws.
-  bool call(const std::function<void(TCPStore&)>& request) {
+  // request timed out), once more on a new one, all within kBoardTimeout: `request` calls
+  // within() before each of its requests. Never throws.
+  bool call(const std::function<void(TCPStore&, Clock::time_point)>& request) {
     std::lock_guard<std::mutex> lock(mu_);
     const Clock::time_point now = Clock::now();
     if (now < quiet_until_) return false;  // why_ is the failure's
@@ -160,7 +175,7 @@ class TcpJobFailureBoard : public JobFailureBoard {
           if (left < kLeastReconnectTime) break;
           store_ = std::make_unique<TCPStore>(options(left));
         }
-        request(*store_);
+        request(*store_, deadline);
         return true;
       } catch (const std::exception& e) {
         store_.reset();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,22 @@
 namespace distcomm {
 namespace launch {
 namespace {
+
+// Node 0's launcher's one line on how long it kept the job's store for the other machines
+// (roll call and farewell together: ~TCPJobStore), when that lasted a second or more:
+// "launch: kept the job's store 12.0 s after this machine's ranks ended, until the other
+// machines left it (at most 30 s)\n". Their launchers count as the machines being there
+// (each holds a connection for its failure board), not only their ranks.
+std::string kept_store_line(std::chrono::steady_clock::duration waited, std::chrono::steady_clock::duration bound) {
+  if (waited < std::chrono::seconds(1)) return "";
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "launch: kept the job's store %.1f s after this machine's ranks ended, until the other machines left "
+                "it (at most %g s)\n",
+                std::chrono::duration<double>(waited).count(),
+                std::round(std::chrono::duration<double>(bound).count() * 10) / 10);
+  return line;
+}
 
 // "2 nodes x 2 ranks per node"
 std::string shape_text(int nnodes, int nproc_per_node) {
@@ -163,20 +180,21 @@ class TCPJobStore : public JobStore {
       server_.stop_after_farewell(std::chrono::seconds(1));
     } else if (nnodes_ > 1) {
       // The other machines' ranks may still be ending (their last ops, their groups'
-      // teardown) when this machine's have: the store stays until they have left it, at most
-      // kOtherMachinesGrace, as torchrun's agents wait for each other at the end (a barrier
-      // of 300 s there; shorter here, as Ctrl-C waits for it too).
-      const auto began = std::chrono::steady_clock::now();
-      server_.stop_after_farewell(kOtherMachinesGrace);
-      const auto waited = std::chrono::steady_clock::now() - began;
-      if (waited >= std::chrono::seconds(1)) {
-        char line[200];
-        std::snprintf(line, sizeof(line),
-                      "launch: kept the job's store %.1f s after this machine's ranks ended, until the other "
-                      "machines' ranks left it (at most %lld s)\n",
-                      std::chrono::duration<double>(waited).count(),
-                      static_cast<long long>(kOtherMachinesGrace.count() / 1000));
-        (void)!::write(2, line, std::strlen(line));
+      // teardown) when this machine's have, and their launchers hold connections too (the
+      // failure board's): the store stays until the other machines have left it, as
+      // torchrun's agents wait for each other at the end (a barrier of 300 s there; shorter
+      // here). One deadline with the roll call's wait before (leave_by, attempt.cc), which
+      // may have used it all; kOtherMachinesGrace when none was given.
+      const auto now = std::chrono::steady_clock::now();
+      const bool told = leave_by_ != std::chrono::steady_clock::time_point();
+      const auto deadline = told ? leave_by_ : now + kOtherMachinesGrace;
+      const auto since = told ? ranks_ended_ : now;
+      if (deadline > now) {
+        server_.stop_after_farewell(std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+      }
+      if (since != std::chrono::steady_clock::time_point()) {
+        const std::string line = kept_store_line(std::chrono::steady_clock::now() - since, deadline - since);
+        if (!line.empty()) (void)!::write(2, line.data(), line.size());
       }
     }
     server_.stop();  // first: its thread may be telling us that the job is doomed
@@ -184,6 +202,11 @@ class TCPJobStore : public JobStore {
       ::close(pipe[0]);
       ::close(pipe[1]);
     }
+  }
+  void leave_by(std::chrono::steady_clock::time_point deadline,
+                std::chrono::steady_clock::time_point ranks_ended) override {
+    leave_by_ = deadline;  // the attempt's thread, which destroys this store later
+    ranks_ended_ = ranks_ended;
   }
   int port() const override { return server_.port(); }
   std::string doomed() const override {
@@ -493,6 +516,8 @@ class TCPJobStore : public JobStore {
   }
 
   static constexpr std::chrono::milliseconds kOtherMachinesGrace{30000};
+  std::chrono::steady_clock::time_point leave_by_{};     // leave_by's; none: kOtherMachinesGrace
+  std::chrono::steady_clock::time_point ranks_ended_{};
   const std::string host_;  // where this launcher's own clients connect
   const JobIdentity identity_;
   std::unique_ptr<TCPStore> client_;

@@ -27,14 +27,17 @@ using Clock = std::chrono::steady_clock;
 // Each connect and request: a beat must not outlast the next one by much.
 constexpr std::chrono::milliseconds kRequestTimeout{1000};
 
-std::string key_of(int node, const char* what) { return "launch/roll_call/" + std::to_string(node) + "/" + what; }
+// "launch/roll_call/<attempt>/<node>/<what>": an attempt's keys are its own.
+std::string key_of(int attempt, int node, const char* what) {
+  return "launch/roll_call/" + std::to_string(attempt) + "/" + std::to_string(node) + "/" + what;
+}
 
 std::string text_of(const std::optional<Store::Bytes>& b) { return b ? std::string(b->begin(), b->end()) : ""; }
 
 class TcpNodeRollCall : public NodeRollCall {
  public:
-  TcpNodeRollCall(JobStoreAddress address, int nnodes, int node_rank, std::string who)
-      : address_(std::move(address)), nnodes_(nnodes), node_rank_(node_rank), who_(std::move(who)) {
+  TcpNodeRollCall(JobStoreAddress address, int nnodes, int node_rank, int attempt, std::string who)
+      : address_(std::move(address)), nnodes_(nnodes), node_rank_(node_rank), attempt_(attempt), who_(std::move(who)) {
     // Another machine's first beat before its ranks start (node 0's store answers by now:
     // run_job checked the shape there): a machine lost at once is still named by who it was.
     if (node_rank_ != 0) said_who_ = beat_once(said_who_);
@@ -48,32 +51,45 @@ class TcpNodeRollCall : public NodeRollCall {
     if (node_rank_ == 0) return;
     try {
       TCPStore store(options());
-      store.set(key_of(node_rank_, "ended"), to_bytes(how));
+      store.set(key_of(attempt_, node_rank_, "ended"), to_bytes(how));
     } catch (const std::exception&) {
       // Node 0's store is gone: its launcher has ended and reads nothing more.
     }
   }
 
-  std::vector<LostMachine> lost(std::chrono::milliseconds wait) override {
-    std::vector<LostMachine> lost;
-    if (node_rank_ != 0) return lost;
-    std::unique_lock<std::mutex> lock(mu_);
-    // Every look (each kRollCallBeat) wakes this wait; the deadline bounds it.
-    cv_.wait_for(lock, wait, [&] { return undecided() == 0; });
+  bool settled() override {
+    if (node_rank_ != 0) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    return undecided() == 0;
+  }
+
+  std::vector<OtherMachine> others() override {
+    std::vector<OtherMachine> others;
+    if (node_rank_ != 0) return others;
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point now = Clock::now();
     for (int node = 1; node < nnodes_; ++node) {
       const Seen& s = seen_[node];
-      if (!s.ended && Clock::now() - s.changed >= kRollCallSilence) {
-        lost.push_back({node, s.who.empty() ? "its launcher never checked in" : s.who, s.changed - began_});
+      OtherMachine m;
+      m.node_rank = node;
+      m.checked_in = !s.who.empty() || !s.beats.empty();
+      m.who = s.who.empty() ? "its launcher never checked in" : s.who;
+      m.last_seen = s.changed - began_;
+      if (s.ended) {
+        m.state = *s.ended == kRanksExitedZero ? OtherMachine::State::kExitedZero : OtherMachine::State::kFailed;
+      } else {
+        m.state = now - s.changed >= kRollCallSilence ? OtherMachine::State::kLost : OtherMachine::State::kRunning;
       }
+      others.push_back(std::move(m));
     }
-    return lost;
+    return others;
   }
 
  private:
   struct Seen {
     std::string beats;
     Clock::time_point changed;
-    bool ended = false;
+    std::optional<std::string> ended;  // what its launcher said of its ranks' end
     std::string who;
   };
 
@@ -110,9 +126,9 @@ class TcpNodeRollCall : public NodeRollCall {
   bool beat_once(bool said_who) {
     try {
       TCPStore store(options());
-      if (!said_who) store.set(key_of(node_rank_, "who"), to_bytes(who_));
+      if (!said_who) store.set(key_of(attempt_, node_rank_, "who"), to_bytes(who_));
       said_who = true;
-      store.add(key_of(node_rank_, "beats"), 1);
+      store.add(key_of(attempt_, node_rank_, "beats"), 1);
     } catch (const std::exception&) {
       // Not reached this time (node 0's store gone, or slow): the next beat tries again.
     }
@@ -128,7 +144,7 @@ class TcpNodeRollCall : public NodeRollCall {
     do {
       std::vector<std::string> keys;
       for (int node = 1; node < nnodes_; ++node) {
-        for (const char* what : {"beats", "ended", "who"}) keys.push_back(key_of(node, what));
+        for (const char* what : {"beats", "ended", "who"}) keys.push_back(key_of(attempt_, node, what));
       }
       std::vector<std::optional<Store::Bytes>> values;
       try {
@@ -148,7 +164,7 @@ class TcpNodeRollCall : public NodeRollCall {
             s.beats = beats;
             s.changed = Clock::now();
           }
-          s.ended = s.ended || values[at + 1].has_value();
+          if (!s.ended && values[at + 1]) s.ended = text_of(values[at + 1]);
           if (values[at + 2]) s.who = text_of(values[at + 2]);
         }
       }
@@ -169,6 +185,7 @@ class TcpNodeRollCall : public NodeRollCall {
   const JobStoreAddress address_;
   const int nnodes_;
   const int node_rank_;
+  const int attempt_;
   const std::string who_;
   const Clock::time_point began_ = Clock::now();
   std::mutex mu_;
@@ -180,9 +197,9 @@ class TcpNodeRollCall : public NodeRollCall {
 };
 
 const bool kRegistered = [] {
-  node_roll_call_opener() = [](const JobStoreAddress& address, int nnodes, int node_rank,
+  node_roll_call_opener() = [](const JobStoreAddress& address, int nnodes, int node_rank, int attempt,
                                const std::string& who) -> std::unique_ptr<NodeRollCall> {
-    return std::make_unique<TcpNodeRollCall>(address, nnodes, node_rank, who);
+    return std::make_unique<TcpNodeRollCall>(address, nnodes, node_rank, attempt, who);
   };
   return true;
 }();

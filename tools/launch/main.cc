@@ -63,6 +63,9 @@ DEFINE_string(ranks_filter, "", "comma list of global ranks whose output is show
 DEFINE_double(grace_period_s, 5.0, "seconds between the stopping signal (SIGTERM, or the one that stopped the launcher; a stopped rank also gets SIGCONT) and SIGKILL when the job is stopped");
 DEFINE_string(trace_dir, "", "ranks dump their flight recorders into this folder (DISTCOMM_TRACE_DIR) on a failure "
               "and at exit; when a rank fails or the job is stopped, the others are asked (SIGUSR1) first");
+DEFINE_double(other_machines_wait_s, 30.0, "node 0's launcher of a job across machines, its ranks done: how long "
+              "at most it waits for the other machines' launchers to say how their ranks ended, keeping the job's store "
+              "for them");
 DEFINE_double(dump_wait_s, 5.0, "with --trace_dir: how long the ranks get to write their dumps before they are stopped");
 DEFINE_string(rdzv_backend, "", "torchrun's: static (the default; --master_addr/--master_port) or c10d (with "
               "--rdzv_endpoint: an elastic job); the launchers meet through their own store either way");
@@ -196,6 +199,7 @@ distcomm::launch::LaunchOptions options_from_flags(std::vector<std::string> comm
       distcomm::launch::seconds_flag("replace_after_s", FLAGS_replace_after_s, /*minus_one_is_off=*/true));
   o.max_replacements = FLAGS_max_replacements;
   o.grace_period = ms_of("grace_period_s", FLAGS_grace_period_s);
+  o.other_machines_wait = ms_of("other_machines_wait_s", FLAGS_other_machines_wait_s);
   // Under `bazel run` this process starts in its runfiles; relative paths the user typed
   // (bazel-bin/examples/all_reduce) mean the folder bazel was run from.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) o.working_dir = dir;
@@ -448,11 +452,11 @@ int main(int argc, char** argv) {
     const distcomm::launch::JobResult result =
         elastic ? distcomm::launch::run_elastic_job(options, *elastic) : distcomm::launch::run_job(options);
     say_launcher_stop(result, options.tag, role);
-    // A successful job's launcher ended silently, node 0's too when the job went on without a
-    // machine it lost: its last line says so now (job_outcome.h). A failure's last line is
-    // the failure, said where it was found.
-    const std::string succeeded = distcomm::launch::success_line(result, std::chrono::steady_clock::now() - began);
-    if (!succeeded.empty()) std::cerr << options.tag << ": " << succeeded << std::endl;
+    // Ranks that exited 0 here: the last line says so, and that the job succeeded only where
+    // this launcher knows it (job_outcome.h). A failure's last line is the failure, said
+    // where it was found.
+    const std::string clean = distcomm::launch::clean_exit_line(result, std::chrono::steady_clock::now() - began);
+    if (!clean.empty()) std::cerr << options.tag << ": " << clean << std::endl;
     return result.exit_code;
   } catch (const std::invalid_argument& e) {
     std::cerr << "launch: " << naming_pet_variables(e.what()) << "\n" << usage_hint(program) << "\n";

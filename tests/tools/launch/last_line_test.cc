@@ -1,12 +1,14 @@
-// Every launcher of a job that succeeded ends with one line saying so (job_outcome.h): a
-// static job's launchers ended silently, and node 0's launcher of a job that went on without
-// a machine it lost (every launcher exited 0) said nothing of that machine: only the ranks'
-// own lines told it. Real launchers, real ranks (shell commands), on this host as two
-// machines.
+// Every launcher whose ranks exited 0 ends with one line saying so (job_outcome.h), and
+// says "the job succeeded" only where it knows: node 0's launcher of a static job once every
+// other machine's said its ranks exited 0, never another machine's (node 0's ranks may still
+// fail). Node 0's waits for the others' word at most --other_machines_wait_s, store farewell
+// included, and a Ctrl-C ends that wait. Real launchers, real ranks (shell commands), on
+// this host as two machines.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -42,8 +44,8 @@ std::unique_ptr<Subprocess> node(int node_rank, int nproc, int port, const std::
   return std::make_unique<Subprocess>(launch(flags, {"/bin/sh", "-c", script}), kEnv, /*merge_stderr=*/true);
 }
 
-// Both launchers of a static job whose ranks exit 0 end with the job's success, each naming
-// its own ranks and machine (before: nothing at all).
+// Both launchers of a static job whose ranks exit 0 end with one line, each naming its own
+// ranks and machine; node 0's, which heard node 1's end, says the job succeeded.
 TEST(LastLine, EveryLauncherOfAStaticJobThatSucceededSaysSo) {
   const int port = local::pick_free_port();
   std::unique_ptr<Subprocess> n0 = node(0, 2, port, {}, "exit 0");
@@ -58,7 +60,7 @@ TEST(LastLine, EveryLauncherOfAStaticJobThatSucceededSaysSo) {
       << f0.out;
   EXPECT_TRUE(std::regex_match(
       last_line(f1.out),
-      std::regex(R"(launch: the job succeeded: ranks 2-3 of 4 on this machine \(node 1 of 2\) exited 0 after \d+\.\d s)")))
+      std::regex(R"(launch: ranks 2-3 of 4 on this machine \(node 1 of 2\) exited 0 after \d+\.\d s)")))
       << f1.out;
   EXPECT_TRUE(no_orphan_running());
 }
@@ -93,6 +95,108 @@ TEST(LastLine, ALauncherWhoseJobWentOnWithoutALostMachineNamesIt) {
                                R"(\) was lost: its launcher went silent without saying that its ranks ended, )"
                                R"(last seen \d+\.\d s into the job)";
   EXPECT_TRUE(std::regex_match(last_line(f0.out), std::regex(expected))) << f0.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 0's rank exits 0 at once, node 1's fails 3 s later: node 0's launcher must not say
+// the job succeeded (before: it did, since node 1's launcher had said "its ranks failed",
+// which counted as an end like any other).
+TEST(LastLine, Node0NamesAnotherMachineWhoseRanksFailed) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0");
+  std::unique_ptr<Subprocess> n1 = node(1, 1, port, {}, "sleep 3; exit 1");
+  const Finished f0 = n0->finish(seconds(90));
+  const Finished f1 = n1->finish(seconds(60));
+  EXPECT_EQ(exit_code(f1), 1) << f1.out;
+  EXPECT_EQ(exit_code(f0), 0) << f0.out;  // this machine's ranks did exit 0
+  EXPECT_TRUE(std::regex_match(last_line(f0.out),
+                               std::regex(R"(launch: rank 0 of 2 on this machine \(node 0 of 2\) exited 0 after \d+\.\d s; )"
+                                          R"(node 1's ranks failed \(rank 1 on [^,]+, launcher pid \d+\))")))
+      << f0.out;
+  EXPECT_EQ(f0.out.find("succeeded"), std::string::npos) << f0.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 1's rank exits 0 at once, node 0's fails 3 s later: node 1's launcher says what is
+// true of its machine, not that the job succeeded (before: "the job succeeded", exit 0).
+TEST(LastLine, AnotherMachinesLauncherClaimsNothingAboutTheJob) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "sleep 3; exit 1");
+  std::unique_ptr<Subprocess> n1 = node(1, 1, port, {}, "exit 0");
+  const Finished f1 = n1->finish(seconds(60));
+  const Finished f0 = n0->finish(seconds(90));
+  EXPECT_EQ(exit_code(f0), 1) << f0.out;
+  EXPECT_TRUE(std::regex_match(
+      last_line(f1.out), std::regex(R"(launch: rank 1 of 2 on this machine \(node 1 of 2\) exited 0 after \d+\.\d s)")))
+      << f1.out;
+  EXPECT_EQ(f1.out.find("succeeded"), std::string::npos) << f1.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 1's rank legitimately runs past node 0's wait (--other_machines_wait_s=3): node 0's
+// launcher ends within that one bound (roll call and store farewell together; before: 30 s
+// each), says once how long it kept the store, and that node 1's ranks were still running,
+// not that the job succeeded.
+TEST(LastLine, Node0SaysWhichMachinesRanksStillRanWhenItStoppedWaiting) {
+  const int port = local::pick_free_port();
+  const std::string go_on = temp_path("node1_may_end_" + std::to_string(port));
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {"--other_machines_wait_s=3"}, "exit 0");
+  std::unique_ptr<Subprocess> n1 =
+      node(1, 1, port, {}, "for i in $(seq 1200); do [ -e '" + go_on + "' ] && exit 0; sleep 0.05; done; exit 0");
+  const auto began = std::chrono::steady_clock::now();
+  const Finished f0 = n0->finish(seconds(60));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  std::ofstream(go_on) << "go on";
+  const Finished f1 = n1->finish(seconds(60));
+  EXPECT_EQ(exit_code(f0), 0) << f0.out;
+  EXPECT_LT(took, 20.0) << f0.out;  // 3 s, plus starting: a generous margin, far under 30 s
+  EXPECT_TRUE(std::regex_match(
+      last_line(f0.out),
+      std::regex(R"(launch: rank 0 of 2 on this machine \(node 0 of 2\) exited 0 after \d+\.\d s; node 1's ranks were )"
+                 R"(still running when this launcher stopped waiting for them \(rank 1 on [^,]+, launcher pid \d+\))")))
+      << f0.out;
+  const std::regex kept(R"(launch: kept the job's store \d+\.\d s after this machine's ranks ended, until the other )"
+                        R"(machines left it \(at most 3 s\))");
+  const std::vector<std::string> lines = lines_of(f0.out);
+  int kept_lines = 0;
+  for (const std::string& line : lines) kept_lines += line.find("kept the job's store") != std::string::npos;
+  EXPECT_EQ(kept_lines, 1) << f0.out;
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return std::regex_match(l, kept); }))
+      << f0.out;
+  EXPECT_EQ(f0.out.find("succeeded"), std::string::npos) << f0.out;
+  (void)f1;  // node 1's launcher lost node 0's store meanwhile: not what this test checks
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Ctrl-C to node 0's launcher while it waits for node 1's (whose rank runs on): it ends at
+// once with exit 130, saying so, without keeping the store (before: SIGINT was swallowed, and
+// the launcher exited 0 a minute later saying the job succeeded).
+TEST(LastLine, CtrlCEndsNode0sWaitForTheOtherMachines) {
+  const int port = local::pick_free_port();
+  const std::string go_on = temp_path("node1_may_end_ctrl_c_" + std::to_string(port));
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0");
+  std::unique_ptr<Subprocess> n1 =
+      node(1, 1, port, {}, "for i in $(seq 1200); do [ -e '" + go_on + "' ] && exit 0; sleep 0.05; done; exit 0");
+  const bool waiting = n0->wait_for_stdout("for the other machines' launchers to say how their ranks ended", 1, seconds(60));
+  n0->send_signal(SIGINT);
+  const auto sent = std::chrono::steady_clock::now();
+  const Finished f0 = n0->finish(seconds(60));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  std::ofstream(go_on) << "go on";
+  const Finished f1 = n1->finish(seconds(60));
+  ASSERT_TRUE(waiting) << f0.out;
+  EXPECT_EQ(exit_code(f0), 130) << f0.out;
+  EXPECT_LT(took, 10.0) << f0.out;  // at once; a generous margin for a loaded machine
+  EXPECT_TRUE(std::regex_match(
+      last_line(f0.out),
+      std::regex(R"(launch: got SIGINT while waiting for the other machines' launchers to say how their ranks ended: )"
+                 R"(this machine's rank 0 had exited 0; node 1(?:'s ranks were still running when this launcher stopped )"
+                 R"(waiting for them \(rank 1 on [^,]+, launcher pid \d+\)|'s launcher had not checked in when this )"
+                 R"(launcher stopped waiting for it); exit status 130 \(128 \+ 2\))")))
+      << f0.out;
+  EXPECT_EQ(f0.out.find("kept the job's store"), std::string::npos) << f0.out;
+  EXPECT_EQ(f0.out.find("succeeded"), std::string::npos) << f0.out;
+  (void)f1;
   EXPECT_TRUE(no_orphan_running());
 }
 

@@ -299,6 +299,24 @@ TEST(Launch, AFailedRanksReplacementJoinsAndTheJobSucceeds) {
       << f.err;
 }
 
+// Two ranks fail and are replaced: the launcher's last line names both, not only the first
+// failure (it named rank 1 alone when ranks 1 and 2 were both replaced).
+TEST(Launch, TheLastLineNamesEveryReplacedRank) {
+  const std::string script =
+      "if [ \"$DISTCOMM_FT_JOIN\" = 1 ]; then exit 0; fi; "
+      "if [ \"$RANK\" != 0 ]; then exit 7; fi; sleep 2; exit 0";
+  Finished f = run(launch({"--nproc_per_node=3", "--on_failure=continue", "--replace_after_s=0.1"},
+                          {"/bin/sh", "-c", script}));
+  EXPECT_EQ(exit_code(f), 0) << f.err;
+  const size_t last = f.err.rfind("launch: the job succeeded: ");
+  ASSERT_NE(last, std::string::npos) << f.err;
+  const std::string line = f.err.substr(last);
+  for (const std::string rank : {"rank 1 failed", "rank 2 failed"}) {
+    EXPECT_NE(line.find(rank), std::string::npos) << rank << " is not in the last line: " << line;
+  }
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "not the last line: " << line;
+}
+
 // The last rank to fail has no running rank for a replacement to join: its line says so,
 // rather than promise a replacement that never starts (an outside soak: every rank killed
 // at once, each line said "0 ranks run on ...; its replacement starts in 1s").

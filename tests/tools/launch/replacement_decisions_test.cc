@@ -115,7 +115,7 @@ TEST(ReplacementDecisions, AMachineWhoseRanksAllDiedReplacesThem) {
   // Taken in: they trained with the others to the end.
   EXPECT_TRUE(contains(f1.out, "rank2+1: 250 steps")) << f1.out << f1.err;
   EXPECT_TRUE(contains(f1.out, "rank3+1: 250 steps")) << f1.out << f1.err;
-  EXPECT_TRUE(contains(f1.err, "the job succeeded")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, "every rank's last process exited 0")) << f1.err;
   EXPECT_EQ(exit_code(f1), 0) << f1.err;
   EXPECT_TRUE(contains(f0.out, "rank0: 250 steps")) << f0.out;
   EXPECT_EQ(exit_code(f0), 0) << f0.err;
@@ -252,7 +252,7 @@ TEST(ReplacementDecisions, AFailedAskIsAskedAgainAtTheEnd) {
   EXPECT_TRUE(contains(f1.err, "rank 3's replacement (member rank3+1, pid ")) << f1.err;
   EXPECT_TRUE(contains(f1.err, ") was refused by the fault-tolerant job's members")) << f1.err;
   EXPECT_FALSE(contains(f1.err, "the job failed")) << f1.err;
-  EXPECT_TRUE(contains(f1.err, "the job succeeded")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, "every rank's last process exited 0")) << f1.err;
   EXPECT_EQ(exit_code(f1), 0) << f1.err;
   EXPECT_TRUE(contains(f1.out, "rank2: ")) << f1.out;
   EXPECT_EQ(exit_code(r.f0), 0) << r.f0.err;
@@ -273,7 +273,7 @@ TEST(ReplacementDecisions, TheAskBeforeAReplacementStartsAsksAfterAFailedOne) {
   EXPECT_TRUE(contains(f1.err, ") was refused by the fault-tolerant job's members")) << f1.err;
   EXPECT_TRUE(contains(f1.err, "the replacement its exit asked for is not started")) << f1.err;
   EXPECT_FALSE(contains(f1.err, "started rank 3's replacement 2 ")) << f1.err;
-  EXPECT_TRUE(contains(f1.err, "the job succeeded")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, "every rank's last process exited 0")) << f1.err;
   EXPECT_EQ(exit_code(f1), 0) << f1.err;
   EXPECT_EQ(exit_code(r.f0), 0) << r.f0.err;
   EXPECT_TRUE(no_orphan_running());
