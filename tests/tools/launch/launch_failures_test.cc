@@ -106,14 +106,30 @@ bool dead_within(const std::string& pid_file, std::chrono::milliseconds limit) {
     std::string field, name, state;
     return !(stat >> field >> name >> state) || state == "Z";
   };
-  while (!dead() && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
-  return dead();
+  // One look per round, its answer the result: a second look could read the file while the
+  // rank rewrites it (truncated, then written) and find no pid.
+  for (;;) {
+    if (dead()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(1000);
+  }
+}
+
+// The pid files the victim probes write: an earlier test's (the same names in the same
+// TEST_TMPDIR) would be read as this test's ranks, already dead (CI, once: "rank 0 never
+// reported the death and exited" 45 ms into the test, the stale file read as dead, then read
+// empty while the new rank 0 rewrote it).
+void forget_earlier_pid_files() {
+  for (const std::string name : {"victim_pid", "reported_0", "reported_1", "reported_2", "reported_3"}) {
+    std::remove(temp_path(name).c_str());
+  }
 }
 
 // Rank 1 is killed from outside while the launcher cannot run (stopped); the others notice
 // its death and report it, with times before the launcher sees any exit. The launcher must
 // still name rank 1, whose death came first, not one of the ranks that reported it.
 TEST(Launch, ARankKilledFromOutsideIsTheCauseOfTheReportsAboutIt) {
+  forget_earlier_pid_files();
   Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "victim", "1"}));
   ASSERT_TRUE(p.wait_for_stdout("victim ", 1, seconds(30)));
   const pid_t victim = std::stoi(read_file(temp_path("victim_pid")));
@@ -136,6 +152,7 @@ TEST(Launch, ARankKilledFromOutsideIsTheCauseOfTheReportsAboutIt) {
 // others report its loss before the stopped launcher sees its exit, and are not the cause
 // (helper-68: the launcher named a survivor, 1 run in 10 under load, and exited 1).
 TEST(Launch, ARankThatExitsWithACodeIsTheCauseOfTheReportsAboutIt) {
+  forget_earlier_pid_files();
   Subprocess p(launch({"--nproc_per_node=3"}, {kProbe, "victim", "1", "exit"}));
   ASSERT_TRUE(p.wait_for_stdout("victim ", 1, seconds(30)));
   const pid_t victim = std::stoi(read_file(temp_path("victim_pid")));
