@@ -1,7 +1,6 @@
 #include "launch/job_outcome.h"
 
-#include <cstdio>
-
+#include "launch/duration_text.h"
 #include "launch/node_roll_call.h"
 
 namespace distcomm {
@@ -12,22 +11,12 @@ std::string rank_span_text(int first, int count) {
   return "ranks " + std::to_string(first) + "-" + std::to_string(first + count - 1);
 }
 
-namespace {
-
-std::string tenths(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
-
-}  // namespace
-
 std::string other_machine_text(const OtherMachine& m) {
   const std::string node = "node " + std::to_string(m.node_rank);
   switch (m.state) {
     case OtherMachine::State::kLost:
       return node + " (" + m.who + ") was lost: its launcher went silent without saying that its ranks ended, last seen " +
-             tenths(m.last_seen) + " into the job";
+             tenths_text(m.last_seen) + " into the job";
     case OtherMachine::State::kFailed:
       return node + "'s ranks failed (" + m.who + ")";
     case OtherMachine::State::kRunning:
@@ -51,7 +40,7 @@ std::string clean_exit_line(const JobResult& r, std::chrono::steady_clock::durat
     line += " on this machine (node " + std::to_string(r.node_rank) + " of " + std::to_string(r.nnodes) +
             (r.round > 0 ? ", rendezvous round " + std::to_string(r.round) : std::string()) + ")";
   }
-  line += " exited 0 after " + tenths(elapsed);
+  line += " exited 0 after " + tenths_text(elapsed);
   if (r.restarts > 0) line += " and " + std::to_string(r.restarts) + (r.restarts == 1 ? " restart" : " restarts");
   for (size_t i = 0; i < r.survived.size(); ++i) {
     line += (i == 0 ? "; it went on after " : "; then after ") + r.survived[i];
