@@ -95,6 +95,17 @@ size_t failures_of_stalled_step(const Member& m) {
   return n;
 }
 
+// Each member failed the stalled step once per stall (the tests are about that), every
+// failure a stall's, and none of them stopped the job.
+void expect_every_failure_a_stall(const std::vector<Member*>& members) {
+  for (const Member* m : members) {
+    EXPECT_EQ(failures_of_stalled_step(*m), size_t(ft::kSameStepFailures)) << m->id;
+    for (const ft::FailureEvent& f : m->ft->failures()) {
+      EXPECT_TRUE(contains(f.why, "store stall: ")) << m->id << ": " << f.why;
+    }
+  }
+}
+
 class FtManagerStoreStall : public FtManager {
  protected:
   // Two members over `server`, their caller connections in callers_.
@@ -168,14 +179,8 @@ TEST_F(FtManagerStoreStall, ThreeStallsInTheCountOfOneStepDoNotStopTheJob) {
   stalls.join();
   ASSERT_EQ(stalls.count(), size_t(ft::kSameStepFailures));
   expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
-  for (Member* m : members) {
-    // Each stall failed the step (the test is about that), and none stopped the job.
-    EXPECT_EQ(failures_of_stalled_step(*m), size_t(ft::kSameStepFailures)) << m->id;
-    for (const ft::FailureEvent& f : m->ft->failures()) {
-      EXPECT_TRUE(contains(f.why, "store stall: ")) << m->id << ": " << f.why;
-    }
-    EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1") << m->id;
-  }
+  expect_every_failure_a_stall(members);
+  for (Member* m : members) EXPECT_EQ(ids_of(m->ft->generation().members), "rank0,rank1") << m->id;
 }
 
 // The store stalls while the members are in step 2's op, past the heartbeat timeout: each
@@ -201,12 +206,7 @@ TEST_F(FtManagerStoreStall, ThreeStallsThatAbortOneStepsGroupDoNotStopTheJob) {
   stalls.join();
   ASSERT_EQ(stalls.count(), size_t(ft::kSameStepFailures));
   expect_consistent(members, kSteps, [](uint64_t) { return all_of(2); });
-  for (Member* m : members) {
-    EXPECT_EQ(failures_of_stalled_step(*m), size_t(ft::kSameStepFailures)) << m->id;
-    for (const ft::FailureEvent& f : m->ft->failures()) {
-      EXPECT_TRUE(contains(f.why, "store stall: ")) << m->id << ": " << f.why;
-    }
-  }
+  expect_every_failure_a_stall(members);
 }
 
 }  // namespace
