@@ -301,16 +301,18 @@ JobResult Agent::run_rounds() {
           endpoint_->give_up_retrying();
           // 1 for the others, who were not interrupted (128 + the signal is this node's own
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
-          rendezvous_->end(round->number, {true, 1,
-                                           here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")"});
+          rendezvous_->end(round->number,
+                           {true, 1, here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")",
+                            RoundEndCause::kLauncherInterrupted, cause.interrupted_by});
           return "";
         }
         if (!ended.empty()) {
           rendezvous_->mark_gone(ended, "its launcher ended");
-          rendezvous_->end(round->number, {true, 1, "the launcher of " + watch.node_text(ended) + " ended"});
+          rendezvous_->end(round->number, {true, 1, "the launcher of " + watch.node_text(ended) + " ended",
+                                           RoundEndCause::kLauncherEnded});
         }
         const std::string mine = "rank " + std::to_string(cause.failed_rank) + " failed (" + cause.how + ") on " + here;
-        const RoundEnd e = rendezvous_->end(round->number, {true, cause.exit_code, mine});
+        const RoundEnd e = rendezvous_->end(round->number, {true, cause.exit_code, mine, RoundEndCause::kRankFailed});
         // The round had ended already (a machine went away, or its launcher ended): this
         // rank's failure is a consequence of that.
         if (e.why != mine) return "round " + std::to_string(round->number) + " ended: " + e.why;
@@ -333,7 +335,8 @@ JobResult Agent::run_rounds() {
         // Written already when the signal came while the ranks ran (on_stop); not when it came later.
         rendezvous_->end(round->number, {true, 1,
                                          "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
-                                             local::signal_name(interrupted_by_) + ")"});
+                                             local::signal_name(interrupted_by_) + ")",
+                                         RoundEndCause::kLauncherInterrupted, interrupted_by_});
       } catch (const std::exception&) {
       }
       return leave_interrupted(/*said=*/result.interrupted_by != 0);
@@ -367,15 +370,20 @@ JobResult Agent::run_rounds() {
     std::optional<RoundEnd> end = rendezvous_->end_of(round->number);
     if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
     const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;
-    if (end->why.find(" left: interrupted (") != std::string::npos) {
-      // Another machine's launcher was stopped by a signal. A scheduler stopping the whole
-      // job signals this one too, moments later (outside_stop.h): no new round for it.
-      if (const int sig = stop_signal_within(signals_, kOutsideStopHold)) {
+    // Decided on the cause the store holds, never on the words of `why` (round_end.h).
+    const AfterRoundEnd after = after_round_end(*end);
+    if (after.hold_for_own_stop.count() > 0) {
+      // Another machine's launcher got SIGTERM. A scheduler stopping the whole job signals
+      // this one too, moments later (outside_stop.h): no new round for it.
+      if (const int sig = stop_signal_within(signals_, after.hold_for_own_stop)) {
         if (interrupted_by_ == 0) interrupted_by_ = sig;
         say(ended + "; this launcher got " + local::signal_name(sig) +
             " too: the job was stopped from outside, not by a failure; no new round");
         return leave_interrupted(/*said=*/true);
       }
+      say(rendezvous_name() + " round " + std::to_string(round->number) + ": waited " +
+          tenths_text(after.hold_for_own_stop) + " for a " + local::signal_name(end->signal) +
+          " of this launcher's own (a scheduler stopping the job signals every machine); none came");
     }
     if (end->restart && round->restarts >= options_.max_restarts) {
       say(ended + (options_.max_restarts == 0 ? "; gave up (--max_restarts=0)"
@@ -387,6 +395,10 @@ JobResult Agent::run_rounds() {
     say(ended + (end->restart ? "; restart " + std::to_string(round->restarts + 1) + " of " +
                                     std::to_string(options_.max_restarts)
                               : std::string()));
+    if (after.removed_on_purpose) {
+      say(rendezvous_name() + " round " + std::to_string(round->number) + ": a machine was removed on purpose (its " +
+          "launcher got " + local::signal_name(end->signal) + "): the next round forms without waiting");
+    }
     survived_.push_back(rendezvous_name() + " round " + std::to_string(round->number) + " ended " +
                         tenths_text(Clock::now() - began_) + " into the job: " + end->why);
     if (watch.taken_for_gone() || rendezvous_->gone(id_)) {

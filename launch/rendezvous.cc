@@ -245,16 +245,13 @@ void Rendezvous::next_round_after(int round) {
 std::optional<RoundEnd> Rendezvous::end_of(int round) {
   std::optional<std::string> text = read(round_key(round) + "/end");
   if (!text) return std::nullopt;
-  const size_t a = text->find('|'), b = text->find('|', a + 1);
-  if (a == std::string::npos || b == std::string::npos) {
-    throw std::runtime_error("rendezvous: a malformed end of round " + std::to_string(round) + ": '" + *text + "'");
-  }
-  return RoundEnd{text->substr(0, a) == "restart", std::stoi(text->substr(a + 1, b - a - 1)), text->substr(b + 1)};
+  std::optional<RoundEnd> e = decode_round_end(*text);
+  if (!e) throw std::runtime_error("rendezvous: a malformed end of round " + std::to_string(round) + ": '" + *text + "'");
+  return e;
 }
 
 RoundEnd Rendezvous::end(int round, const RoundEnd& e) {
-  const std::string mine = std::string(e.restart ? "restart" : "membership") + "|" + std::to_string(e.exit_code) + "|" + e.why;
-  store_.compare_set(round_key(round) + "/end", {}, to_bytes(mine));
+  store_.compare_set(round_key(round) + "/end", {}, to_bytes(encode_round_end(e)));
   next_round_after(round);
   return *end_of(round);
 }
@@ -308,7 +305,7 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
         for (const Member& m : state.round.members) ids.push_back(m.id);
         liveness.observe(store_, ids);
         if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return liveness.alive(id); })) {
-          end(r, {true, 1, "every machine of round " + std::to_string(r) + " went away"});
+          end(r, {true, 1, "every machine of round " + std::to_string(r) + " went away", RoundEndCause::kEveryoneWentAway});
         }
       }
       const int now = current_round();

@@ -9,7 +9,8 @@
 //   current            the number of the round now forming or running (from 1)
 //   round/<r>          "open|<member>;..." while launchers join, then
 //                      "closed|<restarts>|<run id>|<token>|<member>;..." (compare_set only)
-//   round/<r>/end      why round r ended, "<restart|membership>|<exit code>|<why>" (first wins)
+//   round/<r>/end      why round r ended, "<restart|membership>|<exit code>|<cause>|<why>"
+//                      (first wins; round_end.h)
 //   round/<r>/waiting  launchers that found round r closed without them, ';'-separated
 //   round/<r>/done     launchers whose ranks all finished in round r, ';'-separated (a list,
 //                      not a counter: a request the store did not answer is made again)
@@ -34,6 +35,7 @@
 
 #include "api/store/store.h"
 #include "launch/elastic_options.h"
+#include "launch/round_end.h"
 
 namespace distcomm {
 namespace launch {
@@ -56,12 +58,6 @@ struct Round {
   int node_rank(const std::string& id) const;  // -1 if not a member
   int world_size() const;
   int first_rank(int node_rank) const;
-};
-
-struct RoundEnd {
-  bool restart = false;  // a failure or a machine gone (counts against --max_restarts); else a membership change
-  int exit_code = 0;     // the failure's, to exit with when no restart is left
-  std::string why;
 };
 
 // Which launchers are alive, as one observer sees their heartbeats: a launcher is gone once

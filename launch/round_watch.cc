@@ -110,14 +110,14 @@ std::string RoundWatch::look() {
       // Marked gone unless it left by itself (then its own mark says why).
       rendezvous_.mark_gone(id, "its launcher ended");
       const std::string why = "the launcher of " + node_text(id) + " ended";
-      return round + " ended: " + rendezvous_.end(round_.number, {true, 1, why}).why;
+      return round + " ended: " + rendezvous_.end(round_.number, {true, 1, why, RoundEndCause::kLauncherEnded}).why;
     }
     for (const std::string& id : liveness_.observe(*store_, others())) {
       if (round_complete()) return "";
       const std::string silence = "no heartbeat for " + seconds_text(options_.heartbeat_timeout);
       rendezvous_.mark_gone(id, silence);
       const std::string why = "the launcher of " + node_text(id) + " went away: " + rendezvous_.gone(id).value_or(silence);
-      return round + " ended: " + rendezvous_.end(round_.number, {true, 1, why}).why;
+      return round + " ended: " + rendezvous_.end(round_.number, {true, 1, why, RoundEndCause::kLauncherWentAway}).why;
     }
     // Room for a machine that waits, as long as no member has finished: a membership
     // change, not a failure.
@@ -128,7 +128,7 @@ std::string RoundWatch::look() {
       for (const std::string& id : waiting) live += liveness_.alive(id) ? 1 : 0;
       if (live > 0) {
         const std::string why = machines_text(live) + (live == 1 ? " waits" : " wait") + " to join";
-        return round + " ended: " + rendezvous_.end(round_.number, {false, 0, why}).why;
+        return round + " ended: " + rendezvous_.end(round_.number, {false, 0, why, RoundEndCause::kMachinesWait}).why;
       }
     }
   } catch (const StoreSilent& e) {

@@ -1,0 +1,57 @@
+// How an elastic round ended: what the launchers decide on (RoundEndCause, and the signal
+// of a launcher that was interrupted), and what they say (RoundEnd::why, for people only).
+// The decisions read the cause, never the words: "node 1 (10.0.0.2) left: interrupted
+// (SIGINT)" may be reworded without changing what the other machines do.
+//
+// In the rendezvous store (round/<r>/end, first wins):
+//   "<restart|membership>|<exit code>|<cause>|<why>"
+// with <cause> one of rank_failed, interrupted:<signal number>, launcher_ended, went_away,
+// everyone_went_away, machines_wait, unknown. A value of three fields (a launcher from before
+// the cause was written) reads as RoundEndCause::kUnknown with all of its why.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace distcomm {
+namespace launch {
+
+enum class RoundEndCause {
+  kUnknown,
+  kRankFailed,           // a rank failed on one of the members
+  kLauncherInterrupted,  // a member's launcher got a stopping signal (RoundEnd::signal) and left, saying so
+  kLauncherEnded,        // a member's launcher ended without a word (its link closed: killed, crashed)
+  kLauncherWentAway,     // a member's heartbeat stopped (its network or machine gone)
+  kEveryoneWentAway,     // every member went away: a launcher waiting for the next round ended it
+  kMachinesWait,         // room for machines that wait to join: a membership change, not a failure
+};
+
+struct RoundEnd {
+  bool restart = false;  // a failure or a machine gone (counts against --max_restarts); else a membership change
+  int exit_code = 0;     // the failure's, to exit with when no restart is left
+  std::string why;       // for people: never parsed
+  RoundEndCause cause = RoundEndCause::kUnknown;
+  int signal = 0;  // kLauncherInterrupted: the signal that launcher got
+};
+
+std::string encode_round_end(const RoundEnd& end);
+// nullopt when `text` is no round end (fewer than three fields, or no exit code).
+std::optional<RoundEnd> decode_round_end(const std::string& text);
+
+// What a survivor does after a round ended, before it joins the next one.
+struct AfterRoundEnd {
+  // How long to wait for a stopping signal of its own first: a scheduler stopping the whole
+  // job (Slurm's scancel or preemption, a pod's eviction) sends SIGTERM to every machine,
+  // and another machine's may have come first; a new round would start ranks only to stop
+  // them (outside_stop.h). Zero when nothing says the job is being stopped.
+  std::chrono::milliseconds hold_for_own_stop{0};
+  // Another machine's launcher was stopped on purpose by a signal its user sends to that
+  // machine alone (a Ctrl-C, Ctrl-\, its terminal closed): that machine was removed, and
+  // the next round forms at once.
+  bool removed_on_purpose = false;
+};
+AfterRoundEnd after_round_end(const RoundEnd& end);
+
+}  // namespace launch
+}  // namespace distcomm

@@ -1,0 +1,116 @@
+// What an elastic launcher does after a round ended is decided on the end's cause, carried
+// through the rendezvous store beside its words, never on the words themselves
+// (launch/round_end.h): it searched the text for " left: interrupted (", so any rewording
+// of that line silently changed what the other machines did.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include "api/store/hash_store.h"
+#include "launch/outside_stop.h"
+#include "launch/rendezvous.h"
+#include "launch/round_end.h"
+
+namespace distcomm {
+namespace launch {
+namespace {
+
+RoundEnd interrupted(int sig, const std::string& why) {
+  return RoundEnd{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
+}
+
+// A Ctrl-C (or Ctrl-\, or a closed terminal) reaches one machine's launcher alone: that
+// machine was removed, and the others start the next round without waiting.
+TEST(RoundEnd, AMachineInterruptedByItsUserIsRemovedWithoutAWait) {
+  for (int sig : {SIGINT, SIGQUIT, SIGHUP}) {
+    const AfterRoundEnd after = after_round_end(interrupted(sig, "node 1 (10.0.0.2) left: interrupted"));
+    EXPECT_TRUE(after.removed_on_purpose) << sig;
+    EXPECT_EQ(after.hold_for_own_stop.count(), 0) << sig;
+  }
+}
+
+// SIGTERM is what a scheduler sends every machine of a job it stops: the others wait a
+// moment for their own before they start ranks only to stop them (outside_stop.h).
+TEST(RoundEnd, AMachineGivenSigtermHoldsTheOthersForTheirOwnStop) {
+  const AfterRoundEnd after = after_round_end(interrupted(SIGTERM, "node 1 (10.0.0.2) left: interrupted (SIGTERM)"));
+  EXPECT_EQ(after.hold_for_own_stop, kOutsideStopHold);
+  EXPECT_FALSE(after.removed_on_purpose);
+}
+
+// Every other cause: no hold, no removal -- whatever the words say.
+TEST(RoundEnd, OtherCausesNeitherHoldNorRemove) {
+  for (RoundEndCause cause : {RoundEndCause::kUnknown, RoundEndCause::kRankFailed, RoundEndCause::kLauncherEnded,
+                              RoundEndCause::kLauncherWentAway, RoundEndCause::kEveryoneWentAway,
+                              RoundEndCause::kMachinesWait}) {
+    // The words of an interrupted launcher, with another cause: the words decide nothing.
+    const AfterRoundEnd after =
+        after_round_end(RoundEnd{true, 1, "node 1 (10.0.0.2) left: interrupted (SIGTERM)", cause, SIGTERM});
+    EXPECT_EQ(after.hold_for_own_stop.count(), 0) << static_cast<int>(cause);
+    EXPECT_FALSE(after.removed_on_purpose) << static_cast<int>(cause);
+  }
+}
+
+// The cause decides with any words: reworded, translated, or none.
+TEST(RoundEnd, TheDecisionDoesNotReadTheWords) {
+  for (const std::string why : {"", "node 1 quit: SIGTERM", "le noeud 1 est parti (interrompu)"}) {
+    EXPECT_EQ(after_round_end(interrupted(SIGTERM, why)).hold_for_own_stop, kOutsideStopHold) << why;
+    EXPECT_TRUE(after_round_end(interrupted(SIGINT, why)).removed_on_purpose) << why;
+  }
+}
+
+// Through the store, as the other launchers read it: the cause and signal come back, and
+// the words exactly as written (a '|' in them too).
+TEST(RoundEnd, TheCauseTravelsThroughTheRendezvousStore) {
+  HashStore store;
+  ElasticOptions options;
+  options.rdzv_id = "round_end_test";
+  Rendezvous rendezvous(store, options, /*max_restarts=*/3);
+  const RoundEnd written = interrupted(SIGINT, "node 1 (10.0.0.2) left: interrupted (SIGINT) | really");
+  const RoundEnd stands = rendezvous.end(1, written);
+  const std::optional<RoundEnd> read = rendezvous.end_of(1);
+  ASSERT_TRUE(read.has_value());
+  for (const RoundEnd* e : {&stands, &*read}) {
+    EXPECT_TRUE(e->restart);
+    EXPECT_EQ(e->exit_code, 1);
+    EXPECT_EQ(e->cause, RoundEndCause::kLauncherInterrupted);
+    EXPECT_EQ(e->signal, SIGINT);
+    EXPECT_EQ(e->why, written.why);
+  }
+  // First wins: a later end of the same round leaves the first's cause.
+  const RoundEnd later = rendezvous.end(1, RoundEnd{true, 2, "rank 3 failed", RoundEndCause::kRankFailed});
+  EXPECT_EQ(later.cause, RoundEndCause::kLauncherInterrupted);
+  EXPECT_EQ(later.why, written.why);
+}
+
+TEST(RoundEnd, EveryCauseIsReadBackAsWritten) {
+  for (RoundEndCause cause : {RoundEndCause::kUnknown, RoundEndCause::kRankFailed, RoundEndCause::kLauncherEnded,
+                              RoundEndCause::kLauncherWentAway, RoundEndCause::kEveryoneWentAway,
+                              RoundEndCause::kMachinesWait}) {
+    const RoundEnd e{false, 0, "a|b", cause};
+    const std::optional<RoundEnd> back = decode_round_end(encode_round_end(e));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->cause, cause);
+    EXPECT_EQ(back->why, "a|b");
+    EXPECT_FALSE(back->restart);
+  }
+}
+
+// A value without a cause (as written before it was) reads as unknown, its words whole;
+// one that is no end at all is refused.
+TEST(RoundEnd, AnEndWithoutACauseReadsAsUnknown) {
+  const std::optional<RoundEnd> old = decode_round_end("restart|1|node 1 (10.0.0.2) left: interrupted (SIGINT)");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->cause, RoundEndCause::kUnknown);
+  EXPECT_EQ(old->why, "node 1 (10.0.0.2) left: interrupted (SIGINT)");
+  EXPECT_FALSE(after_round_end(*old).removed_on_purpose);
+  const std::optional<RoundEnd> piped = decode_round_end("restart|1|rank 0 failed (x|y) on node 0");
+  ASSERT_TRUE(piped.has_value());
+  EXPECT_EQ(piped->why, "rank 0 failed (x|y) on node 0");
+  EXPECT_FALSE(decode_round_end("restart|one|why").has_value());
+  EXPECT_FALSE(decode_round_end("restart").has_value());
+  EXPECT_FALSE(decode_round_end("restart|1|interrupted:x|why")->cause == RoundEndCause::kLauncherInterrupted);
+}
+
+}  // namespace
+}  // namespace launch
+}  // namespace distcomm
