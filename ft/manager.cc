@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 #include "api/errors.h"
@@ -15,7 +14,9 @@
 #include "api/process/rank_environment.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
+#include "ft/admission_wait.h"
 #include "ft/forgetting.h"
+#include "ft/ft_environment.h"
 #include "ft/joiner_refusal.h"
 #include "ft/liveness_monitor.h"
 #include "ft/member_terms.h"
@@ -32,11 +33,6 @@ using Clock = std::chrono::steady_clock;
 // group's (its stall watch reads the store), and a wait holds it.
 constexpr std::chrono::milliseconds kVerdictSlice{50};
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 std::string hostname() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
@@ -46,14 +42,14 @@ std::string hostname() {
 // The job's store from the environment, as a client. Nobody but the launcher (or ft_bench)
 // should serve it, since it must outlive every member; when no launcher does, rank 0 of
 // the first generation serves it, and says what that costs.
-std::function<StorePtr()> connect_from_environment(bool joining) {
+std::function<StorePtr()> connect_from_environment(bool joining, const std::string& store_served_by) {
   const LaunchEnv launch = read_launch_env();
   if (launch.master_addr.empty() || launch.master_port < 0) {
     throw InvalidArgument(
         "ft::Manager: MASTER_ADDR and MASTER_PORT are not set: start the job with tools/launch, or give "
         "ManagerOptions::connect");
   }
-  const bool launcher_serves = env(local::kStoreServedByVariable) == local::kStoreServedByLauncher;
+  const bool launcher_serves = store_served_by == local::kStoreServedByLauncher;
   auto first = std::make_shared<bool>(true);
   return [launch, joining, launcher_serves, first]() -> StorePtr {
     TCPStoreOptions so;
@@ -92,16 +88,6 @@ std::function<void(const std::string&)> cut_off_connections(std::vector<StorePtr
       if (auto* tcp = dynamic_cast<TCPStore*>(c.get())) tcp->cut_off(why);
     }
   };
-}
-
-std::chrono::milliseconds heartbeat_timeout_from(std::chrono::milliseconds given) {
-  if (given > std::chrono::milliseconds::zero()) return given;
-  const std::string v = env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
-  if (v.empty()) return std::chrono::seconds(3);
-  if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9 || std::stol(v) == 0) {
-    throw InvalidArgument("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS='" + v + "': expected a positive number of milliseconds");
-  }
-  return std::chrono::milliseconds(std::stol(v));
 }
 
 // The first member a replacement stands for: "rank<R>" for the launcher's replacement ids
@@ -161,23 +147,14 @@ std::pair<int64_t, int64_t> shard(int64_t global, int rank, int size) {
 }
 
 Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
-  joining_ = options_.joining.value_or(env(local::kFtJoinVariable) == "1");
-  const bool timeout_from_env = options_.heartbeat_timeout <= std::chrono::milliseconds::zero() &&
-                                !env("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS").empty();
-  options_.heartbeat_timeout = heartbeat_timeout_from(options_.heartbeat_timeout);
+  // ft's edge: its variables read once, here (ft_environment.h), and nowhere else.
+  const FtEnvironment environment = FtEnvironment::read();
+  resolve_options(options_, environment);
+  joining_ = *options_.joining;
   if (options_.initial_members < 0 && !joining_) options_.initial_members = read_launch_env().world_size;
   if (!joining_ && options_.initial_members < 1) {
     throw InvalidArgument("ft::Manager: the first generation's size is unknown: set WORLD_SIZE (tools/launch does) "
                           "or ManagerOptions::initial_members");
-  }
-  if (timeout_from_env && options_.heartbeat_interval > std::chrono::milliseconds::zero() &&
-      options_.heartbeat_interval * 2 > options_.heartbeat_timeout) {
-    // Said in the terms the user set: the interval is the program's, the variable theirs.
-    throw InvalidArgument("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS=" + std::to_string(options_.heartbeat_timeout.count()) +
-                          ": expected at least " + std::to_string(2 * options_.heartbeat_interval.count()) +
-                          " ms, twice the heartbeat's interval (ManagerOptions::heartbeat_interval, " +
-                          std::to_string(options_.heartbeat_interval.count()) +
-                          " ms): a member must be able to miss a beat before it is taken for gone");
   }
   if (options_.heartbeat_interval <= std::chrono::milliseconds::zero() ||
       options_.heartbeat_interval * 2 > options_.heartbeat_timeout) {
@@ -195,9 +172,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   if (options_.min_members < 1) {
     throw InvalidArgument("ft::Manager: min_members must be >= 1, got " + std::to_string(options_.min_members));
   }
-  if (options_.backend.empty()) options_.backend = env("DISTCOMM_BACKEND");
-  if (options_.backend.empty()) options_.backend = "auto";
-  id_ = options_.member_id.empty() ? env(local::kFtMemberIdVariable) : options_.member_id;
+  id_ = options_.member_id;
   if (id_.empty()) {
     // The host as the job names it (DISTCOMM_HOST_ID, where hosts share a kernel name).
     const std::string host_id = ProcessEnvironment::read().host_id;
@@ -207,7 +182,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   if (id_.find_first_of(",|/") != std::string::npos || id_ == "rank-1") {
     throw InvalidArgument("ft::Manager: member id '" + id_ + "' is unset or holds ',', '|' or '/'");
   }
-  if (!options_.connect) options_.connect = connect_from_environment(joining_);
+  if (!options_.connect) options_.connect = connect_from_environment(joining_, environment.store_served_by);
   const StorePtr connection = options_.connect();
   store_ = root_store(connection, options_.op_timeout);
   liveness_ = std::make_unique<Liveness>(store_, options_.heartbeat_timeout);
@@ -266,12 +241,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
     // members' state is known once the job's first generation stands: a joiner started
     // before it waits for it, or it would be counted in unchecked (and taken into a
     // generation whose state broadcast fails, one generation after another).
-    try {
-      store_->wait({keys::kLatest}, options_.op_timeout);
-    } catch (const Timeout&) {
-      throw Timeout("ft::Manager: joiner '" + id_ + "' waited " + std::to_string(options_.op_timeout.count()) +
-                    " ms for the job's first generation");
-    }
+    // Saying every report interval what it waits for (admission_wait.h).
+    await_first_generation(*store_, id_, options_.op_timeout, options_.report_interval);
     {
       const uint64_t latest = std::stoull(store_->get_string(keys::kLatest));
       const Generation current = Generation::decode(latest, store_->get_string(keys::members(latest)));
@@ -484,6 +455,9 @@ void Manager::make_group(Clock::time_point creation_deadline) {
   po.backend_config = backend_config_as_init_gives(options_.backend, options_.backend_config);
   po.timeout = options_.op_timeout;
   po.group_name = keys::kGroupName;
+  // A creation that waits for a member says so at the Manager's report interval, as its
+  // forming does, not at the core's default.
+  po.creation_report_every = options_.report_interval;
   po.creation_deadline = creation_deadline;
   // What a Timeout quotes: the slice this creation has, not the ops' timeout.
   po.creation_timeout = std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(

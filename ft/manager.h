@@ -92,8 +92,9 @@ struct ManagerOptions {
   // op_timeout (the ranks may start slowly). Also how long a member
   // none of whose heartbeats reaches the store waits for it before it ends.
   std::chrono::milliseconds recovery_timeout = std::chrono::seconds(60);
-  // While a forming waits for members, or a joiner waits to be taken in, every this often it
-  // logs whom it waits for and when it gives up, as init's waits do. Zero:
+  // While a forming waits for members, a generation's group's creation for its ranks, or a
+  // joiner for the job's first generation (as its Manager is made) or to be taken in, every
+  // this often it logs whom it waits for and when it gives up, as init's waits do. Zero:
   // $DISTCOMM_INIT_REPORT_SECONDS (init's report interval, read once, at construction), else
   // 30 s.
   std::chrono::milliseconds report_interval{0};
