@@ -76,7 +76,7 @@
 // layout changes: the core keeps the note beside the Work (work_marks.h).
 // Also minor 11: distcomm_group_failure_launcher_stops (api/diagnostics/group_failure.h,
 // launcher_stops()), weak: which lost peers their launcher stopped after another rank failed
-// (gloo names them apart); an older core: none.
+// (gloo and shm name them apart, in the words of launcher_stops.h); an older core: none.
 // Core-only although their headers are installed: PendingOp and ProgressReport
 // (api/diagnostics/progress_report.h, built by the core's stall watch only); a plugin may
 // read the report's text, never build or hold those structs across versions.

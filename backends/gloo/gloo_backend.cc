@@ -5,6 +5,7 @@
 #include <gloo/types.h>
 
 #include "api/errors.h"
+#include "api/diagnostics/launcher_stops.h"
 #include "api/group/init_wait.h"
 #include "api/plugin/plugin.h"
 #include "backends/gloo/gloo_errors.h"
@@ -112,7 +113,7 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
       if (std::find(split.stopped.begin(), split.stopped.end(), p.rank) == split.stopped.end()) others.push_back(p);
     }
     const std::exception_ptr error = std::make_exception_ptr(
-        gloo::with_launcher_stops(others.empty() ? "" : gloo::peers_lost(others).what(), split));
+        PeerFailure(with_launcher_stopped_text(others.empty() ? "" : gloo::peers_lost(others).what(), split)));
     // Where every rank this loss holds was stopped (a subgroup without the failed rank),
     // the loss is still a consequence: the failed rank's published error is adopted where
     // there is one, else a stopped rank stands as its cause, as before the marks.

@@ -4,6 +4,7 @@
 
 #include <gloo/common/error.h>
 
+#include "api/diagnostics/launcher_stops.h"
 #include "api/diagnostics/op_fingerprint.h"  // ranks_text: the plugin calls the core's (libdistcomm.so)
 #include "backends/gloo/gloo_connection_watch.h"
 
@@ -113,14 +114,6 @@ PeerFailure peers_lost(const std::vector<LostPeer>& peers) {
   return PeerFailure(held_text + "; and " + peers_died(closed).what());
 }
 
-PeerFailure with_launcher_stops(const std::string& others_lost, const LauncherStops& split) {
-  const bool one = split.stopped.size() == 1;
-  const std::string stopped = ranks_text(split.stopped) + (one ? " was" : " were") + " stopped by " +
-                              (one ? "its" : "their") + " launcher after " + split.why + ", not failing " +
-                              (one ? "itself" : "themselves");
-  return PeerFailure(others_lost.empty() ? stopped : others_lost + "; " + stopped);
-}
-
 int culprit_among(const std::vector<int>& ranks) { return ranks.size() == 1 ? ranks.front() : -1; }
 
 std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* connections, std::exception_ptr raw,
@@ -164,8 +157,9 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
       if (split.stopped.empty()) {
         error = std::make_exception_ptr(peers_died(died));
       } else {
-        error = std::make_exception_ptr(
-            with_launcher_stops(split.others.empty() ? "" : peers_died(split.others).what(), split));
+        // Named apart, in the words every backend uses (api/diagnostics/launcher_stops.h).
+        error = std::make_exception_ptr(PeerFailure(
+            with_launcher_stopped_text(split.others.empty() ? "" : peers_died(split.others).what(), split)));
       }
       culprit = culprit_among(split.others.empty() ? died : split.others);  // a consequence either way
     } else if (!left.empty()) {

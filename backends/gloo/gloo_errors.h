@@ -53,14 +53,6 @@ int departure_behind(const std::vector<LostPeer>& peers);
 // and GroupFailure looks that record up.
 int culprit_among(const std::vector<int>& ranks);
 
-// Lost peers some of which their launcher stopped because another rank failed
-// (launcher_stops, group_failure.h: tools/launch stops a failed rank's machine-mates): the
-// others' words (`others_lost`, "" when every lost peer was stopped), then the stopped ones
-// apart, not as culprits: "rank 9 closed its connection (the process died or exited);
-// ranks [8, 10, 11] were stopped by their launcher after rank 9 failed (...)". Without
-// this, a peer on another machine named the failed rank's whole machine.
-PeerFailure with_launcher_stops(const std::string& others_lost, const LauncherStops& split);
-
 // What an op that gloo failed ends with: raw in distcomm's terms, recorded as the group's
 // failure (GroupFailure::record). A connection lost to a peer is explained by which peer
 // closed it and how (connections, when given); a peer that died is the culprit. peer: the

@@ -377,10 +377,7 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
     const bool news = collective_blocker.word &&
                       collective_blocker.word->load(std::memory_order_acquire) != collective_blocker.seen;
     if (check_liveness && peer >= 0 && !news && !group_->alive(peer)) {
-      Failure died{FailureKind::kPeerFailure, peer,
-                   "rank " + std::to_string(peer) + " (pid " + std::to_string(group_->pid(peer)) +
-                       ") died: its process ended while this op waited for it" + group_->others_dead_too(peer)};
-      throw GroupFailedError(died);
+      throw GroupFailedError(peer_died(*group_, peer, "died: its process ended while this op waited for it"));
     }
   }
   if (!p2p_.idle()) {
@@ -439,7 +436,9 @@ const Work* Engine::running_op() const {
   return collectives_.front().work.get();
 }
 
-void Engine::fail_group(const Failure& failure, std::vector<Completion>& done) {
+void Engine::fail_group(const Failure& seen, std::vector<Completion>& done) {
+  // Dead peers that their launcher stopped after another rank failed are no culprits.
+  const Failure failure = with_launcher_stops(seen, *group_, failure_);
   const Work* op = failure.op ? failure.op : running_op();
   std::exception_ptr error = to_exception(failure);
   // A PeerFailure naming its culprit (a dead pid, a peer's close) is recorded at once: one
@@ -603,7 +602,7 @@ void Engine::look_at_idle_peers() {
   const std::vector<int> ended = group_->ended_peers(
       [this](int p) { return group_->of(p).state().load(std::memory_order_acquire) == kActive; });
   // Ranks that go together (a killed job step, the OOM killer) end within milliseconds of
-  // each other: a moment's wait lets the failure name all of them (others_dead_too), not the
+  // each other: a moment's wait lets the failure name all of them (peer_died), not the
   // first alone. Nothing waits on this group meanwhile; an op issued now looks for itself.
   if (!ended.empty()) std::this_thread::sleep_for(kTogetherWindow);
   for (int p : ended) {
@@ -611,10 +610,9 @@ void Engine::look_at_idle_peers() {
     if (!progress.owns_lock() || pending_.load() > 0) return;  // an op runs: its own waits look at the peers
     DoneList list;
     std::vector<Completion>& done = list.get();
-    fail_group({FailureKind::kPeerFailure, p,
-                "rank " + std::to_string(p) + " (pid " + std::to_string(group_->pid(p)) +
-                    ") died: its process ended (seen while this rank had no op in flight on the group; it may have "
-                    "been in one)" + group_->others_dead_too(p)},
+    fail_group(peer_died(*group_, p,
+                         "died: its process ended (seen while this rank had no op in flight on the group; it may "
+                         "have been in one)"),
                done);
     progress.unlock();
     complete(done);

@@ -124,6 +124,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   [[noreturn]] void mismatch(const CollectiveTask& t, int peer) const;
   // The completions a drive() collects, reused by the thread's outermost drive().
   class DoneList;
+  // Records `failure` (dead peers their launcher stopped named apart: with_launcher_stops)
+  // and ends every op with it or the refusal.
   void fail_group(const Failure& failure, std::vector<Completion>& done);
   // The running collective's Work, null when none is running.
   const Work* running_op() const;

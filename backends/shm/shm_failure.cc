@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "api/diagnostics/launcher_stops.h"
 #include "api/errors.h"
 #include "backends/shm/shm_wait.h"
 
@@ -55,6 +56,36 @@ std::exception_ptr to_exception(const Failure& f) {
     case FailureKind::kOther: break;
   }
   return std::make_exception_ptr(Error(f.message));
+}
+
+Failure peer_died(const MappedGroup& group, int peer, const std::string& how, const Work* op) {
+  Failure f{FailureKind::kPeerFailure, peer, "", op};
+  f.culprit_died = "rank " + std::to_string(peer) + " (pid " + std::to_string(group.pid(peer)) + ") " + how;
+  f.died_too = group.others_dead(peer);
+  f.message = f.culprit_died + group.dead_too_text(f.died_too);
+  return f;
+}
+
+Failure with_launcher_stops(Failure f, const MappedGroup& group, const GroupFailure& failure) {
+  if (f.culprit_died.empty()) return f;
+  std::vector<int> dead = {f.culprit};
+  dead.insert(dead.end(), f.died_too.begin(), f.died_too.end());
+  const LauncherStops split = launcher_stops(failure, dead);
+  if (split.stopped.empty()) return f;
+  std::string others;  // the dead peers' words, those stopped left out
+  if (!split.others.empty()) {
+    const int lead = split.others.front();
+    const std::vector<int> rest(split.others.begin() + 1, split.others.end());
+    // The culprit's own words (what it was waited for in) where it was not stopped.
+    others = (lead == f.culprit ? f.culprit_died
+                                : "rank " + std::to_string(lead) + " (pid " + std::to_string(group.pid(lead)) +
+                                      ") died: its process ended") +
+             group.dead_too_text(rest);
+  }
+  f.message = with_launcher_stopped_text(others, split);
+  const std::vector<int>& blamed = split.others.empty() ? dead : split.others;
+  f.culprit = blamed.size() == 1 ? blamed.front() : -1;
+  return f;
 }
 
 Failure failure_of_peer(const SegmentView& peer, int peer_rank) {

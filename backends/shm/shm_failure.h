@@ -11,6 +11,7 @@
 
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "api/diagnostics/group_failure.h"
 #include "api/work.h"
@@ -25,6 +26,11 @@ struct Failure {
   int culprit = -1;  // the rank to blame, -1 when unknown
   std::string message;
   const Work* op = nullptr;  // the op that hit it, when it is not the running collective
+  // For a peer whose process ended (peer_died): its own words ("rank 3 (pid 8) died: ..."),
+  // and the other peers found ended with it. Kept apart so that those their launcher
+  // stopped can be named apart before the failure is recorded (with_launcher_stops).
+  std::string culprit_died{};  // "" for every other failure
+  std::vector<int> died_too{};
 };
 
 // Thrown inside the engine when a group-level failure is detected; the engine records it
@@ -41,6 +47,21 @@ class GroupFailedError : public std::exception {
 
 // The distcomm error for a failure: Timeout, PeerFailure or Error.
 std::exception_ptr to_exception(const Failure& f);
+
+// The failure for rank `peer`, whose process ended: "rank 3 (pid 8) <how>", then the other
+// peers found ended with it ("; rank 2 (pid 7) has died too"). culprit: peer.
+Failure peer_died(const MappedGroup& group, int peer, const std::string& how, const Work* op = nullptr);
+
+// f as it is, unless some of the peers it names dead (peer_died) were stopped by their
+// launcher because another rank failed (launcher_stops(), group_failure.h: tools/launch
+// stops a failed rank's machine-mates, and a survivor in another launcher sees them end as
+// if each had died): then those are named apart, not as culprits, in the words every
+// backend uses (api/diagnostics/launcher_stops.h): "rank 4 (pid 9) died: its process ended
+// ...; ranks [3, 5] were stopped by their launcher after rank 4 failed (...), not failing
+// themselves". The culprit is then the one other dead peer; where every one was stopped, the
+// one stopped peer; else -1 (GroupFailure looks up the board, and asks where the ranks are).
+// One read of the job's store (bounded, launcher_stops.cc), so only on a failure's path.
+Failure with_launcher_stops(Failure f, const MappedGroup& group, const GroupFailure& failure);
 
 // What rank `peer` published about its failure or close (its state is not kActive).
 Failure failure_of_peer(const SegmentView& peer, int peer_rank);

@@ -42,10 +42,11 @@ std::vector<int> MappedGroup::ended_peers(const std::function<bool(int)>& consid
   return ended;
 }
 
-std::string MappedGroup::others_dead_too(int peer) const {
-  const std::vector<int> dead = ended_peers([&](int r) {
-    return r != peer && of(r).state().load(std::memory_order_acquire) == kActive;
-  });
+std::vector<int> MappedGroup::others_dead(int peer) const {
+  return ended_peers([&](int r) { return r != peer && of(r).state().load(std::memory_order_acquire) == kActive; });
+}
+
+std::string MappedGroup::dead_too_text(const std::vector<int>& dead) const {
   if (dead.empty()) return "";
   if (dead.size() == 1) {
     return "; rank " + std::to_string(dead[0]) + " (pid " + std::to_string(pid(dead[0])) + ") has died too";

@@ -36,12 +36,13 @@ class MappedGroup {
   // The peers whose processes have ended, of those `consider` accepts, in rank order: the
   // pidfds in one poll(), the segment locks of peers without one.
   std::vector<int> ended_peers(const std::function<bool(int)>& consider) const;
-  // For a failure that names `peer` dead: "; rank 2 (pid 8) has died too" (or "ranks [2, 3]
-  // (pids 8, 9) have died too") for the other peers whose processes have ended without
-  // closing the group, "" when none has. Two ranks killed together are both named, as gloo
-  // names every closed connection, so that a program that goes on without them excludes
-  // both (helper-68: shrink then waited its timeout for the second).
-  std::string others_dead_too(int peer) const;
+  // For a failure that names `peer` dead: the other peers whose processes have ended
+  // without closing the group, in rank order. Two ranks killed together are both named, as
+  // gloo names every closed connection, so that a program that goes on without them
+  // excludes both (helper-68: shrink then waited its timeout for the second).
+  std::vector<int> others_dead(int peer) const;
+  // "; rank 2 (pid 8) has died too", "; ranks [2, 3] (pids 8, 9) have died too", "" for none.
+  std::string dead_too_text(const std::vector<int>& ranks) const;
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
   // The CPUs in the union of the ranks' affinity masks at creation; 0 when unknown.
   int cpus_of_ranks() const { return cpus_of_ranks_; }

@@ -487,9 +487,7 @@ void PointToPoint::check_peer(int peer, const P2PRequest& r, Clock::time_point n
   if (active && alive(peer, check_liveness)) return;
   // A rank that sent and then closed or died still has its chunks in its ring: serve them.
   if (!r.is_send && has_unread(peer)) return;
-  Failure f = active ? Failure{FailureKind::kPeerFailure, peer,
-                               "rank " + std::to_string(peer) + " (pid " + std::to_string(group_.pid(peer)) +
-                                   ") died while this rank waited in a " + describe(r) + group_.others_dead_too(peer)}
+  Failure f = active ? peer_died(group_, peer, "died while this rank waited in a " + describe(r))
                      : failure_of_peer(v, peer);
   f.op = r.work.get();
   throw GroupFailedError(f);

@@ -25,7 +25,7 @@ const std::map<std::string, int> kLaterCoreEntryPoints = {
     {"distcomm_work_forked_since_issue", 9},
     {"distcomm_refusal_draining", 10},  // api/diagnostics/refused_transfers.h: shm marks a refused recv
     {"distcomm_work_wait_note", 11},    // api/diagnostics/work_wait_note.h: shm names held messages
-    {"distcomm_group_failure_launcher_stops", 11},  // group_failure.h: gloo names ranks its launcher stopped
+    {"distcomm_group_failure_launcher_stops", 11},  // group_failure.h: gloo and shm name ranks their launcher stopped
 };
 
 // "<type letter> <name>" for each undefined dynamic symbol of `so` (nm -D --undefined-only).
