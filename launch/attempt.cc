@@ -268,13 +268,21 @@ void Attempt::write_launcher_record() {
 }
 
 void Attempt::terminate(const std::string& why) {
-  int n = ranks_.running();
-  if (n > 0) {
-    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + " (" +
-        local::signal_name(stop_signal_) + ", then SIGKILL after " + seconds_text(options_.grace_period) + ")");
-  }
-  // Ranks that already exited may have left processes in their group: stop those too.
+  const int unreaped = ranks_.running();
+  // Ranks that already exited may have left processes in their group: stop those too. The
+  // ranks dead but not yet reaped (a scheduler's signal reached them with this launcher's)
+  // are reaped first, not stopped: the line counts only the live ones it stops.
   ranks_.terminate(options_.grace_period, stop_signal_);
+  const int n = ranks_.running();
+  const int ended = unreaped - n;
+  const std::string gone = ended > 0 ? std::to_string(ended) + " had already ended" : std::string();
+  if (n > 0) {
+    say(why + ": stopping " + std::to_string(n) + (n == 1 ? " rank" : " ranks") +
+        (gone.empty() ? "" : " (" + gone + ")") + " (" + local::signal_name(stop_signal_) + ", then SIGKILL after " +
+        seconds_text(options_.grace_period) + ")");
+  } else if (ended > 0) {
+    say(why + ": no rank left to stop (" + gone + ")");
+  }
 }
 
 void Attempt::make_error_dir() {
@@ -311,13 +319,10 @@ void Attempt::handle_signals() {
       continue;
     }
     if (!ranks_.stopping()) {
-      result_.interrupted_by = sig;
-      stop_signal_ = sig;
-      publish_outside_stop(sig);
-      if (watch_ != nullptr && watch_->on_stop) watch_->on_stop(result_);
-      begin_stop(local::StopCause::kCaller, "got " + local::signal_name(sig));
+      begin_outside_stop(sig);  // attempt_outside_stop.cc
       continue;
     }
+    if (outside_stop_after_failure(sig)) continue;  // a graceful rank's exit came just before it
     if (result_.signal_while_stopping == 0) result_.signal_while_stopping = sig;
     // Impatience (a second Ctrl-C) skips the grace period, as in torchrun.
     if (!ranks_.killed()) kill_stragglers();
@@ -602,6 +607,7 @@ JobResult Attempt::run() {
   // Which machines the job lost (node_roll_call.h). After the store: it goes first, and its
   // connections to node 0's store are closed before that store's farewell.
   std::unique_ptr<NodeRollCall> roll_call = open_roll_call(options_, result_.master_port);
+  roll_call_ = roll_call.get();
   make_error_dir();
   prepare_trace_files();
   dumps_.attempt_began();
@@ -673,6 +679,7 @@ JobResult Attempt::run() {
     handle_watch(fds);
     handle_doomed_store(fds);
     handle_fenced_members(fds);
+    handle_stop_elsewhere();  // node 0's launcher stopped the job (attempt_job_stop.cc)
     if (options_.on_failure == LaunchOptions::OnFailure::kContinue) {
       report_failures_and_continue(exited);  // a refused joiner's exit is said as such (ask_refusal)
       ask_refusals_before_replacements();
@@ -733,13 +740,16 @@ JobResult Attempt::run() {
   if (result_.interrupted_by != 0) result_.exit_code = 128 + result_.interrupted_by;
   if (const int stop = close_roll_call(roll_call.get(), store.get(), signals_, options_, result_,
                                        [this](const std::string& line) { say(line); })) {
-    // This machine's ranks had exited 0; the job's end is not known here.
+    // This machine's ranks had exited 0; the job's end is not known here. The other
+    // machines' ranks that still run are stopped by their launchers.
     result_.interrupted_by = stop;
     result_.exit_code = 128 + stop;
+    tell_others_of_stop(stop, roll_call.get());
     std::string others;
     for (const std::string& other : result_.others_not_clean) others += "; " + other;
-    say("got " + local::signal_name(stop) + " while waiting for the other machines' launchers to say how their ranks "
-        "ended: this machine's " + rank_span_text(options_.global_rank(0), options_.nproc_per_node) + " had exited 0" +
+    say("got " + local::signal_name(stop) + signals_.from_text(stop) +
+        " while waiting for the other machines' launchers to say how their ranks ended: this machine's " +
+        rank_span_text(options_.global_rank(0), options_.nproc_per_node) + " had exited 0" +
         others + "; exit status " + std::to_string(result_.exit_code) + " (128 + " + std::to_string(stop) + ")");
   }
   result_.first_rank = options_.global_rank(0);

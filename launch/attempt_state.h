@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "launch/job_failure_board.h"
 #include "launch/job_store.h"
 #include "launch/launch_options.h"
+#include "launch/node_roll_call.h"
 #include "launch/outside_stop.h"
 #include "launch/output_pump.h"
 #include "launch/rank_process.h"
@@ -169,6 +171,23 @@ class Attempt {
   // marks its ranks as stopped by it, so that the other machines' ranks and launchers name
   // no rank of this machine as their culprit (attempt_outside_stop.cc).
   void publish_outside_stop(int sig);
+  // The launcher's own stopping signal `sig`, before any stop: the job is interrupted and
+  // the stop begins; its last line names who sent it (attempt_outside_stop.cc).
+  void begin_outside_stop(int sig);
+  // The launcher's SIGTERM came while it stopped the ranks for a first failure: when that
+  // rank exited with a code (no signal, no error file) within kOutsideStopHold before it,
+  // its handler caught the same signal from outside (a scheduler's stop of the whole job,
+  // a graceful checkpoint-and-exit): the job is interrupted, not failed, and no impatience
+  // SIGKILL follows. True when so (attempt_outside_stop.cc).
+  bool outside_stop_after_failure(int sig);
+  // Another machine's launcher, while its ranks run: node 0's launcher left the job's
+  // stop (roll call's job_stop): stops the ranks as if its own signal had come, saying why
+  // (attempt_job_stop.cc).
+  void handle_stop_elsewhere();
+  // Node 0's launcher, stopped by `sig` while it waited for the other machines' ranks
+  // (close_roll_call): leaves the job's stop on the board and waits, a few seconds at most,
+  // for the other launchers to read it, then says so (attempt_job_stop.cc).
+  void tell_others_of_stop(int sig, NodeRollCall* roll_call);
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
   // ranks' own reports change or add to what was said when the first failure was seen.
@@ -217,6 +236,9 @@ class Attempt {
   // tools/launch), else null: each machine's first failure, and the ranks stopped for it.
   std::unique_ptr<JobFailureBoard> board_;
   bool failure_published_ = false;  // this machine's first failure is on board_
+  NodeRollCall* roll_call_ = nullptr;  // this attempt's (node_roll_call.h), while run() holds it
+  std::string stopped_elsewhere_;      // node 0's words, once its job's stop stopped these ranks
+  int64_t outside_signal_ns_ = 0;      // when this launcher took its own stopping signal
   Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
   std::vector<int> replaced_;              // by local rank: replacements started so far
 };

@@ -34,6 +34,27 @@ std::optional<FailureNote> FailureNote::decode(const std::string& text) {
 
 std::string first_failure_key(int node_rank) { return "launch/first_failure/" + std::to_string(node_rank); }
 
+std::string job_stop_key() { return "launch/job_stop"; }
+
+std::string encode_job_stop(int sig, const std::string& why) {
+  return "distcomm-job-stop-1\n" + std::to_string(sig) + "\n" + why;
+}
+
+std::optional<std::pair<int, std::string>> decode_job_stop(const std::string& text) {
+  const std::string head = "distcomm-job-stop-1\n";
+  if (text.compare(0, head.size(), head) != 0) return std::nullopt;
+  const size_t end = text.find('\n', head.size());
+  if (end == std::string::npos) return std::nullopt;
+  int sig = 0;
+  try {
+    sig = std::stoi(text.substr(head.size(), end - head.size()));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (sig <= 0 || sig >= 64) return std::nullopt;
+  return std::make_pair(sig, text.substr(end + 1));
+}
+
 std::optional<FailureNote> earliest_failure(const std::vector<FailureNote>& notes) {
   const FailureNote* best = nullptr;
   for (const FailureNote& n : notes) {

@@ -46,6 +46,15 @@ struct FailureNote {
 // Where node `node_rank`'s launcher leaves its note in the job's store.
 std::string first_failure_key(int node_rank);
 
+// Where node 0's launcher leaves the job's stop when a stopping signal reached it while it
+// waited for the other machines' ranks (JobFailureBoard::publish_job_stop); the other
+// machines' launchers read it as they beat (node_roll_call.h) and stop their ranks.
+std::string job_stop_key();
+// The value there: the signal and node 0's words ("node 0's launcher got SIGTERM ..."), and
+// back (nullopt for anything else).
+std::string encode_job_stop(int sig, const std::string& why);
+std::optional<std::pair<int, std::string>> decode_job_stop(const std::string& text);
+
 // The job's first failure among `notes`: the earliest that is not a consequence; when all
 // are, the earliest. nullopt for none.
 std::optional<FailureNote> earliest_failure(const std::vector<FailureNote>& notes);
@@ -62,6 +71,15 @@ class JobFailureBoard {
   // (unreachable_why() says why); calls shortly after that fail at once.
   virtual bool publish(const FailureNote& note, const std::vector<std::pair<int, std::string>>& stopping) = 0;
   virtual std::string unreachable_why() const = 0;
+  // Node 0's launcher, stopped by `sig` after its ranks exited 0, while it waited for the
+  // other machines' (attempt_job_stop.cc): leaves `note` at its node's key, then the job's
+  // stop at job_stop_key(), for the other machines' launchers to stop their ranks. Bounded
+  // and never throws, as publish(); false when the store was not reached.
+  virtual bool publish_job_stop(const FailureNote& note, int sig) {
+    (void)note;
+    (void)sig;
+    return false;
+  }
   // The notes the other machines' launchers (of nnodes, all but `self`) left so far; empty
   // when the store is not reached. Never throws.
   virtual std::vector<FailureNote> others(int nnodes, int self) = 0;

@@ -16,7 +16,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launch/job_failure_board.h"
@@ -62,6 +64,14 @@ class NodeRollCall {
   virtual bool settled() = 0;
   // Node 0's launcher: every other machine as seen last, by node. Never throws.
   virtual std::vector<OtherMachine> others() = 0;
+  // Another machine's launcher: the job's stop node 0's launcher left in its store
+  // (JobFailureBoard::publish_job_stop: a stopping signal reached it while it waited for
+  // the other machines' ranks), its signal and words, once a beat read it (a beat then
+  // says it was read); nullopt before. Answers at once (the main loop asks each turn).
+  virtual std::optional<std::pair<int, std::string>> job_stop() { return std::nullopt; }
+  // Node 0's launcher, after leaving the job's stop: whether each other machine's launcher
+  // has read it, said how its ranks ended, or gone silent. Answers at once.
+  virtual bool stop_known_by_all() { return true; }
 };
 
 // Opens the roll call of node `node_rank` of `nnodes` in the job's store at `address`, for

@@ -23,12 +23,17 @@ bool ended_by_outside_stop(const local::Child& c) {
   return !c.running && !c.stopped && WIFSIGNALED(c.status) && stops_the_job(WTERMSIG(c.status));
 }
 
+bool exited_as_if_stopped(const local::Child& c) {
+  return !c.running && !c.stopped && WIFEXITED(c.status) && WEXITSTATUS(c.status) > 128 &&
+         stops_the_job(WEXITSTATUS(c.status) - 128);
+}
+
 std::string outside_stop_note(const local::Child& c) {
   return ended_by_outside_stop(c) ? " from outside the launcher (it sent none)" : "";
 }
 
 bool OutsideStopHold::holds(const local::Child& c, Clock::time_point now) {
-  if (over_ || !ended_by_outside_stop(c)) return false;
+  if (over_ || !(ended_by_outside_stop(c) || exited_as_if_stopped(c))) return false;
   if (!until_) until_ = now + kOutsideStopHold;
   if (now < *until_) return true;
   over_ = true;
@@ -45,11 +50,13 @@ std::string outside_sender_text(int sig) {
                        : "from outside (a scheduler's cancel, preemption or eviction, or a kill)";
 }
 
-std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, const std::vector<int>& stopped,
-                                      const std::vector<std::string>& failed_before) {
-  const std::string name = local::signal_name(sig);
-  const std::string from = "sent to the launcher " + outside_sender_text(sig);
-  std::string text = "the job was stopped by " + name + " " + from;
+namespace {
+
+// What the lines of a stop say of the ranks, after its cause: how each ended.
+std::string ranks_of_the_stop(const std::string& name, const std::vector<int>& outside, const std::vector<int>& stopped,
+                              const std::vector<std::string>& failed_before,
+                              const std::vector<std::string>& ended_with_stop, const std::string& launcher) {
+  std::string text;
   if (failed_before.empty()) {
     text += ", not by a failure: no rank failed on its own";
   } else {
@@ -58,10 +65,39 @@ std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, 
     text += " had failed";
   }
   if (!outside.empty()) text += "; " + ranks_list(outside) + " got " + name + " from outside too";
-  if (!stopped.empty()) {
-    text += "; " + ranks_list(stopped) + (stopped.size() == 1 ? " was" : " were") + " stopped by the launcher";
+  if (!ended_with_stop.empty()) {
+    text += "; ";
+    for (size_t i = 0; i < ended_with_stop.size(); ++i) text += (i == 0 ? "" : ", ") + ended_with_stop[i];
+    text += (ended_with_stop.size() == 1 ? " ended on its own" : " ended on their own") +
+            std::string(" as the signal came (a handler of theirs, likely): part of the stop, not a failure");
   }
-  return text + "; exit status " + std::to_string(128 + sig) + " (128 + " + std::to_string(sig) + ")";
+  if (!stopped.empty()) {
+    text += "; " + ranks_list(stopped) + (stopped.size() == 1 ? " was" : " were") + " stopped by " + launcher;
+  }
+  return text;
+}
+
+std::string exit_status_text(int sig) {
+  return "; exit status " + std::to_string(128 + sig) + " (128 + " + std::to_string(sig) + ")";
+}
+
+}  // namespace
+
+std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, const std::vector<int>& stopped,
+                                      const std::vector<std::string>& failed_before, const std::string& sender,
+                                      const std::vector<std::string>& ended_with_stop) {
+  const std::string name = local::signal_name(sig);
+  const std::string from = "sent to the launcher " + outside_sender_text(sig) + (sender.empty() ? "" : " by " + sender);
+  return "the job was stopped by " + name + " " + from +
+         ranks_of_the_stop(name, outside, stopped, failed_before, ended_with_stop, "the launcher") +
+         exit_status_text(sig);
+}
+
+std::string stopped_elsewhere_text(int sig, const std::string& why, const std::vector<int>& outside,
+                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before) {
+  return "the job was stopped on node 0: " + why +
+         ranks_of_the_stop(local::signal_name(sig), outside, stopped, failed_before, {}, "this machine's launcher") +
+         exit_status_text(sig);
 }
 
 int stop_signal_within(SignalWatch& signals, std::chrono::milliseconds wait) {

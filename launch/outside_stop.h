@@ -8,7 +8,10 @@
 // the failure for a moment (OutsideStopHold): if the launcher's own stopping signal comes
 // meanwhile, the job was stopped from outside (one line says so: stopped_from_outside_text),
 // else those ranks alone were (a `pkill -TERM` of the program), and the lines say that the
-// signal came from outside the launcher.
+// signal came from outside the launcher. A rank whose own handler catches the signal and
+// exits (a graceful checkpoint-and-exit: code 143, or another) is part of the stop too when
+// the launcher's SIGTERM follows within the hold (attempt_outside_stop.cc); the last line
+// names who sent the launcher's signal (SignalWatch::sender_of).
 #pragma once
 
 #include <chrono>
@@ -32,6 +35,11 @@ constexpr std::chrono::milliseconds kOutsideStopHold{1500};
 // from the launcher: it was not stopped by it (Child::stopped).
 bool ended_by_outside_stop(const local::Child& c);
 
+// Whether c, not stopped by the launcher, exited with code 128 + a stopping signal (143
+// for SIGTERM, 130 for SIGINT): the code of a rank whose own handler caught that signal
+// and exited gracefully (a checkpoint first), as a shell's trap or Python's default does.
+bool exited_as_if_stopped(const local::Child& c);
+
 // " from outside the launcher (it sent none)" when ended_by_outside_stop(c), else "": said
 // after how c ended.
 std::string outside_stop_note(const local::Child& c);
@@ -42,7 +50,8 @@ class OutsideStopHold {
  public:
   using Clock = std::chrono::steady_clock;
   // Whether the failure of `c` (the first seen) is to wait: it ended by an outside stopping
-  // signal and kOutsideStopHold has not passed since the first call that said so.
+  // signal, or exited as if stopped by one (exited_as_if_stopped), and kOutsideStopHold has
+  // not passed since the first call that said so.
   bool holds(const local::Child& c, Clock::time_point now = Clock::now());
   // When the hold ends, while it runs (the launcher's poll wakes then).
   std::optional<Clock::time_point> until() const;
@@ -88,8 +97,21 @@ std::string outside_sender_text(int sig);
 // (128 + 15)". `outside`: the global ranks ended by an outside stopping signal; `stopped`:
 // those the launcher stopped; `failed_before`: the ranks that had failed on their own before
 // the signal, each with how ("rank 2 (exit code 1)"): then no "no rank failed on its own".
+// `sender`: who sent it (sender_text: "pid 123 (slurmstepd, uid 0)"), said after "from
+// outside (...)" as " by pid 123 (...)"; "" when unknown. `ended_with_stop`: the ranks that
+// exited on their own with codes (no signal) as the signal came, within kOutsideStopHold
+// before it ("rank 0 (exit code 143)"): a handler of theirs caught the same signal from
+// outside; part of the stop, no failure.
 std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, const std::vector<int>& stopped,
-                                      const std::vector<std::string>& failed_before);
+                                      const std::vector<std::string>& failed_before, const std::string& sender = "",
+                                      const std::vector<std::string>& ended_with_stop = {});
+
+// Another machine's launcher's line when node 0's launcher, stopped by a signal while it
+// waited for the other machines' ranks, told it to stop its ranks (job_failure_board.h,
+// publish_job_stop): "the job was stopped on node 0: <why>; ranks 2, 3 were stopped by this
+// machine's launcher; exit status 143 (128 + 15)". `why` is node 0's text.
+std::string stopped_elsewhere_text(int sig, const std::string& why, const std::vector<int>& outside,
+                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before);
 
 // Waits up to `wait` for a signal that stops the job (stops_the_job) to reach `signals`:
 // returns it, 0 when none came. The other signals taken meanwhile are dropped (between an

@@ -1,10 +1,13 @@
 #include "launch/signal_watch.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -16,19 +19,43 @@ const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGP
 static_assert(sizeof(kWatched) / sizeof(kWatched[0]) == SignalWatch::kCount, "one saved disposition per signal");
 volatile sig_atomic_t g_write_fd = -1;
 
-void on_signal(int sig) {
+// One caught signal on the pipe: written whole by one write() (atomic below PIPE_BUF), so
+// the pipe holds whole records only and a read of whole records' room returns whole ones.
+struct Caught {
+  int32_t sig;
+  int32_t pid;   // si_pid: the sender (0: the kernel)
+  uint32_t uid;  // si_uid
+};
+static_assert(sizeof(Caught) <= PIPE_BUF, "a record is written atomically");
+
+// Async-signal-safe only: write() and errno. The sender's command is read later, by take().
+void on_signal(int sig, siginfo_t* info, void*) {
   int saved = errno;  // the interrupted code may be about to read errno
-  unsigned char byte = static_cast<unsigned char>(sig);
+  Caught c{sig, info != nullptr ? static_cast<int32_t>(info->si_pid) : 0,
+           info != nullptr ? static_cast<uint32_t>(info->si_uid) : 0u};
   if (g_write_fd >= 0) {
-    ssize_t ignored = ::write(g_write_fd, &byte, 1);  // a full pipe already holds a wake-up
+    ssize_t ignored = ::write(g_write_fd, &c, sizeof(c));  // a full pipe already holds a wake-up
     (void)ignored;
   }
   errno = saved;
 }
 
+std::string command_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 }  // namespace
 
 bool stops_the_job(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+std::string sender_text(const SignalSender& s) {
+  if (s.pid == 0) return "the kernel (a terminal's Ctrl-C or hangup)";  // a tty sends with si_pid 0
+  return "pid " + std::to_string(s.pid) + " (" + (s.command.empty() ? "" : s.command + ", ") + "uid " +
+         std::to_string(s.uid) + ")";
+}
 
 SignalWatch::SignalWatch() {
   if (g_write_fd >= 0) throw std::logic_error("SignalWatch: only one may exist at a time");
@@ -42,9 +69,13 @@ SignalWatch::SignalWatch() {
   for (size_t i = 0; i < sizeof(kWatched) / sizeof(kWatched[0]); ++i) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = kWatched[i] == SIGPIPE ? SIG_IGN : on_signal;
+    if (kWatched[i] == SIGPIPE) {
+      sa.sa_handler = SIG_IGN;
+    } else {
+      sa.sa_sigaction = on_signal;  // SA_SIGINFO: who sent it comes with it
+    }
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | (kWatched[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+    sa.sa_flags = SA_RESTART | (kWatched[i] == SIGPIPE ? 0 : SA_SIGINFO) | (kWatched[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
     ::sigaction(kWatched[i], &sa, &previous_[i]);
   }
   // A launcher started from a program that blocked these would never see them.
@@ -65,12 +96,30 @@ SignalWatch::~SignalWatch() {
 
 std::vector<int> SignalWatch::take() {
   std::vector<int> sigs;
-  unsigned char buf[64];
+  Caught buf[32];
   ssize_t n;
   while ((n = ::read(read_fd_, buf, sizeof(buf))) > 0) {
-    for (ssize_t i = 0; i < n; ++i) sigs.push_back(buf[i]);
+    for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(Caught)); ++i) {
+      sigs.push_back(buf[i].sig);
+      if (!stops_the_job(buf[i].sig)) continue;  // a SIGCHLD's sender is a rank: nobody asks
+      SignalSender& s = senders_[buf[i].sig];
+      s.pid = buf[i].pid;
+      s.uid = buf[i].uid;
+      s.command = s.pid > 0 ? command_of(s.pid) : "";
+    }
   }
   return sigs;
+}
+
+std::optional<SignalSender> SignalWatch::sender_of(int sig) const {
+  const auto it = senders_.find(sig);
+  if (it == senders_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string SignalWatch::from_text(int sig) const {
+  const std::optional<SignalSender> s = sender_of(sig);
+  return s ? " from " + sender_text(*s) : "";
 }
 
 }  // namespace launch

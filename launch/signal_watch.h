@@ -4,6 +4,9 @@
 
 #include <signal.h>
 
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace distcomm {
@@ -12,6 +15,19 @@ namespace launch {
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT: the signals that stop the job (as torchrun's agent
 // handles them), the ranks getting the same signal and the grace period.
 bool stops_the_job(int sig);
+
+// Who sent a signal, as the kernel tells the handler (siginfo_t's si_pid, si_uid): a
+// scheduler's stop is told apart from a Ctrl-C or a user's kill by it.
+struct SignalSender {
+  int pid = 0;        // 0: the kernel itself (a terminal's Ctrl-C or hang-up, a timer)
+  unsigned uid = 0;
+  std::string command;  // /proc/<pid>/comm as the signal was taken; "" when unreadable (gone)
+};
+
+// "pid 123 (slurmstepd, uid 0)", "pid 123 (uid 0)" when its command could not be read (it
+// may be gone: its pid may even be another's by now); for pid 0 "the kernel (a terminal's
+// Ctrl-C or hangup)": a terminal's signals come from the kernel, with no sender pid.
+std::string sender_text(const SignalSender& s);
 
 // While it exists: the signals that stop the job, SIGCHLD (a rank ended) and SIGUSR1 (the
 // user asks for the ranks' trace dumps: the job runs on; its default action would end the
@@ -28,12 +44,19 @@ class SignalWatch {
 
   // The end to poll for POLLIN.
   int fd() const { return read_fd_; }
-  // The signals caught since the last call, oldest first.
+  // The signals caught since the last call, oldest first. Each one's sender is kept for
+  // sender_of (its command read now, while it likely still runs).
   std::vector<int> take();
+  // Who sent the last `sig` that take() returned; nullopt when none was taken.
+  std::optional<SignalSender> sender_of(int sig) const;
+  // " from pid 123 (slurmstepd, uid 0)" for the last `sig` taken, "" when unknown: said
+  // after "got SIGTERM".
+  std::string from_text(int sig) const;
 
  private:
   int read_fd_ = -1;
   int write_fd_ = -1;
+  std::map<int, SignalSender> senders_;  // by signal: the last taken's
   struct sigaction previous_[kCount];
 };
 

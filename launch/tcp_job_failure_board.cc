@@ -84,6 +84,15 @@ class TcpJobFailureBoard : public JobFailureBoard {
     });
   }
 
+  bool publish_job_stop(const FailureNote& note, int sig) override {
+    return call([&](TCPStore& store, Clock::time_point deadline) {
+      within(store, deadline);
+      store.set(first_failure_key(note.node_rank), note.encode());
+      within(store, deadline);
+      store.set(job_stop_key(), encode_job_stop(sig, note.text));  // last: what the others act on
+    });
+  }
+
   std::string unreachable_why() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return why_;

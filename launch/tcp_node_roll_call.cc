@@ -63,6 +63,21 @@ class TcpNodeRollCall : public NodeRollCall {
     return undecided() == 0;
   }
 
+  std::optional<std::pair<int, std::string>> job_stop() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return job_stop_;
+  }
+
+  bool stop_known_by_all() override {
+    if (node_rank_ != 0) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int node = 1; node < nnodes_; ++node) {
+      const Seen& s = seen_[node];
+      if (!s.stop_seen && !s.ended && Clock::now() - s.changed < kRollCallSilence) return false;
+    }
+    return true;
+  }
+
   std::vector<OtherMachine> others() override {
     std::vector<OtherMachine> others;
     if (node_rank_ != 0) return others;
@@ -91,6 +106,7 @@ class TcpNodeRollCall : public NodeRollCall {
     Clock::time_point changed;
     std::optional<std::string> ended;  // what its launcher said of its ranks' end
     std::string who;
+    bool stop_seen = false;  // its launcher read the job's stop (job_stop)
   };
 
   TCPStoreOptions options() const {
@@ -122,13 +138,24 @@ class TcpNodeRollCall : public NodeRollCall {
     while (pause()) said_who_ = beat_once(said_who_);
   }
 
-  // Returns whether who this launcher is has been said.
+  // Returns whether who this launcher is has been said. Reads the job's stop too
+  // (job_failure_board.h): once read, says so (node 0's launcher waits for that word).
   bool beat_once(bool said_who) {
     try {
       TCPStore store(options());
       if (!said_who) store.set(key_of(attempt_, node_rank_, "who"), to_bytes(who_));
       said_who = true;
       store.add(key_of(attempt_, node_rank_, "beats"), 1);
+      const std::optional<Store::Bytes> stop = read_present(store, {job_stop_key()})[0];
+      if (stop) {
+        if (const auto decoded = decode_job_stop(text_of(stop))) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            job_stop_ = decoded;
+          }
+          store.set(key_of(attempt_, node_rank_, "stop_seen"), to_bytes("1"));
+        }
+      }
     } catch (const std::exception&) {
       // Not reached this time (node 0's store gone, or slow): the next beat tries again.
     }
@@ -144,7 +171,7 @@ class TcpNodeRollCall : public NodeRollCall {
     do {
       std::vector<std::string> keys;
       for (int node = 1; node < nnodes_; ++node) {
-        for (const char* what : {"beats", "ended", "who"}) keys.push_back(key_of(attempt_, node, what));
+        for (const char* what : {"beats", "ended", "who", "stop_seen"}) keys.push_back(key_of(attempt_, node, what));
       }
       std::vector<std::optional<Store::Bytes>> values;
       try {
@@ -156,7 +183,7 @@ class TcpNodeRollCall : public NodeRollCall {
       {
         std::lock_guard<std::mutex> lock(mu_);
         for (int node = 1; node < nnodes_; ++node) {
-          const size_t at = static_cast<size_t>(node - 1) * 3;
+          const size_t at = static_cast<size_t>(node - 1) * 4;
           Seen& s = seen_[node];
           // The counter as the store keeps it: only whether it moved matters.
           const std::string beats = text_of(values[at]);
@@ -166,6 +193,7 @@ class TcpNodeRollCall : public NodeRollCall {
           }
           if (!s.ended && values[at + 1]) s.ended = text_of(values[at + 1]);
           if (values[at + 2]) s.who = text_of(values[at + 2]);
+          if (values[at + 3]) s.stop_seen = true;
         }
       }
       cv_.notify_all();
@@ -193,6 +221,7 @@ class TcpNodeRollCall : public NodeRollCall {
   bool stopping_ = false;
   std::map<int, Seen> seen_;
   bool said_who_ = false;  // the beating thread's, after the constructor's first beat
+  std::optional<std::pair<int, std::string>> job_stop_;  // what a beat read (under mu_)
   std::thread thread_;
 };
 

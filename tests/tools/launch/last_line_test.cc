@@ -189,7 +189,8 @@ TEST(LastLine, CtrlCEndsNode0sWaitForTheOtherMachines) {
   EXPECT_LT(took, 10.0) << f0.out;  // at once; a generous margin for a loaded machine
   EXPECT_TRUE(std::regex_match(
       last_line(f0.out),
-      std::regex(R"(launch: got SIGINT while waiting for the other machines' launchers to say how their ranks ended: )"
+      std::regex(R"(launch: got SIGINT from pid \d+ \([^)]*\) while waiting for the other machines' launchers to )"
+                 R"(say how their ranks ended: )"
                  R"(this machine's rank 0 had exited 0; node 1(?:'s ranks were still running when this launcher stopped )"
                  R"(waiting for them \(rank 1 on [^,]+, launcher pid \d+\)|'s launcher had not checked in when this )"
                  R"(launcher stopped waiting for it); exit status 130 \(128 \+ 2\))")))
@@ -197,6 +198,44 @@ TEST(LastLine, CtrlCEndsNode0sWaitForTheOtherMachines) {
   EXPECT_EQ(f0.out.find("kept the job's store"), std::string::npos) << f0.out;
   EXPECT_EQ(f0.out.find("succeeded"), std::string::npos) << f0.out;
   (void)f1;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// A scheduler's SIGTERM to node 0's launcher while it waits for node 1's (whose rank runs
+// on): node 0's launcher leaves the job's stop in its store, node 1's reads it, stops its
+// rank, says why in one line and exits as a stopped job (before: node 0's launcher went
+// away and node 1's rank ran on, its job's store gone).
+TEST(LastLine, AStopOfNode0WhileItWaitsStopsTheOtherMachinesRanks) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0");
+  // 30 s at the least: far longer than the stop should take.
+  std::unique_ptr<Subprocess> n1 =
+      node(1, 1, port, {"--grace_period_s=5"}, "for i in $(seq 600); do sleep 0.05; done; exit 0");
+  const bool waiting = n0->wait_for_stdout("for the other machines' launchers to say how their ranks ended", 1, seconds(60));
+  n0->send_signal(SIGTERM);
+  const auto sent = std::chrono::steady_clock::now();
+  const Finished f0 = n0->finish(seconds(60));
+  const Finished f1 = n1->finish(seconds(90));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(waiting) << f0.out;
+  EXPECT_EQ(exit_code(f0), 128 + SIGTERM) << f0.out;
+  EXPECT_NE(f0.out.find("told the other machines' launchers to stop their ranks: each has read it"), std::string::npos)
+      << f0.out;
+  ASSERT_FALSE(f1.timed_out) << f1.out;
+  EXPECT_LT(took, 20.0) << f1.out;  // ~2 s; the rank alone would have run 30 s
+  EXPECT_EQ(exit_code(f1), 128 + SIGTERM) << f1.out;
+  EXPECT_NE(f1.out.find("launch: node 0's launcher stopped the job (node 0's launcher got SIGTERM from pid " +
+                        std::to_string(::getpid())),
+            std::string::npos)
+      << f1.out;
+  EXPECT_NE(f1.out.find("): stopping 1 rank (SIGTERM"), std::string::npos) << f1.out;
+  EXPECT_TRUE(std::regex_match(
+      last_line(f1.out),
+      std::regex(R"(launch: the job was stopped on node 0: node 0's launcher got SIGTERM from pid \d+ \([^)]*\) from )"
+                 R"(outside \(a scheduler's cancel, preemption or eviction, or a kill\) while it waited for the other )"
+                 R"(machines' ranks to end \(its own had exited 0\), not by a failure: no rank failed on its own; rank 1 )"
+                 R"((?:got SIGTERM from outside too|was stopped by this machine's launcher); exit status 143 \(128 \+ 15\))")))
+      << f1.out;
   EXPECT_TRUE(no_orphan_running());
 }
 

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "api/process/local_processes.h"
+#include "launch/job_failure_board.h"
 #include "launch/outside_stop.h"
 #include "tests/tools/launch/launcher_harness.h"
 #include "tests/testing/port_wait.h"
@@ -203,6 +206,179 @@ TEST(OutsideStop, AnotherMachineStoppedFromOutsideIsNamedAsTheCause) {
   EXPECT_TRUE(no_orphan_running());
 }
 
+std::string last_line_of(const std::string& text) {
+  const std::vector<std::string> lines = lines_of(text);
+  return lines.empty() ? "" : lines.back();
+}
+
+// This process as a signal's sender names it: "pid 7 (outside_stop_te, uid 1000)".
+std::string me_as_sender() {
+  std::ifstream in("/proc/self/comm");
+  std::string comm;
+  std::getline(in, comm);
+  return "pid " + std::to_string(::getpid()) + " (" + comm + ", uid " + std::to_string(::getuid()) + ")";
+}
+
+// The launcher says who sent its signal (siginfo_t's si_pid and si_uid, the command from
+// /proc/<pid>/comm) in the stop's last line (it said only "from outside (...)").
+TEST(OutsideStop, TheLauncherNamesWhoSentItsSignal) {
+  Subprocess launcher(launch({"--nproc_per_node=1", "--grace_period_s=5"}, {rank_probe_path(), "wait"}));
+  ASSERT_TRUE(launcher.wait_for_stdout("ready ", 1, seconds(30))) << launcher.stdout_so_far();
+  launcher.send_signal(SIGTERM);
+  const Finished f = launcher.finish(seconds(60));
+  ASSERT_FALSE(f.timed_out) << f.err;
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.err;
+  EXPECT_TRUE(contains(f.err, "launch: got SIGTERM: stopping 1 rank (SIGTERM")) << f.err;
+  EXPECT_TRUE(contains(last_line_of(f.err), "launch: the job was stopped by SIGTERM sent to the launcher from outside "
+                                            "(a scheduler's cancel, preemption or eviction, or a kill) by " +
+                                                me_as_sender() + ", not by a failure"))
+      << f.err;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// "ready <pid> <rank>" lines of the shell ranks below: pid by rank.
+std::map<int, pid_t> ready_ranks(const std::string& out) {
+  std::map<int, pid_t> pids;
+  for (size_t at = out.find("ready "); at != std::string::npos; at = out.find("ready ", at + 1)) {
+    std::istringstream line(out.substr(at + 6));
+    pid_t pid = -1;
+    int rank = -1;
+    if (line >> pid >> rank) pids[rank] = pid;
+  }
+  return pids;
+}
+
+// Two ranks with handlers of SIGTERM (a graceful checkpoint-and-exit): rank 0 exits with
+// `code` at once, rank 1 takes 2 s. The scheduler's SIGTERM reaches rank 0 first, and the
+// launcher once rank 0 has been reaped (the order certain; with `after_line`, once the
+// launcher has said that line too), while rank 1 still runs. Output and errors merged (out).
+Finished graceful_rank_then_launcher(int code, const std::string& after_line = "") {
+  const std::string script = "if [ \"$RANK\" = 0 ]; then trap 'exit " + std::to_string(code) +
+                             "' TERM; else trap 'sleep 2; exit 0' TERM; fi; echo ready $$ $RANK; "
+                             "while :; do sleep 0.05; done";
+  Subprocess launcher(launch({"--nproc_per_node=2", "--grace_period_s=20"}, {"/bin/sh", "-c", script}), {},
+                      /*merge_stderr=*/true);
+  if (!launcher.wait_for_stdout("ready ", 2, seconds(30))) return launcher.finish(seconds(1));
+  const std::map<int, pid_t> ranks = ready_ranks(launcher.stdout_so_far());
+  EXPECT_EQ(ranks.size(), 2u) << launcher.stdout_so_far();
+  if (ranks.count(0) == 0) return launcher.finish(seconds(1));
+  ::kill(ranks.at(0), SIGTERM);
+  EXPECT_TRUE(reaped_within(ranks.at(0), seconds(20)));
+  if (!after_line.empty()) {
+    EXPECT_TRUE(launcher.wait_for_stdout(after_line, 1, seconds(20))) << launcher.stdout_so_far();
+  }
+  launcher.send_signal(SIGTERM);
+  return launcher.finish(seconds(60));
+}
+
+// A rank that exits 143 (128 + SIGTERM) from its own handler, just before the launcher's
+// own SIGTERM, is part of the stop: no rank is named as failed (it said "rank 0 (local rank
+// 0, pid N) failed: exit code 143", then killed rank 1 as if the SIGTERM were impatience).
+TEST(OutsideStop, ARankThatExits143OnItsOwnHandlerIsPartOfTheStop) {
+  const Finished f = graceful_rank_then_launcher(143);
+  ASSERT_FALSE(f.timed_out) << f.out;
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.out;
+  EXPECT_FALSE(contains(f.out, ") failed")) << f.out;
+  EXPECT_FALSE(contains(f.out, "still running: SIGKILL")) << f.out;
+  const std::string last = last_line_of(f.out);
+  EXPECT_TRUE(contains(last, "launch: the job was stopped by SIGTERM sent to the launcher")) << f.out;
+  EXPECT_TRUE(contains(last, "no rank failed on its own; rank 0 (exit code 143) ended on its own as the signal came"))
+      << f.out;
+  EXPECT_TRUE(contains(last, "rank 1 was stopped by the launcher; exit status 143")) << f.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// The same with another code (its checkpoint saved, the handler exits 7): the exit is seen
+// as a failure at first, and the stop begins for it; the launcher's SIGTERM 1.5 s at most
+// later makes it part of the job's outside stop. The last line names no culprit, the exit
+// status is the stop's, and rank 1 keeps its grace (it said "rank 0 ... failed first
+// (exit code 7)", exited 7 and killed rank 1 with SIGKILL).
+TEST(OutsideStop, ARankThatExitsOnItsOwnJustBeforeTheLaunchersSignalIsPartOfTheStop) {
+  const Finished f = graceful_rank_then_launcher(7, "launch: rank 0 failed: stopping 1 rank");
+  ASSERT_FALSE(f.timed_out) << f.out;
+  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.out;
+  const std::string last = last_line_of(f.out);
+  EXPECT_FALSE(contains(last, "failed first")) << f.out;
+  EXPECT_FALSE(contains(last, "had failed")) << f.out;
+  EXPECT_TRUE(contains(last, "launch: the job was stopped by SIGTERM sent to the launcher")) << f.out;
+  EXPECT_TRUE(contains(last, "not by a failure: no rank failed on its own; rank 0 (exit code 7) ended on its own as "
+                             "the signal came"))
+      << f.out;
+  EXPECT_FALSE(contains(f.out, "still running: SIGKILL")) << f.out;
+  EXPECT_TRUE(contains(f.out, "that exit was its part of the stop")) << f.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// With no signal to the launcher, a rank's exit with a code stays its failure.
+TEST(OutsideStop, ARankThatExitsWithACodeAloneStillFailed) {
+  const std::string script = "if [ \"$RANK\" = 0 ]; then exit 7; fi; while :; do sleep 0.05; done";
+  Subprocess launcher(launch({"--nproc_per_node=2", "--grace_period_s=5"}, {"/bin/sh", "-c", script}));
+  const Finished f = launcher.finish(seconds(60));
+  ASSERT_FALSE(f.timed_out) << f.err;
+  EXPECT_EQ(exit_code(f), 7) << f.err;
+  EXPECT_TRUE(contains(f.err, ") failed first (exit code 7)")) << f.err;
+  EXPECT_FALSE(contains(f.err, "the job was stopped by")) << f.err;
+}
+
+// Until every thread of `pid` is stopped (state T): a SIGSTOP takes effect as each thread is
+// next scheduled, not as kill() returns.
+bool stopped_within(pid_t pid, milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (;;) {
+    bool all = true;
+    bool any = false;
+    for (const std::string& tid : entries_of(tasks)) {
+      std::ifstream in(tasks + "/" + tid + "/stat");
+      std::string stat;
+      std::getline(in, stat);
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos || close + 2 >= stat.size()) continue;  // gone meanwhile
+      any = true;
+      all = all && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+    }
+    if (any && all) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+// A rank dead but not yet reaped as the launcher stops the ranks is not counted among those
+// it stops (it said "stopping 1 rank" of a rank gone). Node 1's launcher gets SIGTERM with
+// its rank, whose handler exits 0.7 s later; node 0's launcher is frozen (SIGSTOP), so node
+// 1's note on the job's board waits out its 1.5 s bound, and the rank has died meanwhile.
+TEST(OutsideStop, RanksThatEndedBeforeTheStopAreNotCountedAsStopped) {
+  const std::string port = std::to_string(local::pick_free_port());
+  auto node = [&](int node_rank, const std::string& script) {
+    return launch({"--nnodes=2", "--node_rank=" + std::to_string(node_rank), "--nproc_per_node=1",
+                   "--master_port=" + port, "--grace_period_s=5"},
+                  {"/bin/sh", "-c", script});
+  };
+  const std::vector<std::string> env = {"DISTCOMM_RUN_ID=outside_stop_count", "DISTCOMM_STORE_TOKEN=secret"};
+  Subprocess node0(node(0, "echo ready $$ $RANK; while :; do sleep 0.05; done"), env);
+  Subprocess node1(node(1, "trap 'sleep 0.7; exit 0' TERM; echo ready $$ $RANK; while :; do sleep 0.05; done"), env);
+  ASSERT_TRUE(node0.wait_for_stdout("ready ", 1, seconds(60))) << node0.stdout_so_far();
+  ASSERT_TRUE(node1.wait_for_stdout("ready ", 1, seconds(60))) << node1.stdout_so_far();
+  const std::map<int, pid_t> ranks = ready_ranks(node1.stdout_so_far());
+  ASSERT_EQ(ranks.count(1), 1u) << node1.stdout_so_far();
+  node0.send_signal(SIGSTOP);
+  EXPECT_TRUE(stopped_within(node0.pid(), seconds(20)));
+  ::kill(ranks.at(1), SIGTERM);  // a scheduler's SIGTERM to the machine's processes
+  node1.send_signal(SIGTERM);
+  const Finished f1 = node1.finish(seconds(60));
+  node0.send_signal(SIGCONT);
+  node0.send_signal(SIGTERM);
+  const Finished f0 = node0.finish(seconds(60));
+  ASSERT_FALSE(f1.timed_out) << f1.err;
+  EXPECT_EQ(exit_code(f1), 128 + SIGTERM) << f1.err;
+  // The note's wait held the launcher's loop: the rank had ended by the stop.
+  EXPECT_TRUE(contains(f1.err, "cannot leave in the job's store that this machine's launcher was stopped")) << f1.err;
+  EXPECT_FALSE(contains(f1.err, "stopping 1 rank")) << f1.err;
+  EXPECT_TRUE(contains(f1.err, ": no rank left to stop (1 had already ended)")) << f1.err;
+  (void)f0;
+  EXPECT_TRUE(no_orphan_running());
+}
+
 // The hold's rules, without processes.
 local::Child ended_by(int sig, bool stopped_by_launcher) {
   local::Child c;
@@ -230,6 +406,16 @@ TEST(OutsideStop, OnlyAStoppingSignalTheLauncherDidNotSendIsHeld) {
   EXPECT_TRUE(hold.holds(ended_by(SIGTERM, false), t0 + launch::kOutsideStopHold - milliseconds(1)));
   EXPECT_FALSE(hold.holds(ended_by(SIGTERM, false), t0 + launch::kOutsideStopHold));
   EXPECT_FALSE(hold.until().has_value());  // over: the failure is reported
+
+  // An exit with 128 + a stopping signal's number: a rank's own handler of it.
+  local::Child graceful;
+  graceful.running = false;
+  graceful.status = 143 << 8;
+  EXPECT_TRUE(launch::exited_as_if_stopped(graceful));
+  EXPECT_TRUE(launch::OutsideStopHold().holds(graceful, t0));
+  graceful.status = 137 << 8;  // 128 + SIGKILL: no handler could have caught it
+  EXPECT_FALSE(launch::exited_as_if_stopped(graceful));
+  EXPECT_FALSE(launch::OutsideStopHold().holds(exited, t0));
 }
 
 TEST(OutsideStop, ExitsByAnOutsideSignalWaitOutTheHoldUnderContinue) {
@@ -240,6 +426,20 @@ TEST(OutsideStop, ExitsByAnOutsideSignalWaitOutTheHoldUnderContinue) {
   EXPECT_EQ(hold.pass({2}, outside, t0 + milliseconds(10)), std::vector<size_t>());
   EXPECT_EQ(hold.pass({}, outside, t0 + launch::kOutsideStopHold), std::vector<size_t>({0, 2}));
   EXPECT_EQ(hold.pass({2}, outside, t0 + launch::kOutsideStopHold), std::vector<size_t>({2}));
+}
+
+TEST(OutsideStop, TheJobsStopAndItsSenderReadBack) {
+  const auto stop = launch::decode_job_stop(launch::encode_job_stop(SIGINT, "node 0's launcher got SIGINT\nmore"));
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ(stop->first, SIGINT);
+  EXPECT_EQ(stop->second, "node 0's launcher got SIGINT\nmore");
+  EXPECT_FALSE(launch::decode_job_stop("distcomm-launcher-failure-1\n1\n0\n-1\n0\nx").has_value());
+  EXPECT_EQ(launch::sender_text(launch::SignalSender{0, 0, ""}), "the kernel (a terminal's Ctrl-C or hangup)");
+  EXPECT_EQ(launch::sender_text(launch::SignalSender{123, 0, "slurmstepd"}), "pid 123 (slurmstepd, uid 0)");
+  EXPECT_EQ(launch::sender_text(launch::SignalSender{123, 1000, ""}), "pid 123 (uid 1000)");
+  EXPECT_EQ(launch::stopped_elsewhere_text(SIGTERM, "node 0's launcher got SIGTERM", {}, {2, 3}, {}),
+            "the job was stopped on node 0: node 0's launcher got SIGTERM, not by a failure: no rank failed on its "
+            "own; ranks 2, 3 were stopped by this machine's launcher; exit status 143 (128 + 15)");
 }
 
 TEST(OutsideStop, TheLineSaysWhoGotTheSignalAndWhoFailedBefore) {
