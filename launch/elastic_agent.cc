@@ -75,6 +75,11 @@ class Agent {
   const ElasticOptions elastic_;
   SignalWatch signals_;
   int interrupted_by_ = 0;
+  // Who sent `sig` (si_pid; 0: the kernel, as for a terminal's Ctrl-C), -1 when unknown.
+  int sender_pid(int sig) const {
+    const std::optional<SignalSender> s = signals_.sender_of(sig);
+    return s ? s->pid : -1;
+  }
   bool in_attempt_ = false;  // run_attempt() takes the signals meanwhile
   bool in_on_stop_ = false;
   std::unique_ptr<RendezvousEndpoint> endpoint_;
@@ -302,8 +307,8 @@ JobResult Agent::run_rounds() {
           // 1 for the others, who were not interrupted (128 + the signal is this node's own
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
           rendezvous_->end(round->number,
-                           {true, 1, here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")",
-                            RoundEndCause::kLauncherInterrupted, cause.interrupted_by});
+                           interrupted_end(here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")",
+                                           cause.interrupted_by, sender_pid(cause.interrupted_by)));
           return "";
         }
         if (!ended.empty()) {
@@ -333,10 +338,10 @@ JobResult Agent::run_rounds() {
       endpoint_->give_up_retrying();
       try {
         // Written already when the signal came while the ranks ran (on_stop); not when it came later.
-        rendezvous_->end(round->number, {true, 1,
-                                         "node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
+        rendezvous_->end(round->number,
+                         interrupted_end("node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
                                              local::signal_name(interrupted_by_) + ")",
-                                         RoundEndCause::kLauncherInterrupted, interrupted_by_});
+                                         interrupted_by_, sender_pid(interrupted_by_)));
       } catch (const std::exception&) {
       }
       return leave_interrupted(/*said=*/result.interrupted_by != 0);
@@ -382,7 +387,8 @@ JobResult Agent::run_rounds() {
         return leave_interrupted(/*said=*/true);
       }
       say(rendezvous_name() + " round " + std::to_string(round->number) + ": waited " +
-          tenths_text(after.hold_for_own_stop) + " for a " + local::signal_name(end->signal) +
+          tenths_text(after.hold_for_own_stop) + " for a " +
+          (end->signal != 0 ? local::signal_name(end->signal) : std::string("stopping signal")) +
           " of this launcher's own (a scheduler stopping the job signals every machine); none came");
     }
     if (end->restart && round->restarts >= options_.max_restarts) {

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "launch/outside_stop.h"
 
@@ -11,13 +12,25 @@ namespace launch {
 namespace {
 
 constexpr char kInterrupted[] = "interrupted:";
+constexpr char kInterruptedAtTerminal[] = "interrupted_at_terminal:";
+// The words an older launcher (no cause field) wrote when a signal made it leave.
+constexpr char kOldInterruptedWords[] = " left: interrupted (";
+
+// The signal number after `prefix` in `text`; 0 when there is none or it is malformed.
+int signal_after(const std::string& text, const char* prefix, size_t prefix_size) {
+  if (text.rfind(prefix, 0) != 0) return 0;
+  const std::string number = text.substr(prefix_size - 1);
+  if (number.empty() || number.size() > 2 || number.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const int sig = std::atoi(number.c_str());
+  return sig > 0 && sig <= 64 ? sig : 0;
+}
 
 std::string cause_text(const RoundEnd& e) {
   switch (e.cause) {
     case RoundEndCause::kRankFailed:
       return "rank_failed";
     case RoundEndCause::kLauncherInterrupted:
-      return kInterrupted + std::to_string(e.signal);
+      return (e.from_terminal ? kInterruptedAtTerminal : kInterrupted) + std::to_string(e.signal);
     case RoundEndCause::kLauncherEnded:
       return "launcher_ended";
     case RoundEndCause::kLauncherWentAway:
@@ -34,13 +47,15 @@ std::string cause_text(const RoundEnd& e) {
 
 // Sets e's cause from its text; false when `text` names none (then e is left as it was).
 bool read_cause(const std::string& text, RoundEnd& e) {
-  if (text.rfind(kInterrupted, 0) == 0) {
-    const std::string number = text.substr(sizeof(kInterrupted) - 1);
-    char* end = nullptr;
-    const long sig = std::strtol(number.c_str(), &end, 10);
-    if (number.empty() || *end != '\0' || sig <= 0 || sig > 64) return false;
+  for (const bool terminal : {false, true}) {
+    const char* prefix = terminal ? kInterruptedAtTerminal : kInterrupted;
+    const size_t size = terminal ? sizeof(kInterruptedAtTerminal) : sizeof(kInterrupted);
+    if (text.rfind(prefix, 0) != 0) continue;
+    const int sig = signal_after(text, prefix, size);
+    if (sig == 0) return false;
     e.cause = RoundEndCause::kLauncherInterrupted;
-    e.signal = static_cast<int>(sig);
+    e.signal = sig;
+    e.from_terminal = terminal;
     return true;
   }
   static const std::pair<const char*, RoundEndCause> kNames[] = {
@@ -87,22 +102,29 @@ std::optional<RoundEnd> decode_round_end(const std::string& text) {
   return e;
 }
 
+RoundEnd interrupted_end(const std::string& why, int sig, int sender_pid) {
+  RoundEnd e{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
+  e.from_terminal = sender_pid == 0;
+  return e;
+}
+
 AfterRoundEnd after_round_end(const RoundEnd& end) {
   AfterRoundEnd after;
+  if (end.cause == RoundEndCause::kUnknown) {
+    // An older launcher's end carries no cause: its words are all there is (they said every
+    // departure by a signal this way, and it held for every one).
+    if (end.why.find(kOldInterruptedWords) != std::string::npos) after.hold_for_own_stop = kOutsideStopHold;
+    return after;
+  }
   if (end.cause != RoundEndCause::kLauncherInterrupted) return after;
-  switch (end.signal) {
-    case SIGTERM:
-      // What schedulers send every process of a job they stop: this machine's may follow.
-      after.hold_for_own_stop = kOutsideStopHold;
-      break;
-    case SIGINT:
-    case SIGQUIT:
-    case SIGHUP:
-      // What a user's terminal sends the launcher of that machine alone.
-      after.removed_on_purpose = true;
-      break;
-    default:
-      break;
+  if (end.from_terminal && (end.signal == SIGINT || end.signal == SIGQUIT)) {
+    // A Ctrl-C or Ctrl-\ at that machine's terminal: the kernel sends it to that machine alone.
+    after.removed_on_purpose = true;
+  } else {
+    // SIGTERM is what schedulers send every process of a job they stop, and a SIGINT or
+    // SIGHUP sent with kill (scancel --signal, srun forwarding a Ctrl-C, ssh sessions
+    // closing) may be the whole job's too: this machine's may follow.
+    after.hold_for_own_stop = kOutsideStopHold;
   }
   return after;
 }

@@ -5,7 +5,8 @@
 //
 // In the rendezvous store (round/<r>/end, first wins):
 //   "<restart|membership>|<exit code>|<cause>|<why>"
-// with <cause> one of rank_failed, interrupted:<signal number>, launcher_ended, went_away,
+// with <cause> one of rank_failed, interrupted:<signal number>, interrupted_at_terminal:<signal
+// number>, launcher_ended, went_away,
 // everyone_went_away, machines_wait, unknown. A value of three fields (a launcher from before
 // the cause was written) reads as RoundEndCause::kUnknown with all of its why.
 #pragma once
@@ -33,7 +34,15 @@ struct RoundEnd {
   std::string why;       // for people: never parsed
   RoundEndCause cause = RoundEndCause::kUnknown;
   int signal = 0;  // kLauncherInterrupted: the signal that launcher got
+  // kLauncherInterrupted: the signal came from the kernel (sender pid 0), as a terminal's
+  // Ctrl-C or Ctrl-\ does, to that machine alone. A signal sent with kill (scancel
+  // --signal=INT, srun forwarding a Ctrl-C, a script) may reach every machine of the job.
+  bool from_terminal = false;
 };
+
+// The end a launcher writes when a stopping signal made it leave: `sender_pid` is the
+// signal's si_pid (0: the kernel, i.e. a terminal), -1 when unknown.
+RoundEnd interrupted_end(const std::string& why, int sig, int sender_pid);
 
 std::string encode_round_end(const RoundEnd& end);
 // nullopt when `text` is no round end (fewer than three fields, or no exit code).
@@ -46,9 +55,10 @@ struct AfterRoundEnd {
   // and another machine's may have come first; a new round would start ranks only to stop
   // them (outside_stop.h). Zero when nothing says the job is being stopped.
   std::chrono::milliseconds hold_for_own_stop{0};
-  // Another machine's launcher was stopped on purpose by a signal its user sends to that
-  // machine alone (a Ctrl-C, Ctrl-\, its terminal closed): that machine was removed, and
-  // the next round forms at once.
+  // Another machine's launcher was stopped on purpose from its terminal (a Ctrl-C or
+  // Ctrl-\, which reach that machine alone): that machine was removed, and the next round
+  // forms at once. Any other stopping signal (SIGTERM, a SIGHUP of closed ssh sessions, a
+  // SIGINT sent with kill: scancel --signal=INT, srun) may be the whole job's: held.
   bool removed_on_purpose = false;
 };
 AfterRoundEnd after_round_end(const RoundEnd& end);

@@ -15,31 +15,46 @@ namespace distcomm {
 namespace launch {
 namespace {
 
-RoundEnd interrupted(int sig, const std::string& why) {
-  return RoundEnd{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
+RoundEnd interrupted(int sig, const std::string& why, bool from_terminal = false) {
+  RoundEnd e{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
+  e.from_terminal = from_terminal;
+  return e;
 }
 
-// A Ctrl-C (or Ctrl-\, or a closed terminal) reaches one machine's launcher alone: that
-// machine was removed, and the others start the next round without waiting.
-TEST(RoundEnd, AMachineInterruptedByItsUserIsRemovedWithoutAWait) {
-  for (int sig : {SIGINT, SIGQUIT, SIGHUP}) {
-    const AfterRoundEnd after = after_round_end(interrupted(sig, "node 1 (10.0.0.2) left: interrupted"));
+// A Ctrl-C or Ctrl-\ at one machine's terminal (the kernel sends it, sender pid 0) reaches
+// that machine's launcher alone: that machine was removed, and the others start the next
+// round without waiting.
+TEST(RoundEnd, AMachineInterruptedAtItsTerminalIsRemovedWithoutAWait) {
+  for (int sig : {SIGINT, SIGQUIT}) {
+    const AfterRoundEnd after =
+        after_round_end(interrupted_end("node 1 (10.0.0.2) left: interrupted", sig, /*sender_pid=*/0));
     EXPECT_TRUE(after.removed_on_purpose) << sig;
     EXPECT_EQ(after.hold_for_own_stop.count(), 0) << sig;
   }
 }
 
-// SIGTERM is what a scheduler sends every machine of a job it stops: the others wait a
-// moment for their own before they start ranks only to stop them (outside_stop.h).
-TEST(RoundEnd, AMachineGivenSigtermHoldsTheOthersForTheirOwnStop) {
-  const AfterRoundEnd after = after_round_end(interrupted(SIGTERM, "node 1 (10.0.0.2) left: interrupted (SIGTERM)"));
-  EXPECT_EQ(after.hold_for_own_stop, kOutsideStopHold);
-  EXPECT_FALSE(after.removed_on_purpose);
+// SIGTERM is what a scheduler sends every machine of a job it stops, and a SIGINT, SIGQUIT
+// or SIGHUP sent with kill (scancel --signal=INT, srun forwarding a Ctrl-C) or by closed ssh
+// sessions may be the whole job's too: the others wait a moment for their own before they
+// start ranks only to stop them (outside_stop.h). (The review of aba3a81 found a job
+// stopped with SIGINT on every machine starting a new round at once.)
+TEST(RoundEnd, ASignalThatMayBeTheWholeJobsHoldsTheOthersForTheirOwn) {
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP}) {
+    const AfterRoundEnd sent = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*sender_pid=*/4711));
+    EXPECT_EQ(sent.hold_for_own_stop, kOutsideStopHold) << sig;
+    EXPECT_FALSE(sent.removed_on_purpose) << sig;
+    const AfterRoundEnd unknown = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*sender_pid=*/-1));
+    EXPECT_EQ(unknown.hold_for_own_stop, kOutsideStopHold) << sig;
+  }
+  // A closed terminal's SIGHUP comes from the kernel too, but closed ssh sessions hang up
+  // every machine at once: held.
+  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGHUP, 0)).hold_for_own_stop, kOutsideStopHold);
+  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGTERM, 0)).hold_for_own_stop, kOutsideStopHold);
 }
 
 // Every other cause: no hold, no removal -- whatever the words say.
 TEST(RoundEnd, OtherCausesNeitherHoldNorRemove) {
-  for (RoundEndCause cause : {RoundEndCause::kUnknown, RoundEndCause::kRankFailed, RoundEndCause::kLauncherEnded,
+  for (RoundEndCause cause : {RoundEndCause::kRankFailed, RoundEndCause::kLauncherEnded,
                               RoundEndCause::kLauncherWentAway, RoundEndCause::kEveryoneWentAway,
                               RoundEndCause::kMachinesWait}) {
     // The words of an interrupted launcher, with another cause: the words decide nothing.
@@ -54,7 +69,7 @@ TEST(RoundEnd, OtherCausesNeitherHoldNorRemove) {
 TEST(RoundEnd, TheDecisionDoesNotReadTheWords) {
   for (const std::string why : {"", "node 1 quit: SIGTERM", "le noeud 1 est parti (interrompu)"}) {
     EXPECT_EQ(after_round_end(interrupted(SIGTERM, why)).hold_for_own_stop, kOutsideStopHold) << why;
-    EXPECT_TRUE(after_round_end(interrupted(SIGINT, why)).removed_on_purpose) << why;
+    EXPECT_TRUE(after_round_end(interrupted(SIGINT, why, /*from_terminal=*/true)).removed_on_purpose) << why;
   }
 }
 
@@ -65,7 +80,7 @@ TEST(RoundEnd, TheCauseTravelsThroughTheRendezvousStore) {
   ElasticOptions options;
   options.rdzv_id = "round_end_test";
   Rendezvous rendezvous(store, options, /*max_restarts=*/3);
-  const RoundEnd written = interrupted(SIGINT, "node 1 (10.0.0.2) left: interrupted (SIGINT) | really");
+  const RoundEnd written = interrupted(SIGINT, "node 1 (10.0.0.2) left: interrupted (SIGINT) | really", true);
   const RoundEnd stands = rendezvous.end(1, written);
   const std::optional<RoundEnd> read = rendezvous.end_of(1);
   ASSERT_TRUE(read.has_value());
@@ -74,8 +89,16 @@ TEST(RoundEnd, TheCauseTravelsThroughTheRendezvousStore) {
     EXPECT_EQ(e->exit_code, 1);
     EXPECT_EQ(e->cause, RoundEndCause::kLauncherInterrupted);
     EXPECT_EQ(e->signal, SIGINT);
+    EXPECT_TRUE(e->from_terminal);
     EXPECT_EQ(e->why, written.why);
   }
+  // Sent with kill: read back as such.
+  const std::optional<RoundEnd> sent =
+      decode_round_end(encode_round_end(interrupted_end("node 2 left: interrupted (SIGINT)", SIGINT, 4711)));
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(sent->cause, RoundEndCause::kLauncherInterrupted);
+  EXPECT_EQ(sent->signal, SIGINT);
+  EXPECT_FALSE(sent->from_terminal);
   // First wins: a later end of the same round leaves the first's cause.
   const RoundEnd later = rendezvous.end(1, RoundEnd{true, 2, "rank 3 failed", RoundEndCause::kRankFailed});
   EXPECT_EQ(later.cause, RoundEndCause::kLauncherInterrupted);
@@ -103,12 +126,23 @@ TEST(RoundEnd, AnEndWithoutACauseReadsAsUnknown) {
   EXPECT_EQ(old->cause, RoundEndCause::kUnknown);
   EXPECT_EQ(old->why, "node 1 (10.0.0.2) left: interrupted (SIGINT)");
   EXPECT_FALSE(after_round_end(*old).removed_on_purpose);
+  // An older launcher (no cause field) said every departure by a signal in these words,
+  // and the others held for each: the one place the words still decide.
+  for (const char* sig : {"SIGTERM", "SIGINT"}) {
+    const std::optional<RoundEnd> older =
+        decode_round_end(std::string("restart|1|node 2 (10.0.0.3) left: interrupted (") + sig + ")");
+    ASSERT_TRUE(older.has_value());
+    EXPECT_EQ(after_round_end(*older).hold_for_own_stop, kOutsideStopHold) << sig;
+  }
+  EXPECT_EQ(after_round_end(*decode_round_end("restart|1|rank 3 failed (exit code 1) on node 1")).hold_for_own_stop.count(),
+            0);
   const std::optional<RoundEnd> piped = decode_round_end("restart|1|rank 0 failed (x|y) on node 0");
   ASSERT_TRUE(piped.has_value());
   EXPECT_EQ(piped->why, "rank 0 failed (x|y) on node 0");
   EXPECT_FALSE(decode_round_end("restart|one|why").has_value());
   EXPECT_FALSE(decode_round_end("restart").has_value());
   EXPECT_FALSE(decode_round_end("restart|1|interrupted:x|why")->cause == RoundEndCause::kLauncherInterrupted);
+  EXPECT_FALSE(decode_round_end("restart|1|interrupted:+15|why")->cause == RoundEndCause::kLauncherInterrupted);
 }
 
 }  // namespace
