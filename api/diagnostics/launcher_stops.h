@@ -6,9 +6,11 @@
 // stopped the rest. One wording for every backend, so that a reader (and tools/trace)
 // meets the same sentence whichever backend saw the loss.
 //
-// Header-only, over the core's ranks_text and the weak entry behind launcher_stops(): a
-// plugin gets it without a new core entry point, and a plugin built with it still loads in
-// a core that predates the marks (nothing is then stopped).
+// Header-only, over the core's ranks_text and the weak entry behind launcher_stops(): no new
+// core entry point. ranks_text is a C++ function of the core (3df2725), which gloo's words
+// used already: a plugin built with this header needs a core that has it (every core of ABI
+// minor 11, and minor-9 and -10 cores built after it); against one without the weak entry
+// nothing is found stopped.
 #pragma once
 
 #include <string>

@@ -119,7 +119,9 @@ void GlooBackend::peers_lost(const std::vector<LostPeer>& peers) {
     // there is one, else a stopped rank stands as its cause, as before the marks.
     const int departed = departure_behind(others.empty() ? told : others);
     failure_->record_loss(error, op.get(),
-                          departed >= 0 ? departed : culprit_among(split.others.empty() ? ranks : split.others));
+                          departed >= 0                ? departed
+                          : split.others.empty() ? ranks.front()
+                                                 : culprit_among(split.others));
     return;
   }
   const std::exception_ptr error = std::make_exception_ptr(gloo::peers_lost(told));

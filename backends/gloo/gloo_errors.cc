@@ -161,7 +161,9 @@ std::exception_ptr record_op_failure(GroupFailure& failure, ConnectionWatch* con
         error = std::make_exception_ptr(PeerFailure(
             with_launcher_stopped_text(split.others.empty() ? "" : peers_died(split.others).what(), split)));
       }
-      culprit = culprit_among(split.others.empty() ? died : split.others);  // a consequence either way
+      // A consequence either way; where every lost peer was stopped, one of them stands as
+      // the cause (a known culprit: the failure's quick path, not its 1 s look for one).
+      culprit = split.others.empty() ? died.front() : culprit_among(split.others);
     } else if (!left.empty()) {
       // A rank that left cleanly published where it was (the stall watch's last report),
       // and the explainer compares that with the others' ops: it never ran this op, so the
