@@ -37,8 +37,9 @@ struct ThreeMachines {
   std::unique_ptr<Subprocess> a, b, c;  // a serves the rendezvous store: c is the one that leaves
 };
 
-// Three launchers, each with one rank running (its "ready" line said) in round 1.
-void start_three(ThreeMachines& m, const std::string& rdzv_id) {
+// Three launchers, each with one rank running (its "ready" line said) in round 1; c's with
+// a terminal of its own (terminal_run) where `c_at_terminal`.
+void start_three(ThreeMachines& m, const std::string& rdzv_id, bool c_at_terminal = false) {
   const int port = local::pick_free_port();
   const std::vector<std::string> args =
       launch({"--nnodes=1:3", "--nproc_per_node=1", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
@@ -47,17 +48,20 @@ void start_three(ThreeMachines& m, const std::string& rdzv_id) {
   m.a = std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
   ASSERT_TRUE(accepts_connections(port, seconds(30)));
   m.b = std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
-  m.c = std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
+  std::vector<std::string> c_args = args;
+  if (c_at_terminal) c_args.insert(c_args.begin(), runfile("tests/tools/launch/terminal_run"));
+  m.c = std::make_unique<Subprocess>(c_args, kEnv, /*merge_stderr=*/true);
   for (Subprocess* p : {m.a.get(), m.b.get(), m.c.get()}) {
     ASSERT_TRUE(p->wait_for_stdout("round 1: 3 machines (min 1, max 3)", 1, seconds(60))) << p->stdout_so_far();
     ASSERT_TRUE(p->wait_for_stdout("ready ", 1, seconds(60))) << p->stdout_so_far();
   }
 }
 
-// Signals c; returns how long until both survivors' round-2 ranks said "ready".
-Clock::duration remove_c(ThreeMachines& m, int sig) {
+// Signals c (at_terminal: a Ctrl-C typed at c's terminal, which the kernel turns into
+// SIGINT); returns how long until both survivors' round-2 ranks said "ready".
+Clock::duration remove_c(ThreeMachines& m, int sig, bool at_terminal = false) {
   const Clock::time_point sent = Clock::now();
-  m.c->send_signal(sig);
+  m.c->send_signal(at_terminal ? SIGUSR1 : sig);
   const Finished fc = m.c->finish(seconds(30));
   EXPECT_EQ(exit_code(fc), 128 + sig) << fc.out;
   for (Subprocess* p : {m.a.get(), m.b.get()}) {
@@ -77,6 +81,27 @@ std::vector<Finished> stop_survivors(ThreeMachines& m) {
 }
 
 double seconds_of(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A Ctrl-C at one machine's terminal reaches that machine alone: the others start the next
+// round at once and say that it was removed on purpose.
+TEST(DeliberateDeparture, ACtrlCAtOneMachinesTerminalStartsTheNextRoundWithoutWaiting) {
+  ThreeMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_three(m, "ctrl_c_no_wait", /*c_at_terminal=*/true));
+  const Clock::duration took = remove_c(m, SIGINT, /*at_terminal=*/true);
+  const std::vector<Finished> survivors = stop_survivors(m);
+  std::printf("Ctrl-C at one launcher's terminal -> both survivors' round-2 ranks ready: %.2f s\n", seconds_of(took));
+  for (const Finished& f : survivors) {
+    EXPECT_NE(f.out.find("launch: rendezvous 'ctrl_c_no_wait' round 1: a machine was removed on purpose (its launcher "
+                         "got SIGINT): the next round forms without waiting\n"),
+              std::string::npos)
+        << f.out;
+    EXPECT_EQ(f.out.find(" of this launcher's own (a scheduler"), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find(") left: interrupted (SIGINT)"), std::string::npos) << f.out;
+  }
+  // Generous: the machine is shared and noisy. The log lines above tell the wait apart.
+  EXPECT_LT(took, seconds(20));
+  EXPECT_TRUE(no_orphan_running());
+}
 
 // A SIGINT sent with kill (what scancel --signal=INT and srun send every machine): the others
 // hold for their own, as after SIGTERM, and go on when none comes.
