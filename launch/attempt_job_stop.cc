@@ -28,11 +28,16 @@ namespace {
 // that they did at its next look (as often): two beats, and room for a loaded machine.
 constexpr std::chrono::milliseconds kJobStopReach{5000};
 constexpr std::chrono::milliseconds kJobStopLook{100};
+// A stopping signal this soon after the one being told is a repeat of it, not a second ask.
+constexpr std::chrono::milliseconds kRepeatedStop{1000};
 
 }  // namespace
 
 void Attempt::handle_stop_elsewhere() {
   if (roll_call_ == nullptr || options_.node_rank == 0 || ranks_.stopping() || result_.interrupted_by != 0) return;
+  // Its ranks all ended already (exited 0, draining their output): nothing here to stop,
+  // and their success stands.
+  if (ranks_.running() == 0) return;
   const std::optional<std::pair<int, std::string>> stop = roll_call_->job_stop();
   if (!stop) return;
   result_.interrupted_by = stop->first;
@@ -54,18 +59,22 @@ void Attempt::tell_others_of_stop(int sig, NodeRollCall* roll_call) {
         "): the other machines' ranks may run on; stop them there");
     return;
   }
-  const Clock::time_point until = Clock::now() + kJobStopReach;
-  int again = 0;  // a second stopping signal: no more waiting
+  const Clock::time_point began = Clock::now();
+  const Clock::time_point until = began + kJobStopReach;
+  int again = 0;  // a second stopping signal, a deliberate one: no more waiting
   while (again == 0 && !roll_call->stop_known_by_all() && Clock::now() < until) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
     pollfd p{signals_.fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min(left, kJobStopLook).count()));
     for (int s : signals_.take()) {
-      if (stops_the_job(s)) again = s;
+      // A repeat within a second is the same stop delivered twice (a signal to the process
+      // group and a wrapper forwarding it, tini, a double Ctrl-C): ending the wait on it left
+      // the other machines' ranks running (the review of e258281).
+      if (stops_the_job(s) && Clock::now() - began >= kRepeatedStop) again = s;
     }
   }
   if (roll_call->stop_known_by_all()) {
-    say("told the other machines' launchers to stop their ranks: each has read it (or had ended)");
+    say("told the other machines' launchers to stop their ranks: each has read it, had ended, or fell silent");
   } else {
     say("told the other machines' launchers to stop their ranks, but not all had read it " +
         (again != 0 ? "when " + local::signal_name(again) + " came" : "within " + seconds_text(kJobStopReach)) +

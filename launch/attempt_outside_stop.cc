@@ -48,7 +48,12 @@ bool Attempt::outside_stop_after_failure(int sig) {
   const size_t i = static_cast<size_t>(first);
   const local::Child& c = ranks_[i];
   const int64_t now = FailureReport::now_ns();
-  if (c.running || c.stopped || !WIFEXITED(c.status) || now - c.ended_ns > kOutsideStopHoldNs) return false;
+  // Only an exit as if stopped (128 + a stopping signal: a handler's graceful exit, by the
+  // convention shells and torchrun follow) is taken for the stop's. Any other code may be a
+  // real failure that someone stopped the job after (a user's kill, srun -K ending the job
+  // because of it): timing cannot tell the two apart, and a failure must never be hidden
+  // (the review of e258281: `exit 7`, then a SIGTERM 1 s later, read "not a failure").
+  if (c.running || c.stopped || !exited_as_if_stopped(c) || now - c.ended_ns > kOutsideStopHoldNs) return false;
   // A rank that reported an error failed on its own, whatever signal came after.
   if (!processes_[i].error_file.empty() && FailureReport::read(processes_[i].error_file)) return false;
   const std::string how = how_ended(i);
@@ -82,10 +87,11 @@ void Attempt::say_stopped_from_outside() {
       if (!processes_[i].error_file.empty()) report = FailureReport::read(processes_[i].error_file);
       if (report && (report->consequence || report->lost_rank >= 0)) continue;
       const std::string rank = "rank " + std::to_string(processes_[i].rank) + " (" + how_ended(i) + ")";
-      // Exited with a code, unreported, as the signal came: its handler caught the same
-      // signal from outside (a graceful checkpoint-and-exit). Not on another machine's
-      // word (stopped_elsewhere_): this launcher's own signal is the evidence.
-      if (stopped_elsewhere_.empty() && !report && WIFEXITED(c.status) && outside_signal_ns_ != 0 &&
+      // Exited 128 + a stopping signal, unreported, as the signal came: its handler caught
+      // the same signal from outside (a graceful checkpoint-and-exit). Any other code stays
+      // a failure (outside_stop_after_failure). Not on another machine's word
+      // (stopped_elsewhere_): this launcher's own signal is the evidence.
+      if (stopped_elsewhere_.empty() && !report && exited_as_if_stopped(c) && outside_signal_ns_ != 0 &&
           c.ended_ns >= outside_signal_ns_ - kOutsideStopHoldNs) {
         ended_with_stop.push_back(rank);
       } else {

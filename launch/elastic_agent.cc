@@ -75,10 +75,10 @@ class Agent {
   const ElasticOptions elastic_;
   SignalWatch signals_;
   int interrupted_by_ = 0;
-  // Who sent `sig` (si_pid; 0: the kernel, as for a terminal's Ctrl-C), -1 when unknown.
-  int sender_pid(int sig) const {
+  // Whether `sig` came from this machine's terminal (a Ctrl-C: signal_watch.h).
+  bool at_terminal(int sig) const {
     const std::optional<SignalSender> s = signals_.sender_of(sig);
-    return s ? s->pid : -1;
+    return s && from_terminal(*s);
   }
   bool in_attempt_ = false;  // run_attempt() takes the signals meanwhile
   bool in_on_stop_ = false;
@@ -308,7 +308,7 @@ JobResult Agent::run_rounds() {
           // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
           rendezvous_->end(round->number,
                            interrupted_end(here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")",
-                                           cause.interrupted_by, sender_pid(cause.interrupted_by)));
+                                           cause.interrupted_by, at_terminal(cause.interrupted_by)));
           return "";
         }
         if (!ended.empty()) {
@@ -341,7 +341,7 @@ JobResult Agent::run_rounds() {
         rendezvous_->end(round->number,
                          interrupted_end("node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
                                              local::signal_name(interrupted_by_) + ")",
-                                         interrupted_by_, sender_pid(interrupted_by_)));
+                                         interrupted_by_, at_terminal(interrupted_by_)));
       } catch (const std::exception&) {
       }
       return leave_interrupted(/*said=*/result.interrupted_by != 0);

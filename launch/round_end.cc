@@ -102,9 +102,9 @@ std::optional<RoundEnd> decode_round_end(const std::string& text) {
   return e;
 }
 
-RoundEnd interrupted_end(const std::string& why, int sig, int sender_pid) {
+RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal) {
   RoundEnd e{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
-  e.from_terminal = sender_pid == 0;
+  e.from_terminal = from_terminal;
   return e;
 }
 

@@ -34,15 +34,15 @@ struct RoundEnd {
   std::string why;       // for people: never parsed
   RoundEndCause cause = RoundEndCause::kUnknown;
   int signal = 0;  // kLauncherInterrupted: the signal that launcher got
-  // kLauncherInterrupted: the signal came from the kernel (sender pid 0), as a terminal's
-  // Ctrl-C or Ctrl-\ does, to that machine alone. A signal sent with kill (scancel
+  // kLauncherInterrupted: the signal came from the kernel (si_code SI_KERNEL, sender pid 0),
+  // as a terminal's Ctrl-C or Ctrl-\ does, to that machine alone. A signal sent with kill (scancel
   // --signal=INT, srun forwarding a Ctrl-C, a script) may reach every machine of the job.
   bool from_terminal = false;
 };
 
-// The end a launcher writes when a stopping signal made it leave: `sender_pid` is the
-// signal's si_pid (0: the kernel, i.e. a terminal), -1 when unknown.
-RoundEnd interrupted_end(const std::string& why, int sig, int sender_pid);
+// The end a launcher writes when a stopping signal made it leave; `from_terminal`: the
+// signal came from its terminal (signal_watch.h's from_terminal).
+RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal);
 
 std::string encode_round_end(const RoundEnd& end);
 // nullopt when `text` is no round end (fewer than three fields, or no exit code).

@@ -23,8 +23,9 @@ volatile sig_atomic_t g_write_fd = -1;
 // the pipe holds whole records only and a read of whole records' room returns whole ones.
 struct Caught {
   int32_t sig;
-  int32_t pid;   // si_pid: the sender (0: the kernel)
+  int32_t pid;   // si_pid: the sender (0: the kernel, or a process outside this PID namespace)
   uint32_t uid;  // si_uid
+  int32_t code;  // si_code: SI_USER (kill), SI_KERNEL (a terminal's), ...
 };
 static_assert(sizeof(Caught) <= PIPE_BUF, "a record is written atomically");
 
@@ -32,7 +33,8 @@ static_assert(sizeof(Caught) <= PIPE_BUF, "a record is written atomically");
 void on_signal(int sig, siginfo_t* info, void*) {
   int saved = errno;  // the interrupted code may be about to read errno
   Caught c{sig, info != nullptr ? static_cast<int32_t>(info->si_pid) : 0,
-           info != nullptr ? static_cast<uint32_t>(info->si_uid) : 0u};
+           info != nullptr ? static_cast<uint32_t>(info->si_uid) : 0u,
+           info != nullptr ? static_cast<int32_t>(info->si_code) : SI_KERNEL};
   if (g_write_fd >= 0) {
     ssize_t ignored = ::write(g_write_fd, &c, sizeof(c));  // a full pipe already holds a wake-up
     (void)ignored;
@@ -51,8 +53,14 @@ std::string command_of(int pid) {
 
 bool stops_the_job(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
+bool from_terminal(const SignalSender& s) { return s.pid == 0 && s.code == SI_KERNEL; }
+
 std::string sender_text(const SignalSender& s) {
-  if (s.pid == 0) return "the kernel (a terminal's Ctrl-C or hangup)";  // a tty sends with si_pid 0
+  if (from_terminal(s)) return "the kernel (a terminal's Ctrl-C or hangup)";  // a tty's: si_pid 0
+  if (s.pid == 0) {
+    // kill() from an ancestor PID namespace arrives with si_pid 0 as well (SI_USER).
+    return "a process outside this PID namespace (a container runtime: a pod's deletion or eviction, docker stop)";
+  }
   return "pid " + std::to_string(s.pid) + " (" + (s.command.empty() ? "" : s.command + ", ") + "uid " +
          std::to_string(s.uid) + ")";
 }
@@ -102,9 +110,11 @@ std::vector<int> SignalWatch::take() {
     for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(Caught)); ++i) {
       sigs.push_back(buf[i].sig);
       if (!stops_the_job(buf[i].sig)) continue;  // a SIGCHLD's sender is a rank: nobody asks
+      if (senders_.count(buf[i].sig) != 0) continue;  // the first sender stands (repeats forward it)
       SignalSender& s = senders_[buf[i].sig];
       s.pid = buf[i].pid;
       s.uid = buf[i].uid;
+      s.code = buf[i].code;
       s.command = s.pid > 0 ? command_of(s.pid) : "";
     }
   }

@@ -288,24 +288,36 @@ TEST(OutsideStop, ARankThatExits143OnItsOwnHandlerIsPartOfTheStop) {
   EXPECT_TRUE(no_orphan_running());
 }
 
-// The same with another code (its checkpoint saved, the handler exits 7): the exit is seen
-// as a failure at first, and the stop begins for it; the launcher's SIGTERM 1.5 s at most
-// later makes it part of the job's outside stop. The last line names no culprit, the exit
-// status is the stop's, and rank 1 keeps its grace (it said "rank 0 ... failed first
-// (exit code 7)", exited 7 and killed rank 1 with SIGKILL).
-TEST(OutsideStop, ARankThatExitsOnItsOwnJustBeforeTheLaunchersSignalIsPartOfTheStop) {
+// A rank that exits with a code of its own (7), then the launcher's SIGTERM: a real failure
+// that someone stopped the job after (a user's kill, srun -K ending the job because of it)
+// looks the same as a handler's odd exit code, and a failure must never be hidden. Only
+// 128 + a stopping signal is taken for the stop's (above). (e258281 read this "not a
+// failure", exit 143; the review found it.)
+TEST(OutsideStop, AFailureIsNotHiddenByTheLaunchersSigtermThatFollowsIt) {
   const Finished f = graceful_rank_then_launcher(7, "launch: rank 0 failed: stopping 1 rank");
   ASSERT_FALSE(f.timed_out) << f.out;
-  EXPECT_EQ(exit_code(f), 128 + SIGTERM) << f.out;
+  EXPECT_EQ(exit_code(f), 7) << f.out;
+  EXPECT_TRUE(contains(f.out, ") failed first (exit code 7)")) << f.out;
+  EXPECT_FALSE(contains(f.out, "not by a failure")) << f.out;
+  EXPECT_FALSE(contains(f.out, "part of the stop")) << f.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Under --on_failure=continue the failure was said as it came; a SIGTERM 1 s later stops the
+// job, and its last line keeps that rank as failed before the stop.
+TEST(OutsideStop, AFailureUnderOnFailureContinueStaysAFailureInTheStopsLine) {
+  const std::string script = "if [ \"$RANK\" = 0 ]; then exit 7; fi; echo ready $$ $RANK; while :; do sleep 0.05; done";
+  Subprocess launcher(launch({"--nproc_per_node=2", "--grace_period_s=5", "--on_failure=continue"},
+                             {"/bin/sh", "-c", script}),
+                      {}, /*merge_stderr=*/true);
+  ASSERT_TRUE(launcher.wait_for_stdout("runs on (--on_failure=continue)", 1, seconds(30))) << launcher.stdout_so_far();
+  std::this_thread::sleep_for(milliseconds(300));  // a later signal, as a user's kill comes
+  launcher.send_signal(SIGTERM);
+  const Finished f = launcher.finish(seconds(60));
+  ASSERT_FALSE(f.timed_out) << f.out;
   const std::string last = last_line_of(f.out);
-  EXPECT_FALSE(contains(last, "failed first")) << f.out;
-  EXPECT_FALSE(contains(last, "had failed")) << f.out;
-  EXPECT_TRUE(contains(last, "launch: the job was stopped by SIGTERM sent to the launcher")) << f.out;
-  EXPECT_TRUE(contains(last, "not by a failure: no rank failed on its own; rank 0 (exit code 7) ended on its own as "
-                             "the signal came"))
-      << f.out;
-  EXPECT_FALSE(contains(f.out, "still running: SIGKILL")) << f.out;
-  EXPECT_TRUE(contains(f.out, "that exit was its part of the stop")) << f.out;
+  EXPECT_FALSE(contains(last, "ended on its own as the signal came")) << f.out;
+  EXPECT_TRUE(contains(last, "rank 0 (exit code 7) had failed")) << f.out;
   EXPECT_TRUE(no_orphan_running());
 }
 
@@ -434,7 +446,14 @@ TEST(OutsideStop, TheJobsStopAndItsSenderReadBack) {
   EXPECT_EQ(stop->first, SIGINT);
   EXPECT_EQ(stop->second, "node 0's launcher got SIGINT\nmore");
   EXPECT_FALSE(launch::decode_job_stop("distcomm-launcher-failure-1\n1\n0\n-1\n0\nx").has_value());
-  EXPECT_EQ(launch::sender_text(launch::SignalSender{0, 0, ""}), "the kernel (a terminal's Ctrl-C or hangup)");
+  EXPECT_EQ(launch::sender_text(launch::SignalSender{0, 0, "", SI_KERNEL}), "the kernel (a terminal's Ctrl-C or hangup)");
+  // kill() from outside the launcher's PID namespace (a container runtime) also has pid 0,
+  // with SI_USER: no terminal (the review of e258281 saw it called a Ctrl-C).
+  EXPECT_EQ(launch::sender_text(launch::SignalSender{0, 0, "", SI_USER}),
+            "a process outside this PID namespace (a container runtime: a pod's deletion or eviction, docker stop)");
+  EXPECT_TRUE(launch::from_terminal(launch::SignalSender{0, 0, "", SI_KERNEL}));
+  EXPECT_FALSE(launch::from_terminal(launch::SignalSender{0, 0, "", SI_USER}));
+  EXPECT_FALSE(launch::from_terminal(launch::SignalSender{123, 0, "bash", SI_USER}));
   EXPECT_EQ(launch::sender_text(launch::SignalSender{123, 0, "slurmstepd"}), "pid 123 (slurmstepd, uid 0)");
   EXPECT_EQ(launch::sender_text(launch::SignalSender{123, 1000, ""}), "pid 123 (uid 1000)");
   EXPECT_EQ(launch::stopped_elsewhere_text(SIGTERM, "node 0's launcher got SIGTERM", {}, {2, 3}, {}),

@@ -27,7 +27,7 @@ RoundEnd interrupted(int sig, const std::string& why, bool from_terminal = false
 TEST(RoundEnd, AMachineInterruptedAtItsTerminalIsRemovedWithoutAWait) {
   for (int sig : {SIGINT, SIGQUIT}) {
     const AfterRoundEnd after =
-        after_round_end(interrupted_end("node 1 (10.0.0.2) left: interrupted", sig, /*sender_pid=*/0));
+        after_round_end(interrupted_end("node 1 (10.0.0.2) left: interrupted", sig, /*from_terminal=*/true));
     EXPECT_TRUE(after.removed_on_purpose) << sig;
     EXPECT_EQ(after.hold_for_own_stop.count(), 0) << sig;
   }
@@ -40,16 +40,16 @@ TEST(RoundEnd, AMachineInterruptedAtItsTerminalIsRemovedWithoutAWait) {
 // stopped with SIGINT on every machine starting a new round at once.)
 TEST(RoundEnd, ASignalThatMayBeTheWholeJobsHoldsTheOthersForTheirOwn) {
   for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP}) {
-    const AfterRoundEnd sent = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*sender_pid=*/4711));
+    const AfterRoundEnd sent = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*from_terminal=*/false));
     EXPECT_EQ(sent.hold_for_own_stop, kOutsideStopHold) << sig;
     EXPECT_FALSE(sent.removed_on_purpose) << sig;
-    const AfterRoundEnd unknown = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*sender_pid=*/-1));
+    const AfterRoundEnd unknown = after_round_end(interrupted_end("node 1 left: interrupted", sig, /*from_terminal=*/false));
     EXPECT_EQ(unknown.hold_for_own_stop, kOutsideStopHold) << sig;
   }
   // A closed terminal's SIGHUP comes from the kernel too, but closed ssh sessions hang up
   // every machine at once: held.
-  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGHUP, 0)).hold_for_own_stop, kOutsideStopHold);
-  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGTERM, 0)).hold_for_own_stop, kOutsideStopHold);
+  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGHUP, true)).hold_for_own_stop, kOutsideStopHold);
+  EXPECT_EQ(after_round_end(interrupted_end("node 1 left", SIGTERM, true)).hold_for_own_stop, kOutsideStopHold);
 }
 
 // Every other cause: no hold, no removal -- whatever the words say.
@@ -94,7 +94,7 @@ TEST(RoundEnd, TheCauseTravelsThroughTheRendezvousStore) {
   }
   // Sent with kill: read back as such.
   const std::optional<RoundEnd> sent =
-      decode_round_end(encode_round_end(interrupted_end("node 2 left: interrupted (SIGINT)", SIGINT, 4711)));
+      decode_round_end(encode_round_end(interrupted_end("node 2 left: interrupted (SIGINT)", SIGINT, false)));
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->cause, RoundEndCause::kLauncherInterrupted);
   EXPECT_EQ(sent->signal, SIGINT);
