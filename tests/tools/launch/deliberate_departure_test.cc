@@ -103,46 +103,39 @@ TEST(DeliberateDeparture, ACtrlCAtOneMachinesTerminalStartsTheNextRoundWithoutWa
   EXPECT_TRUE(no_orphan_running());
 }
 
-// A SIGINT sent with kill (what scancel --signal=INT and srun send every machine): the others
-// hold for their own, as after SIGTERM, and go on when none comes.
-TEST(DeliberateDeparture, ASigintSentWithKillHoldsTheOthersAMomentThenTheyGoOn) {
+// One machine's launcher gets `sig` sent with kill: the others hold for their own, say so
+// when none comes, and go on; the words for people are as they were.
+void expect_the_others_held(int sig, const std::string& rdzv_id) {
+  const std::string name = local::signal_name(sig);
   ThreeMachines m;
-  ASSERT_NO_FATAL_FAILURE(start_three(m, "sigint_hold"));
-  const Clock::duration took = remove_c(m, SIGINT);
+  ASSERT_NO_FATAL_FAILURE(start_three(m, rdzv_id));
+  const Clock::duration took = remove_c(m, sig);
   const std::vector<Finished> survivors = stop_survivors(m);
-  std::printf("SIGINT (kill) to one launcher -> both survivors' round-2 ranks ready: %.2f s\n", seconds_of(took));
+  std::printf("%s (kill) to one launcher -> both survivors' round-2 ranks ready: %.2f s\n", name.c_str(),
+              seconds_of(took));
   for (const Finished& f : survivors) {
-    EXPECT_NE(f.out.find("launch: rendezvous 'sigint_hold' round 1: waited 1.5 s for a SIGINT of this launcher's own "
-                         "(a scheduler stopping the job signals every machine); none came\n"),
+    EXPECT_NE(f.out.find("launch: rendezvous '" + rdzv_id + "' round 1: waited 1.5 s for a " + name +
+                         " of this launcher's own (a scheduler stopping the job signals every machine); none came\n"),
               std::string::npos)
         << f.out;
     EXPECT_EQ(f.out.find("removed on purpose"), std::string::npos) << f.out;
-    // The words for people are as they were.
-    EXPECT_NE(f.out.find(") left: interrupted (SIGINT)"), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find(") left: interrupted (" + name + ")"), std::string::npos) << f.out;
   }
   EXPECT_GE(took, std::chrono::milliseconds(1500));
   EXPECT_LT(took, seconds(30));
   EXPECT_TRUE(no_orphan_running());
 }
 
+// A SIGINT sent with kill (what scancel --signal=INT and srun send every machine) may be the
+// whole job's, as SIGTERM is.
+TEST(DeliberateDeparture, ASigintSentWithKillHoldsTheOthersAMomentThenTheyGoOn) {
+  expect_the_others_held(SIGINT, "sigint_hold");
+}
+
 // SIGTERM is what a scheduler sends every machine of a job it stops: the survivors wait a
 // moment for theirs (none comes here), say so, and go on.
 TEST(DeliberateDeparture, ASigtermOnOneMachineHoldsTheOthersAMomentThenTheyGoOn) {
-  ThreeMachines m;
-  ASSERT_NO_FATAL_FAILURE(start_three(m, "sigterm_hold"));
-  const Clock::duration took = remove_c(m, SIGTERM);
-  const std::vector<Finished> survivors = stop_survivors(m);
-  std::printf("SIGTERM to one launcher -> both survivors' round-2 ranks ready: %.2f s\n", seconds_of(took));
-  for (const Finished& f : survivors) {
-    EXPECT_NE(f.out.find("launch: rendezvous 'sigterm_hold' round 1: waited 1.5 s for a SIGTERM of this launcher's own "
-                         "(a scheduler stopping the job signals every machine); none came\n"),
-              std::string::npos)
-        << f.out;
-    EXPECT_EQ(f.out.find("removed on purpose"), std::string::npos) << f.out;
-  }
-  EXPECT_GE(took, std::chrono::milliseconds(1500));
-  EXPECT_LT(took, seconds(30));
-  EXPECT_TRUE(no_orphan_running());
+  expect_the_others_held(SIGTERM, "sigterm_hold");
 }
 
 }  // namespace
