@@ -523,7 +523,7 @@ std::unique_ptr<NodeRollCall> open_roll_call(const LaunchOptions& o, int port) {
 // this machine's ranks ended, bounds that wait and the store's farewell after it
 // (JobStore::leave_by), whose one line says how long the store was kept. The others' ends go
 // to result (others_clean, others_not_clean; a machine lost in a fault-tolerant job to
-// survived) for the last line (job_outcome.h).
+// survived) for the last line (job_outcome.h); after a stop, end_wait_on_stop reads them.
 int close_roll_call(NodeRollCall* roll_call, JobStore* store, SignalWatch& signals, const LaunchOptions& options,
                     JobResult& result, const std::function<void(const std::string&)>& say) {
   const bool succeeded = result.exit_code == 0 && result.interrupted_by == 0;
@@ -554,7 +554,12 @@ int close_roll_call(NodeRollCall* roll_call, JobStore* store, SignalWatch& signa
       if (stop == 0 && stops_the_job(sig)) stop = sig;
     }
   }
-  if (stop != 0 && store != nullptr) store->leave_by(Clock::now(), Clock::time_point());  // no farewell wait
+  if (stop != 0) {
+    if (store != nullptr) store->leave_by(Clock::now(), Clock::time_point());  // no farewell wait
+    // The others' ends are read after they are told of the stop (end_wait_on_stop): read
+    // now, a machine that reads it meanwhile would be named as it was before.
+    return stop;
+  }
   for (const OtherMachine& m : roll_call->others()) {
     if (m.state == OtherMachine::State::kExitedZero) continue;
     if (m.state == OtherMachine::State::kLost && options.on_failure == LaunchOptions::OnFailure::kContinue) {
@@ -563,8 +568,8 @@ int close_roll_call(NodeRollCall* roll_call, JobStore* store, SignalWatch& signa
       result.others_not_clean.push_back(other_machine_text(m));
     }
   }
-  result.others_clean = stop == 0 && result.others_not_clean.empty();
-  return stop;
+  result.others_clean = result.others_not_clean.empty();
+  return 0;
 }
 
 }  // namespace
@@ -741,16 +746,10 @@ JobResult Attempt::run() {
   if (const int stop = close_roll_call(roll_call.get(), store.get(), signals_, options_, result_,
                                        [this](const std::string& line) { say(line); })) {
     // This machine's ranks had exited 0; the job's end is not known here. The other
-    // machines' ranks that still run are stopped by their launchers.
+    // machines' ranks that still run are stopped by their launchers (attempt_job_stop.cc).
     result_.interrupted_by = stop;
     result_.exit_code = 128 + stop;
-    tell_others_of_stop(stop, roll_call.get());
-    std::string others;
-    for (const std::string& other : result_.others_not_clean) others += "; " + other;
-    say("got " + local::signal_name(stop) + signals_.from_text(stop) +
-        " while waiting for the other machines' launchers to say how their ranks ended: this machine's " +
-        rank_span_text(options_.global_rank(0), options_.nproc_per_node) + " had exited 0" +
-        others + "; exit status " + std::to_string(result_.exit_code) + " (128 + " + std::to_string(stop) + ")");
+    end_wait_on_stop(stop, roll_call.get());
   }
   result_.first_rank = options_.global_rank(0);
   result_.local_ranks = options_.nproc_per_node;

@@ -186,8 +186,15 @@ class Attempt {
   void handle_stop_elsewhere();
   // Node 0's launcher, stopped by `sig` while it waited for the other machines' ranks
   // (close_roll_call): leaves the job's stop on the board and waits, a few seconds at most,
-  // for the other launchers to read it, then says so (attempt_job_stop.cc).
-  void tell_others_of_stop(int sig, NodeRollCall* roll_call);
+  // for the other launchers to read it. Returns the head of the last line ("told the other
+  // machines' launchers to stop their ranks[, but not all had read it ...]"), or "" when
+  // nothing was told (no board; the board refused, said here) (attempt_job_stop.cc).
+  std::string tell_others_of_stop(int sig, NodeRollCall* roll_call);
+  // Node 0's launcher, after `sig` ended its wait for the other machines' ranks: says why
+  // at once, tells the others (tell_others_of_stop), then ends with a line naming, as read
+  // after the telling, each other machine ("node 1 read it (...); node 2 had ended: ...")
+  // and the exit status (attempt_job_stop.cc).
+  void end_wait_on_stop(int sig, NodeRollCall* roll_call);
   // After every rank has ended: the rank that failed first by time (its error file's time,
   // else when its exit was seen) becomes the job's failure, and is named once more if the
   // ranks' own reports change or add to what was said when the first failure was seen.

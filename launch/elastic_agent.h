@@ -6,7 +6,8 @@
 // machine waits to join while there is room; every launcher then stops its ranks and joins
 // the next round with whoever is there, as long as --nnodes MIN come. A failure or a
 // machine gone counts a restart (the job's count, agreed in the store); a machine joining
-// does not. When every member's ranks have finished, the job is done.
+// does not, nor one removed on purpose (a Ctrl-C at its launcher's terminal: round_end.h).
+// When every member's ranks have finished, the job is done.
 //
 // Each round: "launch: rendezvous 'job7' round 2: 2 machines (min 1, max 4)"; each end:
 // "launch: rendezvous 'job7' round 1 ended: <why>; restart 1 of 3".

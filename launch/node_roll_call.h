@@ -48,6 +48,7 @@ struct OtherMachine {
   State state = State::kRunning;
   std::string who;  // what its launcher said of itself: "ranks 2-3 on host-b, launcher pid 7"
   bool checked_in = false;  // whether node 0's launcher saw it at all (its who, or a beat)
+  bool stop_seen = false;   // its launcher read the job's stop (NodeRollCall::job_stop)
   // How long after node 0's roll call began (about when the job began) its last beat came.
   std::chrono::steady_clock::duration last_seen{};
 };

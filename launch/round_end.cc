@@ -25,6 +25,16 @@ int signal_after(const std::string& text, const char* prefix, size_t prefix_size
   return sig > 0 && sig <= 64 ? sig : 0;
 }
 
+// An exit status, 0 to 255, in plain digits; nullopt for anything else: a value past an
+// int ("99999999999") once wrapped into another code (1215752191), and a sign or spaces are
+// no launcher's writing.
+std::optional<int> exit_code_of(const std::string& text) {
+  if (text.empty() || text.size() > 3 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const int code = std::atoi(text.c_str());
+  if (code > 255) return std::nullopt;
+  return code;
+}
+
 std::string cause_text(const RoundEnd& e) {
   switch (e.cause) {
     case RoundEndCause::kRankFailed:
@@ -88,10 +98,9 @@ std::optional<RoundEnd> decode_round_end(const std::string& text) {
   if (b == std::string::npos) return std::nullopt;
   RoundEnd e;
   e.restart = text.substr(0, a) == "restart";
-  const std::string code = text.substr(a + 1, b - a - 1);
-  char* end = nullptr;
-  e.exit_code = static_cast<int>(std::strtol(code.c_str(), &end, 10));
-  if (code.empty() || *end != '\0') return std::nullopt;
+  const std::optional<int> code = exit_code_of(text.substr(a + 1, b - a - 1));
+  if (!code) return std::nullopt;
+  e.exit_code = *code;
   const size_t c = text.find('|', b + 1);
   // Without a cause field (an older launcher's end), or a why that merely holds a '|'.
   if (c != std::string::npos && read_cause(text.substr(b + 1, c - b - 1), e)) {
@@ -105,6 +114,13 @@ std::optional<RoundEnd> decode_round_end(const std::string& text) {
 RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal) {
   RoundEnd e{true, 1, why, RoundEndCause::kLauncherInterrupted, sig};
   e.from_terminal = from_terminal;
+  if (after_round_end(e).removed_on_purpose) {
+    // A machine removed on purpose is a membership change, as a machine joining is: no
+    // failure, so no restart is counted (torchrun's membership changes do not count against
+    // max_restarts either). Counted, it left the others "gave up" under --max_restarts=0.
+    e.restart = false;
+    e.exit_code = 0;
+  }
   return e;
 }
 

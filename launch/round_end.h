@@ -29,8 +29,10 @@ enum class RoundEndCause {
 };
 
 struct RoundEnd {
-  bool restart = false;  // a failure or a machine gone (counts against --max_restarts); else a membership change
-  int exit_code = 0;     // the failure's, to exit with when no restart is left
+  // A failure or a machine gone (counts against --max_restarts); else a membership change
+  // (a machine joining, or one removed on purpose), which counts none.
+  bool restart = false;
+  int exit_code = 0;  // the failure's, to exit with when no restart is left (0 to 255; else malformed)
   std::string why;       // for people: never parsed
   RoundEndCause cause = RoundEndCause::kUnknown;
   int signal = 0;  // kLauncherInterrupted: the signal that launcher got
@@ -41,11 +43,14 @@ struct RoundEnd {
 };
 
 // The end a launcher writes when a stopping signal made it leave; `from_terminal`: the
-// signal came from its terminal (signal_watch.h's from_terminal).
+// signal came from its terminal (signal_watch.h's from_terminal). A restart, unless that
+// machine was removed on purpose (after_round_end): a membership change then, which counts
+// no restart.
 RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal);
 
 std::string encode_round_end(const RoundEnd& end);
-// nullopt when `text` is no round end (fewer than three fields, or no exit code).
+// nullopt when `text` is no round end (fewer than three fields, or an exit code that is not
+// 0 to 255 in plain digits).
 std::optional<RoundEnd> decode_round_end(const std::string& text);
 
 // What a survivor does after a round ended, before it joins the next one.

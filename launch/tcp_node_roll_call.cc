@@ -90,6 +90,7 @@ class TcpNodeRollCall : public NodeRollCall {
       m.checked_in = !s.who.empty() || !s.beats.empty();
       m.who = s.who.empty() ? "its launcher never checked in" : s.who;
       m.last_seen = s.changed - began_;
+      m.stop_seen = s.stop_seen;
       if (s.ended) {
         m.state = *s.ended == kRanksExitedZero ? OtherMachine::State::kExitedZero : OtherMachine::State::kFailed;
       } else {

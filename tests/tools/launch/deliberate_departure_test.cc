@@ -4,7 +4,8 @@
 // (SIGTERM from a scheduler; a SIGINT sent with kill, as scancel --signal=INT or srun
 // forwarding a Ctrl-C send it to every machine) they wait 1.5 s for their own first and say
 // so when none comes; only a Ctrl-C at that machine's own terminal (sent by the kernel,
-// round_end_test) removes it without a wait. The review of aba3a81 found a job stopped with
+// round_end_test) removes it without a wait, and counts no restart: a membership change, so
+// the others go on under --max_restarts=0 too. The review of aba3a81 found a job stopped with
 // SIGINT on every machine, 0.3 s apart, starting a new round at once, only to stop it.
 // Three real launchers on loopback stand for the machines (--nnodes=1:3), their ranks
 // rank_probe.
@@ -39,11 +40,11 @@ struct ThreeMachines {
 
 // Three launchers, each with one rank running (its "ready" line said) in round 1; c's with
 // a terminal of its own (terminal_run) where `c_at_terminal`.
-void start_three(ThreeMachines& m, const std::string& rdzv_id, bool c_at_terminal = false) {
+void start_three(ThreeMachines& m, const std::string& rdzv_id, bool c_at_terminal = false, int max_restarts = 3) {
   const int port = local::pick_free_port();
   const std::vector<std::string> args =
       launch({"--nnodes=1:3", "--nproc_per_node=1", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
-              "--rdzv_id=" + rdzv_id, "--rdzv_last_call_s=30", "--max_restarts=3"},
+              "--rdzv_id=" + rdzv_id, "--rdzv_last_call_s=30", "--max_restarts=" + std::to_string(max_restarts)},
              {rank_probe_path(), "wait"});
   m.a = std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
   ASSERT_TRUE(accepts_connections(port, seconds(30)));
@@ -97,9 +98,30 @@ TEST(DeliberateDeparture, ACtrlCAtOneMachinesTerminalStartsTheNextRoundWithoutWa
         << f.out;
     EXPECT_EQ(f.out.find(" of this launcher's own (a scheduler"), std::string::npos) << f.out;
     EXPECT_NE(f.out.find(") left: interrupted (SIGINT)"), std::string::npos) << f.out;
+    // A membership change, not a failure: no restart counted.
+    EXPECT_EQ(f.out.find("; restart 1 of 3"), std::string::npos) << f.out;
   }
   // Generous: the machine is shared and noisy. The log lines above tell the wait apart.
   EXPECT_LT(took, seconds(20));
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Under --max_restarts=0 too: a machine removed on purpose uses up no restart, so the others
+// form the next round (torchrun does not count membership changes against max_restarts
+// either). They ended with "gave up (--max_restarts=0)", counting it a failure.
+TEST(DeliberateDeparture, ACtrlCAtOneMachinesTerminalCountsNoRestartUnderMaxRestartsZero) {
+  ThreeMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_three(m, "ctrl_c_no_restarts", /*c_at_terminal=*/true, /*max_restarts=*/0));
+  remove_c(m, SIGINT, /*at_terminal=*/true);
+  const std::vector<Finished> survivors = stop_survivors(m);
+  for (const Finished& f : survivors) {
+    EXPECT_EQ(exit_code(f), 128 + SIGINT) << f.out;
+    EXPECT_NE(f.out.find("launch: rendezvous 'ctrl_c_no_restarts' round 1: a machine was removed on purpose"),
+              std::string::npos)
+        << f.out;
+    EXPECT_EQ(f.out.find("gave up"), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find("launch: rendezvous 'ctrl_c_no_restarts' round 2: 2 machines"), std::string::npos) << f.out;
+  }
   EXPECT_TRUE(no_orphan_running());
 }
 

@@ -2,8 +2,9 @@
 // says "the job succeeded" only where it knows: node 0's launcher of a static job once every
 // other machine's said its ranks exited 0, never another machine's (node 0's ranks may still
 // fail). Node 0's waits for the others' word at most --other_machines_wait_s, store farewell
-// included, and a Ctrl-C ends that wait. Real launchers, real ranks (shell commands), on
-// this host as two machines.
+// included, and a Ctrl-C ends that wait: it says why at once, tells the other machines to
+// stop, and ends naming each as it stood after the telling. Real launchers, real ranks (shell
+// commands), on this host as two machines (four in one test).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,8 +39,8 @@ std::string last_line(const std::string& text) {
 }
 
 std::unique_ptr<Subprocess> node(int node_rank, int nproc, int port, const std::vector<std::string>& extra,
-                                 const std::string& script) {
-  std::vector<std::string> flags = {"--nnodes=2", "--node_rank=" + std::to_string(node_rank),
+                                 const std::string& script, int nnodes = 2) {
+  std::vector<std::string> flags = {"--nnodes=" + std::to_string(nnodes), "--node_rank=" + std::to_string(node_rank),
                                     "--nproc_per_node=" + std::to_string(nproc), "--master_port=" + std::to_string(port)};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return std::make_unique<Subprocess>(launch(flags, {"/bin/sh", "-c", script}), kEnv, /*merge_stderr=*/true);
@@ -188,13 +189,18 @@ TEST(LastLine, CtrlCEndsNode0sWaitForTheOtherMachines) {
   ASSERT_TRUE(waiting) << f0.out;
   EXPECT_EQ(exit_code(f0), 130) << f0.out;
   EXPECT_LT(took, 10.0) << f0.out;  // at once; a generous margin for a loaded machine
+  // Why first (the line at once), then what node 1 did with the stop, as read after it was
+  // told (node 1 reads it at its next beat; "never checked in" only where its launcher had not
+  // started 5 s into node 0's attempt, on a loaded machine).
+  EXPECT_TRUE(std::regex_search(
+      f0.out, std::regex(R"(launch: got SIGINT from pid \d+ \([^)]*\) while waiting for the other machines' launchers )"
+                         R"(to say how their ranks ended: this machine's rank 0 had exited 0; telling the other )"
+                         R"(machines' launchers to stop their ranks\n(?:.*\n)*launch: told the other machines' )")))
+      << f0.out;
   EXPECT_TRUE(std::regex_match(
       last_line(f0.out),
-      std::regex(R"(launch: got SIGINT from pid \d+ \([^)]*\) while waiting for the other machines' launchers to )"
-                 R"(say how their ranks ended: )"
-                 R"(this machine's rank 0 had exited 0; node 1(?:'s ranks were still running when this launcher stopped )"
-                 R"(waiting for them \(rank 1 on [^,]+, launcher pid \d+\)|'s launcher had not checked in when this )"
-                 R"(launcher stopped waiting for it); exit status 130 \(128 \+ 2\))")))
+      std::regex(R"(launch: told the other machines' launchers to stop their ranks: node 1(?: read it \(rank 1 on [^,]+, )"
+                 R"(launcher pid \d+\)|'s launcher never checked in); exit status 130 \(128 \+ 2\))")))
       << f0.out;
   EXPECT_EQ(f0.out.find("kept the job's store"), std::string::npos) << f0.out;
   EXPECT_EQ(f0.out.find("succeeded"), std::string::npos) << f0.out;
@@ -227,7 +233,9 @@ TEST(LastLine, AStopOfNode0WhileItWaitsStopsTheOtherMachinesRanks) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_TRUE(waiting) << f0.out;
   EXPECT_EQ(exit_code(f0), 128 + SIGTERM) << f0.out;
-  EXPECT_NE(f0.out.find("told the other machines' launchers to stop their ranks: each has read it"), std::string::npos)
+  EXPECT_TRUE(std::regex_match(last_line(f0.out),
+                               std::regex(R"(launch: told the other machines' launchers to stop their ranks: node 1 read )"
+                                          R"(it \(rank 1 on [^,]+, launcher pid \d+\); exit status 143 \(128 \+ 15\))")))
       << f0.out;
   ASSERT_FALSE(f1.timed_out) << f1.out;
   EXPECT_LT(took, 20.0) << f1.out;  // ~2 s; the rank alone would have run 30 s
@@ -244,6 +252,75 @@ TEST(LastLine, AStopOfNode0WhileItWaitsStopsTheOtherMachinesRanks) {
                  R"(machines' ranks to end \(its own had exited 0\), not by a failure: no rank failed on its own; rank 1 )"
                  R"((?:got SIGTERM from outside too|was stopped by this machine's launcher); exit status 143 \(128 \+ 15\))")))
       << f1.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 0's launcher is stopped while it waits, before node 1's launcher has checked in; node
+// 1's starts then and reads the stop. Node 0's last line says so: it reads the other
+// machines' state after telling them, not before (it said "node 1's launcher had not checked
+// in", though node 1 had just read the stop and stopped its rank). And the line saying why
+// comes first, before the one saying what the telling did (they came the other way round).
+TEST(LastLine, Node0NamesAMachineThatReadTheStopAsSuchThoughItCheckedInAfterTheSignal) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0");
+  ASSERT_TRUE(n0->wait_for_stdout("for the other machines' launchers to say how their ranks ended", 1, seconds(60)))
+      << n0->stdout_so_far();
+  n0->send_signal(SIGTERM);
+  // Node 0's line at once: node 1's launcher has not started yet.
+  ASSERT_TRUE(n0->wait_for_stdout("; telling the other machines' launchers to stop their ranks", 1, seconds(30)))
+      << n0->stdout_so_far();
+  // Node 0 waits for node 1 to read the stop until node 1 has been silent 5 s into node 0's
+  // attempt: node 1's launcher checks in and reads it at its first beat, well within that.
+  std::unique_ptr<Subprocess> n1 = node(1, 1, port, {}, "for i in $(seq 600); do sleep 0.05; done; exit 0");
+  const Finished f0 = n0->finish(seconds(60));
+  const Finished f1 = n1->finish(seconds(90));
+  EXPECT_EQ(exit_code(f0), 128 + SIGTERM) << f0.out;
+  EXPECT_EQ(exit_code(f1), 128 + SIGTERM) << f1.out;
+  EXPECT_NE(f1.out.find("launch: node 0's launcher stopped the job (node 0's launcher got SIGTERM"), std::string::npos)
+      << f1.out;
+  const std::vector<std::string> lines = lines_of(f0.out);
+  ASSERT_GE(lines.size(), 2u) << f0.out;
+  EXPECT_TRUE(std::regex_match(lines[lines.size() - 2],
+                               std::regex(R"(launch: got SIGTERM from pid \d+ \([^)]*\) while waiting for the other )"
+                                          R"(machines' launchers to say how their ranks ended: this machine's rank 0 had )"
+                                          R"(exited 0; telling the other machines' launchers to stop their ranks)")))
+      << f0.out;
+  EXPECT_TRUE(std::regex_match(last_line(f0.out),
+                               std::regex(R"(launch: told the other machines' launchers to stop their ranks: node 1 read )"
+                                          R"(it \(rank 1 on [^,]+, launcher pid )" +
+                                          std::to_string(n1->pid()) + R"(\); exit status 143 \(128 \+ 15\))")))
+      << f0.out;
+  EXPECT_EQ(f0.out.find("had not checked in"), std::string::npos) << f0.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 0's last line after the stop names each other machine as it was: node 1's launcher
+// had ended (its rank exited 0 before the stop), node 2's read the stop, node 3's never
+// came (before: "each has read it, had ended, or fell silent", about them all together).
+TEST(LastLine, Node0SaysForEachOtherMachineWhetherItReadTheStopHadEndedOrNeverCame) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0", /*nnodes=*/4);
+  std::unique_ptr<Subprocess> n1 = node(1, 1, port, {}, "exit 0", 4);
+  std::unique_ptr<Subprocess> n2 = node(2, 1, port, {}, "echo ready; for i in $(seq 600); do sleep 0.05; done; exit 0", 4);
+  // Node 1's launcher has said how its ranks ended (it exits right after) and node 2's rank
+  // runs, before node 0's launcher is stopped.
+  const Finished f1 = n1->finish(seconds(60));
+  EXPECT_EQ(exit_code(f1), 0) << f1.out;
+  ASSERT_TRUE(n2->wait_for_stdout("ready", 1, seconds(60))) << n2->stdout_so_far();
+  ASSERT_TRUE(n0->wait_for_stdout("for the other machines' launchers to say how their ranks ended", 1, seconds(60)))
+      << n0->stdout_so_far();
+  n0->send_signal(SIGTERM);
+  const Finished f0 = n0->finish(seconds(60));
+  const Finished f2 = n2->finish(seconds(90));
+  EXPECT_EQ(exit_code(f0), 128 + SIGTERM) << f0.out;
+  EXPECT_EQ(exit_code(f2), 128 + SIGTERM) << f2.out;
+  EXPECT_TRUE(std::regex_match(
+      last_line(f0.out),
+      std::regex(R"(launch: told the other machines' launchers to stop their ranks: node 1 had ended: its ranks )"
+                 R"(exited 0 \(rank 1 on [^,]+, launcher pid )" +
+                 std::to_string(n1->pid()) + R"(\); node 2 read it \(rank 2 on [^,]+, launcher pid )" +
+                 std::to_string(n2->pid()) + R"(\); node 3's launcher never checked in; exit status 143 \(128 \+ 15\))")))
+      << f0.out;
   EXPECT_TRUE(no_orphan_running());
 }
 

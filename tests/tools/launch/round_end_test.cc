@@ -33,6 +33,44 @@ TEST(RoundEnd, AMachineInterruptedAtItsTerminalIsRemovedWithoutAWait) {
   }
 }
 
+// A machine removed on purpose is a membership change, as one joining is: it counts no
+// restart (the next round's count is the last one's plus one per restart end), so under
+// --max_restarts=0 the others go on. A signal that may be the whole job's stays a restart.
+TEST(RoundEnd, AMachineRemovedOnPurposeCountsNoRestart) {
+  for (int sig : {SIGINT, SIGQUIT}) {
+    const RoundEnd removed = interrupted_end("node 1 (10.0.0.2) left: interrupted", sig, /*from_terminal=*/true);
+    EXPECT_FALSE(removed.restart) << sig;
+    const std::optional<RoundEnd> read = decode_round_end(encode_round_end(removed));
+    ASSERT_TRUE(read.has_value());
+    EXPECT_FALSE(read->restart) << sig;
+    EXPECT_TRUE(after_round_end(*read).removed_on_purpose) << sig;
+  }
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP}) {
+    const RoundEnd sent = interrupted_end("node 1 left: interrupted", sig, /*from_terminal=*/false);
+    EXPECT_TRUE(sent.restart) << sig;
+    EXPECT_EQ(sent.exit_code, 1) << sig;
+  }
+  EXPECT_TRUE(interrupted_end("node 1 left", SIGHUP, /*from_terminal=*/true).restart);
+  EXPECT_TRUE(interrupted_end("node 1 left", SIGTERM, /*from_terminal=*/true).restart);
+}
+
+// An exit code is 0 to 255 in plain digits; anything else is a malformed end, refused as a
+// missing one is. "99999999999" was read as 1215752191 (it wrapped past an int).
+TEST(RoundEnd, AnExitCodeOutOfRangeOrNotANumberIsMalformed) {
+  for (const char* code : {"99999999999", "4294967297", "256", "-1", "+7", " 7", "7 ", "0x7", "1e2", "", "seven"}) {
+    EXPECT_FALSE(decode_round_end(std::string("restart|") + code + "|rank_failed|rank 3 failed").has_value())
+        << "'" << code << "'";
+    EXPECT_FALSE(decode_round_end(std::string("restart|") + code + "|rank 3 failed").has_value()) << "'" << code << "'";
+  }
+  for (int code : {0, 1, 143, 255}) {
+    const std::optional<RoundEnd> e =
+        decode_round_end("restart|" + std::to_string(code) + "|rank_failed|rank 3 failed (exit code 7)");
+    ASSERT_TRUE(e.has_value()) << code;
+    EXPECT_EQ(e->exit_code, code);
+    EXPECT_EQ(e->cause, RoundEndCause::kRankFailed);
+  }
+}
+
 // SIGTERM is what a scheduler sends every machine of a job it stops, and a SIGINT, SIGQUIT
 // or SIGHUP sent with kill (scancel --signal=INT, srun forwarding a Ctrl-C) or by closed ssh
 // sessions may be the whole job's too: the others wait a moment for their own before they
