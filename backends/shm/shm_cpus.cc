@@ -9,6 +9,8 @@
 #include <system_error>
 #include <thread>
 
+#include "backends/shm/cgroup_cpu_quota.h"
+
 namespace distcomm {
 namespace shm {
 
@@ -40,13 +42,17 @@ int online_cpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-int usable_cpus() {
+int affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof(set), &set) != 0) return online_cpus();
   const int n = CPU_COUNT(&set);
   return n > 0 ? n : online_cpus();
 }
+
+int within_quota(int cpus, int quota_cpus) { return quota_cpus > 0 ? std::min(cpus, quota_cpus) : cpus; }
+
+int usable_cpus() { return within_quota(affinity_cpus(), cgroup_quota_cpus()); }
 
 int cpuset_cpus() {
   int granted = 0;
@@ -78,7 +84,9 @@ int cpus_for_host_ranks(int own_cpus, int group_union, int cpuset) {
   return std::max(own_cpus, group_union);
 }
 
-int host_rank_cpus(int group_union) { return cpus_for_host_ranks(usable_cpus(), group_union, cpuset_cpus()); }
+int host_rank_cpus(int group_union) {
+  return within_quota(cpus_for_host_ranks(affinity_cpus(), group_union, cpuset_cpus()), cgroup_quota_cpus());
+}
 
 }  // namespace shm
 }  // namespace distcomm

@@ -9,6 +9,12 @@
 // The same count decides whether group creation populates memory (shm_rendezvous.cc): on a
 // host with fewer CPUs than ranks, every rank's population waits for the cores they share.
 // Both ask oversubscribed() below, so the two cannot disagree about one host.
+//
+// Both counts are also capped by this process's cgroup CPU quota (cgroup_cpu_quota.h:
+// ceil(quota / period), the tightest of its cgroup and their ancestors): a Kubernetes pod
+// limited to 4 CPUs of a 64-core node has a quota, no cpuset, and masks of 64 CPUs; 8 ranks
+// spinning there use up the quota and the whole pod stands throttled for the rest of each
+// 100 ms period.
 #pragma once
 
 #include <string>
@@ -37,20 +43,28 @@ int online_cpus();
 // online_cpus() when the system does not say (or no thread can start).
 int cpuset_cpus();
 
-// The CPUs this process may run on: its affinity mask, which a cgroup cpuset (a container
-// given 2 CPUs of a 64-core host) and taskset both narrow; online_cpus() when the system does
-// not say. A CPU quota (cpu.max) is not a mask and is not seen.
+// The CPUs of this process's affinity mask, which a cgroup cpuset (a container given 2 CPUs
+// of a 64-core host) and taskset both narrow; online_cpus() when the system does not say.
+int affinity_cpus();
+
+// cpus capped by a quota's count of CPUs (cgroup_quota_cpus(): 0 for none). Pure, for a
+// unit test.
+int within_quota(int cpus, int quota_cpus);
+
+// The CPUs this process may use: its affinity mask's (affinity_cpus()), or fewer where its
+// cgroup's CPU quota (cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max) allows
+// fewer: within_quota(affinity_cpus(), cgroup_quota_cpus()). Group creation's count.
 int usable_cpus();
 
 // Whether a host runs more ranks than they have CPUs: max(group_size, local_world_size) > cpus.
 // local_world_size: the job's ranks on this host (the launcher's, 0 when unknown): a group
 // of 2 among 64 ranks on 2 cores is oversubscribed though it alone would fit. cpus: what the
-// ranks may run on (usable_cpus(), or more where the group's masks are known to cover more).
+// ranks may use (usable_cpus(), or host_rank_cpus() where the group's masks are known).
 // Pure, for a unit test.
 bool oversubscribed(int group_size, int local_world_size, int cpus);
 
 // The CPUs the host's ranks may run on, as the spin decision counts them, from what one
-// rank sees: own_cpus (usable_cpus()), the union of the group's masks (0: unknown) and the
+// rank sees: own_cpus (affinity_cpus()), the union of the group's masks (0: unknown) and the
 // CPUs the host lets the job use (cpuset_cpus()). Where the union is wider than this rank's
 // own mask, the group's ranks were pinned to different CPUs (one a core, by a launcher or
 // taskset) and the job's other ranks on the host presumably on others again, all within the
@@ -60,8 +74,11 @@ bool oversubscribed(int group_size, int local_world_size, int cpus);
 // for a unit test.
 int cpus_for_host_ranks(int own_cpus, int group_union, int cpuset);
 
-// cpus_for_host_ranks(usable_cpus(), group_union, cpuset_cpus()): what the spin policy
-// (shm_engine.cc) counts for a group whose masks' union holds group_union CPUs.
+// within_quota(cpus_for_host_ranks(affinity_cpus(), group_union, cpuset_cpus()),
+// cgroup_quota_cpus()): what the spin policy (shm_engine.cc) counts for a group whose masks'
+// union holds group_union CPUs. The quota caps the result, not the mask it starts from: a
+// rank's own count lowered by it would look narrower than the group's union, as if the
+// ranks were pinned apart, and the cpuset would count instead.
 int host_rank_cpus(int group_union);
 
 }  // namespace shm

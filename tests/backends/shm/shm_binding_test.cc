@@ -7,16 +7,23 @@
 // 10 ms (its liveness checks), so it makes dozens (5 are asked: a loaded machine delays
 // wake-ups, and rank 1 may enter the wait late). Spin is set long (1 s) and yield to 0, so
 // the answer shows in the whole wait.
+//
+// A cgroup CPU quota counts too (a Kubernetes CPU limit: a quota and no cpuset, every mask
+// the whole node's): ranks whose cgroup may use 1 CPU must not spin, however many their
+// masks hold.
 #include <sched.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/backends/shm/cpu_quota_cgroup.h"
 #include "tests/testing/multiprocess.h"
 
 namespace distcomm {
@@ -51,13 +58,18 @@ long voluntary_switches() {
   return u.ru_nvcsw;
 }
 
-// Rank r is pinned to cpu_of_rank[r] before the group is made; rank 1 then waits 500 ms in
-// a barrier for rank 0. Returns rank 1's voluntary context switches in that wait.
-void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin) {
+// Rank r is pinned to cpu_of_rank[r] (where given) and joins `quota` (where not null) before
+// the group is made; rank 1 then waits 500 ms in a barrier for rank 0, and its voluntary
+// context switches in that wait say whether it spun.
+void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin,
+                 const testing::CpuQuotaCgroup* quota = nullptr) {
   GroupHarnessOptions options;
   options.backend_config = {{"shm_spin_us", "1000000"}, {"shm_yield_us", "0"}};
   run_group(2, "shm", [&](ProcessGroup& world) {
-    pin_to(cpu_of_rank[static_cast<size_t>(world.rank())]);
+    if (!cpu_of_rank.empty()) pin_to(cpu_of_rank[static_cast<size_t>(world.rank())]);
+    if (quota != nullptr) {
+      ASSERT_TRUE(quota->join()) << quota->folder();
+    }
     ProcessGroupPtr pg = world.new_group({0, 1});  // sees the ranks' masks as they are now
     pg->barrier()->wait();
     if (pg->rank() == 0) {
@@ -68,8 +80,11 @@ void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin) {
     const long before = voluntary_switches();
     pg->barrier()->wait();
     const long switches = voluntary_switches() - before;
-    std::fprintf(stderr, "[rank 1 pinned to CPU %d, rank 0 to CPU %d] %ld voluntary context switches in a 500 ms wait\n",
-                 cpu_of_rank[1], cpu_of_rank[0], switches);
+    const std::string where = cpu_of_rank.empty() ? "not pinned"
+                                                  : "rank 1 pinned to CPU " + std::to_string(cpu_of_rank[1]) +
+                                                        ", rank 0 to CPU " + std::to_string(cpu_of_rank[0]);
+    std::fprintf(stderr, "[%s%s] %ld voluntary context switches in a 500 ms wait\n", where.c_str(),
+                 quota != nullptr ? ", in a 1-CPU quota" : "", switches);
     if (expect_spin) {
       EXPECT_LE(switches, 2) << "rank 1 slept while it waited: pinned to a core of its own, it should spin";
     } else {
@@ -88,6 +103,18 @@ TEST(ShmBinding, RanksPinnedToOneCoreTogetherDoNotSpin) {
   const std::vector<int> cpus = two_cpus();
   if (cpus.empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
   wait_pinned({cpus[0], cpus[0]}, false);
+}
+
+// Not pinned, masks of 2 CPUs or more, but a cgroup quota of 1 CPU (100 ms a 100 ms
+// period): the two ranks share one CPU's time, so rank 1 must not spin. Before the quota was
+// counted, it spun (and used up the quota rank 0 needed).
+TEST(ShmBinding, RanksInAOneCpuQuotaDoNotSpin) {
+  if (two_cpus().empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  std::string why_not;
+  const std::unique_ptr<testing::CpuQuotaCgroup> quota =
+      testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
+  if (!quota) GTEST_SKIP() << why_not;
+  wait_pinned({}, false, quota.get());
 }
 
 }  // namespace

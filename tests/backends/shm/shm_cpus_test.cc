@@ -6,6 +6,8 @@
 // host, were each taken for a host with a core per rank. Where the group's ranks are pinned
 // apart, the CPUs the host lets the job use (its cpuset, cpuset_cpus()) count, not the host's
 // online CPUs: ranks pinned a core each in a container were taken for ranks of the whole host.
+// A cgroup CPU quota caps both (a Kubernetes CPU limit: a quota, no cpuset): 8 ranks in a pod
+// limited to 4 CPUs of a 64-core node were taken for ranks with 64 cores.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -15,8 +17,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,7 +28,9 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/shm/cgroup_cpu_quota.h"
 #include "backends/shm/shm_cpus.h"
+#include "tests/backends/shm/cpu_quota_cgroup.h"
 
 namespace distcomm {
 namespace shm {
@@ -50,14 +56,29 @@ TEST(ShmCpus, TheHostsRanksCountNotTheGroupsAlone) {
   EXPECT_TRUE(oversubscribed(8, 4, 4));
 }
 
-TEST(ShmCpus, UsableCpusAreTheAffinityMasks) {
+TEST(ShmCpus, UsableCpusAreTheAffinityMasksWithinTheQuota) {
   // A container limited to some CPUs shows them in the mask, not in the online count.
   cpu_set_t set;
   CPU_ZERO(&set);
   ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
-  EXPECT_EQ(usable_cpus(), CPU_COUNT(&set));
+  EXPECT_EQ(affinity_cpus(), CPU_COUNT(&set));
+  EXPECT_EQ(usable_cpus(), within_quota(CPU_COUNT(&set), cgroup_quota_cpus()));
   EXPECT_LE(usable_cpus(), online_cpus());
   EXPECT_GE(usable_cpus(), 1);
+}
+
+TEST(ShmCpus, AQuotaCapsTheCount) {
+  EXPECT_EQ(within_quota(64, 4), 4);
+  EXPECT_EQ(within_quota(2, 8), 2);
+  EXPECT_EQ(within_quota(2, 0), 2);  // no quota
+  // A pod limited to 4 CPUs of a 64-core node, no cpuset, 8 ranks in groups of 2: they
+  // counted 64 and spun.
+  EXPECT_TRUE(oversubscribed(2, 8, within_quota(cpus_for_host_ranks(64, 64, 64), 4)));
+  // The same ranks pinned apart (a mask of 1 each): the cpuset's 64 are capped too.
+  EXPECT_EQ(within_quota(cpus_for_host_ranks(1, 2, 64), 4), 4);
+  EXPECT_TRUE(oversubscribed(2, 8, within_quota(cpus_for_host_ranks(1, 2, 64), 4)));
+  // 4 ranks fit a quota of 4.
+  EXPECT_FALSE(oversubscribed(2, 4, within_quota(cpus_for_host_ranks(64, 64, 64), 4)));
 }
 
 TEST(ShmCpus, ANarrowerMaskNarrowsTheCount) {
@@ -127,7 +148,7 @@ TEST(ShmCpus, ThisProcesssOwnPinDoesNotNarrowTheCpuset) {
   EXPECT_EQ(CPU_COUNT(&after), 1) << "the probe changed the calling thread's mask";
   EXPECT_GE(cpuset, CPU_COUNT(&saved));
   EXPECT_LE(cpuset, online_cpus());
-  EXPECT_EQ(for_two_apart, std::max(cpuset, 2));
+  EXPECT_EQ(for_two_apart, within_quota(std::max(cpuset, 2), cgroup_quota_cpus()));
 }
 
 // "0-2,5" -> {0, 1, 2, 5}.
@@ -240,6 +261,62 @@ TEST(ShmCpus, RanksPinnedApartInACpusetCountItsCpusNotTheHosts) {
   if (k >= 2 && static_cast<int>(k) < online_cpus()) {
     EXPECT_TRUE(oversubscribed(2, static_cast<int>(k) + 1, report[2]));
   }
+}
+
+// What a child process counts (in `cgroup` where not null): usable_cpus(), host_rank_cpus(2)
+// for a group of 2 that share this mask, the same once pinned to one CPU (ranks pinned
+// apart), and cgroup_quota_cpus(); -1 each where the child could not join.
+std::vector<int> counts_in_child(const testing::CpuQuotaCgroup* cgroup) {
+  int result[2];
+  if (::pipe(result) != 0) return {};
+  const pid_t child = ::fork();
+  if (child < 0) return {};
+  if (child == 0) {
+    ::close(result[0]);
+    int report[4] = {-1, -1, -1, -1};
+    if (cgroup == nullptr || cgroup->join()) {
+      report[0] = usable_cpus();
+      report[1] = host_rank_cpus(2);
+      report[3] = cgroup_quota_cpus();
+      if (pin_to(first_allowed_cpu())) report[2] = host_rank_cpus(2);
+    }
+    (void)!::write(result[1], report, sizeof(report));
+    ::_exit(0);
+  }
+  ::close(result[1]);
+  int report[4] = {-1, -1, -1, -1};
+  const ssize_t got = ::read(result[0], report, sizeof(report));
+  ::close(result[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (got != static_cast<ssize_t>(sizeof(report))) return {};
+  return std::vector<int>(report, report + 4);
+}
+
+// A real CPU quota: 50 ms a 100 ms period, half a CPU, counts 1 (as Go, the JVM and .NET
+// count it), where outside it this process counts its mask (2 on a 2-core machine). Before,
+// the quota was not seen: 2 inside too, and 2 ranks there spun.
+TEST(ShmCpus, ACpuQuotaOfHalfACpuCountsOne) {
+  std::string why_not;
+  const std::unique_ptr<testing::CpuQuotaCgroup> cgroup =
+      testing::CpuQuotaCgroup::make("distcomm_shm_cpus_test_quota", 50000, 100000, &why_not);
+  if (!cgroup) GTEST_SKIP() << why_not;
+  const std::vector<int> outside = counts_in_child(nullptr);
+  const std::vector<int> inside = counts_in_child(cgroup.get());
+  ASSERT_EQ(outside.size(), 4u) << "no child outside the cgroup";
+  ASSERT_EQ(inside.size(), 4u) << "no child in " << cgroup->folder();
+  ASSERT_NE(inside[0], -1) << "the child could not join " << cgroup->folder();
+  std::fprintf(stderr, "outside: usable %d, group of 2 %d, pinned apart %d, quota %d; in %s: %d, %d, %d, %d\n",
+               outside[0], outside[1], outside[2], outside[3], cgroup->folder().c_str(), inside[0], inside[1], inside[2],
+               inside[3]);
+  if (outside[0] < 2) GTEST_SKIP() << "this process may use " << outside[0] << " CPU: a quota of 1 lowers nothing";
+  EXPECT_EQ(outside[0], affinity_cpus()) << "a quota outside the test's cgroup";
+  EXPECT_EQ(inside[3], 1);
+  EXPECT_EQ(inside[0], 1) << "usable_cpus() in a quota of half a CPU";
+  EXPECT_EQ(inside[1], 1) << "the spin policy's count in a quota of half a CPU";
+  EXPECT_EQ(inside[2], 1) << "the spin policy's count for ranks pinned apart in a quota of half a CPU";
+  EXPECT_TRUE(oversubscribed(2, 0, inside[1]));
+  EXPECT_FALSE(oversubscribed(2, 0, outside[1]));
 }
 
 }  // namespace
