@@ -1,13 +1,18 @@
 #include "launch/signal_watch.h"
 
 #include <fcntl.h>
-#include <limits.h>
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -17,36 +22,116 @@ namespace {
 
 const int kWatched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGPIPE};
 static_assert(sizeof(kWatched) / sizeof(kWatched[0]) == SignalWatch::kCount, "one saved disposition per signal");
+const int kStopping[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};  // stops_the_job's, a slot each
+constexpr int kStopSlots = sizeof(kStopping) / sizeof(kStopping[0]);
+
+// The handler may run on any thread, and interrupt itself for another signal: what it
+// shares with the reader is lock-free atomics, and slots whose fields one handler writes
+// before an atomic says they are there.
+static_assert(std::atomic<unsigned>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the handler uses no locks");
 volatile sig_atomic_t g_write_fd = -1;
+std::atomic<unsigned> g_caught[SignalWatch::kSignals];  // by signal: how many the handler ran for
 
-// One caught signal on the pipe: written whole by one write() (atomic below PIPE_BUF), so
-// the pipe holds whole records only and a read of whole records' room returns whole ones.
-struct Caught {
-  int32_t sig;
-  int32_t pid;   // si_pid: the sender (0: the kernel, or a process outside this PID namespace)
-  uint32_t uid;  // si_uid
-  int32_t code;  // si_code: SI_USER (kill), SI_KERNEL (a terminal's), ...
+// The first sender of one stopping signal. Its fields are written by the one handler that
+// moved `state` from kEmpty, and read only once it is kFilled.
+constexpr int kEmpty = 0, kFilling = 1, kFilled = 2;
+constexpr int kStatRoom = 512;  // /proc/<pid>/stat is ~300 bytes; field 22 within the first 200
+struct FirstSender {
+  std::atomic<int> state{kEmpty};
+  int32_t pid = 0;
+  uint32_t uid = 0;
+  int32_t code = 0;
+  long long arrival_ns = 0;  // CLOCK_BOOTTIME: /proc/<pid>/stat's start times are counted on it
+  char stat[kStatRoom];
+  int stat_len = -1;  // -1: not read (gone already, hidden, or no fd left)
 };
-static_assert(sizeof(Caught) <= PIPE_BUF, "a record is written atomically");
+FirstSender g_first[kStopSlots];
 
-// Async-signal-safe only: write() and errno. The sender's command is read later, by take().
+int slot_of(int sig) {
+  for (int i = 0; i < kStopSlots; ++i) {
+    if (kStopping[i] == sig) return i;
+  }
+  return -1;
+}
+
+// "/proc/<pid>/stat" into `path` with no library call that may lock or allocate.
+void stat_path(int pid, char* path) {
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid > 0 && n < 11);
+  const char head[] = "/proc/";
+  std::memcpy(path, head, sizeof(head) - 1);
+  char* at = path + sizeof(head) - 1;
+  while (n > 0) *at++ = digits[--n];
+  std::memcpy(at, "/stat", 6);
+}
+
+// Async-signal-safe only: atomics, clock_gettime, open, read, close, write and errno. The
+// sender's /proc/<pid>/stat is read here, before the handler returns, since a sender such as
+// kill(1) or pkill exits at once and its pid may be another's by the time the reader runs;
+// only the first of each stopping signal is read (a few syscalls, once per kind).
 void on_signal(int sig, siginfo_t* info, void*) {
-  int saved = errno;  // the interrupted code may be about to read errno
-  Caught c{sig, info != nullptr ? static_cast<int32_t>(info->si_pid) : 0,
-           info != nullptr ? static_cast<uint32_t>(info->si_uid) : 0u,
-           info != nullptr ? static_cast<int32_t>(info->si_code) : SI_KERNEL};
+  const int saved = errno;  // the interrupted code may be about to read errno
+  const int slot = slot_of(sig);
+  if (slot >= 0) {
+    FirstSender& f = g_first[slot];
+    int empty = kEmpty;
+    if (f.state.compare_exchange_strong(empty, kFilling)) {
+      timespec now{};
+      ::clock_gettime(CLOCK_BOOTTIME, &now);
+      f.arrival_ns = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+      f.pid = info != nullptr ? static_cast<int32_t>(info->si_pid) : 0;
+      f.uid = info != nullptr ? static_cast<uint32_t>(info->si_uid) : 0u;
+      f.code = info != nullptr ? static_cast<int32_t>(info->si_code) : SI_KERNEL;
+      f.stat_len = -1;
+      if (f.pid > 0) {
+        char path[32];
+        stat_path(f.pid, path);
+        const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          const ssize_t n = ::read(fd, f.stat, kStatRoom);
+          if (n > 0) f.stat_len = static_cast<int>(n);
+          ::close(fd);
+        }
+      }
+      f.state.store(kFilled);
+    }
+  }
+  // Counted before its byte is written: a reader that drained the pipe and missed the count
+  // finds the byte still to come, and a byte that finds the pipe full leaves one there to
+  // wake the reader.
+  if (sig > 0 && sig < SignalWatch::kSignals) g_caught[sig].fetch_add(1);
   if (g_write_fd >= 0) {
-    ssize_t ignored = ::write(g_write_fd, &c, sizeof(c));  // a full pipe already holds a wake-up
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    ssize_t ignored = ::write(g_write_fd, &byte, 1);  // EAGAIN: full, and counted above
     (void)ignored;
   }
   errno = saved;
 }
 
-std::string command_of(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The slot of `sig` once filled: a handler on another thread may be mid-way (a few
+// syscalls); nullptr if it is not done within a second.
+const FirstSender* filled_slot(int sig) {
+  const int slot = slot_of(sig);
+  if (slot < 0) return nullptr;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    const int state = g_first[slot].state.load();
+    if (state == kFilled) return &g_first[slot];
+    if (state == kEmpty || std::chrono::steady_clock::now() >= until) return nullptr;
+    ::sched_yield();
+  }
 }
 
 }  // namespace
@@ -61,8 +146,60 @@ std::string sender_text(const SignalSender& s) {
     // kill() from an ancestor PID namespace arrives with si_pid 0 as well (SI_USER).
     return "a process outside this PID namespace (a container runtime: a pod's deletion or eviction, docker stop)";
   }
-  return "pid " + std::to_string(s.pid) + " (" + (s.command.empty() ? "" : s.command + ", ") + "uid " +
-         std::to_string(s.uid) + ")";
+  const std::string what = s.exited ? "exited, " : s.command.empty() ? "" : s.command + ", ";
+  return "pid " + std::to_string(s.pid) + " (" + what + "uid " + std::to_string(s.uid) + ")";
+}
+
+std::optional<ProcessStat> parse_process_stat(const std::string& text) {
+  // "4711 (slurmstepd) S 1 ...": the command ends at the last ')', since it may hold one.
+  const size_t open = text.find('(');
+  const size_t close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  ProcessStat p;
+  p.command = text.substr(open + 1, close - open - 1);
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  for (int n = 3; n <= 22; ++n) {  // fields 3 (state) to 22 (starttime)
+    if (!(fields >> field)) return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  p.start_ticks = std::strtoull(field.c_str(), &end, 10);
+  if (errno != 0 || end == field.c_str() || *end != '\0' || field[0] == '-') return std::nullopt;
+  return p;
+}
+
+bool could_have_sent(unsigned long long start_ticks, unsigned long long arrival_ticks) {
+  return start_ticks <= arrival_ticks;
+}
+
+unsigned long long boot_ticks(long long boot_ns) {
+  const long tick = ::sysconf(_SC_CLK_TCK);  // USER_HZ: 100 on Linux
+  const long long ns_per_tick = 1000000000LL / (tick > 0 ? tick : 100);
+  // The kernel's nsec_to_clock_t rounds down too: a start time of the same instant reads the same tick.
+  return boot_ns <= 0 ? 0ULL : static_cast<unsigned long long>(boot_ns / ns_per_tick);
+}
+
+SignalSender identify_sender(int pid, unsigned uid, int code, unsigned long long arrival_ticks,
+                             const std::string& stat_at_arrival) {
+  SignalSender s;
+  s.pid = pid;
+  s.uid = uid;
+  s.code = code;
+  if (pid <= 0) return s;
+  std::optional<ProcessStat> p = parse_process_stat(stat_at_arrival);
+  if (!p) p = parse_process_stat(read_all("/proc/" + std::to_string(pid) + "/stat"));
+  if (p) {
+    if (could_have_sent(p->start_ticks, arrival_ticks)) {
+      s.command = p->command;
+    } else {
+      s.exited = true;  // the pid is another's now: never name that one
+    }
+    return s;
+  }
+  // Unreadable: gone, unless kill() finds it (another user's process, /proc mounted hidepid).
+  if (::kill(pid, 0) != 0 && errno == ESRCH) s.exited = true;
+  return s;
 }
 
 SignalWatch::SignalWatch() {
@@ -73,6 +210,9 @@ SignalWatch::SignalWatch() {
   }
   read_fd_ = fds[0];
   write_fd_ = fds[1];
+  // A watch before this one left its counts and senders: none of this one's.
+  for (std::atomic<unsigned>& c : g_caught) c.store(0);
+  for (FirstSender& f : g_first) f.state.store(kEmpty);
   g_write_fd = write_fd_;
   for (size_t i = 0; i < sizeof(kWatched) / sizeof(kWatched[0]); ++i) {
     struct sigaction sa;
@@ -104,27 +244,41 @@ SignalWatch::~SignalWatch() {
 
 std::vector<int> SignalWatch::take() {
   std::vector<int> sigs;
-  Caught buf[32];
+  // Gives `sig` if the handler counted one not given yet: a byte whose count an earlier call
+  // gave (its byte came late, or it was a burst's) gives nothing.
+  auto give = [&](int sig) {
+    if (sig <= 0 || sig >= kSignals) return false;
+    const unsigned caught = g_caught[sig].load();
+    if (taken_[sig] == caught) return false;
+    taken_[sig] = stops_the_job(sig) ? taken_[sig] + 1 : caught;  // a burst of SIGCHLD is one
+    sigs.push_back(sig);
+    return true;
+  };
+  unsigned char buf[256];
   ssize_t n;
   while ((n = ::read(read_fd_, buf, sizeof(buf))) > 0) {
-    for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(Caught)); ++i) {
-      sigs.push_back(buf[i].sig);
-      if (!stops_the_job(buf[i].sig)) continue;  // a SIGCHLD's sender is a rank: nobody asks
-      if (senders_.count(buf[i].sig) != 0) continue;  // the first sender stands (repeats forward it)
-      SignalSender& s = senders_[buf[i].sig];
-      s.pid = buf[i].pid;
-      s.uid = buf[i].uid;
-      s.code = buf[i].code;
-      s.command = s.pid > 0 ? command_of(s.pid) : "";
+    for (ssize_t i = 0; i < n; ++i) give(buf[i]);
+  }
+  // Those whose bytes found the pipe full (or are still being written): after the others.
+  for (int sig : kWatched) {
+    while (give(sig)) {
     }
+  }
+  // Each stopping signal's first sender is identified now, on wake-up, while it likely runs.
+  for (int sig : kStopping) {
+    if (taken_[sig] > 0 && senders_.count(sig) == 0) (void)sender_of(sig);
   }
   return sigs;
 }
 
 std::optional<SignalSender> SignalWatch::sender_of(int sig) const {
   const auto it = senders_.find(sig);
-  if (it == senders_.end()) return std::nullopt;
-  return it->second;
+  if (it != senders_.end()) return it->second;
+  if (sig <= 0 || sig >= kSignals || taken_[sig] == 0) return std::nullopt;
+  const FirstSender* f = filled_slot(sig);
+  if (f == nullptr) return std::nullopt;
+  const std::string stat = f->stat_len > 0 ? std::string(f->stat, static_cast<size_t>(f->stat_len)) : "";
+  return senders_[sig] = identify_sender(f->pid, f->uid, f->code, boot_ticks(f->arrival_ns), stat);
 }
 
 std::string SignalWatch::from_text(int sig) const {
