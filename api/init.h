@@ -51,6 +51,19 @@ std::map<std::string, std::string> backend_config_as_init_gives(const std::strin
 // wait to be taken in). Throws InvalidArgument naming the variable for a malformed value.
 std::chrono::milliseconds init_report_interval_from_environment();
 
+// $DISTCOMM_BACKEND as init_process_group reads it when InitOptions::backend is empty (""
+// when unset: init then takes "auto"). For a program's own groups, whose backend spec comes
+// from where init's would (ft::Manager's generations): one reading of the variable.
+std::string backend_from_environment();
+
+// Whether the launcher serves the job's TCPStore, as init_process_group reads
+// $DISTCOMM_STORE_SERVED_BY for env:// (StoreServedBy::kEnvironment): true for "launcher",
+// false when unset or empty; any other value throws init's own InvalidArgument, naming the
+// variable. For a program that connects to the job's store itself (ft::Manager), so that it
+// refuses what init refuses, in the same words, rather than take a mistyped value for
+// "rank 0 serves it".
+bool store_served_by_launcher_from_environment();
+
 // Whether a launcher gave this process a rank (read_launch_env() found one: tools/launch,
 // torchrun, spawn, mpirun, srun, a PMI launcher). A program that starts its own ranks
 // when run by hand asks this first.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "api/errors.h"
+#include "api/init.h"
 #include "api/process/rank_environment.h"
 
 namespace distcomm {
@@ -28,8 +29,7 @@ FtEnvironment FtEnvironment::read() {
   env.member_id = variable(local::kFtMemberIdVariable);
   env.join = variable(local::kFtJoinVariable);
   env.heartbeat_timeout_ms = variable("DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS");
-  env.backend = variable("DISTCOMM_BACKEND");
-  env.store_served_by = variable(local::kStoreServedByVariable);
+  env.backend = backend_from_environment();  // the core's reading (api/init.h), as init's
   return env;
 }
 

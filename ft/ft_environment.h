@@ -3,7 +3,11 @@
 // options from what it read (resolve_options); nothing else under ft/ reads the
 // environment (tests/ft:ft_environment_edge_test fails when another file does). The core's
 // variables that ft needs come through the core's own readers (api/init.h:
-// read_launch_env, identity_from_environment, init_report_interval_from_environment).
+// read_launch_env, identity_from_environment, init_report_interval_from_environment,
+// backend_from_environment, store_served_by_launcher_from_environment), so that ft reads and
+// checks each of them as init_process_group does: a value init refuses, ft refuses in the
+// same words (ft read DISTCOMM_STORE_SERVED_BY itself, and a mistyped one meant "rank 0
+// serves the store" here where init refused it).
 #pragma once
 
 #include <string>
@@ -19,8 +23,7 @@ struct FtEnvironment {
   std::string member_id;             // DISTCOMM_FT_MEMBER_ID
   std::string join;                  // DISTCOMM_FT_JOIN: "1" for a joiner
   std::string heartbeat_timeout_ms;  // DISTCOMM_FT_HEARTBEAT_TIMEOUT_MS
-  std::string backend;               // DISTCOMM_BACKEND, as init_process_group reads it
-  std::string store_served_by;       // DISTCOMM_STORE_SERVED_BY: "launcher" when the launcher serves the store
+  std::string backend;               // DISTCOMM_BACKEND, through the core's backend_from_environment()
 
   static FtEnvironment read();
 };

@@ -11,7 +11,6 @@
 #include "api/init.h"
 #include "api/group/backend_spec.h"
 #include "api/logging.h"
-#include "api/process/rank_environment.h"
 #include "api/store/prefix_store.h"
 #include "api/store/tcp_store.h"
 #include "ft/admission_wait.h"
@@ -41,15 +40,18 @@ std::string hostname() {
 
 // The job's store from the environment, as a client. Nobody but the launcher (or ft_bench)
 // should serve it, since it must outlive every member; when no launcher does, rank 0 of
-// the first generation serves it, and says what that costs.
-std::function<StorePtr()> connect_from_environment(bool joining, const std::string& store_served_by) {
+// the first generation serves it, and says what that costs. Who serves it is read and
+// checked by the core, as init_process_group reads it for env:// (api/init.h): a value init
+// refuses is refused here in the same words, where ft's own comparison took it for "not
+// the launcher".
+std::function<StorePtr()> connect_from_environment(bool joining) {
   const LaunchEnv launch = read_launch_env();
   if (launch.master_addr.empty() || launch.master_port < 0) {
     throw InvalidArgument(
         "ft::Manager: MASTER_ADDR and MASTER_PORT are not set: start the job with tools/launch, or give "
         "ManagerOptions::connect");
   }
-  const bool launcher_serves = store_served_by == local::kStoreServedByLauncher;
+  const bool launcher_serves = store_served_by_launcher_from_environment();
   auto first = std::make_shared<bool>(true);
   return [launch, joining, launcher_serves, first]() -> StorePtr {
     TCPStoreOptions so;
@@ -58,7 +60,7 @@ std::function<StorePtr()> connect_from_environment(bool joining, const std::stri
     so.identity = identity_from_environment();
     so.is_server = *first && !launcher_serves && !joining && launch.rank == 0;
     if (so.is_server) {
-      log_line("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is not 'launcher'), so rank 0 "
+      log_line("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is unset), so rank 0 "
                   "serves it: if rank 0 dies, the others cannot recover. Start the job with tools/launch.");
     }
     *first = false;
@@ -182,7 +184,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   if (id_.find_first_of(",|/") != std::string::npos || id_ == "rank-1") {
     throw InvalidArgument("ft::Manager: member id '" + id_ + "' is unset or holds ',', '|' or '/'");
   }
-  if (!options_.connect) options_.connect = connect_from_environment(joining_, environment.store_served_by);
+  if (!options_.connect) options_.connect = connect_from_environment(joining_);
   const StorePtr connection = options_.connect();
   store_ = root_store(connection, options_.op_timeout);
   liveness_ = std::make_unique<Liveness>(store_, options_.heartbeat_timeout);

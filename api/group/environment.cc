@@ -119,10 +119,16 @@ bool launched_as_rank() { return !read_launch_env().source.empty(); }
 
 JobIdentity identity_from_environment() { return {env_str(kRunIdVariable), env_str(kStoreTokenVariable)}; }
 
+std::string backend_from_environment() { return env_str("DISTCOMM_BACKEND"); }
+
+bool store_served_by_launcher_from_environment() {
+  return parse_store_served_by_launcher(env_str(local::kStoreServedByVariable));
+}
+
 InitEnvironment InitEnvironment::read() {
   InitEnvironment e;
   e.launch = read_launch_env();
-  e.backend = env_str("DISTCOMM_BACKEND");
+  e.backend = backend_from_environment();
   e.identity = identity_from_environment();
   e.store_bind = env_str(local::kStoreBindVariable);
   e.store_served_by = env_str(local::kStoreServedByVariable);
