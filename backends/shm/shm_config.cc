@@ -19,8 +19,12 @@ const distcomm_config_key kConfigKeys[] = {
     {"shm_p2p_depth", "4", nullptr, "send/recv: chunks per ring (same on every rank)"},
     {"shm_spin_us", "20", nullptr,
      "how long a waiting rank spins before it yields; no spinning unless the group's ranks may run on a CPU each "
-     "(the union of their affinity masks) and the host has a CPU online per rank"},
-    {"shm_yield_us", "200", nullptr, "how long a waiting rank then yields its core before it sleeps on a futex"},
+     "(the union of their affinity masks) and the host has a CPU per rank it runs, within its cgroup CPU quota "
+     "(docs/shm.md)"},
+    {"shm_yield_us", "200", nullptr,
+     "how long a waiting rank then yields its core before it sleeps on a futex; unset, none where the cgroup CPU "
+     "quota alone (not the cores) leaves fewer CPUs than ranks, since sched_yield on a free core uses the quota as "
+     "a spin would"},
     {"shm_nap_us", "1000", nullptr,
      "how long an op nobody waits on may wait before the group's progress thread runs it"},
     {"shm_first_round", "0", nullptr,
@@ -51,6 +55,7 @@ ShmConfig parse_shm_config(const std::map<std::string, std::string>& config) {
   c.first_round = static_cast<uint64_t>(r.integer("shm_first_round", 0, 0, 1LL << 62));
   c.spin = std::chrono::microseconds(r.integer("shm_spin_us", c.spin.count(), 0, 10000000));
   c.yield = std::chrono::microseconds(r.integer("shm_yield_us", c.yield.count(), 0, 10000000));
+  c.yield_set = r.find("shm_yield_us") != nullptr;
   c.nap = std::chrono::microseconds(r.integer("shm_nap_us", c.nap.count(), 10, 10000000));
   c.local_world_size = static_cast<int>(r.integer("local_world_size", 0, 0, 1 << 30));
   return c;

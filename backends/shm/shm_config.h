@@ -31,6 +31,9 @@ struct ShmConfig {
   uint64_t first_round = 0;
   std::chrono::microseconds spin{20};
   std::chrono::microseconds yield{200};
+  // Whether shm_yield_us was set: the wait policy then keeps `yield` where it would not
+  // yield by default (a cgroup CPU quota alone short of a CPU per rank: shm_cpus.h).
+  bool yield_set = false;
   std::chrono::microseconds nap{1000};
   // Ranks of the job on this host, from the launcher (core key local_world_size); 0 when
   // unknown. Waiters spin only when every rank can have a core.

@@ -84,8 +84,24 @@ int cpus_for_host_ranks(int own_cpus, int group_union, int cpuset) {
   return std::max(own_cpus, group_union);
 }
 
-int host_rank_cpus(int group_union) {
-  return within_quota(cpus_for_host_ranks(affinity_cpus(), group_union, cpuset_cpus()), cgroup_quota_cpus());
+HostRankCpus count_host_rank_cpus(int own_cpus, int group_union, int cpuset, int quota_cpus) {
+  HostRankCpus counted;
+  counted.cores = cpus_for_host_ranks(own_cpus, group_union, cpuset);
+  counted.cpus = within_quota(counted.cores, quota_cpus);
+  return counted;
+}
+
+HostRankCpus host_rank_cpus(int group_union) {
+  return count_host_rank_cpus(affinity_cpus(), group_union, cpuset_cpus(), cgroup_quota_cpus());
+}
+
+WaitPhases wait_phases(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus) {
+  const bool cores_short = group_union < group_size || oversubscribed(group_size, local_world_size, cpus.cores);
+  const bool quota_short = oversubscribed(group_size, local_world_size, cpus.cpus);
+  WaitPhases phases;
+  phases.spin = !cores_short && !quota_short;
+  phases.yield = cores_short || !quota_short;
+  return phases;
 }
 
 }  // namespace shm

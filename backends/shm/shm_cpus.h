@@ -1,6 +1,7 @@
-// Which CPUs a group's ranks may run on, for the one decision it feeds: whether a waiting
-// rank may spin (shm_engine.cc). Spinning pays only while every rank can have a core of
-// its own; with fewer cores than ranks a spinning rank takes the core the awaited one needs.
+// Which CPUs a group's ranks may run on, for the one decision it feeds: how a waiting rank
+// waits (shm_engine.cc, wait_phases() below). Spinning pays only while every rank can have a
+// core of its own; with fewer cores than ranks a spinning rank takes the core the awaited one
+// needs.
 //
 // A rank's own affinity mask says nothing about that: ranks pinned one to a core each (one
 // CPU in every mask) can all spin, and ranks all pinned to one core cannot. So each rank
@@ -14,7 +15,8 @@
 // ceil(quota / period), the tightest of its cgroup and their ancestors): a Kubernetes pod
 // limited to 4 CPUs of a 64-core node has a quota, no cpuset, and masks of 64 CPUs; 8 ranks
 // spinning there use up the quota and the whole pod stands throttled for the rest of each
-// 100 ms period.
+// 100 ms period. There the ranks do not yield-loop either (wait_phases()): the cores are
+// free, and sched_yield returns at once.
 #pragma once
 
 #include <string>
@@ -59,7 +61,7 @@ int usable_cpus();
 // Whether a host runs more ranks than they have CPUs: max(group_size, local_world_size) > cpus.
 // local_world_size: the job's ranks on this host (the launcher's, 0 when unknown): a group
 // of 2 among 64 ranks on 2 cores is oversubscribed though it alone would fit. cpus: what the
-// ranks may use (usable_cpus(), or host_rank_cpus() where the group's masks are known).
+// ranks may use (usable_cpus(), or host_rank_cpus().cpus where the group's masks are known).
 // Pure, for a unit test.
 bool oversubscribed(int group_size, int local_world_size, int cpus);
 
@@ -74,12 +76,43 @@ bool oversubscribed(int group_size, int local_world_size, int cpus);
 // for a unit test.
 int cpus_for_host_ranks(int own_cpus, int group_union, int cpuset);
 
-// within_quota(cpus_for_host_ranks(affinity_cpus(), group_union, cpuset_cpus()),
-// cgroup_quota_cpus()): what the spin policy (shm_engine.cc) counts for a group whose masks'
-// union holds group_union CPUs. The quota caps the result, not the mask it starts from: a
-// rank's own count lowered by it would look narrower than the group's union, as if the
-// ranks were pinned apart, and the cpuset would count instead.
-int host_rank_cpus(int group_union);
+// The CPUs the host's ranks may run on, as the wait policy counts them: `cpus` within the
+// cgroup CPU quota, `cores` the same count without it (the two are equal where there is no
+// quota or it allows as many). Where the quota alone leaves fewer CPUs than ranks, the cores
+// are free while a rank waits: wait_phases() tells the two apart.
+struct HostRankCpus {
+  int cpus = 0;
+  int cores = 0;
+};
+
+// {within_quota(cores, quota_cpus), cores}, cores = cpus_for_host_ranks(own_cpus,
+// group_union, cpuset). The quota caps the result, not the mask it starts from: a rank's own
+// count lowered by it would look narrower than the group's union, as if the ranks were
+// pinned apart, and the cpuset would count instead. Pure, for a unit test.
+HostRankCpus count_host_rank_cpus(int own_cpus, int group_union, int cpuset, int quota_cpus);
+
+// count_host_rank_cpus(affinity_cpus(), group_union, cpuset_cpus(), cgroup_quota_cpus()):
+// what the wait policy (shm_engine.cc) counts for a group whose masks' union holds
+// group_union CPUs.
+HostRankCpus host_rank_cpus(int group_union);
+
+// Which of a waiter's phases before its futex sleep (shm_wait.h) pay for a group of
+// group_size ranks whose masks' union holds group_union CPUs (0: unknown), on a host running
+// local_world_size of the job's ranks (0: unknown) with `cpus`:
+// - spin, only where every rank can have a CPU while it waits: the union holds a CPU per
+//   rank and the host is not oversubscribed within the quota;
+// - yield, wherever the cores are what is short (a union narrower than the group, or more
+//   ranks than cores): sched_yield then hands the core to a rank that waits for one, perhaps
+//   the awaited one. Not where the quota alone is short (more ranks than the quota's CPUs,
+//   not than the cores): the cores are free, sched_yield returns at once, and a yield loop
+//   uses up the quota as a spin would (every wait shorter than shm_yield_us, most of a
+//   small op's, was one).
+// Pure, for a unit test.
+struct WaitPhases {
+  bool spin = false;
+  bool yield = false;
+};
+WaitPhases wait_phases(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus);
 
 }  // namespace shm
 }  // namespace distcomm

@@ -49,14 +49,15 @@ constexpr std::chrono::microseconds kPollerWait{200};
 // (the launcher's count when known, else at least this group's), counted in what this
 // process may run on, or the host's CPUs the job may use (its cpuset) where the group's
 // ranks are pinned apart (8 ranks one a core in groups of 2: each mask is 1 CPU, the union
-// 2, and the host has 8).
+// 2, and the host has 8), within the cgroup CPU quota. Yielding helps where the cores are
+// short, not where the quota alone is (wait_phases()): there a waiter sleeps on the futex at
+// once, unless shm_yield_us was set (an explicit value is the user's choice, and holds).
 WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
+  const WaitPhases phases =
+      wait_phases(g.size(), g.cpus_of_ranks(), c.local_world_size, host_rank_cpus(g.cpus_of_ranks()));
   WaitPolicy p;
-  const int cpus = host_rank_cpus(g.cpus_of_ranks());
-  const bool cores_for_all =
-      g.cpus_of_ranks() >= g.size() && !oversubscribed(g.size(), c.local_world_size, cpus);
-  p.spin = cores_for_all ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
-  p.yield = c.yield;
+  p.spin = phases.spin ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  p.yield = phases.yield || c.yield_set ? std::chrono::nanoseconds(c.yield) : std::chrono::nanoseconds(0);
   return p;
 }
 

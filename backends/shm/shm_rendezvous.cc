@@ -204,9 +204,10 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   // cores, ~0.8 s without, gloo ~0.9 s), while a first op's faults are small beside the
   // waits for a core such a host has anyway. Ops then fault in only what they touch.
   // Counted as the spin policy counts (shm_cpus.h): the host's ranks, not this group's alone
-  // (32 groups of 2 on 2 cores), against the CPUs this process may run on, not the host's
-  // (a container's cpuset). The peers' masks are not known yet here: ranks pinned one to a
-  // core each are taken for oversubscribed, and populate lazily.
+  // (32 groups of 2 on 2 cores), against the CPUs this process may use (usable_cpus()): its
+  // affinity mask, not the host's CPUs (a container's cpuset narrows it), capped by its cgroup
+  // CPU quota (a Kubernetes CPU limit). The peers' masks are not known yet here: ranks pinned
+  // one to a core each are taken for oversubscribed, and populate lazily.
   const bool crowded = oversubscribed(o.size, config.local_world_size, usable_cpus());
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;

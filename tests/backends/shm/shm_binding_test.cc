@@ -10,12 +10,17 @@
 //
 // A cgroup CPU quota counts too (a Kubernetes CPU limit: a quota and no cpuset, every mask
 // the whole node's): ranks whose cgroup may use 1 CPU must not spin, however many their
-// masks hold.
+// masks hold. Nor yield, by default: the cores are free there, so sched_yield returns at once
+// and the yield phase (shm_yield_us, 200) uses the quota as a spin would. Seen through the
+// waiting thread's CPU time over 200 waits of about 1 ms, against the same waits with
+// shm_yield_us=0; a shm_yield_us set on purpose still holds.
 #include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +34,7 @@
 namespace distcomm {
 namespace {
 
+using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using testing::GroupHarnessOptions;
 using testing::run_group;
@@ -58,13 +64,24 @@ long voluntary_switches() {
   return u.ru_nvcsw;
 }
 
+// The CPU time the calling thread has used.
+microseconds thread_cpu_time() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return microseconds(static_cast<long long>(t.tv_sec) * 1000000 + t.tv_nsec / 1000);
+}
+
 // Rank r is pinned to cpu_of_rank[r] (where given) and joins `quota` (where not null) before
 // the group is made; rank 1 then waits 500 ms in a barrier for rank 0, and its voluntary
-// context switches in that wait say whether it spun.
-void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin,
-                 const testing::CpuQuotaCgroup* quota = nullptr) {
+// context switches in that wait say whether it stayed on the CPU (expect_busy: spun, or
+// yielded) or slept. `config`: the shm settings, by default a spin long enough (1 s) to show
+// in the whole wait, and no yield.
+void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_busy,
+                 const testing::CpuQuotaCgroup* quota = nullptr,
+                 const std::map<std::string, std::string>& config = {{"shm_spin_us", "1000000"},
+                                                                     {"shm_yield_us", "0"}}) {
   GroupHarnessOptions options;
-  options.backend_config = {{"shm_spin_us", "1000000"}, {"shm_yield_us", "0"}};
+  options.backend_config = config;
   run_group(2, "shm", [&](ProcessGroup& world) {
     if (!cpu_of_rank.empty()) pin_to(cpu_of_rank[static_cast<size_t>(world.rank())]);
     if (quota != nullptr) {
@@ -83,10 +100,13 @@ void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_spin,
     const std::string where = cpu_of_rank.empty() ? "not pinned"
                                                   : "rank 1 pinned to CPU " + std::to_string(cpu_of_rank[1]) +
                                                         ", rank 0 to CPU " + std::to_string(cpu_of_rank[0]);
-    std::fprintf(stderr, "[%s%s] %ld voluntary context switches in a 500 ms wait\n", where.c_str(),
-                 quota != nullptr ? ", in a 1-CPU quota" : "", switches);
-    if (expect_spin) {
-      EXPECT_LE(switches, 2) << "rank 1 slept while it waited: pinned to a core of its own, it should spin";
+    std::string settings;
+    for (const auto& [key, value] : config) settings += " " + key + "=" + value;
+    std::fprintf(stderr, "[%s%s,%s] %ld voluntary context switches in a 500 ms wait\n", where.c_str(),
+                 quota != nullptr ? ", in a 1-CPU quota" : "", settings.c_str(), switches);
+    if (expect_busy) {
+      EXPECT_LE(switches, 2) << "rank 1 slept while it waited (" << where << "," << settings
+                             << "): it should have spun or yielded all along";
     } else {
       EXPECT_GE(switches, 5) << "rank 1 did not sleep while it waited: sharing one core, it must not spin";
     }
@@ -115,6 +135,78 @@ TEST(ShmBinding, RanksInAOneCpuQuotaDoNotSpin) {
       testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
   if (!quota) GTEST_SKIP() << why_not;
   wait_pinned({}, false, quota.get());
+}
+
+// In `quota`, with the shm settings `config`: rank 1 waits kShortWaits times for rank 0,
+// about 1 ms each (rank 0 sleeps 1 ms before each barrier). The CPU time rank 1's waiting
+// thread used in them, in us (-1 where it could not be read back).
+constexpr int kShortWaits = 200;
+long long cpu_in_short_waits(const testing::CpuQuotaCgroup& quota, const std::map<std::string, std::string>& config) {
+  const std::string dir = testing::make_temp_dir();
+  const std::string file = dir + "/rank1_cpu_us";
+  GroupHarnessOptions options;
+  options.backend_config = config;
+  run_group(2, "shm", [&](ProcessGroup& world) {
+    ASSERT_TRUE(quota.join()) << quota.folder();
+    ProcessGroupPtr pg = world.new_group({0, 1});
+    pg->barrier()->wait();
+    if (pg->rank() == 0) {
+      for (int i = 0; i < kShortWaits; ++i) {
+        std::this_thread::sleep_for(milliseconds(1));  // the wait rank 1 is measured in
+        pg->barrier()->wait();
+      }
+      return;
+    }
+    const microseconds before = thread_cpu_time();
+    for (int i = 0; i < kShortWaits; ++i) pg->barrier()->wait();
+    const microseconds used = thread_cpu_time() - before;
+    std::FILE* out = std::fopen(file.c_str(), "w");
+    ASSERT_NE(out, nullptr) << file;
+    std::fprintf(out, "%lld\n", static_cast<long long>(used.count()));
+    std::fclose(out);
+  }, options);
+  long long used = -1;
+  if (std::FILE* in = std::fopen(file.c_str(), "r")) {
+    if (std::fscanf(in, "%lld", &used) != 1) used = -1;
+    std::fclose(in);
+  }
+  testing::remove_temp_dir(dir);
+  return used;
+}
+
+// The same quota, the default settings (shm_yield_us unset), against shm_yield_us=0 (no
+// yield phase: a futex sleep at once) for the same waits. A yield phase runs the first
+// 200 us of each ~1 ms wait on the CPU (sched_yield returns at once: the second core is free):
+// kShortWaits x ~200 us more. Before, it yielded (no spin under the quota, but the yield phase
+// kept): ~45 ms more for 200 waits, where now the two differ by noise.
+TEST(ShmBinding, RanksInAOneCpuQuotaDoNotYieldLoopByDefault) {
+  if (two_cpus().empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  std::string why_not;
+  const std::unique_ptr<testing::CpuQuotaCgroup> quota =
+      testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
+  if (!quota) GTEST_SKIP() << why_not;
+  const long long no_yield = cpu_in_short_waits(*quota, {{"shm_yield_us", "0"}});
+  const long long by_default = cpu_in_short_waits(*quota, {});
+  ASSERT_GE(no_yield, 0) << "rank 1's CPU time (shm_yield_us=0) did not come back";
+  ASSERT_GE(by_default, 0) << "rank 1's CPU time (default settings) did not come back";
+  std::fprintf(stderr, "[in a 1-CPU quota] rank 1's CPU in %d waits of ~1 ms: %lld us with shm_yield_us=0, "
+               "%lld us by default\n", kShortWaits, no_yield, by_default);
+  // Half a yield phase a wait (a waiter that yielded used ~150-180 us more a wait here).
+  const long long most_more = kShortWaits * 100;
+  EXPECT_LT(by_default - no_yield, most_more)
+      << "rank 1 used " << by_default << " us of CPU in " << kShortWaits << " waits of about 1 ms by default, "
+      << no_yield << " us with shm_yield_us=0, in a 1-CPU quota on free cores: it yield-looped";
+}
+
+// shm_yield_us set on purpose holds under the quota: rank 1 yields through the whole 500 ms
+// wait (1 s of yield), as it was told, and so never sleeps.
+TEST(ShmBinding, AYieldSetOnPurposeHoldsInACpuQuota) {
+  if (two_cpus().empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  std::string why_not;
+  const std::unique_ptr<testing::CpuQuotaCgroup> quota =
+      testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
+  if (!quota) GTEST_SKIP() << why_not;
+  wait_pinned({}, true, quota.get(), {{"shm_yield_us", "1000000"}});
 }
 
 }  // namespace

@@ -113,6 +113,72 @@ TEST(ShmCpus, RanksPinnedApartCountTheHostsCpus) {
   EXPECT_EQ(cpus_for_host_ranks(4, 0, 64), 4);
 }
 
+TEST(ShmCpus, TheQuotaCapsTheCountNotTheCores) {
+  // A pod limited to 4 CPUs of a 64-core node, no cpuset, one mask for all.
+  HostRankCpus pod = count_host_rank_cpus(/*own=*/64, /*union=*/64, /*cpuset=*/64, /*quota=*/4);
+  EXPECT_EQ(pod.cpus, 4);
+  EXPECT_EQ(pod.cores, 64);
+  // Ranks pinned apart there: the cpuset counts, then the quota caps it.
+  pod = count_host_rank_cpus(1, 2, 64, 4);
+  EXPECT_EQ(pod.cpus, 4);
+  EXPECT_EQ(pod.cores, 64);
+  // No quota (0): both the same.
+  const HostRankCpus bare = count_host_rank_cpus(2, 2, 64, 0);
+  EXPECT_EQ(bare.cpus, 2);
+  EXPECT_EQ(bare.cores, 2);
+}
+
+// {cpus within the quota, cores}.
+HostRankCpus counted(int cpus, int cores) {
+  HostRankCpus c;
+  c.cpus = cpus;
+  c.cores = cores;
+  return c;
+}
+
+TEST(ShmCpus, RanksWithACpuEachSpinThenYield) {
+  const WaitPhases phases = wait_phases(/*size=*/2, /*union=*/2, /*local_world_size=*/0, counted(2, 2));
+  EXPECT_TRUE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+  // 8 ranks of a 64-core pod whose quota allows 8.
+  EXPECT_TRUE(wait_phases(2, 64, 8, counted(8, 64)).spin);
+}
+
+TEST(ShmCpus, RanksShortOfCoresYieldWithoutSpinning) {
+  // More ranks than cores, no quota: sched_yield hands the core to the awaited rank.
+  WaitPhases phases = wait_phases(4, 2, 0, counted(2, 2));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+  // The host's ranks outnumber its cores, though the group's 2 would fit.
+  phases = wait_phases(2, 2, 64, counted(2, 2));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+  // Ranks pinned to one core together: the union is short, whatever the host has.
+  phases = wait_phases(2, 1, 0, counted(64, 64));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+  // Masks unknown (union 0): as short.
+  phases = wait_phases(2, 0, 0, counted(64, 64));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+  // Short of cores and of quota both: the cores are busy, so yielding still hands them on.
+  phases = wait_phases(2, 2, 8, counted(2, 4));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_TRUE(phases.yield);
+}
+
+TEST(ShmCpus, RanksShortOfQuotaAloneNeitherSpinNorYield) {
+  // 8 ranks in a pod limited to 4 CPUs of a 64-core node: the cores are free, sched_yield
+  // returns at once, and a yield loop would use up the quota as a spin does.
+  WaitPhases phases = wait_phases(2, 64, 8, counted(4, 64));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_FALSE(phases.yield);
+  // 2 ranks in a quota of 1 CPU on 2 cores (shm_binding_test's case).
+  phases = wait_phases(2, 2, 0, counted(1, 2));
+  EXPECT_FALSE(phases.spin);
+  EXPECT_FALSE(phases.yield);
+}
+
 // The first CPU of the calling thread's mask.
 int first_allowed_cpu() {
   cpu_set_t set;
@@ -139,7 +205,7 @@ TEST(ShmCpus, ThisProcesssOwnPinDoesNotNarrowTheCpuset) {
   ASSERT_TRUE(pin_to(first_allowed_cpu()));
   const int own = usable_cpus();
   const int cpuset = cpuset_cpus();
-  const int for_two_apart = host_rank_cpus(2);
+  const int for_two_apart = host_rank_cpus(2).cpus;
   cpu_set_t after;
   CPU_ZERO(&after);
   ASSERT_EQ(::sched_getaffinity(0, sizeof(after), &after), 0);
@@ -239,7 +305,7 @@ TEST(ShmCpus, RanksPinnedApartInACpusetCountItsCpusNotTheHosts) {
       report[0] = cpuset_cpus();
       if (pin_to(first_allowed_cpu())) {
         report[1] = usable_cpus();
-        report[2] = host_rank_cpus(2);  // the group's 2 ranks pinned to 2 CPUs of the set
+        report[2] = host_rank_cpus(2).cpus;  // the group's 2 ranks pinned to 2 CPUs of the set
       }
     }
     (void)!::write(result[1], report, sizeof(report));
@@ -263,7 +329,7 @@ TEST(ShmCpus, RanksPinnedApartInACpusetCountItsCpusNotTheHosts) {
   }
 }
 
-// What a child process counts (in `cgroup` where not null): usable_cpus(), host_rank_cpus(2)
+// What a child process counts (in `cgroup` where not null): usable_cpus(), host_rank_cpus(2).cpus
 // for a group of 2 that share this mask, the same once pinned to one CPU (ranks pinned
 // apart), and cgroup_quota_cpus(); -1 each where the child could not join.
 std::vector<int> counts_in_child(const testing::CpuQuotaCgroup* cgroup) {
@@ -276,9 +342,9 @@ std::vector<int> counts_in_child(const testing::CpuQuotaCgroup* cgroup) {
     int report[4] = {-1, -1, -1, -1};
     if (cgroup == nullptr || cgroup->join()) {
       report[0] = usable_cpus();
-      report[1] = host_rank_cpus(2);
+      report[1] = host_rank_cpus(2).cpus;
       report[3] = cgroup_quota_cpus();
-      if (pin_to(first_allowed_cpu())) report[2] = host_rank_cpus(2);
+      if (pin_to(first_allowed_cpu())) report[2] = host_rank_cpus(2).cpus;
     }
     (void)!::write(result[1], report, sizeof(report));
     ::_exit(0);
