@@ -1,8 +1,10 @@
 #include "launch/elastic_agent.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <optional>
@@ -34,6 +36,36 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kBarrierPoll{100};
 // The launcher serving the store stays this long at most for the others to see how the job ended.
 constexpr std::chrono::seconds kServeAfterDone{10};
+// How long the launcher serving the store keeps it, once a stopping signal made it stop the
+// job, for the others to read the stop (as node 0's launcher of a static job keeps its own:
+// attempt_job_stop.cc). The others read it as their watch sees the round end (each 0.2 s)
+// or at their next poll of the rendezvous (each 50 ms): room for a loaded machine.
+constexpr std::chrono::milliseconds kJobStopReach{5000};
+constexpr std::chrono::milliseconds kJobStopLook{100};
+// A stopping signal this soon after the one that stopped the job is a repeat of it.
+constexpr std::chrono::milliseconds kRepeatedStop{1000};
+
+// How a stopping signal reached a launcher, for the job stop's words.
+std::string how_it_came(int sig, bool terminal) {
+  if (!terminal) return local::signal_name(sig);
+  if (sig == SIGINT) return "SIGINT (a Ctrl-C there)";
+  if (sig == SIGQUIT) return "SIGQUIT (a Ctrl-\\ there)";
+  return local::signal_name(sig) + " from its terminal";
+}
+
+// The words of the job's stop, which every other launcher ends with: "the job was stopped at
+// node 0's terminal (10.0.0.1), which served the job's store: ...". `node`: "node 0" in a
+// round, "" outside one (then the address alone names the machine).
+std::string job_stop_words(int sig, bool terminal, const std::string& node, const std::string& address) {
+  std::string where;
+  if (terminal) {
+    where = node.empty() ? "at the terminal of " + address : "at " + node + "'s terminal (" + address + ")";
+  } else {
+    where = node.empty() ? "on " + address : "on " + node + " (" + address + ")";
+  }
+  return "the job was stopped " + where + ", which served the job's store: its launcher got " +
+         how_it_came(sig, terminal) + ", and the rendezvous store ends with it";
+}
 
 // "<host>-<pid>-<random>": unique among the launchers of a job, readable in messages.
 std::string new_launcher_id() {
@@ -66,6 +98,29 @@ class Agent {
   // The launcher serving the store stays until the others of the last round have left too
   // (they read the store until then), or kServeAfterDone.
   void linger_while_others_read();
+  // The end a stopping signal (`sig`) leaves for `round`: the launcher serving the store
+  // cannot leave the job alone (the store ends with it), so it stops the job
+  // (Rendezvous::stop_job, which ends the round too); any other one ends the round. Throws
+  // what the store throws.
+  void end_on_signal(const Round& round, int sig);
+  // The launcher serving the store, interrupted while it waited for a round: stops the job
+  // when other launchers may still use the store (those join() saw, and the last round's
+  // not marked gone), and leaves after telling them; nullopt when there are none.
+  std::optional<JobResult> stop_the_job_outside_a_round();
+  // The launcher serving the store, once it stopped the job: keeps the store until each
+  // other launcher (id, name) read the stop, left, or ended -- kJobStopReach at most, or a
+  // second stopping signal -- then its last line says why the whole job stopped and how to
+  // remove machines on purpose instead, and it leaves. Alone, it leaves as any launcher
+  // does (leave_interrupted(said)): there is nobody to tell.
+  JobResult leave_after_stopping_the_job(const std::vector<std::pair<std::string, std::string>>& others, bool said);
+  // The others of `round`, by id and as the last line names them ("node 2").
+  std::vector<std::pair<std::string, std::string>> others_of(const Round& round) const;
+  // Another launcher: the job was stopped (`stop`, read in the store); it ends with one line
+  // naming that stop, exit 128 + its signal. `after`: what of the rendezvous ends with it.
+  JobResult end_by_job_stop(const RoundEnd& stop, const std::string& after);
+  // The job's stop, read at once as the round watch stops the ranks (the store may be gone
+  // by the time they are stopped); a request tried once.
+  void read_job_stop_now();
   // The round was given up (RendezvousGaveUp): marks this launcher gone and, serving the
   // store, waits until `others` are marked gone too (they have read why), or kServeAfterDone.
   void leave_after_giving_up(const std::vector<std::string>& others);
@@ -86,6 +141,9 @@ class Agent {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Rendezvous> rendezvous_;
   std::string id_;
+  std::string address_;  // where the others reach this launcher
+  bool stopped_the_job_ = false;           // this launcher wrote the job's stop
+  std::optional<RoundEnd> job_stop_read_;  // another launcher's stop, read as the ranks stopped
   LauncherLinks links_;
   std::optional<Round> last_round_;
   const Clock::time_point began_ = Clock::now();
@@ -174,6 +232,136 @@ void Agent::leave_after_giving_up(const std::vector<std::string>& others) {
   }
 }
 
+void Agent::end_on_signal(const Round& round, int sig) {
+  const bool terminal = at_terminal(sig);
+  const std::string node = "node " + std::to_string(round.node_rank(id_));
+  if (endpoint_->serving()) {
+    rendezvous_->stop_job(job_stop_end(job_stop_words(sig, terminal, node, address_), sig, terminal));
+    stopped_the_job_ = true;
+    return;
+  }
+  // 1 for the others, who were not interrupted (128 + the signal is this node's own exit
+  // code: a script reading 130 on another machine would take it for a Ctrl-C there).
+  rendezvous_->end(round.number, interrupted_end(node + " (" + address_ + ") left: interrupted (" +
+                                                     local::signal_name(sig) + ")",
+                                                 sig, terminal));
+}
+
+std::optional<JobResult> Agent::stop_the_job_outside_a_round() {
+  const int sig = interrupted_by_;
+  std::vector<std::pair<std::string, std::string>> others;
+  try {
+    std::vector<std::string> ids = rendezvous_->others_seen();
+    if (last_round_) {
+      for (const Member& m : last_round_->members) ids.push_back(m.id);
+    }
+    for (const std::string& id : ids) {
+      const bool listed = std::any_of(others.begin(), others.end(), [&](const auto& o) { return o.first == id; });
+      if (id == id_ || listed || rendezvous_->gone(id)) continue;
+      others.emplace_back(id, "the launcher " + id);
+    }
+    if (others.empty()) return std::nullopt;
+    const bool terminal = at_terminal(sig);
+    rendezvous_->stop_job(job_stop_end(job_stop_words(sig, terminal, "", address_), sig, terminal));
+    stopped_the_job_ = true;
+  } catch (const std::exception&) {
+    return std::nullopt;  // the store's own launcher cannot reach it: nobody can be told
+  }
+  endpoint_->give_up_retrying();
+  return leave_after_stopping_the_job(others, /*said=*/false);
+}
+
+std::vector<std::pair<std::string, std::string>> Agent::others_of(const Round& round) const {
+  std::vector<std::pair<std::string, std::string>> others;
+  for (size_t i = 0; i < round.members.size(); ++i) {
+    if (round.members[i].id != id_) others.emplace_back(round.members[i].id, "node " + std::to_string(i));
+  }
+  return others;
+}
+
+JobResult Agent::leave_after_stopping_the_job(const std::vector<std::pair<std::string, std::string>>& others,
+                                              bool said) {
+  if (others.empty()) return leave_interrupted(said);
+  const int sig = interrupted_by_;
+  const bool terminal = at_terminal(sig);
+  // Each other launcher: whether it is told (read the stop), gone (and why), or ended.
+  auto state_of = [&](const std::string& id) -> std::string {
+    try {
+      if (rendezvous_->stop_seen(id)) return "read it";
+      if (std::optional<std::string> why = rendezvous_->gone(id)) return "had left (" + *why + ")";
+    } catch (const std::exception&) {
+      return "could not be asked (" + local::describe_current_exception() + ")";
+    }
+    if (!links_.ended({id}, 0).empty()) return "had ended";
+    return "";
+  };
+  const Clock::time_point began = Clock::now();
+  const Clock::time_point until = began + kJobStopReach;
+  int again = 0;  // a second stopping signal, a deliberate one: no more waiting
+  for (const auto& other : others) {
+    while (again == 0 && state_of(other.first).empty() && Clock::now() < until) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+      pollfd p{signals_.fd(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::min(left, kJobStopLook).count()));
+      for (int s : signals_.take()) {
+        // A repeat within a second is the same stop delivered twice (a double Ctrl-C).
+        if (stops_the_job(s) && Clock::now() - began >= kRepeatedStop) again = s;
+      }
+    }
+  }
+  // Read after the wait: each as it was then.
+  std::string told;
+  for (const auto& other : others) {
+    const std::string state = state_of(other.first);
+    told += (told.empty() ? ": " : "; ") + other.second + " " +
+            (!state.empty() ? state
+                            : "had not read it " + (again != 0 ? "when " + local::signal_name(again) + " came"
+                                                               : "within " + seconds_text(kJobStopReach)));
+  }
+  const std::string stopper =
+      terminal ? (sig == SIGQUIT ? "a Ctrl-\\ here" : sig == SIGINT ? "a Ctrl-C here" : how_it_came(sig, true))
+               : "its " + local::signal_name(sig);
+  say("this machine's launcher serves the job's rendezvous store (--rdzv_endpoint=" + elastic_.endpoint_host + ":" +
+      std::to_string(elastic_.endpoint_port) + "), so " + stopper + " stops the job on every machine: " +
+      "told the other machines' launchers" + told +
+      // A Ctrl-C is a user removing a machine, who is told how (a signal sent with kill may
+      // be the whole job's anyway: a scheduler's).
+      (terminal ? "; to remove machines on purpose, serve the store from a machine that stays (every launcher's "
+                  "--rdzv_endpoint pointing at it) and press Ctrl-C at the terminals of those that leave"
+                : "") +
+      "; exit status " + std::to_string(128 + sig) + " (128 + " + std::to_string(sig) + ")");
+  return leave(128 + sig, "stopped the job (" + local::signal_name(sig) + ")");
+}
+
+JobResult Agent::end_by_job_stop(const RoundEnd& stop, const std::string& after) {
+  try {
+    rendezvous_->mark_stop_seen(id_);
+  } catch (const std::exception&) {
+    // Read already (read_job_stop_now), or the store is gone: it cannot be told now.
+  }
+  // The store ends with its launcher: no request of this one waits for it any more.
+  endpoint_->give_up_retrying();
+  say(stop.why + "; " + after + "; exit status " + std::to_string(stop.exit_code) + " (128 + " +
+      std::to_string(stop.signal) + ")");
+  JobResult r = leave(stop.exit_code, "the job was stopped");
+  r.interrupted_by = stop.signal;
+  return r;
+}
+
+void Agent::read_job_stop_now() {
+  if (endpoint_->serving() || job_stop_read_) return;
+  try {
+    std::unique_ptr<Store> once = endpoint_->connect_again([] { return true; });
+    Rendezvous rendezvous(*once, elastic_, options_.max_restarts);
+    if (std::optional<RoundEnd> stop = rendezvous.job_stop()) {
+      rendezvous.mark_stop_seen(id_);
+      job_stop_read_ = stop;
+    }
+  } catch (const std::exception&) {
+    // Read again once the ranks stopped (the store may answer then).
+  }
+}
+
 bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
   const int64_t members = static_cast<int64_t>(round.members.size());
   rendezvous_->mark_done(round.number, id_);
@@ -189,6 +377,9 @@ bool Agent::wait_for_the_others(const Round& round, RoundWatch& watch) {
 JobResult Agent::run() {
   try {
     return run_rounds();
+  } catch (const JobStopped& e) {
+    // Stopped while this launcher waited for a round: no round forms without the store.
+    return end_by_job_stop(e.stop, rendezvous_name() + ": no new round");
   } catch (const RendezvousGaveUp& e) {
     // Every member of the round ends with the same words (main says them): the launcher
     // serving the store keeps it until the others have read them.
@@ -251,13 +442,18 @@ JobResult Agent::run_rounds() {
   } give_up_on_return{*endpoint_};
   Liveness liveness(elastic_.heartbeat_timeout);
   AlivePort alive;
-  const std::string address =
-      elastic_.local_addr.empty() ? local_address_towards(elastic_.endpoint_host, elastic_.endpoint_port, elastic_.timeout) : elastic_.local_addr;
+  address_ = elastic_.local_addr.empty()
+                 ? local_address_towards(elastic_.endpoint_host, elastic_.endpoint_port, elastic_.timeout)
+                 : elastic_.local_addr;
+  const std::string& address = address_;
 
   while (true) {
     const Member self{id_, address, options_.nproc_per_node, local::pick_free_port(), alive.port()};
     std::optional<Round> round = rendezvous_->join(self, liveness, stop_asked);
     if (!round) {
+      if (interrupted_by_ != 0 && endpoint_->serving()) {
+        if (std::optional<JobResult> r = stop_the_job_outside_a_round()) return *r;
+      }
       if (interrupted_by_ != 0) {
         say("got " + local::signal_name(interrupted_by_) + " during the rendezvous: leaving");
         return leave(128 + interrupted_by_, "interrupted (" + local::signal_name(interrupted_by_) + ")");
@@ -285,6 +481,13 @@ JobResult Agent::run_rounds() {
         },
         elastic_, options_.max_restarts, *round, id_, links_);
     AttemptWatch attempt_watch = watch.attempt_watch();
+    // The round ended: if the job was stopped, read it now, while the launcher serving the
+    // store keeps it for this one (it may be gone once the ranks here have stopped).
+    attempt_watch.reason = [this, reason = attempt_watch.reason] {
+      std::string why = reason();
+      if (!why.empty()) read_job_stop_now();
+      return why;
+    };
     // This attempt stops by itself (a rank failed, a signal): the other machines hear of it
     // at once. When another machine's launcher has ended, that is the cause (its ranks died
     // with it, and this one failed for want of them): its link was closed before its ranks
@@ -304,11 +507,7 @@ JobResult Agent::run_rounds() {
           // the watch's too) waits for a store that does not answer, and this one, which
           // the ranks' stopping waits for, is not tried at all when the store was silent last.
           endpoint_->give_up_retrying();
-          // 1 for the others, who were not interrupted (128 + the signal is this node's own
-          // exit code: a script reading 130 on another machine would take it for a Ctrl-C there).
-          rendezvous_->end(round->number,
-                           interrupted_end(here + " left: interrupted (" + local::signal_name(cause.interrupted_by) + ")",
-                                           cause.interrupted_by, at_terminal(cause.interrupted_by)));
+          end_on_signal(*round, cause.interrupted_by);
           return "";
         }
         if (!ended.empty()) {
@@ -338,14 +537,15 @@ JobResult Agent::run_rounds() {
       endpoint_->give_up_retrying();
       try {
         // Written already when the signal came while the ranks ran (on_stop); not when it came later.
-        rendezvous_->end(round->number,
-                         interrupted_end("node " + std::to_string(node) + " (" + address + ") left: interrupted (" +
-                                             local::signal_name(interrupted_by_) + ")",
-                                         interrupted_by_, at_terminal(interrupted_by_)));
+        end_on_signal(*round, interrupted_by_);
       } catch (const std::exception&) {
       }
+      if (stopped_the_job_) return leave_after_stopping_the_job(others_of(*round), /*said=*/result.interrupted_by != 0);
       return leave_interrupted(/*said=*/result.interrupted_by != 0);
     }
+    const std::string round_over =
+        rendezvous_name() + " round " + std::to_string(round->number) + " ended, no new round";
+    if (job_stop_read_) return end_by_job_stop(*job_stop_read_, round_over);
     if (watch.store_lost()) {
       // The watch may have lost the store in a look that outlasted the attempt, which its
       // ranks ended on their own (it then stopped nothing): its words, not the attempt's
@@ -367,16 +567,31 @@ JobResult Agent::run_rounds() {
       done.survived = survived_;
       return done;
     }
-    if (interrupted()) return leave_interrupted(/*said=*/false);
+    if (interrupted()) {
+      if (endpoint_->serving()) {
+        // While this machine's ranks had finished and the others' ran: its store ends with it.
+        try {
+          end_on_signal(*round, interrupted_by_);
+        } catch (const std::exception&) {
+        }
+        if (stopped_the_job_) return leave_after_stopping_the_job(others_of(*round), /*said=*/false);
+      }
+      return leave_interrupted(/*said=*/false);
+    }
     if (watch.store_lost()) {
       say(watch.store_lost_why());
       return leave(1, "lost the store");
     }
+    // The job was stopped (its store's launcher got a signal): no new round can form.
+    if (std::optional<RoundEnd> stop = rendezvous_->job_stop()) return end_by_job_stop(*stop, round_over);
     std::optional<RoundEnd> end = rendezvous_->end_of(round->number);
     if (!end) end = RoundEnd{true, 1, result.stopped_for};  // taken for gone: the others end it
     const std::string ended = rendezvous_name() + " round " + std::to_string(round->number) + " ended: " + end->why;
     // Decided on the cause the store holds, never on the words of `why` (round_end.h).
     const AfterRoundEnd after = after_round_end(*end);
+    // The job's stop is written before the round's end with it (stop_job): read above, but
+    // the round's end alone says so too.
+    if (after.job_stopped) return end_by_job_stop(*end, round_over);
     if (after.hold_for_own_stop.count() > 0) {
       // Another machine's launcher got SIGTERM. A scheduler stopping the whole job signals
       // this one too, moments later (outside_stop.h): no new round for it.

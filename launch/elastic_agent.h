@@ -7,6 +7,9 @@
 // the next round with whoever is there, as long as --nnodes MIN come. A failure or a
 // machine gone counts a restart (the job's count, agreed in the store); a machine joining
 // does not, nor one removed on purpose (a Ctrl-C at its launcher's terminal: round_end.h).
+// The machine whose launcher serves the rendezvous store cannot leave alone (the store ends
+// with it): a stopping signal there, a Ctrl-C too, stops the job on every machine
+// (Rendezvous::stop_job), each other launcher ending with one line that names that stop.
 // When every member's ranks have finished, the job is done.
 //
 // Each round: "launch: rendezvous 'job7' round 2: 2 machines (min 1, max 4)"; each end:

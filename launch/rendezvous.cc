@@ -273,6 +273,29 @@ int64_t Rendezvous::done_count(int round) {
 void Rendezvous::mark_finished(int round) { store_.compare_set("finished", {}, to_bytes(std::to_string(round))); }
 bool Rendezvous::finished() { return store_.check({"finished"}); }
 
+RoundEnd Rendezvous::stop_job(const RoundEnd& stop) {
+  const std::string stands = to_string(store_.compare_set("stopped", {}, to_bytes(encode_round_end(stop))));
+  const std::optional<RoundEnd> e = decode_round_end(stands);
+  if (!e) throw std::runtime_error("rendezvous: a malformed job stop: '" + stands + "'");
+  // The running round's members read its end (their watches), not the job's stop: it ends
+  // with the stop (a round that ended already keeps its end, and they read the stop after).
+  const int r = current_round();
+  const std::optional<std::string> text = read(round_key(r));
+  if (text && decode_round(r, *text).closed) end(r, *e);
+  return *e;
+}
+
+std::optional<RoundEnd> Rendezvous::job_stop() {
+  std::optional<std::string> text = read("stopped");
+  if (!text) return std::nullopt;
+  std::optional<RoundEnd> e = decode_round_end(*text);
+  if (!e) throw std::runtime_error("rendezvous: a malformed job stop: '" + *text + "'");
+  return e;
+}
+
+void Rendezvous::mark_stop_seen(const std::string& id) { store_.compare_set("stop_seen/" + id, {}, to_bytes("1")); }
+bool Rendezvous::stop_seen(const std::string& id) { return store_.check({"stop_seen/" + id}); }
+
 std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, const std::function<bool()>& interrupted) {
   const auto deadline = Clock::now() + options_.timeout;
   int r = current_round();
@@ -282,8 +305,11 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
   auto next_progress = began + progress_interval(options_);
   std::vector<std::string> refused;  // every refusal said so far, for the progress lines
   std::vector<std::string> others;   // the open round's other live members, as last seen
+  others_seen_.clear();
   while (true) {
     if (interrupted()) return std::nullopt;
+    // The launcher serving the store was stopped: no round forms any more.
+    if (std::optional<RoundEnd> stop = job_stop()) throw JobStopped(*stop);
     const std::string key = round_key(r);
     const std::string text = read(key).value_or("");
     const RoundState state = decode_round(r, text);
@@ -303,6 +329,7 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
         // every one of them has gone, nobody is left to: the waiting launcher does.
         std::vector<std::string> ids;
         for (const Member& m : state.round.members) ids.push_back(m.id);
+        others_seen_ = ids;
         liveness.observe(store_, ids);
         if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return liveness.alive(id); })) {
           end(r, {true, 1, "every machine of round " + std::to_string(r) + " went away", RoundEndCause::kEveryoneWentAway});
@@ -355,6 +382,7 @@ std::optional<Round> Rendezvous::join(const Member& self, Liveness& liveness, co
           others.push_back(id);
         }
       }
+      others_seen_ = others;
       // Another member gave the round up at its deadline: this one ends with its words.
       if (std::optional<std::string> gave_up = read(key + "/gave_up")) throw RendezvousGaveUp(*gave_up, others);
       const std::string round_text = "rendezvous '" + options_.rdzv_id + "' round " + std::to_string(r);

@@ -19,6 +19,9 @@
 //                      first wins): every member of the open round ends with these words
 //   refused/count      how many launchers agree_on_settings() refused (a counter), and
 //   refused/<n>        "<who>|<why>" of the n-th: the waiting launchers say so at once
+//   stopped            the job's stop (a round end, cause kJobStopped; first wins): the launcher
+//                      serving the store got a stopping signal, and the store ends with it
+//   stop_seen/<id>     that launcher read the job's stop (the serving one waits for these)
 // A member is "<id>,<host>,<nproc>,<port>,<alive port>": where the others reach it, its
 // ranks, a free port on its host for the ranks' store should it be node 0, and the port
 // whose connections tell the others when its launcher ends (launcher_links.h).
@@ -96,6 +99,15 @@ class RendezvousGaveUp : public std::runtime_error {
   std::vector<std::string> others;
 };
 
+// Thrown by Rendezvous::join when the job was stopped (Rendezvous::stop_job: the launcher
+// serving the store got a stopping signal) while this launcher waited for a round: no round
+// can form without the store. `stop` is the stop as written.
+class JobStopped : public std::runtime_error {
+ public:
+  explicit JobStopped(const RoundEnd& stop) : std::runtime_error(stop.why), stop(stop) {}
+  RoundEnd stop;
+};
+
 // How often a launcher waiting for machines says so: every 30 s, or a quarter of a shorter
 // --rdzv_timeout_s (1 s at least), so that a wait is never silent for long.
 std::chrono::milliseconds progress_interval(const ElasticOptions& options);
@@ -118,7 +130,7 @@ class Rendezvous {
   // a launcher given the job's flags may still come, as torchrun's rendezvous waits out its
   // timeout for min_nodes). Throws RendezvousGaveUp when the round it is in does not gather
   // min_nodes within options.timeout (or another member gave it up), std::runtime_error
-  // when it waited outside a running round that long.
+  // when it waited outside a running round that long, JobStopped when the job was stopped.
   std::optional<Round> join(const Member& self, Liveness& liveness, const std::function<bool()>& interrupted);
 
   std::optional<RoundEnd> end_of(int round);
@@ -132,6 +144,16 @@ class Rendezvous {
   int64_t done_count(int round);
   void mark_finished(int round);
   bool finished();
+  // The job's stop (job_stop_end), first wins: returns the stop that stands. The round now
+  // running, if any, ends with it too (its members' watches stop their ranks).
+  RoundEnd stop_job(const RoundEnd& stop);
+  std::optional<RoundEnd> job_stop();
+  void mark_stop_seen(const std::string& id);
+  bool stop_seen(const std::string& id);
+  // The other launchers join() last saw: the live members of the round it was forming, the
+  // last round's that had not come back yet, or the members of the round running without
+  // it. Those a launcher leaving while it waited tells of the job's stop.
+  const std::vector<std::string>& others_seen() const { return others_seen_; }
 
  private:
   std::optional<std::string> read(const std::string& key);
@@ -149,6 +171,7 @@ class Rendezvous {
   const int max_restarts_;
   const std::function<void(const std::string&)> say_;
   int64_t refusals_seen_ = 0;
+  std::vector<std::string> others_seen_;
 };
 
 // "a.b.c.d" of the member list, for messages: "2 machines".

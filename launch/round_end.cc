@@ -13,6 +13,8 @@ namespace {
 
 constexpr char kInterrupted[] = "interrupted:";
 constexpr char kInterruptedAtTerminal[] = "interrupted_at_terminal:";
+constexpr char kJobStopped[] = "job_stopped:";
+constexpr char kJobStoppedAtTerminal[] = "job_stopped_at_terminal:";
 // The words an older launcher (no cause field) wrote when a signal made it leave.
 constexpr char kOldInterruptedWords[] = " left: interrupted (";
 
@@ -41,6 +43,8 @@ std::string cause_text(const RoundEnd& e) {
       return "rank_failed";
     case RoundEndCause::kLauncherInterrupted:
       return (e.from_terminal ? kInterruptedAtTerminal : kInterrupted) + std::to_string(e.signal);
+    case RoundEndCause::kJobStopped:
+      return (e.from_terminal ? kJobStoppedAtTerminal : kJobStopped) + std::to_string(e.signal);
     case RoundEndCause::kLauncherEnded:
       return "launcher_ended";
     case RoundEndCause::kLauncherWentAway:
@@ -57,15 +61,25 @@ std::string cause_text(const RoundEnd& e) {
 
 // Sets e's cause from its text; false when `text` names none (then e is left as it was).
 bool read_cause(const std::string& text, RoundEnd& e) {
-  for (const bool terminal : {false, true}) {
-    const char* prefix = terminal ? kInterruptedAtTerminal : kInterrupted;
-    const size_t size = terminal ? sizeof(kInterruptedAtTerminal) : sizeof(kInterrupted);
-    if (text.rfind(prefix, 0) != 0) continue;
-    const int sig = signal_after(text, prefix, size);
+  struct WithSignal {
+    const char* prefix;
+    size_t size;
+    RoundEndCause cause;
+    bool terminal;
+  };
+  static const WithSignal kWithSignal[] = {
+      {kInterruptedAtTerminal, sizeof(kInterruptedAtTerminal), RoundEndCause::kLauncherInterrupted, true},
+      {kInterrupted, sizeof(kInterrupted), RoundEndCause::kLauncherInterrupted, false},
+      {kJobStoppedAtTerminal, sizeof(kJobStoppedAtTerminal), RoundEndCause::kJobStopped, true},
+      {kJobStopped, sizeof(kJobStopped), RoundEndCause::kJobStopped, false},
+  };
+  for (const WithSignal& w : kWithSignal) {
+    if (text.rfind(w.prefix, 0) != 0) continue;
+    const int sig = signal_after(text, w.prefix, w.size);
     if (sig == 0) return false;
-    e.cause = RoundEndCause::kLauncherInterrupted;
+    e.cause = w.cause;
     e.signal = sig;
-    e.from_terminal = terminal;
+    e.from_terminal = w.terminal;
     return true;
   }
   static const std::pair<const char*, RoundEndCause> kNames[] = {
@@ -124,8 +138,19 @@ RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal) {
   return e;
 }
 
+RoundEnd job_stop_end(const std::string& why, int sig, bool from_terminal) {
+  RoundEnd e{false, 128 + sig, why, RoundEndCause::kJobStopped, sig};
+  e.from_terminal = from_terminal;
+  return e;
+}
+
 AfterRoundEnd after_round_end(const RoundEnd& end) {
   AfterRoundEnd after;
+  if (end.cause == RoundEndCause::kJobStopped) {
+    // The store is going: no new round can form, and nothing is left to hold for.
+    after.job_stopped = true;
+    return after;
+  }
   if (end.cause == RoundEndCause::kUnknown) {
     // An older launcher's end carries no cause: its words are all there is (they said every
     // departure by a signal this way, and it held for every one).

@@ -6,7 +6,7 @@
 // In the rendezvous store (round/<r>/end, first wins):
 //   "<restart|membership>|<exit code>|<cause>|<why>"
 // with <cause> one of rank_failed, interrupted:<signal number>, interrupted_at_terminal:<signal
-// number>, launcher_ended, went_away,
+// number>, job_stopped:<signal number>, job_stopped_at_terminal:<signal number>, launcher_ended, went_away,
 // everyone_went_away, machines_wait, unknown. A value of three fields (a launcher from before
 // the cause was written) reads as RoundEndCause::kUnknown with all of its why.
 #pragma once
@@ -26,6 +26,9 @@ enum class RoundEndCause {
   kLauncherWentAway,     // a member's heartbeat stopped (its network or machine gone)
   kEveryoneWentAway,     // every member went away: a launcher waiting for the next round ended it
   kMachinesWait,         // room for machines that wait to join: a membership change, not a failure
+  // The launcher serving the rendezvous store got a stopping signal (RoundEnd::signal): the
+  // store ends with it, so the whole job stops (job_stop_end).
+  kJobStopped,
 };
 
 struct RoundEnd {
@@ -35,8 +38,8 @@ struct RoundEnd {
   int exit_code = 0;  // the failure's, to exit with when no restart is left (0 to 255; else malformed)
   std::string why;       // for people: never parsed
   RoundEndCause cause = RoundEndCause::kUnknown;
-  int signal = 0;  // kLauncherInterrupted: the signal that launcher got
-  // kLauncherInterrupted: the signal came from the kernel (si_code SI_KERNEL, sender pid 0),
+  int signal = 0;  // kLauncherInterrupted, kJobStopped: the signal that launcher got
+  // kLauncherInterrupted, kJobStopped: the signal came from the kernel (si_code SI_KERNEL, sender pid 0),
   // as a terminal's Ctrl-C or Ctrl-\ does, to that machine alone. A signal sent with kill (scancel
   // --signal=INT, srun forwarding a Ctrl-C, a script) may reach every machine of the job.
   bool from_terminal = false;
@@ -47,6 +50,12 @@ struct RoundEnd {
 // machine was removed on purpose (after_round_end): a membership change then, which counts
 // no restart.
 RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal);
+
+// The end the launcher serving the rendezvous store writes when a stopping signal makes it
+// leave: it cannot leave the job alone, since the store ends with it (the others, forming
+// the next round without it, lost the store and ended in exit 1). Not a restart; its exit
+// code is 128 + sig, the stopped job's on every machine.
+RoundEnd job_stop_end(const std::string& why, int sig, bool from_terminal);
 
 std::string encode_round_end(const RoundEnd& end);
 // nullopt when `text` is no round end (fewer than three fields, or an exit code that is not
@@ -65,6 +74,9 @@ struct AfterRoundEnd {
   // forms at once. Any other stopping signal (SIGTERM, a SIGHUP of closed ssh sessions, a
   // SIGINT sent with kill: scancel --signal=INT, srun) may be the whole job's: held.
   bool removed_on_purpose = false;
+  // The launcher serving the rendezvous store was stopped (kJobStopped): the job ends on
+  // every machine, no new round, exit end.exit_code; nothing to hold for.
+  bool job_stopped = false;
 };
 AfterRoundEnd after_round_end(const RoundEnd& end);
 

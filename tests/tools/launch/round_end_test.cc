@@ -156,6 +156,69 @@ TEST(RoundEnd, EveryCauseIsReadBackAsWritten) {
   }
 }
 
+// The launcher serving the rendezvous store got a stopping signal: the store ends with it,
+// so the whole job stops -- not a machine removed, no hold, no restart -- with 128 + the
+// signal on every machine. Through the store too, from the terminal or not.
+TEST(RoundEnd, TheStoreHostsStopIsTheWholeJobs) {
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) {
+    for (bool terminal : {true, false}) {
+      const RoundEnd stop = job_stop_end("the job was stopped at node 0's terminal", sig, terminal);
+      const std::optional<RoundEnd> back = decode_round_end(encode_round_end(stop));
+      ASSERT_TRUE(back.has_value());
+      for (const RoundEnd* e : {&stop, &*back}) {
+        EXPECT_EQ(e->cause, RoundEndCause::kJobStopped) << sig;
+        EXPECT_EQ(e->signal, sig);
+        EXPECT_EQ(e->from_terminal, terminal);
+        EXPECT_EQ(e->exit_code, 128 + sig);
+        EXPECT_FALSE(e->restart);
+        EXPECT_EQ(e->why, stop.why);
+        const AfterRoundEnd after = after_round_end(*e);
+        EXPECT_TRUE(after.job_stopped) << sig;
+        EXPECT_FALSE(after.removed_on_purpose) << sig;
+        EXPECT_EQ(after.hold_for_own_stop.count(), 0) << sig;
+      }
+    }
+  }
+  // No other cause stops the job.
+  EXPECT_FALSE(after_round_end(interrupted_end("node 1 left", SIGINT, /*from_terminal=*/true)).job_stopped);
+  EXPECT_FALSE(after_round_end(interrupted_end("node 1 left", SIGTERM, /*from_terminal=*/false)).job_stopped);
+  EXPECT_FALSE(decode_round_end("membership|130|job_stopped:x|why")->cause == RoundEndCause::kJobStopped);
+}
+
+// The job's stop stands in the store (first wins) and ends the round that runs, whose
+// members' watches read round ends; a launcher waiting for a round reads it in join().
+TEST(RoundEnd, TheJobsStopEndsTheRunningRoundAndTheWaitForOne) {
+  HashStore store;
+  ElasticOptions options;
+  options.rdzv_id = "round_end_test";
+  options.min_nodes = 1;
+  options.max_nodes = 1;
+  Rendezvous rendezvous(store, options, /*max_restarts=*/3);
+  Liveness liveness(std::chrono::seconds(10));
+  const std::optional<Round> round = rendezvous.join({"a", "127.0.0.1", 1, 1, 1}, liveness, [] { return false; });
+  ASSERT_TRUE(round.has_value());
+  EXPECT_FALSE(rendezvous.job_stop().has_value());
+  const RoundEnd stop = job_stop_end("the job was stopped at node 0's terminal", SIGINT, true);
+  EXPECT_EQ(rendezvous.stop_job(stop).why, stop.why);
+  const std::optional<RoundEnd> end = rendezvous.end_of(round->number);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->cause, RoundEndCause::kJobStopped);
+  // First wins.
+  EXPECT_EQ(rendezvous.stop_job(job_stop_end("later", SIGTERM, false)).why, stop.why);
+  ASSERT_TRUE(rendezvous.job_stop().has_value());
+  EXPECT_EQ(rendezvous.job_stop()->signal, SIGINT);
+  EXPECT_FALSE(rendezvous.stop_seen("b"));
+  rendezvous.mark_stop_seen("b");
+  EXPECT_TRUE(rendezvous.stop_seen("b"));
+  try {
+    rendezvous.join({"b", "127.0.0.1", 1, 2, 2}, liveness, [] { return false; });
+    ADD_FAILURE() << "join() formed a round after the job's stop";
+  } catch (const JobStopped& e) {
+    EXPECT_EQ(e.stop.why, stop.why);
+    EXPECT_EQ(e.stop.exit_code, 130);
+  }
+}
+
 // A value without a cause (as written before it was) reads as unknown, its words whole;
 // one that is no end at all is refused.
 TEST(RoundEnd, AnEndWithoutACauseReadsAsUnknown) {
