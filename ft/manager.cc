@@ -60,7 +60,7 @@ std::function<StorePtr()> connect_from_environment(bool joining) {
     so.identity = identity_from_environment();
     so.is_server = *first && !launcher_serves && !joining && launch.rank == 0;
     if (so.is_server) {
-      log_line("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is unset), so rank 0 "
+      log_line("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is unset or empty), so rank 0 "
                   "serves it: if rank 0 dies, the others cannot recover. Start the job with tools/launch.");
     }
     *first = false;

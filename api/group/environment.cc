@@ -8,6 +8,7 @@
 
 #include "api/errors.h"
 #include "api/group/init_wait.h"
+#include "api/diagnostics/json_text.h"
 #include "api/diagnostics/timeline.h"
 #include "api/diagnostics/trace_dump.h"
 #include "api/process/rank_environment.h"
@@ -171,7 +172,8 @@ int parse_port(const std::string& what, const std::string& v) {
 bool parse_store_served_by_launcher(const std::string& v) {
   if (v.empty()) return false;
   if (v == local::kStoreServedByLauncher) return true;
-  throw InvalidArgument(std::string(local::kStoreServedByVariable) + "='" + v + "': expected '" +
+  // Quoted with its control characters escaped: "launcher\n" stays on the message's one line.
+  throw InvalidArgument(std::string(local::kStoreServedByVariable) + "=" + json_quote(v) + ": expected '" +
                         local::kStoreServedByLauncher +
                         "' (the launcher serves the job's store; tools/launch and spawn() set it), or unset (rank 0 "
                         "serves it)");

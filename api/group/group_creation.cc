@@ -374,6 +374,9 @@ GroupBackends GroupCreation::make_backends(const GroupBackends* parent, const st
     bo.timeout = options_.timeout;
     bo.device = device;
     bo.config = options_.backend_config;
+    // The group's DISTCOMM_DEBUG level, where it is not OFF, for a plugin's own INFO lines
+    // (shm says how its waiters wait).
+    if (options_.debug != DebugLevel::kOff) bo.config["debug"] = debug_level_name(options_.debug);
     try {
       // The backend's rendezvous waits within what is left of the creation's deadline.
       const BackendCreationScope creating(wait_);

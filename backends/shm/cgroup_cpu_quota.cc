@@ -4,6 +4,8 @@
 #include <climits>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 namespace distcomm {
 namespace shm {
@@ -59,37 +61,59 @@ int ceil_cpus(unsigned long long quota, unsigned long long period) {
   return cpus > static_cast<unsigned long long>(INT_MAX) ? INT_MAX : static_cast<int>(cpus);
 }
 
-// The tighter of two counts, 0 meaning no limit.
-int tighter(int a, int b) {
-  if (a == 0) return b;
-  if (b == 0) return a;
-  return std::min(a, b);
-}
-
 }  // namespace
 
 std::vector<CgroupMount> cpu_quota_mounts(const std::string& mountinfo) {
-  std::vector<CgroupMount> mounts;
-  std::istringstream lines(mountinfo);
-  for (std::string line; std::getline(lines, line);) {
-    std::vector<std::string> f;
-    std::istringstream words(line);
-    for (std::string w; words >> w;) f.push_back(w);
+  // Each candidate's mount point as the text writes it (escaped), to compare with later lines'.
+  std::vector<std::pair<CgroupMount, std::string_view>> found;
+  const std::string_view text(mountinfo);
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
     // id parent major:minor root point options [optional...] - fstype source super_options
-    const auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || f.end() - dash < 4 || dash - f.begin() < 6) continue;
-    const std::string& type = *(dash + 1);
-    const std::string& options = *(dash + 3);
-    CgroupMount m;
-    if (type == "cgroup2") {
-      m.v2 = true;
-    } else if (type != "cgroup" || !has_token(options, "cpu")) {
-      continue;
+    size_t at[6];  // where fields 1-6 begin (0-based: id at 0); none contains a space
+    size_t pos = 0;
+    int n = 0;
+    for (; n < 6 && pos < line.size(); ++n) {
+      at[n] = pos;
+      const size_t space = line.find(' ', pos);
+      pos = space == std::string_view::npos ? line.size() : space + 1;
     }
-    m.root = unescape(f[3]);
-    m.point = unescape(f[4]);
-    mounts.push_back(m);
+    if (n < 6 || pos >= line.size()) continue;
+    const std::string_view point = line.substr(at[4], at[5] - 1 - at[4]);
+    // A later mount at the same point hides the earlier ones (whatever its type).
+    for (size_t i = 0; i < found.size();) {
+      if (found[i].second == point) {
+        found.erase(found.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    // The type, right after the optional fields' end; a line of another type goes no further.
+    const size_t dash = line.find(" - ", at[5]);
+    if (dash == std::string_view::npos) continue;
+    std::string_view rest = line.substr(dash + 3);  // fstype source super_options
+    const size_t type_end = rest.find(' ');
+    if (type_end == std::string_view::npos) continue;
+    const std::string_view type = rest.substr(0, type_end);
+    if (type != "cgroup" && type != "cgroup2") continue;
+    rest = rest.substr(type_end + 1);
+    const size_t source_end = rest.find(' ');
+    if (source_end == std::string_view::npos) continue;
+    std::string_view options = rest.substr(source_end + 1);
+    options = options.substr(0, options.find(' '));
+    if (options.empty()) continue;
+    CgroupMount m;
+    m.v2 = type == "cgroup2";
+    if (!m.v2 && !has_token(std::string(options), "cpu")) continue;
+    m.root = unescape(std::string(line.substr(at[3], at[4] - 1 - at[3])));
+    m.point = unescape(std::string(point));
+    found.emplace_back(std::move(m), point);
   }
+  std::vector<CgroupMount> mounts;
+  for (auto& f : found) mounts.push_back(std::move(f.first));
   return mounts;
 }
 
@@ -140,34 +164,70 @@ std::vector<std::string> quota_folders(const CgroupMount& mount, const std::stri
   return folders;
 }
 
+namespace {
+
+// A quota's numbers, {0, 0} for none or text that is not numbers.
+std::pair<unsigned long long, unsigned long long> v1_numbers(const std::string& quota_us, const std::string& period_us) {
+  return {positive(quota_us), positive(period_us)};
+}
+
+std::pair<unsigned long long, unsigned long long> v2_numbers(const std::string& cpu_max) {
+  std::istringstream in(cpu_max);
+  std::string quota, period, more;
+  if (!(in >> quota >> period) || (in >> more)) return {0, 0};
+  return {positive(quota), positive(period)};  // "max": not a number, no quota
+}
+
+// Whether a / b < c / d, for positive numbers (no rounding, no overflow).
+bool smaller_ratio(unsigned long long a, unsigned long long b, unsigned long long c, unsigned long long d) {
+  return static_cast<unsigned __int128>(a) * d < static_cast<unsigned __int128>(c) * b;
+}
+
+}  // namespace
+
 int quota_cpus_v1(const std::string& quota_us, const std::string& period_us) {
-  return ceil_cpus(positive(quota_us), positive(period_us));
+  const auto [quota, period] = v1_numbers(quota_us, period_us);
+  return ceil_cpus(quota, period);
 }
 
 int quota_cpus_v2(const std::string& cpu_max) {
-  std::istringstream in(cpu_max);
-  std::string quota, period, more;
-  if (!(in >> quota >> period) || (in >> more)) return 0;
-  return ceil_cpus(positive(quota), positive(period));  // "max": not a number, no quota
+  const auto [quota, period] = v2_numbers(cpu_max);
+  return ceil_cpus(quota, period);
 }
 
-int cgroup_quota_cpus(const std::string& proc_self_cgroup, const std::string& mountinfo, const ReadFile& read) {
-  int cpus = 0;
+std::string CpuQuota::describe() const {
+  if (cpus == 0) return "none";
+  return std::to_string(cpus) + ": " + std::to_string(quota_us) + "/" + std::to_string(period_us) + " us at " + folder;
+}
+
+CpuQuota cgroup_cpu_quota(const std::string& proc_self_cgroup, const std::string& mountinfo, const ReadFile& read) {
+  CpuQuota tightest;
+  const auto consider = [&](const std::pair<unsigned long long, unsigned long long>& numbers, const std::string& folder) {
+    const int cpus = ceil_cpus(numbers.first, numbers.second);
+    if (cpus == 0) return;  // no quota
+    if (tightest.cpus != 0 && !smaller_ratio(numbers.first, numbers.second, tightest.quota_us, tightest.period_us)) {
+      return;
+    }
+    tightest.cpus = cpus;
+    tightest.quota_us = numbers.first;
+    tightest.period_us = numbers.second;
+    tightest.folder = folder;
+  };
   for (const CgroupMount& mount : cpu_quota_mounts(mountinfo)) {
     for (const std::string& folder : quota_folders(mount, own_cgroup(proc_self_cgroup, mount.v2))) {
       if (mount.v2) {
-        if (const std::optional<std::string> max = read(folder + "/cpu.max")) cpus = tighter(cpus, quota_cpus_v2(*max));
+        if (const std::optional<std::string> max = read(folder + "/cpu.max")) consider(v2_numbers(*max), folder);
         continue;
       }
       const std::optional<std::string> quota = read(folder + "/cpu.cfs_quota_us");
       const std::optional<std::string> period = quota ? read(folder + "/cpu.cfs_period_us") : std::nullopt;
-      if (quota && period) cpus = tighter(cpus, quota_cpus_v1(*quota, *period));
+      if (quota && period) consider(v1_numbers(*quota, *period), folder);
     }
   }
-  return cpus;
+  return tightest;
 }
 
-int cgroup_quota_cpus() {
+CpuQuota cgroup_cpu_quota() {
   const ReadFile read = [](const std::string& path) -> std::optional<std::string> {
     std::ifstream in(path);
     if (!in) return std::nullopt;
@@ -178,9 +238,15 @@ int cgroup_quota_cpus() {
   };
   const std::optional<std::string> cgroup = read("/proc/self/cgroup");
   const std::optional<std::string> mountinfo = read("/proc/self/mountinfo");
-  if (!cgroup || !mountinfo) return 0;
-  return cgroup_quota_cpus(*cgroup, *mountinfo, read);
+  if (!cgroup || !mountinfo) return {};
+  return cgroup_cpu_quota(*cgroup, *mountinfo, read);
 }
+
+int cgroup_quota_cpus(const std::string& proc_self_cgroup, const std::string& mountinfo, const ReadFile& read) {
+  return cgroup_cpu_quota(proc_self_cgroup, mountinfo, read).cpus;
+}
+
+int cgroup_quota_cpus() { return cgroup_cpu_quota().cpus; }
 
 }  // namespace shm
 }  // namespace distcomm

@@ -1,6 +1,7 @@
 #include "backends/shm/shm_backend.h"
 
 #include "api/errors.h"
+#include "api/logging.h"
 #include "backends/shm/shm_rendezvous.h"
 #include "backends/shm/shm_work.h"
 
@@ -27,6 +28,13 @@ Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   return now + timeout;
 }
 
+// Whether the group's DISTCOMM_DEBUG level (the core gives it as "debug" where it is not OFF:
+// api/group/group_creation.cc) is INFO or more. A core that does not give it: OFF.
+bool at_info(const std::map<std::string, std::string>& config) {
+  const auto level = config.find("debug");
+  return level != config.end() && (level->second == "INFO" || level->second == "DETAIL");
+}
+
 }  // namespace
 
 void ShmWork::wait(std::chrono::milliseconds timeout) {
@@ -43,6 +51,11 @@ void ShmWork::wait(std::chrono::milliseconds timeout) {
 ShmBackend::ShmBackend(BackendOptions options)
     : Backend(std::move(options)), config_(parse_shm_config(Backend::options().config)) {
   engine_ = std::make_shared<Engine>(join_group(Backend::options(), config_), config_, Backend::options().store);
+  if (at_info(Backend::options().config)) {
+    // One line per rank and creation: what shm decided about waiting, and from what.
+    log_line("shm group '" + Backend::options().group_name + "' rank " + std::to_string(rank()) + " of " +
+             std::to_string(size()) + ": " + engine_->wait_decision().text);
+  }
   name_world_ranks(engine_->failure(), Backend::options().global_ranks);
   if (Backend::options().store && size() > 1) {
     StallWatchOptions w;

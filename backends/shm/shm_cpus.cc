@@ -52,7 +52,9 @@ int affinity_cpus() {
 
 int within_quota(int cpus, int quota_cpus) { return quota_cpus > 0 ? std::min(cpus, quota_cpus) : cpus; }
 
-int usable_cpus() { return within_quota(affinity_cpus(), cgroup_quota_cpus()); }
+int usable_cpus() { return usable_cpus(cgroup_quota_cpus()); }
+
+int usable_cpus(int quota_cpus) { return within_quota(affinity_cpus(), quota_cpus); }
 
 int cpuset_cpus() {
   int granted = 0;
@@ -91,8 +93,10 @@ HostRankCpus count_host_rank_cpus(int own_cpus, int group_union, int cpuset, int
   return counted;
 }
 
-HostRankCpus host_rank_cpus(int group_union) {
-  return count_host_rank_cpus(affinity_cpus(), group_union, cpuset_cpus(), cgroup_quota_cpus());
+HostRankCpus host_rank_cpus(int group_union) { return host_rank_cpus(group_union, cgroup_quota_cpus()); }
+
+HostRankCpus host_rank_cpus(int group_union, int quota_cpus) {
+  return count_host_rank_cpus(affinity_cpus(), group_union, cpuset_cpus(), quota_cpus);
 }
 
 WaitPhases wait_phases(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus) {
@@ -102,6 +106,25 @@ WaitPhases wait_phases(int group_size, int group_union, int local_world_size, co
   phases.spin = !cores_short && !quota_short;
   phases.yield = cores_short || !quota_short;
   return phases;
+}
+
+std::string wait_decision_text(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus,
+                               const CpuQuota& quota, const WaitPhases& phases, long long spin_us, long long yield_us) {
+  const int host_ranks = std::max(group_size, local_world_size);
+  std::string text = std::to_string(host_ranks) + " ranks on this host";
+  if (host_ranks > group_size) text += " (the launcher's count; the group has " + std::to_string(group_size) + ")";
+  text += ", CPUs " + std::to_string(cpus.cpus) + " (cores " + std::to_string(cpus.cores) + ", the ranks' masks together " +
+          (group_union > 0 ? std::to_string(group_union) : std::string("unknown")) + ", cgroup CPU quota " +
+          quota.describe() + "): waiters ";
+  if (spin_us > 0) text += "spin " + std::to_string(spin_us) + " us, then ";
+  if (yield_us > 0) text += "yield " + std::to_string(yield_us) + " us, then ";
+  text += spin_us > 0 || yield_us > 0 ? "sleep" : "sleep at once";
+  // Why: the phases as the CPUs decide them; then a setting that overruled them.
+  text += phases.spin ? " (a CPU per rank" : phases.yield ? " (cores short" : " (quota short";
+  if (phases.spin && spin_us == 0) text += "; shm_spin_us=0";
+  if (phases.yield && yield_us == 0) text += "; shm_yield_us=0";
+  if (!phases.yield && yield_us > 0) text += "; shm_yield_us set";
+  return text + ")";
 }
 
 }  // namespace shm

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/shm/cgroup_cpu_quota.h"
+
 namespace distcomm {
 namespace shm {
 
@@ -57,6 +59,9 @@ int within_quota(int cpus, int quota_cpus);
 // cgroup's CPU quota (cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max) allows
 // fewer: within_quota(affinity_cpus(), cgroup_quota_cpus()). Group creation's count.
 int usable_cpus();
+// The same with the quota already read (cgroup_cpu_quota().cpus): group creation reads it
+// once, for this and for the wait policy.
+int usable_cpus(int quota_cpus);
 
 // Whether a host runs more ranks than they have CPUs: max(group_size, local_world_size) > cpus.
 // local_world_size: the job's ranks on this host (the launcher's, 0 when unknown): a group
@@ -95,6 +100,8 @@ HostRankCpus count_host_rank_cpus(int own_cpus, int group_union, int cpuset, int
 // what the wait policy (shm_engine.cc) counts for a group whose masks' union holds
 // group_union CPUs.
 HostRankCpus host_rank_cpus(int group_union);
+// The same with the quota already read (cgroup_cpu_quota().cpus).
+HostRankCpus host_rank_cpus(int group_union, int quota_cpus);
 
 // Which of a waiter's phases before its futex sleep (shm_wait.h) pay for a group of
 // group_size ranks whose masks' union holds group_union CPUs (0: unknown), on a host running
@@ -113,6 +120,15 @@ struct WaitPhases {
   bool yield = false;
 };
 WaitPhases wait_phases(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus);
+
+// What a group decided, and from what, for shm's one line at DISTCOMM_DEBUG=INFO when a group
+// is created (shm_backend.cc): "2 ranks on this host, CPUs 1 (cores 2, the ranks' masks
+// together 2, cgroup CPU quota 1: 50000/100000 us at /sys/fs/cgroup/cpu/job): waiters sleep
+// at once (quota short)". spin_us / yield_us: the phases' lengths as the settings make them
+// (0 where a phase does not pay); a setting that overrules `phases` is named. Pure, for a
+// unit test.
+std::string wait_decision_text(int group_size, int group_union, int local_world_size, const HostRankCpus& cpus,
+                               const CpuQuota& quota, const WaitPhases& phases, long long spin_us, long long yield_us);
 
 }  // namespace shm
 }  // namespace distcomm

@@ -52,13 +52,19 @@ constexpr std::chrono::microseconds kPollerWait{200};
 // 2, and the host has 8), within the cgroup CPU quota. Yielding helps where the cores are
 // short, not where the quota alone is (wait_phases()): there a waiter sleeps on the futex at
 // once, unless shm_yield_us was set (an explicit value is the user's choice, and holds).
-WaitPolicy make_policy(const ShmConfig& c, const MappedGroup& g) {
-  const WaitPhases phases =
-      wait_phases(g.size(), g.cpus_of_ranks(), c.local_world_size, host_rank_cpus(g.cpus_of_ranks()));
-  WaitPolicy p;
-  p.spin = phases.spin ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
-  p.yield = phases.yield || c.yield_set ? std::chrono::nanoseconds(c.yield) : std::chrono::nanoseconds(0);
-  return p;
+// The quota is the one group creation read (MappedGroup::cpu_quota), not read again.
+Engine::WaitDecision decide_waits(const ShmConfig& c, const MappedGroup& g) {
+  const HostRankCpus cpus = host_rank_cpus(g.cpus_of_ranks(), g.cpu_quota().cpus);
+  const WaitPhases phases = wait_phases(g.size(), g.cpus_of_ranks(), c.local_world_size, cpus);
+  Engine::WaitDecision d;
+  d.policy.spin = phases.spin ? std::chrono::nanoseconds(c.spin) : std::chrono::nanoseconds(0);
+  d.policy.yield = phases.yield || c.yield_set ? std::chrono::nanoseconds(c.yield) : std::chrono::nanoseconds(0);
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  d.text = wait_decision_text(g.size(), g.cpus_of_ranks(), c.local_world_size, cpus, g.cpu_quota(), phases,
+                              duration_cast<microseconds>(d.policy.spin).count(),
+                              duration_cast<microseconds>(d.policy.yield).count());
+  return d;
 }
 
 }  // namespace
@@ -146,7 +152,7 @@ class Engine::DoneList {
 Engine::Engine(std::unique_ptr<MappedGroup> group, const ShmConfig& config, StorePtr board)
     : group_(std::move(group)),
       config_(config),
-      policy_(make_policy(config, *group_)),
+      decision_(decide_waits(config, *group_)),
       // Peers waiting on this rank learn of a failure through its segment (within a wake-up);
       // the store is where a rank looks up the cause of a failure it only saw (and where a
       // rank that waits for nobody, or another backend's tool, finds it).
@@ -494,7 +500,7 @@ void Engine::complete(std::vector<Completion>& done) {
 
 template <typename Stop>
 bool Engine::drive(Stop stop, Clock::time_point give_up) {
-  Backoff backoff(policy_);
+  Backoff backoff(decision_.policy);
   DoneList list;
   std::vector<Completion>& done = list.get();
   for (;;) {

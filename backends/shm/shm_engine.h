@@ -96,6 +96,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void warn_of_sends_not_taken();
 
   const MappedGroup& group() const { return *group_; }
+  // How a waiter waits (spin, yield, sleep), and the words that say it and why (shm_cpus.h
+  // wait_decision_text), decided once at creation.
+  struct WaitDecision {
+    WaitPolicy policy;
+    std::string text;
+  };
+  const WaitDecision& wait_decision() const { return decision_; }
   // The group's failure state, for the stall watch (which must be stopped before the
   // engine goes).
   GroupFailure& failure() { return failure_; }
@@ -152,7 +159,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   const std::unique_ptr<MappedGroup> group_;
   const ShmConfig config_;
-  const WaitPolicy policy_;
+  const WaitDecision decision_;
   GroupFailure failure_;  // api's: first failure, refusals; its abort hook publishes to peers
 
   std::mutex submit_mu_;

@@ -6,14 +6,16 @@ namespace distcomm {
 namespace shm {
 
 MappedGroup::MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-                         std::vector<ProcessWatch> watches, int cpus_of_ranks, PopulateCharge populated)
+                         std::vector<ProcessWatch> watches, int cpus_of_ranks, CpuQuota quota,
+                         PopulateCharge populated)
     : rank_(rank),
       layout_(layout),
       populated_(std::move(populated)),
       segments_(std::move(segments)),
       pids_(std::move(pids)),
       watches_(std::move(watches)),
-      cpus_of_ranks_(cpus_of_ranks) {
+      cpus_of_ranks_(cpus_of_ranks),
+      cpu_quota_(std::move(quota)) {
   for (const Segment& s : segments_) views_.emplace_back(s.base(), &layout_);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/shm/cgroup_cpu_quota.h"
 #include "backends/shm/shm_layout.h"
 #include "api/plugin/process_watch.h"
 #include "backends/shm/shm_populate_budget.h"
@@ -20,10 +21,11 @@ class MappedGroup {
   // segments[r] is rank r's segment; segments[rank] is this rank's own. watches[r] watches
   // rank r's process (not watching for this rank).
   // cpus_of_ranks: how many CPUs the ranks may run on together (shm_cpus.h; 0 unknown).
+  // quota: this process's cgroup CPU quota, read once at creation (cgroup_cpu_quota.h).
   // populated: what mapping the segments in at creation took from the process's budget,
   // given back with them.
   MappedGroup(int rank, Layout layout, std::vector<Segment> segments, std::vector<int> pids,
-              std::vector<ProcessWatch> watches, int cpus_of_ranks, PopulateCharge populated);
+              std::vector<ProcessWatch> watches, int cpus_of_ranks, CpuQuota quota, PopulateCharge populated);
 
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
@@ -46,6 +48,8 @@ class MappedGroup {
   int pid(int r) const { return pids_[static_cast<size_t>(r)]; }
   // The CPUs in the union of the ranks' affinity masks at creation; 0 when unknown.
   int cpus_of_ranks() const { return cpus_of_ranks_; }
+  // This process's cgroup CPU quota as read at creation (the wait policy counts it).
+  const CpuQuota& cpu_quota() const { return cpu_quota_; }
 
  private:
   const int rank_;
@@ -56,6 +60,7 @@ class MappedGroup {
   std::vector<int> pids_;
   std::vector<ProcessWatch> watches_;
   int cpus_of_ranks_;
+  CpuQuota cpu_quota_;
 };
 
 }  // namespace shm

@@ -208,7 +208,10 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   // affinity mask, not the host's CPUs (a container's cpuset narrows it), capped by its cgroup
   // CPU quota (a Kubernetes CPU limit). The peers' masks are not known yet here: ranks pinned
   // one to a core each are taken for oversubscribed, and populate lazily.
-  const bool crowded = oversubscribed(o.size, config.local_world_size, usable_cpus());
+  // The quota is read once per creation (a host of 20,000 mounts makes mountinfo long):
+  // here, and kept in the group for the wait policy (shm_engine.cc).
+  CpuQuota quota = cgroup_cpu_quota();
+  const bool crowded = oversubscribed(o.size, config.local_world_size, usable_cpus(quota.cpus));
   const size_t peers_area = layout.rings_offset() * static_cast<size_t>(o.size - 1);
   const size_t peer_part = peers_area <= kPeerPopulateBudget ? layout.rings_offset() : 0;
   // Past the budget for all of that, this rank's own area alone (the one it writes at every
@@ -265,7 +268,7 @@ std::unique_ptr<MappedGroup> map_group(const BackendOptions& o, const ShmConfig&
   segments[static_cast<size_t>(o.rank)] = std::move(own);
   pids[static_cast<size_t>(o.rank)] = mine.proc_pid;
   auto group = std::make_unique<MappedGroup>(o.rank, layout, std::move(segments), std::move(pids), std::move(watches),
-                                             cpus_in_union(masks), std::move(populated));
+                                             cpus_in_union(masks), std::move(quota), std::move(populated));
   // Nobody leaves before everyone has mapped everyone: a rank that destroyed the group at
   // once would otherwise close its memfd before a slower peer opened it. A rank that dies
   // meanwhile is named at once (its segment is mapped here, so its process is watched).

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include "api/errors.h"
 #include "api/store/file_store.h"
@@ -466,8 +468,31 @@ TEST_F(InitTest, RankZeroServesTheStoreUnlessTheLauncherDoes) {
     init_process_group();
     ADD_FAILURE() << "DISTCOMM_STORE_SERVED_BY=rank0 was taken";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("DISTCOMM_STORE_SERVED_BY='rank0': expected 'launcher'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("DISTCOMM_STORE_SERVED_BY=\"rank0\": expected 'launcher'"), std::string::npos)
         << e.what();
+  }
+}
+
+// A value with a control character in it (an env file written with the value's newline:
+// "launcher\n") is refused on one line, the character escaped, where the raw newline split the
+// message in two and the value looked like the right one.
+TEST_F(InitTest, AStoreServedByWithAControlCharacterIsRefusedOnOneLine) {
+  set_single_rank_job(0);
+  const std::map<std::string, std::string> quoted = {{"launcher\n", "\"launcher\\n\""},
+                                                     {"laun\tcher", "\"laun\\u0009cher\""},
+                                                     {"\x1b[31mlauncher", "\"\\u001b[31mlauncher\""}};
+  for (const auto& [value, shown] : quoted) {
+    ::setenv("DISTCOMM_STORE_SERVED_BY", value.c_str(), 1);
+    try {
+      init_process_group();
+      destroy_process_group();
+      ADD_FAILURE() << "DISTCOMM_STORE_SERVED_BY=" << shown << " was taken";
+    } catch (const InvalidArgument& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.find_first_of("\n\t\x1b"), std::string::npos) << message;
+      EXPECT_NE(message.find("DISTCOMM_STORE_SERVED_BY=" + shown + ": expected 'launcher'"), std::string::npos)
+          << message;
+    }
   }
 }
 

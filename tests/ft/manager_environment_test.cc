@@ -91,7 +91,7 @@ class ManagerEnvironment : public ::testing::Test {
 TEST_F(ManagerEnvironment, AMistypedStoreServedByIsRefusedAsInitRefusesIt) {
   ::setenv("DISTCOMM_STORE_SERVED_BY", "laucher", 1);
   const std::string init = init_refusal();
-  EXPECT_EQ(init.rfind("DISTCOMM_STORE_SERVED_BY='laucher': expected 'launcher'", 0), 0u) << init;
+  EXPECT_EQ(init.rfind("DISTCOMM_STORE_SERVED_BY=\"laucher\": expected 'launcher'", 0), 0u) << init;
   EXPECT_EQ(manager_refusal(), init);
 }
 
@@ -111,6 +111,19 @@ TEST_F(ManagerEnvironment, TheLaunchersStoreIsUsedAsAClientAndOtherwiseRankZeroS
   }
   ::unsetenv("DISTCOMM_STORE_SERVED_BY");
   EXPECT_NE(manager_refusal(), "accepted") << "rank 0 served a store on the launcher's port";
+}
+
+// Set to "" (a launcher's template that leaves it empty), rank 0 serves the store, as init's
+// does, and its warning says the variable is unset or empty: it said "unset", which it was not.
+TEST_F(ManagerEnvironment, AnEmptyStoreServedByIsSaidToBeUnsetOrEmpty) {
+  ::setenv("DISTCOMM_STORE_SERVED_BY", "", 1);
+  ::testing::internal::CaptureStderr();
+  const std::string refusal = manager_refusal();  // the launcher's port is taken: it cannot serve
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(refusal, "accepted") << "rank 0 served a store on the launcher's port";
+  EXPECT_NE(said.find("ft: no launcher serves the job's store (DISTCOMM_STORE_SERVED_BY is unset or empty)"),
+            std::string::npos)
+      << said;
 }
 
 }  // namespace

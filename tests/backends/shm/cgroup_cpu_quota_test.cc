@@ -1,7 +1,8 @@
 // A cgroup CPU quota counted as CPUs (backends/shm/cgroup_cpu_quota.h), from the files' texts:
 // cgroup v1 (cpu.cfs_quota_us / cpu.cfs_period_us) and v2 (cpu.max), no quota ("max", -1),
 // limits nested in ancestors (the tightest counts), cgroup namespaces and bind mounts that
-// show the process's cgroup at the mount point. The real files: shm_cpus_test's
+// show the process's cgroup at the mount point, mounts hidden under later ones, and where the
+// quota was read (shm's INFO line). The real files: shm_cpus_test's
 // ACpuQuotaOfHalfACpuCountsOne.
 #include <map>
 #include <optional>
@@ -224,6 +225,93 @@ TEST(CgroupCpuQuota, HybridTakesTheQuotaWhereverItIs) {
                                      {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n"},
                                      {"/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n"}})),
             2);
+}
+
+// A mount hidden under a later one at the same point (still listed in mountinfo) is not
+// read: a path under that point resolves through the mount on top. Before, both were read,
+// the hidden one's folders through the top one's files.
+TEST(CgroupCpuQuota, AnOvermountedMountIsNotRead) {
+  // A cgroup v1 cpu mount, then another cgroup mount of the cpu hierarchy's container folder
+  // over it (root /docker/abc): only the second.
+  std::vector<CgroupMount> mounts = cpu_quota_mounts(
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "50 31 0:29 /docker/abc /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n");
+  ASSERT_EQ(mounts.size(), 1u);
+  EXPECT_EQ(mounts[0].root, "/docker/abc");
+  // A tmpfs over the cgroup mount hides it: nothing to read there.
+  mounts = cpu_quota_mounts(
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "60 32 0:50 / /sys/fs/cgroup/cpu rw,relatime - tmpfs tmpfs rw\n");
+  EXPECT_TRUE(mounts.empty());
+  // The same point written with an escape is the same point; another point is not hidden.
+  mounts = cpu_quota_mounts(
+      "41 31 0:36 / /mnt/my\\040cgroups rw - cgroup cgroup rw,cpu\n"
+      "42 31 0:38 / /mnt/my rw - tmpfs tmpfs rw\n"
+      "43 31 0:37 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+      "44 31 0:39 / /mnt/my\\040cgroups rw - cgroup2 cgroup2 rw\n");
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts[0].point, "/sys/fs/cgroup");
+  EXPECT_TRUE(mounts[1].v2);
+  EXPECT_EQ(mounts[1].point, "/mnt/my cgroups");
+}
+
+// What the hidden mount's folders read: the top mount's files. The process's cgroup is /job;
+// the hidden mount shows the whole hierarchy, the one on top (root /other) another cgroup's
+// folder, where a /job of its own has a quota of half a CPU. Through the hidden mount that
+// folder passed for the process's (1 CPU counted); only the top mount counts: 2.
+TEST(CgroupCpuQuota, AnOvermountedMountsFoldersAreNotTakenForTheProcesss) {
+  const std::string mountinfo =
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+      "50 31 0:29 /other /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
+  EXPECT_EQ(cgroup_quota_cpus("1:cpu:/job\n", mountinfo,
+                              files({{"/sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", "50000"},
+                                     {"/sys/fs/cgroup/cpu/job/cpu.cfs_period_us", "100000"},
+                                     {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "200000"},
+                                     {"/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000"}})),
+            2);
+}
+
+// Lines of other types are passed over whatever they hold after their type (a host of
+// 20,000 mounts: only the cgroup ones are taken apart), and a short line is no mount.
+TEST(CgroupCpuQuota, ManyOtherMountsAreSkipped) {
+  std::string mountinfo;
+  for (int i = 0; i < 20000; ++i) {
+    mountinfo += std::to_string(100 + i) + " 30 0:" + std::to_string(i) + " / /run/containers/c" + std::to_string(i) +
+                 " rw,relatime shared:9 - overlay overlay rw,lowerdir=/a:/b,cpu\n";
+  }
+  mountinfo += "1 2 3 / /x rw -\n";                        // no type
+  mountinfo += "1 2 3 / /y rw - cgroup\n";                 // no source, no options
+  mountinfo += "1 2 3 / - rw - tmpfs tmpfs rw\n";          // a "-" where the point is
+  mountinfo += "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu";  // no newline at the end
+  const std::vector<CgroupMount> mounts = cpu_quota_mounts(mountinfo);
+  ASSERT_EQ(mounts.size(), 1u);
+  EXPECT_EQ(mounts[0].point, "/sys/fs/cgroup/cpu");
+}
+
+// The quota comes with where it was read, for shm's INFO line: the tightest, by quota over
+// period (1.5 CPUs beats 2, though both count 2), the innermost of equals.
+TEST(CgroupCpuQuota, TheQuotaSaysWhereItWasRead) {
+  const std::string cgroup = "0::/pod/c1\n";
+  CpuQuota q = cgroup_cpu_quota(cgroup, kV2Mountinfo,
+                                files({{"/sys/fs/cgroup/pod/c1/cpu.max", "200000 100000"},
+                                       {"/sys/fs/cgroup/pod/cpu.max", "150000 100000"}}));
+  EXPECT_EQ(q.cpus, 2);
+  EXPECT_EQ(q.quota_us, 150000u);
+  EXPECT_EQ(q.period_us, 100000u);
+  EXPECT_EQ(q.folder, "/sys/fs/cgroup/pod");
+  EXPECT_EQ(q.describe(), "2: 150000/100000 us at /sys/fs/cgroup/pod");
+  q = cgroup_cpu_quota(cgroup, kV2Mountinfo,
+                       files({{"/sys/fs/cgroup/pod/c1/cpu.max", "100000 100000"},
+                              {"/sys/fs/cgroup/pod/cpu.max", "50000 50000"}}));
+  EXPECT_EQ(q.folder, "/sys/fs/cgroup/pod/c1");
+  const std::string v1 = "1:cpu:/job\n";
+  q = cgroup_cpu_quota(v1, kHybridMountinfo,
+                       files({{"/sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", "50000\n"},
+                              {"/sys/fs/cgroup/cpu/job/cpu.cfs_period_us", "100000\n"}}));
+  EXPECT_EQ(q.describe(), "1: 50000/100000 us at /sys/fs/cgroup/cpu/job");
+  q = cgroup_cpu_quota(v1, kHybridMountinfo, files({}));
+  EXPECT_EQ(q.cpus, 0);
+  EXPECT_EQ(q.describe(), "none");
 }
 
 }  // namespace

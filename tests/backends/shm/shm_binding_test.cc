@@ -14,20 +14,26 @@
 // and the yield phase (shm_yield_us, 200) uses the quota as a spin would. Seen through the
 // waiting thread's CPU time over 200 waits of about 1 ms, against the same waits with
 // shm_yield_us=0; a shm_yield_us set on purpose still holds.
+//
+// At DISTCOMM_DEBUG=INFO each rank says, once per group creation, what it decided and from
+// what (the CPUs, the quota and the folder it came from): nothing said it before.
 #include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "backends/shm/cgroup_cpu_quota.h"
 #include "tests/backends/shm/cpu_quota_cgroup.h"
 #include "tests/testing/multiprocess.h"
 
@@ -113,9 +119,21 @@ void wait_pinned(const std::vector<int>& cpu_of_rank, bool expect_busy,
   }, options);
 }
 
+// Why a case that expects spinning cannot see it here: this process's own cgroup CPU quota
+// (a CI runner with a Kubernetes CPU limit of 1) allows fewer than 2 CPUs, and there 2 ranks
+// rightly do not spin. "" where it allows 2 or more, or there is none.
+std::string quota_below_two_cpus() {
+  const shm::CpuQuota quota = shm::cgroup_cpu_quota();
+  if (quota.cpus == 0 || quota.cpus >= 2) return "";
+  return "this process's cgroup CPU quota allows fewer than 2 CPUs (" + quota.describe() +
+         "): 2 ranks there do not spin";
+}
+
 TEST(ShmBinding, RanksPinnedToACoreEachSpin) {
   const std::vector<int> cpus = two_cpus();
   if (cpus.empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  const std::string quota_short = quota_below_two_cpus();
+  if (!quota_short.empty()) GTEST_SKIP() << quota_short;
   wait_pinned(cpus, true);
 }
 
@@ -207,6 +225,102 @@ TEST(ShmBinding, AYieldSetOnPurposeHoldsInACpuQuota) {
       testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
   if (!quota) GTEST_SKIP() << why_not;
   wait_pinned({}, true, quota.get(), {{"shm_yield_us", "1000000"}});
+}
+
+// The "shm group" lines each rank of a new group of the world's 2 ranks wrote to stderr while
+// the group was made, at `debug`: rank r pinned to cpu_of_rank[r] where given, in `quota`
+// where not null. lines[r]: rank r's (one line saying so where its did not come back).
+std::vector<std::vector<std::string>> decision_lines(const std::vector<int>& cpu_of_rank, DebugLevel debug,
+                                                     const testing::CpuQuotaCgroup* quota = nullptr) {
+  const std::string dir = testing::make_temp_dir();
+  GroupHarnessOptions options;
+  options.debug = debug;
+  run_group(2, "shm", [&](ProcessGroup& world) {
+    if (!cpu_of_rank.empty()) pin_to(cpu_of_rank[static_cast<size_t>(world.rank())]);
+    if (quota != nullptr) {
+      ASSERT_TRUE(quota->join()) << quota->folder();
+    }
+    ::testing::internal::CaptureStderr();
+    ProcessGroupPtr pg = world.new_group({0, 1});
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    std::ofstream out(dir + "/rank" + std::to_string(world.rank()));
+    std::istringstream lines(said);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("shm group '" + pg->name() + "'") != std::string::npos) out << line << "\n";
+    }
+    out << "end\n";  // the file is whole
+  }, options);
+  std::vector<std::vector<std::string>> lines(2);
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir + "/rank" + std::to_string(r));
+    std::vector<std::string> got;
+    for (std::string line; std::getline(in, line);) got.push_back(line);
+    if (!got.empty() && got.back() == "end") {
+      got.pop_back();
+      lines[static_cast<size_t>(r)] = got;
+    } else {
+      lines[static_cast<size_t>(r)] = {"(rank " + std::to_string(r) + "'s lines did not come back)"};
+    }
+  }
+  testing::remove_temp_dir(dir);
+  return lines;
+}
+
+// Each rank said one line of the creation, naming itself, the decision (`decision`: "waiters
+// spin 20 us, then yield 200 us, then sleep (a CPU per rank)") and what it counted (`from`).
+void expect_one_line_saying(const std::vector<std::vector<std::string>>& lines, const std::string& decision,
+                            const std::string& from) {
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<std::string>& mine = lines[static_cast<size_t>(r)];
+    ASSERT_EQ(mine.size(), 1u) << "rank " << r << " said, of the group's creation: "
+                               << (mine.empty() ? "nothing" : mine[0] + (mine.size() > 1 ? " ..." : ""));
+    EXPECT_NE(mine[0].find("rank " + std::to_string(r) + " of 2: 2 ranks on this host, "), std::string::npos) << mine[0];
+    EXPECT_NE(mine[0].find(decision), std::string::npos) << mine[0];
+    EXPECT_NE(mine[0].find(from), std::string::npos) << mine[0];
+  }
+}
+
+// Pinned a core each: they spin, then yield, then sleep; under a quota of this process's
+// own of 1 CPU they sleep at once, and the line says why.
+TEST(ShmBinding, AtInfoEachRankSaysOnceThatItSpinsAndWhy) {
+  const std::vector<int> cpus = two_cpus();
+  if (cpus.empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  const shm::CpuQuota own = shm::cgroup_cpu_quota();
+  const std::vector<std::vector<std::string>> lines = decision_lines(cpus, DebugLevel::kInfo);
+  const std::string from = "cgroup CPU quota " + own.describe();
+  if (own.cpus == 1) {
+    expect_one_line_saying(lines, "waiters sleep at once (quota short)", from);
+  } else {
+    expect_one_line_saying(lines, "waiters spin 20 us, then yield 200 us, then sleep (a CPU per rank)", from);
+  }
+}
+
+// Pinned to one core together: the cores are short, so they yield, then sleep.
+TEST(ShmBinding, AtInfoRanksSharingACoreSayTheyYield) {
+  const std::vector<int> cpus = two_cpus();
+  if (cpus.empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  expect_one_line_saying(decision_lines({cpus[0], cpus[0]}, DebugLevel::kInfo),
+                         "waiters yield 200 us, then sleep (cores short)", "the ranks' masks together 1,");
+}
+
+// In a real 1-CPU quota: they sleep at once, and the line names the quota and its folder.
+TEST(ShmBinding, AtInfoRanksInAOneCpuQuotaSayTheySleepAtOnceAndWhere) {
+  if (two_cpus().empty()) GTEST_SKIP() << "this process may run on fewer than 2 CPUs";
+  std::string why_not;
+  const std::unique_ptr<testing::CpuQuotaCgroup> quota =
+      testing::CpuQuotaCgroup::make("distcomm_shm_binding_test_quota", 100000, 100000, &why_not);
+  if (!quota) GTEST_SKIP() << why_not;
+  // A quota of this process's own below 1 CPU (a parent's) would be the one named.
+  const shm::CpuQuota own = shm::cgroup_cpu_quota();
+  const bool own_tighter = own.cpus != 0 && own.quota_us < own.period_us;
+  expect_one_line_saying(decision_lines({}, DebugLevel::kInfo, quota.get()), "waiters sleep at once (quota short)",
+                         own_tighter ? "cgroup CPU quota 1: " : "cgroup CPU quota 1: 100000/100000 us at " + quota->folder());
+}
+
+// At the default level (OFF) nothing is said.
+TEST(ShmBinding, AtOffNothingIsSaid) {
+  const std::vector<std::vector<std::string>> lines = decision_lines({}, DebugLevel::kOff);
+  EXPECT_EQ(lines, std::vector<std::vector<std::string>>(2)) << "a rank said something at DISTCOMM_DEBUG=OFF";
 }
 
 }  // namespace

@@ -179,6 +179,34 @@ TEST(ShmCpus, RanksShortOfQuotaAloneNeitherSpinNorYield) {
   EXPECT_FALSE(phases.yield);
 }
 
+// shm's INFO line at creation: the decision, why, and what was counted (the quota with its
+// numbers and folder).
+TEST(ShmCpus, TheDecisionIsSaidWithWhatItCounted) {
+  CpuQuota quota;
+  quota.cpus = 1;
+  quota.quota_us = 50000;
+  quota.period_us = 100000;
+  quota.folder = "/sys/fs/cgroup/cpu/x";
+  EXPECT_EQ(wait_decision_text(2, 2, 0, counted(1, 2), quota, wait_phases(2, 2, 0, counted(1, 2)), 0, 0),
+            "2 ranks on this host, CPUs 1 (cores 2, the ranks' masks together 2, cgroup CPU quota 1: 50000/100000 us "
+            "at /sys/fs/cgroup/cpu/x): waiters sleep at once (quota short)");
+  const CpuQuota none;
+  EXPECT_EQ(wait_decision_text(2, 2, 0, counted(8, 8), none, wait_phases(2, 2, 0, counted(8, 8)), 20, 200),
+            "2 ranks on this host, CPUs 8 (cores 8, the ranks' masks together 2, cgroup CPU quota none): waiters spin "
+            "20 us, then yield 200 us, then sleep (a CPU per rank)");
+  // 2 ranks of 4 on a 2-core host (the launcher's count), masks unknown: the cores are short.
+  EXPECT_EQ(wait_decision_text(2, 0, 4, counted(2, 2), none, wait_phases(2, 0, 4, counted(2, 2)), 0, 200),
+            "4 ranks on this host (the launcher's count; the group has 2), CPUs 2 (cores 2, the ranks' masks together "
+            "unknown, cgroup CPU quota none): waiters yield 200 us, then sleep (cores short)");
+  // Settings that overrule the phases are named: shm_yield_us set under a quota, shm_spin_us=0.
+  EXPECT_EQ(wait_decision_text(2, 2, 0, counted(1, 2), quota, wait_phases(2, 2, 0, counted(1, 2)), 0, 1000),
+            "2 ranks on this host, CPUs 1 (cores 2, the ranks' masks together 2, cgroup CPU quota 1: 50000/100000 us "
+            "at /sys/fs/cgroup/cpu/x): waiters yield 1000 us, then sleep (quota short; shm_yield_us set)");
+  EXPECT_EQ(wait_decision_text(2, 2, 0, counted(8, 8), none, wait_phases(2, 2, 0, counted(8, 8)), 0, 0),
+            "2 ranks on this host, CPUs 8 (cores 8, the ranks' masks together 2, cgroup CPU quota none): waiters sleep "
+            "at once (a CPU per rank; shm_spin_us=0; shm_yield_us=0)");
+}
+
 // The first CPU of the calling thread's mask.
 int first_allowed_cpu() {
   cpu_set_t set;
@@ -305,7 +333,10 @@ TEST(ShmCpus, RanksPinnedApartInACpusetCountItsCpusNotTheHosts) {
       report[0] = cpuset_cpus();
       if (pin_to(first_allowed_cpu())) {
         report[1] = usable_cpus();
-        report[2] = host_rank_cpus(2).cpus;  // the group's 2 ranks pinned to 2 CPUs of the set
+        // The group's 2 ranks pinned to 2 CPUs of the set: the cores the cpuset gives, which
+        // this case is about (.cpus is that within this process's cgroup CPU quota: a CI
+        // runner's limit of 1 CPU made it 1).
+        report[2] = host_rank_cpus(2).cores;
       }
     }
     (void)!::write(result[1], report, sizeof(report));
