@@ -70,6 +70,10 @@ struct AttemptWatch {
   int fd = -1;
   std::function<std::string()> reason;
   std::function<std::string(const JobResult& cause)> on_stop;
+  // When set and true as the attempt says how a stopping signal stopped it: the launcher's
+  // last line comes after the attempt and gives the exit status (the elastic launcher that
+  // serves the rendezvous store, which stops the whole job), so the attempt's gives none.
+  std::function<bool()> exit_status_said_after;
 };
 
 // Starts options.nproc_per_node ranks of options.command, each with its rank in the

@@ -104,8 +104,14 @@ void Attempt::say_stopped_from_outside() {
     return;
   }
   const std::optional<SignalSender> sender = signals_.sender_of(result_.interrupted_by);
-  say(stopped_from_outside_text(result_.interrupted_by, outside, stopped, failed_before,
-                                sender ? sender_text(*sender) : "", ended_with_stop));
+  std::string line = stopped_from_outside_text(result_.interrupted_by, outside, stopped, failed_before,
+                                               sender ? sender_text(*sender) : "", ended_with_stop);
+  if (watch_ != nullptr && watch_->exit_status_said_after && watch_->exit_status_said_after()) {
+    // One job, one line with its exit status: the launcher's last, after this one. The rest
+    // (who sent the signal, which ranks it stopped) is said here alone.
+    line = line.substr(0, line.rfind("; exit status "));
+  }
+  say(line);
 }
 
 void Attempt::publish_outside_stop(int sig) {

@@ -18,6 +18,7 @@
 #include "api/process/write_fully.h"
 #include "launch/heartbeat.h"
 #include "launch/job.h"
+#include "launch/job_outcome.h"
 #include "launch/launcher_links.h"
 #include "launch/outside_stop.h"
 #include "launch/rendezvous.h"
@@ -112,7 +113,10 @@ class Agent {
   // second stopping signal -- then its last line says why the whole job stopped and how to
   // remove machines on purpose instead, and it leaves. Alone, it leaves as any launcher
   // does (leave_interrupted(said)): there is nobody to tell.
-  JobResult leave_after_stopping_the_job(const std::vector<std::pair<std::string, std::string>>& others, bool said);
+  // `before`: what the launcher was doing when the signal came, said first on that line
+  // ("this machine's rank 0 had exited 0 and ..."); "" for nothing to add.
+  JobResult leave_after_stopping_the_job(const std::vector<std::pair<std::string, std::string>>& others, bool said,
+                                         const std::string& before = "");
   // The others of `round`, by id and as the last line names them ("node 2").
   std::vector<std::pair<std::string, std::string>> others_of(const Round& round) const;
   // Another launcher: the job was stopped (`stop`, read in the store); it ends with one line
@@ -121,6 +125,11 @@ class Agent {
   // The job's stop, read at once as the round watch stops the ranks (the store may be gone
   // by the time they are stopped); a request tried once.
   void read_job_stop_now();
+  // After another machine's launcher left by a signal that may be the whole job's: waits up
+  // to `hold` for a stopping signal of this launcher's own (returned) or, on a launcher that
+  // does not serve the store, for the job's stop (job_stop_read_ then; 0 returned), whichever
+  // comes first; 0 when neither came.
+  int own_stop_within(std::chrono::milliseconds hold);
   // The round was given up (RendezvousGaveUp): marks this launcher gone and, serving the
   // store, waits until `others` are marked gone too (they have read why), or kServeAfterDone.
   void leave_after_giving_up(const std::vector<std::string>& others);
@@ -232,6 +241,26 @@ void Agent::leave_after_giving_up(const std::vector<std::string>& others) {
   }
 }
 
+int Agent::own_stop_within(std::chrono::milliseconds hold) {
+  const Clock::time_point until = Clock::now() + hold;
+  while (true) {
+    // The store's requests take the signals too (their give-up asks interrupted()): a signal
+    // they took is in interrupted_by_, so this asks there rather than the watch alone.
+    if (interrupted()) return interrupted_by_;
+    // The launcher serving the store was stopped meanwhile (a Ctrl-C there during its own
+    // hold): the store ends with it, so this one ends now, by that stop, rather than after
+    // the hold with a restart or a give-up that blamed the machine that left.
+    if (!endpoint_->serving()) {
+      job_stop_read_ = rendezvous_->job_stop();
+      if (job_stop_read_) return 0;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) return interrupted() ? interrupted_by_ : 0;
+    pollfd p{signals_.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min(left, kJobStopLook).count()));
+  }
+}
+
 void Agent::end_on_signal(const Round& round, int sig) {
   const bool terminal = at_terminal(sig);
   const std::string node = "node " + std::to_string(round.node_rank(id_));
@@ -258,7 +287,12 @@ std::optional<JobResult> Agent::stop_the_job_outside_a_round() {
     for (const std::string& id : ids) {
       const bool listed = std::any_of(others.begin(), others.end(), [&](const auto& o) { return o.first == id; });
       if (id == id_ || listed || rendezvous_->gone(id)) continue;
-      others.emplace_back(id, "the launcher " + id);
+      // As the last round named it, the names its user saw; a launcher that joined since
+      // (waiting for a round) has no other name than its id.
+      const int node = last_round_ ? last_round_->node_rank(id) : -1;
+      others.emplace_back(id, node < 0 ? "the launcher " + id
+                                       : "node " + std::to_string(node) + " (" +
+                                             last_round_->members[static_cast<size_t>(node)].host + ")");
     }
     if (others.empty()) return std::nullopt;
     const bool terminal = at_terminal(sig);
@@ -280,7 +314,7 @@ std::vector<std::pair<std::string, std::string>> Agent::others_of(const Round& r
 }
 
 JobResult Agent::leave_after_stopping_the_job(const std::vector<std::pair<std::string, std::string>>& others,
-                                              bool said) {
+                                              bool said, const std::string& before) {
   if (others.empty()) return leave_interrupted(said);
   const int sig = interrupted_by_;
   const bool terminal = at_terminal(sig);
@@ -321,7 +355,8 @@ JobResult Agent::leave_after_stopping_the_job(const std::vector<std::pair<std::s
   const std::string stopper =
       terminal ? (sig == SIGQUIT ? "a Ctrl-\\ here" : sig == SIGINT ? "a Ctrl-C here" : how_it_came(sig, true))
                : "its " + local::signal_name(sig);
-  say("this machine's launcher serves the job's rendezvous store (--rdzv_endpoint=" + elastic_.endpoint_host + ":" +
+  say((before.empty() ? "this machine's launcher serves" : before + "; it serves") +
+      " the job's rendezvous store (--rdzv_endpoint=" + elastic_.endpoint_host + ":" +
       std::to_string(elastic_.endpoint_port) + "), so " + stopper + " stops the job on every machine: " +
       "told the other machines' launchers" + told +
       // A Ctrl-C is a user removing a machine, who is told how (a signal sent with kill may
@@ -481,6 +516,11 @@ JobResult Agent::run_rounds() {
         },
         elastic_, options_.max_restarts, *round, id_, links_);
     AttemptWatch attempt_watch = watch.attempt_watch();
+    // The job's stop on this launcher (the store's) ends with its own last line, which gives
+    // the exit status: the attempt's says how the ranks stopped, without one.
+    attempt_watch.exit_status_said_after = [this, alone = round->members.size() <= 1] {
+      return stopped_the_job_ && !alone;
+    };
     // The round ended: if the job was stopped, read it now, while the launcher serving the
     // store keeps it for this one (it may be gone once the ranks here have stopped).
     attempt_watch.reason = [this, reason = attempt_watch.reason] {
@@ -574,7 +614,14 @@ JobResult Agent::run_rounds() {
           end_on_signal(*round, interrupted_by_);
         } catch (const std::exception&) {
         }
-        if (stopped_the_job_) return leave_after_stopping_the_job(others_of(*round), /*said=*/false);
+        // What the launcher was doing, as node 0 of a static job says it (attempt_job_stop.cc):
+        // its ranks' success is not the job's, which the signal stopped.
+        const std::string waiting =
+            result.stopped_for.empty() && result.exit_code == 0
+                ? "this machine's " + rank_span_text(result.first_rank, result.local_ranks) +
+                      " had exited 0 and its launcher was waiting for the other machines' ranks to end"
+                : "";
+        if (stopped_the_job_) return leave_after_stopping_the_job(others_of(*round), /*said=*/false, waiting);
       }
       return leave_interrupted(/*said=*/false);
     }
@@ -595,16 +642,31 @@ JobResult Agent::run_rounds() {
     if (after.hold_for_own_stop.count() > 0) {
       // Another machine's launcher got SIGTERM. A scheduler stopping the whole job signals
       // this one too, moments later (outside_stop.h): no new round for it.
-      if (const int sig = stop_signal_within(signals_, after.hold_for_own_stop)) {
-        if (interrupted_by_ == 0) interrupted_by_ = sig;
+      if (const int sig = own_stop_within(after.hold_for_own_stop)) {
         say(ended + "; this launcher got " + local::signal_name(sig) +
             " too: the job was stopped from outside, not by a failure; no new round");
+        if (endpoint_->serving()) {
+          // Whatever the signal, the store ends with this launcher: it stops the job, as in
+          // a round (end_on_signal); leaving alone, it left the others without a store.
+          endpoint_->give_up_retrying();
+          try {
+            end_on_signal(*round, sig);
+          } catch (const std::exception&) {
+          }
+          if (stopped_the_job_) return leave_after_stopping_the_job(others_of(*round), /*said=*/true);
+        }
         return leave_interrupted(/*said=*/true);
       }
+      if (job_stop_read_) return end_by_job_stop(*job_stop_read_, round_over);
       say(rendezvous_name() + " round " + std::to_string(round->number) + ": waited " +
           tenths_text(after.hold_for_own_stop) + " for a " +
           (end->signal != 0 ? local::signal_name(end->signal) : std::string("stopping signal")) +
           " of this launcher's own (a scheduler stopping the job signals every machine); none came");
+    }
+    // Last before the decision: the job's stop, written meanwhile by the launcher serving the
+    // store (its store ends with it: a restart would lose it, a give-up blame another cause).
+    if (!endpoint_->serving()) {
+      if (std::optional<RoundEnd> stop = rendezvous_->job_stop()) return end_by_job_stop(*stop, round_over);
     }
     if (end->restart && round->restarts >= options_.max_restarts) {
       say(ended + (options_.max_restarts == 0 ? "; gave up (--max_restarts=0)"

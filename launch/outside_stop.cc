@@ -1,6 +1,5 @@
 #include "launch/outside_stop.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -98,20 +97,6 @@ std::string stopped_elsewhere_text(int sig, const std::string& why, const std::v
   return "the job was stopped on node 0: " + why +
          ranks_of_the_stop(local::signal_name(sig), outside, stopped, failed_before, {}, "this machine's launcher") +
          exit_status_text(sig);
-}
-
-int stop_signal_within(SignalWatch& signals, std::chrono::milliseconds wait) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point until = Clock::now() + wait;
-  for (;;) {
-    for (int sig : signals.take()) {
-      if (stops_the_job(sig)) return sig;
-    }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0) return 0;
-    pollfd p{signals.fd(), POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(left));
-  }
 }
 
 }  // namespace launch

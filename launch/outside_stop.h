@@ -113,10 +113,5 @@ std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, 
 std::string stopped_elsewhere_text(int sig, const std::string& why, const std::vector<int>& outside,
                                    const std::vector<int>& stopped, const std::vector<std::string>& failed_before);
 
-// Waits up to `wait` for a signal that stops the job (stops_the_job) to reach `signals`:
-// returns it, 0 when none came. The other signals taken meanwhile are dropped (between an
-// elastic job's rounds no rank runs to reap or to ask for a dump).
-int stop_signal_within(SignalWatch& signals, std::chrono::milliseconds wait);
-
 }  // namespace launch
 }  // namespace distcomm

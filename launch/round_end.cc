@@ -110,8 +110,12 @@ std::optional<RoundEnd> decode_round_end(const std::string& text) {
   const size_t a = text.find('|');
   const size_t b = a == std::string::npos ? a : text.find('|', a + 1);
   if (b == std::string::npos) return std::nullopt;
+  // Exactly one of the two words every launcher has written: anything else ("", "restrat")
+  // is no launcher's end, and read as a membership change it would have counted no restart.
+  const std::string kind = text.substr(0, a);
+  if (kind != "restart" && kind != "membership") return std::nullopt;
   RoundEnd e;
-  e.restart = text.substr(0, a) == "restart";
+  e.restart = kind == "restart";
   const std::optional<int> code = exit_code_of(text.substr(a + 1, b - a - 1));
   if (!code) return std::nullopt;
   e.exit_code = *code;

@@ -58,8 +58,8 @@ RoundEnd interrupted_end(const std::string& why, int sig, bool from_terminal);
 RoundEnd job_stop_end(const std::string& why, int sig, bool from_terminal);
 
 std::string encode_round_end(const RoundEnd& end);
-// nullopt when `text` is no round end (fewer than three fields, or an exit code that is not
-// 0 to 255 in plain digits).
+// nullopt when `text` is no round end (fewer than three fields, a first field other than
+// "restart" or "membership", or an exit code that is not 0 to 255 in plain digits).
 std::optional<RoundEnd> decode_round_end(const std::string& text);
 
 // What a survivor does after a round ended, before it joins the next one.

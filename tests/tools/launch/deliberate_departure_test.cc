@@ -8,7 +8,8 @@
 // the others go on under --max_restarts=0 too. The review of aba3a81 found a job stopped with
 // SIGINT on every machine, 0.3 s apart, starting a new round at once, only to stop it.
 // The launcher serving the rendezvous store cannot leave alone (the store goes with it):
-// its signal stops the job on every machine, each saying so in one line.
+// its signal stops the job on every machine, each saying so in one line -- in a round, in
+// its hold for a signal of its own, while it waits for the others' ranks, between rounds.
 // Three real launchers on loopback stand for the machines (--nnodes=1:3), their ranks
 // rank_probe.
 #include <signal.h>
@@ -16,12 +17,16 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "api/process/job_identity.h"
 #include "api/process/local_processes.h"
+#include "api/store/tcp_store.h"
 #include "tests/testing/port_wait.h"
 #include "tests/tools/launch/launcher_harness.h"
 
@@ -41,28 +46,89 @@ struct ThreeMachines {
   int port = 0;                         // the rendezvous endpoint's
 };
 
+// How start_three starts the three, beyond what they share.
+struct Shape {
+  bool c_at_terminal = false;  // c with a terminal of its own (terminal_run)
+  int max_restarts = 3;
+  bool a_at_terminal = false;
+  std::vector<std::string> a_rank = {"wait"};  // rank_probe's arguments on a
+  std::vector<std::string> b_rank = {"wait"};  // and on b (c's: "wait")
+  std::vector<std::string> b_flags;            // b's launcher's own, besides the job's
+};
+
+// Three launchers in round 1, each rank that waits running (its "ready" line said).
+void start_three(ThreeMachines& m, const std::string& rdzv_id, const Shape& shape) {
+  const int port = local::pick_free_port();
+  m.port = port;
+  const std::vector<std::string> flags = {"--nnodes=1:3",
+                                          "--nproc_per_node=1",
+                                          "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+                                          "--rdzv_id=" + rdzv_id,
+                                          "--rdzv_last_call_s=30",
+                                          "--max_restarts=" + std::to_string(shape.max_restarts)};
+  auto launcher = [&](const std::vector<std::string>& rank, const std::vector<std::string>& own, bool at_terminal) {
+    std::vector<std::string> command = {rank_probe_path()};
+    command.insert(command.end(), rank.begin(), rank.end());
+    std::vector<std::string> all = flags;
+    all.insert(all.end(), own.begin(), own.end());
+    std::vector<std::string> args = launch(all, command);
+    if (at_terminal) args.insert(args.begin(), runfile("tests/tools/launch/terminal_run"));
+    return std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
+  };
+  m.a = launcher(shape.a_rank, {}, shape.a_at_terminal);
+  ASSERT_TRUE(accepts_connections(port, seconds(30)));
+  m.b = launcher(shape.b_rank, shape.b_flags, false);
+  m.c = launcher({"wait"}, {}, shape.c_at_terminal);
+  const std::vector<std::string>* ranks[] = {&shape.a_rank, &shape.b_rank, nullptr};
+  int i = 0;
+  for (Subprocess* p : {m.a.get(), m.b.get(), m.c.get()}) {
+    ASSERT_TRUE(p->wait_for_stdout("round 1: 3 machines (min 1, max 3)", 1, seconds(60))) << p->stdout_so_far();
+    const std::vector<std::string>* rank = ranks[i++];
+    if (rank == nullptr || rank->front() == "wait") {
+      ASSERT_TRUE(p->wait_for_stdout("ready ", 1, seconds(60))) << p->stdout_so_far();
+    }
+  }
+}
+
 // Three launchers, each with one rank running (its "ready" line said) in round 1; c's with
 // a terminal of its own (terminal_run) where `c_at_terminal`, a's where `a_at_terminal`.
 void start_three(ThreeMachines& m, const std::string& rdzv_id, bool c_at_terminal = false, int max_restarts = 3,
                  bool a_at_terminal = false) {
-  const int port = local::pick_free_port();
-  m.port = port;
-  const std::vector<std::string> args =
-      launch({"--nnodes=1:3", "--nproc_per_node=1", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
-              "--rdzv_id=" + rdzv_id, "--rdzv_last_call_s=30", "--max_restarts=" + std::to_string(max_restarts)},
-             {rank_probe_path(), "wait"});
-  std::vector<std::string> a_args = args;
-  if (a_at_terminal) a_args.insert(a_args.begin(), runfile("tests/tools/launch/terminal_run"));
-  m.a = std::make_unique<Subprocess>(a_args, kEnv, /*merge_stderr=*/true);
-  ASSERT_TRUE(accepts_connections(port, seconds(30)));
-  m.b = std::make_unique<Subprocess>(args, kEnv, /*merge_stderr=*/true);
-  std::vector<std::string> c_args = args;
-  if (c_at_terminal) c_args.insert(c_args.begin(), runfile("tests/tools/launch/terminal_run"));
-  m.c = std::make_unique<Subprocess>(c_args, kEnv, /*merge_stderr=*/true);
-  for (Subprocess* p : {m.a.get(), m.b.get(), m.c.get()}) {
-    ASSERT_TRUE(p->wait_for_stdout("round 1: 3 machines (min 1, max 3)", 1, seconds(60))) << p->stdout_so_far();
-    ASSERT_TRUE(p->wait_for_stdout("ready ", 1, seconds(60))) << p->stdout_so_far();
+  Shape shape;
+  shape.c_at_terminal = c_at_terminal;
+  shape.max_restarts = max_restarts;
+  shape.a_at_terminal = a_at_terminal;
+  start_three(m, rdzv_id, shape);
+}
+
+// The pid of the rank whose "ready <pid> ..." line is the first in `out`; 0 when none.
+pid_t ready_pid(const std::string& out) {
+  std::smatch match;
+  if (!std::regex_search(out, match, std::regex(R"(\] ready (\d+) )"))) return 0;
+  return static_cast<pid_t>(std::stol(match[1]));
+}
+
+// Until `condition`, looked at every 20 ms, `deadline` at most; whether it came.
+template <typename Condition>
+bool wait_until(Condition condition, std::chrono::milliseconds deadline) {
+  for (const auto until = Clock::now() + deadline; Clock::now() < until;) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return condition();
+}
+
+// How many times `what` is in `text`.
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The last line of `text`, without its '\n'.
+std::string last_line_of(const std::string& text) {
+  const std::vector<std::string> lines = lines_of(text);
+  return lines.empty() ? "" : lines.back();
 }
 
 // Signals c (at_terminal: a Ctrl-C typed at c's terminal, which the kernel turns into
@@ -163,6 +229,14 @@ void expect_the_store_hosts_stop_to_stop_the_job(int sig, bool at_terminal, cons
             std::string::npos)
       << fa.out;
   EXPECT_EQ(fa.out.find("forms without waiting"), std::string::npos) << fa.out;
+  // One job, one line with its exit status, the last: the attempt's says how its rank was
+  // stopped, and by whom, without one (it gave "exit status 130" too, a line before).
+  EXPECT_EQ(count_of(fa.out, "exit status"), 1u) << fa.out;
+  EXPECT_NE(last_line_of(fa.out).find("; exit status " + code), std::string::npos) << fa.out;
+  EXPECT_TRUE(std::regex_search(fa.out, std::regex("\nlaunch: the job was stopped by " + local::signal_name(sig) +
+                                                   " sent to the launcher [^\n]*; rank 0 was stopped by the "
+                                                   "launcher\n")))
+      << fa.out;
   for (const Finished* f : {&fb, &fc}) {
     EXPECT_FALSE(f->timed_out) << f->out;
     EXPECT_EQ(exit_code(*f), 128 + sig) << f->out;
@@ -228,6 +302,128 @@ TEST(DeliberateDeparture, ACtrlCAtTheStoreHostsTerminalWhileWaitingForMachinesSt
             std::string::npos)
       << fb.out;
   EXPECT_EQ(fb.out.find("lost the rendezvous store"), std::string::npos) << fb.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Another machine's launcher (c) got SIGTERM, which may be the whole job's: a and b hold
+// 1.5 s for their own. A Ctrl-C at the store host's terminal during its hold stopped a alone
+// ("this launcher got SIGINT too: ...; no new round", exit 130) without writing the job's
+// stop; b, after its hold, gave up under --max_restarts=0 blaming c (exit 1), or restarted
+// and lost the store. Now a stops the job, and b ends by that stop during its hold.
+TEST(DeliberateDeparture, ACtrlCAtTheStoreHostsTerminalDuringItsHoldStopsTheJob) {
+  ThreeMachines m;
+  ASSERT_NO_FATAL_FAILURE(start_three(m, "ctrl_c_store_host_hold", /*c_at_terminal=*/false, /*max_restarts=*/0,
+                                      /*a_at_terminal=*/true));
+  const pid_t a_rank = ready_pid(m.a->stdout_so_far());
+  ASSERT_GT(a_rank, 0) << m.a->stdout_so_far();
+  m.c->send_signal(SIGTERM);
+  const Finished fc = m.c->finish(seconds(60));
+  EXPECT_EQ(exit_code(fc), 128 + SIGTERM) << fc.out;
+  for (Subprocess* p : {m.b.get(), m.a.get()}) {
+    ASSERT_TRUE(p->wait_for_stdout(" (127.0.0.1) left: interrupted (SIGTERM)", 1, seconds(60))) << p->stdout_so_far();
+  }
+  // a's rank was stopped and reaped: a holds now (its hold ends with a line, which it must
+  // not have said yet), and b does too.
+  ASSERT_TRUE(wait_until([&] { return !process_exists(a_rank); }, seconds(30))) << m.a->stdout_so_far();
+  m.a->send_signal(SIGUSR1);  // a Ctrl-C typed at a's terminal
+  const Finished fa = m.a->finish(seconds(60));
+  const Finished fb = m.b->finish(seconds(60));
+  // a got its Ctrl-C during the hold (it was sent once a's rank was reaped, 1.5 s before
+  // the hold's end): it said "none came" where a request to the store had taken the signal.
+  EXPECT_EQ(fa.out.find(" of this launcher's own (a scheduler"), std::string::npos) << fa.out;
+  EXPECT_EQ(exit_code(fa), 128 + SIGINT) << fa.out;
+  EXPECT_TRUE(std::regex_search(
+      last_line_of(fa.out),
+      std::regex("^launch: this machine's launcher serves the job's rendezvous store "
+                 "\\(--rdzv_endpoint=127\\.0\\.0\\.1:" +
+                 std::to_string(m.port) +
+                 "\\), so a Ctrl-C here stops the job on every machine: told the other machines' launchers: "
+                 "(node 1 read it; node 2 had left \\(interrupted \\(SIGTERM\\)\\)|node 1 had left \\(interrupted "
+                 "\\(SIGTERM\\)\\); node 2 read it); to remove machines on purpose")))
+      << fa.out;
+  EXPECT_EQ(count_of(fa.out, "exit status"), 1u) << fa.out;
+  EXPECT_FALSE(fb.timed_out) << fb.out;
+  EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
+  EXPECT_EQ(last_line_of(fb.out),
+            "launch: the job was stopped at node 0's terminal (127.0.0.1), which served the job's store: its launcher "
+            "got SIGINT (a Ctrl-C there), and the rendezvous store ends with it; rendezvous 'ctrl_c_store_host_hold' "
+            "round 1 ended, no new round; exit status 130 (128 + 2)")
+      << fb.out;
+  EXPECT_EQ(fb.out.find("gave up"), std::string::npos) << fb.out;
+  EXPECT_EQ(fb.out.find("lost the rendezvous store"), std::string::npos) << fb.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// The store host's own rank exited 0 and it waits for the others' to end: a SIGTERM there
+// stops the job, and its line says what it was doing (as node 0 of a static job says it):
+// it said only that it serves the store.
+TEST(DeliberateDeparture, AStopOfTheStoreHostWhileItWaitsForTheOthersSaysItsRanksHadExitedZero) {
+  ThreeMachines m;
+  Shape shape;
+  shape.a_rank = {"env"};  // exits 0 at once; b's and c's wait
+  ASSERT_NO_FATAL_FAILURE(start_three(m, "store_host_waits", shape));
+  // a waits for the others once it said, in the store, that its ranks finished.
+  {
+    TCPStoreOptions options;
+    options.port = m.port;
+    options.identity = {"rdzv-store_host_waits", "deliberate-departure-test"};
+    options.timeout = seconds(10);
+    TCPStore store(options);
+    ASSERT_TRUE(wait_until([&] { return store.check({"round/1/done"}); }, seconds(30))) << m.a->stdout_so_far();
+  }
+  m.a->send_signal(SIGTERM);
+  const Finished fa = m.a->finish(seconds(60));
+  const Finished fb = m.b->finish(seconds(60));
+  const Finished fc = m.c->finish(seconds(60));
+  EXPECT_EQ(exit_code(fa), 128 + SIGTERM) << fa.out;
+  EXPECT_EQ(last_line_of(fa.out),
+            "launch: this machine's rank 0 had exited 0 and its launcher was waiting for the other machines' ranks to "
+            "end; it serves the job's rendezvous store (--rdzv_endpoint=127.0.0.1:" +
+                std::to_string(m.port) +
+                "), so its SIGTERM stops the job on every machine: told the other machines' launchers: node 1 read it; "
+                "node 2 read it; exit status 143 (128 + 15)")
+      << fa.out;
+  for (const Finished* f : {&fb, &fc}) {
+    EXPECT_EQ(exit_code(*f), 128 + SIGTERM) << f->out;
+    EXPECT_NE(last_line_of(f->out).find("launch: the job was stopped on node 0 (127.0.0.1), which served the job's "
+                                        "store: its launcher got SIGTERM"),
+              std::string::npos)
+        << f->out;
+  }
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Stopped between rounds, right after a machine was removed on purpose (c, a Ctrl-C at its
+// terminal) while b still stops its rank: the store host names b as the last round did,
+// "node 1 (127.0.0.1)", not by its launcher's id ("the launcher host-123-ab12cd read it").
+TEST(DeliberateDeparture, TheStoreHostStoppedBetweenRoundsNamesTheOthersAsTheLastRoundDid) {
+  ThreeMachines m;
+  Shape shape;
+  shape.c_at_terminal = true;
+  shape.a_at_terminal = true;
+  shape.b_rank = {"wait", "ignore_term"};     // b's rank takes the grace to stop:
+  shape.b_flags = {"--grace_period_s=3"};     // b is back for round 2 3 s later
+  ASSERT_NO_FATAL_FAILURE(start_three(m, "store_host_between_rounds", shape));
+  m.c->send_signal(SIGUSR1);  // a Ctrl-C at c's terminal: removed on purpose
+  const Finished fc = m.c->finish(seconds(60));
+  EXPECT_EQ(exit_code(fc), 128 + SIGINT) << fc.out;
+  ASSERT_TRUE(m.a->wait_for_stdout("the next round forms without waiting", 1, seconds(60))) << m.a->stdout_so_far();
+  m.a->send_signal(SIGUSR1);  // a Ctrl-C at a's terminal, while a waits for round 2
+  const Finished fa = m.a->finish(seconds(60));
+  const Finished fb = m.b->finish(seconds(60));
+  ASSERT_EQ(fa.out.find("round 2: "), std::string::npos) << "round 2 formed first: not what this test is about\n"
+                                                         << fa.out;
+  EXPECT_EQ(exit_code(fa), 128 + SIGINT) << fa.out;
+  EXPECT_TRUE(std::regex_search(
+      last_line_of(fa.out),
+      std::regex("so a Ctrl-C here stops the job on every machine: told the other machines' launchers: node [12] "
+                 "\\(127\\.0\\.0\\.1\\) (read it|had not read it within 5s); to remove machines on purpose")))
+      << fa.out;
+  EXPECT_EQ(fa.out.find("the launcher "), std::string::npos) << fa.out;
+  EXPECT_EQ(exit_code(fb), 128 + SIGINT) << fb.out;
+  EXPECT_NE(fb.out.find("launch: the job was stopped at the terminal of 127.0.0.1, which served the job's store"),
+            std::string::npos)
+      << fb.out;
   EXPECT_TRUE(no_orphan_running());
 }
 

@@ -71,6 +71,25 @@ TEST(RoundEnd, AnExitCodeOutOfRangeOrNotANumberIsMalformed) {
   }
 }
 
+// The first field is one of the two words every launcher has written, "restart" or
+// "membership"; anything else ("", a typo) is a malformed end, refused as a missing one is.
+// It was read as a membership change, which counts no restart: a garbled failure's end let
+// the others go on under --max_restarts=0.
+TEST(RoundEnd, AFirstFieldOtherThanRestartOrMembershipIsMalformed) {
+  for (const char* kind : {"", "restrat", "Restart", "restart ", " membership", "membershi", "join", "1"}) {
+    const std::string k = kind;
+    EXPECT_FALSE(decode_round_end(k + "|1|rank_failed|rank 3 failed").has_value()) << "'" << k << "'";
+    EXPECT_FALSE(decode_round_end(k + "|1|rank 3 failed").has_value()) << "'" << k << "'";
+  }
+  const std::optional<RoundEnd> restart = decode_round_end("restart|1|rank_failed|rank 3 failed");
+  ASSERT_TRUE(restart.has_value());
+  EXPECT_TRUE(restart->restart);
+  const std::optional<RoundEnd> membership = decode_round_end("membership|0|machines_wait|a machine waits to join");
+  ASSERT_TRUE(membership.has_value());
+  EXPECT_FALSE(membership->restart);
+  EXPECT_EQ(membership->cause, RoundEndCause::kMachinesWait);
+}
+
 // SIGTERM is what a scheduler sends every machine of a job it stops, and a SIGINT, SIGQUIT
 // or SIGHUP sent with kill (scancel --signal=INT, srun forwarding a Ctrl-C) or by closed ssh
 // sessions may be the whole job's too: the others wait a moment for their own before they
