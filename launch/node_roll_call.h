@@ -68,8 +68,16 @@ class NodeRollCall {
   // Another machine's launcher: the job's stop node 0's launcher left in its store
   // (JobFailureBoard::publish_job_stop: a stopping signal reached it while it waited for
   // the other machines' ranks), its signal and words, once a beat read it (a beat then
-  // says it was read); nullopt before. Answers at once (the main loop asks each turn).
+  // says it was read); nullopt before. Or, where node 0's store answered none of this
+  // launcher's beats for kRollCallSilence (node 0's launcher ended, maybe with a stop this
+  // launcher missed while SIGSTOPped; or node 0 was lost), SIGTERM and words saying so:
+  // "node 0's launcher ended or was lost: its store at host:port has not answered this
+  // launcher's beats for 6.0 s (<the last beat's error>)" (node0_lost()). Either way nobody
+  // else stops this machine's ranks. Answers at once (the main loop asks each turn).
   virtual std::optional<std::pair<int, std::string>> job_stop() { return std::nullopt; }
+  // Whether job_stop() is this launcher's own conclusion that node 0's launcher is gone,
+  // not node 0's word.
+  virtual bool node0_lost() { return false; }
   // Node 0's launcher, after leaving the job's stop: whether each other machine's launcher
   // has read it, said how its ranks ended, or gone silent. Answers at once.
   virtual bool stop_known_by_all() { return true; }

@@ -30,8 +30,21 @@ constexpr int kStopSlots = sizeof(kStopping) / sizeof(kStopping[0]);
 // before an atomic says they are there.
 static_assert(std::atomic<unsigned>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "the handler uses no locks");
-volatile sig_atomic_t g_write_fd = -1;
+// The live watch's pipe end, -1 when there is none. An atomic, not a volatile sig_atomic_t:
+// the handler reads it on any thread (the store, watch and output threads leave the watched
+// signals unblocked), and only an atomic makes that read and the watch's store no data race.
+std::atomic<int> g_write_fd{-1};
+// Handlers between their first statement and their last: counted before the handler reads
+// g_write_fd, so a watch that sets it to -1 and then reads 0 here knows that no handler
+// still holds the old descriptor (seq_cst on both sides; ~SignalWatch).
+std::atomic<int> g_handlers_running{0};
 std::atomic<unsigned> g_caught[SignalWatch::kSignals];  // by signal: how many the handler ran for
+
+// How long ~SignalWatch waits for the handlers still running on other threads before it
+// closes the pipe. A handler takes microseconds (a few syscalls); one not done within this
+// was stopped midway (a thread stopped by a debugger): the pipe is left open then, never
+// closed under it.
+constexpr std::chrono::milliseconds kHandlersDrain{1000};
 
 // The first sender of one stopping signal. Its fields are written by the one handler that
 // moved `state` from kEmpty, and read only once it is kFilled.
@@ -75,6 +88,7 @@ void stat_path(int pid, char* path) {
 // kill(1) or pkill exits at once and its pid may be another's by the time the reader runs;
 // only the first of each stopping signal is read (a few syscalls, once per kind).
 void on_signal(int sig, siginfo_t* info, void*) {
+  g_handlers_running.fetch_add(1);  // first: before g_write_fd is read (~SignalWatch)
   const int saved = errno;  // the interrupted code may be about to read errno
   const int slot = slot_of(sig);
   if (slot >= 0) {
@@ -105,12 +119,24 @@ void on_signal(int sig, siginfo_t* info, void*) {
   // finds the byte still to come, and a byte that finds the pipe full leaves one there to
   // wake the reader.
   if (sig > 0 && sig < SignalWatch::kSignals) g_caught[sig].fetch_add(1);
-  if (g_write_fd >= 0) {
+  const int fd = g_write_fd.load();  // read once: the byte goes where the check looked
+  if (fd >= 0) {
     const unsigned char byte = static_cast<unsigned char>(sig);
-    ssize_t ignored = ::write(g_write_fd, &byte, 1);  // EAGAIN: full, and counted above
+    ssize_t ignored = ::write(fd, &byte, 1);  // EAGAIN: full, and counted above
     (void)ignored;
   }
   errno = saved;
+  g_handlers_running.fetch_sub(1);  // last: the descriptor is no longer used
+}
+
+// Whether every handler that may have read the pipe's end has returned, within `wait`.
+bool handlers_drained(std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (g_handlers_running.load() != 0) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    ::sched_yield();
+  }
+  return true;
 }
 
 std::string read_all(const std::string& path) {
@@ -203,7 +229,7 @@ SignalSender identify_sender(int pid, unsigned uid, int code, unsigned long long
 }
 
 SignalWatch::SignalWatch() {
-  if (g_write_fd >= 0) throw std::logic_error("SignalWatch: only one may exist at a time");
+  if (g_write_fd.load() >= 0) throw std::logic_error("SignalWatch: only one may exist at a time");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::runtime_error(std::string("SignalWatch: pipe: ") + std::strerror(errno));
@@ -213,7 +239,12 @@ SignalWatch::SignalWatch() {
   // A watch before this one left its counts and senders: none of this one's.
   for (std::atomic<unsigned>& c : g_caught) c.store(0);
   for (FirstSender& f : g_first) f.state.store(kEmpty);
-  g_write_fd = write_fd_;
+  int none = -1;
+  if (!g_write_fd.compare_exchange_strong(none, write_fd_)) {
+    ::close(read_fd_);
+    ::close(write_fd_);
+    throw std::logic_error("SignalWatch: only one may exist at a time");
+  }
   for (size_t i = 0; i < sizeof(kWatched) / sizeof(kWatched[0]); ++i) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));
@@ -237,7 +268,13 @@ SignalWatch::~SignalWatch() {
   for (size_t i = 0; i < sizeof(kWatched) / sizeof(kWatched[0]); ++i) {
     ::sigaction(kWatched[i], &previous_[i], nullptr);
   }
-  g_write_fd = -1;
+  // No handler reads the pipe's end after this; one on another thread may hold it already
+  // (it read it before): closed under it, its byte went into a pipe with no reader left
+  // (SIGPIPE, the default action restored above: the launcher ended) or into whatever took
+  // the number next (a store's fresh socket). So the pipe is closed only once no handler
+  // runs. A handler on this thread cannot be midway here: it would have returned first.
+  g_write_fd.store(-1);
+  if (!handlers_drained(kHandlersDrain)) return;  // a handler stuck midway: both ends left open
   ::close(read_fd_);
   ::close(write_fd_);
 }

@@ -75,6 +75,13 @@ std::string sender_text(const SignalSender& s);
 // each stopping signal in a slot of its own, and only then writes one byte to a pipe: the
 // reader's wake-up and the signals' order. A byte that finds the pipe full is dropped, the
 // count is not: a flood of SIGCHLD or SIGUSR1 cannot hide a SIGTERM.
+//
+// The handler runs on whichever thread a signal lands on. As the watch ends, the handler's
+// copy of the pipe's descriptor (an atomic) becomes -1, and the pipe is closed only once no
+// handler runs (each counts itself in an atomic from before it reads the descriptor to after
+// it wrote): one that had read it already, on another thread, never writes into a closed
+// pipe, nor into a descriptor opened after (a store's socket that took the number). One
+// stuck midway for a second leaves the pipe open rather than close it under it.
 class SignalWatch {
  public:
   static constexpr int kCount = 7;     // signals watched (or ignored)

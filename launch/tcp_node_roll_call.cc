@@ -2,6 +2,8 @@
 // TCPStore: a connection per beat or look to the store node 0's launcher serves (a held one
 // would keep that store's farewell waiting). Linked with alwayslink (nothing refers to this
 // file by name): loading it sets node_roll_call_opener().
+#include <signal.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -16,6 +18,7 @@
 
 #include "api/store/store.h"
 #include "api/store/tcp_store.h"
+#include "launch/duration_text.h"
 #include "launch/node_roll_call.h"
 
 namespace distcomm {
@@ -66,6 +69,11 @@ class TcpNodeRollCall : public NodeRollCall {
   std::optional<std::pair<int, std::string>> job_stop() override {
     std::lock_guard<std::mutex> lock(mu_);
     return job_stop_;
+  }
+
+  bool node0_lost() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return node0_lost_;
   }
 
   bool stop_known_by_all() override {
@@ -134,14 +142,22 @@ class TcpNodeRollCall : public NodeRollCall {
     return !cv_.wait_for(lock, kRollCallBeat, [&] { return stopping_; });
   }
 
-  // Another machine's launcher: who it is once, then a beat each kRollCallBeat.
+  // Another machine's launcher: who it is once, then a beat each kRollCallBeat, until node
+  // 0's store is taken for gone (no beat can reach it then).
   void beat() {
-    while (pause()) said_who_ = beat_once(said_who_);
+    while (pause()) {
+      said_who_ = beat_once(said_who_);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (node0_lost_) return;
+    }
   }
 
   // Returns whether who this launcher is has been said. Reads the job's stop too
-  // (job_failure_board.h): once read, says so (node 0's launcher waits for that word).
+  // (job_failure_board.h): once read, says so (node 0's launcher waits for that word). A beat
+  // that does not reach node 0's store is tried again at the next, but not for ever: once
+  // every beat for kRollCallSilence failed, node 0's launcher is taken for gone (lose_node0).
   bool beat_once(bool said_who) {
+    const Clock::time_point began = Clock::now();
     try {
       TCPStore store(options());
       if (!said_who) store.set(key_of(attempt_, node_rank_, "who"), to_bytes(who_));
@@ -157,10 +173,28 @@ class TcpNodeRollCall : public NodeRollCall {
           store.set(key_of(attempt_, node_rank_, "stop_seen"), to_bytes("1"));
         }
       }
-    } catch (const std::exception&) {
-      // Not reached this time (node 0's store gone, or slow): the next beat tries again.
+      failing_since_ = Clock::time_point();
+    } catch (const std::exception& e) {
+      // Not reached this time (node 0's store gone, or slow): the next beat tries again,
+      // unless the beats have failed for as long as node 0's launcher takes this one for lost.
+      if (failing_since_ == Clock::time_point()) failing_since_ = began;
+      if (began - failing_since_ >= kRollCallSilence) lose_node0(e.what());
     }
     return said_who;
+  }
+
+  // Node 0's store has not answered a beat since failing_since_, kRollCallSilence and more:
+  // its launcher ended (a stop this launcher missed while it was itself stopped, a kill, a
+  // crash) or its machine or network was lost. Nobody watches this machine's ranks, and the
+  // job's store is gone: the ranks are stopped (job_stop, as node 0's own stop would), once,
+  // unless node 0's word came first. Node 0's launcher calls this machine lost after as long.
+  void lose_node0(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_stop_) return;
+    node0_lost_ = true;
+    job_stop_.emplace(SIGTERM, "node 0's launcher ended or was lost: its store at " + address_.host + ":" +
+                                   std::to_string(address_.port) + " has not answered this launcher's beats for " +
+                                   tenths_text(Clock::now() - failing_since_) + " (" + why + ")");
   }
 
   // Node 0's launcher: each kRollCallBeat, every other node's beats, who and end.
@@ -222,7 +256,11 @@ class TcpNodeRollCall : public NodeRollCall {
   bool stopping_ = false;
   std::map<int, Seen> seen_;
   bool said_who_ = false;  // the beating thread's, after the constructor's first beat
+  // The beating thread's (and the constructor's first beat): when the first of the beats
+  // that failed since the last that reached node 0's store began; zero while they reach it.
+  Clock::time_point failing_since_;
   std::optional<std::pair<int, std::string>> job_stop_;  // what a beat read (under mu_)
+  bool node0_lost_ = false;  // job_stop_ is lose_node0's (under mu_)
   std::thread thread_;
 };
 

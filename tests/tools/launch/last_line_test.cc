@@ -324,6 +324,49 @@ TEST(LastLine, Node0SaysForEachOtherMachineWhetherItReadTheStopHadEndedOrNeverCa
   EXPECT_TRUE(no_orphan_running());
 }
 
+// Node 1's launcher is SIGSTOPped (a frozen container, a debugger) while node 0's launcher,
+// waiting for it, is stopped: node 0 leaves the job's stop, waits its 5 s for node 1 to read
+// it, and ends. Continued, node 1's launcher finds node 0's store gone. It retried its beats
+// for ever, and its rank ran on (40 s and more, the review's timeout); now once node 0's
+// store has answered none of its beats for the roll call's silence (5 s, as long as node 0
+// takes a silent machine for lost), it stops its rank and ends, saying so, exit 143.
+TEST(LastLine, ALauncherThatWasStoppedThroughNode0sStopEndsItsRanksOnceNode0sStoreIsGone) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {}, "exit 0");
+  // 120 s at the least: far longer than the stop should take.
+  std::unique_ptr<Subprocess> n1 =
+      node(1, 1, port, {"--grace_period_s=5"}, "echo ready $$; for i in $(seq 2400); do sleep 0.05; done; exit 0");
+  ASSERT_TRUE(n1->wait_for_stdout("ready ", 1, seconds(60))) << n1->stdout_so_far();
+  std::smatch rank_pid;
+  const std::string so_far = n1->stdout_so_far();
+  ASSERT_TRUE(std::regex_search(so_far, rank_pid, std::regex(R"(ready (\d+))"))) << so_far;
+  ASSERT_TRUE(n0->wait_for_stdout("for the other machines' launchers to say how their ranks ended", 1, seconds(60)))
+      << n0->stdout_so_far();
+  n1->send_signal(SIGSTOP);  // its launcher only: the rank leads a process group of its own
+  n0->send_signal(SIGTERM);
+  const Finished f0 = n0->finish(seconds(60));
+  EXPECT_EQ(exit_code(f0), 128 + SIGTERM) << f0.out;
+  n1->send_signal(SIGCONT);
+  const auto continued = std::chrono::steady_clock::now();
+  const Finished f1 = n1->finish(seconds(40));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - continued).count();
+  if (f1.timed_out) ::kill(-std::stoi(rank_pid[1].str()), SIGKILL);  // the old code's rank, left running
+  ASSERT_FALSE(f1.timed_out) << "node 1's rank ran on after node 0's launcher had gone\n" << f1.out;
+  // 5 s of failed beats (a second each to find the store refusing, a second apart), the
+  // rank's SIGTERM: ~8 s; a margin for a loaded machine.
+  EXPECT_LT(took, 25.0) << f1.out;
+  EXPECT_EQ(exit_code(f1), 128 + SIGTERM) << f1.out;
+  const std::string gone = R"(node 0's launcher ended or was lost: its store at [^ ]+:)" + std::to_string(port) +
+                           R"( has not answered this launcher's beats for (\d+)\.\d s \(TCPStore: [^\n]*\))";
+  std::smatch said;
+  ASSERT_TRUE(std::regex_search(f1.out, said, std::regex(R"(launch: [^\n]*)" + gone + R"(: stopping 1 rank \(SIGTERM)")))
+      << f1.out;
+  EXPECT_GE(std::stoi(said[1].str()), 5) << f1.out;  // not before the roll call's silence
+  EXPECT_TRUE(std::regex_search(last_line(f1.out), std::regex(gone + R"([^\n]*exit status 143 \(128 \+ 15\)$)")))
+      << f1.out;
+  EXPECT_TRUE(no_orphan_running());
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace distcomm

@@ -2,19 +2,25 @@
 // real senders: a flood of another signal that fills the watch's pipe does not hide a
 // stopping signal or its sender; a sender that exits (and is reaped) before the reader runs
 // is named from what the handler read; a process that started after the signal came, at
-// the sender's pid, is never named as the sender.
+// the sender's pid, is never named as the sender; a handler still running on another thread
+// as the watch ends writes nothing into a descriptor opened after it.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -158,6 +164,96 @@ TEST(SignalWatch, TheFirstSenderOfASignalIsKept) {
   ASSERT_TRUE(watch.sender_of(SIGTERM).has_value());
   EXPECT_EQ(watch.sender_of(SIGTERM)->pid, child);
   EXPECT_FALSE(watch.sender_of(SIGINT).has_value()) << "none was taken";
+}
+
+std::atomic<int> g_late_pipe_writes{0};  // SIGPIPEs: writes into a pipe with no reader left
+
+// The handler runs on whichever thread the signal lands on (the launcher's store, watch and
+// output threads leave these signals unblocked). One that had read the pipe's write end as
+// the watch ended wrote its byte after the watch closed the pipe: into a pipe with no reader
+// (SIGPIPE, whose default action, restored by then, ends the launcher), or into whatever took
+// the write end's number next, such as a store's fresh socket. Threads here flood SIGUSR1 at
+// themselves (raise(): the handler runs on the flooding thread) while watches come and go;
+// right after each watch ends a socket pair is opened (it takes the pipe's numbers), and
+// once every flooder has come back from two more signals -- so no handler that may have
+// started before the end is still running -- neither socket may have received a byte.
+TEST(SignalWatch, AHandlerRunningOnAnotherThreadAsTheWatchEndsWritesIntoNoDescriptorOpenedAfter) {
+  // Between watches SIGUSR1 comes here: its default action ends the process.
+  struct sigaction quiet;
+  struct sigaction before;
+  std::memset(&quiet, 0, sizeof(quiet));
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &quiet, &before), 0);
+  // A late byte into the pipe whose read end the watch had just closed raises SIGPIPE on the
+  // writing thread: its default action ended this test at once (exit 141). Counted instead.
+  struct sigaction count_pipe;
+  struct sigaction pipe_before;
+  std::memset(&count_pipe, 0, sizeof(count_pipe));
+  count_pipe.sa_handler = [](int) { g_late_pipe_writes.fetch_add(1); };
+  sigemptyset(&count_pipe.sa_mask);
+  g_late_pipe_writes.store(0);
+  ASSERT_EQ(::sigaction(SIGPIPE, &count_pipe, &pipe_before), 0);
+  constexpr int kFlooders = 3;
+  std::atomic<bool> done{false};
+  std::atomic<unsigned long> raised[kFlooders];
+  for (std::atomic<unsigned long>& r : raised) r.store(0);
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < kFlooders; ++t) {
+    flooders.emplace_back([&, t] {
+      while (!done.load()) {
+        ::raise(SIGUSR1);
+        raised[t].fetch_add(1);
+      }
+    });
+  }
+  int rounds = 0;
+  int reused = 0;       // rounds whose socket pair took a number the watch's pipe had held
+  int stray_bytes = 0;  // bytes those sockets received, none of their own
+  bool flooders_stuck = false;
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(3);
+  while (rounds < 20000 && Clock::now() < until && !flooders_stuck) {
+    std::set<int> pipe_fds;
+    {
+      launch::SignalWatch watch;
+      // pipe2 takes the two lowest free numbers: the read end and, next, the write end.
+      pipe_fds = {watch.fd(), watch.fd() + 1};
+      if (rounds % 2 == 1) (void)watch.take();
+    }
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair), 0);
+    ++rounds;
+    if (pipe_fds.count(pair[0]) != 0 || pipe_fds.count(pair[1]) != 0) ++reused;
+    unsigned long seen[kFlooders];
+    for (int t = 0; t < kFlooders; ++t) seen[t] = raised[t].load();
+    const Clock::time_point wait_until = Clock::now() + std::chrono::seconds(5);
+    for (int t = 0; t < kFlooders && !flooders_stuck; ++t) {
+      while (raised[t].load() < seen[t] + 2) {
+        if (Clock::now() >= wait_until) {
+          flooders_stuck = true;
+          break;
+        }
+        std::this_thread::yield();
+      }
+    }
+    char buf[64];
+    for (int end : pair) {
+      const ssize_t n = ::recv(end, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) stray_bytes += static_cast<int>(n);
+      ::close(end);
+    }
+  }
+  done.store(true);
+  for (std::thread& f : flooders) f.join();
+  ::sigaction(SIGUSR1, &before, nullptr);
+  ::sigaction(SIGPIPE, &pipe_before, nullptr);
+  EXPECT_FALSE(flooders_stuck) << "a flooding thread made no progress for 5 s";
+  EXPECT_EQ(g_late_pipe_writes.load(), 0) << "handlers wrote into a watch's pipe after it closed the read end ("
+                                          << g_late_pipe_writes.load() << " SIGPIPEs in " << rounds << " rounds)";
+  EXPECT_EQ(stray_bytes, 0) << stray_bytes << " bytes written into sockets opened after their watch ended, in "
+                            << rounds << " rounds";
+  EXPECT_GT(reused, rounds / 2) << "the sockets were to take the pipe's numbers, so that a late write can land there";
+  std::cerr << rounds << " rounds, " << reused << " reused the pipe's numbers\n";
 }
 
 TEST(SignalWatch, ProcessStatReadsTheCommandAndTheStartTime) {
