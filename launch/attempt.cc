@@ -539,14 +539,21 @@ int close_roll_call(NodeRollCall* roll_call, JobStore* store, SignalWatch& signa
   // line is its failure, and its launcher must not linger for it.
   if (roll_call == nullptr || !succeeded) return 0;
   // A wait that may last: the launcher says why it has not ended (a Ctrl-C ends it).
+  char bound[32];
+  std::snprintf(bound, sizeof(bound), "%g s", options.other_machines_wait.count() / 1000.0);
   if (!roll_call->settled()) {
-    char bound[32];
-    std::snprintf(bound, sizeof(bound), "%g s", options.other_machines_wait.count() / 1000.0);
     say("this machine's " + rank_span_text(options.global_rank(0), options.nproc_per_node) + " exited 0; waiting up to " +
         bound + " for the other machines' launchers to say how their ranks ended");
   }
   int stop = 0;
+  bool left = false;  // node 0's farewell is in its store (NodeRollCall::leave)
   while (stop == 0 && !roll_call->settled() && Clock::now() < deadline) {
+    // The wait's last kNode0FarewellReach: the launchers still running ranks read at a beat
+    // that node 0's leaves on purpose, and watch their ranks on (not taken for a loss).
+    if (!left && deadline - Clock::now() <= kNode0FarewellReach) {
+      left = roll_call->leave("node 0's launcher stopped waiting for the other machines' ranks " + std::string(bound) +
+                              " after its own exited 0");
+    }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{signals.fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min(left, kRollCallLook).count()));

@@ -3,7 +3,9 @@
 // stop on the failure board (job_failure_board.h, publish_job_stop), the other machines'
 // launchers read it as they beat (node_roll_call.h) and stop their ranks, each saying why.
 // Without it node 0's launcher went away and the other machines' ranks ran on, their job's
-// store gone. Node 0's last line names each other machine as read after the telling.
+// store gone. Node 0's last line names each other machine as read after the telling. A
+// launcher whose beats no longer reach node 0's store stops its ranks as for that stop,
+// unless node 0's farewell came first (node_roll_call.h, node0_left): then they run on.
 // The class: attempt_state.h; apart from attempt.cc to keep each file short.
 #include <poll.h>
 
@@ -61,13 +63,25 @@ void Attempt::handle_stop_elsewhere() {
   // Its ranks all ended already (exited 0, draining their output): nothing here to stop,
   // and their success stands.
   if (ranks_.running() == 0) return;
+  if (!said_node0_left_) {
+    if (const std::optional<std::string> words = roll_call_->node0_left()) {
+      // Its ranks had exited 0 and it stopped waiting for these: they may legitimately run
+      // longer (an evaluation, a checkpoint's write), as torchrun lets such workers finish.
+      said_node0_left_ = true;
+      say("node 0's launcher has left the job (" + *words +
+          "); this machine's ranks run on and this launcher reports how they end");
+    }
+  }
   const std::optional<std::pair<int, std::string>> stop = roll_call_->job_stop();
   if (!stop) return;
   result_.interrupted_by = stop->first;
   stop_signal_ = stop->first;  // passed on, as node 0's launcher would have to its own ranks
   stopped_elsewhere_ = stop->second;
+  node0_lost_ = roll_call_->node0_lost();
   failure_published_ = true;  // nothing of this machine's to leave: node 0's stop is the job's
-  begin_stop(local::StopCause::kCaller, "node 0's launcher stopped the job (" + stop->second + ")");
+  // Taken for lost, node 0's launcher said nothing: this launcher's own words alone.
+  begin_stop(local::StopCause::kCaller,
+             node0_lost_ ? stop->second : "node 0's launcher stopped the job (" + stop->second + ")");
 }
 
 std::string Attempt::tell_others_of_stop(int sig, NodeRollCall* roll_call) {

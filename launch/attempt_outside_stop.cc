@@ -100,7 +100,8 @@ void Attempt::say_stopped_from_outside() {
     }
   }
   if (!stopped_elsewhere_.empty()) {
-    say(stopped_elsewhere_text(result_.interrupted_by, stopped_elsewhere_, outside, stopped, failed_before));
+    say(stopped_elsewhere_text(result_.interrupted_by, stopped_elsewhere_, outside, stopped, failed_before,
+                               node0_lost_));
     return;
   }
   const std::optional<SignalSender> sender = signals_.sender_of(result_.interrupted_by);

@@ -181,8 +181,9 @@ class Attempt {
   // SIGKILL follows. True when so (attempt_outside_stop.cc).
   bool outside_stop_after_failure(int sig);
   // Another machine's launcher, while its ranks run: node 0's launcher left the job's
-  // stop (roll call's job_stop): stops the ranks as if its own signal had come, saying why
-  // (attempt_job_stop.cc).
+  // stop (roll call's job_stop), or was taken for lost: stops the ranks as if its own signal
+  // had come, saying why. Node 0's launcher left as its farewell said (node0_left): says so
+  // once, and the ranks run on (attempt_job_stop.cc).
   void handle_stop_elsewhere();
   // Node 0's launcher, stopped by `sig` while it waited for the other machines' ranks
   // (close_roll_call): leaves the job's stop on the board and waits, a few seconds at most,
@@ -245,6 +246,8 @@ class Attempt {
   bool failure_published_ = false;  // this machine's first failure is on board_
   NodeRollCall* roll_call_ = nullptr;  // this attempt's (node_roll_call.h), while run() holds it
   std::string stopped_elsewhere_;      // node 0's words, once its job's stop stopped these ranks
+  bool node0_lost_ = false;            // those words are this launcher's: node 0 taken for lost
+  bool said_node0_left_ = false;       // node 0's farewell was said (handle_stop_elsewhere)
   int64_t outside_signal_ns_ = 0;      // when this launcher took its own stopping signal
   Clock::time_point all_stopped_since_{};  // handle_stopped_leftovers(): when it began, or {}
   std::vector<int> replaced_;              // by local rank: replacements started so far

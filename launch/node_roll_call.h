@@ -30,6 +30,11 @@ namespace launch {
 // ended, is taken for lost. Beats come every kRollCallBeat.
 constexpr std::chrono::milliseconds kRollCallBeat{1000};
 constexpr std::chrono::milliseconds kRollCallSilence{5000};
+// Node 0's farewell (NodeRollCall::leave) is left this long before its wait for the other
+// machines' ranks ends, and its store stays until then: every other launcher's next beat
+// reads it (two beats, and a margin for a loaded machine). Within --other_machines_wait_s,
+// whose one bound the wait and the store's farewell share; a shorter wait leaves it at once.
+constexpr std::chrono::milliseconds kNode0FarewellReach{2500};
 
 // How another machine's launcher said its ranks ended (NodeRollCall::ended): node 0's
 // launcher tells a clean end from a failure by this text.
@@ -69,8 +74,9 @@ class NodeRollCall {
   // (JobFailureBoard::publish_job_stop: a stopping signal reached it while it waited for
   // the other machines' ranks), its signal and words, once a beat read it (a beat then
   // says it was read); nullopt before. Or, where node 0's store answered none of this
-  // launcher's beats for kRollCallSilence (node 0's launcher ended, maybe with a stop this
-  // launcher missed while SIGSTOPped; or node 0 was lost), SIGTERM and words saying so:
+  // launcher's beats for kRollCallSilence and no beat had read node 0's farewell
+  // (node0_left: node 0's launcher ended, maybe with a stop this launcher missed while
+  // SIGSTOPped; or node 0 was lost), SIGTERM and words saying so:
   // "node 0's launcher ended or was lost: its store at host:port has not answered this
   // launcher's beats for 6.0 s (<the last beat's error>)" (node0_lost()). Either way nobody
   // else stops this machine's ranks. Answers at once (the main loop asks each turn).
@@ -78,6 +84,22 @@ class NodeRollCall {
   // Whether job_stop() is this launcher's own conclusion that node 0's launcher is gone,
   // not node 0's word.
   virtual bool node0_lost() { return false; }
+  // Node 0's launcher, whose ranks exited 0, near the end of its wait for the other
+  // machines' ranks (kNode0FarewellReach before it, attempt.cc): leaves `words` ("node 0's
+  // launcher stopped waiting for the other machines' ranks 30 s after its own exited 0") in
+  // its store for the other launchers to read at their next beat. Its leaving is then on
+  // purpose, not a loss: theirs watch their ranks on (node0_left). One request, bounded;
+  // false when its store was not reached. Never throws.
+  virtual bool leave(const std::string& words) {
+    (void)words;
+    return false;
+  }
+  // Another machine's launcher: node 0's farewell words, once a beat read them and a later
+  // beat found node 0's store gone (it left as it said); nullopt before, and for good where
+  // a beat read the job's stop first. Its beats end then, and job_stop() never takes node
+  // 0 for lost: this launcher watches its ranks to their end and reports it, as torchrun's
+  // agents let their workers finish. Answers at once.
+  virtual std::optional<std::string> node0_left() { return std::nullopt; }
   // Node 0's launcher, after leaving the job's stop: whether each other machine's launcher
   // has read it, said how its ranks ended, or gone silent. Answers at once.
   virtual bool stop_known_by_all() { return true; }

@@ -93,8 +93,9 @@ std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, 
 }
 
 std::string stopped_elsewhere_text(int sig, const std::string& why, const std::vector<int>& outside,
-                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before) {
-  return "the job was stopped on node 0: " + why +
+                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before,
+                                   bool node0_lost) {
+  return (node0_lost ? "" : "the job was stopped on node 0: ") + why +
          ranks_of_the_stop(local::signal_name(sig), outside, stopped, failed_before, {}, "this machine's launcher") +
          exit_status_text(sig);
 }

@@ -109,9 +109,12 @@ std::string stopped_from_outside_text(int sig, const std::vector<int>& outside, 
 // Another machine's launcher's line when node 0's launcher, stopped by a signal while it
 // waited for the other machines' ranks, told it to stop its ranks (job_failure_board.h,
 // publish_job_stop): "the job was stopped on node 0: <why>; ranks 2, 3 were stopped by this
-// machine's launcher; exit status 143 (128 + 15)". `why` is node 0's text.
+// machine's launcher; exit status 143 (128 + 15)". `why` is node 0's text; with
+// `node0_lost`, this launcher's own ("node 0's launcher ended or was lost: ...", said
+// without "the job was stopped on node 0: ", which node 0 never said).
 std::string stopped_elsewhere_text(int sig, const std::string& why, const std::vector<int>& outside,
-                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before);
+                                   const std::vector<int>& stopped, const std::vector<std::string>& failed_before,
+                                   bool node0_lost = false);
 
 }  // namespace launch
 }  // namespace distcomm

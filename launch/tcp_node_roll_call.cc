@@ -35,6 +35,9 @@ std::string key_of(int attempt, int node, const char* what) {
   return "launch/roll_call/" + std::to_string(attempt) + "/" + std::to_string(node) + "/" + what;
 }
 
+// Node 0's farewell (NodeRollCall::leave): its words. One store per attempt, so one key.
+constexpr char kNode0LeftKey[] = "launch/node0_left";
+
 std::string text_of(const std::optional<Store::Bytes>& b) { return b ? std::string(b->begin(), b->end()) : ""; }
 
 class TcpNodeRollCall : public NodeRollCall {
@@ -51,7 +54,7 @@ class TcpNodeRollCall : public NodeRollCall {
 
   void ended(const std::string& how) override {
     stop();
-    if (node_rank_ == 0) return;
+    if (node_rank_ == 0 || node0_left()) return;  // node 0's store went as node 0 said it would
     try {
       TCPStore store(options());
       store.set(key_of(attempt_, node_rank_, "ended"), to_bytes(how));
@@ -74,6 +77,22 @@ class TcpNodeRollCall : public NodeRollCall {
   bool node0_lost() override {
     std::lock_guard<std::mutex> lock(mu_);
     return node0_lost_;
+  }
+
+  bool leave(const std::string& words) override {
+    if (node_rank_ != 0) return false;
+    try {
+      TCPStore store(options());
+      store.set(kNode0LeftKey, to_bytes(words));
+      return true;
+    } catch (const std::exception&) {
+      return false;  // its own store, not answering: the others take node 0 for lost, as before
+    }
+  }
+
+  std::optional<std::string> node0_left() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return departed_;
   }
 
   bool stop_known_by_all() override {
@@ -143,12 +162,12 @@ class TcpNodeRollCall : public NodeRollCall {
   }
 
   // Another machine's launcher: who it is once, then a beat each kRollCallBeat, until node
-  // 0's store is taken for gone (no beat can reach it then).
+  // 0's store is taken for gone or left as its farewell said (no beat can reach it then).
   void beat() {
     while (pause()) {
       said_who_ = beat_once(said_who_);
       std::lock_guard<std::mutex> lock(mu_);
-      if (node0_lost_) return;
+      if (node0_lost_ || departed_) return;
     }
   }
 
@@ -156,6 +175,7 @@ class TcpNodeRollCall : public NodeRollCall {
   // (job_failure_board.h): once read, says so (node 0's launcher waits for that word). A beat
   // that does not reach node 0's store is tried again at the next, but not for ever: once
   // every beat for kRollCallSilence failed, node 0's launcher is taken for gone (lose_node0).
+  // Unless a beat read node 0's farewell: the first that fails after it is node 0's leaving.
   bool beat_once(bool said_who) {
     const Clock::time_point began = Clock::now();
     try {
@@ -163,7 +183,9 @@ class TcpNodeRollCall : public NodeRollCall {
       if (!said_who) store.set(key_of(attempt_, node_rank_, "who"), to_bytes(who_));
       said_who = true;
       store.add(key_of(attempt_, node_rank_, "beats"), 1);
-      const std::optional<Store::Bytes> stop = read_present(store, {job_stop_key()})[0];
+      const std::vector<std::optional<Store::Bytes>> read = read_present(store, {job_stop_key(), kNode0LeftKey});
+      const std::optional<Store::Bytes>& stop = read[0];
+      if (read[1]) farewell_ = text_of(read[1]);
       if (stop) {
         if (const auto decoded = decode_job_stop(text_of(stop))) {
           {
@@ -177,6 +199,11 @@ class TcpNodeRollCall : public NodeRollCall {
     } catch (const std::exception& e) {
       // Not reached this time (node 0's store gone, or slow): the next beat tries again,
       // unless the beats have failed for as long as node 0's launcher takes this one for lost.
+      if (!farewell_.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!job_stop_) departed_ = farewell_;  // node 0 said it was leaving: it left
+        return said_who;
+      }
       if (failing_since_ == Clock::time_point()) failing_since_ = began;
       if (began - failing_since_ >= kRollCallSilence) lose_node0(e.what());
     }
@@ -261,6 +288,8 @@ class TcpNodeRollCall : public NodeRollCall {
   Clock::time_point failing_since_;
   std::optional<std::pair<int, std::string>> job_stop_;  // what a beat read (under mu_)
   bool node0_lost_ = false;  // job_stop_ is lose_node0's (under mu_)
+  std::string farewell_;     // the beating thread's: node 0's farewell words, once a beat read them
+  std::optional<std::string> departed_;  // farewell_, once a beat after it failed (under mu_)
   std::thread thread_;
 };
 

@@ -359,10 +359,54 @@ TEST(LastLine, ALauncherThatWasStoppedThroughNode0sStopEndsItsRanksOnceNode0sSto
   const std::string gone = R"(node 0's launcher ended or was lost: its store at [^ ]+:)" + std::to_string(port) +
                            R"( has not answered this launcher's beats for (\d+)\.\d s \(TCPStore: [^\n]*\))";
   std::smatch said;
-  ASSERT_TRUE(std::regex_search(f1.out, said, std::regex(R"(launch: [^\n]*)" + gone + R"(: stopping 1 rank \(SIGTERM)")))
+  // This launcher's own words, alone: node 0's launcher stopped nothing that it knows of.
+  ASSERT_TRUE(std::regex_search(f1.out, said, std::regex(R"((?:^|\n)launch: )" + gone + R"(: stopping 1 rank \(SIGTERM)")))
       << f1.out;
   EXPECT_GE(std::stoi(said[1].str()), 5) << f1.out;  // not before the roll call's silence
-  EXPECT_TRUE(std::regex_search(last_line(f1.out), std::regex(gone + R"([^\n]*exit status 143 \(128 \+ 15\)$)")))
+  EXPECT_TRUE(std::regex_match(last_line(f1.out), std::regex("launch: " + gone + R"(, not by a failure: [^\n]*)"
+                                                                              R"(exit status 143 \(128 \+ 15\))")))
+      << f1.out;
+  EXPECT_EQ(f1.out.find("stopped the job"), std::string::npos) << f1.out;
+  EXPECT_EQ(f1.out.find("the job was stopped on node 0"), std::string::npos) << f1.out;
+  EXPECT_EQ(f1.out.find("has left the job"), std::string::npos) << f1.out;  // no farewell: node 0 was stopped
+  EXPECT_TRUE(no_orphan_running());
+}
+
+// Node 0's rank exits 0 at once; node 1's runs on ~12 s (an evaluation, a checkpoint's
+// write), past node 0's wait (--other_machines_wait_s=2). Node 0's launcher stops waiting,
+// exits 0 and its store goes with it, as torchrun's agent lets such workers finish. Before,
+// node 1's launcher took node 0 for lost once its beats had failed for 5 s and stopped its
+// rank (exit 143); node 0's farewell (launch/node0_left, read at a beat before its store
+// went) now tells it that node 0 left on purpose: its rank runs to its end, and its launcher
+// says once that node 0's launcher left, then reports how its rank ended (exit 0).
+TEST(LastLine, AnotherMachinesRanksRunToTheirEndAfterNode0sLauncherStoppedWaitingForThem) {
+  const int port = local::pick_free_port();
+  std::unique_ptr<Subprocess> n0 = node(0, 1, port, {"--other_machines_wait_s=2"}, "exit 0");
+  std::unique_ptr<Subprocess> n1 =
+      node(1, 1, port, {}, "echo ready $$; for i in $(seq 240); do sleep 0.05; done; echo rank 1 done; exit 0");
+  ASSERT_TRUE(n1->wait_for_stdout("ready ", 1, seconds(60))) << n1->stdout_so_far();
+  std::smatch rank_pid;
+  const std::string so_far = n1->stdout_so_far();
+  ASSERT_TRUE(std::regex_search(so_far, rank_pid, std::regex(R"(ready (\d+))"))) << so_far;
+  const Finished f0 = n0->finish(seconds(60));
+  EXPECT_EQ(exit_code(f0), 0) << f0.out;
+  // The case at hand: node 0's launcher, and its store, gone while node 1's rank runs.
+  ASSERT_EQ(n1->stdout_so_far().find("rank 1 done"), std::string::npos)
+      << "node 1's rank ended before node 0's launcher did: the case was not made\n" << n1->stdout_so_far();
+  const Finished f1 = n1->finish(seconds(60));
+  if (f1.timed_out) ::kill(-std::stoi(rank_pid[1].str()), SIGKILL);
+  ASSERT_FALSE(f1.timed_out) << f1.out;
+  EXPECT_EQ(exit_code(f1), 0) << f1.out;
+  EXPECT_NE(f1.out.find("rank 1 done"), std::string::npos) << "node 1's rank did not run to its end\n" << f1.out;
+  EXPECT_EQ(f1.out.find("ended or was lost"), std::string::npos) << f1.out;
+  const std::regex left(R"(launch: node 0's launcher has left the job \(node 0's launcher stopped waiting for the )"
+                        R"(other machines' ranks 2 s after its own exited 0\); this machine's ranks run on and this )"
+                        R"(launcher reports how they end)");
+  const std::vector<std::string> lines = lines_of(f1.out);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return std::regex_match(l, left); }), 1)
+      << f1.out;
+  EXPECT_TRUE(std::regex_match(
+      last_line(f1.out), std::regex(R"(launch: rank 1 of 2 on this machine \(node 1 of 2\) exited 0 after \d+\.\d s)")))
       << f1.out;
   EXPECT_TRUE(no_orphan_running());
 }
