@@ -95,9 +95,12 @@ inline V max_of(V a, V b) {
 #if defined(DISTCOMM_REDUCE_BASELINE_FOR_TEST) || defined(DISTCOMM_REDUCE_CLONES_FOR_TEST)
 #define DISTCOMM_REDUCE_KERNELS_ONLY
 #endif
+// Under ThreadSanitizer (--config=tsan) no clones: the clones' ifunc resolver runs while the
+// dynamic loader relocates libdistcomm.so, before TSan's runtime has started, and its
+// instrumented code crashed every test that loads the library before main.
 #if defined(DISTCOMM_REDUCE_BASELINE_FOR_TEST)
 #define DISTCOMM_VECTOR_CLONES __attribute__((noinline))
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define DISTCOMM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DISTCOMM_VECTOR_CLONES
