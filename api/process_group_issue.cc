@@ -36,7 +36,8 @@ WorkPtr ProcessGroup::issue(const OpSpec& spec, const BackendCall& call) {
   if (aborted_) throw PeerFailure(checks_->where(spec.type) + ": the group was aborted; create a new group");
   if (in_fork_child()) refuse_in_fork_child(checks_->where(spec.type));
   uint64_t ordinal_epoch = 0;  // beside the fingerprint, whose layout is the plugins' (work_marks.h)
-  const OpContext ctx = numbering_->next(spec, &ordinal_epoch);
+  const NumberedOp numbered(*numbering_, spec, &ordinal_epoch);  // its description's buffer reused
+  const OpContext& ctx = numbered.ctx();
   // DETAIL's checks wrap the backend's call (detail_checks.h), inside the recording: a
   // Desync they raise is recorded as the op's failure to issue, and dumped.
   auto run = [&]() -> WorkPtr {

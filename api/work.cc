@@ -109,7 +109,9 @@ bool wait_through_stops(std::unique_lock<std::mutex>& lock, std::condition_varia
                         Work::Clock::time_point& net, Work::Clock::time_point until,
                         std::chrono::milliseconds grace, Work::Clock::time_point issued,
                         bool begun_past_net_regraces) {
-  Work::Clock::time_point asked = Work::Clock::now();
+  // When the last wait_until was asked to wake; the first pass does not read it (no clock
+  // read here: every wait on an armed op passes, most on one that has ended).
+  Work::Clock::time_point asked;
   bool first = true;
   while (!done()) {
     const auto now = Work::Clock::now();
@@ -133,6 +135,10 @@ Work::Clock::time_point deadline_of(std::chrono::milliseconds timeout);
 void Work::wait(std::chrono::milliseconds timeout) {
   refuse_in_forked_child();
   std::unique_lock<std::mutex> lock(mu_);
+  if (completed_) {  // what the waits below find at once, without their clock reads
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
   Clock::time_point net = net_deadline_locked();
   const auto done = [&] { return completed_; };
   const bool bounded = !is_use_default(timeout);
@@ -184,10 +190,11 @@ void Work::wait(CUstream_st* stream) {
 // Polls do not fire the core's safety net: they run where locks may be held (a backend's
 // stall watch polls its ops under its own lock), and ending an op runs its callbacks. Only
 // a wait ends an op its backend let run past its deadline (work.h).
-bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_;
-}
+//
+// Without the lock: completed_ is written once, under mu_, by a release store that comes after
+// everything the op's end does (finish(): the error, the callbacks); this acquire load sees
+// all of it, as taking the lock did. Every op's Work is polled (shm's wait, OpOverlaps' scans).
+bool Work::is_completed() const { return __atomic_load_n(&completed_, __ATOMIC_ACQUIRE); }
 
 bool Work::is_success() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -222,7 +229,17 @@ void Work::finish(std::exception_ptr error) {
     finishing_ = true;
     error_ = with_context(error, description_);
     error = error_;
-    callbacks.swap(callbacks_);
+    if (callbacks_.empty()) {
+      // Nothing runs between the two steps below: the op ends in this one hold of the lock.
+      end_ = Clock::now();
+      __atomic_store_n(&completed_, true, __ATOMIC_RELEASE);  // is_completed reads it without mu_
+    } else {
+      callbacks.swap(callbacks_);
+    }
+  }
+  if (callbacks.empty()) {
+    cv_.notify_all();
+    return;
   }
   // Callbacks first (outside the lock: they may touch this Work), then wake the waiters,
   // so a wait() that returns sees everything the callbacks did. One that throws (a program's
@@ -241,7 +258,7 @@ void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     end_ = Clock::now();
-    completed_ = true;
+    __atomic_store_n(&completed_, true, __ATOMIC_RELEASE);  // is_completed reads it without mu_
   }
   cv_.notify_all();
 }

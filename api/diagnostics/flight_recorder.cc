@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "api/errors.h"
 #include "api/process/failure_report.h"
@@ -78,6 +79,15 @@ uint64_t FlightRecorder::queued(const OpFingerprint& fingerprint) {
 }
 
 void FlightRecorder::watch(uint64_t id, const WorkPtr& work) {
+  // An op that has ended already (within its backend's call) is recorded here, on this
+  // thread, as on_finish would run the callback here: no callback to make (it allocates).
+  // Work's own is_completed, not a backend's poll, which may act on the op.
+  if (work->Work::is_completed()) {
+    const std::exception_ptr error = work->Work::exception();
+    if (error && failure_note_) failure_note_(error);
+    ended(id, error);
+    return;
+  }
   // The recorder lives as long as a Work that may still end (the group may go first).
   work->on_finish([self = shared_from_this(), id](std::exception_ptr error) {
     if (error && self->failure_note_) self->failure_note_(error);
@@ -93,7 +103,7 @@ void FlightRecorder::ended(uint64_t id, std::exception_ptr error) {
   std::string error_text = error ? type_and_message(error) : std::string();
   const EndListener listener = g_listener.load();
   const bool tell = listener && (error || g_listen_every_op.load(std::memory_order_relaxed));
-  TraceEntry copy;
+  std::optional<TraceEntry> copy;  // built only where a listener is told
   {
     std::lock_guard<std::mutex> lock(mu_);
     TraceEntry* e = slot(id);
@@ -110,9 +120,9 @@ void FlightRecorder::ended(uint64_t id, std::exception_ptr error) {
         n->started_ns = now;
       }
     }
-    if (tell) copy = *e;
+    if (tell) copy.emplace(*e);
   }
-  if (tell) listener(*this, copy);
+  if (copy) listener(*this, *copy);
 }
 
 std::vector<TraceEntry> FlightRecorder::snapshot(uint64_t* dropped) const {

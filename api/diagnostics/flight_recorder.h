@@ -15,7 +15,8 @@
 //
 // Cost per op (measured in docs/failures.md, "Debugging a hung or slow job"): two
 // uncontended locks and a copy of the fingerprint into a preallocated slot at issue, one
-// lock at completion, a callback on the Work.
+// lock at completion, a callback on the Work (none for an op whose Work has ended by the time
+// it is watched: it is recorded as ended at once).
 #pragma once
 
 #include <chrono>

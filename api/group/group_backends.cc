@@ -29,8 +29,10 @@ Backend& GroupBackends::serving(DeviceType device, OpType op, const std::string&
 }
 
 Backend& GroupBackends::route(OpType op, DeviceType device, const std::string& where_prefix) const {
-  Backend* b = &serving(device, op, where_prefix);
-  if (!lists(device, op)) {
+  // One look-up for both questions (every op passes here); serving() throws where none is found.
+  const GroupBackend* found = find(device);
+  Backend* b = found ? found->backend.get() : &serving(device, op, where_prefix);
+  if (!found || std::find(found->supported_ops.begin(), found->supported_ops.end(), op) == found->supported_ops.end()) {
     throw Unsupported(where_prefix + op_type_name(op) + ": backend " + b->name() + " does not support " +
                       op_type_name(op));
   }

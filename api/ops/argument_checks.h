@@ -45,7 +45,10 @@ class ArgumentChecks {
   void reduce(OpType op, ReduceOp rop, const Tensor& t) const;
   // An op's `timeout` option: positive, or kUseDefault (any negative value). Zero is refused
   // (timeouts.h): it meant "never" to some backends and "at once" to others.
-  void timeout(OpType op, std::chrono::milliseconds timeout) const;
+  // Inline: every op passes here, most twice (its own check and the pipeline's).
+  void timeout(OpType op, std::chrono::milliseconds timeout) const {
+    if (timeout == std::chrono::milliseconds::zero()) refuse_zero_timeout(op);
+  }
   void count(OpType op, const Tensor& t, int64_t expected, const char* arg, const std::string& why) const;
   // all_to_all_single's split sizes for `t` (arg: "input" or "output"): rows of t's dim 0,
   // one per rank, each in [0, dim 0], adding up to dim 0 without overflow; empty: dim 0
@@ -54,6 +57,7 @@ class ArgumentChecks {
                                     const char* arg) const;
 
  private:
+  [[noreturn]] void refuse_zero_timeout(OpType op) const;
   int rank_;
   int size_;
   std::string where_prefix_;

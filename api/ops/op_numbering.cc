@@ -1,6 +1,7 @@
 #include "api/ops/op_numbering.h"
 
 #include <charconv>
+#include <cstring>
 
 #include "api/timeouts.h"
 
@@ -10,14 +11,39 @@ OpNumbering::OpNumbering(std::string where_prefix, std::chrono::milliseconds gro
     : where_prefix_(std::move(where_prefix)), group_timeout_(group_timeout) {}
 
 OpContext OpNumbering::next(const OpSpec& spec, uint64_t* ordinal_epoch) {
+  OpContext ctx;
+  next_into(spec, ctx, ordinal_epoch);
+  return ctx;
+}
+
+NumberedOp::NumberedOp(OpNumbering& numbering, const OpSpec& spec, uint64_t* ordinal_epoch)
+    : numbering_(numbering), lent_(!numbering.buffer_lent_.exchange(true, std::memory_order_acquire)) {
+  if (lent_) ctx_.description = std::move(numbering_.buffer_);
+  try {
+    numbering_.next_into(spec, ctx_, ordinal_epoch);
+  } catch (...) {
+    give_back();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+NumberedOp::~NumberedOp() { give_back(); }
+
+void NumberedOp::give_back() {
+  if (!lent_) return;
+  lent_ = false;
+  numbering_.buffer_ = std::move(ctx_.description);
+  numbering_.buffer_lent_.store(false, std::memory_order_release);
+}
+
+void OpNumbering::next_into(const OpSpec& spec, OpContext& ctx, uint64_t* ordinal_epoch) {
   if (ordinal_epoch) *ordinal_epoch = 0;
   const bool p2p = spec.kind == OpKind::kPointToPoint;
-  OpContext ctx;
   std::atomic<uint64_t>& counter = p2p ? p2p_seq_ : spec.kind == OpKind::kInternal ? internal_seq_ : seq_;
   ctx.seq = counter++;
   if (spec.kind != OpKind::kInternal) issued_[static_cast<size_t>(spec.type)].fetch_add(1, std::memory_order_relaxed);
   ctx.timeout = is_use_default(spec.timeout) ? group_timeout_ : spec.timeout;
-  ctx.description = describe(spec, p2p, ctx.seq);
+  describe(spec, p2p, ctx.seq, ctx.description);
   OpFingerprint& f = ctx.fingerprint;
   f.op = spec.type;
   f.seq = ctx.seq;
@@ -29,18 +55,17 @@ OpContext OpNumbering::next(const OpSpec& spec, uint64_t* ordinal_epoch) {
     f.reduction = *spec.reduction;
   }
   f.root = spec.root;
-  f.send_counts = spec.send_counts;
-  f.recv_counts = spec.recv_counts;
+  if (!spec.send_counts.empty()) f.send_counts = spec.send_counts;  // all_to_all's (f's are empty)
+  if (!spec.recv_counts.empty()) f.recv_counts = spec.recv_counts;
   if (p2p && !spec.batch) {
     f.tag = spec.tag;
     // A recv from any rank pairs with whichever send arrives first: its ordinal is taken
     // when it has ended and its source is known (DetailChecks).
     f.ordinal = spec.root < 0 ? -1 : next_ordinal(spec.type == OpType::kSend, spec.root, spec.tag, ordinal_epoch);
   }
-  return ctx;
 }
 
-std::string OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq) {
+void OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq, std::string& out) {
   const Tensor* t = spec.tensor;
   auto same_as_last = [&] {
     return last_.valid && last_.type == spec.type && last_.p2p == p2p && last_.has_tensor == (t != nullptr) &&
@@ -69,24 +94,30 @@ std::string OpNumbering::describe(const OpSpec& spec, bool p2p, uint64_t seq) {
     d.tail += spec.description_suffix;
     d.valid = true;
   };
-  auto join = [seq](const LastDescription& d) {
+  auto join = [seq, &out](const LastDescription& d) {
     char digits[24];
     const auto end = std::to_chars(digits, digits + sizeof(digits), seq).ptr;
-    std::string s;
-    s.reserve(d.head.size() + static_cast<size_t>(end - digits) + d.tail.size());
-    s += d.head;
-    s.append(digits, end);
-    s += d.tail;
-    return s;
+    const size_t n = static_cast<size_t>(end - digits);
+    // Sized once and copied into (the lent buffer's capacity fits it after the first op).
+    out.resize(d.head.size() + n + d.tail.size());
+    char* p = out.data();
+    std::memcpy(p, d.head.data(), d.head.size());
+    std::memcpy(p + d.head.size(), digits, n);
+    std::memcpy(p + d.head.size() + n, d.tail.data(), d.tail.size());
   };
-  std::unique_lock<std::mutex> lock(last_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  if (last_taken_.exchange(true, std::memory_order_acquire)) {
     LastDescription fresh;
     fill(fresh);
-    return join(fresh);
+    join(fresh);
+    return;
   }
+  // Given back however this ends (fill may throw bad_alloc).
+  struct GiveBack {
+    std::atomic<bool>& taken;
+    ~GiveBack() { taken.store(false, std::memory_order_release); }
+  } give_back{last_taken_};
   if (!same_as_last()) fill(last_);
-  return join(last_);
+  join(last_);
 }
 
 namespace {

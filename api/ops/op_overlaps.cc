@@ -23,16 +23,29 @@ bool ScratchOutput::active() { return t_scratch_output; }
 void ScratchOutput::set(bool on) { t_scratch_output = on; }
 
 void OpOverlaps::record_output(const WorkPtr& work, const Tensor& output) {
+  if (!work) return;
+  // An op that has ended (within its backend's call) writes nothing more: nothing waits for
+  // it, and a scan would drop it at once (drop_ended), so it is not kept. While nothing is
+  // kept, that costs no lock; otherwise it counts towards the next scan as a kept one would,
+  // so that the ops after a burst still drive the scans that drop the burst's ended entries.
+  const bool ended = work->Work::is_completed();
+  if (ended && outputs_held_.load(std::memory_order_relaxed) == 0) return;
   const ByteRange range = ByteRange::of(output);
-  if (range.empty() || !work) return;
+  if (range.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (outputs_.size() >= scan_outputs_at_) {
+  if (outputs_.size() + ended_not_kept_ >= scan_outputs_at_) {
     output_entries_scanned_ += outputs_.size();
     drop_ended(outputs_);
+    ended_not_kept_ = 0;
     // What stays is in flight: scanned again only after as many more ops are recorded.
     scan_outputs_at_ = std::max(kCapacity, 2 * outputs_.size());
   }
-  outputs_.push_back({work, range});
+  if (ended) {
+    ++ended_not_kept_;
+  } else {
+    outputs_.push_back({work, range});
+  }
+  outputs_held_.store(outputs_.size(), std::memory_order_relaxed);
 }
 
 void OpOverlaps::record_write_back(const WorkPtr& work, const Tensor& target) {

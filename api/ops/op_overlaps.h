@@ -16,7 +16,8 @@
 //   is one atomic load.
 //
 // Every op on host tensors records its output's byte range with its Work (record_output):
-// a mutex, a WorkPtr copy, and now and then a scan that drops ended entries: once the
+// a mutex, a WorkPtr copy, and now and then a scan that drops ended entries (an op that has
+// ended by then is counted, not kept, and while nothing is kept costs one atomic load): once the
 // entries reach twice what the last scan kept (at least kCapacity), so that the scans cost
 // O(1) an op on average even while thousands of ops stay in flight (a scan at every op
 // past kCapacity made posting n recvs O(n^2): 8000 took 2-8 s). The entries stay under
@@ -105,6 +106,8 @@ class OpOverlaps {
 
   std::mutex mu_;
   std::vector<Entry> outputs_;     // recent ops and what they write (ended ones dropped lazily)
+  std::atomic<size_t> outputs_held_{0};  // outputs_.size(), for record_output's look without the lock
+  size_t ended_not_kept_ = 0;  // under mu_: ended ops recorded (not kept) since the last scan
   size_t scan_outputs_at_ = kCapacity;  // outputs_'s size at which the next scan drops ended ones
   size_t output_entries_scanned_ = 0;     // under mu_
   std::vector<Entry> write_backs_list_;  // list ops whose write-back has not ended

@@ -80,6 +80,39 @@ TEST(FlightRecorder, AFailedOpKeepsItsErrorAndAnIssueRefusalIsRecorded) {
   EXPECT_NE(ops[1].error.find("PeerFailure"), std::string::npos) << ops[1].error;
 }
 
+// An op that has ended before it is watched (within its backend's call: the recorder then
+// records it at once, without a callback) is recorded as one that ends later: its state,
+// its error, the group's failure note, and the start of the collective queued behind it.
+TEST(FlightRecorder, AnOpThatEndedBeforeItIsWatchedIsRecordedAlike) {
+  auto rec = std::make_shared<FlightRecorder>(8);
+  int notes = 0;
+  rec->set_failure_note([&](const std::exception_ptr& e) { notes += e ? 1 : 100; });
+  WorkPtr ok = work(0), failed = work(1), later = work(2);
+  const uint64_t ok_id = rec->queued(collective(0));
+  const uint64_t failed_id = rec->queued(collective(1));
+  const uint64_t later_id = rec->queued(collective(2));
+  EXPECT_EQ(rec->snapshot()[1].state, TraceEntry::State::kQueued);
+  ok->finish();
+  rec->watch(ok_id, ok);
+  auto ops = rec->snapshot();
+  EXPECT_EQ(ops[0].state, TraceEntry::State::kCompleted);
+  EXPECT_EQ(ops[1].state, TraceEntry::State::kStarted) << "the collective behind an ended one starts";
+  EXPECT_EQ(ops[1].started_ns, ops[0].ended_ns);
+  EXPECT_EQ(notes, 0);
+  failed->finish(std::make_exception_ptr(Timeout("rank 0/3 group 'world' all_reduce #1: not finished")));
+  rec->watch(failed_id, failed);
+  rec->watch(later_id, later);  // still running: ended by its finish below
+  ops = rec->snapshot();
+  EXPECT_EQ(ops[1].state, TraceEntry::State::kFailed);
+  EXPECT_NE(ops[1].error.find("distcomm::Timeout: rank 0/3 group 'world' all_reduce #1"), std::string::npos)
+      << ops[1].error;
+  EXPECT_EQ(notes, 1) << "the failure note is told of the failed op once";
+  EXPECT_EQ(ops[2].state, TraceEntry::State::kStarted);
+  later->finish();
+  EXPECT_EQ(rec->snapshot()[2].state, TraceEntry::State::kCompleted);
+  EXPECT_EQ(notes, 1);
+}
+
 TEST(FlightRecorder, BufferSizeFromTheEnvironment) {
   ::unsetenv("DISTCOMM_TRACE_BUFFER");
   EXPECT_EQ(TraceSettings::from_environment().buffer, FlightRecorder::kDefaultCapacity);

@@ -97,5 +97,43 @@ TEST(OpOverlaps, ManyRecordedOpsStayFew) {
   EXPECT_LE(done.use_count(), 1 + static_cast<long>(OpOverlaps::kCapacity));
 }
 
+// An op that ended within its backend's call (an op of a group of one, a small op whose
+// peers were there first) is not kept: nothing waits for it, and while nothing is kept its
+// record takes no lock.
+TEST(OpOverlaps, AnOpThatHasEndedIsNotKept) {
+  OpOverlaps overlaps;
+  Tensor t = Tensor::zeros({4});
+  WorkPtr done = in_flight();
+  done->finish();
+  overlaps.record_output(done, t);
+  EXPECT_EQ(done.use_count(), 1) << "an ended op's Work is held by the record";
+  WorkPtr running = in_flight();
+  overlaps.record_output(running, t);
+  EXPECT_EQ(running.use_count(), 2) << "an op in flight is recorded";
+  running->finish();
+}
+
+// Ended ops that are not kept still count towards the next scan: the ops after a burst,
+// even if each ends within its call, drop the burst's entries once it has ended.
+TEST(OpOverlaps, OpsThatEndAtOnceStillDropABurstThatEnded) {
+  OpOverlaps overlaps;
+  constexpr size_t kBurst = 100;
+  std::vector<WorkPtr> burst;
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < kBurst; ++i) {
+    burst.push_back(in_flight());
+    outputs.push_back(Tensor::zeros({2}));
+    overlaps.record_output(burst.back(), outputs.back());
+  }
+  for (const WorkPtr& w : burst) w->finish();
+  Tensor t = Tensor::zeros({4});
+  for (size_t i = 0; i < 2 * kBurst + 2; ++i) {
+    WorkPtr done = in_flight();
+    done->finish();
+    overlaps.record_output(done, t);
+  }
+  for (const WorkPtr& w : burst) EXPECT_EQ(w.use_count(), 1) << "the burst's ended entries are still held";
+}
+
 }  // namespace
 }  // namespace distcomm
