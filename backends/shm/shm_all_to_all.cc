@@ -116,8 +116,8 @@ class AllToAll final : public CollectiveOp {
 
 }  // namespace
 
-std::unique_ptr<CollectiveOp> make_all_to_all(const CollectiveSpec& s, const GroupShape& g) {
-  return std::make_unique<AllToAll>(s, g);
+OpPtr make_all_to_all(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return place_op<AllToAll>(space, s, g);  // too large for the space: on the heap
 }
 
 }  // namespace shm

@@ -9,16 +9,6 @@ namespace distcomm {
 namespace shm {
 namespace {
 
-CollectiveSpec spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::SUM, int root = 0) {
-  CollectiveSpec s;
-  s.type = type;
-  s.out = out;
-  s.in = in;
-  s.op = op;
-  s.root = root;
-  return s;
-}
-
 // now + timeout; never, for a timeout too long to add.
 Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   const Clock::time_point now = Clock::now();
@@ -93,35 +83,38 @@ bool ShmBackend::reduces_natively(ReduceOp op, DType dtype) const {
   return op.kind != ReduceOp::PREMUL_SUM;
 }
 
-WorkPtr ShmBackend::collective(const OpContext& ctx, CollectiveSpec spec) {
+CollectiveSpec ShmBackend::spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceOp op, int root) const {
+  return CollectiveSpec{type, out, in, op, root, no_counts_, no_counts_};
+}
+
+WorkPtr ShmBackend::collective(const OpContext& ctx, const CollectiveSpec& spec) {
   auto work = std::make_shared<ShmWork>(spec.type, ctx, engine_);
   CollectiveTask task;
   task.work = work;
-  task.op = make_collective(spec, shape_);
-  task.op->hold(std::move(spec));
+  task.op = make_collective(spec, shape_, work->op_space());
   task.agreement = ctx.fingerprint.agreement_hash();
   task.description = describe_op(ctx.fingerprint);
   task.timeout = ctx.timeout;
   task.deadline = deadline_after(ctx.timeout);
   watch(ctx, work);
-  engine_->submit(std::move(task));
+  engine_->submit(std::move(task), spec.out, spec.in);  // holds the tensors if the op runs on
   return work;
 }
 
 WorkPtr ShmBackend::all_reduce(Tensor& tensor, const AllReduceOptions& opts, const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kAllReduce, tensor, Tensor(), opts.op));
+  return collective(ctx, spec_of(OpType::kAllReduce, tensor, no_tensor_, opts.op, 0));
 }
 
 WorkPtr ShmBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts, const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kBroadcast, tensor, Tensor(), ReduceOp::SUM, opts.root));
+  return collective(ctx, spec_of(OpType::kBroadcast, tensor, no_tensor_, ReduceOp::SUM, opts.root));
 }
 
 WorkPtr ShmBackend::reduce(Tensor& tensor, const ReduceOptions& opts, const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kReduce, tensor, Tensor(), opts.op, opts.root));
+  return collective(ctx, spec_of(OpType::kReduce, tensor, no_tensor_, opts.op, opts.root));
 }
 
 WorkPtr ShmBackend::all_gather(Tensor& output, const Tensor& input, const AllGatherOptions&, const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kAllGather, output, input));
+  return collective(ctx, spec_of(OpType::kAllGather, output, input, ReduceOp::SUM, 0));
 }
 
 WorkPtr ShmBackend::gather(Tensor& output, const Tensor& input, const GatherOptions& opts, const OpContext& ctx) {
@@ -134,7 +127,7 @@ WorkPtr ShmBackend::scatter(Tensor& output, const Tensor& input, const ScatterOp
 
 WorkPtr ShmBackend::reduce_scatter(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts,
                                    const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kReduceScatter, output, input, opts.op));
+  return collective(ctx, spec_of(OpType::kReduceScatter, output, input, opts.op, 0));
 }
 
 WorkPtr ShmBackend::all_to_all(Tensor& output, const Tensor& input, const std::vector<int64_t>& output_counts,
@@ -145,14 +138,11 @@ WorkPtr ShmBackend::all_to_all(Tensor& output, const Tensor& input, const std::v
                           "), got " + std::to_string(output_counts.size()) + " and " +
                           std::to_string(input_counts.size()));
   }
-  CollectiveSpec s = spec_of(OpType::kAllToAll, output, input);
-  s.out_counts = output_counts;
-  s.in_counts = input_counts;
-  return collective(ctx, std::move(s));
+  return collective(ctx, CollectiveSpec{OpType::kAllToAll, output, input, ReduceOp::SUM, 0, output_counts, input_counts});
 }
 
 WorkPtr ShmBackend::barrier(const BarrierOptions&, const OpContext& ctx) {
-  return collective(ctx, spec_of(OpType::kBarrier, Tensor(), Tensor()));
+  return collective(ctx, spec_of(OpType::kBarrier, no_tensor_, no_tensor_, ReduceOp::SUM, 0));
 }
 
 WorkPtr ShmBackend::transfer(OpType type, const OpContext& ctx, const Tensor& tensor, int peer, int tag) {

@@ -61,7 +61,9 @@ class ShmBackend final : public Backend {
   void shutdown() override;
 
  private:
-  WorkPtr collective(const OpContext& ctx, CollectiveSpec spec);
+  // A spec of these arguments (no counts), valid while they are.
+  CollectiveSpec spec_of(OpType type, const Tensor& out, const Tensor& in, ReduceOp op, int root) const;
+  WorkPtr collective(const OpContext& ctx, const CollectiveSpec& spec);
   WorkPtr transfer(OpType type, const OpContext& ctx, const Tensor& tensor, int peer, int tag);
   void watch(const OpContext& ctx, const WorkPtr& work);
 
@@ -69,6 +71,10 @@ class ShmBackend final : public Backend {
   std::shared_ptr<Engine> engine_;
   std::unique_ptr<StallWatch> watch_;  // groups of more than one rank; holds engine_'s GroupFailure
   GroupShape shape_;
+  // What a spec's absent tensor and counts refer to (members, so that they live as long as
+  // any call that builds a spec).
+  const Tensor no_tensor_;
+  const std::vector<int64_t> no_counts_;
 };
 
 }  // namespace shm

@@ -50,19 +50,19 @@ void run_reduce(const ReduceTask& t) {
   }
 }
 
-std::unique_ptr<CollectiveOp> make_barrier() { return std::make_unique<Barrier>(); }
+OpPtr make_barrier(OpSpace* space) { return place_op<Barrier>(space); }
 
-std::unique_ptr<CollectiveOp> make_collective(const CollectiveSpec& spec, const GroupShape& g) {
+OpPtr make_collective(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space) {
   switch (spec.type) {
-    case OpType::kAllReduce: return make_all_reduce(spec, g);
-    case OpType::kReduce: return make_reduce(spec, g);
-    case OpType::kReduceScatter: return make_reduce_scatter(spec, g);
-    case OpType::kBroadcast: return make_broadcast(spec, g);
-    case OpType::kAllGather: return make_all_gather(spec, g, false);
-    case OpType::kGather: return make_all_gather(spec, g, true);
-    case OpType::kScatter: return make_scatter(spec, g);
-    case OpType::kAllToAll: return make_all_to_all(spec, g);
-    case OpType::kBarrier: return make_barrier();
+    case OpType::kAllReduce: return make_all_reduce(spec, g, space);
+    case OpType::kReduce: return make_reduce(spec, g, space);
+    case OpType::kReduceScatter: return make_reduce_scatter(spec, g, space);
+    case OpType::kBroadcast: return make_broadcast(spec, g, space);
+    case OpType::kAllGather: return make_all_gather(spec, g, false, space);
+    case OpType::kGather: return make_all_gather(spec, g, true, space);
+    case OpType::kScatter: return make_scatter(spec, g, space);
+    case OpType::kAllToAll: return make_all_to_all(spec, g, space);
+    case OpType::kBarrier: return make_barrier(space);
     default: break;
   }
   throw InvalidArgument(std::string("shm: ") + op_type_name(spec.type) + " is not a collective");

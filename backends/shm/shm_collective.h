@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <climits>
 #include <memory>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "api/errors.h"
@@ -42,22 +44,23 @@ struct RoundView {
   }
 };
 
-// What the Backend call described. Tensors are flat; in-place ops pass their tensor as `out`.
+// What the Backend call described: views of its arguments, valid during the call only.
+// An op copies what it needs when it is made; the engine's task holds the tensors (their
+// memory) until the op ends (CollectiveTask). Tensors are flat; in-place ops pass their
+// tensor as `out`.
 struct CollectiveSpec {
-  OpType type = OpType::kBarrier;
-  Tensor out;
-  Tensor in;
-  ReduceOp op = ReduceOp::SUM;
-  int root = 0;
-  std::vector<int64_t> out_counts;  // all_to_all: elements from / to each rank
-  std::vector<int64_t> in_counts;
+  OpType type;
+  const Tensor& out;
+  const Tensor& in;
+  ReduceOp op;
+  int root;
+  const std::vector<int64_t>& out_counts;  // all_to_all: elements from / to each rank
+  const std::vector<int64_t>& in_counts;
 };
 
 class CollectiveOp {
  public:
   virtual ~CollectiveOp() = default;
-  // Keeps the op's tensors (and so their memory) alive until the op is destroyed.
-  void hold(CollectiveSpec spec) { held_ = std::move(spec); }
 
   // May change after read() of an early round (all_to_all learns its sizes in round 0),
   // identically on every rank.
@@ -70,10 +73,34 @@ class CollectiveOp {
   // Whether round r needs `peer`'s slot.
   virtual bool waits_for(uint64_t r, int peer) const = 0;
   virtual void read(uint64_t r, const RoundView& v) = 0;
-
- private:
-  CollectiveSpec held_;
 };
+
+// Room for one op in the memory of its Work (ShmWork::op_space): every op but all_to_all
+// fits, so that an op costs no allocation of its own (one malloc/free pair per op less).
+// An op placed there is destroyed in place, and before its Work (CollectiveTask).
+struct alignas(16) OpSpace {
+  unsigned char bytes[128];
+};
+struct OpDelete {
+  bool in_place = false;
+  void operator()(CollectiveOp* op) const {
+    if (in_place) {
+      op->~CollectiveOp();
+    } else {
+      delete op;
+    }
+  }
+};
+using OpPtr = std::unique_ptr<CollectiveOp, OpDelete>;
+
+// A T made in `space` where it fits (and space is given), else on the heap.
+template <typename T, typename... Args>
+OpPtr place_op(OpSpace* space, Args&&... args) {
+  if constexpr (sizeof(T) <= sizeof(OpSpace) && alignof(T) <= alignof(OpSpace)) {
+    if (space != nullptr) return OpPtr(new (space->bytes) T(std::forward<Args>(args)...), OpDelete{true});
+  }
+  return OpPtr(new T(std::forward<Args>(args)...), OpDelete{false});
+}
 
 // Thrown by read() for a disagreement every rank finds at the same round (all_to_all split
 // sizes that do not pair up): a Desync, as on the other backends, but the op fails on every
@@ -88,18 +115,19 @@ struct GroupShape {
   size_t small_bytes = 0;
 };
 
-std::unique_ptr<CollectiveOp> make_collective(const CollectiveSpec& spec, const GroupShape& group);
+// The op `spec` describes, in `space` where it fits (null: on the heap).
+OpPtr make_collective(const CollectiveSpec& spec, const GroupShape& group, OpSpace* space);
 
 // --- pieces the op files share ---
 
-std::unique_ptr<CollectiveOp> make_all_reduce(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_reduce(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_reduce_scatter(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_broadcast(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_all_gather(const CollectiveSpec& spec, const GroupShape& g, bool root_only);
-std::unique_ptr<CollectiveOp> make_scatter(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_all_to_all(const CollectiveSpec& spec, const GroupShape& g);
-std::unique_ptr<CollectiveOp> make_barrier();
+OpPtr make_all_reduce(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_reduce(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_reduce_scatter(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_broadcast(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_all_gather(const CollectiveSpec& spec, const GroupShape& g, bool root_only, OpSpace* space);
+OpPtr make_scatter(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_all_to_all(const CollectiveSpec& spec, const GroupShape& g, OpSpace* space);
+OpPtr make_barrier(OpSpace* space);
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 

@@ -106,16 +106,16 @@ class Scatter final : public CollectiveOp {
 
 }  // namespace
 
-std::unique_ptr<CollectiveOp> make_broadcast(const CollectiveSpec& s, const GroupShape& g) {
-  return std::make_unique<Broadcast>(s, g);
+OpPtr make_broadcast(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return place_op<Broadcast>(space, s, g);
 }
 
-std::unique_ptr<CollectiveOp> make_all_gather(const CollectiveSpec& s, const GroupShape& g, bool root_only) {
-  return std::make_unique<Gather>(s, g, root_only);
+OpPtr make_all_gather(const CollectiveSpec& s, const GroupShape& g, bool root_only, OpSpace* space) {
+  return place_op<Gather>(space, s, g, root_only);
 }
 
-std::unique_ptr<CollectiveOp> make_scatter(const CollectiveSpec& s, const GroupShape& g) {
-  return std::make_unique<Scatter>(s, g);
+OpPtr make_scatter(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return place_op<Scatter>(space, s, g);
 }
 
 }  // namespace shm

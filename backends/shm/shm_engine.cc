@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cassert>
 #include <thread>
 
 #include "api/logging.h"
@@ -81,7 +82,17 @@ struct CompletingBatch {
   size_t next;  // the first entry not finished yet
   CompletingBatch* outer;
 };
-thread_local CompletingBatch* t_completing = nullptr;
+// This thread's engine state, in one trivially destructible thread_local: in a plugin (a
+// dlopen'ed library) every thread_local variable a function touches costs a
+// __tls_get_addr call, and the per-op path touched five. Trivially destructible, so it
+// stays readable for the thread's whole life (see ReusedDoneList).
+struct ThreadState {
+  CompletingBatch* completing = nullptr;  // the completions this thread runs, innermost
+  bool done_list_busy = false;             // a DoneList of this thread uses `reused`
+  bool reused_gone = false;                // the thread's ReusedDoneList is destroyed
+  std::vector<Completion>* reused = nullptr;  // its list, once made
+};
+thread_local ThreadState t_state;
 
 void finish_entry(Completion& c) {
   const WorkPtr work = std::move(c.work);  // empty now: the batch skips it
@@ -98,7 +109,7 @@ void finish_entry(Completion& c) {
 // Finishes `work` if this thread holds it in a batch, with the entries before it; says
 // whether it did.
 bool finish_if_completing(const Work& work) {
-  for (CompletingBatch* b = t_completing; b != nullptr; b = b->outer) {
+  for (CompletingBatch* b = t_state.completing; b != nullptr; b = b->outer) {
     for (size_t i = b->next; i < b->list->size(); ++i) {
       if ((*b->list)[i].work.get() != &work) continue;
       while (b->next <= i) finish_entry((*b->list)[b->next++]);
@@ -113,13 +124,15 @@ bool finish_if_completing(const Work& work) {
 // The thread's reused list of completions (Engine::DoneList), and whether it has been
 // destroyed: exit() destroys the main thread's thread_local objects before it runs the
 // atexit handlers, and a program whose handler runs an op (a group made again at exit) wrote
-// into the freed vector ("free(): invalid pointer" as the group ended). The flag is trivially
-// destructible, so it stays readable for the thread's whole life.
+// into the freed vector ("free(): invalid pointer" as the group ended). Its flag is in
+// t_state, which is trivially destructible, so it stays readable for the thread's whole life.
 namespace {
-thread_local bool t_reused_done_list_gone = false;
 struct ReusedDoneList {
   std::vector<Completion> list;
-  ~ReusedDoneList() { t_reused_done_list_gone = true; }
+  ~ReusedDoneList() {
+    t_state.reused_gone = true;
+    t_state.reused = nullptr;
+  }
 };
 }  // namespace
 
@@ -129,21 +142,25 @@ struct ReusedDoneList {
 // reused one is gone, gets its own.
 class Engine::DoneList {
  public:
-  DoneList() : owner_(!busy() && !t_reused_done_list_gone), list_(owner_ ? reused() : own_) { busy() = true; }
+  DoneList() : DoneList(t_state) {}
   ~DoneList() {
-    if (owner_) busy() = false;
+    if (owner_) state_.done_list_busy = false;
   }
   std::vector<Completion>& get() { return list_; }
 
  private:
-  static bool& busy() {
-    thread_local bool b = false;
-    return b;
+  explicit DoneList(ThreadState& state)
+      : state_(state), owner_(!state.done_list_busy && !state.reused_gone), list_(owner_ ? reused(state) : own_) {
+    state.done_list_busy = true;
   }
-  static std::vector<Completion>& reused() {
-    thread_local ReusedDoneList reused;
-    return reused.list;
+  static std::vector<Completion>& reused(ThreadState& state) {
+    if (state.reused == nullptr) {
+      thread_local ReusedDoneList reused;
+      state.reused = &reused.list;
+    }
+    return *state.reused;
   }
+  ThreadState& state_;
   const bool owner_;
   std::vector<Completion> own_;
   std::vector<Completion>& list_;
@@ -196,7 +213,7 @@ void Engine::start() {
 }
 
 template <typename Item>
-void Engine::enqueue(std::deque<Item>& queue, Item item) {
+void Engine::enqueue(std::vector<Item>& queue, Item&& item) {
   WorkPtr work = item.work;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
@@ -211,19 +228,32 @@ void Engine::enqueue(std::deque<Item>& queue, Item item) {
   wake_progress_thread();
 }
 
-void Engine::submit(CollectiveTask task) {
+void Engine::submit(CollectiveTask&& task, const Tensor& out, const Tensor& in) {
   // The issuing thread starts the op itself when no thread is polling and nothing is queued
   // before it: its first round is written and posted now, with no queue on the way.
   std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
   if (!lock.owns_lock() || has_new_.load(std::memory_order_acquire) || failure_.failed()) {
     if (lock.owns_lock()) lock.unlock();
+    task.hold(out, in);  // another thread runs it, maybe after this call has returned
     return enqueue(new_collectives_, std::move(task));  // refuses it after a failure
   }
   pending_.fetch_add(1);
+  const Work* const work = task.work.get();
+  const size_t ahead = collectives_.size();
+  const uint64_t pops = collectives_.pops();
   collectives_.push_back(std::move(task));
   DoneList list;
   std::vector<Completion>& done = list.get();
   poll(done, /*look_when_blocked=*/false);  // a waiter or the progress thread goes on
+  // Still queued (ops leave from the front only): from the unlock on, other threads run it,
+  // and the caller may let its tensors go once this returns.
+  const uint64_t popped = collectives_.pops() - pops;
+  if (popped <= ahead) {
+    CollectiveTask& mine = collectives_[ahead - popped];
+    assert(mine.work.get() == work);
+    (void)work;
+    mine.hold(out, in);
+  }
   lock.unlock();
   complete(done);
   wake_progress_thread();
@@ -295,7 +325,8 @@ bool Engine::advance_collectives(std::vector<Completion>& done, Blocker* blocker
     const bool empty = t.op->rounds() == 0;
     const uint64_t rounds = empty ? 1 : t.op->rounds();
     if (t.round >= rounds) {
-      done.push_back({t.work, nullptr, -1});
+      t.op.reset();  // before its Work may go: it may live in the Work's memory
+      done.push_back({std::move(t.work), nullptr, -1});
       collectives_.pop_front();
       progressed = true;
       continue;
@@ -362,7 +393,8 @@ void Engine::check_blocked(const Blocker& collective_blocker, Clock::time_point 
   if (check_liveness) next_liveness_check_ = now + kLivenessInterval;
   result->wake_by = next_liveness_check_;
   // Every queued op's own deadline, the running one's and those behind it.
-  for (const CollectiveTask& t : collectives_) {
+  for (size_t i = 0; i < collectives_.size(); ++i) {
+    const CollectiveTask& t = collectives_[i];
     if (now >= t.deadline) {
       throw GroupFailedError({FailureKind::kTimeout, t.started ? collective_blocker.peer : -1,
                               "did not finish within its timeout of " + std::to_string(t.timeout.count()) +
@@ -470,7 +502,10 @@ bool Engine::follow_recorded_failure(std::vector<Completion>& done) {
 }
 
 void Engine::fail_everything(const ErrorFor& error_for, std::vector<Completion>& done) {
-  for (const CollectiveTask& t : collectives_) done.push_back({t.work, error_for(*t.work, t.started), -1});
+  for (size_t i = 0; i < collectives_.size(); ++i) {
+    const CollectiveTask& t = collectives_[i];
+    done.push_back({t.work, error_for(*t.work, t.started), -1});
+  }
   collectives_.clear();
   p2p_.fail_all([&](const Work& w) { return error_for(w, true); }, done);
   std::lock_guard<std::mutex> lock(submit_mu_);  // failure_ refuses new ops from here on
@@ -482,12 +517,14 @@ void Engine::fail_everything(const ErrorFor& error_for, std::vector<Completion>&
 
 void Engine::complete(std::vector<Completion>& done) {
   if (done.empty()) return;
-  CompletingBatch batch{&done, 0, t_completing};
+  ThreadState& state = t_state;
+  CompletingBatch batch{&done, 0, state.completing};
   struct Linked {  // off the chain however this frame ends: the chain must not outlive it
+    ThreadState& state;
     CompletingBatch& b;
-    explicit Linked(CompletingBatch& batch) : b(batch) { t_completing = &b; }
-    ~Linked() { t_completing = b.outer; }
-  } linked(batch);
+    Linked(ThreadState& s, CompletingBatch& batch) : state(s), b(batch) { state.completing = &b; }
+    ~Linked() { state.completing = b.outer; }
+  } linked(state, batch);
   while (batch.next < done.size()) finish_entry(done[batch.next++]);
   pending_.fetch_sub(static_cast<int64_t>(done.size()));
   completed_.fetch_add(done.size(), std::memory_order_relaxed);

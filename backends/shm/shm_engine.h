@@ -30,7 +30,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -46,14 +45,29 @@
 #include "backends/shm/shm_group.h"
 #include "backends/shm/shm_p2p.h"
 #include "backends/shm/shm_rounds.h"
+#include "backends/shm/shm_task_ring.h"
 #include "backends/shm/shm_wait.h"
 
 namespace distcomm {
 namespace shm {
 
 struct CollectiveTask {
+  CollectiveTask() = default;
+  CollectiveTask(CollectiveTask&&) noexcept = default;
+  CollectiveTask& operator=(CollectiveTask&&) = delete;  // queues construct and destroy, never assign
+  ~CollectiveTask() { op.reset(); }  // first: it may live in work's memory (ShmWork::op_space)
+
+  // Copies of the op's tensors where they own their memory, to keep it alive until the op
+  // ends; a tensor that does not (Tensor::from_blob without an owner) has nothing a copy
+  // could hold. Engine::submit calls it only for an op still in flight when it returns.
+  void hold(const Tensor& out, const Tensor& in) {
+    if (out.owns_memory()) held_out = out;
+    if (in.owns_memory()) held_in = in;
+  }
+
   WorkPtr work;
-  std::unique_ptr<CollectiveOp> op;  // holds its tensors
+  OpPtr op;
+  Tensor held_out, held_in;  // hold()'s
   // The op's agreement hash (OpFingerprint::agreement_hash): every round of it is marked
   // with it, and a peer's round with another mark is never read.
   uint64_t agreement = 0;
@@ -80,8 +94,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Starts the progress thread (named dc-shm-progress).
   void start();
   // Queues an op, and starts it when no other thread is polling. After a failure or
-  // shutdown it ends at once with the group's refusal.
-  void submit(CollectiveTask task);
+  // shutdown it ends at once with the group's refusal. `out` and `in` are its tensors, alive
+  // during the call: the task holds them (CollectiveTask::hold) only where the op is still
+  // in flight when this returns, so an op that the issuing thread ran to its end here costs
+  // no copy of them.
+  void submit(CollectiveTask&& task, const Tensor& out, const Tensor& in);
   void submit(P2PRequest request);
   // Makes progress until `work` has ended or `timeout` (negative: none) has passed; says
   // whether it has ended. For a Work found not ended.
@@ -116,7 +133,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   };
 
   template <typename Item>
-  void enqueue(std::deque<Item>& queue, Item item);
+  void enqueue(std::vector<Item>& queue, Item&& item);
   // Needs progress_mu_. `look_when_blocked`: check the deadline and the awaited peer when
   // nothing moved (a caller that will not wait skips that).
   Poll poll(std::vector<Completion>& done, bool look_when_blocked = true);
@@ -163,15 +180,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   GroupFailure failure_;  // api's: first failure, refusals; its abort hook publishes to peers
 
   std::mutex submit_mu_;
-  std::deque<CollectiveTask> new_collectives_;
-  std::deque<P2PRequest> new_requests_;
+  // Vectors, cleared when taken: their room stays, so queueing allocates nothing once grown.
+  std::vector<CollectiveTask> new_collectives_;
+  std::vector<P2PRequest> new_requests_;
   std::atomic<bool> has_new_{false};
   std::atomic<int64_t> pending_{0};  // submitted, not yet completed
   std::atomic<uint64_t> completed_{0};  // ever completed: whether ops end between the progress thread's naps
 
   std::mutex progress_mu_;  // held by the one thread that polls; guards what follows
   RoundCursor cursor_;
-  std::deque<CollectiveTask> collectives_;
+  TaskRing<CollectiveTask> collectives_;
   PointToPoint p2p_;
   Clock::time_point next_liveness_check_;
   uint64_t progressed_polls_ = 0;

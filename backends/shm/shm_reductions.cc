@@ -173,25 +173,25 @@ class ChunkedReduceScatter final : public CollectiveOp {
   const size_t part_;
 };
 
-std::unique_ptr<CollectiveOp> reduction(const CollectiveSpec& s, const GroupShape& g, bool all) {
+OpPtr reduction(const CollectiveSpec& s, const GroupShape& g, bool all, OpSpace* space) {
   if (s.out.nbytes() <= g.small_bytes && s.out.nbytes() <= g.slot_bytes) {
-    return std::make_unique<OneRoundReduce>(s, g, all);
+    return place_op<OneRoundReduce>(space, s, g, all);
   }
-  return std::make_unique<ChunkedReduce>(s, g, all);
+  return place_op<ChunkedReduce>(space, s, g, all);
 }
 
 }  // namespace
 
-std::unique_ptr<CollectiveOp> make_all_reduce(const CollectiveSpec& s, const GroupShape& g) {
-  return reduction(s, g, true);
+OpPtr make_all_reduce(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return reduction(s, g, true, space);
 }
 
-std::unique_ptr<CollectiveOp> make_reduce(const CollectiveSpec& s, const GroupShape& g) {
-  return reduction(s, g, false);
+OpPtr make_reduce(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return reduction(s, g, false, space);
 }
 
-std::unique_ptr<CollectiveOp> make_reduce_scatter(const CollectiveSpec& s, const GroupShape& g) {
-  return std::make_unique<ChunkedReduceScatter>(s, g);
+OpPtr make_reduce_scatter(const CollectiveSpec& s, const GroupShape& g, OpSpace* space) {
+  return place_op<ChunkedReduceScatter>(space, s, g);
 }
 
 }  // namespace shm

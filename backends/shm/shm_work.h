@@ -18,7 +18,12 @@ class ShmWork final : public Work {
 
   void wait(std::chrono::milliseconds timeout = kUseDefault) override;
 
+  // Where the op of a collective is made, when it fits (make_collective): its task holds
+  // this Work, and destroys the op first (CollectiveTask).
+  OpSpace* op_space() { return &op_space_; }
+
  private:
+  OpSpace op_space_;
   // Keeps the group's memory mapped while this Work can still be waited on.
   const std::shared_ptr<Engine> engine_;
 };

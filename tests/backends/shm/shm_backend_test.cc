@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +52,40 @@ TEST(ShmBackend, AutoChoosesShmForRanksOfOneHost) {
     ProcessGroupPtr sub = pg.new_group({0, 2});  // a subgroup decides for itself
     if (sub) {
       EXPECT_EQ(sub->backend_for(DeviceType::kCPU).name(), "shm");
+    }
+  });
+}
+
+// A collective's tensors stay allocated while it runs, also when the caller drops its only
+// reference right after issuing it: the engine holds them (CollectiveTask::hold; an op that
+// ends within the issuing call needs no hold, and gets none), and lets them go when the op
+// ends. Rank 0's tensor has an owner that notes its release; rank 0 drops the tensor while
+// its all_reduce waits for rank 1, which issues its own only once rank 0 has looked.
+TEST(ShmBackend, AnOpHoldsTheTensorsItsCallerDropped) {
+  run_group(2, "shm", [](ProcessGroup& world) {
+    ProcessGroupPtr other = world.new_group({0, 1});  // tells rank 1 when to issue
+    Tensor go = filled(1, 0.0f);
+    if (world.rank() == 0) {
+      std::vector<float> memory(2, 1.0f);
+      std::atomic<bool> released{false};
+      WorkPtr op;
+      {
+        std::shared_ptr<void> owner(memory.data(), [&released](void*) { released = true; });
+        Tensor dropped = Tensor::from_blob(memory.data(), {2}, DType::kFloat32, Device::cpu(), std::move(owner));
+        op = world.all_reduce(dropped);
+      }
+      EXPECT_FALSE(op->is_completed());
+      EXPECT_FALSE(released.load()) << "the tensor's owner was released while its all_reduce was in flight";
+      other->send(go, 1)->wait();
+      op->wait();
+      EXPECT_TRUE(released.load()) << "the all_reduce ended and still holds its tensor";
+      EXPECT_EQ(memory[0], 2.0f);
+      EXPECT_EQ(memory[1], 2.0f);
+    } else {
+      other->recv(go, 0)->wait();
+      Tensor t = filled(2, 1.0f);
+      world.all_reduce(t)->wait();
+      expect_all(t, 2.0, "rank 1's all_reduce");
     }
   });
 }
