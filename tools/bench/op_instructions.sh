@@ -5,11 +5,14 @@
 # -n 11000, 10 warm-ups each, result checks off) and divides the difference by the 10,000
 # calls between them, so that start-up and group creation cancel out.
 #
-#   tools/bench/op_instructions.sh [--backend shm] [--op all_reduce] [--size 8] [--top N] [--bench PATH] [OUT_DIR]
+#   tools/bench/op_instructions.sh [--backend shm] [--op all_reduce] [--size 8] [--nproc 1] [--top N] [--bench PATH] [OUT_DIR]
 #
-# Prints "instructions per <op> of <size> B on <backend>, 1 rank: N" and, with --top N, the N
-# functions with the most instructions per call (inclusive, then exclusive). One rank only:
-# with two or more, a waiting rank's spin loop counts too, and that depends on timing. Builds
+# Prints "instructions per <op> of <size> B on <backend>, N rank(s): N" and, with --top N, the
+# N functions with the most instructions per call (inclusive, then exclusive). With --nproc 2
+# or more it counts the first rank's process (under valgrind the ranks run slowly, so an op is
+# still in flight when its issue returns, as between ranks on different cores), and a waiting
+# rank's spin loop counts too, which depends on timing: compare the functions outside the
+# wait (--top), not the total, between runs. Builds
 # tools/bench with -c opt unless --bench names a binary (e.g. one built from another tree,
 # for an A/B). Needs valgrind (tools/setup.sh installs it).
 set -euo pipefail
@@ -18,6 +21,7 @@ cd "$(dirname "$0")/../.."
 backend=shm
 op=all_reduce
 size=8
+nproc=1
 top=0
 bench=""
 while [[ $# -gt 0 ]]; do
@@ -25,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --backend) backend="$2"; shift 2 ;;
     --op) op="$2"; shift 2 ;;
     --size) size="$2"; shift 2 ;;
+    --nproc) nproc="$2"; shift 2 ;;
     --top) top="$2"; shift 2 ;;
     --bench) bench="$(realpath "$2")"; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
@@ -41,17 +46,17 @@ if [[ -z "$bench" ]]; then
   bench="$bin/tools/bench/bench"
 fi
 
-# The rank's profile: spawn forks the rank from the bench's own process, so callgrind writes
-# one file per process; the rank's is the one that ran run_rank.
+# The rank's profile: spawn forks the ranks from the bench's own process, so callgrind writes
+# one file per process; a rank's is one that ran run_rank, the first rank's the lowest pid.
 profile() {  # calls -> path of the rank's callgrind file
   local dir="$out/n$1"
   rm -rf "$dir" && mkdir -p "$dir"
   valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" "$bench" --backend="$backend" --op="$op" \
-    --nproc=1 --sizes="$size" -c 0 -n "$1" -w 10 >"$dir/log.txt" 2>&1 ||
+    --nproc="$nproc" --sizes="$size" -c 0 -n "$1" -w 10 >"$dir/log.txt" 2>&1 ||
     { echo "op_instructions.sh: bench under valgrind failed; its output: $dir/log.txt" >&2; tail -5 "$dir/log.txt" >&2; exit 1; }
   local f
-  for f in "$dir"/cg.*; do
-    if grep -q 'run_rank' "$f"; then echo "$f"; return; fi
+  for f in $(ls "$dir" | grep '^cg\.' | sort -t. -k2 -n); do
+    if grep -q 'run_rank' "$dir/$f"; then echo "$dir/$f"; return; fi
   done
   echo "op_instructions.sh: no rank's profile among $dir/cg.*" >&2
   exit 1
@@ -83,4 +88,4 @@ for inclusive in ("yes", "no"):
         print("%8.0f  %s" % (value, name[:160]))
 EOF
 fi
-echo "instructions per $op of $size B on $backend, 1 rank: $per_op"
+echo "instructions per $op of $size B on $backend, $nproc rank(s): $per_op"
