@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/timed_lock.h"
 #include "api/process/failure_report.h"
 #include "api/diagnostics/json_text.h"
 #include "api/logging.h"
@@ -445,7 +446,7 @@ constexpr std::chrono::seconds kDumpBeforeTermLimit{5};
   // A dump another thread is writing (a failure's, the exit's) lands before the end, in
   // what is left of the time: the lock is then kept, so no new one starts and is cut off.
   const auto left = kDumpBeforeTermLimit - (std::chrono::steady_clock::now() - started);
-  if (left > std::chrono::steady_clock::duration::zero()) (void)dump_write_mutex().try_lock_for(left);
+  if (left > std::chrono::steady_clock::duration::zero()) (void)lock_for(dump_write_mutex(), left);
   terminate_by_signal(sig);
   ::_exit(128 + sig);  // not reached: the signal's default action ends the process
 }
@@ -561,8 +562,8 @@ std::string write_trace_dump(const std::string& reason) {
   // which holds the most. A dump that cannot have the lock in time (a fork child of a
   // process that was writing; a writer stuck on a slow disk) goes on without it: its own
   // temp file still lands whole.
-  std::unique_lock<std::timed_mutex> lock(dump_write_mutex(), std::defer_lock);
-  (void)lock.try_lock_for(kDumpLockWait);
+  std::unique_lock<std::timed_mutex> lock =
+      unique_lock_until(dump_write_mutex(), std::chrono::steady_clock::now() + kDumpLockWait);
   const std::string dir = dump_dir();
   // mkdir -p: DISTCOMM_TRACE_DIR given to a rank without a launcher (which makes --trace_dir
   // itself) may be several levels new, and a bare mkdir of the last level lost every dump.

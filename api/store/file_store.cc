@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/timed_lock.h"
 #include "api/store/internal/call_deadline.h"
 #include "api/store/internal/file_lock.h"
 #include "api/store/internal/key_value_map.h"
@@ -123,7 +124,7 @@ auto FileStore::locked(bool exclusive, Fn&& fn, internal::Clock::time_point dead
   const auto since = internal::Clock::now();
   // Another thread of this process holds mu_ only while it waits for the file's lock,
   // which is bounded too; this call's own deadline covers both waits.
-  std::unique_lock<std::timed_mutex> guard(mu_, deadline);
+  std::unique_lock<std::timed_mutex> guard = unique_lock_until(mu_, deadline);
   if (!guard.owns_lock()) FileLock::throw_held_too_long(path_, since, true);
   FileLock lock(fd_, exclusive, path_, since, deadline);
   replay_locked(exclusive);

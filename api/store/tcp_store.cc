@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "api/errors.h"
+#include "api/timed_lock.h"
 #include "api/store/internal/call_deadline.h"
 #include "api/store/internal/close_on_fork.h"
 #include "api/store/internal/key_value_map.h"
@@ -234,8 +235,8 @@ Store::Bytes TCPStore::call(const Request& asked) {
   std::chrono::milliseconds queue = std::max(r.queue_timeout.count() >= 0 ? r.queue_timeout : r.timeout, kMinQueueWait);
   if (scope_left) queue = std::min(queue, *scope_left);
   if (std::string why = cut_off_why(); !why.empty()) throw StoreError(why);
-  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
-  if (!lock.try_lock_until(entry + queue)) {
+  std::unique_lock<std::timed_mutex> lock = unique_lock_until(mu_, entry + queue);
+  if (!lock.owns_lock()) {
     const std::string busy = "TCPStore: the connection to " + internal::host_port(options_.host, options_.port) +
                              " stayed busy with another thread's request for the " + internal::format_duration(queue) +
                              " this " + name + " could wait (that request has had no answer yet)";
