@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "api/errors.h"
-#include "api/timed_lock.h"
+#include "api/store/internal/timed_lock.h"
 #include "api/process/failure_report.h"
 #include "api/diagnostics/json_text.h"
 #include "api/logging.h"

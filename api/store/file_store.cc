@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "api/errors.h"
-#include "api/timed_lock.h"
+#include "api/store/internal/timed_lock.h"
 #include "api/store/internal/call_deadline.h"
 #include "api/store/internal/file_lock.h"
 #include "api/store/internal/key_value_map.h"
