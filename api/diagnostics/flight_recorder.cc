@@ -4,6 +4,7 @@
 #include <atomic>
 #include <optional>
 
+#include "api/diagnostics/op_fingerprint_copy.h"
 #include "api/errors.h"
 #include "api/process/failure_report.h"
 #include "api/run_main.h"
@@ -55,7 +56,7 @@ uint64_t FlightRecorder::queued(const OpFingerprint& fingerprint) {
   const size_t index = id % ring_.size();
   TraceEntry& e = ring_[index];
   e.id = id;
-  e.fingerprint = fingerprint;  // assignment into the slot: its vectors keep their capacity
+  internal::copy_fingerprint(e.fingerprint, fingerprint);  // into the slot: its vectors keep their capacity
   e.queued_ns = now;
   e.ended_ns = 0;
   e.error.clear();

@@ -11,6 +11,7 @@
 #include "api/diagnostics/peer_process.h"
 #include "api/diagnostics/stall_watch_answers.h"
 #include "api/diagnostics/stall_watch_lines.h"
+#include "api/diagnostics/stall_watch_ring.h"
 #include "api/diagnostics/timeout_window.h"
 #include "api/diagnostics/work_marks.h"  // what the core keeps per Work: ordinal epochs, draining refusals, notes
 #include "api/errors.h"
@@ -75,16 +76,7 @@ struct LookUnderWay {
 }  // namespace
 
 struct StallWatch::Shared {
-  struct Entry {
-    OpFingerprint fingerprint;
-    WorkPtr work;  // null once the op has finished and was swept (finished then says so)
-    bool finished = false;
-    Clock::time_point issued;
-    Clock::time_point deadline = Clock::time_point::max();
-    milliseconds timeout{0};  int64_t asked = 0;  // the request count of its early ask (timeout_window.h); -1: under way
-    Clock::time_point asked_at{};  // when the early ask was made (for the words of an answer to it alone)
-    Clock::time_point next_report = Clock::time_point::max();  // its next "has waited" line
-  };
+  using Entry = internal::StallWatchEntry;
 
   StallWatchOptions options;
   milliseconds report_every = kDefaultStallReportInterval;  // DISTCOMM_STALL_REPORT_SECONDS
@@ -94,12 +86,7 @@ struct StallWatch::Shared {
   std::mutex mu;  // everything below
   std::condition_variable cv;
   std::vector<Entry> ring;
-  // The last collective issued, kept apart from the ring: a rank that ran more than the
-  // ring's ops point to point after it (a broadcast's root, then a pipeline of sends) must
-  // still report it, or a peer waiting in it would take this rank's departure for one
-  // "before any collective". Weak: an expired Work is one that finished and was let go.
-  std::optional<OpFingerprint> last_collective;
-  std::weak_ptr<Work> last_collective_work;
+  internal::LastCollective last_collective;  // stall_watch_ring.h
   uint64_t issued_count = 0;
   uint64_t swept = 0;  // the ops before this one that finished have given their Work back
 
@@ -162,11 +149,7 @@ struct StallWatch::Shared {
       p.ordinal_epoch = e.fingerprint.p2p ? ordinal_epoch_of(e.work.get()) : 0;
       p.refusal_draining = e.fingerprint.p2p && refusal_draining(e.work.get());  // still pairs with its send
     }
-    if (last_collective) {
-      r.last_collective = last_collective;
-      const WorkPtr work = last_collective_work.lock();
-      r.last_collective_finished = !work || work->is_completed();
-    }
+    last_collective.report(r, ring);
     return r;
   }
 
@@ -482,18 +465,16 @@ void StallWatch::issued(const OpFingerprint& fingerprint, const WorkPtr& work, m
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->sweep();
+    shared_->last_collective.before_entry_reused(shared_->issued_count, shared_->ring);
+    if (!fingerprint.p2p) shared_->last_collective.issued(shared_->issued_count);
     Shared::Entry& e = shared_->ring[shared_->issued_count++ % kTracked];
-    e.fingerprint = fingerprint;
+    internal::copy_fingerprint(e.fingerprint, fingerprint);  // into the entry's own vectors
     e.work = work;
     e.finished = false;
     e.issued = now;
     e.deadline = deadline;
     std::tie(e.timeout, e.asked) = std::make_pair(timeout.count() > 0 ? timeout : milliseconds(0), int64_t{0});
     e.next_report = now + shared_->report_every;
-    if (!fingerprint.p2p) {
-      shared_->last_collective = fingerprint;
-      shared_->last_collective_work = work;
-    }
     // Only a deadline before the thread's next look needs it woken (rare: short timeouts).
     wake = deadline != Clock::time_point::max() && deadline + internal::deadline_slack_for(timeout) < shared_->wake_at;
     if (wake) shared_->wake_at = deadline;  // what ends the thread's wait (its predicate): a bare notify did not
