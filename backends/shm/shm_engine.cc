@@ -278,7 +278,10 @@ void Engine::take_submissions(std::vector<Completion>& done) {
 }
 
 Engine::Poll Engine::poll(std::vector<Completion>& done, bool look_when_blocked) {
-  polls_.fetch_add(1, std::memory_order_relaxed);
+  // Written by the poller alone (progress_mu_ orders one poller after the next): a plain
+  // load and store, not a locked read-modify-write on every poll. The progress thread only
+  // compares it between naps.
+  polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   Poll result;
   Blocker collective_blocker;
   bool p2p_pending = false;

@@ -150,6 +150,8 @@ class PointToPoint {
   // Whether check() must walk the requests: a deadline passed or a rank one of them needs
   // is no longer usable. Memoizes liveness in alive_.
   bool suspect(Clock::time_point now, bool check_liveness) const;
+  // Whether no request is kept anywhere (idle()'s walk over the queues and sources).
+  bool holds_no_request() const;
   bool alive(int peer, bool check_liveness) const;
   void take_unexpected(int src, std::list<Unexpected>::iterator it, P2PRequest r, std::vector<Completion>& done);
   void check_peer(int peer, const P2PRequest& r, Clock::time_point now, bool check_liveness) const;
